@@ -1,0 +1,401 @@
+/* The walker: json's type checks in json's order, writing final bytes in one pass. */
+#include "encoder.h"
+
+#include "float_text.h"
+#include "int_text.h"
+#include "json_string.h"
+
+int bw_out_of_memory(void) {
+    PyErr_NoMemory();
+    return -1;
+}
+
+void bw_walker_init(bw_walker *w, const bw_encode_options *opts, bw_buf *out) {
+    w->opts = opts;
+    w->out = out;
+    w->depth = 0;
+    w->open_object = 0;
+    w->open_start = 0;
+    w->skip_keys = NULL;
+    w->open_members = 0;
+}
+
+int bw_walker_enter(bw_walker *w, PyObject *obj) {
+    /* Open containers are few (a document's nesting depth), so a scan beats a hash set. */
+    for (int i = w->depth - 1; i >= 0; i--) {
+        if (w->open[i] == obj) {
+            PyErr_SetString(PyExc_ValueError, "Circular reference detected");
+            return -1;
+        }
+    }
+    if (w->depth >= BW_MAX_DEPTH) {
+        PyErr_Format(PyExc_RecursionError,
+                     "maximum nesting depth (%d) exceeded while encoding a JSON object",
+                     BW_MAX_DEPTH);
+        return -1;
+    }
+    w->open[w->depth++] = obj;
+    return 0;
+}
+
+int bw_write_double(bw_buf *out, double v) {
+    if (bw_buf_reserve(out, BW_FLOAT_TEXT_MAX) < 0)
+        return bw_out_of_memory();
+    out->len += bw_double_to_text(v, bw_buf_tail(out));
+    return 0;
+}
+
+int bw_write_float32(bw_buf *out, float v, int shortest) {
+    if (bw_buf_reserve(out, BW_FLOAT_TEXT_MAX) < 0)
+        return bw_out_of_memory();
+    out->len += shortest ? bw_float32_to_text(v, bw_buf_tail(out))
+                         : bw_double_to_text((double)v, bw_buf_tail(out));
+    return 0;
+}
+
+int bw_write_long(bw_buf *out, PyObject *value) {
+    int overflow = 0;
+    long long small = PyLong_AsLongLongAndOverflow(value, &overflow);
+    if (!overflow) {
+        if (small == -1 && PyErr_Occurred())
+            return -1;
+        if (bw_buf_reserve(out, BW_INT_TEXT_MAX) < 0)
+            return bw_out_of_memory();
+        out->len += bw_i64_to_text((int64_t)small, bw_buf_tail(out));
+        return 0;
+    }
+    /* Big ints: int.__repr__ itself, so the interpreter's digit limit applies as in json. */
+    PyObject *text = PyLong_Type.tp_repr(value); /* new reference */
+    if (text == NULL)
+        return -1;
+    Py_ssize_t n = 0;
+    const char *digits = PyUnicode_AsUTF8AndSize(text, &n);
+    int rc = -1;
+    if (digits != NULL)
+        rc = bw_buf_append(out, digits, (size_t)n) < 0 ? bw_out_of_memory() : 0;
+    Py_DECREF(text);
+    return rc;
+}
+
+static int write_literal(bw_buf *out, const char *text, size_t n) {
+    return bw_buf_append(out, text, n) < 0 ? bw_out_of_memory() : 0;
+}
+#define WRITE_LITERAL(out, lit) write_literal((out), (lit), sizeof(lit) - 1)
+
+/* A str (or subclass): its raw data, escaped as json escapes it. */
+static int write_str(bw_walker *w, PyObject *s) {
+    bw_buf *out = w->out;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(s);
+    const void *data = PyUnicode_DATA(s);
+    int rc;
+    if (!w->opts->ensure_ascii) {
+        if (PyUnicode_IS_ASCII(s)) {
+            rc = bw_json_string_utf8(out, data, (size_t)n);
+        } else {
+            Py_ssize_t size = 0;
+            /* raises UnicodeEncodeError for lone surrogates, as json's .encode() would */
+            const char *utf8 = PyUnicode_AsUTF8AndSize(s, &size);
+            if (utf8 == NULL)
+                return -1;
+            rc = bw_json_string_utf8(out, utf8, (size_t)size);
+        }
+    } else {
+        switch (PyUnicode_KIND(s)) {
+        case PyUnicode_1BYTE_KIND:
+            rc = bw_json_string_ucs1(out, data, (size_t)n);
+            break;
+        case PyUnicode_2BYTE_KIND:
+            rc = bw_json_string_ucs2(out, data, (size_t)n);
+            break;
+        default:
+            rc = bw_json_string_ucs4(out, data, (size_t)n);
+            break;
+        }
+    }
+    return rc < 0 ? bw_out_of_memory() : 0;
+}
+
+/* list, tuple and their subclasses (namedtuple) -> array. Items are read by index on
+   every step because a hook may change the list while it is walked. */
+static int write_sequence(bw_walker *w, PyObject *seq) {
+    bw_buf *out = w->out;
+    int is_list = PyList_Check(seq);
+    Py_ssize_t size = is_list ? PyList_GET_SIZE(seq) : PyTuple_GET_SIZE(seq);
+    if (size == 0)
+        return WRITE_LITERAL(out, "[]");
+    if (bw_walker_enter(w, seq) < 0)
+        return -1;
+    if (bw_buf_append(out, "[", 1) < 0)
+        goto nomem;
+    for (Py_ssize_t i = 0;; i++) {
+        size = is_list ? PyList_GET_SIZE(seq) : PyTuple_GET_SIZE(seq);
+        if (i >= size)
+            break;
+        PyObject *item = is_list ? PyList_GET_ITEM(seq, i) : PyTuple_GET_ITEM(seq, i);
+        if (bw_buf_reserve(out, 2 + BW_FLOAT_TEXT_MAX) < 0)
+            goto nomem;
+        if (i > 0) {
+            bw_buf_putc(out, ',');
+            bw_buf_putc(out, ' ');
+        }
+        if (PyFloat_CheckExact(item)) {
+            /* the embedding fast path: no Python call, no new object */
+            out->len += bw_double_to_text(PyFloat_AS_DOUBLE(item), bw_buf_tail(out));
+            continue;
+        }
+        Py_INCREF(item);
+        int rc = bw_walk(w, item);
+        Py_DECREF(item);
+        if (rc < 0)
+            goto error;
+    }
+    if (bw_buf_append(out, "]", 1) < 0)
+        goto nomem;
+    bw_walker_leave(w);
+    return 0;
+nomem:
+    PyErr_NoMemory();
+error:
+    bw_walker_leave(w);
+    return -1;
+}
+
+/* json's key coercion. Returns a new reference to an exact str, or NULL with TypeError. */
+static PyObject *coerce_key(PyObject *key) {
+    if (PyUnicode_Check(key)) {
+        if (PyUnicode_CheckExact(key))
+            return Py_NewRef(key);
+        return PyUnicode_FromKindAndData(PyUnicode_KIND(key), PyUnicode_DATA(key),
+                                         PyUnicode_GET_LENGTH(key));
+    }
+    if (PyFloat_Check(key)) {
+        char text[BW_FLOAT_TEXT_MAX];
+        size_t n = bw_double_to_text(PyFloat_AS_DOUBLE(key), text);
+        return PyUnicode_FromStringAndSize(text, (Py_ssize_t)n);
+    }
+    if (key == Py_True)
+        return PyUnicode_FromString("true");
+    if (key == Py_False)
+        return PyUnicode_FromString("false");
+    if (key == Py_None)
+        return PyUnicode_FromString("null");
+    if (PyLong_Check(key))
+        return PyLong_Type.tp_repr(key);
+    PyErr_Format(PyExc_TypeError, "keys must be str, int, float, bool or None, not %.100s",
+                 Py_TYPE(key)->tp_name);
+    return NULL;
+}
+
+static int is_skipped(bw_walker *w, PyObject *key) {
+    if (w->skip_keys == NULL)
+        return 0;
+    Py_ssize_t n = PyTuple_GET_SIZE(w->skip_keys);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *skip = PyTuple_GET_ITEM(w->skip_keys, i);
+        if (PyUnicode_GET_LENGTH(skip) == PyUnicode_GET_LENGTH(key) &&
+            PyUnicode_Compare(skip, key) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* Writes `"key": ` (with the separator before it when needed). */
+static int write_member_key(bw_walker *w, PyObject *key, Py_ssize_t written) {
+    bw_buf *out = w->out;
+    if (written > 0 && bw_buf_append(out, ", ", 2) < 0)
+        return bw_out_of_memory();
+    if (write_str(w, key) < 0)
+        return -1;
+    if (bw_buf_append(out, ": ", 2) < 0)
+        return bw_out_of_memory();
+    return 0;
+}
+
+/* An exact dict whose keys are all exact str: keys are unique, nothing to coerce. */
+static int write_plain_members(bw_walker *w, PyObject *dict, int skipping, Py_ssize_t *written) {
+    Py_ssize_t pos = 0;
+    PyObject *key, *value;
+    while (PyDict_Next(dict, &pos, &key, &value)) {
+        if (skipping && is_skipped(w, key))
+            continue;
+        Py_INCREF(key);
+        Py_INCREF(value);
+        int rc = write_member_key(w, key, *written);
+        if (rc == 0)
+            rc = bw_walk(w, value);
+        Py_DECREF(key);
+        Py_DECREF(value);
+        if (rc < 0)
+            return -1;
+        (*written)++;
+    }
+    return 0;
+}
+
+/* Any other mapping: items() as json reads them, keys coerced. Keys that collide after
+   coercion keep the first position and the last value (what json.loads does), but every
+   value is still encoded, so hooks run and errors surface exactly as in the round trip. */
+static int write_coerced_members(bw_walker *w, PyObject *dict, int skipping, Py_ssize_t *written) {
+    bw_buf *out = w->out;
+    PyObject *items = NULL, *encoded = NULL, *key = NULL, *text = NULL;
+    int rc = -1;
+    items = PyMapping_Items(dict); /* new reference: a list, safe against mutation */
+    if (items == NULL)
+        goto done;
+    encoded = PyDict_New(); /* coerced key -> bytes of the encoded value */
+    if (encoded == NULL)
+        goto done;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items); i++) {
+        PyObject *item = PyList_GET_ITEM(items, i);
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2) {
+            PyErr_SetString(PyExc_ValueError, "items must return 2-tuples");
+            goto done;
+        }
+        key = coerce_key(PyTuple_GET_ITEM(item, 0));
+        if (key == NULL)
+            goto done;
+        size_t start = out->len;
+        if (bw_walk(w, PyTuple_GET_ITEM(item, 1)) < 0)
+            goto done;
+        text = PyBytes_FromStringAndSize(out->data + start, (Py_ssize_t)(out->len - start));
+        out->len = start;
+        if (text == NULL || PyDict_SetItem(encoded, key, text) < 0)
+            goto done;
+        Py_CLEAR(key);
+        Py_CLEAR(text);
+    }
+    Py_ssize_t pos = 0;
+    PyObject *k, *v;
+    while (PyDict_Next(encoded, &pos, &k, &v)) {
+        if (skipping && is_skipped(w, k))
+            continue;
+        if (write_member_key(w, k, *written) < 0)
+            goto done;
+        if (bw_buf_append(out, PyBytes_AS_STRING(v), (size_t)PyBytes_GET_SIZE(v)) < 0) {
+            bw_out_of_memory();
+            goto done;
+        }
+        (*written)++;
+    }
+    rc = 0;
+done:
+    Py_XDECREF(items);
+    Py_XDECREF(encoded);
+    Py_XDECREF(key);
+    Py_XDECREF(text);
+    return rc;
+}
+
+static int has_only_exact_str_keys(PyObject *dict) {
+    Py_ssize_t pos = 0;
+    PyObject *key, *value;
+    while (PyDict_Next(dict, &pos, &key, &value)) {
+        if (!PyUnicode_CheckExact(key))
+            return 0;
+    }
+    return 1;
+}
+
+static int write_dict(bw_walker *w, PyObject *dict) {
+    bw_buf *out = w->out;
+    /* The document's top-level object is left open for the caller (bw_walk_open_object):
+       it is the first thing written since the walk started. */
+    int leave_open = w->open_object && out->len == w->open_start;
+    if (leave_open)
+        w->open_object = 0;
+    if (PyDict_GET_SIZE(dict) == 0 && !leave_open)
+        return WRITE_LITERAL(out, "{}");
+    if (bw_walker_enter(w, dict) < 0)
+        return -1;
+    Py_ssize_t written = 0;
+    int rc;
+    if (bw_buf_append(out, "{", 1) < 0) {
+        rc = bw_out_of_memory();
+    } else if (PyDict_CheckExact(dict) && has_only_exact_str_keys(dict)) {
+        rc = write_plain_members(w, dict, leave_open, &written);
+    } else {
+        rc = write_coerced_members(w, dict, leave_open, &written);
+    }
+    if (rc == 0 && leave_open)
+        w->open_members = written;
+    else if (rc == 0 && bw_buf_append(out, "}", 1) < 0)
+        rc = bw_out_of_memory();
+    bw_walker_leave(w);
+    return rc;
+}
+
+static int raise_not_serializable(PyObject *obj) {
+    PyObject *name = PyObject_GetAttrString((PyObject *)Py_TYPE(obj), "__name__");
+    if (name == NULL)
+        return -1;
+    PyErr_Format(PyExc_TypeError, "Object of type %U is not JSON serializable", name);
+    Py_DECREF(name);
+    return -1;
+}
+
+/* Everything json hands to its default hook. The object is marked before the hook runs
+   (as json does), so a hook that returns the object itself is a cycle. */
+static int write_other(bw_walker *w, PyObject *obj) {
+    const bw_encode_options *opts = w->opts;
+    if (opts->hook_kind == BW_HOOK_NONE)
+        return raise_not_serializable(obj);
+    if (bw_walker_enter(w, obj) < 0)
+        return -1;
+    int rc;
+    if (opts->hook_kind == BW_HOOK_ENTITY) {
+        rc = bw_entity_encode(w, obj);
+    } else {
+        PyObject *converted = PyObject_CallOneArg(opts->hook, obj); /* new reference */
+        if (converted == NULL) {
+            rc = -1;
+        } else {
+            rc = bw_walk(w, converted);
+            Py_DECREF(converted);
+        }
+    }
+    bw_walker_leave(w);
+    return rc;
+}
+
+int bw_walk(bw_walker *w, PyObject *obj) {
+    bw_buf *out = w->out;
+    if (obj == Py_None)
+        return WRITE_LITERAL(out, "null");
+    if (obj == Py_True)
+        return WRITE_LITERAL(out, "true");
+    if (obj == Py_False)
+        return WRITE_LITERAL(out, "false");
+    if (PyUnicode_Check(obj))
+        return write_str(w, obj);
+    if (PyLong_Check(obj))
+        return bw_write_long(out, obj);
+    if (PyFloat_Check(obj))
+        return bw_write_double(out, PyFloat_AS_DOUBLE(obj));
+    if (PyList_Check(obj) || PyTuple_Check(obj))
+        return write_sequence(w, obj);
+    if (PyDict_Check(obj))
+        return write_dict(w, obj);
+    return write_other(w, obj);
+}
+
+int bw_walk_open_object(bw_walker *w, PyObject *obj, PyObject *skip_keys, Py_ssize_t *members) {
+    w->open_object = 1;
+    w->open_start = w->out->len;
+    w->skip_keys = skip_keys;
+    w->open_members = 0;
+    int rc = bw_walk(w, obj);
+    int left_open = !w->open_object;
+    w->open_object = 0;
+    w->skip_keys = NULL;
+    if (rc < 0)
+        return -1;
+    if (!left_open) {
+        w->out->len = w->open_start;
+        PyErr_Format(PyExc_TypeError,
+                     "a document must encode to a JSON object, but %.100s does not",
+                     Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    *members = w->open_members;
+    return 0;
+}

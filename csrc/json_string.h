@@ -1,0 +1,17 @@
+/* JSON string writers with json.dumps's escaping. No Python: they take the code units of
+   a string (1, 2 or 4 bytes each, as CPython stores them) and append the quoted text. */
+#ifndef BW_JSON_STRING_H
+#define BW_JSON_STRING_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include "out_buffer.h"
+
+/* ensure_ascii=True: everything outside printable ASCII becomes \uXXXX (lowercase hex),
+   astral code points a surrogate pair, lone surrogates themselves. 0, or -1 out of memory. */
+int bw_json_string_ucs1(bw_buf *out, const uint8_t *s, size_t n);
+int bw_json_string_ucs2(bw_buf *out, const uint16_t *s, size_t n);
+int bw_json_string_ucs4(bw_buf *out, const uint32_t *s, size_t n);
+/* ensure_ascii=False: UTF-8 in, only '"', '\\' and controls below 0x20 escaped. */
+int bw_json_string_utf8(bw_buf *out, const char *s, size_t n);
+#endif

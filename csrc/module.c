@@ -1,0 +1,29 @@
+/* bulkwire._core: module init. Each part adds its own types and functions. */
+#define BW_NUMPY_IMPORT_HERE
+#include "bw_numpy.h"
+
+#include "encoder.h"
+#include "py_bulk.h"
+#include "py_float_text.h"
+#include "py_vectors.h"
+
+static struct PyModuleDef core_module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "bulkwire._core",
+    .m_doc = "The C core of bulkwire: JSON encoding, CQL vectors, bulk insert buffers.",
+    .m_size = -1,
+};
+
+PyMODINIT_FUNC PyInit__core(void) {
+    import_array();
+    PyObject *module = PyModule_Create(&core_module);
+    if (module == NULL)
+        return NULL;
+    if (bw_entity_init() < 0 || bw_encoder_add_to_module(module) < 0 ||
+        bw_float_text_add_functions(module) < 0 || bw_vectors_add_to_module(module) < 0 ||
+        bw_bulk_add_to_module(module) < 0) {
+        Py_DECREF(module);
+        return NULL;
+    }
+    return module;
+}

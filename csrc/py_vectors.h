@@ -1,0 +1,6 @@
+#ifndef BW_PY_VECTORS_H
+#define BW_PY_VECTORS_H
+#include <Python.h>
+/* Adds the vectors types and functions to the module. 0, or -1 with an exception set. */
+int bw_vectors_add_to_module(PyObject *module);
+#endif

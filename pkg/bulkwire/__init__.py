@@ -1,0 +1,15 @@
+"""bulkwire: fast, exact, memory-bounded bulk loading of documents and embeddings.
+
+The C core (``bulkwire._core``) does the per-element work; this package composes it.
+
+>>> import bulkwire
+>>> bulkwire.dumps({"name": "a", "v": [0.5, 1.0]})
+b'{"name": "a", "v": [0.5, 1.0]}'
+"""
+from __future__ import annotations
+
+from ._core import ENTITY, MAX_DEPTH
+from .encoding import Encoder, dumps, to_builtins
+
+__all__ = ["ENTITY", "MAX_DEPTH", "Encoder", "dumps", "to_builtins"]
+__version__ = "0.1.0"

@@ -1,0 +1,9 @@
+"""``python -m bulkwire``: the command line (see ``bulkwire.cli``)."""
+from __future__ import annotations
+
+import sys
+
+from .cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())
