@@ -13,3 +13,8 @@ from .encoding import Encoder, dumps, to_builtins
 
 __all__ = ["ENTITY", "MAX_DEPTH", "Encoder", "dumps", "to_builtins"]
 __version__ = "0.1.0"
+
+# Parquet and Arrow sources (issue 5); pyarrow itself is imported only when they are used.
+from .parquet import TableFile, sample_parquet, take  # noqa: E402
+
+__all__ += ["TableFile", "sample_parquet", "take"]

@@ -1,0 +1,132 @@
+"""bulkwire.take / TableFile against pyarrow.Table.take, on Parquet and Arrow IPC files."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+pa = pytest.importorskip("pyarrow")
+import pyarrow.feather  # noqa: E402
+import pyarrow.parquet as pq  # noqa: E402
+
+import bulkwire  # noqa: E402
+from bulkwire.parquet import TableFile, sample_parquet, take  # noqa: E402
+
+ROWS = 3000
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    """The same table as Parquet (uneven row groups) and Arrow IPC (uneven record batches),
+    with a few scalar columns and nulls besides the vectors."""
+    d = tmp_path_factory.mktemp("take")
+    base = sample_parquet(d / "base.parquet", rows=ROWS, dim=5, row_group_rows=700)
+    table = pq.read_table(base)
+    rng = np.random.default_rng(7)
+    names = pa.array([f"n{i}" if i % 11 else None for i in range(ROWS)])
+    table = table.append_column("name", names).append_column(
+        "score", pa.array(rng.random(ROWS)))
+    parquet_path = d / "t.parquet"
+    pq.write_table(table, parquet_path, row_group_size=512)
+    ipc_path = d / "t.arrow"
+    pyarrow.feather.write_feather(table, ipc_path, compression="uncompressed", chunksize=333)
+    return table, {"parquet": str(parquet_path), "ipc": str(ipc_path)}
+
+
+def test_sample_is_seeded_and_shaped(tmp_path):
+    a = sample_parquet(tmp_path / "a.parquet", rows=2500, dim=16)
+    b = sample_parquet(tmp_path / "b.parquet", rows=2500, dim=16)
+    ta, tb = pq.read_table(a), pq.read_table(b)
+    assert ta.equals(tb)
+    assert ta.schema.field("id").type == pa.int64()
+    assert ta.schema.field("emb").type == pa.list_(pa.float32(), 16)
+    assert ta.column("id").to_pylist() == list(range(2500))
+    values = ta.column("emb").combine_chunks().flatten().to_numpy()
+    assert values.dtype == np.float32 and 0 <= values.min() and values.max() < 1
+    # the whole stream comes from default_rng(42), row group by row group
+    rng = np.random.default_rng(42)
+    expected = np.concatenate([rng.random(n * 16, dtype=np.float32) for n in (1024, 1024, 452)])
+    assert np.array_equal(values, expected)
+    assert pq.ParquetFile(a).metadata.num_row_groups == 3
+    c = pq.read_table(sample_parquet(tmp_path / "c.parquet", rows=10, dim=3, seed=1))
+    assert not c.column("emb").equals(ta.slice(0, 10).column("emb"))
+
+
+def test_sample_zero_rows_and_bad_args(tmp_path):
+    assert pq.read_table(sample_parquet(tmp_path / "z.parquet", rows=0, dim=3)).num_rows == 0
+    with pytest.raises(ValueError, match="dim must be positive"):
+        sample_parquet(tmp_path / "x.parquet", rows=3, dim=0)
+    with pytest.raises(TypeError, match="rows must be an int"):
+        sample_parquet(tmp_path / "x.parquet", rows=3.0, dim=2)
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "ipc"])
+@settings(max_examples=40)
+@given(data=st.data())
+def test_take_equals_table_take(files, fmt, data):
+    table, paths = files
+    indices = data.draw(st.lists(st.integers(0, ROWS - 1), max_size=60))
+    expected = table.take(pa.array(indices, type=pa.int64()))
+    got = take(paths[fmt], indices)
+    assert got.schema == table.schema
+    assert got.equals(expected)
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "ipc"])
+def test_cached_handle_and_columns(files, fmt):
+    table, paths = files
+    rng = np.random.default_rng(42)
+    with TableFile(paths[fmt], columns=["id", "name"]) as f:
+        assert f.num_rows == ROWS
+        for _ in range(5):
+            idx = rng.integers(0, ROWS, size=50)
+            assert f.take(idx).equals(table.select(["id", "name"]).take(idx))
+        # numpy unsigned, pyarrow arrays, tuples are all accepted
+        assert f.take(np.array([5, 1], dtype=np.uint16)).column("id").to_pylist() == [5, 1]
+        assert f.take(pa.array([ROWS - 1])).column("id").to_pylist() == [ROWS - 1]
+        assert take(f, (2, 2), columns=["id"]).column_names == ["id"]
+    assert bulkwire.take(paths[fmt], [1]).num_rows == 1
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "ipc"])
+def test_parquet_reads_only_touched_row_groups(files, fmt, monkeypatch):
+    table, paths = files
+    f = TableFile(paths[fmt])
+    if fmt == "parquet":
+        read = []
+        original = f._parquet.read_row_group
+        monkeypatch.setattr(f._parquet, "read_row_group",
+                            lambda g, **kw: (read.append(g), original(g, **kw))[1])
+        f.take([0, 1, 600, 2999, 2])
+        assert sorted(read) == [0, 1, 5]
+    assert list(f.offsets[:3]) == ([0, 512, 1024] if fmt == "parquet" else [0, 333, 666])
+    f.close()
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "ipc"])
+@pytest.mark.parametrize("bad, exc, message", [
+    ([0, -1], IndexError, r"indices\[1\] = -1 is negative"),
+    ([ROWS], IndexError, rf"indices\[0\] = {ROWS} is out of range for {ROWS} rows"),
+    ([2 ** 70], IndexError, r"indices\[0\] = \d+ is out of range"),
+    ([1, 2.5], TypeError, r"indices must be integers, got dtype float64 \(indices\[1\] = 2.5\)"),
+    ([True], TypeError, "got dtype bool"),
+    (["1"], TypeError, "got dtype <U1"),
+    ("12", TypeError, "indices must be a sequence of integers, not str"),
+    (5, TypeError, "not a scalar int"),
+    ([[1, 2]], ValueError, "one-dimensional"),
+    ([1, None], TypeError, r"indices\[1\] = None is not an integer"),
+])
+def test_bad_indices(files, fmt, bad, exc, message):
+    with pytest.raises(exc, match=message):
+        take(files[1][fmt], bad)
+
+
+def test_not_a_table_file_and_missing_column(tmp_path, files):
+    p = tmp_path / "x.csv"
+    p.write_text("id\n1\n")
+    with pytest.raises(ValueError, match="neither a Parquet file nor an Arrow IPC file"):
+        take(p, [0])
+    with pytest.raises(KeyError, match="'nope' is not a column"):
+        take(files[1]["parquet"], [0], columns=["nope"])
+    assert take(files[1]["parquet"], []).num_rows == 0
