@@ -95,11 +95,12 @@ def test_parquet_reads_only_touched_row_groups(files, fmt, monkeypatch):
     f = TableFile(paths[fmt])
     if fmt == "parquet":
         read = []
-        original = f._parquet.read_row_group
-        monkeypatch.setattr(f._parquet, "read_row_group",
-                            lambda g, **kw: (read.append(g), original(g, **kw))[1])
-        f.take([0, 1, 600, 2999, 2])
+        original = f._parquet.read_row_groups
+        monkeypatch.setattr(f._parquet, "read_row_groups",
+                            lambda g, **kw: (read.extend(g), original(g, **kw))[1])
+        got = f.take([2999, 0, 1, 600, 2, 600])
         assert sorted(read) == [0, 1, 5]
+        assert got.column("id").to_pylist() == [2999, 0, 1, 600, 2, 600]
     assert list(f.offsets[:3]) == ([0, 512, 1024] if fmt == "parquet" else [0, 333, 666])
     f.close()
 

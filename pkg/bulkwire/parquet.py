@@ -153,11 +153,10 @@ class TableFile:
             self.schema = self._parquet.schema_arrow
         else:
             self._mmap = pa.memory_map(self.path, "r")
-            self._ipc = pa.ipc.open_file(self._mmap)
-            self._batches = [self._ipc.get_batch(i) for i in range(self._ipc.num_record_batches)]
-            counts = np.fromiter((b.num_rows for b in self._batches), dtype=np.int64,
-                                 count=len(self._batches))
-            self.schema = self._ipc.schema
+            self._table = pa.ipc.open_file(self._mmap).read_all()  # zero-copy over the map
+            counts = np.fromiter((len(c) for c in self._table.column(0).chunks), dtype=np.int64) \
+                if self._table.num_columns else np.zeros(1, dtype=np.int64)
+            self.schema = self._table.schema
         if self.columns is not None:
             missing = [c for c in self.columns if self.schema.get_field_index(c) < 0]
             if missing:
@@ -174,35 +173,25 @@ class TableFile:
         idx = _check_indices(indices, self.num_rows)
         if idx.size == 0:
             return self.schema.empty_table()
-        unique, inverse = np.unique(idx, return_inverse=True)
-        groups = np.searchsorted(self.offsets, unique, side="right") - 1
-        bounds = np.flatnonzero(np.diff(groups)) + 1
-        starts = np.concatenate(([0], bounds))
-        ends = np.concatenate((bounds, [unique.size]))
-        pieces = []
-        for s, e in zip(starts.tolist(), ends.tolist()):
-            g = int(groups[s])
-            local = pa.array(unique[s:e] - self.offsets[g])
-            if self.format == "parquet":
-                part = self._parquet.read_row_group(g, columns=self.columns)
-            else:
-                part = self._batches[g]
-                if self.columns is not None:
-                    part = part.select(self.columns)
-            pieces.append(part.take(local))
-        if self.format == "parquet":
-            table = pa.concat_tables(pieces) if len(pieces) > 1 else pieces[0]
-        else:
-            table = pa.Table.from_batches(pieces, schema=self.schema)
-        if unique.size == idx.size and np.array_equal(unique, idx):
-            return table
-        return table.take(pa.array(inverse.reshape(-1).astype(np.int64)))
+        if self.format == "ipc":
+            table = self._table if self.columns is None else self._table.select(self.columns)
+            return table.take(pa.array(idx))
+        group_of = np.searchsorted(self.offsets, idx, side="right") - 1
+        groups = np.unique(group_of)
+        # one call for all touched row groups: pyarrow decodes them on its own threads
+        table = self._parquet.read_row_groups(groups.tolist(), columns=self.columns)
+        # position of each requested row inside the concatenation of the touched groups
+        sizes = self.offsets[groups + 1] - self.offsets[groups]
+        base = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+        where = np.searchsorted(groups, group_of)
+        local = idx - self.offsets[group_of] + base[where]
+        return table.take(pa.array(local))
 
     def close(self) -> None:
         if self.format == "parquet":
             self._parquet.close()
         else:
-            self._batches = []
+            self._table = None
             self._mmap.close()
 
     def __enter__(self) -> "TableFile":
