@@ -3,6 +3,7 @@
 #include "bw_numpy.h"
 
 #include "encoder.h"
+#include "py_encode_batch.h"
 #include "py_bulk.h"
 #include "py_float_text.h"
 #include "py_vectors.h"
@@ -21,7 +22,7 @@ PyMODINIT_FUNC PyInit__core(void) {
         return NULL;
     if (bw_entity_init() < 0 || bw_encoder_add_to_module(module) < 0 ||
         bw_float_text_add_functions(module) < 0 || bw_vectors_add_to_module(module) < 0 ||
-        bw_bulk_add_to_module(module) < 0) {
+        bw_bulk_add_to_module(module) < 0 || bw_encode_batch_add_to_module(module) < 0) {
         Py_DECREF(module);
         return NULL;
     }

@@ -15,6 +15,7 @@ __all__ = ["ENTITY", "MAX_DEPTH", "Encoder", "dumps", "to_builtins"]
 __version__ = "0.1.0"
 
 # Parquet and Arrow sources (issue 5); pyarrow itself is imported only when they are used.
+from .load import LoadResult, load_parquet  # noqa: E402
 from .parquet import TableFile, sample_parquet, take  # noqa: E402
 
-__all__ += ["TableFile", "sample_parquet", "take"]
+__all__ += ["LoadResult", "TableFile", "load_parquet", "sample_parquet", "take"]

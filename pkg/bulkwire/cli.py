@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from typing import Sequence
@@ -30,6 +31,80 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+#: Exit codes of ``bulkwire load`` and ``bulkwire sample``.
+EXIT_OK, EXIT_INPUT, EXIT_USAGE, EXIT_SERVER, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+
+def _fail(message: str, code: int = EXIT_INPUT) -> int:
+    print(f"bulkwire: error: {message}", file=sys.stderr)
+    return code
+
+
+def _parse_take(text: str | None) -> list | None:
+    """``--take 1,5,7`` or ``--take @file`` (whitespace/comma separated indices)."""
+    if text is None:
+        return None
+    if text.startswith("@"):
+        with open(text[1:]) as f:
+            text = f.read()
+    items = [t for t in text.replace(",", " ").split() if t]
+    out = []
+    for pos, item in enumerate(items):
+        try:
+            out.append(int(item))
+        except ValueError:
+            raise ValueError(f"--take: take[{pos}] = {item!r} is not an integer") from None
+    return out
+
+
+def cmd_sample(args: argparse.Namespace) -> int:
+    """Write a seeded sample Parquet file (int64 id, fixed_size_list<float32>[dim])."""
+    try:
+        from .parquet import sample_parquet
+
+        start = time.perf_counter()
+        path = sample_parquet(args.path, rows=args.rows, dim=args.dim, seed=args.seed,
+                              row_group_rows=args.row_group)
+    except ImportError as exc:
+        return _fail(str(exc))
+    except (OSError, ValueError, TypeError) as exc:
+        return _fail(str(exc))
+    print(f"wrote {args.rows:,} rows x {args.dim} float32 dims (seed {args.seed}) to {path}: "
+          f"{os.path.getsize(path):,} bytes in {time.perf_counter() - start:.2f} s")
+    return EXIT_OK
+
+
+def cmd_load(args: argparse.Namespace) -> int:
+    """Load a Parquet / Arrow IPC file with bulk insert (or write the request body to a file)."""
+    try:
+        from .load import load_parquet
+
+        if args.url is None and args.database is not None:
+            return _fail("--database needs --url", EXIT_USAGE)
+        if args.url is not None and args.database is None:
+            return _fail("--url needs --database", EXIT_USAGE)
+        columns = None if args.columns is None else [c for c in args.columns.split(",") if c]
+        result = load_parquet(
+            args.path, url=args.url, database=args.database, collection=args.collection,
+            id_column=args.id_column, id_prefix=args.id_prefix, vector_column=args.vector_column,
+            columns=columns, compress=args.gzip, batch_rows=args.batch_rows,
+            take=_parse_take(args.take), out=args.out, float32=args.float32,
+            progress=not args.quiet)
+    except KeyboardInterrupt:
+        return _fail("interrupted", EXIT_INTERRUPTED)
+    except ImportError as exc:
+        return _fail(str(exc))
+    except FileNotFoundError as exc:
+        return _fail(str(exc.args[0]) if exc.args and isinstance(exc.args[0], str) and len(exc.args) == 1
+                     else str(exc))
+    except (ValueError, TypeError, KeyError, IndexError) as exc:
+        return _fail(str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc))
+    except (ConnectionError, RuntimeError, OSError) as exc:
+        return _fail(str(exc), EXIT_SERVER)
+    print(result.summary())
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="bulkwire", description=__doc__)
     sub = parser.add_subparsers(dest="command")
@@ -39,6 +114,40 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--seed", type=int, default=42)
     demo.add_argument("--float32", choices=["widen", "shortest"], default="widen")
     demo.set_defaults(func=cmd_demo)
+
+    sample = sub.add_parser("sample", help="write a seeded sample Parquet file of embeddings",
+                            description="Write PATH: int64 id and a fixed_size_list<float32>[DIM] "
+                                        "column 'emb' uniform in [0, 1) from the seed.")
+    sample.add_argument("path", metavar="PATH")
+    sample.add_argument("--rows", type=int, default=10_000, help="rows (default 10000)")
+    sample.add_argument("--dim", type=int, default=1024, help="vector dimension (default 1024)")
+    sample.add_argument("--seed", type=int, default=42)
+    sample.add_argument("--row-group", type=int, default=1024, help="rows per row group (default 1024)")
+    sample.set_defaults(func=cmd_sample)
+
+    load = sub.add_parser(
+        "load", help="load a Parquet / Arrow IPC file with bulk insert",
+        description="Load PATH (Parquet or Arrow IPC) with bulk insert: one document per row. "
+                    "Without --url, write the exact request body to --out (replayable later). "
+                    "Exit codes: 0 done, 1 bad input (file, column, row), 2 usage, "
+                    "3 server or transport error, 130 interrupted.")
+    load.add_argument("path", metavar="PATH")
+    load.add_argument("--url", help="server URL; without it the request body goes to --out")
+    load.add_argument("--database", help="database name (with --url)")
+    load.add_argument("--out", help="output file (default <name>.bulk.json, or .bulk.json.gz)")
+    load.add_argument("--collection", default="Embeddings", help="@collection (default Embeddings)")
+    load.add_argument("--id-column", default="id", help="id column (default id)")
+    load.add_argument("--id-prefix", help="prefix of every id (default: <collection in lower "
+                                          "case>/ for integer ids, none for strings)")
+    load.add_argument("--vector-column", help="the vector column (default: the only list column)")
+    load.add_argument("--columns", help="comma-separated document fields (default: all but the id)")
+    load.add_argument("--gzip", action="store_true", help="gzip the body (fastest level)")
+    load.add_argument("--batch-rows", type=int, help="rows per Arrow batch (default: ~4 MiB of text)")
+    load.add_argument("--take", help="only these row indices: 1,5,9 or @file")
+    load.add_argument("--float32", choices=["widen", "shortest"], default="widen",
+                      help="float32 vector text (default widen: the repr of the double)")
+    load.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    load.set_defaults(func=cmd_load)
     return parser
 
 
@@ -53,9 +162,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command is None:
         args = parser.parse_args(["demo", *(argv or [])])
-    for name in ("docs", "dim"):
+    for name in ("docs", "dim", "row_group"):
         if getattr(args, name, 1) <= 0:
-            parser.error(f"--{name} must be positive")
+            parser.error(f"--{name.replace('_', '-')} must be positive")
+    if getattr(args, "rows", 0) < 0:
+        parser.error("--rows must not be negative")
+    if (getattr(args, "batch_rows", None) or 1) <= 0:
+        parser.error("--batch-rows must be positive")
     return args.func(args)
 
 
