@@ -167,7 +167,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error(f"--{name.replace('_', '-')} must be positive")
     if getattr(args, "rows", 0) < 0:
         parser.error("--rows must not be negative")
-    if (getattr(args, "batch_rows", None) or 1) <= 0:
+    if getattr(args, "batch_rows", None) is not None and args.batch_rows <= 0:
         parser.error("--batch-rows must be positive")
     return args.func(args)
 

@@ -190,6 +190,8 @@ def _plan(schema, source: str, id_column: str, vector_column: str | None,
                             f"(supported: integers, float32/float64, booleans, strings, timestamps; "
                             f"lists only as the vector column): leave it out with columns= "
                             f"(--columns) or cast it")
+    if vector_column not in fields:
+        vector_column = None  # found, but not asked for
     read = list(dict.fromkeys([id_column, *fields]))
     return _Plan(id_column, vector_column, fields, read)
 

@@ -1,0 +1,390 @@
+"""Arrow batches -> bulk insert commands (bulkwire._core.encode_batch) and load_parquet.
+
+The oracle is the SPEC §3 command for the equivalent dict, built in Python from
+``Table.to_pylist()`` with ``bulkwire.dumps`` (itself tested against the json round trip):
+    {"Id":"<id>","Type":"PUT","Document":<dumps({**row, "@metadata": metadata})>}
+"""
+from __future__ import annotations
+
+import datetime
+import gzip
+import json
+import os
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+pa = pytest.importorskip("pyarrow")
+import pyarrow.feather  # noqa: E402
+import pyarrow.parquet as pq  # noqa: E402
+
+import bulkwire  # noqa: E402
+from bulkwire import _core  # noqa: E402
+
+META = {"@collection": "Embeddings", "Raven-Python-Type": "builtins.dict"}
+META_JSON = bulkwire.dumps(META)
+
+
+def command(doc_id: str, row: dict, float32: str = "widen") -> bytes:
+    """What BulkInsert.store(row, id=doc_id) writes for a dict (SPEC §3)."""
+    return (b'{"Id":' + json.dumps(doc_id).encode() + b',"Type":"PUT","Document":'
+            + bulkwire.dumps({**row, "@metadata": META}, float32=float32) + b"}")
+
+
+def oracle(table, id_column="id", fields=None, vector_column=None, prefix="", float32="widen",
+           first=True) -> bytes:
+    """The body fragment encode_batch must write for every row of `table`."""
+    fields = [n for n in table.column_names if n != id_column] if fields is None else fields
+    cmds = []
+    for row in table.to_pylist():
+        doc = {}
+        for name in fields:
+            value = row[name]
+            if name == vector_column and value is not None:
+                t = table.schema.field(name).type.value_type
+                value = np.asarray(value, dtype=np.float32 if t == pa.float32() else np.float64)
+            doc[name] = value
+        cmds.append(command(f"{prefix}{row[id_column]}", doc, float32))
+    body = b",".join(cmds)
+    return body if first or not cmds else b"," + body
+
+
+def encode(batch, id_column="id", fields=None, vector_column=None, prefix="", float32="widen",
+           first=True, chunk_size=1 << 20, dim=-1) -> bytes:
+    fields = [n for n in batch.schema.names if n != id_column] if fields is None else fields
+    chunks = _core.encode_batch(batch, id_column, fields, vector_column=vector_column,
+                                id_prefix=prefix, metadata=META_JSON, float32=float32,
+                                first=first, chunk_size=chunk_size, dim=dim)
+    return b"".join(chunks)
+
+
+def vectors(rows, dim, dtype=np.float32, seed=0):
+    return np.random.default_rng(seed).standard_normal((rows, dim)).astype(dtype)
+
+
+def fsl(arr):
+    t = pa.float32() if arr.dtype == np.float32 else pa.float64()
+    return pa.FixedSizeListArray.from_arrays(pa.array(arr.reshape(-1), t), arr.shape[1])
+
+
+def table_with(vec_array, rows):
+    return pa.table({"id": pa.array(np.arange(rows, dtype=np.int64) * 7 - 3), "emb": vec_array,
+                     "name": [f"n{i}é" if i % 3 else None for i in range(rows)],
+                     "score": np.linspace(-1, 1, rows), "ok": [i % 2 == 0 for i in range(rows)]})
+
+
+# ------------------------------------------------------------------ encode_batch vs the oracle
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("layout", ["fsl", "list", "large_list"])
+@pytest.mark.parametrize("float32", ["widen", "shortest"])
+def test_vector_layouts(dtype, layout, float32):
+    v = vectors(40, 9, dtype)
+    t = pa.float32() if dtype == np.float32 else pa.float64()
+    arr = {"fsl": fsl(v), "list": pa.array(list(v), pa.list_(t)),
+           "large_list": pa.array(list(v), pa.large_list(t))}[layout]
+    table = table_with(arr, 40)
+    batch = table.to_batches()[0]
+    want = oracle(table, vector_column="emb", prefix="embeddings/", float32=float32)
+    assert encode(batch, vector_column="emb", prefix="embeddings/", float32=float32) == want
+    # sliced batches: offsets of the struct, the columns and the vector children
+    for start, length in [(1, 10), (17, 23), (39, 1), (5, 0)]:
+        part = batch.slice(start, length)
+        assert encode(part, vector_column="emb", prefix="embeddings/", float32=float32) == \
+            oracle(table.slice(start, length), vector_column="emb", prefix="embeddings/",
+                   float32=float32)
+
+
+def test_special_floats_and_ints():
+    v = np.array([[0.0, -0.0, np.nan, np.inf, -np.inf, 1e-45, 3.4028235e38, 0.1]], np.float32)
+    ints = {f"i{w}": pa.array([np.iinfo(f"int{w}").min], getattr(pa, f"int{w}")()) for w in (8, 16, 32, 64)}
+    uints = {f"u{w}": pa.array([np.iinfo(f"uint{w}").max], getattr(pa, f"uint{w}")()) for w in (8, 16, 32, 64)}
+    table = pa.table({"id": pa.array([2 ** 63 - 1], pa.int64()), "emb": fsl(v), **ints, **uints,
+                      "f32": pa.array([0.1], pa.float32()), "f64": [float("nan")],
+                      "nothing": pa.nulls(1)})
+    for f32 in ("widen", "shortest"):
+        assert encode(table.to_batches()[0], vector_column="emb", float32=f32) == \
+            oracle(table, vector_column="emb", float32=f32)
+
+
+def test_strings_escaping_and_ids():
+    names = ["plain", 'q"uote\\back', "tab\tnl\n\x01\x7f", "é", "€", "😀 astral", "", "\u2028"]
+    table = pa.table({"key": names, "s": pa.array(names, pa.large_string()),
+                      "n": list(range(len(names)))})
+    batch = table.to_batches()[0]
+    with pytest.raises(ValueError, match=r"column 'key', row 6: empty id"):
+        encode(batch, id_column="key")
+    assert encode(batch, id_column="key", prefix="docs/") == oracle(table, "key", prefix="docs/")
+    large = table.cast(pa.schema([("key", pa.large_string()), ("s", pa.string()), ("n", pa.int64())]))
+    assert encode(large.to_batches()[0], id_column="key", prefix="ü/") == oracle(large, "key", prefix="ü/")
+    # unicode column names are escaped as json does
+    t2 = pa.table({"id": [1], "ключ": ["v"]})
+    assert encode(t2.to_batches()[0]) == oracle(t2)
+
+
+@pytest.mark.parametrize("unit", ["s", "ms", "us", "ns"])
+@pytest.mark.parametrize("tz", [None, "UTC", "+05:30", "-08:00"])
+def test_timestamps(unit, tz):
+    base = [datetime.datetime(2024, 5, 1, 12, 30, 15, 123456), datetime.datetime(1969, 12, 31, 23, 59, 59, 999999),
+            datetime.datetime(1900, 2, 28, 1, 2, 3), datetime.datetime(2000, 2, 29), None,
+            datetime.datetime(1677, 9, 22) if unit == "ns" else datetime.datetime(1, 1, 2, 0, 0)]
+    if tz is not None:
+        base = [None if d is None else d.replace(tzinfo=datetime.timezone.utc) for d in base]
+    arr = pa.array(base, pa.timestamp("us", tz="UTC" if tz else None)).cast(
+        pa.timestamp(unit, tz=tz), safe=False)
+    table = pa.table({"id": list(range(len(base))), "t": arr})
+    # the dict the user would store holds what to_pylist gives: wall clock in the column's zone
+    assert encode(table.to_batches()[0]) == oracle(table)
+
+
+def test_datetime_max_and_range():
+    t = pa.table({"id": [1, 2], "t": pa.array([datetime.datetime.max, datetime.datetime.min],
+                                               pa.timestamp("us"))})
+    assert encode(t.to_batches()[0]) == oracle(t)
+    assert b'"9999-12-31T23:59:59.9999999"' in encode(t.to_batches()[0])
+    bad = pa.table({"id": [1, 2], "t": pa.array([0, 253402300800], pa.timestamp("s"))})
+    with pytest.raises(ValueError, match=r"column 't', row 1: timestamp 253402300800 is outside"):
+        encode(bad.to_batches()[0])
+
+
+def test_chunks_and_separators():
+    table = table_with(fsl(vectors(50, 4)), 50)
+    batch = table.to_batches()[0]
+    chunks = _core.encode_batch(batch, "id", ["emb", "name"], vector_column="emb",
+                                metadata=META_JSON, chunk_size=1000, first=True)
+    assert len(chunks) > 5
+    assert all(len(c) >= 1000 for c in chunks[:-1])
+    assert b"".join(chunks) == oracle(table, fields=["emb", "name"], vector_column="emb")
+    assert not chunks[0].startswith(b",") and all(c.startswith(b",") for c in chunks[1:])
+    assert encode(batch, first=False, vector_column="emb") == \
+        oracle(table, vector_column="emb", first=False)
+    # a stream (a Table of several batches) is one body fragment
+    two = pa.Table.from_batches([batch.slice(0, 20), batch.slice(20)])
+    assert encode(two, vector_column="emb") == oracle(table, vector_column="emb")
+
+
+@settings(max_examples=60)
+@given(st.data())
+def test_random_tables(data):
+    n = data.draw(st.integers(0, 12))
+    text = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=6)
+    cols = {
+        "id": pa.array(data.draw(st.lists(st.integers(-2 ** 63, 2 ** 63 - 1), min_size=n, max_size=n)),
+                       pa.int64()),
+        "s": pa.array(data.draw(st.lists(st.none() | text, min_size=n, max_size=n)), pa.string()),
+        "f": pa.array(data.draw(st.lists(st.none() | st.floats(), min_size=n, max_size=n)), pa.float64()),
+        "g": pa.array(data.draw(st.lists(st.none() | st.floats(width=32), min_size=n, max_size=n)),
+                      pa.float32()),
+        "b": pa.array(data.draw(st.lists(st.none() | st.booleans(), min_size=n, max_size=n)), pa.bool_()),
+        "u": pa.array(data.draw(st.lists(st.none() | st.integers(0, 2 ** 32 - 1), min_size=n, max_size=n)),
+                      pa.uint32()),
+    }
+    dim = data.draw(st.integers(0, 5))
+    vec = data.draw(st.lists(st.lists(st.floats(width=32), min_size=dim, max_size=dim),
+                             min_size=n, max_size=n))
+    cols["v"] = pa.array(vec, pa.list_(pa.float32()))
+    table = pa.table(cols)
+    start = data.draw(st.integers(0, n))
+    part = table.slice(start)
+    f32 = data.draw(st.sampled_from(["widen", "shortest"]))
+    batch = part.combine_chunks().to_batches()
+    batch = batch[0] if batch else pa.RecordBatch.from_pylist([], schema=table.schema)
+    assert encode(batch, vector_column="v", float32=f32, dim=dim) == \
+        oracle(part, vector_column="v", float32=f32)
+
+
+# ------------------------------------------------------------------ errors, before any byte
+
+def test_row_errors_name_column_and_row():
+    v = vectors(6, 3)
+    rows = [list(r) for r in v]
+    ragged = pa.array(rows[:4] + [rows[4][:2]] + rows[5:], pa.list_(pa.float32()))
+    null_vec = pa.array(rows[:2] + [None] + rows[3:], pa.list_(pa.float32()))
+    null_elem = pa.array(rows[:5] + [[1.0, None, 2.0]], pa.list_(pa.float32()))
+    ids = pa.array(list(range(6)))
+    cases = [
+        (pa.table({"id": ids, "v": ragged}), r"column 'v', row 4: vector has 2 values, expected 3"),
+        (pa.table({"id": ids, "v": null_vec}), r"column 'v', row 2: null vector"),
+        (pa.table({"id": ids, "v": null_elem}), r"column 'v', row 5: null value at position 1"),
+        (pa.table({"id": pa.array([1, None, 3, 4, 5, 6]), "v": fsl(v)}), r"column 'id', row 1: null id"),
+        (pa.table({"id": ["a", "b|", "c", "d", "e", "f"], "v": fsl(v)}), r"column 'id', row 1: id ends with '\|'"),
+    ]
+    for table, message in cases:
+        with pytest.raises(ValueError, match=message):
+            _core.encode_batch(table, "id", ["v"], vector_column="v", dim=3)
+    fsl_nulls = pa.FixedSizeListArray.from_arrays(pa.array(v.reshape(-1)), 3,
+                                                  mask=pa.array([False, False, False, True, False, False]))
+    with pytest.raises(ValueError, match=r"column 'v', row 7: null vector"):
+        _core.encode_batch(pa.table({"id": ids, "v": fsl_nulls}), "id", ["v"], vector_column="v",
+                           row_base=4)
+
+
+def test_type_errors_name_the_column():
+    ids = pa.array([1, 2])
+    with pytest.raises(TypeError, match=r"column 'v' has Arrow type 'u', but the vector column"):
+        _core.encode_batch(pa.table({"id": ids, "v": ["a", "b"]}), "id", ["v"], vector_column="v")
+    with pytest.raises(TypeError, match=r"column 'v' must be .* values have Arrow type 'l'"):
+        _core.encode_batch(pa.table({"id": ids, "v": [[1], [2]]}), "id", ["v"], vector_column="v")
+    with pytest.raises(TypeError, match=r"column 'd' has Arrow type 'tdD'"):
+        _core.encode_batch(pa.table({"id": ids, "d": pa.array([1, 2], pa.date32())}), "id", ["d"])
+    with pytest.raises(TypeError, match=r"column 'c' has Arrow type 'i', dictionary-encoded"):
+        _core.encode_batch(pa.table({"id": ids, "c": pa.array(["x", "y"]).dictionary_encode()}), "id", ["c"])
+    with pytest.raises(TypeError, match=r"time zone 'Europe/Paris'"):
+        _core.encode_batch(pa.table({"id": ids, "t": pa.array([1, 2], pa.timestamp("s", "Europe/Paris"))}),
+                           "id", ["t"])
+    with pytest.raises(TypeError, match=r"id column 'id' must hold integers or strings"):
+        _core.encode_batch(pa.table({"id": [1.5, 2.5]}), "id", [])
+    with pytest.raises(ValueError, match=r"column 'zz' is not in the batch"):
+        _core.encode_batch(pa.table({"id": ids}), "id", ["zz"])
+    with pytest.raises(TypeError, match="Arrow PyCapsule interface"):
+        _core.encode_batch([1, 2], "id", [])
+    with pytest.raises(ValueError, match="float32 must be"):
+        _core.encode_batch(pa.table({"id": ids}), "id", [], float32="short")
+
+
+# ------------------------------------------------------------------ load_parquet
+
+def write(table, path, row_group_size=None):
+    pq.write_table(table, path, row_group_size=row_group_size)
+    return str(path)
+
+
+def parsed(path):
+    data = open(path, "rb").read()
+    if path.endswith(".gz"):
+        data = gzip.decompress(data)
+    return data, json.loads(data)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("layout", ["fsl", "list"])
+def test_load_file_round_trip(tmp_path, dtype, layout):
+    rows, dim = 1000, 16
+    v = vectors(rows, dim, dtype, seed=3)
+    t = pa.float32() if dtype == np.float32 else pa.float64()
+    arr = fsl(v) if layout == "fsl" else pa.array(list(v), pa.list_(t))
+    table = table_with(arr, rows)
+    src = write(table, tmp_path / "src.parquet", row_group_size=300)
+    assert pq.ParquetFile(src).metadata.num_row_groups == 4
+    result = bulkwire.load_parquet(src, batch_rows=128)
+    assert result.rows == rows and result.target == str(tmp_path / "src.bulk.json")
+    raw, docs = parsed(result.target)
+    assert result.body_bytes == len(raw) == result.wire_bytes
+    assert raw == b"[" + oracle(table, vector_column="emb", prefix="embeddings/") + b"]"
+    assert [d["Id"] for d in docs] == [f"embeddings/{i}" for i in table.column("id").to_pylist()]
+    got = np.array([d["Document"]["emb"] for d in docs])
+    assert np.array_equal(got.astype(np.float32).view(np.uint32), v.astype(np.float32).view(np.uint32))
+    if dtype == np.float64:
+        assert np.array_equal(got, v)
+    assert [d["Document"]["name"] for d in docs] == table.column("name").to_pylist()
+    assert [d["Document"]["score"] for d in docs] == table.column("score").to_pylist()
+    assert all(d["Document"]["@metadata"] == META for d in docs)
+
+
+def test_load_gzip_take_ipc_and_options(tmp_path):
+    src = bulkwire.sample_parquet(tmp_path / "s.parquet", rows=2500, dim=8, row_group_rows=1000)
+    table = pq.read_table(src)
+    r = bulkwire.load_parquet(src, compress=True, float32="shortest", collection="Vectors")
+    raw, docs = parsed(r.target)
+    assert r.target.endswith("s.bulk.json.gz") and r.wire_bytes == os.path.getsize(r.target) < r.body_bytes
+    assert len(docs) == 2500 and docs[-1]["Id"] == "vectors/2499"
+    assert docs[0]["Document"]["@metadata"]["@collection"] == "Vectors"
+    got = np.array([d["Document"]["emb"] for d in docs], dtype=np.float32)
+    assert np.array_equal(got, table.column("emb").combine_chunks().flatten().to_numpy().reshape(-1, 8))
+    # take: just those rows, in that order, from Parquet and from Arrow IPC
+    ipc = str(tmp_path / "s.arrow")
+    pyarrow.feather.write_feather(table, ipc, compression="uncompressed", chunksize=700)
+    for source in (src, ipc):
+        out = str(tmp_path / "take.json")
+        r = bulkwire.load_parquet(source, take=[2499, 3, 3, 1500], out=out, id_prefix="", columns=[])
+        assert [d["Id"] for d in parsed(out)[1]] == ["2499", "3", "3", "1500"]
+        assert parsed(out)[1][0]["Document"] == {"@metadata": META}
+    r = bulkwire.load_parquet(ipc, out=str(tmp_path / "all.json"), batch_rows=333)
+    assert parsed(r.target)[0] == parsed(bulkwire.load_parquet(src, out=str(tmp_path / "p.json")).target)[0]
+
+
+def test_load_errors_leave_no_body(tmp_path):
+    rows = [[0.5, 0.25]] * 700 + [[0.5]] + [[0.5, 0.25]] * 10
+    src = write(pa.table({"id": list(range(711)), "v": pa.array(rows, pa.list_(pa.float32()))}),
+                tmp_path / "bad.parquet", row_group_size=100)
+    seen = []
+    with pytest.raises(ValueError, match=r"column 'v', row 700: vector has 1 values, expected 2"):
+        bulkwire.load_parquet(src, batch_rows=50, progress=lambda r, b: seen.append(r))
+    assert seen[-1] == 700  # every batch before the bad one went out, none of its rows
+    assert not os.path.exists(tmp_path / "bad.bulk.json")
+    assert not os.path.exists(tmp_path / "bad.bulk.json.partial")
+    with pytest.raises(ValueError, match=r"column 'v', row 700 \(take\[1\]\): vector has 1"):
+        bulkwire.load_parquet(src, take=[3, 700])
+    with pytest.raises(ValueError, match=r"id column 'key' is not a column of .*bad.parquet \(its columns: id, v\)"):
+        bulkwire.load_parquet(src, id_column="key")
+    with pytest.raises(TypeError, match=r"vector column 'id' must be a fixed_size_list or list of float32"):
+        bulkwire.load_parquet(src, vector_column="id")
+    with pytest.raises(FileNotFoundError):
+        bulkwire.load_parquet(tmp_path / "missing.parquet")
+    with pytest.raises(IndexError, match=r"take\[0\] = 9999 is out of range"):
+        bulkwire.load_parquet(src, take=[9999])
+
+
+# ------------------------------------------------------------------ the command line
+
+def run_cli(args, capsys):
+    from bulkwire.cli import main
+
+    code = main(args)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_cli_sample_and_load(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_cli(["sample", "s.parquet", "--rows", "300", "--dim", "4"], capsys)
+    assert code == 0 and "wrote 300 rows x 4 float32 dims (seed 42) to s.parquet" in out
+    code, out, err = run_cli(["load", "s.parquet"], capsys)
+    assert code == 0, err
+    assert out.startswith("loaded 300 rows from s.parquet into s.bulk.json: ") and "rows/s" in out
+    assert "300/300 rows" in err and "MB/s" in err
+    assert len(json.load(open("s.bulk.json"))) == 300
+    code, out, err = run_cli(["load", "s.parquet", "--gzip", "-q", "--out", "x.gz", "--take", "3,1"], capsys)
+    assert code == 0 and err == "" and "(" in out
+    assert [d["Id"] for d in json.loads(gzip.decompress(open("x.gz", "rb").read()))] == \
+        ["embeddings/3", "embeddings/1"]
+
+
+@pytest.mark.parametrize("args, code, message", [
+    (["load", "missing.parquet"], 1, "bulkwire: error: no such file: 'missing.parquet'"),
+    (["load", "s.parquet", "--id-column", "key"], 1, "id column 'key' is not a column of s.parquet"),
+    (["load", "s.parquet", "--vector-column", "id"], 1, "vector column 'id' must be a fixed_size_list"),
+    (["load", "s.parquet", "--columns", "id,nope"], 1, "column 'nope' is not a column"),
+    (["load", "bad.parquet"], 1, "column 'v', row 2: null vector"),
+    (["load", "s.parquet", "--take", "1,-2"], 1, "take[1] = -2 is negative"),
+    (["load", "s.parquet", "--take", "1,x"], 1, "--take: take[1] = 'x' is not an integer"),
+    (["load", "s.parquet", "--url", "http://127.0.0.1:9"], 2, "--url needs --database"),
+    (["load", "s.parquet", "--batch-rows", "0"], 2, "--batch-rows must be positive"),
+    (["sample", "s2.parquet", "--dim", "0"], 2, "--dim must be positive"),
+])
+def test_cli_errors(tmp_path, capsys, monkeypatch, args, code, message):
+    monkeypatch.chdir(tmp_path)
+    bulkwire.sample_parquet("s.parquet", rows=10, dim=2)
+    write(pa.table({"id": [1, 2, 3], "v": pa.array([[1.0], [2.0], None], pa.list_(pa.float32()))}),
+          "bad.parquet")
+    try:
+        got, out, err = run_cli(args, capsys)
+    except SystemExit as exc:  # argparse usage errors
+        got, (out, err) = exc.code, capsys.readouterr()
+    assert got == code
+    assert message in err
+    assert not os.path.exists("bad.bulk.json")
+
+
+def test_python_m_bulkwire(tmp_path):
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [os.path.join(os.path.dirname(__file__), "..", "pkg"), os.environ.get("PYTHONPATH", "")]))
+    p = subprocess.run([sys.executable, "-m", "bulkwire", "load", str(tmp_path / "nope.parquet")],
+                       capture_output=True, text=True, env=env)
+    assert p.returncode == 1 and "no such file" in p.stderr
+
