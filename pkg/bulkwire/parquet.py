@@ -154,8 +154,9 @@ class TableFile:
         else:
             self._mmap = pa.memory_map(self.path, "r")
             self._table = pa.ipc.open_file(self._mmap).read_all()  # zero-copy over the map
-            counts = np.fromiter((len(c) for c in self._table.column(0).chunks), dtype=np.int64) \
-                if self._table.num_columns else np.zeros(1, dtype=np.int64)
+            self._batches = self._table.to_batches()
+            counts = np.fromiter((b.num_rows for b in self._batches), dtype=np.int64,
+                                 count=len(self._batches))
             self.schema = self._table.schema
         if self.columns is not None:
             missing = [c for c in self.columns if self.schema.get_field_index(c) < 0]
@@ -174,8 +175,7 @@ class TableFile:
         if idx.size == 0:
             return self.schema.empty_table()
         if self.format == "ipc":
-            table = self._table if self.columns is None else self._table.select(self.columns)
-            return table.take(pa.array(idx))
+            return self._take_ipc(pa, idx)
         group_of = np.searchsorted(self.offsets, idx, side="right") - 1
         groups = np.unique(group_of)
         # one call for all touched row groups: pyarrow decodes them on its own threads
@@ -187,11 +187,29 @@ class TableFile:
         local = idx - self.offsets[group_of] + base[where]
         return table.take(pa.array(local))
 
+    def _take_ipc(self, pa, idx: np.ndarray):
+        # Batch by batch: Table.take on the whole chunked table would first concatenate every
+        # chunk (a copy of the file); a RecordBatch.take copies only the rows it takes.
+        unique, inverse = np.unique(idx, return_inverse=True)
+        group_of = np.searchsorted(self.offsets, unique, side="right") - 1
+        cuts = np.flatnonzero(np.diff(group_of)) + 1
+        pieces = []
+        for part in np.split(np.arange(unique.size), cuts):
+            g = int(group_of[part[0]])
+            batch = self._batches[g]
+            if self.columns is not None:
+                batch = batch.select(self.columns)
+            pieces.append(batch.take(pa.array(unique[part] - self.offsets[g])))
+        table = pa.Table.from_batches(pieces, schema=self.schema)
+        if unique.size == idx.size and bool((np.diff(idx) > 0).all()):
+            return table
+        return table.take(pa.array(inverse.reshape(-1).astype(np.int64)))
+
     def close(self) -> None:
         if self.format == "parquet":
             self._parquet.close()
         else:
-            self._table = None
+            self._table = self._batches = None
             self._mmap.close()
 
     def __enter__(self) -> "TableFile":
