@@ -13,3 +13,8 @@ from .encoding import Encoder, dumps, to_builtins
 
 __all__ = ["ENTITY", "MAX_DEPTH", "Encoder", "dumps", "to_builtins"]
 __version__ = "0.1.0"
+
+# Bulk insert (issue 4)
+from .bulk import BulkInsert, BulkInsertAborted, BulkInsertError, BulkStats, BulkWriter  # noqa: E402
+
+__all__ += ["BulkInsert", "BulkInsertAborted", "BulkInsertError", "BulkStats", "BulkWriter"]
