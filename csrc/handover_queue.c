@@ -11,7 +11,6 @@ int bw_hq_init(bw_hq *q, size_t cap) {
         return -1;
     q->cap = cap ? cap : 1;
     q->head = q->count = q->peak = 0;
-    q->waits = 0;
     q->producer_done = q->consumer_closed = 0;
     pthread_condattr_t attr;
     if (pthread_condattr_init(&attr) != 0)
@@ -60,14 +59,10 @@ static void deadline_after(struct timespec *ts, long timeout_ms) {
 
 int bw_hq_put(bw_hq *q, void *item, long timeout_ms) {
     struct timespec deadline;
-    int counted = 0, rc = BW_HQ_OK;
+    int rc = BW_HQ_OK;
     deadline_after(&deadline, timeout_ms);
     pthread_mutex_lock(&q->mu);
     while (!q->consumer_closed && q->count == q->cap) {
-        if (!counted) {
-            q->waits++;
-            counted = 1;
-        }
         if (pthread_cond_timedwait(&q->not_full, &q->mu, &deadline) == ETIMEDOUT) {
             rc = BW_HQ_TIMEOUT;
             break;

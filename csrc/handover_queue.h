@@ -19,7 +19,6 @@ typedef struct {
     void **slots;
     size_t cap, head, count;
     size_t peak;             /* the most items ever waiting at once */
-    unsigned long waits;     /* puts that found the queue full and had to wait */
     int producer_done;       /* no more puts will come */
     int consumer_closed;     /* no more gets will come: puts fail */
 } bw_hq;

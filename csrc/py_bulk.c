@@ -131,6 +131,7 @@ typedef struct {
     PyObject_HEAD
     bw_hq q;
     int ready;
+    size_t waits; /* puts that found the queue full (changed with the GIL held) */
 } QueueObject;
 
 static PyObject *Queue_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
@@ -173,10 +174,14 @@ static void Queue_dealloc(QueueObject *self) {
    every 100 ms to run signal handlers (Ctrl-C raises KeyboardInterrupt here). */
 static PyObject *Queue_put(QueueObject *self, PyObject *item) {
     Py_INCREF(item); /* the queue's reference, if it takes the item */
+    int waited = 0;
     for (;;) {
         int rc;
         rc = bw_hq_put(&self->q, item, 0); /* fast path: a free slot, no GIL round trip */
         if (rc == BW_HQ_TIMEOUT) {
+            if (!waited)
+                self->waits++;
+            waited = 1;
             Py_BEGIN_ALLOW_THREADS
             rc = bw_hq_put(&self->q, item, WAIT_SLICE_MS);
             Py_END_ALLOW_THREADS
@@ -239,7 +244,7 @@ static PyObject *queue_field(QueueObject *self, int which) {
     switch (which) {
     case 0: v = self->q.cap; break;
     case 1: v = self->q.peak; break;
-    case 2: v = self->q.waits; break;
+    case 2: v = self->waits; break;
     case 3: v = (size_t)self->q.producer_done; break;
     case 4: v = (size_t)self->q.consumer_closed; break;
     default: v = (size_t)(self->q.producer_done && self->q.count == 0); break;

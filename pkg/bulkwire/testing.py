@@ -18,6 +18,7 @@ against it.
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 import urllib.parse
@@ -38,6 +39,7 @@ class ReceivedRequest:
         self.headers = headers
         self.query = query
         self.wire_chunks: List[int] = []     # size of each HTTP chunk on the wire
+        self.wire = bytearray()               # the body as sent (when the server keeps it)
         self.decoded_chunks: List[bytes] = []  # what each chunk decoded to, on arrival
         self.body = bytearray()               # the decoded (uncompressed) body
         self.complete = False                 # the terminating chunk arrived
@@ -45,11 +47,26 @@ class ReceivedRequest:
         self.error: Optional[str] = None
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+
+    def __init__(self, address: Any, handler: type, recv_buffer: Optional[int]) -> None:
+        self._recv_buffer = recv_buffer
+        super().__init__(address, handler)
+
+    def server_bind(self) -> None:
+        if self._recv_buffer:  # accepted sockets inherit it: a small window stalls sooner
+            self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self._recv_buffer)
+        super().server_bind()
+
+
 class LoopbackServer:
     """A real HTTP/1.1 server on 127.0.0.1 implementing the bulk insert endpoints."""
 
     def __init__(self, database: str = "db", *, keep_decoded_chunks: bool = True,
-                 parse: bool = True) -> None:
+                 parse: bool = True, keep_wire: bool = False,
+                 recv_buffer: Optional[int] = None) -> None:
         self.database = database
         self.keep_decoded_chunks = keep_decoded_chunks
         self.parse = parse
@@ -70,7 +87,8 @@ class LoopbackServer:
         self.fail_message = "Simulated failure on the server"
         self.finish_after_bytes: Optional[int] = None
         self.read_delay = 0.0  # seconds to sleep after each chunk (a slow server)
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
+        self.keep_wire = keep_wire  # keep each request's body exactly as it came off the wire
+        self._httpd = _Server(("127.0.0.1", 0), self._handler_class(), recv_buffer)
         self._httpd.daemon_threads = True
         self._httpd.block_on_close = False
         self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
@@ -259,6 +277,8 @@ class LoopbackServer:
                     return
                 remaining -= len(data)
             request.wire_chunks.append(len(data))
+            if self.keep_wire:
+                request.wire += data
             decoded = decoder.decompress(data) if decoder is not None else data
             if self.keep_decoded_chunks:
                 request.decoded_chunks.append(decoded)
