@@ -387,6 +387,13 @@ static PyObject *gzip_write(GzipObject *self, PyObject *data, int finish) {
         bw_buf_free(&out);
         Py_RETURN_NONE;
     }
+    if (out.cap - out.len > 4096) { /* compressed output is small: give the rest back */
+        char *shrunk = realloc(out.data, out.len);
+        if (shrunk != NULL) {
+            out.data = shrunk;
+            out.cap = out.len;
+        }
+    }
     size_t len, cap = out.cap;
     char *mem = bw_buf_detach(&out, &len);
     return chunk_from_memory(mem, len, cap);
