@@ -1,7 +1,612 @@
-/* Placeholder until the bulk binding lands. */
+/* Binding for the bulk insert path: Chunk (a handed-over buffer), HandoverQueue (the
+   bounded queue, waiting with the GIL released), GzipStream (deflate with the GIL released)
+   and CommandWriter (framing + threshold over the walker). */
 #include "py_bulk.h"
 
-int bw_bulk_add_to_module(PyObject *module) {
+#include "bulk_writer.h"
+#include "gzip_stream.h"
+#include "handover_queue.h"
+
+#include <stdlib.h>
+
+/* How long a blocked put/get sleeps before it retakes the GIL to run signal handlers and
+   look at the other side's state again. */
+#define WAIT_SLICE_MS 100
+
+/* ---- memory accounting of live chunks (changed only with the GIL held) ---- */
+
+static size_t live_chunk_bytes, peak_chunk_bytes, live_chunks;
+
+/* ---- Chunk: immutable bytes owned by C, exported read-only through the buffer protocol ---- */
+
+typedef struct {
+    PyObject_HEAD
+    char *data;
+    Py_ssize_t len;
+    size_t cap;
+} ChunkObject;
+
+static PyTypeObject ChunkType;
+
+/* Takes ownership of data (malloc'd, cap bytes allocated): frees it on failure. */
+static PyObject *chunk_from_memory(char *data, size_t len, size_t cap) {
+    ChunkObject *self = PyObject_New(ChunkObject, &ChunkType);
+    if (self == NULL) {
+        free(data);
+        return NULL;
+    }
+    self->data = data;
+    self->len = (Py_ssize_t)len;
+    self->cap = cap;
+    live_chunks++;
+    live_chunk_bytes += cap;
+    if (live_chunk_bytes > peak_chunk_bytes)
+        peak_chunk_bytes = live_chunk_bytes;
+    return (PyObject *)self;
+}
+
+static void Chunk_dealloc(ChunkObject *self) {
+    live_chunks--;
+    live_chunk_bytes -= self->cap;
+    free(self->data);
+    PyObject_Free(self);
+}
+
+static int Chunk_getbuffer(ChunkObject *self, Py_buffer *view, int flags) {
+    return PyBuffer_FillInfo(view, (PyObject *)self, self->data, self->len, 1, flags);
+}
+
+static Py_ssize_t Chunk_length(ChunkObject *self) { return self->len; }
+
+static PyObject *Chunk_repr(ChunkObject *self) {
+    return PyUnicode_FromFormat("<bulkwire Chunk of %zd bytes>", self->len);
+}
+
+static PyObject *Chunk_get_nbytes(ChunkObject *self, void *closure) {
+    (void)closure;
+    return PyLong_FromSize_t(self->cap);
+}
+
+static PyObject *Chunk_get_address(ChunkObject *self, void *closure) {
+    (void)closure;
+    return PyLong_FromVoidPtr(self->data);
+}
+
+static PyBufferProcs Chunk_as_buffer = {(getbufferproc)Chunk_getbuffer, NULL};
+static PySequenceMethods Chunk_as_sequence = {.sq_length = (lenfunc)Chunk_length};
+static PyGetSetDef Chunk_getset[] = {
+    {"nbytes", (getter)Chunk_get_nbytes, NULL, "Bytes allocated for this chunk.", NULL},
+    {"address", (getter)Chunk_get_address, NULL, "Address of the memory (identity checks).", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject ChunkType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "bulkwire._core.Chunk",
+    .tp_basicsize = sizeof(ChunkObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A finished piece of the request body: read-only bytes owned by C, exported\n"
+              "through the buffer protocol (memoryview(chunk), bytes(chunk), sock.sendall(chunk)).",
+    .tp_dealloc = (destructor)Chunk_dealloc,
+    .tp_repr = (reprfunc)Chunk_repr,
+    .tp_as_buffer = &Chunk_as_buffer,
+    .tp_as_sequence = &Chunk_as_sequence,
+    .tp_getset = Chunk_getset,
+};
+
+/* chunk_for_testing(data) -> Chunk: a chunk holding a copy of data (tests only). */
+static PyObject *module_chunk_for_testing(PyObject *module, PyObject *arg) {
     (void)module;
-    return 0;
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    size_t n = (size_t)view.len;
+    char *data = malloc(n ? n : 1);
+    if (data == NULL) {
+        PyBuffer_Release(&view);
+        return PyErr_NoMemory();
+    }
+    memcpy(data, view.buf, n);
+    PyBuffer_Release(&view);
+    return chunk_from_memory(data, n, n);
+}
+
+static PyObject *module_chunk_memory(PyObject *module, PyObject *args) {
+    (void)module;
+    (void)args;
+    return Py_BuildValue("(nnn)", (Py_ssize_t)live_chunk_bytes, (Py_ssize_t)peak_chunk_bytes,
+                         (Py_ssize_t)live_chunks);
+}
+
+static PyObject *module_reset_chunk_peak(PyObject *module, PyObject *args) {
+    (void)module;
+    (void)args;
+    peak_chunk_bytes = live_chunk_bytes;
+    Py_RETURN_NONE;
+}
+
+/* ---- HandoverQueue ---- */
+
+typedef struct {
+    PyObject_HEAD
+    bw_hq q;
+    int ready;
+    size_t waits; /* puts that found the queue full (changed with the GIL held) */
+} QueueObject;
+
+static PyObject *Queue_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    static char *keywords[] = {"maxsize", NULL};
+    Py_ssize_t maxsize = 8;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|n:HandoverQueue", keywords, &maxsize))
+        return NULL;
+    if (maxsize <= 0) {
+        PyErr_Format(PyExc_ValueError, "maxsize must be a positive number of buffers, not %zd",
+                     maxsize);
+        return NULL;
+    }
+    QueueObject *self = (QueueObject *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    if (bw_hq_init(&self->q, (size_t)maxsize) < 0) {
+        Py_DECREF(self);
+        return PyErr_NoMemory();
+    }
+    self->ready = 1;
+    return (PyObject *)self;
+}
+
+static void queue_release_items(QueueObject *self) {
+    void *item;
+    while (bw_hq_pop_any(&self->q, &item))
+        Py_DECREF((PyObject *)item);
+}
+
+static void Queue_dealloc(QueueObject *self) {
+    if (self->ready) {
+        queue_release_items(self);
+        bw_hq_destroy(&self->q);
+    }
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* put(item) -> bool: True once queued; False when the consumer has closed the queue (the
+   item is then not kept). Waits while the queue is full with the GIL released, waking
+   every 100 ms to run signal handlers (Ctrl-C raises KeyboardInterrupt here). */
+static PyObject *Queue_put(QueueObject *self, PyObject *item) {
+    Py_INCREF(item); /* the queue's reference, if it takes the item */
+    int waited = 0;
+    for (;;) {
+        int rc;
+        rc = bw_hq_put(&self->q, item, 0); /* fast path: a free slot, no GIL round trip */
+        if (rc == BW_HQ_TIMEOUT) {
+            if (!waited)
+                self->waits++;
+            waited = 1;
+            Py_BEGIN_ALLOW_THREADS
+            rc = bw_hq_put(&self->q, item, WAIT_SLICE_MS);
+            Py_END_ALLOW_THREADS
+        }
+        if (rc == BW_HQ_OK)
+            Py_RETURN_TRUE;
+        if (rc == BW_HQ_CLOSED) {
+            Py_DECREF(item);
+            Py_RETURN_FALSE;
+        }
+        if (PyErr_CheckSignals() < 0) {
+            Py_DECREF(item);
+            return NULL;
+        }
+    }
+}
+
+/* get() -> item, or None once the producer has closed and everything was taken (or the
+   consumer side was closed). Waits with the GIL released. */
+static PyObject *Queue_get(QueueObject *self, PyObject *unused) {
+    (void)unused;
+    for (;;) {
+        void *item = NULL;
+        int rc = bw_hq_get(&self->q, &item, 0);
+        if (rc == BW_HQ_TIMEOUT) {
+            Py_BEGIN_ALLOW_THREADS
+            rc = bw_hq_get(&self->q, &item, WAIT_SLICE_MS);
+            Py_END_ALLOW_THREADS
+        }
+        if (rc == BW_HQ_OK)
+            return (PyObject *)item; /* the queue's reference becomes the caller's */
+        if (rc == BW_HQ_CLOSED)
+            Py_RETURN_NONE;
+        if (PyErr_CheckSignals() < 0)
+            return NULL;
+        if (self->q.consumer_closed)
+            Py_RETURN_NONE;
+    }
+}
+
+static PyObject *Queue_close_producer(QueueObject *self, PyObject *unused) {
+    (void)unused;
+    bw_hq_close_producer(&self->q);
+    Py_RETURN_NONE;
+}
+
+/* The consumer is gone: waiting and future puts return False; waiting items are released. */
+static PyObject *Queue_close_consumer(QueueObject *self, PyObject *unused) {
+    (void)unused;
+    bw_hq_close_consumer(&self->q);
+    queue_release_items(self);
+    Py_RETURN_NONE;
+}
+
+static Py_ssize_t Queue_length(QueueObject *self) { return (Py_ssize_t)bw_hq_len(&self->q); }
+
+static PyObject *queue_field(QueueObject *self, int which) {
+    pthread_mutex_lock(&self->q.mu);
+    size_t v = 0;
+    switch (which) {
+    case 0: v = self->q.cap; break;
+    case 1: v = self->q.peak; break;
+    case 2: v = self->waits; break;
+    case 3: v = (size_t)self->q.producer_done; break;
+    case 4: v = (size_t)self->q.consumer_closed; break;
+    default: v = (size_t)(self->q.producer_done && self->q.count == 0); break;
+    }
+    pthread_mutex_unlock(&self->q.mu);
+    return which >= 3 ? PyBool_FromLong((long)v) : PyLong_FromSize_t(v);
+}
+
+static PyObject *Queue_get_field(QueueObject *self, void *closure) {
+    return queue_field(self, (int)(intptr_t)closure);
+}
+
+static PyMethodDef Queue_methods[] = {
+    {"put", (PyCFunction)Queue_put, METH_O,
+     "put(item) -> bool\n\nQueue item, waiting for a free slot with the GIL released. False "
+     "when the consumer closed the queue. Ctrl-C interrupts the wait."},
+    {"get", (PyCFunction)Queue_get, METH_NOARGS,
+     "get() -> item | None\n\nThe next item, waiting with the GIL released; None at the end."},
+    {"close_producer", (PyCFunction)Queue_close_producer, METH_NOARGS,
+     "No more items will be put: get() returns None once the queue is empty."},
+    {"close_consumer", (PyCFunction)Queue_close_consumer, METH_NOARGS,
+     "No more items will be taken: put() returns False, waiting items are dropped."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef Queue_getset[] = {
+    {"maxsize", (getter)Queue_get_field, NULL, "The bound.", (void *)0},
+    {"peak", (getter)Queue_get_field, NULL, "Most items ever waiting at once.", (void *)1},
+    {"waits", (getter)Queue_get_field, NULL, "Puts that found the queue full.", (void *)2},
+    {"producer_closed", (getter)Queue_get_field, NULL, "close_producer() was called.", (void *)3},
+    {"consumer_closed", (getter)Queue_get_field, NULL, "close_consumer() was called.", (void *)4},
+    {"drained", (getter)Queue_get_field, NULL, "Producer closed and nothing left.", (void *)5},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PySequenceMethods Queue_as_sequence = {.sq_length = (lenfunc)Queue_length};
+
+static PyTypeObject QueueType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "bulkwire._core.HandoverQueue",
+    .tp_basicsize = sizeof(QueueObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "HandoverQueue(maxsize=8)\n\nA bounded queue between one producer and one consumer "
+              "thread; blocking waits release the GIL.",
+    .tp_new = Queue_new,
+    .tp_dealloc = (destructor)Queue_dealloc,
+    .tp_methods = Queue_methods,
+    .tp_getset = Queue_getset,
+    .tp_as_sequence = &Queue_as_sequence,
+};
+
+/* ---- GzipStream ---- */
+
+typedef struct {
+    PyObject_HEAD
+    bw_gzip_stream *gz;
+    bw_gz_backend backend;
+    int busy;
+    int finished;
+} GzipObject;
+
+static PyObject *Gzip_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    static char *keywords[] = {"backend", NULL};
+    const char *name = "auto";
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$s:GzipStream", keywords, &name))
+        return NULL;
+    bw_gz_backend backend;
+    if (strcmp(name, "auto") == 0) {
+        backend = bw_gz_have_isal() ? BW_GZ_ISAL : BW_GZ_ZLIB;
+    } else if (strcmp(name, "zlib") == 0) {
+        backend = BW_GZ_ZLIB;
+    } else if (strcmp(name, "isal") == 0) {
+        if (!bw_gz_have_isal()) {
+            PyErr_SetString(PyExc_ValueError,
+                            "backend 'isal' is not available: bulkwire was built without "
+                            "libisal (install Debian's libisal-dev and rebuild)");
+            return NULL;
+        }
+        backend = BW_GZ_ISAL;
+    } else {
+        PyErr_Format(PyExc_ValueError, "backend must be 'auto', 'zlib' or 'isal', not '%s'", name);
+        return NULL;
+    }
+    GzipObject *self = (GzipObject *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    self->backend = backend;
+    self->gz = bw_gz_new(backend);
+    if (self->gz == NULL) {
+        Py_DECREF(self);
+        return PyErr_NoMemory();
+    }
+    return (PyObject *)self;
+}
+
+static void Gzip_dealloc(GzipObject *self) {
+    bw_gz_free(self->gz);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *gzip_write(GzipObject *self, PyObject *data, int finish) {
+    if (self->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "GzipStream used from two threads at once");
+        return NULL;
+    }
+    if (self->finished) {
+        PyErr_SetString(PyExc_ValueError, "the gzip stream is already finished");
+        return NULL;
+    }
+    Py_buffer view = {0};
+    if (data != NULL && PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    if (!finish && view.len == 0) { /* no empty chunks */
+        PyBuffer_Release(&view);
+        Py_RETURN_NONE;
+    }
+    bw_buf out;
+    if (bw_buf_init(&out, 0) < 0) {
+        PyBuffer_Release(&view);
+        return PyErr_NoMemory();
+    }
+    int rc;
+    self->busy = 1;
+    Py_BEGIN_ALLOW_THREADS
+    rc = bw_gz_write(self->gz, view.buf, (size_t)view.len, finish, &out);
+    Py_END_ALLOW_THREADS
+    self->busy = 0;
+    if (data != NULL)
+        PyBuffer_Release(&view);
+    if (rc != 0) {
+        bw_buf_free(&out);
+        if (rc == -1)
+            return PyErr_NoMemory();
+        PyErr_SetString(PyExc_RuntimeError, "the deflate stream failed");
+        return NULL;
+    }
+    if (finish)
+        self->finished = 1;
+    if (out.len == 0) {
+        bw_buf_free(&out);
+        Py_RETURN_NONE;
+    }
+    if (out.cap - out.len > 4096) { /* compressed output is small: give the rest back */
+        char *shrunk = realloc(out.data, out.len);
+        if (shrunk != NULL) {
+            out.data = shrunk;
+            out.cap = out.len;
+        }
+    }
+    size_t len, cap = out.cap;
+    char *mem = bw_buf_detach(&out, &len);
+    return chunk_from_memory(mem, len, cap);
+}
+
+static PyObject *Gzip_compress(GzipObject *self, PyObject *data) { return gzip_write(self, data, 0); }
+
+static PyObject *Gzip_finish(GzipObject *self, PyObject *args, PyObject *kwargs) {
+    static char *keywords[] = {"data", NULL};
+    PyObject *data = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:finish", keywords, &data))
+        return NULL;
+    return gzip_write(self, data, 1);
+}
+
+static PyObject *Gzip_get_backend(GzipObject *self, void *closure) {
+    (void)closure;
+    return PyUnicode_FromString(self->backend == BW_GZ_ISAL ? "isal" : "zlib");
+}
+
+static PyObject *Gzip_get_total(GzipObject *self, void *closure) {
+    return PyLong_FromSize_t(closure ? bw_gz_total_out(self->gz) : bw_gz_total_in(self->gz));
+}
+
+static PyMethodDef Gzip_methods[] = {
+    {"compress", (PyCFunction)Gzip_compress, METH_O,
+     "compress(data) -> Chunk | None\n\nDeflate data and sync-flush, with the GIL released. "
+     "None for empty input (no empty chunks)."},
+    {"finish", (PyCFunction)(void (*)(void))Gzip_finish, METH_VARARGS | METH_KEYWORDS,
+     "finish(data=None) -> Chunk\n\nDeflate the last data and end the gzip member."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef Gzip_getset[] = {
+    {"backend", (getter)Gzip_get_backend, NULL, "'zlib' or 'isal'.", NULL},
+    {"total_in", (getter)Gzip_get_total, NULL, "Bytes compressed so far.", NULL},
+    {"total_out", (getter)Gzip_get_total, NULL, "Bytes produced so far.", (void *)1},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject GzipType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "bulkwire._core.GzipStream",
+    .tp_basicsize = sizeof(GzipObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "GzipStream(*, backend='auto')\n\nOne gzip member at the fastest level, written "
+              "piece by piece, each piece sync-flushed. backend: 'auto', 'zlib' or 'isal'.",
+    .tp_new = Gzip_new,
+    .tp_dealloc = (destructor)Gzip_dealloc,
+    .tp_methods = Gzip_methods,
+    .tp_getset = Gzip_getset,
+};
+
+/* ---- CommandWriter ---- */
+
+typedef struct {
+    PyObject_HEAD
+    bw_bulk_writer w;
+    int ready;
+    int busy;
+    PyObject *skip_keys; /* the default ("Id", "@metadata") */
+} WriterObject;
+
+static PyObject *Writer_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    static char *keywords[] = {"buffer_size", NULL};
+    Py_ssize_t buffer_size = 1 << 20;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|n:CommandWriter", keywords, &buffer_size))
+        return NULL;
+    if (buffer_size <= 0) {
+        PyErr_Format(PyExc_ValueError, "buffer_size must be a positive number of bytes, not %zd",
+                     buffer_size);
+        return NULL;
+    }
+    WriterObject *self = (WriterObject *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    bw_encode_options opts = {.hook_kind = BW_HOOK_ENTITY, .hook = NULL, .ensure_ascii = 1,
+                              .float32_shortest = 0};
+    if (bw_bulk_writer_init(&self->w, (size_t)buffer_size, &opts) < 0) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    self->ready = 1;
+    self->skip_keys = Py_BuildValue("(ss)", "Id", "@metadata");
+    if (self->skip_keys == NULL) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    return (PyObject *)self;
+}
+
+static void Writer_dealloc(WriterObject *self) {
+    if (self->ready)
+        bw_bulk_writer_free(&self->w);
+    Py_XDECREF(self->skip_keys);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *writer_take(WriterObject *self) {
+    size_t len, cap;
+    char *mem = bw_bulk_writer_detach(&self->w, &len, &cap);
+    if (mem == NULL)
+        Py_RETURN_NONE;
+    return chunk_from_memory(mem, len, cap);
+}
+
+/* put(id, entity, metadata) -> Chunk | None */
+static PyObject *Writer_put(WriterObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3) {
+        PyErr_Format(PyExc_TypeError, "put() takes 3 arguments (id, entity, metadata), %zd given",
+                     nargs);
+        return NULL;
+    }
+    if (!PyUnicode_Check(args[0])) {
+        PyErr_Format(PyExc_TypeError, "id must be a str, not %.100s", Py_TYPE(args[0])->tp_name);
+        return NULL;
+    }
+    if (!PyDict_Check(args[2])) {
+        PyErr_Format(PyExc_TypeError, "metadata must be a dict, not %.100s",
+                     Py_TYPE(args[2])->tp_name);
+        return NULL;
+    }
+    if (self->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "bulk insert store methods cannot run concurrently");
+        return NULL;
+    }
+    self->busy = 1;
+    int rc = bw_bulk_writer_put(&self->w, args[0], args[1], args[2], self->skip_keys);
+    self->busy = 0;
+    if (rc < 0)
+        return NULL;
+    if (!bw_bulk_writer_over_threshold(&self->w))
+        Py_RETURN_NONE;
+    return writer_take(self);
+}
+
+/* finish() -> Chunk: ends the array and hands over what is left. */
+static PyObject *Writer_finish(WriterObject *self, PyObject *unused) {
+    (void)unused;
+    if (self->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "bulk insert store methods cannot run concurrently");
+        return NULL;
+    }
+    if (bw_bulk_writer_finish(&self->w) < 0)
+        return NULL;
+    return writer_take(self);
+}
+
+static PyObject *Writer_get_field(WriterObject *self, void *closure) {
+    switch ((int)(intptr_t)closure) {
+    case 0: return PyLong_FromSsize_t(self->w.commands);
+    case 1: return PyLong_FromSize_t(self->w.bytes);
+    case 2: return PyLong_FromSize_t(self->w.buf.len);
+    case 3: return PyLong_FromSize_t(self->w.buf.cap);
+    case 4: return PyLong_FromSize_t(self->w.handovers);
+    case 5: return PyLong_FromSize_t(self->w.threshold);
+    default: return PyBool_FromLong(self->w.finished);
+    }
+}
+
+static PyMethodDef Writer_methods[] = {
+    {"put", (PyCFunction)(void (*)(void))Writer_put, METH_FASTCALL,
+     "put(id, entity, metadata) -> Chunk | None\n\nAppend one PUT command; returns the buffer "
+     "when it went over the threshold (handed over: the writer starts a new one). On error "
+     "nothing of the command stays in the buffer."},
+    {"finish", (PyCFunction)Writer_finish, METH_NOARGS,
+     "finish() -> Chunk\n\nEnd the array and hand over the last buffer."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef Writer_getset[] = {
+    {"commands", (getter)Writer_get_field, NULL, "Commands written.", (void *)0},
+    {"bytes", (getter)Writer_get_field, NULL, "Body bytes written.", (void *)1},
+    {"buffered", (getter)Writer_get_field, NULL, "Bytes in the current buffer.", (void *)2},
+    {"capacity", (getter)Writer_get_field, NULL, "Bytes allocated for the current buffer.", (void *)3},
+    {"handovers", (getter)Writer_get_field, NULL, "Buffers handed over.", (void *)4},
+    {"buffer_size", (getter)Writer_get_field, NULL, "The threshold.", (void *)5},
+    {"finished", (getter)Writer_get_field, NULL, "finish() was called.", (void *)6},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject WriterType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "bulkwire._core.CommandWriter",
+    .tp_basicsize = sizeof(WriterObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "CommandWriter(buffer_size=1 << 20)\n\nFrames bulk insert PUT commands into "
+              "buffers of about buffer_size bytes.",
+    .tp_new = Writer_new,
+    .tp_dealloc = (destructor)Writer_dealloc,
+    .tp_methods = Writer_methods,
+    .tp_getset = Writer_getset,
+};
+
+static PyMethodDef bulk_functions[] = {
+    {"_chunk_memory", module_chunk_memory, METH_NOARGS,
+     "_chunk_memory() -> (live_bytes, peak_bytes, live_chunks) of Chunk objects."},
+    {"_reset_chunk_peak", module_reset_chunk_peak, METH_NOARGS,
+     "Restart the peak of live chunk bytes from the current value."},
+    {"_chunk_for_testing", module_chunk_for_testing, METH_O,
+     "_chunk_for_testing(data) -> Chunk holding a copy of data."},
+    {NULL, NULL, 0, NULL},
+};
+
+int bw_bulk_add_to_module(PyObject *module) {
+    if (PyType_Ready(&ChunkType) < 0 || PyType_Ready(&QueueType) < 0 ||
+        PyType_Ready(&GzipType) < 0 || PyType_Ready(&WriterType) < 0)
+        return -1;
+    if (PyModule_AddObjectRef(module, "Chunk", (PyObject *)&ChunkType) < 0 ||
+        PyModule_AddObjectRef(module, "HandoverQueue", (PyObject *)&QueueType) < 0 ||
+        PyModule_AddObjectRef(module, "GzipStream", (PyObject *)&GzipType) < 0 ||
+        PyModule_AddObjectRef(module, "CommandWriter", (PyObject *)&WriterType) < 0 ||
+        PyModule_AddIntConstant(module, "HAVE_ISAL", bw_gz_have_isal()) < 0)
+        return -1;
+    return PyModule_AddFunctions(module, bulk_functions);
 }

@@ -14,6 +14,11 @@ from .encoding import Encoder, dumps, to_builtins
 __all__ = ["ENTITY", "MAX_DEPTH", "Encoder", "dumps", "to_builtins"]
 __version__ = "0.1.0"
 
+# Bulk insert (issue 4)
+from .bulk import BulkInsert, BulkInsertAborted, BulkInsertError, BulkStats, BulkWriter  # noqa: E402
+
+__all__ += ["BulkInsert", "BulkInsertAborted", "BulkInsertError", "BulkStats", "BulkWriter"]
+
 # Parquet and Arrow sources (issue 5); pyarrow itself is imported only when they are used.
 from .load import LoadResult, load_parquet  # noqa: E402
 from .parquet import TableFile, sample_parquet, take  # noqa: E402

@@ -1,0 +1,133 @@
+#include "bulk_writer.h"
+
+#include <stdlib.h>
+
+/* A fresh buffer starts with room for a full one plus a typical document, so that filling
+   it to the threshold does not reallocate; one huge document grows it by doubling. */
+static size_t initial_capacity(size_t threshold) {
+    size_t cap = threshold + threshold / 8 + 4096;
+    return cap < threshold ? threshold : cap; /* overflow guard */
+}
+
+int bw_bulk_writer_init(bw_bulk_writer *w, size_t threshold, const bw_encode_options *opts) {
+    w->buf.data = NULL;
+    w->buf.len = w->buf.cap = 0;
+    w->threshold = threshold;
+    w->started = w->finished = 0;
+    w->commands = 0;
+    w->bytes = 0;
+    w->handovers = 0;
+    w->opts = *opts;
+    w->walker = PyMem_Malloc(sizeof *w->walker);
+    if (w->walker == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
+
+void bw_bulk_writer_free(bw_bulk_writer *w) {
+    bw_buf_free(&w->buf);
+    PyMem_Free(w->walker);
+    w->walker = NULL;
+}
+
+static int ensure_buffer(bw_bulk_writer *w) {
+    if (w->buf.data != NULL)
+        return 0;
+    if (bw_buf_init(&w->buf, initial_capacity(w->threshold)) < 0) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
+
+#define PREFIX_ID "{\"Id\":"
+#define PREFIX_DOC ",\"Type\":\"PUT\",\"Document\":"
+#define METADATA_KEY "\"@metadata\": "
+
+int bw_bulk_writer_put(bw_bulk_writer *w, PyObject *id, PyObject *entity, PyObject *metadata,
+                       PyObject *skip_keys) {
+    if (w->finished) {
+        PyErr_SetString(PyExc_RuntimeError, "the bulk insert body is already finished");
+        return -1;
+    }
+    if (!PyUnicode_Check(id) || !PyDict_Check(metadata) ||
+        (skip_keys != NULL && !PyTuple_Check(skip_keys))) {
+        PyErr_SetString(PyExc_TypeError, "id must be str, metadata a dict, skip_keys a tuple");
+        return -1;
+    }
+    if (ensure_buffer(w) < 0)
+        return -1;
+    bw_buf *out = &w->buf;
+    size_t start = out->len;
+    bw_walker *walker = w->walker;
+    bw_walker_init(walker, &w->opts, out);
+    Py_ssize_t members = 0;
+
+    /* '[' or ',' then the envelope; the walker writes the id as a JSON string */
+    if (bw_buf_reserve(out, 1 + sizeof(PREFIX_ID)) < 0)
+        goto nomem;
+    bw_buf_putc(out, w->started ? ',' : '[');
+    bw_buf_put(out, PREFIX_ID, sizeof(PREFIX_ID) - 1);
+    if (bw_walk(walker, id) < 0)
+        goto error;
+    if (BW_BUF_APPEND_LITERAL(out, PREFIX_DOC) < 0)
+        goto nomem;
+    if (bw_walk_open_object(walker, entity, skip_keys, &members) < 0)
+        goto error;
+    if (bw_buf_reserve(out, 2 + sizeof(METADATA_KEY)) < 0)
+        goto nomem;
+    if (members > 0) {
+        bw_buf_putc(out, ',');
+        bw_buf_putc(out, ' ');
+    }
+    bw_buf_put(out, METADATA_KEY, sizeof(METADATA_KEY) - 1);
+    if (bw_walk(walker, metadata) < 0)
+        goto error;
+    if (BW_BUF_APPEND_LITERAL(out, "}}") < 0)
+        goto nomem;
+    w->started = 1;
+    w->commands++;
+    w->bytes += out->len - start;
+    return 0;
+nomem:
+    PyErr_NoMemory();
+error:
+    out->len = start; /* nothing half-written stays behind */
+    return -1;
+}
+
+int bw_bulk_writer_finish(bw_bulk_writer *w) {
+    if (w->finished)
+        return 0;
+    if (ensure_buffer(w) < 0)
+        return -1;
+    int rc = w->started ? BW_BUF_APPEND_LITERAL(&w->buf, "]") : BW_BUF_APPEND_LITERAL(&w->buf, "[]");
+    if (rc < 0) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    w->bytes += w->started ? 1 : 2;
+    w->started = 1;
+    w->finished = 1;
+    return 0;
+}
+
+char *bw_bulk_writer_detach(bw_bulk_writer *w, size_t *len, size_t *cap) {
+    *len = 0;
+    *cap = 0;
+    if (w->buf.data == NULL || w->buf.len == 0)
+        return NULL;
+    /* give back the unused tail: what is handed over is what the queue holds */
+    if (w->buf.cap - w->buf.len > 4096) {
+        char *shrunk = realloc(w->buf.data, w->buf.len);
+        if (shrunk != NULL) {
+            w->buf.data = shrunk;
+            w->buf.cap = w->buf.len;
+        }
+    }
+    *cap = w->buf.cap;
+    w->handovers++;
+    return bw_buf_detach(&w->buf, len);
+}

@@ -1,0 +1,546 @@
+"""Bulk insert: documents encoded in C straight into ~1 MiB buffers, handed over without a
+copy to a bounded queue, (optionally) gzip-compressed and streamed by a sender thread.
+
+Two layers:
+
+* :class:`BulkWriter` builds the request body and knows nothing about HTTP. The producer
+  calls :meth:`BulkWriter.store`; a consumer (any transport, on its own thread) iterates
+  :meth:`BulkWriter.chunks` and writes each chunk out, reporting its own failure with
+  :meth:`BulkWriter.fail`.
+* :class:`BulkInsert` drives the document database's bulk insert protocol over HTTP/1.1
+  (``bulkwire.transport``) with a :class:`BulkWriter` inside.
+
+Ids: the ``id`` argument when given; otherwise the entity's ``Id`` (a dict's ``"Id"`` key or
+an object's ``Id`` attribute) when it is not ``None``; otherwise a generated
+``"<collection in lower case>/<token>-<n>"``, where ``token`` is 12 random hex digits drawn
+once per writer and ``n`` counts from 1 (e.g. ``users/3f9a0c61d2b4-1``). The entity is never
+modified: the id is returned by ``store``.
+"""
+from __future__ import annotations
+
+import re
+import secrets
+import time
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence, Union
+
+from . import _core
+
+__all__ = ["BulkInsert", "BulkWriter", "BulkInsertError", "BulkInsertAborted", "BulkStats",
+           "collection_name", "compression_backends"]
+
+DEFAULT_BUFFER_SIZE = 1 << 20
+DEFAULT_MAX_BUFFERS = 8
+
+Compress = Union[bool, str]
+
+
+class BulkInsertError(RuntimeError):
+    """The bulk insert failed on the server or in the transport. The message is the server's
+    when it gave one; ``__cause__`` holds the transport's own exception, if any."""
+
+
+class BulkInsertAborted(BulkInsertError):
+    """The bulk insert was aborted (``abort()``) or the server ended it early."""
+
+
+# ---- collection names: the official client's plural of the class name ----
+
+_IRREGULAR = {
+    "person": "people", "child": "children", "man": "men", "woman": "women", "mouse": "mice",
+    "louse": "lice", "tooth": "teeth", "foot": "feet", "goose": "geese", "ox": "oxen",
+    "datum": "data", "criterion": "criteria", "phenomenon": "phenomena",
+}
+_UNCHANGED = {"sheep", "fish", "series", "species", "deer", "moose", "data", "news", "info",
+              "information", "equipment", "metadata"}
+_F_TO_VES = {"leaf", "knife", "wolf", "life", "half", "shelf", "wife", "calf", "loaf", "thief",
+             "self", "elf", "sheaf", "scarf"}
+_O_TO_OES = {"hero", "potato", "tomato", "echo", "veto", "torpedo", "embargo", "buffalo"}
+_LAST_WORD = re.compile(r"([A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+)$")
+
+
+def _plural_word(word: str) -> str:
+    lower = word.lower()
+    if lower in _UNCHANGED:
+        return word
+    if lower in _IRREGULAR:
+        plural = _IRREGULAR[lower]
+        return plural.capitalize() if word[:1].isupper() else plural
+    if lower in _F_TO_VES:
+        stem = word[:-2] if lower.endswith("fe") else word[:-1]
+        return stem + "ves"
+    if lower in _O_TO_OES:
+        return word + "es"
+    if lower.endswith("is") and len(lower) > 3:
+        return word[:-2] + "es"
+    if lower.endswith("iz"):
+        return word + "zes"
+    if lower.endswith(("s", "x", "z", "ch", "sh")):
+        return word + "es"
+    if lower.endswith("y") and len(lower) > 1 and lower[-2] not in "aeiou":
+        return word[:-1] + "ies"
+    return word + "s"
+
+
+def collection_name(cls: type) -> str:
+    """The collection of an entity class: the plural of its name, as the official client's
+    conventions give it (``User`` -> ``Users``, ``Company`` -> ``Companies``, ``Person`` ->
+    ``People``, ``OrderLine`` -> ``OrderLines``, ``dict`` -> ``dicts``).
+
+    >>> collection_name(type("Category", (), {}))
+    'Categories'
+    """
+    name = cls.__name__
+    match = _LAST_WORD.search(name)
+    if match is None or match.group(1).isdigit():
+        return name + "s"
+    start = match.start(1)
+    return name[:start] + _plural_word(name[start:])
+
+
+def compression_backends() -> list:
+    """The gzip backends available here, fastest first: ``"isal"`` (ISA-L linked into the C
+    core at build time), ``"python-isal"`` (the ``isal`` package), ``"zlib"`` (always)."""
+    found = []
+    if _core.HAVE_ISAL:
+        found.append("isal")
+    try:
+        import isal.isal_zlib  # noqa: F401
+        found.append("python-isal")
+    except ImportError:
+        pass
+    found.append("zlib")
+    return found
+
+
+def _resolve_compress(compress: Compress) -> Optional[str]:
+    if compress is False or compress is None:
+        return None
+    if compress is True or compress == "auto":
+        return compression_backends()[0]
+    if compress in ("zlib", "isal", "python-isal"):
+        if compress not in compression_backends():
+            raise ValueError(f"compress={compress!r}: that backend is not available here "
+                             f"(available: {', '.join(compression_backends())})")
+        return compress
+    raise ValueError(f"compress must be False, True, 'auto', 'zlib', 'isal' or 'python-isal', "
+                     f"not {compress!r}")
+
+
+def _positive_int(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+    if value <= 0:
+        raise ValueError(f"{name} must be positive, not {value}")
+    return value
+
+
+def _check_id(value: Any, name: str = "id") -> str:
+    if type(value) is not str:
+        if not isinstance(value, str):
+            raise TypeError(f"{name} must be a str, not {type(value).__name__}")
+    if not value or value.isspace():
+        raise ValueError(f"{name} must be a non-empty string, not {value!r}")
+    if value[-1] == "|":
+        raise ValueError(f"{name} must not end with '|' (server-side identity ids are not "
+                         f"supported in bulk insert): {value!r}")
+    return value
+
+
+class _PythonIsal:
+    """The ``isal`` package's igzip, driven like GzipStream (used when ISA-L is not linked)."""
+
+    backend = "python-isal"
+
+    def __init__(self) -> None:
+        from isal import isal_zlib
+        self._zlib = isal_zlib
+        self._c = isal_zlib.compressobj(1, isal_zlib.DEFLATED, 31)
+        self.total_in = self.total_out = 0
+
+    def compress(self, data: Any) -> Optional[bytes]:
+        if not len(data):
+            return None
+        out = self._c.compress(data) + self._c.flush(self._zlib.Z_SYNC_FLUSH)
+        self.total_in += len(data)
+        self.total_out += len(out)
+        return out or None
+
+    def finish(self, data: Any = None) -> bytes:
+        out = (self._c.compress(data) if data is not None else b"") + self._c.flush()
+        self.total_in += len(data) if data is not None else 0
+        self.total_out += len(out)
+        return out
+
+
+@dataclass
+class BulkStats:
+    """What a bulk insert did. ``body_bytes`` is the JSON body, ``wire_bytes`` what was
+    handed to the transport (compressed when compressing), ``chunks`` how many pieces."""
+
+    documents: int = 0
+    body_bytes: int = 0
+    wire_bytes: int = 0
+    chunks: int = 0
+    buffers: int = 0
+    compression: Optional[str] = None
+    queue_peak: int = 0
+    blocked_puts: int = 0
+    seconds: float = 0.0
+    operation_id: Optional[int] = None
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def average_chunk(self) -> float:
+        return self.wire_bytes / self.chunks if self.chunks else 0.0
+
+    @property
+    def documents_per_second(self) -> float:
+        return self.documents / self.seconds if self.seconds else 0.0
+
+
+class BulkWriter:
+    """The request body of a bulk insert, built by a producer and drained by a consumer.
+
+    ``buffer_size``: a buffer is handed over once it holds more than this many bytes.
+    ``max_buffers``: how many finished buffers may wait for the consumer; a full queue makes
+    ``store`` wait (GIL released). ``compress``: False, True/"auto" (fastest available),
+    "zlib", "isal" or "python-isal"; the consumer side then yields one gzip stream.
+
+    >>> w = BulkWriter()
+    >>> w.store({"Name": "a"}, id="things/1")
+    'things/1'
+    >>> w.close()
+    >>> b"".join(bytes(c) for c in w.chunks())
+    b'[{"Id":"things/1","Type":"PUT","Document":{"Name": "a", "@metadata": {"@collection": "dicts", "Raven-Python-Type": "builtins.dict"}}}]'
+    """
+
+    def __init__(self, *, compress: Compress = False, buffer_size: int = DEFAULT_BUFFER_SIZE,
+                 max_buffers: int = DEFAULT_MAX_BUFFERS) -> None:
+        _positive_int("buffer_size", buffer_size)
+        _positive_int("max_buffers", max_buffers)
+        self._compression = _resolve_compress(compress)
+        self._writer = _core.CommandWriter(buffer_size)
+        self._queue = _core.HandoverQueue(max_buffers)
+        self._put = self._queue.put
+        self._failure: Optional[BaseException] = None
+        self._closed = False
+        self._consuming = False
+        self._token = secrets.token_hex(6)
+        self._seq = 0
+        self._classes: dict = {}
+        self.buffer_size = buffer_size
+        self.max_buffers = max_buffers
+        self.stats = BulkStats(compression=self._compression)
+
+    # ---- producer side ----
+
+    def _class_info(self, cls: type) -> tuple:
+        collection = collection_name(cls)
+        info = (collection, collection.lower() + "/",
+                {"@collection": collection, "Raven-Python-Type": f"{cls.__module__}.{cls.__name__}"})
+        self._classes[cls] = info
+        return info
+
+    def _raise_failure(self) -> None:
+        failure = self._failure
+        if isinstance(failure, BulkInsertError):
+            raise type(failure)(*failure.args) from failure.__cause__
+        raise BulkInsertError(f"the bulk insert failed: {failure!r}") from failure
+
+    def store(self, entity: Any, id: Optional[str] = None,
+              metadata: Optional[Mapping[str, Any]] = None) -> str:
+        """Append one document; returns its id. Raises the sender's error if it failed, and
+        the encoder's error (nothing of the document is kept) if it cannot be encoded."""
+        if self._failure is not None:
+            self._raise_failure()
+        if self._closed:
+            raise ValueError("store() on a closed bulk insert")
+        cls = type(entity)
+        info = self._classes.get(cls) or self._class_info(cls)
+        if cls is dict:
+            own_metadata = entity.get("@metadata")
+            if id is None:
+                id = entity.get("Id")
+                if id is not None:
+                    _check_id(id, "entity's Id")
+        else:
+            attrs = getattr(entity, "__dict__", None)
+            own_metadata = attrs.get("@metadata") if attrs else None
+            if id is None:
+                id = getattr(entity, "Id", None)
+                if id is not None:
+                    _check_id(id, "entity's Id")
+        if id is None:
+            self._seq += 1
+            id = f"{info[1]}{self._token}-{self._seq}"
+        elif type(id) is not str or not id or id[-1] == "|" or id.isspace():
+            _check_id(id)
+        md = info[2]
+        if metadata is not None or own_metadata is not None:
+            md = {}
+            for extra, name in ((own_metadata, "entity's @metadata"), (metadata, "metadata")):
+                if extra is None:
+                    continue
+                if not isinstance(extra, Mapping):
+                    raise TypeError(f"{name} must be a mapping, not {type(extra).__name__}")
+                md.update(extra)
+            md.setdefault("@collection", info[2]["@collection"])
+            md.setdefault("Raven-Python-Type", info[2]["Raven-Python-Type"])
+        chunk = self._writer.put(id, entity, md)
+        if chunk is not None:
+            self._hand_over(chunk)
+        return id
+
+    def store_many(self, entities: Iterable[Any], ids: Optional[Sequence[Optional[str]]] = None,
+                   metadata: Optional[Mapping[str, Any]] = None) -> list:
+        """Store each entity (``ids[i]`` as its id when given, the same ``metadata`` for all);
+        returns the ids."""
+        store = self.store
+        if ids is None:
+            return [store(e, None, metadata) for e in entities]
+        entities = list(entities)
+        if len(ids) != len(entities):
+            raise ValueError(f"ids has {len(ids)} items but there are {len(entities)} entities")
+        return [store(e, i, metadata) for e, i in zip(entities, ids)]
+
+    def _hand_over(self, chunk: Any) -> None:
+        if not self._put(chunk):  # the consumer is gone: failed, aborted or finished early
+            if self._failure is None:
+                self._failure = BulkInsertAborted("the bulk insert body is no longer being read")
+            self._raise_failure()
+
+    def close(self) -> None:
+        """End the body: the last buffer (with the closing ``]``) is handed over and the
+        consumer's iteration ends after it. Raises the sender's error if it failed."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self._failure is None:
+                chunk = self._writer.finish()
+                if chunk is not None:
+                    self._hand_over(chunk)
+        finally:
+            self._queue.close_producer()
+        if self._failure is not None:
+            self._raise_failure()
+
+    @property
+    def failed(self) -> bool:
+        return self._failure is not None
+
+    @property
+    def documents(self) -> int:
+        return self._writer.commands
+
+    # ---- consumer side ----
+
+    def fail(self, error: BaseException) -> None:
+        """Called by the consumer: it cannot take more. The producer raises ``error`` (as a
+        BulkInsertError) at its next store() or close(); waiting buffers are dropped."""
+        if self._failure is None:
+            self._failure = error
+        self._queue.close_consumer()
+
+    def chunks(self) -> Iterator[Any]:
+        """The body, piece by piece, for one consumer: objects supporting the buffer protocol
+        (never empty). Plain: the handed-over buffers themselves. Compressed: one gzip
+        stream, sync-flushed after each buffer."""
+        if self._consuming:
+            raise RuntimeError("chunks() may be iterated once")
+        self._consuming = True
+        stats = self.stats
+        get = self._queue.get
+        complete = False
+        try:
+            if self._compression is None:
+                while True:
+                    item = get()
+                    if item is None:
+                        break
+                    stats.buffers += 1
+                    stats.body_bytes += len(item)
+                    stats.chunks += 1
+                    stats.wire_bytes += len(item)
+                    yield item
+                    del item
+            else:
+                gz: Any = (_PythonIsal() if self._compression == "python-isal"
+                           else _core.GzipStream(backend=self._compression))
+                stats.compression = gz.backend
+                finished = False
+                while not finished:
+                    item = get()
+                    if item is None:
+                        out = gz.finish()
+                        finished = True
+                    else:
+                        stats.buffers += 1
+                        stats.body_bytes += len(item)
+                        # the last buffer ends the member in the same piece when we can tell
+                        finished = self._queue.drained
+                        out = gz.finish(item) if finished else gz.compress(item)
+                        del item
+                    if out is not None and len(out):
+                        stats.chunks += 1
+                        stats.wire_bytes += len(out)
+                        yield out
+                    del out
+            if self._failure is not None:  # stopped by fail(): the body must not look complete
+                raise BulkInsertAborted(f"the bulk insert body was cut short: {self._failure}")
+            complete = True
+        finally:
+            stats.documents = self._writer.commands
+            stats.queue_peak = self._queue.peak
+            stats.blocked_puts = self._queue.waits
+            if not complete:
+                self.fail(self._failure or BulkInsertAborted("the consumer stopped reading the body"))
+
+
+
+class BulkInsert:
+    """A bulk insert into ``database`` on the server at ``url`` (SPEC §3), as a context manager.
+
+    >>> with BulkInsert("http://127.0.0.1:8080", "db") as bulk:   # doctest: +SKIP
+    ...     for user in users:
+    ...         bulk.store(user)
+
+    The operation id is fetched and the request opened on the first ``store``. A server or
+    transport error raises :class:`BulkInsertError` (with the server's message when it gave
+    one) at the next ``store`` or at ``close``. Leaving the ``with`` block by an exception
+    aborts the operation; the exception propagates.
+
+    ``timeout`` (seconds, or None) bounds every socket operation, including a send to a
+    server that stopped reading; ``compress`` is as for :class:`BulkWriter`.
+    """
+
+    def __init__(self, url: str, database: str, *, compress: Compress = False,
+                 buffer_size: int = DEFAULT_BUFFER_SIZE, max_buffers: int = DEFAULT_MAX_BUFFERS,
+                 skip_overwrite_if_unchanged: bool = False, timeout: Optional[float] = 300.0) -> None:
+        from .transport import HttpTransport
+
+        if not isinstance(skip_overwrite_if_unchanged, bool):
+            raise TypeError("skip_overwrite_if_unchanged must be True or False, not "
+                            f"{type(skip_overwrite_if_unchanged).__name__}")
+        self._transport = HttpTransport(url, database, timeout=timeout)
+        self._writer = BulkWriter(compress=compress, buffer_size=buffer_size, max_buffers=max_buffers)
+        self._skip_overwrite = skip_overwrite_if_unchanged
+        self._sender: Any = None
+        self._op_id: Optional[int] = None
+        self._node_tag: Optional[str] = None
+        self._started_at = 0.0
+        self._closed = False
+        self._aborted = False
+
+    # ---- lifecycle ----
+
+    def __enter__(self) -> "BulkInsert":
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self._abort_quietly()
+
+    def _start(self) -> None:
+        from .transport import BodySender
+
+        if self._aborted or self._closed:
+            raise ValueError("store() on a closed or aborted bulk insert")
+        self._started_at = time.perf_counter()
+        self._op_id, self._node_tag = self._transport.next_operation_id()
+        self._writer.stats.operation_id = self._op_id
+        self._sender = BodySender(
+            self._transport, self._transport.bulk_insert_path(self._op_id, self._skip_overwrite),
+            self._writer.chunks(), gzip=self._writer._compression is not None,
+            on_error=self._sender_failed)
+        self._sender.start()
+
+    def _sender_failed(self, exc: BaseException) -> None:
+        """On the sender thread: turn the transport's error into the server's message."""
+        from .transport import EarlyResponse
+
+        if self._writer._failure is not None:  # aborted by us; nothing to explain
+            self._writer.fail(self._writer._failure)
+            return
+        message = self._transport.operation_error(self._op_id) if self._op_id is not None else None
+        if isinstance(exc, EarlyResponse):
+            error: BulkInsertError = BulkInsertAborted(message or str(exc))
+        else:
+            error = BulkInsertError(message or f"the bulk insert request failed: {exc}")
+        error.__cause__ = exc
+        self._writer.fail(error)
+
+    def store(self, entity: Any, id: Optional[str] = None,
+              metadata: Optional[Mapping[str, Any]] = None) -> str:
+        """Store one entity; returns its id (see the module docstring for the id rules)."""
+        if self._sender is None:
+            self._start()
+        return self._writer.store(entity, id, metadata)
+
+    def store_many(self, entities: Iterable[Any], ids: Optional[Sequence[Optional[str]]] = None,
+                   metadata: Optional[Mapping[str, Any]] = None) -> list:
+        """Store each entity; returns the ids."""
+        if self._sender is None:
+            self._start()
+        return self._writer.store_many(entities, ids, metadata)
+
+    def close(self) -> None:
+        """Finish the body, wait for the server's answer, raise its error if it failed."""
+        if self._closed or self._aborted:
+            return
+        self._closed = True
+        if self._sender is None:  # nothing was stored: no request at all
+            return
+        try:
+            self._writer.close()
+        finally:
+            self._join()
+        self._writer.stats.seconds = time.perf_counter() - self._started_at
+        if self._writer.failed:
+            self._writer._raise_failure()
+
+    def _join(self) -> None:
+        sender = self._sender
+        while sender.is_alive():
+            sender.join(0.1)  # short joins keep Ctrl-C working on the main thread
+
+    def abort(self) -> None:
+        """Kill the operation on the server and stop sending; later stores raise
+        :class:`BulkInsertAborted`. Nothing to do before the first store."""
+        if self._aborted:
+            return
+        self._aborted = True
+        if self._sender is None:
+            self._closed = True
+            return
+        self._writer.fail(BulkInsertAborted("the bulk insert was aborted"))
+        try:
+            self._transport.kill(self._op_id)  # type: ignore[arg-type]
+        finally:
+            self._sender.cancel()
+            self._join()
+
+    def _abort_quietly(self) -> None:
+        try:
+            self.abort()
+        except Exception:  # noqa: BLE001 - the exception leaving the with block wins
+            pass
+
+    # ---- information ----
+
+    @property
+    def operation_id(self) -> Optional[int]:
+        return self._op_id
+
+    @property
+    def stats(self) -> BulkStats:
+        """Documents, body and wire bytes, chunks, average chunk, compression backend, queue
+        peak and blocked puts, seconds (set by close)."""
+        return self._writer.stats
+
+    @property
+    def documents(self) -> int:
+        return self._writer.documents

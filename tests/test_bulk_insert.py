@@ -1,0 +1,303 @@
+"""BulkInsert end to end against the loopback server: intact loads (plain and gzip),
+backpressure with bounded memory, server failure, early finish, Ctrl-C, abort, bad input."""
+import _thread
+import gc
+import gzip
+import json
+import threading
+import time
+
+import pytest
+
+import bulkwire
+from bulkwire import _core
+from bulkwire.bulk import BulkInsertAborted, BulkInsertError, compression_backends
+from bulkwire.testing import LoopbackServer
+
+TIMEOUT = 30.0  # socket timeout for every test client: nothing can hang for long
+
+
+@pytest.fixture
+def server():
+    with LoopbackServer(keep_wire=True) as s:
+        yield s
+
+
+def make_doc(i, width=8):
+    return {"Name": f"document {i}", "Rank": i, "Score": i / 3, "Vector": [j / 7 + i for j in range(width)],
+            "Text": "lorem ipsum \u00e9 " * 40, "Active": i % 2 == 0}
+
+
+def expected_document(doc, md):
+    d = json.loads(json.dumps(doc))
+    d.pop("Id", None)
+    d["@metadata"] = md
+    return d
+
+
+DICT_MD = {"@collection": "dicts", "Raven-Python-Type": "builtins.dict"}
+
+
+@pytest.mark.parametrize("compress", [False, *compression_backends()])
+def test_a_multi_buffer_load_arrives_intact(server, compress):
+    buffer_size = 256 << 10
+    with bulkwire.BulkInsert(server.url, server.database, compress=compress,
+                             buffer_size=buffer_size, timeout=TIMEOUT) as bulk:
+        n = 0
+        while bulk._writer._writer.bytes < 5.5 * (1 << 20):
+            bulk.store(make_doc(n), id=f"docs/{n}")
+            n += 1
+            assert n < 100_000
+    request = server.requests[-1]
+    assert request.complete and request.error is None
+    assert request.query == {"id": str(bulk.operation_id), "skipOverwriteIfUnchanged": "false"}
+    assert len(request.body) >= 5 << 20
+    assert request.headers["Transfer-Encoding"] == "chunked"
+    assert len(server.documents) == n
+    for i in (0, n // 2, n - 1):
+        assert server.documents[f"docs/{i}"] == expected_document(make_doc(i), DICT_MD)
+    commands = request.commands
+    assert [c["Id"] for c in commands] == [f"docs/{i}" for i in range(n)]
+    stats = bulk.stats
+    assert stats.documents == n and stats.body_bytes == len(request.body)
+    assert stats.wire_bytes == sum(request.wire_chunks) and stats.chunks == len(request.wire_chunks)
+    assert stats.buffers > 15 and all(size > 0 for size in request.wire_chunks)
+    if compress:
+        assert request.headers["Content-Encoding"] == "gzip"
+        assert stats.compression == compress
+        # one gzip member over the whole body
+        assert gzip.decompress(bytes(request.wire)) == bytes(request.body)
+        assert stats.wire_bytes < stats.body_bytes / 2
+        # each piece decoded as soon as it arrived, and ended on a command boundary
+        decoded = request.decoded_chunks
+        assert decoded[0].startswith(b"[")
+        so_far = b""
+        for piece in decoded[:-1]:
+            assert piece  # decodable on arrival, not held back in the decoder
+            so_far += piece
+            assert so_far.endswith(b"}")
+        assert (so_far + decoded[-1]).endswith(b"]")
+    else:
+        assert "Content-Encoding" not in request.headers
+        assert stats.compression is None
+        assert bytes(request.wire) == bytes(request.body)
+
+
+def test_exact_bytes_on_the_wire(server):
+    with bulkwire.BulkInsert(server.url, server.database, timeout=TIMEOUT) as bulk:
+        bulk.store({"Name": "a", "Id": "x/1"})
+        bulk.store({"V": [1.5, float("nan")]}, id="x/2", metadata={"k": "v"})
+    md = json.dumps(DICT_MD).encode()
+    assert bytes(server.requests[-1].wire) == (
+        b'[{"Id":"x/1","Type":"PUT","Document":{"Name": "a", "@metadata": ' + md + b'}},'
+        b'{"Id":"x/2","Type":"PUT","Document":{"V": [1.5, NaN], "@metadata": {"k": "v", '
+        b'"@collection": "dicts", "Raven-Python-Type": "builtins.dict"}}}]')
+    assert server.log[0] == "GET /databases/db/operations/next-operation-id"
+
+
+def test_skip_overwrite_flag_and_no_request_without_documents(server):
+    with bulkwire.BulkInsert(server.url, server.database, timeout=TIMEOUT):
+        pass
+    assert server.log == []  # lazily started: nothing stored, nothing sent
+    with bulkwire.BulkInsert(server.url, server.database, skip_overwrite_if_unchanged=True,
+                             timeout=TIMEOUT) as bulk:
+        bulk.store_many([{"a": 1}, {"a": 2}], ids=["a/1", "a/2"])
+    assert server.requests[-1].query["skipOverwriteIfUnchanged"] == "true"
+    assert set(server.documents) == {"a/1", "a/2"}
+
+
+def _blocked(bulk, timeout=20.0):
+    deadline = time.monotonic() + timeout
+    q = bulk._writer._queue
+    while time.monotonic() < deadline:
+        if q.waits > 0 and len(q) == q.maxsize:
+            return True
+        time.sleep(0.01)
+    return False
+
+
+@pytest.mark.parametrize("compress", [False, "zlib"])
+def test_backpressure_holds_memory_within_the_bound_and_resumes(compress):
+    buffer_size, max_buffers = 64 << 10, 4
+    doc_size_bound = 2048
+    with LoopbackServer(recv_buffer=32 << 10, keep_decoded_chunks=False) as server:
+        server.stall(after_bytes=128 << 10)
+        gc.collect()
+        _core._reset_chunk_peak()
+        base_live = _core._chunk_memory()[0]
+        seen = {}
+
+        def monitor():
+            if _blocked(bulk):
+                time.sleep(0.3)  # hold the stall a little: the producer must stay blocked
+                live = _core._chunk_memory()[0] - base_live
+                seen["blocked_live"] = live + bulk._writer._writer.capacity
+                seen["stalled"] = server.stalled
+                seen["received_while_stalled"] = server.stalled_at
+            server.resume()
+
+        bulk = bulkwire.BulkInsert(server.url, server.database, compress=compress,
+                                   buffer_size=buffer_size, max_buffers=max_buffers, timeout=TIMEOUT)
+        watcher = threading.Thread(target=monitor)
+        n = 3000  # ~4.5 MiB: far more than the bound, far less than the kernel's buffers need
+        with bulk:
+            bulk.store(make_doc(0), id="docs/0")
+            watcher.start()
+            for i in range(1, n):
+                bulk.store({"i": i, "text": "t" * 1400}, id=f"docs/{i}")
+        watcher.join(30)
+        peak = _core._chunk_memory()[1] - base_live
+        assert seen.get("stalled"), "the producer never blocked on the stalled server"
+        bound = (max_buffers + 2) * buffer_size
+        slack = (max_buffers + 2) * doc_size_bound  # a buffer ends with the command that took it over
+        assert seen["blocked_live"] <= bound + slack
+        assert peak <= bound + slack  # over the whole run, not only while blocked
+        assert len(server.documents) == n  # everything arrived after the resume
+        assert bulk.stats.blocked_puts > 0 and bulk.stats.queue_peak == max_buffers
+
+
+def _store_until_error(bulk, limit=20_000):
+    """Store until the sender's failure surfaces; returns (exception, documents stored)."""
+    try:
+        for i in range(limit):
+            bulk.store({"i": i, "text": "x" * 900}, id=f"docs/{i}")
+    except BulkInsertError as exc:
+        return exc, i
+    try:
+        bulk.close()
+    except BulkInsertError as exc:
+        return exc, limit
+    return None, limit
+
+
+@pytest.mark.parametrize("compress", [False, True])
+def test_server_failure_raises_with_the_servers_message(server, compress):
+    server.fail_after_bytes = 300 << 10
+    server.fail_message = "Document 'docs/17' is bad: simulated failure"
+    bulk = bulkwire.BulkInsert(server.url, server.database, compress=compress, buffer_size=32 << 10,
+                               max_buffers=2, timeout=TIMEOUT)
+    exc, stored = _store_until_error(bulk)
+    assert exc is not None, "the failure never surfaced"
+    assert "simulated failure" in str(exc)
+    assert stored < 20_000 or True
+    # later calls keep raising, close included
+    with pytest.raises(BulkInsertError, match="simulated failure"):
+        bulk.store({"a": 1}, id="late/1")
+    with pytest.raises(BulkInsertError, match="simulated failure"):
+        bulk.close()
+    state = server.operations[bulk.operation_id]
+    assert state["Status"] == "Faulted"
+
+
+def test_server_failure_at_the_end_raises_at_close(server):
+    server.fail_after_bytes = 1  # the first (and only) chunk fails
+    bulk = bulkwire.BulkInsert(server.url, server.database, timeout=TIMEOUT)
+    bulk.store({"a": 1}, id="a/1")
+    with pytest.raises(BulkInsertError, match="Simulated failure on the server"):
+        bulk.close()
+
+
+def test_early_finish_raises(server):
+    server.finish_after_bytes = 100 << 10
+    bulk = bulkwire.BulkInsert(server.url, server.database, buffer_size=16 << 10, max_buffers=2,
+                               timeout=TIMEOUT)
+    exc, _ = _store_until_error(bulk)
+    assert isinstance(exc, BulkInsertError)
+    assert "finished" in str(exc) or "early" in str(exc) or "no longer" in str(exc)
+
+
+def test_ctrl_c_during_a_blocked_store_raises_keyboard_interrupt_promptly():
+    with LoopbackServer(recv_buffer=32 << 10, keep_decoded_chunks=False) as server:
+        server.stall(after_bytes=0)
+        bulk = bulkwire.BulkInsert(server.url, server.database, buffer_size=32 << 10, max_buffers=2,
+                                   timeout=TIMEOUT)
+        fired = []
+
+        def interrupt():
+            if _blocked(bulk):
+                fired.append(time.monotonic())
+                _thread.interrupt_main()
+
+        timer = threading.Thread(target=interrupt)
+        with pytest.raises(KeyboardInterrupt):
+            with bulk:
+                bulk.store({"i": 0}, id="d/0")
+                timer.start()
+                for i in range(1, 20_000):
+                    bulk.store({"i": i, "text": "k" * 1400}, id=f"d/{i}")
+        timer.join(30)
+        assert fired, "the store never blocked"
+        assert time.monotonic() - fired[0] < 5.0  # woken within ~100 ms; generous for sanitizers
+        # leaving the with block by the exception aborted the operation
+        assert bulk.operation_id in server.killed
+        server.resume()
+
+
+def test_abort(server):
+    server.stall(after_bytes=0)
+    bulk = bulkwire.BulkInsert(server.url, server.database, buffer_size=8 << 10, max_buffers=2,
+                               timeout=TIMEOUT)
+    for i in range(5):
+        bulk.store({"i": i}, id=f"d/{i}")
+    bulk.abort()
+    assert bulk.operation_id in server.killed
+    assert server.operations[bulk.operation_id]["Status"] == "Canceled"
+    with pytest.raises(BulkInsertAborted, match="aborted"):
+        bulk.store({"i": 99}, id="d/99")
+    bulk.close()  # a no-op after abort
+    bulk.abort()  # and so is a second abort
+    server.resume()
+    assert not bulk._sender.is_alive()
+
+
+def test_abort_before_any_store_sends_nothing(server):
+    bulk = bulkwire.BulkInsert(server.url, server.database, timeout=TIMEOUT)
+    bulk.abort()
+    assert server.log == []
+
+
+def test_an_unencodable_document_sends_nothing_and_the_operation_continues(server):
+    with bulkwire.BulkInsert(server.url, server.database, buffer_size=4096, timeout=TIMEOUT) as bulk:
+        for i in range(200):
+            bulk.store({"i": i, "pad": "p" * 100}, id=f"ok/{i}")
+            if i % 50 == 0:
+                with pytest.raises(TypeError, match="is not JSON serializable"):
+                    bulk.store({"i": i, "when": time}, id=f"bad/{i}")
+    body = bytes(server.requests[-1].body)
+    assert b"bad/" not in body
+    assert sorted(server.documents) == sorted(f"ok/{i}" for i in range(200))
+
+
+@pytest.mark.parametrize("args, kwargs, error, match", [
+    ((5, "db"), {}, TypeError, "url must be a str"),
+    (("ftp://host", "db"), {}, ValueError, "url must be an http"),
+    (("http://127.0.0.1:1", ""), {}, ValueError, "database must be a non-empty"),
+    (("http://127.0.0.1:1", None), {}, TypeError, "database must be a str"),
+    (("http://127.0.0.1:1", "db"), {"buffer_size": 0}, ValueError, "buffer_size must be positive"),
+    (("http://127.0.0.1:1", "db"), {"max_buffers": -1}, ValueError, "max_buffers must be positive"),
+    (("http://127.0.0.1:1", "db"), {"timeout": 0}, ValueError, "timeout must be"),
+    (("http://127.0.0.1:1", "db"), {"compress": "fast"}, ValueError, "compress must be"),
+    (("http://127.0.0.1:1", "db"), {"skip_overwrite_if_unchanged": "yes"}, TypeError,
+     "skip_overwrite_if_unchanged"),
+])
+def test_bad_arguments(args, kwargs, error, match):
+    with pytest.raises(error, match=match):
+        bulkwire.BulkInsert(*args, **kwargs)
+
+
+def test_bad_ids_raise_before_anything_is_written(server):
+    with bulkwire.BulkInsert(server.url, server.database, timeout=TIMEOUT) as bulk:
+        with pytest.raises(ValueError, match=r"end with '\|'"):
+            bulk.store({"a": 1}, id="users|")
+        with pytest.raises(ValueError, match="non-empty"):
+            bulk.store({"a": 1}, id="")
+        bulk.store({"a": 1}, id="fine/1")
+    assert list(server.documents) == ["fine/1"]
+
+
+def test_unreachable_server_raises_at_the_first_store():
+    with LoopbackServer() as s:
+        url = s.url
+    bulk = bulkwire.BulkInsert(url, "db", timeout=5)
+    with pytest.raises(OSError):
+        bulk.store({"a": 1}, id="a/1")

@@ -1,0 +1,275 @@
+"""BulkWriter: exact command bytes (checked against the JSON round-trip oracle), buffer
+ownership, the size threshold, errors that leave nothing behind, ids and metadata."""
+import dataclasses
+import datetime
+import enum
+import gc
+import json
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+from bulkwire import _core
+from bulkwire.bulk import BulkInsertError, BulkWriter, collection_name
+from oracle import round_trip
+
+
+class User:
+    def __init__(self, name, age, Id=None):
+        self.Id = Id
+        self.name = name
+        self.age = age
+
+
+@dataclasses.dataclass
+class Company:
+    Name: str
+    Founded: datetime.datetime
+    Tags: set
+    Rank: int = 1
+
+
+class Color(enum.Enum):
+    RED = "red"
+
+
+def expected_command(entity, doc_id, metadata):
+    """The command as the oracle writes it: json.dumps of the round trip, Id left out,
+    @metadata appended last; the envelope without spaces."""
+    doc = round_trip(entity)
+    doc = {k: v for k, v in doc.items() if k not in ("Id", "@metadata")}
+    doc["@metadata"] = metadata
+    return ('{"Id":' + json.dumps(doc_id) + ',"Type":"PUT","Document":' + json.dumps(doc) + "}").encode()
+
+
+def type_metadata(entity):
+    cls = type(entity)
+    return {"@collection": collection_name(cls), "Raven-Python-Type": f"{cls.__module__}.{cls.__name__}"}
+
+
+def drain(writer):
+    """Consume on another thread as a transport would; returns the chunk objects."""
+    got = []
+    t = threading.Thread(target=lambda: got.extend(writer.chunks()))
+    t.start()
+    return got, t
+
+
+ENTITIES = [
+    ({"Name": "a", "Score": 0.1, "Tags": ["x", "y"]}, "docs/1"),
+    ({"Id": "docs/own", "Nested": {"k": [1, 2.5, None, True]}}, None),
+    ({}, "docs/empty"),
+    ({"only": "Id skipped", "Id": None}, "docs/given"),
+    (User("Zoë \u2603 \"quoted\"", 42, Id="users/1"), None),
+    (User("no id", 1), "users/explicit"),
+    (Company("ACME", datetime.datetime(2024, 5, 1, 12, 30), {3}, 2), "companies/1"),
+    ({"when": datetime.timedelta(days=2, seconds=5), "c": Color.RED, 1: "int key"}, "misc/1"),
+    ({"vec": np.arange(4, dtype=np.float32) / 3, "f64": np.float64(1e16)}, "vectors/1"),
+    ({"text": "\u00e9\U0001f600\n\t"}, "unicode/\u00e9\"1"),
+]
+
+
+def test_commands_are_exactly_the_oracles_in_order():
+    writer = BulkWriter(buffer_size=64, max_buffers=1000)  # many buffers
+    expected = []
+    for entity, doc_id in ENTITIES:
+        returned = writer.store(entity, id=doc_id)
+        if doc_id is None:
+            doc_id = entity["Id"] if isinstance(entity, dict) else entity.Id
+        assert returned == doc_id
+        expected.append(expected_command(entity, doc_id, type_metadata(entity)))
+    writer.close()
+    body = b"".join(bytes(c) for c in writer.chunks())
+    assert body == b"[" + b",".join(expected) + b"]"
+    assert [c["Id"] for c in json.loads(body)] == [json.loads(e)["Id"] for e in expected]
+
+
+def test_metadata_is_merged_not_mutated_and_comes_last():
+    user_md = {"Owner": "me", "@collection": "People"}
+    snapshot = dict(user_md)
+    writer = BulkWriter()
+    writer.store(User("a", 1), id="u/1", metadata=user_md)
+    writer.store({"x": 1, "@metadata": {"@flags": "x"}}, id="d/1", metadata={"More": 2})
+    writer.close()
+    commands = json.loads(b"".join(bytes(c) for c in writer.chunks()))
+    assert user_md == snapshot
+    doc = commands[0]["Document"]
+    assert list(doc)[-1] == "@metadata"
+    assert doc["@metadata"] == {"Owner": "me", "@collection": "People",
+                                "Raven-Python-Type": f"{__name__}.User"}
+    assert "Id" not in doc
+    assert commands[1]["Document"] == {"x": 1, "@metadata": {
+        "@flags": "x", "More": 2, "@collection": "dicts", "Raven-Python-Type": "builtins.dict"}}
+
+
+def test_generated_ids_follow_the_documented_scheme():
+    writer = BulkWriter()
+    a = writer.store(User("a", 1))
+    b = writer.store(User("b", 2))
+    c = writer.store({"k": 1})
+    prefix, _, rest = a.partition("/")
+    assert prefix == "users"
+    token, _, n = rest.rpartition("-")
+    assert len(token) == 12 and int(token, 16) >= 0 and n == "1"
+    assert b == f"users/{token}-2" and c == f"dicts/{token}-3"
+    assert BulkWriter().store({"k": 1}) != c  # another writer, another token
+
+
+def test_ownership_buffers_move_once_and_never_change():
+    """Every handed-over buffer is a distinct object with its own memory, unchanged at the
+    end; the reassembled stream is exactly the stored commands in order."""
+    writer = BulkWriter(buffer_size=1000, max_buffers=4)
+    seen = []  # (chunk, bytes at arrival)
+
+    def consumer():
+        for chunk in writer.chunks():
+            seen.append((chunk, bytes(chunk)))
+
+    t = threading.Thread(target=consumer)
+    t.start()
+    expected = []
+    try:
+        for i in range(3000):
+            entity = {"Name": f"n{i}", "Values": [i / 7, -i, i * 1e-3], "Flag": i % 2 == 0}
+            writer.store(entity, id=f"docs/{i}")
+            expected.append(expected_command(entity, f"docs/{i}", type_metadata(entity)))
+        writer.close()
+    finally:
+        t.join(30)
+    assert not t.is_alive()
+    assert len(seen) > 50
+    assert len({id(c) for c, _ in seen}) == len(seen)  # all alive, so ids are distinct objects
+    assert len({c.address for c, _ in seen}) == len(seen)  # and distinct memory
+    for chunk, at_arrival in seen:
+        assert bytes(chunk) == at_arrival
+        assert isinstance(chunk, _core.Chunk) and memoryview(chunk).readonly
+    assert b"".join(snapshot for _, snapshot in seen) == b"[" + b",".join(expected) + b"]"
+    # flush on size alone: every buffer but the last went over the threshold, by at most
+    # the one command that took it over
+    for chunk, _ in seen[:-1]:
+        assert len(chunk) > 1000
+        assert len(chunk) - 1000 < max(len(e) for e in expected) + 1
+
+
+def test_an_unencodable_document_leaves_nothing_behind():
+    writer = BulkWriter(buffer_size=1 << 20)
+    writer.store({"a": 1}, id="ok/1")
+    before = (writer._writer.buffered, writer.documents)
+    for bad in ({"x": datetime.date(2024, 1, 1)}, {"nested": [1, {2, frozenset()}]}, [1, 2], 17,
+                {"deep": [object()]}):
+        with pytest.raises(TypeError):
+            writer.store(bad, id="bad/1")
+        assert (writer._writer.buffered, writer.documents) == before
+    cyclic = {"self": None}
+    cyclic["self"] = cyclic
+    with pytest.raises(ValueError, match="Circular"):
+        writer.store(cyclic, id="bad/2")
+    assert (writer._writer.buffered, writer.documents) == before
+    writer.store({"b": 2}, id="ok/2")
+    writer.close()
+    commands = json.loads(b"".join(bytes(c) for c in writer.chunks()))
+    assert [c["Id"] for c in commands] == ["ok/1", "ok/2"]
+
+
+@pytest.mark.parametrize("bad_id, error, match", [
+    ("", ValueError, "non-empty"),
+    ("   ", ValueError, "non-empty"),
+    ("users|", ValueError, r"end with '\|'"),
+    (5, TypeError, "id must be a str"),
+    (b"bytes", TypeError, "id must be a str"),
+])
+def test_bad_ids(bad_id, error, match):
+    writer = BulkWriter()
+    with pytest.raises(error, match=match):
+        writer.store({"a": 1}, id=bad_id)
+    with pytest.raises(error, match=match.replace("id must", "entity's Id must")):
+        writer.store({"a": 1, "Id": bad_id})
+    assert writer.documents == 0
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    ({"buffer_size": 0}, ValueError, "buffer_size must be positive"),
+    ({"buffer_size": -5}, ValueError, "buffer_size must be positive"),
+    ({"max_buffers": 0}, ValueError, "max_buffers must be positive"),
+    ({"buffer_size": 1.5}, TypeError, "buffer_size must be an int"),
+    ({"max_buffers": "8"}, TypeError, "max_buffers must be an int"),
+    ({"compress": "lz4"}, ValueError, "compress must be"),
+])
+def test_bad_options(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        BulkWriter(**kwargs)
+
+
+def test_bad_metadata():
+    writer = BulkWriter()
+    with pytest.raises(TypeError, match="metadata must be a mapping"):
+        writer.store({"a": 1}, id="a/1", metadata=["not", "a", "mapping"])
+
+
+def test_store_many_and_store_after_close():
+    writer = BulkWriter()
+    assert writer.store_many([{"a": i} for i in range(3)], ids=["a/0", "a/1", "a/2"]) == ["a/0", "a/1", "a/2"]
+    with pytest.raises(ValueError, match="ids has 1 items"):
+        writer.store_many([{"a": 1}, {"a": 2}], ids=["x/1"])
+    writer.close()
+    with pytest.raises(ValueError, match="closed"):
+        writer.store({"a": 1}, id="late/1")
+
+
+def test_consumer_failure_raises_at_the_next_store_and_at_close():
+    writer = BulkWriter(buffer_size=100, max_buffers=1)
+    writer.fail(BulkInsertError("the server said no"))
+    with pytest.raises(BulkInsertError, match="the server said no"):
+        for i in range(100):
+            writer.store({"a": "x" * 50}, id=f"a/{i}")
+    with pytest.raises(BulkInsertError, match="the server said no"):
+        writer.close()
+
+
+def test_empty_body_is_an_empty_array():
+    writer = BulkWriter()
+    writer.close()
+    assert b"".join(bytes(c) for c in writer.chunks()) == b"[]"
+
+
+def test_no_reference_leaks_over_repeated_stores():
+    writer = BulkWriter(buffer_size=4096, max_buffers=10_000)
+    entity = {"Name": "n", "Vec": [0.25] * 16, "Obj": User("u", 3)}
+    metadata = {"Owner": "me"}
+    doc_id = "docs/leak"
+    refs = lambda: (sys.getrefcount(entity), sys.getrefcount(metadata), sys.getrefcount(doc_id))  # noqa: E731
+    for _ in range(10):
+        writer.store(entity, id=doc_id, metadata=metadata)
+    gc.collect()
+    before = refs()
+    for _ in range(2000):
+        writer.store(entity, id=doc_id, metadata=metadata)
+        with pytest.raises(TypeError):
+            writer.store({"bad": object()}, id=doc_id)
+    gc.collect()
+    assert refs() == before
+    writer.close()
+    live_before = _core._chunk_memory()[2]
+    got = list(writer.chunks())
+    assert len(got) > 10
+    del got
+    gc.collect()
+    assert _core._chunk_memory()[2] < live_before
+
+
+@pytest.mark.parametrize("name, plural", [
+    ("User", "Users"), ("Company", "Companies"), ("Address", "Addresses"), ("Box", "Boxes"),
+    ("Person", "People"), ("Child", "Children"), ("Category", "Categories"), ("Day", "Days"),
+    ("Leaf", "Leaves"), ("Bus", "Buses"), ("Match", "Matches"), ("Hero", "Heroes"),
+    ("Photo", "Photos"), ("Quiz", "Quizzes"), ("Key", "Keys"), ("Analysis", "Analyses"),
+    ("Status", "Statuses"), ("Index", "Indexes"), ("Mouse", "Mice"), ("Knife", "Knives"),
+    ("Datum", "Data"), ("Series", "Series"), ("Sheep", "Sheep"), ("Man", "Men"),
+    ("OrderLine", "OrderLines"), ("BlogPost", "BlogPosts"), ("MyClass", "MyClasses"),
+    ("Category2", "Category2s"), ("dict", "dicts"), ("VectorDoc", "VectorDocs"),
+])
+def test_collection_names_match_the_official_conventions(name, plural):
+    # the table is what ravendb 7.2.7's DocumentConventions.default_get_collection_name
+    # gives for these class names (checked by hand; importing ravendb here takes seconds)
+    assert collection_name(type(name, (), {})) == plural
