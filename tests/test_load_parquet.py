@@ -465,3 +465,16 @@ def test_server_failure_and_bad_rows(tmp_path, capsys):
         assert request.op_id in server.killed or request.error
     code, out, err = run_cli(["load", src, "--url", "http://127.0.0.1:9", "--database", "db", "-q"], capsys)
     assert code == 3 and "cannot reach the server" in err
+
+
+def test_memory_is_bounded_by_a_row_group(tmp_path):
+    """Arrow memory during a load stays near one row group, not the file (pre_buffer off)."""
+    rows, dim, group = 3000, 32, 100
+    src = bulkwire.sample_parquet(tmp_path / "m.parquet", rows=rows, dim=dim, row_group_rows=group)
+    group_bytes = group * dim * 4
+    base = pa.total_allocated_bytes()
+    peaks = []
+    bulkwire.load_parquet(src, batch_rows=50, progress=lambda r, b: peaks.append(pa.total_allocated_bytes()))
+    assert len(peaks) == rows // 50
+    # decoding buffers take a few row groups' worth; pre-buffering took the whole file
+    assert max(peaks) - base < 8 * group_bytes < rows * dim * 4 / 3

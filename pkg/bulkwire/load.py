@@ -224,7 +224,9 @@ def _batches(path: str, plan: _Plan, batch_rows: int, take: Any) -> tuple[Iterat
         f.close()
         return iter(table.to_batches(max_chunksize=batch_rows)), table.num_rows, idx
     if _file_format(path) == "parquet":
-        pf = pa.parquet.ParquetFile(path, memory_map=True)
+        # pre_buffer=False: pyarrow would otherwise buffer ahead up to the whole file (RSS
+        # grew with the file size: 540 MB for 470 MB of Parquet); without it, one row group.
+        pf = pa.parquet.ParquetFile(path, pre_buffer=False)
         return (pf.iter_batches(batch_size=batch_rows, columns=plan.read_columns),
                 pf.metadata.num_rows, None)
     f = TableFile(path, columns=plan.read_columns)
