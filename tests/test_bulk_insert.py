@@ -301,3 +301,25 @@ def test_unreachable_server_raises_at_the_first_store():
     bulk = bulkwire.BulkInsert(url, "db", timeout=5)
     with pytest.raises(OSError):
         bulk.store({"a": 1}, id="a/1")
+
+
+def test_counting_server_mode_and_its_summary_endpoint():
+    import http.client
+    import urllib.parse
+
+    with LoopbackServer(keep_body=False) as server:
+        with bulkwire.BulkInsert(server.url, server.database, compress=True, buffer_size=2048,
+                                 timeout=TIMEOUT) as bulk:
+            for i in range(300):
+                bulk.store({"i": i, "pad": "q" * 64}, id=f"c/{i}")
+        u = urllib.parse.urlsplit(server.url)
+        conn = http.client.HTTPConnection(u.hostname, u.port, timeout=TIMEOUT)
+        conn.request("GET", "/_loopback/last")
+        summary = json.loads(conn.getresponse().read())
+        conn.close()
+    assert summary["documents"] == 300 and summary["complete"] and summary["error"] is None
+    assert summary["wire_bytes"] == bulk.stats.wire_bytes
+    assert summary["body_bytes"] == bulk.stats.body_bytes
+    assert summary["wire_chunks"] == bulk.stats.chunks
+    assert summary["content_encoding"] == "gzip"
+    assert server.documents == {}

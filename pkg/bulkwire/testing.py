@@ -28,6 +28,7 @@ from typing import Any, Dict, List, Optional
 
 __all__ = ["LoopbackServer", "ReceivedRequest"]
 
+_PUT_MARKER = b'"Type":"PUT"'
 _FAULT_TYPE = "Raven.Client.Documents.Operations.OperationExceptionResult, Raven.Client"
 
 
@@ -42,6 +43,8 @@ class ReceivedRequest:
         self.wire = bytearray()               # the body as sent (when the server keeps it)
         self.decoded_chunks: List[bytes] = []  # what each chunk decoded to, on arrival
         self.body = bytearray()               # the decoded (uncompressed) body
+        self.body_bytes = 0                   # its length (also when the body is not kept)
+        self.put_commands = 0                 # PUT commands counted (when the body is not kept)
         self.complete = False                 # the terminating chunk arrived
         self.commands: Optional[list] = None  # parsed commands, when complete
         self.error: Optional[str] = None
@@ -65,8 +68,8 @@ class LoopbackServer:
     """A real HTTP/1.1 server on 127.0.0.1 implementing the bulk insert endpoints."""
 
     def __init__(self, database: str = "db", *, keep_decoded_chunks: bool = True,
-                 parse: bool = True, keep_wire: bool = False,
-                 recv_buffer: Optional[int] = None) -> None:
+                 parse: bool = True, keep_wire: bool = False, keep_body: bool = True,
+                 recv_buffer: Optional[int] = None, port: int = 0) -> None:
         self.database = database
         self.keep_decoded_chunks = keep_decoded_chunks
         self.parse = parse
@@ -88,7 +91,10 @@ class LoopbackServer:
         self.finish_after_bytes: Optional[int] = None
         self.read_delay = 0.0  # seconds to sleep after each chunk (a slow server)
         self.keep_wire = keep_wire  # keep each request's body exactly as it came off the wire
-        self._httpd = _Server(("127.0.0.1", 0), self._handler_class(), recv_buffer)
+        self.keep_body = keep_body  # False: count bytes and PUT commands only (benchmarks)
+        if not keep_body:
+            self.parse = self.keep_decoded_chunks = False
+        self._httpd = _Server(("127.0.0.1", port), self._handler_class(), recv_buffer)
         self._httpd.daemon_threads = True
         self._httpd.block_on_close = False
         self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
@@ -212,11 +218,24 @@ class LoopbackServer:
                                                      "Members": {"A": self.url}, "Promotables": {},
                                                      "Watchers": {}, "LastNodeId": "A", "Etag": 1},
                                         "Leader": "A", "NodeTag": "A", "Etag": 1, "Status": {}})
+        if method == "GET" and path == "/_loopback/last":
+            return self._reply(h, 200, self.last_request_summary())
         if method == "GET" and path.startswith("/build/version"):
             return self._reply(h, 200, {"BuildVersion": 72, "ProductVersion": "7.2",
                                         "CommitHash": "loopback", "FullVersion": "7.2.0"})
         self._drain(h)
         return self._reply(h, 404, {"Message": f"not implemented by the loopback server: {method} {path}"})
+
+    def last_request_summary(self) -> dict:
+        """What the last bulk insert request looked like (also at GET /_loopback/last)."""
+        if not self.requests:
+            return {}
+        r = self.requests[-1]
+        return {"op_id": r.op_id, "complete": r.complete, "error": r.error,
+                "wire_chunks": len(r.wire_chunks), "wire_bytes": sum(r.wire_chunks),
+                "body_bytes": r.body_bytes,
+                "documents": len(r.commands) if r.commands is not None else r.put_commands,
+                "content_encoding": r.headers.get("Content-Encoding")}
 
     def _topology(self) -> dict:
         return {"Nodes": [{"Url": self.url, "ClusterTag": "A", "Database": self.database,
@@ -236,6 +255,7 @@ class LoopbackServer:
         gzip = h.headers.get("Content-Encoding", "").lower() == "gzip"
         decoder = zlib.decompressobj(31) if gzip else None
         received = 0
+        tail = b""
         chunked = h.headers.get("Transfer-Encoding", "").lower() == "chunked"
         remaining = None if chunked else int(h.headers.get("Content-Length") or 0)
         while self._running.is_set():
@@ -282,7 +302,13 @@ class LoopbackServer:
             decoded = decoder.decompress(data) if decoder is not None else data
             if self.keep_decoded_chunks:
                 request.decoded_chunks.append(decoded)
-            request.body += decoded
+            if self.keep_body:
+                request.body += decoded
+            else:
+                window = tail + decoded
+                request.put_commands += window.count(_PUT_MARKER)
+                tail = window[-(len(_PUT_MARKER) - 1):]
+            request.body_bytes += len(decoded)
             received += len(decoded)
             if self.read_delay:
                 time.sleep(self.read_delay)
@@ -328,3 +354,26 @@ class LoopbackServer:
     def _complete(self, op: int) -> None:
         if self.operations.get(op, {}).get("Status") == "InProgress":
             self.operations[op] = {"Status": "Completed", "Result": {"Total": 0}}
+
+
+def serve(port: int = 0, database: str = "db", **options: Any) -> None:
+    """Run a server until interrupted, printing its URL first (benchmarks run it in its own
+    process so that it does not share the client's GIL)."""
+    with LoopbackServer(database, port=port, **options) as server:
+        print(server.url, flush=True)
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            pass
+
+
+if __name__ == "__main__":
+    import argparse
+
+    parser = argparse.ArgumentParser(description="bulkwire's loopback bulk insert server")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--database", default="db")
+    parser.add_argument("--count-only", action="store_true", help="count bytes and commands, keep nothing")
+    args = parser.parse_args()
+    serve(args.port, args.database, keep_body=not args.count_only)

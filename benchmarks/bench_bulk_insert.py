@@ -1,0 +1,326 @@
+"""Bulk insert end to end: bulkwire.BulkInsert vs the official ``ravendb`` client's bulk insert,
+both against the same loopback server (bulkwire.testing, run in its own process).
+
+    python benchmarks/bench_bulk_insert.py                       # 10,000 docs, 1024 and 384 dims
+    python benchmarks/bench_bulk_insert.py --docs 1000 --runs 3 --dims 1024
+
+Each measured run is a fresh process (so peak RSS belongs to one configuration); runs of the
+two clients alternate; the figure is the median. Documents are class instances with an ``Id``,
+a name, a rank and the vector as a list of Python floats (drawn from a pool of 256 distinct
+vectors, fixed seed, so the data set itself stays small). Reported: documents/s, the ratio,
+peak client memory (RSS growth during the insert; for bulkwire also the peak of live body
+buffers), average chunk size on the wire, bytes per document. ``--profile`` adds where the
+time goes for bulkwire: encoding alone, compression alone, and cProfile of the whole run.
+
+If ``ravendb`` is not installed the baseline is a pure-Python pipeline built from the seed's
+algorithm (walk -> json.dumps -> bytearray -> queue.Queue(8) -> zlib level 1 in the body
+generator) over http.client.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "pkg"))
+
+POOL = 256
+
+
+class Embedding:
+    def __init__(self, Id, Name, Rank, Vector):
+        self.Id = Id
+        self.Name = Name
+        self.Rank = Rank
+        self.Vector = Vector
+
+
+def make_entities(count: int, dim: int, seed: int = 42) -> list:
+    import numpy as np
+
+    pool = np.random.default_rng(seed).standard_normal((POOL, dim)).tolist()
+    return [Embedding(f"embeddings/{i}", f"doc {i}", i, pool[i % POOL]) for i in range(count)]
+
+
+def rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def peak_rss_bytes() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def server_summary(url: str) -> dict:
+    import http.client
+    import urllib.parse
+
+    u = urllib.parse.urlsplit(url)
+    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+    conn.request("GET", "/_loopback/last")
+    data = json.loads(conn.getresponse().read())
+    conn.close()
+    return data
+
+
+# ---- the clients ----
+
+def run_bulkwire(url: str, entities: list, compress: bool) -> dict:
+    import bulkwire
+    from bulkwire import _core
+
+    _core._reset_chunk_peak()
+    start = time.perf_counter()
+    with bulkwire.BulkInsert(url, "bench", compress=compress, timeout=120) as bulk:
+        store = bulk.store
+        for entity in entities:
+            store(entity)
+    seconds = time.perf_counter() - start
+    stats = bulk.stats
+    return {"seconds": seconds, "compression": stats.compression,
+            "buffer_peak": _core._chunk_memory()[1], "queue_peak": stats.queue_peak,
+            "blocked_puts": stats.blocked_puts}
+
+
+def run_ravendb(url: str, entities: list, compress: bool) -> dict:
+    from ravendb import DocumentStore
+    from ravendb.documents.bulk_insert_operation import BulkInsertOptions
+
+    store = DocumentStore(urls=[url], database="bench")
+    store.conventions.disable_topology_updates = True
+    store.initialize()
+    try:
+        start = time.perf_counter()
+        with store.bulk_insert(options=BulkInsertOptions(use_compression=compress)) as bulk:
+            for entity in entities:
+                bulk.store(entity)
+        seconds = time.perf_counter() - start
+    finally:
+        store.close()
+    return {"seconds": seconds, "compression": "zlib" if compress else None}
+
+
+def run_seed_pipeline(url: str, entities: list, compress: bool) -> dict:
+    """The seed's fixed algorithm in plain Python, for when ravendb is not installed."""
+    import http.client
+    import queue
+    import threading
+    import urllib.parse
+    import zlib
+
+    u = urllib.parse.urlsplit(url)
+
+    def get(path):
+        c = http.client.HTTPConnection(u.hostname, u.port, timeout=60)
+        c.request("GET", path)
+        body = c.getresponse().read()
+        c.close()
+        return json.loads(body)
+
+    def default(o):
+        return o.__dict__
+
+    start = time.perf_counter()
+    op = get("/databases/bench/operations/next-operation-id")["Id"]
+    q: queue.Queue = queue.Queue(8)
+    done = object()
+
+    def body():
+        c = zlib.compressobj(1, zlib.DEFLATED, 31) if compress else None
+        while True:
+            b = q.get()
+            if b is done:
+                break
+            if c is None:
+                yield b
+            else:
+                out = c.compress(b) + c.flush(zlib.Z_SYNC_FLUSH)
+                if out:
+                    yield out
+        if c is not None:
+            yield c.flush()
+
+    result = {}
+
+    def send():
+        c = http.client.HTTPConnection(u.hostname, u.port, timeout=120)
+        headers = {"Content-Encoding": "gzip"} if compress else {}
+        c.request("POST", f"/databases/bench/bulk_insert?id={op}&skipOverwriteIfUnchanged=false",
+                  body=body(), headers=headers, encode_chunked=True)
+        result["status"] = c.getresponse().status
+
+    t = threading.Thread(target=send)
+    t.start()
+    buf = bytearray(b"[")
+    first = True
+    for e in entities:
+        doc = json.loads(json.dumps(e, default=default))
+        doc_id = doc.pop("Id")
+        doc["@metadata"] = {"@collection": "Embeddings", "Raven-Python-Type": "__main__.Embedding"}
+        if not first:
+            buf += b","
+        first = False
+        buf += b'{"Id":"' + doc_id.encode() + b'","Type":"PUT","Document":' + json.dumps(doc).encode() + b"}"
+        if len(buf) > 1 << 20:
+            q.put(buf)
+            buf = bytearray()
+    buf += b"]"
+    q.put(buf)
+    q.put(done)
+    t.join()
+    return {"seconds": time.perf_counter() - start, "compression": "zlib" if compress else None}
+
+
+CLIENTS = {"bulkwire": run_bulkwire, "ravendb": run_ravendb, "seed-python": run_seed_pipeline}
+
+
+def child(args: argparse.Namespace) -> None:
+    entities = make_entities(args.docs, args.dim)
+    if args.child == "bulkwire":  # import outside the timed region, as for the others
+        import bulkwire  # noqa: F401
+    elif args.child == "ravendb":
+        import ravendb  # noqa: F401
+    before = rss_bytes()
+    result = CLIENTS[args.child](args.url, entities, args.mode == "gzip")
+    result["rss_growth"] = max(0, peak_rss_bytes() - before)
+    summary = server_summary(args.url)
+    result.update(docs=args.docs, wire_bytes=summary["wire_bytes"], chunks=summary["wire_chunks"],
+                  body_bytes=summary["body_bytes"], received=summary["documents"],
+                  server_error=summary["error"])
+    print(json.dumps(result))
+
+
+def run_child(url: str, client: str, mode: str, dim: int, docs: int) -> dict:
+    out = subprocess.run([sys.executable, __file__, "--child", client, "--mode", mode, "--dim", str(dim),
+                          "--docs", str(docs), "--url", url],
+                         check=True, capture_output=True, text=True, timeout=3600)
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    if result["received"] != docs or result["server_error"]:
+        raise SystemExit(f"{client} {mode} {dim}: the server got {result['received']} of {docs} "
+                         f"documents ({result['server_error']})")
+    return result
+
+
+def profile_bulkwire(url: str, docs: int, dim: int) -> None:
+    """Where bulkwire's time goes: encoding alone, compression alone, and cProfile."""
+    import cProfile
+    import pstats
+    import threading
+
+    import bulkwire
+    from bulkwire import _core
+    from bulkwire.bulk import BulkWriter
+
+    entities = make_entities(docs, dim)
+    # encoding alone: the writer with a consumer that drops the buffers
+    w = BulkWriter()
+    chunks = []
+    t = threading.Thread(target=lambda: chunks.extend(w.chunks()))
+    t.start()
+    start = time.perf_counter()
+    for e in entities:
+        w.store(e)
+    w.close()
+    t.join()
+    encode_s = time.perf_counter() - start
+    body = sum(len(c) for c in chunks)
+    # the float text alone (the vectors as bulkwire.dumps writes them)
+    start = time.perf_counter()
+    for e in entities:
+        bulkwire.dumps(e.Vector)
+    floats_s = time.perf_counter() - start
+    print(f"  encoding only ({docs} docs, {dim} dims): {docs / encode_s:,.0f} docs/s, "
+          f"{body / encode_s / 1e6:,.1f} MB/s of JSON; of which writing the float lists alone "
+          f"takes {floats_s / encode_s:.0%}")
+    for backend in [b for b in ("zlib", "isal") if b == "zlib" or _core.HAVE_ISAL]:
+        gz = _core.GzipStream(backend=backend)
+        start = time.perf_counter()
+        out = sum(len(gz.compress(c) or b"") for c in chunks) + len(gz.finish())
+        s = time.perf_counter() - start
+        print(f"  compression only, {backend}: {body / s / 1e6:,.1f} MB/s "
+              f"({docs / s:,.0f} docs/s), {out / docs:,.0f} B/doc")
+    for mode in ("plain", "gzip"):
+        prof = cProfile.Profile()
+        prof.enable()
+        with bulkwire.BulkInsert(url, "bench", compress=mode == "gzip", timeout=120) as bulk:
+            for e in entities:
+                bulk.store(e)
+        prof.disable()
+        print(f"  cProfile of the producer thread, {mode} (top 6 by own time):")
+        stats = pstats.Stats(prof)
+        rows = sorted(stats.stats.items(), key=lambda kv: kv[1][2], reverse=True)[:6]
+        total = sum(v[2] for v in stats.stats.values())
+        for (filename, line, name), (cc, nc, tt, ct, _) in rows:
+            where = os.path.basename(filename) if filename != "~" else ""
+            print(f"    {tt:7.3f} s {tt / total:5.0%}  {name} {where}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--docs", type=int, default=10_000)
+    parser.add_argument("--dims", type=int, nargs="+", default=[1024, 384])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--modes", nargs="+", default=["plain", "gzip"], choices=["plain", "gzip"])
+    parser.add_argument("--baseline", choices=["ravendb", "seed-python"], default=None)
+    parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--child", choices=sorted(CLIENTS))
+    parser.add_argument("--mode", choices=["plain", "gzip"])
+    parser.add_argument("--dim", type=int)
+    parser.add_argument("--url")
+    args = parser.parse_args()
+    if args.child:
+        return child(args)
+
+    baseline = args.baseline
+    if baseline is None:
+        try:
+            import ravendb  # noqa: F401
+            baseline = "ravendb"
+        except ImportError:
+            baseline = "seed-python"
+    server = subprocess.Popen([sys.executable, "-m", "bulkwire.testing", "--database", "bench", "--count-only"],
+                              stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "PYTHONPATH": os.path.join(os.path.dirname(HERE), "pkg")})
+    try:
+        url = server.stdout.readline().strip()
+        from bulkwire import _core
+        print(f"bulk insert, {args.docs:,} documents, median of {args.runs} runs, loopback server "
+              f"in its own process at {url}; baseline: {baseline}; ISA-L linked: {bool(_core.HAVE_ISAL)}")
+        print(f"{'dim':>5} {'mode':>5} {'client':>12} {'docs/s':>9} {'ratio':>6} {'B/doc':>7} "
+              f"{'avg chunk':>10} {'peak RSS +':>11} {'buffers peak':>13} {'gzip':>6}")
+        for dim in args.dims:
+            for mode in args.modes:
+                results = {"bulkwire": [], baseline: []}
+                for run in range(args.runs):
+                    order = ["bulkwire", baseline] if run % 2 == 0 else [baseline, "bulkwire"]
+                    for client in order:
+                        results[client].append(run_child(url, client, mode, dim, args.docs))
+                rates = {c: statistics.median(args.docs / r["seconds"] for r in rs) for c, rs in results.items()}
+                for client in ("bulkwire", baseline):
+                    rs = results[client]
+                    last = rs[-1]
+                    ratio = rates[client] / rates[baseline]
+                    avg_chunk = statistics.median(r["wire_bytes"] / r["chunks"] for r in rs)
+                    rss = statistics.median(r["rss_growth"] for r in rs)
+                    peak = last.get("buffer_peak")
+                    print(f"{dim:>5} {mode:>5} {client:>12} {rates[client]:>9,.0f} {ratio:>5.1f}x "
+                          f"{last['wire_bytes'] / args.docs:>7,.0f} {avg_chunk / 1024:>7,.0f} KiB "
+                          f"{rss / 2**20:>7,.1f} MiB "
+                          f"{(f'{peak / 2**20:,.1f} MiB' if peak is not None else '-'):>13} "
+                          f"{last['compression'] or '-':>6}", flush=True)
+        if args.profile:
+            print("where bulkwire's time goes:")
+            profile_bulkwire(url, min(args.docs, 2000), args.dims[0])
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
+if __name__ == "__main__":
+    main()
