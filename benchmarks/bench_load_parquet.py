@@ -9,12 +9,16 @@ of both bodies must match), plain and gzip (zlib level 1, one stream, sync flush
   dict per row -> the client's round-trip encoding ``json.loads(json.dumps(entity))`` ->
   ``json.dumps`` of the command -> 1 MiB buffers.
 
-Target: ``file`` (the request body written to a temporary file, as ``bulkwire load`` does
-without ``--url``; deleted after each run). Each configuration runs in its own process, which
-reports wall time, documents/s, MB/s of body, and its peak RSS (ru_maxrss).
+Target ``server`` (default): the loopback bulk insert server (``bulkwire.testing``, in its own
+process, counting bytes and commands), both sides streaming through the same transport
+(``bulkwire._server_sink.ServerSink``: bounded queue, gzip on the sender thread, chunked
+POST); the server's byte and document counts must match. Target ``file``: the request body
+written to a temporary file, as ``bulkwire load`` does without ``--url`` (deleted after each
+run); there the two bodies' SHA-256 must match. Each configuration runs in its own process,
+which reports wall time, documents/s, MB/s of body, and its peak RSS (ru_maxrss).
 
     python benchmarks/bench_load_parquet.py                      # 5,000 x 1024, a few minutes
-    python benchmarks/bench_load_parquet.py --rows 100000 --runs 1  # the issue's full size
+    python benchmarks/bench_load_parquet.py --rows 100000           # the issue's full size
 """
 from __future__ import annotations
 
@@ -49,20 +53,24 @@ def prepare(data_dir: str, rows: int, dim: int) -> str:
     return path
 
 
-def run_bulkwire(path: str, out: str, gzip: bool) -> tuple[int, int, int]:
+def run_bulkwire(path: str, out: str, gzip: bool, url: str | None) -> tuple[int, int, int]:
     import bulkwire
 
-    r = bulkwire.load_parquet(path, out=out, compress=gzip, chunk_size=CHUNK)
+    if url:
+        r = bulkwire.load_parquet(path, url=url, database="bench", compress=gzip, chunk_size=CHUNK)
+    else:
+        r = bulkwire.load_parquet(path, out=out, compress=gzip, chunk_size=CHUNK)
     return r.rows, r.body_bytes, r.wire_bytes
 
 
-def run_baseline(path: str, out: str, gzip: bool) -> tuple[int, int, int]:
+def run_baseline(path: str, out: str, gzip: bool, url: str | None) -> tuple[int, int, int]:
     import numpy as np
     import pyarrow.parquet as pq
 
+    from bulkwire._server_sink import ServerSink
     from bulkwire.load import _FileSink
 
-    sink = _FileSink(out, gzip)
+    sink = ServerSink(url, "bench", compress=gzip) if url else _FileSink(out, gzip)
     buf = bytearray(b"[")
     rows = body = 0
     first = True
@@ -112,18 +120,40 @@ def worker(args: argparse.Namespace) -> None:
 
     if args.impl == "baseline":
         import pandas  # noqa: F401
+    import bulkwire._server_sink  # noqa: F401
+
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     out = os.path.join(args.data_dir, f"out-{os.getpid()}.json" + (".gz" if args.gzip else ""))
     fn = run_bulkwire if args.impl == "bulkwire" else run_baseline
     t0 = time.perf_counter()
-    rows, body, wire = fn(args.path, out, args.gzip)
+    rows, body, wire = fn(args.path, out, args.gzip, args.url)
     seconds = time.perf_counter() - t0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    digest = body_sha256(out, args.gzip)
-    os.unlink(out)
-    print(json.dumps({"rows": rows, "seconds": seconds, "body_bytes": body, "wire_bytes": wire,
-                      "peak_rss_mb": peak / 1024, "rss_after_imports_mb": rss_before / 1024,
-                      "sha256": digest}))
+    result = {"rows": rows, "seconds": seconds, "body_bytes": body, "wire_bytes": wire,
+              "peak_rss_mb": peak / 1024, "rss_after_imports_mb": rss_before / 1024}
+    if args.url:
+        summary = server_summary(args.url)
+        result.update(sha256=None, server_documents=summary["documents"],
+                      server_body_bytes=summary["body_bytes"], server_wire_bytes=summary["wire_bytes"],
+                      server_error=summary["error"])
+        if summary["documents"] != rows or summary["body_bytes"] != body or summary["error"]:
+            raise SystemExit(f"the server got {summary}, the client sent {rows} rows, {body} bytes")
+    else:
+        result["sha256"] = body_sha256(out, args.gzip)
+        os.unlink(out)
+    print(json.dumps(result))
+
+
+def server_summary(url: str) -> dict:
+    import http.client
+    import urllib.parse
+
+    u = urllib.parse.urlsplit(url)
+    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+    conn.request("GET", "/_loopback/last")
+    data = json.loads(conn.getresponse().read())
+    conn.close()
+    return data
 
 
 def main() -> None:
@@ -134,7 +164,9 @@ def main() -> None:
     ap.add_argument("--impls", default="bulkwire,baseline")
     ap.add_argument("--modes", default="plain,gzip")
     ap.add_argument("--data-dir", default=os.path.join(tempfile.gettempdir(), "bulkwire-bench"))
+    ap.add_argument("--target", choices=["server", "file"], default="server")
     ap.add_argument("--json", help="also write the results here")
+    ap.add_argument("--url", help=argparse.SUPPRESS)
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--impl", help=argparse.SUPPRESS)
     ap.add_argument("--gzip", action="store_true", help=argparse.SUPPRESS)
@@ -144,16 +176,37 @@ def main() -> None:
         worker(args)
         return
     path = prepare(args.data_dir, args.rows, args.dim)
+    server = None
+    if args.target == "server":
+        server = subprocess.Popen([sys.executable, "-m", "bulkwire.testing", "--database", "bench",
+                                   "--count-only"], stdout=subprocess.PIPE, text=True,
+                                  env={**os.environ, "PYTHONPATH": os.path.abspath(PKG)})
+        args.url = server.stdout.readline().strip()
+    try:
+        run_all(args, path)
+    finally:
+        if server is not None:
+            server.terminate()
+            server.wait(10)
+
+
+def run_all(args: argparse.Namespace, path: str) -> None:
+    from bulkwire import _core
+
+    target = (f"the loopback server in its own process ({args.url})" if args.url
+              else "a file (the request body)")
     print(f"# {args.rows:,} rows x {args.dim} float32 dims from {path} "
-          f"({os.path.getsize(path) / 1e6:,.1f} MB Parquet, row groups of 1024); target: file; "
-          f"median of {args.runs} run(s), one process each")
+          f"({os.path.getsize(path) / 1e6:,.1f} MB Parquet, row groups of 1024); target: {target}; "
+          f"gzip backend: {'isal' if _core.HAVE_ISAL else 'zlib'}; median of {args.runs} run(s), "
+          f"one process each")
     results = []
     for mode in args.modes.split(","):
         for impl in args.impls.split(","):
             runs = []
             for _ in range(args.runs):
                 cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--impl", impl,
-                       "--path", path, "--data-dir", args.data_dir] + (["--gzip"] if mode == "gzip" else [])
+                       "--path", path, "--data-dir", args.data_dir] + (["--gzip"] if mode == "gzip" else []) \
+                    + (["--url", args.url] if args.url else [])
                 p = subprocess.run(cmd, check=True, capture_output=True, text=True)
                 runs.append(json.loads(p.stdout.strip().splitlines()[-1]))
             r = dict(runs[0], seconds=statistics.median(x["seconds"] for x in runs),
@@ -174,9 +227,14 @@ def main() -> None:
         ours = [r for r in results if r["mode"] == mode and r["impl"] == "bulkwire"]
         base = [r for r in results if r["mode"] == mode and r["impl"] == "baseline"]
         if ours and base:
-            same = ours[0]["sha256"] == base[0]["sha256"]
+            if args.url:
+                same = ours[0]["body_bytes"] == base[0]["body_bytes"]
+                check = f"same body size at the server: {same}"
+            else:
+                same = ours[0]["sha256"] == base[0]["sha256"]
+                check = f"bodies identical (SHA-256): {same}"
             print(f"{mode}: bulkwire is {base[0]['seconds'] / ours[0]['seconds']:.2f}x the baseline's "
-                  f"speed; bodies identical: {same}")
+                  f"speed; {check}")
             if not same:
                 raise SystemExit("the two bodies differ")
     if args.json:
