@@ -1,4 +1,4 @@
-from typing import Any, Callable, Literal
+from typing import Any, Callable, Literal, Sequence
 
 MAX_DEPTH: int
 
@@ -96,3 +96,19 @@ class CommandWriter:
 def _chunk_memory() -> tuple[int, int, int]: ...
 def _reset_chunk_peak() -> None: ...
 def _chunk_for_testing(data: Any) -> Chunk: ...
+
+# Arrow record batch -> bulk insert commands (issue 5; csrc/encode_batch.c, py_encode_batch.c)
+def encode_batch(
+    batch: Any,
+    id_column: str,
+    fields: Sequence[str],
+    *,
+    vector_column: str | None = ...,
+    id_prefix: str = ...,
+    metadata: bytes = ...,
+    float32: Literal["widen", "shortest"] = ...,
+    dim: int = ...,
+    first: bool = ...,
+    row_base: int = ...,
+    chunk_size: int = ...,
+) -> list[bytes]: ...
