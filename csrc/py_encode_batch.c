@@ -154,6 +154,8 @@ static int resolve_column(const struct ArrowSchema *s, const struct ArrowArray *
         } else if (c->kind == BW_COL_UTF8 || c->kind == BW_COL_LARGE_UTF8) {
             c->values = a->buffers[1];
             c->data = (const char *)a->buffers[2];
+            if (c->data == NULL) /* no character data at all: every string is empty */
+                c->data = "";
         } else {
             c->values = a->buffers[1];
         }

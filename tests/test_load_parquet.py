@@ -119,6 +119,12 @@ def test_strings_escaping_and_ids():
     assert encode(batch, id_column="key", prefix="docs/") == oracle(table, "key", prefix="docs/")
     large = table.cast(pa.schema([("key", pa.large_string()), ("s", pa.string()), ("n", pa.int64())]))
     assert encode(large.to_batches()[0], id_column="key", prefix="ü/") == oracle(large, "key", prefix="ü/")
+    # all-empty and all-null string columns (buffers that may be absent)
+    t3 = pa.table({"id": [1, 2], "e": ["", ""], "n": pa.array([None, None], pa.string()),
+                   "z": pa.array([None, None], pa.int32())})
+    assert encode(t3.to_batches()[0]) == oracle(t3)
+    assert encode(t3.slice(2).to_batches()[0] if t3.slice(2).num_rows else
+                  pa.RecordBatch.from_pylist([], schema=t3.schema)) == b""
     # unicode column names are escaped as json does
     t2 = pa.table({"id": [1], "ключ": ["v"]})
     assert encode(t2.to_batches()[0]) == oracle(t2)
