@@ -277,6 +277,10 @@ def test_load_file_round_trip(tmp_path, dtype, layout):
     result = bulkwire.load_parquet(src, batch_rows=128)
     assert result.rows == rows and result.target == str(tmp_path / "src.bulk.json")
     raw, docs = parsed(result.target)
+    for workers in (1, 3):  # the same body whatever the number of encoding threads
+        other = bulkwire.load_parquet(src, batch_rows=64, workers=workers, chunk_size=5000,
+                                      out=str(tmp_path / f"w{workers}.json"))
+        assert parsed(other.target)[0] == raw
     assert result.body_bytes == len(raw) == result.wire_bytes
     assert raw == b"[" + oracle(table, vector_column="emb", prefix="embeddings/") + b"]"
     assert [d["Id"] for d in docs] == [f"embeddings/{i}" for i in table.column("id").to_pylist()]
