@@ -201,13 +201,6 @@ static int put_fixed_item(bw_vector_codec *c, PyObject *item, Py_ssize_t index, 
             *dst = item == Py_True;
             return 0;
         }
-        if (PyArray_IsScalar(item, Bool)) {
-            int truth = PyObject_IsTrue(item);
-            if (truth < 0)
-                return -1;
-            *dst = (char)truth;
-            return 0;
-        }
         if (item == Py_None)
             return none_error(index);
         PyErr_Format(PyExc_TypeError, "vector element %zd: expected a bool for boolean, got "
@@ -355,6 +348,18 @@ static inline const char *row_ptr(const row_source *s, Py_ssize_t r) {
     return s->base + r * s->row_stride;
 }
 
+/* The driver's element loop widens each float32 to a Python float and packs it back, which
+   quiets signaling NaNs (the payload stays). Same here, on big-endian wire floats. */
+static void quiet_nans_be32(char *dst, Py_ssize_t n) {
+    unsigned char *p = (unsigned char *)dst;
+    for (Py_ssize_t i = 0; i < n; i++, p += 4) {
+        int exp_ones = (p[0] & 0x7f) == 0x7f && (p[1] & 0x80);
+        int mantissa = (p[1] & 0x7f) | p[2] | p[3];
+        if (exp_ones && mantissa && !(p[1] & 0x40))
+            p[1] |= 0x40;
+    }
+}
+
 /* One row of a numeric kind: no Python, may run without the GIL. */
 static void fill_row(const bw_vector_codec *c, const row_source *s, const char *src, char *dst) {
     const bw_subtype *st = c->st;
@@ -365,6 +370,8 @@ static void fill_row(const bw_vector_codec *c, const row_source *s, const char *
     if (s->src_width == st->width) {
         bw_copy_elements(dst, c->elem_size, src, s->elem_stride, (size_t)c->dim, (size_t)st->width,
                          s->swap);
+        if (c->driver_compat && st->kind == BW_V_F32)
+            quiet_nans_be32(dst, c->dim);
         return;
     }
     /* float32 (native order, from Arrow) widened to a big-endian double: exact */

@@ -33,10 +33,12 @@ static const bw_subtype SUBTYPES[] = {
 #define MAX_DIMENSION (1 << 24)
 
 static PyObject *codec_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
-    static char *kwlist[] = {"subtype", "dimension", NULL};
+    static char *kwlist[] = {"subtype", "dimension", "driver_compat", NULL};
     PyObject *name;
     Py_ssize_t dim;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "Un:VectorCodec", kwlist, &name, &dim))
+    int driver_compat = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "Un|$p:VectorCodec", kwlist, &name, &dim,
+                                     &driver_compat))
         return NULL;
     const char *text = PyUnicode_AsUTF8(name);
     if (text == NULL)
@@ -63,6 +65,7 @@ static PyObject *codec_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     c->dim = dim;
     c->elem_size = st->width ? st->width + st->prefixed : 0;
     c->row_size = c->elem_size * dim;
+    c->driver_compat = driver_compat;
     return (PyObject *)c;
 }
 

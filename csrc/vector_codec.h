@@ -29,6 +29,8 @@ typedef struct {
     Py_ssize_t dim;
     Py_ssize_t elem_size; /* wire bytes per element incl. prefix when constant, else 0 */
     Py_ssize_t row_size;  /* dim * elem_size when every row has the same size, else 0 */
+    int driver_compat;    /* float32 from memory takes the driver's float->double->float trip:
+                             signaling NaNs come out quiet, as struct.pack('>f') makes them */
 } bw_vector_codec;
 
 /* Numeric kinds: values live in NumPy/Arrow memory and are byte-swapped into place. */

@@ -1,0 +1,140 @@
+"""Drop-in acceleration for the Cassandra/Scylla Python driver's ``VectorType``.
+
+>>> import bulkwire.cql
+>>> bulkwire.cql.install()          # doctest: +SKIP
+>>> bulkwire.cql.uninstall()        # doctest: +SKIP
+
+``install()`` replaces ``cassandra.cqltypes.VectorType.serialize`` and ``.deserialize`` with
+versions that hand the subtypes bulkwire covers to ``bulkwire.VectorCodec``. The contract is
+"same bytes, same exceptions as the driver's own code, only faster":
+
+- the fast path is taken only for input shapes whose result provably equals the driver's
+  (exact ``list``/``tuple``, and 1-D ``numpy.ndarray`` for numeric subtypes whose elements
+  the driver's ``struct`` packing would convert the same way);
+- whenever the fast path cannot produce the value (any error: wrong length, ``None``,
+  overflow, a type it does not take), the driver's original code runs on the same input and
+  raises its own exception, type and message unchanged. The input is therefore iterated
+  twice on error paths; a custom ``__float__``/``__index__`` with side effects would see two
+  calls;
+- everything else (bytes input, unknown subtypes, other sequence types) goes straight to the
+  driver's code.
+
+Decoding returns what the driver returns (lists) unless ``install(numpy_results=True)``,
+which makes numeric vectors come back as NumPy arrays (zero-copy, big-endian dtypes).
+"""
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from .vectors import VectorCodec
+
+__all__ = ["install", "uninstall", "installed"]
+
+_lock = threading.Lock()
+_state: dict[str, Any] = {}
+
+# ndarray dtype kinds the fast path takes per subtype: exactly those for which the driver's
+# per-element struct packing gives the same bytes (see tests/test_vector_cql.py).
+_ARRAY_KINDS = {
+    "float": "fiub",
+    "double": "fiub",
+    "int": "iu",
+    "bigint": "iu",
+    "smallint": "iu",
+    "tinyint": "iu",
+}
+# Subtypes whose decoding we reproduce (lists of Python floats/ints).
+_LIST_DECODE = frozenset(("float", "double", "int", "bigint", "smallint", "tinyint"))
+_NUMPY_DECODE = _LIST_DECODE
+
+
+def _subtype_names(ct: Any) -> dict[Any, str]:
+    names = {
+        "FloatType": "float", "DoubleType": "double", "Int32Type": "int", "LongType": "bigint",
+        "BooleanType": "boolean", "DateType": "timestamp", "TimestampType": "timestamp",
+        "UUIDType": "uuid", "TimeUUIDType": "timeuuid", "ShortType": "smallint",
+        "ByteType": "tinyint", "SimpleDateType": "date", "TimeType": "time",
+        "UTF8Type": "text", "VarcharType": "varchar", "AsciiType": "ascii", "BytesType": "blob",
+        "IntegerType": "varint",
+    }
+    return {getattr(ct, cls): name for cls, name in names.items() if hasattr(ct, cls)}
+
+
+def install(*, numpy_results: bool = False) -> None:
+    """Patch ``cassandra.cqltypes.VectorType``. Idempotent; a second call only updates
+    ``numpy_results``."""
+    import numpy
+    import cassandra.cqltypes as ct
+
+    with _lock:
+        vt = ct.VectorType
+        if not _state:
+            _state["serialize"] = vt.__dict__["serialize"]
+            _state["deserialize"] = vt.__dict__["deserialize"]
+        _state["numpy_results"] = bool(numpy_results)
+        names = _subtype_names(ct)
+        codecs: dict[tuple[Any, Any], Any] = {}
+        orig_serialize = _state["serialize"].__func__
+        orig_deserialize = _state["deserialize"].__func__
+        ndarray = numpy.ndarray
+
+        def codec_for(cls: Any) -> Any:
+            key = (cls.subtype, cls.vector_size)
+            try:
+                return codecs[key]
+            except KeyError:
+                pass
+            name = names.get(cls.subtype)
+            codec = None
+            size = cls.vector_size
+            if name is not None and type(size) is int and 1 <= size <= (1 << 24):
+                codec = VectorCodec(name, size, driver_compat=True)
+            codecs[key] = codec
+            return codec
+
+        def serialize(cls: Any, v: Any, protocol_version: Any) -> bytes:
+            codec = codec_for(cls)
+            if codec is not None:
+                t = type(v)
+                if t is list or t is tuple or (
+                        t is ndarray and v.dtype.kind in _ARRAY_KINDS.get(codec.subtype, "")):
+                    try:
+                        return codec.serialize(v)
+                    except Exception:
+                        pass  # the driver's own code raises its own error below
+            return orig_serialize(cls, v, protocol_version)
+
+        def deserialize(cls: Any, byts: Any, protocol_version: Any) -> Any:
+            codec = codec_for(cls)
+            if codec is not None and codec.subtype in _LIST_DECODE:
+                try:
+                    if _state.get("numpy_results"):
+                        return codec.deserialize(byts)
+                    return codec._deserialize_list(byts)
+                except Exception:
+                    pass
+            return orig_deserialize(cls, byts, protocol_version)
+
+        serialize.__doc__ = "bulkwire-accelerated VectorType.serialize (bulkwire.cql)"
+        deserialize.__doc__ = "bulkwire-accelerated VectorType.deserialize (bulkwire.cql)"
+        _state["patched"] = (serialize, deserialize)
+        vt.serialize = classmethod(serialize)
+        vt.deserialize = classmethod(deserialize)
+
+
+def uninstall() -> None:
+    """Restore the driver's own ``VectorType.serialize``/``deserialize``. Idempotent."""
+    import cassandra.cqltypes as ct
+
+    with _lock:
+        if not _state:
+            return
+        ct.VectorType.serialize = _state["serialize"]
+        ct.VectorType.deserialize = _state["deserialize"]
+        _state.clear()
+
+
+def installed() -> bool:
+    """Whether ``install()`` is in effect."""
+    return bool(_state)
