@@ -270,9 +270,12 @@ static int put_var_item(bw_vector_codec *c, PyObject *item, Py_ssize_t index, bw
         size = view.len;
         break;
     default: { /* BW_V_VARINT: minimal two's complement, big-endian */
-        PyObject *number = PyLong_Check(item) ? Py_NewRef(item) : PyNumber_Index(item);
-        if (number == NULL)
+        if (!PyLong_Check(item)) { /* as the driver: its varint packing works on ints only */
+            PyErr_Format(PyExc_TypeError, "vector element %zd: expected an int for varint, got "
+                         "%.80s", index, Py_TYPE(item)->tp_name);
             return -1;
+        }
+        PyObject *number = Py_NewRef(item);
         int overflow = 0;
         long long v = PyLong_AsLongLongAndOverflow(number, &overflow);
         if (v == -1 && !overflow && PyErr_Occurred()) {

@@ -192,11 +192,11 @@ def test_capsule_refcounts_and_memory():
         work()
     refs = [sys.getrefcount(x) for x in (arr, ca, bad)]
     tracemalloc.start()
-    for _ in range(200):
+    for _ in range(40):
         work()
     gc.collect()
     before = tracemalloc.get_traced_memory()[0]
-    for _ in range(200):
+    for _ in range(40):
         work()
     gc.collect()
     after = tracemalloc.get_traced_memory()[0]
