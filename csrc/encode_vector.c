@@ -377,10 +377,16 @@ static void fill_row(const bw_vector_codec *c, const row_source *s, const char *
             quiet_nans_be32(dst, c->dim);
         return;
     }
-    /* float32 (native order, from Arrow) widened to a big-endian double: exact */
+    /* float32 widened to a big-endian double: exact. The source is in native order when
+       its "not big-endian" flag differs from the machine's big-endianness. */
+    int native = s->swap != BW_NATIVE_BIG_ENDIAN;
     for (Py_ssize_t i = 0; i < c->dim; i++) {
+        uint32_t fbits;
+        memcpy(&fbits, src + i * s->elem_stride, 4);
+        if (!native)
+            fbits = __builtin_bswap32(fbits);
         float f;
-        memcpy(&f, src + i * s->elem_stride, 4);
+        memcpy(&f, &fbits, 4);
         double d = (double)f;
         uint64_t bits;
         memcpy(&bits, &d, 8);
@@ -455,6 +461,8 @@ static PyArrayObject *numeric_array(bw_vector_codec *c, PyArrayObject *arr) {
     PyArray_Descr *d = PyArray_DESCR(arr);
     if (d->kind == st->npy_kind && PyDataType_ELSIZE(d) == st->width)
         return (PyArrayObject *)Py_NewRef(arr);
+    if (st->kind == BW_V_F64 && d->kind == 'f' && PyDataType_ELSIZE(d) == 4)
+        return (PyArrayObject *)Py_NewRef(arr); /* widened in fill_row, no temporary */
     if (st->kind == BW_V_TIMESTAMP && (PyArray_EquivTypes(d, ms_native) ||
                                        PyArray_EquivTypes(d, ms_swapped)))
         return (PyArrayObject *)Py_NewRef(arr);
@@ -558,7 +566,7 @@ static int write_row(bw_vector_codec *c, PyObject *v, char *dst, bw_buf *out) {
             if (src == NULL)
                 return -1;
             row_source s = {.base = PyArray_BYTES(src), .elem_stride = PyArray_STRIDE(src, 0),
-                            .src_width = c->st->width, .swap = array_swap(c, src)};
+                            .src_width = (int)PyArray_ITEMSIZE(src), .swap = array_swap(c, src)};
             fill_row(c, &s, s.base, dst);
             Py_DECREF(src);
             return 0;
@@ -644,7 +652,7 @@ static int many_from_ndarray(bw_vector_codec *c, PyArrayObject *arr, sink *k) {
     if (src == NULL)
         return -1;
     row_source s = {.base = PyArray_BYTES(src), .row_stride = PyArray_STRIDE(src, 0),
-                    .elem_stride = PyArray_STRIDE(src, 1), .src_width = c->st->width,
+                    .elem_stride = PyArray_STRIDE(src, 1), .src_width = (int)PyArray_ITEMSIZE(src),
                     .swap = array_swap(c, src)};
     int rc = emit(c, &s, PyArray_DIM(src, 0), k);
     Py_DECREF(src);

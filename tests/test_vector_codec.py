@@ -99,6 +99,17 @@ def test_special_float_bits_pass_through():
     assert back.view(">u4").tolist() == bits32.tolist()
 
 
+def test_float32_widens_to_double_without_numpy_cast():
+    import warnings
+    a = np.array([0x7F800001, 0x3DCCCCCD, 0x80000000], "<u4").view("<f4")
+    for src in (a, a.astype(">f4"), np.repeat(a, 2)[::2]):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # no "invalid value encountered in cast"
+            out = VectorCodec("double", 3).serialize(src)
+        assert out == b"".join(struct.pack(">d", float(x)) for x in a)
+        assert VectorCodec("double", 3).serialize_many(np.stack([src, src])) == [out, out]
+
+
 def test_driver_compat_quiets_signaling_nans():
     f32 = np.array([0x7F800001, 0x7FC00000, 0xFF812345], dtype="<u4").view("<f4")
     out = VectorCodec("float", 3, driver_compat=True).serialize(f32)
