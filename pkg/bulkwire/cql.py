@@ -74,44 +74,45 @@ def install(*, numpy_results: bool = False) -> None:
             _state["deserialize"] = vt.__dict__["deserialize"]
         _state["numpy_results"] = bool(numpy_results)
         names = _subtype_names(ct)
-        codecs: dict[tuple[Any, Any], Any] = {}
+        # (subtype class, size) -> (codec, ndarray kinds it takes, decodes lists) or None
+        entries: dict[tuple[Any, Any], Any] = {}
         orig_serialize = _state["serialize"].__func__
         orig_deserialize = _state["deserialize"].__func__
         ndarray = numpy.ndarray
 
-        def codec_for(cls: Any) -> Any:
+        def entry_for(cls: Any) -> Any:
             key = (cls.subtype, cls.vector_size)
             try:
-                return codecs[key]
+                return entries[key]
             except KeyError:
                 pass
             name = names.get(cls.subtype)
-            codec = None
             size = cls.vector_size
+            entry = None
             if name is not None and type(size) is int and 1 <= size <= (1 << 24):
-                codec = VectorCodec(name, size, driver_compat=True)
-            codecs[key] = codec
-            return codec
+                entry = (VectorCodec(name, size, driver_compat=True), _ARRAY_KINDS.get(name, ""),
+                         name in _LIST_DECODE)
+            entries[key] = entry
+            return entry
 
         def serialize(cls: Any, v: Any, protocol_version: Any) -> bytes:
-            codec = codec_for(cls)
-            if codec is not None:
+            entry = entry_for(cls)
+            if entry is not None:
                 t = type(v)
-                if t is list or t is tuple or (
-                        t is ndarray and v.dtype.kind in _ARRAY_KINDS.get(codec.subtype, "")):
+                if t is list or t is tuple or (t is ndarray and v.dtype.kind in entry[1]):
                     try:
-                        return codec.serialize(v)
+                        return entry[0].serialize(v)
                     except Exception:
                         pass  # the driver's own code raises its own error below
             return orig_serialize(cls, v, protocol_version)
 
         def deserialize(cls: Any, byts: Any, protocol_version: Any) -> Any:
-            codec = codec_for(cls)
-            if codec is not None and codec.subtype in _LIST_DECODE:
+            entry = entry_for(cls)
+            if entry is not None and entry[2]:
                 try:
                     if _state.get("numpy_results"):
-                        return codec.deserialize(byts)
-                    return codec._deserialize_list(byts)
+                        return entry[0].deserialize(byts)
+                    return entry[0]._deserialize_list(byts)
                 except Exception:
                     pass
             return orig_deserialize(cls, byts, protocol_version)
