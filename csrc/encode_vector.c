@@ -331,7 +331,7 @@ cleanup:
 /* ---- rows in memory (NumPy or Arrow) ---------------------------------------------------- */
 
 /* Below this many output bytes the GIL is kept: releasing it costs more than it frees. */
-#define GIL_RELEASE_BYTES 65536
+#define GIL_RELEASE_BYTES (1 << 20)
 
 typedef struct {
     const char *base;              /* row 0, when rows are evenly spaced */
@@ -416,23 +416,25 @@ static int emit_rows_list(bw_vector_codec *c, const row_source *s, Py_ssize_t ro
         PyErr_NoMemory();
         return -1;
     }
+    /* Small batches: fill each row while its fresh memory is still in cache, GIL held. */
+    int release = (size_t)rows * (size_t)c->row_size >= GIL_RELEASE_BYTES;
     for (Py_ssize_t r = 0; r < rows; r++) {
         PyObject *b = PyBytes_FromStringAndSize(NULL, c->row_size); /* new reference */
         if (b == NULL)
             goto cleanup;
         dsts[r] = PyBytes_AS_STRING(b);
+        if (!release)
+            fill_row(c, s, row_ptr(s, r), dsts[r]);
         int appended = PyList_Append(list, b);
         Py_DECREF(b); /* the list holds it */
         if (appended < 0)
             goto cleanup;
     }
     /* The new bytes objects are reachable only from our list; the source stays referenced. */
-    if ((size_t)rows * (size_t)c->row_size >= GIL_RELEASE_BYTES) {
+    if (release) {
         Py_BEGIN_ALLOW_THREADS
         fill_rows(c, s, rows, dsts, NULL);
         Py_END_ALLOW_THREADS
-    } else {
-        fill_rows(c, s, rows, dsts, NULL);
     }
     rc = 0;
 cleanup:
