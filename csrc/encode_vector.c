@@ -738,8 +738,14 @@ static int many_from_sequence(bw_vector_codec *c, PyObject *batch, sink *k) {
         return -1;
     int rc = -1;
     Py_ssize_t rows = PySequence_Fast_GET_SIZE(seq);
-    if (k->bytearray != NULL && PyByteArray_Resize(k->bytearray, rows * c->row_size) < 0)
-        goto cleanup;
+    if (k->bytearray != NULL) {
+        if (rows > PY_SSIZE_T_MAX / c->row_size) {
+            PyErr_NoMemory();
+            goto cleanup;
+        }
+        if (PyByteArray_Resize(k->bytearray, rows * c->row_size) < 0)
+            goto cleanup;
+    }
     for (Py_ssize_t r = 0; r < rows && r < PySequence_Fast_GET_SIZE(seq); r++) {
         PyObject *row = PySequence_Fast_GET_ITEM(seq, r);
         Py_INCREF(row);

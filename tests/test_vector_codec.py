@@ -387,3 +387,29 @@ def test_reference_leaks():
     tracemalloc.stop()
     assert [sys.getrefcount(x) for x in (a, lst, bad, payload)] == refs
     assert after - before < 64 * 1024
+
+
+def test_byteswap_loops_agree_with_reference():
+    assert bulkwire._core._byteswap_selftest() == 0
+
+
+@pytest.mark.parametrize("n", [0, 1, 127, 128, 16383, 16384, 2**21 - 1, 2**21, 2**56 - 1, 2**56,
+                               2**63, 2**64 - 1])
+def test_vint_pack_unpack(n):
+    from cassandra.marshal import uvint_pack, uvint_unpack
+    b = bulkwire._core._vint_pack(n)
+    assert bulkwire._core._vint_unpack(b) == (n, len(b))
+    assert bulkwire._core._vint_unpack(b + b"\xff") == (n, len(b))
+    if n < 2**63:
+        assert b == uvint_pack(n)
+        assert uvint_unpack(b) == (n, len(b))
+    if len(b) > 1:
+        with pytest.raises(ValueError, match="truncated"):
+            bulkwire._core._vint_unpack(b[:-1])
+
+
+def test_empty_batches():
+    c = VectorCodec("float", 4)
+    assert c.serialize_many(np.zeros((0, 4), "f4")) == []
+    assert c.serialize_into([]) == (bytearray(), 16)
+    assert c.serialize_many([]) == []
