@@ -153,6 +153,8 @@ def main():
         rows.append(("same path with bulkwire.cql installed", bench(vdbbench_dropin, 3, 0.5)))
         bulkwire.cql.uninstall()
         rows.append(("bulkwire serialize_many(Arrow column)", bench(lambda: codec.serialize_many(small), r)))
+        rows.append(("bulkwire serialize_many(tbl.to_pandas()['emb'])",
+                     bench(lambda: codec.serialize_many(tbl.to_pandas()["emb"]), r)))
         table(f"VectorDBBench loader path, {m:,} × 768", rows,
               ["VectorDBBench path (to_pandas → np.stack → .tolist() → driver)"])
     except ImportError:

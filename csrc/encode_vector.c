@@ -789,10 +789,29 @@ cleanup:
     return rc;
 }
 
+/* Whether obj has a NumPy object dtype (a pandas Series of per-row arrays, as to_pandas()
+   makes of a vector column): iterating it is far cheaper than its Arrow export, which would
+   convert every row. */
+static int has_object_dtype(PyObject *obj) {
+    PyObject *dtype = PyObject_GetAttrString(obj, "dtype"); /* new reference */
+    if (dtype == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    int yes = PyArray_DescrCheck(dtype) && ((PyArray_Descr *)dtype)->type_num == NPY_OBJECT;
+    Py_DECREF(dtype);
+    return yes;
+}
+
 static int many(bw_vector_codec *c, PyObject *batch, sink *k) {
-    if (PyArray_Check(batch) && bw_vkind_numeric(c->st))
-        return many_from_ndarray(c, (PyArrayObject *)batch, k);
-    if (!PyArray_Check(batch) && bw_arrow_source_check(batch))
+    if (PyArray_Check(batch)) {
+        PyArrayObject *arr = (PyArrayObject *)batch;
+        /* a 1-D object array holds one vector per row: a sequence of vectors */
+        if (bw_vkind_numeric(c->st) && !(PyArray_NDIM(arr) == 1 && PyArray_TYPE(arr) == NPY_OBJECT))
+            return many_from_ndarray(c, arr, k);
+        return many_from_sequence(c, batch, k);
+    }
+    if (bw_arrow_source_check(batch) && !has_object_dtype(batch))
         return many_from_arrow(c, batch, k);
     if (PyUnicode_Check(batch) || PyBytes_Check(batch) || PyByteArray_Check(batch)) {
         PyErr_Format(PyExc_TypeError, "expected a batch of vectors (2-D numpy array, Arrow "

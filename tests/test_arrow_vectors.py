@@ -213,3 +213,32 @@ def test_hypothesis_arrow_matches_numpy(rows, start, kind):
     arr = pa.array(rows, typ).slice(min(start, len(rows)))
     want = np.array(rows[min(start, len(rows)):], "f4").reshape(-1, 3)
     assert VectorCodec("float", 3).serialize_many(arr) == expected(want)
+
+
+class ObjectSeries:
+    """What pandas makes of a vector column (to_pandas()): object dtype, one array per row,
+    and an Arrow export that would convert every row (must not be used)."""
+
+    dtype = np.dtype(object)
+
+    def __init__(self, rows):
+        self.rows = rows
+
+    def __arrow_c_stream__(self, requested_schema=None):
+        raise AssertionError("the Arrow export of an object column must not be used")
+
+    def __len__(self):
+        return len(self.rows)
+
+    def __iter__(self):
+        return iter(self.rows)
+
+
+def test_object_columns_are_iterated():
+    a = make(rows=7)
+    codec = VectorCodec("float", DIM)
+    assert codec.serialize_many(ObjectSeries(list(a))) == expected(a)
+    obj = np.empty(len(a), dtype=object)
+    obj[:] = list(a)
+    assert codec.serialize_many(obj) == expected(a)
+    assert bytes(codec.serialize_into(obj)[0]) == b"".join(expected(a))
