@@ -413,3 +413,28 @@ def test_empty_batches():
     assert c.serialize_many(np.zeros((0, 4), "f4")) == []
     assert c.serialize_into([]) == (bytearray(), 16)
     assert c.serialize_many([]) == []
+
+
+def test_threads_share_codecs_while_the_gil_is_released():
+    import threading
+    codec = VectorCodec("float", 768)
+    a = np.random.default_rng(3).standard_normal((1500, 768)).astype("f4")  # > 1 MiB: GIL released
+    want = [r.astype(">f4").tobytes() for r in a]
+    errors = []
+
+    def worker():
+        try:
+            for _ in range(3):
+                assert codec.serialize_many(a) == want
+                buf, _ = codec.serialize_into(a)
+                assert np.array_equal(codec.deserialize_many(want), a)
+                assert bytes(buf) == b"".join(want)
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
