@@ -529,6 +529,15 @@ static PyObject *passthrough(bw_vector_codec *c, PyObject *v) {
                                                       : PyByteArray_AS_STRING(v), n);
 }
 
+/* numpy.ma arrays would otherwise be read through their data, masked values included. */
+static int reject_masked(PyObject *v) {
+    if (PyArray_CheckExact(v) || !PyObject_HasAttrString(v, "mask"))
+        return 0;
+    PyErr_SetString(PyExc_TypeError, "masked arrays cannot be serialized: CQL vectors hold no "
+                    "nulls; fill the masked values first (arr.filled(...))");
+    return -1;
+}
+
 /* Writes a sequence's elements: constant-size kinds at dst, others appended to out. */
 static int write_sequence(bw_vector_codec *c, PyObject *seq, char *dst, bw_buf *out) {
     for (Py_ssize_t i = 0; i < c->dim; i++) {
@@ -562,6 +571,8 @@ static int write_sequence(bw_vector_codec *c, PyObject *seq, char *dst, bw_buf *
 static int write_row(bw_vector_codec *c, PyObject *v, char *dst, bw_buf *out) {
     if (PyArray_Check(v)) {
         PyArrayObject *arr = (PyArrayObject *)v;
+        if (reject_masked(v) < 0)
+            return -1;
         if (PyArray_NDIM(arr) != 1) {
             shape_error(arr, "1", c->dim);
             return -1;
@@ -806,6 +817,8 @@ static int has_object_dtype(PyObject *obj) {
 static int many(bw_vector_codec *c, PyObject *batch, sink *k) {
     if (PyArray_Check(batch)) {
         PyArrayObject *arr = (PyArrayObject *)batch;
+        if (reject_masked(batch) < 0)
+            return -1;
         /* a 1-D object array holds one vector per row: a sequence of vectors */
         if (bw_vkind_numeric(c->st) && !(PyArray_NDIM(arr) == 1 && PyArray_TYPE(arr) == NPY_OBJECT))
             return many_from_ndarray(c, arr, k);

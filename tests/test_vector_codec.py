@@ -438,3 +438,13 @@ def test_threads_share_codecs_while_the_gil_is_released():
     for t in threads:
         t.join()
     assert not errors
+
+
+def test_masked_arrays_are_rejected():
+    codec = VectorCodec("float", 3)
+    m = np.ma.masked_array(np.ones(3, "f4"), mask=[0, 1, 0])
+    with pytest.raises(TypeError, match="masked arrays"):
+        codec.serialize(m)
+    with pytest.raises(TypeError, match="masked arrays"):
+        codec.serialize_many(np.ma.masked_array(np.ones((2, 3), "f4")))
+    assert codec.serialize(m.filled(0)) == np.array([1, 0, 1], ">f4").tobytes()
