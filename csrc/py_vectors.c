@@ -98,6 +98,54 @@ static PyObject *m_deserialize_list(PyObject *self, PyObject *b) {
     return bw_vec_deserialize_list((bw_vector_codec *)self, b);
 }
 
+/* The drop-in's fast path in one call: the codec's bytes for an exact list/tuple, or an
+   exact ndarray whose dtype kind is in `kinds`; None when the input is not taken or the codec
+   raised an Exception (the caller then runs the driver's own code, which raises its own
+   error). BaseExceptions that are not Exceptions (KeyboardInterrupt) propagate. */
+static PyObject *m_driver_serialize(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || !PyUnicode_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "_driver_serialize(v, kinds: str)");
+        return NULL;
+    }
+    PyObject *v = args[0];
+    PyTypeObject *t = Py_TYPE(v);
+    if (t == &PyArray_Type) {
+        const char *kinds = PyUnicode_AsUTF8(args[1]);
+        if (kinds == NULL)
+            return NULL;
+        char kind = PyArray_DESCR((PyArrayObject *)v)->kind;
+        if (kind == '\0' || strchr(kinds, kind) == NULL)
+            Py_RETURN_NONE;
+    } else if (t != &PyList_Type && t != &PyTuple_Type) {
+        Py_RETURN_NONE;
+    }
+    PyObject *out = bw_vec_serialize((bw_vector_codec *)self, v); /* new reference */
+    if (out == NULL && PyErr_ExceptionMatches(PyExc_Exception)) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    return out;
+}
+
+/* Decoding for the drop-in: the driver's list (or, with as_numpy, the ndarray), or None when
+   the codec raised an Exception. */
+static PyObject *m_driver_deserialize(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "_driver_deserialize(b, as_numpy)");
+        return NULL;
+    }
+    int as_numpy = PyObject_IsTrue(args[1]);
+    if (as_numpy < 0)
+        return NULL;
+    PyObject *out = as_numpy ? bw_vec_deserialize((bw_vector_codec *)self, args[0])
+                             : bw_vec_deserialize_list((bw_vector_codec *)self, args[0]);
+    if (out == NULL && PyErr_ExceptionMatches(PyExc_Exception)) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    return out;
+}
+
 static PyObject *m_to_json_many(PyObject *self, PyObject *args, PyObject *kwargs) {
     static char *kwlist[] = {"batch", "float32", NULL};
     PyObject *batch;
@@ -136,6 +184,10 @@ static PyMethodDef codec_methods[] = {
     {"_deserialize_list", m_deserialize_list, METH_O,
      "_deserialize_list(b) -> list: the driver's own decoding (numeric subtypes), for the "
      "drop-in."},
+    {"_driver_serialize", (PyCFunction)(void (*)(void))m_driver_serialize, METH_FASTCALL,
+     "_driver_serialize(v, kinds) -> bytes | None: bulkwire.cql's fast path."},
+    {"_driver_deserialize", (PyCFunction)(void (*)(void))m_driver_deserialize, METH_FASTCALL,
+     "_driver_deserialize(b, as_numpy) -> list | ndarray | None: bulkwire.cql's decoding."},
     {NULL, NULL, 0, NULL},
 };
 

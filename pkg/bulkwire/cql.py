@@ -64,7 +64,6 @@ def _subtype_names(ct: Any) -> dict[Any, str]:
 def install(*, numpy_results: bool = False) -> None:
     """Patch ``cassandra.cqltypes.VectorType``. Idempotent; a second call only updates
     ``numpy_results``."""
-    import numpy
     import cassandra.cqltypes as ct
 
     with _lock:
@@ -78,7 +77,6 @@ def install(*, numpy_results: bool = False) -> None:
         entries: dict[tuple[Any, Any], Any] = {}
         orig_serialize = _state["serialize"].__func__
         orig_deserialize = _state["deserialize"].__func__
-        ndarray = numpy.ndarray
 
         def entry_for(cls: Any) -> Any:
             key = (cls.subtype, cls.vector_size)
@@ -98,23 +96,19 @@ def install(*, numpy_results: bool = False) -> None:
         def serialize(cls: Any, v: Any, protocol_version: Any) -> bytes:
             entry = entry_for(cls)
             if entry is not None:
-                t = type(v)
-                if t is list or t is tuple or (t is ndarray and v.dtype.kind in entry[1]):
-                    try:
-                        return entry[0].serialize(v)
-                    except Exception:
-                        pass  # the driver's own code raises its own error below
+                # bytes, or None when the input is not one the fast path takes or the codec
+                # raised: then the driver's own code runs (and raises its own error)
+                out = entry[0]._driver_serialize(v, entry[1])
+                if out is not None:
+                    return out
             return orig_serialize(cls, v, protocol_version)
 
         def deserialize(cls: Any, byts: Any, protocol_version: Any) -> Any:
             entry = entry_for(cls)
             if entry is not None and entry[2]:
-                try:
-                    if _state.get("numpy_results"):
-                        return entry[0].deserialize(byts)
-                    return entry[0]._deserialize_list(byts)
-                except Exception:
-                    pass
+                out = entry[0]._driver_deserialize(byts, _state.get("numpy_results"))
+                if out is not None:
+                    return out
             return orig_deserialize(cls, byts, protocol_version)
 
         serialize.__doc__ = "bulkwire-accelerated VectorType.serialize (bulkwire.cql)"
