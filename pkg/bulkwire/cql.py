@@ -46,7 +46,6 @@ _ARRAY_KINDS = {
 }
 # Subtypes whose decoding we reproduce (lists of Python floats/ints).
 _LIST_DECODE = frozenset(("float", "double", "int", "bigint", "smallint", "tinyint"))
-_NUMPY_DECODE = _LIST_DECODE
 
 
 def _subtype_names(ct: Any) -> dict[Any, str]:
