@@ -367,3 +367,12 @@ def test_encoder_options_are_validated():
     assert (enc.default, enc.ensure_ascii, enc.float32) == (None, False, "shortest")
     assert bulkwire.Encoder().default is bulkwire.ENTITY
     assert repr(bulkwire.ENTITY) == "bulkwire.ENTITY"
+
+
+@pytest.mark.parametrize("dtype", ["f4", "f8", "f2", "i2", "i4", "i8", "u2", "u4", "u8"])
+def test_byte_swapped_arrays_match_native(dtype):
+    native = (np.arange(-6, 6).reshape(3, 4) * 1.37).astype("<" + dtype)
+    swapped = native.astype(">" + dtype)
+    for mode in ("widen", "shortest"):
+        assert bulkwire.dumps(swapped, float32=mode) == bulkwire.dumps(native, float32=mode)
+    check(swapped[:, ::-2])
