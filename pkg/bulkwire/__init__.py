@@ -24,3 +24,8 @@ from .load import LoadResult, load_parquet  # noqa: E402
 from .parquet import TableFile, sample_parquet, take  # noqa: E402
 
 __all__ += ["LoadResult", "TableFile", "load_parquet", "sample_parquet", "take"]
+
+# Vectors (issue 3): the CQL vector codec; the driver drop-in is bulkwire.cql.
+from .vectors import VectorCodec  # noqa: E402
+
+__all__ += ["VectorCodec"]
