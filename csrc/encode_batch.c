@@ -59,19 +59,6 @@ static inline void string_at(const bw_col *c, int64_t row, const char **s, size_
     *n = (size_t)(end - start);
 }
 
-/* First element (child index, child offset included) and length of a vector row. */
-static inline void vector_span(const bw_col *c, int64_t row, int64_t *first, int64_t *count) {
-    if (c->list_offsets == 0) {
-        *first = c->child_offset + (c->offset + row) * c->dim;
-        *count = c->dim;
-        return;
-    }
-    int64_t start, end;
-    row_span(c, row, c->list_offsets == 64, &start, &end);
-    *first = c->child_offset + start;
-    *count = end - start;
-}
-
 static inline int64_t floor_div(int64_t a, int64_t b) {
     int64_t q = a / b;
     return (a % b != 0 && (a < 0) != (b < 0)) ? q - 1 : q;
@@ -215,21 +202,28 @@ static int validate_id(const bw_batch_plan *p, bw_batch_error *err, bw_buf *scra
     return 0;
 }
 
-static int validate_vector(const bw_col *c, int64_t length, bw_batch_error *err) {
-    for (int64_t r = 0; r < length; r++) {
-        if (is_null(c, r))
-            return fail(err, c, r, 0, "null vector", 0, 0);
-        int64_t first, count;
-        vector_span(c, r, &first, &count);
-        if (count != c->dim)
-            return fail(err, c, r, 0, "vector has %lld values, expected %lld (as in the first row)",
-                        (long long)count, (long long)c->dim);
-        if (c->child_validity != NULL)
-            for (int64_t j = 0; j < count; j++)
-                if (!bit_is_set(c->child_validity, first + j))
-                    return fail(err, c, r, 0, "null value at position %lld of the vector", (long long)j, 0);
+static int validate_vector(const bw_col *c, bw_batch_error *err) {
+    int64_t row = 0, bad_len = 0;
+    int why = 0;
+    if (bw_arrow_vectors_check(&c->vec, c->dim, &row, &why, &bad_len) == 0)
+        return 0;
+    switch (why) {
+    case 1:
+        return fail(err, c, row, 0, "null vector", 0, 0);
+    case 2:
+        return fail(err, c, row, 0, "vector has %lld values, expected %lld (as in the first row)",
+                    (long long)bad_len, (long long)c->dim);
+    case 3: {
+        int64_t first = 0, count = 0;
+        bw_arrow_vectors_row(&c->vec, row, &first, &count);
+        int64_t j = 0;
+        while (j < count && !bw_arrow_vectors_has_null_value(&c->vec, first + j, 1))
+            j++;
+        return fail(err, c, row, 0, "null value at position %lld of the vector", (long long)j, 0);
     }
-    return 0;
+    default:
+        return fail(err, c, row, 0, "malformed Arrow array: list offsets out of range", 0, 0);
+    }
 }
 
 int bw_batch_validate(const bw_batch_plan *p, bw_batch_error *err) {
@@ -245,7 +239,7 @@ int bw_batch_validate(const bw_batch_plan *p, bw_batch_error *err) {
     for (size_t f = 0; rc == 0 && f < p->n_fields; f++) {
         const bw_col *c = &p->fields[f];
         if (c->kind == BW_COL_VECTOR) {
-            rc = validate_vector(c, p->length, err);
+            rc = validate_vector(c, err);
         } else if (c->kind == BW_COL_UTF8 || c->kind == BW_COL_LARGE_UTF8) {
             for (int64_t r = 0; rc == 0 && r < p->length; r++) {
                 if (is_null(c, r))
@@ -280,26 +274,26 @@ int bw_batch_validate(const bw_batch_plan *p, bw_batch_error *err) {
 #define ELEMENT_ROOM (BW_FLOAT_TEXT_MAX + 2)
 
 static int write_vector(const bw_col *c, int64_t row, int shortest, bw_buf *out) {
-    int64_t first, count;
-    vector_span(c, row, &first, &count);
+    int64_t first = 0, count = 0;
+    bw_arrow_vectors_row(&c->vec, row, &first, &count); /* validated: not null */
     if (bw_buf_reserve(out, (size_t)count * ELEMENT_ROOM + 2) < 0)
         return -1;
     char *dst = bw_buf_tail(out), *p = dst;
     *p++ = '[';
-    if (c->f64) {
-        const double *v = (const double *)c->child_values + first;
+    if (c->vec.value_format == 'g') {
+        const double *v = (const double *)(const void *)c->vec.values + first;
         for (int64_t j = 0; j < count; j++) {
             if (j) { *p++ = ','; *p++ = ' '; }
             p += bw_double_to_text(v[j], p);
         }
     } else if (shortest) {
-        const float *v = (const float *)c->child_values + first;
+        const float *v = (const float *)(const void *)c->vec.values + first;
         for (int64_t j = 0; j < count; j++) {
             if (j) { *p++ = ','; *p++ = ' '; }
             p += bw_float32_to_text(v[j], p);
         }
     } else {
-        const float *v = (const float *)c->child_values + first;
+        const float *v = (const float *)(const void *)c->vec.values + first;
         for (int64_t j = 0; j < count; j++) {
             if (j) { *p++ = ','; *p++ = ' '; }
             p += bw_double_to_text((double)v[j], p);

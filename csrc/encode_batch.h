@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "arrow_abi.h"
+#include "arrow_c.h"
 #include "out_buffer.h"
 
 typedef enum {
@@ -42,13 +42,9 @@ typedef struct {
     const uint8_t *validity; /* NULL when no value is null */
     const void *values;      /* fixed-width values, or the offsets of strings and lists */
     const char *data;        /* string bytes */
-    /* vectors */
-    int list_offsets;        /* 0: fixed_size_list, 32: list, 64: large_list */
-    int f64;                 /* elements are float64 (else float32) */
+    /* vectors: the vectors reader's view (arrow_c.h), every offset applied */
+    bw_arrow_vectors vec;
     int64_t dim;             /* elements per row, required of every row */
-    int64_t child_offset;
-    const uint8_t *child_validity;
-    const void *child_values;
 } bw_col;
 
 typedef struct {

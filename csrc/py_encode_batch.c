@@ -85,7 +85,8 @@ static int parse_tz(const char *tz, bw_col *c) {
 
 /* Fills c from a column of a batch. as_vector: the column must be the vector. */
 static int resolve_column(const struct ArrowSchema *s, const struct ArrowArray *a,
-                          int64_t parent_offset, int as_vector, int64_t dim, bw_col *c) {
+                          int64_t parent_offset, int64_t row_count, int as_vector, int64_t dim,
+                          bw_col *c) {
     memset(c, 0, sizeof *c);
     c->name = column_name(s);
     c->offset = parent_offset + a->offset;
@@ -95,46 +96,25 @@ static int resolve_column(const struct ArrowSchema *s, const struct ArrowArray *
     if (s->dictionary != NULL)
         return set_type_error(c->name, f, "dictionary-encoded columns are not supported: decode it first");
     if (as_vector) {
+        /* The vectors reader applies the array's own offsets; a record batch's children also
+           start at the struct's offset, so read the column as if sliced there. */
+        struct ArrowArray shifted = *a;
+        shifted.offset = a->offset + parent_offset;
+        shifted.length = row_count;
+        char why[160];
         c->kind = BW_COL_VECTOR;
-        if (f[0] == '+' && f[1] == 'w' && f[2] == ':') {
-            c->list_offsets = 0;
-            c->dim = strtoll(f + 3, NULL, 10);
-        } else if (!strcmp(f, "+l") || !strcmp(f, "+L")) {
-            c->list_offsets = f[1] == 'l' ? 32 : 64;
-            c->values = a->buffers[1];
-            c->dim = dim;
-        } else {
-            return set_type_error(c->name, f, "but the vector column must be a fixed_size_list or "
-                                              "list of float32 or float64");
-        }
-        if (s->n_children != 1 || a->n_children != 1)
-            return set_type_error(c->name, f, "without exactly one child");
-        const struct ArrowSchema *cs = s->children[0];
-        const struct ArrowArray *ca = a->children[0];
-        if (!strcmp(cs->format, "f") || !strcmp(cs->format, "g")) {
-            c->f64 = cs->format[0] == 'g';
-        } else {
-            PyErr_Format(PyExc_TypeError,
-                         "column '%s' must be a fixed_size_list or list of float32 or float64, "
-                         "but its values have Arrow type '%s': cast them to float32 first",
-                         c->name, cs->format);
+        c->validity = NULL;
+        if (bw_arrow_vectors_view(s, &shifted, &c->vec, why, sizeof why) < 0) {
+            PyErr_Format(PyExc_TypeError, "column '%s' cannot be the vector column: %s", c->name, why);
             return -1;
         }
-        if (cs->dictionary != NULL)
-            return set_type_error(c->name, f, "with dictionary-encoded values");
-        c->child_offset = ca->offset;
-        c->child_validity = validity_of(ca);
-        c->child_values = ca->buffers[1];
-        if (c->list_offsets && c->dim < 0) { /* infer from the first row */
-            if (a->length == 0) {
-                c->dim = 0;
-            } else if (c->list_offsets == 32) {
-                const int32_t *o = (const int32_t *)c->values;
-                c->dim = o[c->offset + 1] - o[c->offset];
-            } else {
-                const int64_t *o = (const int64_t *)c->values;
-                c->dim = o[c->offset + 1] - o[c->offset];
-            }
+        if (c->vec.kind == BW_ARROW_FIXED_SIZE_LIST) {
+            c->dim = c->vec.list_size;
+        } else if (dim >= 0) {
+            c->dim = dim;
+        } else { /* infer from the first row (a null first row is reported by validation) */
+            int64_t first = 0, count = 0;
+            c->dim = row_count == 0 || bw_arrow_vectors_row(&c->vec, 0, &first, &count) ? 0 : count;
         }
         return 0;
     }
@@ -232,7 +212,7 @@ static int build_plan(const struct ArrowSchema *schema, batch_part *part, const 
         PyErr_Format(PyExc_ValueError, "id column '%s' is not in the batch", o->id_column);
         return -1;
     }
-    if (resolve_column(schema->children[idx], a->children[idx], a->offset, 0, -1, &p->id) < 0)
+    if (resolve_column(schema->children[idx], a->children[idx], a->offset, a->length, 0, -1, &p->id) < 0)
         return -1;
     if (p->id.kind != BW_COL_INT && p->id.kind != BW_COL_UINT && p->id.kind != BW_COL_UTF8 &&
         p->id.kind != BW_COL_LARGE_UTF8) {
@@ -257,7 +237,8 @@ static int build_plan(const struct ArrowSchema *schema, batch_part *part, const 
         }
         int as_vector = o->vector_column != NULL && !strcmp(name, o->vector_column);
         bw_col *c = &part->fields[i];
-        if (resolve_column(schema->children[idx], a->children[idx], a->offset, as_vector, o->dim, c) < 0)
+        if (resolve_column(schema->children[idx], a->children[idx], a->offset, a->length, as_vector,
+                           o->dim, c) < 0)
             return -1;
         p->n_fields = (size_t)i + 1;
         if (make_key(c) < 0)

@@ -229,9 +229,12 @@ def test_row_errors_name_column_and_row():
 
 def test_type_errors_name_the_column():
     ids = pa.array([1, 2])
-    with pytest.raises(TypeError, match=r"column 'v' has Arrow type 'u', but the vector column"):
+    with pytest.raises(TypeError, match=r"column 'v' cannot be the vector column: expected an Arrow "
+                                        r"fixed_size_list, list or large_list of float32/float64, "
+                                        r"got Arrow format 'u'"):
         _core.encode_batch(pa.table({"id": ids, "v": ["a", "b"]}), "id", ["v"], vector_column="v")
-    with pytest.raises(TypeError, match=r"column 'v' must be .* values have Arrow type 'l'"):
+    with pytest.raises(TypeError, match=r"column 'v' cannot be the vector column: expected Arrow list "
+                                        r"values of float32 \('f'\) or float64 \('g'\), got Arrow format 'l'"):
         _core.encode_batch(pa.table({"id": ids, "v": [[1], [2]]}), "id", ["v"], vector_column="v")
     with pytest.raises(TypeError, match=r"column 'd' has Arrow type 'tdD'"):
         _core.encode_batch(pa.table({"id": ids, "d": pa.array([1, 2], pa.date32())}), "id", ["d"])
