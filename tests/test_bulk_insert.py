@@ -335,3 +335,17 @@ def test_counting_server_mode_and_its_summary_endpoint():
     assert summary["wire_chunks"] == bulk.stats.chunks
     assert summary["content_encoding"] == "gzip"
     assert server.documents == {}
+
+
+def test_a_server_that_stops_reading_times_out_into_an_error():
+    with LoopbackServer(recv_buffer=32 << 10, keep_decoded_chunks=False) as server:
+        server.stall(after_bytes=0)
+        bulk = bulkwire.BulkInsert(server.url, server.database, buffer_size=32 << 10, max_buffers=2,
+                                   timeout=0.5)
+        started = time.monotonic()
+        with pytest.raises(BulkInsertError, match="timed out"):
+            for i in range(20_000):
+                bulk.store({"i": i, "text": "s" * 1400}, id=f"s/{i}")
+            bulk.close()
+        assert time.monotonic() - started < 20
+        server.resume()
