@@ -21,7 +21,7 @@ static double half_to_double(uint16_t h) {
     return sign ? -magnitude : magnitude;
 }
 
-/* Dtypes written straight from memory (native byte order only). */
+/* Dtypes written straight from memory (either byte order). */
 static int is_direct_type(int type_num) {
     switch (type_num) {
     case NPY_BOOL:
@@ -84,15 +84,28 @@ static inline void put_element(bw_buf *out, int type_num, const char *p, int sho
 /* Every direct element fits in this (float text is the longest), plus ", ". */
 #define ELEMENT_ROOM (BW_FLOAT_TEXT_MAX + 2)
 
+/* Reverses the element at p into a native-order copy (byte-swapped arrays). */
+static inline const char *native_copy(const char *p, int itemsize, char *tmp) {
+    for (int i = 0; i < itemsize; i++)
+        tmp[i] = p[itemsize - 1 - i];
+    return tmp;
+}
+
 static int write_direct_row(bw_walker *w, int type_num, const char *p, npy_intp n,
-                            npy_intp stride) {
+                            npy_intp stride, int swapped, int itemsize) {
     bw_buf *out = w->out;
     int shortest = w->opts->float32_shortest;
     if ((size_t)n > (SIZE_MAX - 2) / ELEMENT_ROOM || bw_buf_reserve(out, (size_t)n * ELEMENT_ROOM + 2) < 0)
         return bw_out_of_memory();
     bw_buf_putc(out, '[');
     /* The two embedding dtypes get loops of their own: no per-element type switch. */
-    if (type_num == NPY_FLOAT && !shortest) {
+    if (swapped) {
+        char tmp[8];
+        for (npy_intp i = 0; i < n; i++, p += stride) {
+            if (i) { bw_buf_putc(out, ','); bw_buf_putc(out, ' '); }
+            put_element(out, type_num, native_copy(p, itemsize, tmp), shortest);
+        }
+    } else if (type_num == NPY_FLOAT && !shortest) {
         for (npy_intp i = 0; i < n; i++, p += stride) {
             float v;
             memcpy(&v, p, sizeof v);
@@ -132,7 +145,8 @@ static int write_dimension(bw_walker *w, PyArrayObject *arr, int dim, const char
     npy_intp stride = PyArray_STRIDE(arr, dim);
     int last = dim == PyArray_NDIM(arr) - 1;
     if (last && direct)
-        return write_direct_row(w, PyArray_TYPE(arr), p, n, stride);
+        return write_direct_row(w, PyArray_TYPE(arr), p, n, stride, !PyArray_ISNOTSWAPPED(arr),
+                                (int)PyArray_ITEMSIZE(arr));
     bw_buf *out = w->out;
     if (bw_buf_append(out, "[", 1) < 0)
         return bw_out_of_memory();
@@ -152,7 +166,7 @@ static int write_dimension(bw_walker *w, PyArrayObject *arr, int dim, const char
 static int write_array(bw_walker *w, PyArrayObject *arr) {
     if (PyArray_NDIM(arr) == 0)
         return write_generic_element(w, arr, PyArray_DATA(arr));
-    int direct = is_direct_type(PyArray_TYPE(arr)) && PyArray_ISNOTSWAPPED(arr);
+    int direct = is_direct_type(PyArray_TYPE(arr));
     return write_dimension(w, arr, 0, PyArray_DATA(arr), direct);
 }
 

@@ -66,24 +66,51 @@ static int parse_options(bw_encode_options *opts, PyObject *default_hook, PyObje
     return 0;
 }
 
+/* One walker and buffer kept between calls saves a malloc and the buffer's regrowth per
+   document. Only used by one call at a time: a hook can start another encode (directly or
+   from a thread that takes the GIL during the hook), which then gets its own. */
+static bw_walker *spare_walker;
+static bw_buf spare_buf;
+static int spare_in_use;
+#define SPARE_BUF_KEEP (1u << 20) /* a larger buffer is returned to the allocator */
+
 /* New reference: the JSON bytes of obj. */
 static PyObject *encode_to_bytes(const bw_encode_options *opts, PyObject *obj) {
-    bw_buf out;
-    if (bw_buf_init(&out, 1024) < 0)
-        return PyErr_NoMemory();
-    /* the walker's open-container stack is large; keep it off the C stack */
-    bw_walker *walker = PyMem_Malloc(sizeof *walker);
+    bw_walker *walker;
+    bw_buf local_buf, *out;
+    int use_spare = !spare_in_use;
     PyObject *result = NULL;
-    if (walker == NULL) {
-        PyErr_NoMemory();
-        goto done;
+    if (use_spare) {
+        if (spare_walker == NULL && (spare_walker = PyMem_Malloc(sizeof *spare_walker)) == NULL)
+            return PyErr_NoMemory();
+        if (spare_buf.data == NULL && bw_buf_init(&spare_buf, 4096) < 0)
+            return PyErr_NoMemory();
+        spare_in_use = 1;
+        walker = spare_walker;
+        out = &spare_buf;
+        out->len = 0;
+    } else {
+        /* the walker's open-container stack is large; keep it off the C stack */
+        walker = PyMem_Malloc(sizeof *walker);
+        if (walker == NULL)
+            return PyErr_NoMemory();
+        if (bw_buf_init(&local_buf, 1024) < 0) {
+            PyMem_Free(walker);
+            return PyErr_NoMemory();
+        }
+        out = &local_buf;
     }
-    bw_walker_init(walker, opts, &out);
+    bw_walker_init(walker, opts, out);
     if (bw_walk(walker, obj) == 0)
-        result = PyBytes_FromStringAndSize(out.data, (Py_ssize_t)out.len);
-done:
-    PyMem_Free(walker);
-    bw_buf_free(&out);
+        result = PyBytes_FromStringAndSize(out->data, (Py_ssize_t)out->len);
+    if (use_spare) {
+        if (spare_buf.cap > SPARE_BUF_KEEP)
+            bw_buf_free(&spare_buf);
+        spare_in_use = 0;
+    } else {
+        bw_buf_free(&local_buf);
+        PyMem_Free(walker);
+    }
     return result;
 }
 

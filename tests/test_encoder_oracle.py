@@ -342,3 +342,37 @@ def test_dict_mutated_by_hook_does_not_crash():
     lst.append(Mutator(lst))
     lst.append(1)
     bulkwire.dumps(lst)
+
+
+def test_hook_that_encodes_reentrantly():
+    """A hook may call dumps itself (nested encodes must not share the scratch buffer)."""
+    def ours(o):
+        return bulkwire.dumps({"inner": [1.5, "x"] * 50}).decode()
+
+    def reference(o):
+        return json.dumps({"inner": [1.5, "x"] * 50})
+
+    value = {"a": [1j, {"b": 2j}], "pad": "y" * 5000}
+    assert bulkwire.dumps(value, default=ours) == oracle_bytes(value, reference)
+
+
+def test_encoder_options_are_validated():
+    with pytest.raises(ValueError, match="float32 must be 'widen' or 'shortest'"):
+        bulkwire.dumps(1, float32="half")
+    with pytest.raises(TypeError, match="ensure_ascii must be True or False"):
+        bulkwire.Encoder(ensure_ascii="yes")
+    with pytest.raises(TypeError, match="default must be None, bulkwire.ENTITY or a callable"):
+        bulkwire.Encoder(default=42)
+    enc = bulkwire.Encoder(default=None, ensure_ascii=False, float32="shortest")
+    assert (enc.default, enc.ensure_ascii, enc.float32) == (None, False, "shortest")
+    assert bulkwire.Encoder().default is bulkwire.ENTITY
+    assert repr(bulkwire.ENTITY) == "bulkwire.ENTITY"
+
+
+@pytest.mark.parametrize("dtype", ["f4", "f8", "f2", "i2", "i4", "i8", "u2", "u4", "u8"])
+def test_byte_swapped_arrays_match_native(dtype):
+    native = (np.arange(-6, 6).reshape(3, 4) * 1.37).astype("<" + dtype)
+    swapped = native.astype(">" + dtype)
+    for mode in ("widen", "shortest"):
+        assert bulkwire.dumps(swapped, float32=mode) == bulkwire.dumps(native, float32=mode)
+    check(swapped[:, ::-2])

@@ -14,6 +14,11 @@ from .encoding import Encoder, dumps, to_builtins
 __all__ = ["ENTITY", "MAX_DEPTH", "Encoder", "dumps", "to_builtins"]
 __version__ = "0.1.0"
 
+# Vectors (issue 3): the CQL vector codec; the driver drop-in is bulkwire.cql.
+from .vectors import VectorCodec  # noqa: E402
+
+__all__ += ["VectorCodec"]
+
 # Bulk insert (issue 4)
 from .bulk import BulkInsert, BulkInsertAborted, BulkInsertError, BulkStats, BulkWriter  # noqa: E402
 

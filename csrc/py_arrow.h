@@ -1,0 +1,46 @@
+/* Arrow PyCapsule interface (__arrow_c_array__ / __arrow_c_stream__) on the consumer side,
+   without importing pyarrow. Binding layer: it knows Python; the structs it yields are read
+   with arrow_c.h, which does not.
+
+   Usage (GIL held for open/next/close; the chunk's memory may be read without the GIL):
+
+       bw_arrow_source src;
+       if (bw_arrow_source_open(obj, &src) < 0) return error;   // exception set
+       int rc;
+       while ((rc = bw_arrow_source_next(&src)) == 1) {
+           ... read src.schema and src.array (e.g. bw_arrow_vectors_view) ...
+       }
+       bw_arrow_source_close(&src);                               // always, also after errors
+       if (rc < 0) return error;
+
+   The structs are moved out of their capsules, so this source owns them and close() calls
+   every release callback exactly once, on every path. */
+#ifndef BW_PY_ARROW_H
+#define BW_PY_ARROW_H
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "arrow_c.h"
+
+typedef struct {
+    struct ArrowSchema schema;      /* owned; the type of every chunk */
+    struct ArrowArray array;        /* owned; the current chunk (release == NULL: none) */
+    struct ArrowArrayStream stream; /* owned when is_stream */
+    int is_stream;
+    int pending;                    /* single array not yet handed out by next() */
+} bw_arrow_source;
+
+/* 1 when obj has __arrow_c_array__ or __arrow_c_stream__, else 0. Never raises. */
+int bw_arrow_source_check(PyObject *obj);
+
+/* Imports obj, preferring __arrow_c_array__ (one array), else __arrow_c_stream__. 0, or -1
+   with an exception set (and nothing left to close). */
+int bw_arrow_source_open(PyObject *obj, bw_arrow_source *src);
+
+/* Moves to the next chunk (releasing the previous one): 1 when src->array holds it, 0 at
+   the end, -1 with an exception set. */
+int bw_arrow_source_next(bw_arrow_source *src);
+
+/* Releases everything still held. Safe to call twice. Does not touch the exception state. */
+void bw_arrow_source_close(bw_arrow_source *src);
+#endif

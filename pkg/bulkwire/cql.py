@@ -1,0 +1,134 @@
+"""Drop-in acceleration for the Cassandra/Scylla Python driver's ``VectorType``.
+
+>>> import bulkwire.cql
+>>> bulkwire.cql.install()          # doctest: +SKIP
+>>> bulkwire.cql.uninstall()        # doctest: +SKIP
+
+``install()`` replaces ``cassandra.cqltypes.VectorType.serialize`` and ``.deserialize`` with
+versions that hand the subtypes bulkwire covers to ``bulkwire.VectorCodec``. The contract is
+"same bytes, same exceptions as the driver's own code, only faster":
+
+- the fast path is taken only for input shapes whose result provably equals the driver's
+  (exact ``list``/``tuple``, and 1-D ``numpy.ndarray`` for numeric subtypes whose elements
+  the driver's ``struct`` packing would convert the same way);
+- whenever the fast path cannot produce the value (any error: wrong length, ``None``,
+  overflow, a type it does not take), the driver's original code runs on the same input and
+  raises its own exception, type and message unchanged. The input is therefore iterated
+  twice on error paths; a custom ``__float__``/``__index__`` with side effects would see two
+  calls;
+- everything else (bytes input, unknown subtypes, other sequence types) goes straight to the
+  driver's code.
+
+Decoding returns what the driver returns (lists) unless ``install(numpy_results=True)``,
+which makes numeric vectors come back as NumPy arrays (zero-copy, big-endian dtypes).
+"""
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from .vectors import VectorCodec
+
+__all__ = ["install", "uninstall", "installed"]
+
+_lock = threading.Lock()
+_state: dict[str, Any] = {}
+
+# ndarray dtype kinds the fast path takes per subtype: exactly those for which the driver's
+# per-element struct packing gives the same bytes (see tests/test_vector_cql.py).
+_ARRAY_KINDS = {
+    "float": "fiub",
+    "double": "fiub",
+    "int": "iu",
+    "bigint": "iu",
+    "smallint": "iu",
+    "tinyint": "iu",
+}
+# Subtypes whose decoding we reproduce (lists of Python floats/ints).
+_LIST_DECODE = frozenset(("float", "double", "int", "bigint", "smallint", "tinyint"))
+
+
+def _subtype_names(ct: Any) -> dict[Any, str]:
+    names = {
+        "FloatType": "float", "DoubleType": "double", "Int32Type": "int", "LongType": "bigint",
+        "BooleanType": "boolean", "DateType": "timestamp", "TimestampType": "timestamp",
+        "UUIDType": "uuid", "TimeUUIDType": "timeuuid", "ShortType": "smallint",
+        "ByteType": "tinyint", "SimpleDateType": "date", "TimeType": "time",
+        "UTF8Type": "text", "VarcharType": "varchar", "AsciiType": "ascii", "BytesType": "blob",
+        "IntegerType": "varint",
+    }
+    return {getattr(ct, cls): name for cls, name in names.items() if hasattr(ct, cls)}
+
+
+def install(*, numpy_results: bool = False) -> None:
+    """Patch ``cassandra.cqltypes.VectorType``. Idempotent; a second call only updates
+    ``numpy_results``."""
+    import cassandra.cqltypes as ct
+
+    with _lock:
+        vt = ct.VectorType
+        if not _state:
+            _state["serialize"] = vt.__dict__["serialize"]
+            _state["deserialize"] = vt.__dict__["deserialize"]
+        _state["numpy_results"] = bool(numpy_results)
+        names = _subtype_names(ct)
+        # (subtype class, size) -> (codec, ndarray kinds it takes, decodes lists) or None
+        entries: dict[tuple[Any, Any], Any] = {}
+        orig_serialize = _state["serialize"].__func__
+        orig_deserialize = _state["deserialize"].__func__
+
+        def entry_for(cls: Any) -> Any:
+            key = (cls.subtype, cls.vector_size)
+            try:
+                return entries[key]
+            except KeyError:
+                pass
+            name = names.get(cls.subtype)
+            size = cls.vector_size
+            entry = None
+            if name is not None and type(size) is int and 1 <= size <= (1 << 24):
+                entry = (VectorCodec(name, size, driver_compat=True), _ARRAY_KINDS.get(name, ""),
+                         name in _LIST_DECODE)
+            entries[key] = entry
+            return entry
+
+        def serialize(cls: Any, v: Any, protocol_version: Any) -> bytes:
+            entry = entry_for(cls)
+            if entry is not None:
+                # bytes, or None when the input is not one the fast path takes or the codec
+                # raised: then the driver's own code runs (and raises its own error)
+                out = entry[0]._driver_serialize(v, entry[1])
+                if out is not None:
+                    return out
+            return orig_serialize(cls, v, protocol_version)
+
+        def deserialize(cls: Any, byts: Any, protocol_version: Any) -> Any:
+            entry = entry_for(cls)
+            if entry is not None and entry[2]:
+                out = entry[0]._driver_deserialize(byts, _state.get("numpy_results"))
+                if out is not None:
+                    return out
+            return orig_deserialize(cls, byts, protocol_version)
+
+        serialize.__doc__ = "bulkwire-accelerated VectorType.serialize (bulkwire.cql)"
+        deserialize.__doc__ = "bulkwire-accelerated VectorType.deserialize (bulkwire.cql)"
+        _state["patched"] = (serialize, deserialize)
+        vt.serialize = classmethod(serialize)
+        vt.deserialize = classmethod(deserialize)
+
+
+def uninstall() -> None:
+    """Restore the driver's own ``VectorType.serialize``/``deserialize``. Idempotent."""
+    import cassandra.cqltypes as ct
+
+    with _lock:
+        if not _state:
+            return
+        ct.VectorType.serialize = _state["serialize"]
+        ct.VectorType.deserialize = _state["deserialize"]
+        _state.clear()
+
+
+def installed() -> bool:
+    """Whether ``install()`` is in effect."""
+    return bool(_state)
