@@ -22,7 +22,6 @@ extra_compile += shlex.split(os.environ.get("BULKWIRE_CFLAGS", ""))
 extra_link = shlex.split(os.environ.get("BULKWIRE_LDFLAGS", ""))
 
 
-
 def _have_isal() -> bool:
     """True when a C program including <isa-l/igzip_lib.h> compiles and links with -lisal."""
     choice = os.environ.get("BULKWIRE_ISAL", "auto")

@@ -86,7 +86,7 @@ int bw_hq_get(bw_hq *q, void **item, long timeout_ms) {
     int rc = BW_HQ_OK;
     deadline_after(&deadline, timeout_ms);
     pthread_mutex_lock(&q->mu);
-    while (q->count == 0 && !q->producer_done) {
+    while (q->count == 0 && !q->producer_done && !q->consumer_closed) {
         if (pthread_cond_timedwait(&q->not_empty, &q->mu, &deadline) == ETIMEDOUT) {
             rc = BW_HQ_TIMEOUT;
             break;
@@ -98,7 +98,7 @@ int bw_hq_get(bw_hq *q, void **item, long timeout_ms) {
         q->head = (q->head + 1) % q->cap;
         q->count--;
         pthread_cond_signal(&q->not_full);
-    } else if (q->producer_done) {
+    } else if (q->producer_done || q->consumer_closed) {
         rc = BW_HQ_CLOSED;
     }
     pthread_mutex_unlock(&q->mu);

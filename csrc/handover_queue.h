@@ -29,7 +29,8 @@ int bw_hq_init(bw_hq *q, size_t cap);
 void bw_hq_destroy(bw_hq *q);
 /* Waits up to timeout_ms for a free slot. On BW_HQ_OK the queue owns item. */
 int bw_hq_put(bw_hq *q, void *item, long timeout_ms);
-/* Waits up to timeout_ms for an item. BW_HQ_OK sets *item. */
+/* Waits up to timeout_ms for an item. BW_HQ_OK sets *item; BW_HQ_CLOSED once the producer
+   closed and everything was taken, or the consumer side was closed. */
 int bw_hq_get(bw_hq *q, void **item, long timeout_ms);
 /* Takes any waiting item without blocking: 1 and *item, or 0 when empty (for draining). */
 int bw_hq_pop_any(bw_hq *q, void **item);

@@ -217,8 +217,6 @@ static PyObject *Queue_get(QueueObject *self, PyObject *unused) {
             Py_RETURN_NONE;
         if (PyErr_CheckSignals() < 0)
             return NULL;
-        if (self->q.consumer_closed)
-            Py_RETURN_NONE;
     }
 }
 

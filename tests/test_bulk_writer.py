@@ -273,3 +273,29 @@ def test_collection_names_match_the_official_conventions(name, plural):
     # the table is what ravendb 7.2.7's DocumentConventions.default_get_collection_name
     # gives for these class names (checked by hand; importing ravendb here takes seconds)
     assert collection_name(type(name, (), {})) == plural
+
+
+# ---- property: any JSON-like document frames exactly as the oracle says ----
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+_floats = st.floats(allow_nan=True, allow_infinity=True) | st.sampled_from([2.0 ** -24, 1e16, 1e-05, -0.0])
+_scalars = st.none() | st.booleans() | st.integers() | _floats | st.text(max_size=12)
+_values = st.recursive(_scalars, lambda inner: st.lists(inner, max_size=4)
+                       | st.dictionaries(st.text(max_size=6), inner, max_size=4), max_leaves=12)
+_documents = st.dictionaries(st.text(max_size=8), _values, max_size=6)
+_ids = st.text(min_size=1, max_size=20).filter(lambda s: not s.isspace() and not s.endswith("|"))
+
+
+@settings(max_examples=min(100, settings().max_examples))
+@given(st.lists(st.tuples(_documents, _ids), min_size=1, max_size=8), st.integers(1, 300))
+def test_any_documents_frame_exactly_as_the_oracle(batch, buffer_size):
+    writer = BulkWriter(buffer_size=buffer_size, max_buffers=1000)
+    expected = []
+    for doc, doc_id in batch:
+        writer.store(doc, id=doc_id)
+        expected.append(expected_command(doc, doc_id, type_metadata(doc)))
+    writer.close()
+    chunks = list(writer.chunks())
+    assert b"".join(bytes(c) for c in chunks) == b"[" + b",".join(expected) + b"]"
+    assert all(len(c) > buffer_size for c in chunks[:-1])

@@ -144,3 +144,13 @@ def test_producer_and_consumer_threads_move_everything_in_order():
     t.join(10)
     assert received == list(range(5000))
     assert q.peak <= 4
+
+
+def test_close_consumer_wakes_a_waiting_get():
+    q = _core.HandoverQueue(2)
+    timer = threading.Timer(0.2, q.close_consumer)
+    timer.start()
+    try:
+        assert q.get() is None
+    finally:
+        timer.join(5)

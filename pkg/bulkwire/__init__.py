@@ -14,6 +14,11 @@ from .encoding import Encoder, dumps, to_builtins
 __all__ = ["ENTITY", "MAX_DEPTH", "Encoder", "dumps", "to_builtins"]
 __version__ = "0.1.0"
 
+# Vectors (issue 3): the CQL vector codec; the driver drop-in is bulkwire.cql.
+from .vectors import VectorCodec  # noqa: E402
+
+__all__ += ["VectorCodec"]
+
 # Bulk insert (issue 4)
 from .bulk import BulkInsert, BulkInsertAborted, BulkInsertError, BulkStats, BulkWriter  # noqa: E402
 
@@ -24,8 +29,3 @@ from .load import LoadResult, load_parquet  # noqa: E402
 from .parquet import TableFile, sample_parquet, take  # noqa: E402
 
 __all__ += ["LoadResult", "TableFile", "load_parquet", "sample_parquet", "take"]
-
-# Vectors (issue 3): the CQL vector codec; the driver drop-in is bulkwire.cql.
-from .vectors import VectorCodec  # noqa: E402
-
-__all__ += ["VectorCodec"]
