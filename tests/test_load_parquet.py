@@ -395,8 +395,10 @@ def test_python_m_bulkwire(tmp_path):
     import subprocess
     import sys
 
+    # the child imports the same bulkwire as this process (installed, or the in-place build)
+    package_parent = os.path.dirname(os.path.dirname(bulkwire.__file__))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [os.path.join(os.path.dirname(__file__), "..", "pkg"), os.environ.get("PYTHONPATH", "")]))
+        [package_parent, os.environ.get("PYTHONPATH", "")]))
     p = subprocess.run([sys.executable, "-m", "bulkwire", "load", str(tmp_path / "nope.parquet")],
                        capture_output=True, text=True, env=env)
     assert p.returncode == 1 and "no such file" in p.stderr
