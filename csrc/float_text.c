@@ -65,7 +65,8 @@ static inline uint64_t schubfach(uint64_t c, int q, int asym, int *e10)
     int uin = vbl <= (s << 2);
     int win = (t << 2) <= vbr;
     uint64_t mid = (s + t) << 1;
-    int closer_s = vb < mid || (vb == mid && (s & 1) == 0);
+    /* vb < mid, or a tie and s even; one comparison so no branch. */
+    int closer_s = vb < mid + ((s & 1) ^ 1);
     /* Selected without branches: for random inputs every outcome is common. */
     uint64_t longer = t - (uint64_t)(uin & ((win ^ 1) | closer_s));
     uint64_t shorter = upin ? sp10 : tp10;
@@ -84,7 +85,8 @@ static const uint64_t bw_pow10_u64[20] = {
     1000000000000000u, 10000000000000000u, 100000000000000000u, 1000000000000000000u,
     10000000000000000000u};
 
-/* Number of decimal digits of f (1 <= f < 10^19). */
+/* Number of decimal digits of f (1 <= f < 10^19). Only subnormals need it: a normal value's
+   digit count is known to within one (see the callers). */
 static inline int decimal_length(uint64_t f)
 {
     /* bits * 1233 / 4096 approximates bits * log10(2) from below, off by at most one. */
@@ -93,9 +95,74 @@ static inline int decimal_length(uint64_t f)
     return n + (f >= bw_pow10_u64[n]);
 }
 
-/* The 8 decimal digits of v < 10^8 as byte values 0..9, first digit in the lowest byte (the
-   order memory wants on a little-endian machine), computed in one register: split into 4+4,
-   then 2+2, then 1+1 digits per lane, with multiply-shift divisions exact for these ranges. */
+#define BW_ASCII_ZEROS UINT64_C(0x3030303030303030)
+
+/* The 16 digits after the lead one, kept in registers: hi and lo are the two 8-digit halves
+   (each < 10^8). With SSE2 (every x86-64) both halves are converted at once in one vector;
+   otherwise in two 64-bit registers. Either way the first digit goes to the lowest byte, the
+   order memory wants on a little-endian machine. BW_FLOAT_TEXT_SCALAR forces the portable
+   version (to test it on x86). */
+#if defined(__SSE2__) && !defined(BW_FLOAT_TEXT_SCALAR)
+#include <emmintrin.h>
+
+typedef __m128i bw_digits16;
+
+/* Byte values 0..9: split each half into 4+4 digits (32-bit lanes), then 2+2 (16-bit lanes),
+   then 1+1 (bytes), each step a multiply-shift division that is exact for its range. */
+static inline bw_digits16 digits16(uint32_t hi, uint32_t lo)
+{
+    __m128i x = _mm_set_epi64x((long long)lo, (long long)hi);
+    /* v / 10000 = v * 0xd1b71759 >> 45 for v < 10^8 (as compilers emit for uint32). */
+    __m128i q = _mm_srli_epi64(_mm_mul_epu32(x, _mm_set1_epi64x(0xd1b71759)), 45);
+    __m128i r = _mm_sub_epi32(x, _mm_mul_epu32(q, _mm_set1_epi64x(10000)));
+    x = _mm_or_si128(q, _mm_slli_epi64(r, 32));
+    /* v / 100 = v * 5243 >> 19 for v < 10^4 */
+    __m128i h = _mm_srli_epi16(_mm_mulhi_epu16(x, _mm_set1_epi16(5243)), 3);
+    x = _mm_or_si128(h, _mm_slli_epi32(_mm_sub_epi16(x, _mm_mullo_epi16(h, _mm_set1_epi16(100))), 16));
+    /* v / 10 = v * 6554 >> 16 for v < 100 */
+    __m128i t = _mm_mulhi_epu16(x, _mm_set1_epi16(6554));
+    return _mm_or_si128(t, _mm_slli_epi16(_mm_sub_epi16(x, _mm_mullo_epi16(t, _mm_set1_epi16(10))), 8));
+}
+
+/* 1 + the position (1..16) of the last nonzero digit, or 1 if all are zero. */
+static inline int significant_digits(bw_digits16 d)
+{
+    unsigned nonzero = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(d, _mm_setzero_si128())) ^ 0xffffu;
+    return 32 - __builtin_clz((nonzero << 1) | 1);
+}
+
+static inline bw_digits16 digits_ascii(bw_digits16 d) { return _mm_or_si128(d, _mm_set1_epi8('0')); }
+
+static inline void store16(char *p, bw_digits16 a) { _mm_storeu_si128((__m128i *)(void *)p, a); }
+
+/* Windows into these give the lane masks for a point after digit m + 1 (m = 0..15). */
+static const unsigned char bw_keep_mask[32] = {
+    255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255};
+static const unsigned char bw_point_lane[32] = {[16] = '.'};
+static const unsigned char bw_shift_mask[33] = {
+    [17] = 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255};
+
+/* ASCII digits a with '.' stored after digit m + 1 of the whole significand, at p + 1:
+   lanes below m stay, lane m is the point, the rest move up one byte (a byte shift by a
+   constant, so SSE2 has it). The digit shifted out of the block is stored at p + 17. */
+static inline void store16_with_point(char *p, bw_digits16 a, int m)
+{
+    __m128i keep = _mm_loadu_si128((const __m128i *)(const void *)(bw_keep_mask + 16 - m));
+    __m128i point = _mm_loadu_si128((const __m128i *)(const void *)(bw_point_lane + 16 - m));
+    __m128i moved = _mm_loadu_si128((const __m128i *)(const void *)(bw_shift_mask + 16 - m));
+    __m128i out = _mm_or_si128(_mm_or_si128(_mm_and_si128(a, keep), point),
+                               _mm_and_si128(_mm_slli_si128(a, 1), moved));
+    store16(p + 2, a); /* leaves digit 16 at p + 17; the next store covers the rest */
+    store16(p + 1, out);
+}
+#else
+typedef struct {
+    uint64_t b1, b2; /* digits 2..9 and 10..17 of the 17 */
+} bw_digits16;
+
+/* The 8 decimal digits of v < 10^8 as byte values 0..9, computed in one register: split into
+   4+4, then 2+2, then 1+1 digits per lane, with multiply-shift divisions exact for these
+   ranges. */
 static inline uint64_t digits8(uint32_t v)
 {
     uint64_t x = (v / 10000) | ((uint64_t)(v % 10000) << 32);
@@ -105,41 +172,67 @@ static inline uint64_t digits8(uint32_t v)
     return tens | ((x - tens * 10) << 8);
 }
 
-#define BW_ASCII_ZEROS UINT64_C(0x3030303030303030)
-
-/* repr layout of f * 10^e10 (0 < f < 10^17) at p; returns the end. Digits are stored as whole
-   8- and 16-byte blocks, so scratch bytes may be left past the returned end, but only before
-   p + 22; p is at most one byte (the sign) past dst, so this stays inside the
-   BW_FLOAT_TEXT_MAX bytes every caller reserves. */
-static inline char *layout(char *p, uint64_t f, int e10)
+static inline bw_digits16 digits16(uint32_t hi, uint32_t lo)
 {
-    int len = decimal_length(f);
-    int decpt = len + e10; /* value = 0.d1d2...dn * 10^decpt */
-    /* Scale to exactly 17 digits so every block sits at a fixed place. */
-    f *= bw_pow10_u64[17 - len];
+    bw_digits16 d = {digits8(hi), digits8(lo)};
+    return d;
+}
+
+/* Trailing zero digits are the zero top bytes of the last nonzero block. */
+static inline int significant_digits(bw_digits16 d)
+{
+    if (d.b2 != 0)
+        return 17 - (__builtin_clzll(d.b2) >> 3);
+    if (d.b1 != 0)
+        return 9 - (__builtin_clzll(d.b1) >> 3);
+    return 1;
+}
+
+static inline bw_digits16 digits_ascii(bw_digits16 d)
+{
+    d.b1 |= BW_ASCII_ZEROS;
+    d.b2 |= BW_ASCII_ZEROS;
+    return d;
+}
+
+static inline void store16(char *p, bw_digits16 a)
+{
+    memcpy(p, &a.b1, 8);
+    memcpy(p + 8, &a.b2, 8);
+}
+
+/* Open a gap after lane m by shifting the lanes above it up a byte, in a register. */
+static inline void store16_with_point(char *p, bw_digits16 a, int m)
+{
+    bw_u128 all = (bw_u128)a.b1 | ((bw_u128)a.b2 << 64);
+    unsigned keep_bits = 8u * (unsigned)m;
+    bw_u128 keep = ((bw_u128)1 << keep_bits) - 1;
+    bw_u128 out = (all & keep) | ((bw_u128)'.' << keep_bits) | ((all & ~keep) << 8);
+    memcpy(p + 1, &out, 16);
+    p[17] = (char)(a.b2 >> 56);
+}
+#endif
+
+/* repr layout of f * 10^(decpt - 17), where f has exactly 17 digits (10^16 <= f < 10^17;
+   decpt is where the point goes: value = 0.d1d2...d17 * 10^decpt) at p; returns the end.
+   Digits are stored as whole 16-byte blocks, so scratch bytes may be left past the returned
+   end, but only before p + 23; p is at most one byte (the sign) past dst, so this stays
+   inside the BW_FLOAT_TEXT_MAX bytes every caller reserves. */
+static inline char *layout(char *p, uint64_t f, int decpt)
+{
     uint64_t top = f / UINT64_C(10000000000000000);
     uint64_t rest = f - top * UINT64_C(10000000000000000);
-    uint32_t mid = (uint32_t)(rest / 100000000u);
-    uint64_t b1 = digits8(mid);                                       /* digits 2..9 */
-    uint64_t b2 = digits8((uint32_t)(rest - (uint64_t)mid * 100000000u)); /* digits 10..17 */
-    /* Trailing zero digits are the zero top bytes of the last nonzero block. */
-    int n;
-    if (b2 != 0)
-        n = 17 - (__builtin_clzll(b2) >> 3);
-    else if (b1 != 0)
-        n = 9 - (__builtin_clzll(b1) >> 3);
-    else
-        n = 1;
+    uint32_t hi = (uint32_t)(rest / 100000000u);
+    bw_digits16 d = digits16(hi, (uint32_t)(rest - (uint64_t)hi * 100000000u));
+    int n = significant_digits(d);
     char lead = (char)('0' + top);
-    b1 |= BW_ASCII_ZEROS;
-    b2 |= BW_ASCII_ZEROS;
+    bw_digits16 a = digits_ascii(d);
 
     if (decpt > 16 || decpt <= -4) {
         /* d1[.d2...dn]e±XX */
         p[0] = lead;
         p[1] = '.';
-        memcpy(p + 2, &b1, 8);
-        memcpy(p + 10, &b2, 8);
+        store16(p + 2, a);
         p += n > 1 ? n + 1 : 1;
         int x = decpt - 1;
         p[0] = 'e';
@@ -158,29 +251,21 @@ static inline char *layout(char *p, uint64_t f, int e10)
         memcpy(p, "0.000", 5);
         p += 2 - decpt;
         p[0] = lead;
-        memcpy(p + 1, &b1, 8);
-        memcpy(p + 9, &b2, 8);
+        store16(p + 1, a);
         return p + n;
     }
     if (decpt >= n) {
         /* Integral: the digits past the significant ones are '0' already, as far as the point
            (decpt <= 16); then ".0". */
         p[0] = lead;
-        memcpy(p + 1, &b1, 8);
-        memcpy(p + 9, &b2, 8);
+        store16(p + 1, a);
         p += decpt;
         memcpy(p, ".0", 2);
         return p + 2;
     }
-    /* The point falls after digit decpt (1..16): open a gap in the 16 digits after the lead
-       one by shifting the part past the point up a byte, in a register. */
-    bw_u128 all = (bw_u128)b1 | ((bw_u128)b2 << 64);
-    unsigned keep_bits = 8u * (unsigned)(decpt - 1);
-    bw_u128 keep = ((bw_u128)1 << keep_bits) - 1;
-    bw_u128 out = (all & keep) | ((bw_u128)'.' << keep_bits) | ((all & ~keep) << 8);
+    /* The point falls after digit decpt (1..16). */
     p[0] = lead;
-    memcpy(p + 1, &out, 16);
-    p[17] = (char)(b2 >> 56);
+    store16_with_point(p, a, decpt - 1);
     return p + n + 1;
 }
 
@@ -208,27 +293,29 @@ size_t bw_double_to_text(double v, char *dst)
     if (bexp == 0x7ff)
         return write_special(negative, frac != 0, dst);
 
+    /* Signs are random in real data: store unconditionally, advance by the sign bit. */
     char *p = dst;
-    if (negative)
-        *p++ = '-';
-    uint64_t c;
-    int q, asym;
-    if (bexp != 0) {
-        c = frac | (UINT64_C(1) << 52);
-        q = bexp - 1075;
-        asym = frac == 0 && bexp > 1;
+    *p = '-';
+    p += negative;
+    int e10, decpt;
+    uint64_t f;
+    if (__builtin_expect(bexp != 0, 1)) {
+        f = schubfach(frac | (UINT64_C(1) << 52), bexp - 1075, frac == 0 && bexp > 1, &e10);
+        /* A normal double's digits f lie in [2^52, 10 * 2^53), so f has 16 or 17 digits. */
+        int has16 = f < UINT64_C(10000000000000000);
+        f *= has16 ? 10 : 1;
+        decpt = e10 + 17 - has16;
     } else {
         if (frac == 0) {
             memcpy(p, "0.0", 3);
             return (size_t)(p + 3 - dst);
         }
-        c = frac;
-        q = -1074;
-        asym = 0;
+        f = schubfach(frac, -1074, 0, &e10);
+        int len = decimal_length(f);
+        f *= bw_pow10_u64[17 - len];
+        decpt = e10 + len;
     }
-    int e10;
-    uint64_t f = schubfach(c, q, asym, &e10);
-    return (size_t)(layout(p, f, e10) - dst);
+    return (size_t)(layout(p, f, decpt) - dst);
 }
 
 size_t bw_float32_to_text(float v, char *dst)
@@ -242,25 +329,22 @@ size_t bw_float32_to_text(float v, char *dst)
         return write_special(negative, frac != 0, dst);
 
     char *p = dst;
-    if (negative)
-        *p++ = '-';
-    uint64_t c;
-    int q, asym;
-    if (bexp != 0) {
-        c = frac | (UINT32_C(1) << 23);
-        q = bexp - 150;
-        asym = frac == 0 && bexp > 1;
+    *p = '-';
+    p += negative;
+    int e10, len;
+    uint64_t f;
+    /* The binary64 table is more precise than binary32 needs; the same step applies. */
+    if (__builtin_expect(bexp != 0, 1)) {
+        f = schubfach(frac | (UINT32_C(1) << 23), bexp - 150, frac == 0 && bexp > 1, &e10);
+        /* A normal float's digits f lie in [2^23, 10 * 2^24): 7, 8 or 9 digits. */
+        len = 7 + (f >= 10000000u) + (f >= 100000000u);
     } else {
         if (frac == 0) {
             memcpy(p, "0.0", 3);
             return (size_t)(p + 3 - dst);
         }
-        c = frac;
-        q = -149;
-        asym = 0;
+        f = schubfach(frac, -149, 0, &e10);
+        len = decimal_length(f);
     }
-    /* The binary64 table is more precise than binary32 needs; the same step applies. */
-    int e10;
-    uint64_t f = schubfach(c, q, asym, &e10);
-    return (size_t)(layout(p, f, e10) - dst);
+    return (size_t)(layout(p, f * bw_pow10_u64[17 - len], e10 + len) - dst);
 }
