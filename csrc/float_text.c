@@ -107,6 +107,14 @@ static inline int decimal_length(uint64_t f)
 
 typedef __m128i bw_digits16;
 
+/* gcc turns a vector multiply by a small constant into a longer shift-and-add chain; this
+   hides the constant's value so one multiply instruction stays. */
+static inline __m128i opaque(__m128i c)
+{
+    __asm__("" : "+x"(c));
+    return c;
+}
+
 /* Byte values 0..9: split each half into 4+4 digits (32-bit lanes), then 2+2 (16-bit lanes),
    then 1+1 (bytes), each step a multiply-shift division that is exact for its range. */
 static inline bw_digits16 digits16(uint32_t hi, uint32_t lo)
@@ -118,10 +126,10 @@ static inline bw_digits16 digits16(uint32_t hi, uint32_t lo)
     x = _mm_or_si128(q, _mm_slli_epi64(r, 32));
     /* v / 100 = v * 5243 >> 19 for v < 10^4 */
     __m128i h = _mm_srli_epi16(_mm_mulhi_epu16(x, _mm_set1_epi16(5243)), 3);
-    x = _mm_or_si128(h, _mm_slli_epi32(_mm_sub_epi16(x, _mm_mullo_epi16(h, _mm_set1_epi16(100))), 16));
-    /* v / 10 = v * 6554 >> 16 for v < 100 */
+    x = _mm_or_si128(h, _mm_slli_epi32(_mm_sub_epi16(x, _mm_mullo_epi16(h, opaque(_mm_set1_epi16(100)))), 16));
+    /* v / 10 = v * 6554 >> 16 for v < 100; then t + (v - 10t) * 256 = v * 256 - 2559 * t */
     __m128i t = _mm_mulhi_epu16(x, _mm_set1_epi16(6554));
-    return _mm_or_si128(t, _mm_slli_epi16(_mm_sub_epi16(x, _mm_mullo_epi16(t, _mm_set1_epi16(10))), 8));
+    return _mm_add_epi16(_mm_slli_epi16(x, 8), _mm_mullo_epi16(t, opaque(_mm_set1_epi16(-2559))));
 }
 
 /* 1 + the position (1..16) of the last nonzero digit, or 1 if all are zero. */
@@ -269,6 +277,13 @@ static inline char *layout(char *p, uint64_t f, int decpt)
     return p + n + 1;
 }
 
+/* Powers of two (the gap below is half the one above) and subnormals (fewer digits): rare, so
+   out of line, which keeps the common path free of their cases. */
+__attribute__((noinline)) static uint64_t schubfach_rare(uint64_t c, int q, int asym, int *e10)
+{
+    return schubfach(c, q, asym, e10);
+}
+
 static size_t write_special(int negative, int is_nan, char *dst)
 {
     if (is_nan) {
@@ -299,18 +314,21 @@ size_t bw_double_to_text(double v, char *dst)
     p += negative;
     int e10, decpt;
     uint64_t f;
-    if (__builtin_expect(bexp != 0, 1)) {
-        f = schubfach(frac | (UINT64_C(1) << 52), bexp - 1075, frac == 0 && bexp > 1, &e10);
+    if (__builtin_expect(bexp != 0 && frac != 0, 1)) {
+        f = schubfach(frac | (UINT64_C(1) << 52), bexp - 1075, 0, &e10);
         /* A normal double's digits f lie in [2^52, 10 * 2^53), so f has 16 or 17 digits. */
         int has16 = f < UINT64_C(10000000000000000);
         f *= has16 ? 10 : 1;
         decpt = e10 + 17 - has16;
     } else {
-        if (frac == 0) {
+        if (bexp == 0 && frac == 0) {
             memcpy(p, "0.0", 3);
             return (size_t)(p + 3 - dst);
         }
-        f = schubfach(frac, -1074, 0, &e10);
+        if (bexp != 0)
+            f = schubfach_rare(UINT64_C(1) << 52, bexp - 1075, bexp > 1, &e10);
+        else
+            f = schubfach_rare(frac, -1074, 0, &e10);
         int len = decimal_length(f);
         f *= bw_pow10_u64[17 - len];
         decpt = e10 + len;
@@ -334,16 +352,19 @@ size_t bw_float32_to_text(float v, char *dst)
     int e10, len;
     uint64_t f;
     /* The binary64 table is more precise than binary32 needs; the same step applies. */
-    if (__builtin_expect(bexp != 0, 1)) {
-        f = schubfach(frac | (UINT32_C(1) << 23), bexp - 150, frac == 0 && bexp > 1, &e10);
+    if (__builtin_expect(bexp != 0 && frac != 0, 1)) {
+        f = schubfach(frac | (UINT32_C(1) << 23), bexp - 150, 0, &e10);
         /* A normal float's digits f lie in [2^23, 10 * 2^24): 7, 8 or 9 digits. */
         len = 7 + (f >= 10000000u) + (f >= 100000000u);
     } else {
-        if (frac == 0) {
+        if (bexp == 0 && frac == 0) {
             memcpy(p, "0.0", 3);
             return (size_t)(p + 3 - dst);
         }
-        f = schubfach(frac, -149, 0, &e10);
+        if (bexp != 0)
+            f = schubfach_rare(UINT32_C(1) << 23, bexp - 150, bexp > 1, &e10);
+        else
+            f = schubfach_rare(frac, -149, 0, &e10);
         len = decimal_length(f);
     }
     return (size_t)(layout(p, f * bw_pow10_u64[17 - len], e10 + len) - dst);
