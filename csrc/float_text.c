@@ -32,21 +32,11 @@ static inline uint64_t round_to_odd(uint64_t g_hi, uint64_t g_lo, uint64_t cp)
     return hi | (lo != 0);
 }
 
-/* Value c * 2^q (c > 0). asym: c is the smallest normal significand and the exponent is not
-   the lowest, so the gap below is half the gap above. Returns the decimal significand and
-   sets *e10 so the result is f * 10^e10 (f may carry trailing zeros). */
-static inline uint64_t schubfach(uint64_t c, int q, int asym, int *e10)
+/* The Schubfach choice, from the value's significand c and vb, vbl, vbr: 4 * c * 2^q / 10^k
+   and the two interval bounds (4c - 2 or 4c - 1, 4c + 2 scaled the same way), all rounded to
+   odd. Returns the decimal significand (it may carry trailing zeros); the exponent is k. */
+static inline uint64_t schubfach_pick(uint64_t c, uint64_t vb, uint64_t vbl, uint64_t vbr)
 {
-    /* Bounds are scaled by 4 so the midpoints to both neighbours are integers. */
-    uint64_t cb = c << 2;
-    uint64_t cbr = cb + 2;
-    uint64_t cbl = asym ? cb - 1 : cb - 2;
-    int k = asym ? floor_log10_three_quarters_pow2(q) : floor_log10_pow2(q);
-    int h = q + floor_log2_pow10(-k) + 1; /* 1..4 */
-    const uint64_t *g = bw_pow10_g[k - BW_K_MIN];
-    uint64_t vb = round_to_odd(g[0], g[1], cb << h);
-    uint64_t vbl = round_to_odd(g[0], g[1], cbl << h);
-    uint64_t vbr = round_to_odd(g[0], g[1], cbr << h);
     /* Reading text back rounds half to even: an even c owns its interval bounds. */
     uint64_t odd = c & 1;
     vbl += odd;
@@ -71,8 +61,51 @@ static inline uint64_t schubfach(uint64_t c, int q, int asym, int *e10)
     uint64_t longer = t - (uint64_t)(uin & ((win ^ 1) | closer_s));
     uint64_t shorter = upin ? sp10 : tp10;
     uint64_t use_shorter = (uint64_t)0 - (uint64_t)(upin != wpin);
-    *e10 = k;
     return (shorter & use_shorter) | (longer & ~use_shorter);
+}
+
+/* Value c * 2^q (c > 0). asym: c is the smallest normal significand and the exponent is not
+   the lowest, so the gap below is half the gap above. Returns the decimal significand and
+   sets *e10 so the result is f * 10^e10 (f may carry trailing zeros). */
+static inline uint64_t schubfach(uint64_t c, int q, int asym, int *e10)
+{
+    /* Bounds are scaled by 4 so the midpoints to both neighbours are integers. */
+    uint64_t cb = c << 2;
+    uint64_t cbr = cb + 2;
+    uint64_t cbl = asym ? cb - 1 : cb - 2;
+    int k = asym ? floor_log10_three_quarters_pow2(q) : floor_log10_pow2(q);
+    int h = q + floor_log2_pow10(-k) + 1; /* 1..4 */
+    const uint64_t *g = bw_pow10_g[k - BW_K_MIN];
+    uint64_t vb = round_to_odd(g[0], g[1], cb << h);
+    uint64_t vbl = round_to_odd(g[0], g[1], cbl << h);
+    uint64_t vbr = round_to_odd(g[0], g[1], cbr << h);
+    *e10 = k;
+    return schubfach_pick(c, vb, vbl, vbr);
+}
+
+/* The same for a normal binary32 value with a symmetric interval (c in (2^23, 2^24)), with
+   only the upper 64 bits of the power of ten, plus one so it still overestimates. The product
+   with cp = (4c or a bound) << h < 2^30 is then above the exact one by less than 2^30 + 1
+   units of 2^-64, so an integer quotient leaves the low word below 2^32, and every non-integer
+   one leaves it at or above 2^32 with the right integer part (checked on all 2^32 binary32
+   bit patterns against the 128-bit version above). */
+static inline uint64_t round_to_odd_64(uint64_t g, uint64_t cp)
+{
+    bw_u128 x = (bw_u128)g * cp;
+    return (uint64_t)(x >> 64) | (((uint64_t)x >> 32) != 0);
+}
+
+static inline uint64_t schubfach_float32(uint64_t c, int q, int *e10)
+{
+    uint64_t cb = c << 2;
+    int k = floor_log10_pow2(q);
+    int h = q + floor_log2_pow10(-k) + 1; /* 1..4 */
+    uint64_t g = bw_pow10_g[k - BW_K_MIN][0] + 1;
+    uint64_t vb = round_to_odd_64(g, cb << h);
+    uint64_t vbl = round_to_odd_64(g, (cb - 2) << h);
+    uint64_t vbr = round_to_odd_64(g, (cb + 2) << h);
+    *e10 = k;
+    return schubfach_pick(c, vb, vbl, vbr);
 }
 
 static const char bw_digit_pairs[201] =
@@ -221,17 +254,13 @@ static inline void store16_with_point(char *p, bw_digits16 a, int m)
 }
 #endif
 
-/* repr layout of f * 10^(decpt - 17), where f has exactly 17 digits (10^16 <= f < 10^17;
-   decpt is where the point goes: value = 0.d1d2...d17 * 10^decpt) at p; returns the end.
-   Digits are stored as whole 16-byte blocks, so scratch bytes may be left past the returned
-   end, but only before p + 23; p is at most one byte (the sign) past dst, so this stays
-   inside the BW_FLOAT_TEXT_MAX bytes every caller reserves. */
-static inline char *layout(char *p, uint64_t f, int decpt)
+/* repr layout at p of the 17 digits top (the first, 1..9) and d (the other 16), with the
+   point at decpt (value = 0.d1d2...d17 * 10^decpt); returns the end. Digits are stored as
+   whole 16-byte blocks, so scratch bytes may be left past the returned end, but only before
+   p + 23; p is at most one byte (the sign) past dst, so this stays inside the
+   BW_FLOAT_TEXT_MAX bytes every caller reserves. */
+static inline char *layout_digits(char *p, uint32_t top, bw_digits16 d, int decpt)
 {
-    uint64_t top = f / UINT64_C(10000000000000000);
-    uint64_t rest = f - top * UINT64_C(10000000000000000);
-    uint32_t hi = (uint32_t)(rest / 100000000u);
-    bw_digits16 d = digits16(hi, (uint32_t)(rest - (uint64_t)hi * 100000000u));
     int n = significant_digits(d);
     char lead = (char)('0' + top);
     bw_digits16 a = digits_ascii(d);
@@ -275,6 +304,24 @@ static inline char *layout(char *p, uint64_t f, int decpt)
     p[0] = lead;
     store16_with_point(p, a, decpt - 1);
     return p + n + 1;
+}
+
+/* The layout of f * 10^(decpt - 17) where f has exactly 17 digits (10^16 <= f < 10^17). */
+static inline char *layout(char *p, uint64_t f, int decpt)
+{
+    uint64_t top = f / UINT64_C(10000000000000000);
+    uint64_t rest = f - top * UINT64_C(10000000000000000);
+    uint32_t hi = (uint32_t)(rest / 100000000u);
+    bw_digits16 d = digits16(hi, (uint32_t)(rest - (uint64_t)hi * 100000000u));
+    return layout_digits(p, (uint32_t)top, d, decpt);
+}
+
+/* The same for f with exactly 9 digits (a float's at most 9): 32-bit divisions only, and the
+   last 8 of the 16 digits are zeros. */
+static inline char *layout9(char *p, uint32_t f, int decpt)
+{
+    uint32_t top = f / 100000000u;
+    return layout_digits(p, top, digits16(f - top * 100000000u, 0), decpt);
 }
 
 /* Powers of two (the gap below is half the one above) and subnormals (fewer digits): rare, so
@@ -351,9 +398,8 @@ size_t bw_float32_to_text(float v, char *dst)
     p += negative;
     int e10, len;
     uint64_t f;
-    /* The binary64 table is more precise than binary32 needs; the same step applies. */
     if (__builtin_expect(bexp != 0 && frac != 0, 1)) {
-        f = schubfach(frac | (UINT32_C(1) << 23), bexp - 150, 0, &e10);
+        f = schubfach_float32(frac | (UINT32_C(1) << 23), bexp - 150, &e10);
         /* A normal float's digits f lie in [2^23, 10 * 2^24): 7, 8 or 9 digits. */
         len = 7 + (f >= 10000000u) + (f >= 100000000u);
     } else {
@@ -367,5 +413,5 @@ size_t bw_float32_to_text(float v, char *dst)
             f = schubfach_rare(frac, -149, 0, &e10);
         len = decimal_length(f);
     }
-    return (size_t)(layout(p, f * bw_pow10_u64[17 - len], e10 + len) - dst);
+    return (size_t)(layout9(p, (uint32_t)(f * bw_pow10_u64[9 - len]), e10 + len) - dst);
 }
