@@ -32,21 +32,11 @@ static inline uint64_t round_to_odd(uint64_t g_hi, uint64_t g_lo, uint64_t cp)
     return hi | (lo != 0);
 }
 
-/* Value c * 2^q (c > 0). asym: c is the smallest normal significand and the exponent is not
-   the lowest, so the gap below is half the gap above. Returns the decimal significand and
-   sets *e10 so the result is f * 10^e10 (f may carry trailing zeros). */
-static inline uint64_t schubfach(uint64_t c, int q, int asym, int *e10)
+/* The Schubfach choice, from the value's significand c and vb, vbl, vbr: 4 * c * 2^q / 10^k
+   and the two interval bounds (4c - 2 or 4c - 1, 4c + 2 scaled the same way), all rounded to
+   odd. Returns the decimal significand (it may carry trailing zeros); the exponent is k. */
+static inline uint64_t schubfach_pick(uint64_t c, uint64_t vb, uint64_t vbl, uint64_t vbr)
 {
-    /* Bounds are scaled by 4 so the midpoints to both neighbours are integers. */
-    uint64_t cb = c << 2;
-    uint64_t cbr = cb + 2;
-    uint64_t cbl = asym ? cb - 1 : cb - 2;
-    int k = asym ? floor_log10_three_quarters_pow2(q) : floor_log10_pow2(q);
-    int h = q + floor_log2_pow10(-k) + 1; /* 1..4 */
-    const uint64_t *g = bw_pow10_g[k - BW_K_MIN];
-    uint64_t vb = round_to_odd(g[0], g[1], cb << h);
-    uint64_t vbl = round_to_odd(g[0], g[1], cbl << h);
-    uint64_t vbr = round_to_odd(g[0], g[1], cbr << h);
     /* Reading text back rounds half to even: an even c owns its interval bounds. */
     uint64_t odd = c & 1;
     vbl += odd;
@@ -65,13 +55,57 @@ static inline uint64_t schubfach(uint64_t c, int q, int asym, int *e10)
     int uin = vbl <= (s << 2);
     int win = (t << 2) <= vbr;
     uint64_t mid = (s + t) << 1;
-    int closer_s = vb < mid || (vb == mid && (s & 1) == 0);
+    /* vb < mid, or a tie and s even; one comparison so no branch. */
+    int closer_s = vb < mid + ((s & 1) ^ 1);
     /* Selected without branches: for random inputs every outcome is common. */
     uint64_t longer = t - (uint64_t)(uin & ((win ^ 1) | closer_s));
     uint64_t shorter = upin ? sp10 : tp10;
     uint64_t use_shorter = (uint64_t)0 - (uint64_t)(upin != wpin);
-    *e10 = k;
     return (shorter & use_shorter) | (longer & ~use_shorter);
+}
+
+/* Value c * 2^q (c > 0). asym: c is the smallest normal significand and the exponent is not
+   the lowest, so the gap below is half the gap above. Returns the decimal significand and
+   sets *e10 so the result is f * 10^e10 (f may carry trailing zeros). */
+static inline uint64_t schubfach(uint64_t c, int q, int asym, int *e10)
+{
+    /* Bounds are scaled by 4 so the midpoints to both neighbours are integers. */
+    uint64_t cb = c << 2;
+    uint64_t cbr = cb + 2;
+    uint64_t cbl = asym ? cb - 1 : cb - 2;
+    int k = asym ? floor_log10_three_quarters_pow2(q) : floor_log10_pow2(q);
+    int h = q + floor_log2_pow10(-k) + 1; /* 1..4 */
+    const uint64_t *g = bw_pow10_g[k - BW_K_MIN];
+    uint64_t vb = round_to_odd(g[0], g[1], cb << h);
+    uint64_t vbl = round_to_odd(g[0], g[1], cbl << h);
+    uint64_t vbr = round_to_odd(g[0], g[1], cbr << h);
+    *e10 = k;
+    return schubfach_pick(c, vb, vbl, vbr);
+}
+
+/* The same for a normal binary32 value with a symmetric interval (c in (2^23, 2^24)), with
+   only the upper 64 bits of the power of ten, plus one so it still overestimates. The product
+   with cp = (4c or a bound) << h < 2^30 is then above the exact one by less than 2^30 + 1
+   units of 2^-64, so an integer quotient leaves the low word below 2^32, and every non-integer
+   one leaves it at or above 2^32 with the right integer part (checked on all 2^32 binary32
+   bit patterns against the 128-bit version above). */
+static inline uint64_t round_to_odd_64(uint64_t g, uint64_t cp)
+{
+    bw_u128 x = (bw_u128)g * cp;
+    return (uint64_t)(x >> 64) | (((uint64_t)x >> 32) != 0);
+}
+
+static inline uint64_t schubfach_float32(uint64_t c, int q, int *e10)
+{
+    uint64_t cb = c << 2;
+    int k = floor_log10_pow2(q);
+    int h = q + floor_log2_pow10(-k) + 1; /* 1..4 */
+    uint64_t g = bw_pow10_g[k - BW_K_MIN][0] + 1;
+    uint64_t vb = round_to_odd_64(g, cb << h);
+    uint64_t vbl = round_to_odd_64(g, (cb - 2) << h);
+    uint64_t vbr = round_to_odd_64(g, (cb + 2) << h);
+    *e10 = k;
+    return schubfach_pick(c, vb, vbl, vbr);
 }
 
 static const char bw_digit_pairs[201] =
@@ -84,7 +118,8 @@ static const uint64_t bw_pow10_u64[20] = {
     1000000000000000u, 10000000000000000u, 100000000000000000u, 1000000000000000000u,
     10000000000000000000u};
 
-/* Number of decimal digits of f (1 <= f < 10^19). */
+/* Number of decimal digits of f (1 <= f < 10^19). Only subnormals need it: a normal value's
+   digit count is known to within one (see the callers). */
 static inline int decimal_length(uint64_t f)
 {
     /* bits * 1233 / 4096 approximates bits * log10(2) from below, off by at most one. */
@@ -93,9 +128,82 @@ static inline int decimal_length(uint64_t f)
     return n + (f >= bw_pow10_u64[n]);
 }
 
-/* The 8 decimal digits of v < 10^8 as byte values 0..9, first digit in the lowest byte (the
-   order memory wants on a little-endian machine), computed in one register: split into 4+4,
-   then 2+2, then 1+1 digits per lane, with multiply-shift divisions exact for these ranges. */
+#define BW_ASCII_ZEROS UINT64_C(0x3030303030303030)
+
+/* The 16 digits after the lead one, kept in registers: hi and lo are the two 8-digit halves
+   (each < 10^8). With SSE2 (every x86-64) both halves are converted at once in one vector;
+   otherwise in two 64-bit registers. Either way the first digit goes to the lowest byte, the
+   order memory wants on a little-endian machine. BW_FLOAT_TEXT_SCALAR forces the portable
+   version (to test it on x86). */
+#if defined(__SSE2__) && !defined(BW_FLOAT_TEXT_SCALAR)
+#include <emmintrin.h>
+
+typedef __m128i bw_digits16;
+
+/* gcc turns a vector multiply by a small constant into a longer shift-and-add chain; this
+   hides the constant's value so one multiply instruction stays. */
+static inline __m128i opaque(__m128i c)
+{
+    __asm__("" : "+x"(c));
+    return c;
+}
+
+/* Byte values 0..9: split each half into 4+4 digits (32-bit lanes), then 2+2 (16-bit lanes),
+   then 1+1 (bytes), each step a multiply-shift division that is exact for its range. */
+static inline bw_digits16 digits16(uint32_t hi, uint32_t lo)
+{
+    __m128i x = _mm_set_epi64x((long long)lo, (long long)hi);
+    /* v / 10000 = v * 0xd1b71759 >> 45 for v < 10^8 (as compilers emit for uint32). */
+    __m128i q = _mm_srli_epi64(_mm_mul_epu32(x, _mm_set1_epi64x(0xd1b71759)), 45);
+    __m128i r = _mm_sub_epi32(x, _mm_mul_epu32(q, _mm_set1_epi64x(10000)));
+    x = _mm_or_si128(q, _mm_slli_epi64(r, 32));
+    /* v / 100 = v * 5243 >> 19 for v < 10^4 */
+    __m128i h = _mm_srli_epi16(_mm_mulhi_epu16(x, _mm_set1_epi16(5243)), 3);
+    x = _mm_or_si128(h, _mm_slli_epi32(_mm_sub_epi16(x, _mm_mullo_epi16(h, opaque(_mm_set1_epi16(100)))), 16));
+    /* v / 10 = v * 6554 >> 16 for v < 100; then t + (v - 10t) * 256 = v * 256 - 2559 * t */
+    __m128i t = _mm_mulhi_epu16(x, _mm_set1_epi16(6554));
+    return _mm_add_epi16(_mm_slli_epi16(x, 8), _mm_mullo_epi16(t, opaque(_mm_set1_epi16(-2559))));
+}
+
+/* 1 + the position (1..16) of the last nonzero digit, or 1 if all are zero. */
+static inline int significant_digits(bw_digits16 d)
+{
+    unsigned nonzero = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(d, _mm_setzero_si128())) ^ 0xffffu;
+    return 32 - __builtin_clz((nonzero << 1) | 1);
+}
+
+static inline bw_digits16 digits_ascii(bw_digits16 d) { return _mm_or_si128(d, _mm_set1_epi8('0')); }
+
+static inline void store16(char *p, bw_digits16 a) { _mm_storeu_si128((__m128i *)(void *)p, a); }
+
+/* Windows into these give the lane masks for a point after digit m + 1 (m = 0..15). */
+static const unsigned char bw_keep_mask[32] = {
+    255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255};
+static const unsigned char bw_point_lane[32] = {[16] = '.'};
+static const unsigned char bw_shift_mask[33] = {
+    [17] = 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255};
+
+/* ASCII digits a with '.' stored after digit m + 1 of the whole significand, at p + 1:
+   lanes below m stay, lane m is the point, the rest move up one byte (a byte shift by a
+   constant, so SSE2 has it). The digit shifted out of the block is stored at p + 17. */
+static inline void store16_with_point(char *p, bw_digits16 a, int m)
+{
+    __m128i keep = _mm_loadu_si128((const __m128i *)(const void *)(bw_keep_mask + 16 - m));
+    __m128i point = _mm_loadu_si128((const __m128i *)(const void *)(bw_point_lane + 16 - m));
+    __m128i moved = _mm_loadu_si128((const __m128i *)(const void *)(bw_shift_mask + 16 - m));
+    __m128i out = _mm_or_si128(_mm_or_si128(_mm_and_si128(a, keep), point),
+                               _mm_and_si128(_mm_slli_si128(a, 1), moved));
+    store16(p + 2, a); /* leaves digit 16 at p + 17; the next store covers the rest */
+    store16(p + 1, out);
+}
+#else
+typedef struct {
+    uint64_t b1, b2; /* digits 2..9 and 10..17 of the 17 */
+} bw_digits16;
+
+/* The 8 decimal digits of v < 10^8 as byte values 0..9, computed in one register: split into
+   4+4, then 2+2, then 1+1 digits per lane, with multiply-shift divisions exact for these
+   ranges. */
 static inline uint64_t digits8(uint32_t v)
 {
     uint64_t x = (v / 10000) | ((uint64_t)(v % 10000) << 32);
@@ -105,41 +213,63 @@ static inline uint64_t digits8(uint32_t v)
     return tens | ((x - tens * 10) << 8);
 }
 
-#define BW_ASCII_ZEROS UINT64_C(0x3030303030303030)
-
-/* repr layout of f * 10^e10 (0 < f < 10^17) at p; returns the end. Digits are stored as whole
-   8- and 16-byte blocks, so scratch bytes may be left past the returned end, but only before
-   p + 22; p is at most one byte (the sign) past dst, so this stays inside the
-   BW_FLOAT_TEXT_MAX bytes every caller reserves. */
-static inline char *layout(char *p, uint64_t f, int e10)
+static inline bw_digits16 digits16(uint32_t hi, uint32_t lo)
 {
-    int len = decimal_length(f);
-    int decpt = len + e10; /* value = 0.d1d2...dn * 10^decpt */
-    /* Scale to exactly 17 digits so every block sits at a fixed place. */
-    f *= bw_pow10_u64[17 - len];
-    uint64_t top = f / UINT64_C(10000000000000000);
-    uint64_t rest = f - top * UINT64_C(10000000000000000);
-    uint32_t mid = (uint32_t)(rest / 100000000u);
-    uint64_t b1 = digits8(mid);                                       /* digits 2..9 */
-    uint64_t b2 = digits8((uint32_t)(rest - (uint64_t)mid * 100000000u)); /* digits 10..17 */
-    /* Trailing zero digits are the zero top bytes of the last nonzero block. */
-    int n;
-    if (b2 != 0)
-        n = 17 - (__builtin_clzll(b2) >> 3);
-    else if (b1 != 0)
-        n = 9 - (__builtin_clzll(b1) >> 3);
-    else
-        n = 1;
+    bw_digits16 d = {digits8(hi), digits8(lo)};
+    return d;
+}
+
+/* Trailing zero digits are the zero top bytes of the last nonzero block. */
+static inline int significant_digits(bw_digits16 d)
+{
+    if (d.b2 != 0)
+        return 17 - (__builtin_clzll(d.b2) >> 3);
+    if (d.b1 != 0)
+        return 9 - (__builtin_clzll(d.b1) >> 3);
+    return 1;
+}
+
+static inline bw_digits16 digits_ascii(bw_digits16 d)
+{
+    d.b1 |= BW_ASCII_ZEROS;
+    d.b2 |= BW_ASCII_ZEROS;
+    return d;
+}
+
+static inline void store16(char *p, bw_digits16 a)
+{
+    memcpy(p, &a.b1, 8);
+    memcpy(p + 8, &a.b2, 8);
+}
+
+/* Open a gap after lane m by shifting the lanes above it up a byte, in a register. */
+static inline void store16_with_point(char *p, bw_digits16 a, int m)
+{
+    bw_u128 all = (bw_u128)a.b1 | ((bw_u128)a.b2 << 64);
+    unsigned keep_bits = 8u * (unsigned)m;
+    bw_u128 keep = ((bw_u128)1 << keep_bits) - 1;
+    bw_u128 out = (all & keep) | ((bw_u128)'.' << keep_bits) | ((all & ~keep) << 8);
+    memcpy(p + 1, &out, 16);
+    p[17] = (char)(a.b2 >> 56);
+}
+#endif
+
+/* repr layout at p of the 17 digits top (the first, 1..9) and d (the other 16), with the
+   point at decpt (value = 0.d1d2...d17 * 10^decpt); returns the end. Digits are stored as
+   whole 16-byte blocks, so scratch bytes may be left past the returned end, but only before
+   p + 23; p is at most one byte (the sign) past dst, so this stays inside the
+   BW_FLOAT_TEXT_MAX bytes every caller reserves. */
+static inline char *layout_digits(char *p, uint32_t top, bw_digits16 d, int decpt)
+{
+    int n = significant_digits(d);
     char lead = (char)('0' + top);
-    b1 |= BW_ASCII_ZEROS;
-    b2 |= BW_ASCII_ZEROS;
+    bw_digits16 a = digits_ascii(d);
 
     if (decpt > 16 || decpt <= -4) {
         /* d1[.d2...dn]e±XX */
         p[0] = lead;
         p[1] = '.';
-        memcpy(p + 2, &b1, 8);
-        memcpy(p + 10, &b2, 8);
+        store16(p + 2, a);
         p += n > 1 ? n + 1 : 1;
         int x = decpt - 1;
         p[0] = 'e';
@@ -158,30 +288,47 @@ static inline char *layout(char *p, uint64_t f, int e10)
         memcpy(p, "0.000", 5);
         p += 2 - decpt;
         p[0] = lead;
-        memcpy(p + 1, &b1, 8);
-        memcpy(p + 9, &b2, 8);
+        store16(p + 1, a);
         return p + n;
     }
     if (decpt >= n) {
         /* Integral: the digits past the significant ones are '0' already, as far as the point
            (decpt <= 16); then ".0". */
         p[0] = lead;
-        memcpy(p + 1, &b1, 8);
-        memcpy(p + 9, &b2, 8);
+        store16(p + 1, a);
         p += decpt;
         memcpy(p, ".0", 2);
         return p + 2;
     }
-    /* The point falls after digit decpt (1..16): open a gap in the 16 digits after the lead
-       one by shifting the part past the point up a byte, in a register. */
-    bw_u128 all = (bw_u128)b1 | ((bw_u128)b2 << 64);
-    unsigned keep_bits = 8u * (unsigned)(decpt - 1);
-    bw_u128 keep = ((bw_u128)1 << keep_bits) - 1;
-    bw_u128 out = (all & keep) | ((bw_u128)'.' << keep_bits) | ((all & ~keep) << 8);
+    /* The point falls after digit decpt (1..16). */
     p[0] = lead;
-    memcpy(p + 1, &out, 16);
-    p[17] = (char)(b2 >> 56);
+    store16_with_point(p, a, decpt - 1);
     return p + n + 1;
+}
+
+/* The layout of f * 10^(decpt - 17) where f has exactly 17 digits (10^16 <= f < 10^17). */
+static inline char *layout(char *p, uint64_t f, int decpt)
+{
+    uint64_t top = f / UINT64_C(10000000000000000);
+    uint64_t rest = f - top * UINT64_C(10000000000000000);
+    uint32_t hi = (uint32_t)(rest / 100000000u);
+    bw_digits16 d = digits16(hi, (uint32_t)(rest - (uint64_t)hi * 100000000u));
+    return layout_digits(p, (uint32_t)top, d, decpt);
+}
+
+/* The same for f with exactly 9 digits (a float's at most 9): 32-bit divisions only, and the
+   last 8 of the 16 digits are zeros. */
+static inline char *layout9(char *p, uint32_t f, int decpt)
+{
+    uint32_t top = f / 100000000u;
+    return layout_digits(p, top, digits16(f - top * 100000000u, 0), decpt);
+}
+
+/* Powers of two (the gap below is half the one above) and subnormals (fewer digits): rare, so
+   out of line, which keeps the common path free of their cases. */
+__attribute__((noinline)) static uint64_t schubfach_rare(uint64_t c, int q, int asym, int *e10)
+{
+    return schubfach(c, q, asym, e10);
 }
 
 static size_t write_special(int negative, int is_nan, char *dst)
@@ -208,27 +355,32 @@ size_t bw_double_to_text(double v, char *dst)
     if (bexp == 0x7ff)
         return write_special(negative, frac != 0, dst);
 
+    /* Signs are random in real data: store unconditionally, advance by the sign bit. */
     char *p = dst;
-    if (negative)
-        *p++ = '-';
-    uint64_t c;
-    int q, asym;
-    if (bexp != 0) {
-        c = frac | (UINT64_C(1) << 52);
-        q = bexp - 1075;
-        asym = frac == 0 && bexp > 1;
+    *p = '-';
+    p += negative;
+    int e10, decpt;
+    uint64_t f;
+    if (__builtin_expect(bexp != 0 && frac != 0, 1)) {
+        f = schubfach(frac | (UINT64_C(1) << 52), bexp - 1075, 0, &e10);
+        /* A normal double's digits f lie in [2^52, 10 * 2^53), so f has 16 or 17 digits. */
+        int has16 = f < UINT64_C(10000000000000000);
+        f *= has16 ? 10 : 1;
+        decpt = e10 + 17 - has16;
     } else {
-        if (frac == 0) {
+        if (bexp == 0 && frac == 0) {
             memcpy(p, "0.0", 3);
             return (size_t)(p + 3 - dst);
         }
-        c = frac;
-        q = -1074;
-        asym = 0;
+        if (bexp != 0)
+            f = schubfach_rare(UINT64_C(1) << 52, bexp - 1075, bexp > 1, &e10);
+        else
+            f = schubfach_rare(frac, -1074, 0, &e10);
+        int len = decimal_length(f);
+        f *= bw_pow10_u64[17 - len];
+        decpt = e10 + len;
     }
-    int e10;
-    uint64_t f = schubfach(c, q, asym, &e10);
-    return (size_t)(layout(p, f, e10) - dst);
+    return (size_t)(layout(p, f, decpt) - dst);
 }
 
 size_t bw_float32_to_text(float v, char *dst)
@@ -242,25 +394,24 @@ size_t bw_float32_to_text(float v, char *dst)
         return write_special(negative, frac != 0, dst);
 
     char *p = dst;
-    if (negative)
-        *p++ = '-';
-    uint64_t c;
-    int q, asym;
-    if (bexp != 0) {
-        c = frac | (UINT32_C(1) << 23);
-        q = bexp - 150;
-        asym = frac == 0 && bexp > 1;
+    *p = '-';
+    p += negative;
+    int e10, len;
+    uint64_t f;
+    if (__builtin_expect(bexp != 0 && frac != 0, 1)) {
+        f = schubfach_float32(frac | (UINT32_C(1) << 23), bexp - 150, &e10);
+        /* A normal float's digits f lie in [2^23, 10 * 2^24): 7, 8 or 9 digits. */
+        len = 7 + (f >= 10000000u) + (f >= 100000000u);
     } else {
-        if (frac == 0) {
+        if (bexp == 0 && frac == 0) {
             memcpy(p, "0.0", 3);
             return (size_t)(p + 3 - dst);
         }
-        c = frac;
-        q = -149;
-        asym = 0;
+        if (bexp != 0)
+            f = schubfach_rare(UINT32_C(1) << 23, bexp - 150, bexp > 1, &e10);
+        else
+            f = schubfach_rare(frac, -149, 0, &e10);
+        len = decimal_length(f);
     }
-    /* The binary64 table is more precise than binary32 needs; the same step applies. */
-    int e10;
-    uint64_t f = schubfach(c, q, asym, &e10);
-    return (size_t)(layout(p, f, e10) - dst);
+    return (size_t)(layout9(p, (uint32_t)(f * bw_pow10_u64[9 - len]), e10 + len) - dst);
 }
