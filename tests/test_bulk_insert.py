@@ -193,12 +193,25 @@ def test_backpressure_holds_memory_within_the_bound_and_resumes(compress):
         stores_done = threading.Event()
 
         def monitor():
+            # Wait (polling, generous deadline) for the state the test is about: the server
+            # stalled AND the producer blocked on a full queue AND staying blocked (no
+            # document stored over 0.3 s). A full queue alone is not enough: with zlib on a
+            # loaded machine the compressing consumer can fall behind before the server
+            # has reached its stall point, so the queue fills for a moment and then moves.
             try:
-                if _blocked(bulk, give_up=stores_done):
-                    time.sleep(0.3)  # hold the stall a little: the producer must stay blocked
-                    live = _core._chunk_memory()[0] - base_live
-                    seen["blocked_live"] = live + bulk._writer._writer.capacity
-                    seen["stalled"] = server.stalled
+                deadline = time.monotonic() + 60.0
+                while time.monotonic() < deadline and not stores_done.is_set():
+                    if server.stalled and _blocked(bulk, timeout=0.5, give_up=stores_done):
+                        stored = bulk._writer._writer.commands
+                        time.sleep(0.3)  # hold the stall a little: the producer must stay blocked
+                        live = _core._chunk_memory()[0] - base_live
+                        still = (server.stalled and bulk._writer._writer.commands == stored
+                                 and len(bulk._writer._queue) == max_buffers)
+                        if still:
+                            seen["blocked_live"] = live + bulk._writer._writer.capacity
+                            seen["stalled"] = True
+                            return
+                    time.sleep(0.01)
             finally:
                 server.resume()
 
@@ -216,7 +229,7 @@ def test_backpressure_holds_memory_within_the_bound_and_resumes(compress):
             stores_done.set()
             watcher.join(30)
         peak = _core._chunk_memory()[1] - base_live
-        assert seen.get("stalled"), "the producer never blocked on the stalled server"
+        assert seen.get("stalled"), "the producer never stayed blocked on the stalled server"
         bound = (max_buffers + 2) * buffer_size
         slack = (max_buffers + 2) * doc_size_bound  # a buffer ends with the command that took it over
         assert seen["blocked_live"] <= bound + slack
