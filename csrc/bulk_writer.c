@@ -1,5 +1,7 @@
 #include "bulk_writer.h"
 
+#include "buffer_pool.h"
+
 #include <stdlib.h>
 
 /* A fresh buffer starts with room for a full one plus a typical document, so that filling
@@ -23,6 +25,7 @@ int bw_bulk_writer_init(bw_bulk_writer *w, size_t threshold, const bw_encode_opt
         PyErr_NoMemory();
         return -1;
     }
+    bw_pool_retain();
     return 0;
 }
 
@@ -30,15 +33,21 @@ void bw_bulk_writer_free(bw_bulk_writer *w) {
     bw_buf_free(&w->buf);
     PyMem_Free(w->walker);
     w->walker = NULL;
+    bw_pool_unretain();
 }
 
 static int ensure_buffer(bw_bulk_writer *w) {
     if (w->buf.data != NULL)
         return 0;
-    if (bw_buf_init(&w->buf, initial_capacity(w->threshold)) < 0) {
+    size_t cap;
+    char *data = bw_pool_acquire(initial_capacity(w->threshold), &cap);
+    if (data == NULL) {
         PyErr_NoMemory();
         return -1;
     }
+    w->buf.data = data;
+    w->buf.len = 0;
+    w->buf.cap = cap;
     return 0;
 }
 

@@ -39,7 +39,8 @@ static inline int bw_bulk_writer_over_threshold(const bw_bulk_writer *w) {
     return w->buf.len > w->threshold;
 }
 
-/* Hands the current buffer's memory to the caller (free() it) and starts none: the next
+/* Hands the current buffer's memory to the caller (free() it, or give it back with
+   bw_pool_release so that a later buffer reuses its pages) and starts none: the next
    put allocates a fresh buffer. NULL (and *len 0) when nothing is buffered. *cap receives
    the allocation size, for memory accounting. */
 char *bw_bulk_writer_detach(bw_bulk_writer *w, size_t *len, size_t *cap);

@@ -3,6 +3,7 @@
    and CommandWriter (framing + threshold over the walker). */
 #include "py_bulk.h"
 
+#include "buffer_pool.h"
 #include "bulk_writer.h"
 #include "gzip_stream.h"
 #include "handover_queue.h"
@@ -24,20 +25,26 @@ typedef struct {
     char *data;
     Py_ssize_t len;
     size_t cap;
+    int recycle; /* a writer's buffer: its memory goes back to the pool */
 } ChunkObject;
 
 static PyTypeObject ChunkType;
 
-/* Takes ownership of data (malloc'd, cap bytes allocated): frees it on failure. */
-static PyObject *chunk_from_memory(char *data, size_t len, size_t cap) {
+/* New reference. Takes ownership of data (malloc'd, cap bytes allocated): frees it (or, with
+   recycle, gives it back to the buffer pool) on failure and when the chunk dies. */
+static PyObject *chunk_from_memory(char *data, size_t len, size_t cap, int recycle) {
     ChunkObject *self = PyObject_New(ChunkObject, &ChunkType);
     if (self == NULL) {
-        free(data);
+        if (recycle)
+            bw_pool_release(data, cap);
+        else
+            free(data);
         return NULL;
     }
     self->data = data;
     self->len = (Py_ssize_t)len;
     self->cap = cap;
+    self->recycle = recycle;
     live_chunks++;
     live_chunk_bytes += cap;
     if (live_chunk_bytes > peak_chunk_bytes)
@@ -48,7 +55,10 @@ static PyObject *chunk_from_memory(char *data, size_t len, size_t cap) {
 static void Chunk_dealloc(ChunkObject *self) {
     live_chunks--;
     live_chunk_bytes -= self->cap;
-    free(self->data);
+    if (self->recycle)
+        bw_pool_release(self->data, self->cap);
+    else
+        free(self->data);
     PyObject_Free(self);
 }
 
@@ -108,7 +118,7 @@ static PyObject *module_chunk_for_testing(PyObject *module, PyObject *arg) {
     }
     memcpy(data, view.buf, n);
     PyBuffer_Release(&view);
-    return chunk_from_memory(data, n, n);
+    return chunk_from_memory(data, n, n, 0);
 }
 
 static PyObject *module_chunk_memory(PyObject *module, PyObject *args) {
@@ -116,6 +126,16 @@ static PyObject *module_chunk_memory(PyObject *module, PyObject *args) {
     (void)args;
     return Py_BuildValue("(nnn)", (Py_ssize_t)live_chunk_bytes, (Py_ssize_t)peak_chunk_bytes,
                          (Py_ssize_t)live_chunks);
+}
+
+/* _pool_memory() -> (buffers, bytes, writers): what the buffer pool holds for reuse, and the
+   writers alive (the pool keeps nothing without one). New reference. */
+static PyObject *module_pool_memory(PyObject *module, PyObject *args) {
+    (void)module;
+    (void)args;
+    size_t buffers, bytes, writers;
+    bw_pool_stats(&buffers, &bytes, &writers);
+    return Py_BuildValue("(nnn)", (Py_ssize_t)buffers, (Py_ssize_t)bytes, (Py_ssize_t)writers);
 }
 
 static PyObject *module_reset_chunk_peak(PyObject *module, PyObject *args) {
@@ -394,7 +414,7 @@ static PyObject *gzip_write(GzipObject *self, PyObject *data, int finish) {
     }
     size_t len, cap = out.cap;
     char *mem = bw_buf_detach(&out, &len);
-    return chunk_from_memory(mem, len, cap);
+    return chunk_from_memory(mem, len, cap, 0);
 }
 
 static PyObject *Gzip_compress(GzipObject *self, PyObject *data) { return gzip_write(self, data, 0); }
@@ -495,7 +515,7 @@ static PyObject *writer_take(WriterObject *self) {
     char *mem = bw_bulk_writer_detach(&self->w, &len, &cap);
     if (mem == NULL)
         Py_RETURN_NONE;
-    return chunk_from_memory(mem, len, cap);
+    return chunk_from_memory(mem, len, cap, 1);
 }
 
 /* put(id, entity, metadata) -> Chunk | None */
@@ -589,6 +609,8 @@ static PyTypeObject WriterType = {
 static PyMethodDef bulk_functions[] = {
     {"_chunk_memory", module_chunk_memory, METH_NOARGS,
      "_chunk_memory() -> (live_bytes, peak_bytes, live_chunks) of Chunk objects."},
+    {"_pool_memory", module_pool_memory, METH_NOARGS,
+     "_pool_memory() -> (buffers, bytes, writers): what the body buffer pool keeps for reuse."},
     {"_reset_chunk_peak", module_reset_chunk_peak, METH_NOARGS,
      "Restart the peak of live chunk bytes from the current value."},
     {"_chunk_for_testing", module_chunk_for_testing, METH_O,
