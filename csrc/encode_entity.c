@@ -103,11 +103,16 @@ static int walk_and_release(bw_walker *w, PyObject *produced) {
 }
 
 /* getattr(obj, name, None) that lets every error but AttributeError through.
-   New reference, or NULL with no exception (absent) or with one (failure). */
+   New reference, or NULL with no exception (absent) or with one (failure).
+   Most entities have no to_json: the lookup without an AttributeError spares building (and
+   formatting the message of) an exception object per entity. */
 static PyObject *optional_attr(PyObject *obj, PyObject *name) {
-    PyObject *attr = PyObject_GetAttr(obj, name);
-    if (attr == NULL && PyErr_ExceptionMatches(PyExc_AttributeError))
-        PyErr_Clear();
+    PyObject *attr = NULL;
+#if PY_VERSION_HEX >= 0x030D0000
+    (void)PyObject_GetOptionalAttr(obj, name, &attr);
+#else
+    (void)_PyObject_LookupAttr(obj, name, &attr);
+#endif
     return attr;
 }
 
