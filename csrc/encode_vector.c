@@ -632,26 +632,6 @@ PyObject *bw_vec_serialize(bw_vector_codec *c, PyObject *v) {
     return result;
 }
 
-/* Re-raises a row's ValueError/TypeError/OverflowError with the row number in front. */
-static void prefix_row(Py_ssize_t row) {
-    PyObject *type, *value, *tb;
-    PyErr_Fetch(&type, &value, &tb);
-    if (type == PyExc_ValueError || type == PyExc_TypeError || type == PyExc_OverflowError) {
-        PyErr_NormalizeException(&type, &value, &tb);
-        PyObject *msg = value ? PyObject_Str(value) : NULL;
-        if (msg != NULL) {
-            PyErr_Format(type, "row %zd: %U", row, msg);
-            Py_DECREF(msg);
-            Py_XDECREF(type);
-            Py_XDECREF(value);
-            Py_XDECREF(tb);
-            return;
-        }
-        PyErr_Clear();
-    }
-    PyErr_Restore(type, value, tb);
-}
-
 /* ---- many rows ----------------------------------------------------------------------- */
 
 typedef struct {
@@ -765,7 +745,7 @@ static int many_from_sequence(bw_vector_codec *c, PyObject *batch, sink *k) {
             Py_DECREF(row);
             if (b == NULL || PyList_Append(k->list, b) < 0) {
                 Py_XDECREF(b);
-                prefix_row(r);
+                bw_vec_prefix_row(r, 1);
                 goto cleanup;
             }
             Py_DECREF(b);
@@ -786,7 +766,7 @@ static int many_from_sequence(bw_vector_codec *c, PyObject *batch, sink *k) {
         }
         Py_DECREF(row);
         if (wrote < 0) {
-            prefix_row(r);
+            bw_vec_prefix_row(r, 1);
             goto cleanup;
         }
     }
