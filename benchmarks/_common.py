@@ -1,13 +1,18 @@
-"""Shared by the benchmark scripts: timing with medians, and the round-trip oracle."""
+"""Shared by the benchmark scripts: timing with medians, the round-trip oracle, and the
+loopback bulk insert server (bulkwire.testing) run in its own process."""
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import statistics
+import subprocess
 import sys
 import time
-from typing import Callable
+from typing import Callable, Iterator
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+PKG = os.path.join(os.path.dirname(HERE), "pkg")  # the checkout's package, with its in-place build
 sys.path.insert(0, os.path.join(HERE, "..", "tests"))  # oracle.py: the reference round trip
 
 
@@ -24,3 +29,32 @@ def median_seconds(fn: Callable[[], object], runs: int) -> float:
 
 def print_command() -> None:
     print("command: python " + " ".join([os.path.relpath(sys.argv[0])] + sys.argv[1:]))
+
+
+@contextlib.contextmanager
+def loopback_server(database: str = "bench") -> Iterator[str]:
+    """The loopback bulk insert server (``bulkwire.testing --count-only``) in a process of its
+    own, so that serving does not share the measured client's GIL; yields its URL and stops it
+    on the way out."""
+    server = subprocess.Popen([sys.executable, "-m", "bulkwire.testing", "--database", database,
+                               "--count-only"], stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "PYTHONPATH": PKG})
+    try:
+        yield server.stdout.readline().strip()
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
+def server_summary(url: str) -> dict:
+    """What the loopback server counted for the last bulk insert (documents, body and wire
+    bytes, chunks, error)."""
+    import http.client
+    import urllib.parse
+
+    u = urllib.parse.urlsplit(url)
+    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+    conn.request("GET", "/_loopback/last")
+    data = json.loads(conn.getresponse().read())
+    conn.close()
+    return data

@@ -30,6 +30,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "pkg"))
 
+from _common import loopback_server, server_summary  # noqa: E402
+
 POOL = 256
 
 
@@ -55,18 +57,6 @@ def rss_bytes() -> int:
 
 def peak_rss_bytes() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-
-
-def server_summary(url: str) -> dict:
-    import http.client
-    import urllib.parse
-
-    u = urllib.parse.urlsplit(url)
-    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
-    conn.request("GET", "/_loopback/last")
-    data = json.loads(conn.getresponse().read())
-    conn.close()
-    return data
 
 
 # ---- the clients ----
@@ -299,11 +289,7 @@ def main() -> None:
             baseline = "ravendb"
         except ImportError:
             baseline = "seed-python"
-    server = subprocess.Popen([sys.executable, "-m", "bulkwire.testing", "--database", "bench", "--count-only"],
-                              stdout=subprocess.PIPE, text=True,
-                              env={**os.environ, "PYTHONPATH": os.path.join(os.path.dirname(HERE), "pkg")})
-    try:
-        url = server.stdout.readline().strip()
+    with loopback_server() as url:
         from bulkwire import _core
         print(f"bulk insert, {args.docs:,} documents, median of {args.runs} runs, loopback server "
               f"in its own process at {url}; baseline: {baseline}; ISA-L linked: {bool(_core.HAVE_ISAL)}")
@@ -332,9 +318,6 @@ def main() -> None:
         if args.profile:
             print("where bulkwire's time goes:")
             profile_bulkwire(url, min(args.docs, 2000), args.dims[0])
-    finally:
-        server.terminate()
-        server.wait(10)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ which reports wall time, documents/s, MB/s of body, and its peak RSS (ru_maxrss)
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import os
@@ -37,6 +38,8 @@ import zlib
 PKG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pkg")
 if os.path.isdir(PKG):  # run from a checkout: use its in-place build
     sys.path.insert(0, os.path.abspath(PKG))
+
+from _common import loopback_server, server_summary  # noqa: E402
 
 CHUNK = 1 << 20
 META = {"@collection": "Embeddings", "Raven-Python-Type": "builtins.dict"}
@@ -144,18 +147,6 @@ def worker(args: argparse.Namespace) -> None:
     print(json.dumps(result))
 
 
-def server_summary(url: str) -> dict:
-    import http.client
-    import urllib.parse
-
-    u = urllib.parse.urlsplit(url)
-    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
-    conn.request("GET", "/_loopback/last")
-    data = json.loads(conn.getresponse().read())
-    conn.close()
-    return data
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rows", type=int, default=5_000)
@@ -176,18 +167,9 @@ def main() -> None:
         worker(args)
         return
     path = prepare(args.data_dir, args.rows, args.dim)
-    server = None
-    if args.target == "server":
-        server = subprocess.Popen([sys.executable, "-m", "bulkwire.testing", "--database", "bench",
-                                   "--count-only"], stdout=subprocess.PIPE, text=True,
-                                  env={**os.environ, "PYTHONPATH": os.path.abspath(PKG)})
-        args.url = server.stdout.readline().strip()
-    try:
+    with loopback_server() if args.target == "server" else contextlib.nullcontext(args.url) as url:
+        args.url = url
         run_all(args, path)
-    finally:
-        if server is not None:
-            server.terminate()
-            server.wait(10)
 
 
 def run_all(args: argparse.Namespace, path: str) -> None:

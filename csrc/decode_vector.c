@@ -223,26 +223,6 @@ cleanup:
     return result;
 }
 
-/* Puts "row r: " in front of a pending exact ValueError; other exceptions pass unchanged. */
-static void prefix_row(Py_ssize_t r) {
-    PyObject *type, *value, *tb;
-    PyErr_Fetch(&type, &value, &tb);
-    if (type == PyExc_ValueError) {
-        PyErr_NormalizeException(&type, &value, &tb);
-        PyObject *msg = PyObject_Str(value); /* new reference */
-        if (msg != NULL) {
-            PyErr_Format(PyExc_ValueError, "row %zd: %U", r, msg);
-            Py_DECREF(msg);
-            Py_XDECREF(type);
-            Py_XDECREF(value);
-            Py_XDECREF(tb);
-            return;
-        }
-        PyErr_Clear();
-    }
-    PyErr_Restore(type, value, tb);
-}
-
 PyObject *bw_vec_deserialize_many(bw_vector_codec *c, PyObject *items) {
     PyObject *seq = PySequence_Fast(items, "deserialize_many expects a sequence of bytes");
     if (seq == NULL)
@@ -260,12 +240,12 @@ PyObject *bw_vec_deserialize_many(bw_vector_codec *c, PyObject *items) {
         if (c->row_size > 0 && views[got].len != c->row_size) {
             got++;
             size_error(c, views[got - 1].len);
-            prefix_row(got - 1);
+            bw_vec_prefix_row(got - 1, 0);
             goto cleanup;
         }
         if (c->st->prefixed && c->row_size > 0 && check_prefixes(c, views[got].buf) < 0) {
             got++;
-            prefix_row(got - 1);
+            bw_vec_prefix_row(got - 1, 0);
             goto cleanup;
         }
     }
@@ -287,7 +267,7 @@ PyObject *bw_vec_deserialize_many(bw_vector_codec *c, PyObject *items) {
     } else {
         for (Py_ssize_t r = 0; r < rows; r++) {
             if (decode_object_row(c, views[r].buf, views[r].len, (PyObject **)out + r * c->dim) < 0) {
-                prefix_row(r);
+                bw_vec_prefix_row(r, 0);
                 Py_CLEAR(result);
                 break;
             }

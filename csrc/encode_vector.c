@@ -632,26 +632,6 @@ PyObject *bw_vec_serialize(bw_vector_codec *c, PyObject *v) {
     return result;
 }
 
-/* Re-raises a row's ValueError/TypeError/OverflowError with the row number in front. */
-static void prefix_row(Py_ssize_t row) {
-    PyObject *type, *value, *tb;
-    PyErr_Fetch(&type, &value, &tb);
-    if (type == PyExc_ValueError || type == PyExc_TypeError || type == PyExc_OverflowError) {
-        PyErr_NormalizeException(&type, &value, &tb);
-        PyObject *msg = value ? PyObject_Str(value) : NULL;
-        if (msg != NULL) {
-            PyErr_Format(type, "row %zd: %U", row, msg);
-            Py_DECREF(msg);
-            Py_XDECREF(type);
-            Py_XDECREF(value);
-            Py_XDECREF(tb);
-            return;
-        }
-        PyErr_Clear();
-    }
-    PyErr_Restore(type, value, tb);
-}
-
 /* ---- many rows ----------------------------------------------------------------------- */
 
 typedef struct {
@@ -679,12 +659,36 @@ static int many_from_ndarray(bw_vector_codec *c, PyArrayObject *arr, sink *k) {
     return rc;
 }
 
-static int many_from_arrow(bw_vector_codec *c, PyObject *obj, sink *k) {
-    if (c->st->kind != BW_V_F32 && c->st->kind != BW_V_F64) {
-        PyErr_Format(PyExc_TypeError, "Arrow input is read for float and double vectors only, "
-                     "not %s", c->st->name);
-        return -1;
-    }
+static int emit_json(const row_source *s, Py_ssize_t rows, Py_ssize_t dim, int shortest,
+                     PyObject *list); /* with the JSON writer, below */
+
+/* A row that bw_arrow_vectors_check refused, as a ValueError. to_json_many (terse) keeps its
+   own short wording apart from serialize_many/_into's: each is what its callers match on. */
+static void arrow_row_error(const bw_vector_codec *c, int64_t row, int why, int64_t len,
+                            int terse) {
+    if (terse)
+        PyErr_Format(PyExc_ValueError, "row %lld: %s", (long long)row,
+                     why == 1 ? "null vector" : why == 2 ? "wrong number of values"
+                     : why == 3 ? "null value inside the vector" : "malformed Arrow offsets");
+    else if (why == 1)
+        PyErr_Format(PyExc_ValueError, "row %lld is null: CQL vectors cannot be null here",
+                     (long long)row);
+    else if (why == 2)
+        PyErr_Format(PyExc_ValueError, "row %lld has %lld values, expected %zd "
+                     "(dimension of vector<%s, %zd>)", (long long)row, (long long)len, c->dim,
+                     c->st->name, c->dim);
+    else if (why == 3)
+        PyErr_Format(PyExc_ValueError, "row %lld holds a null value: CQL vectors cannot "
+                     "hold nulls", (long long)row);
+    else
+        PyErr_Format(PyExc_ValueError, "row %lld: malformed Arrow offsets", (long long)row);
+}
+
+/* Reads an Arrow array/stream batch by batch and hands each checked batch on: as CQL rows
+   to the sink k (serialize_many/_into), or, when json_list is not NULL, as the JSON text of
+   each row appended to json_list (to_json_many, float32 as `shortest` asks). 0 or -1. */
+static int rows_from_arrow(bw_vector_codec *c, PyObject *obj, sink *k, PyObject *json_list,
+                           int shortest) {
     bw_arrow_source src;
     if (bw_arrow_source_open(obj, &src) < 0)
         return -1;
@@ -698,7 +702,9 @@ static int many_from_arrow(bw_vector_codec *c, PyObject *obj, sink *k) {
             rc = -1;
             break;
         }
-        if (v.value_width == 8 && c->st->kind == BW_V_F32) {
+        /* JSON text is written from either width as it stands; CQL float rows would have to
+           narrow float64 values, which NumPy input refuses too */
+        if (json_list == NULL && v.value_width == 8 && c->st->kind == BW_V_F32) {
             PyErr_Format(PyExc_TypeError, "cannot cast Arrow float64 values to float (float32) "
                          "under NumPy's 'safe' casting rule; cast the column explicitly, e.g. "
                          "pyarrow.compute.cast(col, pyarrow.list_(pyarrow.float32(), %zd))", c->dim);
@@ -708,20 +714,7 @@ static int many_from_arrow(bw_vector_codec *c, PyObject *obj, sink *k) {
         int64_t bad_row = 0, bad_len = 0;
         int why = 0;
         if (bw_arrow_vectors_check(&v, c->dim, &bad_row, &why, &bad_len) < 0) {
-            bad_row += base_row;
-            if (why == 1)
-                PyErr_Format(PyExc_ValueError, "row %lld is null: CQL vectors cannot be null here",
-                             (long long)bad_row);
-            else if (why == 2)
-                PyErr_Format(PyExc_ValueError, "row %lld has %lld values, expected %zd "
-                             "(dimension of vector<%s, %zd>)", (long long)bad_row,
-                             (long long)bad_len, c->dim, c->st->name, c->dim);
-            else if (why == 3)
-                PyErr_Format(PyExc_ValueError, "row %lld holds a null value: CQL vectors cannot "
-                             "hold nulls", (long long)bad_row);
-            else
-                PyErr_Format(PyExc_ValueError, "row %lld: malformed Arrow offsets",
-                             (long long)bad_row);
+            arrow_row_error(c, bad_row + base_row, why, bad_len, json_list != NULL);
             rc = -1;
             break;
         }
@@ -731,8 +724,9 @@ static int many_from_arrow(bw_vector_codec *c, PyObject *obj, sink *k) {
             break;
         }
         row_source s = {.arrow = &v, .elem_stride = v.value_width, .src_width = v.value_width,
-                        .swap = !BW_NATIVE_BIG_ENDIAN};
-        if (emit(c, &s, (Py_ssize_t)v.length, k) < 0) {
+                        .swap = !BW_NATIVE_BIG_ENDIAN}; /* Arrow memory is native order */
+        if ((json_list != NULL ? emit_json(&s, (Py_ssize_t)v.length, c->dim, shortest, json_list)
+                               : emit(c, &s, (Py_ssize_t)v.length, k)) < 0) {
             rc = -1;
             break;
         }
@@ -740,6 +734,15 @@ static int many_from_arrow(bw_vector_codec *c, PyObject *obj, sink *k) {
     }
     bw_arrow_source_close(&src);
     return rc < 0 ? -1 : 0;
+}
+
+static int many_from_arrow(bw_vector_codec *c, PyObject *obj, sink *k) {
+    if (c->st->kind != BW_V_F32 && c->st->kind != BW_V_F64) {
+        PyErr_Format(PyExc_TypeError, "Arrow input is read for float and double vectors only, "
+                     "not %s", c->st->name);
+        return -1;
+    }
+    return rows_from_arrow(c, obj, k, NULL, 0);
 }
 
 static int many_from_sequence(bw_vector_codec *c, PyObject *batch, sink *k) {
@@ -765,7 +768,7 @@ static int many_from_sequence(bw_vector_codec *c, PyObject *batch, sink *k) {
             Py_DECREF(row);
             if (b == NULL || PyList_Append(k->list, b) < 0) {
                 Py_XDECREF(b);
-                prefix_row(r);
+                bw_vec_prefix_row(r, 1);
                 goto cleanup;
             }
             Py_DECREF(b);
@@ -786,7 +789,7 @@ static int many_from_sequence(bw_vector_codec *c, PyObject *batch, sink *k) {
         }
         Py_DECREF(row);
         if (wrote < 0) {
-            prefix_row(r);
+            bw_vec_prefix_row(r, 1);
             goto cleanup;
         }
     }
@@ -958,46 +961,6 @@ cleanup:
     return rc;
 }
 
-static int json_from_arrow(bw_vector_codec *c, PyObject *obj, int shortest, PyObject *list) {
-    bw_arrow_source src;
-    if (bw_arrow_source_open(obj, &src) < 0)
-        return -1;
-    int rc;
-    int64_t base_row = 0;
-    char err[200];
-    while ((rc = bw_arrow_source_next(&src)) == 1) {
-        bw_arrow_vectors v;
-        int64_t bad_row = 0, bad_len = 0;
-        int why = 0;
-        if (bw_arrow_vectors_view(&src.schema, &src.array, &v, err, sizeof err) < 0) {
-            PyErr_SetString(PyExc_TypeError, err);
-            rc = -1;
-            break;
-        }
-        if (bw_arrow_vectors_check(&v, c->dim, &bad_row, &why, &bad_len) < 0) {
-            PyErr_Format(PyExc_ValueError, "row %lld: %s", (long long)(bad_row + base_row),
-                         why == 1 ? "null vector" : why == 2 ? "wrong number of values"
-                         : why == 3 ? "null value inside the vector" : "malformed Arrow offsets");
-            rc = -1;
-            break;
-        }
-        row_source s = {.arrow = &v, .elem_stride = v.value_width, .src_width = v.value_width,
-                        .swap = !BW_NATIVE_BIG_ENDIAN}; /* Arrow memory is native order */
-        if (v.length > 0 && v.values == NULL) {
-            PyErr_SetString(PyExc_ValueError, "malformed Arrow array: no values buffer");
-            rc = -1;
-            break;
-        }
-        if (emit_json(&s, (Py_ssize_t)v.length, c->dim, shortest, list) < 0) {
-            rc = -1;
-            break;
-        }
-        base_row += v.length;
-    }
-    bw_arrow_source_close(&src);
-    return rc < 0 ? -1 : 0;
-}
-
 PyObject *bw_vec_to_json_many(bw_vector_codec *c, PyObject *batch, int float32_shortest) {
     PyObject *list = PyList_New(0);
     if (list == NULL)
@@ -1022,7 +985,7 @@ PyObject *bw_vec_to_json_many(bw_vector_codec *c, PyObject *batch, int float32_s
             rc = emit_json(&s, PyArray_DIM(arr, 0), c->dim, float32_shortest, list);
         }
     } else if (bw_arrow_source_check(batch)) {
-        rc = json_from_arrow(c, batch, float32_shortest, list);
+        rc = rows_from_arrow(c, batch, NULL, list, float32_shortest);
     } else {
         PyErr_Format(PyExc_TypeError, "to_json_many expects a 2-D float numpy array or an Arrow "
                      "vector array/stream, got %.80s", Py_TYPE(batch)->tp_name);

@@ -1,6 +1,6 @@
 /* The VectorCodec object shared by the vectors binding files (py_vectors.c: the type and its
    methods; encode_vector.c: Python/NumPy/Arrow -> CQL bytes; decode_vector.c: CQL bytes ->
-   NumPy). Binding layer. */
+   NumPy; vector_rows.c: what those two share). Binding layer. */
 #ifndef BW_VECTOR_CODEC_H
 #define BW_VECTOR_CODEC_H
 #include "bw_numpy.h"
@@ -49,4 +49,9 @@ PyObject *bw_vec_deserialize_list(bw_vector_codec *c, PyObject *b);
 /* Module-level setup for decode_vector.c (dtypes it caches). 0, or -1 with an exception. */
 int bw_vec_decode_init(void);
 int bw_vec_encode_init(void);
+
+/* vector_rows.c. Puts "row <row>: " in front of the pending exception's message when it is
+   exactly a ValueError, or, with any_conversion_error, also a TypeError or OverflowError (the
+   errors encoding a Python value can raise); any other exception passes unchanged. */
+void bw_vec_prefix_row(Py_ssize_t row, int any_conversion_error);
 #endif
