@@ -139,8 +139,22 @@ static int write_sequence(bw_walker *w, PyObject *seq) {
             bw_buf_putc(out, ' ');
         }
         if (PyFloat_CheckExact(item)) {
-            /* the embedding fast path: no Python call, no new object */
+            /* The embedding fast path: a run of exact floats. No Python code runs until the
+               run ends (no call, no new object), so the sequence cannot change under it and
+               its room is reserved once. */
             out->len += bw_double_to_text(PyFloat_AS_DOUBLE(item), bw_buf_tail(out));
+            if (bw_buf_reserve(out, (size_t)(size - i - 1) * (2 + BW_FLOAT_TEXT_MAX)) < 0)
+                goto nomem;
+            char *p = bw_buf_tail(out);
+            PyObject *const *items = is_list ? ((PyListObject *)seq)->ob_item
+                                             : ((PyTupleObject *)seq)->ob_item;
+            while (i + 1 < size && PyFloat_CheckExact(items[i + 1])) {
+                i++;
+                p[0] = ',';
+                p[1] = ' ';
+                p += 2 + bw_double_to_text(PyFloat_AS_DOUBLE(items[i]), p + 2);
+            }
+            out->len = (size_t)(p - out->data);
             continue;
         }
         Py_INCREF(item);
