@@ -376,3 +376,23 @@ def test_byte_swapped_arrays_match_native(dtype):
     for mode in ("widen", "shortest"):
         assert bulkwire.dumps(swapped, float32=mode) == bulkwire.dumps(native, float32=mode)
     check(swapped[:, ::-2])
+
+
+class _FloatSub(float):
+    pass
+
+
+@pytest.mark.parametrize("seq", [
+    [0.5, 1.25, -3.0],
+    [0.1, 2, 0.2, None, 1e300, [0.3, 0.4], 5e-324, "x", float("inf"), -0.0],
+    [1, 0.5, 0.25],                      # the run starts after the first item
+    [0.5, 0.25, 7],                      # and ends on the last but one
+    [_FloatSub(1.5), 2.5, _FloatSub(3.5), 4.5, 5.5],  # subclasses interrupt the run
+    (0.5, 1.5, (2.5, 3.5), 4.5),
+    collections.namedtuple("P", "x y z")(0.5, 1.5, 2.5),
+    [float(i) / 7 for i in range(1000)],
+    [[0.1] * 3] * 3,
+])
+def test_runs_of_floats_in_sequences(seq):
+    check(seq)
+    check({"v": seq, "after": 1})
