@@ -387,12 +387,13 @@ def test_unreachable_server_raises_at_the_first_store():
         bulk.store({"a": 1}, id="a/1")
 
 
-def test_counting_server_mode_and_its_summary_endpoint():
+@pytest.mark.parametrize("compress", [True, False])
+def test_counting_server_mode_and_its_summary_endpoint(compress):
     import http.client
     import urllib.parse
 
     with LoopbackServer(keep_body=False) as server:
-        with bulkwire.BulkInsert(server.url, server.database, compress=True, buffer_size=2048,
+        with bulkwire.BulkInsert(server.url, server.database, compress=compress, buffer_size=2048,
                                  timeout=TIMEOUT) as bulk:
             for i in range(300):
                 bulk.store({"i": i, "pad": "q" * 64}, id=f"c/{i}")
@@ -405,8 +406,36 @@ def test_counting_server_mode_and_its_summary_endpoint():
     assert summary["wire_bytes"] == bulk.stats.wire_bytes
     assert summary["body_bytes"] == bulk.stats.body_bytes
     assert summary["wire_chunks"] == bulk.stats.chunks
-    assert summary["content_encoding"] == "gzip"
+    assert summary["content_encoding"] == ("gzip" if compress else None)
     assert server.documents == {}
+
+
+@pytest.mark.parametrize("compress", [False, True])
+@pytest.mark.parametrize("piece", [1, 5, 11, 12, 13, 700])
+def test_counting_server_counts_markers_split_across_chunks(compress, piece):
+    """The counting server finds every PUT marker, also those split over several chunks."""
+    import http.client
+    import urllib.parse
+    import zlib
+
+    commands = [{"Id": f"k/{i}", "Type": "PUT", "Document": {"i": i}} for i in range(40)]
+    body = json.dumps(commands, separators=(",", ":")).encode()
+    if compress:
+        z = zlib.compressobj(1, zlib.DEFLATED, 31)
+        body = z.compress(body) + z.flush()
+    with LoopbackServer(keep_body=False) as server:
+        u = urllib.parse.urlsplit(server.url)
+        conn = http.client.HTTPConnection(u.hostname, u.port, timeout=TIMEOUT)
+        conn.request("GET", f"/databases/{server.database}/operations/next-operation-id")
+        op = json.loads(conn.getresponse().read())["Id"]
+        pieces = [body[i:i + piece] for i in range(0, len(body), piece)]
+        conn.request("POST", f"/databases/{server.database}/bulk_insert?id={op}", body=iter(pieces),
+                     headers={"Content-Encoding": "gzip"} if compress else {}, encode_chunked=True)
+        assert conn.getresponse().status == 200
+        conn.close()
+        summary = server.last_request_summary()
+    assert summary["documents"] == 40 and summary["complete"] and summary["error"] is None
+    assert summary["wire_chunks"] == len(pieces)
 
 
 def test_a_server_that_stops_reading_times_out_into_an_error():
