@@ -174,6 +174,7 @@ def child(args: argparse.Namespace) -> None:
     entities = make_entities(args.docs, args.dim)
     if args.child == "bulkwire":  # import outside the timed region, as for the others
         import bulkwire  # noqa: F401
+        import bulkwire.transport  # noqa: F401  (http.client: ravendb's import brings it too)
     elif args.child == "ravendb":
         import ravendb  # noqa: F401
     import threading
