@@ -7,7 +7,11 @@
 #include "bulk_writer.h"
 #include "gzip_stream.h"
 #include "handover_queue.h"
+#include "socket_send.h"
 
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 /* How long a blocked put/get sleeps before it retakes the GIL to run signal handlers and
@@ -16,7 +20,10 @@
 
 /* ---- memory accounting of live chunks (changed only with the GIL held) ---- */
 
-static size_t live_chunk_bytes, peak_chunk_bytes, live_chunks;
+/* Atomic: the body pump gives a sent chunk's memory back without the GIL. The peak is
+   only written with the GIL held. */
+static _Atomic size_t live_chunk_bytes, live_chunks;
+static size_t peak_chunk_bytes;
 
 /* ---- Chunk: immutable bytes owned by C, exported read-only through the buffer protocol ---- */
 
@@ -45,16 +52,16 @@ static PyObject *chunk_from_memory(char *data, size_t len, size_t cap, int recyc
     self->len = (Py_ssize_t)len;
     self->cap = cap;
     self->recycle = recycle;
-    live_chunks++;
-    live_chunk_bytes += cap;
-    if (live_chunk_bytes > peak_chunk_bytes)
-        peak_chunk_bytes = live_chunk_bytes;
+    atomic_fetch_add(&live_chunks, 1);
+    size_t live = atomic_fetch_add(&live_chunk_bytes, cap) + cap;
+    if (live > peak_chunk_bytes)
+        peak_chunk_bytes = live;
     return (PyObject *)self;
 }
 
 static void Chunk_dealloc(ChunkObject *self) {
-    live_chunks--;
-    live_chunk_bytes -= self->cap;
+    atomic_fetch_sub(&live_chunks, 1);
+    atomic_fetch_sub(&live_chunk_bytes, self->cap);
     if (self->recycle)
         bw_pool_release(self->data, self->cap);
     else
@@ -124,8 +131,8 @@ static PyObject *module_chunk_for_testing(PyObject *module, PyObject *arg) {
 static PyObject *module_chunk_memory(PyObject *module, PyObject *args) {
     (void)module;
     (void)args;
-    return Py_BuildValue("(nnn)", (Py_ssize_t)live_chunk_bytes, (Py_ssize_t)peak_chunk_bytes,
-                         (Py_ssize_t)live_chunks);
+    return Py_BuildValue("(nnn)", (Py_ssize_t)atomic_load(&live_chunk_bytes),
+                         (Py_ssize_t)peak_chunk_bytes, (Py_ssize_t)atomic_load(&live_chunks));
 }
 
 /* _pool_memory() -> (buffers, bytes, writers): what the buffer pool holds for reuse, and the
@@ -141,7 +148,7 @@ static PyObject *module_pool_memory(PyObject *module, PyObject *args) {
 static PyObject *module_reset_chunk_peak(PyObject *module, PyObject *args) {
     (void)module;
     (void)args;
-    peak_chunk_bytes = live_chunk_bytes;
+    peak_chunk_bytes = atomic_load(&live_chunk_bytes);
     Py_RETURN_NONE;
 }
 
@@ -606,7 +613,264 @@ static PyTypeObject WriterType = {
     .tp_getset = Writer_getset,
 };
 
+
+/* ---- the body pump: the sender's loop in C, without the GIL ----
+
+   The encoding thread holds the GIL nearly all the time, and a thread that wants it back
+   waits for the interpreter's switch interval (5 ms) each time. A Python sender loop
+   retakes it for every queue get and every send, which left the sender behind the encoder
+   and the queue full. The pump takes buffers from the queue, compresses them (gzip), and
+   writes each as one HTTP chunk with the GIL released the whole time. A sent chunk that
+   nobody else references gives its memory back at once (to the buffer pool, for the
+   writer's next buffer); the object shells are released with the GIL every few chunks and
+   at the end. */
+
+#define PUMP_HELD 32
+
+typedef struct {
+    PyObject *item;  /* the queue's reference */
+    Py_buffer view;  /* for items that are not Chunks (view.obj set) */
+} pump_held;
+
+/* With the GIL: releases what the pump holds. */
+static void pump_release(pump_held *held, int *count) {
+    for (int i = 0; i < *count; i++) {
+        if (held[i].view.obj != NULL)
+            PyBuffer_Release(&held[i].view);
+        Py_DECREF(held[i].item);
+    }
+    *count = 0;
+}
+
+/* Without the GIL: the memory of a sent chunk only the pump references goes back now. */
+static void chunk_give_back(ChunkObject *c) {
+    char *data = c->data;
+    size_t cap = c->cap;
+    c->data = NULL;
+    c->len = 0;
+    c->cap = 0;
+    atomic_fetch_sub(&live_chunk_bytes, cap);
+    if (c->recycle)
+        bw_pool_release(data, cap);
+    else
+        free(data);
+}
+
+/* Without the GIL: gives back the memory of every held chunk that only the pump references.
+   The count is read atomically; once it is 1 no other thread holds a reference, so it cannot
+   rise again behind our back. Returns how many held chunks still have their memory. */
+static int pump_give_back(pump_held *held, int count) {
+    int kept = 0;
+    for (int i = 0; i < count; i++) {
+        if (held[i].view.obj != NULL)
+            continue;
+        ChunkObject *c = (ChunkObject *)held[i].item;
+        if (c->data == NULL)
+            continue;
+        if (__atomic_load_n(&((PyObject *)c)->ob_refcnt, __ATOMIC_ACQUIRE) == 1)
+            chunk_give_back(c);
+        else
+            kept++;
+    }
+    return kept;
+}
+
+static int queue_flag(bw_hq *q, int drained) {
+    pthread_mutex_lock(&q->mu);
+    int v = drained ? (q->producer_done && q->count == 0) : q->consumer_closed;
+    pthread_mutex_unlock(&q->mu);
+    return v;
+}
+
+enum { PUMP_DONE = 0, PUMP_ANSWERED = 1, PUMP_CLOSED = 2 };
+
+/* pump_body(queue, fd, gzip=None, timeout=None) -> (outcome, buffers, body_bytes, pieces,
+   wire_bytes). New reference. outcome: 0 the body was sent whole (with the terminating
+   chunk), 1 the server answered first (nothing more sent), 2 the consumer side was closed
+   (failure or abort). Raises OSError / TimeoutError("timed out") from the socket. */
+static PyObject *module_pump_body(PyObject *module, PyObject *args, PyObject *kwargs) {
+    (void)module;
+    static char *keywords[] = {"queue", "fd", "gzip", "timeout", NULL};
+    PyObject *queue_obj, *gzip_obj = Py_None, *timeout_obj = Py_None;
+    int fd;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!i|OO:pump_body", keywords, &QueueType,
+                                     &queue_obj, &fd, &gzip_obj, &timeout_obj))
+        return NULL;
+    if (fd < 0) {
+        PyErr_Format(PyExc_ValueError, "fd must be an open socket's descriptor, not %d", fd);
+        return NULL;
+    }
+    GzipObject *gz = NULL;
+    if (gzip_obj != Py_None) {
+        if (!Py_IS_TYPE(gzip_obj, &GzipType)) {
+            PyErr_Format(PyExc_TypeError, "gzip must be a GzipStream or None, not %.100s",
+                         Py_TYPE(gzip_obj)->tp_name);
+            return NULL;
+        }
+        gz = (GzipObject *)gzip_obj;
+        if (gz->busy || gz->finished) {
+            PyErr_SetString(PyExc_ValueError, "gzip stream is in use or already finished");
+            return NULL;
+        }
+    }
+    long timeout_ms = -1;
+    if (timeout_obj != Py_None) {
+        double seconds = PyFloat_AsDouble(timeout_obj);
+        if (seconds == -1.0 && PyErr_Occurred())
+            return NULL;
+        if (!(seconds > 0) || seconds > 1e7) {
+            PyErr_SetString(PyExc_ValueError, "timeout must be a positive number of seconds or None");
+            return NULL;
+        }
+        timeout_ms = (long)(seconds * 1000.0 + 0.999);
+    }
+    bw_hq *q = &((QueueObject *)queue_obj)->q;
+    pump_held held[PUMP_HELD];
+    int nheld = 0;
+    bw_buf out = {NULL, 0, 0};
+    size_t buffers = 0, body_bytes = 0, pieces = 0, wire_bytes = 0;
+    int outcome = PUMP_DONE, sock_error = 0, gz_error = 0, py_error = 0, gz_finished = 0;
+    if (gz != NULL)
+        gz->busy = 1;
+    Py_INCREF(queue_obj);
+
+    PyThreadState *ts = PyEval_SaveThread();
+    for (;;) {
+        void *got = NULL;
+        int rc = bw_hq_get(q, &got, WAIT_SLICE_MS);
+        if (rc == BW_HQ_TIMEOUT)
+            continue;
+        if (rc == BW_HQ_CLOSED) {
+            if (queue_flag(q, 0)) {
+                outcome = PUMP_CLOSED;
+                break;
+            }
+            /* the end: the gzip trailer when the last buffer did not carry it, then the
+               terminating chunk (the CRLF ending the previous chunk rides with it) */
+            const char *tail = NULL;
+            size_t tail_len = 0;
+            if (gz != NULL && !gz_finished) {
+                out.len = 0;
+                gz_error = bw_gz_write(gz->gz, NULL, 0, 1, &out);
+                if (gz_error != 0)
+                    break;
+                gz_finished = 1;
+                tail = out.data;
+                tail_len = out.len;
+            }
+            char head[32], end[8] = "\r\n0\r\n\r\n";
+            int head_len = 0;
+            if (tail_len > 0)
+                head_len = snprintf(head, sizeof head, "%s%zx\r\n", pieces ? "\r\n" : "", tail_len);
+            struct iovec iov[3] = {{head, (size_t)head_len},
+                                   {(void *)tail, tail_len},
+                                   {(pieces || tail_len) ? end : end + 2,
+                                    (pieces || tail_len) ? 7 : 5}};
+            sock_error = bw_send_all(fd, iov, 3, timeout_ms);
+            if (sock_error == 0 && tail_len > 0) {
+                pieces++;
+                wire_bytes += tail_len;
+            }
+            break;
+        }
+        PyObject *item = (PyObject *)got;
+        pump_give_back(held, nheld); /* before a send that may block: the bound counts on it */
+        pump_held *h = &held[nheld++];
+        h->item = item;
+        h->view.obj = NULL;
+        const char *data;
+        size_t len;
+        if (Py_IS_TYPE(item, &ChunkType)) {
+            data = ((ChunkObject *)item)->data;
+            len = (size_t)((ChunkObject *)item)->len;
+        } else { /* a bytes-like handed over as is: its buffer needs the GIL */
+            PyEval_RestoreThread(ts);
+            int bad = PyObject_GetBuffer(item, &h->view, PyBUF_SIMPLE);
+            ts = PyEval_SaveThread();
+            if (bad < 0) {
+                h->view.obj = NULL;
+                py_error = 1;
+                break;
+            }
+            data = h->view.buf;
+            len = (size_t)h->view.len;
+        }
+        buffers++;
+        body_bytes += len;
+        const char *payload = data;
+        size_t payload_len = len;
+        if (gz != NULL) {
+            /* the last buffer ends the member in the same piece when we can tell */
+            int finish = queue_flag(q, 1);
+            out.len = 0;
+            gz_error = bw_gz_write(gz->gz, data, len, finish, &out);
+            if (gz_error != 0)
+                break;
+            gz_finished = finish;
+            payload = out.data;
+            payload_len = out.len;
+        }
+        if (bw_peer_answered(fd)) {
+            outcome = PUMP_ANSWERED;
+            break;
+        }
+        if (payload_len > 0) { /* no empty chunks: an empty one would end the body */
+            char head[32];
+            int head_len = snprintf(head, sizeof head, "%s%zx\r\n", pieces ? "\r\n" : "", payload_len);
+            struct iovec iov[2] = {{head, (size_t)head_len}, {(void *)payload, payload_len}};
+            sock_error = bw_send_all(fd, iov, 2, timeout_ms);
+            if (sock_error != 0)
+                break;
+            pieces++;
+            wire_bytes += payload_len;
+        }
+        /* Memory that only the pump still references goes back now; the producer may not
+           have dropped its own reference to the latest chunk yet, so all held chunks are
+           looked at again after each send. Too many that stay referenced elsewhere: their
+           shells are released with the GIL, so the memory bound holds. */
+        if (pump_give_back(held, nheld) > 1 || nheld == PUMP_HELD) {
+            PyEval_RestoreThread(ts);
+            pump_release(held, &nheld);
+            ts = PyEval_SaveThread();
+        }
+    }
+    PyEval_RestoreThread(ts);
+
+    pump_release(held, &nheld);
+    bw_buf_free(&out);
+    if (gz != NULL) {
+        gz->busy = 0;
+        if (gz_finished || gz_error != 0)
+            gz->finished = 1; /* a failed stream cannot continue either */
+    }
+    Py_DECREF(queue_obj);
+    if (py_error)
+        return NULL;
+    if (gz_error == -1)
+        return PyErr_NoMemory();
+    if (gz_error != 0) {
+        PyErr_SetString(PyExc_RuntimeError, "the deflate stream failed");
+        return NULL;
+    }
+    if (sock_error == ETIMEDOUT) {
+        PyErr_SetString(PyExc_TimeoutError, "timed out");
+        return NULL;
+    }
+    if (sock_error != 0) {
+        errno = sock_error;
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    return Py_BuildValue("(innnn)", outcome, (Py_ssize_t)buffers, (Py_ssize_t)body_bytes,
+                         (Py_ssize_t)pieces, (Py_ssize_t)wire_bytes);
+}
+
 static PyMethodDef bulk_functions[] = {
+    {"pump_body", (PyCFunction)(void (*)(void))module_pump_body, METH_VARARGS | METH_KEYWORDS,
+     "pump_body(queue, fd, gzip=None, timeout=None) -> (outcome, buffers, body_bytes, pieces, "
+     "wire_bytes)\n\nSend the queue's buffers on the connected socket fd as HTTP chunks "
+     "(through gzip when given), with the GIL released, until the producer closes the queue; "
+     "then the terminating chunk. outcome: 0 sent whole, 1 the server answered first, 2 the "
+     "consumer side was closed."},
     {"_chunk_memory", module_chunk_memory, METH_NOARGS,
      "_chunk_memory() -> (live_bytes, peak_bytes, live_chunks) of Chunk objects."},
     {"_pool_memory", module_pool_memory, METH_NOARGS,

@@ -7,9 +7,11 @@ standard library's ``http.client``.
 * ``GET  {url}/databases/{db}/operations/state?id={n}``  (the server's error after a failure)
 * ``POST {url}/databases/{db}/operations/kill?id={n}``    (abort)
 
-The body is written by :class:`BodySender` on its own thread: one HTTP chunk per piece the
-:class:`~bulkwire.bulk.BulkWriter` yields, written with ``socket.sendall`` on the piece itself
-(the buffer protocol; no copy into bytes).
+The body is written by :class:`BodySender` on its own thread: one HTTP chunk per buffer the
+:class:`~bulkwire.bulk.BulkWriter` hands over, written from the buffer itself (no copy). On a
+plain TCP socket the C pump (``_core.pump_body``) sends the whole body with the GIL released,
+so the sender never waits for the encoding thread to let go of the GIL; otherwise (TLS) the
+pieces of ``BulkWriter.chunks()`` are sent with ``socket.sendmsg``/``sendall``.
 """
 from __future__ import annotations
 
@@ -140,11 +142,15 @@ class BodySender(threading.Thread):
     """
 
     def __init__(self, transport: HttpTransport, path: str, pieces: Iterable[Any], *,
-                 gzip: bool, on_error: Callable[[BaseException], None]) -> None:
+                 gzip: bool, on_error: Callable[[BaseException], None],
+                 pump: Optional[Callable[[int, Optional[float]], bool]] = None) -> None:
         super().__init__(name="bulkwire-sender", daemon=True)
         self._transport = transport
         self._path = path
         self._pieces = pieces
+        # pump(fd, timeout) -> answered early: sends the whole body itself, from C without
+        # the GIL (BulkWriter._pump); used on plain TCP sockets, pieces on others (TLS)
+        self._pump = pump
         self._gzip = gzip
         self._on_error = on_error
         self._lock = threading.Lock()
@@ -187,19 +193,12 @@ class BodySender(threading.Thread):
                 cancelled = self._cancelled
             if cancelled:
                 raise ConnectionAbortedError("the bulk insert was aborted")
-            send_chunk = _chunk_sender(sock)
-            separator = b""
             try:
-                for piece in self._pieces:
-                    if _answered(sock):
+                if self._pump is not None and type(sock) is socket.socket:
+                    if self._pump(sock.fileno(), sock.gettimeout()):
                         raise self._early(conn)
-                    # the CRLF that ends the previous chunk rides with this chunk's size line;
-                    # size line and piece leave in one system call (each call on this thread
-                    # retakes the GIL from the encoding thread)
-                    send_chunk(separator + b"%x\r\n" % len(piece), piece)
-                    del piece
-                    separator = b"\r\n"
-                sock.sendall(separator + b"0\r\n\r\n")
+                else:
+                    self._send_pieces(conn, sock)
             except (BrokenPipeError, ConnectionResetError) as exc:
                 # the server closed its side: read what it said, if anything
                 try:
@@ -216,6 +215,20 @@ class BodySender(threading.Thread):
             with self._lock:
                 self._sock = None
             conn.close()
+
+    def _send_pieces(self, conn: http.client.HTTPConnection, sock: socket.socket) -> None:
+        """The body from an iterable of pieces (any transport; TLS)."""
+        send_chunk = _chunk_sender(sock)
+        separator = b""
+        for piece in self._pieces:
+            if _answered(sock):
+                raise self._early(conn)
+            # the CRLF that ends the previous chunk rides with this chunk's size line; size
+            # line and piece leave in one system call
+            send_chunk(separator + b"%x\r\n" % len(piece), piece)
+            del piece
+            separator = b"\r\n"
+        sock.sendall(separator + b"0\r\n\r\n")
 
     @staticmethod
     def _early(conn: http.client.HTTPConnection) -> EarlyResponse:

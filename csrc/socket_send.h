@@ -1,0 +1,17 @@
+/* Writing the request body to a connected socket, without Python: gathered writes that
+   finish partial sends, with a timeout, and a check for an early answer from the server.
+   Core layer: no Python, no GIL (the binding calls it with the GIL released). */
+#ifndef BW_SOCKET_SEND_H
+#define BW_SOCKET_SEND_H
+#include <stddef.h>
+#include <sys/uio.h>
+
+/* Sends every byte of iov[0..count) (the array is consumed: entries are advanced).
+   timeout_ms < 0 waits forever. 0, or an errno value: ETIMEDOUT when the socket accepted
+   nothing for timeout_ms, EPIPE / ECONNRESET when the peer is gone. */
+int bw_send_all(int fd, struct iovec *iov, int count, long timeout_ms);
+
+/* 1 when the peer already sent something (on a request socket: a response before the end
+   of the body), 0 otherwise. */
+int bw_peer_answered(int fd);
+#endif

@@ -1,0 +1,188 @@
+"""The C body pump (``_core.pump_body``): the sender's loop without the GIL. Checked on a
+socketpair against an HTTP chunked-body decoder written here, and through BulkInsert with
+the pump on and off (the pieces path that TLS sockets take)."""
+import gzip
+import json
+import socket
+import threading
+import zlib
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import bulkwire
+from bulkwire import _core
+from bulkwire.bulk import BulkWriter
+from bulkwire.testing import LoopbackServer
+
+TIMEOUT = 30
+
+
+def read_all(sock):
+    data = bytearray()
+    while True:
+        got = sock.recv(1 << 16)
+        if not got:
+            return bytes(data)
+        data.extend(got)
+
+
+def dechunk(wire):
+    """The pieces of an HTTP/1.1 chunked body; asserts it is well formed and terminated."""
+    pieces, pos = [], 0
+    while True:
+        end = wire.index(b"\r\n", pos)
+        size = int(wire[pos:end], 16)
+        pos = end + 2
+        if size == 0:
+            assert wire[pos:] == b"\r\n", "terminating chunk without trailers"
+            return pieces
+        pieces.append(wire[pos:pos + size])
+        assert wire[pos + size:pos + size + 2] == b"\r\n"
+        pos += size + 2
+
+
+def pump_items(items, gz=None, close_consumer=False, maxsize=4):
+    """Runs pump_body over items put by a producer thread; returns (result, wire)."""
+    a, b = socket.socketpair()
+    a.settimeout(TIMEOUT)
+    q = _core.HandoverQueue(maxsize)
+    wire = {}
+    reader = threading.Thread(target=lambda: wire.setdefault("bytes", read_all(b)))
+    reader.start()
+
+    def produce():
+        for item in items:
+            if not q.put(item):
+                return
+        if close_consumer:
+            q.close_consumer()
+        else:
+            q.close_producer()
+
+    producer = threading.Thread(target=produce)
+    producer.start()
+    try:
+        result = _core.pump_body(q, a.fileno(), gz, TIMEOUT)
+    finally:
+        producer.join(TIMEOUT)
+        a.shutdown(socket.SHUT_WR)
+        reader.join(TIMEOUT)
+        a.close()
+        b.close()
+    return result, wire["bytes"]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.binary(min_size=1, max_size=3000), min_size=1, max_size=12),
+       st.sampled_from(["chunk", "bytes", "mixed"]))
+def test_plain_pump_sends_each_item_as_one_chunk(payloads, kind):
+    items = [(_core._chunk_for_testing(p) if kind == "chunk" or (kind == "mixed" and i % 2) else p)
+             for i, p in enumerate(payloads)]
+    (outcome, buffers, body, pieces, wire_bytes), wire = pump_items(items)
+    assert outcome == 0
+    assert dechunk(wire) == payloads
+    assert (buffers, body, pieces, wire_bytes) == (len(payloads), sum(map(len, payloads)),
+                                                   len(payloads), sum(map(len, payloads)))
+
+
+@pytest.mark.parametrize("backend", ["zlib"] + (["isal"] if _core.HAVE_ISAL else []))
+@settings(max_examples=15, deadline=None)
+@given(payloads=st.lists(st.binary(min_size=1, max_size=5000), min_size=1, max_size=8))
+def test_gzip_pump_sends_one_member_each_piece_decodable_on_arrival(backend, payloads):
+    items = [_core._chunk_for_testing(p) for p in payloads]
+    gz = _core.GzipStream(backend=backend)
+    (outcome, buffers, body, pieces, wire_bytes), wire = pump_items(items, gz)
+    assert outcome == 0
+    parts = dechunk(wire)
+    assert all(parts) and pieces == len(parts) and wire_bytes == sum(map(len, parts))
+    assert gzip.decompress(b"".join(parts)) == b"".join(payloads)
+    d = zlib.decompressobj(31)
+    decoded = [d.decompress(p) for p in parts]
+    # sync-flushed: every input buffer is whole once its piece (or the trailer) arrived
+    assert b"".join(decoded[:len(payloads)]) == b"".join(payloads)
+    assert d.eof
+    assert body == sum(map(len, payloads)) and buffers == len(payloads)
+
+
+def test_pump_reports_a_closed_consumer_and_frees_what_it_held():
+    live = _core._chunk_memory()[2]
+    result, _ = pump_items([_core._chunk_for_testing(b"x" * 1000) for _ in range(3)],
+                           close_consumer=True)
+    assert result[0] == 2
+    assert _core._chunk_memory()[2] == live
+
+
+def test_pump_stops_when_the_peer_answered_or_hung_up():
+    """A response (or a hang-up) before the end of the body: nothing more is sent and the
+    caller is told (it then reads the response)."""
+    a, b = socket.socketpair()
+    b.sendall(b"HTTP/1.1 500 Internal Server Error\r\n\r\n")
+    q = _core.HandoverQueue(2)
+    q.put(b"data")
+    q.close_producer()
+    assert _core.pump_body(q, a.fileno(), None, 5)[0] == 1
+    b.setblocking(False)
+    with pytest.raises(BlockingIOError):
+        b.recv(100)  # nothing was sent
+    a.close()
+    b.close()
+
+
+def test_pump_send_error_raises_oserror():
+    a, b = socket.socketpair()
+    a.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    q = _core.HandoverQueue(2)
+    big = _core._chunk_for_testing(b"z" * (4 << 20))
+    q.put(big)
+    q.close_producer()
+    threading.Timer(0.2, b.close).start()  # the peer goes away in the middle of the send
+    with pytest.raises((BrokenPipeError, ConnectionResetError)):
+        _core.pump_body(q, a.fileno(), None, 5)
+    a.close()
+
+
+def test_pump_send_timeout_raises_timeout_error():
+    a, b = socket.socketpair()
+    a.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    a.settimeout(0.2)  # non-blocking descriptor, as Python sockets with a timeout are
+    q = _core.HandoverQueue(2)
+    q.put(_core._chunk_for_testing(b"z" * (4 << 20)))
+    q.close_producer()
+    with pytest.raises(TimeoutError, match="timed out"):
+        _core.pump_body(q, a.fileno(), None, 0.2)
+    a.close()
+    b.close()
+
+
+def test_pump_bad_arguments():
+    q = _core.HandoverQueue(2)
+    with pytest.raises(TypeError):
+        _core.pump_body(object(), 0)
+    with pytest.raises(ValueError, match="fd"):
+        _core.pump_body(q, -1)
+    with pytest.raises(TypeError, match="gzip"):
+        _core.pump_body(q, 0, gzip="zlib")
+    with pytest.raises(ValueError, match="timeout"):
+        _core.pump_body(q, 0, None, 0)
+
+
+@pytest.mark.parametrize("use_pump", [True, False])
+@pytest.mark.parametrize("compress", [False, True])
+def test_bulk_insert_with_and_without_the_pump(monkeypatch, use_pump, compress):
+    """Both consumer paths (the pump on plain sockets, the pieces of chunks() elsewhere)
+    deliver the same documents."""
+    if not use_pump:
+        monkeypatch.setattr(BulkWriter, "_can_pump", property(lambda self: False))
+    with LoopbackServer() as server:
+        with bulkwire.BulkInsert(server.url, server.database, compress=compress, buffer_size=4096,
+                                 timeout=TIMEOUT) as bulk:
+            for i in range(500):
+                bulk.store({"i": i, "pad": "p" * 50}, id=f"p/{i}")
+        stats = bulk.stats
+        request = server.requests[-1]
+    assert len(server.documents) == 500 and server.documents["p/499"]["i"] == 499
+    assert stats.wire_bytes == sum(request.wire_chunks) and stats.chunks == len(request.wire_chunks)
+    assert stats.buffers > 10 and stats.documents == 500
+    assert (request.headers.get("Content-Encoding") == "gzip") == compress
+    json.loads(bytes(request.body))
