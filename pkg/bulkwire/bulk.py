@@ -185,6 +185,9 @@ def _encoded_pieces(commands: Any, count: Any) -> list:
             immutable = piece.readonly and type(piece.obj) is bytes
         n = len(piece)
         if n:
+            if pieces and piece[0] == 0x7B and pieces[-1][0][-1] == 0x7D:  # '}' then '{'
+                raise ValueError(f"{name} starts with '{{' right after a '}}': the pieces are "
+                                 f"concatenated as they are, so join the commands with ','")
             pieces.append((piece, immutable))
             total += n
     if not total:
@@ -371,7 +374,8 @@ class BulkWriter:
         ``commands`` holds one or more complete PUT commands exactly as the body carries them,
         joined by ``,`` — without the array's ``[``/``]`` and without a leading or trailing
         ``,`` — as a bytes-like object, or a list/tuple of them whose concatenation is that
-        (the pieces may split a command anywhere). ``count`` is how many commands it holds
+        (the pieces are concatenated as they are and may split a command anywhere; a piece
+        starting with ``{`` right after one ending with ``}`` is refused as a missing ``,``). ``count`` is how many commands it holds
         (for ``documents`` and the stats). The writer writes the ``[``, the ``,`` before the
         commands when something came before, and the ``]``, so ``store`` and
         ``store_encoded`` mix freely in one body.
