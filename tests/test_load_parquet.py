@@ -483,6 +483,17 @@ def test_server_failure_and_bad_rows(tmp_path, capsys):
     assert code == 3 and "cannot reach the server" in err
 
 
+def test_unknown_database_is_a_server_error(tmp_path, capsys):
+    from bulkwire.testing import LoopbackServer
+
+    src = bulkwire.sample_parquet(tmp_path / "s.parquet", rows=50, dim=4)
+    with LoopbackServer() as server:
+        with pytest.raises(bulkwire.BulkInsertError, match="refused the bulk insert: HTTP 404"):
+            bulkwire.load_parquet(src, url=server.url, database="nope")
+        code, out, err = run_cli(["load", src, "--url", server.url, "--database", "nope", "-q"], capsys)
+        assert code == 3 and "refused the bulk insert" in err
+
+
 def test_interrupted_load_aborts_the_operation(tmp_path):
     """Ctrl-C (here from the progress callback) during a load into a server kills the
     operation and propagates; no rows at all make no request."""

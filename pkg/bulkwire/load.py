@@ -270,6 +270,9 @@ class _ServerTarget:
     def store(self, chunks: list, rows: int) -> int:
         """One batch (``encode_batch(..., first=True)``: the chunks joined are its commands);
         returns the body bytes it adds (the writer's separator included)."""
+        from .bulk import BulkInsertError
+        from .transport import ServerError
+
         if not rows:
             return 0
         try:
@@ -278,6 +281,8 @@ class _ServerTarget:
             if self.bulk.operation_id is None:  # the first request of all failed
                 raise ConnectionError(f"cannot reach the server at {self.url}: {exc}") from exc
             raise
+        except ServerError as exc:  # the operation id was refused (no such database, ...)
+            raise BulkInsertError(f"the server at {self.url} refused the bulk insert: {exc}") from exc
         return 1 + sum(map(len, chunks))
 
     def close(self) -> None:
@@ -286,7 +291,10 @@ class _ServerTarget:
     def abort(self) -> None:
         """Stop sending and kill the operation (errors while doing so are dropped: the load's
         own error is the one that matters)."""
-        self.bulk._abort_quietly()
+        try:
+            self.bulk.abort()
+        except Exception:  # noqa: BLE001
+            pass
 
     @property
     def wire_bytes(self) -> int:
@@ -392,7 +400,7 @@ def load_parquet(path: PathLike, *, url: str | None = None, database: str | None
     bar = None
     pool = ThreadPoolExecutor(workers, thread_name_prefix="bulkwire-encode") if workers > 1 else None
     pending: deque = deque()  # (future or chunk list, rows) in file order
-    held = b"["  # the body is written one chunk behind, so '[' and ']' ride with real chunks
+    held = b"["  # file target: written one chunk behind, so '[' and ']' ride with real chunks
 
     def emit(job) -> None:
         nonlocal rows, body, held
