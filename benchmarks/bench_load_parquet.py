@@ -11,7 +11,7 @@ of both bodies must match), plain and gzip (zlib level 1, one stream, sync flush
 
 Target ``server`` (default): the loopback bulk insert server (``bulkwire.testing``, in its own
 process, counting bytes and commands), both sides streaming through the same transport
-(``bulkwire._server_sink.ServerSink``: bounded queue, gzip on the sender thread, chunked
+(``bulkwire.BulkInsert.store_encoded``: bounded queue, gzip on the sender thread, chunked
 POST); the server's byte and document counts must match. Target ``file``: the request body
 written to a temporary file, as ``bulkwire load`` does without ``--url`` (deleted after each
 run); there the two bodies' SHA-256 must match. Each configuration runs in its own process,
@@ -70,12 +70,16 @@ def run_baseline(path: str, out: str, gzip: bool, url: str | None) -> tuple[int,
     import numpy as np
     import pyarrow.parquet as pq
 
-    from bulkwire._server_sink import ServerSink
-    from bulkwire.load import _FileSink
+    from bulkwire.bulk import BulkInsert
+    from bulkwire.load import _FileSink, _gzip_backend
 
-    sink = ServerSink(url, "bench", compress=gzip) if url else _FileSink(out, gzip)
-    buf = bytearray(b"[")
-    rows = body = 0
+    # server: 1 MiB runs of commands to BulkInsert.store_encoded (it writes '[', ',' and ']');
+    # file: the framed body, written 1 MiB at a time, as load_parquet's file target does
+    bulk = (BulkInsert(url, "bench", compress=_gzip_backend() if gzip else False, buffer_size=CHUNK)
+            if url else None)
+    sink = None if url else _FileSink(out, gzip)
+    buf = bytearray() if url else bytearray(b"[")
+    rows = body = pending = 0
     first = True
     for batch in pq.ParquetFile(path).iter_batches(batch_size=1024):
         df = batch.to_pandas()
@@ -87,15 +91,25 @@ def run_baseline(path: str, out: str, gzip: bool, url: str | None) -> tuple[int,
             document["@metadata"] = dict(META)
             command = '{"Id":%s,"Type":"PUT","Document":%s}' % (json.dumps(f"embeddings/{i}"),
                                                                json.dumps(document))
-            if not first:
+            if (len(buf) > 0) if bulk is not None else not first:
                 buf += b","
             first = False
             buf += command.encode()
+            pending += 1
             if len(buf) >= CHUNK:
-                sink.write(bytes(buf))
-                body += len(buf)
+                if bulk is not None:
+                    bulk.store_encoded(bytes(buf), pending)
+                else:
+                    sink.write(bytes(buf))
+                    body += len(buf)
                 buf = bytearray()
+                pending = 0
             rows += 1
+    if bulk is not None:
+        if buf:
+            bulk.store_encoded(bytes(buf), pending)
+        bulk.close()
+        return rows, bulk.stats.body_bytes, bulk.stats.wire_bytes
     buf += b"]"
     sink.write(bytes(buf))
     body += len(buf)
@@ -123,7 +137,7 @@ def worker(args: argparse.Namespace) -> None:
 
     if args.impl == "baseline":
         import pandas  # noqa: F401
-    import bulkwire._server_sink  # noqa: F401
+    import bulkwire.bulk  # noqa: F401
 
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     out = os.path.join(args.data_dir, f"out-{os.getpid()}.json" + (".gz" if args.gzip else ""))

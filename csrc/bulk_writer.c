@@ -140,3 +140,64 @@ char *bw_bulk_writer_detach(bw_bulk_writer *w, size_t *len, size_t *cap) {
     w->handovers++;
     return bw_buf_detach(&w->buf, len);
 }
+
+/* ---- pre-encoded commands (BulkWriter.store_encoded) ---- */
+
+/* 0 when the writer may take more commands (continuing a run only after one was started),
+   -1 with an exception set. */
+static int check_encoded(const bw_bulk_writer *w, Py_ssize_t count, int continued) {
+    if (w->finished) {
+        PyErr_SetString(PyExc_RuntimeError, "the bulk insert body is already finished");
+        return -1;
+    }
+    if (count < 0) {
+        PyErr_Format(PyExc_ValueError, "count must not be negative, not %zd", count);
+        return -1;
+    }
+    if (continued && !w->started) {
+        PyErr_SetString(PyExc_ValueError, "continued=True before any command was written");
+        return -1;
+    }
+    return 0;
+}
+
+int bw_bulk_writer_put_encoded(bw_bulk_writer *w, const char *data, size_t len, Py_ssize_t count,
+                               int continued) {
+    if (check_encoded(w, count, continued) < 0)
+        return -1;
+    size_t sep = continued ? 0 : 1;
+    if (len > SIZE_MAX - sep)
+        goto nomem;
+    if (ensure_buffer(w) < 0)
+        return -1;
+    if (bw_buf_reserve(&w->buf, sep + len) < 0)
+        goto nomem;
+    if (sep)
+        bw_buf_putc(&w->buf, w->started ? ',' : '[');
+    bw_buf_put(&w->buf, data, len);
+    w->started = 1;
+    w->commands += count;
+    w->bytes += sep + len;
+    return 0;
+nomem:
+    PyErr_NoMemory();
+    return -1;
+}
+
+int bw_bulk_writer_put_external(bw_bulk_writer *w, size_t len, Py_ssize_t count, int continued) {
+    if (check_encoded(w, count, continued) < 0)
+        return -1;
+    if (!continued) {
+        if (ensure_buffer(w) < 0)
+            return -1;
+        if (bw_buf_append(&w->buf, w->started ? "," : "[", 1) < 0) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        w->bytes += 1;
+    }
+    w->started = 1;
+    w->commands += count;
+    w->bytes += len;
+    return 0;
+}

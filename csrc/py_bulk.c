@@ -567,6 +567,61 @@ static PyObject *Writer_finish(WriterObject *self, PyObject *unused) {
     return writer_take(self);
 }
 
+/* ---- CommandWriter: pre-encoded commands (BulkWriter.store_encoded) ---- */
+
+/* put_encoded(data, count, continued=False) -> Chunk | None (a new reference): copies data
+   (any contiguous bytes-like) into the current buffer after the separator; returns the buffer
+   when it went over the threshold. */
+static PyObject *Writer_put_encoded(WriterObject *self, PyObject *args, PyObject *kwargs) {
+    static char *keywords[] = {"data", "count", "continued", NULL};
+    Py_buffer view = {0};
+    Py_ssize_t count = 0;
+    int continued = 0;
+    PyObject *result = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*n|p:put_encoded", keywords, &view, &count,
+                                     &continued))
+        return NULL;
+    if (self->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "bulk insert store methods cannot run concurrently");
+        goto cleanup;
+    }
+    self->busy = 1;
+    int rc = bw_bulk_writer_put_encoded(&self->w, view.buf, (size_t)view.len, count, continued);
+    self->busy = 0;
+    if (rc < 0)
+        goto cleanup;
+    if (bw_bulk_writer_over_threshold(&self->w))
+        result = writer_take(self);
+    else
+        result = Py_NewRef(Py_None);
+cleanup:
+    PyBuffer_Release(&view);
+    return result;
+}
+
+/* put_external(length, count, continued=False) -> Chunk | None (a new reference): the caller
+   sends `length` bytes of commands as a piece of its own; the separator goes into the current
+   buffer, which is handed over (returned; None when empty) to go out before that piece. */
+static PyObject *Writer_put_external(WriterObject *self, PyObject *args, PyObject *kwargs) {
+    static char *keywords[] = {"length", "count", "continued", NULL};
+    Py_ssize_t length = 0, count = 0;
+    int continued = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "nn|p:put_external", keywords, &length, &count,
+                                     &continued))
+        return NULL;
+    if (length <= 0) {
+        PyErr_Format(PyExc_ValueError, "length must be positive, not %zd", length);
+        return NULL;
+    }
+    if (self->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "bulk insert store methods cannot run concurrently");
+        return NULL;
+    }
+    if (bw_bulk_writer_put_external(&self->w, (size_t)length, count, continued) < 0)
+        return NULL;
+    return writer_take(self);
+}
+
 static PyObject *Writer_get_field(WriterObject *self, void *closure) {
     switch ((int)(intptr_t)closure) {
     case 0: return PyLong_FromSsize_t(self->w.commands);
@@ -586,6 +641,14 @@ static PyMethodDef Writer_methods[] = {
      "nothing of the command stays in the buffer."},
     {"finish", (PyCFunction)Writer_finish, METH_NOARGS,
      "finish() -> Chunk\n\nEnd the array and hand over the last buffer."},
+    {"put_encoded", (PyCFunction)(void (*)(void))Writer_put_encoded, METH_VARARGS | METH_KEYWORDS,
+     "put_encoded(data, count, continued=False) -> Chunk | None\n\nCopy already encoded commands "
+     "(joined by ',', no leading ',') into the buffer after the separator ('[' or ','; none when "
+     "continued); returns the buffer when it went over the threshold. The bytes are trusted."},
+    {"put_external", (PyCFunction)(void (*)(void))Writer_put_external, METH_VARARGS | METH_KEYWORDS,
+     "put_external(length, count, continued=False) -> Chunk | None\n\nThe caller sends length "
+     "bytes of commands as a piece of its own: the separator is written into the buffer, which is "
+     "handed over (returned; None when empty) and must go out right before that piece."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -424,8 +424,9 @@ def test_bytes_equal_bulkwriter_store(tmp_path):
         assert open(out, "rb").read() == b"".join(bytes(c) for c in w.chunks())
 
 
+@pytest.mark.parametrize("chunk_size", [1 << 20, 4096])  # small: batches of several pieces
 @pytest.mark.parametrize("compress", [False, True])
-def test_load_into_loopback_server(tmp_path, compress):
+def test_load_into_loopback_server(tmp_path, compress, chunk_size):
     from bulkwire.testing import LoopbackServer
 
     rows, dim = 900, 16
@@ -433,7 +434,7 @@ def test_load_into_loopback_server(tmp_path, compress):
     table = pq.read_table(src)
     with LoopbackServer() as server:
         r = bulkwire.load_parquet(src, url=server.url, database=server.database, compress=compress,
-                                  batch_rows=100)
+                                  batch_rows=100, chunk_size=chunk_size)
         assert r.rows == rows and len(server.documents) == rows
         request = server.requests[-1]
         assert request.complete and request.error is None
@@ -480,6 +481,39 @@ def test_server_failure_and_bad_rows(tmp_path, capsys):
         assert request.op_id in server.killed or request.error
     code, out, err = run_cli(["load", src, "--url", "http://127.0.0.1:9", "--database", "db", "-q"], capsys)
     assert code == 3 and "cannot reach the server" in err
+
+
+def test_unknown_database_is_a_server_error(tmp_path, capsys):
+    from bulkwire.testing import LoopbackServer
+
+    src = bulkwire.sample_parquet(tmp_path / "s.parquet", rows=50, dim=4)
+    with LoopbackServer() as server:
+        with pytest.raises(bulkwire.BulkInsertError, match="refused the bulk insert: HTTP 404"):
+            bulkwire.load_parquet(src, url=server.url, database="nope")
+        code, out, err = run_cli(["load", src, "--url", server.url, "--database", "nope", "-q"], capsys)
+        assert code == 3 and "refused the bulk insert" in err
+
+
+def test_interrupted_load_aborts_the_operation(tmp_path):
+    """Ctrl-C (here from the progress callback) during a load into a server kills the
+    operation and propagates; no rows at all make no request."""
+    from bulkwire.testing import LoopbackServer
+
+    src = bulkwire.sample_parquet(tmp_path / "s.parquet", rows=600, dim=8)
+
+    def progress(rows, body):
+        if rows >= 200:
+            raise KeyboardInterrupt
+
+    with LoopbackServer() as server:
+        with pytest.raises(KeyboardInterrupt):
+            bulkwire.load_parquet(src, url=server.url, database="db", batch_rows=100,
+                                  progress=progress)
+        assert server.requests and server.requests[-1].op_id in server.killed
+        empty = write(pa.table({"id": pa.array([], pa.int64())}), tmp_path / "empty.parquet")
+        before = len(server.requests)
+        r = bulkwire.load_parquet(empty, url=server.url, database="db")
+        assert r.rows == 0 and len(server.requests) == before
 
 
 def test_memory_is_bounded_by_a_row_group(tmp_path):

@@ -147,6 +147,70 @@ def _check_id(value: Any, name: str = "id") -> str:
     return value
 
 
+Encoded = Union[bytes, bytearray, memoryview, Sequence[Any]]
+
+
+def _encoded_pieces(commands: Any, count: Any) -> list:
+    """Checks a ``store_encoded`` argument pair; returns its non-empty pieces as
+    ``(piece, immutable)`` pairs, each piece ``bytes`` or a 1-D byte ``memoryview``."""
+    if isinstance(count, bool) or not isinstance(count, int):
+        raise TypeError(f"count must be an int, not {type(count).__name__}")
+    if count < 0:
+        raise ValueError(f"count must not be negative, not {count}")
+    if isinstance(commands, (list, tuple)):
+        items, several = commands, True
+    else:
+        items, several = (commands,), False
+    pieces = []
+    total = 0
+    for i, item in enumerate(items):
+        name = f"commands[{i}]" if several else "commands"
+        if type(item) is bytes:
+            piece: Any = item
+            immutable = True
+        else:
+            if isinstance(item, str):
+                raise TypeError(f"{name} must be a bytes-like object, not str (encode it to UTF-8)")
+            try:
+                piece = memoryview(item)
+            except TypeError:
+                raise TypeError(f"{name} must be a bytes-like object"
+                                f"{'' if several else ' or a list/tuple of them'}, "
+                                f"not {type(item).__name__}") from None
+            if not piece.c_contiguous:
+                raise ValueError(f"{name} must be a contiguous buffer")
+            if piece.format != "B" or piece.ndim != 1:
+                piece = piece.cast("B")
+            # a read-only view of a bytes object cannot change after the call either
+            immutable = piece.readonly and type(piece.obj) is bytes
+        n = len(piece)
+        if n:
+            if pieces and piece[0] == 0x7B and pieces[-1][0][-1] == 0x7D:  # '}' then '{'
+                raise ValueError(f"{name} starts with '{{' right after a '}}': the pieces are "
+                                 f"concatenated as they are, so join the commands with ','")
+            pieces.append((piece, immutable))
+            total += n
+    if not total:
+        if count:
+            raise ValueError(f"commands is empty but count is {count}")
+        return pieces
+    if not count:
+        raise ValueError("count must be the number of commands in commands (at least 1), not 0")
+    first, last = pieces[0][0][0], pieces[-1][0][-1]
+    if first != 0x7B:  # '{'
+        if first == 0x2C:
+            raise ValueError("commands must not start with ',': the writer writes the separators")
+        if first == 0x5B:
+            raise ValueError("commands must not start with '[': the writer writes the array's "
+                             "brackets; pass the commands only")
+        raise ValueError(f"commands must start with '{{' (a command object), not {bytes([first])!r}")
+    if last != 0x7D:  # '}'
+        raise ValueError(f"commands must end with '}}' (a complete command), not {bytes([last])!r}"
+                         + (": leave out the array's ']'" if last == 0x5D else
+                            ": leave out the trailing ','" if last == 0x2C else ""))
+    return pieces
+
+
 class _PythonIsal:
     """The ``isal`` package's igzip, driven like GzipStream (used when ISA-L is not linked)."""
 
@@ -303,6 +367,89 @@ class BulkWriter:
         if len(ids) != len(entities):
             raise ValueError(f"ids has {len(ids)} items but there are {len(entities)} entities")
         return [store(e, i, metadata) for e, i in zip(entities, ids)]
+
+    def store_encoded(self, commands: Encoded, count: int) -> None:
+        """Append commands that are already encoded, e.g. by ``_core.encode_batch``.
+
+        ``commands`` holds one or more complete PUT commands exactly as the body carries them,
+        joined by ``,`` — without the array's ``[``/``]`` and without a leading or trailing
+        ``,`` — as a bytes-like object, or a list/tuple of them whose concatenation is that
+        (the pieces are concatenated as they are and may split a command anywhere; a piece
+        starting with ``{`` right after one ending with ``}`` is refused as a missing ``,``). ``count`` is how many commands it holds
+        (for ``documents`` and the stats). The writer writes the ``[``, the ``,`` before the
+        commands when something came before, and the ``]``, so ``store`` and
+        ``store_encoded`` mix freely in one body.
+
+        The content is trusted: only its first and last byte are checked (``{`` and ``}``).
+        ``bytes`` pieces of at least ``buffer_size`` bytes are handed over as they are (no
+        copy; slices of about ``buffer_size`` when longer than twice that); other pieces are
+        copied into the writer's buffers, so a mutable buffer may be reused after the call.
+        Hand-over waits on the bounded queue like ``store``; the sender's error raises here.
+        If the call is interrupted part-way (Ctrl-C while waiting), the writer is marked as
+        failed: its body is incomplete and it raises :class:`BulkInsertAborted` from then on.
+
+        >>> w = BulkWriter()
+        >>> w.store({"Name": "a"}, id="things/1")
+        'things/1'
+        >>> w.store_encoded(b'{"Id":"things/2","Type":"PUT","Document":{"@metadata": {}}}', 1)
+        >>> w.close()
+        >>> import json
+        >>> body = b"".join(bytes(c) for c in w.chunks())
+        >>> [c["Id"] for c in json.loads(body)], w.documents
+        (['things/1', 'things/2'], 2)
+        """
+        if self._failure is not None:
+            self._raise_failure()
+        if self._closed:
+            raise ValueError("store_encoded() on a closed bulk insert")
+        pieces = _encoded_pieces(commands, count)
+        if pieces:
+            self._store_pieces(pieces, count)
+
+    def _store_pieces(self, pieces: list, count: int) -> None:
+        """Checked pieces (``_encoded_pieces``) into the body: large immutable ones handed over
+        directly, after the buffer holding their separator; the rest copied into buffers that
+        are handed over just past the threshold."""
+        if self._failure is not None:
+            self._raise_failure()
+        if self._closed:
+            raise ValueError("store_encoded() on a closed bulk insert")
+        w = self._writer
+        threshold = self.buffer_size
+        continued = False  # the separator is written with the first piece only
+        try:
+            for piece, immutable in pieces:
+                n = len(piece)
+                if immutable and n >= threshold:
+                    view = memoryview(piece) if n >= 2 * threshold else None
+                    offset = 0
+                    while offset < n:
+                        size = threshold if n - offset >= 2 * threshold else n - offset
+                        part = piece if size == n else view[offset:offset + size]  # type: ignore[index]
+                        chunk = w.put_external(size, count, continued)
+                        count, continued = 0, True
+                        if chunk is not None:
+                            self._hand_over(chunk)
+                        self._hand_over(part)
+                        offset += size
+                else:
+                    view = piece if type(piece) is memoryview else memoryview(piece)
+                    offset = 0
+                    while offset < n:
+                        # fill the buffer just past the threshold: it is then handed over
+                        room = max(threshold - w.buffered, 0) + 1
+                        part = piece if offset == 0 and room >= n else view[offset:offset + room]
+                        chunk = w.put_encoded(part, count, continued)
+                        count, continued = 0, True
+                        offset += len(part)
+                        if chunk is not None:
+                            self._hand_over(chunk)
+        except BaseException:
+            if continued and self._failure is None:
+                # some of the commands are in the body, not all: it must not look complete
+                self.fail(BulkInsertAborted("store_encoded() was interrupted part-way: the bulk "
+                                            "insert body is incomplete"))
+            raise
 
     def _hand_over(self, chunk: Any) -> None:
         if not self._put(chunk):  # the consumer is gone: failed, aborted or finished early
@@ -518,6 +665,23 @@ class BulkInsert:
         if self._sender is None:
             self._start()
         return self._writer.store_many(entities, ids, metadata)
+
+    def store_encoded(self, commands: Encoded, count: int) -> None:
+        """Append ``count`` commands that are already encoded (see
+        :meth:`BulkWriter.store_encoded`); the request starts on the first non-empty call.
+
+        >>> with BulkInsert("http://127.0.0.1:8080", "db") as bulk:   # doctest: +SKIP
+        ...     bulk.store_encoded(b'{"Id":"a/1","Type":"PUT","Document":{"@metadata": '
+        ...                        b'{"@collection": "As"}}}', 1)
+        """
+        pieces = _encoded_pieces(commands, count)  # bad arguments raise before any request
+        if not pieces:
+            if self._aborted:
+                raise BulkInsertAborted("the bulk insert was aborted")
+            return
+        if self._sender is None:
+            self._start()
+        self._writer._store_pieces(pieces, count)
 
     def close(self) -> None:
         """Finish the body, wait for the server's answer, raise its error if it failed."""

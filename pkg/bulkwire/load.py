@@ -253,12 +253,56 @@ def _vector_dim(pa, batch, plan: _Plan) -> int:
 _ROW_IN_MESSAGE = re.compile(r"^(column '.*?', )row (\d+):")
 
 
-def _open_server_sink(url: str, database: str | None, compress: bool):
-    if database is None:
-        raise ValueError("database is required with url")
-    from ._server_sink import ServerSink
+class _ServerTarget:
+    """``load_parquet(url=...)``: the batches' commands go to :class:`bulkwire.BulkInsert`
+    with ``store_encoded`` (its bounded queue, gzip on the sender thread, error messages,
+    abort). The request starts with the first batch; no rows, no request."""
 
-    return ServerSink(url, database, compress=compress)
+    def __init__(self, url: str, database: str | None, compress: bool, chunk_size: int):
+        if database is None:
+            raise ValueError("database is required with url")
+        from .bulk import BulkInsert
+
+        self.url = url
+        self.bulk = BulkInsert(url, database, compress=_gzip_backend() if compress else False,
+                               buffer_size=chunk_size)
+
+    def store(self, chunks: list, rows: int) -> int:
+        """One batch (``encode_batch(..., first=True)``: the chunks joined are its commands);
+        returns the body bytes it adds (the writer's separator included)."""
+        from .bulk import BulkInsertError
+        from .transport import ServerError
+
+        if not rows:
+            return 0
+        try:
+            self.bulk.store_encoded(chunks, rows)
+        except OSError as exc:
+            if self.bulk.operation_id is None:  # the first request of all failed
+                raise ConnectionError(f"cannot reach the server at {self.url}: {exc}") from exc
+            raise
+        except ServerError as exc:  # the operation id was refused (no such database, ...)
+            raise BulkInsertError(f"the server at {self.url} refused the bulk insert: {exc}") from exc
+        return 1 + sum(map(len, chunks))
+
+    def close(self) -> None:
+        self.bulk.close()
+
+    def abort(self) -> None:
+        """Stop sending and kill the operation (errors while doing so are dropped: the load's
+        own error is the one that matters)."""
+        try:
+            self.bulk.abort()
+        except Exception:  # noqa: BLE001
+            pass
+
+    @property
+    def wire_bytes(self) -> int:
+        return self.bulk.stats.wire_bytes
+
+    @property
+    def body_bytes(self) -> int:
+        return self.bulk.stats.body_bytes
 
 
 def _gzip_backend() -> str:
@@ -294,7 +338,9 @@ def load_parquet(path: PathLike, *, url: str | None = None, database: str | None
 
     Without ``url``, the exact request body (a JSON array of commands; gzip with ``compress``)
     is written to ``out`` (default ``<name>.bulk.json[.gz]`` next to the source). With ``url``
-    (and ``database``), the rows are sent with :class:`bulkwire.BulkInsert`.
+    (and ``database``), the rows are sent with :class:`bulkwire.BulkInsert` (each batch's
+    encoded commands through ``BulkInsert.store_encoded``): the same body, streamed; with no
+    rows, no request is made. An error (or Ctrl-C) aborts the operation on the server.
 
     ``workers``: threads encoding batches ahead (default: 2, or 1 on a single core); the
     output is the same whatever the number.
@@ -330,8 +376,10 @@ def load_parquet(path: PathLike, *, url: str | None = None, database: str | None
         raise ValueError(f"batch_rows must be positive, got {batch_rows}")
     meta = _metadata_json(collection, python_type, metadata)
 
+    server: _ServerTarget | None = None
     if url is not None:
-        sink = _open_server_sink(url, database, compress)
+        sink: Any = _ServerTarget(url, database, compress, chunk_size)
+        server = sink
         target = f"{url} (database {database})"
     else:
         target = os.fspath(out) if out is not None else default_out(source, compress)
@@ -352,7 +400,7 @@ def load_parquet(path: PathLike, *, url: str | None = None, database: str | None
     bar = None
     pool = ThreadPoolExecutor(workers, thread_name_prefix="bulkwire-encode") if workers > 1 else None
     pending: deque = deque()  # (future or chunk list, rows) in file order
-    held = b"["  # the body is written one chunk behind, so '[' and ']' ride with real chunks
+    held = b"["  # file target: written one chunk behind, so '[' and ']' ride with real chunks
 
     def emit(job) -> None:
         nonlocal rows, body, held
@@ -366,10 +414,13 @@ def load_parquet(path: PathLike, *, url: str | None = None, database: str | None
                 raise type(exc)(_ROW_IN_MESSAGE.sub(
                     f"{m.group(1)}row {int(idx[pos])} (take[{pos}]):", str(exc))) from None
             raise
-        for chunk in chunks:
-            sink.write(held)
-            body += len(held)
-            held = chunk
+        if server is not None:
+            body += server.store(chunks, n)  # the writer frames the batches
+        else:
+            for chunk in chunks:
+                sink.write(held)
+                body += len(held)
+                held = chunk
         rows += n
         if bar is not None:
             if rows < total:  # the final line is drawn once, after the close
@@ -390,17 +441,23 @@ def load_parquet(path: PathLike, *, url: str | None = None, database: str | None
             # Encoding runs in C without the GIL: with a pool, the next batches are encoded
             # (each validated whole before any of its bytes are returned) while this thread
             # reads Parquet and hands chunks to the sink.
-            args = (batch, dim, submitted == 0, submitted)
+            # first: no leading ',' in the batch's commands. The server target's writer puts
+            # the separators between batches; the file target's batches carry their own.
+            args = (batch, dim, server is not None or submitted == 0, submitted)
             pending.append((pool.submit(encode, *args) if pool is not None else encode(*args), n))
             submitted += n
             while len(pending) > (workers if pool is not None else 0):
                 emit(pending.popleft())
         while pending:
             emit(pending.popleft())
-        held += b"]"
-        sink.write(held)
-        body += len(held)
-        sink.close()
+        if server is not None:
+            sink.close()
+            body = server.body_bytes
+        else:
+            held += b"]"
+            sink.write(held)
+            body += len(held)
+            sink.close()
     except BaseException:
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
