@@ -725,7 +725,7 @@ static void chunk_give_back(ChunkObject *c) {
 static int pump_give_back(pump_held *held, int count) {
     int kept = 0;
     for (int i = 0; i < count; i++) {
-        if (held[i].view.obj != NULL)
+        if (!Py_IS_TYPE(held[i].item, &ChunkType))
             continue;
         ChunkObject *c = (ChunkObject *)held[i].item;
         if (c->data == NULL)
@@ -846,7 +846,10 @@ static PyObject *module_pump_body(PyObject *module, PyObject *args, PyObject *kw
         if (Py_IS_TYPE(item, &ChunkType)) {
             data = ((ChunkObject *)item)->data;
             len = (size_t)((ChunkObject *)item)->len;
-        } else { /* a bytes-like handed over as is: its buffer needs the GIL */
+        } else if (Py_IS_TYPE(item, &PyBytes_Type)) { /* immutable: readable without the GIL */
+            data = PyBytes_AS_STRING(item);
+            len = (size_t)PyBytes_GET_SIZE(item);
+        } else { /* another bytes-like handed over as is: its buffer needs the GIL */
             PyEval_RestoreThread(ts);
             int bad = PyObject_GetBuffer(item, &h->view, PyBUF_SIMPLE);
             ts = PyEval_SaveThread();
