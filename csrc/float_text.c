@@ -439,13 +439,14 @@ size_t bw_double_to_text(double v, char *dst)
     uint64_t sp10 = ((y_hi >> 2) / 10) * 10;
     uint64_t z = ((y_hi - (sp10 << 2)) << 57) | (y_lo >> 7);
     uint64_t d = g[0] >> (6 - h);
-    int64_t m = (int64_t)(d - z);
-    int64_t n = (int64_t)(z + d - (UINT64_C(40) << 57));
-    if (__builtin_expect((uint64_t)(m + 1) <= 1 || (uint64_t)(n + 1) <= 1, 0))
+    uint64_t grid = UINT64_C(40) << 57;
+    /* m = d - z and n = z + d - grid taken modulo 2^64 (z + d < 2^64): 0 or -1 is x + 1 <= 1,
+       and then m > 0 is d > z, n > 0 is z + d > grid. */
+    if (__builtin_expect(d - z + 1 <= 1 || z + d - grid + 1 <= 1, 0))
         return double_to_text_rare(bits, dst);
     /* Branches, not masks: they cost fewer instructions, and measured faster, as the digit
        work can start on the predicted outcome. */
-    uint64_t f = schubfach_pick_sym(y_hi | (y_lo != 0), sp10, m > 0, n > 0);
+    uint64_t f = schubfach_pick_sym(y_hi | (y_lo != 0), sp10, d > z, z + d > grid);
 
     /* Signs are random in real data: store unconditionally, advance by the sign bit. */
     char *p = dst;
