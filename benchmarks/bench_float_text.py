@@ -45,10 +45,12 @@ def main():
     f32 = (bits >> np.uint64(32)).astype(np.uint32).view(np.float32)
     f32 = np.where(np.isfinite(f32), f32, np.float32(0))
     uniform = rng.random(args.n)
+    normal = rng.standard_normal(args.n)  # embedding-like: mostly 16-17 significant digits
 
     cases = [
         ("random float64 bit patterns", doubles, _core._format_doubles),
         ("uniform [0,1) float64", uniform, _core._format_doubles),
+        ("standard normal float64", normal, _core._format_doubles),
         ("float32 widened to float64", f32.astype(np.float64), _core._format_doubles),
         ("float32, shortest float32 digits", f32, _core._format_floats32),
     ]

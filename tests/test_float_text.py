@@ -190,6 +190,36 @@ def test_integers():
     check_doubles(np.concatenate(parts))
 
 
+def bound_on_decimal_grid(rng, per_exponent):
+    """Integer-valued doubles x = (2^52 + j) * 2^q whose interval bound x -+ 2^(q-1) is a
+    multiple of 10^(k+1), k = floor(q log10 2): a bound exactly on one of the two shorter
+    candidates Schubfach weighs, for q = 2..70 (beyond, 5^(k+1) > 2^52 leaves no such j)."""
+    values = []
+    for q in range(2, 71):
+        k = (q * 315653) >> 20
+        grid = 5 ** (k + 1)
+        for side in (-1, 1):
+            # bound = 2^(q-1) * (2^53 + 2j + side); 2^(k+1) divides 2^(q-1) as q - 1 >= k + 1.
+            j0 = (-(2**53 + side) * pow(2, -1, grid)) % grid
+            for t in rng.integers(0, max((2**52 - j0) // grid, 1), per_exponent).tolist():
+                j = j0 + t * grid
+                if j < 2**52:
+                    values.append(float((2**52 + j) << q))
+    return values
+
+
+def test_interval_bound_on_the_decimal_grid():
+    # The common path places sp10 / tp10 against the interval bounds from one product and hands
+    # over to the general Schubfach step when a bound is within 2^-57 units of one of them:
+    # exactly on it for these integers (even and odd significands, both bounds, both signs),
+    # just off it for their neighbours.
+    rng = np.random.default_rng(19)
+    values = bound_on_decimal_grid(rng, max(share(0.002) // 140, 20))
+    assert len(values) > 100
+    values = with_neighbours(values, steps=2)
+    check_doubles(np.concatenate([values, -values]))
+
+
 def test_seventeen_and_few_digit_decimals():
     rng = np.random.default_rng(14)
     n = share(0.04)
