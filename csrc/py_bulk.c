@@ -721,12 +721,15 @@ static void chunk_give_back(ChunkObject *c) {
 
 /* Without the GIL: gives back the memory of every held chunk that only the pump references.
    The count is read atomically; once it is 1 no other thread holds a reference, so it cannot
-   rise again behind our back. Returns how many held chunks still have their memory. */
+   rise again behind our back. Returns how many held items still have their memory (other
+   bytes-likes always do: only releasing them, with the GIL, can free it). */
 static int pump_give_back(pump_held *held, int count) {
     int kept = 0;
     for (int i = 0; i < count; i++) {
-        if (!Py_IS_TYPE(held[i].item, &ChunkType))
+        if (!Py_IS_TYPE(held[i].item, &ChunkType)) { /* bytes-likes: released with the GIL */
+            kept++;
             continue;
+        }
         ChunkObject *c = (ChunkObject *)held[i].item;
         if (c->data == NULL)
             continue;

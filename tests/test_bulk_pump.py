@@ -5,6 +5,7 @@ import gzip
 import json
 import socket
 import threading
+import time
 import zlib
 
 import pytest
@@ -186,3 +187,53 @@ def test_bulk_insert_with_and_without_the_pump(monkeypatch, use_pump, compress):
     assert stats.buffers > 10 and stats.documents == 500
     assert (request.headers.get("Content-Encoding") == "gzip") == compress
     json.loads(bytes(request.body))
+
+
+class _Piece(bytearray):
+    """A bytes-like the pump cannot read without the GIL (and that can be weakly referenced)."""
+
+
+def test_pump_releases_other_bytes_likes_promptly():
+    """Bytes-likes other than Chunks are released with the GIL; the pump must not pile them
+    up (each may pin a large buffer): at any moment only the queue's items, the one being
+    sent and at most one more are alive."""
+    import weakref
+
+    a, b = socket.socketpair()
+    a.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 8192)
+    a.settimeout(TIMEOUT)
+    q = _core.HandoverQueue(2)
+    refs = []
+    most_alive = [0]
+    done = threading.Event()
+
+    def read_slowly():
+        while not done.is_set():
+            data = b.recv(20000)
+            if not data:
+                return
+            most_alive[0] = max(most_alive[0], sum(r() is not None for r in refs))
+            time.sleep(0.002)
+
+    def produce():
+        for i in range(40):
+            piece = _Piece(bytes([65 + i % 26]) * 50_000)
+            refs.append(weakref.ref(piece))
+            if not q.put(piece):
+                return
+            del piece
+        q.close_producer()
+
+    reader = threading.Thread(target=read_slowly)
+    producer = threading.Thread(target=produce)
+    reader.start()
+    producer.start()
+    result = _core.pump_body(q, a.fileno(), None, TIMEOUT)
+    producer.join(TIMEOUT)
+    done.set()
+    a.close()
+    reader.join(TIMEOUT)
+    b.close()
+    assert result[:2] == (0, 40)
+    assert most_alive[0] <= 2 + 1 + 2  # queue + in flight + one held + the producer's newest
+    assert all(r() is None for r in refs)
