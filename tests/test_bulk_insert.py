@@ -317,6 +317,31 @@ def test_ctrl_c_during_a_blocked_store_raises_keyboard_interrupt_promptly():
         server.resume()
 
 
+def test_a_caught_ctrl_c_during_a_blocked_store_never_loses_documents_quietly():
+    """The buffer being handed over when Ctrl-C arrived is not in the body: a caller that
+    catches the KeyboardInterrupt and goes on storing must get an error, not a body with a
+    hole in it."""
+    with LoopbackServer(recv_buffer=32 << 10, keep_decoded_chunks=False) as server:
+        server.stall(after_bytes=0)
+        bulk = bulkwire.BulkInsert(server.url, server.database, buffer_size=32 << 10, max_buffers=2,
+                                   timeout=TIMEOUT)
+        bulk.store({"i": 0}, id="d/0")
+        timer = threading.Thread(target=lambda: _blocked(bulk) and _thread.interrupt_main())
+        timer.start()
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                for i in range(1, 20_000):
+                    bulk.store({"i": i, "text": "k" * 1400}, id=f"d/{i}")
+        finally:
+            timer.join(30)
+            server.resume()
+        with pytest.raises(BulkInsertAborted, match="incomplete"):
+            bulk.store({"i": -1}, id="d/after")
+        with pytest.raises(BulkInsertAborted, match="incomplete"):
+            bulk.close()
+        assert not any(r.complete and r.error is None for r in server.requests)
+
+
 def test_abort(server):
     server.stall(after_bytes=0)
     bulk = bulkwire.BulkInsert(server.url, server.database, buffer_size=8 << 10, max_buffers=2,

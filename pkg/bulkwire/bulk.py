@@ -452,7 +452,14 @@ class BulkWriter:
             raise
 
     def _hand_over(self, chunk: Any) -> None:
-        if not self._put(chunk):  # the consumer is gone: failed, aborted or finished early
+        try:
+            taken = self._put(chunk)
+        except BaseException:  # Ctrl-C while the queue was full: this buffer is not queued
+            if self._failure is None:  # so the body can never be whole: say so, never skip it
+                self.fail(BulkInsertAborted("interrupted while handing a buffer over: the bulk "
+                                            "insert body is incomplete"))
+            raise
+        if not taken:  # the consumer is gone: failed, aborted or finished early
             if self._failure is None:
                 self._failure = BulkInsertAborted("the bulk insert body is no longer being read")
             self._raise_failure()
