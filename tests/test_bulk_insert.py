@@ -181,8 +181,9 @@ def _blocked(bulk, timeout=20.0, give_up=None):
 def test_backpressure_holds_memory_within_the_bound_and_resumes(compress):
     buffer_size, max_buffers = 64 << 10, 4
     doc_size_bound = 2048
-    n = 5000
-    # random hex: compresses only ~2:1, so the gzip body also fills the socket buffers
+    n = 20_000
+    # random hex: compresses only ~2:1, so the gzip body (~14 MB) also fills the socket
+    # buffers, which the kernel may grow to a few MB
     noise = os.urandom(700 * n).hex()
     with LoopbackServer(recv_buffer=32 << 10, keep_decoded_chunks=False) as server:
         server.stall(after_bytes=128 << 10)
