@@ -733,10 +733,15 @@ static int pump_give_back(pump_held *held, int count) {
         ChunkObject *c = (ChunkObject *)held[i].item;
         if (c->data == NULL)
             continue;
+#ifdef Py_GIL_DISABLED
+        (void)c; /* no single reference count to read: released with the thread attached */
+        kept++;
+#else
         if (__atomic_load_n(&((PyObject *)c)->ob_refcnt, __ATOMIC_ACQUIRE) == 1)
             chunk_give_back(c);
         else
             kept++;
+#endif
     }
     return kept;
 }
