@@ -706,7 +706,7 @@ static void pump_release(pump_held *held, int *count) {
 }
 
 /* Without the GIL: the memory of a sent chunk only the pump references goes back now. */
-static void chunk_give_back(ChunkObject *c) {
+static inline void chunk_give_back(ChunkObject *c) {
     char *data = c->data;
     size_t cap = c->cap;
     c->data = NULL;
