@@ -443,6 +443,11 @@ static PyObject *Gzip_get_total(GzipObject *self, void *closure) {
     return PyLong_FromSize_t(closure ? bw_gz_total_out(self->gz) : bw_gz_total_in(self->gz));
 }
 
+static PyObject *Gzip_get_finished(GzipObject *self, void *closure) {
+    (void)closure;
+    return PyBool_FromLong(self->finished);
+}
+
 static PyMethodDef Gzip_methods[] = {
     {"compress", (PyCFunction)Gzip_compress, METH_O,
      "compress(data) -> Chunk | None\n\nDeflate data and sync-flush, with the GIL released. "
@@ -456,6 +461,7 @@ static PyGetSetDef Gzip_getset[] = {
     {"backend", (getter)Gzip_get_backend, NULL, "'zlib' or 'isal'.", NULL},
     {"total_in", (getter)Gzip_get_total, NULL, "Bytes compressed so far.", NULL},
     {"total_out", (getter)Gzip_get_total, NULL, "Bytes produced so far.", (void *)1},
+    {"finished", (getter)Gzip_get_finished, NULL, "The member was ended (finish()).", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -677,6 +683,84 @@ static PyTypeObject WriterType = {
 };
 
 
+/* ---- the body's pieces: the one rule both consumers follow ----
+
+   Plain: each handed-over buffer is a piece as it is. gzip: each buffer is compressed and
+   sync-flushed into a piece; the buffer taken when the producer has finished and nothing is
+   left waiting ends the member in the same piece; if the end comes after a buffer that did
+   not end it, a last piece holds the trailer alone. BulkWriter.chunks() (any transport)
+   takes the pieces one by one with next_piece; BulkInsert's sender sends them with the
+   pump. Both decide with body_last_buffer / body_needs_trailer. */
+
+static int queue_flag(bw_hq *q, int drained);
+
+/* The buffer just taken is the body's last: its piece ends the gzip member. */
+static int body_last_buffer(bw_hq *q) { return queue_flag(q, 1); }
+
+/* At the end of the queue: whether a piece with the gzip trailer alone must follow. */
+static int body_needs_trailer(int compressing, int member_finished, bw_hq *q) {
+    return compressing && !member_finished && !queue_flag(q, 0);
+}
+
+/* next_piece(queue, gzip=None) -> (piece, consumed) | None. New reference. Waits for the
+   next buffer with the GIL released (Ctrl-C raises). piece: the buffer itself (plain), or
+   what compressing it gave (None when nothing), or the gzip trailer (consumed 0); consumed:
+   the buffer's length. None at the end of the body, or when the consumer side was closed.
+   gzip: a GzipStream (compressed with the GIL released) or an object with the same
+   compress(data) / finish(data=None) methods and a finished attribute. */
+static PyObject *module_next_piece(PyObject *module, PyObject *args) {
+    (void)module;
+    PyObject *queue_obj, *gzip_obj = Py_None;
+    if (!PyArg_ParseTuple(args, "O!|O:next_piece", &QueueType, &queue_obj, &gzip_obj))
+        return NULL;
+    bw_hq *q = &((QueueObject *)queue_obj)->q;
+    int compressing = gzip_obj != Py_None;
+    int native = compressing && Py_IS_TYPE(gzip_obj, &GzipType);
+    PyObject *item = Queue_get((QueueObject *)queue_obj, NULL);
+    if (item == NULL)
+        return NULL;
+    if (item == Py_None) {
+        Py_DECREF(item);
+        int finished = 1;
+        if (compressing) {
+            if (native) {
+                finished = ((GzipObject *)gzip_obj)->finished;
+            } else {
+                PyObject *flag = PyObject_GetAttrString(gzip_obj, "finished");
+                if (flag == NULL)
+                    return NULL;
+                finished = PyObject_IsTrue(flag);
+                Py_DECREF(flag);
+                if (finished < 0)
+                    return NULL;
+            }
+        }
+        if (!body_needs_trailer(compressing, finished, q))
+            Py_RETURN_NONE;
+        PyObject *trailer = native ? gzip_write((GzipObject *)gzip_obj, NULL, 1)
+                                   : PyObject_CallMethod(gzip_obj, "finish", NULL);
+        if (trailer == NULL)
+            return NULL;
+        return Py_BuildValue("(Nn)", trailer, (Py_ssize_t)0);
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(item, &view, PyBUF_SIMPLE) < 0) {
+        Py_DECREF(item);
+        return NULL;
+    }
+    Py_ssize_t consumed = view.len;
+    PyBuffer_Release(&view);
+    if (!compressing)
+        return Py_BuildValue("(Nn)", item, consumed);
+    int last = body_last_buffer(q);
+    PyObject *piece = native ? gzip_write((GzipObject *)gzip_obj, item, last)
+                             : PyObject_CallMethod(gzip_obj, last ? "finish" : "compress", "O", item);
+    Py_DECREF(item);
+    if (piece == NULL)
+        return NULL;
+    return Py_BuildValue("(Nn)", piece, consumed);
+}
+
 /* ---- the body pump: the sender's loop in C, without the GIL ----
 
    The encoding thread holds the GIL nearly all the time, and a thread that wants it back
@@ -820,7 +904,7 @@ static PyObject *module_pump_body(PyObject *module, PyObject *args, PyObject *kw
                terminating chunk (the CRLF ending the previous chunk rides with it) */
             const char *tail = NULL;
             size_t tail_len = 0;
-            if (gz != NULL && !gz_finished) {
+            if (body_needs_trailer(gz != NULL, gz_finished, q)) {
                 out.len = 0;
                 gz_error = bw_gz_write(gz->gz, NULL, 0, 1, &out);
                 if (gz_error != 0)
@@ -874,8 +958,7 @@ static PyObject *module_pump_body(PyObject *module, PyObject *args, PyObject *kw
         const char *payload = data;
         size_t payload_len = len;
         if (gz != NULL) {
-            /* the last buffer ends the member in the same piece when we can tell */
-            int finish = queue_flag(q, 1);
+            int finish = body_last_buffer(q);
             out.len = 0;
             gz_error = bw_gz_write(gz->gz, data, len, finish, &out);
             if (gz_error != 0)
@@ -939,6 +1022,11 @@ static PyObject *module_pump_body(PyObject *module, PyObject *args, PyObject *kw
 }
 
 static PyMethodDef bulk_functions[] = {
+    {"next_piece", module_next_piece, METH_VARARGS,
+     "next_piece(queue, gzip=None) -> (piece, consumed) | None\n\nThe body's next piece for a "
+     "consumer (BulkWriter.chunks): the next buffer, compressed when gzip is given (the last "
+     "buffer ends the member; a trailer-only piece follows when it could not), waiting with "
+     "the GIL released. None at the end or when the consumer side was closed."},
     {"pump_body", (PyCFunction)(void (*)(void))module_pump_body, METH_VARARGS | METH_KEYWORDS,
      "pump_body(queue, fd, gzip=None, timeout=None) -> (outcome, buffers, body_bytes, pieces, "
      "wire_bytes)\n\nSend the queue's buffers on the connected socket fd as HTTP chunks "

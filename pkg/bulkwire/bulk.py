@@ -221,6 +221,7 @@ class _PythonIsal:
         self._zlib = isal_zlib
         self._c = isal_zlib.compressobj(1, isal_zlib.DEFLATED, 31)
         self.total_in = self.total_out = 0
+        self.finished = False
 
     def compress(self, data: Any) -> Optional[bytes]:
         if not len(data):
@@ -232,6 +233,7 @@ class _PythonIsal:
 
     def finish(self, data: Any = None) -> bytes:
         out = (self._c.compress(data) if data is not None else b"") + self._c.flush()
+        self.finished = True
         self.total_in += len(data) if data is not None else 0
         self.total_out += len(out)
         return out
@@ -536,42 +538,26 @@ class BulkWriter:
             raise RuntimeError("chunks() may be iterated once")
         self._consuming = True
         stats = self.stats
-        get = self._queue.get
+        gz: Any = None
+        if self._compression is not None:
+            gz = (_PythonIsal() if self._compression == "python-isal"
+                  else _core.GzipStream(backend=self._compression))
+            stats.compression = gz.backend
+        next_piece = _core.next_piece  # the pieces are cut in C, by the pump's rule
+        queue = self._queue
         complete = False
         try:
-            if self._compression is None:
-                while True:
-                    item = get()
-                    if item is None:
-                        break
+            while (got := next_piece(queue, gz)) is not None:
+                piece, consumed = got
+                del got
+                if consumed:
                     stats.buffers += 1
-                    stats.body_bytes += len(item)
+                    stats.body_bytes += consumed
+                if piece is not None and len(piece):
                     stats.chunks += 1
-                    stats.wire_bytes += len(item)
-                    yield item
-                    del item
-            else:
-                gz: Any = (_PythonIsal() if self._compression == "python-isal"
-                           else _core.GzipStream(backend=self._compression))
-                stats.compression = gz.backend
-                finished = False
-                while not finished:
-                    item = get()
-                    if item is None:
-                        out = gz.finish()
-                        finished = True
-                    else:
-                        stats.buffers += 1
-                        stats.body_bytes += len(item)
-                        # the last buffer ends the member in the same piece when we can tell
-                        finished = self._queue.drained
-                        out = gz.finish(item) if finished else gz.compress(item)
-                        del item
-                    if out is not None and len(out):
-                        stats.chunks += 1
-                        stats.wire_bytes += len(out)
-                        yield out
-                    del out
+                    stats.wire_bytes += len(piece)
+                    yield piece
+                del piece
             if self._failure is not None:  # stopped by fail(): the body must not look complete
                 raise BulkInsertAborted(f"the bulk insert body was cut short: {self._failure}")
             complete = True
