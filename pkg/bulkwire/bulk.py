@@ -324,24 +324,23 @@ class BulkWriter:
             raise ValueError("store() on a closed bulk insert")
         cls = type(entity)
         info = self._classes.get(cls) or self._class_info(cls)
+        id_name = "id"
         if cls is dict:
             own_metadata = entity.get("@metadata")
             if id is None:
                 id = entity.get("Id")
-                if id is not None:
-                    _check_id(id, "entity's Id")
+                id_name = "entity's Id"
         else:
             attrs = getattr(entity, "__dict__", None)
             own_metadata = attrs.get("@metadata") if attrs else None
             if id is None:
                 id = getattr(entity, "Id", None)
-                if id is not None:
-                    _check_id(id, "entity's Id")
+                id_name = "entity's Id"
         if id is None:
             self._seq += 1
             id = f"{info[1]}{self._token}-{self._seq}"
         elif type(id) is not str or not id or id[-1] == "|" or id.isspace():
-            _check_id(id)
+            _check_id(id, id_name)  # a valid str subclass passes; the rest raises, naming the source
         md = info[2]
         if metadata is not None or own_metadata is not None:
             md = {}
@@ -629,6 +628,9 @@ class BulkInsert:
             writer.chunks(), gzip=writer._compression is not None,
             on_error=self._sender_failed, pump=writer._pump if writer._can_pump else None)
         self._sender.start()
+        # From now on store() is the writer's own (one Python frame less per document); it
+        # raises after close() and abort() just as this class's would.
+        self.store = writer.store  # type: ignore[method-assign]
 
     def _sender_failed(self, exc: BaseException) -> None:
         """On the sender thread: turn the transport's error into the server's message."""
