@@ -498,3 +498,18 @@ def test_gathered_chunk_send_completes_partial_sends_in_order(head_size):
     a.close()
     b.close()
     assert bytes(received) == head + bytes(piece)
+
+
+def test_store_after_close_or_abort_raises(server):
+    bulk = bulkwire.BulkInsert(server.url, server.database, timeout=TIMEOUT)
+    bulk.store({"i": 0}, id="c/0")
+    bulk.close()
+    with pytest.raises(ValueError, match="closed"):
+        bulk.store({"i": 1}, id="c/1")
+    with pytest.raises(ValueError, match="closed"):
+        bulk.store_many([{"i": 2}], ids=["c/2"])
+    assert list(server.documents) == ["c/0"]
+    never_started = bulkwire.BulkInsert(server.url, server.database, timeout=TIMEOUT)
+    never_started.abort()
+    with pytest.raises(ValueError, match="closed or aborted"):
+        never_started.store({"i": 3}, id="c/3")
