@@ -1,0 +1,49 @@
+"""Does the GIL hand-off limit bulk insert? BulkInsert in one process against the loopback
+server (its own process), alternating the interpreter's switch interval between the default
+5 ms and 0.5 ms; median docs/s and blocked puts for each. If the sender thread waited for
+the GIL, the short interval would be clearly faster and the long one would show blocked puts.
+
+    OPENBLAS_NUM_THREADS=1 PYTHONPATH=pkg python benchmarks/bench_bulk_gil.py 384 7 plain
+"""
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "pkg"))
+sys.path.insert(0, HERE)
+
+import bulkwire  # noqa: E402
+import bulkwire.transport  # noqa: E402,F401
+from _common import loopback_server  # noqa: E402
+from bench_bulk_insert import make_entities  # noqa: E402
+
+
+def main() -> None:
+    dim = int(sys.argv[1]) if len(sys.argv) > 1 else 384
+    runs = int(sys.argv[2]) if len(sys.argv) > 2 else 7
+    compress = len(sys.argv) > 3 and sys.argv[3] == "gzip"
+    entities = make_entities(10_000, dim)
+    rates: dict = {}
+    blocked: dict = {}
+    with loopback_server("bench") as url:
+        for _ in range(runs):
+            for interval in (0.005, 0.0005):
+                sys.setswitchinterval(interval)
+                start = time.perf_counter()
+                with bulkwire.BulkInsert(url, "bench", compress=compress) as bulk:
+                    for entity in entities:
+                        bulk.store(entity)
+                rates.setdefault(interval, []).append(len(entities) / (time.perf_counter() - start))
+                blocked.setdefault(interval, []).append(bulk.stats.blocked_puts)
+    sys.setswitchinterval(0.005)
+    for interval in rates:
+        print(f"switch interval {interval * 1000:g} ms: {statistics.median(rates[interval]):,.0f} docs/s, "
+              f"blocked puts (median) {statistics.median(blocked[interval]):g}")
+
+
+if __name__ == "__main__":
+    main()
