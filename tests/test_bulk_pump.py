@@ -237,3 +237,44 @@ def test_pump_releases_other_bytes_likes_promptly():
     assert result[:2] == (0, 40)
     assert most_alive[0] <= 2 + 1 + 2  # queue + in flight + one held + the producer's newest
     assert all(r() is None for r in refs)
+
+
+@pytest.mark.parametrize("backend", [None, "zlib"] + (["isal"] if _core.HAVE_ISAL else []))
+@settings(max_examples=25, deadline=None)
+@given(payloads=st.lists(st.binary(min_size=1, max_size=4000), min_size=1, max_size=7))
+def test_pump_and_next_piece_cut_the_same_pieces(backend, payloads):
+    """The two consumers (the C pump, and next_piece behind BulkWriter.chunks()) follow one
+    rule: with everything queued and the producer closed first, their pieces are byte for
+    byte the same."""
+    def queued():
+        q = _core.HandoverQueue(len(payloads))
+        for p in payloads:
+            q.put(_core._chunk_for_testing(p))
+        q.close_producer()
+        return q
+
+    q = queued()
+    gz = _core.GzipStream(backend=backend) if backend else None
+    pieces = []
+    while (got := _core.next_piece(q, gz)) is not None:
+        piece, consumed = got
+        if piece is not None and len(piece):
+            pieces.append(bytes(piece))
+
+    a, b = socket.socketpair()
+    a.settimeout(TIMEOUT)
+    wire = {}
+    reader = threading.Thread(target=lambda: wire.setdefault("bytes", read_all(b)))
+    reader.start()
+    result = _core.pump_body(queued(), a.fileno(), _core.GzipStream(backend=backend) if backend else None,
+                             TIMEOUT)
+    a.shutdown(socket.SHUT_WR)
+    reader.join(TIMEOUT)
+    a.close()
+    b.close()
+    assert result[0] == 0
+    assert dechunk(wire["bytes"]) == pieces
+    if backend:
+        assert gzip.decompress(b"".join(pieces)) == b"".join(payloads)
+    else:
+        assert pieces == payloads
