@@ -14,6 +14,8 @@ from typing import Callable, Iterator
 HERE = os.path.dirname(os.path.abspath(__file__))
 PKG = os.path.join(os.path.dirname(HERE), "pkg")  # the checkout's package, with its in-place build
 sys.path.insert(0, os.path.join(HERE, "..", "tests"))  # oracle.py: the reference round trip
+if PKG not in sys.path:  # scripts import bulkwire from the checkout once they import this
+    sys.path.insert(0, PKG)
 
 
 def median_seconds(fn: Callable[[], object], runs: int) -> float:
@@ -25,6 +27,30 @@ def median_seconds(fn: Callable[[], object], runs: int) -> float:
         fn()
         times.append(time.perf_counter() - start)
     return statistics.median(times)
+
+
+def writer_seconds(entities: list, runs: int) -> tuple:
+    """The bulk insert writer alone: best wall time over `runs` of BulkWriter.store for every
+    entity, with a consumer thread that drops the buffers (as the sender does, so that their
+    memory is recycled); returns (seconds, body bytes)."""
+    import threading
+
+    from bulkwire.bulk import BulkWriter
+
+    best, body = float("inf"), 0
+    for _ in range(runs):
+        writer = BulkWriter()
+        sizes: list = []
+        consumer = threading.Thread(target=lambda: sizes.extend(len(c) for c in writer.chunks()))
+        consumer.start()
+        start = time.perf_counter()
+        for entity in entities:
+            writer.store(entity)
+        writer.close()
+        consumer.join()
+        best = min(best, time.perf_counter() - start)
+        body = sum(sizes)
+    return best, body
 
 
 def print_command() -> None:

@@ -30,7 +30,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "pkg"))
 
-from _common import loopback_server, server_summary  # noqa: E402
+from _common import loopback_server, server_summary, writer_seconds  # noqa: E402
 
 POOL = 256
 
@@ -226,19 +226,7 @@ def profile_bulkwire(url: str, docs: int, dim: int) -> None:
     entities = make_entities(docs, dim)
     # encoding alone: the writer with a consumer that drops the buffers (so that, as in a
     # real insert, their memory is recycled by the writer's pool); best of 3
-    encode_s = float("inf")
-    for _ in range(3):
-        w = BulkWriter()
-        sizes: list = []
-        t = threading.Thread(target=lambda: sizes.extend(len(c) for c in w.chunks()))
-        t.start()
-        start = time.perf_counter()
-        for e in entities:
-            w.store(e)
-        w.close()
-        t.join()
-        encode_s = min(encode_s, time.perf_counter() - start)
-    body = sum(sizes)
+    encode_s, body = writer_seconds(entities, 3)
     w = BulkWriter()  # the buffers themselves, kept, for compression alone (not timed)
     chunks: list = []
     t = threading.Thread(target=lambda: chunks.extend(w.chunks()))

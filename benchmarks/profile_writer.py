@@ -8,18 +8,11 @@ their memory is recycled), no socket. Prints the best rate and minor page faults
 """
 from __future__ import annotations
 
-import os
 import resource
 import sys
-import threading
-import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "pkg"))
-sys.path.insert(0, HERE)
-
-from bench_bulk_insert import make_entities  # noqa: E402
-from bulkwire.bulk import BulkWriter  # noqa: E402
+from _common import writer_seconds
+from bench_bulk_insert import make_entities
 
 
 def main() -> None:
@@ -28,17 +21,7 @@ def main() -> None:
     runs = int(sys.argv[3]) if len(sys.argv) > 3 else 5
     entities = make_entities(docs, dim)
     faults_before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-    best = float("inf")
-    for _ in range(runs):
-        writer = BulkWriter()
-        consumer = threading.Thread(target=lambda: [None for _ in writer.chunks()])
-        consumer.start()
-        start = time.perf_counter()
-        for entity in entities:
-            writer.store(entity)
-        writer.close()
-        consumer.join()
-        best = min(best, time.perf_counter() - start)
+    best, _ = writer_seconds(entities, runs)
     faults = (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults_before) / runs / docs
     print(f"{dim} dims: {docs / best:,.0f} docs/s ({best / docs * 1e6:.1f} us/doc, best of {runs}); "
           f"{faults:.1f} page faults per document")
