@@ -337,6 +337,10 @@ class LoopbackServer:
                 self._complete(op)
                 return self._reply(h, 200, {"Message": "The server finished the bulk insert early"},
                                    close=True)
+        if not self._running.is_set():  # closed while reading: the body did not end
+            request.error = "the server shut down before the end of the body"
+            h.close_connection = True
+            return
         if decoder is not None:
             tail = decoder.flush()
             request.body += tail
