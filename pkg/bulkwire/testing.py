@@ -363,6 +363,8 @@ class LoopbackServer:
         self._reply(h, 200, None)
 
     def _fault(self, op: int, message: str) -> None:
+        if self.operations.get(op, {}).get("Status") == "Canceled":
+            return  # a killed operation stays killed, whatever its connection does afterwards
         self.operations[op] = {"Status": "Faulted",
                                "Result": {"$type": _FAULT_TYPE, "Message": message,
                                           "Error": message + "\n   at LoopbackServer",
