@@ -3,6 +3,7 @@ loopback bulk insert server (bulkwire.testing) run in its own process."""
 from __future__ import annotations
 
 import contextlib
+import importlib.machinery
 import json
 import os
 import statistics
@@ -14,7 +15,10 @@ from typing import Callable, Iterator
 HERE = os.path.dirname(os.path.abspath(__file__))
 PKG = os.path.join(os.path.dirname(HERE), "pkg")  # the checkout's package, with its in-place build
 sys.path.insert(0, os.path.join(HERE, "..", "tests"))  # oracle.py: the reference round trip
-if PKG not in sys.path:  # scripts import bulkwire from the checkout once they import this
+# Scripts import bulkwire from the checkout once they import this, when it has an in-place
+# build; otherwise the installed package.
+_BUILT = tuple("_core" + suffix for suffix in importlib.machinery.EXTENSION_SUFFIXES)
+if PKG not in sys.path and any(name in _BUILT for name in os.listdir(os.path.join(PKG, "bulkwire"))):
     sys.path.insert(0, PKG)
 
 
