@@ -202,8 +202,20 @@ static int decode_object_row(bw_vector_codec *c, const char *p, Py_ssize_t len, 
             return -1;
         }
         at += (Py_ssize_t)used;
-        if ((obj[i] = var_element(st, p + at, (Py_ssize_t)n)) == NULL)
+        if ((obj[i] = var_element(st, p + at, (Py_ssize_t)n)) == NULL) {
+            /* a malformed payload is a ValueError naming the element (and, in
+               deserialize_many, the row), as every other decoding error */
+            if (PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
+                PyObject *type, *value, *tb;
+                PyErr_Fetch(&type, &value, &tb);
+                PyErr_NormalizeException(&type, &value, &tb);
+                PyErr_Format(PyExc_ValueError, "vector element %zd: %S", i, value);
+                Py_XDECREF(type);
+                Py_XDECREF(value);
+                Py_XDECREF(tb);
+            }
             return -1;
+        }
         at += (Py_ssize_t)n;
     }
     if (at < len) {
