@@ -64,13 +64,38 @@ static PyArray_Descr *native_descr(const bw_subtype *st) {
     }
 }
 
-/* Checks that every element of a prefixed constant-size payload has the length byte it must
-   have. 0, or -1 with a ValueError. */
-static int check_prefixes(bw_vector_codec *c, const unsigned char *p) {
+/* Checks a constant-size payload of row_size bytes: every element of a prefixed subtype
+   has the length byte it must have; time values are in the subtype's range (the encoder's
+   rule; the driver refuses a day or more too); a timestamp is not INT64_MIN, which
+   datetime64[ms] would read as NaT. 0, or -1 with a ValueError. */
+static int check_row(bw_vector_codec *c, const unsigned char *p) {
+    const bw_subtype *st = c->st;
+    if (st->prefixed) {
+        for (Py_ssize_t i = 0; i < c->dim; i++) {
+            if (p[i * c->elem_size] != (unsigned char)st->width) {
+                PyErr_Format(PyExc_ValueError, "vector element %zd has length byte 0x%02x; %s "
+                             "elements are %d bytes", i, p[i * c->elem_size], st->name,
+                             st->width);
+                return -1;
+            }
+        }
+    }
+    if (st->kind != BW_V_TIME && st->kind != BW_V_TIMESTAMP)
+        return 0;
+    p += st->prefixed;
     for (Py_ssize_t i = 0; i < c->dim; i++, p += c->elem_size) {
-        if (*p != (unsigned char)c->st->width) {
-            PyErr_Format(PyExc_ValueError, "vector element %zd has length byte 0x%02x; %s "
-                         "elements are %d bytes", i, *p, c->st->name, c->st->width);
+        int64_t v = (int64_t)((uint64_t)p[0] << 56 | (uint64_t)p[1] << 48 | (uint64_t)p[2] << 40 |
+                              (uint64_t)p[3] << 32 | (uint64_t)p[4] << 24 | (uint64_t)p[5] << 16 |
+                              (uint64_t)p[6] << 8 | (uint64_t)p[7]);
+        if (st->kind == BW_V_TIME && !bw_subtype_holds(st, v)) {
+            PyErr_Format(PyExc_ValueError, "vector element %zd holds %lld, out of range for time "
+                         "(nanoseconds since midnight, below %lld)", i, (long long)v,
+                         st->hi + 1);
+            return -1;
+        }
+        if (st->kind == BW_V_TIMESTAMP && v == INT64_MIN) {
+            PyErr_Format(PyExc_ValueError, "vector element %zd holds %lld ms, which "
+                         "datetime64[ms] cannot hold (it reads as NaT)", i, (long long)v);
             return -1;
         }
     }
@@ -168,15 +193,29 @@ static int decode_object_row(bw_vector_codec *c, const char *p, Py_ssize_t len, 
     for (Py_ssize_t i = 0; i < c->dim; i++) {
         uint64_t n = 0;
         size_t used = bw_vint_read((const unsigned char *)p + at, (size_t)(len - at), &n);
-        if (used == 0 || n > (uint64_t)(len - at - (Py_ssize_t)used)) {
+        /* an empty varint holds no number: the driver refuses it too */
+        if (used == 0 || n > (uint64_t)(len - at - (Py_ssize_t)used) ||
+            (n == 0 && st->kind == BW_V_VARINT)) {
             /* the driver's wording */
             PyErr_Format(PyExc_ValueError, "Error reading additional data during vector "
                          "deserialization after successfully adding %zd elements", i);
             return -1;
         }
         at += (Py_ssize_t)used;
-        if ((obj[i] = var_element(st, p + at, (Py_ssize_t)n)) == NULL)
+        if ((obj[i] = var_element(st, p + at, (Py_ssize_t)n)) == NULL) {
+            /* a malformed payload is a ValueError naming the element (and, in
+               deserialize_many, the row), as every other decoding error */
+            if (PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
+                PyObject *type, *value, *tb;
+                PyErr_Fetch(&type, &value, &tb);
+                PyErr_NormalizeException(&type, &value, &tb);
+                PyErr_Format(PyExc_ValueError, "vector element %zd: %S", i, value);
+                Py_XDECREF(type);
+                Py_XDECREF(value);
+                Py_XDECREF(tb);
+            }
             return -1;
+        }
         at += (Py_ssize_t)n;
     }
     if (at < len) {
@@ -197,14 +236,14 @@ PyObject *bw_vec_deserialize(bw_vector_codec *c, PyObject *b) {
         size_error(c, view.len);
         goto cleanup;
     }
+    if (c->row_size > 0 && check_row(c, view.buf) < 0)
+        goto cleanup;
     PyArray_Descr *wire = wire_descr(c->st); /* new reference or NULL */
     if (wire != NULL) { /* zero-copy view, like numpy.frombuffer(b, '>f4') */
         result = PyArray_FromBuffer(b, wire, dim, 0); /* steals wire */
         goto cleanup;
     }
     if (PyErr_Occurred())
-        goto cleanup;
-    if (c->st->prefixed && c->row_size > 0 && check_prefixes(c, view.buf) < 0)
         goto cleanup;
     PyArray_Descr *descr = native_descr(c->st); /* new reference, stolen below */
     if (descr == NULL)
@@ -243,7 +282,7 @@ PyObject *bw_vec_deserialize_many(bw_vector_codec *c, PyObject *items) {
             bw_vec_prefix_row(got - 1, 0);
             goto cleanup;
         }
-        if (c->st->prefixed && c->row_size > 0 && check_prefixes(c, views[got].buf) < 0) {
+        if (c->row_size > 0 && check_row(c, views[got].buf) < 0) {
             got++;
             bw_vec_prefix_row(got - 1, 0);
             goto cleanup;
@@ -299,7 +338,7 @@ PyObject *bw_vec_deserialize_list(bw_vector_codec *c, PyObject *b) {
         size_error(c, view.len);
         goto cleanup;
     }
-    if (st->prefixed && check_prefixes(c, view.buf) < 0)
+    if (check_row(c, view.buf) < 0)
         goto cleanup;
     list = PyList_New(c->dim);
     if (list == NULL)

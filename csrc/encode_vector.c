@@ -9,19 +9,36 @@
 #include "py_arrow.h"
 #include "vint.h"
 
-static PyArray_Descr *ms_native; /* datetime64[ms], native order: accepted for timestamp */
-static PyArray_Descr *ms_swapped;
+/* The datetime64/timedelta64 dtype a subtype also reads, as int64 values with NaT refused:
+   timestamp <- datetime64[ms], date <- datetime64[D] (what deserialize gives for each),
+   time <- timedelta64[ns]. Native and swapped byte order. */
+enum { DT_TIMESTAMP, DT_DATE, DT_TIME, DT_COUNT };
+static PyArray_Descr *dt_native[DT_COUNT], *dt_swapped[DT_COUNT];
+
+static int dt_slot(const bw_subtype *st) {
+    switch (st->kind) {
+    case BW_V_TIMESTAMP: return DT_TIMESTAMP;
+    case BW_V_DATE: return DT_DATE;
+    case BW_V_TIME: return DT_TIME;
+    default: return -1;
+    }
+}
 
 int bw_vec_encode_init(void) {
-    PyObject *spec = PyUnicode_FromString("=M8[ms]");
-    if (spec == NULL)
-        return -1;
-    int ok = PyArray_DescrConverter(spec, &ms_native);
-    Py_DECREF(spec);
-    if (!ok)
-        return -1;
-    ms_swapped = PyArray_DescrNewByteorder(ms_native, NPY_SWAP);
-    return ms_swapped == NULL ? -1 : 0;
+    static const char *const specs[DT_COUNT] = {"=M8[ms]", "=M8[D]", "=m8[ns]"};
+    for (int i = 0; i < DT_COUNT; i++) {
+        PyObject *spec = PyUnicode_FromString(specs[i]);
+        if (spec == NULL)
+            return -1;
+        int ok = PyArray_DescrConverter(spec, &dt_native[i]);
+        Py_DECREF(spec);
+        if (!ok)
+            return -1;
+        dt_swapped[i] = PyArray_DescrNewByteorder(dt_native[i], NPY_SWAP);
+        if (dt_swapped[i] == NULL)
+            return -1;
+    }
+    return 0;
 }
 
 /* ---- errors ---------------------------------------------------------------------------- */
@@ -34,11 +51,14 @@ static PyObject *length_error(bw_vector_codec *c, Py_ssize_t observed) {
     return NULL;
 }
 
-static int none_error(Py_ssize_t index) {
-    PyErr_Format(PyExc_TypeError, "vector element %zd is None: CQL vectors cannot hold nulls",
-                 index);
+/* A null element: None in a sequence, NaT in a datetime64/timedelta64 array. */
+static int null_error(Py_ssize_t index, const char *null_name) {
+    PyErr_Format(PyExc_TypeError, "vector element %zd is %s: CQL vectors cannot hold nulls",
+                 index, null_name);
     return -1;
 }
+
+static int none_error(Py_ssize_t index) { return null_error(index, "None"); }
 
 static int range_error(bw_vector_codec *c, Py_ssize_t index, PyObject *item) {
     PyErr_Format(PyExc_OverflowError, "vector element %zd (%R) is out of range for %s", index,
@@ -98,11 +118,12 @@ static int item_to_double(PyObject *item, Py_ssize_t index, double *out) {
     return 0;
 }
 
-/* Integer value of item within [lo, hi]. exact: only int itself (the driver's timestamp);
-   plain: int and subclasses only (the driver's date); else anything with __index__. */
+/* Integer value of item, within the subtype's range. exact: only int itself (the driver's
+   timestamp); plain: int and subclasses only (the driver's date); else anything with
+   __index__. */
 enum { INT_INDEX, INT_PLAIN, INT_EXACT };
 static int item_to_int(bw_vector_codec *c, PyObject *item, Py_ssize_t index, int rule,
-                       long long lo, long long hi, long long *out) {
+                       long long *out) {
     if (item == Py_None)
         return none_error(index);
     PyObject *number;
@@ -122,13 +143,11 @@ static int item_to_int(bw_vector_codec *c, PyObject *item, Py_ssize_t index, int
     Py_DECREF(number);
     if (v == -1 && !overflow && PyErr_Occurred())
         return -1;
-    if (overflow || v < lo || v > hi)
+    if (overflow || !bw_subtype_holds(c->st, v))
         return range_error(c, index, item);
     *out = v;
     return 0;
 }
-
-#define TIME_NANOS_PER_DAY 86400000000000LL
 
 /* Writes element `index` of a constant-size kind at dst (elem_size bytes, prefix included). */
 static int put_fixed_item(bw_vector_codec *c, PyObject *item, Py_ssize_t index, char *dst) {
@@ -159,12 +178,12 @@ static int put_fixed_item(bw_vector_codec *c, PyObject *item, Py_ssize_t index, 
         return 0;
     }
     case BW_V_I8:
-        if (item_to_int(c, item, index, INT_INDEX, INT8_MIN, INT8_MAX, &v) < 0)
+        if (item_to_int(c, item, index, INT_INDEX, &v) < 0)
             return -1;
         *dst = (char)(int8_t)v;
         return 0;
     case BW_V_I16: {
-        if (item_to_int(c, item, index, INT_INDEX, INT16_MIN, INT16_MAX, &v) < 0)
+        if (item_to_int(c, item, index, INT_INDEX, &v) < 0)
             return -1;
         uint16_t u = (uint16_t)(int16_t)v;
         dst[0] = (char)(u >> 8);
@@ -172,27 +191,27 @@ static int put_fixed_item(bw_vector_codec *c, PyObject *item, Py_ssize_t index, 
         return 0;
     }
     case BW_V_I32:
-        if (item_to_int(c, item, index, INT_INDEX, INT32_MIN, INT32_MAX, &v) < 0)
+        if (item_to_int(c, item, index, INT_INDEX, &v) < 0)
             return -1;
         store_be32(dst, (uint32_t)(int32_t)v);
         return 0;
     case BW_V_I64:
-        if (item_to_int(c, item, index, INT_INDEX, INT64_MIN, INT64_MAX, &v) < 0)
+        if (item_to_int(c, item, index, INT_INDEX, &v) < 0)
             return -1;
         store_be64(dst, (uint64_t)v);
         return 0;
     case BW_V_TIMESTAMP:
-        if (item_to_int(c, item, index, INT_EXACT, INT64_MIN, INT64_MAX, &v) < 0)
+        if (item_to_int(c, item, index, INT_EXACT, &v) < 0)
             return -1;
         store_be64(dst, (uint64_t)v);
         return 0;
     case BW_V_DATE:
-        if (item_to_int(c, item, index, INT_PLAIN, 0, UINT32_MAX, &v) < 0)
+        if (item_to_int(c, item, index, INT_PLAIN, &v) < 0)
             return -1;
         store_be32(dst, (uint32_t)v);
         return 0;
     case BW_V_TIME:
-        if (item_to_int(c, item, index, INT_PLAIN, 0, TIME_NANOS_PER_DAY - 1, &v) < 0)
+        if (item_to_int(c, item, index, INT_PLAIN, &v) < 0)
             return -1;
         store_be64(dst, (uint64_t)v);
         return 0;
@@ -263,11 +282,22 @@ static int put_var_item(bw_vector_codec *c, PyObject *item, Py_ssize_t index, bw
                          index);
             return -1;
         }
-        if (PyObject_GetBuffer(item, &view, PyBUF_SIMPLE) < 0)
+        if (PyBytes_CheckExact(item) || PyByteArray_CheckExact(item)) {
+            if (PyObject_GetBuffer(item, &view, PyBUF_SIMPLE) < 0)
+                return -1;
+            have_view = 1;
+            data = view.buf;
+            size = view.len;
+            break;
+        }
+        /* Anything else is what bytes(item) makes of it, as the driver's blob packing:
+           __bytes__ first, an object with __index__ (a NumPy integer) gives that many zero
+           bytes, then the buffer (any layout) or an iterable of ints; its errors as they are */
+        owned = PyObject_CallOneArg((PyObject *)&PyBytes_Type, item); /* new reference */
+        if (owned == NULL)
             return -1;
-        have_view = 1;
-        data = view.buf;
-        size = view.len;
+        data = PyBytes_AS_STRING(owned);
+        size = PyBytes_GET_SIZE(owned);
         break;
     default: { /* BW_V_VARINT: minimal two's complement, big-endian */
         if (!PyLong_Check(item)) { /* as the driver: its varint packing works on ints only */
@@ -340,6 +370,8 @@ typedef struct {
     const bw_arrow_vectors *arrow; /* non-NULL: rows found through the Arrow offsets */
     int src_width;                 /* bytes of one source value */
     int swap;                      /* source byte order is not big-endian */
+    int nat;                       /* datetime64/timedelta64 source: INT64_MIN is NaT, a null */
+    long long offset;              /* wire value = source value + offset (date from days) */
 } row_source;
 
 static inline const char *row_ptr(const row_source *s, Py_ssize_t r) {
@@ -370,12 +402,83 @@ static void quiet_nans_be32(char *dst, Py_ssize_t n) {
     }
 }
 
+static inline int64_t load_i64(const char *p, int native) {
+    uint64_t u;
+    memcpy(&u, p, 8);
+    return (int64_t)(native ? u : __builtin_bswap64(u));
+}
+
+/* The rule the sequence path applies per element (item_to_int, none_error), over values in
+   memory: NaT is a null, integers outside the subtype's range are refused, with the same
+   exception and message as for the equivalent Python int. Only 8-byte integer sources can
+   hold such values: NumPy's safe casting already bounds the narrower ones to the subtype's
+   type. Rows [0, rows); errors name the row (first_row + r) when name_rows. 0, or -1. */
+static int check_source(bw_vector_codec *c, const row_source *s, Py_ssize_t rows,
+                        Py_ssize_t first_row, int name_rows) {
+    const bw_subtype *st = c->st;
+    if ((st->npy_kind != 'i' && st->npy_kind != 'u') || s->src_width != 8)
+        return 0;
+    /* [lo, hi] in source units; the offsets in use keep these in range */
+    long long lo = st->lo - s->offset, hi = st->hi - s->offset;
+    if (!s->nat && lo == INT64_MIN && hi == INT64_MAX)
+        return 0;
+    int native = s->swap != BW_NATIVE_BIG_ENDIAN;
+    for (Py_ssize_t r = 0; r < rows; r++) {
+        const char *row = row_ptr(s, r);
+        /* branch-free over the row; the element is looked for only when the row has one */
+        int bad = 0;
+        for (Py_ssize_t i = 0; i < c->dim; i++) {
+            int64_t v = load_i64(row + i * s->elem_stride, native);
+            bad |= (v < lo) | (v > hi) | (s->nat & (v == INT64_MIN));
+        }
+        if (!bad)
+            continue;
+        for (Py_ssize_t i = 0; i < c->dim; i++) {
+            int64_t v = load_i64(row + i * s->elem_stride, native);
+            if (s->nat && v == INT64_MIN) {
+                null_error(i, "NaT");
+            } else if (v < lo || v > hi) {
+                PyObject *value = PyLong_FromLongLong(v); /* new reference */
+                PyObject *offset = value ? PyLong_FromLongLong(s->offset) : NULL;
+                PyObject *wire = offset ? PyNumber_Add(value, offset) : NULL;
+                if (wire != NULL)
+                    range_error(c, i, wire);
+                Py_XDECREF(wire);
+                Py_XDECREF(offset);
+                Py_XDECREF(value);
+            } else {
+                continue;
+            }
+            if (name_rows)
+                bw_vec_prefix_row(first_row + r, 1);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* One row of a numeric kind: no Python, may run without the GIL. */
 static void fill_row(const bw_vector_codec *c, const row_source *s, const char *src, char *dst) {
     const bw_subtype *st = c->st;
     if (st->prefixed) {
         bw_fill_strided(dst, c->elem_size, (size_t)c->dim, (unsigned char)st->width);
         dst++;
+    }
+    if (st->kind == BW_V_BOOL) {
+        /* NumPy reads any non-zero byte of a bool array as True (tolist(), casts): the wire
+           gets the driver's byte for True */
+        for (Py_ssize_t i = 0; i < c->dim; i++)
+            dst[i] = src[i * s->elem_stride] != 0;
+        return;
+    }
+    if (st->kind == BW_V_DATE && s->src_width == 8) {
+        /* datetime64[D] days, checked by check_source, to the raw value (epoch at 2**31) */
+        int native = s->swap != BW_NATIVE_BIG_ENDIAN;
+        for (Py_ssize_t i = 0; i < c->dim; i++) {
+            int64_t days = load_i64(src + i * s->elem_stride, native);
+            store_be32(dst + i * c->elem_size, (uint32_t)((uint64_t)days + (uint64_t)s->offset));
+        }
+        return;
     }
     if (s->src_width == st->width) {
         bw_copy_elements(dst, c->elem_size, src, s->elem_stride, (size_t)c->dim, (size_t)st->width,
@@ -463,28 +566,36 @@ static int emit_rows_into(bw_vector_codec *c, const row_source *s, Py_ssize_t ro
     return 0;
 }
 
-/* A new reference to arr itself when its dtype is the subtype's (any byte order), or to a
+/* A new reference to arr itself when its dtype is the subtype's (any byte order) or one it
+   reads directly (float32 for double, the datetime dtype for its subtype: *nat set), or to a
    copy cast under NumPy's "safe" rule; NULL with a TypeError when that rule forbids it. */
-static PyArrayObject *numeric_array(bw_vector_codec *c, PyArrayObject *arr) {
+static PyArrayObject *numeric_array(bw_vector_codec *c, PyArrayObject *arr, int *nat) {
     const bw_subtype *st = c->st;
     PyArray_Descr *d = PyArray_DESCR(arr);
+    *nat = 0;
     if (d->kind == st->npy_kind && PyDataType_ELSIZE(d) == st->width)
         return (PyArrayObject *)Py_NewRef(arr);
     if (st->kind == BW_V_F64 && d->kind == 'f' && PyDataType_ELSIZE(d) == 4)
         return (PyArrayObject *)Py_NewRef(arr); /* widened in fill_row, no temporary */
-    if (st->kind == BW_V_TIMESTAMP && (PyArray_EquivTypes(d, ms_native) ||
-                                       PyArray_EquivTypes(d, ms_swapped)))
+    int slot = dt_slot(st);
+    if (slot >= 0 && (PyArray_EquivTypes(d, dt_native[slot]) ||
+                      PyArray_EquivTypes(d, dt_swapped[slot]))) {
+        *nat = 1;
         return (PyArrayObject *)Py_NewRef(arr);
+    }
     PyArray_Descr *target = PyArray_DescrFromType(st->npy_type); /* new reference */
     if (target == NULL)
         return NULL;
     if (!PyArray_CanCastTypeTo(d, target, NPY_SAFE_CASTING)) {
+        static const char *const dt_hint[DT_COUNT] = {
+            " or arr.astype('datetime64[ms]')", " or arr.astype('datetime64[D]')",
+            " or arr.astype('timedelta64[ns]')"};
         Py_DECREF(target);
         PyErr_Format(PyExc_TypeError, "cannot cast an array of dtype %S to %s (%s) under "
                      "NumPy's 'safe' casting rule; cast it explicitly if the loss is acceptable, "
                      "e.g. arr.astype(numpy.%s)%s", (PyObject *)d, st->name,
                      numpy_name(st->npy_type), numpy_name(st->npy_type),
-                     st->kind == BW_V_TIMESTAMP ? " or arr.astype('datetime64[ms]')" : "");
+                     slot >= 0 ? dt_hint[slot] : "");
         return NULL;
     }
     return (PyArrayObject *)PyArray_CastToType(arr, target, 0); /* steals target */
@@ -494,6 +605,23 @@ static int array_swap(const bw_vector_codec *c, PyArrayObject *arr) {
     if (c->st->width == 1)
         return 0;
     return BW_NATIVE_BIG_ENDIAN ? PyArray_ISBYTESWAPPED(arr) : !PyArray_ISBYTESWAPPED(arr);
+}
+
+/* The values of a 1-D (one row) or 2-D array as a row_source over *held, a new reference to
+   arr or to its safe cast that the caller releases. 0, or -1 with a TypeError. */
+static int array_source(bw_vector_codec *c, PyArrayObject *arr, row_source *s,
+                        PyArrayObject **held) {
+    int nat;
+    PyArrayObject *src = numeric_array(c, arr, &nat); /* new reference */
+    if (src == NULL)
+        return -1;
+    int two_d = PyArray_NDIM(src) == 2;
+    *s = (row_source){.base = PyArray_BYTES(src), .row_stride = two_d ? PyArray_STRIDE(src, 0) : 0,
+                      .elem_stride = PyArray_STRIDE(src, two_d), .src_width =
+                      (int)PyArray_ITEMSIZE(src), .swap = array_swap(c, src), .nat = nat,
+                      .offset = nat && c->st->kind == BW_V_DATE ? (1LL << 31) : 0};
+    *held = src;
+    return 0;
 }
 
 static PyObject *shape_error(PyArrayObject *arr, const char *expected, Py_ssize_t dim) {
@@ -582,14 +710,15 @@ static int write_row(bw_vector_codec *c, PyObject *v, char *dst, bw_buf *out) {
             return -1;
         }
         if (bw_vkind_numeric(c->st)) {
-            PyArrayObject *src = numeric_array(c, arr); /* new reference */
-            if (src == NULL)
+            row_source s;
+            PyArrayObject *src; /* holds the values s points to */
+            if (array_source(c, arr, &s, &src) < 0)
                 return -1;
-            row_source s = {.base = PyArray_BYTES(src), .elem_stride = PyArray_STRIDE(src, 0),
-                            .src_width = (int)PyArray_ITEMSIZE(src), .swap = array_swap(c, src)};
-            fill_row(c, &s, s.base, dst);
+            int rc = check_source(c, &s, 1, 0, 0);
+            if (rc == 0)
+                fill_row(c, &s, s.base, dst);
             Py_DECREF(src);
-            return 0;
+            return rc;
         }
     } else if (PyUnicode_Check(v)) {
         PyErr_Format(PyExc_TypeError, "expected a sequence of %s values for vector<%s, %zd>, got "
@@ -639,7 +768,12 @@ typedef struct {
     PyObject *bytearray; /* contiguous output, or NULL */
 } sink;
 
-static int emit(bw_vector_codec *c, const row_source *s, Py_ssize_t rows, sink *k) {
+/* Rows [0, rows) of s to the sink, once every value passed check_source (first_row: the
+   number of rows before s in the batch, for error messages). */
+static int emit(bw_vector_codec *c, const row_source *s, Py_ssize_t rows, Py_ssize_t first_row,
+                sink *k) {
+    if (check_source(c, s, rows, first_row, 1) < 0)
+        return -1;
     return k->list ? emit_rows_list(c, s, rows, k->list) : emit_rows_into(c, s, rows, k->bytearray);
 }
 
@@ -648,13 +782,11 @@ static int many_from_ndarray(bw_vector_codec *c, PyArrayObject *arr, sink *k) {
         shape_error(arr, "2", c->dim);
         return -1;
     }
-    PyArrayObject *src = numeric_array(c, arr); /* new reference */
-    if (src == NULL)
+    row_source s;
+    PyArrayObject *src; /* holds the values s points to */
+    if (array_source(c, arr, &s, &src) < 0)
         return -1;
-    row_source s = {.base = PyArray_BYTES(src), .row_stride = PyArray_STRIDE(src, 0),
-                    .elem_stride = PyArray_STRIDE(src, 1), .src_width = (int)PyArray_ITEMSIZE(src),
-                    .swap = array_swap(c, src)};
-    int rc = emit(c, &s, PyArray_DIM(src, 0), k);
+    int rc = emit(c, &s, PyArray_DIM(src, 0), 0, k);
     Py_DECREF(src);
     return rc;
 }
@@ -726,7 +858,7 @@ static int rows_from_arrow(bw_vector_codec *c, PyObject *obj, sink *k, PyObject 
         row_source s = {.arrow = &v, .elem_stride = v.value_width, .src_width = v.value_width,
                         .swap = !BW_NATIVE_BIG_ENDIAN}; /* Arrow memory is native order */
         if ((json_list != NULL ? emit_json(&s, (Py_ssize_t)v.length, c->dim, shortest, json_list)
-                               : emit(c, &s, (Py_ssize_t)v.length, k)) < 0) {
+                               : emit(c, &s, (Py_ssize_t)v.length, (Py_ssize_t)base_row, k)) < 0) {
             rc = -1;
             break;
         }

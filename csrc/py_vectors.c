@@ -8,24 +8,30 @@
 #include "vint.h"
 
 /* Fixed-width subtypes first, then the variable-width ones (every element behind a vint). */
+#define TIME_NANOS_PER_DAY 86400000000000LL
+
+/* Fixed-width subtypes first, then the variable-width ones (every element behind a vint).
+   lo/hi: the integer range of the wire value (unused for the others). */
 static const bw_subtype SUBTYPES[] = {
-    {"float", BW_V_F32, 4, 0, NPY_FLOAT32, 'f'},
-    {"double", BW_V_F64, 8, 0, NPY_FLOAT64, 'f'},
-    {"int", BW_V_I32, 4, 0, NPY_INT32, 'i'},
-    {"bigint", BW_V_I64, 8, 0, NPY_INT64, 'i'},
-    {"boolean", BW_V_BOOL, 1, 0, NPY_BOOL, 'b'},
-    {"timestamp", BW_V_TIMESTAMP, 8, 0, NPY_INT64, 'i'},
-    {"uuid", BW_V_UUID, 16, 0, -1, 0},
-    {"timeuuid", BW_V_UUID, 16, 0, -1, 0},
-    {"smallint", BW_V_I16, 2, 1, NPY_INT16, 'i'},
-    {"tinyint", BW_V_I8, 1, 1, NPY_INT8, 'i'},
-    {"date", BW_V_DATE, 4, 1, NPY_UINT32, 'u'},
-    {"time", BW_V_TIME, 8, 1, NPY_INT64, 'i'},
-    {"text", BW_V_TEXT, 0, 1, -1, 0},
-    {"varchar", BW_V_TEXT, 0, 1, -1, 0},
-    {"ascii", BW_V_ASCII, 0, 1, -1, 0},
-    {"blob", BW_V_BLOB, 0, 1, -1, 0},
-    {"varint", BW_V_VARINT, 0, 1, -1, 0},
+    {"float", BW_V_F32, 4, 0, NPY_FLOAT32, 'f', 0, 0},
+    {"double", BW_V_F64, 8, 0, NPY_FLOAT64, 'f', 0, 0},
+    {"int", BW_V_I32, 4, 0, NPY_INT32, 'i', INT32_MIN, INT32_MAX},
+    {"bigint", BW_V_I64, 8, 0, NPY_INT64, 'i', INT64_MIN, INT64_MAX},
+    {"boolean", BW_V_BOOL, 1, 0, NPY_BOOL, 'b', 0, 1},
+    {"timestamp", BW_V_TIMESTAMP, 8, 0, NPY_INT64, 'i', INT64_MIN, INT64_MAX},
+    {"uuid", BW_V_UUID, 16, 0, -1, 0, 0, 0},
+    {"timeuuid", BW_V_UUID, 16, 0, -1, 0, 0, 0},
+    {"smallint", BW_V_I16, 2, 1, NPY_INT16, 'i', INT16_MIN, INT16_MAX},
+    {"tinyint", BW_V_I8, 1, 1, NPY_INT8, 'i', INT8_MIN, INT8_MAX},
+    /* the raw CQL value: days with the epoch at 2**31 */
+    {"date", BW_V_DATE, 4, 1, NPY_UINT32, 'u', 0, UINT32_MAX},
+    /* nanoseconds since midnight */
+    {"time", BW_V_TIME, 8, 1, NPY_INT64, 'i', 0, TIME_NANOS_PER_DAY - 1},
+    {"text", BW_V_TEXT, 0, 1, -1, 0, 0, 0},
+    {"varchar", BW_V_TEXT, 0, 1, -1, 0, 0, 0},
+    {"ascii", BW_V_ASCII, 0, 1, -1, 0, 0, 0},
+    {"blob", BW_V_BLOB, 0, 1, -1, 0, 0, 0},
+    {"varint", BW_V_VARINT, 0, 1, -1, 0, 0, 0},
 };
 #define N_SUBTYPES (sizeof SUBTYPES / sizeof SUBTYPES[0])
 

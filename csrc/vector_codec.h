@@ -21,7 +21,14 @@ typedef struct {
     int prefixed;      /* 1: a variable-width subtype, every element behind its vint length */
     int npy_type;      /* native NumPy type of the values (numeric kinds), or -1 */
     char npy_kind;     /* NumPy dtype kind of that type: 'f', 'i', 'u', 'b'; 0 for none */
+    long long lo, hi;  /* integer kinds: the values the wire may carry (the CQL range), checked
+                          by every encode path and, where the driver checks, by decoding */
 } bw_subtype;
+
+/* Whether v is a value the subtype's wire may carry (integer kinds). */
+static inline int bw_subtype_holds(const bw_subtype *st, long long v) {
+    return v >= st->lo && v <= st->hi;
+}
 
 typedef struct {
     PyObject_HEAD

@@ -69,7 +69,10 @@ class VectorCodec(_core.VectorCodec):
       round-trip as float32).
 
     Casting follows NumPy's ``"safe"`` rule (``TypeError`` otherwise, naming the explicit
-    cast); out-of-range values raise ``OverflowError``; ``None`` elements raise ``TypeError``.
+    cast); ``date`` also reads ``datetime64[D]`` arrays and ``time`` ``timedelta64[ns]``
+    arrays. Out-of-range values raise ``OverflowError`` and ``None`` (or ``NaT``) elements
+    ``TypeError``, from arrays with the same message as from the equivalent list. Malformed
+    payloads raise ``ValueError`` when decoding.
 
     ``driver_compat=True`` makes float32 values read from memory take the Python driver's
     float32 -> float -> float32 trip (signaling NaNs come out quiet); ``bulkwire.cql`` uses
