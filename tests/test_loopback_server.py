@@ -357,6 +357,32 @@ def test_a_bad_request_after_a_good_one_on_the_same_connection_is_answered(serve
     assert server.operations[op]["Status"] == "Completed"
 
 
+def test_a_body_sent_to_an_endpoint_that_takes_none_is_not_read_as_the_next_request(server):
+    op = next_op(server)
+    raw = send_raw(server, f"POST /databases/db/operations/kill?id={op} HTTP/1.1\r\n"
+                           f"Content-Length: 3\r\n\r\nxyz".encode())
+    answer = Answer(raw)
+    assert answer.status == 200 and answer.headers["connection"] == "close"
+    assert raw.count(b"HTTP/1.1 ") == 1, raw  # one answer: "xyz" was not taken for a request
+    assert server.operations[op]["Status"] == "Canceled"
+
+
+def test_a_completed_operation_stays_completed_when_the_client_leaves_before_the_answer(server, monkeypatch):
+    reply = server._reply
+
+    def client_gone(h, status, payload, **kw):
+        if status == 200 and h.path.startswith("/databases/db/bulk_insert"):
+            h.loopback_answered = True
+            raise BrokenPipeError("the client left")
+        return reply(h, status, payload, **kw)
+
+    monkeypatch.setattr(server, "_reply", client_gone)
+    op = next_op(server)
+    assert send_raw(server, post(op, frame(GOOD))) == b""
+    assert server.operations[op]["Status"] == "Completed" and "a/1" in server.documents
+    assert server.unexpected_errors == []
+
+
 # ---- operations: ids reused, limits, the last resort ----
 
 def test_a_finished_operation_id_is_refused_and_stays_as_it_was(server):

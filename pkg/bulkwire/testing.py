@@ -625,6 +625,7 @@ class LoopbackServer:
                 text = message or explain or self.responses.get(code, ("error",))[0]
                 self.loopback_op = self.loopback_request = None  # nothing of an earlier request
                 self.loopback_answered = False
+                self.loopback_unread_body = True  # where the stream stands is unknown
                 if self.request_version == "HTTP/0.9":  # the line did not parse: no version yet
                     self.request_version = self.protocol_version  # answer with a status line
                 server._refuse(self, RequestError(f"{text} (HTTP {code})", code))
@@ -647,6 +648,10 @@ class LoopbackServer:
         return Handler
 
     def _reply(self, h: BaseHTTPRequestHandler, status: int, payload: Any, *, close: bool = False) -> None:
+        """Answers; a request whose body was not read to its end is answered with
+        ``Connection: close`` (its bytes cannot be taken for the next request) and lingered."""
+        unread = getattr(h, "loopback_unread_body", False)
+        close = close or unread
         body = json.dumps(payload).encode() if payload is not None else b""
         h.loopback_answered = True  # type: ignore[attr-defined]
         h.send_response(status)
@@ -659,12 +664,17 @@ class LoopbackServer:
         if getattr(h, "command", None) != "HEAD":
             h.wfile.write(body)
         h.wfile.flush()
+        if unread:
+            self._linger(h)
 
     def _dispatch(self, h: BaseHTTPRequestHandler, method: str) -> None:
         """Runs one request; whatever goes wrong ends in an answer (and a faulted operation)."""
         h.loopback_op = None            # type: ignore[attr-defined]  # set once it owns one
         h.loopback_request = None       # type: ignore[attr-defined]
         h.loopback_answered = False     # type: ignore[attr-defined]
+        h.loopback_unread_body = (      # type: ignore[attr-defined]
+            bool(h.headers.get_all("Transfer-Encoding"))
+            or any(v.strip() not in ("", "0") for v in h.headers.get_all("Content-Length") or []))
         with self._lock:
             self.log.append(f"{method} {h.path}")
         try:
@@ -700,8 +710,7 @@ class LoopbackServer:
         try:
             self._reply(h, error.status, _error_body(error.message, error.error_type), close=True)
         except OSError:
-            return  # the client is gone: nobody to answer
-        self._linger(h)
+            pass  # the client is gone: nobody to answer
 
     def _linger(self, h: BaseHTTPRequestHandler) -> None:
         """After an answer sent before the body was read: end our side, then swallow what the
@@ -865,6 +874,7 @@ class LoopbackServer:
                 return
             data = reader.read_chunk()
             if data is None:
+                h.loopback_unread_body = False  # type: ignore[attr-defined]
                 break
             wire_bytes += len(data)
             if wire_bytes > self.max_body_bytes:
@@ -917,8 +927,10 @@ class LoopbackServer:
 
     def _fault(self, op: int, message: str, status: int = 500) -> None:
         with self._lock:
-            if self.operations.get(op, {}).get("Status") == "Canceled":
-                return  # a killed operation stays killed, whatever its connection does afterwards
+            state = self.operations.get(op)
+            if state is not None and state["Status"] != "InProgress":
+                return  # a killed operation stays killed, a completed one completed, whatever
+                        # its connection does afterwards; the first fault stands
             self.operations[op] = {"Status": "Faulted",
                                    "Result": {"$type": _FAULT_TYPE, "Message": message,
                                               "Error": message + "\n   at LoopbackServer",
