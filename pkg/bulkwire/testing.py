@@ -1,4 +1,4 @@
-"""A loopback server speaking the bulk insert protocol of SPEC §3, for tests and benchmarks.
+"""A loopback server speaking the RavenDB bulk insert protocol, for tests and benchmarks.
 
 >>> with LoopbackServer() as server:                       # doctest: +SKIP
 ...     with bulkwire.BulkInsert(server.url, server.database) as bulk:
@@ -11,26 +11,411 @@ arrives, chunk by chunk, parses the command stream and keeps the documents. On r
 stalls (stops reading the body until :meth:`resume`), fails mid-stream (HTTP 500 with an
 error body that ``operations/state`` then reports), or finishes the request early.
 
+Every request it cannot accept (bad framing, a corrupt or truncated gzip stream, a body that
+is not an array of PUT commands, a bad ``id`` parameter, an unknown database or path, a
+client that goes silent) is answered with a 4xx status and an error body
+``{"Type": ..., "Message": ..., "Error": ...}``, and the bulk insert's operation, when there
+is one, becomes ``Faulted`` with the same message. The parsers behind it work without a
+socket: :func:`decode_body` turns the bytes of a request body into its commands or raises
+:class:`RequestError`.
+
 It also answers the few requests the official Python client makes before a bulk insert
 (``topology``, ``cluster/topology``, ``build/version``), so that client can be benchmarked
 against it.
 """
 from __future__ import annotations
 
+import io
 import json
+import re
 import socket
 import threading
 import time
+import traceback
 import urllib.parse
 import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Dict, List, Optional
+from typing import Any, BinaryIO, Dict, Iterator, List, Optional, Tuple, Union
 
-__all__ = ["LoopbackServer", "ReceivedRequest"]
+__all__ = ["LoopbackServer", "ReceivedRequest", "RequestError", "ChunkedReader", "LengthReader",
+           "GzipInflater", "parse_commands", "decode_body"]
+
+MAX_SIZE_LINE = 1024          # bytes in a chunk size line, extensions and CRLF included
+MAX_CHUNK_SIZE = 64 << 20     # the largest chunk accepted (read whole, so it bounds memory)
+MAX_BODY_BYTES = 1 << 36      # the largest body (on the wire, and decoded) accepted
+_READ_PIECE = 1 << 20         # a Content-Length body is read in pieces of at most this
+_INFLATE_STEP = 1 << 20       # a gzip chunk is inflated in pieces of at most this (bombs)
+_LINGER_SECONDS = 2.0         # after an early error answer: how long to swallow the rest ...
+_LINGER_BYTES = 64 << 20      # ... and how much, so the client reads the answer, not a reset
 
 _PUT_MARKER = b'"Type":"PUT"'
 _FAULT_TYPE = "Raven.Client.Documents.Operations.OperationExceptionResult, Raven.Client"
+_BAD_REQUEST = "Raven.Client.Exceptions.BadRequestException"
+_NO_DATABASE = "Raven.Client.Exceptions.Database.DatabaseDoesNotExistException"
+_TIMEOUT = "System.TimeoutException"
+_INTERNAL = "System.InvalidOperationException"
 
+# chunk-size [BWS ; chunk-ext] CRLF, with 1*HEXDIG for the size (no sign, no 0x, no spaces)
+_SIZE_LINE = re.compile(rb"([0-9A-Fa-f]+)(?:[ \t]*;[^\r\n\x00]*)?\r\n\Z")
+_OPERATION_ID = re.compile(r"[0-9]{1,18}\Z")  # fits a signed 64-bit operation id
+_JSON_SPACE = " \t\n\r"
+_DECODER = json.JSONDecoder()
+
+
+class RequestError(Exception):
+    """A request the loopback server refuses: it answers ``status`` with ``message`` in its
+    error body (``error_type`` is the body's ``Type``) and faults the request's operation.
+
+    The body parsers (:func:`decode_body`, :func:`parse_commands`, :class:`ChunkedReader`,
+    :class:`LengthReader`, :class:`GzipInflater`) raise it, and only it, for bad input.
+
+    >>> try:
+    ...     parse_commands(b'{"Id": "a"}')
+    ... except RequestError as error:
+    ...     print(error.status, error)
+    400 the body must be a JSON array of commands, not an object
+    """
+
+    def __init__(self, message: str, status: int = 400, error_type: str = _BAD_REQUEST) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+        self.error_type = error_type
+
+
+# ---- the body parsers (no sockets: any binary stream) ----
+
+class ChunkedReader:
+    """Reads an HTTP/1.1 chunked body from a binary stream, one chunk per :meth:`read_chunk`.
+
+    Strict: a size is hex digits only, every line ends with CRLF, a size line is at most
+    ``max_size_line`` bytes, a chunk at most ``max_chunk_size`` bytes (413 beyond), and the
+    last chunk is followed by CRLF alone (trailer fields are refused).
+
+    >>> reader = ChunkedReader(io.BytesIO(b"3\\r\\n[1]\\r\\n0\\r\\n\\r\\n"))
+    >>> reader.read_chunk(), reader.read_chunk()
+    (b'[1]', None)
+    """
+
+    def __init__(self, stream: BinaryIO, *, max_size_line: int = MAX_SIZE_LINE,
+                 max_chunk_size: int = MAX_CHUNK_SIZE, reuse_buffer: bool = False) -> None:
+        self._stream = stream
+        self._max_size_line = max_size_line
+        self._max_chunk_size = max_chunk_size
+        self._scratch: Optional[bytearray] = bytearray(0) if reuse_buffer else None
+        self.done = False
+
+    def read_chunk(self) -> Optional[Union[bytes, memoryview]]:
+        """The next chunk's data, or ``None`` after the last chunk. With ``reuse_buffer`` it is
+        a view of a buffer the next call overwrites (counting mode: no allocation per chunk)."""
+        if self.done:
+            return None
+        line = self._stream.readline(self._max_size_line + 1)
+        if not line:
+            raise RequestError("the body ends before its last chunk (the connection was closed)")
+        if len(line) > self._max_size_line:
+            raise RequestError(f"a chunk size line is longer than {self._max_size_line} bytes")
+        if not line.endswith(b"\n"):
+            raise RequestError("the body ends in the middle of a chunk size line")
+        match = _SIZE_LINE.match(line)
+        if match is None:
+            raise RequestError(f"bad chunk size line {bytes(line[:40])!r}: expected hex digits "
+                               f"(and optional extensions) ending with CRLF")
+        size = int(match.group(1), 16)
+        if size > self._max_chunk_size:
+            raise RequestError(f"a chunk of {size} bytes is larger than the server accepts "
+                               f"({self._max_chunk_size} bytes)", 413)
+        if size == 0:
+            self._end_of_body()
+            return None
+        data = self._read_exactly(size)
+        after = self._stream.read(2)
+        if after != b"\r\n":
+            if len(after) < 2 and b"\r\n".startswith(after):
+                raise RequestError("the body ends after a chunk's data, before its CRLF")
+            raise RequestError(f"a chunk of {size} bytes is not followed by CRLF (the chunk is "
+                               f"longer than its size line says)")
+        return data
+
+    def _read_exactly(self, size: int) -> Union[bytes, memoryview]:
+        if self._scratch is None:
+            data = self._stream.read(size)
+            got = len(data)
+        else:
+            if len(self._scratch) < size:
+                self._scratch = bytearray(size)  # a new one: views of the old may still exist
+            view = memoryview(self._scratch)
+            got = 0
+            while got < size:
+                count = self._stream.readinto(view[got:size])
+                if not count:
+                    break
+                got += count
+            data = view[:got]
+        if got < size:
+            raise RequestError(f"the body ends in the middle of a chunk ({got} of its {size} bytes)")
+        return data
+
+    def _end_of_body(self) -> None:
+        line = self._stream.readline(self._max_size_line + 1)
+        if line == b"\r\n":
+            self.done = True
+            return
+        if not line or line == b"\r":
+            raise RequestError("the body ends after its last chunk, before the final CRLF")
+        if line.endswith(b"\r\n") and b":" in line:
+            raise RequestError("trailer fields after the last chunk are not accepted by the "
+                               "loopback server")
+        raise RequestError(f"expected CRLF after the last chunk, got {bytes(line[:40])!r}")
+
+
+class LengthReader:
+    """Reads a body of a known ``Content-Length`` in pieces (same interface as
+    :class:`ChunkedReader`).
+
+    >>> reader = LengthReader(io.BytesIO(b"[1]"), 3)
+    >>> reader.read_chunk(), reader.read_chunk()
+    (b'[1]', None)
+    """
+
+    def __init__(self, stream: BinaryIO, length: int, *, piece: int = _READ_PIECE) -> None:
+        self._stream = stream
+        self._length = length
+        self._remaining = length
+        self._piece = piece
+        self.done = length == 0
+
+    def read_chunk(self) -> Optional[bytes]:
+        """The next piece of the body, or ``None`` once all of it was read."""
+        if self._remaining == 0:
+            self.done = True
+            return None
+        data = self._stream.read(min(self._remaining, self._piece))
+        if not data:
+            raise RequestError(f"the body ends after {self._length - self._remaining} of its "
+                               f"{self._length} bytes (Content-Length)")
+        self._remaining -= len(data)
+        return data
+
+
+class GzipInflater:
+    """Inflates one gzip member fed in pieces; output comes in pieces of at most
+    ``step`` bytes, so a small chunk that inflates to gigabytes is never held whole.
+
+    >>> import gzip
+    >>> inflater = GzipInflater()
+    >>> b"".join(inflater.feed(gzip.compress(b"[]"))), inflater.finish()
+    (b'[]', None)
+    """
+
+    def __init__(self, step: int = _INFLATE_STEP) -> None:
+        self._inflater = zlib.decompressobj(31)
+        self._step = step
+
+    def feed(self, data: Union[bytes, bytearray, memoryview]) -> Iterator[bytes]:
+        """The decompressed pieces of ``data``. Raises :class:`RequestError` for a corrupt
+        stream or bytes after its end."""
+        inflater = self._inflater
+        if inflater.eof:
+            if data:
+                raise RequestError("bytes after the end of the gzip stream")
+            return
+        try:
+            out = inflater.decompress(data, self._step)
+            while True:
+                if out:
+                    yield out
+                if inflater.eof:
+                    if inflater.unused_data:
+                        raise RequestError("bytes after the end of the gzip stream")
+                    return
+                # a full step may leave output inside zlib even when all input was consumed
+                if not inflater.unconsumed_tail and len(out) < self._step:
+                    return
+                out = inflater.decompress(inflater.unconsumed_tail, self._step)
+        except zlib.error as exc:
+            raise RequestError(f"the gzip stream is corrupt: {exc}") from None
+
+    def finish(self) -> None:
+        """Check that the stream ended (raises :class:`RequestError` when truncated)."""
+        if not self._inflater.eof:
+            raise RequestError("the gzip stream is truncated: the body ended before the end of "
+                               "the stream")
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, bool):
+        return "a boolean"
+    if value is None:
+        return "null"
+    return "a number"
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, str):
+        return repr(value[:60] + ("..." if len(value) > 60 else ""))
+    return _kind(value)
+
+
+def _check_command(index: int, command: Any) -> None:
+    if not isinstance(command, dict):
+        raise RequestError(f"command {index} must be a JSON object, not {_kind(command)}")
+    kind = command.get("Type")
+    if kind != "PUT":
+        if "Type" not in command:
+            raise RequestError(f"command {index} has no Type")
+        raise RequestError(f"command {index} has Type {_show(kind)}: the loopback server "
+                           f"implements PUT commands only")
+    doc_id = command.get("Id")
+    if not isinstance(doc_id, str) or not doc_id:
+        if "Id" not in command:
+            raise RequestError(f"command {index} (PUT) has no Id")
+        raise RequestError(f"command {index} (PUT) needs an Id that is a non-empty string, "
+                           f"not {_show(doc_id)}")
+    if not isinstance(command.get("Document"), dict):
+        if "Document" not in command:
+            raise RequestError(f"command {index} (PUT {_show(doc_id)}) has no Document")
+        raise RequestError(f"command {index} (PUT {_show(doc_id)}) needs a Document that is a "
+                           f"JSON object, not {_kind(command['Document'])}")
+
+
+def parse_commands(body: Union[bytes, bytearray, memoryview]) -> List[dict]:
+    """The commands of a decoded bulk insert body: a UTF-8 JSON array of
+    ``{"Id": str, "Type": "PUT", "Document": {...}}``. Raises :class:`RequestError` naming the
+    first problem (the first bad command, the byte that is not UTF-8, the JSON error).
+
+    >>> parse_commands(b'[{"Id":"a/1","Type":"PUT","Document":{"x":1}}]')
+    [{'Id': 'a/1', 'Type': 'PUT', 'Document': {'x': 1}}]
+    """
+    try:
+        text = str(body, "utf-8")
+    except UnicodeDecodeError as exc:
+        # commands before the bad byte are still checked first (an attachment's raw bytes
+        # follow a command the server does not implement: that is the error to report)
+        return _walk_commands(str(body[:exc.start], "utf-8"), exc.start)
+    try:
+        commands = json.loads(text)
+    except (ValueError, RecursionError):
+        return _walk_commands(text, None)  # finds and names the first error
+    if not isinstance(commands, list):
+        raise RequestError(f"the body must be a JSON array of commands, not {_kind(commands)}")
+    for index, command in enumerate(commands):
+        _check_command(index, command)
+    return commands
+
+
+def _skip_space(text: str, pos: int) -> int:
+    while pos < len(text) and text[pos] in _JSON_SPACE:
+        pos += 1
+    return pos
+
+
+def _walk_commands(text: str, bad_utf8_at: Optional[int]) -> List[dict]:
+    """Parses the array one command at a time; ``text`` is everything before the first byte
+    that is not UTF-8 (at ``bad_utf8_at``) when there is one."""
+    def syntax(message: str) -> RequestError:
+        # with a bad byte, text was cut there: a syntax error is most likely that cut
+        if bad_utf8_at is not None:
+            return RequestError(f"the body is not UTF-8 (an invalid byte sequence at byte "
+                                f"{bad_utf8_at})")
+        return RequestError(message)
+
+    pos = _skip_space(text, 0)
+    if pos == len(text):
+        raise syntax("the body is empty: expected a JSON array of commands")
+    if text[pos] != "[":
+        try:
+            value, _ = _DECODER.raw_decode(text, pos)
+        except (ValueError, RecursionError):
+            raise syntax(f"the body is not JSON (at character {pos})") from None
+        raise RequestError(f"the body must be a JSON array of commands, not {_kind(value)}")
+    commands: List[dict] = []
+    pos = _skip_space(text, pos + 1)
+    if pos < len(text) and text[pos] == "]":
+        pos += 1
+    else:
+        while True:
+            index = len(commands)
+            try:
+                command, pos = _DECODER.raw_decode(text, pos)
+            except RecursionError:
+                raise RequestError(f"command {index} is nested too deeply") from None
+            except json.JSONDecodeError as exc:
+                raise syntax(f"command {index} is not valid JSON: {exc.msg} (at character "
+                             f"{exc.pos})") from None
+            _check_command(index, command)
+            commands.append(command)
+            pos = _skip_space(text, pos)
+            if pos == len(text):
+                raise syntax("the body ends inside the array of commands")
+            if text[pos] == "]":
+                pos += 1
+                break
+            if text[pos] != ",":
+                raise syntax(f"expected ',' or ']' after command {index} (at character {pos})")
+            pos = _skip_space(text, pos + 1)
+    pos = _skip_space(text, pos)
+    if pos < len(text):
+        raise RequestError(f"data after the end of the array of commands (at character {pos})")
+    if bad_utf8_at is not None:
+        raise syntax("")
+    return commands
+
+
+def decode_body(wire: Union[bytes, bytearray], *, gzip: bool = False, chunked: bool = True,
+                max_size_line: int = MAX_SIZE_LINE,
+                max_chunk_size: int = MAX_CHUNK_SIZE) -> List[dict]:
+    """The commands of one bulk insert request body exactly as it came off the wire: chunked
+    (or, ``chunked=False``, the whole body), gzip when ``gzip``. The same readers, inflater
+    and command parser as the server's; :class:`RequestError` for anything it refuses,
+    including bytes after the last chunk.
+
+    >>> decode_body(b'2\\r\\n[]\\r\\n0\\r\\n\\r\\n')
+    []
+    """
+    stream = io.BytesIO(wire)
+    reader: Union[ChunkedReader, LengthReader] = (
+        ChunkedReader(stream, max_size_line=max_size_line, max_chunk_size=max_chunk_size)
+        if chunked else LengthReader(stream, len(wire)))
+    inflater = GzipInflater() if gzip else None
+    body = bytearray()
+    while True:
+        data = reader.read_chunk()
+        if data is None:
+            break
+        for piece in (inflater.feed(data) if inflater is not None else (data,)):
+            body += piece
+    if stream.read(1):
+        raise RequestError("bytes after the last chunk")
+    if inflater is not None:
+        inflater.finish()
+    return parse_commands(body)
+
+
+class _MarkerCounter:
+    """Counts PUT markers in a body seen in pieces, also those split between pieces."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._tail = b""  # the last len(marker) - 1 bytes seen
+
+    def feed(self, piece: Union[bytes, memoryview]) -> None:
+        edge = len(_PUT_MARKER) - 1
+        size = len(piece)
+        # a view from ChunkedReader(reuse_buffer=True) starts at its buffer's first byte
+        buffer = piece.obj if isinstance(piece, memoryview) else piece
+        self.count += buffer.count(_PUT_MARKER, 0, size)  # type: ignore[union-attr]
+        self.count += (self._tail + bytes(piece[:edge])).count(_PUT_MARKER)
+        self._tail = (self._tail + bytes(piece[-edge:]))[-edge:]
+
+
+# ---- the server ----
 
 class ReceivedRequest:
     """One bulk insert request as the server saw it."""
@@ -48,14 +433,17 @@ class ReceivedRequest:
         self.complete = False                 # the terminating chunk arrived
         self.commands: Optional[list] = None  # parsed commands, when complete
         self.error: Optional[str] = None
+        self.status: Optional[int] = None     # the status the server answered
 
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
 
-    def __init__(self, address: Any, handler: type, recv_buffer: Optional[int]) -> None:
+    def __init__(self, address: Any, handler: type, recv_buffer: Optional[int],
+                 owner: "LoopbackServer") -> None:
         self._recv_buffer = recv_buffer
+        self._owner = owner
         super().__init__(address, handler)
 
     def server_bind(self) -> None:
@@ -63,13 +451,56 @@ class _Server(ThreadingHTTPServer):
             self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self._recv_buffer)
         super().server_bind()
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # an exception escaped a handler (the dispatcher catches everything it runs, so this
+        # is the standard library's part): recorded, never just printed
+        self._owner._unexpected(traceback.format_exc())
+
+
+def _error_body(message: str, error_type: str) -> dict:
+    return {"Type": error_type, "Message": message, "Error": message + "\n   at LoopbackServer"}
+
+
+def _operation_id(query: Dict[str, List[str]]) -> int:
+    values = query.get("id")
+    if not values:
+        raise RequestError("the id parameter is missing (the operation id from "
+                           "operations/next-operation-id)")
+    if len(values) > 1:
+        raise RequestError("the id parameter is given more than once")
+    if not _OPERATION_ID.match(values[0]):
+        raise RequestError(f"the id parameter must be a non-negative integer operation id, "
+                           f"not {values[0][:40]!r}")
+    return int(values[0])
+
+
+def _content_length(values: List[str]) -> int:
+    distinct = {value.strip() for value in values}
+    if len(distinct) > 1:
+        raise RequestError("conflicting Content-Length headers")
+    value = distinct.pop()
+    if not value.isascii() or not value.isdigit():
+        raise RequestError(f"Content-Length must be a non-negative integer, not {value[:40]!r}")
+    if len(value) > 20:
+        raise RequestError(f"a Content-Length of {len(value)} digits is larger than the server "
+                           f"accepts", 413)
+    return int(value)
+
 
 class LoopbackServer:
-    """A real HTTP/1.1 server on 127.0.0.1 implementing the bulk insert endpoints."""
+    """A real HTTP/1.1 server on 127.0.0.1 implementing the bulk insert endpoints.
+
+    ``timeout``: seconds a connection may stay silent (waiting for a request, or in the middle
+    of a body) before it is closed (a body cut short is answered 408). ``max_chunk_size``,
+    ``max_body_bytes``: larger chunks, and bodies (on the wire or decoded), are answered 413.
+    ``unexpected_errors`` lists the tracebacks of failures inside the server itself (each
+    answered 500, its operation faulted); a correct server never has any.
+    """
 
     def __init__(self, database: str = "db", *, keep_decoded_chunks: bool = True,
                  parse: bool = True, keep_wire: bool = False, keep_body: bool = True,
-                 recv_buffer: Optional[int] = None, port: int = 0) -> None:
+                 recv_buffer: Optional[int] = None, port: int = 0, timeout: float = 30.0,
+                 max_chunk_size: int = MAX_CHUNK_SIZE, max_body_bytes: int = MAX_BODY_BYTES) -> None:
         self.database = database
         self.keep_decoded_chunks = keep_decoded_chunks
         self.parse = parse
@@ -78,7 +509,12 @@ class LoopbackServer:
         self.log: List[str] = []  # "METHOD path" of every request
         self.operations: Dict[int, dict] = {}
         self.killed: set = set()
+        self.unexpected_errors: List[str] = []
+        self.timeout = timeout
+        self.max_chunk_size = max_chunk_size
+        self.max_body_bytes = max_body_bytes
         self._lock = threading.Lock()
+        self._connections: set = set()
         self._next_op = 0
         self._running = threading.Event()
         self._running.set()
@@ -94,9 +530,7 @@ class LoopbackServer:
         self.keep_body = keep_body  # False: count bytes and PUT commands only (benchmarks)
         if not keep_body:
             self.parse = self.keep_decoded_chunks = False
-        self._httpd = _Server(("127.0.0.1", port), self._handler_class(), recv_buffer)
-        self._httpd.daemon_threads = True
-        self._httpd.block_on_close = False
+        self._httpd = _Server(("127.0.0.1", port), self._handler_class(), recv_buffer, self)
         self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
                                         name="bulkwire-loopback", daemon=True)
         self._thread.start()
@@ -130,10 +564,22 @@ class LoopbackServer:
         return False
 
     def close(self) -> None:
+        """Stop serving; open connections are shut down, so handlers waiting on a silent
+        client end at once (waits up to 5 s for them)."""
         self._running.clear()
         self._resume.set()
         self._httpd.shutdown()
         self._httpd.server_close()
+        with self._lock:
+            connections = list(self._connections)
+        for connection in connections:
+            try:
+                connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass  # already closed by its handler
+        deadline = time.monotonic() + 5.0
+        while self._connections and time.monotonic() < deadline:
+            time.sleep(0.005)
         self._thread.join(5)
 
     def __enter__(self) -> "LoopbackServer":
@@ -142,6 +588,10 @@ class LoopbackServer:
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
+    def _unexpected(self, trace: str) -> None:
+        with self._lock:
+            self.unexpected_errors.append(trace)
+
     # ---- request handling ----
 
     def _handler_class(self) -> type:
@@ -149,9 +599,36 @@ class LoopbackServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            timeout = server.timeout  # a silent client never holds a handler forever
+
+            def setup(self) -> None:
+                super().setup()
+                with server._lock:
+                    server._connections.add(self.connection)
+
+            def finish(self) -> None:
+                try:
+                    super().finish()
+                except OSError:
+                    pass  # the client is gone; nothing left to flush to it
+                finally:
+                    with server._lock:
+                        server._connections.discard(self.connection)
 
             def log_message(self, format: str, *args: Any) -> None:  # quiet
                 pass
+
+            def send_error(self, code: int, message: Optional[str] = None,
+                           explain: Optional[str] = None) -> None:
+                # the standard library's refusals (bad request line, headers too long, unknown
+                # method) in the server's own error shape
+                text = message or explain or self.responses.get(code, ("error",))[0]
+                self.loopback_op = self.loopback_request = None  # nothing of an earlier request
+                self.loopback_answered = False
+                self.loopback_unread_body = True  # where the stream stands is unknown
+                if self.request_version == "HTTP/0.9":  # the line did not parse: no version yet
+                    self.request_version = self.protocol_version  # answer with a status line
+                server._refuse(self, RequestError(f"{text} (HTTP {code})", code))
 
             def do_GET(self) -> None:
                 server._dispatch(self, "GET")
@@ -162,10 +639,21 @@ class LoopbackServer:
             def do_PUT(self) -> None:
                 server._dispatch(self, "PUT")
 
+            def do_DELETE(self) -> None:
+                server._dispatch(self, "DELETE")
+
+            def do_PATCH(self) -> None:
+                server._dispatch(self, "PATCH")
+
         return Handler
 
     def _reply(self, h: BaseHTTPRequestHandler, status: int, payload: Any, *, close: bool = False) -> None:
+        """Answers; a request whose body was not read to its end is answered with
+        ``Connection: close`` (its bytes cannot be taken for the next request) and lingered."""
+        unread = getattr(h, "loopback_unread_body", False)
+        close = close or unread
         body = json.dumps(payload).encode() if payload is not None else b""
+        h.loopback_answered = True  # type: ignore[attr-defined]
         h.send_response(status)
         h.send_header("Content-Type", "application/json; charset=utf-8")
         h.send_header("Content-Length", str(len(body)))
@@ -173,18 +661,100 @@ class LoopbackServer:
             h.send_header("Connection", "close")
             h.close_connection = True
         h.end_headers()
-        h.wfile.write(body)
+        if getattr(h, "command", None) != "HEAD":
+            h.wfile.write(body)
         h.wfile.flush()
+        if unread:
+            self._linger(h)
 
     def _dispatch(self, h: BaseHTTPRequestHandler, method: str) -> None:
-        parsed = urllib.parse.urlsplit(h.path)
-        query = dict(urllib.parse.parse_qsl(parsed.query))
-        path = parsed.path
+        """Runs one request; whatever goes wrong ends in an answer (and a faulted operation)."""
+        h.loopback_op = None            # type: ignore[attr-defined]  # set once it owns one
+        h.loopback_request = None       # type: ignore[attr-defined]
+        h.loopback_answered = False     # type: ignore[attr-defined]
+        h.loopback_unread_body = (      # type: ignore[attr-defined]
+            bool(h.headers.get_all("Transfer-Encoding"))
+            or any(v.strip() not in ("", "0") for v in h.headers.get_all("Content-Length") or []))
         with self._lock:
             self.log.append(f"{method} {h.path}")
-        prefix = f"/databases/{self.database}"
-        if path.startswith(prefix):
-            rest = path[len(prefix):]
+        try:
+            self._route(h, method)
+        except RequestError as error:
+            self._refuse(h, error)
+        except TimeoutError:
+            self._refuse(h, RequestError(f"the client sent nothing for {self.timeout:g} s in the "
+                                         f"middle of the request", 408, _TIMEOUT))
+        except ConnectionError:
+            self._refuse(h, RequestError("the client closed the connection in the middle of the "
+                                         "request"))
+        except OSError as exc:
+            if self._running.is_set():  # not the server's own shutdown closing it
+                self._unexpected(traceback.format_exc())
+            self._refuse(h, RequestError(f"the connection failed: {exc!r}", 500, _INTERNAL))
+        except Exception as exc:
+            self._unexpected(traceback.format_exc())
+            self._refuse(h, RequestError(f"the loopback server failed: {exc!r}", 500, _INTERNAL))
+
+    def _refuse(self, h: BaseHTTPRequestHandler, error: RequestError) -> None:
+        """Faults the request's operation, then answers the error and closes the connection."""
+        op = getattr(h, "loopback_op", None)
+        request: Optional[ReceivedRequest] = getattr(h, "loopback_request", None)
+        if request is not None:
+            request.error = error.message
+            request.status = error.status
+        if op is not None:
+            self._fault(op, error.message, error.status)  # before the answer: the client asks next
+        h.close_connection = True
+        if getattr(h, "loopback_answered", False):
+            return  # an answer already went out; the connection just ends
+        try:
+            self._reply(h, error.status, _error_body(error.message, error.error_type), close=True)
+        except OSError:
+            pass  # the client is gone: nobody to answer
+
+    def _linger(self, h: BaseHTTPRequestHandler) -> None:
+        """After an answer sent before the body was read: end our side, then swallow what the
+        client still sends for a bounded time. Closing with unread data would reset the
+        connection, and the reset can reach the client before it has read the answer."""
+        connection = h.connection  # type: ignore[attr-defined]
+        try:
+            connection.shutdown(socket.SHUT_WR)
+        except OSError:
+            return
+        deadline = time.monotonic() + _LINGER_SECONDS
+        swallowed = 0
+        while swallowed < _LINGER_BYTES and self._running.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            try:
+                connection.settimeout(left)
+                data = connection.recv(1 << 16)
+            except OSError:  # timeout, reset: either way it is over
+                break
+            if not data:
+                break
+            swallowed += len(data)
+
+    def _route(self, h: BaseHTTPRequestHandler, method: str) -> None:
+        parsed = urllib.parse.urlsplit(h.path)
+        path = parsed.path
+        try:
+            query = urllib.parse.parse_qs(parsed.query, keep_blank_values=True, errors="strict",
+                                          max_num_fields=64)
+        except ValueError as exc:
+            raise RequestError(f"bad query string: {exc}") from None
+        if path.startswith("/databases/"):
+            name, _, rest = path[len("/databases/"):].partition("/")
+            try:
+                database = urllib.parse.unquote(name, errors="strict")
+            except UnicodeDecodeError:
+                raise RequestError(f"the database name {name[:60]!r} is not percent-encoded "
+                                   f"UTF-8") from None
+            if database != self.database:
+                raise RequestError(f"database {database[:60]!r} does not exist (this server has "
+                                   f"{self.database!r})", 404, _NO_DATABASE)
+            rest = "/" + rest
             if method == "GET" and rest == "/operations/next-operation-id":
                 with self._lock:
                     self._next_op += 1
@@ -194,14 +764,18 @@ class LoopbackServer:
             if method == "POST" and rest == "/bulk_insert":
                 return self._bulk_insert(h, query)
             if method == "GET" and rest == "/operations/state":
-                state = self.operations.get(int(query.get("id", "0")))
+                op = _operation_id(query)
+                with self._lock:
+                    state = self.operations.get(op)
                 if state is None:
-                    return self._reply(h, 404, {"Message": "no such operation"})
+                    raise RequestError(f"there is no operation {op}", 404)
                 return self._reply(h, 200, state)
             if method == "POST" and rest == "/operations/kill":
-                op = int(query.get("id", "0"))
-                self.killed.add(op)
-                if op in self.operations:
+                op = _operation_id(query)
+                with self._lock:
+                    if op not in self.operations:
+                        raise RequestError(f"there is no operation {op}", 404)
+                    self.killed.add(op)
                     self.operations[op] = {"Status": "Canceled", "Result": None}
                 return self._reply(h, 200, None)
             if method == "GET" and rest == "/topology":
@@ -213,18 +787,17 @@ class LoopbackServer:
                 return self._reply(h, 200, {"Prefix": "", "Low": low, "High": low + 999,
                                             "LastSize": 1000, "ServerTag": "A",
                                             "LastRangeAt": "2020-01-01T00:00:00.0000000"})
-        if method == "GET" and path == "/cluster/topology":
+        elif method == "GET" and path == "/cluster/topology":
             return self._reply(h, 200, {"Topology": {"TopologyId": "t", "AllNodes": {"A": self.url},
                                                      "Members": {"A": self.url}, "Promotables": {},
                                                      "Watchers": {}, "LastNodeId": "A", "Etag": 1},
                                         "Leader": "A", "NodeTag": "A", "Etag": 1, "Status": {}})
-        if method == "GET" and path == "/_loopback/last":
+        elif method == "GET" and path == "/_loopback/last":
             return self._reply(h, 200, self.last_request_summary())
-        if method == "GET" and path.startswith("/build/version"):
+        elif method == "GET" and path.startswith("/build/version"):
             return self._reply(h, 200, {"BuildVersion": 72, "ProductVersion": "7.2",
                                         "CommitHash": "loopback", "FullVersion": "7.2.0"})
-        self._drain(h)
-        return self._reply(h, 404, {"Message": f"not implemented by the loopback server: {method} {path}"})
+        raise RequestError(f"not implemented by the loopback server: {method} {path[:200]}", 404)
 
     def last_request_summary(self) -> dict:
         """What the last bulk insert request looked like (also at GET /_loopback/last)."""
@@ -241,98 +814,96 @@ class LoopbackServer:
         return {"Nodes": [{"Url": self.url, "ClusterTag": "A", "Database": self.database,
                            "ServerRole": "Member"}], "Etag": 1}
 
-    @staticmethod
-    def _drain(h: BaseHTTPRequestHandler) -> None:
-        length = int(h.headers.get("Content-Length") or 0)
-        if length:
-            h.rfile.read(length)
+    def _body_reader(self, h: BaseHTTPRequestHandler,
+                     keeps: bool) -> Tuple[Union[ChunkedReader, LengthReader], Optional[GzipInflater]]:
+        """The reader and inflater the request's headers call for (refused when unsupported)."""
+        encodings = h.headers.get_all("Transfer-Encoding") or []
+        lengths = h.headers.get_all("Content-Length") or []
+        content_encoding = ",".join(h.headers.get_all("Content-Encoding") or []).strip().lower()
+        if content_encoding not in ("", "identity", "gzip"):
+            raise RequestError(f"Content-Encoding {content_encoding[:40]!r} is not supported "
+                               f"(gzip or none)", 415)
+        inflater = GzipInflater() if content_encoding == "gzip" else None
+        if encodings:
+            transfer = ",".join(encodings).strip().lower()
+            if transfer != "chunked":
+                raise RequestError(f"Transfer-Encoding {transfer[:40]!r} is not supported "
+                                   f"(chunked only)")
+            if lengths:
+                raise RequestError("both Transfer-Encoding and Content-Length are given")
+            return ChunkedReader(h.rfile, max_chunk_size=self.max_chunk_size,
+                                 reuse_buffer=not keeps and inflater is None), inflater
+        length = _content_length(lengths) if lengths else 0
+        if length > self.max_body_bytes:
+            raise RequestError(f"a body of {length} bytes is larger than the server accepts "
+                               f"({self.max_body_bytes} bytes)", 413)
+        return LengthReader(h.rfile, length), inflater
 
-    def _bulk_insert(self, h: BaseHTTPRequestHandler, query: Dict[str, str]) -> None:
-        op = int(query.get("id", "0"))
-        request = ReceivedRequest(op, dict(h.headers.items()), query)
+    def _bulk_insert(self, h: BaseHTTPRequestHandler, query: Dict[str, List[str]]) -> None:
+        op = _operation_id(query)
+        request = ReceivedRequest(op, dict(h.headers.items()),
+                                  {key: values[-1] for key, values in query.items()})
+        h.loopback_request = request  # type: ignore[attr-defined]
         with self._lock:
             self.requests.append(request)
-        gzip = h.headers.get("Content-Encoding", "").lower() == "gzip"
-        decoder = zlib.decompressobj(31) if gzip else None
-        received = 0
-        tail = b""
-        chunked = h.headers.get("Transfer-Encoding", "").lower() == "chunked"
-        remaining = None if chunked else int(h.headers.get("Content-Length") or 0)
-        # Counting only: read each chunk into one reused buffer (a fresh 1 MiB object per chunk
-        # costs the server page faults that a benchmark would charge to the client).
+            if op in self.killed:  # killed before the body arrived: dropped, as when killed mid-body
+                request.error = "killed"
+                h.close_connection = True
+                return
+            state = self.operations.get(op)
+            if state is None:  # the id was not handed out here; the server takes it as given
+                self.operations[op] = {"Status": "InProgress", "Result": None}
+            elif state["Status"] != "InProgress":
+                raise RequestError(f"operation {op} has already ended ({state['Status']}): ask "
+                                   f"operations/next-operation-id for a new one", 409)
+        h.loopback_op = op  # type: ignore[attr-defined]  # from here on, a refusal faults it
         keeps = self.keep_body or self.keep_wire or self.keep_decoded_chunks
-        scratch: Optional[bytearray] = None if keeps else bytearray(1 << 20)
+        reader, inflater = self._body_reader(h, keeps)
+        counter = None if self.keep_body else _MarkerCounter()
+        wire_bytes = 0
         while self._running.is_set():
-            if self.stall_after_bytes is not None and received >= self.stall_after_bytes:
-                self.stalled_at = received
+            if self.stall_after_bytes is not None and request.body_bytes >= self.stall_after_bytes:
+                self.stalled_at = request.body_bytes
                 while not self._resume.wait(0.05):
                     if not self._running.is_set():
-                        return
+                        break
                 self.stalled_at = None
             if op in self.killed:
                 request.error = "killed"
                 h.close_connection = True
                 return
-            if chunked:
-                size_line = h.rfile.readline(1024)
-                if not size_line:
-                    request.error = "connection closed before the end of the body"
-                    self._fault(op, request.error)
-                    h.close_connection = True
-                    return
-                size = int(size_line.split(b";")[0].strip() or b"0", 16)
-                if size == 0:
-                    h.rfile.readline(1024)  # the CRLF after the last chunk (no trailers)
-                    break
-                if scratch is not None:
-                    if len(scratch) < size:
-                        scratch = bytearray(size)
-                    data = memoryview(scratch)[:h.rfile.readinto(memoryview(scratch)[:size])]
-                else:
-                    data = h.rfile.read(size)
-                if len(data) < size:
-                    request.error = "connection closed in the middle of a chunk"
-                    self._fault(op, request.error)
-                    h.close_connection = True
-                    return
-                h.rfile.readline(1024)
-            else:
-                if not remaining:
-                    break
-                data = h.rfile.read(min(remaining, 1 << 20))
-                if not data:
-                    request.error = "connection closed before the end of the body"
-                    h.close_connection = True
-                    return
-                remaining -= len(data)
+            data = reader.read_chunk()
+            if data is None:
+                h.loopback_unread_body = False  # type: ignore[attr-defined]
+                break
+            wire_bytes += len(data)
+            if wire_bytes > self.max_body_bytes:
+                raise RequestError(f"the body is larger than the server accepts "
+                                   f"({self.max_body_bytes} bytes on the wire)", 413)
             request.wire_chunks.append(len(data))
             if self.keep_wire:
                 request.wire += data
-            decoded = decoder.decompress(data) if decoder is not None else data
+            decoded_pieces = []
+            for piece in (inflater.feed(data) if inflater is not None else (data,)):
+                request.body_bytes += len(piece)
+                if request.body_bytes > self.max_body_bytes:
+                    raise RequestError(f"the body is larger than the server accepts "
+                                       f"({self.max_body_bytes} bytes decoded)", 413)
+                if self.keep_decoded_chunks:
+                    decoded_pieces.append(piece)
+                if self.keep_body:
+                    request.body += piece
+                else:
+                    counter.feed(piece)  # type: ignore[union-attr]
             if self.keep_decoded_chunks:
-                request.decoded_chunks.append(decoded)
-            if self.keep_body:
-                request.body += decoded
-            else:
-                # every marker inside the piece, plus the one that may straddle the boundary
-                # with the previous pieces (the last len(marker) - 1 bytes seen, kept in tail)
-                edge = len(_PUT_MARKER) - 1
-                inside = (scratch.count(_PUT_MARKER, 0, len(decoded)) if isinstance(decoded, memoryview)
-                          else decoded.count(_PUT_MARKER))
-                request.put_commands += inside + (tail + bytes(decoded[:edge])).count(_PUT_MARKER)
-                tail = (tail + bytes(decoded[-edge:]))[-edge:]
-            request.body_bytes += len(decoded)
-            received += len(decoded)
+                request.decoded_chunks.append(b"".join(decoded_pieces))
+            if counter is not None:
+                request.put_commands = counter.count
             if self.read_delay:
                 time.sleep(self.read_delay)
-            if self.fail_after_bytes is not None and received >= self.fail_after_bytes:
-                self._fault(op, self.fail_message)
-                request.error = self.fail_message
-                return self._reply(h, 500, {"Type": "Raven.Server.BulkInsertFailed",
-                                            "Message": self.fail_message,
-                                            "Error": self.fail_message + "\n   at LoopbackServer"},
-                                   close=True)
-            if self.finish_after_bytes is not None and received >= self.finish_after_bytes:
+            if self.fail_after_bytes is not None and request.body_bytes >= self.fail_after_bytes:
+                raise RequestError(self.fail_message, 500, "Raven.Server.BulkInsertFailed")
+            if self.finish_after_bytes is not None and request.body_bytes >= self.finish_after_bytes:
                 request.error = "finished early"
                 self._complete(op)
                 return self._reply(h, 200, {"Message": "The server finished the bulk insert early"},
@@ -341,38 +912,34 @@ class LoopbackServer:
             request.error = "the server shut down before the end of the body"
             h.close_connection = True
             return
-        if decoder is not None:
-            tail = decoder.flush()
-            request.body += tail
-            if not decoder.eof:
-                request.error = "gzip stream not terminated"
         request.complete = True
+        if inflater is not None:
+            inflater.finish()
         if self.parse:
-            try:
-                commands = json.loads(bytes(request.body))
-            except ValueError as exc:
-                request.error = f"bad body: {exc}"
-                self._fault(op, request.error)
-                return self._reply(h, 400, {"Message": request.error}, close=True)
+            commands = parse_commands(request.body)
             request.commands = commands
             with self._lock:
                 for command in commands:
-                    if command.get("Type") == "PUT":
-                        self.documents[command["Id"]] = command["Document"]
+                    self.documents[command["Id"]] = command["Document"]
         self._complete(op)
+        request.status = 200
         self._reply(h, 200, None)
 
-    def _fault(self, op: int, message: str) -> None:
-        if self.operations.get(op, {}).get("Status") == "Canceled":
-            return  # a killed operation stays killed, whatever its connection does afterwards
-        self.operations[op] = {"Status": "Faulted",
-                               "Result": {"$type": _FAULT_TYPE, "Message": message,
-                                          "Error": message + "\n   at LoopbackServer",
-                                          "StatusCode": 500}}
+    def _fault(self, op: int, message: str, status: int = 500) -> None:
+        with self._lock:
+            state = self.operations.get(op)
+            if state is not None and state["Status"] != "InProgress":
+                return  # a killed operation stays killed, a completed one completed, whatever
+                        # its connection does afterwards; the first fault stands
+            self.operations[op] = {"Status": "Faulted",
+                                   "Result": {"$type": _FAULT_TYPE, "Message": message,
+                                              "Error": message + "\n   at LoopbackServer",
+                                              "StatusCode": status}}
 
     def _complete(self, op: int) -> None:
-        if self.operations.get(op, {}).get("Status") == "InProgress":
-            self.operations[op] = {"Status": "Completed", "Result": {"Total": 0}}
+        with self._lock:
+            if self.operations.get(op, {}).get("Status") == "InProgress":
+                self.operations[op] = {"Status": "Completed", "Result": {"Total": 0}}
 
 
 def serve(port: int = 0, database: str = "db", **options: Any) -> None:
