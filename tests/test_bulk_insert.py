@@ -343,8 +343,10 @@ def test_abort(server):
     assert server.operations[bulk.operation_id]["Status"] == "Canceled"
     with pytest.raises(BulkInsertAborted, match="aborted"):
         bulk.store({"i": 99}, id="d/99")
-    bulk.close()  # a no-op after abort
-    bulk.abort()  # and so is a second abort
+    for _ in range(2):  # an aborted insert did not complete: close raises, every time
+        with pytest.raises(BulkInsertAborted, match="aborted"):
+            bulk.close()
+    bulk.abort()  # a second abort is a no-op
     server.resume()
     assert not bulk._sender.is_alive()
 
@@ -398,8 +400,15 @@ def test_unreachable_server_raises_at_the_first_store():
     with LoopbackServer() as s:
         url = s.url
     bulk = bulkwire.BulkInsert(url, "db", timeout=5)
-    with pytest.raises(OSError):
+    with pytest.raises(bulkwire.ConnectError, match=r"cannot reach the server for GET http://127\.0\.0\.1:\d+/"
+                       r"databases/db/operations/next-operation-id") as caught:
         bulk.store({"a": 1}, id="a/1")
+    assert isinstance(caught.value.__cause__, ConnectionRefusedError)
+    # the insert stays failed: no new attempt, no later normal return
+    with pytest.raises(bulkwire.ConnectError):
+        bulk.store({"a": 2}, id="a/2")
+    with pytest.raises(bulkwire.ConnectError):
+        bulk.close()
 
 
 @pytest.mark.parametrize("compress", [True, False])
@@ -511,5 +520,12 @@ def test_store_after_close_or_abort_raises(server):
     assert list(server.documents) == ["c/0"]
     never_started = bulkwire.BulkInsert(server.url, server.database, timeout=TIMEOUT)
     never_started.abort()
-    with pytest.raises(ValueError, match="closed or aborted"):
+    with pytest.raises(BulkInsertAborted, match="aborted"):
         never_started.store({"i": 3}, id="c/3")
+    with pytest.raises(BulkInsertAborted, match="aborted"):
+        never_started.close()
+    empty = bulkwire.BulkInsert(server.url, server.database, timeout=TIMEOUT)
+    empty.close()  # nothing stored: no request, nothing failed
+    empty.close()
+    with pytest.raises(ValueError, match="closed"):
+        empty.store({"i": 4}, id="c/4")
