@@ -942,6 +942,12 @@ static PyObject *module_pump_body(PyObject *module, PyObject *args, PyObject *kw
                 outcome = PUMP_CLOSED;
                 break;
             }
+            /* An answer that came before the end means the server did not take the whole
+               body: the terminating chunk would make it look complete. */
+            if (bw_peer_answered(fd)) {
+                outcome = PUMP_ANSWERED;
+                break;
+            }
             /* the end: the gzip trailer when the last buffer did not carry it, then the
                terminating chunk (the CRLF ending the previous chunk rides with it) */
             const char *tail = NULL;

@@ -674,7 +674,8 @@ class BulkInsert:
     def _explain(self, error: BaseException) -> BaseException:
         """On the sender thread, for a failed request: the error the producer raises, with
         the server's message from ``operations/state`` when it recorded one."""
-        from .errors import ServerError
+        from .errors import ServerError, TransportError
+        from .transport import FAULTED_WITHOUT_MESSAGE
 
         own = self._writer._failure
         if own is not None:  # stopped on this side (abort, an interrupted store): that stands
@@ -684,12 +685,14 @@ class BulkInsert:
         message = self._transport.operation_error(self._op_id)
         if not message or message in str(error):
             return error
-        if isinstance(error, (ServerError, BulkInsertAborted)):
-            return error.with_message(f"{message} ({error})")
-        # the connection broke, but the server says why: its fault is the error
-        explained = ServerError(f"{message} ({error})")
-        explained.__cause__ = error
-        return explained
+        if message == FAULTED_WITHOUT_MESSAGE and not isinstance(error, TransportError):
+            return error  # what the server answered says more
+        if isinstance(error, TransportError):
+            # the connection broke, and the server says why: its fault is the error
+            explained = ServerError(f"{message} ({error})")
+            explained.__cause__ = error
+            return explained
+        return error.with_message(f"{message} ({error})")
 
     def store(self, entity: Any, id: Optional[str] = None,
               metadata: Optional[Mapping[str, Any]] = None) -> str:

@@ -40,6 +40,8 @@ __all__ = ["HttpTransport", "BodySender", "ServerError", "ProtocolError", "Early
 # The protocol's answers (an id, an operation's state, an error) are small: reading more than
 # this is a server that does not speak it, and must not fill the client's memory.
 MAX_ANSWER_BYTES = 1 << 20
+# operation_error() when the state says Faulted but gives no message of its own
+FAULTED_WITHOUT_MESSAGE = "the server reported the operation as faulted"
 
 
 def error_message(body: bytes) -> Optional[str]:
@@ -210,7 +212,7 @@ class HttpTransport:
                 value = result.get(key)
                 if isinstance(value, str) and value:
                     return value
-        return "the server reported the operation as faulted"
+        return FAULTED_WITHOUT_MESSAGE
 
     def kill(self, op_id: int) -> None:
         """Kills the operation on the server (``operations/kill``)."""
@@ -279,8 +281,13 @@ class BodySender(threading.Thread):
         except BaseException as exc:  # noqa: BLE001 - reported to the producer, never lost
             self.error = exc
         finally:
-            if not self.succeeded:
-                self._report(self.error)
+            try:
+                if not self.succeeded:
+                    self._report(self.error)
+            finally:
+                close = getattr(self._pieces, "close", None)
+                if close is not None:  # a generator's own cleanup runs now, on this thread
+                    close()
 
     def _report(self, exc: Optional[BaseException]) -> None:
         """Hands the failure to the producer; nothing here may keep it from getting there."""
@@ -359,6 +366,8 @@ class BodySender(threading.Thread):
             send_chunk(separator + b"%x\r\n" % len(piece), piece)
             del piece
             separator = b"\r\n"
+        if _answered(sock):  # before the end too: an answer now means the body was not taken
+            raise self._early(conn)
         sock.sendall(separator + b"0\r\n\r\n")
 
     def _early(self, conn: http.client.HTTPConnection) -> BulkInsertError:
