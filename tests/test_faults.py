@@ -3,12 +3,14 @@
 escapes, and close() returns normally only when the server answered 2xx to the whole body."""
 import _thread
 import os
+import socket
 import threading
 import time
 
 import pytest
 
 import bulkwire
+import bulkwire.transport
 from bulkwire import errors
 from bulkwire.bulk import compression_backends
 from fault_server import FAULTS, STEPS, FaultServer
@@ -20,8 +22,8 @@ NOISE = os.urandom(1 << 19).hex()  # ~1 MiB that gzip cannot shrink much
 
 ONE_BUFFER = 3      # documents: the body's one buffer goes out at close()
 SEVERAL = 700       # ~1 MB in 16 KiB buffers, for a server that reads
-UNTIL_FAILURE = 20_000  # ~28 MB, more than the socket buffers hold, for a server that stops
-                        # reading: the failure comes while store() waits on the full queue
+UNTIL_FAILURE = 20_000  # ~28 MB, far more than the socket buffers hold, for a server that
+                        # stops reading: the failure comes while store() waits on the full queue
 
 # (several buffers?, compress)
 VARIANTS = {
@@ -42,6 +44,27 @@ SUCCEEDS = {("bulk_insert", f) for f in ("garbage", "shape_id_str", "shape_list"
 # fails early too): with several buffers, the producer is blocked when the failure comes.
 HOLDING = ({("bulk_insert", f) for f in ("early_2xx", "early_5xx", "reset", "stall")}
            | {("state", f) for f in FAULTS})
+
+
+@pytest.fixture(autouse=True)
+def small_send_buffers(monkeypatch):
+    """The client's sockets get a small send buffer, like the server's receive buffer: the
+    producer then waits on its queue after ~100 KiB rather than after the megabytes the
+    kernel's autotuning gives a socket (which take seconds to fill under the sanitizers)."""
+    original = bulkwire.transport.HttpTransport.connect
+
+    def connect(self, timeout=None):
+        conn = original(self, timeout)
+        plain = conn.connect
+
+        def connect_small():
+            plain()
+            conn.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 32 << 10)
+
+        conn.connect = connect_small
+        return conn
+
+    monkeypatch.setattr(bulkwire.transport.HttpTransport, "connect", connect)
 
 
 def document(i):
@@ -144,7 +167,10 @@ def test_every_fault_at_every_step_fails_cleanly(step, fault, variant):
     holding = several and (step, fault) in HOLDING
     documents = UNTIL_FAILURE if holding else SEVERAL if several else ONE_BUFFER
     release = threading.Event()
-    with FaultServer(faults, release=release if several else None, stall_seconds=3.0) as server:
+    # a stall outlasts the client's timeout however slow the producer is (sanitizers): the
+    # server lets go only when the cell ends
+    with FaultServer(faults, release=release if several else None,
+                     stall_seconds=CELL_LIMIT) as server:
         started = time.monotonic()
         bulk = bulkwire.BulkInsert(server.url, server.database, compress=compress,
                                    buffer_size=16 << 10, max_buffers=2,
