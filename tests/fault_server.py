@@ -255,7 +255,6 @@ class FaultServer:
                 ("POST", "/operations/kill"): "kill"}.get((request.method, rest))
 
     def _handle(self, conn: socket.socket, reader) -> None:
-        fault_before = None
         request = self._read_head(reader)
         if request is None:
             return
@@ -268,10 +267,8 @@ class FaultServer:
         fault = self.faults.get(step)
         if step == "bulk_insert":
             return self._bulk_insert(conn, reader, request, fault)
-        # the requests without a body
-        if fault in ("early_2xx", "early_5xx"):
-            fault_before = fault
-        if fault_before is None:
+        # the requests without a body; an early answer goes out before even that is read
+        if fault not in ("early_2xx", "early_5xx"):
             self._read_plain_body(reader, request.headers)
         if fault == "stall":
             return self._wait(self.stall_seconds)
