@@ -485,8 +485,30 @@ typedef struct {
     bw_bulk_writer w;
     int ready;
     int busy;
+    int owned;
+    unsigned long owner; /* the producer's thread: the first to call a store method */
     PyObject *skip_keys; /* the default ("Id", "@metadata") */
 } WriterObject;
+
+/* A writer takes documents from one thread. Checking only for overlapping calls caught a
+   second thread at random (only when the GIL switched inside a call); the owner check
+   refuses every call from another thread, before anything changes. It runs with the GIL
+   held, so claiming cannot race. 0, or -1 with RuntimeError set. */
+static int writer_check_thread(WriterObject *self) {
+    unsigned long me = PyThread_get_thread_ident();
+    if (!self->owned) {
+        self->owner = me;
+        self->owned = 1;
+        return 0;
+    }
+    if (self->owner == me)
+        return 0;
+    PyErr_SetString(PyExc_RuntimeError,
+                    "a bulk insert takes documents from one thread only: this BulkWriter (or "
+                    "BulkInsert) belongs to the thread that first stored into it, and this call "
+                    "came from another thread; use one per producer thread");
+    return -1;
+}
 
 static PyObject *Writer_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
     static char *keywords[] = {"buffer_size", NULL};
@@ -538,6 +560,8 @@ static PyObject *Writer_put(WriterObject *self, PyObject *const *args, Py_ssize_
                      nargs);
         return NULL;
     }
+    if (writer_check_thread(self) < 0)
+        return NULL;
     if (!PyUnicode_Check(args[0])) {
         PyErr_Format(PyExc_TypeError, "id must be a str, not %.100s", Py_TYPE(args[0])->tp_name);
         return NULL;
@@ -564,6 +588,8 @@ static PyObject *Writer_put(WriterObject *self, PyObject *const *args, Py_ssize_
 /* finish() -> Chunk: ends the array and hands over what is left. */
 static PyObject *Writer_finish(WriterObject *self, PyObject *unused) {
     (void)unused;
+    if (writer_check_thread(self) < 0)
+        return NULL;
     if (self->busy) {
         PyErr_SetString(PyExc_RuntimeError, "bulk insert store methods cannot run concurrently");
         return NULL;
@@ -587,6 +613,8 @@ static PyObject *Writer_put_encoded(WriterObject *self, PyObject *args, PyObject
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*n|p:put_encoded", keywords, &view, &count,
                                      &continued))
         return NULL;
+    if (writer_check_thread(self) < 0)
+        goto cleanup;
     if (self->busy) {
         PyErr_SetString(PyExc_RuntimeError, "bulk insert store methods cannot run concurrently");
         goto cleanup;
@@ -619,6 +647,8 @@ static PyObject *Writer_put_external(WriterObject *self, PyObject *args, PyObjec
         PyErr_Format(PyExc_ValueError, "length must be positive, not %zd", length);
         return NULL;
     }
+    if (writer_check_thread(self) < 0)
+        return NULL;
     if (self->busy) {
         PyErr_SetString(PyExc_RuntimeError, "bulk insert store methods cannot run concurrently");
         return NULL;
@@ -626,6 +656,15 @@ static PyObject *Writer_put_external(WriterObject *self, PyObject *args, PyObjec
     if (bw_bulk_writer_put_external(&self->w, (size_t)length, count, continued) < 0)
         return NULL;
     return writer_take(self);
+}
+
+/* claim() -> None: the calling thread becomes the producer, or RuntimeError when another
+   thread already is. */
+static PyObject *Writer_claim(WriterObject *self, PyObject *unused) {
+    (void)unused;
+    if (writer_check_thread(self) < 0)
+        return NULL;
+    Py_RETURN_NONE;
 }
 
 static PyObject *Writer_get_field(WriterObject *self, void *closure) {
@@ -655,6 +694,9 @@ static PyMethodDef Writer_methods[] = {
      "put_external(length, count, continued=False) -> Chunk | None\n\nThe caller sends length "
      "bytes of commands as a piece of its own: the separator is written into the buffer, which is "
      "handed over (returned; None when empty) and must go out right before that piece."},
+    {"claim", (PyCFunction)Writer_claim, METH_NOARGS,
+     "claim() -> None\n\nMake the calling thread the writer's producer, or raise RuntimeError "
+     "when another thread already is (the first thread to call a store method owns it)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -898,6 +940,12 @@ static PyObject *module_pump_body(PyObject *module, PyObject *args, PyObject *kw
         if (rc == BW_HQ_CLOSED) {
             if (queue_flag(q, 0)) {
                 outcome = PUMP_CLOSED;
+                break;
+            }
+            /* An answer that came before the end means the server did not take the whole
+               body: the terminating chunk would make it look complete. */
+            if (bw_peer_answered(fd)) {
+                outcome = PUMP_ANSWERED;
                 break;
             }
             /* the end: the gzip trailer when the last buffer did not carry it, then the

@@ -5,6 +5,7 @@ import gc
 import os
 import gzip
 import json
+import signal
 import threading
 import time
 import zlib
@@ -15,6 +16,7 @@ import bulkwire
 from bulkwire import _core
 from bulkwire.bulk import BulkInsertAborted, BulkInsertError, compression_backends
 from bulkwire.testing import LoopbackServer
+from fault_server import FaultServer
 
 TIMEOUT = 30.0  # socket timeout for every test client: nothing can hang for long
 
@@ -327,9 +329,64 @@ def test_a_caught_ctrl_c_during_a_blocked_store_never_loses_documents_quietly():
             server.resume()
         with pytest.raises(BulkInsertAborted, match="incomplete"):
             bulk.store({"i": -1}, id="d/after")
+        for _ in range(2):  # every later close says so, and so does leaving a with block
+            with pytest.raises(BulkInsertAborted, match="incomplete"):
+                bulk.close()
         with pytest.raises(BulkInsertAborted, match="incomplete"):
-            bulk.close()
+            with bulk:
+                pass
         assert not any(r.complete and r.error is None for r in server.requests)
+
+
+def _ctrl_c_after(seconds):
+    """SIGINT to the main thread after ``seconds``: a real signal, so that a blocking socket
+    call returns (EINTR) and raises KeyboardInterrupt, as a Ctrl-C would."""
+    main = threading.main_thread().ident
+    timer = threading.Timer(seconds, signal.pthread_kill, args=(main, signal.SIGINT))
+    timer.start()
+    return timer
+
+
+@pytest.mark.parametrize("where", ["next-operation-id", "close", "exit", "kill"])
+def test_ctrl_c_at_any_wait_leaves_the_insert_failed_for_good(where):
+    """Ctrl-C while waiting for the operation id, for the server's answer in close() (or in
+    the with block's exit), or for the kill in abort(): the insert did not complete, so no
+    later call may return normally (a second close() used to)."""
+    stalled = {"next-operation-id": "next-operation-id", "close": "bulk_insert",
+               "exit": "bulk_insert", "kill": "kill"}[where]
+    with FaultServer({stalled: "stall"}, stall_seconds=10.0) as server:
+        bulk = bulkwire.BulkInsert(server.url, server.database, timeout=TIMEOUT)
+        started = time.monotonic()
+        if where != "next-operation-id":
+            bulk.store({"i": 0}, id="d/0")
+        timer = _ctrl_c_after(0.3)
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                if where == "next-operation-id":
+                    bulk.store({"i": 0}, id="d/0")
+                elif where == "close":
+                    bulk.close()
+                elif where == "exit":
+                    with bulk:
+                        bulk.store({"i": 1}, id="d/1")
+                else:
+                    bulk.abort()
+        finally:
+            timer.join()
+        assert time.monotonic() - started < 5.0  # interrupted, not timed out
+        for _ in range(3):
+            with pytest.raises(BulkInsertAborted):
+                bulk.close()
+        with pytest.raises(BulkInsertAborted):
+            bulk.store({"i": 2}, id="d/2")
+        with pytest.raises(BulkInsertAborted):
+            with bulk:
+                pass
+        assert not server.ok_to_whole_body(bulk.operation_id)
+        if bulk._sender is not None:  # the sender was stopped, not left waiting
+            bulk._sender.join(TIMEOUT)
+            assert not bulk._sender.is_alive()
+        assert server.log.count("GET /databases/db/operations/next-operation-id") == 1
 
 
 def test_abort(server):
@@ -343,8 +400,10 @@ def test_abort(server):
     assert server.operations[bulk.operation_id]["Status"] == "Canceled"
     with pytest.raises(BulkInsertAborted, match="aborted"):
         bulk.store({"i": 99}, id="d/99")
-    bulk.close()  # a no-op after abort
-    bulk.abort()  # and so is a second abort
+    for _ in range(2):  # an aborted insert did not complete: close raises, every time
+        with pytest.raises(BulkInsertAborted, match="aborted"):
+            bulk.close()
+    bulk.abort()  # a second abort is a no-op
     server.resume()
     assert not bulk._sender.is_alive()
 
@@ -398,8 +457,15 @@ def test_unreachable_server_raises_at_the_first_store():
     with LoopbackServer() as s:
         url = s.url
     bulk = bulkwire.BulkInsert(url, "db", timeout=5)
-    with pytest.raises(OSError):
+    with pytest.raises(bulkwire.ConnectError, match=r"cannot reach the server for GET http://127\.0\.0\.1:\d+/"
+                       r"databases/db/operations/next-operation-id") as caught:
         bulk.store({"a": 1}, id="a/1")
+    assert isinstance(caught.value.__cause__, ConnectionRefusedError)
+    # the insert stays failed: no new attempt, no later normal return
+    with pytest.raises(bulkwire.ConnectError):
+        bulk.store({"a": 2}, id="a/2")
+    with pytest.raises(bulkwire.ConnectError):
+        bulk.close()
 
 
 @pytest.mark.parametrize("compress", [True, False])
@@ -511,5 +577,110 @@ def test_store_after_close_or_abort_raises(server):
     assert list(server.documents) == ["c/0"]
     never_started = bulkwire.BulkInsert(server.url, server.database, timeout=TIMEOUT)
     never_started.abort()
-    with pytest.raises(ValueError, match="closed or aborted"):
+    with pytest.raises(BulkInsertAborted, match="aborted"):
         never_started.store({"i": 3}, id="c/3")
+    with pytest.raises(BulkInsertAborted, match="aborted"):
+        never_started.close()
+    empty = bulkwire.BulkInsert(server.url, server.database, timeout=TIMEOUT)
+    empty.close()  # nothing stored: no request, nothing failed
+    empty.close()
+    with pytest.raises(ValueError, match="closed"):
+        empty.store({"i": 4}, id="c/4")
+
+
+# ---- one producer thread ----
+
+ONE_THREAD = "takes documents from one thread only"
+
+
+def test_a_writer_refuses_every_call_from_a_second_thread_and_stays_intact():
+    """Another thread's store/store_many/store_encoded/close raise RuntimeError every time,
+    before anything changes, also when the calls do not overlap (they used to pass, or
+    fail at random when they did)."""
+    writer = bulkwire.BulkWriter(buffer_size=256)
+    writer.store({"a": 0}, id="a/0")
+    results = []
+
+    def other():
+        calls = (lambda: writer.store({"b": 1}, id="b/1"),
+                 lambda: writer.store_many([{"c": 1}], ids=["c/1"]),
+                 lambda: writer.store_encoded(b'{"Id":"e/1","Type":"PUT","Document":{}}', 1),
+                 writer.close)
+        for call in calls:
+            try:
+                call()
+                results.append("returned")
+            except RuntimeError as exc:
+                results.append(str(exc))
+
+    for _ in range(10):
+        t = threading.Thread(target=other)
+        t.start()
+        t.join()
+    assert len(results) == 40 and all(ONE_THREAD in r for r in results), results
+    writer.store({"a": 1}, id="a/1")
+    writer.close()
+    body = b"".join(bytes(c) for c in writer.chunks())
+    assert [c["Id"] for c in json.loads(body)] == ["a/0", "a/1"]
+    assert writer.documents == 2
+
+
+def test_concurrent_stores_from_two_threads_fail_deterministically():
+    writer = bulkwire.BulkWriter(buffer_size=4096, max_buffers=1000)
+    writer.store({"i": -1}, id="main/start")
+    refused = []
+    go = threading.Event()
+
+    def hammer():
+        go.wait()
+        for i in range(300):
+            try:
+                writer.store({"i": i, "v": list(range(50))}, id=f"other/{i}")
+            except RuntimeError as exc:
+                refused.append(str(exc))
+
+    t = threading.Thread(target=hammer)
+    t.start()
+    go.set()
+    for i in range(300):
+        writer.store({"i": i, "v": list(range(50))}, id=f"main/{i}")
+    t.join()
+    writer.close()
+    assert len(refused) == 300 and all(ONE_THREAD in r for r in refused)
+    ids = [c["Id"] for c in json.loads(b"".join(bytes(c) for c in writer.chunks()))]
+    assert ids == ["main/start"] + [f"main/{i}" for i in range(300)]
+
+
+def test_a_bulk_insert_belongs_to_its_producer_but_abort_may_come_from_another_thread():
+    with LoopbackServer(recv_buffer=32 << 10, keep_decoded_chunks=False) as server:
+        server.stall(after_bytes=0)
+        bulk = bulkwire.BulkInsert(server.url, server.database, buffer_size=32 << 10,
+                                   max_buffers=2, timeout=TIMEOUT)
+        bulk.store({"i": 0}, id="d/0")
+        refused = []
+
+        def other():
+            for call in (lambda: bulk.store({"x": 1}, id="x/1"), bulk.close):
+                try:
+                    call()
+                except RuntimeError as exc:
+                    refused.append(str(exc))
+
+        t = threading.Thread(target=other)
+        t.start()
+        t.join()
+        assert len(refused) == 2 and all(ONE_THREAD in r for r in refused)
+        # a watchdog thread aborts: the producer waiting on the full queue wakes with it
+        watchdog = threading.Thread(target=lambda: _blocked(bulk) and bulk.abort())
+        watchdog.start()
+        try:
+            with pytest.raises(BulkInsertAborted, match="aborted"):
+                for i in range(1, 20_000):
+                    bulk.store({"i": i, "text": "w" * 1400}, id=f"d/{i}")
+        finally:
+            watchdog.join(30)
+            server.resume()
+        assert i < 19_999 and bulk.operation_id in server.killed
+        assert len(server.operations) == 1  # the refused calls started nothing
+        with pytest.raises(BulkInsertAborted):
+            bulk.close()

@@ -19,10 +19,15 @@ from .vectors import VectorCodec  # noqa: E402
 
 __all__ += ["VectorCodec"]
 
-# Bulk insert (issue 4)
-from .bulk import BulkInsert, BulkInsertAborted, BulkInsertError, BulkStats, BulkWriter  # noqa: E402
+# Bulk insert (issue 4); its exceptions, one hierarchy under BulkInsertError: bulkwire.errors
+from .bulk import BulkInsert, BulkStats, BulkWriter  # noqa: E402
+from .errors import (BulkInsertAborted, BulkInsertError, ConnectError,  # noqa: E402
+                     ConnectionLostError, EarlyResponse, ProtocolError, ServerError,
+                     TransportError, TransportTimeoutError)
 
-__all__ += ["BulkInsert", "BulkInsertAborted", "BulkInsertError", "BulkStats", "BulkWriter"]
+__all__ += ["BulkInsert", "BulkInsertAborted", "BulkInsertError", "BulkStats", "BulkWriter",
+            "ConnectError", "ConnectionLostError", "EarlyResponse", "ProtocolError", "ServerError",
+            "TransportError", "TransportTimeoutError"]
 
 # Parquet and Arrow sources (issue 5); pyarrow itself is imported only when they are used.
 from .load import LoadResult, load_parquet  # noqa: E402

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence, Union
 
 from . import _core
+from .errors import BulkInsertAborted, BulkInsertError
 
 __all__ = ["BulkInsert", "BulkWriter", "BulkInsertError", "BulkInsertAborted", "BulkStats",
            "collection_name", "compression_backends"]
@@ -33,15 +34,6 @@ DEFAULT_BUFFER_SIZE = 1 << 20
 DEFAULT_MAX_BUFFERS = 8
 
 Compress = Union[bool, str]
-
-
-class BulkInsertError(RuntimeError):
-    """The bulk insert failed on the server or in the transport. The message is the server's
-    when it gave one; ``__cause__`` holds the transport's own exception, if any."""
-
-
-class BulkInsertAborted(BulkInsertError):
-    """The bulk insert was aborted (``abort()``) or the server ended it early."""
 
 
 # ---- collection names: the official client's plural of the class name ----
@@ -273,6 +265,11 @@ class BulkWriter:
     ``store`` wait (GIL released). ``compress``: False, True/"auto" (fastest available),
     "zlib", "isal" or "python-isal"; the consumer side then yields one gzip stream.
 
+    A writer has one producer thread: the first thread that calls ``store``,
+    ``store_many``, ``store_encoded`` or ``close`` owns it, and those calls from any other
+    thread raise ``RuntimeError`` (always, before anything changes). The consumer side
+    (``chunks``, ``fail``) belongs to one other thread.
+
     >>> w = BulkWriter()
     >>> w.store({"Name": "a"}, id="things/1")
     'things/1'
@@ -291,6 +288,7 @@ class BulkWriter:
         self._put = self._queue.put
         self._failure: Optional[BaseException] = None
         self._closed = False
+        self._finished = False  # the end of the body (its last buffer) was handed over
         self._consuming = False
         self._token = secrets.token_hex(6)
         self._seq = 0
@@ -309,9 +307,11 @@ class BulkWriter:
         return info
 
     def _raise_failure(self) -> None:
+        """Raises the failure again (a copy: same class, message and attributes), each time
+        it is asked."""
         failure = self._failure
         if isinstance(failure, BulkInsertError):
-            raise type(failure)(*failure.args) from failure.__cause__
+            raise failure.with_message(str(failure)) from failure.__cause__
         raise BulkInsertError(f"the bulk insert failed: {failure!r}") from failure
 
     def store(self, entity: Any, id: Optional[str] = None,
@@ -399,6 +399,7 @@ class BulkWriter:
         >>> [c["Id"] for c in json.loads(body)], w.documents
         (['things/1', 'things/2'], 2)
         """
+        self._writer.claim()
         if self._failure is not None:
             self._raise_failure()
         if self._closed:
@@ -467,19 +468,33 @@ class BulkWriter:
 
     def close(self) -> None:
         """End the body: the last buffer (with the closing ``]``) is handed over and the
-        consumer's iteration ends after it. Raises the sender's error if it failed."""
-        if self._closed:
-            return
-        self._closed = True
-        try:
-            if self._failure is None:
-                chunk = self._writer.finish()
-                if chunk is not None:
-                    self._hand_over(chunk)
-        finally:
-            self._queue.close_producer()
+        consumer's iteration ends after it. Raises the consumer's error if it failed, at this
+        and at every later call. A close interrupted before the last buffer was handed over
+        (Ctrl-C while the queue was full) marks the writer failed: its body is incomplete."""
+        self._writer.claim()  # another thread: RuntimeError, and nothing changed
+        if not self._closed:
+            self._closed = True
+            try:
+                if self._failure is None:
+                    chunk = self._writer.finish()
+                    if chunk is not None:
+                        self._hand_over(chunk)
+                    self._finished = True
+            except BaseException:
+                if self._failure is None:  # the consumer must not see an ending without "]"
+                    self.fail(BulkInsertAborted("close() was interrupted before the end of the "
+                                                "body was handed over: the bulk insert body is "
+                                                "incomplete"))
+                raise
+            finally:
+                self._queue.close_producer()
         if self._failure is not None:
             self._raise_failure()
+
+    @property
+    def complete(self) -> bool:
+        """The whole body, up to its closing ``]``, was handed over and nothing failed."""
+        return self._finished and self._failure is None
 
     @property
     def failed(self) -> bool:
@@ -577,9 +592,15 @@ class BulkInsert:
     ...         bulk.store(user)
 
     The operation id is fetched and the request opened on the first ``store``. A server or
-    transport error raises :class:`BulkInsertError` (with the server's message when it gave
-    one) at the next ``store`` or at ``close``. Leaving the ``with`` block by an exception
-    aborts the operation; the exception propagates.
+    transport error raises a :class:`BulkInsertError` (see :mod:`bulkwire.errors`; with the
+    server's message when it gave one) at the next ``store`` or at ``close``, and again at
+    every later call. ``close`` returns normally only when the server answered 2xx to the
+    whole body. Leaving the ``with`` block by an exception aborts the operation; the
+    exception propagates.
+
+    One thread stores (the producer: the first to call ``store``, ``store_many``,
+    ``store_encoded`` or ``close``); those calls from another thread raise ``RuntimeError``.
+    ``abort`` may come from any thread.
 
     ``timeout`` (seconds, or None) bounds every socket operation, including a send to a
     server that stopped reading; ``compress`` is as for :class:`BulkWriter`.
@@ -602,6 +623,7 @@ class BulkInsert:
         self._started_at = 0.0
         self._closed = False
         self._aborted = False
+        self._succeeded = False  # close() saw the server's 2xx to the whole body
 
     # ---- lifecycle ----
 
@@ -617,35 +639,60 @@ class BulkInsert:
     def _start(self) -> None:
         from .transport import BodySender
 
+        writer = self._writer
+        writer._writer.claim()  # the producer's thread from now on
+        if writer._failure is not None:
+            writer._raise_failure()
         if self._aborted or self._closed:
             raise ValueError("store() on a closed or aborted bulk insert")
         self._started_at = time.perf_counter()
-        self._op_id, self._node_tag = self._transport.next_operation_id()
-        self._writer.stats.operation_id = self._op_id
-        writer = self._writer
-        self._sender = BodySender(
-            self._transport, self._transport.bulk_insert_path(self._op_id, self._skip_overwrite),
-            writer.chunks(), gzip=writer._compression is not None,
-            on_error=self._sender_failed, pump=writer._pump if writer._can_pump else None)
-        self._sender.start()
+        try:
+            self._op_id, self._node_tag = self._transport.next_operation_id()
+            writer.stats.operation_id = self._op_id
+            sender = BodySender(
+                self._transport, self._transport.bulk_insert_path(self._op_id, self._skip_overwrite),
+                writer.chunks(), gzip=writer._compression is not None, fail=writer.fail,
+                explain=self._explain, pump=writer._pump if writer._can_pump else None)
+            sender.start()
+        except BaseException as exc:
+            # An insert that could not start stays failed: a later store or close raises
+            # again, it never starts over as if the first documents had not been refused.
+            if isinstance(exc, BulkInsertError):
+                writer.fail(exc)
+                raise
+            failure = BulkInsertAborted(f"the bulk insert could not start: {exc!r}")
+            failure.__cause__ = exc
+            writer.fail(failure)
+            if isinstance(exc, Exception):
+                raise failure from exc
+            raise  # Ctrl-C and the like go on as they are
+        self._sender = sender
         # From now on store() is the writer's own (one Python frame less per document); it
         # raises after close() and abort() just as this class's would.
         self.store = writer.store  # type: ignore[method-assign]
 
-    def _sender_failed(self, exc: BaseException) -> None:
-        """On the sender thread: turn the transport's error into the server's message."""
-        from .transport import EarlyResponse
+    def _explain(self, error: BaseException) -> BaseException:
+        """On the sender thread, for a failed request: the error the producer raises, with
+        the server's message from ``operations/state`` when it recorded one."""
+        from .errors import ServerError, TransportError
+        from .transport import FAULTED_WITHOUT_MESSAGE
 
-        if self._writer._failure is not None:  # aborted by us; nothing to explain
-            self._writer.fail(self._writer._failure)
-            return
-        message = self._transport.operation_error(self._op_id) if self._op_id is not None else None
-        if isinstance(exc, EarlyResponse):
-            error: BulkInsertError = BulkInsertAborted(message or str(exc))
-        else:
-            error = BulkInsertError(message or f"the bulk insert request failed: {exc}")
-        error.__cause__ = exc
-        self._writer.fail(error)
+        own = self._writer._failure
+        if own is not None:  # stopped on this side (abort, an interrupted store): that stands
+            return own
+        if self._op_id is None or not isinstance(error, BulkInsertError):
+            return error
+        message = self._transport.operation_error(self._op_id)
+        if not message or message in str(error):
+            return error
+        if message == FAULTED_WITHOUT_MESSAGE and not isinstance(error, TransportError):
+            return error  # what the server answered says more
+        if isinstance(error, TransportError):
+            # the connection broke, and the server says why: its fault is the error
+            explained = ServerError(f"{message} ({error})")
+            explained.__cause__ = error
+            return explained
+        return error.with_message(f"{message} ({error})")
 
     def store(self, entity: Any, id: Optional[str] = None,
               metadata: Optional[Mapping[str, Any]] = None) -> str:
@@ -671,27 +718,47 @@ class BulkInsert:
         """
         pieces = _encoded_pieces(commands, count)  # bad arguments raise before any request
         if not pieces:
-            if self._aborted:
-                raise BulkInsertAborted("the bulk insert was aborted")
+            if self._writer._failure is not None:
+                self._writer._raise_failure()
             return
         if self._sender is None:
             self._start()
         self._writer._store_pieces(pieces, count)
 
     def close(self) -> None:
-        """Finish the body, wait for the server's answer, raise its error if it failed."""
-        if self._closed or self._aborted:
+        """Finish the body and wait for the server's answer. Returns normally only when the
+        server answered 2xx to the whole body (or nothing was stored: no request at all);
+        otherwise raises a :class:`BulkInsertError`, at this call and at every later one. A
+        close interrupted by Ctrl-C leaves the insert failed (its outcome unknown)."""
+        writer = self._writer
+        writer._writer.claim()  # another thread: RuntimeError, and nothing changed
+        if self._succeeded:
+            return
+        if self._sender is None:  # nothing was sent: no request at all
+            if writer._failure is not None:  # it could not start, or was aborted
+                writer._raise_failure()
+            self._closed = self._succeeded = True
             return
         self._closed = True
-        if self._sender is None:  # nothing was stored: no request at all
-            return
         try:
-            self._writer.close()
-        finally:
-            self._join()
-        self._writer.stats.seconds = time.perf_counter() - self._started_at
-        if self._writer.failed:
-            self._writer._raise_failure()
+            try:
+                writer.close()  # raises the sender's failure
+            finally:
+                self._join()
+        except BaseException:
+            if writer._failure is None:  # interrupted before the answer was seen
+                writer.fail(BulkInsertAborted("close() was interrupted before the server's "
+                                              "answer: the bulk insert did not complete"))
+                self._sender.cancel()
+            raise
+        writer.stats.seconds = time.perf_counter() - self._started_at
+        if writer._failure is None and not (writer.complete and self._sender.succeeded):
+            # success is what the server said, never the absence of an error
+            writer.fail(BulkInsertError(f"{self._sender.what}: the request ended without the "
+                                        "server's 2xx answer to the whole body"))
+        if writer._failure is not None:
+            writer._raise_failure()
+        self._succeeded = True
 
     def _join(self) -> None:
         sender = self._sender
@@ -699,15 +766,19 @@ class BulkInsert:
             sender.join(0.1)  # short joins keep Ctrl-C working on the main thread
 
     def abort(self) -> None:
-        """Kill the operation on the server and stop sending; later stores raise
-        :class:`BulkInsertAborted`. Nothing to do before the first store."""
-        if self._aborted:
+        """Kill the operation on the server and stop sending; later stores and ``close()``
+        raise :class:`BulkInsertAborted`. Nothing to do after a successful ``close()``; no
+        request before the first store. May be called from another thread (the producer's
+        waiting store then raises). Raises a :class:`BulkInsertError` if the kill failed."""
+        if self._aborted or self._succeeded:
             return
         self._aborted = True
+        writer = self._writer
+        if writer._failure is None:
+            writer.fail(BulkInsertAborted("the bulk insert was aborted"))
         if self._sender is None:
             self._closed = True
             return
-        self._writer.fail(BulkInsertAborted("the bulk insert was aborted"))
         try:
             self._transport.kill(self._op_id)  # type: ignore[arg-type]
         finally:

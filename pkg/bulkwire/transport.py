@@ -12,6 +12,13 @@ The body is written by :class:`BodySender` on its own thread: one HTTP chunk per
 plain TCP socket the C pump (``_core.pump_body``) sends the whole body with the GIL released,
 so the sender never waits for the encoding thread to let go of the GIL; otherwise (TLS) the
 pieces of ``BulkWriter.chunks()`` are sent with ``socket.sendmsg``/``sendall``.
+
+Every request raises only the exceptions of :mod:`bulkwire.errors` (the socket's,
+``http.client``'s and the JSON decoder's own exception chained as ``__cause__``), naming the
+request: :class:`~bulkwire.errors.ConnectError`, :class:`~bulkwire.errors.ConnectionLostError`,
+:class:`~bulkwire.errors.TransportTimeoutError` for the network, :class:`ServerError` for an
+error status and :class:`ProtocolError` for an answer that is not the protocol's. They are
+re-exported here under their old names (``ServerError``, ``EarlyResponse``).
 """
 from __future__ import annotations
 
@@ -19,47 +26,88 @@ import http.client
 import json
 import select
 import socket
+import ssl
 import threading
 import urllib.parse
 from typing import Any, Callable, Iterable, Optional, Tuple
 
-__all__ = ["HttpTransport", "BodySender", "ServerError", "EarlyResponse", "error_message"]
+from .errors import (BulkInsertError, ConnectError, ConnectionLostError, EarlyResponse,
+                     ProtocolError, ServerError, TransportError, TransportTimeoutError)
 
+__all__ = ["HttpTransport", "BodySender", "ServerError", "ProtocolError", "EarlyResponse",
+           "TransportError", "error_message", "transport_error"]
 
-class ServerError(Exception):
-    """The server answered with an error status."""
-
-    def __init__(self, status: int, body: bytes) -> None:
-        self.status = status
-        self.body = body
-        super().__init__(f"HTTP {status}: {error_message(body) or body[:200]!r}")
-
-
-class EarlyResponse(Exception):
-    """The server answered the bulk insert request before the body was complete."""
-
-    def __init__(self, status: int, body: bytes) -> None:
-        self.status = status
-        self.body = body
-        super().__init__(f"the server finished the bulk insert request before all of the body "
-                         f"was sent (HTTP {status}: {error_message(body) or body[:200]!r})")
+# The protocol's answers (an id, an operation's state, an error) are small: reading more than
+# this is a server that does not speak it, and must not fill the client's memory.
+MAX_ANSWER_BYTES = 1 << 20
+# operation_error() when the state says Faulted but gives no message of its own
+FAULTED_WITHOUT_MESSAGE = "the server reported the operation as faulted"
 
 
 def error_message(body: bytes) -> Optional[str]:
     """The message in a server error body (``{"Message": ..., "Error": ...}``), if any."""
     try:
         data = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         return None
     if isinstance(data, dict):
         for key in ("Message", "Error"):
-            if isinstance(data.get(key), str) and data[key]:
-                return data[key]
+            value = data.get(key)
+            if isinstance(value, str) and value:
+                return value
     return None
 
 
+def status_error(status: int, body: bytes, what: str, *, message_first: bool = False) -> ServerError:
+    """The error for an answer with a status outside 2xx to the request ``what``.
+    ``message_first``: the server's message leads (its verdict on the body matters most)."""
+    said = error_message(body)
+    if said and message_first:
+        message = f"{said} (HTTP {status} from {what})"
+    else:
+        message = f"HTTP {status} from {what}: {said or (repr(body[:200]) if body else 'no message')}"
+    return ServerError(message, status=status, body=body[:1000])
+
+
+def transport_error(exc: BaseException, what: str, timeout: Optional[float], *,
+                    connecting: bool = False) -> BaseException:
+    """The :mod:`bulkwire.errors` exception for ``exc``, raised by the socket or
+    ``http.client`` during the request ``what`` (``exc`` itself when it is not one of theirs).
+    The caller chains it (``raise ... from exc``)."""
+    if isinstance(exc, BulkInsertError):
+        return exc
+    if isinstance(exc, TimeoutError):  # socket.timeout, and the pump's
+        return TransportTimeoutError(f"{what} timed out: nothing moved for {timeout} s")
+    if connecting and isinstance(exc, OSError):  # refused, unreachable, unknown host, TLS
+        return ConnectError(f"cannot reach the server for {what}: {exc}")
+    if isinstance(exc, http.client.RemoteDisconnected):  # before ConnectionError: it is both
+        return ConnectionLostError(f"{what}: the server closed the connection without answering")
+    if isinstance(exc, ConnectionError):  # reset, broken pipe, aborted
+        return ConnectionLostError(f"{what}: the connection was lost: {exc}")
+    if isinstance(exc, http.client.IncompleteRead):
+        return ConnectionLostError(f"{what}: the connection was closed in the middle of the answer")
+    if isinstance(exc, http.client.HTTPException):  # a bad status line, headers too long, ...
+        return ProtocolError(f"{what}: the answer is not HTTP/1.1: {exc!r}")
+    if isinstance(exc, ssl.SSLError):
+        return TransportError(f"{what}: TLS failed: {exc}")
+    if isinstance(exc, OSError):
+        return TransportError(f"{what}: {exc}")
+    return exc
+
+
+def _json_answer(status: int, body: bytes, what: str) -> Any:
+    if not 200 <= status < 300:
+        raise status_error(status, body, what)
+    try:
+        return json.loads(body)
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        raise ProtocolError(f"{what}: the answer is not JSON: {body[:200]!r}", status=status,
+                            body=body[:1000]) from exc
+
+
 class HttpTransport:
-    """Requests of the bulk insert protocol against one server and database."""
+    """Requests of the bulk insert protocol against one server and database. Every request
+    raises only :mod:`bulkwire.errors` exceptions, naming the request."""
 
     def __init__(self, url: str, database: str, *, timeout: Optional[float] = 300.0) -> None:
         if not isinstance(url, str):
@@ -80,54 +128,98 @@ class HttpTransport:
         self.timeout = timeout
         self.base = (parsed.path.rstrip("/") + "/databases/" +
                      urllib.parse.quote(database, safe=""))
+        self.origin = f"{parsed.scheme}://{parsed.netloc.rpartition('@')[2]}"
 
-    def connect(self) -> http.client.HTTPConnection:
+    def url_of(self, path: str) -> str:
+        """The full URL of the protocol path ``path`` (for messages)."""
+        return self.origin + self.base + path
+
+    def short_timeout(self, limit: float) -> float:
+        """The timeout of a request that only asks (state) or tells (kill): the transport's,
+        but at most ``limit``."""
+        return limit if self.timeout is None else min(self.timeout, limit)
+
+    def connect(self, timeout: Optional[float] = None) -> http.client.HTTPConnection:
+        """A connection object, not yet connected (see :meth:`open`)."""
         cls = http.client.HTTPSConnection if self.scheme == "https" else http.client.HTTPConnection
-        return cls(self.host, self.port, timeout=self.timeout)
+        return cls(self.host, self.port, timeout=self.timeout if timeout is None else timeout)
+
+    @staticmethod
+    def open(conn: http.client.HTTPConnection, what: str) -> None:
+        """Connects ``conn``; :class:`ConnectError` (or a timeout) when it cannot."""
+        try:
+            conn.connect()
+        except (OSError, http.client.HTTPException) as exc:
+            raise transport_error(exc, what, conn.timeout, connecting=True) from exc
 
     def request(self, method: str, path: str, *, timeout: Optional[float] = None) -> Tuple[int, bytes]:
-        conn = self.connect()
-        if timeout is not None:
-            conn.timeout = timeout
+        """``(status, body)`` of one request without a body; the transport's errors raise as
+        :mod:`bulkwire.errors` exceptions."""
+        what = f"{method} {self.url_of(path)}"
+        conn = self.connect(timeout)
         try:
-            conn.request(method, self.base + path, headers={"Accept": "application/json"})
-            response = conn.getresponse()
-            return response.status, response.read()
+            self.open(conn, what)
+            try:
+                conn.request(method, self.base + path, headers={"Accept": "application/json"})
+                response = conn.getresponse()
+                body = response.read(MAX_ANSWER_BYTES + 1)
+            except (OSError, http.client.HTTPException) as exc:
+                raise transport_error(exc, what, conn.timeout) from exc
         finally:
             conn.close()
+        if len(body) > MAX_ANSWER_BYTES:
+            raise ProtocolError(f"{what}: the answer is larger than {MAX_ANSWER_BYTES} bytes",
+                                status=response.status, body=body[:1000])
+        return response.status, body
 
     def next_operation_id(self) -> Tuple[int, Optional[str]]:
-        status, body = self.request("GET", "/operations/next-operation-id")
-        if status != 200:
-            raise ServerError(status, body)
-        data = json.loads(body)
-        return int(data["Id"]), data.get("NodeTag")
+        """``(operation id, node tag)`` for a new bulk insert."""
+        path = "/operations/next-operation-id"
+        what = f"GET {self.url_of(path)}"
+        status, body = self.request("GET", path)
+        data = _json_answer(status, body, what)
+        op_id = data.get("Id") if isinstance(data, dict) else None
+        if type(op_id) is not int or op_id < 0:
+            raise ProtocolError(f"{what}: the answer has no operation id (a non-negative integer "
+                                f"\"Id\"): {body[:200]!r}", status=status, body=body[:1000])
+        tag = data.get("NodeTag")
+        return op_id, tag if isinstance(tag, str) else None
 
-    def operation_state(self, op_id: int, *, timeout: float = 5.0) -> Optional[dict]:
-        status, body = self.request("GET", f"/operations/state?id={op_id}", timeout=timeout)
-        if status != 200:
-            return None
-        data = json.loads(body)
-        return data if isinstance(data, dict) else None
+    def operation_state(self, op_id: int, *, timeout: float = 5.0) -> dict:
+        """The server's ``operations/state`` of the operation (a JSON object)."""
+        path = f"/operations/state?id={op_id}"
+        what = f"GET {self.url_of(path)}"
+        status, body = self.request("GET", path, timeout=self.short_timeout(timeout))
+        data = _json_answer(status, body, what)
+        if not isinstance(data, dict):
+            raise ProtocolError(f"{what}: the answer is not a JSON object: {body[:200]!r}",
+                                status=status, body=body[:1000])
+        return data
 
     def operation_error(self, op_id: int) -> Optional[str]:
-        """The error the server recorded for the operation, when it is faulted."""
+        """The error the server recorded for the operation, when it reports it as faulted;
+        None when it does not, or does not say (whatever it answers: this explains a failure
+        that is already certain, and must not raise one of its own)."""
         try:
             state = self.operation_state(op_id)
-        except (OSError, ValueError, http.client.HTTPException):
-            return None  # the server is probably gone; the transport's error stands
-        if not state or state.get("Status") != "Faulted":
+        except BulkInsertError:
+            return None  # the server is gone or does not say; the transport's error stands
+        if state.get("Status") != "Faulted":
             return None
-        result = state.get("Result") or {}
-        for key in ("Message", "Error"):
-            if isinstance(result.get(key), str) and result[key]:
-                return result[key]
-        return "the server reported the operation as faulted"
+        result = state.get("Result")
+        if isinstance(result, dict):
+            for key in ("Message", "Error"):
+                value = result.get(key)
+                if isinstance(value, str) and value:
+                    return value
+        return FAULTED_WITHOUT_MESSAGE
 
     def kill(self, op_id: int) -> None:
-        status, body = self.request("POST", f"/operations/kill?id={op_id}", timeout=10.0)
-        if status >= 300:
-            raise ServerError(status, body)
+        """Kills the operation on the server (``operations/kill``)."""
+        path = f"/operations/kill?id={op_id}"
+        status, body = self.request("POST", path, timeout=self.short_timeout(10.0))
+        if not 200 <= status < 300:
+            raise status_error(status, body, f"POST {self.url_of(path)}")
 
     def bulk_insert_path(self, op_id: int, skip_overwrite_if_unchanged: bool) -> str:
         flag = "true" if skip_overwrite_if_unchanged else "false"
@@ -137,27 +229,40 @@ class HttpTransport:
 class BodySender(threading.Thread):
     """Streams the body on its own thread: one chunked POST, one HTTP chunk per piece.
 
-    ``on_error(exc)`` is called once if anything goes wrong (including the server answering
-    before the body is complete); ``result`` holds ``(status, body)`` on success.
+    Success is recorded, never inferred: ``result`` holds ``(status, body)`` only when the
+    server answered 2xx after the whole body (its terminating chunk included) was sent. In
+    every other case, however the thread ends (any exception, in the request or in
+    ``explain``, or no answer at all), ``fail(error)`` is called once with a
+    :class:`~bulkwire.errors.BulkInsertError`, which makes the producer raise it.
+    ``explain(exc)`` (optional) may turn the error into a better one (the server's message).
     """
 
     def __init__(self, transport: HttpTransport, path: str, pieces: Iterable[Any], *,
-                 gzip: bool, on_error: Callable[[BaseException], None],
+                 gzip: bool, fail: Callable[[BaseException], None],
+                 explain: Optional[Callable[[BaseException], BaseException]] = None,
                  pump: Optional[Callable[[int, Optional[float]], bool]] = None) -> None:
         super().__init__(name="bulkwire-sender", daemon=True)
         self._transport = transport
         self._path = path
+        self.what = f"POST {transport.url_of(path)}"
         self._pieces = pieces
         # pump(fd, timeout) -> answered early: sends the whole body itself, from C without
         # the GIL (BulkWriter._pump); used on plain TCP sockets, pieces on others (TLS)
         self._pump = pump
         self._gzip = gzip
-        self._on_error = on_error
+        self._fail = fail
+        self._explain = explain
         self._lock = threading.Lock()
         self._sock: Optional[socket.socket] = None
         self._cancelled = False
+        self.body_sent = False  # the terminating chunk went out
         self.result: Optional[Tuple[int, bytes]] = None
         self.error: Optional[BaseException] = None
+
+    @property
+    def succeeded(self) -> bool:
+        """The server answered 2xx to the complete body."""
+        return self.result is not None and self.body_sent
 
     def cancel(self) -> None:
         """Abort the request: shut the socket down so that a blocked send returns."""
@@ -172,49 +277,82 @@ class BodySender(threading.Thread):
 
     def run(self) -> None:
         try:
-            self.result = self._post()
+            self._post()
         except BaseException as exc:  # noqa: BLE001 - reported to the producer, never lost
             self.error = exc
-            self._on_error(exc)
-
-    def _post(self) -> Tuple[int, bytes]:
-        conn = self._transport.connect()
-        try:
-            conn.putrequest("POST", self._transport.base + self._path, skip_accept_encoding=True)
-            conn.putheader("Content-Type", "application/json; charset=utf-8")
-            conn.putheader("Transfer-Encoding", "chunked")
-            if self._gzip:
-                conn.putheader("Content-Encoding", "gzip")
-            conn.endheaders()
-            sock = conn.sock
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            with self._lock:
-                self._sock = sock
-                cancelled = self._cancelled
-            if cancelled:
-                raise ConnectionAbortedError("the bulk insert was aborted")
+        finally:
             try:
-                if self._pump is not None and type(sock) is socket.socket:
-                    if self._pump(sock.fileno(), sock.gettimeout()):
-                        raise self._early(conn)
-                else:
-                    self._send_pieces(conn, sock)
-            except (BrokenPipeError, ConnectionResetError) as exc:
-                # the server closed its side: read what it said, if anything
-                try:
-                    early = self._early(conn)
-                except Exception:  # noqa: BLE001
-                    raise exc from None
-                raise early from exc
-            response = conn.getresponse()
-            body = response.read()
-            if response.status >= 300:
-                raise ServerError(response.status, body)
-            return response.status, body
+                if not self.succeeded:
+                    self._report(self.error)
+            finally:
+                close = getattr(self._pieces, "close", None)
+                if close is not None:  # a generator's own cleanup runs now, on this thread
+                    close()
+
+    def _report(self, exc: Optional[BaseException]) -> None:
+        """Hands the failure to the producer; nothing here may keep it from getting there."""
+        error: BaseException = exc if exc is not None else BulkInsertError(
+            f"{self.what}: the sender stopped without the server's answer to the whole body")
+        try:
+            if not isinstance(error, BulkInsertError):
+                wrapped = BulkInsertError(f"{self.what} failed: {error!r}")
+                wrapped.__cause__ = error
+                error = wrapped
+            if self._explain is not None:
+                error = self._explain(error)
+        except BaseException:  # noqa: BLE001 - explaining failed; the failure itself stands
+            pass
+        finally:
+            self._fail(error)
+
+    def _post(self) -> None:
+        transport = self._transport
+        conn = transport.connect()
+        try:
+            transport.open(conn, self.what)
+            try:
+                status, body = self._exchange(conn)
+            except (OSError, http.client.HTTPException) as exc:
+                raise transport_error(exc, self.what, transport.timeout) from exc
         finally:
             with self._lock:
                 self._sock = None
             conn.close()
+        if not 200 <= status < 300:
+            raise status_error(status, body, self.what, message_first=True)
+        self.result = (status, body)  # the one place success is recorded
+
+    def _exchange(self, conn: http.client.HTTPConnection) -> Tuple[int, bytes]:
+        """Sends the request and the whole body; the server's ``(status, body)``."""
+        conn.putrequest("POST", self._transport.base + self._path, skip_accept_encoding=True)
+        conn.putheader("Content-Type", "application/json; charset=utf-8")
+        conn.putheader("Transfer-Encoding", "chunked")
+        if self._gzip:
+            conn.putheader("Content-Encoding", "gzip")
+        conn.endheaders()
+        sock = conn.sock
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        with self._lock:
+            self._sock = sock
+            cancelled = self._cancelled
+        if cancelled:
+            raise ConnectionAbortedError("the bulk insert was aborted")
+        try:
+            if self._pump is not None and type(sock) is socket.socket:
+                if self._pump(sock.fileno(), sock.gettimeout()):
+                    raise self._early(conn)
+            else:
+                self._send_pieces(conn, sock)
+        except (BrokenPipeError, ConnectionResetError) as exc:
+            # the server closed its side: read what it said, if anything
+            try:
+                early = self._early(conn)
+            except Exception:  # noqa: BLE001
+                raise exc from None
+            raise early from exc
+        self.body_sent = True
+        response = conn.getresponse()
+        return response.status, response.read(MAX_ANSWER_BYTES)
 
     def _send_pieces(self, conn: http.client.HTTPConnection, sock: socket.socket) -> None:
         """The body from an iterable of pieces (any transport; TLS)."""
@@ -228,15 +366,20 @@ class BodySender(threading.Thread):
             send_chunk(separator + b"%x\r\n" % len(piece), piece)
             del piece
             separator = b"\r\n"
+        if _answered(sock):  # before the end too: an answer now means the body was not taken
+            raise self._early(conn)
         sock.sendall(separator + b"0\r\n\r\n")
 
-    @staticmethod
-    def _early(conn: http.client.HTTPConnection) -> EarlyResponse:
+    def _early(self, conn: http.client.HTTPConnection) -> BulkInsertError:
+        """The error for an answer that came before the whole body was sent."""
         response = conn.getresponse()
-        body = response.read()
-        if response.status >= 300:
-            return ServerError(response.status, body)  # type: ignore[return-value]
-        return EarlyResponse(response.status, body)
+        body = response.read(MAX_ANSWER_BYTES)
+        if not 200 <= response.status < 300:
+            return status_error(response.status, body, self.what, message_first=True)
+        said = error_message(body) or (repr(body[:200]) if body else "no message")
+        return EarlyResponse(f"the server finished {self.what} before all of the body was sent "
+                             f"(HTTP {response.status}: {said})", status=response.status,
+                             body=body[:1000])
 
 
 def _chunk_sender(sock: socket.socket) -> Callable[[bytes, Any], None]:
