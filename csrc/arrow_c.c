@@ -224,8 +224,13 @@ static int invalid(check_ctx *c, const char *fmt, ...) {
     else
         n = snprintf(c->err, c->err_size, "%s",
                      c->root_is_batch || c->root_named ? "column " : "Arrow array > ");
+    /* a deep path keeps its first and last names: the column, and where it went wrong */
     for (int i = 0; n >= 0 && (size_t)n < c->err_size - used && i < c->depth; i++) {
         used += (size_t)n;
+        if (c->depth > 8 && i >= 3 && i < c->depth - 3) {
+            n = i == 3 ? snprintf(c->err + used, c->err_size - used, " > ...") : 0;
+            continue;
+        }
         n = snprintf(c->err + used, c->err_size - used, "%s'%.60s'", i ? " > " : "", c->path[i]);
     }
     if (n >= 0 && (size_t)n < c->err_size - used) {

@@ -48,7 +48,7 @@ ArrowArray._fields_ = [
     ("private_data", ctypes.c_void_p)]
 GET_SCHEMA = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ArrowArrayStream), ctypes.POINTER(ArrowSchema))
 GET_NEXT = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ArrowArrayStream), ctypes.POINTER(ArrowArray))
-GET_LAST_ERROR = ctypes.CFUNCTYPE(ctypes.c_char_p, ctypes.POINTER(ArrowArrayStream))
+GET_LAST_ERROR = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.POINTER(ArrowArrayStream))
 ArrowArrayStream._fields_ = [
     ("get_schema", ctypes.c_void_p), ("get_next", ctypes.c_void_p),
     ("get_last_error", ctypes.c_void_p), ("release", ctypes.c_void_p),
@@ -214,8 +214,10 @@ class Stream:
         self.on_release = on_release
         self.position = 0
         self.released = 0
+        self._message = ctypes.create_string_buffer(b"the producer failed")
+        message = ctypes.addressof(self._message)
         self._callbacks = (GET_SCHEMA(self._get_schema), GET_NEXT(self._get_next),
-                           GET_LAST_ERROR(lambda s: b"the producer failed"),
+                           GET_LAST_ERROR(lambda s: message),
                            RELEASE_STREAM(self._release))
         self.stream = ArrowArrayStream()
         for name, cb in zip(("get_schema", "get_next", "get_last_error", "release"), self._callbacks):
