@@ -334,6 +334,11 @@ static int check_node(check_ctx *c, const struct ArrowSchema *s, const struct Ar
         return invalid(c, "null_count is %lld but there is no validity bitmap",
                        (long long)a->null_count);
     int64_t end = a->offset + a->length, last = 0;
+    /* offset + length elements (+1 offset) of up to 8 bytes each must fit in memory: larger
+       claims cannot be true, and the readers' index arithmetic must not overflow */
+    if (k != LAYOUT_NULL && end > INT64_MAX / 8 - 1)
+        return invalid(c, "offset %lld + length %lld is more than memory can hold (format "
+                       "'%.40s')", (long long)a->offset, (long long)a->length, f);
     switch (k) {
     case LAYOUT_BOOL:
     case LAYOUT_FIXED:

@@ -78,9 +78,9 @@ def length_offset(r: Reader):
     if k == 1:
         return r.below(4), -1 - r.below(3), False
     if k == 2:
-        return 1 + r.below(3), INT64_MAX - r.below(2), False  # offset + length overflows
-    if k == 3:
-        return 0, INT64_MAX - r.below(2), False  # empty, but nothing may be computed from it
+        return 2 + r.below(3), INT64_MAX - r.below(2), False  # offset + length overflows
+    if k == 3:  # no overflow, but more than memory holds (length 0: nothing to read at all)
+        return r.below(2), INT64_MAX - 1 - r.below(2**40), False
     if k == 4:
         return -(2**63), 0, False
     return r.below(7), (r.below(4) if r.chance(80) else 0), True

@@ -158,6 +158,10 @@ BATCH_DEFECTS = {
     "offset overflows": (lambda: batch(A.Node(b"l", 3, [None, i64(1, 2, 3)], name=b"x",
                                               offset=2**63 - 2)), ["x"], None,
                          r"column 'x': length 3 and offset 9223372036854775806 are out of range"),
+    "more than memory holds": (lambda: batch(A.Node(b"U", 1, [None, i64(0, 1), b"a"], name=b"s",
+                                                    offset=2**63 - 2)), ["s"], None,
+                               r"column 's': offset 9223372036854775806 \+ length 1 is more than "
+                               r"memory can hold"),
     "short column": (lambda: batch(A.Node(b"l", 2, [None, i64(1, 2)], name=b"x")), ["x"], None,
                      r"Arrow record batch: child 'x' has 2 rows, fewer than the 3 the struct spans"),
     "sliced batch past its columns": (lambda: A.Node(b"+s", 3, [None], [A.Node(
@@ -203,6 +207,8 @@ CODEC_DEFECTS = {
     "negative list offset": (lambda: lst(offsets=[-2, 0, 2, 4]),
                              r"column 'v': offset -2 of row 0 is negative"),
     "fixed list child too short": (lambda: fsl(values=5), r"column 'v': 3 rows of 2 values need more"),
+    "more than memory holds": (lambda: fsl(n=0, offset=2**62),
+                               r"column 'v': offset 4611686018427387904 \+ length 0 is more than"),
     "null format": (lambda: A.Node(None, 3, [None], [], name=b"v"), r"column 'v': the schema has no format"),
     "null child format": (lambda: A.Node(b"+w:2", 3, [None], [A.Node(None, 6, [None, f32(*range(6))])]),
                           r"Arrow array > '': the schema has no format string"),
