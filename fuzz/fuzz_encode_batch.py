@@ -27,6 +27,7 @@ import datetime
 import json
 import math
 import os
+import random
 import struct
 import sys
 
@@ -45,13 +46,21 @@ METADATA_JSON = bulkwire.dumps(METADATA)
 
 
 class Reader:
-    """Plain decoding of the fuzzer's bytes: past the end, zeros."""
+    """Plain decoding of the fuzzer's bytes. Past their end come bytes of a generator seeded
+    with them, so that a short input still drives a whole tree, and every input a different
+    one (under a sanitizer the fuzzer gets no coverage feedback and mutates short inputs)."""
 
     def __init__(self, data: bytes):
-        self.data, self.pos = data, 0
+        self.data, self.pos = bytes(data), 0
+        self.tail = random.Random(self.data).randbytes(4096)
+
+    def _at(self, i: int) -> int:
+        if i < len(self.data):
+            return self.data[i]
+        return self.tail[(i - len(self.data)) % len(self.tail)]
 
     def byte(self) -> int:
-        b = self.data[self.pos] if self.pos < len(self.data) else 0
+        b = self._at(self.pos)
         self.pos += 1
         return b
 
@@ -62,9 +71,9 @@ class Reader:
         return self.byte() < per256
 
     def raw(self, n: int) -> bytes:
-        chunk = self.data[self.pos:self.pos + n]
+        chunk = bytes(self._at(i) for i in range(self.pos, self.pos + n))
         self.pos += n
-        return bytes(chunk).ljust(n, b"\0")
+        return chunk
 
 
 TEXT = ["a", "b", "", " ", "\u3000", "é", "x|", "\t", "\u2028", "\"", "\\", "\x00", "zz", "😀"]

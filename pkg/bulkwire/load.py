@@ -352,7 +352,12 @@ def load_parquet(path: PathLike, *, url: str | None = None, database: str | None
 
 
     Each row becomes a document ``<id_prefix><id>`` holding the ``columns`` (default: every
-    column but the id) and ``@metadata`` (``@collection``: ``collection``). The vector column
+    column but the id and a column named ``Id``) and ``@metadata``, as
+    :meth:`bulkwire.BulkWriter.store` writes the equivalent dict (:mod:`bulkwire.conventions`):
+    the ``metadata`` entries, then ``@collection`` (``collection``) and ``Raven-Python-Type``
+    (``python_type``) where ``metadata`` does not give them. A column named ``Id`` or
+    ``@metadata`` cannot be a field, and a string id must pass
+    :func:`bulkwire.conventions.check_id` (prefix included). The vector column
     (``fixed_size_list`` or ``list`` of float32/float64; found automatically when there is
     exactly one) is written as a JSON array, float32 elements widened (the repr of the double,
     as ``bulkwire.dumps`` writes a float32 ndarray) or, with ``float32="shortest"``, with the
@@ -369,9 +374,17 @@ def load_parquet(path: PathLike, *, url: str | None = None, database: str | None
     output is the same whatever the number.
 
     ``take``: load only the rows at these indices, in that order (see :func:`bulkwire.take`).
-    Every batch is checked before any of its bytes are written or sent: a null id, a null or
-    ragged vector, a null vector element, invalid UTF-8 raise ``ValueError`` naming the column
-    and the row (the file's row number; with ``take``, the index taken).
+    Every batch is checked before any of its bytes are written or sent: buffers that do not
+    hold what the batch's offsets and lengths say (a crafted or corrupt file) raise
+    ``ValueError`` naming the file and the column; a null or blank id, a null or ragged
+    vector, a null vector element, invalid UTF-8 raise ``ValueError`` naming the column and
+    the row (the file's row number; with ``take``, the index taken).
+
+    >>> import tempfile, os
+    >>> from bulkwire import sample_parquet
+    >>> src = sample_parquet(os.path.join(tempfile.mkdtemp(), "s.parquet"), rows=3, dim=2)
+    >>> load_parquet(src, metadata={"@collection": "Points"}).rows
+    3
     """
     pa = _pyarrow()
     source = os.fspath(path)
