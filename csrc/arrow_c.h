@@ -54,6 +54,32 @@ struct ArrowArrayStream {
 };
 #endif /* ARROW_C_STREAM_INTERFACE */
 
+/* Checks an array against its schema and the layout rules of the C Data Interface, for
+   every node of the tree (children and dictionaries too), before anything reads its memory.
+
+   What "in bounds" means here. The interface carries lengths and offsets, not buffer sizes,
+   so what a buffer holds is taken from its array: offset + length elements (validity bits,
+   fixed-width values, offset + length + 1 offsets) and, for strings, the bytes up to the
+   last offset of the array's slice. Everything else that is read is derived from those
+   numbers, and checked here:
+     - release callbacks are set (a moved-out or released struct has release == NULL), the
+       format string is there, n_buffers and n_children are what the format needs (schema
+       and array agree), buffer and child pointers are not NULL where they will be read;
+     - length >= 0, offset >= 0, offset + length does not overflow, -1 <= null_count <=
+       length, and a validity bitmap exists when null_count says there are nulls;
+     - string and list offsets over the slice are non-negative and never decrease (so a row
+       never spans a negative length), a string column without a data buffer has only empty
+       strings, list offsets end within the child's length, a fixed_size_list's child holds
+       (offset + length) * N values, a struct's children hold offset + length rows.
+   Formats bulkwire does not read are checked for the generic rules only. A source whose
+   buffer sizes are known (pyarrow reading a file) must check those sizes itself (pyarrow's
+   Array.validate(): load_parquet does so for every batch it reads).
+   0, or -1 with a message in err naming the column ("column 'emb' > 'item': ...").
+   Recursion stops at BW_ARROW_MAX_DEPTH levels (a crafted tree may be a cycle). */
+#define BW_ARROW_MAX_DEPTH 64
+int bw_arrow_validate(const struct ArrowSchema *schema, const struct ArrowArray *array,
+                      char *err, size_t err_size);
+
 /* Calls s->release when set and clears it; NULL-safe. */
 void bw_arrow_schema_release(struct ArrowSchema *s);
 void bw_arrow_array_release(struct ArrowArray *a);

@@ -179,6 +179,35 @@ static int fail(bw_batch_error *err, const bw_col *c, int64_t row, int type_erro
     return -1;
 }
 
+/* Whether the UTF-8 text holds only characters that str.isspace() calls whitespace (none:
+   1). The text must be valid UTF-8 (checked before). Most ids fail on their first byte. */
+static int utf8_all_space(const char *text, size_t n) {
+    const unsigned char *s = (const unsigned char *)text;
+    size_t i = 0;
+    while (i < n) {
+        unsigned char c = s[i];
+        if (c < 0x80) {
+            if (!((c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x20)))
+                return 0;
+            i += 1;
+        } else if (c == 0xc2 && i + 1 < n) { /* U+0085, U+00A0 */
+            if (s[i + 1] != 0x85 && s[i + 1] != 0xa0)
+                return 0;
+            i += 2;
+        } else if ((c == 0xe1 || c == 0xe2 || c == 0xe3) && i + 2 < n) {
+            uint32_t cp = ((uint32_t)(c & 0x0f) << 12) | ((uint32_t)(s[i + 1] & 0x3f) << 6) |
+                          (uint32_t)(s[i + 2] & 0x3f);
+            if (!(cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200a) || cp == 0x2028 || cp == 0x2029 ||
+                  cp == 0x202f || cp == 0x205f || cp == 0x3000))
+                return 0;
+            i += 3;
+        } else {
+            return 0;
+        }
+    }
+    return 1;
+}
+
 static int validate_id(const bw_batch_plan *p, bw_batch_error *err, bw_buf *scratch) {
     const bw_col *c = &p->id;
     for (int64_t r = 0; r < p->length; r++) {
@@ -198,6 +227,8 @@ static int validate_id(const bw_batch_plan *p, bw_batch_error *err, bw_buf *scra
             return fail(err, c, r, 0, "out of memory", 0, 0);
         if (!ok)
             return fail(err, c, r, 0, "id is not valid UTF-8", 0, 0);
+        if (p->prefix_blank && utf8_all_space(s, n))
+            return fail(err, c, r, 0, "id is only whitespace", 0, 0);
     }
     return 0;
 }

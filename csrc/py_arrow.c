@@ -13,6 +13,70 @@ static int intern_names(void) {
     return 0;
 }
 
+/* ------------------------------------------------------------------ exception state */
+
+/* A release callback (or capsule destructor) may run Python: a ctypes or cffi producer's
+   does. Run with an exception pending, that Python code fails and the real error is lost
+   (SystemError: "returned NULL without setting an exception"). So the exception is set
+   aside around every release, and an error the callback itself leaves is reported as
+   unraisable: a release has no way to fail. */
+typedef struct {
+#if PY_VERSION_HEX >= 0x030C0000
+    PyObject *exc;
+#else
+    PyObject *type, *value, *traceback;
+#endif
+} saved_error;
+
+static void error_set_aside(saved_error *e) {
+#if PY_VERSION_HEX >= 0x030C0000
+    e->exc = PyErr_GetRaisedException();
+#else
+    PyErr_Fetch(&e->type, &e->value, &e->traceback);
+#endif
+}
+
+static void error_restore(saved_error *e) {
+    if (PyErr_Occurred())
+        PyErr_WriteUnraisable(NULL);
+#if PY_VERSION_HEX >= 0x030C0000
+    PyErr_SetRaisedException(e->exc);
+#else
+    PyErr_Restore(e->type, e->value, e->traceback);
+#endif
+}
+
+#define RELEASE_KEEPING_ERROR(p)                                                               \
+    do {                                                                                       \
+        if ((p)->release != NULL) {                                                            \
+            saved_error saved_;                                                                \
+            error_set_aside(&saved_);                                                          \
+            (p)->release(p);                                                                   \
+            (p)->release = NULL;                                                               \
+            error_restore(&saved_);                                                            \
+        }                                                                                      \
+    } while (0)
+
+void bw_arrow_release_array(struct ArrowArray *a) { RELEASE_KEEPING_ERROR(a); }
+
+static void release_schema(struct ArrowSchema *s) { RELEASE_KEEPING_ERROR(s); }
+
+static void release_stream(struct ArrowArrayStream *s) { RELEASE_KEEPING_ERROR(s); }
+
+/* Drops a reference whose destructor may release Arrow structs, keeping the exception. */
+static void decref_keeping_error(PyObject *obj) {
+    if (!PyErr_Occurred()) {
+        Py_DECREF(obj);
+        return;
+    }
+    saved_error saved;
+    error_set_aside(&saved);
+    Py_DECREF(obj);
+    error_restore(&saved);
+}
+
+/* ------------------------------------------------------------------ import */
+
 int bw_arrow_source_check(PyObject *obj) {
     if (intern_names() < 0) {
         PyErr_Clear();
@@ -23,7 +87,7 @@ int bw_arrow_source_check(PyObject *obj) {
     return _PyType_Lookup(tp, name_array) != NULL || _PyType_Lookup(tp, name_stream) != NULL;
 }
 
-/* Moves the struct out of a capsule (which keeps an empty struct its destructor ignores). */
+/* The struct inside a capsule (borrowed: the capsule keeps it until it is moved out). */
 static void *capsule_pointer(PyObject *capsule, const char *name) {
     if (!PyCapsule_CheckExact(capsule)) {
         PyErr_Format(PyExc_TypeError, "the Arrow PyCapsule interface returned %.80s, not a "
@@ -33,8 +97,8 @@ static void *capsule_pointer(PyObject *capsule, const char *name) {
     return PyCapsule_GetPointer(capsule, name); /* raises ValueError on a wrong name */
 }
 
-static int open_array(PyObject *obj, bw_arrow_source *src) {
-    PyObject *pair = PyObject_CallMethodNoArgs(obj, name_array); /* new reference */
+static int open_array(PyObject *method, bw_arrow_source *src) {
+    PyObject *pair = PyObject_CallNoArgs(method); /* new reference */
     if (pair == NULL)
         return -1;
     int rc = -1;
@@ -50,7 +114,8 @@ static int open_array(PyObject *obj, bw_arrow_source *src) {
     if (array == NULL)
         goto cleanup;
     if (schema->release == NULL || array->release == NULL) {
-        PyErr_SetString(PyExc_ValueError, "the Arrow capsules were already consumed");
+        PyErr_SetString(PyExc_ValueError, "the Arrow capsules were already consumed (release "
+                        "callback is NULL)");
         goto cleanup;
     }
     src->schema = *schema;
@@ -60,7 +125,7 @@ static int open_array(PyObject *obj, bw_arrow_source *src) {
     src->pending = 1;
     rc = 0;
 cleanup:
-    Py_DECREF(pair); /* the capsule destructors release whatever was not moved out */
+    decref_keeping_error(pair); /* the capsule destructors release what was not moved out */
     return rc;
 }
 
@@ -71,8 +136,8 @@ static int stream_error(bw_arrow_source *src, int code, const char *what) {
     return -1;
 }
 
-static int open_stream(PyObject *obj, bw_arrow_source *src) {
-    PyObject *capsule = PyObject_CallMethodNoArgs(obj, name_stream); /* new reference */
+static int open_stream(PyObject *method, bw_arrow_source *src) {
+    PyObject *capsule = PyObject_CallNoArgs(method); /* new reference */
     if (capsule == NULL)
         return -1;
     int rc = -1;
@@ -80,36 +145,81 @@ static int open_stream(PyObject *obj, bw_arrow_source *src) {
     if (stream == NULL)
         goto cleanup;
     if (stream->release == NULL) {
-        PyErr_SetString(PyExc_ValueError, "the Arrow stream capsule was already consumed");
+        PyErr_SetString(PyExc_ValueError, "the Arrow stream capsule was already consumed "
+                        "(release callback is NULL)");
         goto cleanup;
     }
     src->stream = *stream;
     stream->release = NULL;
     src->is_stream = 1;
+    if (src->stream.get_schema == NULL || src->stream.get_next == NULL) {
+        PyErr_SetString(PyExc_ValueError, "malformed Arrow stream: get_schema or get_next is NULL");
+        goto fail;
+    }
     int code = src->stream.get_schema(&src->stream, &src->schema);
     if (code != 0) {
-        stream_error(src, code, "get_schema");
         src->schema.release = NULL;
-        bw_arrow_stream_release(&src->stream);
-        goto cleanup;
+        stream_error(src, code, "get_schema");
+        goto fail;
+    }
+    if (src->schema.release == NULL) {
+        PyErr_SetString(PyExc_ValueError, "malformed Arrow stream: get_schema gave a released "
+                        "schema");
+        goto fail;
     }
     rc = 0;
+    goto cleanup;
+fail:
+    release_schema(&src->schema);
+    release_stream(&src->stream);
+    src->is_stream = 0;
 cleanup:
-    Py_DECREF(capsule);
+    decref_keeping_error(capsule);
     return rc;
+}
+
+/* The bound method `name` of obj (new reference), NULL with *missing set when obj has no
+   such attribute, NULL with an exception for any other failure. */
+static PyObject *method_of(PyObject *obj, PyObject *name, int *missing) {
+    *missing = 0;
+    PyObject *method = PyObject_GetAttr(obj, name);
+    if (method == NULL && PyErr_ExceptionMatches(PyExc_AttributeError)) {
+        PyErr_Clear();
+        *missing = 1;
+    }
+    return method;
 }
 
 int bw_arrow_source_open(PyObject *obj, bw_arrow_source *src) {
     memset(src, 0, sizeof *src);
     if (intern_names() < 0)
         return -1;
-    PyTypeObject *tp = Py_TYPE(obj);
-    if (_PyType_Lookup(tp, name_array) != NULL)
-        return open_array(obj, src);
-    if (_PyType_Lookup(tp, name_stream) != NULL)
-        return open_stream(obj, src);
-    PyErr_Format(PyExc_TypeError, "%.80s has neither __arrow_c_array__ nor __arrow_c_stream__",
-                 tp->tp_name);
+    int missing;
+    PyObject *method = method_of(obj, name_array, &missing);
+    if (method != NULL) {
+        int rc = open_array(method, src);
+        Py_DECREF(method);
+        return rc;
+    }
+    if (!missing)
+        return -1;
+    method = method_of(obj, name_stream, &missing);
+    if (method != NULL) {
+        int rc = open_stream(method, src);
+        Py_DECREF(method);
+        return rc;
+    }
+    if (missing)
+        PyErr_Format(PyExc_TypeError, "%.80s has neither __arrow_c_array__ nor "
+                     "__arrow_c_stream__ (the Arrow PyCapsule interface)", Py_TYPE(obj)->tp_name);
+    return -1;
+}
+
+static int validate_chunk(bw_arrow_source *src) {
+    char err[320];
+    if (bw_arrow_validate(&src->schema, &src->array, err, sizeof err) == 0)
+        return 0;
+    PyErr_Format(PyExc_ValueError, "malformed Arrow data: %s", err);
     return -1;
 }
 
@@ -117,12 +227,12 @@ int bw_arrow_source_next(bw_arrow_source *src) {
     if (!src->is_stream) {
         if (src->pending) {
             src->pending = 0;
-            return 1;
+            return validate_chunk(src) < 0 ? -1 : 1;
         }
-        bw_arrow_array_release(&src->array);
+        bw_arrow_release_array(&src->array);
         return 0;
     }
-    bw_arrow_array_release(&src->array);
+    bw_arrow_release_array(&src->array);
     if (src->stream.release == NULL)
         return 0;
     int code = src->stream.get_next(&src->stream, &src->array);
@@ -132,12 +242,17 @@ int bw_arrow_source_next(bw_arrow_source *src) {
     }
     if (src->array.release == NULL) /* end of stream */
         return 0;
-    return 1;
+    return validate_chunk(src) < 0 ? -1 : 1;
+}
+
+void bw_arrow_source_take(bw_arrow_source *src, struct ArrowArray *out) {
+    *out = src->array;
+    src->array.release = NULL;
 }
 
 void bw_arrow_source_close(bw_arrow_source *src) {
-    bw_arrow_array_release(&src->array);
-    bw_arrow_schema_release(&src->schema);
-    bw_arrow_stream_release(&src->stream);
+    bw_arrow_release_array(&src->array);
+    release_schema(&src->schema);
+    release_stream(&src->stream);
     src->pending = 0;
 }

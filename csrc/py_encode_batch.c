@@ -2,7 +2,8 @@
 
    The batch is any object with __arrow_c_array__ (a struct array: a record batch) or
    __arrow_c_stream__ (a stream of them: a table, a reader). pyarrow is never imported: the
-   capsules of the Arrow PyCapsule interface are read directly. Every row of the batch is
+   capsules of the Arrow PyCapsule interface are read through py_arrow.h, the import path
+   VectorCodec uses too, which validates every chunk before it is read. Every row of the batch is
    validated before the first byte is written, so a bad row raises before anything of its
    batch can be sent. The commands are written with the GIL released. */
 #define PY_SSIZE_T_CLEAN
@@ -12,12 +13,13 @@
 #include <string.h>
 
 #include "encode_batch.h"
+#include "py_arrow.h"
 #include "py_encode_batch.h"
 
-/* One record batch being encoded: the Arrow structs, and the plan over them. */
+/* One record batch being encoded: its struct array (owned, moved out of the import path),
+   and the plan over it. */
 typedef struct {
-    struct ArrowArray array; /* owned copy for streams; release == NULL when borrowed */
-    struct ArrowArray *view; /* the struct array read from (array, or the capsule's) */
+    struct ArrowArray array;
     bw_batch_plan plan;
     bw_col *fields;
 } batch_part;
@@ -174,6 +176,7 @@ typedef struct {
     const char *prefix;
     size_t prefix_len;         /* escaped */
     size_t prefix_raw_len;
+    int prefix_blank;          /* empty or only whitespace */
     const char *metadata;
     Py_ssize_t metadata_len;
     int shortest;
@@ -187,12 +190,11 @@ static void part_clear(batch_part *part) {
         PyMem_Free(part->fields);
         part->fields = NULL;
     }
-    if (part->array.release != NULL)
-        part->array.release(&part->array);
+    bw_arrow_release_array(&part->array);
 }
 
 static int build_plan(const struct ArrowSchema *schema, batch_part *part, const options *o) {
-    const struct ArrowArray *a = part->view;
+    const struct ArrowArray *a = &part->array;
     if (strcmp(schema->format, "+s") != 0 || schema->n_children != a->n_children) {
         PyErr_Format(PyExc_TypeError, "expected a record batch (an Arrow struct array), got Arrow type '%s'",
                      schema->format);
@@ -204,6 +206,7 @@ static int build_plan(const struct ArrowSchema *schema, batch_part *part, const 
     p->prefix = o->prefix;
     p->prefix_len = o->prefix_len;
     p->prefix_raw_len = o->prefix_raw_len;
+    p->prefix_blank = o->prefix_blank;
     p->metadata = o->metadata;
     p->metadata_len = (size_t)o->metadata_len;
     p->float32_shortest = o->shortest;
@@ -322,9 +325,9 @@ static PyObject *encode_batch(PyObject *module, PyObject *args, PyObject *kwargs
                                      &vector_obj, &prefix_obj, &metadata, &float32, &dim, &first, &row_base,
                                      &chunk_size))
         return NULL;
-    PyObject *result = NULL, *fields = NULL, *capsules = NULL, *schema_capsule = NULL, *array_capsule = NULL,
-             *stream_capsule = NULL;
-    struct ArrowSchema stream_schema = {0};
+    PyObject *result = NULL, *fields = NULL;
+    bw_arrow_source src;
+    int opened = 0;
     batch_part *parts = NULL;
     size_t n_parts = 0, cap_parts = 0;
     bw_buf prefix = {0}, scratch = {0};
@@ -361,11 +364,30 @@ static PyObject *encode_batch(PyObject *module, PyObject *args, PyObject *kwargs
     fields = PySequence_Tuple(fields_arg);
     if (fields == NULL)
         goto done;
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(fields); i++)
-        if (!PyUnicode_Check(PyTuple_GET_ITEM(fields, i))) {
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(fields); i++) {
+        PyObject *name = PyTuple_GET_ITEM(fields, i);
+        if (!PyUnicode_Check(name)) {
             PyErr_SetString(PyExc_TypeError, "fields must be a sequence of column names (str)");
             goto done;
         }
+        /* Each would be a second member of that name in the document: the body never holds
+           an "Id" member and writes "@metadata" itself (bulkwire.conventions). */
+        if (PyUnicode_CompareWithASCIIString(name, "Id") == 0 ||
+            PyUnicode_CompareWithASCIIString(name, "@metadata") == 0) {
+            PyErr_Format(PyExc_ValueError, "fields[%zd] is %R, which a document body cannot hold "
+                         "as a field (see bulkwire.conventions)", i, name);
+            goto done;
+        }
+        for (Py_ssize_t j = 0; j < i; j++) {
+            int same = PyUnicode_Compare(name, PyTuple_GET_ITEM(fields, j));
+            if (same == -1 && PyErr_Occurred())
+                goto done;
+            if (same == 0) {
+                PyErr_Format(PyExc_ValueError, "fields[%zd] repeats column %R", i, name);
+                goto done;
+            }
+        }
+    }
     o.fields = fields;
     if (bw_buf_init(&prefix, 32) < 0 || bw_buf_init(&scratch, 32) < 0) {
         PyErr_NoMemory();
@@ -386,72 +408,38 @@ static PyObject *encode_batch(PyObject *module, PyObject *args, PyObject *kwargs
     }
     o.prefix = prefix.data;
     o.prefix_len = prefix.len;
+    o.prefix_blank = 1;
+    if (prefix_obj != NULL) {
+        int kind = PyUnicode_KIND(prefix_obj);
+        const void *data = PyUnicode_DATA(prefix_obj);
+        for (Py_ssize_t i = 0; o.prefix_blank && i < PyUnicode_GET_LENGTH(prefix_obj); i++)
+            o.prefix_blank = Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, i));
+    }
 
-    /* Collect the record batches (one for __arrow_c_array__, all of a stream). */
-    const struct ArrowSchema *schema;
-    if (PyObject_HasAttrString(batch, "__arrow_c_array__")) {
-        capsules = PyObject_CallMethod(batch, "__arrow_c_array__", NULL);
-        if (capsules == NULL)
-            goto done;
-        if (!PyTuple_Check(capsules) || PyTuple_GET_SIZE(capsules) != 2) {
-            PyErr_SetString(PyExc_TypeError, "__arrow_c_array__ must return a (schema, array) tuple of capsules");
-            goto done;
-        }
-        schema_capsule = PyTuple_GET_ITEM(capsules, 0);
-        array_capsule = PyTuple_GET_ITEM(capsules, 1);
-        schema = PyCapsule_GetPointer(schema_capsule, "arrow_schema");
-        struct ArrowArray *array = schema ? PyCapsule_GetPointer(array_capsule, "arrow_array") : NULL;
-        if (array == NULL)
-            goto done;
-        parts = PyMem_Calloc(1, sizeof *parts);
-        if (parts == NULL) {
-            PyErr_NoMemory();
-            goto done;
-        }
-        n_parts = 1;
-        parts[0].view = array;
-    } else if (PyObject_HasAttrString(batch, "__arrow_c_stream__")) {
-        stream_capsule = PyObject_CallMethod(batch, "__arrow_c_stream__", NULL);
-        if (stream_capsule == NULL)
-            goto done;
-        struct ArrowArrayStream *stream = PyCapsule_GetPointer(stream_capsule, "arrow_array_stream");
-        if (stream == NULL)
-            goto done;
-        if (stream->get_schema(stream, &stream_schema) != 0) {
-            const char *e = stream->get_last_error(stream);
-            PyErr_Format(PyExc_ValueError, "Arrow stream error: %s", e ? e : "get_schema failed");
-            goto done;
-        }
-        schema = &stream_schema;
-        for (;;) {
-            if (n_parts == cap_parts) {
-                size_t new_cap = cap_parts ? cap_parts * 2 : 4;
-                batch_part *grown = PyMem_Realloc(parts, new_cap * sizeof *parts);
-                if (grown == NULL) {
-                    PyErr_NoMemory();
-                    goto done;
-                }
-                memset(grown + cap_parts, 0, (new_cap - cap_parts) * sizeof *parts);
-                parts = grown;
-                cap_parts = new_cap;
-            }
-            batch_part *part = &parts[n_parts];
-            if (stream->get_next(stream, &part->array) != 0) {
-                const char *e = stream->get_last_error(stream);
-                PyErr_Format(PyExc_ValueError, "Arrow stream error: %s", e ? e : "get_next failed");
+    /* Collect the record batches (one for __arrow_c_array__, all of a stream), each
+       validated by the import path before it is looked at. */
+    if (bw_arrow_source_open(batch, &src) < 0)
+        goto done;
+    opened = 1;
+    int more;
+    while ((more = bw_arrow_source_next(&src)) == 1) {
+        if (n_parts == cap_parts) {
+            size_t new_cap = cap_parts ? cap_parts * 2 : 4;
+            batch_part *grown = PyMem_Realloc(parts, new_cap * sizeof *parts);
+            if (grown == NULL) {
+                PyErr_NoMemory();
                 goto done;
             }
-            if (part->array.release == NULL)
-                break; /* end of stream */
-            part->view = &part->array;
-            n_parts++;
+            memset(grown + cap_parts, 0, (new_cap - cap_parts) * sizeof *parts);
+            parts = grown;
+            cap_parts = new_cap;
         }
-    } else {
-        PyErr_Format(PyExc_TypeError, "batch must support the Arrow PyCapsule interface "
-                                      "(__arrow_c_array__ or __arrow_c_stream__), not %.200s",
-                     Py_TYPE(batch)->tp_name);
-        goto done;
+        bw_arrow_source_take(&src, &parts[n_parts].array);
+        n_parts++;
     }
+    if (more < 0)
+        goto done;
+    const struct ArrowSchema *schema = &src.schema;
 
     /* Plan and validate everything before writing anything. */
     int64_t base = row_base;
@@ -467,13 +455,11 @@ static PyObject *encode_batch(PyObject *module, PyObject *args, PyObject *kwargs
         Py_CLEAR(result);
 
 done:
-    for (size_t k = 0; k < (n_parts > cap_parts ? n_parts : cap_parts); k++)
+    for (size_t k = 0; k < cap_parts; k++)
         part_clear(&parts[k]);
     PyMem_Free(parts);
-    if (stream_schema.release != NULL)
-        stream_schema.release(&stream_schema);
-    Py_XDECREF(stream_capsule);
-    Py_XDECREF(capsules);
+    if (opened)
+        bw_arrow_source_close(&src);
     Py_XDECREF(fields);
     bw_buf_free(&prefix);
     bw_buf_free(&scratch);

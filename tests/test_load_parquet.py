@@ -376,12 +376,20 @@ def test_cli_sample_and_load(tmp_path, capsys, monkeypatch):
     (["load", "s.parquet", "--url", "http://127.0.0.1:9"], 2, "--url needs --database"),
     (["load", "s.parquet", "--batch-rows", "0"], 2, "--batch-rows must be positive"),
     (["sample", "s2.parquet", "--dim", "0"], 2, "--dim must be positive"),
+    (["load", "s.parquet", "--columns", ",,,"], 2, "--columns ',,,': empty column name"),
+    (["load", "s.parquet", "--columns", "emb,,id"], 2, "--columns 'emb,,id': empty column name"),
+    (["load", "s.parquet", "--columns", "emb,"], 2, "--columns 'emb,': empty column name"),
+    (["load", "s.parquet", "--columns", ""], 2, "--columns '': empty column name"),
+    (["load", "blank.parquet"], 1, "column 'id', row 1: id is only whitespace"),
+    (["load", "crafted.arrow"], 1, "crafted.arrow' is malformed: column 'name'"),
 ])
 def test_cli_errors(tmp_path, capsys, monkeypatch, args, code, message):
     monkeypatch.chdir(tmp_path)
     bulkwire.sample_parquet("s.parquet", rows=10, dim=2)
     write(pa.table({"id": [1, 2, 3], "v": pa.array([[1.0], [2.0], None], pa.list_(pa.float32()))}),
           "bad.parquet")
+    write(pa.table({"id": ["a", "\u3000 ", "c"]}), "blank.parquet")
+    crafted_ipc("crafted.arrow")
     try:
         got, out, err = run_cli(args, capsys)
     except SystemExit as exc:  # argparse usage errors
@@ -536,3 +544,149 @@ def test_memory_is_bounded_by_a_row_group(tmp_path):
     assert len(peaks) == rows // 50
     # decoding buffers take a few row groups' worth; pre-buffering took the whole file
     assert max(peaks) - base < 8 * group_bytes < rows * dim * 4 / 3
+
+
+# ------------------------------------------------------------------ hostile files
+
+def crafted_ipc(path, last_offset=60):
+    """A real Arrow IPC file whose string column 'name' has its last offset patched past the
+    end of its data buffer (3 rows, 6 bytes of text), as a crafted or corrupt file would."""
+    import struct
+
+    table = pa.table({"id": pa.array([1, 2, 3], pa.int64()), "name": pa.array(["x", "yy", "zzz"]),
+                      "other": pa.array(["aaaaaaaa", "bbbbbbbb", "cccccccc"])})
+    pyarrow.feather.write_feather(table, str(path), compression="uncompressed")
+    data = bytearray(open(path, "rb").read())
+    pattern = struct.pack("<4i", 0, 1, 3, 6)
+    at = data.find(pattern)
+    assert at > 0 and data.find(pattern, at + 1) < 0
+    data[at + 12:at + 16] = struct.pack("<i", last_offset)
+    open(path, "wb").write(bytes(data))
+    return str(path)
+
+
+def test_crafted_ipc_file_is_refused_naming_file_and_column(tmp_path):
+    src = crafted_ipc(tmp_path / "crafted.arrow")
+    # pyarrow itself reads the file without complaint: the check is ours
+    table = pyarrow.ipc.open_file(pa.memory_map(src)).read_all()
+    assert table.num_rows == 3
+    for kwargs in ({}, {"take": [2, 0]}, {"columns": ["name"]}, {"url": "http://127.0.0.1:9",
+                                                                  "database": "db"}):
+        with pytest.raises(ValueError, match=r"crafted\.arrow' is malformed: column 'name': "
+                                             r".*offsets.*larger than"):
+            bulkwire.load_parquet(src, **kwargs)
+    assert not os.path.exists(tmp_path / "crafted.bulk.json")
+    with pytest.raises(ValueError, match=r"crafted\.arrow' is malformed: column 'name'"):
+        bulkwire.take(src, [0])
+    # an unpatched file loads
+    ok = crafted_ipc(tmp_path / "ok.arrow", last_offset=6)
+    r = bulkwire.load_parquet(ok)
+    assert [d["Document"]["name"] for d in parsed(r.target)[1]] == ["x", "yy", "zzz"]
+
+
+def test_blank_string_ids_are_refused_like_store(tmp_path):
+    from bulkwire.conventions import check_id
+
+    for blank in [" ", "\t\n", "\u3000", "\x1c\x85", "a|"]:
+        src = write(pa.table({"id": ["ok", blank]}), tmp_path / "b.parquet")
+        with pytest.raises(ValueError) as info:
+            bulkwire.load_parquet(src)
+        assert "column 'id', row 1:" in str(info.value)
+        with pytest.raises(ValueError):
+            check_id(blank)
+        with pytest.raises(ValueError):
+            bulkwire.BulkWriter().store({"x": 1}, id=blank)
+    # a prefix that is not blank makes a blank string id a valid one, for both
+    r = bulkwire.load_parquet(write(pa.table({"id": ["ok", " "]}), tmp_path / "c.parquet"),
+                              id_prefix="p/")
+    assert [d["Id"] for d in parsed(r.target)[1]] == ["p/ok", "p/ "]
+    assert check_id("p/ ") == "p/ "
+
+
+def store_body(rows, ids, **store_kwargs) -> bytes:
+    w = bulkwire.BulkWriter()
+    for row, doc_id in zip(rows, ids):
+        w.store(row, id=doc_id, **store_kwargs)
+    w.close()
+    return b"".join(bytes(c) for c in w.chunks())
+
+
+def test_id_and_metadata_columns_follow_store(tmp_path):
+    """A column named Id is left out of the document, as store leaves a dict's "Id" out; a
+    column named @metadata cannot be a field (store wants a mapping there); the user's
+    @collection is kept, as store keeps it. Body bytes equal BulkWriter.store's."""
+    table = pa.table({"id": [1, 2], "Id": ["x/1", "x/2"], "name": ["a", "b"]})
+    src = write(table, tmp_path / "t.parquet")
+    out = str(tmp_path / "o.json")
+    bulkwire.load_parquet(src, out=out)
+    body = open(out, "rb").read()
+    rows = [{k: v for k, v in row.items() if k != "id"} for row in table.to_pylist()]
+    assert "Id" in rows[0]
+    assert body == store_body(rows, ["embeddings/1", "embeddings/2"],
+                              metadata={"@collection": "Embeddings"})
+    docs = json.loads(body)
+    assert [list(d["Document"]) for d in docs] == [["name", "@metadata"]] * 2
+    assert body.count(b'"Id"') == 2  # the commands' own
+    with pytest.raises(ValueError, match=r"column 'Id' of .*t\.parquet cannot be a document field"):
+        bulkwire.load_parquet(src, columns=["name", "Id"], out=out)
+    # Id as the id column: then it is the id
+    r = bulkwire.load_parquet(src, id_column="Id", out=out)
+    assert [d["Id"] for d in parsed(r.target)[1]] == ["x/1", "x/2"]
+    assert [d["Document"]["id"] for d in parsed(r.target)[1]] == [1, 2]
+
+    meta = write(pa.table({"id": [1], "@metadata": ['{"a": 1}'], "name": ["a"]}), tmp_path / "m.parquet")
+    with pytest.raises(TypeError, match=r"column '@metadata' of .*m\.parquet cannot be a document field"):
+        bulkwire.load_parquet(meta, out=out)
+    with pytest.raises(TypeError, match=r"column '@metadata'"):
+        bulkwire.load_parquet(meta, columns=["@metadata"], out=out)
+    with pytest.raises(TypeError, match="@metadata must be a mapping"):
+        bulkwire.BulkWriter().store({"@metadata": '{"a": 1}', "name": "a"}, id="e/1")
+    bulkwire.load_parquet(meta, columns=["name"], out=out)
+    assert json.loads(open(out, "rb").read())[0]["Document"] == {"name": "a", "@metadata": META}
+
+    # metadata=: merged as store merges it (collection "dicts": store's default for a dict),
+    # the user's @collection and Raven-Python-Type kept
+    for user_md in ({"@collection": "Mine", "k": 1}, {"Raven-Python-Type": "app.Row"}, {"k": [1, 2]}):
+        bulkwire.load_parquet(src, columns=["name"], metadata=user_md, collection="dicts", out=out)
+        rows = [{"name": n} for n in ("a", "b")]
+        assert open(out, "rb").read() == store_body(rows, ["dicts/1", "dicts/2"], metadata=user_md)
+    bulkwire.load_parquet(src, columns=["name"], metadata={"@collection": "Mine"}, out=out,
+                          python_type=None)
+    assert json.loads(open(out, "rb").read())[0]["Document"]["@metadata"] == {"@collection": "Mine"}
+
+
+def test_empty_column_names_are_refused(tmp_path):
+    src = write(pa.table({"id": [1], "a": [2]}), tmp_path / "t.parquet")
+    with pytest.raises(ValueError, match=r"columns\[1\] is an empty column name"):
+        bulkwire.load_parquet(src, columns=["a", ""])
+    with pytest.raises(TypeError, match=r"columns\[0\] must be a str, not int"):
+        bulkwire.load_parquet(src, columns=[3])
+
+
+def test_the_official_client_writes_the_same_documents():
+    """The official client's own conversion of a dict entity with an "Id" member and a
+    user-given @collection: the body leaves Id out and keeps the user's @collection, as
+    bulkwire's conventions do (its dict entity's own @metadata it replaces; bulkwire merges)."""
+    pytest.importorskip("ravendb")
+    from ravendb.documents.conventions import DocumentConventions
+    from ravendb.documents.session.document_info import DocumentInfo
+    from ravendb.documents.session.entity_to_json import EntityToJsonStatic
+    from ravendb.json.metadata_as_dictionary import MetadataAsDictionary
+
+    conventions = DocumentConventions()
+
+    def official(entity, metadata):
+        md = MetadataAsDictionary(dict(metadata))
+        # BulkInsertOperation._fill_metadata_if_needed: set where the user did not
+        md.setdefault("@collection", conventions.get_collection_name(entity))
+        md.setdefault("Raven-Python-Type", conventions.get_python_class_name(entity.__class__))
+        doc = EntityToJsonStatic.convert_entity_to_json(entity, conventions,
+                                                        DocumentInfo(metadata_instance=md), True)
+        return json.dumps(doc).encode()
+
+    for entity, metadata in (({"Id": "x/1", "name": "a", "n": 2}, {}),
+                             ({"name": "a", "Id": "x/1"}, {"@collection": "Mine", "k": "v"}),
+                             ({"name": "a"}, {"Raven-Python-Type": "app.Row"})):
+        body = store_body([entity], ["x/1"], metadata=metadata)
+        command = json.loads(body)[0]
+        assert bulkwire.dumps(command["Document"]) == official(entity, metadata)

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence, Union
 
 from . import _core
+from .conventions import check_id as _check_id, merge_metadata
 from .errors import BulkInsertAborted, BulkInsertError
 
 __all__ = ["BulkInsert", "BulkWriter", "BulkInsertError", "BulkInsertAborted", "BulkStats",
@@ -124,18 +125,6 @@ def _positive_int(name: str, value: Any) -> int:
         raise TypeError(f"{name} must be an int, not {type(value).__name__}")
     if value <= 0:
         raise ValueError(f"{name} must be positive, not {value}")
-    return value
-
-
-def _check_id(value: Any, name: str = "id") -> str:
-    if type(value) is not str:
-        if not isinstance(value, str):
-            raise TypeError(f"{name} must be a str, not {type(value).__name__}")
-    if not value or value.isspace():
-        raise ValueError(f"{name} must be a non-empty string, not {value!r}")
-    if value[-1] == "|":
-        raise ValueError(f"{name} must not end with '|' (server-side identity ids are not "
-                         f"supported in bulk insert): {value!r}")
     return value
 
 
@@ -343,15 +332,7 @@ class BulkWriter:
             _check_id(id, id_name)  # a valid str subclass passes; the rest raises, naming the source
         md = info[2]
         if metadata is not None or own_metadata is not None:
-            md = {}
-            for extra, name in ((own_metadata, "entity's @metadata"), (metadata, "metadata")):
-                if extra is None:
-                    continue
-                if not isinstance(extra, Mapping):
-                    raise TypeError(f"{name} must be a mapping, not {type(extra).__name__}")
-                md.update(extra)
-            md.setdefault("@collection", info[2]["@collection"])
-            md.setdefault("Raven-Python-Type", info[2]["Raven-Python-Type"])
+            md = merge_metadata(own_metadata, metadata, md)
         chunk = self._writer.put(id, entity, md)
         if chunk is not None:
             self._hand_over(chunk)

@@ -83,7 +83,10 @@ def cmd_load(args: argparse.Namespace) -> int:
             return _fail("--database needs --url", EXIT_USAGE)
         if args.url is not None and args.database is None:
             return _fail("--url needs --database", EXIT_USAGE)
-        columns = None if args.columns is None else [c for c in args.columns.split(",") if c]
+        columns = None if args.columns is None else args.columns.split(",")
+        if columns is not None and not all(columns):
+            return _fail(f"--columns {args.columns!r}: empty column name (give the names "
+                         f"separated by single commas)", EXIT_USAGE)
         result = load_parquet(
             args.path, url=args.url, database=args.database, collection=args.collection,
             id_column=args.id_column, id_prefix=args.id_prefix, vector_column=args.vector_column,

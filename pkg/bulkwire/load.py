@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from . import _core
+from .conventions import BODY_EXCLUDED_KEYS, merge_metadata
 from .encoding import dumps
-from .parquet import PathLike, TableFile, _file_format, _pyarrow
+from .parquet import PathLike, TableFile, _check_batch, _file_format, _pyarrow
 
 #: Bytes of commands handed over at a time (the bulk insert's buffer threshold).
 DEFAULT_CHUNK_SIZE = 1 << 20
@@ -159,30 +160,55 @@ def _plan(schema, source: str, id_column: str, vector_column: str | None,
                              f"(its columns: {', '.join(names)})")
         return schema.field(name).type
 
+    def excluded(name: str, what: str) -> None:
+        if name == "@metadata":
+            raise TypeError(f"{what} '@metadata' of {source} cannot be a document field: a "
+                            f"document's @metadata is a mapping, written last from metadata= "
+                            f"(with @collection and Raven-Python-Type); leave the column out "
+                            f"with columns= (--columns)")
+        raise ValueError(f"{what} 'Id' of {source} cannot be a document field: a document body "
+                         f"never holds an Id member (its id is the command's Id); use it as the "
+                         f"id with id_column='Id' (--id-column Id)")
+
     id_type = need(id_column, "id column")
     if not (pa.types.is_integer(id_type) or pa.types.is_string(id_type)
             or pa.types.is_large_string(id_type)):
         raise TypeError(f"id column {id_column!r} must hold integers or strings, not {id_type}")
     explicit_vector = vector_column is not None
     if vector_column is None:
-        found = [n for n in names if n != id_column and _vector_type_ok(pa, schema.field(n).type)]
+        found = [n for n in names if n != id_column and n not in BODY_EXCLUDED_KEYS
+                 and _vector_type_ok(pa, schema.field(n).type)]
         if len(found) > 1:
             raise ValueError(f"{source} has several vector columns ({', '.join(found)}): "
                              f"choose one with vector_column= (--vector-column)")
         vector_column = found[0] if found else None
     else:
         t = need(vector_column, "vector column")
+        if vector_column in BODY_EXCLUDED_KEYS:
+            excluded(vector_column, "vector column")
         if not _vector_type_ok(pa, t):
             raise TypeError(f"vector column {vector_column!r} must be a fixed_size_list or list of "
                             f"float32 or float64, not {t}")
     if columns is None:
-        fields = [n for n in names if n != id_column]
+        # every column but the id; an "Id" column is left out, as BulkWriter.store leaves a
+        # dict's "Id" member out of its document
+        fields = [n for n in names if n != id_column and n != "Id"]
+        if "@metadata" in fields:
+            excluded("@metadata", "column")
     else:
         if isinstance(columns, str):
             raise TypeError("columns must be a sequence of column names, not a str")
+        columns = list(columns)
+        for pos, name in enumerate(columns):
+            if not isinstance(name, str):
+                raise TypeError(f"columns[{pos}] must be a str, not {type(name).__name__}")
+            if not name:
+                raise ValueError(f"columns[{pos}] is an empty column name")
         fields = list(dict.fromkeys(columns))
         for name in fields:
             need(name, "column")
+            if name in BODY_EXCLUDED_KEYS:
+                excluded(name, "column")
         if explicit_vector and vector_column not in fields:
             fields.append(vector_column)
     for name in fields:
@@ -201,15 +227,12 @@ def _plan(schema, source: str, id_column: str, vector_column: str | None,
 
 
 def _metadata_json(collection: str, python_type: str | None, metadata: Mapping[str, Any] | None) -> bytes:
-    """The ``@metadata`` object: user metadata, then ``@collection`` and ``Raven-Python-Type``
-    appended last (SPEC §3)."""
-    merged = dict(metadata or {})
-    merged.pop("@collection", None)
-    merged.pop("Raven-Python-Type", None)
-    merged["@collection"] = collection
+    """The ``@metadata`` object, merged as ``BulkWriter.store`` merges it: ``metadata``, then
+    ``@collection`` and ``Raven-Python-Type`` where ``metadata`` does not give them."""
+    defaults = {"@collection": collection}
     if python_type:
-        merged["Raven-Python-Type"] = python_type
-    return dumps(merged)
+        defaults["Raven-Python-Type"] = python_type
+    return dumps(merge_metadata(None, metadata, defaults))
 
 
 # ------------------------------------------------------------------------------ load
@@ -329,7 +352,12 @@ def load_parquet(path: PathLike, *, url: str | None = None, database: str | None
 
 
     Each row becomes a document ``<id_prefix><id>`` holding the ``columns`` (default: every
-    column but the id) and ``@metadata`` (``@collection``: ``collection``). The vector column
+    column but the id and a column named ``Id``) and ``@metadata``, as
+    :meth:`bulkwire.BulkWriter.store` writes the equivalent dict (:mod:`bulkwire.conventions`):
+    the ``metadata`` entries, then ``@collection`` (``collection``) and ``Raven-Python-Type``
+    (``python_type``) where ``metadata`` does not give them. A column named ``Id`` or
+    ``@metadata`` cannot be a field, and a string id must pass
+    :func:`bulkwire.conventions.check_id` (prefix included). The vector column
     (``fixed_size_list`` or ``list`` of float32/float64; found automatically when there is
     exactly one) is written as a JSON array, float32 elements widened (the repr of the double,
     as ``bulkwire.dumps`` writes a float32 ndarray) or, with ``float32="shortest"``, with the
@@ -346,9 +374,17 @@ def load_parquet(path: PathLike, *, url: str | None = None, database: str | None
     output is the same whatever the number.
 
     ``take``: load only the rows at these indices, in that order (see :func:`bulkwire.take`).
-    Every batch is checked before any of its bytes are written or sent: a null id, a null or
-    ragged vector, a null vector element, invalid UTF-8 raise ``ValueError`` naming the column
-    and the row (the file's row number; with ``take``, the index taken).
+    Every batch is checked before any of its bytes are written or sent: buffers that do not
+    hold what the batch's offsets and lengths say (a crafted or corrupt file) raise
+    ``ValueError`` naming the file and the column; a null or blank id, a null or ragged
+    vector, a null vector element, invalid UTF-8 raise ``ValueError`` naming the column and
+    the row (the file's row number; with ``take``, the index taken).
+
+    >>> import tempfile, os
+    >>> from bulkwire import sample_parquet
+    >>> src = sample_parquet(os.path.join(tempfile.mkdtemp(), "s.parquet"), rows=3, dim=2)
+    >>> load_parquet(src, metadata={"@collection": "Points"}).rows
+    3
     """
     pa = _pyarrow()
     source = os.fspath(path)
@@ -435,6 +471,7 @@ def load_parquet(path: PathLike, *, url: str | None = None, database: str | None
         dim = None
         submitted = 0
         for batch in batches:
+            _check_batch(batch, source)  # buffer sizes: what the C reader cannot know
             if dim is None or dim < 0:
                 dim = _vector_dim(pa, batch, plan)
             n = batch.num_rows

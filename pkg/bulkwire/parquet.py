@@ -83,6 +83,20 @@ def _file_format(path: str) -> str:
                      f"(starts with {head!r})")
 
 
+def _check_batch(batch: Any, source: str) -> None:
+    """pyarrow's checks of a record batch read from a file: the sizes of its buffers against
+    the lengths, offsets and last string/list offsets that will be read. The Arrow C Data
+    Interface carries no buffer sizes, so the C readers (which check everything else: see
+    ``csrc/arrow_c.h``) cannot; a crafted or corrupt file is refused here, naming the file
+    and the column. Constant time per column (``Array.validate()``, not ``full=True``)."""
+    pa = _pyarrow()
+    for name, column in zip(batch.schema.names, batch.columns):
+        try:
+            column.validate()
+        except pa.ArrowException as exc:
+            raise ValueError(f"{source!r} is malformed: column {name!r}: {exc}") from None
+
+
 def _check_indices(indices: Any, num_rows: int, name: str = "indices") -> np.ndarray:
     """``indices`` as an int64 array, or a clear error naming the argument."""
     if hasattr(indices, "__arrow_c_array__") and not isinstance(indices, np.ndarray):
@@ -155,6 +169,8 @@ class TableFile:
             self._mmap = pa.memory_map(self.path, "r")
             self._table = pa.ipc.open_file(self._mmap).read_all()  # zero-copy over the map
             self._batches = self._table.to_batches()
+            for batch in self._batches:  # before any lookup reads them
+                _check_batch(batch, self.path)
             counts = np.fromiter((b.num_rows for b in self._batches), dtype=np.int64,
                                  count=len(self._batches))
             self.schema = self._table.schema
