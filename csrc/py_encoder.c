@@ -81,8 +81,8 @@ static PyObject *encode_to_bytes(const bw_encode_options *opts, PyObject *obj) {
     int use_spare = !spare_in_use;
     PyObject *result = NULL;
     if (use_spare) {
-        if (spare_walker == NULL && (spare_walker = PyMem_Malloc(sizeof *spare_walker)) == NULL)
-            return PyErr_NoMemory();
+        if (spare_walker == NULL && (spare_walker = bw_walker_new()) == NULL)
+            return NULL;
         if (spare_buf.data == NULL && bw_buf_init(&spare_buf, 4096) < 0)
             return PyErr_NoMemory();
         spare_in_use = 1;
@@ -91,11 +91,11 @@ static PyObject *encode_to_bytes(const bw_encode_options *opts, PyObject *obj) {
         out->len = 0;
     } else {
         /* the walker's open-container stack is large; keep it off the C stack */
-        walker = PyMem_Malloc(sizeof *walker);
+        walker = bw_walker_new();
         if (walker == NULL)
-            return PyErr_NoMemory();
+            return NULL;
         if (bw_buf_init(&local_buf, 1024) < 0) {
-            PyMem_Free(walker);
+            bw_walker_free(walker);
             return PyErr_NoMemory();
         }
         out = &local_buf;
@@ -109,7 +109,7 @@ static PyObject *encode_to_bytes(const bw_encode_options *opts, PyObject *obj) {
         spare_in_use = 0;
     } else {
         bw_buf_free(&local_buf);
-        PyMem_Free(walker);
+        bw_walker_free(walker);
     }
     return result;
 }
