@@ -68,7 +68,8 @@ static int parse_options(bw_encode_options *opts, PyObject *default_hook, PyObje
 
 /* One walker and buffer kept between calls saves a malloc and the buffer's regrowth per
    document. Only used by one call at a time: a hook can start another encode (directly or
-   from a thread that takes the GIL during the hook), which then gets its own. */
+   from a thread that takes the GIL during the hook), which then gets its own. That is what
+   makes an Encoder (options only) safe to share between threads and to re-enter. */
 static bw_walker *spare_walker;
 static bw_buf spare_buf;
 static int spare_in_use;
@@ -195,7 +196,8 @@ static PyTypeObject EncoderType = {
     .tp_basicsize = sizeof(EncoderObject),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
     .tp_doc = "Encoder(*, default=ENTITY, ensure_ascii=True, float32='widen')\n\n"
-              "Holds JSON encoding options; encode(obj) returns bytes.",
+              "Holds JSON encoding options; encode(obj) returns bytes. Each call has its own\n"
+              "state: one Encoder may be shared by threads and called from a hook.",
     .tp_new = Encoder_new,
     .tp_dealloc = (destructor)Encoder_dealloc,
     .tp_traverse = (traverseproc)Encoder_traverse,
