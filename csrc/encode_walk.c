@@ -217,11 +217,18 @@ static int write_str(bw_walker *w, PyObject *s) {
     return rc < 0 ? bw_out_of_memory() : 0;
 }
 
+/* Kept in its callers: as a call of its own, the float run measured 2% slower. */
+#if defined(__GNUC__) || defined(__clang__)
+#define ALWAYS_INLINE __attribute__((always_inline)) inline
+#else
+#define ALWAYS_INLINE inline
+#endif
+
 /* The items of an exact list or tuple, or of the snapshot list of a subclass, as json writes
    them; `marker` is what is marked open for cycle detection (the original object). A list is
    read by index with its size re-read on every step, as json reads an exact list, because a
    hook may change it while it is walked. */
-static int write_items(bw_walker *w, PyObject *marker, PyObject *seq) {
+static ALWAYS_INLINE int write_items(bw_walker *w, PyObject *marker, PyObject *seq) {
     bw_buf *out = w->out;
     int is_list = PyList_Check(seq);
     Py_ssize_t size = is_list ? PyList_GET_SIZE(seq) : PyTuple_GET_SIZE(seq);
