@@ -5,7 +5,9 @@
 #include "int_text.h"
 #include "json_string.h"
 
+#if defined(__linux__) || defined(__APPLE__)
 #include <pthread.h>
+#endif
 
 int bw_out_of_memory(void) {
     PyErr_NoMemory();
