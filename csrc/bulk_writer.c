@@ -20,18 +20,16 @@ int bw_bulk_writer_init(bw_bulk_writer *w, size_t threshold, const bw_encode_opt
     w->bytes = 0;
     w->handovers = 0;
     w->opts = *opts;
-    w->walker = PyMem_Malloc(sizeof *w->walker);
-    if (w->walker == NULL) {
-        PyErr_NoMemory();
+    w->walker = bw_walker_new();
+    if (w->walker == NULL)
         return -1;
-    }
     bw_pool_retain();
     return 0;
 }
 
 void bw_bulk_writer_free(bw_bulk_writer *w) {
     bw_buf_free(&w->buf);
-    PyMem_Free(w->walker);
+    bw_walker_free(w->walker);
     w->walker = NULL;
     bw_pool_unretain();
 }

@@ -129,22 +129,12 @@ static int write_direct_row(bw_walker *w, int type_num, const char *p, npy_intp 
     return 0;
 }
 
-/* Any other dtype: each element as the dtype's getitem gives it, which is what tolist()
-   puts in its lists, then walked. */
-static int write_generic_element(bw_walker *w, PyArrayObject *arr, const char *p) {
-    PyObject *item = PyArray_GETITEM(arr, p); /* new reference */
-    if (item == NULL)
-        return -1;
-    int rc = bw_walk(w, item);
-    Py_DECREF(item);
-    return rc;
-}
-
-static int write_dimension(bw_walker *w, PyArrayObject *arr, int dim, const char *p, int direct) {
+/* Direct dtypes only: the rows are read from memory while no Python code runs, so the data
+   pointer cannot go stale. */
+static int write_direct_dimension(bw_walker *w, PyArrayObject *arr, int dim, const char *p) {
     npy_intp n = PyArray_DIM(arr, dim);
     npy_intp stride = PyArray_STRIDE(arr, dim);
-    int last = dim == PyArray_NDIM(arr) - 1;
-    if (last && direct)
+    if (dim == PyArray_NDIM(arr) - 1)
         return write_direct_row(w, PyArray_TYPE(arr), p, n, stride, !PyArray_ISNOTSWAPPED(arr),
                                 (int)PyArray_ITEMSIZE(arr));
     bw_buf *out = w->out;
@@ -153,9 +143,7 @@ static int write_dimension(bw_walker *w, PyArrayObject *arr, int dim, const char
     for (npy_intp i = 0; i < n; i++, p += stride) {
         if (i > 0 && bw_buf_append(out, ", ", 2) < 0)
             return bw_out_of_memory();
-        int rc = last ? write_generic_element(w, arr, p)
-                      : write_dimension(w, arr, dim + 1, p, direct);
-        if (rc < 0)
+        if (write_direct_dimension(w, arr, dim + 1, p) < 0)
             return -1;
     }
     if (bw_buf_append(out, "]", 1) < 0)
@@ -163,11 +151,25 @@ static int write_dimension(bw_walker *w, PyArrayObject *arr, int dim, const char
     return 0;
 }
 
+/* Walks what a call produced (a new reference, or NULL on error) and releases it. */
+static int walk_produced(bw_walker *w, PyObject *produced) {
+    if (produced == NULL)
+        return -1;
+    int rc = bw_walk(w, produced);
+    Py_DECREF(produced);
+    return rc;
+}
+
 static int write_array(bw_walker *w, PyArrayObject *arr) {
-    if (PyArray_NDIM(arr) == 0)
-        return write_generic_element(w, arr, PyArray_DATA(arr));
-    int direct = is_direct_type(PyArray_TYPE(arr));
-    return write_dimension(w, arr, 0, PyArray_DATA(arr), direct);
+    /* A subclass may override tolist(), which is what the round trip calls. */
+    if (!PyArray_CheckExact(arr))
+        return walk_produced(w, PyObject_CallMethod((PyObject *)arr, "tolist", NULL));
+    if (PyArray_NDIM(arr) > 0 && is_direct_type(PyArray_TYPE(arr)))
+        return write_direct_dimension(w, arr, 0, PyArray_DATA(arr));
+    /* Other dtypes (object, strings, datetime64...) run Python code per element, and a hook
+       on an element may resize or refill the array: the elements are taken as tolist()
+       takes them, all at once when the array is reached, exactly what the round trip walks. */
+    return walk_produced(w, PyArray_ToList(arr));
 }
 
 static int write_scalar(bw_walker *w, PyObject *obj) {
@@ -185,19 +187,13 @@ static int write_scalar(bw_walker *w, PyObject *obj) {
         return 0;
     }
     PyObject *item = PyObject_CallMethod(obj, "item", NULL); /* new reference */
-    if (item == NULL)
-        return -1;
-    int rc;
-    if (Py_TYPE(item) == Py_TYPE(obj)) {
+    if (item != NULL && Py_TYPE(item) == Py_TYPE(obj)) {
         /* e.g. longdouble: .item() gives the scalar back, json would loop on it */
         PyErr_Format(PyExc_TypeError, "%R is not JSON serializable (NumPy %.100s has no Python "
                      "equivalent)", obj, Py_TYPE(obj)->tp_name);
-        rc = -1;
-    } else {
-        rc = bw_walk(w, item);
+        Py_CLEAR(item);
     }
-    Py_DECREF(item);
-    return rc;
+    return walk_produced(w, item);
 }
 
 int bw_numpy_encode(bw_walker *w, PyObject *obj, int exact_only) {

@@ -5,10 +5,13 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <stdint.h>
+
 #include "out_buffer.h"
 
-/* Containers and hook calls open at once before RecursionError. Each level costs a few
-   hundred bytes of C stack, so this stays far below any thread's stack. */
+/* Containers and hook calls open at once before RecursionError: the upper bound. A thread
+   whose C stack runs low first gets RecursionError earlier (bw_walker_enter checks the stack
+   that is really left), so no nesting and no thread stack size can overflow it. */
 #define BW_MAX_DEPTH 2048
 
 typedef enum {
@@ -28,6 +31,12 @@ typedef struct bw_walker {
     const bw_encode_options *opts;
     bw_buf *out;
     int depth;
+    /* RecursionError when the C stack reaches below this address (0: not known). */
+    uintptr_t stack_floor;
+    /* Owned references: the items of the dicts being walked, as they were when each was
+       reached (key, value, key, value, ...), a stack shared by the nested dicts. */
+    PyObject **held;
+    size_t held_len, held_cap;
     /* bw_walk_open_object's request: leave the first object open, skipping these keys */
     int open_object;
     size_t open_start;
@@ -36,6 +45,10 @@ typedef struct bw_walker {
     PyObject *open[BW_MAX_DEPTH]; /* borrowed: what is being walked, for cycle detection */
 } bw_walker;
 
+/* A walker on the heap (its open-container stack is large), reusable across walks:
+   bw_walker_init before each. NULL with MemoryError set. bw_walker_free(NULL) is a no-op. */
+bw_walker *bw_walker_new(void);
+void bw_walker_free(bw_walker *w);
 void bw_walker_init(bw_walker *w, const bw_encode_options *opts, bw_buf *out);
 
 /* Appends the JSON of obj to w->out. 0, or -1 with an exception set; on error w->out may
@@ -48,7 +61,9 @@ int bw_walk(bw_walker *w, PyObject *obj);
 int bw_walk_open_object(bw_walker *w, PyObject *obj, PyObject *skip_keys, Py_ssize_t *members);
 
 /* Shared by the walker's parts (encode_entity.c, encode_numpy.c). */
-int bw_walker_enter(bw_walker *w, PyObject *obj); /* cycle + depth check, then push */
+int bw_walker_enter(bw_walker *w, PyObject *obj); /* cycle, depth, stack check, then push */
+/* RecursionError when the C stack is nearly used up: 0, or -1 with the exception set. */
+int bw_walker_check_stack(const bw_walker *w);
 static inline void bw_walker_leave(bw_walker *w) { w->depth--; }
 int bw_write_double(bw_buf *out, double v);
 int bw_write_float32(bw_buf *out, float v, int shortest);

@@ -68,7 +68,8 @@ static int parse_options(bw_encode_options *opts, PyObject *default_hook, PyObje
 
 /* One walker and buffer kept between calls saves a malloc and the buffer's regrowth per
    document. Only used by one call at a time: a hook can start another encode (directly or
-   from a thread that takes the GIL during the hook), which then gets its own. */
+   from a thread that takes the GIL during the hook), which then gets its own. That is what
+   makes an Encoder (options only) safe to share between threads and to re-enter. */
 static bw_walker *spare_walker;
 static bw_buf spare_buf;
 static int spare_in_use;
@@ -81,8 +82,8 @@ static PyObject *encode_to_bytes(const bw_encode_options *opts, PyObject *obj) {
     int use_spare = !spare_in_use;
     PyObject *result = NULL;
     if (use_spare) {
-        if (spare_walker == NULL && (spare_walker = PyMem_Malloc(sizeof *spare_walker)) == NULL)
-            return PyErr_NoMemory();
+        if (spare_walker == NULL && (spare_walker = bw_walker_new()) == NULL)
+            return NULL;
         if (spare_buf.data == NULL && bw_buf_init(&spare_buf, 4096) < 0)
             return PyErr_NoMemory();
         spare_in_use = 1;
@@ -91,11 +92,11 @@ static PyObject *encode_to_bytes(const bw_encode_options *opts, PyObject *obj) {
         out->len = 0;
     } else {
         /* the walker's open-container stack is large; keep it off the C stack */
-        walker = PyMem_Malloc(sizeof *walker);
+        walker = bw_walker_new();
         if (walker == NULL)
-            return PyErr_NoMemory();
+            return NULL;
         if (bw_buf_init(&local_buf, 1024) < 0) {
-            PyMem_Free(walker);
+            bw_walker_free(walker);
             return PyErr_NoMemory();
         }
         out = &local_buf;
@@ -109,7 +110,7 @@ static PyObject *encode_to_bytes(const bw_encode_options *opts, PyObject *obj) {
         spare_in_use = 0;
     } else {
         bw_buf_free(&local_buf);
-        PyMem_Free(walker);
+        bw_walker_free(walker);
     }
     return result;
 }
@@ -195,7 +196,8 @@ static PyTypeObject EncoderType = {
     .tp_basicsize = sizeof(EncoderObject),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
     .tp_doc = "Encoder(*, default=ENTITY, ensure_ascii=True, float32='widen')\n\n"
-              "Holds JSON encoding options; encode(obj) returns bytes.",
+              "Holds JSON encoding options; encode(obj) returns bytes. Each call has its own\n"
+              "state: one Encoder may be shared by threads and called from a hook.",
     .tp_new = Encoder_new,
     .tp_dealloc = (destructor)Encoder_dealloc,
     .tp_traverse = (traverseproc)Encoder_traverse,

@@ -17,6 +17,9 @@ class Encoder(_core.Encoder):
     ``default`` is ``bulkwire.ENTITY`` (the built-in entity conventions), ``None`` (plain
     json: unknown types raise ``TypeError``) or any callable whose result is walked again.
 
+    An encoder holds only its options; each ``encode`` call has its own state, so one
+    encoder may be shared by threads and called again from inside a hook.
+
     >>> Encoder().encode({"a": (1, 2.5)})
     b'{"a": [1, 2.5]}'
     >>> Encoder(float32="shortest").float32
