@@ -512,8 +512,10 @@ STACK_CHILD = textwrap.dedent(r"""
 def test_no_nesting_overflows_a_small_thread_stack(sizes):
     """Threads with small stacks: every graph is encoded exactly or raises RecursionError,
     and the process survives (run in a child, so a crash fails the test, not the run)."""
+    # the child imports the bulkwire under test: the checkout's or the installed one
+    package_parent = str(pathlib.Path(bulkwire.__file__).resolve().parent.parent)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [str(ROOT / "pkg"), os.environ.get("PYTHONPATH", "")]))
+        [package_parent, os.environ.get("PYTHONPATH", "")]))
     child = subprocess.run([sys.executable, "-c", STACK_CHILD, str(ROOT / "tests"),
                             ",".join(map(str, sizes))],
                            capture_output=True, text=True, env=env, timeout=600)

@@ -1,0 +1,170 @@
+"""Error and hostile paths keep nothing: repeated failing calls hold no Python memory, no C
+heap and no references (the success paths are covered in test_encoder_memory.py)."""
+from __future__ import annotations
+
+import gc
+import os
+import struct
+import sys
+
+import numpy as np
+import pytest
+
+import bulkwire
+from bulkwire import VectorCodec, _core
+
+from _leaks import assert_no_growth, ignoring
+
+pa = pytest.importorskip("pyarrow")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fuzz"))
+import arrow_structs as A  # noqa: E402
+
+
+class AddsKeys:
+    """A hook that grows the dict being walked, with a non-str key among others."""
+
+    def __init__(self, target):
+        self.target = target
+
+    def to_json(self):
+        self.target[10**20] = "big"
+        self.target["late"] = [1.5, 2.5]
+        return 1
+
+
+def _mutating_graph():
+    d = {"a": None, "b": "x" * 40}
+    d["a"] = AddsKeys(d)
+    return d
+
+
+class Raises:
+    def to_json(self):
+        raise RuntimeError("boom")
+
+
+def _failing_mid_dict():
+    return {"a": [1.0, 2.0], "b": {"c": "d"}, "e": Raises(), "f": "never reached"}
+
+
+class IterRaises(list):
+    def __iter__(self):
+        raise RuntimeError("no iteration")
+
+
+def _nested(depth):
+    value = []
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+TOO_DEEP = _nested(bulkwire.MAX_DEPTH + 5)
+TIME = VectorCodec("time", 4)
+OUT_OF_RANGE_TIME = np.array([86400 * 10**9, 0, 0, 0], "i8")
+
+
+def _bad_offsets_batch():
+    strings = A.Node(b"u", 3, [None, struct.pack("<4i", 0, 3, 1, 6), b"abcdef"], name=b"s")
+    ids = A.Node(b"l", 3, [None, struct.pack("<3q", 0, 1, 2)], name=b"id")
+    exp = A.Exported(A.Node(b"+s", 3, [None], [ids, strings]))
+    try:
+        _core.encode_batch(exp, "id", ["s"])
+    finally:
+        exp.free()
+
+
+BLANK_IDS = pa.record_batch({"id": pa.array(["a", " ", "c"]), "s": pa.array(["x", "y", "z"])})
+WRONG_DIM = pa.array([[1.0, 2.0, 3.0]], pa.list_(pa.float32(), 3))
+
+
+class Replay:
+    def __init__(self, obj):
+        self.capsules = obj.__arrow_c_array__()
+
+    def __arrow_c_array__(self, requested_schema=None):
+        return self.capsules
+
+
+def _consumed_capsule():
+    replay = Replay(WRONG_DIM)
+    VectorCodec("float", 3).serialize_many(replay)
+    VectorCodec("float", 3).serialize_many(replay)  # raises: already consumed
+
+
+def _store_failing():
+    writer = bulkwire.BulkWriter()
+    writer.store({"x": 1}, id="things/1")
+    writer.store(_failing_mid_dict(), id="things/2")
+
+
+CASES = {
+    "dumps, hook grows the dict being walked": lambda: bulkwire.dumps(_mutating_graph()),
+    "dumps, hook raises mid-dict": ignoring(lambda: bulkwire.dumps(_failing_mid_dict()), RuntimeError),
+    "dumps, subclass __iter__ raises": ignoring(lambda: bulkwire.dumps({"l": IterRaises([1])}), RuntimeError),
+    "dumps, too deep": ignoring(lambda: bulkwire.dumps(TOO_DEEP), RecursionError),
+    "store, hook grows the dict being walked": lambda: bulkwire.BulkWriter().store(_mutating_graph(), id="t/1"),
+    "store, hook raises": ignoring(_store_failing, RuntimeError),
+    "vectors, out-of-range array": ignoring(lambda: TIME.serialize(OUT_OF_RANGE_TIME), OverflowError),
+    "vectors, truncated payload": ignoring(lambda: VectorCodec("double", 3).deserialize(b"\0" * 20), ValueError),
+    "vectors, wrong Arrow dimension": ignoring(lambda: VectorCodec("float", 2).serialize_many(WRONG_DIM), ValueError),
+    "arrow, consumed capsule": ignoring(_consumed_capsule, ValueError),
+    "arrow, decreasing offsets": ignoring(_bad_offsets_batch, ValueError),
+    "encode_batch, blank id": ignoring(lambda: _core.encode_batch(BLANK_IDS, "id", ["s"]), ValueError),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_hostile_paths_hold_nothing(case):
+    calls = 100 if "too deep" in case else 300
+    assert_no_growth(CASES[case], case, calls=calls)
+
+
+def test_the_cases_really_fail():
+    """Each 'ignoring' case raises what it ignores: the leak check runs the error path."""
+    with pytest.raises(RuntimeError):
+        bulkwire.dumps(_failing_mid_dict())
+    with pytest.raises(RecursionError):
+        bulkwire.dumps(TOO_DEEP)
+    with pytest.raises(OverflowError):
+        TIME.serialize(OUT_OF_RANGE_TIME)
+    with pytest.raises(ValueError):
+        VectorCodec("double", 3).deserialize(b"\0" * 20)
+    with pytest.raises(ValueError):
+        VectorCodec("float", 2).serialize_many(WRONG_DIM)
+    with pytest.raises(ValueError, match="already consumed"):
+        _consumed_capsule()
+    with pytest.raises(ValueError, match="offsets decrease"):
+        _bad_offsets_batch()
+    with pytest.raises(ValueError):
+        _core.encode_batch(BLANK_IDS, "id", ["s"])
+    with pytest.raises(RuntimeError):
+        _store_failing()
+    with pytest.raises(RuntimeError):
+        bulkwire.dumps({"l": IterRaises([1])})
+
+
+def test_held_values_keep_their_reference_counts():
+    """What a hostile walk held (dict snapshots, hook results) is released, success or error."""
+    sentinel = object.__new__(type("Sentinel", (), {"to_json": lambda self: "s"}))
+    before = sys.getrefcount(sentinel)
+    for _ in range(200):
+        d = {"a": None, "s": sentinel}
+        d["a"] = AddsKeys(d)
+        bulkwire.dumps(d)
+        bad = {"s": sentinel, "e": Raises()}
+        with pytest.raises(RuntimeError):
+            bulkwire.dumps(bad)
+        del d, bad
+    gc.collect()  # each d is a cycle through its hook
+    assert sys.getrefcount(sentinel) == before
+
+
+def test_the_heap_measure_sees_a_leak():
+    """The C heap measure is not blind: a buffer kept per call shows up."""
+    from _leaks import C_HEAP_IN_USE, growth
+    if C_HEAP_IN_USE is None:
+        pytest.skip("no mallinfo2 here (or the sanitizer allocator): only tracemalloc applies")
+    kept = []
+    python, heap = growth(lambda: kept.append(bytearray(4096)), calls=100)
+    assert heap is not None and heap >= 4096
