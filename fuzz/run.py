@@ -12,6 +12,11 @@ from a copy of it, so the checked-in corpus never changes. The target module and
 feedback here (that needs a clang build), but under the sanitizer build every out-of-bounds
 read or undefined behaviour the inputs reach aborts the run.
 
+With the sanitizer runtime preloaded, atheris loses its coverage feedback (the runtime
+provides the coverage symbols first), so CI runs in two steps: the normal build with
+``--work DIR`` grows each target's corpus under coverage guidance and keeps it in DIR, then
+the sanitizer build runs again with ``--work DIR``, starting from what the first step found.
+
 A failing input is written to the artifacts folder and printed as hex, so a CI log is enough
 to reproduce it: ``python -c "import fuzz_x; fuzz_x.test_one_input(bytes.fromhex('...'))"``.
 Exit status: 0 when every target ran its time without a failure, 1 otherwise.
@@ -45,16 +50,20 @@ def _child(name: str, libfuzzer_args: list[str]) -> None:
     atheris.Fuzz()
 
 
-def run_target(name: str, seconds: int, artifacts: pathlib.Path) -> bool:
-    """Fuzzes one target for ``seconds``; True when no failing input was found."""
+def run_target(name: str, seconds: int, artifacts: pathlib.Path,
+               work_dir: pathlib.Path | None = None) -> bool:
+    """Fuzzes one target for ``seconds``; True when no failing input was found. The working
+    corpus is ``work_dir/<name>`` when given (kept, and reused by the next run), else a
+    temporary folder; it starts as a copy of the seeds."""
     seeds = HERE / "corpus" / name
     work = pathlib.Path(tempfile.mkdtemp(prefix=f"fuzz-{name}-"))
     try:
-        corpus = work / "corpus"
-        if seeds.is_dir():
-            shutil.copytree(seeds, corpus)
-        else:
-            corpus.mkdir()
+        corpus = (work_dir / name) if work_dir is not None else work / "corpus"
+        if not corpus.is_dir():
+            if seeds.is_dir():
+                shutil.copytree(seeds, corpus)
+            else:
+                corpus.mkdir(parents=True)
         prefix = artifacts / f"{name}-"
         args = [f"-max_total_time={seconds}", "-timeout=20", "-rss_limit_mb=4096",
                 "-max_len=4096", "-print_final_stats=1", f"-artifact_prefix={prefix}", str(corpus)]
@@ -91,6 +100,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=int, default=30, help="time per target (default: 30)")
     parser.add_argument("--artifacts", type=pathlib.Path, default=None,
                         help="where failing inputs go (default: a new temporary folder)")
+    parser.add_argument("--work", type=pathlib.Path, default=None, metavar="DIR",
+                        help="keep each target's working corpus in DIR/<target> and start "
+                             "from it when it exists (default: a temporary copy of the seeds)")
     parser.add_argument("--list", action="store_true", help="print the targets and exit")
     options = parser.parse_args(argv)
     known = targets()
@@ -104,7 +116,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--seconds must be positive")
     artifacts = options.artifacts or pathlib.Path(tempfile.mkdtemp(prefix="fuzz-artifacts-"))
     artifacts.mkdir(parents=True, exist_ok=True)
-    failed = [n for n in (options.names or known) if not run_target(n, options.seconds, artifacts)]
+    failed = [n for n in (options.names or known)
+              if not run_target(n, options.seconds, artifacts, options.work)]
     if failed:
         print(f"fuzz: {len(failed)} target(s) failed: {', '.join(failed)}; inputs in {artifacts}")
         return 1

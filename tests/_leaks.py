@@ -2,15 +2,15 @@
 
 Two measures, both after a warm-up:
 - Python memory (``tracemalloc``): objects and buffers from Python's allocators;
-- the C heap (glibc's ``mallinfo2``): what the C core takes with ``malloc`` (output buffers,
-  walker state, Arrow copies). Where it cannot be read (another libc, or the sanitizer
-  runtime's own allocator) it is reported as ``None`` and only the first measure applies.
+- the C heap: what the C core takes with ``malloc`` (output buffers, walker state, Arrow
+  copies), from glibc's ``mallinfo2`` or, under AddressSanitizer, from the sanitizer's own
+  count. Where neither exists (another libc) it is ``None`` and only the first measure
+  applies.
 """
 from __future__ import annotations
 
 import ctypes
 import gc
-import os
 import tracemalloc
 from typing import Callable, Optional
 
@@ -21,22 +21,26 @@ class _MallInfo2(ctypes.Structure):
         "uordblks", "fordblks", "keepcost")]
 
 
-def _mallinfo2() -> Optional[Callable[[], int]]:
-    if os.environ.get("BULKWIRE_SANITIZER"):
-        return None  # the sanitizer's allocator keeps its own books
-    try:
-        fn = ctypes.CDLL(None).mallinfo2
-    except (OSError, AttributeError):
+def _c_heap_meter() -> Optional[Callable[[], int]]:
+    """A function giving the C heap's bytes in use, or None where none can be read."""
+    process = ctypes.CDLL(None)
+    # Under AddressSanitizer malloc is the sanitizer's: it keeps its own count.
+    sanitizer = getattr(process, "__sanitizer_get_current_allocated_bytes", None)
+    if sanitizer is not None:
+        sanitizer.restype = ctypes.c_size_t
+        return lambda: int(sanitizer())
+    mallinfo2 = getattr(process, "mallinfo2", None)
+    if mallinfo2 is None:
         return None
-    fn.restype = _MallInfo2
+    mallinfo2.restype = _MallInfo2
 
     def in_use() -> int:
-        info = fn()
+        info = mallinfo2()
         return info.uordblks + info.hblkhd
     return in_use
 
 
-C_HEAP_IN_USE = _mallinfo2()
+C_HEAP_IN_USE = _c_heap_meter()
 
 
 def ignoring(fn: Callable[[], object], *exceptions: type) -> Callable[[], None]:
