@@ -11,7 +11,7 @@ static size_t initial_capacity(size_t threshold) {
     return cap < threshold ? threshold : cap; /* overflow guard */
 }
 
-int bw_bulk_writer_init(bw_bulk_writer *w, size_t threshold, const bw_encode_options *opts) {
+int bw_command_writer_init(bw_command_writer *w, size_t threshold, const bw_encode_options *opts) {
     w->buf.data = NULL;
     w->buf.len = w->buf.cap = 0;
     w->threshold = threshold;
@@ -27,14 +27,14 @@ int bw_bulk_writer_init(bw_bulk_writer *w, size_t threshold, const bw_encode_opt
     return 0;
 }
 
-void bw_bulk_writer_free(bw_bulk_writer *w) {
+void bw_command_writer_free(bw_command_writer *w) {
     bw_buf_free(&w->buf);
     bw_walker_free(w->walker);
     w->walker = NULL;
     bw_pool_unretain();
 }
 
-static int ensure_buffer(bw_bulk_writer *w) {
+static int ensure_buffer(bw_command_writer *w) {
     if (w->buf.data != NULL)
         return 0;
     size_t cap;
@@ -53,7 +53,7 @@ static int ensure_buffer(bw_bulk_writer *w) {
 #define PREFIX_DOC ",\"Type\":\"PUT\",\"Document\":"
 #define METADATA_KEY "\"@metadata\": "
 
-int bw_bulk_writer_put(bw_bulk_writer *w, PyObject *id, PyObject *entity, PyObject *metadata,
+int bw_command_writer_put(bw_command_writer *w, PyObject *id, PyObject *entity, PyObject *metadata,
                        PyObject *skip_keys) {
     if (w->finished) {
         PyErr_SetString(PyExc_RuntimeError, "the bulk insert body is already finished");
@@ -105,7 +105,7 @@ error:
     return -1;
 }
 
-int bw_bulk_writer_finish(bw_bulk_writer *w) {
+int bw_command_writer_finish(bw_command_writer *w) {
     if (w->finished)
         return 0;
     if (ensure_buffer(w) < 0)
@@ -121,7 +121,7 @@ int bw_bulk_writer_finish(bw_bulk_writer *w) {
     return 0;
 }
 
-char *bw_bulk_writer_detach(bw_bulk_writer *w, size_t *len, size_t *cap) {
+char *bw_command_writer_detach(bw_command_writer *w, size_t *len, size_t *cap) {
     *len = 0;
     *cap = 0;
     if (w->buf.data == NULL || w->buf.len == 0)
@@ -143,7 +143,7 @@ char *bw_bulk_writer_detach(bw_bulk_writer *w, size_t *len, size_t *cap) {
 
 /* 0 when the writer may take more commands (continuing a run only after one was started),
    -1 with an exception set. */
-static int check_encoded(const bw_bulk_writer *w, Py_ssize_t count, int continued) {
+static int check_encoded(const bw_command_writer *w, Py_ssize_t count, int continued) {
     if (w->finished) {
         PyErr_SetString(PyExc_RuntimeError, "the bulk insert body is already finished");
         return -1;
@@ -159,7 +159,7 @@ static int check_encoded(const bw_bulk_writer *w, Py_ssize_t count, int continue
     return 0;
 }
 
-int bw_bulk_writer_put_encoded(bw_bulk_writer *w, const char *data, size_t len, Py_ssize_t count,
+int bw_command_writer_put_encoded(bw_command_writer *w, const char *data, size_t len, Py_ssize_t count,
                                int continued) {
     if (check_encoded(w, count, continued) < 0)
         return -1;
@@ -182,7 +182,7 @@ nomem:
     return -1;
 }
 
-int bw_bulk_writer_put_external(bw_bulk_writer *w, size_t len, Py_ssize_t count, int continued) {
+int bw_command_writer_put_external(bw_command_writer *w, size_t len, Py_ssize_t count, int continued) {
     if (check_encoded(w, count, continued) < 0)
         return -1;
     if (!continued) {

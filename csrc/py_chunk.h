@@ -1,0 +1,28 @@
+/* Chunk: a finished piece of the request body, immutable bytes owned by C and exported
+   read-only through the buffer protocol; and the accounting of the memory live chunks hold. */
+#ifndef BW_PY_CHUNK_H
+#define BW_PY_CHUNK_H
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+typedef struct {
+    PyObject_HEAD
+    char *data;
+    Py_ssize_t len;
+    size_t cap;
+    int recycle; /* a writer's buffer: its memory goes back to the pool */
+} bw_chunk_object;
+
+extern PyTypeObject bw_chunk_type;
+
+/* New reference. Takes ownership of data (malloc'd, cap bytes allocated): frees it (or, with
+   recycle, gives it back to the buffer pool) on failure and when the chunk dies. */
+PyObject *bw_chunk_from_memory(char *data, size_t len, size_t cap, int recycle);
+
+/* Without the GIL, for a chunk nobody else references: its memory goes back now and the
+   chunk is left empty (the object itself is released later, with the GIL). */
+void bw_chunk_give_back(bw_chunk_object *chunk);
+
+/* Adds Chunk and the memory accounting functions. 0, or -1 with an exception set. */
+int bw_chunk_add_to_module(PyObject *module);
+#endif

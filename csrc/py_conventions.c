@@ -1,0 +1,218 @@
+/* The document conventions of bulk insert (see py_conventions.h). */
+#include "py_conventions.h"
+
+static PyObject *body_excluded_keys; /* ("Id", "@metadata") */
+static PyObject *key_id;             /* "Id" */
+static PyObject *key_metadata;       /* "@metadata" */
+static PyObject *name_dict;          /* "__dict__" */
+static PyObject *name_get;           /* "get" */
+static PyObject *name_update;        /* "update" */
+static PyObject *mapping_abc;        /* collections.abc.Mapping, imported on first need */
+
+PyObject *bw_body_excluded_keys(void) { return body_excluded_keys; }
+
+/* Sets `error` with "<name> <message> <type name>" for the type of obj. -1. */
+static int raise_with_type_name(PyObject *error, const char *name, const char *message,
+                                PyObject *obj) {
+    PyObject *type_name = PyType_GetName(Py_TYPE(obj));
+    if (type_name == NULL)
+        return -1;
+    PyErr_Format(error, "%s %s, not %U", name, message, type_name);
+    Py_DECREF(type_name);
+    return -1;
+}
+
+/* 1 when the str holds only whitespace (and something), as str.isspace. */
+static int only_whitespace(PyObject *text) {
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    if (n == 0)
+        return 0;
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (!Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, i)))
+            return 0;
+    return 1;
+}
+
+int bw_check_id(PyObject *id, const char *name) {
+    if (!PyUnicode_Check(id))
+        return raise_with_type_name(PyExc_TypeError, name, "must be a str", id);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(id);
+    if (n == 0 || only_whitespace(id)) {
+        PyErr_Format(PyExc_ValueError, "%s must be a non-empty string, not %R", name, id);
+        return -1;
+    }
+    if (PyUnicode_READ_CHAR(id, n - 1) == '|') {
+        PyErr_Format(PyExc_ValueError,
+                     "%s must not end with '|' (server-side identity ids are not supported in "
+                     "bulk insert): %R", name, id);
+        return -1;
+    }
+    return 0;
+}
+
+/* New reference: getattr(obj, name, None) as Python spells it (only AttributeError is
+   swallowed); NULL with another exception set. */
+static PyObject *attribute_or_none(PyObject *obj, PyObject *name) {
+    PyObject *value = PyObject_GetAttr(obj, name);
+    if (value != NULL)
+        return value;
+    if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+        return NULL;
+    PyErr_Clear();
+    return Py_NewRef(Py_None);
+}
+
+/* New reference: mapping.get(key), with a dict's own lookup for an exact dict. */
+static PyObject *mapping_get(PyObject *mapping, PyObject *key) {
+    if (PyDict_CheckExact(mapping)) {
+        PyObject *value = PyDict_GetItemWithError(mapping, key);
+        if (value == NULL && PyErr_Occurred())
+            return NULL;
+        return Py_NewRef(value != NULL ? value : Py_None);
+    }
+    return PyObject_CallMethodOneArg(mapping, name_get, key);
+}
+
+/* None stands for "not there": a new reference to it becomes NULL. */
+static PyObject *none_as_null(PyObject *value) {
+    if (value == Py_None) {
+        Py_DECREF(value);
+        return NULL;
+    }
+    return value;
+}
+
+int bw_entity_members(PyObject *entity, int want_id, PyObject **own_metadata, PyObject **own_id) {
+    *own_metadata = *own_id = NULL;
+    PyObject *metadata = NULL, *id = NULL, *attrs = NULL;
+    if (PyDict_CheckExact(entity)) {
+        metadata = mapping_get(entity, key_metadata);
+        if (metadata == NULL)
+            goto error;
+        if (want_id && (id = mapping_get(entity, key_id)) == NULL)
+            goto error;
+    } else {
+        attrs = attribute_or_none(entity, name_dict);
+        if (attrs == NULL)
+            goto error;
+        int has_members = PyObject_IsTrue(attrs);
+        if (has_members < 0)
+            goto error;
+        metadata = has_members ? mapping_get(attrs, key_metadata) : Py_NewRef(Py_None);
+        if (metadata == NULL)
+            goto error;
+        if (want_id && (id = attribute_or_none(entity, key_id)) == NULL)
+            goto error;
+        Py_DECREF(attrs);
+    }
+    *own_metadata = none_as_null(metadata);
+    *own_id = id != NULL ? none_as_null(id) : NULL;
+    return 0;
+error:
+    Py_XDECREF(attrs);
+    Py_XDECREF(metadata);
+    Py_XDECREF(id);
+    return -1;
+}
+
+/* 1 when obj is a collections.abc.Mapping, 0 when not, -1 with an exception set. */
+static int is_mapping(PyObject *obj) {
+    if (PyDict_Check(obj))
+        return 1;
+    if (mapping_abc == NULL) {
+        PyObject *abc = PyImport_ImportModule("collections.abc");
+        if (abc == NULL)
+            return -1;
+        mapping_abc = PyObject_GetAttrString(abc, "Mapping");
+        Py_DECREF(abc);
+        if (mapping_abc == NULL)
+            return -1;
+    }
+    return PyObject_IsInstance(obj, mapping_abc);
+}
+
+/* merged.update(extra) after checking extra is a mapping. 0, or -1 with an exception set. */
+static int merge_one(PyObject *merged, PyObject *extra, const char *name) {
+    int mapping = is_mapping(extra);
+    if (mapping < 0)
+        return -1;
+    if (!mapping)
+        return raise_with_type_name(PyExc_TypeError, name, "must be a mapping", extra);
+    if (PyDict_CheckExact(extra))
+        return PyDict_Update(merged, extra);
+    PyObject *done = PyObject_CallMethodOneArg(merged, name_update, extra);
+    if (done == NULL)
+        return -1;
+    Py_DECREF(done);
+    return 0;
+}
+
+PyObject *bw_merge_metadata(PyObject *own, PyObject *metadata, PyObject *defaults) {
+    PyObject *merged = PyDict_New();
+    if (merged == NULL)
+        return NULL;
+    if (own != NULL && merge_one(merged, own, "entity's @metadata") < 0)
+        goto error;
+    if (metadata != NULL && merge_one(merged, metadata, "metadata") < 0)
+        goto error;
+    Py_ssize_t pos = 0;
+    PyObject *key, *value;
+    while (PyDict_Next(defaults, &pos, &key, &value))
+        if (PyDict_SetDefault(merged, key, value) == NULL)
+            goto error;
+    return merged;
+error:
+    Py_DECREF(merged);
+    return NULL;
+}
+
+/* check_id(value, name="id") -> value. New reference. */
+static PyObject *module_check_id(PyObject *module, PyObject *args, PyObject *kwargs) {
+    (void)module;
+    static char *keywords[] = {"value", "name", NULL};
+    PyObject *value;
+    const char *name = "id";
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|s:check_id", keywords, &value, &name))
+        return NULL;
+    if (bw_check_id(value, name) < 0)
+        return NULL;
+    return Py_NewRef(value);
+}
+
+/* merge_metadata(own, metadata, defaults) -> dict. New reference. */
+static PyObject *module_merge_metadata(PyObject *module, PyObject *args) {
+    (void)module;
+    PyObject *own, *metadata, *defaults;
+    if (!PyArg_ParseTuple(args, "OOO!:merge_metadata", &own, &metadata, &PyDict_Type, &defaults))
+        return NULL;
+    return bw_merge_metadata(own == Py_None ? NULL : own, metadata == Py_None ? NULL : metadata,
+                             defaults);
+}
+
+static PyMethodDef conventions_functions[] = {
+    {"check_id", (PyCFunction)(void (*)(void))module_check_id, METH_VARARGS | METH_KEYWORDS,
+     "check_id(value, name='id') -> value\n\nvalue when it is a valid document id; TypeError or "
+     "ValueError naming name otherwise."},
+    {"merge_metadata", module_merge_metadata, METH_VARARGS,
+     "merge_metadata(own, metadata, defaults) -> dict\n\nThe @metadata of a document as a new "
+     "dict: own, then metadata, then each of defaults (a dict) where not already given."},
+    {NULL, NULL, 0, NULL},
+};
+
+int bw_conventions_add_to_module(PyObject *module) {
+    key_id = PyUnicode_InternFromString("Id");
+    key_metadata = PyUnicode_InternFromString("@metadata");
+    name_dict = PyUnicode_InternFromString("__dict__");
+    name_get = PyUnicode_InternFromString("get");
+    name_update = PyUnicode_InternFromString("update");
+    if (key_id == NULL || key_metadata == NULL || name_dict == NULL || name_get == NULL ||
+        name_update == NULL)
+        return -1;
+    body_excluded_keys = PyTuple_Pack(2, key_id, key_metadata);
+    if (body_excluded_keys == NULL ||
+        PyModule_AddObjectRef(module, "BODY_EXCLUDED_KEYS", body_excluded_keys) < 0)
+        return -1;
+    return PyModule_AddFunctions(module, conventions_functions);
+}

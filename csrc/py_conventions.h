@@ -1,0 +1,30 @@
+/* The document conventions of bulk insert, next to the walker: what a valid id is, where an
+   entity's own id and @metadata are found, which members its body leaves out, and how the
+   @metadata is merged. BulkWriter.store (through CommandWriter.store) and
+   bulkwire.conventions use these; nothing else has a copy. */
+#ifndef BW_PY_CONVENTIONS_H
+#define BW_PY_CONVENTIONS_H
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+/* Borrowed: ("Id", "@metadata"), the members an entity's document body never holds. */
+PyObject *bw_body_excluded_keys(void);
+
+/* 0 when id is a valid document id: a str that is not empty, not only whitespace
+   (str.isspace) and does not end with '|'. Otherwise -1 with TypeError or ValueError naming
+   `name` ("id", "entity's Id"). */
+int bw_check_id(PyObject *id, const char *name);
+
+/* The entity's own members: its @metadata (NULL when it has none) and, when want_id, its Id
+   (NULL when it has none). A dict's keys, any other object's __dict__ / Id attribute. 0 with
+   new references (or NULL) in *own_metadata and *own_id, or -1 with an exception set. */
+int bw_entity_members(PyObject *entity, int want_id, PyObject **own_metadata, PyObject **own_id);
+
+/* New reference: a new dict, the entity's own @metadata mapping (own, may be NULL), then
+   metadata (may be NULL; a later key wins), then each of defaults (a dict) where not already
+   given. Anything else than a mapping raises TypeError naming it. */
+PyObject *bw_merge_metadata(PyObject *own, PyObject *metadata, PyObject *defaults);
+
+/* Adds check_id, merge_metadata and BODY_EXCLUDED_KEYS. 0, or -1 with an exception set. */
+int bw_conventions_add_to_module(PyObject *module);
+#endif

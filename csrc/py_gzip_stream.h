@@ -1,0 +1,25 @@
+/* GzipStream: the binding of the core deflate stream (gzip_stream.c). */
+#ifndef BW_PY_GZIP_STREAM_H
+#define BW_PY_GZIP_STREAM_H
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "gzip_stream.h"
+
+typedef struct {
+    PyObject_HEAD
+    bw_gzip_stream *gz;
+    bw_gz_backend backend;
+    int busy;     /* a thread is deflating (GIL released) */
+    int finished; /* the member was ended */
+} bw_gzip_object;
+
+extern PyTypeObject bw_gzip_type;
+
+/* New reference: a Chunk with what deflating data gave (data may be NULL: nothing), None
+   when it gave nothing; finish ends the member. NULL with an exception set. */
+PyObject *bw_gzip_write(bw_gzip_object *self, PyObject *data, int finish);
+
+/* Adds GzipStream and HAVE_ISAL. 0, or -1 with an exception set. */
+int bw_gzip_add_to_module(PyObject *module);
+#endif
