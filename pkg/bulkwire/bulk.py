@@ -22,10 +22,10 @@ import re
 import secrets
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence, Union
 
 from . import _core
-from .conventions import check_id as _check_id, merge_metadata
 from .errors import BulkInsertAborted, BulkInsertError
 
 __all__ = ["BulkInsert", "BulkWriter", "BulkInsertError", "BulkInsertAborted", "BulkStats",
@@ -89,6 +89,14 @@ def collection_name(cls: type) -> str:
         return name + "s"
     start = match.start(1)
     return name[:start] + _plural_word(name[start:])
+
+
+def _class_info(cls: type, token: str) -> tuple:
+    """What the C writer needs once per entity class: the prefix of the ids it generates
+    (``"<collection in lower case>/<token>-"``) and the ``@metadata`` defaults."""
+    collection = collection_name(cls)
+    return (f"{collection.lower()}/{token}-",
+            {"@collection": collection, "Raven-Python-Type": f"{cls.__module__}.{cls.__name__}"})
 
 
 def compression_backends() -> list:
@@ -272,28 +280,21 @@ class BulkWriter:
         _positive_int("buffer_size", buffer_size)
         _positive_int("max_buffers", max_buffers)
         self._compression = _resolve_compress(compress)
-        self._writer = _core.CommandWriter(buffer_size)
         self._queue = _core.HandoverQueue(max_buffers)
+        # the C writer applies the conventions and hands full buffers over to the queue
+        self._writer = _core.CommandWriter(buffer_size, queue=self._queue,
+                                           class_info=partial(_class_info, token=secrets.token_hex(6)))
+        self._store = self._writer.store
         self._put = self._queue.put
         self._failure: Optional[BaseException] = None
         self._closed = False
         self._finished = False  # the end of the body (its last buffer) was handed over
         self._consuming = False
-        self._token = secrets.token_hex(6)
-        self._seq = 0
-        self._classes: dict = {}
         self.buffer_size = buffer_size
         self.max_buffers = max_buffers
         self.stats = BulkStats(compression=self._compression)
 
     # ---- producer side ----
-
-    def _class_info(self, cls: type) -> tuple:
-        collection = collection_name(cls)
-        info = (collection, collection.lower() + "/",
-                {"@collection": collection, "Raven-Python-Type": f"{cls.__module__}.{cls.__name__}"})
-        self._classes[cls] = info
-        return info
 
     def _raise_failure(self) -> None:
         """Raises the failure again (a copy: same class, message and attributes), each time
@@ -311,32 +312,15 @@ class BulkWriter:
             self._raise_failure()
         if self._closed:
             raise ValueError("store() on a closed bulk insert")
-        cls = type(entity)
-        info = self._classes.get(cls) or self._class_info(cls)
-        id_name = "id"
-        if cls is dict:
-            own_metadata = entity.get("@metadata")
-            if id is None:
-                id = entity.get("Id")
-                id_name = "entity's Id"
-        else:
-            attrs = getattr(entity, "__dict__", None)
-            own_metadata = attrs.get("@metadata") if attrs else None
-            if id is None:
-                id = getattr(entity, "Id", None)
-                id_name = "entity's Id"
-        if id is None:
-            self._seq += 1
-            id = f"{info[1]}{self._token}-{self._seq}"
-        elif type(id) is not str or not id or id[-1] == "|" or id.isspace():
-            _check_id(id, id_name)  # a valid str subclass passes; the rest raises, naming the source
-        md = info[2]
-        if metadata is not None or own_metadata is not None:
-            md = merge_metadata(own_metadata, metadata, md)
-        chunk = self._writer.put(id, entity, md)
-        if chunk is not None:
-            self._hand_over(chunk)
-        return id
+        try:
+            stored = self._store(entity, id, metadata)  # the conventions and the hand-over, in C
+        except BaseException:
+            if self._writer.lost_buffer:  # Ctrl-C while a full buffer waited for room
+                self._buffer_lost(interrupted=True)
+            raise
+        if stored is None:  # the consumer is gone: that buffer never reached it
+            self._buffer_lost(interrupted=False)
+        return stored
 
     def store_many(self, entities: Iterable[Any], ids: Optional[Sequence[Optional[str]]] = None,
                    metadata: Optional[Mapping[str, Any]] = None) -> list:
@@ -438,14 +422,23 @@ class BulkWriter:
         try:
             taken = self._put(chunk)
         except BaseException:  # Ctrl-C while the queue was full: this buffer is not queued
-            if self._failure is None:  # so the body can never be whole: say so, never skip it
-                self.fail(BulkInsertAborted("interrupted while handing a buffer over: the bulk "
-                                            "insert body is incomplete"))
+            self._buffer_lost(interrupted=True)
             raise
         if not taken:  # the consumer is gone: failed, aborted or finished early
+            self._buffer_lost(interrupted=False)
+
+    def _buffer_lost(self, interrupted: bool) -> None:
+        """A finished buffer did not reach the queue, so the body can never be whole: say so,
+        never skip it. Interrupted (the caller re-raises): the writer fails. The consumer is
+        gone: its failure raises."""
+        if interrupted:
             if self._failure is None:
-                self._failure = BulkInsertAborted("the bulk insert body is no longer being read")
-            self._raise_failure()
+                self.fail(BulkInsertAborted("interrupted while handing a buffer over: the bulk "
+                                            "insert body is incomplete"))
+            return
+        if self._failure is None:
+            self._failure = BulkInsertAborted("the bulk insert body is no longer being read")
+        self._raise_failure()
 
     def close(self) -> None:
         """End the body: the last buffer (with the closing ``]``) is handed over and the

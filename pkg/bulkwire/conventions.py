@@ -17,12 +17,14 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional
 
+from . import _core
+
 __all__ = ["BODY_EXCLUDED_KEYS", "check_id", "merge_metadata"]
 
 #: Members of an entity that its document body never holds: ``Id`` is the document id (the
 #: official client removes the identity property too), and ``@metadata`` is written last,
 #: merged by :func:`merge_metadata`.
-BODY_EXCLUDED_KEYS = ("Id", "@metadata")
+BODY_EXCLUDED_KEYS: tuple = _core.BODY_EXCLUDED_KEYS
 
 
 def check_id(value: Any, name: str = "id") -> str:
@@ -35,15 +37,7 @@ def check_id(value: Any, name: str = "id") -> str:
     ...
     ValueError: id must be a non-empty string, not '  '
     """
-    if type(value) is not str:
-        if not isinstance(value, str):
-            raise TypeError(f"{name} must be a str, not {type(value).__name__}")
-    if not value or value.isspace():
-        raise ValueError(f"{name} must be a non-empty string, not {value!r}")
-    if value[-1] == "|":
-        raise ValueError(f"{name} must not end with '|' (server-side identity ids are not "
-                         f"supported in bulk insert): {value!r}")
-    return value
+    return _core.check_id(value, name)
 
 
 def merge_metadata(own: Optional[Mapping[str, Any]], metadata: Optional[Mapping[str, Any]],
@@ -57,13 +51,4 @@ def merge_metadata(own: Optional[Mapping[str, Any]], metadata: Optional[Mapping[
     >>> merge_metadata(None, None, {"@collection": "dicts"})
     {'@collection': 'dicts'}
     """
-    merged: dict = {}
-    for extra, name in ((own, "entity's @metadata"), (metadata, "metadata")):
-        if extra is None:
-            continue
-        if not isinstance(extra, Mapping):
-            raise TypeError(f"{name} must be a mapping, not {type(extra).__name__}")
-        merged.update(extra)
-    for key, value in defaults.items():
-        merged.setdefault(key, value)
-    return merged
+    return _core.merge_metadata(own, metadata, defaults if type(defaults) is dict else dict(defaults))
