@@ -6,9 +6,12 @@
 #include "py_command_writer.h"
 
 #include "bulk_writer.h"
+#include "int_text.h"
 #include "py_chunk.h"
 #include "py_conventions.h"
 #include "py_handover_queue.h"
+
+#include <string.h>
 
 typedef struct {
     PyObject_HEAD
@@ -172,6 +175,28 @@ static PyObject *command_writer_class_info(command_writer_object *self, PyTypeOb
     return info;
 }
 
+/* New reference: prefix followed by the decimal n, built directly (formatting it took a
+   third of the conventions' time per document). */
+static PyObject *generated_id(PyObject *prefix, Py_ssize_t n) {
+    char digits[BW_INT_TEXT_MAX];
+    size_t digits_len = bw_u64_to_text((uint64_t)n, digits);
+    if (!PyUnicode_IS_ASCII(prefix)) {
+        PyObject *number = PyUnicode_FromStringAndSize(digits, (Py_ssize_t)digits_len);
+        if (number == NULL)
+            return NULL;
+        PyObject *id = PyUnicode_Concat(prefix, number);
+        Py_DECREF(number);
+        return id;
+    }
+    Py_ssize_t prefix_len = PyUnicode_GET_LENGTH(prefix);
+    PyObject *id = PyUnicode_New(prefix_len + (Py_ssize_t)digits_len, 127);
+    if (id == NULL)
+        return NULL;
+    memcpy(PyUnicode_1BYTE_DATA(id), PyUnicode_1BYTE_DATA(prefix), (size_t)prefix_len);
+    memcpy(PyUnicode_1BYTE_DATA(id) + prefix_len, digits, digits_len);
+    return id;
+}
+
 /* New reference: the id the command gets: the id argument, else the entity's own Id, else
    a generated "<prefix><n>" (checked, naming where it came from). */
 static PyObject *command_writer_document_id(command_writer_object *self, PyObject *id,
@@ -183,7 +208,7 @@ static PyObject *command_writer_document_id(command_writer_object *self, PyObjec
     }
     if (id == NULL) {
         self->generated++; /* counted before encoding: a failed store keeps its number used */
-        return PyUnicode_FromFormat("%U%zd", PyTuple_GET_ITEM(info, 0), self->generated);
+        return generated_id(PyTuple_GET_ITEM(info, 0), self->generated);
     }
     if (bw_check_id(id, source) < 0)
         return NULL;
