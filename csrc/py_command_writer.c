@@ -24,7 +24,7 @@ typedef struct {
     PyObject *class_info;      /* class_info(cls) -> (id prefix, metadata defaults) */
     PyObject *classes;         /* dict: cls -> what class_info gave, asked once per class */
     Py_ssize_t generated;      /* ids generated so far: the next one ends with this + 1 */
-    int lost_buffer;           /* store() dropped a full buffer before it reached the queue */
+    int handover_interrupted;  /* store() was interrupted handing a full buffer over */
 } command_writer_object;
 
 static PyTypeObject command_writer_type;
@@ -138,15 +138,19 @@ static PyObject *command_writer_take(command_writer_object *self) {
 }
 
 /* Hands the full buffer over to the queue, waiting for room with the GIL released. 1 handed
-   over; 0 the consumer is gone (the buffer is dropped); -1 with an exception set, Ctrl-C
-   while waiting or out of memory: the buffer is dropped, and lost_buffer says the body
-   can never be whole. */
+   over; 0 the consumer is gone (the buffer is dropped); -1 with an exception set, Ctrl-C or
+   out of memory: handover_interrupted then says the body can no longer be trusted whole. */
 static int command_writer_hand_over(command_writer_object *self) {
     PyObject *chunk = command_writer_take(self);
     int taken = chunk != NULL ? bw_queue_put(self->queue, chunk) : -1;
     Py_XDECREF(chunk);
+    /* A Ctrl-C that came during the wait, just before the buffer was taken, would be raised
+       by the interpreter as this call returns, with no trace of the hand-over: it is taken
+       here, so that it counts as an interrupted hand-over. */
+    if (taken > 0 && PyErr_CheckSignals() < 0)
+        taken = -1;
     if (taken < 0)
-        self->lost_buffer = 1;
+        self->handover_interrupted = 1;
     return taken;
 }
 
@@ -219,7 +223,7 @@ static PyObject *command_writer_document_id(command_writer_object *self, PyObjec
    None when the document is in the body but its full buffer could not be handed over
    because the consumer is gone (the body is incomplete). Raises the conventions' and the
    encoder's errors (nothing of the document is kept), and Ctrl-C while waiting for room in
-   the queue (the full buffer is dropped: lost_buffer). */
+   the queue (handover_interrupted). */
 static PyObject *command_writer_store(command_writer_object *self, PyObject *const *args,
                                       Py_ssize_t nargs) {
     if (nargs < 1 || nargs > 3) {
@@ -384,7 +388,7 @@ typedef enum {
     WRITER_HANDOVERS,
     WRITER_BUFFER_SIZE,
     WRITER_FINISHED,
-    WRITER_LOST_BUFFER,
+    WRITER_HANDOVER_INTERRUPTED,
 } command_writer_field;
 
 /* New reference. */
@@ -397,7 +401,7 @@ static PyObject *command_writer_get_field(command_writer_object *self, void *clo
     case WRITER_HANDOVERS: return PyLong_FromSize_t(self->w.handovers);
     case WRITER_BUFFER_SIZE: return PyLong_FromSize_t(self->w.threshold);
     case WRITER_FINISHED: return PyBool_FromLong(self->w.finished);
-    case WRITER_LOST_BUFFER: return PyBool_FromLong(self->lost_buffer);
+    case WRITER_HANDOVER_INTERRUPTED: return PyBool_FromLong(self->handover_interrupted);
     }
     Py_RETURN_NONE;
 }
@@ -442,10 +446,10 @@ static PyGetSetDef command_writer_getset[] = {
     WRITER_FIELD("handovers", "Buffers handed over.", WRITER_HANDOVERS),
     WRITER_FIELD("buffer_size", "The threshold.", WRITER_BUFFER_SIZE),
     WRITER_FIELD("finished", "finish() was called.", WRITER_FINISHED),
-    WRITER_FIELD("lost_buffer",
-                 "store() dropped a full buffer before it reached the queue (Ctrl-C while "
-                 "waiting for room): the body can never be whole.",
-                 WRITER_LOST_BUFFER),
+    WRITER_FIELD("handover_interrupted",
+                 "store() was interrupted (Ctrl-C) while it handed a full buffer over: the "
+                 "buffer may not have reached the queue.",
+                 WRITER_HANDOVER_INTERRUPTED),
     {NULL, NULL, NULL, NULL, NULL},
 };
 

@@ -290,3 +290,35 @@ def test_the_conventions_keep_no_memory():
     writer.close()
     consumer.join(30)
     assert not consumer.is_alive()
+
+
+def test_ctrl_c_as_the_waiting_buffer_is_taken_still_fails_the_writer():
+    """Ctrl-C during a store's wait for room, with the consumer taking a buffer at that very
+    moment: the wait ends with the buffer handed over and the interrupt still pending. It
+    must count as an interrupted hand-over (the writer fails), not surface after a store that
+    seemed to finish and leave the writer taking documents."""
+    import _thread
+    import time
+
+    writer = BulkWriter(buffer_size=64, max_buffers=1)
+    queue = writer._queue
+
+    def consumer():
+        deadline = time.monotonic() + 20
+        while not (queue.waits and len(queue) == 1) and time.monotonic() < deadline:
+            time.sleep(0.001)
+        time.sleep(0.03)  # the producer is inside its wait, the GIL released
+        _thread.interrupt_main()
+        queue.get()  # room: the producer's wait ends with its buffer taken
+
+    thread = threading.Thread(target=consumer)
+    thread.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            for i in range(10_000):
+                writer.store({"pad": "x" * 100}, id=f"d/{i}")
+    finally:
+        thread.join(30)
+    assert writer.failed  # (a writer still taking documents would wait on the full queue)
+    with pytest.raises(BulkInsertAborted, match="incomplete"):
+        writer.store({"a": 1}, id="d/late")

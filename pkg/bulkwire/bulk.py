@@ -315,7 +315,7 @@ class BulkWriter:
         try:
             stored = self._store(entity, id, metadata)  # the conventions and the hand-over, in C
         except BaseException:
-            if self._writer.lost_buffer:  # Ctrl-C while a full buffer waited for room
+            if self._writer.handover_interrupted:  # Ctrl-C while a full buffer waited for room
                 self._buffer_lost(interrupted=True)
             raise
         if stored is None:  # the consumer is gone: that buffer never reached it
