@@ -55,3 +55,9 @@ def test_ab_builds_alternates_the_checkouts(tmp_path):
     assert (tmp_path / "log.txt").read_text().count("=== round") == 4
     failed = subprocess.run(args[:-1] + ["bench.py", "fail"], capture_output=True, text=True, timeout=60)
     assert failed.returncode == 1 and "the benchmark failed" in failed.stdout
+
+
+@pytest.mark.parametrize("kind", ["list", "ndarray", "small"])
+def test_callgrind_encode_runs(kind):
+    assert run_script("callgrind_encode.py", kind).startswith(f"{kind}: ")
+    assert "built only" in run_script("callgrind_encode.py", kind, "skip")
