@@ -4,7 +4,7 @@
 #include "py_bulk.h"
 
 #include "buffer_pool.h"
-#include "bulk_writer.h"
+#include "py_bulk_writer.h"
 #include "gzip_stream.h"
 #include "handover_queue.h"
 #include "socket_send.h"

@@ -1,5 +1,5 @@
 /* Python sequences, NumPy arrays and Arrow vector columns -> CQL vector<T, N> payloads. */
-#include "vector_codec.h"
+#include "py_vector_codec.h"
 
 #include <float.h>
 #include <math.h>

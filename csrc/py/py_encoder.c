@@ -1,5 +1,5 @@
 /* Binding: the Encoder type, bulkwire.ENTITY and the one-shot dumps(). */
-#include "encoder.h"
+#include "py_encoder.h"
 
 #include <stddef.h>
 

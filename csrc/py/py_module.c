@@ -1,8 +1,8 @@
 /* bulkwire._core: module init. Each part adds its own types and functions. */
 #define BW_NUMPY_IMPORT_HERE
-#include "bw_numpy.h"
+#include "py_numpy.h"
 
-#include "encoder.h"
+#include "py_encoder.h"
 #include "py_encode_batch.h"
 #include "py_bulk.h"
 #include "py_float_text.h"

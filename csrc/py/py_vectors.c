@@ -1,6 +1,6 @@
 /* bulkwire._core.VectorCodec: the CQL vector<T, N> codec type and the module's vector test
-   hooks. The work is in encode_vector.c and decode_vector.c. */
-#include "vector_codec.h"
+   hooks. The work is in py_encode_vector.c and py_decode_vector.c. */
+#include "py_vector_codec.h"
 
 #include "py_arrow.h"
 #include "byteswap.h"
@@ -84,7 +84,7 @@ static PyObject *codec_repr(PyObject *self) {
                                 c->dim);
 }
 
-/* Methods: thin shims over encode_vector.c / decode_vector.c; each returns a new reference. */
+/* Methods: thin shims over py_encode_vector.c / py_decode_vector.c; each returns a new reference. */
 static PyObject *m_serialize(PyObject *self, PyObject *v) {
     return bw_vec_serialize((bw_vector_codec *)self, v);
 }
