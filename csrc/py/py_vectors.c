@@ -291,13 +291,13 @@ static PyObject *f_arrow_info(PyObject *module, PyObject *obj) {
             break;
         }
         int64_t bad_row = -1, bad_len = -1;
-        int why = 0;
+        bw_arrow_row_problem why = BW_ARROW_ROW_OK;
         bw_arrow_vectors_check(&v, -1, &bad_row, &why, &bad_len);
         static const char *kinds[] = {"fixed_size_list", "list", "large_list"};
         PyObject *d = Py_BuildValue("{sssisLsLsLsi}", "kind", kinds[v.kind], "value_width",
                                     v.value_width, "length", (long long)v.length, "list_size",
                                     (long long)v.list_size, "bad_row", (long long)bad_row,
-                                    "why", why);
+                                    "why", (int)why);
         if (d == NULL || PyList_Append(out, d) < 0) {
             Py_XDECREF(d);
             rc = -1;
