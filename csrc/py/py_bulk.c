@@ -7,11 +7,11 @@
 #include "buffer_pool.h"
 #include "gzip_stream.h"
 #include "handover_queue.h"
+#include "http_chunk.h"
 #include "socket_send.h"
 
 #include <errno.h>
 #include <stdatomic.h>
-#include <stdio.h>
 #include <stdlib.h>
 
 /* How long a blocked put/get sleeps before it retakes the GIL to run signal handlers and
@@ -984,14 +984,11 @@ static PyObject *module_pump_body(PyObject *module, PyObject *args, PyObject *kw
                 tail = out.data;
                 tail_len = out.len;
             }
-            char head[32], end[8] = "\r\n0\r\n\r\n";
-            int head_len = 0;
-            if (tail_len > 0)
-                head_len = snprintf(head, sizeof head, "%s%zx\r\n", pieces ? "\r\n" : "", tail_len);
-            struct iovec iov[3] = {{head, (size_t)head_len},
-                                   {(void *)tail, tail_len},
-                                   {(pieces || tail_len) ? end : end + 2,
-                                    (pieces || tail_len) ? 7 : 5}};
+            char head[BW_CHUNK_HEAD_MAX];
+            size_t head_len = tail_len > 0 ? bw_chunk_head(head, tail_len, pieces > 0) : 0;
+            size_t end_len;
+            const char *end = bw_chunk_end(pieces > 0 || tail_len > 0, &end_len);
+            struct iovec iov[3] = {{head, head_len}, {(void *)tail, tail_len}, {(void *)end, end_len}};
             sock_error = bw_send_all(fd, iov, 3, timeout_ms);
             if (sock_error == 0 && tail_len > 0) {
                 pieces++;
@@ -1043,9 +1040,9 @@ static PyObject *module_pump_body(PyObject *module, PyObject *args, PyObject *kw
             break;
         }
         if (payload_len > 0) { /* no empty chunks: an empty one would end the body */
-            char head[32];
-            int head_len = snprintf(head, sizeof head, "%s%zx\r\n", pieces ? "\r\n" : "", payload_len);
-            struct iovec iov[2] = {{head, (size_t)head_len}, {(void *)payload, payload_len}};
+            char head[BW_CHUNK_HEAD_MAX];
+            size_t head_len = bw_chunk_head(head, payload_len, pieces > 0);
+            struct iovec iov[2] = {{head, head_len}, {(void *)payload, payload_len}};
             sock_error = bw_send_all(fd, iov, 2, timeout_ms);
             if (sock_error != 0)
                 break;
