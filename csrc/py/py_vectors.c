@@ -7,12 +7,12 @@
 #include "py_vectors.h"
 #include "vint.h"
 
-/* Fixed-width subtypes first, then the variable-width ones (every element behind a vint). */
+/* CQL time: nanoseconds since midnight, below this. */
 #define TIME_NANOS_PER_DAY 86400000000000LL
 
 /* Fixed-width subtypes first, then the variable-width ones (every element behind a vint).
    lo/hi: the integer range of the wire value (unused for the others). */
-static const bw_subtype SUBTYPES[] = {
+static const bw_subtype subtypes[] = {
     {"float", BW_V_F32, 4, 0, NPY_FLOAT32, 'f', 0, 0},
     {"double", BW_V_F64, 8, 0, NPY_FLOAT64, 'f', 0, 0},
     {"int", BW_V_I32, 4, 0, NPY_INT32, 'i', INT32_MIN, INT32_MAX},
@@ -33,7 +33,7 @@ static const bw_subtype SUBTYPES[] = {
     {"blob", BW_V_BLOB, 0, 1, -1, 0, 0, 0},
     {"varint", BW_V_VARINT, 0, 1, -1, 0, 0, 0},
 };
-#define N_SUBTYPES (sizeof SUBTYPES / sizeof SUBTYPES[0])
+#define N_SUBTYPES (sizeof subtypes / sizeof subtypes[0])
 
 /* Largest dimension accepted: far above any vector database's limit, small enough that a
    row's size never overflows. */
@@ -52,8 +52,8 @@ static PyObject *VectorCodec_new(PyTypeObject *type, PyObject *args, PyObject *k
         return NULL;
     const bw_subtype *st = NULL;
     for (size_t i = 0; i < N_SUBTYPES; i++)
-        if (strcmp(SUBTYPES[i].name, text) == 0)
-            st = &SUBTYPES[i];
+        if (strcmp(subtypes[i].name, text) == 0)
+            st = &subtypes[i];
     if (st == NULL) {
         PyErr_Format(PyExc_ValueError, "unsupported vector subtype %R: expected one of float, "
                      "double, int, bigint, boolean, timestamp, uuid, timeuuid, smallint, "
@@ -343,7 +343,7 @@ int bw_vectors_add_to_module(PyObject *module) {
     if (names == NULL)
         return -1;
     for (size_t i = 0; i < N_SUBTYPES; i++) {
-        PyObject *s = PyUnicode_FromString(SUBTYPES[i].name);
+        PyObject *s = PyUnicode_FromString(subtypes[i].name);
         if (s == NULL) {
             Py_DECREF(names);
             return -1;
