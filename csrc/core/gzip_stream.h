@@ -22,10 +22,18 @@ int bw_gz_have_isal(void);
 bw_gzip_stream *bw_gz_new(bw_gz_backend backend);
 void bw_gz_free(bw_gzip_stream *gz);
 
+typedef enum {
+    BW_GZ_OK = 0,
+    BW_GZ_NO_MEMORY = -1,
+    BW_GZ_COMPRESSOR_FAILED = -2,
+    BW_GZ_ALREADY_FINISHED = -3,
+} bw_gz_result;
+
 /* Compresses n bytes, then sync-flushes (finish=0) or ends the member (finish=1), appending
-   everything produced to out. 0; -1 out of memory; -2 the compressor failed; -3 the stream
-   was already finished. On error out may hold part of the output: discard it. */
-int bw_gz_write(bw_gzip_stream *gz, const void *data, size_t n, int finish, bw_buf *out);
+   everything produced to out. On an error out may hold part of the output: discard it, and
+   the stream cannot go on (except after BW_GZ_ALREADY_FINISHED, which changes nothing). */
+bw_gz_result bw_gz_write(bw_gzip_stream *gz, const void *data, size_t n, int finish,
+                         bw_buf *out);
 
 /* Totals so far: bytes in and bytes out. */
 size_t bw_gz_total_in(const bw_gzip_stream *gz);

@@ -1,5 +1,5 @@
 /* Include this instead of numpy/arrayobject.h: every translation unit shares one
-   import table (filled by import_array() in module.c). */
+   import table (filled by import_array() in py_module.c). */
 #ifndef BW_NUMPY_H
 #define BW_NUMPY_H
 #define PY_SSIZE_T_CLEAN

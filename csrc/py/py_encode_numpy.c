@@ -1,7 +1,7 @@
 /* The NumPy rule: an ndarray is written as ndarray.tolist() would give it, a NumPy scalar
    as .item() would give it, without creating those Python objects for the common dtypes. */
-#include "bw_numpy.h"
-#include "encoder.h"
+#include "py_numpy.h"
+#include "py_encoder.h"
 
 #include "float_text.h"
 #include "int_text.h"

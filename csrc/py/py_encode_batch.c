@@ -311,7 +311,7 @@ static int write_parts(batch_part *parts, size_t n_parts, int first, Py_ssize_t 
     return rc;
 }
 
-static PyObject *encode_batch(PyObject *module, PyObject *args, PyObject *kwargs) {
+static PyObject *module_encode_batch(PyObject *module, PyObject *args, PyObject *kwargs) {
     (void)module;
     static char *kwlist[] = {"batch", "id_column", "fields", "vector_column", "id_prefix", "metadata",
                              "float32", "dim", "first", "row_base", "chunk_size", NULL};
@@ -468,8 +468,8 @@ done:
     return result;
 }
 
-static PyMethodDef methods[] = {
-    {"encode_batch", (PyCFunction)(void (*)(void))encode_batch, METH_VARARGS | METH_KEYWORDS,
+static PyMethodDef encode_batch_functions[] = {
+    {"encode_batch", (PyCFunction)(void (*)(void))module_encode_batch, METH_VARARGS | METH_KEYWORDS,
      "encode_batch(batch, id_column, fields, *, vector_column=None, id_prefix='', metadata=b'{}', "
      "float32='widen', dim=-1, first=False, row_base=0, chunk_size=1 << 20) -> list[bytes]\n\n"
      "Bulk insert commands for every row of an Arrow record batch (or stream of them), joined by ',' "
@@ -479,5 +479,5 @@ static PyMethodDef methods[] = {
 };
 
 int bw_encode_batch_add_to_module(PyObject *module) {
-    return PyModule_AddFunctions(module, methods);
+    return PyModule_AddFunctions(module, encode_batch_functions);
 }

@@ -154,9 +154,18 @@ static inline int bw_arrow_vectors_row(const bw_arrow_vectors *v, int64_t r, int
 /* Whether any of the `count` values from index `first` is null. */
 int bw_arrow_vectors_has_null_value(const bw_arrow_vectors *v, int64_t first, int64_t count);
 
+/* Why bw_arrow_vectors_check refused a row. The values are part of the binding's test hook
+   (_arrow_vectors_info's "why"): keep them. */
+typedef enum {
+    BW_ARROW_ROW_OK = 0,
+    BW_ARROW_ROW_NULL = 1,          /* the row itself is null */
+    BW_ARROW_ROW_WRONG_LENGTH = 2,  /* not `dimension` values (*bad_len says how many) */
+    BW_ARROW_ROW_NULL_VALUE = 3,    /* a null value inside the row */
+    BW_ARROW_ROW_BAD_OFFSETS = 4,   /* offsets out of the values buffer's range */
+} bw_arrow_row_problem;
+
 /* Checks every row has `dimension` non-null values (dimension < 0: any length, values still
-   non-null). 0, or -1 with *bad_row set and *why = 1 (null row), 2 (wrong length, *bad_len
-   set) or 3 (a null value inside the row), or 4 (offsets out of the buffer's range). */
+   non-null). 0, or -1 with *bad_row and *why set (*bad_len too for a wrong length). */
 int bw_arrow_vectors_check(const bw_arrow_vectors *v, int64_t dimension, int64_t *bad_row,
-                           int *why, int64_t *bad_len);
+                           bw_arrow_row_problem *why, int64_t *bad_len);
 #endif

@@ -235,16 +235,16 @@ static int validate_id(const bw_batch_plan *p, bw_batch_error *err, bw_buf *scra
 
 static int validate_vector(const bw_col *c, bw_batch_error *err) {
     int64_t row = 0, bad_len = 0;
-    int why = 0;
+    bw_arrow_row_problem why = BW_ARROW_ROW_OK;
     if (bw_arrow_vectors_check(&c->vec, c->dim, &row, &why, &bad_len) == 0)
         return 0;
     switch (why) {
-    case 1:
+    case BW_ARROW_ROW_NULL:
         return fail(err, c, row, 0, "null vector", 0, 0);
-    case 2:
+    case BW_ARROW_ROW_WRONG_LENGTH:
         return fail(err, c, row, 0, "vector has %lld values, expected %lld (as in the first row)",
                     (long long)bad_len, (long long)c->dim);
-    case 3: {
+    case BW_ARROW_ROW_NULL_VALUE: {
         int64_t first = 0, count = 0;
         bw_arrow_vectors_row(&c->vec, row, &first, &count);
         int64_t j = 0;

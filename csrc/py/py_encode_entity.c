@@ -1,5 +1,5 @@
 /* The entity conventions (the built-in default hook), each rule in one place, in order. */
-#include "encoder.h"
+#include "py_encoder.h"
 
 #include <datetime.h>
 

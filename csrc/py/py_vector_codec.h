@@ -1,9 +1,9 @@
 /* The VectorCodec object shared by the vectors binding files (py_vectors.c: the type and its
-   methods; encode_vector.c: Python/NumPy/Arrow -> CQL bytes; decode_vector.c: CQL bytes ->
-   NumPy; vector_rows.c: what those two share). Binding layer. */
+   methods; py_encode_vector.c: Python/NumPy/Arrow -> CQL bytes; py_decode_vector.c: CQL bytes ->
+   NumPy; py_vector_rows.c: what those two share). Binding layer. */
 #ifndef BW_VECTOR_CODEC_H
 #define BW_VECTOR_CODEC_H
-#include "bw_numpy.h"
+#include "py_numpy.h"
 
 #include "arrow_c.h"
 #include "out_buffer.h"
@@ -43,21 +43,21 @@ typedef struct {
 /* Numeric kinds: values live in NumPy/Arrow memory and are byte-swapped into place. */
 static inline int bw_vkind_numeric(const bw_subtype *st) { return st->npy_type >= 0; }
 
-/* encode_vector.c. All return new references, or NULL with an exception set. */
+/* py_encode_vector.c. All return new references, or NULL with an exception set. */
 PyObject *bw_vec_serialize(bw_vector_codec *c, PyObject *v);
 PyObject *bw_vec_serialize_many(bw_vector_codec *c, PyObject *batch);
 PyObject *bw_vec_serialize_into(bw_vector_codec *c, PyObject *batch);
 PyObject *bw_vec_to_json_many(bw_vector_codec *c, PyObject *batch, int float32_shortest);
 
-/* decode_vector.c. New references, or NULL with an exception set. */
+/* py_decode_vector.c. New references, or NULL with an exception set. */
 PyObject *bw_vec_deserialize(bw_vector_codec *c, PyObject *b);
 PyObject *bw_vec_deserialize_many(bw_vector_codec *c, PyObject *items);
 PyObject *bw_vec_deserialize_list(bw_vector_codec *c, PyObject *b);
-/* Module-level setup for decode_vector.c (dtypes it caches). 0, or -1 with an exception. */
+/* Module-level setup for py_decode_vector.c (dtypes it caches). 0, or -1 with an exception. */
 int bw_vec_decode_init(void);
 int bw_vec_encode_init(void);
 
-/* vector_rows.c. Puts "row <row>: " in front of the pending exception's message when it is
+/* py_vector_rows.c. Puts "row <row>: " in front of the pending exception's message when it is
    exactly a ValueError, or, with any_conversion_error, also a TypeError or OverflowError (the
    errors encoding a Python value can raise); any other exception passes unchanged. */
 void bw_vec_prefix_row(Py_ssize_t row, int any_conversion_error);

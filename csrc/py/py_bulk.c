@@ -2,16 +2,16 @@
    bounded queue, waiting with the GIL released), GzipStream (deflate with the GIL released)
    and CommandWriter (framing + threshold over the walker). */
 #include "py_bulk.h"
+#include "py_bulk_writer.h"
 
 #include "buffer_pool.h"
-#include "bulk_writer.h"
 #include "gzip_stream.h"
 #include "handover_queue.h"
+#include "http_chunk.h"
 #include "socket_send.h"
 
 #include <errno.h>
 #include <stdatomic.h>
-#include <stdio.h>
 #include <stdlib.h>
 
 /* How long a blocked put/get sleeps before it retakes the GIL to run signal handlers and
@@ -203,7 +203,7 @@ static PyObject *Queue_put(QueueObject *self, PyObject *item) {
     Py_INCREF(item); /* the queue's reference, if it takes the item */
     int waited = 0;
     for (;;) {
-        int rc;
+        bw_hq_result rc;
         rc = bw_hq_put(&self->q, item, 0); /* fast path: a free slot, no GIL round trip */
         if (rc == BW_HQ_TIMEOUT) {
             if (!waited)
@@ -232,7 +232,7 @@ static PyObject *Queue_get(QueueObject *self, PyObject *unused) {
     (void)unused;
     for (;;) {
         void *item = NULL;
-        int rc = bw_hq_get(&self->q, &item, 0);
+        bw_hq_result rc = bw_hq_get(&self->q, &item, 0);
         if (rc == BW_HQ_TIMEOUT) {
             Py_BEGIN_ALLOW_THREADS
             rc = bw_hq_get(&self->q, &item, WAIT_SLICE_MS);
@@ -263,23 +263,27 @@ static PyObject *Queue_close_consumer(QueueObject *self, PyObject *unused) {
 
 static Py_ssize_t Queue_length(QueueObject *self) { return (Py_ssize_t)bw_hq_len(&self->q); }
 
-static PyObject *queue_field(QueueObject *self, int which) {
-    pthread_mutex_lock(&self->q.mu);
-    size_t v = 0;
-    switch (which) {
-    case 0: v = self->q.cap; break;
-    case 1: v = self->q.peak; break;
-    case 2: v = self->waits; break;
-    case 3: v = (size_t)self->q.producer_done; break;
-    case 4: v = (size_t)self->q.consumer_closed; break;
-    default: v = (size_t)(self->q.producer_done && self->q.count == 0); break;
-    }
-    pthread_mutex_unlock(&self->q.mu);
-    return which >= 3 ? PyBool_FromLong((long)v) : PyLong_FromSize_t(v);
-}
+/* The getset closure of each HandoverQueue attribute. */
+typedef enum {
+    QUEUE_MAXSIZE,
+    QUEUE_PEAK,
+    QUEUE_WAITS,
+    QUEUE_PRODUCER_CLOSED,
+    QUEUE_CONSUMER_CLOSED,
+    QUEUE_DRAINED,
+} queue_field;
 
+/* New reference. */
 static PyObject *Queue_get_field(QueueObject *self, void *closure) {
-    return queue_field(self, (int)(intptr_t)closure);
+    switch ((queue_field)(intptr_t)closure) {
+    case QUEUE_MAXSIZE: return PyLong_FromSize_t(bw_hq_capacity(&self->q));
+    case QUEUE_PEAK: return PyLong_FromSize_t(bw_hq_peak(&self->q));
+    case QUEUE_WAITS: return PyLong_FromSize_t(self->waits);
+    case QUEUE_PRODUCER_CLOSED: return PyBool_FromLong(bw_hq_producer_closed(&self->q));
+    case QUEUE_CONSUMER_CLOSED: return PyBool_FromLong(bw_hq_consumer_closed(&self->q));
+    case QUEUE_DRAINED: return PyBool_FromLong(bw_hq_drained(&self->q));
+    }
+    Py_UNREACHABLE();
 }
 
 static PyMethodDef Queue_methods[] = {
@@ -296,12 +300,16 @@ static PyMethodDef Queue_methods[] = {
 };
 
 static PyGetSetDef Queue_getset[] = {
-    {"maxsize", (getter)Queue_get_field, NULL, "The bound.", (void *)0},
-    {"peak", (getter)Queue_get_field, NULL, "Most items ever waiting at once.", (void *)1},
-    {"waits", (getter)Queue_get_field, NULL, "Puts that found the queue full.", (void *)2},
-    {"producer_closed", (getter)Queue_get_field, NULL, "close_producer() was called.", (void *)3},
-    {"consumer_closed", (getter)Queue_get_field, NULL, "close_consumer() was called.", (void *)4},
-    {"drained", (getter)Queue_get_field, NULL, "Producer closed and nothing left.", (void *)5},
+    {"maxsize", (getter)Queue_get_field, NULL, "The bound.", (void *)QUEUE_MAXSIZE},
+    {"peak", (getter)Queue_get_field, NULL, "Most items ever waiting at once.", (void *)QUEUE_PEAK},
+    {"waits", (getter)Queue_get_field, NULL, "Puts that found the queue full.",
+     (void *)QUEUE_WAITS},
+    {"producer_closed", (getter)Queue_get_field, NULL, "close_producer() was called.",
+     (void *)QUEUE_PRODUCER_CLOSED},
+    {"consumer_closed", (getter)Queue_get_field, NULL, "close_consumer() was called.",
+     (void *)QUEUE_CONSUMER_CLOSED},
+    {"drained", (getter)Queue_get_field, NULL, "Producer closed and nothing left.",
+     (void *)QUEUE_DRAINED},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -391,7 +399,7 @@ static PyObject *gzip_write(GzipObject *self, PyObject *data, int finish) {
         PyBuffer_Release(&view);
         return PyErr_NoMemory();
     }
-    int rc;
+    bw_gz_result rc;
     self->busy = 1;
     Py_BEGIN_ALLOW_THREADS
     rc = bw_gz_write(self->gz, view.buf, (size_t)view.len, finish, &out);
@@ -399,9 +407,9 @@ static PyObject *gzip_write(GzipObject *self, PyObject *data, int finish) {
     self->busy = 0;
     if (data != NULL)
         PyBuffer_Release(&view);
-    if (rc != 0) {
+    if (rc != BW_GZ_OK) {
         bw_buf_free(&out);
-        if (rc == -1)
+        if (rc == BW_GZ_NO_MEMORY)
             return PyErr_NoMemory();
         PyErr_SetString(PyExc_RuntimeError, "the deflate stream failed");
         return NULL;
@@ -439,8 +447,16 @@ static PyObject *Gzip_get_backend(GzipObject *self, void *closure) {
     return PyUnicode_FromString(self->backend == BW_GZ_ISAL ? "isal" : "zlib");
 }
 
+/* The getset closure of GzipStream's byte counts. */
+typedef enum { GZIP_TOTAL_IN, GZIP_TOTAL_OUT } gzip_total;
+
+/* New reference. */
 static PyObject *Gzip_get_total(GzipObject *self, void *closure) {
-    return PyLong_FromSize_t(closure ? bw_gz_total_out(self->gz) : bw_gz_total_in(self->gz));
+    switch ((gzip_total)(intptr_t)closure) {
+    case GZIP_TOTAL_IN: return PyLong_FromSize_t(bw_gz_total_in(self->gz));
+    case GZIP_TOTAL_OUT: return PyLong_FromSize_t(bw_gz_total_out(self->gz));
+    }
+    Py_UNREACHABLE();
 }
 
 static PyObject *Gzip_get_finished(GzipObject *self, void *closure) {
@@ -459,8 +475,8 @@ static PyMethodDef Gzip_methods[] = {
 
 static PyGetSetDef Gzip_getset[] = {
     {"backend", (getter)Gzip_get_backend, NULL, "'zlib' or 'isal'.", NULL},
-    {"total_in", (getter)Gzip_get_total, NULL, "Bytes compressed so far.", NULL},
-    {"total_out", (getter)Gzip_get_total, NULL, "Bytes produced so far.", (void *)1},
+    {"total_in", (getter)Gzip_get_total, NULL, "Bytes compressed so far.", (void *)GZIP_TOTAL_IN},
+    {"total_out", (getter)Gzip_get_total, NULL, "Bytes produced so far.", (void *)GZIP_TOTAL_OUT},
     {"finished", (getter)Gzip_get_finished, NULL, "The member was ended (finish()).", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
@@ -667,16 +683,29 @@ static PyObject *Writer_claim(WriterObject *self, PyObject *unused) {
     Py_RETURN_NONE;
 }
 
+/* The getset closure of each CommandWriter attribute. */
+typedef enum {
+    WRITER_COMMANDS,
+    WRITER_BYTES,
+    WRITER_BUFFERED,
+    WRITER_CAPACITY,
+    WRITER_HANDOVERS,
+    WRITER_BUFFER_SIZE,
+    WRITER_FINISHED,
+} writer_field;
+
+/* New reference. */
 static PyObject *Writer_get_field(WriterObject *self, void *closure) {
-    switch ((int)(intptr_t)closure) {
-    case 0: return PyLong_FromSsize_t(self->w.commands);
-    case 1: return PyLong_FromSize_t(self->w.bytes);
-    case 2: return PyLong_FromSize_t(self->w.buf.len);
-    case 3: return PyLong_FromSize_t(self->w.buf.cap);
-    case 4: return PyLong_FromSize_t(self->w.handovers);
-    case 5: return PyLong_FromSize_t(self->w.threshold);
-    default: return PyBool_FromLong(self->w.finished);
+    switch ((writer_field)(intptr_t)closure) {
+    case WRITER_COMMANDS: return PyLong_FromSsize_t(self->w.commands);
+    case WRITER_BYTES: return PyLong_FromSize_t(self->w.bytes);
+    case WRITER_BUFFERED: return PyLong_FromSize_t(self->w.buf.len);
+    case WRITER_CAPACITY: return PyLong_FromSize_t(self->w.buf.cap);
+    case WRITER_HANDOVERS: return PyLong_FromSize_t(self->w.handovers);
+    case WRITER_BUFFER_SIZE: return PyLong_FromSize_t(self->w.threshold);
+    case WRITER_FINISHED: return PyBool_FromLong(self->w.finished);
     }
+    Py_UNREACHABLE();
 }
 
 static PyMethodDef Writer_methods[] = {
@@ -701,13 +730,15 @@ static PyMethodDef Writer_methods[] = {
 };
 
 static PyGetSetDef Writer_getset[] = {
-    {"commands", (getter)Writer_get_field, NULL, "Commands written.", (void *)0},
-    {"bytes", (getter)Writer_get_field, NULL, "Body bytes written.", (void *)1},
-    {"buffered", (getter)Writer_get_field, NULL, "Bytes in the current buffer.", (void *)2},
-    {"capacity", (getter)Writer_get_field, NULL, "Bytes allocated for the current buffer.", (void *)3},
-    {"handovers", (getter)Writer_get_field, NULL, "Buffers handed over.", (void *)4},
-    {"buffer_size", (getter)Writer_get_field, NULL, "The threshold.", (void *)5},
-    {"finished", (getter)Writer_get_field, NULL, "finish() was called.", (void *)6},
+    {"commands", (getter)Writer_get_field, NULL, "Commands written.", (void *)WRITER_COMMANDS},
+    {"bytes", (getter)Writer_get_field, NULL, "Body bytes written.", (void *)WRITER_BYTES},
+    {"buffered", (getter)Writer_get_field, NULL, "Bytes in the current buffer.",
+     (void *)WRITER_BUFFERED},
+    {"capacity", (getter)Writer_get_field, NULL, "Bytes allocated for the current buffer.",
+     (void *)WRITER_CAPACITY},
+    {"handovers", (getter)Writer_get_field, NULL, "Buffers handed over.", (void *)WRITER_HANDOVERS},
+    {"buffer_size", (getter)Writer_get_field, NULL, "The threshold.", (void *)WRITER_BUFFER_SIZE},
+    {"finished", (getter)Writer_get_field, NULL, "finish() was called.", (void *)WRITER_FINISHED},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -734,14 +765,12 @@ static PyTypeObject WriterType = {
    takes the pieces one by one with next_piece; BulkInsert's sender sends them with the
    pump. Both decide with body_last_buffer / body_needs_trailer. */
 
-static int queue_flag(bw_hq *q, int drained);
-
 /* The buffer just taken is the body's last: its piece ends the gzip member. */
-static int body_last_buffer(bw_hq *q) { return queue_flag(q, 1); }
+static int body_last_buffer(bw_hq *q) { return bw_hq_drained(q); }
 
 /* At the end of the queue: whether a piece with the gzip trailer alone must follow. */
 static int body_needs_trailer(int compressing, int member_finished, bw_hq *q) {
-    return compressing && !member_finished && !queue_flag(q, 0);
+    return compressing && !member_finished && !bw_hq_consumer_closed(q);
 }
 
 /* next_piece(queue, gzip=None) -> (piece, consumed) | None. New reference. Waits for the
@@ -872,13 +901,6 @@ static int pump_give_back(pump_held *held, int count) {
     return kept;
 }
 
-static int queue_flag(bw_hq *q, int drained) {
-    pthread_mutex_lock(&q->mu);
-    int v = drained ? (q->producer_done && q->count == 0) : q->consumer_closed;
-    pthread_mutex_unlock(&q->mu);
-    return v;
-}
-
 enum { PUMP_DONE = 0, PUMP_ANSWERED = 1, PUMP_CLOSED = 2 };
 
 /* pump_body(queue, fd, gzip=None, timeout=None) -> (outcome, buffers, body_bytes, pieces,
@@ -926,7 +948,8 @@ static PyObject *module_pump_body(PyObject *module, PyObject *args, PyObject *kw
     int nheld = 0;
     bw_buf out = {NULL, 0, 0};
     size_t buffers = 0, body_bytes = 0, pieces = 0, wire_bytes = 0;
-    int outcome = PUMP_DONE, sock_error = 0, gz_error = 0, py_error = 0, gz_finished = 0;
+    int outcome = PUMP_DONE, sock_error = 0, py_error = 0, gz_finished = 0;
+    bw_gz_result gz_error = BW_GZ_OK;
     if (gz != NULL)
         gz->busy = 1;
     Py_INCREF(queue_obj);
@@ -934,11 +957,11 @@ static PyObject *module_pump_body(PyObject *module, PyObject *args, PyObject *kw
     PyThreadState *ts = PyEval_SaveThread();
     for (;;) {
         void *got = NULL;
-        int rc = bw_hq_get(q, &got, WAIT_SLICE_MS);
+        bw_hq_result rc = bw_hq_get(q, &got, WAIT_SLICE_MS);
         if (rc == BW_HQ_TIMEOUT)
             continue;
         if (rc == BW_HQ_CLOSED) {
-            if (queue_flag(q, 0)) {
+            if (bw_hq_consumer_closed(q)) {
                 outcome = PUMP_CLOSED;
                 break;
             }
@@ -955,20 +978,17 @@ static PyObject *module_pump_body(PyObject *module, PyObject *args, PyObject *kw
             if (body_needs_trailer(gz != NULL, gz_finished, q)) {
                 out.len = 0;
                 gz_error = bw_gz_write(gz->gz, NULL, 0, 1, &out);
-                if (gz_error != 0)
+                if (gz_error != BW_GZ_OK)
                     break;
                 gz_finished = 1;
                 tail = out.data;
                 tail_len = out.len;
             }
-            char head[32], end[8] = "\r\n0\r\n\r\n";
-            int head_len = 0;
-            if (tail_len > 0)
-                head_len = snprintf(head, sizeof head, "%s%zx\r\n", pieces ? "\r\n" : "", tail_len);
-            struct iovec iov[3] = {{head, (size_t)head_len},
-                                   {(void *)tail, tail_len},
-                                   {(pieces || tail_len) ? end : end + 2,
-                                    (pieces || tail_len) ? 7 : 5}};
+            char head[BW_CHUNK_HEAD_MAX];
+            size_t head_len = tail_len > 0 ? bw_chunk_head(head, tail_len, pieces > 0) : 0;
+            size_t end_len;
+            const char *end = bw_chunk_end(pieces > 0 || tail_len > 0, &end_len);
+            struct iovec iov[3] = {{head, head_len}, {(void *)tail, tail_len}, {(void *)end, end_len}};
             sock_error = bw_send_all(fd, iov, 3, timeout_ms);
             if (sock_error == 0 && tail_len > 0) {
                 pieces++;
@@ -1009,7 +1029,7 @@ static PyObject *module_pump_body(PyObject *module, PyObject *args, PyObject *kw
             int finish = body_last_buffer(q);
             out.len = 0;
             gz_error = bw_gz_write(gz->gz, data, len, finish, &out);
-            if (gz_error != 0)
+            if (gz_error != BW_GZ_OK)
                 break;
             gz_finished = finish;
             payload = out.data;
@@ -1020,9 +1040,9 @@ static PyObject *module_pump_body(PyObject *module, PyObject *args, PyObject *kw
             break;
         }
         if (payload_len > 0) { /* no empty chunks: an empty one would end the body */
-            char head[32];
-            int head_len = snprintf(head, sizeof head, "%s%zx\r\n", pieces ? "\r\n" : "", payload_len);
-            struct iovec iov[2] = {{head, (size_t)head_len}, {(void *)payload, payload_len}};
+            char head[BW_CHUNK_HEAD_MAX];
+            size_t head_len = bw_chunk_head(head, payload_len, pieces > 0);
+            struct iovec iov[2] = {{head, head_len}, {(void *)payload, payload_len}};
             sock_error = bw_send_all(fd, iov, 2, timeout_ms);
             if (sock_error != 0)
                 break;
@@ -1045,15 +1065,15 @@ static PyObject *module_pump_body(PyObject *module, PyObject *args, PyObject *kw
     bw_buf_free(&out);
     if (gz != NULL) {
         gz->busy = 0;
-        if (gz_finished || gz_error != 0)
+        if (gz_finished || gz_error != BW_GZ_OK)
             gz->finished = 1; /* a failed stream cannot continue either */
     }
     Py_DECREF(queue_obj);
     if (py_error)
         return NULL;
-    if (gz_error == -1)
+    if (gz_error == BW_GZ_NO_MEMORY)
         return PyErr_NoMemory();
-    if (gz_error != 0) {
+    if (gz_error != BW_GZ_OK) {
         PyErr_SetString(PyExc_RuntimeError, "the deflate stream failed");
         return NULL;
     }

@@ -1,4 +1,4 @@
-#include "bulk_writer.h"
+#include "py_bulk_writer.h"
 
 #include "buffer_pool.h"
 

@@ -1,5 +1,5 @@
 /* The walker: json's type checks in json's order, writing final bytes in one pass. */
-#include "encoder.h"
+#include "py_encoder.h"
 
 #include "float_text.h"
 #include "int_text.h"

@@ -8,7 +8,7 @@
    starts a fresh one. Binding layer: it drives the object walker. */
 #ifndef BW_BULK_WRITER_H
 #define BW_BULK_WRITER_H
-#include "encoder.h"
+#include "py_encoder.h"
 
 typedef struct {
     bw_buf buf;           /* the current buffer; data == NULL until something is written */

@@ -82,8 +82,8 @@ static int reserve_for(bw_buf *out, size_t n) {
     return bw_buf_reserve(out, want < 65536 ? 65536 : want);
 }
 
-static int write_zlib(bw_gzip_stream *gz, const unsigned char *data, size_t n, int finish,
-                      bw_buf *out) {
+static bw_gz_result write_zlib(bw_gzip_stream *gz, const unsigned char *data, size_t n,
+                               int finish, bw_buf *out) {
     z_stream *z = &gz->z;
     size_t done = 0;
     for (;;) {
@@ -95,7 +95,7 @@ static int write_zlib(bw_gzip_stream *gz, const unsigned char *data, size_t n, i
         int rc;
         do {
             if (reserve_for(out, step) < 0)
-                return -1;
+                return BW_GZ_NO_MEMORY;
             size_t room = out->cap - out->len;
             if (room > UINT_MAX)
                 room = UINT_MAX;
@@ -104,18 +104,18 @@ static int write_zlib(bw_gzip_stream *gz, const unsigned char *data, size_t n, i
             rc = deflate(z, flush);
             out->len += room - z->avail_out;
             if (rc == Z_STREAM_ERROR)
-                return -2;
+                return BW_GZ_COMPRESSOR_FAILED;
             /* a full output buffer may hide more pending output: go round again */
         } while (z->avail_out == 0 || (flush == Z_FINISH && rc != Z_STREAM_END));
         done += step;
         if (last)
-            return 0;
+            return BW_GZ_OK;
     }
 }
 
 #ifdef BW_HAVE_ISAL
-static int write_isal(bw_gzip_stream *gz, const unsigned char *data, size_t n, int finish,
-                      bw_buf *out) {
+static bw_gz_result write_isal(bw_gzip_stream *gz, const unsigned char *data, size_t n,
+                               int finish, bw_buf *out) {
     struct isal_zstream *s = &gz->isal;
     size_t done = 0;
     for (;;) {
@@ -127,14 +127,14 @@ static int write_isal(bw_gzip_stream *gz, const unsigned char *data, size_t n, i
         s->end_of_stream = last && finish;
         for (;;) {
             if (reserve_for(out, step) < 0)
-                return -1;
+                return BW_GZ_NO_MEMORY;
             size_t room = out->cap - out->len;
             if (room > UINT32_MAX)
                 room = UINT32_MAX;
             s->next_out = (uint8_t *)bw_buf_tail(out);
             s->avail_out = (uint32_t)room;
             if (isal_deflate(s) != COMP_OK)
-                return -2;
+                return BW_GZ_COMPRESSOR_FAILED;
             out->len += room - s->avail_out;
             if (s->avail_out != 0 && s->avail_in == 0) {
                 /* all input taken and the output not full: flushed, or ended when asked */
@@ -144,23 +144,24 @@ static int write_isal(bw_gzip_stream *gz, const unsigned char *data, size_t n, i
         }
         done += step;
         if (last)
-            return 0;
+            return BW_GZ_OK;
     }
 }
 #endif
 
-int bw_gz_write(bw_gzip_stream *gz, const void *data, size_t n, int finish, bw_buf *out) {
+bw_gz_result bw_gz_write(bw_gzip_stream *gz, const void *data, size_t n, int finish,
+                         bw_buf *out) {
     if (gz->finished)
-        return -3;
+        return BW_GZ_ALREADY_FINISHED;
     size_t before = out->len;
-    int rc;
+    bw_gz_result rc;
 #ifdef BW_HAVE_ISAL
     if (gz->backend == BW_GZ_ISAL)
         rc = write_isal(gz, data, n, finish, out);
     else
 #endif
         rc = write_zlib(gz, data, n, finish, out);
-    if (rc == 0) {
+    if (rc == BW_GZ_OK) {
         gz->total_in += n;
         gz->total_out += out->len - before;
         if (finish)

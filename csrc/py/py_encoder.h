@@ -60,7 +60,7 @@ int bw_walk(bw_walker *w, PyObject *obj);
    NULL), and sets *members to how many were written. The caller writes more and '}'. */
 int bw_walk_open_object(bw_walker *w, PyObject *obj, PyObject *skip_keys, Py_ssize_t *members);
 
-/* Shared by the walker's parts (encode_entity.c, encode_numpy.c). */
+/* Shared by the walker's parts (py_encode_entity.c, py_encode_numpy.c). */
 int bw_walker_enter(bw_walker *w, PyObject *obj); /* cycle, depth, stack check, then push */
 /* RecursionError when the C stack is nearly used up: 0, or -1 with the exception set. */
 int bw_walker_check_stack(const bw_walker *w);

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "float_text_table.h"
+#include "int_text.h" /* bw_digit_pairs */
 
 typedef unsigned __int128 bw_u128;
 
@@ -135,10 +136,6 @@ static inline uint64_t schubfach_float32(uint64_t c, int q, int *e10)
     *e10 = k;
     return schubfach_pick_sym(vb, sp10, vbl + odd <= (sp10 << 2), ((sp10 + 10) << 2) + odd <= vbr);
 }
-
-static const char bw_digit_pairs[201] =
-    "0001020304050607080910111213141516171819202122232425262728293031323334353637383940414243444546474849"
-    "5051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899";
 
 static const uint64_t bw_pow10_u64[20] = {
     1u, 10u, 100u, 1000u, 10000u, 100000u, 1000000u, 10000000u, 100000000u, 1000000000u,

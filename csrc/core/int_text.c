@@ -3,7 +3,7 @@
 #include <string.h>
 
 /* Two digits per division halves the number of (slow) divisions. */
-static const char digit_pairs[201] =
+const char bw_digit_pairs[201] =
     "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
     "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
     "8081828384858687888990919293949596979899";
@@ -16,11 +16,11 @@ size_t bw_u64_to_text(uint64_t v, char *dst) {
         unsigned pair = (unsigned)(v % 100);
         v /= 100;
         p -= 2;
-        memcpy(p, digit_pairs + 2 * pair, 2);
+        memcpy(p, bw_digit_pairs + 2 * pair, 2);
     }
     if (v >= 10) {
         p -= 2;
-        memcpy(p, digit_pairs + 2 * v, 2);
+        memcpy(p, bw_digit_pairs + 2 * v, 2);
     } else {
         *--p = (char)('0' + v);
     }

@@ -1,5 +1,5 @@
 /* Python sequences, NumPy arrays and Arrow vector columns -> CQL vector<T, N> payloads. */
-#include "vector_codec.h"
+#include "py_vector_codec.h"
 
 #include <float.h>
 #include <math.h>
@@ -796,20 +796,22 @@ static int emit_json(const row_source *s, Py_ssize_t rows, Py_ssize_t dim, int s
 
 /* A row that bw_arrow_vectors_check refused, as a ValueError. to_json_many (terse) keeps its
    own short wording apart from serialize_many/_into's: each is what its callers match on. */
-static void arrow_row_error(const bw_vector_codec *c, int64_t row, int why, int64_t len,
-                            int terse) {
+static void arrow_row_error(const bw_vector_codec *c, int64_t row, bw_arrow_row_problem why,
+                            int64_t len, int terse) {
     if (terse)
         PyErr_Format(PyExc_ValueError, "row %lld: %s", (long long)row,
-                     why == 1 ? "null vector" : why == 2 ? "wrong number of values"
-                     : why == 3 ? "null value inside the vector" : "malformed Arrow offsets");
-    else if (why == 1)
+                     why == BW_ARROW_ROW_NULL ? "null vector"
+                     : why == BW_ARROW_ROW_WRONG_LENGTH ? "wrong number of values"
+                     : why == BW_ARROW_ROW_NULL_VALUE ? "null value inside the vector"
+                     : "malformed Arrow offsets");
+    else if (why == BW_ARROW_ROW_NULL)
         PyErr_Format(PyExc_ValueError, "row %lld is null: CQL vectors cannot be null here",
                      (long long)row);
-    else if (why == 2)
+    else if (why == BW_ARROW_ROW_WRONG_LENGTH)
         PyErr_Format(PyExc_ValueError, "row %lld has %lld values, expected %zd "
                      "(dimension of vector<%s, %zd>)", (long long)row, (long long)len, c->dim,
                      c->st->name, c->dim);
-    else if (why == 3)
+    else if (why == BW_ARROW_ROW_NULL_VALUE)
         PyErr_Format(PyExc_ValueError, "row %lld holds a null value: CQL vectors cannot "
                      "hold nulls", (long long)row);
     else
@@ -844,7 +846,7 @@ static int rows_from_arrow(bw_vector_codec *c, PyObject *obj, sink *k, PyObject 
             break;
         }
         int64_t bad_row = 0, bad_len = 0;
-        int why = 0;
+        bw_arrow_row_problem why = BW_ARROW_ROW_OK;
         if (bw_arrow_vectors_check(&v, c->dim, &bad_row, &why, &bad_len) < 0) {
             arrow_row_error(c, bad_row + base_row, why, bad_len, json_list != NULL);
             rc = -1;

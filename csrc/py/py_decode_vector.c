@@ -1,6 +1,6 @@
 /* CQL vector<T, N> payloads -> NumPy arrays (zero-copy views where the wire layout is a
    NumPy dtype) or, for the driver drop-in, Python lists. */
-#include "vector_codec.h"
+#include "py_vector_codec.h"
 
 #include "byteswap.h"
 #include "vint.h"

@@ -139,28 +139,28 @@ int bw_arrow_vectors_has_null_value(const bw_arrow_vectors *v, int64_t first, in
 }
 
 int bw_arrow_vectors_check(const bw_arrow_vectors *v, int64_t dimension, int64_t *bad_row,
-                           int *why, int64_t *bad_len) {
+                           bw_arrow_row_problem *why, int64_t *bad_len) {
     for (int64_t r = 0; r < v->length; r++) {
         int64_t first, count;
         if (bw_arrow_vectors_row(v, r, &first, &count)) {
             *bad_row = r;
-            *why = 1;
+            *why = BW_ARROW_ROW_NULL;
             return -1;
         }
         if (dimension >= 0 && count != dimension) {
             *bad_row = r;
-            *why = 2;
+            *why = BW_ARROW_ROW_WRONG_LENGTH;
             *bad_len = count;
             return -1;
         }
         if (first < 0 || count < 0 || first > v->values_length - count) {
             *bad_row = r;
-            *why = 4;
+            *why = BW_ARROW_ROW_BAD_OFFSETS;
             return -1;
         }
         if (bw_arrow_vectors_has_null_value(v, first, count)) {
             *bad_row = r;
-            *why = 3;
+            *why = BW_ARROW_ROW_NULL_VALUE;
             return -1;
         }
     }

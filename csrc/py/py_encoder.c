@@ -1,11 +1,11 @@
 /* Binding: the Encoder type, bulkwire.ENTITY and the one-shot dumps(). */
-#include "encoder.h"
+#include "py_encoder.h"
 
 #include <stddef.h>
 
 /* ---- ENTITY: the sentinel that selects the built-in entity conventions ---- */
 
-static PyObject *entity_repr(PyObject *self) {
+static PyObject *EntityConventions_repr(PyObject *self) {
     (void)self;
     return PyUnicode_FromString("bulkwire.ENTITY");
 }
@@ -15,7 +15,7 @@ static PyTypeObject EntityConventionsType = {
     .tp_name = "bulkwire._core.EntityConventions",
     .tp_basicsize = sizeof(PyObject),
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_repr = entity_repr,
+    .tp_repr = EntityConventions_repr,
     .tp_doc = "The built-in default hook: datetime, timedelta, Enum, to_json, __dict__, set, NumPy.",
 };
 

@@ -1,5 +1,5 @@
-/* Helpers the vector encode and decode paths share (declared in vector_codec.h). */
-#include "vector_codec.h"
+/* Helpers the vector encode and decode paths share (declared in py_vector_codec.h). */
+#include "py_vector_codec.h"
 
 /* The many-row calls report which row failed, as the driver's loops do, by rewriting the
    row's own message rather than wrapping the exception: callers (and the tests that compare

@@ -1,8 +1,16 @@
-/* bulkwire._core: module init. Each part adds its own types and functions. */
-#define BW_NUMPY_IMPORT_HERE
-#include "bw_numpy.h"
+/* bulkwire._core: module init. Each part adds its own types and functions.
 
-#include "encoder.h"
+   The binding layer, csrc/py/: every file is named py_*; it uses the core (csrc/core/, which
+   knows no Python and is compiled without Python's headers). Names in the binding: exported
+   functions and shared types bw_*; a Python type's object struct XxxObject (bw_* when other
+   files share it), its type object XxxType, its slots, methods and getters Xxx_new,
+   Xxx_dealloc, Xxx_put, Xxx_get_field; its tables Xxx_methods and Xxx_getset; module-level
+   functions module_name, listed in the file's <part>_functions table; every other file-local
+   static in lower_snake_case. */
+#define BW_NUMPY_IMPORT_HERE
+#include "py_numpy.h"
+
+#include "py_encoder.h"
 #include "py_encode_batch.h"
 #include "py_bulk.h"
 #include "py_float_text.h"

@@ -1,8 +1,8 @@
 /* Test hooks: bulkwire._core._format_doubles / _format_floats32 format every element of a 1-D
    contiguous float64 / float32 array and return the texts, each followed by '\n', as bytes.
-   They exist so the tests and benchmarks can drive csrc/float_text.c in bulk. */
+   They exist so the tests and benchmarks can drive csrc/core/float_text.c in bulk. */
 #define PY_SSIZE_T_CLEAN
-#include "bw_numpy.h" /* must precede any other NumPy header */
+#include "py_numpy.h" /* must precede any other NumPy header */
 #include <Python.h>
 #include <string.h>
 
@@ -74,23 +74,23 @@ static PyObject *format_vector(PyObject *arg, int type_num, const char *fname, c
     return out;
 }
 
-static PyObject *format_doubles(PyObject *self, PyObject *arg)
+static PyObject *module_format_doubles(PyObject *self, PyObject *arg)
 {
     (void)self;
     return format_vector(arg, NPY_FLOAT64, "_format_doubles", "float64");
 }
 
-static PyObject *format_floats32(PyObject *self, PyObject *arg)
+static PyObject *module_format_floats32(PyObject *self, PyObject *arg)
 {
     (void)self;
     return format_vector(arg, NPY_FLOAT32, "_format_floats32", "float32");
 }
 
-static PyMethodDef float_text_methods[] = {
-    {"_format_doubles", format_doubles, METH_O,
+static PyMethodDef float_text_functions[] = {
+    {"_format_doubles", module_format_doubles, METH_O,
      "_format_doubles(a, /)\n--\n\nTest hook: each float64 of the 1-D contiguous array a as "
      "float.__repr__ text (NaN/Infinity for non-finite), each followed by a newline, as bytes."},
-    {"_format_floats32", format_floats32, METH_O,
+    {"_format_floats32", module_format_floats32, METH_O,
      "_format_floats32(a, /)\n--\n\nTest hook: each float32 of the 1-D contiguous array a with "
      "its shortest float32 round-trip digits, laid out like float.__repr__, each followed by a "
      "newline, as bytes."},
@@ -99,5 +99,5 @@ static PyMethodDef float_text_methods[] = {
 
 int bw_float_text_add_functions(PyObject *module)
 {
-    return PyModule_AddFunctions(module, float_text_methods);
+    return PyModule_AddFunctions(module, float_text_functions);
 }

@@ -57,9 +57,9 @@ static void deadline_after(struct timespec *ts, long timeout_ms) {
     }
 }
 
-int bw_hq_put(bw_hq *q, void *item, long timeout_ms) {
+bw_hq_result bw_hq_put(bw_hq *q, void *item, long timeout_ms) {
     struct timespec deadline;
-    int rc = BW_HQ_OK;
+    bw_hq_result rc = BW_HQ_OK;
     deadline_after(&deadline, timeout_ms);
     pthread_mutex_lock(&q->mu);
     while (!q->consumer_closed && q->count == q->cap) {
@@ -81,9 +81,9 @@ int bw_hq_put(bw_hq *q, void *item, long timeout_ms) {
     return rc;
 }
 
-int bw_hq_get(bw_hq *q, void **item, long timeout_ms) {
+bw_hq_result bw_hq_get(bw_hq *q, void **item, long timeout_ms) {
     struct timespec deadline;
-    int rc = BW_HQ_OK;
+    bw_hq_result rc = BW_HQ_OK;
     deadline_after(&deadline, timeout_ms);
     pthread_mutex_lock(&q->mu);
     while (q->count == 0 && !q->producer_done && !q->consumer_closed) {
@@ -134,9 +134,31 @@ void bw_hq_close_consumer(bw_hq *q) {
     pthread_mutex_unlock(&q->mu);
 }
 
-size_t bw_hq_len(bw_hq *q) {
+/* The fields the accessors report, read together under the lock. */
+typedef struct {
+    size_t count, peak;
+    int producer_done, consumer_closed;
+} hq_snapshot;
+
+static hq_snapshot snapshot(bw_hq *q) {
     pthread_mutex_lock(&q->mu);
-    size_t n = q->count;
+    hq_snapshot s = {q->count, q->peak, q->producer_done, q->consumer_closed};
     pthread_mutex_unlock(&q->mu);
-    return n;
+    return s;
+}
+
+size_t bw_hq_len(bw_hq *q) { return snapshot(q).count; }
+
+/* The bound never changes after bw_hq_init: no lock. */
+size_t bw_hq_capacity(const bw_hq *q) { return q->cap; }
+
+size_t bw_hq_peak(bw_hq *q) { return snapshot(q).peak; }
+
+int bw_hq_producer_closed(bw_hq *q) { return snapshot(q).producer_done; }
+
+int bw_hq_consumer_closed(bw_hq *q) { return snapshot(q).consumer_closed; }
+
+int bw_hq_drained(bw_hq *q) {
+    hq_snapshot s = snapshot(q);
+    return s.producer_done && s.count == 0;
 }
