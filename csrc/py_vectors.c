@@ -3,7 +3,6 @@
 #include "vector_codec.h"
 
 #include "py_arrow.h"
-#include "byteswap.h"
 #include "py_vectors.h"
 #include "vint.h"
 
@@ -268,12 +267,6 @@ static PyObject *f_vint_unpack(PyObject *module, PyObject *arg) {
     return Py_BuildValue("(Kn)", (unsigned long long)v, (Py_ssize_t)used);
 }
 
-static PyObject *f_byteswap_selftest(PyObject *module, PyObject *unused) {
-    (void)module;
-    (void)unused;
-    return PyLong_FromLong(bw_byteswap_selftest());
-}
-
 /* _arrow_vectors_info(obj) -> list of dicts, one per chunk: what arrow_c.h reads. */
 static PyObject *f_arrow_info(PyObject *module, PyObject *obj) {
     (void)module;
@@ -317,8 +310,6 @@ static PyObject *f_arrow_info(PyObject *module, PyObject *obj) {
 static PyMethodDef module_functions[] = {
     {"_vint_pack", f_vint_pack, METH_O, "CQL unsigned vint of n (test hook)."},
     {"_vint_unpack", f_vint_unpack, METH_O, "(value, bytes used) of a vint (test hook)."},
-    {"_byteswap_selftest", f_byteswap_selftest, METH_NOARGS,
-     "Mismatches of the byte-swap loops against a reference (test hook; 0 is good)."},
     {"_arrow_vectors_info", f_arrow_info, METH_O,
      "What the C Arrow reader sees in each chunk (test hook)."},
     {NULL, NULL, 0, NULL},

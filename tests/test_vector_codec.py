@@ -389,10 +389,6 @@ def test_reference_leaks():
     assert after - before < 64 * 1024
 
 
-def test_byteswap_loops_agree_with_reference():
-    assert bulkwire._core._byteswap_selftest() == 0
-
-
 @pytest.mark.parametrize("n", [0, 1, 127, 128, 16383, 16384, 2**21 - 1, 2**21, 2**56 - 1, 2**56,
                                2**63, 2**64 - 1])
 def test_vint_pack_unpack(n):
