@@ -4,54 +4,8 @@
 #include <stdlib.h>
 
 #include "check.h"
+#include "json_reference.h"
 #include "json_string.h"
-
-/* json.dumps(s) for a string of code points (ensure_ascii=True) or, with ascii_only == 0,
-   json.dumps(s, ensure_ascii=False) of its UTF-8 bytes (bytes >= 0x80 pass through). */
-static size_t reference_escape(const uint32_t *s, size_t n, int ascii_only, char *out) {
-    static const char hex[] = "0123456789abcdef";
-    size_t len = 0;
-    out[len++] = '"';
-    for (size_t i = 0; i < n; i++) {
-        uint32_t c = s[i];
-        const char *named = NULL;
-        switch (c) {
-        case '"': named = "\\\""; break;
-        case '\\': named = "\\\\"; break;
-        case '\b': named = "\\b"; break;
-        case '\f': named = "\\f"; break;
-        case '\n': named = "\\n"; break;
-        case '\r': named = "\\r"; break;
-        case '\t': named = "\\t"; break;
-        default: break;
-        }
-        if (named != NULL) {
-            memcpy(out + len, named, 2);
-            len += 2;
-            continue;
-        }
-        int escape = c < 0x20 || (ascii_only && c >= 0x7f);
-        if (!escape) {
-            out[len++] = (char)c;
-            continue;
-        }
-        uint32_t units[2] = {c, 0};
-        int count = 1;
-        if (c >= 0x10000) {
-            units[0] = 0xd800 | ((c - 0x10000) >> 10);
-            units[1] = 0xdc00 | ((c - 0x10000) & 0x3ff);
-            count = 2;
-        }
-        for (int u = 0; u < count; u++) {
-            out[len++] = '\\';
-            out[len++] = 'u';
-            for (int shift = 12; shift >= 0; shift -= 4)
-                out[len++] = hex[(units[u] >> shift) & 0xf];
-        }
-    }
-    out[len++] = '"';
-    return len;
-}
 
 static int same(const bw_buf *b, const char *want, size_t want_len) {
     return b->len == want_len && memcmp(b->data, want, want_len) == 0;
