@@ -54,24 +54,27 @@ def declared(test: pathlib.Path, key: str) -> list[str]:
     return match.group(1).replace("*/", "").split() if match else []
 
 
-def build(test: pathlib.Path, out_dir: pathlib.Path, extra: list[str]) -> pathlib.Path | None:
-    """Compiles one test file with its sources; the executable, or None (errors printed)."""
-    exe = out_dir / test.stem
+def compile_program(compiler: list[str], flags: list[str], source: pathlib.Path,
+                    exe: pathlib.Path) -> bool:
+    """Compiles and links one test or fuzz file with the core sources and libraries it
+    declares (flags serve the link too: the sanitizer runtimes). False, with the compiler's
+    output printed, when it fails."""
     includes = [f"-I{d}" for d in SOURCE_DIRS] + [f"-I{HERE}"]
-    sources = [str(find_source(name)) for name in declared(test, "sources")]
-    cmd = [*shlex.split(os.environ.get("CC", "cc")), *BASE_FLAGS, *extra, *includes,
-           str(test), *sources, "-o", str(exe), *declared(test, "libs"), *extra_link(extra)]
+    sources = [str(find_source(name)) for name in declared(source, "sources")]
+    cmd = [*compiler, *flags, *includes, str(source), *sources, "-o", str(exe),
+           *declared(source, "libs")]
     result = subprocess.run(cmd, capture_output=True, text=True)
     if result.returncode != 0:
-        print(f"BUILD FAILED {test.name}\n  {' '.join(cmd)}\n{result.stdout}{result.stderr}",
+        print(f"BUILD FAILED {source.name}\n  {' '.join(cmd)}\n{result.stdout}{result.stderr}",
               flush=True)
-        return None
-    return exe
+    return result.returncode == 0
 
 
-def extra_link(extra: list[str]) -> list[str]:
-    """Flags the link needs too (the sanitizer runtimes)."""
-    return [f for f in extra if f.startswith("-fsanitize")]
+def build(test: pathlib.Path, out_dir: pathlib.Path, extra: list[str]) -> pathlib.Path | None:
+    """Compiles one test file; the executable, or None."""
+    exe = out_dir / test.stem
+    compiler = shlex.split(os.environ.get("CC", "cc"))
+    return exe if compile_program(compiler, [*BASE_FLAGS, *extra], test, exe) else None
 
 
 def run(exe: pathlib.Path) -> tuple[int, int]:

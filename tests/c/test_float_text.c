@@ -1,7 +1,7 @@
 /* Float text against the C library: strtod of the text gives back the same bits, no shorter
    digit string does (snprintf %.*e for every shorter precision), and the layout is
    float.__repr__'s. Also known shortest digits.
-   sources: float_text.c
+   sources: float_text.c int_text.c
    libs: -lm */
 #include <float.h>
 #include <math.h>

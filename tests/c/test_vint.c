@@ -61,7 +61,7 @@ TEST(random_values_round_trip_with_trailing_bytes) {
 }
 
 TEST(truncated_input_is_refused) {
-    unsigned char b[BW_VINT_MAX];
+    unsigned char b[BW_VINT_MAX] = {0};
     uint64_t value = 42;
     CHECK_EQ(bw_vint_read(b, 0, &value), 0);
     for (uint64_t v = 128; v != 0 && v < UINT64_MAX / 2; v <<= 7) {

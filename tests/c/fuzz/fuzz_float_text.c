@@ -3,7 +3,7 @@
    read back (snprintf %.*e at every shorter precision), and it must be the reference's
    (float.__repr__'s digits and layout; see float_reference.h for the one allowed
    difference).
-   sources: float_text.c
+   sources: float_text.c int_text.c
    libs: -lm */
 #include <math.h>
 #include <stdint.h>

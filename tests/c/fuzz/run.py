@@ -26,11 +26,10 @@ import tempfile
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
-from run import SOURCE_DIRS, declared, find_source  # noqa: E402  (the unit test runner's lookup)
+from run import BASE_FLAGS, compile_program  # noqa: E402  (the unit test runner's build)
 
-FLAGS = ["-std=c11", "-g", "-O1", "-Wall", "-Wextra", "-Werror", "-fno-strict-aliasing",
-         "-fsanitize=fuzzer,address,undefined", "-fno-sanitize-recover=undefined",
-         "-fno-omit-frame-pointer"]
+FLAGS = [*BASE_FLAGS, "-g", "-O1", "-fno-omit-frame-pointer",
+         "-fsanitize=fuzzer,address,undefined", "-fno-sanitize-recover=undefined"]
 
 
 def targets() -> list[str]:
@@ -53,18 +52,8 @@ def find_clang() -> str:
 
 def build(clang: str, name: str, out: pathlib.Path) -> pathlib.Path | None:
     """Compiles one target; the executable, or None (errors printed)."""
-    source = HERE / f"fuzz_{name}.c"
     exe = out / f"fuzz_{name}"
-    includes = [f"-I{d}" for d in SOURCE_DIRS] + [f"-I{HERE.parent}"]
-    cmd = [clang, *FLAGS, *includes, str(source),
-           *[str(find_source(s)) for s in declared(source, "sources")],
-           "-o", str(exe), *declared(source, "libs")]
-    result = subprocess.run(cmd, capture_output=True, text=True)
-    if result.returncode != 0:
-        print(f"fuzz {name}: BUILD FAILED\n  {' '.join(cmd)}\n{result.stdout}{result.stderr}",
-              flush=True)
-        return None
-    return exe
+    return exe if compile_program([clang], FLAGS, HERE / f"fuzz_{name}.c", exe) else None
 
 
 def run(exe: pathlib.Path, name: str, seconds: int, work: pathlib.Path,
