@@ -19,8 +19,4 @@ void bw_copy_elements(char *dst, ptrdiff_t dst_stride, const char *src, ptrdiff_
 /* Writes byte `value` at dst, dst + stride, ... (n times): the constant length prefix of
    fixed-size elements inside a variable-width vector. */
 void bw_fill_strided(char *dst, ptrdiff_t stride, size_t n, unsigned char value);
-
-/* Checks every copy loop against a byte-by-byte reference; returns the number of mismatches
-   (0 when all agree). Test hook. */
-int bw_byteswap_selftest(void);
 #endif

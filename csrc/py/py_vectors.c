@@ -3,7 +3,6 @@
 #include "py_vector_codec.h"
 
 #include "py_arrow.h"
-#include "byteswap.h"
 #include "py_vectors.h"
 #include "vint.h"
 
@@ -273,12 +272,6 @@ static PyObject *module_vint_unpack(PyObject *module, PyObject *arg) {
     return Py_BuildValue("(Kn)", (unsigned long long)v, (Py_ssize_t)used);
 }
 
-static PyObject *module_byteswap_selftest(PyObject *module, PyObject *unused) {
-    (void)module;
-    (void)unused;
-    return PyLong_FromLong(bw_byteswap_selftest());
-}
-
 /* _arrow_vectors_info(obj) -> list of dicts, one per chunk: what arrow_c.h reads. */
 static PyObject *module_arrow_vectors_info(PyObject *module, PyObject *obj) {
     (void)module;
@@ -322,8 +315,6 @@ static PyObject *module_arrow_vectors_info(PyObject *module, PyObject *obj) {
 static PyMethodDef vectors_functions[] = {
     {"_vint_pack", module_vint_pack, METH_O, "CQL unsigned vint of n (test hook)."},
     {"_vint_unpack", module_vint_unpack, METH_O, "(value, bytes used) of a vint (test hook)."},
-    {"_byteswap_selftest", module_byteswap_selftest, METH_NOARGS,
-     "Mismatches of the byte-swap loops against a reference (test hook; 0 is good)."},
     {"_arrow_vectors_info", module_arrow_vectors_info, METH_O,
      "What the C Arrow reader sees in each chunk (test hook)."},
     {NULL, NULL, 0, NULL},
