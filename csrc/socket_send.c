@@ -3,7 +3,33 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <string.h>
 #include <sys/socket.h>
+
+size_t bw_http_chunk_head(char *dst, size_t len, int after_chunk) {
+    static const char hex[] = "0123456789abcdef";
+    char digits[16];
+    size_t n = 0, at = 0;
+    do {
+        digits[n++] = hex[len & 0xf];
+        len >>= 4;
+    } while (len != 0);
+    if (after_chunk) {
+        memcpy(dst, BW_HTTP_CHUNK_TAIL, BW_HTTP_CHUNK_TAIL_LEN);
+        at = BW_HTTP_CHUNK_TAIL_LEN;
+    }
+    while (n > 0)
+        dst[at++] = digits[--n];
+    dst[at++] = '\r';
+    dst[at++] = '\n';
+    return at;
+}
+
+const char *bw_http_chunk_end(int after_chunk, size_t *len) {
+    static const char end[] = BW_HTTP_CHUNK_TAIL "0\r\n\r\n";
+    *len = sizeof end - 1 - (after_chunk ? 0 : BW_HTTP_CHUNK_TAIL_LEN);
+    return after_chunk ? end : end + BW_HTTP_CHUNK_TAIL_LEN;
+}
 
 /* Waits until fd accepts more. 0, or ETIMEDOUT / errno. */
 static int wait_writable(int fd, long timeout_ms) {

@@ -287,7 +287,7 @@ def test_an_unexpected_exception_in_the_request_reaches_the_producer(monkeypatch
     def broken(self, fd, timeout):
         raise MemoryError("simulated")
 
-    monkeypatch.setattr(bulkwire.BulkWriter, "_pump", broken)
+    monkeypatch.setattr(bulkwire.BulkWriter, "pump", broken)
     with FaultServer() as server:
         with Watchdog(CELL_LIMIT):
             bulk = bulkwire.BulkInsert(server.url, server.database, timeout=TIMEOUT)
