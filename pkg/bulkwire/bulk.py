@@ -688,24 +688,22 @@ class BulkInsert:
         ...                        b'{"@collection": "As"}}}', 1)
         """
         pieces = _encoded_pieces(commands, count)  # bad arguments raise before any request
+        self._store_pieces(pieces, count)
+
+    def _store_batch(self, chunks: list, count: int) -> None:
+        """``count`` commands ``_core.encode_batch`` just wrote (see
+        :meth:`BulkWriter._store_batch`); the request starts on the first non-empty call."""
+        self._store_pieces([(chunk, True) for chunk in chunks], count, whole=True)
+
+    def _store_pieces(self, pieces: list, count: int, *, whole: bool = False) -> None:
+        """Pieces as :meth:`BulkWriter._store_pieces` takes them; no pieces, no request."""
         if not pieces:
             if self._writer._failure is not None:
                 self._writer._raise_failure()
             return
         if self._sender is None:
             self._start()
-        self._writer._store_pieces(pieces, count)
-
-    def _store_batch(self, chunks: list, count: int) -> None:
-        """``count`` commands ``_core.encode_batch`` just wrote (see
-        :meth:`BulkWriter._store_batch`); the request starts on the first non-empty call."""
-        if not chunks:
-            if self._writer._failure is not None:
-                self._writer._raise_failure()
-            return
-        if self._sender is None:
-            self._start()
-        self._writer._store_batch(chunks, count)
+        self._writer._store_pieces(pieces, count, whole=whole)
 
     def close(self) -> None:
         """Finish the body and wait for the server's answer. Returns normally only when the
