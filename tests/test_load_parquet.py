@@ -16,6 +16,7 @@ import pyarrow.feather  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
 import bulkwire  # noqa: E402
+from bulkwire import _core  # noqa: E402
 from test_encode_batch import META, fsl, oracle, table_with, vectors  # noqa: E402
 
 
@@ -98,7 +99,8 @@ def test_load_errors_leave_no_body(tmp_path):
         bulkwire.load_parquet(src, take=[3, 700])
     with pytest.raises(ValueError, match=r"id column 'key' is not a column of .*bad.parquet \(its columns: id, v\)"):
         bulkwire.load_parquet(src, id_column="key")
-    with pytest.raises(TypeError, match=r"vector column 'id' must be a fixed_size_list or list of float32"):
+    with pytest.raises(TypeError, match=r"column 'id' cannot be the vector column: expected an Arrow "
+                                        r"fixed_size_list, list or large_list of float32/float64"):
         bulkwire.load_parquet(src, vector_column="id")
     with pytest.raises(FileNotFoundError):
         bulkwire.load_parquet(tmp_path / "missing.parquet")
@@ -134,7 +136,7 @@ def test_cli_sample_and_load(tmp_path, capsys, monkeypatch):
 @pytest.mark.parametrize("args, code, message", [
     (["load", "missing.parquet"], 1, "bulkwire: error: no such file: 'missing.parquet'"),
     (["load", "s.parquet", "--id-column", "key"], 1, "id column 'key' is not a column of s.parquet"),
-    (["load", "s.parquet", "--vector-column", "id"], 1, "vector column 'id' must be a fixed_size_list"),
+    (["load", "s.parquet", "--vector-column", "id"], 1, "column 'id' cannot be the vector column"),
     (["load", "s.parquet", "--columns", "id,nope"], 1, "column 'nope' is not a column"),
     (["load", "bad.parquet"], 1, "column 'v', row 2: null vector"),
     (["load", "s.parquet", "--take", "1,-2"], 1, "take[1] = -2 is negative"),
@@ -456,3 +458,102 @@ def test_the_official_client_writes_the_same_documents():
         body = store_body([entity], ["x/1"], metadata=metadata)
         command = json.loads(body)[0]
         assert bulkwire.dumps(command["Document"]) == official(entity, metadata)
+
+
+# ------------------------------------------------------------------ one rule per place
+
+def test_row_errors_carry_column_and_row_as_attributes(tmp_path):
+    from bulkwire.errors import RowError
+
+    table = pa.table({"id": pa.array([1, 2, None, 4]), "v": fsl(vectors(4, 2))})
+    with pytest.raises(RowError) as info:
+        _core.encode_batch(table, "id", ["v"], vector_column="v", row_base=10)
+    assert (info.value.column, info.value.row, info.value.reason) == ("id", 12, "null id")
+    assert info.value.take_index is None and isinstance(info.value, ValueError)
+    assert str(info.value) == "column 'id', row 12: null id"
+    # with take, the file's row and the position in take, from the attributes
+    src = write(table, tmp_path / "t.parquet")
+    with pytest.raises(RowError) as info:
+        bulkwire.load_parquet(src, take=[3, 0, 2])
+    assert (info.value.column, info.value.row, info.value.take_index) == ("id", 2, 2)
+    assert str(info.value) == "column 'id', row 2 (take[2]): null id"
+
+
+def test_column_types_are_judged_by_the_encoder_before_any_row(tmp_path):
+    """The encoder alone judges column types; the load asks it before reading a row, so a
+    column it cannot write is refused even when the file has no rows, and no file is left."""
+    empty = pa.table({"id": pa.array([], pa.int64()),
+                      "t": pa.array([], pa.timestamp("s", "Europe/Paris"))})
+    src = write(empty, tmp_path / "e.parquet")
+    with pytest.raises(TypeError, match=r"column 't' has timestamps in time zone 'Europe/Paris'"):
+        bulkwire.load_parquet(src)
+    assert not os.path.exists(tmp_path / "e.bulk.json")
+    assert not os.path.exists(tmp_path / "e.bulk.json.partial")
+    dates = write(pa.table({"id": [1], "d": pa.array([1], pa.date32())}), tmp_path / "d.parquet")
+    with pytest.raises(TypeError, match=r"column 'd' has Arrow type 'tdD', which cannot be a document field"):
+        bulkwire.load_parquet(dates)
+    floats = write(pa.table({"id": [1.5], "x": [1]}), tmp_path / "f.parquet")
+    with pytest.raises(TypeError, match=r"id column 'id' must hold integers or strings"):
+        bulkwire.load_parquet(floats)
+    # the vector column found automatically is one the encoder takes as a vector
+    two = write(pa.table({"id": [1], "a": pa.array([[1.0]], pa.large_list(pa.float32())),
+                          "b": pa.array([[1]], pa.list_(pa.int64()))}), tmp_path / "two.parquet")
+    with pytest.raises(TypeError, match=r"column 'b' has Arrow type '\+l'"):
+        bulkwire.load_parquet(two)  # a is the vector; b, a list of integers, cannot be a field
+    r = bulkwire.load_parquet(two, columns=["a"])
+    assert parsed(r.target)[1][0]["Document"]["a"] == [1.0]
+
+
+def test_load_hands_the_encoders_chunks_over_unchecked(tmp_path, monkeypatch):
+    """The commands C just wrote go to the writer as they are: store_encoded's check of
+    user-given bytes is not run on them."""
+    import bulkwire.bulk
+
+    def refused(*args):
+        raise AssertionError("the load re-checked the encoder's bytes")
+
+    monkeypatch.setattr(bulkwire.bulk, "_encoded_pieces", refused)
+    src = bulkwire.sample_parquet(tmp_path / "s.parquet", rows=300, dim=4)
+    r = bulkwire.load_parquet(src, batch_rows=64, chunk_size=1024)
+    assert r.rows == 300 and len(parsed(r.target)[1]) == 300
+
+
+@pytest.mark.parametrize("compress", [False, True])
+def test_a_file_that_cannot_be_written_raises_its_own_error(tmp_path, monkeypatch, compress):
+    import errno
+
+    import bulkwire.load
+
+    class Full:
+        def __init__(self, f):
+            self.f, self.written = f, 0
+
+        def write(self, data):
+            if self.written > 4000:
+                raise OSError(errno.ENOSPC, "No space left on device")
+            self.written += len(data)
+            return self.f.write(data)
+
+        def close(self):
+            self.f.close()
+
+    monkeypatch.setattr(bulkwire.load, "open", lambda path, mode: Full(open(path, mode)),
+                        raising=False)
+    src = bulkwire.sample_parquet(tmp_path / "s.parquet", rows=2000, dim=16)
+    with pytest.raises(OSError, match="No space left on device"):
+        bulkwire.load_parquet(src, batch_rows=100, chunk_size=1024, compress=compress)
+    assert os.listdir(tmp_path) == ["s.parquet"]
+
+
+def test_a_load_does_not_import_pandas(tmp_path):
+    """pandas costs a load 0.3 s and 45 MB; nothing on the load path needs it."""
+    import subprocess
+    import sys
+
+    src = bulkwire.sample_parquet(tmp_path / "s.parquet", rows=10, dim=4)
+    package_parent = os.path.dirname(os.path.dirname(bulkwire.__file__))
+    code = ("import sys, bulkwire; bulkwire.load_parquet(sys.argv[1]); "
+            "assert 'pandas' not in sys.modules, 'pandas was imported'")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([package_parent, os.environ.get("PYTHONPATH", "")]))
+    p = subprocess.run([sys.executable, "-c", code, src], capture_output=True, text=True, env=env)
+    assert p.returncode == 0, p.stderr

@@ -12,8 +12,8 @@ size_t bw_chunk_head(char *dst, size_t n, int after_chunk) {
     } while (n != 0);
     char *p = dst;
     if (after_chunk) {
-        *p++ = '\r';
-        *p++ = '\n';
+        memcpy(p, BW_CHUNK_DATA_END, BW_CHUNK_DATA_END_LEN);
+        p += BW_CHUNK_DATA_END_LEN;
     }
     memcpy(p, digits + sizeof digits - count, count);
     p += count;
@@ -23,7 +23,7 @@ size_t bw_chunk_head(char *dst, size_t n, int after_chunk) {
 }
 
 const char *bw_chunk_end(int after_chunk, size_t *len) {
-    static const char end[] = "\r\n0\r\n\r\n";
-    *len = after_chunk ? sizeof end - 1 : sizeof end - 3;
-    return after_chunk ? end : end + 2;
+    static const char end[] = BW_CHUNK_DATA_END "0\r\n\r\n";
+    *len = sizeof end - 1 - (after_chunk ? 0 : BW_CHUNK_DATA_END_LEN);
+    return after_chunk ? end : end + BW_CHUNK_DATA_END_LEN;
 }

@@ -7,6 +7,10 @@
 #define BW_HTTP_CHUNK_H
 #include <stddef.h>
 
+/* The CRLF that ends a chunk's data (a sender that frames whole chunks appends it). */
+#define BW_CHUNK_DATA_END "\r\n"
+#define BW_CHUNK_DATA_END_LEN 2
+
 /* Room for the longest chunk head: CRLF, 16 hex digits, CRLF. */
 #define BW_CHUNK_HEAD_MAX 20
 

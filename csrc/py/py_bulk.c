@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* How long a blocked put/get sleeps before it retakes the GIL to run signal handlers and
    look at the other side's state again. */
@@ -1089,12 +1090,43 @@ static PyObject *module_pump_body(PyObject *module, PyObject *args, PyObject *kw
                          (Py_ssize_t)pieces, (Py_ssize_t)wire_bytes);
 }
 
+/* http_chunk(piece) -> bytes (new reference): piece framed as one whole HTTP chunk (size
+   line, data, CRLF) by the pump's framing; a sender that ends each chunk with it sends the
+   same bytes as the pump, which lets the CRLF ride with the next size line. */
+static PyObject *module_http_chunk(PyObject *module, PyObject *piece) {
+    (void)module;
+    Py_buffer view;
+    if (PyObject_GetBuffer(piece, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    PyObject *chunk = NULL;
+    if (view.len == 0) { /* an empty chunk would end the body */
+        PyErr_SetString(PyExc_ValueError, "an HTTP chunk cannot be empty: the empty chunk ends the body");
+        goto cleanup;
+    }
+    char head[BW_CHUNK_HEAD_MAX];
+    size_t head_len = bw_chunk_head(head, (size_t)view.len, 0);
+    chunk = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)head_len + view.len + BW_CHUNK_DATA_END_LEN);
+    if (chunk == NULL)
+        goto cleanup;
+    char *at = PyBytes_AS_STRING(chunk);
+    memcpy(at, head, head_len);
+    memcpy(at + head_len, view.buf, (size_t)view.len);
+    memcpy(at + head_len + (size_t)view.len, BW_CHUNK_DATA_END, BW_CHUNK_DATA_END_LEN);
+cleanup:
+    PyBuffer_Release(&view);
+    return chunk;
+}
+
 static PyMethodDef bulk_functions[] = {
     {"next_piece", module_next_piece, METH_VARARGS,
      "next_piece(queue, gzip=None) -> (piece, consumed) | None\n\nThe body's next piece for a "
      "consumer (BulkWriter.chunks): the next buffer, compressed when gzip is given (the last "
      "buffer ends the member; a trailer-only piece follows when it could not), waiting with "
      "the GIL released. None at the end or when the consumer side was closed."},
+    {"http_chunk", module_http_chunk, METH_O,
+     "http_chunk(piece) -> bytes\n\nThe piece (a non-empty bytes-like) as one whole HTTP chunk: "
+     "size line, data, CRLF, framed as the body pump frames it (for senders that cannot run the "
+     "pump, e.g. TLS). The body then ends with HTTP_LAST_CHUNK."},
     {"pump_body", (PyCFunction)(void (*)(void))module_pump_body, METH_VARARGS | METH_KEYWORDS,
      "pump_body(queue, fd, gzip=None, timeout=None) -> (outcome, buffers, body_bytes, pieces, "
      "wire_bytes)\n\nSend the queue's buffers on the connected socket fd as HTTP chunks "
@@ -1121,6 +1153,15 @@ int bw_bulk_add_to_module(PyObject *module) {
         PyModule_AddObjectRef(module, "GzipStream", (PyObject *)&GzipType) < 0 ||
         PyModule_AddObjectRef(module, "CommandWriter", (PyObject *)&WriterType) < 0 ||
         PyModule_AddIntConstant(module, "HAVE_ISAL", bw_gz_have_isal()) < 0)
+        return -1;
+    size_t end_len;
+    const char *end = bw_chunk_end(0, &end_len);
+    PyObject *last_chunk = PyBytes_FromStringAndSize(end, (Py_ssize_t)end_len);
+    if (last_chunk == NULL)
+        return -1;
+    int added = PyModule_AddObjectRef(module, "HTTP_LAST_CHUNK", last_chunk);
+    Py_DECREF(last_chunk);
+    if (added < 0)
         return -1;
     return PyModule_AddFunctions(module, bulk_functions);
 }

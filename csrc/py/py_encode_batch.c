@@ -251,6 +251,26 @@ static int build_plan(const struct ArrowSchema *schema, batch_part *part, const 
     return 0;
 }
 
+/* Raises bulkwire.errors.RowError(column, row, reason): its attributes name the row, so a
+   caller that numbers rows otherwise (load_parquet's take) renames it without parsing text.
+   Always -1. */
+static int set_row_error(const char *column, int64_t row, const char *reason) {
+    PyObject *errors = NULL, *cls = NULL, *name = NULL, *exc = NULL;
+    if ((errors = PyImport_ImportModule("bulkwire.errors")) == NULL ||
+        (cls = PyObject_GetAttrString(errors, "RowError")) == NULL ||
+        (name = PyUnicode_DecodeUTF8(column, (Py_ssize_t)strlen(column), "replace")) == NULL)
+        goto cleanup;
+    exc = PyObject_CallFunction(cls, "OLs", name, (long long)row, reason);
+    if (exc != NULL)
+        PyErr_SetObject(cls, exc);
+cleanup:
+    Py_XDECREF(exc);
+    Py_XDECREF(name);
+    Py_XDECREF(cls);
+    Py_XDECREF(errors);
+    return -1;
+}
+
 static int validate_part(batch_part *part, int64_t row_base) {
     bw_batch_error err;
     int rc;
@@ -259,9 +279,12 @@ static int validate_part(batch_part *part, int64_t row_base) {
     Py_END_ALLOW_THREADS
     if (rc == 0)
         return 0;
-    PyErr_Format(err.is_type_error ? PyExc_TypeError : PyExc_ValueError, "column '%s', row %lld: %s",
-                 err.column, (long long)(row_base + err.row), err.message);
-    return -1;
+    if (err.is_type_error) {
+        PyErr_Format(PyExc_TypeError, "column '%s', row %lld: %s", err.column,
+                     (long long)(row_base + err.row), err.message);
+        return -1;
+    }
+    return set_row_error(err.column, row_base + err.row, err.message);
 }
 
 static int flush(bw_buf *out, PyObject *list) {
@@ -474,7 +497,8 @@ static PyMethodDef encode_batch_functions[] = {
      "float32='widen', dim=-1, first=False, row_base=0, chunk_size=1 << 20) -> list[bytes]\n\n"
      "Bulk insert commands for every row of an Arrow record batch (or stream of them), joined by ',' "
      "(with a leading ',' unless first), in chunks of at least chunk_size bytes (the last may be "
-     "smaller). Every row is validated before anything is written."},
+     "smaller). Every row is validated before anything is written: a bad row raises "
+     "bulkwire.errors.RowError (a ValueError) with its column, row and reason as attributes."},
     {NULL, NULL, 0, NULL},
 };
 
