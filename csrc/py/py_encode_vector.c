@@ -5,7 +5,7 @@
 #include <math.h>
 
 #include "byteswap.h"
-#include "float_text.h"
+#include "json_array.h"
 #include "py_arrow.h"
 #include "vint.h"
 
@@ -1000,9 +1000,6 @@ PyObject *bw_vec_serialize_into(bw_vector_codec *c, PyObject *batch) {
 
 /* ---- JSON arrays ------------------------------------------------------------------------ */
 
-/* Room for one value and its ", " separator. */
-#define JSON_VALUE_ROOM (BW_FLOAT_TEXT_MAX + 2)
-
 typedef struct {
     const row_source *s;
     Py_ssize_t rows;
@@ -1016,39 +1013,13 @@ typedef struct {
    GIL. 0, or -1 when out of memory. */
 static int json_rows(const json_job *j) {
     const row_source *s = j->s;
-    bw_buf *out = j->out;
-    size_t room = (size_t)j->dim * JSON_VALUE_ROOM + 2;
+    bw_num_type type = s->src_width == 4 ? BW_NUM_F32 : BW_NUM_F64;
+    int swapped = s->swap == BW_NATIVE_BIG_ENDIAN; /* stored in the other byte order */
     for (Py_ssize_t r = 0; r < j->rows; r++) {
-        const char *p = row_ptr(s, r);
-        if (bw_buf_reserve(out, room) < 0)
+        if (bw_json_array(j->out, type, row_ptr(s, r), (size_t)j->dim, s->elem_stride, swapped,
+                          j->shortest) < 0)
             return -1;
-        bw_buf_putc(out, '[');
-        for (Py_ssize_t i = 0; i < j->dim; i++, p += s->elem_stride) {
-            if (i) {
-                bw_buf_putc(out, ',');
-                bw_buf_putc(out, ' ');
-            }
-            if (s->src_width == 4) {
-                uint32_t bits;
-                memcpy(&bits, p, 4);
-                if (s->swap == BW_NATIVE_BIG_ENDIAN) /* stored in the other byte order */
-                    bits = __builtin_bswap32(bits);
-                float f;
-                memcpy(&f, &bits, 4);
-                out->len += j->shortest ? bw_float32_to_text(f, bw_buf_tail(out))
-                                        : bw_double_to_text((double)f, bw_buf_tail(out));
-            } else {
-                uint64_t bits;
-                memcpy(&bits, p, 8);
-                if (s->swap == BW_NATIVE_BIG_ENDIAN)
-                    bits = __builtin_bswap64(bits);
-                double d;
-                memcpy(&d, &bits, 8);
-                out->len += bw_double_to_text(d, bw_buf_tail(out));
-            }
-        }
-        bw_buf_putc(out, ']');
-        j->ends[r] = out->len;
+        j->ends[r] = j->out->len;
     }
     return 0;
 }
