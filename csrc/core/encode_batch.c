@@ -4,9 +4,12 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "datetime_text.h"
 #include "float_text.h"
 #include "int_text.h"
+#include "json_array.h"
 #include "json_string.h"
+#include "put_command.h"
 
 /* ------------------------------------------------------------------ Arrow element access */
 
@@ -64,108 +67,14 @@ static inline int64_t floor_div(int64_t a, int64_t b) {
     return (a % b != 0 && (a < 0) != (b < 0)) ? q - 1 : q;
 }
 
-/* Wall-clock seconds and microseconds of a timestamp row. */
-static inline void timestamp_at(const bw_col *c, int64_t row, int64_t *seconds, int32_t *micros) {
+/* The wall clock of a timestamp row. 0, or -1 when its year is outside 1..9999. */
+static inline int timestamp_at(const bw_col *c, int64_t row, bw_civil_time *t) {
     int64_t v = int_value(c, row);
     int64_t s = floor_div(v, c->per_second);
     int64_t sub = v - s * c->per_second; /* 0 <= sub < per_second */
-    *micros = (int32_t)(c->per_second >= 1000000 ? sub / (c->per_second / 1000000)
-                                                  : sub * (1000000 / c->per_second));
-    *seconds = s + c->tz_offset;
-}
-
-/* ------------------------------------------------------------------ text writers */
-
-/* Days since 1970-01-01 -> proleptic Gregorian date (Howard Hinnant's civil_from_days). */
-static void civil_from_days(int64_t z, int64_t *y, int *m, int *d) {
-    z += 719468;
-    int64_t era = floor_div(z, 146097);
-    int64_t doe = z - era * 146097;
-    int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-    int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    int64_t mp = (5 * doy + 2) / 153;
-    *d = (int)(doy - (153 * mp + 2) / 5 + 1);
-    *m = (int)(mp < 10 ? mp + 3 : mp - 9);
-    *y = yoe + era * 400 + (*m <= 2);
-}
-
-size_t bw_datetime_text(int64_t seconds, int32_t micros, int naive, char *dst) {
-    /* years 1..9999 span seconds -62135596800 .. 253402300799 */
-    if (seconds < -62135596800LL || seconds > 253402300799LL)
-        return 0;
-    int64_t days = floor_div(seconds, 86400), sod = seconds - days * 86400, year;
-    int month, day;
-    civil_from_days(days, &year, &month, &day);
-    int hour = (int)(sod / 3600), minute = (int)(sod / 60 % 60), second = (int)(sod % 60);
-    char *p = dst;
-    *p++ = '"';
-    p += bw_u64_to_text((uint64_t)year, p);
-    *p++ = '-'; bw_u32_to_fixed((uint32_t)month, 2, p); p += 2;
-    *p++ = '-'; bw_u32_to_fixed((uint32_t)day, 2, p); p += 2;
-    *p++ = 'T'; bw_u32_to_fixed((uint32_t)hour, 2, p); p += 2;
-    *p++ = ':'; bw_u32_to_fixed((uint32_t)minute, 2, p); p += 2;
-    *p++ = ':'; bw_u32_to_fixed((uint32_t)second, 2, p); p += 2;
-    *p++ = '.'; bw_u32_to_fixed((uint32_t)micros, 6, p); p += 6;
-    int is_max = naive && seconds == 253402300799LL && micros == 999999;
-    *p++ = is_max ? '9' : '0';
-    *p++ = '"';
-    return (size_t)(p - dst);
-}
-
-/* Decodes UTF-8 into code points (scratch holds uint32_t). -1 on invalid input, else count. */
-static int64_t utf8_decode(const uint8_t *s, size_t n, uint32_t *out) {
-    size_t i = 0;
-    int64_t k = 0;
-    while (i < n) {
-        uint32_t c = s[i];
-        if (c < 0x80) { out[k++] = c; i++; continue; }
-        int extra;
-        uint32_t min;
-        if ((c & 0xe0) == 0xc0) { extra = 1; c &= 0x1f; min = 0x80; }
-        else if ((c & 0xf0) == 0xe0) { extra = 2; c &= 0x0f; min = 0x800; }
-        else if ((c & 0xf8) == 0xf0) { extra = 3; c &= 0x07; min = 0x10000; }
-        else return -1;
-        if ((size_t)extra >= n - i)
-            return -1;
-        for (int j = 1; j <= extra; j++) {
-            uint8_t cc = s[i + (size_t)j];
-            if ((cc & 0xc0) != 0x80)
-                return -1;
-            c = (c << 6) | (cc & 0x3f);
-        }
-        if (c < min || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff))
-            return -1;
-        out[k++] = c;
-        i += (size_t)extra + 1;
-    }
-    return k;
-}
-
-static int utf8_valid(const char *s, size_t n, bw_buf *scratch) {
-    size_t i = 0;
-    while (i < n && (unsigned char)s[i] < 0x80)
-        i++;
-    if (i == n)
-        return 1;
-    if (bw_buf_reserve(scratch, n * sizeof(uint32_t)) < 0)
-        return -1;
-    return utf8_decode((const uint8_t *)s + i, n - i, (uint32_t *)scratch->data) >= 0;
-}
-
-int bw_json_string_utf8_ascii(bw_buf *out, const char *s, size_t n, bw_buf *scratch) {
-    size_t i = 0;
-    while (i < n && (unsigned char)s[i] < 0x80)
-        i++;
-    if (i == n) /* ASCII: the Latin-1 writer escapes exactly as json does */
-        return bw_json_string_ucs1(out, (const uint8_t *)s, n);
-    scratch->len = 0;
-    if (bw_buf_reserve(scratch, n * sizeof(uint32_t)) < 0)
-        return -1;
-    uint32_t *units = (uint32_t *)scratch->data;
-    int64_t k = utf8_decode((const uint8_t *)s, n, units);
-    if (k < 0)
-        return -2;
-    return bw_json_string_ucs4(out, units, (size_t)k);
+    int32_t micros = (int32_t)(c->per_second >= 1000000 ? sub / (c->per_second / 1000000)
+                                                         : sub * (1000000 / c->per_second));
+    return bw_civil_time_from_epoch(s + c->tz_offset, micros, t);
 }
 
 /* ------------------------------------------------------------------ validation */
@@ -208,7 +117,7 @@ static int utf8_all_space(const char *text, size_t n) {
     return 1;
 }
 
-static int validate_id(const bw_batch_plan *p, bw_batch_error *err, bw_buf *scratch) {
+static int validate_id(const bw_batch_plan *p, bw_batch_error *err) {
     const bw_col *c = &p->id;
     for (int64_t r = 0; r < p->length; r++) {
         if (is_null(c, r))
@@ -222,10 +131,7 @@ static int validate_id(const bw_batch_plan *p, bw_batch_error *err, bw_buf *scra
             return fail(err, c, r, 0, "empty id", 0, 0);
         if ((n > 0 && s[n - 1] == '|') || (n == 0 && p->prefix_len > 0 && p->prefix[p->prefix_len - 1] == '|'))
             return fail(err, c, r, 0, "id ends with '|' (the server would generate the id)", 0, 0);
-        int ok = utf8_valid(s, n, scratch);
-        if (ok < 0)
-            return fail(err, c, r, 0, "out of memory", 0, 0);
-        if (!ok)
+        if (!bw_utf8_valid(s, n))
             return fail(err, c, r, 0, "id is not valid UTF-8", 0, 0);
         if (p->prefix_blank && utf8_all_space(s, n))
             return fail(err, c, r, 0, "id is only whitespace", 0, 0);
@@ -258,15 +164,7 @@ static int validate_vector(const bw_col *c, bw_batch_error *err) {
 }
 
 int bw_batch_validate(const bw_batch_plan *p, bw_batch_error *err) {
-    bw_buf scratch;
-    if (bw_buf_init(&scratch, 64) < 0) {
-        err->row = -1;
-        err->column = p->id.name;
-        err->is_type_error = 0;
-        snprintf(err->message, sizeof err->message, "out of memory");
-        return -1;
-    }
-    int rc = validate_id(p, err, &scratch);
+    int rc = validate_id(p, err);
     for (size_t f = 0; rc == 0 && f < p->n_fields; f++) {
         const bw_col *c = &p->fields[f];
         if (c->kind == BW_COL_VECTOR) {
@@ -278,64 +176,32 @@ int bw_batch_validate(const bw_batch_plan *p, bw_batch_error *err) {
                 const char *s;
                 size_t n;
                 string_at(c, r, &s, &n);
-                int ok = utf8_valid(s, n, &scratch);
-                if (ok <= 0)
-                    rc = fail(err, c, r, 0, ok < 0 ? "out of memory" : "string is not valid UTF-8", 0, 0);
+                if (!bw_utf8_valid(s, n))
+                    rc = fail(err, c, r, 0, "string is not valid UTF-8", 0, 0);
             }
         } else if (c->kind == BW_COL_TIMESTAMP) {
-            char text[40];
             for (int64_t r = 0; rc == 0 && r < p->length; r++) {
-                if (is_null(c, r))
-                    continue;
-                int64_t s;
-                int32_t us;
-                timestamp_at(c, r, &s, &us);
-                if (bw_datetime_text(s, us, 1, text) == 0)
+                bw_civil_time t;
+                if (!is_null(c, r) && timestamp_at(c, r, &t) < 0)
                     rc = fail(err, c, r, 0, "timestamp %lld is outside datetime's years 1..9999",
                               (long long)int_value(c, r), 0);
             }
         }
     }
-    bw_buf_free(&scratch);
     return rc;
 }
 
 /* ------------------------------------------------------------------ writing */
 
-#define ELEMENT_ROOM (BW_FLOAT_TEXT_MAX + 2)
-
 static int write_vector(const bw_col *c, int64_t row, int shortest, bw_buf *out) {
     int64_t first = 0, count = 0;
     bw_arrow_vectors_row(&c->vec, row, &first, &count); /* validated: not null */
-    if (bw_buf_reserve(out, (size_t)count * ELEMENT_ROOM + 2) < 0)
-        return -1;
-    char *dst = bw_buf_tail(out), *p = dst;
-    *p++ = '[';
-    if (c->vec.value_format == 'g') {
-        const double *v = (const double *)(const void *)c->vec.values + first;
-        for (int64_t j = 0; j < count; j++) {
-            if (j) { *p++ = ','; *p++ = ' '; }
-            p += bw_double_to_text(v[j], p);
-        }
-    } else if (shortest) {
-        const float *v = (const float *)(const void *)c->vec.values + first;
-        for (int64_t j = 0; j < count; j++) {
-            if (j) { *p++ = ','; *p++ = ' '; }
-            p += bw_float32_to_text(v[j], p);
-        }
-    } else {
-        const float *v = (const float *)(const void *)c->vec.values + first;
-        for (int64_t j = 0; j < count; j++) {
-            if (j) { *p++ = ','; *p++ = ' '; }
-            p += bw_double_to_text((double)v[j], p);
-        }
-    }
-    *p++ = ']';
-    out->len += (size_t)(p - dst);
-    return 0;
+    bw_num_type type = c->vec.value_format == 'g' ? BW_NUM_F64 : BW_NUM_F32;
+    return bw_json_array(out, type, c->vec.values + first * c->vec.value_width, (size_t)count,
+                         c->vec.value_width, 0, shortest);
 }
 
-static int write_value(const bw_col *c, int64_t row, int shortest, bw_buf *out, bw_buf *scratch) {
+static int write_value(const bw_col *c, int64_t row, int shortest, bw_buf *out) {
     if (c->kind == BW_COL_NULL || is_null(c, row))
         return BW_BUF_APPEND_LITERAL(out, "null");
     if (bw_buf_reserve(out, 40) < 0)
@@ -351,7 +217,7 @@ static int write_value(const bw_col *c, int64_t row, int shortest, bw_buf *out, 
     case BW_COL_FLOAT32: {
         float v;
         memcpy(&v, (const char *)c->values + (c->offset + row) * 4, 4);
-        out->len += bw_double_to_text((double)v, dst);
+        out->len += bw_float32_text(v, 0, dst); /* widened, as float32.item() gives it */
         return 0;
     }
     case BW_COL_FLOAT64: {
@@ -368,10 +234,9 @@ static int write_value(const bw_col *c, int64_t row, int shortest, bw_buf *out, 
         }
         return 0;
     case BW_COL_TIMESTAMP: {
-        int64_t s;
-        int32_t us;
-        timestamp_at(c, row, &s, &us);
-        out->len += bw_datetime_text(s, us, !c->has_tz, dst);
+        bw_civil_time t;
+        (void)timestamp_at(c, row, &t); /* validated: in range */
+        out->len += bw_datetime_text(&t, !c->has_tz, dst);
         return 0;
     }
     case BW_COL_UTF8:
@@ -379,7 +244,7 @@ static int write_value(const bw_col *c, int64_t row, int shortest, bw_buf *out, 
         const char *s;
         size_t n;
         string_at(c, row, &s, &n);
-        return bw_json_string_utf8_ascii(out, s, n, scratch) == -1 ? -1 : 0;
+        return bw_json_string_utf8_ascii(out, s, n) == -1 ? -1 : 0;
     }
     case BW_COL_VECTOR:
         return write_vector(c, row, shortest, out);
@@ -388,9 +253,9 @@ static int write_value(const bw_col *c, int64_t row, int shortest, bw_buf *out, 
     }
 }
 
-int bw_batch_write_row(const bw_batch_plan *p, int64_t row, bw_buf *out, bw_buf *scratch) {
-    /* {"Id":"<prefix><id>","Type":"PUT","Document":{ */
-    if (BW_BUF_APPEND_LITERAL(out, "{\"Id\":\"") < 0 || bw_buf_append(out, p->prefix, p->prefix_len) < 0)
+int bw_batch_write_row(const bw_batch_plan *p, int64_t row, bw_buf *out) {
+    if (bw_put_command_open(out) < 0 || bw_buf_append(out, "\"", 1) < 0 ||
+        bw_buf_append(out, p->prefix, p->prefix_len) < 0)
         return -1;
     const bw_col *id = &p->id;
     if (id->kind == BW_COL_INT || id->kind == BW_COL_UINT) {
@@ -405,22 +270,23 @@ int bw_batch_write_row(const bw_batch_plan *p, int64_t row, bw_buf *out, bw_buf 
         string_at(id, row, &s, &n);
         /* escape without the quotes: write the quoted form, then drop both quotes */
         size_t at = out->len;
-        if (bw_json_string_utf8_ascii(out, s, n, scratch) != 0)
+        if (bw_json_string_utf8_ascii(out, s, n) != 0)
             return -1;
         memmove(out->data + at, out->data + at + 1, out->len - at - 2);
         out->len -= 2;
     }
-    if (BW_BUF_APPEND_LITERAL(out, "\",\"Type\":\"PUT\",\"Document\":{") < 0)
+    if (bw_buf_append(out, "\"", 1) < 0 || bw_put_command_document(out) < 0 ||
+        bw_buf_append(out, "{", 1) < 0)
         return -1;
     for (size_t f = 0; f < p->n_fields; f++) {
         const bw_col *c = &p->fields[f];
-        if (bw_buf_append(out, c->key, c->key_len) < 0 ||
-            write_value(c, row, p->float32_shortest, out, scratch) < 0 ||
-            BW_BUF_APPEND_LITERAL(out, ", ") < 0)
+        if ((f > 0 && BW_BUF_APPEND_LITERAL(out, ", ") < 0) ||
+            bw_buf_append(out, c->key, c->key_len) < 0 ||
+            write_value(c, row, p->float32_shortest, out) < 0)
             return -1;
     }
-    if (BW_BUF_APPEND_LITERAL(out, "\"@metadata\": ") < 0 ||
-        bw_buf_append(out, p->metadata, p->metadata_len) < 0 || BW_BUF_APPEND_LITERAL(out, "}}") < 0)
+    if (bw_put_command_metadata(out, p->n_fields > 0) < 0 ||
+        bw_buf_append(out, p->metadata, p->metadata_len) < 0 || bw_put_command_close(out) < 0)
         return -1;
     return 0;
 }

@@ -75,15 +75,6 @@ typedef struct {
 int bw_batch_validate(const bw_batch_plan *plan, bw_batch_error *err);
 
 /* Appends row `row`'s command (no separator). The plan must have passed bw_batch_validate.
-   `scratch` is a reusable buffer for decoding non-ASCII strings. 0, or -1 out of memory. */
-int bw_batch_write_row(const bw_batch_plan *plan, int64_t row, bw_buf *out, bw_buf *scratch);
-
-/* JSON string of UTF-8 text with json.dumps's ensure_ascii escaping, quotes included.
-   0, -1 out of memory, -2 invalid UTF-8 (out unchanged in length). */
-int bw_json_string_utf8_ascii(bw_buf *out, const char *s, size_t n, bw_buf *scratch);
-
-/* Entity-conventions datetime text ("%Y-%m-%dT%H:%M:%S.%f" + '0') of a wall-clock time
-   given as seconds and microseconds since 1970-01-01, quotes included. Needs 32 bytes
-   reserved. Returns bytes written, or 0 when the year is outside 1..9999. */
-size_t bw_datetime_text(int64_t seconds, int32_t micros, int naive, char *dst);
+   0, or -1 out of memory. */
+int bw_batch_write_row(const bw_batch_plan *plan, int64_t row, bw_buf *out);
 #endif

@@ -1,6 +1,7 @@
 #include "py_bulk_writer.h"
 
 #include "buffer_pool.h"
+#include "put_command.h"
 
 #include <stdlib.h>
 
@@ -49,10 +50,6 @@ static int ensure_buffer(bw_bulk_writer *w) {
     return 0;
 }
 
-#define PREFIX_ID "{\"Id\":"
-#define PREFIX_DOC ",\"Type\":\"PUT\",\"Document\":"
-#define METADATA_KEY "\"@metadata\": "
-
 int bw_bulk_writer_put(bw_bulk_writer *w, PyObject *id, PyObject *entity, PyObject *metadata,
                        PyObject *skip_keys) {
     if (w->finished) {
@@ -72,27 +69,20 @@ int bw_bulk_writer_put(bw_bulk_writer *w, PyObject *id, PyObject *entity, PyObje
     bw_walker_init(walker, &w->opts, out);
     Py_ssize_t members = 0;
 
-    /* '[' or ',' then the envelope; the walker writes the id as a JSON string */
-    if (bw_buf_reserve(out, 1 + sizeof(PREFIX_ID)) < 0)
+    /* '[' or ',' then the command; the walker writes the id as a JSON string */
+    if (bw_buf_append(out, w->started ? "," : "[", 1) < 0 || bw_put_command_open(out) < 0)
         goto nomem;
-    bw_buf_putc(out, w->started ? ',' : '[');
-    bw_buf_put(out, PREFIX_ID, sizeof(PREFIX_ID) - 1);
     if (bw_walk(walker, id) < 0)
         goto error;
-    if (BW_BUF_APPEND_LITERAL(out, PREFIX_DOC) < 0)
+    if (bw_put_command_document(out) < 0)
         goto nomem;
     if (bw_walk_open_object(walker, entity, skip_keys, &members) < 0)
         goto error;
-    if (bw_buf_reserve(out, 2 + sizeof(METADATA_KEY)) < 0)
+    if (bw_put_command_metadata(out, members > 0) < 0)
         goto nomem;
-    if (members > 0) {
-        bw_buf_putc(out, ',');
-        bw_buf_putc(out, ' ');
-    }
-    bw_buf_put(out, METADATA_KEY, sizeof(METADATA_KEY) - 1);
     if (bw_walk(walker, metadata) < 0)
         goto error;
-    if (BW_BUF_APPEND_LITERAL(out, "}}") < 0)
+    if (bw_put_command_close(out) < 0)
         goto nomem;
     w->started = 1;
     w->commands++;

@@ -13,8 +13,10 @@
 #include <string.h>
 
 #include "encode_batch.h"
+#include "json_string.h"
 #include "py_arrow.h"
 #include "py_encode_batch.h"
+#include "py_float32_mode.h"
 
 /* One record batch being encoded: its struct array (owned, moved out of the import path),
    and the plan over it. */
@@ -33,14 +35,12 @@ static int set_type_error(const char *column, const char *format, const char *wh
 
 /* `"<escaped name>": `, malloc'd. */
 static int make_key(bw_col *c) {
-    bw_buf key, scratch;
-    if (bw_buf_init(&key, 32) < 0 || bw_buf_init(&scratch, 32) < 0) {
-        bw_buf_free(&key);
+    bw_buf key;
+    if (bw_buf_init(&key, 32) < 0) {
         PyErr_NoMemory();
         return -1;
     }
-    int rc = bw_json_string_utf8_ascii(&key, c->name, strlen(c->name), &scratch);
-    bw_buf_free(&scratch);
+    int rc = bw_json_string_utf8_ascii(&key, c->name, strlen(c->name));
     if (rc == -2) {
         bw_buf_free(&key);
         PyErr_SetString(PyExc_ValueError, "a column name is not valid UTF-8");
@@ -299,10 +299,9 @@ static int flush(bw_buf *out, PyObject *list) {
 
 /* Writes the rows of every part; commands after the first of the body get a ','. */
 static int write_parts(batch_part *parts, size_t n_parts, int first, Py_ssize_t chunk_size, PyObject *list) {
-    bw_buf out, scratch;
+    bw_buf out;
     size_t cap = (size_t)chunk_size + (chunk_size / 4) + 4096;
-    if (bw_buf_init(&out, cap) < 0 || bw_buf_init(&scratch, 256) < 0) {
-        bw_buf_free(&out);
+    if (bw_buf_init(&out, cap) < 0) {
         PyErr_NoMemory();
         return -1;
     }
@@ -313,7 +312,7 @@ static int write_parts(batch_part *parts, size_t n_parts, int first, Py_ssize_t 
         while (rc == 0 && row < p->length) {
             Py_BEGIN_ALLOW_THREADS
             for (; row < p->length && out.len < (size_t)chunk_size; row++) {
-                if ((!first && bw_buf_append(&out, ",", 1) < 0) || bw_batch_write_row(p, row, &out, &scratch) < 0) {
+                if ((!first && bw_buf_append(&out, ",", 1) < 0) || bw_batch_write_row(p, row, &out) < 0) {
                     rc = -1;
                     break;
                 }
@@ -330,7 +329,6 @@ static int write_parts(batch_part *parts, size_t n_parts, int first, Py_ssize_t 
     if (rc == 0 && out.len > 0)
         rc = flush(&out, list);
     bw_buf_free(&out);
-    bw_buf_free(&scratch);
     return rc;
 }
 
@@ -339,13 +337,15 @@ static PyObject *module_encode_batch(PyObject *module, PyObject *args, PyObject 
     static char *kwlist[] = {"batch", "id_column", "fields", "vector_column", "id_prefix", "metadata",
                              "float32", "dim", "first", "row_base", "chunk_size", NULL};
     PyObject *batch, *fields_arg, *vector_obj = Py_None, *prefix_obj = NULL;
-    const char *id_column, *float32 = "widen";
+    const char *id_column;
     Py_buffer metadata = {0};
     long long dim = -1, row_base = 0;
     int first = 0;
     Py_ssize_t chunk_size = 1 << 20;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OsO|$OUy*sLpLn", kwlist, &batch, &id_column, &fields_arg,
-                                     &vector_obj, &prefix_obj, &metadata, &float32, &dim, &first, &row_base,
+    int shortest = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OsO|$OUy*O&LpLn", kwlist, &batch, &id_column,
+                                     &fields_arg, &vector_obj, &prefix_obj, &metadata,
+                                     bw_float32_mode_converter, &shortest, &dim, &first, &row_base,
                                      &chunk_size))
         return NULL;
     PyObject *result = NULL, *fields = NULL;
@@ -353,18 +353,11 @@ static PyObject *module_encode_batch(PyObject *module, PyObject *args, PyObject 
     int opened = 0;
     batch_part *parts = NULL;
     size_t n_parts = 0, cap_parts = 0;
-    bw_buf prefix = {0}, scratch = {0};
+    bw_buf prefix = {0};
     options o = {0};
     o.id_column = id_column;
     o.dim = dim;
-    if (strcmp(float32, "widen") == 0) {
-        o.shortest = 0;
-    } else if (strcmp(float32, "shortest") == 0) {
-        o.shortest = 1;
-    } else {
-        PyErr_Format(PyExc_ValueError, "float32 must be 'widen' or 'shortest', not '%s'", float32);
-        goto done;
-    }
+    o.shortest = shortest;
     if (chunk_size <= 0) {
         PyErr_SetString(PyExc_ValueError, "chunk_size must be positive");
         goto done;
@@ -412,7 +405,7 @@ static PyObject *module_encode_batch(PyObject *module, PyObject *args, PyObject 
         }
     }
     o.fields = fields;
-    if (bw_buf_init(&prefix, 32) < 0 || bw_buf_init(&scratch, 32) < 0) {
+    if (bw_buf_init(&prefix, 32) < 0) {
         PyErr_NoMemory();
         goto done;
     }
@@ -421,7 +414,7 @@ static PyObject *module_encode_batch(PyObject *module, PyObject *args, PyObject 
         const char *s = PyUnicode_AsUTF8AndSize(prefix_obj, &n);
         if (s == NULL)
             goto done;
-        if (bw_json_string_utf8_ascii(&prefix, s, (size_t)n, &scratch) != 0) {
+        if (bw_json_string_utf8_ascii(&prefix, s, (size_t)n) != 0) {
             PyErr_NoMemory();
             goto done;
         }
@@ -485,7 +478,6 @@ done:
         bw_arrow_source_close(&src);
     Py_XDECREF(fields);
     bw_buf_free(&prefix);
-    bw_buf_free(&scratch);
     if (metadata.buf != NULL)
         PyBuffer_Release(&metadata);
     return result;

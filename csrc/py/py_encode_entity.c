@@ -3,6 +3,7 @@
 
 #include <datetime.h>
 
+#include "datetime_text.h"
 #include "int_text.h"
 
 static PyObject *enum_base;      /* enum.Enum */
@@ -29,37 +30,17 @@ int bw_entity_init(void) {
     return 0;
 }
 
-/* "%Y-%m-%dT%H:%M:%S.%f" and one more digit: '0', or '9' for datetime.max (naive). The
-   year is not zero-padded, as glibc's strftime writes it. tzinfo is ignored. */
+/* datetime_text.h's text of the wall clock; tzinfo only decides whether it is naive. */
 static int write_datetime(bw_buf *out, PyObject *dt) {
-    int year = PyDateTime_GET_YEAR(dt), month = PyDateTime_GET_MONTH(dt);
-    int day = PyDateTime_GET_DAY(dt), hour = PyDateTime_DATE_GET_HOUR(dt);
-    int minute = PyDateTime_DATE_GET_MINUTE(dt), second = PyDateTime_DATE_GET_SECOND(dt);
-    int micro = PyDateTime_DATE_GET_MICROSECOND(dt);
+    bw_civil_time t = {
+        .year = PyDateTime_GET_YEAR(dt), .month = PyDateTime_GET_MONTH(dt),
+        .day = PyDateTime_GET_DAY(dt), .hour = PyDateTime_DATE_GET_HOUR(dt),
+        .minute = PyDateTime_DATE_GET_MINUTE(dt), .second = PyDateTime_DATE_GET_SECOND(dt),
+        .microsecond = PyDateTime_DATE_GET_MICROSECOND(dt)};
     int naive = !((_PyDateTime_BaseTZInfo *)dt)->hastzinfo;
-    int is_max = naive && year == 9999 && month == 12 && day == 31 && hour == 23 &&
-                 minute == 59 && second == 59 && micro == 999999;
-    if (bw_buf_reserve(out, 32) < 0)
+    if (bw_buf_reserve(out, BW_DATETIME_TEXT_MAX) < 0)
         return bw_out_of_memory();
-    char *p = bw_buf_tail(out);
-    char *start = p;
-    *p++ = '"';
-    p += bw_u64_to_text((uint64_t)year, p);
-    *p++ = '-';
-    bw_u32_to_fixed((uint32_t)month, 2, p), p += 2;
-    *p++ = '-';
-    bw_u32_to_fixed((uint32_t)day, 2, p), p += 2;
-    *p++ = 'T';
-    bw_u32_to_fixed((uint32_t)hour, 2, p), p += 2;
-    *p++ = ':';
-    bw_u32_to_fixed((uint32_t)minute, 2, p), p += 2;
-    *p++ = ':';
-    bw_u32_to_fixed((uint32_t)second, 2, p), p += 2;
-    *p++ = '.';
-    bw_u32_to_fixed((uint32_t)micro, 6, p), p += 6;
-    *p++ = is_max ? '9' : '0';
-    *p++ = '"';
-    out->len += (size_t)(p - start);
+    out->len += bw_datetime_text(&t, naive, bw_buf_tail(out));
     return 0;
 }
 

@@ -3,147 +3,52 @@
 #include "py_numpy.h"
 #include "py_encoder.h"
 
-#include "float_text.h"
-#include "int_text.h"
+#include "json_array.h"
 
-#include <math.h>
-
-/* IEEE binary16 -> double, exact (every half is a double); saves linking npymath. */
-static double half_to_double(uint16_t h) {
-    int sign = h >> 15, exponent = (h >> 10) & 0x1f, mantissa = h & 0x3ff;
-    double magnitude;
-    if (exponent == 0)
-        magnitude = ldexp((double)mantissa, -24);
-    else if (exponent == 31)
-        magnitude = mantissa ? NAN : INFINITY;
-    else
-        magnitude = ldexp((double)(mantissa | 0x400), exponent - 25);
-    return sign ? -magnitude : magnitude;
-}
-
-/* Dtypes written straight from memory (either byte order). */
-static int is_direct_type(int type_num) {
+/* The element type of a dtype written straight from memory (either byte order): 0, or -1
+   for the other dtypes. NumPy's C integer types are named by C type, whose sizes vary. */
+#define INTEGER_OF_SIZE(size, prefix) \
+    ((size) == 1 ? prefix##8 : (size) == 2 ? prefix##16 : (size) == 4 ? prefix##32 : prefix##64)
+static int direct_type(int type_num, bw_num_type *type) {
     switch (type_num) {
-    case NPY_BOOL:
-    case NPY_BYTE: case NPY_UBYTE: case NPY_SHORT: case NPY_USHORT:
-    case NPY_INT: case NPY_UINT: case NPY_LONG: case NPY_ULONG:
-    case NPY_LONGLONG: case NPY_ULONGLONG:
-    case NPY_HALF: case NPY_FLOAT: case NPY_DOUBLE:
-        return 1;
-    default:
-        return 0;
+    case NPY_BOOL: *type = BW_NUM_BOOL; return 0;
+    case NPY_BYTE: *type = INTEGER_OF_SIZE(sizeof(npy_byte), BW_NUM_I); return 0;
+    case NPY_SHORT: *type = INTEGER_OF_SIZE(sizeof(npy_short), BW_NUM_I); return 0;
+    case NPY_INT: *type = INTEGER_OF_SIZE(sizeof(npy_int), BW_NUM_I); return 0;
+    case NPY_LONG: *type = INTEGER_OF_SIZE(sizeof(npy_long), BW_NUM_I); return 0;
+    case NPY_LONGLONG: *type = INTEGER_OF_SIZE(sizeof(npy_longlong), BW_NUM_I); return 0;
+    case NPY_UBYTE: *type = INTEGER_OF_SIZE(sizeof(npy_ubyte), BW_NUM_U); return 0;
+    case NPY_USHORT: *type = INTEGER_OF_SIZE(sizeof(npy_ushort), BW_NUM_U); return 0;
+    case NPY_UINT: *type = INTEGER_OF_SIZE(sizeof(npy_uint), BW_NUM_U); return 0;
+    case NPY_ULONG: *type = INTEGER_OF_SIZE(sizeof(npy_ulong), BW_NUM_U); return 0;
+    case NPY_ULONGLONG: *type = INTEGER_OF_SIZE(sizeof(npy_ulonglong), BW_NUM_U); return 0;
+    case NPY_HALF: *type = BW_NUM_F16; return 0;
+    case NPY_FLOAT: *type = BW_NUM_F32; return 0;
+    case NPY_DOUBLE: *type = BW_NUM_F64; return 0;
+    default: return -1;
     }
 }
-
-/* One element of a direct dtype; room for it must already be reserved. Unaligned arrays
-   are allowed, hence memcpy. */
-static inline void put_element(bw_buf *out, int type_num, const char *p, int shortest) {
-    char *dst = bw_buf_tail(out);
-    switch (type_num) {
-    case NPY_BOOL:
-        if (*p) { memcpy(dst, "true", 4); out->len += 4; }
-        else { memcpy(dst, "false", 5); out->len += 5; }
-        return;
-#define SIGNED_CASE(num, ctype) \
-    case num: { ctype v; memcpy(&v, p, sizeof v); out->len += bw_i64_to_text((int64_t)v, dst); return; }
-#define UNSIGNED_CASE(num, ctype) \
-    case num: { ctype v; memcpy(&v, p, sizeof v); out->len += bw_u64_to_text((uint64_t)v, dst); return; }
-    SIGNED_CASE(NPY_BYTE, npy_byte)
-    SIGNED_CASE(NPY_SHORT, npy_short)
-    SIGNED_CASE(NPY_INT, npy_int)
-    SIGNED_CASE(NPY_LONG, npy_long)
-    SIGNED_CASE(NPY_LONGLONG, npy_longlong)
-    UNSIGNED_CASE(NPY_UBYTE, npy_ubyte)
-    UNSIGNED_CASE(NPY_USHORT, npy_ushort)
-    UNSIGNED_CASE(NPY_UINT, npy_uint)
-    UNSIGNED_CASE(NPY_ULONG, npy_ulong)
-    UNSIGNED_CASE(NPY_ULONGLONG, npy_ulonglong)
-#undef SIGNED_CASE
-#undef UNSIGNED_CASE
-    case NPY_HALF: {
-        npy_half v;
-        memcpy(&v, p, sizeof v);
-        out->len += bw_double_to_text(half_to_double(v), dst);
-        return;
-    }
-    case NPY_FLOAT: {
-        float v;
-        memcpy(&v, p, sizeof v);
-        out->len += shortest ? bw_float32_to_text(v, dst) : bw_double_to_text((double)v, dst);
-        return;
-    }
-    default: { /* NPY_DOUBLE */
-        double v;
-        memcpy(&v, p, sizeof v);
-        out->len += bw_double_to_text(v, dst);
-        return;
-    }
-    }
-}
-
-/* Every direct element fits in this (float text is the longest), plus ", ". */
-#define ELEMENT_ROOM (BW_FLOAT_TEXT_MAX + 2)
-
-/* Reverses the element at p into a native-order copy (byte-swapped arrays). */
-static inline const char *native_copy(const char *p, int itemsize, char *tmp) {
-    for (int i = 0; i < itemsize; i++)
-        tmp[i] = p[itemsize - 1 - i];
-    return tmp;
-}
-
-static int write_direct_row(bw_walker *w, int type_num, const char *p, npy_intp n,
-                            npy_intp stride, int swapped, int itemsize) {
-    bw_buf *out = w->out;
-    int shortest = w->opts->float32_shortest;
-    if ((size_t)n > (SIZE_MAX - 2) / ELEMENT_ROOM || bw_buf_reserve(out, (size_t)n * ELEMENT_ROOM + 2) < 0)
-        return bw_out_of_memory();
-    bw_buf_putc(out, '[');
-    /* The two embedding dtypes get loops of their own: no per-element type switch. */
-    if (swapped) {
-        char tmp[8];
-        for (npy_intp i = 0; i < n; i++, p += stride) {
-            if (i) { bw_buf_putc(out, ','); bw_buf_putc(out, ' '); }
-            put_element(out, type_num, native_copy(p, itemsize, tmp), shortest);
-        }
-    } else if (type_num == NPY_FLOAT && !shortest) {
-        for (npy_intp i = 0; i < n; i++, p += stride) {
-            float v;
-            memcpy(&v, p, sizeof v);
-            if (i) { bw_buf_putc(out, ','); bw_buf_putc(out, ' '); }
-            out->len += bw_double_to_text((double)v, bw_buf_tail(out));
-        }
-    } else if (type_num == NPY_DOUBLE) {
-        for (npy_intp i = 0; i < n; i++, p += stride) {
-            double v;
-            memcpy(&v, p, sizeof v);
-            if (i) { bw_buf_putc(out, ','); bw_buf_putc(out, ' '); }
-            out->len += bw_double_to_text(v, bw_buf_tail(out));
-        }
-    } else {
-        for (npy_intp i = 0; i < n; i++, p += stride) {
-            if (i) { bw_buf_putc(out, ','); bw_buf_putc(out, ' '); }
-            put_element(out, type_num, p, shortest);
-        }
-    }
-    bw_buf_putc(out, ']');
-    return 0;
-}
+#undef INTEGER_OF_SIZE
 
 /* Direct dtypes only: the rows are read from memory while no Python code runs, so the data
    pointer cannot go stale. */
-static int write_direct_dimension(bw_walker *w, PyArrayObject *arr, int dim, const char *p) {
+static int write_direct_dimension(bw_walker *w, PyArrayObject *arr, bw_num_type type, int dim,
+                                  const char *p) {
     npy_intp n = PyArray_DIM(arr, dim);
     npy_intp stride = PyArray_STRIDE(arr, dim);
-    if (dim == PyArray_NDIM(arr) - 1)
-        return write_direct_row(w, PyArray_TYPE(arr), p, n, stride, !PyArray_ISNOTSWAPPED(arr),
-                                (int)PyArray_ITEMSIZE(arr));
     bw_buf *out = w->out;
+    if (dim == PyArray_NDIM(arr) - 1) {
+        if (bw_json_array(out, type, p, (size_t)n, stride, !PyArray_ISNOTSWAPPED(arr),
+                          w->opts->float32_shortest) < 0)
+            return bw_out_of_memory();
+        return 0;
+    }
     if (bw_buf_append(out, "[", 1) < 0)
         return bw_out_of_memory();
     for (npy_intp i = 0; i < n; i++, p += stride) {
         if (i > 0 && bw_buf_append(out, ", ", 2) < 0)
             return bw_out_of_memory();
-        if (write_direct_dimension(w, arr, dim + 1, p) < 0)
+        if (write_direct_dimension(w, arr, type, dim + 1, p) < 0)
             return -1;
     }
     if (bw_buf_append(out, "]", 1) < 0)
@@ -164,8 +69,9 @@ static int write_array(bw_walker *w, PyArrayObject *arr) {
     /* A subclass may override tolist(), which is what the round trip calls. */
     if (!PyArray_CheckExact(arr))
         return walk_produced(w, PyObject_CallMethod((PyObject *)arr, "tolist", NULL));
-    if (PyArray_NDIM(arr) > 0 && is_direct_type(PyArray_TYPE(arr)))
-        return write_direct_dimension(w, arr, 0, PyArray_DATA(arr));
+    bw_num_type type;
+    if (PyArray_NDIM(arr) > 0 && direct_type(PyArray_TYPE(arr), &type) == 0)
+        return write_direct_dimension(w, arr, type, 0, PyArray_DATA(arr));
     /* Other dtypes (object, strings, datetime64...) run Python code per element, and a hook
        on an element may resize or refill the array: the elements are taken as tolist()
        takes them, all at once when the array is reached, exactly what the round trip walks. */
@@ -178,12 +84,12 @@ static int write_scalar(bw_walker *w, PyObject *obj) {
         return -1;
     int type_num = descr->type_num;
     Py_DECREF(descr);
-    if (is_direct_type(type_num)) {
+    bw_num_type type;
+    if (direct_type(type_num, &type) == 0) {
         union { npy_longlong i; double d; char bytes[16]; } value;
         PyArray_ScalarAsCtype(obj, &value);
-        if (bw_buf_reserve(w->out, ELEMENT_ROOM) < 0)
+        if (bw_json_number(w->out, type, value.bytes, w->opts->float32_shortest) < 0)
             return bw_out_of_memory();
-        put_element(w->out, type_num, value.bytes, w->opts->float32_shortest);
         return 0;
     }
     PyObject *item = PyObject_CallMethod(obj, "item", NULL); /* new reference */

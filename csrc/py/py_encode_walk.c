@@ -3,6 +3,7 @@
 
 #include "float_text.h"
 #include "int_text.h"
+#include "json_array.h"
 #include "json_string.h"
 
 #if defined(__linux__) || defined(__APPLE__)
@@ -149,14 +150,6 @@ int bw_write_double(bw_buf *out, double v) {
     return 0;
 }
 
-int bw_write_float32(bw_buf *out, float v, int shortest) {
-    if (bw_buf_reserve(out, BW_FLOAT_TEXT_MAX) < 0)
-        return bw_out_of_memory();
-    out->len += shortest ? bw_float32_to_text(v, bw_buf_tail(out))
-                         : bw_double_to_text((double)v, bw_buf_tail(out));
-    return 0;
-}
-
 int bw_write_long(bw_buf *out, PyObject *value) {
     int overflow = 0;
     long long small = PyLong_AsLongLongAndOverflow(value, &overflow);
@@ -245,7 +238,7 @@ static ALWAYS_INLINE int write_items(bw_walker *w, PyObject *marker, PyObject *s
         if (i >= size)
             break;
         PyObject *item = is_list ? PyList_GET_ITEM(seq, i) : PyTuple_GET_ITEM(seq, i);
-        if (bw_buf_reserve(out, 2 + BW_FLOAT_TEXT_MAX) < 0)
+        if (bw_buf_reserve(out, BW_JSON_ELEMENT_ROOM) < 0)
             goto nomem;
         if (i > 0) {
             bw_buf_putc(out, ',');
@@ -256,7 +249,7 @@ static ALWAYS_INLINE int write_items(bw_walker *w, PyObject *marker, PyObject *s
                run ends (no call, no new object), so the sequence cannot change under it and
                its room is reserved once. */
             out->len += bw_double_to_text(PyFloat_AS_DOUBLE(item), bw_buf_tail(out));
-            if (bw_buf_reserve(out, (size_t)(size - i - 1) * (2 + BW_FLOAT_TEXT_MAX)) < 0)
+            if (bw_buf_reserve(out, (size_t)(size - i - 1) * BW_JSON_ELEMENT_ROOM) < 0)
                 goto nomem;
             char *p = bw_buf_tail(out);
             PyObject *const *items = is_list ? ((PyListObject *)seq)->ob_item

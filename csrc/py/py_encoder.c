@@ -3,6 +3,8 @@
 
 #include <stddef.h>
 
+#include "py_float32_mode.h"
+
 /* ---- ENTITY: the sentinel that selects the built-in entity conventions ---- */
 
 static PyObject *EntityConventions_repr(PyObject *self) {
@@ -52,17 +54,8 @@ static int parse_options(bw_encode_options *opts, PyObject *default_hook, PyObje
         opts->ensure_ascii = ensure_ascii == Py_True;
     }
     opts->float32_shortest = 0;
-    if (float32 != NULL) {
-        if (PyUnicode_Check(float32) && PyUnicode_CompareWithASCIIString(float32, "widen") == 0) {
-            opts->float32_shortest = 0;
-        } else if (PyUnicode_Check(float32) &&
-                   PyUnicode_CompareWithASCIIString(float32, "shortest") == 0) {
-            opts->float32_shortest = 1;
-        } else {
-            PyErr_Format(PyExc_ValueError, "float32 must be 'widen' or 'shortest', not %R", float32);
-            return -1;
-        }
-    }
+    if (float32 != NULL && !bw_float32_mode_converter(float32, &opts->float32_shortest))
+        return -1;
     return 0;
 }
 
@@ -174,7 +167,7 @@ static PyObject *Encoder_get_ensure_ascii(EncoderObject *self, void *closure) {
 
 static PyObject *Encoder_get_float32(EncoderObject *self, void *closure) {
     (void)closure;
-    return PyUnicode_FromString(self->opts.float32_shortest ? "shortest" : "widen");
+    return bw_float32_mode_name(self->opts.float32_shortest);
 }
 
 static PyMethodDef Encoder_methods[] = {

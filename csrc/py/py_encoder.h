@@ -66,7 +66,6 @@ int bw_walker_enter(bw_walker *w, PyObject *obj); /* cycle, depth, stack check, 
 int bw_walker_check_stack(const bw_walker *w);
 static inline void bw_walker_leave(bw_walker *w) { w->depth--; }
 int bw_write_double(bw_buf *out, double v);
-int bw_write_float32(bw_buf *out, float v, int shortest);
 int bw_write_long(bw_buf *out, PyObject *value); /* int.__repr__ of an int (or subclass) */
 int bw_out_of_memory(void);                       /* sets MemoryError, returns -1 */
 

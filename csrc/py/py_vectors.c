@@ -3,6 +3,7 @@
 #include "py_vector_codec.h"
 
 #include "py_arrow.h"
+#include "py_float32_mode.h"
 #include "py_vectors.h"
 #include "vint.h"
 
@@ -157,19 +158,10 @@ static PyObject *VectorCodec_driver_deserialize(PyObject *self, PyObject *const 
 static PyObject *VectorCodec_to_json_many(PyObject *self, PyObject *args, PyObject *kwargs) {
     static char *kwlist[] = {"batch", "float32", NULL};
     PyObject *batch;
-    const char *float32 = "widen";
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$s:to_json_many", kwlist, &batch, &float32))
+    int shortest = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$O&:to_json_many", kwlist, &batch,
+                                     bw_float32_mode_converter, &shortest))
         return NULL;
-    int shortest;
-    if (strcmp(float32, "widen") == 0)
-        shortest = 0;
-    else if (strcmp(float32, "shortest") == 0)
-        shortest = 1;
-    else {
-        PyErr_Format(PyExc_ValueError, "float32 must be 'widen' or 'shortest', got '%.40s'",
-                     float32);
-        return NULL;
-    }
     return bw_vec_to_json_many((bw_vector_codec *)self, batch, shortest);
 }
 

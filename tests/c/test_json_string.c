@@ -118,5 +118,28 @@ TEST(random_strings_match_the_reference) {
     bw_buf_free(&b);
 }
 
+/* ensure_ascii over UTF-8 text: the same escapes as over the code points; malformed UTF-8
+   (as Python's strict decoder judges it) refused with nothing written. */
+TEST(utf8_text_with_ensure_ascii) {
+    bw_buf b;
+    CHECK_EQ(bw_buf_init(&b, 0), 0);
+    const char text[] = "a\"\x01\x7f\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\xe2\x80\xa8";
+    CHECK_EQ(bw_json_string_utf8_ascii(&b, text, sizeof text - 1), 0);
+    CHECK_BYTES(b.data, b.len,
+                "\"a\\\"\\u0001\\u007f\\u00e9\\u20ac\\ud83d\\ude00\\u2028\"");
+    CHECK(bw_utf8_valid(text, sizeof text - 1));
+    static const char *const malformed[] = {
+        "\xc0\x80", "\xed\xa0\x80", "\xf4\x90\x80\x80", "\xe2\x82", "\x80", "\xff", "ok\xc3",
+    };
+    for (size_t i = 0; i < sizeof malformed / sizeof *malformed; i++) {
+        size_t before = b.len;
+        CHECK_EQ(bw_json_string_utf8_ascii(&b, malformed[i], strlen(malformed[i])), -2);
+        CHECK_EQ(b.len, before);
+        CHECK(!bw_utf8_valid(malformed[i], strlen(malformed[i])));
+    }
+    bw_buf_free(&b);
+}
+
 RUN_TESTS(known_escapes, utf8_passes_non_ascii_and_del, appends_after_existing_content,
-          impossible_lengths_fail_without_writing, random_strings_match_the_reference)
+          impossible_lengths_fail_without_writing, random_strings_match_the_reference,
+          utf8_text_with_ensure_ascii)
