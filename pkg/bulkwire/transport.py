@@ -1,4 +1,4 @@
-"""HTTP/1.1 transport for the document database's bulk insert protocol (SPEC §3), on the
+"""HTTP/1.1 transport for the document database's bulk insert protocol (RavenDB's), on the
 standard library's ``http.client``.
 
 * ``GET  {url}/databases/{db}/operations/next-operation-id``  -> ``{"Id": n, "NodeTag": "A"}``
