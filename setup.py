@@ -1,7 +1,12 @@
-"""Builds bulkwire._core from csrc/*.c against the CPython and NumPy C APIs and zlib.
+"""Builds bulkwire._core from two layers of C, zlib and (when found) ISA-L.
 
-Extra compiler flags come from BULKWIRE_CFLAGS (CI uses it for -Werror and for the
-sanitizer build); BULKWIRE_LDFLAGS is appended to the link line.
+csrc/core/ knows no Python: it is compiled on its own into a static library with only
+csrc/core/ on the include path (no Python or NumPy headers), so a stray #include <Python.h>
+there breaks the build. csrc/py/ is the binding (the CPython and NumPy C APIs); it sees both
+directories and is linked with the core library into the extension module.
+
+Extra compiler flags come from BULKWIRE_CFLAGS and apply to both layers (CI uses it for
+-Werror and for the sanitizer build); BULKWIRE_LDFLAGS is appended to the link line.
 
 ISA-L (bulk insert's faster gzip backend) is linked when Debian's libisal-dev is found:
 the header <isa-l/igzip_lib.h> and a test program that links -lisal. BULKWIRE_ISAL=0
@@ -16,6 +21,11 @@ import tempfile
 
 import numpy
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+CORE_DIR = os.path.join("csrc", "core")
+PY_DIR = os.path.join("csrc", "py")
+CORE_LIBRARY = "bulkwire_core"
 
 extra_compile = ["-std=c11", "-O3", "-Wall", "-Wextra", "-fno-strict-aliasing"]
 extra_compile += shlex.split(os.environ.get("BULKWIRE_CFLAGS", ""))
@@ -44,21 +54,51 @@ def _have_isal() -> bool:
     return found
 
 
-libraries = ["z"]
-macros = [("NPY_NO_DEPRECATED_API", "NPY_1_22_API_VERSION")]
+# The core library comes first on the link line, so that the system libraries it needs are
+# still wanted when the linker reaches them (linkers that drop unneeded libraries).
+libraries = [CORE_LIBRARY, "z"]
+core_macros = []
 if _have_isal():
     libraries.append("isal")
-    macros.append(("BW_HAVE_ISAL", "1"))
+    core_macros.append(("BW_HAVE_ISAL", "1"))
+
+core_headers = sorted(glob.glob(os.path.join(CORE_DIR, "*.h")))
+core_library = (CORE_LIBRARY, {
+    "sources": sorted(glob.glob(os.path.join(CORE_DIR, "*.c"))),
+    "include_dirs": [CORE_DIR],  # the seal: no Python, no NumPy
+    "macros": core_macros,
+    "cflags": extra_compile,
+    "obj_deps": {"": core_headers},  # a changed header rebuilds every core object
+})
+
+
+class BuildExtWithCore(build_ext):
+    """build_ext that first builds the core library and relinks when it changed.
+
+    Plain build_ext links against libraries a build_clib run made but never runs it, so
+    `setup.py build_ext --inplace` alone would find no core library, or a stale one.
+    """
+
+    def run(self) -> None:
+        self.run_command("build_clib")
+        super().run()
+
+    def build_extension(self, ext: Extension) -> None:
+        clib = self.get_finalized_command("build_clib")
+        archive = os.path.join(clib.build_clib, self.compiler.library_filename(CORE_LIBRARY))
+        ext.depends = [*ext.depends, archive]
+        super().build_extension(ext)
+
 
 core = Extension(
     "bulkwire._core",
-    sources=sorted(glob.glob("csrc/*.c")),
-    depends=sorted(glob.glob("csrc/*.h")),
-    include_dirs=["csrc", numpy.get_include()],
+    sources=sorted(glob.glob(os.path.join(PY_DIR, "*.c"))),
+    depends=sorted(glob.glob(os.path.join(PY_DIR, "*.h"))) + core_headers,
+    include_dirs=[PY_DIR, CORE_DIR, numpy.get_include()],
     libraries=libraries,
-    define_macros=macros,
+    define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_22_API_VERSION")],
     extra_compile_args=extra_compile,
     extra_link_args=extra_link,
 )
 
-setup(ext_modules=[core])
+setup(ext_modules=[core], libraries=[core_library], cmdclass={"build_ext": BuildExtWithCore})

@@ -66,18 +66,47 @@ def run_bulkwire(path: str, out: str, gzip: bool, url: str | None) -> tuple[int,
     return r.rows, r.body_bytes, r.wire_bytes
 
 
+class _BaselineFile:
+    """The baseline's body file: each write one piece (gzip: compressed and sync-flushed)."""
+
+    def __init__(self, path: str, gzip: bool) -> None:
+        from bulkwire import _core
+        from bulkwire.compression import native_backend
+
+        self._file = open(path, "wb")
+        self._gzip = _core.GzipStream(backend=native_backend()) if gzip else None
+        self.wire_bytes = 0
+
+    def write(self, data: bytes) -> None:
+        if self._gzip is not None:
+            data = self._gzip.compress(data)
+            if data is None:
+                return
+        self._file.write(data)
+        self.wire_bytes += len(data)
+
+    def close(self) -> None:
+        if self._gzip is not None:
+            self.write_raw(self._gzip.finish())
+        self._file.close()
+
+    def write_raw(self, data: bytes) -> None:
+        self._file.write(data)
+        self.wire_bytes += len(data)
+
+
 def run_baseline(path: str, out: str, gzip: bool, url: str | None) -> tuple[int, int, int]:
     import numpy as np
     import pyarrow.parquet as pq
 
     from bulkwire.bulk import BulkInsert
-    from bulkwire.load import _FileSink, _gzip_backend
+    from bulkwire.compression import native_backend
 
     # server: 1 MiB runs of commands to BulkInsert.store_encoded (it writes '[', ',' and ']');
-    # file: the framed body, written 1 MiB at a time, as load_parquet's file target does
-    bulk = (BulkInsert(url, "bench", compress=_gzip_backend() if gzip else False, buffer_size=CHUNK)
+    # file: the framed body, written 1 MiB at a time (gzip: sync-flushed each time)
+    bulk = (BulkInsert(url, "bench", compress=native_backend() if gzip else False, buffer_size=CHUNK)
             if url else None)
-    sink = None if url else _FileSink(out, gzip)
+    sink = None if url else _BaselineFile(out, gzip)
     buf = bytearray() if url else bytearray(b"[")
     rows = body = pending = 0
     first = True

@@ -171,7 +171,7 @@ def main():
     bulkwire.cql.uninstall()
     table(f"decoding {m:,} × 768 float32", rows, ["driver deserialize (list of floats per row)"])
 
-    # float text comes from csrc/float_text.c (shared with the JSON encoder); these figures
+    # float text comes from csrc/core/float_text.c (shared with the JSON encoder); these figures
     # move with it
     a100 = a[:100]
     rows = [

@@ -173,7 +173,8 @@ def test_release_callbacks_free_the_buffers():
 
 def test_capsule_refcounts_and_memory():
     import sys
-    import tracemalloc
+
+    from _leaks import growth
     a = make(rows=50, dim=16)
     arr = fsl(a)
     ca = pa.chunked_array([arr, arr])
@@ -191,18 +192,10 @@ def test_capsule_refcounts_and_memory():
     for _ in range(20):
         work()
     refs = [sys.getrefcount(x) for x in (arr, ca, bad)]
-    tracemalloc.start()
-    for _ in range(40):
-        work()
-    gc.collect()
-    before = tracemalloc.get_traced_memory()[0]
-    for _ in range(40):
-        work()
-    gc.collect()
-    after = tracemalloc.get_traced_memory()[0]
-    tracemalloc.stop()
+    python, heap = growth(work, calls=40, rounds=1)
     assert [sys.getrefcount(x) for x in (arr, ca, bad)] == refs
-    assert after - before < 64 * 1024
+    assert python * 40 < 64 * 1024
+    assert heap is None or heap * 40 < 64 * 1024
 
 
 @given(st.lists(st.lists(st.floats(width=32), min_size=3, max_size=3), max_size=30),

@@ -31,3 +31,33 @@ def test_bench_output_faults_runs():
     out = run_script("bench_output_faults.py", "--docs", "20", "--runs", "1", "--dim", "8")
     labels = [line.split()[0] for line in out.splitlines() if "faults/doc" in line]
     assert labels == ["kept", "dropped"]
+
+
+def test_ab_builds_alternates_the_checkouts(tmp_path):
+    """ab_builds runs the benchmark from each checkout in turn, round by round, and stops
+    with a failure when the benchmark fails."""
+    for side in ("old", "new"):
+        package = tmp_path / side / "pkg" / "bulkwire"
+        package.mkdir(parents=True)
+        (package / "_core.cpython-311-x86_64-linux-gnu.so").write_bytes(b"")
+        (tmp_path / side / "bench.py").write_text(
+            "import os, sys\nprint('ran in', os.path.basename(os.getcwd()), os.environ['PYTHONPATH'])\n"
+            "sys.exit(1 if 'fail' in sys.argv else 0)\n")
+    script = os.path.join(BENCH, "ab_builds.py")
+    args = [sys.executable, script, "--before", str(tmp_path / "old"), "--after", str(tmp_path / "new"),
+            "--rounds", "2", "--out", str(tmp_path / "log.txt"), "--", "bench.py"]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    lines = [l for l in done.stdout.splitlines() if l.startswith(("===", "ran"))]
+    assert [l.split(" (")[0] for l in lines[::2]] == [
+        "=== round 1 before", "=== round 1 after", "=== round 2 before", "=== round 2 after"]
+    assert lines[1::2] == ["ran in old pkg", "ran in new pkg"] * 2
+    assert (tmp_path / "log.txt").read_text().count("=== round") == 4
+    failed = subprocess.run(args[:-1] + ["bench.py", "fail"], capture_output=True, text=True, timeout=60)
+    assert failed.returncode == 1 and "the benchmark failed" in failed.stdout
+
+
+@pytest.mark.parametrize("kind", ["list", "ndarray", "small"])
+def test_callgrind_encode_runs(kind):
+    assert run_script("callgrind_encode.py", kind).startswith(f"{kind}: ")
+    assert "built only" in run_script("callgrind_encode.py", kind, "skip")

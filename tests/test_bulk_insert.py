@@ -533,39 +533,6 @@ def test_a_server_that_stops_reading_times_out_into_an_error():
         server.resume()
 
 
-@pytest.mark.parametrize("head_size", [3, 70_000])
-def test_gathered_chunk_send_completes_partial_sends_in_order(head_size):
-    """Size line and piece leave in one sendmsg; when the socket takes only part of them
-    (a small send buffer, a slow reader) the rest follows, nothing lost or reordered."""
-    import socket
-
-    from bulkwire.transport import _chunk_sender
-
-    a, b = socket.socketpair()
-    a.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
-    b.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    a.settimeout(TIMEOUT)
-    head = bytes(range(256)) * (head_size // 256) + b"h" * (head_size % 256)
-    piece = _core._chunk_for_testing(os.urandom(300_000))
-    received = bytearray()
-
-    def read_slowly():
-        while len(received) < len(head) + len(piece):
-            data = b.recv(5000)
-            if not data:
-                break
-            received.extend(data)
-            time.sleep(0.0005)
-
-    reader = threading.Thread(target=read_slowly)
-    reader.start()
-    _chunk_sender(a)(head, piece)
-    reader.join(TIMEOUT)
-    a.close()
-    b.close()
-    assert bytes(received) == head + bytes(piece)
-
-
 def test_store_after_close_or_abort_raises(server):
     bulk = bulkwire.BulkInsert(server.url, server.database, timeout=TIMEOUT)
     bulk.store({"i": 0}, id="c/0")

@@ -274,7 +274,52 @@ def test_pump_and_next_piece_cut_the_same_pieces(backend, payloads):
     b.close()
     assert result[0] == 0
     assert dechunk(wire["bytes"]) == pieces
+    # one framing: the chunks C frames for senders without the pump (TLS) are the pump's bytes
+    assert wire["bytes"] == b"".join(map(_core.http_chunk, pieces)) + _core.HTTP_LAST_CHUNK
     if backend:
         assert gzip.decompress(b"".join(pieces)) == b"".join(payloads)
     else:
         assert pieces == payloads
+
+
+@pytest.mark.parametrize("size", [1, 15, 16, 255, 256, 4095, 4096, 65536])
+def test_http_chunk_frames_one_whole_chunk(size):
+    data = bytes(range(256)) * (size // 256 + 1)
+    data = data[:size]
+    assert _core.http_chunk(data) == b"%x\r\n" % size + data + b"\r\n"
+    assert _core.http_chunk(memoryview(data)) == _core.http_chunk(_core._chunk_for_testing(data))
+    assert dechunk(_core.http_chunk(data) + _core.HTTP_LAST_CHUNK) == [data]
+    assert _core.HTTP_LAST_CHUNK == b"0\r\n\r\n"
+
+
+def test_http_chunk_refuses_what_is_not_one_chunk():
+    with pytest.raises(ValueError, match="cannot be empty"):
+        _core.http_chunk(b"")  # the empty chunk would end the body
+    with pytest.raises(TypeError):
+        _core.http_chunk("text")
+
+
+def test_an_empty_body_is_framed_alike_by_both_senders():
+    (outcome, *_), wire = pump_items([])
+    assert outcome == 0 and wire == _core.HTTP_LAST_CHUNK
+
+
+@pytest.mark.parametrize("compress", [False, "zlib"])
+def test_http_chunks_of_a_writer_are_its_pieces_framed_and_end_only_when_whole(compress):
+    w = BulkWriter(compress=compress, buffer_size=256, max_buffers=100)
+    for i in range(30):
+        w.store({"i": i, "pad": "p" * 40}, id=f"h/{i}")
+    w.close()
+    wire = b"".join(w.http_chunks())
+    body = b"".join(dechunk(wire))
+    assert json.loads(gzip.decompress(body) if compress else body)[29]["Id"] == "h/29"
+    assert w.stats.wire_bytes == len(body) and w.stats.chunks == len(dechunk(wire)) > 1
+
+    cut = BulkWriter(compress=compress, buffer_size=256, max_buffers=100)
+    cut.store({"i": 1}, id="h/1")
+    cut.fail(RuntimeError("the sender cannot go on"))
+    sent = []
+    with pytest.raises(bulkwire.BulkInsertAborted, match="cut short"):
+        for chunk in cut.http_chunks():
+            sent.append(chunk)
+    assert _core.HTTP_LAST_CHUNK not in sent  # a body cut short never looks complete

@@ -223,17 +223,6 @@ def test_bytes_passthrough():
     assert bytes(buf) == b * 3 and stride == 12
 
 
-def test_vint_boundaries_in_text_and_blob():
-    for n in (0, 1, 127, 128, 16383, 16384, 70000):
-        payload = VectorCodec("blob", 1).serialize([b"x" * n])
-        head = bulkwire._core._vint_pack(n)
-        assert payload == head + b"x" * n
-        assert VectorCodec("blob", 1).deserialize(payload)[0] == b"x" * n
-    assert bulkwire._core._vint_pack(127) == b"\x7f"
-    assert bulkwire._core._vint_pack(128) == b"\x80\x80"
-    assert bulkwire._core._vint_pack(16384) == b"\xc0\x40\x00"
-
-
 def test_variable_width_round_trips():
     texts = ["", "a", "é" * 70, "\U0001F600", "x" * 200]
     c = VectorCodec("text", len(texts))
@@ -351,7 +340,8 @@ def test_hypothesis_varint(xs):
 
 def test_reference_leaks():
     import gc
-    import tracemalloc
+
+    from _leaks import growth
     codec = VectorCodec("float", 64)
     a = np.ones((10, 64), "f4")
     lst = a[0].tolist()
@@ -375,37 +365,10 @@ def test_reference_leaks():
         work()
     gc.collect()
     refs = [sys.getrefcount(x) for x in (a, lst, bad, payload)]
-    tracemalloc.start()
-    for _ in range(300):
-        work()
-    gc.collect()
-    before = tracemalloc.get_traced_memory()[0]
-    for _ in range(300):
-        work()
-    gc.collect()
-    after = tracemalloc.get_traced_memory()[0]
-    tracemalloc.stop()
+    python, heap = growth(work, calls=300, rounds=1)
     assert [sys.getrefcount(x) for x in (a, lst, bad, payload)] == refs
-    assert after - before < 64 * 1024
-
-
-def test_byteswap_loops_agree_with_reference():
-    assert bulkwire._core._byteswap_selftest() == 0
-
-
-@pytest.mark.parametrize("n", [0, 1, 127, 128, 16383, 16384, 2**21 - 1, 2**21, 2**56 - 1, 2**56,
-                               2**63, 2**64 - 1])
-def test_vint_pack_unpack(n):
-    from cassandra.marshal import uvint_pack, uvint_unpack
-    b = bulkwire._core._vint_pack(n)
-    assert bulkwire._core._vint_unpack(b) == (n, len(b))
-    assert bulkwire._core._vint_unpack(b + b"\xff") == (n, len(b))
-    if n < 2**63:
-        assert b == uvint_pack(n)
-        assert uvint_unpack(b) == (n, len(b))
-    if len(b) > 1:
-        with pytest.raises(ValueError, match="truncated"):
-            bulkwire._core._vint_unpack(b[:-1])
+    assert python * 300 < 64 * 1024
+    assert heap is None or heap * 300 < 64 * 1024
 
 
 def test_empty_batches():

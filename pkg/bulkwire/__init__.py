@@ -33,4 +33,6 @@ __all__ += ["BulkInsert", "BulkInsertAborted", "BulkInsertError", "BulkStats", "
 from .load import LoadResult, load_parquet  # noqa: E402
 from .parquet import TableFile, sample_parquet, take  # noqa: E402
 
-__all__ += ["LoadResult", "TableFile", "load_parquet", "sample_parquet", "take"]
+from .errors import RowError  # noqa: E402
+
+__all__ += ["LoadResult", "RowError", "TableFile", "load_parquet", "sample_parquet", "take"]

@@ -26,6 +26,9 @@ from functools import partial
 from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence, Union
 
 from . import _core
+from .compression import Compress, compression_backends, gzip_stream
+from .compression import _PythonIsal  # noqa: F401 - importable here as before
+from .compression import resolve_compress as _resolve_compress
 from .errors import BulkInsertAborted, BulkInsertError
 
 __all__ = ["BulkInsert", "BulkWriter", "BulkInsertError", "BulkInsertAborted", "BulkStats",
@@ -33,9 +36,6 @@ __all__ = ["BulkInsert", "BulkWriter", "BulkInsertError", "BulkInsertAborted", "
 
 DEFAULT_BUFFER_SIZE = 1 << 20
 DEFAULT_MAX_BUFFERS = 8
-
-Compress = Union[bool, str]
-
 
 # ---- collection names: the official client's plural of the class name ----
 
@@ -97,35 +97,6 @@ def _class_info(cls: type, token: str) -> tuple:
     collection = collection_name(cls)
     return (f"{collection.lower()}/{token}-",
             {"@collection": collection, "Raven-Python-Type": f"{cls.__module__}.{cls.__name__}"})
-
-
-def compression_backends() -> list:
-    """The gzip backends available here, fastest first: ``"isal"`` (ISA-L linked into the C
-    core at build time), ``"python-isal"`` (the ``isal`` package), ``"zlib"`` (always)."""
-    found = []
-    if _core.HAVE_ISAL:
-        found.append("isal")
-    try:
-        import isal.isal_zlib  # noqa: F401
-        found.append("python-isal")
-    except ImportError:
-        pass
-    found.append("zlib")
-    return found
-
-
-def _resolve_compress(compress: Compress) -> Optional[str]:
-    if compress is False or compress is None:
-        return None
-    if compress is True or compress == "auto":
-        return compression_backends()[0]
-    if compress in ("zlib", "isal", "python-isal"):
-        if compress not in compression_backends():
-            raise ValueError(f"compress={compress!r}: that backend is not available here "
-                             f"(available: {', '.join(compression_backends())})")
-        return compress
-    raise ValueError(f"compress must be False, True, 'auto', 'zlib', 'isal' or 'python-isal', "
-                     f"not {compress!r}")
 
 
 def _positive_int(name: str, value: Any) -> int:
@@ -198,34 +169,6 @@ def _encoded_pieces(commands: Any, count: Any) -> list:
                          + (": leave out the array's ']'" if last == 0x5D else
                             ": leave out the trailing ','" if last == 0x2C else ""))
     return pieces
-
-
-class _PythonIsal:
-    """The ``isal`` package's igzip, driven like GzipStream (used when ISA-L is not linked)."""
-
-    backend = "python-isal"
-
-    def __init__(self) -> None:
-        from isal import isal_zlib
-        self._zlib = isal_zlib
-        self._c = isal_zlib.compressobj(1, isal_zlib.DEFLATED, 31)
-        self.total_in = self.total_out = 0
-        self.finished = False
-
-    def compress(self, data: Any) -> Optional[bytes]:
-        if not len(data):
-            return None
-        out = self._c.compress(data) + self._c.flush(self._zlib.Z_SYNC_FLUSH)
-        self.total_in += len(data)
-        self.total_out += len(out)
-        return out or None
-
-    def finish(self, data: Any = None) -> bytes:
-        out = (self._c.compress(data) if data is not None else b"") + self._c.flush()
-        self.finished = True
-        self.total_in += len(data) if data is not None else 0
-        self.total_out += len(out)
-        return out
 
 
 @dataclass
@@ -373,10 +316,17 @@ class BulkWriter:
         if pieces:
             self._store_pieces(pieces, count)
 
-    def _store_pieces(self, pieces: list, count: int) -> None:
-        """Checked pieces (``_encoded_pieces``) into the body: large immutable ones handed over
-        directly, after the buffer holding their separator; the rest copied into buffers that
-        are handed over just past the threshold."""
+    def _store_batch(self, chunks: list, count: int) -> None:
+        """``count`` commands that ``_core.encode_batch`` just wrote (non-empty ``bytes``,
+        joined by ',' without a leading one), each chunk handed over as it is, after the
+        buffer holding the separator: C wrote them, so they are neither checked again nor
+        copied."""
+        self._store_pieces([(chunk, True) for chunk in chunks], count, whole=True)
+
+    def _store_pieces(self, pieces: list, count: int, *, whole: bool = False) -> None:
+        """Checked pieces (``_encoded_pieces``) into the body: large immutable ones (every
+        one when ``whole``) handed over directly, after the buffer holding their separator;
+        the rest copied into buffers that are handed over just past the threshold."""
         if self._failure is not None:
             self._raise_failure()
         if self._closed:
@@ -387,11 +337,11 @@ class BulkWriter:
         try:
             for piece, immutable in pieces:
                 n = len(piece)
-                if immutable and n >= threshold:
-                    view = memoryview(piece) if n >= 2 * threshold else None
+                if immutable and (whole or n >= threshold):
+                    view = memoryview(piece) if n >= 2 * threshold and not whole else None
                     offset = 0
                     while offset < n:
-                        size = threshold if n - offset >= 2 * threshold else n - offset
+                        size = threshold if view is not None and n - offset >= 2 * threshold else n - offset
                         part = piece if size == n else view[offset:offset + size]  # type: ignore[index]
                         chunk = w.put_external(size, count, continued)
                         count, continued = 0, True
@@ -487,25 +437,38 @@ class BulkWriter:
             self._failure = error
         self._queue.close_consumer()
 
-    def _pump(self, fd: int, timeout: Optional[float]) -> bool:
-        """Consumer side for a socket the caller owns: sends the body on ``fd`` as HTTP
-        chunks (then the terminating chunk) from C with the GIL released, instead of
-        iterating :meth:`chunks`. True when the server answered before the end (nothing
-        more was sent). Socket errors raise; the caller reports them (``fail``)."""
-        if self._consuming:
-            raise RuntimeError("the body may be consumed once")
-        self._consuming = True
+    @property
+    def compression(self) -> Optional[str]:
+        """The gzip backend of the body (see :mod:`bulkwire.compression`), or None.
+
+        >>> BulkWriter(compress="zlib").compression
+        'zlib'
+        """
+        return self._compression
+
+    @property
+    def _can_pump(self) -> bool:
+        return self._compression in (None, "zlib", "isal")
+
+    def pump(self, fd: int, timeout: Optional[float]) -> Optional[bool]:
+        """Consumer side for a connected socket the caller owns: sends the whole body on
+        ``fd`` as HTTP chunks (then the terminating chunk) from C with the GIL released,
+        instead of iterating :meth:`chunks`. None when this body cannot be pumped (a gzip
+        backend outside the C core): nothing was consumed, send :meth:`http_chunks` instead.
+        True when the server answered before the end (nothing more was sent), False when
+        the body went out whole. Socket errors raise; the caller reports them (``fail``)."""
+        if not self._can_pump:
+            return None
+        self._start_consuming("the body may be consumed once")
         stats = self.stats
         gz = None
         if self._compression is not None:
-            gz = _core.GzipStream(backend=self._compression)
+            gz = gzip_stream(self._compression)
             stats.compression = gz.backend
         try:
             outcome, buffers, body, pieces, wire = _core.pump_body(self._queue, fd, gz, timeout)
         finally:
-            stats.documents = self._writer.commands
-            stats.queue_peak = self._queue.peak
-            stats.blocked_puts = self._queue.waits
+            self._record_queue_stats()
         stats.buffers += buffers
         stats.body_bytes += body
         stats.chunks += pieces
@@ -514,22 +477,21 @@ class BulkWriter:
             raise BulkInsertAborted(f"the bulk insert body was cut short: {self._failure}")
         return outcome == 1
 
-    @property
-    def _can_pump(self) -> bool:
-        return self._compression in (None, "zlib", "isal")
-
     def chunks(self) -> Iterator[Any]:
         """The body, piece by piece, for one consumer: objects supporting the buffer protocol
         (never empty). Plain: the handed-over buffers themselves. Compressed: one gzip
-        stream, sync-flushed after each buffer."""
-        if self._consuming:
-            raise RuntimeError("chunks() may be iterated once")
-        self._consuming = True
+        stream, sync-flushed after each buffer.
+
+        >>> w = BulkWriter()
+        >>> w.close()
+        >>> [bytes(piece) for piece in w.chunks()]
+        [b'[]']
+        """
+        self._start_consuming("chunks() may be iterated once")
         stats = self.stats
         gz: Any = None
         if self._compression is not None:
-            gz = (_PythonIsal() if self._compression == "python-isal"
-                  else _core.GzipStream(backend=self._compression))
+            gz = gzip_stream(self._compression)
             stats.compression = gz.backend
         next_piece = _core.next_piece  # the pieces are cut in C, by the pump's rule
         queue = self._queue
@@ -550,12 +512,41 @@ class BulkWriter:
                 raise BulkInsertAborted(f"the bulk insert body was cut short: {self._failure}")
             complete = True
         finally:
-            stats.documents = self._writer.commands
-            stats.queue_peak = self._queue.peak
-            stats.blocked_puts = self._queue.waits
+            self._record_queue_stats()
             if not complete:
                 self.fail(self._failure or BulkInsertAborted("the consumer stopped reading the body"))
 
+    def http_chunks(self) -> Iterator[bytes]:
+        """The body as an HTTP/1.1 chunked body, for a sender that cannot :meth:`pump` (TLS):
+        each piece of :meth:`chunks` as one whole chunk, then the terminating chunk, every
+        byte framed by the C core as the pump frames it. The terminating chunk comes only
+        after the whole body.
+
+        >>> w = BulkWriter()
+        >>> w.close()
+        >>> b"".join(w.http_chunks())
+        b'2\\r\\n[]\\r\\n0\\r\\n\\r\\n'
+        """
+        http_chunk = _core.http_chunk
+        pieces = self.chunks()
+        try:
+            for piece in pieces:
+                yield http_chunk(piece)
+                del piece
+        finally:
+            pieces.close()  # its cleanup runs now, on the consumer's thread
+        yield _core.HTTP_LAST_CHUNK
+
+    def _start_consuming(self, message: str) -> None:
+        if self._consuming:
+            raise RuntimeError(message)
+        self._consuming = True
+
+    def _record_queue_stats(self) -> None:
+        stats = self.stats
+        stats.documents = self._writer.commands
+        stats.queue_peak = self._queue.peak
+        stats.blocked_puts = self._queue.waits
 
 
 class BulkInsert:
@@ -625,8 +616,7 @@ class BulkInsert:
             writer.stats.operation_id = self._op_id
             sender = BodySender(
                 self._transport, self._transport.bulk_insert_path(self._op_id, self._skip_overwrite),
-                writer.chunks(), gzip=writer._compression is not None, fail=writer.fail,
-                explain=self._explain, pump=writer._pump if writer._can_pump else None)
+                writer, explain=self._explain)
             sender.start()
         except BaseException as exc:
             # An insert that could not start stays failed: a later store or close raises
@@ -691,13 +681,22 @@ class BulkInsert:
         ...                        b'{"@collection": "As"}}}', 1)
         """
         pieces = _encoded_pieces(commands, count)  # bad arguments raise before any request
+        self._store_pieces(pieces, count)
+
+    def _store_batch(self, chunks: list, count: int) -> None:
+        """``count`` commands ``_core.encode_batch`` just wrote (see
+        :meth:`BulkWriter._store_batch`); the request starts on the first non-empty call."""
+        self._store_pieces([(chunk, True) for chunk in chunks], count, whole=True)
+
+    def _store_pieces(self, pieces: list, count: int, *, whole: bool = False) -> None:
+        """Pieces as :meth:`BulkWriter._store_pieces` takes them; no pieces, no request."""
         if not pieces:
             if self._writer._failure is not None:
                 self._writer._raise_failure()
             return
         if self._sender is None:
             self._start()
-        self._writer._store_pieces(pieces, count)
+        self._writer._store_pieces(pieces, count, whole=whole)
 
     def close(self) -> None:
         """Finish the body and wait for the server's answer. Returns normally only when the

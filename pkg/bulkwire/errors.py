@@ -1,4 +1,5 @@
-"""The exceptions of a bulk insert, all in one place.
+"""The exceptions of bulkwire, all in one place: a bulk insert's, and a row's that cannot
+be encoded.
 
 Every failure of :class:`bulkwire.BulkInsert` reaches the caller as one of these, raised by
 ``store``/``store_many``/``store_encoded``, ``close`` or ``abort`` (``__cause__`` holds the
@@ -21,6 +22,13 @@ lower-level exception: the socket's, ``http.client``'s, the JSON decoder's)::
                └── ProtocolError        an answer that is not the protocol's: not HTTP, not
                                         JSON, or JSON of another shape
 
+A row of an Arrow batch that cannot become a command (``bulkwire.load_parquet``,
+``_core.encode_batch``) raises, before any byte of its batch is written or sent::
+
+    ValueError
+     └── RowError                   column, row: a null or invalid id, a null or ragged
+                                    vector, invalid UTF-8, a timestamp out of range
+
 Errors name the request (``GET http://host/databases/db/operations/next-operation-id``) and,
 for the server's errors, carry its message. ``ServerError.status`` is the HTTP status (None
 when the error came from ``operations/state``); ``ServerError.body`` the answer's first bytes.
@@ -37,7 +45,7 @@ from typing import Optional
 
 __all__ = ["BulkInsertError", "BulkInsertAborted", "EarlyResponse", "TransportError",
            "ConnectError", "ConnectionLostError", "TransportTimeoutError", "ServerError",
-           "ProtocolError"]
+           "ProtocolError", "RowError"]
 
 
 class BulkInsertError(RuntimeError):
@@ -100,3 +108,25 @@ class ServerError(BulkInsertError):
 class ProtocolError(ServerError):
     """The server's answer is not the protocol's: not HTTP, not JSON, or JSON of another shape
     (e.g. ``next-operation-id`` without an integer ``Id``)."""
+
+
+class RowError(ValueError):
+    """A row of an Arrow batch that cannot be encoded as a command: ``column`` names the
+    column, ``row`` the row (the file's row number; counted from the ``row_base`` given to
+    the encoder), ``reason`` says what is wrong. With ``take``, ``take_index`` is the position
+    in ``take`` whose row it is (``row`` is then the file's row), else None.
+
+    >>> str(RowError("v", 4, "null vector"))
+    "column 'v', row 4: null vector"
+    >>> str(RowError("v", 700, "null vector", take_index=1))
+    "column 'v', row 700 (take[1]): null vector"
+    """
+
+    def __init__(self, column: str, row: int, reason: str, *,
+                 take_index: Optional[int] = None) -> None:
+        taken = "" if take_index is None else f" (take[{take_index}])"
+        super().__init__(f"column '{column}', row {row}{taken}: {reason}")
+        self.column = column
+        self.row = row
+        self.reason = reason
+        self.take_index = take_index

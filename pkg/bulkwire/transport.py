@@ -1,4 +1,4 @@
-"""HTTP/1.1 transport for the document database's bulk insert protocol (SPEC §3), on the
+"""HTTP/1.1 transport for the document database's bulk insert protocol (RavenDB's), on the
 standard library's ``http.client``.
 
 * ``GET  {url}/databases/{db}/operations/next-operation-id``  -> ``{"Id": n, "NodeTag": "A"}``
@@ -7,11 +7,12 @@ standard library's ``http.client``.
 * ``GET  {url}/databases/{db}/operations/state?id={n}``  (the server's error after a failure)
 * ``POST {url}/databases/{db}/operations/kill?id={n}``    (abort)
 
-The body is written by :class:`BodySender` on its own thread: one HTTP chunk per buffer the
-:class:`~bulkwire.bulk.BulkWriter` hands over, written from the buffer itself (no copy). On a
-plain TCP socket the C pump (``_core.pump_body``) sends the whole body with the GIL released,
-so the sender never waits for the encoding thread to let go of the GIL; otherwise (TLS) the
-pieces of ``BulkWriter.chunks()`` are sent with ``socket.sendmsg``/``sendall``.
+The body is written by :class:`BodySender` on its own thread, from one :class:`Body` (a
+:class:`~bulkwire.bulk.BulkWriter`): one HTTP chunk per buffer the writer hands over, framed
+by the C core. On a plain TCP socket the body pumps itself (``Body.pump``: the C pump sends
+the whole body with the GIL released, from the buffers themselves, so the sender never waits
+for the encoding thread to let go of the GIL); otherwise (TLS) the sender passes the chunks
+of ``Body.http_chunks()`` to ``sendall``.
 
 Every request raises only the exceptions of :mod:`bulkwire.errors` (the socket's,
 ``http.client``'s and the JSON decoder's own exception chained as ``__cause__``), naming the
@@ -23,18 +24,19 @@ re-exported here under their old names (``ServerError``, ``EarlyResponse``).
 from __future__ import annotations
 
 import http.client
+import io
 import json
 import select
 import socket
 import ssl
 import threading
 import urllib.parse
-from typing import Any, Callable, Iterable, Optional, Tuple
+from typing import Any, Callable, Iterator, Optional, Protocol, Tuple
 
 from .errors import (BulkInsertError, ConnectError, ConnectionLostError, EarlyResponse,
                      ProtocolError, ServerError, TransportError, TransportTimeoutError)
 
-__all__ = ["HttpTransport", "BodySender", "ServerError", "ProtocolError", "EarlyResponse",
+__all__ = ["HttpTransport", "Body", "BodySender", "ServerError", "ProtocolError", "EarlyResponse",
            "TransportError", "error_message", "transport_error"]
 
 # The protocol's answers (an id, an operation's state, an error) are small: reading more than
@@ -226,31 +228,47 @@ class HttpTransport:
         return f"/bulk_insert?id={op_id}&skipOverwriteIfUnchanged={flag}"
 
 
+class Body(Protocol):
+    """What :class:`BodySender` sends: one request body, consumed once, by one of two means
+    (:class:`~bulkwire.bulk.BulkWriter` is one).
+
+    ``compression``: the gzip backend, or None (``Content-Encoding``). ``pump(fd, timeout)``
+    sends the whole body on a connected plain socket, HTTP chunks and terminating chunk
+    included, and returns True when the server answered before the end, False when the
+    body went out whole, or None when this body cannot pump (nothing consumed). Otherwise
+    ``http_chunks()`` yields the body as the bytes of a chunked body, the terminating chunk
+    last. ``fail(error)``: the sender cannot take more; the producer raises ``error``.
+    """
+
+    @property
+    def compression(self) -> Optional[str]: ...
+
+    def pump(self, fd: int, timeout: Optional[float]) -> Optional[bool]: ...
+
+    def http_chunks(self) -> Iterator[bytes]: ...
+
+    def fail(self, error: BaseException) -> None: ...
+
+
 class BodySender(threading.Thread):
     """Streams the body on its own thread: one chunked POST, one HTTP chunk per piece.
 
     Success is recorded, never inferred: ``result`` holds ``(status, body)`` only when the
     server answered 2xx after the whole body (its terminating chunk included) was sent. In
     every other case, however the thread ends (any exception, in the request or in
-    ``explain``, or no answer at all), ``fail(error)`` is called once with a
+    ``explain``, or no answer at all), ``body.fail(error)`` is called once with a
     :class:`~bulkwire.errors.BulkInsertError`, which makes the producer raise it.
     ``explain(exc)`` (optional) may turn the error into a better one (the server's message).
     """
 
-    def __init__(self, transport: HttpTransport, path: str, pieces: Iterable[Any], *,
-                 gzip: bool, fail: Callable[[BaseException], None],
-                 explain: Optional[Callable[[BaseException], BaseException]] = None,
-                 pump: Optional[Callable[[int, Optional[float]], bool]] = None) -> None:
+    def __init__(self, transport: HttpTransport, path: str, body: Body, *,
+                 explain: Optional[Callable[[BaseException], BaseException]] = None) -> None:
         super().__init__(name="bulkwire-sender", daemon=True)
         self._transport = transport
         self._path = path
         self.what = f"POST {transport.url_of(path)}"
-        self._pieces = pieces
-        # pump(fd, timeout) -> answered early: sends the whole body itself, from C without
-        # the GIL (BulkWriter._pump); used on plain TCP sockets, pieces on others (TLS)
-        self._pump = pump
-        self._gzip = gzip
-        self._fail = fail
+        self._body = body
+        self._chunks: Optional[Any] = None  # body.http_chunks(), once sending them started
         self._explain = explain
         self._lock = threading.Lock()
         self._sock: Optional[socket.socket] = None
@@ -283,11 +301,10 @@ class BodySender(threading.Thread):
         finally:
             try:
                 if not self.succeeded:
-                    self._report(self.error)
+                    self._report(self.error)  # first: the failure reported is this one
             finally:
-                close = getattr(self._pieces, "close", None)
-                if close is not None:  # a generator's own cleanup runs now, on this thread
-                    close()
+                if self._chunks is not None:  # the body's own cleanup runs now, on this thread
+                    self._chunks.close()
 
     def _report(self, exc: Optional[BaseException]) -> None:
         """Hands the failure to the producer; nothing here may keep it from getting there."""
@@ -303,7 +320,7 @@ class BodySender(threading.Thread):
         except BaseException:  # noqa: BLE001 - explaining failed; the failure itself stands
             pass
         finally:
-            self._fail(error)
+            self._body.fail(error)
 
     def _post(self) -> None:
         transport = self._transport
@@ -327,7 +344,7 @@ class BodySender(threading.Thread):
         conn.putrequest("POST", self._transport.base + self._path, skip_accept_encoding=True)
         conn.putheader("Content-Type", "application/json; charset=utf-8")
         conn.putheader("Transfer-Encoding", "chunked")
-        if self._gzip:
+        if self._body.compression is not None:
             conn.putheader("Content-Encoding", "gzip")
         conn.endheaders()
         sock = conn.sock
@@ -338,11 +355,13 @@ class BodySender(threading.Thread):
         if cancelled:
             raise ConnectionAbortedError("the bulk insert was aborted")
         try:
-            if self._pump is not None and type(sock) is socket.socket:
-                if self._pump(sock.fileno(), sock.gettimeout()):
-                    raise self._early(conn)
-            else:
-                self._send_pieces(conn, sock)
+            # the pump needs the socket's own descriptor: TLS encrypts in Python's ssl
+            answered = (self._body.pump(sock.fileno(), sock.gettimeout())
+                        if type(sock) is socket.socket else None)
+            if answered is None:
+                self._send_http_chunks(conn, sock)
+            elif answered:
+                raise self._early(conn)
         except (BrokenPipeError, ConnectionResetError) as exc:
             # the server closed its side: read what it said, if anything
             try:
@@ -354,24 +373,22 @@ class BodySender(threading.Thread):
         response = conn.getresponse()
         return response.status, response.read(MAX_ANSWER_BYTES)
 
-    def _send_pieces(self, conn: http.client.HTTPConnection, sock: socket.socket) -> None:
-        """The body from an iterable of pieces (any transport; TLS)."""
-        send_chunk = _chunk_sender(sock)
-        separator = b""
-        for piece in self._pieces:
-            if _answered(sock):
-                raise self._early(conn)
-            # the CRLF that ends the previous chunk rides with this chunk's size line; size
-            # line and piece leave in one system call
-            send_chunk(separator + b"%x\r\n" % len(piece), piece)
-            del piece
-            separator = b"\r\n"
-        if _answered(sock):  # before the end too: an answer now means the body was not taken
-            raise self._early(conn)
-        sock.sendall(separator + b"0\r\n\r\n")
+    def _send_http_chunks(self, conn: http.client.HTTPConnection, sock: socket.socket) -> None:
+        """The body from its HTTP chunks, framed in C (TLS, or a body that cannot pump)."""
+        self._chunks = self._body.http_chunks()
+        for chunk in self._chunks:
+            # before the terminating chunk too: an answer now means the body was not taken
+            taken = _early_answer(sock)
+            if taken is not None:
+                raise self._early(conn, taken)
+            sock.sendall(chunk)
+            del chunk
 
-    def _early(self, conn: http.client.HTTPConnection) -> BulkInsertError:
-        """The error for an answer that came before the whole body was sent."""
+    def _early(self, conn: http.client.HTTPConnection, taken: bytes = b"") -> BulkInsertError:
+        """The error for an answer that came before the whole body was sent (``taken``: its
+        first bytes, already read from the socket)."""
+        if taken:
+            conn.sock = _PutBack(conn.sock, taken)
         response = conn.getresponse()
         body = response.read(MAX_ANSWER_BYTES)
         if not 200 <= response.status < 300:
@@ -382,28 +399,60 @@ class BodySender(threading.Thread):
                              body=body[:1000])
 
 
-def _chunk_sender(sock: socket.socket) -> Callable[[bytes, Any], None]:
-    """send(head, piece): head then piece, gathered (``sendmsg``) and without copying the
-    piece; partial sends continue where they stopped."""
-    if type(sock) is not socket.socket:  # TLS (no sendmsg): two sendall calls
-        def send_both(head: bytes, piece: Any) -> None:
-            sock.sendall(head)
-            sock.sendall(piece)
-        return send_both
-
-    def send_gathered(head: bytes, piece: Any) -> None:
-        sent = sock.sendmsg([head, piece])
-        total = len(head) + len(piece)
-        if sent < total:
-            rest = memoryview(piece).cast("B")
-            if sent < len(head):
-                sock.sendall(head[sent:])
-                sent = len(head)
-            sock.sendall(rest[sent - len(head):])
-    return send_gathered
-
-
 def _answered(sock: socket.socket) -> bool:
     """True when the server already sent something (a response) mid-body."""
     readable, _, _ = select.select([sock], [], [], 0)
     return bool(readable)
+
+
+def _early_answer(sock: socket.socket) -> Optional[bytes]:
+    """None while the server has said nothing mid-body; otherwise the bytes of its answer
+    already taken from the socket (``b""``: none taken, or it closed). Over TLS a readable
+    socket may hold records without any answer (TLS 1.3 session tickets follow the
+    handshake): one byte is read, without waiting, to tell."""
+    if not isinstance(sock, ssl.SSLSocket):
+        return b"" if _answered(sock) else None
+    if not sock.pending() and not _answered(sock):
+        return None
+    timeout = sock.gettimeout()
+    sock.settimeout(0)
+    try:
+        return sock.recv(1)
+    except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+        return None  # only TLS records of its own: no answer
+    finally:
+        sock.settimeout(timeout)
+
+
+class _Prefixed(io.RawIOBase):
+    """A socket's reading side with the bytes already taken from it put back in front."""
+
+    def __init__(self, taken: bytes, raw: Any) -> None:
+        self._taken = taken
+        self._raw = raw
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        if self._taken:
+            n = min(len(buffer), len(self._taken))
+            buffer[:n] = self._taken[:n]
+            self._taken = self._taken[n:]
+            return n
+        return self._raw.readinto(buffer)
+
+
+class _PutBack:
+    """The socket ``http.client`` reads the answer from, with its first bytes (already
+    taken) put back."""
+
+    def __init__(self, sock: socket.socket, taken: bytes) -> None:
+        self._sock = sock
+        self._taken = taken
+
+    def makefile(self, mode: str = "rb", *args: Any, **kwargs: Any) -> io.BufferedReader:
+        return io.BufferedReader(_Prefixed(self._taken, self._sock.makefile("rb", buffering=0)))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sock, name)

@@ -1,0 +1,23 @@
+/* JSON string writers with json.dumps's escaping. No Python: they take the code units of
+   a string (1, 2 or 4 bytes each, as CPython stores them) and append the quoted text. */
+#ifndef BW_JSON_STRING_H
+#define BW_JSON_STRING_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include "out_buffer.h"
+
+/* ensure_ascii=True: everything outside printable ASCII becomes \uXXXX (lowercase hex),
+   astral code points a surrogate pair, lone surrogates themselves. 0, or -1 out of memory. */
+int bw_json_string_ucs1(bw_buf *out, const uint8_t *s, size_t n);
+int bw_json_string_ucs2(bw_buf *out, const uint16_t *s, size_t n);
+int bw_json_string_ucs4(bw_buf *out, const uint32_t *s, size_t n);
+/* ensure_ascii=False: UTF-8 in, only '"', '\\' and controls below 0x20 escaped. */
+int bw_json_string_utf8(bw_buf *out, const char *s, size_t n);
+
+/* ensure_ascii=True over UTF-8 text (Arrow strings): the same text as the writers above give
+   for the decoded string. 0, -1 out of memory, -2 invalid UTF-8 (out then unchanged). */
+int bw_json_string_utf8_ascii(bw_buf *out, const char *s, size_t n);
+/* Whether the text is well-formed UTF-8, as Python's strict decoder judges it (1 or 0). */
+int bw_utf8_valid(const char *s, size_t n);
+#endif

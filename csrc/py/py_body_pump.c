@@ -1,0 +1,456 @@
+/* The consumers of a body's queue: next_piece (one piece at a time, for BulkWriter.chunks and
+   any transport) and pump_body (BulkInsert's sender loop in C, without the GIL). */
+#include "py_body_pump.h"
+
+#include "py_chunk.h"
+#include "py_gzip_stream.h"
+#include "py_handover_queue.h"
+#include "http_chunk.h"
+#include "socket_send.h"
+
+#include <errno.h>
+#include <string.h>
+
+/* ---- the body's pieces: the one rule both consumers follow ----
+
+   Plain: each handed-over buffer is a piece as it is. gzip: each buffer is compressed and
+   sync-flushed into a piece; the buffer taken when the producer has finished and nothing is
+   left waiting ends the member in the same piece; if the end comes after a buffer that did
+   not end it, a last piece holds the trailer alone. BulkWriter.chunks() (any transport)
+   takes the pieces one by one with next_piece; BulkInsert's sender sends them with the
+   pump. Both decide with body_last_buffer / body_needs_trailer. */
+
+/* The buffer just taken is the body's last: its piece ends the gzip member. */
+static int body_last_buffer(bw_hq *q) { return bw_hq_drained(q); }
+
+/* At the end of the queue: whether a piece with the gzip trailer alone must follow. */
+static int body_needs_trailer(int compressing, int member_finished, bw_hq *q) {
+    return compressing && !member_finished && !bw_hq_consumer_closed(q);
+}
+
+/* 1 when the Python-side compressor (not a GzipStream) has ended its member, 0 when not,
+   -1 with an exception set. */
+static int foreign_gzip_finished(PyObject *gzip_obj) {
+    PyObject *flag = PyObject_GetAttrString(gzip_obj, "finished");
+    if (flag == NULL)
+        return -1;
+    int finished = PyObject_IsTrue(flag);
+    Py_DECREF(flag);
+    return finished;
+}
+
+/* next_piece(queue, gzip=None) -> (piece, consumed) | None. New reference. Waits for the
+   next buffer with the GIL released (Ctrl-C raises). piece: the buffer itself (plain), or
+   what compressing it gave (None when nothing), or the gzip trailer (consumed 0); consumed:
+   the buffer's length. None at the end of the body, or when the consumer side was closed.
+   gzip: a GzipStream (compressed with the GIL released) or an object with the same
+   compress(data) / finish(data=None) methods and a finished attribute. */
+static PyObject *module_next_piece(PyObject *module, PyObject *args) {
+    (void)module;
+    PyObject *queue_obj, *gzip_obj = Py_None;
+    if (!PyArg_ParseTuple(args, "O!|O:next_piece", &bw_queue_type, &queue_obj, &gzip_obj))
+        return NULL;
+    bw_hq *q = &((bw_queue_object *)queue_obj)->q;
+    int compressing = gzip_obj != Py_None;
+    int native = compressing && Py_IS_TYPE(gzip_obj, &bw_gzip_type);
+    PyObject *item = bw_queue_get((bw_queue_object *)queue_obj);
+    if (item == NULL)
+        return NULL;
+    if (item == Py_None) {
+        Py_DECREF(item);
+        int finished = 1;
+        if (compressing) {
+            finished = native ? ((bw_gzip_object *)gzip_obj)->finished
+                              : foreign_gzip_finished(gzip_obj);
+            if (finished < 0)
+                return NULL;
+        }
+        if (!body_needs_trailer(compressing, finished, q))
+            Py_RETURN_NONE;
+        PyObject *trailer = native ? bw_gzip_write((bw_gzip_object *)gzip_obj, NULL, 1)
+                                   : PyObject_CallMethod(gzip_obj, "finish", NULL);
+        if (trailer == NULL)
+            return NULL;
+        return Py_BuildValue("(Nn)", trailer, (Py_ssize_t)0);
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(item, &view, PyBUF_SIMPLE) < 0) {
+        Py_DECREF(item);
+        return NULL;
+    }
+    Py_ssize_t consumed = view.len;
+    PyBuffer_Release(&view);
+    if (!compressing)
+        return Py_BuildValue("(Nn)", item, consumed);
+    int last = body_last_buffer(q);
+    PyObject *piece = native ? bw_gzip_write((bw_gzip_object *)gzip_obj, item, last)
+                             : PyObject_CallMethod(gzip_obj, last ? "finish" : "compress", "O", item);
+    Py_DECREF(item);
+    if (piece == NULL)
+        return NULL;
+    return Py_BuildValue("(Nn)", piece, consumed);
+}
+
+/* ---- the body pump: the sender's loop in C, without the GIL ----
+
+   The encoding thread holds the GIL nearly all the time, and a thread that wants it back
+   waits for the interpreter's switch interval (5 ms) each time. A Python sender loop
+   retakes it for every queue get and every send, which left the sender behind the encoder
+   and the queue full. The pump takes buffers from the queue, compresses them (gzip), and
+   writes each as one HTTP chunk with the GIL released the whole time. A sent chunk that
+   nobody else references gives its memory back at once (to the buffer pool, for the
+   writer's next buffer); the object shells are released with the GIL every few chunks and
+   at the end. */
+
+#define PUMP_HELD 32
+
+typedef struct {
+    PyObject *item;  /* the queue's reference */
+    Py_buffer view;  /* for items that are not Chunks (view.obj set) */
+} pump_held;
+
+typedef enum { PUMP_DONE = 0, PUMP_ANSWERED = 1, PUMP_CLOSED = 2 } pump_outcome;
+
+typedef struct {
+    /* what to send, and where */
+    bw_hq *q;
+    bw_gzip_object *gz; /* NULL: plain */
+    int fd;
+    long timeout_ms;    /* < 0: no timeout */
+    /* the state of the loop */
+    PyThreadState *ts;  /* the saved thread state while the GIL is released */
+    pump_held held[PUMP_HELD];
+    int nheld;
+    bw_buf out;         /* compressed output of the current piece */
+    int gz_finished;
+    /* the outcome */
+    pump_outcome outcome;
+    int sock_error;     /* an errno value */
+    bw_gz_result gz_error;
+    int py_error;       /* an exception is set */
+    size_t buffers, body_bytes, pieces, wire_bytes;
+} pump_state;
+
+/* With the GIL: releases what the pump holds. */
+static void pump_release(pump_state *st) {
+    for (int i = 0; i < st->nheld; i++) {
+        if (st->held[i].view.obj != NULL)
+            PyBuffer_Release(&st->held[i].view);
+        Py_DECREF(st->held[i].item);
+    }
+    st->nheld = 0;
+}
+
+/* Without the GIL: gives back the memory of every held chunk that only the pump references.
+   The count is read atomically; once it is 1 no other thread holds a reference, so it cannot
+   rise again behind our back. Returns how many held items still have their memory (other
+   bytes-likes always do: only releasing them, with the GIL, can free it). */
+static int pump_give_back(pump_state *st) {
+    int kept = 0;
+    for (int i = 0; i < st->nheld; i++) {
+        if (!Py_IS_TYPE(st->held[i].item, &bw_chunk_type)) { /* released with the GIL */
+            kept++;
+            continue;
+        }
+        bw_chunk_object *c = (bw_chunk_object *)st->held[i].item;
+        if (c->data == NULL)
+            continue;
+#ifdef Py_GIL_DISABLED
+        (void)c; /* no single reference count to read: released with the thread attached */
+        kept++;
+#else
+        if (__atomic_load_n(&((PyObject *)c)->ob_refcnt, __ATOMIC_ACQUIRE) == 1)
+            bw_chunk_give_back(c);
+        else
+            kept++;
+#endif
+    }
+    return kept;
+}
+
+/* Sends one HTTP chunk holding payload (the CRLF ending the previous chunk rides in front).
+   0, or -1 with st->sock_error set. */
+static int pump_send_chunk(pump_state *st, const char *payload, size_t len) {
+    char head[BW_CHUNK_HEAD_MAX];
+    size_t head_len = bw_chunk_head(head, len, st->pieces > 0);
+    struct iovec iov[2] = {{head, head_len}, {(void *)payload, len}};
+    st->sock_error = bw_send_all(st->fd, iov, 2, st->timeout_ms);
+    if (st->sock_error != 0)
+        return -1;
+    st->pieces++;
+    st->wire_bytes += len;
+    return 0;
+}
+
+/* Without the GIL: compresses data into st->out when compressing (the last buffer ends the
+   member). Sets *payload to what goes on the wire. 0, or -1 with st->gz_error set. */
+static int pump_compress(pump_state *st, const char *data, size_t len, int finish,
+                         const char **payload, size_t *payload_len) {
+    if (st->gz == NULL) {
+        *payload = data;
+        *payload_len = len;
+        return 0;
+    }
+    st->out.len = 0;
+    st->gz_error = bw_gz_write(st->gz->gz, data, len, finish, &st->out);
+    if (st->gz_error != BW_GZ_OK)
+        return -1;
+    st->gz_finished = finish;
+    *payload = st->out.data;
+    *payload_len = st->out.len;
+    return 0;
+}
+
+/* Without the GIL, at the end of the queue: the gzip trailer when the last buffer did not
+   carry it, then the terminating chunk. An answer that came before the end means the server
+   did not take the whole body: the terminating chunk would make it look complete. */
+static void pump_send_end(pump_state *st) {
+    if (bw_hq_consumer_closed(st->q)) {
+        st->outcome = PUMP_CLOSED;
+        return;
+    }
+    if (bw_peer_answered(st->fd)) {
+        st->outcome = PUMP_ANSWERED;
+        return;
+    }
+    const char *tail = NULL;
+    size_t tail_len = 0;
+    if (body_needs_trailer(st->gz != NULL, st->gz_finished, st->q) &&
+        pump_compress(st, NULL, 0, 1, &tail, &tail_len) < 0)
+        return;
+    /* one write: the trailer's chunk, then the terminating chunk (the CRLF ending the
+       previous chunk rides in front of each) */
+    char head[BW_CHUNK_HEAD_MAX];
+    size_t head_len = tail_len > 0 ? bw_chunk_head(head, tail_len, st->pieces > 0) : 0;
+    size_t end_len;
+    const char *end = bw_chunk_end(st->pieces > 0 || tail_len > 0, &end_len);
+    struct iovec iov[3] = {{head, head_len}, {(void *)tail, tail_len}, {(void *)end, end_len}};
+    st->sock_error = bw_send_all(st->fd, iov, 3, st->timeout_ms);
+    if (st->sock_error == 0 && tail_len > 0) {
+        st->pieces++;
+        st->wire_bytes += tail_len;
+    }
+}
+
+/* Without the GIL (retaken only for a bytes-like that is neither a Chunk nor bytes): holds
+   the item taken from the queue and finds its bytes. 0, or -1 with st->py_error set. */
+static int pump_hold(pump_state *st, PyObject *item, const char **data, size_t *len) {
+    pump_held *h = &st->held[st->nheld++];
+    h->item = item;
+    h->view.obj = NULL;
+    if (Py_IS_TYPE(item, &bw_chunk_type)) {
+        *data = ((bw_chunk_object *)item)->data;
+        *len = (size_t)((bw_chunk_object *)item)->len;
+    } else if (Py_IS_TYPE(item, &PyBytes_Type)) { /* immutable: readable without the GIL */
+        *data = PyBytes_AS_STRING(item);
+        *len = (size_t)PyBytes_GET_SIZE(item);
+    } else { /* another bytes-like handed over as is: its buffer needs the GIL */
+        PyEval_RestoreThread(st->ts);
+        int bad = PyObject_GetBuffer(item, &h->view, PyBUF_SIMPLE);
+        st->ts = PyEval_SaveThread();
+        if (bad < 0) {
+            h->view.obj = NULL;
+            st->py_error = 1;
+            return -1;
+        }
+        *data = h->view.buf;
+        *len = (size_t)h->view.len;
+    }
+    return 0;
+}
+
+/* Without the GIL: one buffer from the queue, compressed and sent as one HTTP chunk (none
+   when compressing gave nothing: an empty chunk would end the body). 0 to go on, -1 to
+   stop (the outcome or an error is set). */
+static int pump_send_buffer(pump_state *st, PyObject *item) {
+    pump_give_back(st); /* before a send that may block: the memory bound counts on it */
+    const char *data, *payload;
+    size_t len, payload_len;
+    if (pump_hold(st, item, &data, &len) < 0)
+        return -1;
+    st->buffers++;
+    st->body_bytes += len;
+    if (pump_compress(st, data, len, body_last_buffer(st->q), &payload, &payload_len) < 0)
+        return -1;
+    if (bw_peer_answered(st->fd)) {
+        st->outcome = PUMP_ANSWERED;
+        return -1;
+    }
+    if (payload_len > 0 && pump_send_chunk(st, payload, payload_len) < 0)
+        return -1;
+    /* Memory that only the pump still references goes back now; the producer may not have
+       dropped its own reference to the latest chunk yet, so all held chunks are looked at
+       again after each send. Too many that stay referenced elsewhere: their shells are
+       released with the GIL, so the memory bound holds. */
+    if (pump_give_back(st) > 1 || st->nheld == PUMP_HELD) {
+        PyEval_RestoreThread(st->ts);
+        pump_release(st);
+        st->ts = PyEval_SaveThread();
+    }
+    return 0;
+}
+
+/* Without the GIL: the loop, until the end of the body, an early answer, a closed consumer
+   side or an error. */
+static void pump_run(pump_state *st) {
+    for (;;) {
+        void *got = NULL;
+        bw_hq_result rc = bw_hq_get(st->q, &got, BW_WAIT_SLICE_MS);
+        if (rc == BW_HQ_TIMEOUT)
+            continue;
+        if (rc == BW_HQ_CLOSED) {
+            pump_send_end(st);
+            return;
+        }
+        if (pump_send_buffer(st, (PyObject *)got) < 0)
+            return;
+    }
+}
+
+/* pump_body's arguments, checked. 0, or -1 with an exception set. */
+static int pump_parse_args(PyObject *args, PyObject *kwargs, PyObject **queue_obj,
+                           pump_state *st) {
+    static char *keywords[] = {"queue", "fd", "gzip", "timeout", NULL};
+    PyObject *gzip_obj = Py_None, *timeout_obj = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!i|OO:pump_body", keywords, &bw_queue_type,
+                                     queue_obj, &st->fd, &gzip_obj, &timeout_obj))
+        return -1;
+    if (st->fd < 0) {
+        PyErr_Format(PyExc_ValueError, "fd must be an open socket's descriptor, not %d", st->fd);
+        return -1;
+    }
+    if (gzip_obj != Py_None) {
+        if (!Py_IS_TYPE(gzip_obj, &bw_gzip_type)) {
+            PyErr_Format(PyExc_TypeError, "gzip must be a GzipStream or None, not %.100s",
+                         Py_TYPE(gzip_obj)->tp_name);
+            return -1;
+        }
+        st->gz = (bw_gzip_object *)gzip_obj;
+        if (st->gz->busy || st->gz->finished) {
+            PyErr_SetString(PyExc_ValueError, "gzip stream is in use or already finished");
+            return -1;
+        }
+    }
+    st->timeout_ms = -1;
+    if (timeout_obj != Py_None) {
+        double seconds = PyFloat_AsDouble(timeout_obj);
+        if (seconds == -1.0 && PyErr_Occurred())
+            return -1;
+        if (!(seconds > 0) || seconds > 1e7) {
+            PyErr_SetString(PyExc_ValueError, "timeout must be a positive number of seconds or None");
+            return -1;
+        }
+        st->timeout_ms = (long)(seconds * 1000.0 + 0.999);
+    }
+    st->q = &((bw_queue_object *)*queue_obj)->q;
+    return 0;
+}
+
+/* New reference: the outcome and counts, or NULL with the error the loop ended with. */
+static PyObject *pump_result(pump_state *st) {
+    if (st->py_error)
+        return NULL;
+    if (st->gz_error == BW_GZ_NO_MEMORY)
+        return PyErr_NoMemory();
+    if (st->gz_error != BW_GZ_OK) {
+        PyErr_SetString(PyExc_RuntimeError, "the deflate stream failed");
+        return NULL;
+    }
+    if (st->sock_error == ETIMEDOUT) {
+        PyErr_SetString(PyExc_TimeoutError, "timed out");
+        return NULL;
+    }
+    if (st->sock_error != 0) {
+        errno = st->sock_error;
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    return Py_BuildValue("(innnn)", (int)st->outcome, (Py_ssize_t)st->buffers,
+                         (Py_ssize_t)st->body_bytes, (Py_ssize_t)st->pieces,
+                         (Py_ssize_t)st->wire_bytes);
+}
+
+/* pump_body(queue, fd, gzip=None, timeout=None) -> (outcome, buffers, body_bytes, pieces,
+   wire_bytes). New reference. outcome: 0 the body was sent whole (with the terminating
+   chunk), 1 the server answered first (nothing more sent), 2 the consumer side was closed
+   (failure or abort). Raises OSError / TimeoutError("timed out") from the socket. */
+static PyObject *module_pump_body(PyObject *module, PyObject *args, PyObject *kwargs) {
+    (void)module;
+    PyObject *queue_obj;
+    pump_state st = {.outcome = PUMP_DONE};
+    if (pump_parse_args(args, kwargs, &queue_obj, &st) < 0)
+        return NULL;
+    if (st.gz != NULL)
+        st.gz->busy = 1;
+    Py_INCREF(queue_obj);
+    st.ts = PyEval_SaveThread();
+    pump_run(&st);
+    PyEval_RestoreThread(st.ts);
+    pump_release(&st);
+    bw_buf_free(&st.out);
+    if (st.gz != NULL) {
+        st.gz->busy = 0;
+        if (st.gz_finished || st.gz_error != BW_GZ_OK)
+            st.gz->finished = 1; /* a failed stream cannot continue either */
+    }
+    Py_DECREF(queue_obj);
+    return pump_result(&st);
+}
+
+/* http_chunk(piece) -> bytes (new reference): piece framed as one whole HTTP chunk (size
+   line, data, CRLF) by the pump's framing; a sender that ends each chunk with it sends the
+   same bytes as the pump, which lets the CRLF ride with the next size line. */
+static PyObject *module_http_chunk(PyObject *module, PyObject *piece) {
+    (void)module;
+    Py_buffer view;
+    if (PyObject_GetBuffer(piece, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    PyObject *chunk = NULL;
+    if (view.len == 0) { /* an empty chunk would end the body */
+        PyErr_SetString(PyExc_ValueError, "an HTTP chunk cannot be empty: the empty chunk ends the body");
+        goto cleanup;
+    }
+    char head[BW_CHUNK_HEAD_MAX];
+    size_t head_len = bw_chunk_head(head, (size_t)view.len, 0);
+    chunk = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)head_len + view.len + BW_CHUNK_DATA_END_LEN);
+    if (chunk == NULL)
+        goto cleanup;
+    char *at = PyBytes_AS_STRING(chunk);
+    memcpy(at, head, head_len);
+    memcpy(at + head_len, view.buf, (size_t)view.len);
+    memcpy(at + head_len + (size_t)view.len, BW_CHUNK_DATA_END, BW_CHUNK_DATA_END_LEN);
+cleanup:
+    PyBuffer_Release(&view);
+    return chunk;
+}
+
+static PyMethodDef pump_functions[] = {
+    {"next_piece", module_next_piece, METH_VARARGS,
+     "next_piece(queue, gzip=None) -> (piece, consumed) | None\n\nThe body's next piece for a "
+     "consumer (BulkWriter.chunks): the next buffer, compressed when gzip is given (the last "
+     "buffer ends the member; a trailer-only piece follows when it could not), waiting with "
+     "the GIL released. None at the end or when the consumer side was closed."},
+    {"http_chunk", module_http_chunk, METH_O,
+     "http_chunk(piece) -> bytes\n\nThe piece (a non-empty bytes-like) as one whole HTTP chunk: "
+     "size line, data, CRLF, framed as the body pump frames it (for senders that cannot run the "
+     "pump, e.g. TLS). The body then ends with HTTP_LAST_CHUNK."},
+    {"pump_body", (PyCFunction)(void (*)(void))module_pump_body, METH_VARARGS | METH_KEYWORDS,
+     "pump_body(queue, fd, gzip=None, timeout=None) -> (outcome, buffers, body_bytes, pieces, "
+     "wire_bytes)\n\nSend the queue's buffers on the connected socket fd as HTTP chunks "
+     "(through gzip when given), with the GIL released, until the producer closes the queue; "
+     "then the terminating chunk. outcome: 0 sent whole, 1 the server answered first, 2 the "
+     "consumer side was closed."},
+    {NULL, NULL, 0, NULL},
+};
+
+int bw_body_pump_add_to_module(PyObject *module) {
+    size_t end_len;
+    const char *end = bw_chunk_end(0, &end_len);
+    PyObject *last_chunk = PyBytes_FromStringAndSize(end, (Py_ssize_t)end_len);
+    if (last_chunk == NULL)
+        return -1;
+    int added = PyModule_AddObjectRef(module, "HTTP_LAST_CHUNK", last_chunk);
+    Py_DECREF(last_chunk);
+    if (added < 0)
+        return -1;
+    return PyModule_AddFunctions(module, pump_functions);
+}

@@ -1,0 +1,191 @@
+#include "py_bulk_writer.h"
+
+#include "buffer_pool.h"
+#include "put_command.h"
+
+#include <stdlib.h>
+
+/* A fresh buffer starts with room for a full one plus a typical document, so that filling
+   it to the threshold does not reallocate; one huge document grows it by doubling. */
+static size_t initial_capacity(size_t threshold) {
+    size_t cap = threshold + threshold / 8 + 4096;
+    return cap < threshold ? threshold : cap; /* overflow guard */
+}
+
+int bw_command_writer_init(bw_command_writer *w, size_t threshold, const bw_encode_options *opts) {
+    w->buf.data = NULL;
+    w->buf.len = w->buf.cap = 0;
+    w->threshold = threshold;
+    w->started = w->finished = 0;
+    w->commands = 0;
+    w->bytes = 0;
+    w->handovers = 0;
+    w->opts = *opts;
+    w->walker = bw_walker_new();
+    if (w->walker == NULL)
+        return -1;
+    bw_pool_retain();
+    return 0;
+}
+
+void bw_command_writer_free(bw_command_writer *w) {
+    bw_buf_free(&w->buf);
+    bw_walker_free(w->walker);
+    w->walker = NULL;
+    bw_pool_unretain();
+}
+
+static int ensure_buffer(bw_command_writer *w) {
+    if (w->buf.data != NULL)
+        return 0;
+    size_t cap;
+    char *data = bw_pool_acquire(initial_capacity(w->threshold), &cap);
+    if (data == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    w->buf.data = data;
+    w->buf.len = 0;
+    w->buf.cap = cap;
+    return 0;
+}
+
+int bw_command_writer_put(bw_command_writer *w, PyObject *id, PyObject *entity, PyObject *metadata,
+                           PyObject *skip_keys) {
+    if (w->finished) {
+        PyErr_SetString(PyExc_RuntimeError, "the bulk insert body is already finished");
+        return -1;
+    }
+    if (!PyUnicode_Check(id) || !PyDict_Check(metadata) ||
+        (skip_keys != NULL && !PyTuple_Check(skip_keys))) {
+        PyErr_SetString(PyExc_TypeError, "id must be str, metadata a dict, skip_keys a tuple");
+        return -1;
+    }
+    if (ensure_buffer(w) < 0)
+        return -1;
+    bw_buf *out = &w->buf;
+    size_t start = out->len;
+    bw_walker *walker = w->walker;
+    bw_walker_init(walker, &w->opts, out);
+    Py_ssize_t members = 0;
+
+    /* '[' or ',' then the command; the walker writes the id as a JSON string */
+    if (bw_buf_append(out, w->started ? "," : "[", 1) < 0 || bw_put_command_open(out) < 0)
+        goto nomem;
+    if (bw_walk(walker, id) < 0)
+        goto error;
+    if (bw_put_command_document(out) < 0)
+        goto nomem;
+    if (bw_walk_open_object(walker, entity, skip_keys, &members) < 0)
+        goto error;
+    if (bw_put_command_metadata(out, members > 0) < 0)
+        goto nomem;
+    if (bw_walk(walker, metadata) < 0)
+        goto error;
+    if (bw_put_command_close(out) < 0)
+        goto nomem;
+    w->started = 1;
+    w->commands++;
+    w->bytes += out->len - start;
+    return 0;
+nomem:
+    PyErr_NoMemory();
+error:
+    out->len = start; /* nothing half-written stays behind */
+    return -1;
+}
+
+int bw_command_writer_finish(bw_command_writer *w) {
+    if (w->finished)
+        return 0;
+    if (ensure_buffer(w) < 0)
+        return -1;
+    int rc = w->started ? BW_BUF_APPEND_LITERAL(&w->buf, "]") : BW_BUF_APPEND_LITERAL(&w->buf, "[]");
+    if (rc < 0) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    w->bytes += w->started ? 1 : 2;
+    w->started = 1;
+    w->finished = 1;
+    return 0;
+}
+
+char *bw_command_writer_detach(bw_command_writer *w, size_t *len, size_t *cap) {
+    *len = 0;
+    *cap = 0;
+    if (w->buf.data == NULL || w->buf.len == 0)
+        return NULL;
+    /* give back the unused tail: what is handed over is what the queue holds */
+    if (w->buf.cap - w->buf.len > 4096) {
+        char *shrunk = realloc(w->buf.data, w->buf.len);
+        if (shrunk != NULL) {
+            w->buf.data = shrunk;
+            w->buf.cap = w->buf.len;
+        }
+    }
+    *cap = w->buf.cap;
+    w->handovers++;
+    return bw_buf_detach(&w->buf, len);
+}
+
+/* ---- pre-encoded commands (BulkWriter.store_encoded) ---- */
+
+/* 0 when the writer may take more commands (continuing a run only after one was started),
+   -1 with an exception set. */
+static int check_encoded(const bw_command_writer *w, Py_ssize_t count, int continued) {
+    if (w->finished) {
+        PyErr_SetString(PyExc_RuntimeError, "the bulk insert body is already finished");
+        return -1;
+    }
+    if (count < 0) {
+        PyErr_Format(PyExc_ValueError, "count must not be negative, not %zd", count);
+        return -1;
+    }
+    if (continued && !w->started) {
+        PyErr_SetString(PyExc_ValueError, "continued=True before any command was written");
+        return -1;
+    }
+    return 0;
+}
+
+int bw_command_writer_put_encoded(bw_command_writer *w, const char *data, size_t len, Py_ssize_t count,
+                               int continued) {
+    if (check_encoded(w, count, continued) < 0)
+        return -1;
+    size_t sep = continued ? 0 : 1;
+    if (len > SIZE_MAX - sep)
+        goto nomem;
+    if (ensure_buffer(w) < 0)
+        return -1;
+    if (bw_buf_reserve(&w->buf, sep + len) < 0)
+        goto nomem;
+    if (sep)
+        bw_buf_putc(&w->buf, w->started ? ',' : '[');
+    bw_buf_put(&w->buf, data, len);
+    w->started = 1;
+    w->commands += count;
+    w->bytes += sep + len;
+    return 0;
+nomem:
+    PyErr_NoMemory();
+    return -1;
+}
+
+int bw_command_writer_put_external(bw_command_writer *w, size_t len, Py_ssize_t count, int continued) {
+    if (check_encoded(w, count, continued) < 0)
+        return -1;
+    if (!continued) {
+        if (ensure_buffer(w) < 0)
+            return -1;
+        if (bw_buf_append(&w->buf, w->started ? "," : "[", 1) < 0) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        w->bytes += 1;
+    }
+    w->started = 1;
+    w->commands += count;
+    w->bytes += len;
+    return 0;
+}

@@ -1,0 +1,62 @@
+/* The CommandWriter: bulk insert PUT commands framed into buffers, with the size threshold.
+
+   The body is one JSON array of commands, `[` cmd `,` cmd ... `]`, each command exactly
+   {"Id":<id>,"Type":"PUT","Document":<document>} where the document is the entity's JSON
+   with its "Id" (and "@metadata") members left out and "@metadata" appended last. Commands
+   are encoded straight into the current buffer; once it holds more than `threshold` bytes
+   the caller detaches it (the memory itself moves; nothing is copied) and the next command
+   starts a fresh one. Binding layer: it drives the object walker. */
+#ifndef BW_COMMAND_WRITER_H
+#define BW_COMMAND_WRITER_H
+#include "py_encoder.h"
+
+typedef struct {
+    bw_buf buf;           /* the current buffer; data == NULL until something is written */
+    size_t threshold;     /* hand over once buf.len exceeds this */
+    int started;          /* '[' has been written */
+    int finished;         /* ']' has been written: nothing more may be added */
+    Py_ssize_t commands;  /* commands written */
+    size_t bytes;         /* body bytes written (handed over or still buffered) */
+    size_t handovers;     /* buffers detached */
+    bw_encode_options opts;
+    bw_walker *walker;    /* heap: its open-container stack is large */
+} bw_command_writer;
+
+/* 0, or -1 with MemoryError set. */
+int bw_command_writer_init(bw_command_writer *w, size_t threshold, const bw_encode_options *opts);
+void bw_command_writer_free(bw_command_writer *w);
+
+/* Appends one PUT command. id is a str; metadata a dict walked as the "@metadata" value;
+   skip_keys a tuple of str left out of the entity's top-level object. 0, or -1 with an
+   exception set, and then the buffer is exactly as it was before the call. */
+int bw_command_writer_put(bw_command_writer *w, PyObject *id, PyObject *entity, PyObject *metadata,
+                       PyObject *skip_keys);
+
+/* Ends the array (`]`, or `[]` when nothing was written). 0, or -1 with MemoryError. */
+int bw_command_writer_finish(bw_command_writer *w);
+
+static inline int bw_command_writer_over_threshold(const bw_command_writer *w) {
+    return w->buf.len > w->threshold;
+}
+
+/* Hands the current buffer's memory to the caller (free() it, or give it back with
+   bw_pool_release so that a later buffer reuses its pages) and starts none: the next
+   put allocates a fresh buffer. NULL (and *len 0) when nothing is buffered. *cap receives
+   the allocation size, for memory accounting. */
+char *bw_command_writer_detach(bw_command_writer *w, size_t *len, size_t *cap);
+/* ---- pre-encoded commands (BulkWriter.store_encoded) ----
+   `continued` = 0 starts a new run of commands: the separator ('[' for the first command of
+   the body, ',' otherwise) is written first; 1 continues the run of the previous call (no
+   separator; an error when nothing was started). The bytes themselves are trusted: the
+   caller checked that the run is complete commands joined by ','. */
+
+/* Copies len bytes of commands into the current buffer after the separator; count is added
+   to the command count. 0, or -1 with an exception set (the buffer then unchanged). */
+int bw_command_writer_put_encoded(bw_command_writer *w, const char *data, size_t len, Py_ssize_t count,
+                               int continued);
+
+/* Accounts for len bytes of commands the caller sends as a piece of its own, right after the
+   current buffer: writes the separator into the buffer (which the caller then detaches and
+   hands over before the piece). 0, or -1 with an exception set. */
+int bw_command_writer_put_external(bw_command_writer *w, size_t len, Py_ssize_t count, int continued);
+#endif

@@ -1,0 +1,479 @@
+/* CommandWriter: the C half of a bulk insert's producer side. It applies the document
+   conventions (py_conventions.c), frames each PUT command into its buffer (bulk_writer.c)
+   and hands every full buffer over to its queue itself, so that a stored document's bytes
+   go from the walker to the consumer without a trip through Python. BulkWriter (Python)
+   wraps it with the body's lifecycle: failure, close, compression, consumers. */
+#include "py_command_writer.h"
+
+#include "py_bulk_writer.h"
+#include "py_chunk.h"
+#include "py_conventions.h"
+#include "py_handover_queue.h"
+
+#include "int_text.h"
+
+#include <string.h>
+
+typedef struct {
+    PyObject_HEAD
+    bw_command_writer w;
+    int ready;
+    int busy;
+    int owned;
+    unsigned long owner;       /* the producer's thread: the first to call a store method */
+    bw_queue_object *queue;    /* where full buffers go (store); NULL: put() returns them */
+    PyObject *class_info;      /* class_info(cls) -> (id prefix, metadata defaults) */
+    PyObject *classes;         /* dict: cls -> what class_info gave, asked once per class */
+    Py_ssize_t generated;      /* ids generated so far: the next one ends with this + 1 */
+    int handover_interrupted;  /* store() was interrupted handing a full buffer over */
+} WriterObject;
+
+static PyTypeObject WriterType;
+
+/* A writer takes documents from one thread. Checking only for overlapping calls caught a
+   second thread at random (only when the GIL switched inside a call); the owner check
+   refuses every call from another thread, before anything changes. It runs with the GIL
+   held, so claiming cannot race. 0, or -1 with RuntimeError set. */
+static int command_writer_check_thread(WriterObject *self) {
+    unsigned long me = PyThread_get_thread_ident();
+    if (!self->owned) {
+        self->owner = me;
+        self->owned = 1;
+        return 0;
+    }
+    if (self->owner == me)
+        return 0;
+    PyErr_SetString(PyExc_RuntimeError,
+                    "a bulk insert takes documents from one thread only: this BulkWriter (or "
+                    "BulkInsert) belongs to the thread that first stored into it, and this call "
+                    "came from another thread; use one per producer thread");
+    return -1;
+}
+
+/* The checks every store method makes first. 0, or -1 with RuntimeError set. */
+static int command_writer_enter(WriterObject *self) {
+    if (command_writer_check_thread(self) < 0)
+        return -1;
+    if (self->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "bulk insert store methods cannot run concurrently");
+        return -1;
+    }
+    return 0;
+}
+
+/* New reference. */
+static PyObject *Writer_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    static char *keywords[] = {"buffer_size", "queue", "class_info", NULL};
+    Py_ssize_t buffer_size = 1 << 20;
+    PyObject *queue = Py_None, *class_info = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|n$OO:CommandWriter", keywords, &buffer_size,
+                                     &queue, &class_info))
+        return NULL;
+    if (buffer_size <= 0) {
+        PyErr_Format(PyExc_ValueError, "buffer_size must be a positive number of bytes, not %zd",
+                     buffer_size);
+        return NULL;
+    }
+    if (queue != Py_None && !Py_IS_TYPE(queue, &bw_queue_type)) {
+        PyErr_Format(PyExc_TypeError, "queue must be a HandoverQueue or None, not %.100s",
+                     Py_TYPE(queue)->tp_name);
+        return NULL;
+    }
+    if (class_info != Py_None && !PyCallable_Check(class_info)) {
+        PyErr_Format(PyExc_TypeError, "class_info must be callable or None, not %.100s",
+                     Py_TYPE(class_info)->tp_name);
+        return NULL;
+    }
+    WriterObject *self = (WriterObject *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    bw_encode_options opts = {.hook_kind = BW_HOOK_ENTITY, .hook = NULL, .ensure_ascii = 1,
+                              .float32_shortest = 0};
+    if (bw_command_writer_init(&self->w, (size_t)buffer_size, &opts) < 0) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    self->ready = 1;
+    self->classes = PyDict_New();
+    if (self->classes == NULL) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    if (queue != Py_None)
+        self->queue = (bw_queue_object *)Py_NewRef(queue);
+    if (class_info != Py_None)
+        self->class_info = Py_NewRef(class_info);
+    return (PyObject *)self;
+}
+
+/* The class cache may hold a class whose attributes lead back to this writer. */
+static int Writer_traverse(WriterObject *self, visitproc visit, void *arg) {
+    Py_VISIT(self->queue);
+    Py_VISIT(self->class_info);
+    Py_VISIT(self->classes);
+    return 0;
+}
+
+static int Writer_clear(WriterObject *self) {
+    Py_CLEAR(self->queue);
+    Py_CLEAR(self->class_info);
+    Py_CLEAR(self->classes);
+    return 0;
+}
+
+static void Writer_dealloc(WriterObject *self) {
+    PyObject_GC_UnTrack(self);
+    if (self->ready)
+        bw_command_writer_free(&self->w);
+    Writer_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* New reference: the full buffer as a Chunk, None when nothing is buffered. */
+static PyObject *command_writer_take(WriterObject *self) {
+    size_t len, cap;
+    char *mem = bw_command_writer_detach(&self->w, &len, &cap);
+    if (mem == NULL)
+        Py_RETURN_NONE;
+    return bw_chunk_from_memory(mem, len, cap, 1);
+}
+
+/* Hands the full buffer over to the queue, waiting for room with the GIL released. 1 handed
+   over; 0 the consumer is gone (the buffer is dropped); -1 with an exception set, Ctrl-C or
+   out of memory: handover_interrupted then says the body can no longer be trusted whole. */
+static int command_writer_hand_over(WriterObject *self) {
+    PyObject *chunk = command_writer_take(self);
+    int taken = chunk != NULL ? bw_queue_put(self->queue, chunk) : -1;
+    Py_XDECREF(chunk);
+    /* A Ctrl-C that came during the wait, just before the buffer was taken, would be raised
+       by the interpreter as this call returns, with no trace of the hand-over: it is taken
+       here, so that it counts as an interrupted hand-over. */
+    if (taken > 0 && PyErr_CheckSignals() < 0)
+        taken = -1;
+    if (taken < 0)
+        self->handover_interrupted = 1;
+    return taken;
+}
+
+/* New reference: (id prefix, metadata defaults) for entities of cls, asked of class_info
+   once per class. */
+static PyObject *command_writer_class_info(WriterObject *self, PyTypeObject *cls) {
+    PyObject *info = PyDict_GetItemWithError(self->classes, (PyObject *)cls);
+    if (info != NULL)
+        return Py_NewRef(info);
+    if (PyErr_Occurred())
+        return NULL;
+    info = PyObject_CallOneArg(self->class_info, (PyObject *)cls);
+    if (info == NULL)
+        return NULL;
+    if (!PyTuple_CheckExact(info) || PyTuple_GET_SIZE(info) != 2 ||
+        !PyUnicode_Check(PyTuple_GET_ITEM(info, 0)) || !PyDict_Check(PyTuple_GET_ITEM(info, 1))) {
+        PyErr_SetString(PyExc_TypeError, "class_info() must return (id prefix: str, metadata "
+                                         "defaults: dict)");
+        Py_DECREF(info);
+        return NULL;
+    }
+    if (PyDict_SetItem(self->classes, (PyObject *)cls, info) < 0) {
+        Py_DECREF(info);
+        return NULL;
+    }
+    return info;
+}
+
+/* New reference: prefix followed by the decimal n, built directly (formatting it took a
+   third of the conventions' time per document). */
+static PyObject *generated_id(PyObject *prefix, Py_ssize_t n) {
+    char digits[BW_INT_TEXT_MAX];
+    size_t digits_len = bw_u64_to_text((uint64_t)n, digits);
+    if (!PyUnicode_IS_ASCII(prefix)) {
+        PyObject *number = PyUnicode_FromStringAndSize(digits, (Py_ssize_t)digits_len);
+        if (number == NULL)
+            return NULL;
+        PyObject *id = PyUnicode_Concat(prefix, number);
+        Py_DECREF(number);
+        return id;
+    }
+    Py_ssize_t prefix_len = PyUnicode_GET_LENGTH(prefix);
+    PyObject *id = PyUnicode_New(prefix_len + (Py_ssize_t)digits_len, 127);
+    if (id == NULL)
+        return NULL;
+    memcpy(PyUnicode_1BYTE_DATA(id), PyUnicode_1BYTE_DATA(prefix), (size_t)prefix_len);
+    memcpy(PyUnicode_1BYTE_DATA(id) + prefix_len, digits, digits_len);
+    return id;
+}
+
+/* New reference: the id the command gets: the id argument, else the entity's own Id, else
+   a generated "<prefix><n>" (checked, naming where it came from). */
+static PyObject *command_writer_document_id(WriterObject *self, PyObject *id,
+                                            PyObject *own_id, PyObject *info) {
+    const char *source = "id";
+    if (id == NULL) {
+        id = own_id;
+        source = "entity's Id";
+    }
+    if (id == NULL) {
+        self->generated++; /* counted before encoding: a failed store keeps its number used */
+        return generated_id(PyTuple_GET_ITEM(info, 0), self->generated);
+    }
+    if (bw_check_id(id, source) < 0)
+        return NULL;
+    return Py_NewRef(id);
+}
+
+/* store(entity, id=None, metadata=None) -> str | None. New reference: the document's id; or
+   None when the document is in the body but its full buffer could not be handed over
+   because the consumer is gone (the body is incomplete). Raises the conventions' and the
+   encoder's errors (nothing of the document is kept), and Ctrl-C while waiting for room in
+   the queue (handover_interrupted). */
+static PyObject *Writer_store(WriterObject *self, PyObject *const *args,
+                                      Py_ssize_t nargs) {
+    if (nargs < 1 || nargs > 3) {
+        PyErr_Format(PyExc_TypeError, "store() takes 1 to 3 arguments (entity, id=None, "
+                                      "metadata=None), %zd given", nargs);
+        return NULL;
+    }
+    if (command_writer_enter(self) < 0)
+        return NULL;
+    if (self->queue == NULL || self->class_info == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "store() needs a writer made with queue= and "
+                                            "class_info=");
+        return NULL;
+    }
+    PyObject *entity = args[0];
+    PyObject *id_arg = nargs > 1 && args[1] != Py_None ? args[1] : NULL;
+    PyObject *metadata = nargs > 2 && args[2] != Py_None ? args[2] : NULL;
+    PyObject *info = NULL, *own_metadata = NULL, *own_id = NULL, *id = NULL, *merged = NULL;
+    PyObject *result = NULL;
+
+    info = command_writer_class_info(self, Py_TYPE(entity));
+    if (info == NULL)
+        goto cleanup;
+    if (bw_entity_members(entity, id_arg == NULL, &own_metadata, &own_id) < 0)
+        goto cleanup;
+    id = command_writer_document_id(self, id_arg, own_id, info);
+    if (id == NULL)
+        goto cleanup;
+    PyObject *document_metadata = PyTuple_GET_ITEM(info, 1);
+    if (metadata != NULL || own_metadata != NULL) {
+        merged = bw_merge_metadata(own_metadata, metadata, document_metadata);
+        if (merged == NULL)
+            goto cleanup;
+        document_metadata = merged;
+    }
+    self->busy = 1;
+    int handed_over = 1; /* or nothing to hand over */
+    int rc = bw_command_writer_put(&self->w, id, entity, document_metadata,
+                                   bw_body_excluded_keys());
+    if (rc == 0 && bw_command_writer_over_threshold(&self->w))
+        handed_over = command_writer_hand_over(self);
+    self->busy = 0;
+    if (rc < 0 || handed_over < 0)
+        goto cleanup;
+    result = Py_NewRef(handed_over ? id : Py_None);
+cleanup:
+    Py_XDECREF(info);
+    Py_XDECREF(own_metadata);
+    Py_XDECREF(own_id);
+    Py_XDECREF(id);
+    Py_XDECREF(merged);
+    return result;
+}
+
+/* put(id, entity, metadata) -> Chunk | None. New reference. The command as given (no
+   conventions); the full buffer is returned, not handed over. */
+static PyObject *Writer_put(WriterObject *self, PyObject *const *args,
+                                    Py_ssize_t nargs) {
+    if (nargs != 3) {
+        PyErr_Format(PyExc_TypeError, "put() takes 3 arguments (id, entity, metadata), %zd given",
+                     nargs);
+        return NULL;
+    }
+    if (command_writer_enter(self) < 0)
+        return NULL;
+    if (!PyUnicode_Check(args[0])) {
+        PyErr_Format(PyExc_TypeError, "id must be a str, not %.100s", Py_TYPE(args[0])->tp_name);
+        return NULL;
+    }
+    if (!PyDict_Check(args[2])) {
+        PyErr_Format(PyExc_TypeError, "metadata must be a dict, not %.100s",
+                     Py_TYPE(args[2])->tp_name);
+        return NULL;
+    }
+    self->busy = 1;
+    int rc = bw_command_writer_put(&self->w, args[0], args[1], args[2], bw_body_excluded_keys());
+    self->busy = 0;
+    if (rc < 0)
+        return NULL;
+    if (!bw_command_writer_over_threshold(&self->w))
+        Py_RETURN_NONE;
+    return command_writer_take(self);
+}
+
+/* finish() -> Chunk. New reference. Ends the array; returns what is left. */
+static PyObject *Writer_finish(WriterObject *self, PyObject *unused) {
+    (void)unused;
+    if (command_writer_enter(self) < 0)
+        return NULL;
+    if (bw_command_writer_finish(&self->w) < 0)
+        return NULL;
+    return command_writer_take(self);
+}
+
+/* ---- pre-encoded commands (BulkWriter.store_encoded) ---- */
+
+/* put_encoded(data, count, continued=False) -> Chunk | None (a new reference): copies data
+   (any contiguous bytes-like) into the current buffer after the separator; returns the buffer
+   when it went over the threshold. */
+static PyObject *Writer_put_encoded(WriterObject *self, PyObject *args,
+                                            PyObject *kwargs) {
+    static char *keywords[] = {"data", "count", "continued", NULL};
+    Py_buffer view = {0};
+    Py_ssize_t count = 0;
+    int continued = 0;
+    PyObject *result = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*n|p:put_encoded", keywords, &view, &count,
+                                     &continued))
+        return NULL;
+    if (command_writer_enter(self) < 0)
+        goto cleanup;
+    self->busy = 1;
+    int rc = bw_command_writer_put_encoded(&self->w, view.buf, (size_t)view.len, count, continued);
+    self->busy = 0;
+    if (rc < 0)
+        goto cleanup;
+    if (bw_command_writer_over_threshold(&self->w))
+        result = command_writer_take(self);
+    else
+        result = Py_NewRef(Py_None);
+cleanup:
+    PyBuffer_Release(&view);
+    return result;
+}
+
+/* put_external(length, count, continued=False) -> Chunk | None (a new reference): the caller
+   sends `length` bytes of commands as a piece of its own; the separator goes into the current
+   buffer, which is handed over (returned; None when empty) to go out before that piece. */
+static PyObject *Writer_put_external(WriterObject *self, PyObject *args,
+                                             PyObject *kwargs) {
+    static char *keywords[] = {"length", "count", "continued", NULL};
+    Py_ssize_t length = 0, count = 0;
+    int continued = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "nn|p:put_external", keywords, &length, &count,
+                                     &continued))
+        return NULL;
+    if (length <= 0) {
+        PyErr_Format(PyExc_ValueError, "length must be positive, not %zd", length);
+        return NULL;
+    }
+    if (command_writer_enter(self) < 0)
+        return NULL;
+    if (bw_command_writer_put_external(&self->w, (size_t)length, count, continued) < 0)
+        return NULL;
+    return command_writer_take(self);
+}
+
+/* claim() -> None (a new reference): the calling thread becomes the producer, or
+   RuntimeError when another thread already is. */
+static PyObject *Writer_claim(WriterObject *self, PyObject *unused) {
+    (void)unused;
+    if (command_writer_check_thread(self) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+/* The getset closure of each CommandWriter attribute. */
+typedef enum {
+    WRITER_COMMANDS,
+    WRITER_BYTES,
+    WRITER_BUFFERED,
+    WRITER_CAPACITY,
+    WRITER_HANDOVERS,
+    WRITER_BUFFER_SIZE,
+    WRITER_FINISHED,
+    WRITER_HANDOVER_INTERRUPTED,
+} writer_field;
+
+/* New reference. */
+static PyObject *Writer_get_field(WriterObject *self, void *closure) {
+    switch ((writer_field)(intptr_t)closure) {
+    case WRITER_COMMANDS: return PyLong_FromSsize_t(self->w.commands);
+    case WRITER_BYTES: return PyLong_FromSize_t(self->w.bytes);
+    case WRITER_BUFFERED: return PyLong_FromSize_t(self->w.buf.len);
+    case WRITER_CAPACITY: return PyLong_FromSize_t(self->w.buf.cap);
+    case WRITER_HANDOVERS: return PyLong_FromSize_t(self->w.handovers);
+    case WRITER_BUFFER_SIZE: return PyLong_FromSize_t(self->w.threshold);
+    case WRITER_FINISHED: return PyBool_FromLong(self->w.finished);
+    case WRITER_HANDOVER_INTERRUPTED: return PyBool_FromLong(self->handover_interrupted);
+    }
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef Writer_methods[] = {
+    {"store", (PyCFunction)(void (*)(void))Writer_store, METH_FASTCALL,
+     "store(entity, id=None, metadata=None) -> str | None\n\nAppend one PUT command under the "
+     "document conventions (the id argument, else the entity's Id, else a generated one; the "
+     "@metadata merged) and hand the buffer over to the queue when it went over the "
+     "threshold, waiting for room with the GIL released. Returns the id; None when the "
+     "consumer is gone (the buffer was dropped). On an encoding error nothing of the "
+     "command stays in the buffer."},
+    {"put", (PyCFunction)(void (*)(void))Writer_put, METH_FASTCALL,
+     "put(id, entity, metadata) -> Chunk | None\n\nAppend one PUT command as given; returns the "
+     "buffer when it went over the threshold (the writer starts a new one). On error nothing "
+     "of the command stays in the buffer."},
+    {"finish", (PyCFunction)Writer_finish, METH_NOARGS,
+     "finish() -> Chunk\n\nEnd the array and return the last buffer."},
+    {"put_encoded", (PyCFunction)(void (*)(void))Writer_put_encoded,
+     METH_VARARGS | METH_KEYWORDS,
+     "put_encoded(data, count, continued=False) -> Chunk | None\n\nCopy already encoded commands "
+     "(joined by ',', no leading ',') into the buffer after the separator ('[' or ','; none when "
+     "continued); returns the buffer when it went over the threshold. The bytes are trusted."},
+    {"put_external", (PyCFunction)(void (*)(void))Writer_put_external,
+     METH_VARARGS | METH_KEYWORDS,
+     "put_external(length, count, continued=False) -> Chunk | None\n\nThe caller sends length "
+     "bytes of commands as a piece of its own: the separator is written into the buffer, which is "
+     "handed over (returned; None when empty) and must go out right before that piece."},
+    {"claim", (PyCFunction)Writer_claim, METH_NOARGS,
+     "claim() -> None\n\nMake the calling thread the writer's producer, or raise RuntimeError "
+     "when another thread already is (the first thread to call a store method owns it)."},
+    {NULL, NULL, 0, NULL},
+};
+
+#define WRITER_FIELD(name, doc, which) \
+    {name, (getter)Writer_get_field, NULL, doc, (void *)(intptr_t)(which)}
+static PyGetSetDef Writer_getset[] = {
+    WRITER_FIELD("commands", "Commands written.", WRITER_COMMANDS),
+    WRITER_FIELD("bytes", "Body bytes written.", WRITER_BYTES),
+    WRITER_FIELD("buffered", "Bytes in the current buffer.", WRITER_BUFFERED),
+    WRITER_FIELD("capacity", "Bytes allocated for the current buffer.", WRITER_CAPACITY),
+    WRITER_FIELD("handovers", "Buffers handed over.", WRITER_HANDOVERS),
+    WRITER_FIELD("buffer_size", "The threshold.", WRITER_BUFFER_SIZE),
+    WRITER_FIELD("finished", "finish() was called.", WRITER_FINISHED),
+    WRITER_FIELD("handover_interrupted",
+                 "store() was interrupted (Ctrl-C) while it handed a full buffer over: the "
+                 "buffer may not have reached the queue.",
+                 WRITER_HANDOVER_INTERRUPTED),
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject WriterType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "bulkwire._core.CommandWriter",
+    .tp_basicsize = sizeof(WriterObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "CommandWriter(buffer_size=1 << 20, *, queue=None, class_info=None)\n\nFrames bulk "
+              "insert PUT commands into buffers of about buffer_size bytes. With queue and "
+              "class_info (cls -> (id prefix, metadata defaults)), store() applies the "
+              "document conventions and hands full buffers over to queue.",
+    .tp_new = Writer_new,
+    .tp_dealloc = (destructor)Writer_dealloc,
+    .tp_traverse = (traverseproc)Writer_traverse,
+    .tp_clear = (inquiry)Writer_clear,
+    .tp_methods = Writer_methods,
+    .tp_getset = Writer_getset,
+};
+
+int bw_command_writer_add_to_module(PyObject *module) {
+    if (PyType_Ready(&WriterType) < 0)
+        return -1;
+    return PyModule_AddObjectRef(module, "CommandWriter", (PyObject *)&WriterType);
+}

@@ -1,0 +1,499 @@
+/* Binding of encode_batch.c: bulkwire._core.encode_batch(batch, ...) -> list[bytes].
+
+   The batch is any object with __arrow_c_array__ (a struct array: a record batch) or
+   __arrow_c_stream__ (a stream of them: a table, a reader). pyarrow is never imported: the
+   capsules of the Arrow PyCapsule interface are read through py_arrow.h, the import path
+   VectorCodec uses too, which validates every chunk before it is read. Every row of the batch is
+   validated before the first byte is written, so a bad row raises before anything of its
+   batch can be sent. The commands are written with the GIL released. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "encode_batch.h"
+#include "json_string.h"
+#include "py_arrow.h"
+#include "py_encode_batch.h"
+#include "py_float32_mode.h"
+
+/* One record batch being encoded: its struct array (owned, moved out of the import path),
+   and the plan over it. */
+typedef struct {
+    struct ArrowArray array;
+    bw_batch_plan plan;
+    bw_col *fields;
+} batch_part;
+
+static const char *column_name(const struct ArrowSchema *s) { return s->name ? s->name : ""; }
+
+static int set_type_error(const char *column, const char *format, const char *why) {
+    PyErr_Format(PyExc_TypeError, "column '%s' has Arrow type '%s', %s", column, format, why);
+    return -1;
+}
+
+/* `"<escaped name>": `, malloc'd. */
+static int make_key(bw_col *c) {
+    bw_buf key;
+    if (bw_buf_init(&key, 32) < 0) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    int rc = bw_json_string_utf8_ascii(&key, c->name, strlen(c->name));
+    if (rc == -2) {
+        bw_buf_free(&key);
+        PyErr_SetString(PyExc_ValueError, "a column name is not valid UTF-8");
+        return -1;
+    }
+    if (rc < 0 || BW_BUF_APPEND_LITERAL(&key, ": ") < 0) {
+        bw_buf_free(&key);
+        PyErr_NoMemory();
+        return -1;
+    }
+    c->key = bw_buf_detach(&key, &c->key_len);
+    return 0;
+}
+
+static const uint8_t *validity_of(const struct ArrowArray *a) {
+    if (a->null_count == 0 || a->n_buffers < 1)
+        return NULL;
+    return (const uint8_t *)a->buffers[0];
+}
+
+/* Parses a timestamp's time zone: naive, UTC, or a fixed offset [+-]HH:MM. */
+static int parse_tz(const char *tz, bw_col *c) {
+    c->tz_offset = 0;
+    c->has_tz = *tz != '\0';
+    if (!c->has_tz || !strcmp(tz, "UTC") || !strcmp(tz, "Etc/UTC") || !strcmp(tz, "Z") ||
+        !strcmp(tz, "GMT") || !strcmp(tz, "utc"))
+        return 0;
+    if ((tz[0] == '+' || tz[0] == '-') && strlen(tz) == 6 && tz[3] == ':') {
+        int ok = 1;
+        for (int i = 1; i < 6; i++)
+            if (i != 3 && (tz[i] < '0' || tz[i] > '9'))
+                ok = 0;
+        if (ok) {
+            int64_t off = ((tz[1] - '0') * 10 + (tz[2] - '0')) * 3600 + ((tz[4] - '0') * 10 + (tz[5] - '0')) * 60;
+            c->tz_offset = tz[0] == '-' ? -off : off;
+            return 0;
+        }
+    }
+    PyErr_Format(PyExc_TypeError,
+                 "column '%s' has timestamps in time zone '%s'; only naive, UTC and fixed-offset "
+                 "(+HH:MM) timestamps are supported: cast the column first", c->name, tz);
+    return -1;
+}
+
+/* Fills c from a column of a batch. as_vector: the column must be the vector. */
+static int resolve_column(const struct ArrowSchema *s, const struct ArrowArray *a,
+                          int64_t parent_offset, int64_t row_count, int as_vector, int64_t dim,
+                          bw_col *c) {
+    memset(c, 0, sizeof *c);
+    c->name = column_name(s);
+    c->offset = parent_offset + a->offset;
+    c->null_count = a->null_count;
+    c->validity = validity_of(a);
+    const char *f = s->format;
+    if (s->dictionary != NULL)
+        return set_type_error(c->name, f, "dictionary-encoded columns are not supported: decode it first");
+    if (as_vector) {
+        /* The vectors reader applies the array's own offsets; a record batch's children also
+           start at the struct's offset, so read the column as if sliced there. */
+        struct ArrowArray shifted = *a;
+        shifted.offset = a->offset + parent_offset;
+        shifted.length = row_count;
+        char why[160];
+        c->kind = BW_COL_VECTOR;
+        c->validity = NULL;
+        if (bw_arrow_vectors_view(s, &shifted, &c->vec, why, sizeof why) < 0) {
+            PyErr_Format(PyExc_TypeError, "column '%s' cannot be the vector column: %s", c->name, why);
+            return -1;
+        }
+        if (c->vec.kind == BW_ARROW_FIXED_SIZE_LIST) {
+            c->dim = c->vec.list_size;
+        } else if (dim >= 0) {
+            c->dim = dim;
+        } else { /* infer from the first row (a null first row is reported by validation) */
+            int64_t first = 0, count = 0;
+            c->dim = row_count == 0 || bw_arrow_vectors_row(&c->vec, 0, &first, &count) ? 0 : count;
+        }
+        return 0;
+    }
+    static const struct { const char *fmt; bw_col_kind kind; int width; } simple[] = {
+        {"c", BW_COL_INT, 1}, {"s", BW_COL_INT, 2}, {"i", BW_COL_INT, 4}, {"l", BW_COL_INT, 8},
+        {"C", BW_COL_UINT, 1}, {"S", BW_COL_UINT, 2}, {"I", BW_COL_UINT, 4}, {"L", BW_COL_UINT, 8},
+        {"f", BW_COL_FLOAT32, 4}, {"g", BW_COL_FLOAT64, 8}, {"b", BW_COL_BOOL, 0},
+        {"u", BW_COL_UTF8, 0}, {"U", BW_COL_LARGE_UTF8, 0}, {"n", BW_COL_NULL, 0},
+    };
+    for (size_t i = 0; i < sizeof simple / sizeof simple[0]; i++) {
+        if (strcmp(f, simple[i].fmt) != 0)
+            continue;
+        c->kind = simple[i].kind;
+        c->width = simple[i].width;
+        if (c->kind == BW_COL_NULL) {
+            c->validity = NULL;
+        } else if (c->kind == BW_COL_UTF8 || c->kind == BW_COL_LARGE_UTF8) {
+            c->values = a->buffers[1];
+            c->data = (const char *)a->buffers[2];
+            if (c->data == NULL) /* no character data at all: every string is empty */
+                c->data = "";
+        } else {
+            c->values = a->buffers[1];
+        }
+        return 0;
+    }
+    if (f[0] == 't' && f[1] == 's' && f[2] != '\0' && f[3] == ':') {
+        switch (f[2]) {
+        case 's': c->per_second = 1; break;
+        case 'm': c->per_second = 1000; break;
+        case 'u': c->per_second = 1000000; break;
+        case 'n': c->per_second = 1000000000; break;
+        default: return set_type_error(c->name, f, "which is not a timestamp unit bulkwire knows");
+        }
+        c->kind = BW_COL_TIMESTAMP;
+        c->width = 8;
+        c->values = a->buffers[1];
+        return parse_tz(f + 4, c);
+    }
+    return set_type_error(c->name, f,
+                          "which cannot be a document field (supported: integers, floats, booleans, "
+                          "strings, timestamps; lists only as the vector column): leave it out with "
+                          "columns=, or cast it");
+}
+
+static Py_ssize_t find_child(const struct ArrowSchema *schema, const char *name) {
+    for (int64_t i = 0; i < schema->n_children; i++)
+        if (schema->children[i]->name && !strcmp(schema->children[i]->name, name))
+            return (Py_ssize_t)i;
+    return -1;
+}
+
+typedef struct {
+    const char *id_column;
+    const char *vector_column; /* or NULL */
+    PyObject *fields;          /* tuple of str */
+    const char *prefix;
+    size_t prefix_len;         /* escaped */
+    size_t prefix_raw_len;
+    int prefix_blank;          /* empty or only whitespace */
+    const char *metadata;
+    Py_ssize_t metadata_len;
+    int shortest;
+    int64_t dim;
+} options;
+
+static void part_clear(batch_part *part) {
+    if (part->fields != NULL) {
+        for (size_t i = 0; i < part->plan.n_fields; i++)
+            free(part->fields[i].key);
+        PyMem_Free(part->fields);
+        part->fields = NULL;
+    }
+    bw_arrow_release_array(&part->array);
+}
+
+static int build_plan(const struct ArrowSchema *schema, batch_part *part, const options *o) {
+    const struct ArrowArray *a = &part->array;
+    if (strcmp(schema->format, "+s") != 0 || schema->n_children != a->n_children) {
+        PyErr_Format(PyExc_TypeError, "expected a record batch (an Arrow struct array), got Arrow type '%s'",
+                     schema->format);
+        return -1;
+    }
+    bw_batch_plan *p = &part->plan;
+    memset(p, 0, sizeof *p);
+    p->length = a->length;
+    p->prefix = o->prefix;
+    p->prefix_len = o->prefix_len;
+    p->prefix_raw_len = o->prefix_raw_len;
+    p->prefix_blank = o->prefix_blank;
+    p->metadata = o->metadata;
+    p->metadata_len = (size_t)o->metadata_len;
+    p->float32_shortest = o->shortest;
+    Py_ssize_t idx = find_child(schema, o->id_column);
+    if (idx < 0) {
+        PyErr_Format(PyExc_ValueError, "id column '%s' is not in the batch", o->id_column);
+        return -1;
+    }
+    if (resolve_column(schema->children[idx], a->children[idx], a->offset, a->length, 0, -1, &p->id) < 0)
+        return -1;
+    if (p->id.kind != BW_COL_INT && p->id.kind != BW_COL_UINT && p->id.kind != BW_COL_UTF8 &&
+        p->id.kind != BW_COL_LARGE_UTF8) {
+        PyErr_Format(PyExc_TypeError, "id column '%s' must hold integers or strings, not Arrow type '%s'",
+                     o->id_column, schema->children[idx]->format);
+        return -1;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(o->fields);
+    part->fields = PyMem_Calloc((size_t)(n ? n : 1), sizeof(bw_col));
+    if (part->fields == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const char *name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(o->fields, i));
+        if (name == NULL)
+            return -1;
+        idx = find_child(schema, name);
+        if (idx < 0) {
+            PyErr_Format(PyExc_ValueError, "column '%s' is not in the batch", name);
+            return -1;
+        }
+        int as_vector = o->vector_column != NULL && !strcmp(name, o->vector_column);
+        bw_col *c = &part->fields[i];
+        if (resolve_column(schema->children[idx], a->children[idx], a->offset, a->length, as_vector,
+                           o->dim, c) < 0)
+            return -1;
+        p->n_fields = (size_t)i + 1;
+        if (make_key(c) < 0)
+            return -1;
+    }
+    p->fields = part->fields;
+    return 0;
+}
+
+/* Raises bulkwire.errors.RowError(column, row, reason): its attributes name the row, so a
+   caller that numbers rows otherwise (load_parquet's take) renames it without parsing text.
+   Always -1. */
+static int set_row_error(const char *column, int64_t row, const char *reason) {
+    PyObject *errors = NULL, *cls = NULL, *name = NULL, *exc = NULL;
+    if ((errors = PyImport_ImportModule("bulkwire.errors")) == NULL ||
+        (cls = PyObject_GetAttrString(errors, "RowError")) == NULL ||
+        (name = PyUnicode_DecodeUTF8(column, (Py_ssize_t)strlen(column), "replace")) == NULL)
+        goto cleanup;
+    exc = PyObject_CallFunction(cls, "OLs", name, (long long)row, reason);
+    if (exc != NULL)
+        PyErr_SetObject(cls, exc);
+cleanup:
+    Py_XDECREF(exc);
+    Py_XDECREF(name);
+    Py_XDECREF(cls);
+    Py_XDECREF(errors);
+    return -1;
+}
+
+static int validate_part(batch_part *part, int64_t row_base) {
+    bw_batch_error err;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = bw_batch_validate(&part->plan, &err);
+    Py_END_ALLOW_THREADS
+    if (rc == 0)
+        return 0;
+    if (err.is_type_error) {
+        PyErr_Format(PyExc_TypeError, "column '%s', row %lld: %s", err.column,
+                     (long long)(row_base + err.row), err.message);
+        return -1;
+    }
+    return set_row_error(err.column, row_base + err.row, err.message);
+}
+
+static int flush(bw_buf *out, PyObject *list) {
+    PyObject *chunk = PyBytes_FromStringAndSize(out->data, (Py_ssize_t)out->len);
+    if (chunk == NULL)
+        return -1;
+    int rc = PyList_Append(list, chunk);
+    Py_DECREF(chunk);
+    out->len = 0;
+    return rc;
+}
+
+/* Writes the rows of every part; commands after the first of the body get a ','. */
+static int write_parts(batch_part *parts, size_t n_parts, int first, Py_ssize_t chunk_size, PyObject *list) {
+    bw_buf out;
+    size_t cap = (size_t)chunk_size + (chunk_size / 4) + 4096;
+    if (bw_buf_init(&out, cap) < 0) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    int rc = 0;
+    for (size_t k = 0; rc == 0 && k < n_parts; k++) {
+        const bw_batch_plan *p = &parts[k].plan;
+        int64_t row = 0;
+        while (rc == 0 && row < p->length) {
+            Py_BEGIN_ALLOW_THREADS
+            for (; row < p->length && out.len < (size_t)chunk_size; row++) {
+                if ((!first && bw_buf_append(&out, ",", 1) < 0) || bw_batch_write_row(p, row, &out) < 0) {
+                    rc = -1;
+                    break;
+                }
+                first = 0;
+            }
+            Py_END_ALLOW_THREADS
+            if (rc < 0) {
+                PyErr_NoMemory();
+            } else if (out.len >= (size_t)chunk_size) {
+                rc = flush(&out, list);
+            }
+        }
+    }
+    if (rc == 0 && out.len > 0)
+        rc = flush(&out, list);
+    bw_buf_free(&out);
+    return rc;
+}
+
+static PyObject *module_encode_batch(PyObject *module, PyObject *args, PyObject *kwargs) {
+    (void)module;
+    static char *kwlist[] = {"batch", "id_column", "fields", "vector_column", "id_prefix", "metadata",
+                             "float32", "dim", "first", "row_base", "chunk_size", NULL};
+    PyObject *batch, *fields_arg, *vector_obj = Py_None, *prefix_obj = NULL;
+    const char *id_column;
+    Py_buffer metadata = {0};
+    long long dim = -1, row_base = 0;
+    int first = 0;
+    Py_ssize_t chunk_size = 1 << 20;
+    int shortest = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OsO|$OUy*O&LpLn", kwlist, &batch, &id_column,
+                                     &fields_arg, &vector_obj, &prefix_obj, &metadata,
+                                     bw_float32_mode_converter, &shortest, &dim, &first, &row_base,
+                                     &chunk_size))
+        return NULL;
+    PyObject *result = NULL, *fields = NULL;
+    bw_arrow_source src;
+    int opened = 0;
+    batch_part *parts = NULL;
+    size_t n_parts = 0, cap_parts = 0;
+    bw_buf prefix = {0};
+    options o = {0};
+    o.id_column = id_column;
+    o.dim = dim;
+    o.shortest = shortest;
+    if (chunk_size <= 0) {
+        PyErr_SetString(PyExc_ValueError, "chunk_size must be positive");
+        goto done;
+    }
+    if (metadata.buf == NULL) {
+        o.metadata = "{}";
+        o.metadata_len = 2;
+    } else {
+        o.metadata = metadata.buf;
+        o.metadata_len = metadata.len;
+    }
+    if (vector_obj != Py_None) {
+        if (!PyUnicode_Check(vector_obj)) {
+            PyErr_SetString(PyExc_TypeError, "vector_column must be a str or None");
+            goto done;
+        }
+        if ((o.vector_column = PyUnicode_AsUTF8(vector_obj)) == NULL)
+            goto done;
+    }
+    fields = PySequence_Tuple(fields_arg);
+    if (fields == NULL)
+        goto done;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(fields); i++) {
+        PyObject *name = PyTuple_GET_ITEM(fields, i);
+        if (!PyUnicode_Check(name)) {
+            PyErr_SetString(PyExc_TypeError, "fields must be a sequence of column names (str)");
+            goto done;
+        }
+        /* Each would be a second member of that name in the document: the body never holds
+           an "Id" member and writes "@metadata" itself (bulkwire.conventions). */
+        if (PyUnicode_CompareWithASCIIString(name, "Id") == 0 ||
+            PyUnicode_CompareWithASCIIString(name, "@metadata") == 0) {
+            PyErr_Format(PyExc_ValueError, "fields[%zd] is %R, which a document body cannot hold "
+                         "as a field (see bulkwire.conventions)", i, name);
+            goto done;
+        }
+        for (Py_ssize_t j = 0; j < i; j++) {
+            int same = PyUnicode_Compare(name, PyTuple_GET_ITEM(fields, j));
+            if (same == -1 && PyErr_Occurred())
+                goto done;
+            if (same == 0) {
+                PyErr_Format(PyExc_ValueError, "fields[%zd] repeats column %R", i, name);
+                goto done;
+            }
+        }
+    }
+    o.fields = fields;
+    if (bw_buf_init(&prefix, 32) < 0) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (prefix_obj != NULL) {
+        Py_ssize_t n;
+        const char *s = PyUnicode_AsUTF8AndSize(prefix_obj, &n);
+        if (s == NULL)
+            goto done;
+        if (bw_json_string_utf8_ascii(&prefix, s, (size_t)n) != 0) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        memmove(prefix.data, prefix.data + 1, prefix.len - 2); /* drop the quotes */
+        prefix.len -= 2;
+        o.prefix_raw_len = (size_t)n;
+    }
+    o.prefix = prefix.data;
+    o.prefix_len = prefix.len;
+    o.prefix_blank = 1;
+    if (prefix_obj != NULL) {
+        int kind = PyUnicode_KIND(prefix_obj);
+        const void *data = PyUnicode_DATA(prefix_obj);
+        for (Py_ssize_t i = 0; o.prefix_blank && i < PyUnicode_GET_LENGTH(prefix_obj); i++)
+            o.prefix_blank = Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, i));
+    }
+
+    /* Collect the record batches (one for __arrow_c_array__, all of a stream), each
+       validated by the import path before it is looked at. */
+    if (bw_arrow_source_open(batch, &src) < 0)
+        goto done;
+    opened = 1;
+    int more;
+    while ((more = bw_arrow_source_next(&src)) == 1) {
+        if (n_parts == cap_parts) {
+            size_t new_cap = cap_parts ? cap_parts * 2 : 4;
+            batch_part *grown = PyMem_Realloc(parts, new_cap * sizeof *parts);
+            if (grown == NULL) {
+                PyErr_NoMemory();
+                goto done;
+            }
+            memset(grown + cap_parts, 0, (new_cap - cap_parts) * sizeof *parts);
+            parts = grown;
+            cap_parts = new_cap;
+        }
+        bw_arrow_source_take(&src, &parts[n_parts].array);
+        n_parts++;
+    }
+    if (more < 0)
+        goto done;
+    const struct ArrowSchema *schema = &src.schema;
+
+    /* Plan and validate everything before writing anything. */
+    int64_t base = row_base;
+    for (size_t k = 0; k < n_parts; k++) {
+        if (build_plan(schema, &parts[k], &o) < 0 || validate_part(&parts[k], base) < 0)
+            goto done;
+        base += parts[k].plan.length;
+    }
+    result = PyList_New(0);
+    if (result == NULL)
+        goto done;
+    if (write_parts(parts, n_parts, first, chunk_size, result) < 0)
+        Py_CLEAR(result);
+
+done:
+    for (size_t k = 0; k < cap_parts; k++)
+        part_clear(&parts[k]);
+    PyMem_Free(parts);
+    if (opened)
+        bw_arrow_source_close(&src);
+    Py_XDECREF(fields);
+    bw_buf_free(&prefix);
+    if (metadata.buf != NULL)
+        PyBuffer_Release(&metadata);
+    return result;
+}
+
+static PyMethodDef encode_batch_functions[] = {
+    {"encode_batch", (PyCFunction)(void (*)(void))module_encode_batch, METH_VARARGS | METH_KEYWORDS,
+     "encode_batch(batch, id_column, fields, *, vector_column=None, id_prefix='', metadata=b'{}', "
+     "float32='widen', dim=-1, first=False, row_base=0, chunk_size=1 << 20) -> list[bytes]\n\n"
+     "Bulk insert commands for every row of an Arrow record batch (or stream of them), joined by ',' "
+     "(with a leading ',' unless first), in chunks of at least chunk_size bytes (the last may be "
+     "smaller). Every row is validated before anything is written: a bad row raises "
+     "bulkwire.errors.RowError (a ValueError) with its column, row and reason as attributes."},
+    {NULL, NULL, 0, NULL},
+};
+
+int bw_encode_batch_add_to_module(PyObject *module) {
+    return PyModule_AddFunctions(module, encode_batch_functions);
+}

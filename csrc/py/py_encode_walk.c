@@ -1,0 +1,578 @@
+/* The walker: json's type checks in json's order, writing final bytes in one pass. */
+#include "py_encoder.h"
+
+#include "float_text.h"
+#include "int_text.h"
+#include "json_array.h"
+#include "json_string.h"
+
+#if defined(__linux__) || defined(__APPLE__)
+#include <pthread.h>
+#endif
+
+int bw_out_of_memory(void) {
+    PyErr_NoMemory();
+    return -1;
+}
+
+/* ---- the C stack guard ----
+   MAX_DEPTH alone would overflow a thread with a small stack. Before each container or hook
+   the walker compares its own frame address with the thread's real stack end plus a margin
+   that covers what runs between two checks: a few walker frames and, in a hook, a call into
+   Python with the C functions it calls in turn (3.11 does not guard its own C stack). */
+#ifdef __has_feature
+#define BW_HAS_FEATURE(name) __has_feature(name)
+#else
+#define BW_HAS_FEATURE(name) 0
+#endif
+#if defined(__SANITIZE_ADDRESS__) || BW_HAS_FEATURE(address_sanitizer)
+#define STACK_MARGIN (64 * 1024) /* the walker's own frames are several times larger */
+#else
+#define STACK_MARGIN (40 * 1024)
+#endif
+
+/* Looked up once per thread: pthread_getattr_np reads /proc/self/maps for the main thread. */
+static _Thread_local uintptr_t thread_stack_floor;
+static _Thread_local int thread_stack_known;
+
+/* The lowest address of this thread's stack (it grows down), or 0 when it cannot be found. */
+static uintptr_t lowest_stack_address(void) {
+#if defined(__linux__)
+    pthread_attr_t attr;
+    void *low = NULL;
+    size_t size = 0;
+    if (pthread_getattr_np(pthread_self(), &attr) != 0)
+        return 0;
+    int rc = pthread_attr_getstack(&attr, &low, &size);
+    pthread_attr_destroy(&attr);
+    return rc == 0 ? (uintptr_t)low : 0;
+#elif defined(__APPLE__)
+    pthread_t self = pthread_self();
+    return (uintptr_t)pthread_get_stackaddr_np(self) - pthread_get_stacksize_np(self);
+#else
+    return 0; /* unknown: only MAX_DEPTH applies */
+#endif
+}
+
+static uintptr_t stack_floor(void) {
+    if (!thread_stack_known) {
+        uintptr_t low = lowest_stack_address();
+        thread_stack_floor = low == 0 ? 0 : low + STACK_MARGIN;
+        thread_stack_known = 1;
+    }
+    return thread_stack_floor;
+}
+
+/* The frame address is the real stack even when AddressSanitizer moves locals to a fake
+   stack, where a local's address would say nothing about the thread's stack. */
+#if defined(__GNUC__) || defined(__clang__)
+#define CURRENT_STACK_ADDRESS() ((uintptr_t)__builtin_frame_address(0))
+#else
+#define CURRENT_STACK_ADDRESS() ((uintptr_t)&w)
+#endif
+
+int bw_walker_check_stack(const bw_walker *w) {
+    if (CURRENT_STACK_ADDRESS() < w->stack_floor) {
+        PyErr_SetString(PyExc_RecursionError,
+                        "maximum recursion depth exceeded while encoding a JSON object (the "
+                        "thread's C stack is nearly full: nest less, or give the thread a larger "
+                        "stack with threading.stack_size())");
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- the walker ---- */
+
+/* A larger held-items stack (in references) is returned to the allocator between walks. */
+#define HELD_KEEP 65536
+
+/* New walker, or NULL with MemoryError. */
+bw_walker *bw_walker_new(void) {
+    bw_walker *w = PyMem_Malloc(sizeof *w);
+    if (w == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    w->held = NULL;
+    w->held_len = w->held_cap = 0;
+    return w;
+}
+
+void bw_walker_free(bw_walker *w) {
+    if (w == NULL)
+        return;
+    PyMem_Free(w->held);
+    PyMem_Free(w);
+}
+
+void bw_walker_init(bw_walker *w, const bw_encode_options *opts, bw_buf *out) {
+    w->opts = opts;
+    w->out = out;
+    w->depth = 0;
+    w->stack_floor = stack_floor();
+    w->open_object = 0;
+    w->open_start = 0;
+    w->skip_keys = NULL;
+    w->open_members = 0;
+    w->held_len = 0; /* every walk gives back what it held */
+    if (w->held_cap > HELD_KEEP) {
+        PyMem_Free(w->held);
+        w->held = NULL;
+        w->held_cap = 0;
+    }
+}
+
+int bw_walker_enter(bw_walker *w, PyObject *obj) {
+    /* Open containers are few (a document's nesting depth), so a scan beats a hash set. */
+    for (int i = w->depth - 1; i >= 0; i--) {
+        if (w->open[i] == obj) {
+            PyErr_SetString(PyExc_ValueError, "Circular reference detected");
+            return -1;
+        }
+    }
+    if (w->depth >= BW_MAX_DEPTH) {
+        PyErr_Format(PyExc_RecursionError,
+                     "maximum nesting depth (%d) exceeded while encoding a JSON object",
+                     BW_MAX_DEPTH);
+        return -1;
+    }
+    if (bw_walker_check_stack(w) < 0)
+        return -1;
+    w->open[w->depth++] = obj;
+    return 0;
+}
+
+int bw_write_double(bw_buf *out, double v) {
+    if (bw_buf_reserve(out, BW_FLOAT_TEXT_MAX) < 0)
+        return bw_out_of_memory();
+    out->len += bw_double_to_text(v, bw_buf_tail(out));
+    return 0;
+}
+
+int bw_write_long(bw_buf *out, PyObject *value) {
+    int overflow = 0;
+    long long small = PyLong_AsLongLongAndOverflow(value, &overflow);
+    if (!overflow) {
+        if (small == -1 && PyErr_Occurred())
+            return -1;
+        if (bw_buf_reserve(out, BW_INT_TEXT_MAX) < 0)
+            return bw_out_of_memory();
+        out->len += bw_i64_to_text((int64_t)small, bw_buf_tail(out));
+        return 0;
+    }
+    /* Big ints: int.__repr__ itself, so the interpreter's digit limit applies as in json. */
+    PyObject *text = PyLong_Type.tp_repr(value); /* new reference */
+    if (text == NULL)
+        return -1;
+    Py_ssize_t n = 0;
+    const char *digits = PyUnicode_AsUTF8AndSize(text, &n);
+    int rc = -1;
+    if (digits != NULL)
+        rc = bw_buf_append(out, digits, (size_t)n) < 0 ? bw_out_of_memory() : 0;
+    Py_DECREF(text);
+    return rc;
+}
+
+static int write_literal(bw_buf *out, const char *text, size_t n) {
+    return bw_buf_append(out, text, n) < 0 ? bw_out_of_memory() : 0;
+}
+#define WRITE_LITERAL(out, lit) write_literal((out), (lit), sizeof(lit) - 1)
+
+/* A str (or subclass): its raw data, escaped as json escapes it. */
+static int write_str(bw_walker *w, PyObject *s) {
+    bw_buf *out = w->out;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(s);
+    const void *data = PyUnicode_DATA(s);
+    int rc;
+    if (!w->opts->ensure_ascii) {
+        if (PyUnicode_IS_ASCII(s)) {
+            rc = bw_json_string_utf8(out, data, (size_t)n);
+        } else {
+            Py_ssize_t size = 0;
+            /* raises UnicodeEncodeError for lone surrogates, as json's .encode() would */
+            const char *utf8 = PyUnicode_AsUTF8AndSize(s, &size);
+            if (utf8 == NULL)
+                return -1;
+            rc = bw_json_string_utf8(out, utf8, (size_t)size);
+        }
+    } else {
+        switch (PyUnicode_KIND(s)) {
+        case PyUnicode_1BYTE_KIND:
+            rc = bw_json_string_ucs1(out, data, (size_t)n);
+            break;
+        case PyUnicode_2BYTE_KIND:
+            rc = bw_json_string_ucs2(out, data, (size_t)n);
+            break;
+        default:
+            rc = bw_json_string_ucs4(out, data, (size_t)n);
+            break;
+        }
+    }
+    return rc < 0 ? bw_out_of_memory() : 0;
+}
+
+/* Kept in its callers: as a call of its own, the float run measured 2% slower. */
+#if defined(__GNUC__) || defined(__clang__)
+#define ALWAYS_INLINE __attribute__((always_inline)) inline
+#else
+#define ALWAYS_INLINE inline
+#endif
+
+/* The items of an exact list or tuple, or of the snapshot list of a subclass, as json writes
+   them; `marker` is what is marked open for cycle detection (the original object). A list is
+   read by index with its size re-read on every step, as json reads an exact list, because a
+   hook may change it while it is walked. */
+static ALWAYS_INLINE int write_items(bw_walker *w, PyObject *marker, PyObject *seq) {
+    bw_buf *out = w->out;
+    int is_list = PyList_Check(seq);
+    Py_ssize_t size = is_list ? PyList_GET_SIZE(seq) : PyTuple_GET_SIZE(seq);
+    if (size == 0)
+        return WRITE_LITERAL(out, "[]");
+    if (bw_walker_enter(w, marker) < 0)
+        return -1;
+    if (bw_buf_append(out, "[", 1) < 0)
+        goto nomem;
+    for (Py_ssize_t i = 0;; i++) {
+        size = is_list ? PyList_GET_SIZE(seq) : PyTuple_GET_SIZE(seq);
+        if (i >= size)
+            break;
+        PyObject *item = is_list ? PyList_GET_ITEM(seq, i) : PyTuple_GET_ITEM(seq, i);
+        if (bw_buf_reserve(out, BW_JSON_ELEMENT_ROOM) < 0)
+            goto nomem;
+        if (i > 0) {
+            bw_buf_putc(out, ',');
+            bw_buf_putc(out, ' ');
+        }
+        if (PyFloat_CheckExact(item)) {
+            /* The embedding fast path: a run of exact floats. No Python code runs until the
+               run ends (no call, no new object), so the sequence cannot change under it and
+               its room is reserved once. */
+            out->len += bw_double_to_text(PyFloat_AS_DOUBLE(item), bw_buf_tail(out));
+            if (bw_buf_reserve(out, (size_t)(size - i - 1) * BW_JSON_ELEMENT_ROOM) < 0)
+                goto nomem;
+            char *p = bw_buf_tail(out);
+            PyObject *const *items = is_list ? ((PyListObject *)seq)->ob_item
+                                             : ((PyTupleObject *)seq)->ob_item;
+            while (i + 1 < size && PyFloat_CheckExact(items[i + 1])) {
+                i++;
+                p[0] = ',';
+                p[1] = ' ';
+                p += 2 + bw_double_to_text(PyFloat_AS_DOUBLE(items[i]), p + 2);
+            }
+            out->len = (size_t)(p - out->data);
+            continue;
+        }
+        Py_INCREF(item);
+        int rc = bw_walk(w, item);
+        Py_DECREF(item);
+        if (rc < 0)
+            goto error;
+    }
+    if (bw_buf_append(out, "]", 1) < 0)
+        goto nomem;
+    bw_walker_leave(w);
+    return 0;
+nomem:
+    PyErr_NoMemory();
+error:
+    bw_walker_leave(w);
+    return -1;
+}
+
+/* list, tuple and their subclasses (namedtuple) -> array. json reads exact lists and tuples
+   from their storage but iterates a subclass (its __iter__, if overridden) into a list when
+   it reaches it, before marking it open; so does this. */
+static int write_sequence(bw_walker *w, PyObject *seq) {
+    if (PyList_CheckExact(seq) || PyTuple_CheckExact(seq))
+        return write_items(w, seq, seq);
+    if (bw_walker_check_stack(w) < 0) /* __iter__ runs Python code before the mark */
+        return -1;
+    PyObject *snapshot = PySequence_Fast(seq, "_iterencode_list needs a sequence"); /* new */
+    if (snapshot == NULL)
+        return -1;
+    int rc = write_items(w, seq, snapshot);
+    Py_DECREF(snapshot);
+    return rc;
+}
+
+/* json's key coercion. Returns a new reference to an exact str, or NULL with TypeError. */
+static PyObject *coerce_key(PyObject *key) {
+    if (PyUnicode_Check(key)) {
+        if (PyUnicode_CheckExact(key))
+            return Py_NewRef(key);
+        return PyUnicode_FromKindAndData(PyUnicode_KIND(key), PyUnicode_DATA(key),
+                                         PyUnicode_GET_LENGTH(key));
+    }
+    if (PyFloat_Check(key)) {
+        char text[BW_FLOAT_TEXT_MAX];
+        size_t n = bw_double_to_text(PyFloat_AS_DOUBLE(key), text);
+        return PyUnicode_FromStringAndSize(text, (Py_ssize_t)n);
+    }
+    if (key == Py_True)
+        return PyUnicode_FromString("true");
+    if (key == Py_False)
+        return PyUnicode_FromString("false");
+    if (key == Py_None)
+        return PyUnicode_FromString("null");
+    if (PyLong_Check(key))
+        return PyLong_Type.tp_repr(key);
+    PyErr_Format(PyExc_TypeError, "keys must be str, int, float, bool or None, not %.100s",
+                 Py_TYPE(key)->tp_name);
+    return NULL;
+}
+
+static int is_skipped(bw_walker *w, PyObject *key) {
+    if (w->skip_keys == NULL)
+        return 0;
+    Py_ssize_t n = PyTuple_GET_SIZE(w->skip_keys);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *skip = PyTuple_GET_ITEM(w->skip_keys, i);
+        if (PyUnicode_GET_LENGTH(skip) == PyUnicode_GET_LENGTH(key) &&
+            PyUnicode_Compare(skip, key) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* Writes `"key": ` (with the separator before it when needed). */
+static int write_member_key(bw_walker *w, PyObject *key, Py_ssize_t written) {
+    bw_buf *out = w->out;
+    if (written > 0 && bw_buf_append(out, ", ", 2) < 0)
+        return bw_out_of_memory();
+    if (write_str(w, key) < 0)
+        return -1;
+    if (bw_buf_append(out, ": ", 2) < 0)
+        return bw_out_of_memory();
+    return 0;
+}
+
+/* Room for n more held references. 0, or -1 with MemoryError. */
+static int reserve_held(bw_walker *w, size_t n) {
+    if (w->held_cap - w->held_len >= n)
+        return 0;
+    size_t cap = w->held_cap ? w->held_cap : 64;
+    while (cap - w->held_len < n) {
+        if (cap > PY_SSIZE_T_MAX / (2 * sizeof(PyObject *)))
+            return bw_out_of_memory();
+        cap *= 2;
+    }
+    PyObject **held = PyMem_Realloc(w->held, cap * sizeof(PyObject *));
+    if (held == NULL)
+        return bw_out_of_memory();
+    w->held = held;
+    w->held_cap = cap;
+    return 0;
+}
+
+/* json writes the items a dict has when it is reached (3.11's encoder takes items() as a
+   list), whatever a hook then does to the dict. For an exact dict this pushes references
+   to its keys and values onto w->held, the same snapshot without a tuple per item; each key
+   is checked as it is taken, so nothing trusts a check made before a hook could run.
+   1: pushed, every key an exact str; 0: nothing pushed, some key is not (the caller takes
+   json's general path); -1: MemoryError. */
+static int hold_str_items(bw_walker *w, PyObject *dict) {
+    Py_ssize_t size = PyDict_GET_SIZE(dict);
+    if (reserve_held(w, 2 * (size_t)size) < 0)
+        return -1;
+    /* No Python code runs in this loop (no call, no allocation, no release), so the dict
+       has exactly `size` items throughout. */
+    PyObject **slot = w->held + w->held_len;
+    Py_ssize_t pos = 0, taken = 0;
+    PyObject *key, *value;
+    while (taken < size && PyDict_Next(dict, &pos, &key, &value)) {
+        if (!PyUnicode_CheckExact(key)) {
+            /* The dict still holds each of these, so releasing them runs no code. */
+            for (Py_ssize_t i = 2 * taken - 1; i >= 0; i--)
+                Py_DECREF(slot[i]);
+            return 0;
+        }
+        slot[2 * taken] = Py_NewRef(key);
+        slot[2 * taken + 1] = Py_NewRef(value);
+        taken++;
+    }
+    w->held_len += 2 * (size_t)taken;
+    return 1;
+}
+
+/* Any other mapping: items() as json reads them, keys coerced. Keys that collide after
+   coercion keep the first position and the last value (what json.loads does), but every
+   value is still encoded, so hooks run and errors surface exactly as in the round trip. */
+static int write_coerced_members(bw_walker *w, PyObject *dict, int skipping, Py_ssize_t *written) {
+    bw_buf *out = w->out;
+    PyObject *items = NULL, *encoded = NULL, *key = NULL, *text = NULL;
+    int rc = -1;
+    items = PyMapping_Items(dict); /* new reference: a list, safe against mutation */
+    if (items == NULL)
+        goto done;
+    encoded = PyDict_New(); /* coerced key -> bytes of the encoded value */
+    if (encoded == NULL)
+        goto done;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items); i++) {
+        PyObject *item = PyList_GET_ITEM(items, i);
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2) {
+            PyErr_SetString(PyExc_ValueError, "items must return 2-tuples");
+            goto done;
+        }
+        key = coerce_key(PyTuple_GET_ITEM(item, 0));
+        if (key == NULL)
+            goto done;
+        size_t start = out->len;
+        if (bw_walk(w, PyTuple_GET_ITEM(item, 1)) < 0)
+            goto done;
+        text = PyBytes_FromStringAndSize(out->data + start, (Py_ssize_t)(out->len - start));
+        out->len = start;
+        if (text == NULL || PyDict_SetItem(encoded, key, text) < 0)
+            goto done;
+        Py_CLEAR(key);
+        Py_CLEAR(text);
+    }
+    Py_ssize_t pos = 0;
+    PyObject *k, *v;
+    while (PyDict_Next(encoded, &pos, &k, &v)) {
+        if (skipping && is_skipped(w, k))
+            continue;
+        if (write_member_key(w, k, *written) < 0)
+            goto done;
+        if (bw_buf_append(out, PyBytes_AS_STRING(v), (size_t)PyBytes_GET_SIZE(v)) < 0) {
+            bw_out_of_memory();
+            goto done;
+        }
+        (*written)++;
+    }
+    rc = 0;
+done:
+    Py_XDECREF(items);
+    Py_XDECREF(encoded);
+    Py_XDECREF(key);
+    Py_XDECREF(text);
+    return rc;
+}
+
+/* Writes the members held from w->held[base] on (key, value pairs of exact str keys: unique,
+   nothing to coerce), then pops and releases them. By index, never by pointer: a nested
+   dict may move w->held. Released at the end, in reverse, as json's items list is, so a
+   value that a hook removes from the dict lives as long as it does under json. */
+static int write_held_members(bw_walker *w, size_t base, int skipping, Py_ssize_t *written) {
+    int rc = 0;
+    size_t end = w->held_len;
+    for (size_t i = base; i < end && rc == 0; i += 2) {
+        PyObject *key = w->held[i];
+        if (skipping && is_skipped(w, key))
+            continue;
+        rc = write_member_key(w, key, *written);
+        if (rc == 0)
+            rc = bw_walk(w, w->held[i + 1]);
+        if (rc == 0)
+            (*written)++;
+    }
+    w->held_len = base;
+    for (size_t i = end; i > base; i--)
+        Py_DECREF(w->held[i - 1]);
+    return rc;
+}
+
+static int write_dict(bw_walker *w, PyObject *dict) {
+    bw_buf *out = w->out;
+    /* The document's top-level object is left open for the caller (bw_walk_open_object):
+       it is the first thing written since the walk started. */
+    int leave_open = w->open_object && out->len == w->open_start;
+    if (leave_open)
+        w->open_object = 0;
+    if (PyDict_GET_SIZE(dict) == 0 && !leave_open)
+        return WRITE_LITERAL(out, "{}");
+    if (bw_walker_enter(w, dict) < 0)
+        return -1;
+    Py_ssize_t written = 0;
+    size_t base = w->held_len;
+    int rc, held = 0;
+    if (bw_buf_append(out, "{", 1) < 0) {
+        rc = bw_out_of_memory();
+    } else if (PyDict_CheckExact(dict) && (held = hold_str_items(w, dict)) != 0) {
+        rc = held < 0 ? -1 : write_held_members(w, base, leave_open, &written);
+    } else {
+        rc = write_coerced_members(w, dict, leave_open, &written);
+    }
+    if (rc == 0 && leave_open)
+        w->open_members = written;
+    else if (rc == 0 && bw_buf_append(out, "}", 1) < 0)
+        rc = bw_out_of_memory();
+    bw_walker_leave(w);
+    return rc;
+}
+
+static int raise_not_serializable(PyObject *obj) {
+    PyObject *name = PyObject_GetAttrString((PyObject *)Py_TYPE(obj), "__name__");
+    if (name == NULL)
+        return -1;
+    PyErr_Format(PyExc_TypeError, "Object of type %U is not JSON serializable", name);
+    Py_DECREF(name);
+    return -1;
+}
+
+/* Everything json hands to its default hook. The object is marked before the hook runs
+   (as json does), so a hook that returns the object itself is a cycle. */
+static int write_other(bw_walker *w, PyObject *obj) {
+    const bw_encode_options *opts = w->opts;
+    if (opts->hook_kind == BW_HOOK_NONE)
+        return raise_not_serializable(obj);
+    if (bw_walker_enter(w, obj) < 0)
+        return -1;
+    int rc;
+    if (opts->hook_kind == BW_HOOK_ENTITY) {
+        rc = bw_entity_encode(w, obj);
+    } else {
+        PyObject *converted = PyObject_CallOneArg(opts->hook, obj); /* new reference */
+        if (converted == NULL) {
+            rc = -1;
+        } else {
+            rc = bw_walk(w, converted);
+            Py_DECREF(converted);
+        }
+    }
+    bw_walker_leave(w);
+    return rc;
+}
+
+int bw_walk(bw_walker *w, PyObject *obj) {
+    bw_buf *out = w->out;
+    if (obj == Py_None)
+        return WRITE_LITERAL(out, "null");
+    if (obj == Py_True)
+        return WRITE_LITERAL(out, "true");
+    if (obj == Py_False)
+        return WRITE_LITERAL(out, "false");
+    if (PyUnicode_Check(obj))
+        return write_str(w, obj);
+    if (PyLong_Check(obj))
+        return bw_write_long(out, obj);
+    if (PyFloat_Check(obj))
+        return bw_write_double(out, PyFloat_AS_DOUBLE(obj));
+    if (PyList_Check(obj) || PyTuple_Check(obj))
+        return write_sequence(w, obj);
+    if (PyDict_Check(obj))
+        return write_dict(w, obj);
+    return write_other(w, obj);
+}
+
+int bw_walk_open_object(bw_walker *w, PyObject *obj, PyObject *skip_keys, Py_ssize_t *members) {
+    w->open_object = 1;
+    w->open_start = w->out->len;
+    w->skip_keys = skip_keys;
+    w->open_members = 0;
+    int rc = bw_walk(w, obj);
+    int left_open = !w->open_object;
+    w->open_object = 0;
+    w->skip_keys = NULL;
+    if (rc < 0)
+        return -1;
+    if (!left_open) {
+        w->out->len = w->open_start;
+        PyErr_Format(PyExc_TypeError,
+                     "a document must encode to a JSON object, but %.100s does not",
+                     Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    *members = w->open_members;
+    return 0;
+}

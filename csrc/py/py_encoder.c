@@ -1,0 +1,235 @@
+/* Binding: the Encoder type, bulkwire.ENTITY and the one-shot dumps(). */
+#include "py_encoder.h"
+
+#include <stddef.h>
+
+#include "py_float32_mode.h"
+
+/* ---- ENTITY: the sentinel that selects the built-in entity conventions ---- */
+
+static PyObject *EntityConventions_repr(PyObject *self) {
+    (void)self;
+    return PyUnicode_FromString("bulkwire.ENTITY");
+}
+
+static PyTypeObject EntityConventionsType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "bulkwire._core.EntityConventions",
+    .tp_basicsize = sizeof(PyObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_repr = EntityConventions_repr,
+    .tp_doc = "The built-in default hook: datetime, timedelta, Enum, to_json, __dict__, set, NumPy.",
+};
+
+static PyObject *entity_singleton; /* created at init, lives as long as the process */
+
+PyObject *bw_entity_sentinel(void) { return entity_singleton; }
+
+/* ---- option parsing shared by Encoder() and dumps() ---- */
+
+static int parse_options(bw_encode_options *opts, PyObject *default_hook, PyObject *ensure_ascii,
+                         PyObject *float32) {
+    if (default_hook == NULL || default_hook == bw_entity_sentinel()) {
+        opts->hook_kind = BW_HOOK_ENTITY;
+        opts->hook = NULL;
+    } else if (default_hook == Py_None) {
+        opts->hook_kind = BW_HOOK_NONE;
+        opts->hook = NULL;
+    } else if (PyCallable_Check(default_hook)) {
+        opts->hook_kind = BW_HOOK_CALLABLE;
+        opts->hook = default_hook;
+    } else {
+        PyErr_Format(PyExc_TypeError,
+                     "default must be None, bulkwire.ENTITY or a callable, not %.100s",
+                     Py_TYPE(default_hook)->tp_name);
+        return -1;
+    }
+    opts->ensure_ascii = 1;
+    if (ensure_ascii != NULL) {
+        if (!PyBool_Check(ensure_ascii)) {
+            PyErr_Format(PyExc_TypeError, "ensure_ascii must be True or False, not %.100s",
+                         Py_TYPE(ensure_ascii)->tp_name);
+            return -1;
+        }
+        opts->ensure_ascii = ensure_ascii == Py_True;
+    }
+    opts->float32_shortest = 0;
+    if (float32 != NULL && !bw_float32_mode_converter(float32, &opts->float32_shortest))
+        return -1;
+    return 0;
+}
+
+/* One walker and buffer kept between calls saves a malloc and the buffer's regrowth per
+   document. Only used by one call at a time: a hook can start another encode (directly or
+   from a thread that takes the GIL during the hook), which then gets its own. That is what
+   makes an Encoder (options only) safe to share between threads and to re-enter. */
+static bw_walker *spare_walker;
+static bw_buf spare_buf;
+static int spare_in_use;
+#define SPARE_BUF_KEEP (1u << 20) /* a larger buffer is returned to the allocator */
+
+/* New reference: the JSON bytes of obj. */
+static PyObject *encode_to_bytes(const bw_encode_options *opts, PyObject *obj) {
+    bw_walker *walker;
+    bw_buf local_buf, *out;
+    int use_spare = !spare_in_use;
+    PyObject *result = NULL;
+    if (use_spare) {
+        if (spare_walker == NULL && (spare_walker = bw_walker_new()) == NULL)
+            return NULL;
+        if (spare_buf.data == NULL && bw_buf_init(&spare_buf, 4096) < 0)
+            return PyErr_NoMemory();
+        spare_in_use = 1;
+        walker = spare_walker;
+        out = &spare_buf;
+        out->len = 0;
+    } else {
+        /* the walker's open-container stack is large; keep it off the C stack */
+        walker = bw_walker_new();
+        if (walker == NULL)
+            return NULL;
+        if (bw_buf_init(&local_buf, 1024) < 0) {
+            bw_walker_free(walker);
+            return PyErr_NoMemory();
+        }
+        out = &local_buf;
+    }
+    bw_walker_init(walker, opts, out);
+    if (bw_walk(walker, obj) == 0)
+        result = PyBytes_FromStringAndSize(out->data, (Py_ssize_t)out->len);
+    if (use_spare) {
+        if (spare_buf.cap > SPARE_BUF_KEEP)
+            bw_buf_free(&spare_buf);
+        spare_in_use = 0;
+    } else {
+        bw_buf_free(&local_buf);
+        bw_walker_free(walker);
+    }
+    return result;
+}
+
+/* ---- Encoder ---- */
+
+typedef struct {
+    PyObject_HEAD
+    bw_encode_options opts;
+    PyObject *default_hook; /* what the user passed (None, ENTITY or a callable) */
+} EncoderObject;
+
+static PyObject *Encoder_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    static char *keywords[] = {"default", "ensure_ascii", "float32", NULL};
+    PyObject *default_hook = bw_entity_sentinel(), *ensure_ascii = NULL, *float32 = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$OOO:Encoder", keywords, &default_hook,
+                                     &ensure_ascii, &float32))
+        return NULL;
+    bw_encode_options opts;
+    if (parse_options(&opts, default_hook, ensure_ascii, float32) < 0)
+        return NULL;
+    EncoderObject *self = (EncoderObject *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    self->opts = opts;
+    self->default_hook = Py_NewRef(default_hook);
+    return (PyObject *)self;
+}
+
+static int Encoder_traverse(EncoderObject *self, visitproc visit, void *arg) {
+    Py_VISIT(self->default_hook);
+    return 0;
+}
+
+static int Encoder_clear(EncoderObject *self) {
+    Py_CLEAR(self->default_hook);
+    self->opts.hook = NULL;
+    self->opts.hook_kind = BW_HOOK_NONE;
+    return 0;
+}
+
+static void Encoder_dealloc(EncoderObject *self) {
+    PyObject_GC_UnTrack(self);
+    Encoder_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *Encoder_encode(EncoderObject *self, PyObject *obj) {
+    return encode_to_bytes(&self->opts, obj);
+}
+
+static PyObject *Encoder_get_default(EncoderObject *self, void *closure) {
+    (void)closure;
+    return Py_NewRef(self->default_hook ? self->default_hook : Py_None);
+}
+
+static PyObject *Encoder_get_ensure_ascii(EncoderObject *self, void *closure) {
+    (void)closure;
+    return PyBool_FromLong(self->opts.ensure_ascii);
+}
+
+static PyObject *Encoder_get_float32(EncoderObject *self, void *closure) {
+    (void)closure;
+    return bw_float32_mode_name(self->opts.float32_shortest);
+}
+
+static PyMethodDef Encoder_methods[] = {
+    {"encode", (PyCFunction)Encoder_encode, METH_O,
+     "encode(obj) -> bytes\n\nThe JSON bytes of obj under this encoder's options."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef Encoder_getset[] = {
+    {"default", (getter)Encoder_get_default, NULL, "The default hook.", NULL},
+    {"ensure_ascii", (getter)Encoder_get_ensure_ascii, NULL, "Escape non-ASCII text.", NULL},
+    {"float32", (getter)Encoder_get_float32, NULL, "'widen' or 'shortest'.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject EncoderType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "bulkwire._core.Encoder",
+    .tp_basicsize = sizeof(EncoderObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "Encoder(*, default=ENTITY, ensure_ascii=True, float32='widen')\n\n"
+              "Holds JSON encoding options; encode(obj) returns bytes. Each call has its own\n"
+              "state: one Encoder may be shared by threads and called from a hook.",
+    .tp_new = Encoder_new,
+    .tp_dealloc = (destructor)Encoder_dealloc,
+    .tp_traverse = (traverseproc)Encoder_traverse,
+    .tp_clear = (inquiry)Encoder_clear,
+    .tp_methods = Encoder_methods,
+    .tp_getset = Encoder_getset,
+};
+
+/* dumps(obj, *, default=ENTITY, ensure_ascii=True, float32='widen') -> bytes */
+static PyObject *module_dumps(PyObject *module, PyObject *args, PyObject *kwargs) {
+    (void)module;
+    static char *keywords[] = {"obj", "default", "ensure_ascii", "float32", NULL};
+    PyObject *obj, *default_hook = NULL, *ensure_ascii = NULL, *float32 = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$OOO:dumps", keywords, &obj, &default_hook,
+                                     &ensure_ascii, &float32))
+        return NULL;
+    bw_encode_options opts;
+    if (parse_options(&opts, default_hook, ensure_ascii, float32) < 0)
+        return NULL;
+    return encode_to_bytes(&opts, obj);
+}
+
+static PyMethodDef encoder_functions[] = {
+    {"dumps", (PyCFunction)(void (*)(void))module_dumps, METH_VARARGS | METH_KEYWORDS,
+     "dumps(obj, *, default=ENTITY, ensure_ascii=True, float32='widen') -> bytes"},
+    {NULL, NULL, 0, NULL},
+};
+
+int bw_encoder_add_to_module(PyObject *module) {
+    if (PyType_Ready(&EntityConventionsType) < 0 || PyType_Ready(&EncoderType) < 0)
+        return -1;
+    if (entity_singleton == NULL) {
+        entity_singleton = PyObject_New(PyObject, &EntityConventionsType);
+        if (entity_singleton == NULL)
+            return -1;
+    }
+    if (PyModule_AddObjectRef(module, "ENTITY", bw_entity_sentinel()) < 0 ||
+        PyModule_AddObjectRef(module, "Encoder", (PyObject *)&EncoderType) < 0 ||
+        PyModule_AddIntConstant(module, "MAX_DEPTH", BW_MAX_DEPTH) < 0)
+        return -1;
+    return PyModule_AddFunctions(module, encoder_functions);
+}

@@ -1,0 +1,178 @@
+/* GzipStream: one gzip member written piece by piece (gzip_stream.c), deflating with the
+   GIL released. */
+#include "py_gzip_stream.h"
+
+#include "py_chunk.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* New reference. */
+static PyObject *Gzip_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    static char *keywords[] = {"backend", NULL};
+    const char *name = "auto";
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$s:GzipStream", keywords, &name))
+        return NULL;
+    bw_gz_backend backend;
+    if (strcmp(name, "auto") == 0) {
+        backend = bw_gz_have_isal() ? BW_GZ_ISAL : BW_GZ_ZLIB;
+    } else if (strcmp(name, "zlib") == 0) {
+        backend = BW_GZ_ZLIB;
+    } else if (strcmp(name, "isal") == 0) {
+        if (!bw_gz_have_isal()) {
+            PyErr_SetString(PyExc_ValueError,
+                            "backend 'isal' is not available: bulkwire was built without "
+                            "libisal (install Debian's libisal-dev and rebuild)");
+            return NULL;
+        }
+        backend = BW_GZ_ISAL;
+    } else {
+        PyErr_Format(PyExc_ValueError, "backend must be 'auto', 'zlib' or 'isal', not '%s'", name);
+        return NULL;
+    }
+    bw_gzip_object *self = (bw_gzip_object *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    self->backend = backend;
+    self->gz = bw_gz_new(backend);
+    if (self->gz == NULL) {
+        Py_DECREF(self);
+        return PyErr_NoMemory();
+    }
+    return (PyObject *)self;
+}
+
+static void Gzip_dealloc(bw_gzip_object *self) {
+    bw_gz_free(self->gz);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+PyObject *bw_gzip_write(bw_gzip_object *self, PyObject *data, int finish) {
+    if (self->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "GzipStream used from two threads at once");
+        return NULL;
+    }
+    if (self->finished) {
+        PyErr_SetString(PyExc_ValueError, "the gzip stream is already finished");
+        return NULL;
+    }
+    Py_buffer view = {0};
+    if (data != NULL && PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    if (!finish && view.len == 0) { /* no empty chunks */
+        PyBuffer_Release(&view);
+        Py_RETURN_NONE;
+    }
+    bw_buf out;
+    if (bw_buf_init(&out, 0) < 0) {
+        PyBuffer_Release(&view);
+        return PyErr_NoMemory();
+    }
+    bw_gz_result rc;
+    self->busy = 1;
+    Py_BEGIN_ALLOW_THREADS
+    rc = bw_gz_write(self->gz, view.buf, (size_t)view.len, finish, &out);
+    Py_END_ALLOW_THREADS
+    self->busy = 0;
+    if (data != NULL)
+        PyBuffer_Release(&view);
+    if (rc != BW_GZ_OK) {
+        bw_buf_free(&out);
+        if (rc == BW_GZ_NO_MEMORY)
+            return PyErr_NoMemory();
+        PyErr_SetString(PyExc_RuntimeError, "the deflate stream failed");
+        return NULL;
+    }
+    if (finish)
+        self->finished = 1;
+    if (out.len == 0) {
+        bw_buf_free(&out);
+        Py_RETURN_NONE;
+    }
+    if (out.cap - out.len > 4096) { /* compressed output is small: give the rest back */
+        char *shrunk = realloc(out.data, out.len);
+        if (shrunk != NULL) {
+            out.data = shrunk;
+            out.cap = out.len;
+        }
+    }
+    size_t len, cap = out.cap;
+    char *mem = bw_buf_detach(&out, &len);
+    return bw_chunk_from_memory(mem, len, cap, 0);
+}
+
+/* compress(data) -> Chunk | None. New reference. */
+static PyObject *Gzip_compress(bw_gzip_object *self, PyObject *data) {
+    return bw_gzip_write(self, data, 0);
+}
+
+/* finish(data=None) -> Chunk. New reference. */
+static PyObject *Gzip_finish(bw_gzip_object *self, PyObject *args, PyObject *kwargs) {
+    static char *keywords[] = {"data", NULL};
+    PyObject *data = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:finish", keywords, &data))
+        return NULL;
+    return bw_gzip_write(self, data, 1);
+}
+
+/* New reference. */
+static PyObject *Gzip_get_backend(bw_gzip_object *self, void *closure) {
+    (void)closure;
+    return PyUnicode_FromString(self->backend == BW_GZ_ISAL ? "isal" : "zlib");
+}
+
+/* The getset closure of GzipStream's byte counts. */
+typedef enum { GZIP_TOTAL_IN, GZIP_TOTAL_OUT } gzip_total;
+
+/* New reference. */
+static PyObject *Gzip_get_total(bw_gzip_object *self, void *closure) {
+    switch ((gzip_total)(intptr_t)closure) {
+    case GZIP_TOTAL_IN: return PyLong_FromSize_t(bw_gz_total_in(self->gz));
+    case GZIP_TOTAL_OUT: return PyLong_FromSize_t(bw_gz_total_out(self->gz));
+    }
+    Py_UNREACHABLE();
+}
+
+/* New reference. */
+static PyObject *Gzip_get_finished(bw_gzip_object *self, void *closure) {
+    (void)closure;
+    return PyBool_FromLong(self->finished);
+}
+
+static PyMethodDef Gzip_methods[] = {
+    {"compress", (PyCFunction)Gzip_compress, METH_O,
+     "compress(data) -> Chunk | None\n\nDeflate data and sync-flush, with the GIL released. "
+     "None for empty input (no empty chunks)."},
+    {"finish", (PyCFunction)(void (*)(void))Gzip_finish, METH_VARARGS | METH_KEYWORDS,
+     "finish(data=None) -> Chunk\n\nDeflate the last data and end the gzip member."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef Gzip_getset[] = {
+    {"backend", (getter)Gzip_get_backend, NULL, "'zlib' or 'isal'.", NULL},
+    {"total_in", (getter)Gzip_get_total, NULL, "Bytes compressed so far.", (void *)GZIP_TOTAL_IN},
+    {"total_out", (getter)Gzip_get_total, NULL, "Bytes produced so far.", (void *)GZIP_TOTAL_OUT},
+    {"finished", (getter)Gzip_get_finished, NULL, "The member was ended (finish()).", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+PyTypeObject bw_gzip_type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "bulkwire._core.GzipStream",
+    .tp_basicsize = sizeof(bw_gzip_object),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "GzipStream(*, backend='auto')\n\nOne gzip member at the fastest level, written "
+              "piece by piece, each piece sync-flushed. backend: 'auto', 'zlib' or 'isal'.",
+    .tp_new = Gzip_new,
+    .tp_dealloc = (destructor)Gzip_dealloc,
+    .tp_methods = Gzip_methods,
+    .tp_getset = Gzip_getset,
+};
+
+int bw_gzip_add_to_module(PyObject *module) {
+    if (PyType_Ready(&bw_gzip_type) < 0 ||
+        PyModule_AddObjectRef(module, "GzipStream", (PyObject *)&bw_gzip_type) < 0 ||
+        PyModule_AddIntConstant(module, "HAVE_ISAL", bw_gz_have_isal()) < 0)
+        return -1;
+    return 0;
+}

@@ -1,0 +1,186 @@
+/* HandoverQueue: the binding of the core queue (handover_queue.c). */
+#include "py_handover_queue.h"
+
+/* New reference. */
+static PyObject *Queue_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    static char *keywords[] = {"maxsize", NULL};
+    Py_ssize_t maxsize = 8;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|n:HandoverQueue", keywords, &maxsize))
+        return NULL;
+    if (maxsize <= 0) {
+        PyErr_Format(PyExc_ValueError, "maxsize must be a positive number of buffers, not %zd",
+                     maxsize);
+        return NULL;
+    }
+    bw_queue_object *self = (bw_queue_object *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    if (bw_hq_init(&self->q, (size_t)maxsize) < 0) {
+        Py_DECREF(self);
+        return PyErr_NoMemory();
+    }
+    self->ready = 1;
+    return (PyObject *)self;
+}
+
+static void queue_release_items(bw_queue_object *self) {
+    void *item;
+    while (bw_hq_pop_any(&self->q, &item))
+        Py_DECREF((PyObject *)item);
+}
+
+static void Queue_dealloc(bw_queue_object *self) {
+    if (self->ready) {
+        queue_release_items(self);
+        bw_hq_destroy(&self->q);
+    }
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+int bw_queue_put(bw_queue_object *queue, PyObject *item) {
+    Py_INCREF(item); /* the queue's reference, if it takes the item */
+    int waited = 0;
+    for (;;) {
+        /* fast path: a free slot, no GIL round trip */
+        bw_hq_result rc = bw_hq_put(&queue->q, item, 0);
+        if (rc == BW_HQ_TIMEOUT) {
+            if (!waited)
+                queue->waits++;
+            waited = 1;
+            Py_BEGIN_ALLOW_THREADS
+            rc = bw_hq_put(&queue->q, item, BW_WAIT_SLICE_MS);
+            Py_END_ALLOW_THREADS
+        }
+        if (rc == BW_HQ_OK)
+            return 1;
+        if (rc == BW_HQ_CLOSED) {
+            Py_DECREF(item);
+            return 0;
+        }
+        if (PyErr_CheckSignals() < 0) {
+            Py_DECREF(item);
+            return -1;
+        }
+    }
+}
+
+PyObject *bw_queue_get(bw_queue_object *queue) {
+    for (;;) {
+        void *item = NULL;
+        bw_hq_result rc = bw_hq_get(&queue->q, &item, 0);
+        if (rc == BW_HQ_TIMEOUT) {
+            Py_BEGIN_ALLOW_THREADS
+            rc = bw_hq_get(&queue->q, &item, BW_WAIT_SLICE_MS);
+            Py_END_ALLOW_THREADS
+        }
+        if (rc == BW_HQ_OK)
+            return (PyObject *)item; /* the queue's reference becomes the caller's */
+        if (rc == BW_HQ_CLOSED)
+            Py_RETURN_NONE;
+        if (PyErr_CheckSignals() < 0)
+            return NULL;
+    }
+}
+
+/* put(item) -> bool. New reference. True once queued; False when the consumer has closed
+   the queue (the item is then not kept). Ctrl-C raises KeyboardInterrupt while waiting. */
+static PyObject *Queue_put(bw_queue_object *self, PyObject *item) {
+    int taken = bw_queue_put(self, item);
+    if (taken < 0)
+        return NULL;
+    return PyBool_FromLong(taken);
+}
+
+/* get() -> item | None. New reference. */
+static PyObject *Queue_get(bw_queue_object *self, PyObject *unused) {
+    (void)unused;
+    return bw_queue_get(self);
+}
+
+/* New reference (None). */
+static PyObject *Queue_close_producer(bw_queue_object *self, PyObject *unused) {
+    (void)unused;
+    bw_hq_close_producer(&self->q);
+    Py_RETURN_NONE;
+}
+
+/* The consumer is gone: waiting and future puts return False; waiting items are released.
+   New reference (None). */
+static PyObject *Queue_close_consumer(bw_queue_object *self, PyObject *unused) {
+    (void)unused;
+    bw_hq_close_consumer(&self->q);
+    queue_release_items(self);
+    Py_RETURN_NONE;
+}
+
+static Py_ssize_t Queue_length(bw_queue_object *self) { return (Py_ssize_t)bw_hq_len(&self->q); }
+
+/* The getset closure of each HandoverQueue attribute. */
+typedef enum {
+    QUEUE_MAXSIZE,
+    QUEUE_PEAK,
+    QUEUE_WAITS,
+    QUEUE_PRODUCER_CLOSED,
+    QUEUE_CONSUMER_CLOSED,
+    QUEUE_DRAINED,
+} queue_field;
+
+/* New reference. */
+static PyObject *Queue_get_field(bw_queue_object *self, void *closure) {
+    switch ((queue_field)(intptr_t)closure) {
+    case QUEUE_MAXSIZE: return PyLong_FromSize_t(bw_hq_capacity(&self->q));
+    case QUEUE_PEAK: return PyLong_FromSize_t(bw_hq_peak(&self->q));
+    case QUEUE_WAITS: return PyLong_FromSize_t(self->waits);
+    case QUEUE_PRODUCER_CLOSED: return PyBool_FromLong(bw_hq_producer_closed(&self->q));
+    case QUEUE_CONSUMER_CLOSED: return PyBool_FromLong(bw_hq_consumer_closed(&self->q));
+    case QUEUE_DRAINED: return PyBool_FromLong(bw_hq_drained(&self->q));
+    }
+    Py_UNREACHABLE();
+}
+
+static PyMethodDef Queue_methods[] = {
+    {"put", (PyCFunction)Queue_put, METH_O,
+     "put(item) -> bool\n\nQueue item, waiting for a free slot with the GIL released. False "
+     "when the consumer closed the queue. Ctrl-C interrupts the wait."},
+    {"get", (PyCFunction)Queue_get, METH_NOARGS,
+     "get() -> item | None\n\nThe next item, waiting with the GIL released; None at the end."},
+    {"close_producer", (PyCFunction)Queue_close_producer, METH_NOARGS,
+     "No more items will be put: get() returns None once the queue is empty."},
+    {"close_consumer", (PyCFunction)Queue_close_consumer, METH_NOARGS,
+     "No more items will be taken: put() returns False, waiting items are dropped."},
+    {NULL, NULL, 0, NULL},
+};
+
+#define QUEUE_FIELD(name, doc, which) \
+    {name, (getter)Queue_get_field, NULL, doc, (void *)(intptr_t)(which)}
+static PyGetSetDef Queue_getset[] = {
+    QUEUE_FIELD("maxsize", "The bound.", QUEUE_MAXSIZE),
+    QUEUE_FIELD("peak", "Most items ever waiting at once.", QUEUE_PEAK),
+    QUEUE_FIELD("waits", "Puts that found the queue full.", QUEUE_WAITS),
+    QUEUE_FIELD("producer_closed", "close_producer() was called.", QUEUE_PRODUCER_CLOSED),
+    QUEUE_FIELD("consumer_closed", "close_consumer() was called.", QUEUE_CONSUMER_CLOSED),
+    QUEUE_FIELD("drained", "Producer closed and nothing left.", QUEUE_DRAINED),
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PySequenceMethods Queue_as_sequence = {.sq_length = (lenfunc)Queue_length};
+
+PyTypeObject bw_queue_type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "bulkwire._core.HandoverQueue",
+    .tp_basicsize = sizeof(bw_queue_object),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "HandoverQueue(maxsize=8)\n\nA bounded queue between one producer and one consumer "
+              "thread; blocking waits release the GIL.",
+    .tp_new = Queue_new,
+    .tp_dealloc = (destructor)Queue_dealloc,
+    .tp_methods = Queue_methods,
+    .tp_getset = Queue_getset,
+    .tp_as_sequence = &Queue_as_sequence,
+};
+
+int bw_queue_add_to_module(PyObject *module) {
+    if (PyType_Ready(&bw_queue_type) < 0)
+        return -1;
+    return PyModule_AddObjectRef(module, "HandoverQueue", (PyObject *)&bw_queue_type);
+}

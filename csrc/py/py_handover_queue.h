@@ -1,0 +1,35 @@
+/* HandoverQueue: the bounded queue between the producer and the consumer of a body, its
+   blocking waits done with the GIL released. */
+#ifndef BW_PY_HANDOVER_QUEUE_H
+#define BW_PY_HANDOVER_QUEUE_H
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "handover_queue.h"
+
+/* How long a blocked put/get sleeps before it retakes the GIL to run signal handlers and
+   look at the other side's state again. */
+#define BW_WAIT_SLICE_MS 100
+
+typedef struct {
+    PyObject_HEAD
+    bw_hq q;
+    int ready;
+    size_t waits; /* puts that found the queue full (changed with the GIL held) */
+} bw_queue_object;
+
+extern PyTypeObject bw_queue_type;
+
+/* Queues item (the queue takes a reference of its own), waiting for a free slot with the GIL
+   released and running signal handlers between waits. 1 queued; 0 the consumer has closed
+   the queue (item not kept); -1 with the exception a signal handler raised (Ctrl-C). */
+int bw_queue_put(bw_queue_object *queue, PyObject *item);
+
+/* New reference: the next item, or None once the producer has closed and everything was
+   taken (or the consumer side was closed). Waits with the GIL released; NULL with the
+   exception a signal handler raised. */
+PyObject *bw_queue_get(bw_queue_object *queue);
+
+/* Adds HandoverQueue. 0, or -1 with an exception set. */
+int bw_queue_add_to_module(PyObject *module);
+#endif

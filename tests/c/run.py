@@ -1,0 +1,123 @@
+"""Builds and runs the C unit tests of the core (tests/c/test_*.c), without Python's headers.
+
+    python tests/c/run.py                  # every test file
+    python tests/c/run.py vint float_text  # some of them
+    BULKWIRE_C_TEST_FLAGS="-O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined" \\
+        python tests/c/run.py              # under the sanitizers
+
+Each test file names the core sources it links in a ``sources:`` comment line and extra
+libraries in a ``libs:`` line; the sources are looked up by name in csrc/core/, then csrc/.
+The include path has csrc/core and csrc but not Python's: a core file that includes
+<Python.h> fails here. Compiled with -std=c11 -Wall -Wextra -Werror (CC, default cc), plus
+BULKWIRE_C_TEST_FLAGS. The last line printed is ``N passed, N failed`` (test functions); the
+exit status is 1 when a test failed or a file did not build or run to its end.
+"""
+from __future__ import annotations
+
+import os
+import pathlib
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+
+HERE = pathlib.Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+SOURCE_DIRS = [ROOT / "csrc" / "core", ROOT / "csrc"]
+BASE_FLAGS = ["-std=c11", "-Wall", "-Wextra", "-Werror", "-fno-strict-aliasing"]
+
+
+def test_files(names: list[str]) -> list[pathlib.Path]:
+    """The test files to build: all of them, or those whose room names are given."""
+    every = sorted(HERE.glob("test_*.c"))
+    if not names:
+        return every
+    chosen = [p for p in every if p.stem[len("test_"):] in names]
+    unknown = set(names) - {p.stem[len("test_"):] for p in chosen}
+    if unknown:
+        sys.exit(f"no C test file for: {', '.join(sorted(unknown))}")
+    return chosen
+
+
+def find_source(name: str) -> pathlib.Path:
+    """A core source file by name, in csrc/core/ or csrc/."""
+    for folder in SOURCE_DIRS:
+        if (folder / name).is_file():
+            return folder / name
+    sys.exit(f"core source {name} not found in csrc/core/ or csrc/")
+
+
+def declared(test: pathlib.Path, key: str) -> list[str]:
+    """The words after ``key:`` in the test file's header comment."""
+    match = re.search(rf"^\s*{key}:(.*)$", test.read_text(), re.M)
+    return match.group(1).replace("*/", "").split() if match else []
+
+
+def compile_program(compiler: list[str], flags: list[str], source: pathlib.Path,
+                    exe: pathlib.Path) -> bool:
+    """Compiles and links one test or fuzz file with the core sources and libraries it
+    declares (flags serve the link too: the sanitizer runtimes). False, with the compiler's
+    output printed, when it fails."""
+    includes = [f"-I{d}" for d in SOURCE_DIRS] + [f"-I{HERE}"]
+    sources = [str(find_source(name)) for name in declared(source, "sources")]
+    cmd = [*compiler, *flags, *includes, str(source), *sources, "-o", str(exe),
+           *declared(source, "libs")]
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    if result.returncode != 0:
+        print(f"BUILD FAILED {source.name}\n  {' '.join(cmd)}\n{result.stdout}{result.stderr}",
+              flush=True)
+    return result.returncode == 0
+
+
+def build(test: pathlib.Path, out_dir: pathlib.Path, extra: list[str]) -> pathlib.Path | None:
+    """Compiles one test file; the executable, or None."""
+    exe = out_dir / test.stem
+    compiler = shlex.split(os.environ.get("CC", "cc"))
+    return exe if compile_program(compiler, [*BASE_FLAGS, *extra], test, exe) else None
+
+
+def run(exe: pathlib.Path) -> tuple[int, int]:
+    """(passed, failed) of one test binary; a binary that dies counts one failure more."""
+    env = dict(os.environ)
+    env.setdefault("ASAN_OPTIONS", "abort_on_error=1:detect_leaks=1")
+    env.setdefault("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1")
+    env.pop("LD_PRELOAD", None)  # the tests link their own runtime, if any
+    try:
+        result = subprocess.run([str(exe)], capture_output=True, text=True, env=env, timeout=300)
+    except subprocess.TimeoutExpired:
+        print(f"FAIL {exe.name}: still running after 300 s", flush=True)
+        return 0, 1
+    sys.stdout.write(result.stdout)
+    sys.stdout.write(result.stderr)
+    found = re.search(r"^result: (\d+) (\d+)$", result.stdout, re.M)
+    if found is None:
+        print(f"FAIL {exe.name}: exited with status {result.returncode} before its result line",
+              flush=True)
+        return 0, 1
+    passed, failed = int(found.group(1)), int(found.group(2))
+    if result.returncode != 0 and failed == 0:
+        print(f"FAIL {exe.name}: exit status {result.returncode} after its tests", flush=True)
+        failed = 1
+    return passed, failed
+
+
+def main(argv: list[str]) -> int:
+    extra = shlex.split(os.environ.get("BULKWIRE_C_TEST_FLAGS", "-O2"))
+    passed = failed = 0
+    with tempfile.TemporaryDirectory(prefix="bulkwire-ctests-") as tmp:
+        for test in test_files(argv):
+            print(f"== {test.name}", flush=True)
+            exe = build(test, pathlib.Path(tmp), extra)
+            if exe is None:
+                failed += 1
+                continue
+            p, f = run(exe)
+            passed += p
+            failed += f
+    print(f"{passed} passed, {failed} failed", flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,94 @@
+/* Float text against the C library: strtod of the text gives back the same bits, no shorter
+   digit string does (snprintf %.*e for every shorter precision), and the layout is
+   float.__repr__'s. Also known shortest digits.
+   sources: float_text.c int_text.c
+   libs: -lm */
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "check.h"
+#include "float_reference.h"
+#include "float_text.h"
+
+TEST(known_shortest_digits) {
+    static const struct { double v; const char *text; } cases[] = {
+        {0.1, "0.1"}, {0.3, "0.3"}, {1.0 / 3, "0.3333333333333333"}, {2.0 / 3, "0.6666666666666666"},
+        {1.5, "1.5"}, {100.0, "100.0"}, {1e15, "1000000000000000.0"}, {1e16, "1e+16"},
+        {1e22, "1e+22"}, {1e23, "1e+23"}, {123456789012345680.0, "1.2345678901234568e+17"},
+        {0.0001, "0.0001"}, {0.00001, "1e-05"}, {5e-324, "5e-324"}, {DBL_MAX, "1.7976931348623157e+308"},
+        {DBL_MIN, "2.2250738585072014e-308"}, {-0.0, "-0.0"}, {0.0, "0.0"}, {-2.5, "-2.5"},
+        {9007199254740993.0, "9007199254740992.0"}, {NAN, "NaN"}, {INFINITY, "Infinity"},
+        {-INFINITY, "-Infinity"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char got[BW_FLOAT_TEXT_MAX];
+        size_t n = bw_double_to_text(cases[i].v, got);
+        CHECK_BYTES(got, n, cases[i].text);
+    }
+    static const struct { float v; const char *text; } fcases[] = {
+        {0.1f, "0.1"}, {16777216.0f, "16777216.0"}, {FLT_MAX, "3.4028235e+38"}, {1e-45f, "1e-45"},
+        {FLT_MIN, "1.1754944e-38"}, {1.0f / 3, "0.33333334"}, {-0.0f, "-0.0"}, {NAN, "NaN"},
+        {1e16f, "1e+16"}, {-INFINITY, "-Infinity"},
+    };
+    for (size_t i = 0; i < sizeof fcases / sizeof fcases[0]; i++) {
+        char got[BW_FLOAT_TEXT_MAX];
+        size_t n = bw_float32_to_text(fcases[i].v, got);
+        CHECK_BYTES(got, n, fcases[i].text);
+    }
+}
+
+TEST(random_doubles_round_trip_shortest) {
+    unsigned long long state = 0x853c49e6748fea9bULL;
+    for (int i = 0; i < 150000; i++) {
+        uint64_t r = check_rand(&state);
+        double v;
+        switch (i % 3) {
+        case 0: memcpy(&v, &r, 8); break;                                   /* any bit pattern */
+        case 1: v = (double)(int64_t)(r >> (r % 64)) * ((r & 1) ? 1 : -1); break; /* integers */
+        default: v = (double)(r % 1000000) / pow(10, (double)((r >> 32) % 30)); break; /* short decimals */
+        }
+        if (check_value(v, 0, double_is_asymmetric(v)) != 0) {
+            CHECK(!"double text differs from the reference");
+            break;
+        }
+    }
+}
+
+TEST(powers_of_two_and_neighbours) {
+    for (int e = -1074; e <= 1023; e++) {
+        double v = ldexp(1.0, e);
+        double near[] = {v, nextafter(v, 0), nextafter(v, INFINITY)};
+        for (int k = 0; k < 3; k++)
+            if (check_value(near[k], 0, double_is_asymmetric(near[k])) != 0) {
+                CHECK(!"double text differs from the reference");
+                return;
+            }
+    }
+    for (int e = -149; e <= 127; e++) {
+        float v = ldexpf(1.0f, e);
+        float near[] = {v, nextafterf(v, 0), nextafterf(v, INFINITY)};
+        for (int k = 0; k < 3; k++)
+            if (check_value(near[k], 1, float_is_asymmetric(near[k])) != 0) {
+                CHECK(!"float32 text differs from the reference");
+                return;
+            }
+    }
+}
+
+TEST(random_float32_round_trip_shortest) {
+    unsigned long long state = 0xda3e39cb94b95bdbULL;
+    for (int i = 0; i < 150000; i++) {
+        uint32_t bits = (uint32_t)(check_rand(&state) >> 32);
+        float f;
+        memcpy(&f, &bits, 4);
+        if (check_value((double)f, 1, float_is_asymmetric(f)) != 0) {
+            CHECK(!"float32 text differs from the reference");
+            break;
+        }
+    }
+}
+
+RUN_TESTS(known_shortest_digits, random_doubles_round_trip_shortest, powers_of_two_and_neighbours,
+          random_float32_round_trip_shortest)
