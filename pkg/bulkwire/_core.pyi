@@ -30,7 +30,7 @@ def dumps(
     float32: Literal["widen", "shortest"] = ...,
 ) -> bytes: ...
 
-# ---- Vectors (issue 3): csrc/py_vectors.c -------------------------------------------------
+# ---- Vectors: csrc/py/py_vectors.c -------------------------------------------------
 from typing import Sequence
 
 import numpy
@@ -61,7 +61,7 @@ def _vint_pack(n: int) -> bytes: ...
 def _vint_unpack(b: bytes | bytearray | memoryview) -> tuple[int, int]: ...
 def _arrow_vectors_info(obj: Any) -> list[dict[str, Any]]: ...
 
-# ---- Bulk insert (issue 4): csrc/py_bulk.c, csrc/bulk_writer.c ----
+# ---- Bulk insert: csrc/py/py_bulk.c, csrc/py/py_bulk_writer.c ----
 
 HAVE_ISAL: int
 
@@ -139,7 +139,7 @@ def _pool_memory() -> tuple[int, int, int]: ...
 def _reset_chunk_peak() -> None: ...
 def _chunk_for_testing(data: Any) -> Chunk: ...
 
-# ---- Arrow record batch -> bulk insert commands (issue 5): csrc/encode_batch.c, py_encode_batch.c ----
+# ---- Arrow record batch -> bulk insert commands csrc/core/encode_batch.c, csrc/py/py_encode_batch.c ----
 
 def encode_batch(
     batch: Any,
