@@ -79,16 +79,20 @@ class Hook:
 
     MUTATIONS = 3
 
-    def __init__(self, op: int, target, arg, result) -> None:
+    def __init__(self, op: int, target, arg, result, budget: list) -> None:
         self.op, self.target, self.arg, self.result = op, target, arg, result
         self.runs = 0
+        # Shared by the graph's hooks: hooks that re-insert each other could otherwise make
+        # the walk exponential, which json does not finish either.
+        self.budget = budget
 
     def to_json(self):
         return self.act()
 
     def act(self):
         self.runs += 1
-        if self.runs <= self.MUTATIONS:
+        if self.runs <= self.MUTATIONS and self.budget[0] > 0:
+            self.budget[0] -= 1
             mutate(self.op, self.target, self.arg)
         return self.result
 
@@ -197,6 +201,9 @@ def mutate(op: int, target, arg) -> None:
             target[...] = arg[1] if target.dtype == object else 7
 
 
+GRAPH_MUTATIONS = 6  # all hooks of one graph together
+
+
 class Builder:
     """Builds one graph from the reader; every choice comes from the bytes."""
 
@@ -205,6 +212,7 @@ class Builder:
         self.ensure_ascii = ensure_ascii
         self.nodes = 0
         self.targets: list = []   # mutable containers built so far (hook targets)
+        self.mutation_budget = [GRAPH_MUTATIONS]
 
     def scalar(self):
         r = self.r
@@ -314,7 +322,7 @@ class Builder:
         target = self.targets[-1 - r.choice(len(self.targets))] if self.targets else None
         op = r.choice(10)
         arg = (self.key(), self.scalar())
-        hook = Hook(op, target, arg, None)
+        hook = Hook(op, target, arg, None, self.mutation_budget)
         self.targets.append(hook.__dict__)
         # the result is built after the hook exists, so it may contain the hook's own target
         # or, through later containers, the hook itself (a cycle)

@@ -4,7 +4,7 @@
    bw_batch_validate once (every check that could fail) and bw_batch_write_row per row
    (which can then only fail for lack of memory).
 
-   A row becomes exactly what the bulk insert writes for the equivalent dict (SPEC §3):
+   A row becomes exactly what the bulk insert writes for the equivalent dict:
      {"Id":"<prefix><id>","Type":"PUT","Document":{"<field>": <value>, ..., "@metadata": <m>}}
    with the field values as bulkwire.dumps writes them (json's spaces, ensure_ascii). */
 #ifndef BW_ENCODE_BATCH_H

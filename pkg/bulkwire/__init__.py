@@ -14,12 +14,12 @@ from .encoding import Encoder, dumps, to_builtins
 __all__ = ["ENTITY", "MAX_DEPTH", "Encoder", "dumps", "to_builtins"]
 __version__ = "0.1.0"
 
-# Vectors (issue 3): the CQL vector codec; the driver drop-in is bulkwire.cql.
+# Vectors: the CQL vector codec; the driver drop-in is bulkwire.cql.
 from .vectors import VectorCodec  # noqa: E402
 
 __all__ += ["VectorCodec"]
 
-# Bulk insert (issue 4); its exceptions, one hierarchy under BulkInsertError: bulkwire.errors
+# Bulk insert; its exceptions, one hierarchy under BulkInsertError: bulkwire.errors
 from .bulk import BulkInsert, BulkStats, BulkWriter  # noqa: E402
 from .errors import (BulkInsertAborted, BulkInsertError, ConnectError,  # noqa: E402
                      ConnectionLostError, EarlyResponse, ProtocolError, ServerError,
@@ -29,7 +29,7 @@ __all__ += ["BulkInsert", "BulkInsertAborted", "BulkInsertError", "BulkStats", "
             "ConnectError", "ConnectionLostError", "EarlyResponse", "ProtocolError", "ServerError",
             "TransportError", "TransportTimeoutError"]
 
-# Parquet and Arrow sources (issue 5); pyarrow itself is imported only when they are used.
+# Parquet and Arrow sources; pyarrow itself is imported only when they are used.
 from .load import LoadResult, load_parquet  # noqa: E402
 from .parquet import TableFile, sample_parquet, take  # noqa: E402
 

@@ -30,7 +30,7 @@ def dumps(
     float32: Literal["widen", "shortest"] = ...,
 ) -> bytes: ...
 
-# ---- Vectors (issue 3): csrc/py_vectors.c -------------------------------------------------
+# ---- Vectors: csrc/py/py_vectors.c -------------------------------------------------
 from typing import Sequence
 
 import numpy
@@ -148,7 +148,7 @@ def _pool_memory() -> tuple[int, int, int]: ...
 def _reset_chunk_peak() -> None: ...
 def _chunk_for_testing(data: Any) -> Chunk: ...
 
-# ---- Arrow record batch -> bulk insert commands (issue 5): csrc/encode_batch.c, py_encode_batch.c ----
+# ---- Arrow record batch -> bulk insert commands csrc/core/encode_batch.c, csrc/py/py_encode_batch.c ----
 
 def encode_batch(
     batch: Any,

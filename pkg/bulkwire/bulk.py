@@ -550,7 +550,7 @@ class BulkWriter:
 
 
 class BulkInsert:
-    """A bulk insert into ``database`` on the server at ``url`` (SPEC §3), as a context manager.
+    """A bulk insert into ``database`` on the server at ``url`` (RavenDB's bulk insert protocol), as a context manager.
 
     >>> with BulkInsert("http://127.0.0.1:8080", "db") as bulk:   # doctest: +SKIP
     ...     for user in users:
