@@ -142,9 +142,12 @@ static PyObject *command_writer_take(WriterObject *self) {
    over; 0 the consumer is gone (the buffer is dropped); -1 with an exception set, Ctrl-C or
    out of memory: handover_interrupted then says the body can no longer be trusted whole. */
 static int command_writer_hand_over(WriterObject *self) {
+    /* The reference is given to the queue: the moment the pump has sent the buffer, nothing
+       else holds it and its memory goes back. A reference kept here until this thread got
+       the GIL again could keep a sent buffer alive through the pump's next blocking send,
+       one buffer over the memory bound. */
     PyObject *chunk = command_writer_take(self);
-    int taken = chunk != NULL ? bw_queue_put(self->queue, chunk) : -1;
-    Py_XDECREF(chunk);
+    int taken = chunk != NULL ? bw_queue_put_steal(self->queue, chunk) : -1;
     /* A Ctrl-C that came during the wait, just before the buffer was taken, would be raised
        by the interpreter as this call returns, with no trace of the hand-over: it is taken
        here, so that it counts as an interrupted hand-over. */

@@ -39,6 +39,10 @@ static void Queue_dealloc(bw_queue_object *self) {
 
 int bw_queue_put(bw_queue_object *queue, PyObject *item) {
     Py_INCREF(item); /* the queue's reference, if it takes the item */
+    return bw_queue_put_steal(queue, item);
+}
+
+int bw_queue_put_steal(bw_queue_object *queue, PyObject *item) {
     int waited = 0;
     for (;;) {
         /* fast path: a free slot, no GIL round trip */

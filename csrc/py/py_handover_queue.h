@@ -25,6 +25,11 @@ extern PyTypeObject bw_queue_type;
    the queue (item not kept); -1 with the exception a signal handler raised (Ctrl-C). */
 int bw_queue_put(bw_queue_object *queue, PyObject *item);
 
+/* As bw_queue_put, but the caller's reference to item is given away whatever the outcome:
+   once queued, the queue's reference is the only one, so a consumer that finished with the
+   item can free its memory at once, without waiting for the producer to run again. */
+int bw_queue_put_steal(bw_queue_object *queue, PyObject *item);
+
 /* New reference: the next item, or None once the producer has closed and everything was
    taken (or the consumer side was closed). Waits with the GIL released; NULL with the
    exception a signal handler raised. */
