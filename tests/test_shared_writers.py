@@ -40,7 +40,21 @@ def float32_entry_points():
         "to_json_many": lambda mode: codec.to_json_many(np.zeros((1, 2), "f4"), float32=mode),
         "encode_batch": lambda mode: _core.encode_batch(table, "id", ["v"], vector_column="v",
                                                         float32=mode),
+        "load_parquet": lambda mode: load_into_file(table, mode),
     }
+
+
+def load_into_file(table, mode):
+    """load_parquet of table into a file, with the float32 mode given."""
+    import os
+    import tempfile
+
+    import pyarrow.parquet as pq
+
+    folder = tempfile.mkdtemp()
+    source = os.path.join(folder, "t.parquet")
+    pq.write_table(table, source)
+    bulkwire.load_parquet(source, out=os.path.join(folder, "t.bulk.json"), float32=mode)
 
 
 @pytest.mark.parametrize("entry", sorted(float32_entry_points()))

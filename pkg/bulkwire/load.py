@@ -431,11 +431,10 @@ def default_out(path: PathLike, compress: bool) -> str:
 
 def _check_arguments(source: str, float32: str, collection: str, chunk_size: int,
                      workers: int | None) -> int:
-    """The arguments that need no file; returns the number of encoding threads."""
+    """The arguments that need no file; returns the number of encoding threads. (float32 is
+    judged by the encoder, on the schema's empty batch, with the other encoding options.)"""
     if not os.path.exists(source):
         raise FileNotFoundError(f"no such file: {source!r}")
-    if float32 not in ("widen", "shortest"):
-        raise ValueError(f"float32 must be 'widen' or 'shortest', not {float32!r}")
     if not isinstance(collection, str) or not collection:
         raise ValueError("collection must be a non-empty str")
     if chunk_size <= 0:
