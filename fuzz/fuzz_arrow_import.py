@@ -23,7 +23,6 @@ Run: ``PYTHONPATH=pkg python fuzz/fuzz_arrow_import.py -max_total_time=30 CORPUS
 from __future__ import annotations
 
 import json
-import math
 import os
 import struct
 import sys
@@ -35,6 +34,7 @@ import pyarrow as pa  # noqa: E402
 
 import arrow_structs as A  # noqa: E402
 from byte_reader import Reader  # noqa: E402
+from references import same  # noqa: E402
 from bulkwire import VectorCodec, _core  # noqa: E402
 
 INT64_MAX = 2**63 - 1
@@ -228,16 +228,6 @@ def pyarrow_import(node: A.Node):
     except (pa.ArrowException, ValueError, TypeError, NotImplementedError):
         return None, exp
     return arr, exp
-
-
-def same(a, b) -> bool:
-    if isinstance(a, float) and isinstance(b, float):
-        return a == b or (math.isnan(a) and math.isnan(b))
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
-    if isinstance(a, dict) and isinstance(b, dict):
-        return list(a) == list(b) and all(same(a[k], b[k]) for k in a)
-    return a == b
 
 
 def check_output(name: str, node: A.Node, result) -> None:

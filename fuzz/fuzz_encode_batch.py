@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import datetime
 import json
-import math
 import os
 import struct
 import sys
@@ -37,6 +36,7 @@ import pyarrow as pa  # noqa: E402
 
 import arrow_structs as A  # noqa: E402
 from byte_reader import Reader  # noqa: E402
+from references import same  # noqa: E402
 import bulkwire  # noqa: E402
 from bulkwire import _core  # noqa: E402
 from bulkwire.conventions import check_id  # noqa: E402
@@ -120,16 +120,6 @@ def make_batch(r: Reader):
         start = r.below(rows)
         batch = batch.slice(start, r.below(rows - start + 1))
     return batch, vector_column
-
-
-def same(a, b) -> bool:
-    if isinstance(a, float) and isinstance(b, float):
-        return a == b or (math.isnan(a) and math.isnan(b))
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
-    if isinstance(a, dict) and isinstance(b, dict):
-        return list(a) == list(b) and all(same(a[k], b[k]) for k in a)
-    return a == b
 
 
 def rule_broken(row: dict, prefix: str, vector_column, dim: int) -> bool:

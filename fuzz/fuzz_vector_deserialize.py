@@ -37,9 +37,7 @@ from __future__ import annotations
 
 import datetime
 import math
-import struct
 import sys
-import uuid
 
 import numpy as np
 
@@ -49,31 +47,18 @@ from bulkwire.vectors import SUBTYPES
 import cassandra.cqltypes as ct
 from cassandra import util
 from cassandra.marshal import uvint_unpack
+from references import driver_vector_type  # noqa: E402
 
-DRIVER_NAMES = {
-    "float": "FloatType", "double": "DoubleType", "int": "Int32Type", "bigint": "LongType",
-    "boolean": "BooleanType", "timestamp": "TimestampType", "uuid": "UUIDType",
-    "timeuuid": "TimeUUIDType", "smallint": "ShortType", "tinyint": "ByteType",
-    "date": "SimpleDateType", "time": "TimeType", "text": "UTF8Type", "varchar": "VarcharType",
-    "ascii": "AsciiType", "blob": "BytesType", "varint": "IntegerType",
-}
 PV = 4
 DAY_NS = 86_400 * 10**9
 VARIABLE = frozenset(("text", "varchar", "ascii", "blob", "varint"))
 SHORT_PREFIXED = frozenset(("smallint", "tinyint", "date", "time"))
 LIST_DECODED = frozenset(("float", "double", "int", "bigint", "smallint", "tinyint"))
 
-_types: dict[tuple[str, int], object] = {}
 _codecs: dict[tuple[str, int, bool], VectorCodec] = {}
 
 
-def driver_type(subtype: str, dim: int):
-    key = (subtype, dim)
-    if key not in _types:
-        _types[key] = ct.lookup_casstype(
-            "org.apache.cassandra.db.marshal.VectorType("
-            f"org.apache.cassandra.db.marshal.{DRIVER_NAMES[subtype]}, {dim})")
-    return _types[key]
+driver_type = driver_vector_type
 
 
 def codec(subtype: str, dim: int, compat: bool = False) -> VectorCodec:

@@ -346,13 +346,7 @@ def test_release_running_python_keeps_the_real_error(consumer, failure):
         call = lambda e: _core.encode_batch(e, "id", ["v"], vector_column="v")  # noqa: E731
     else:
         call = lambda e: VectorCodec("float", 2).serialize_many(e)  # noqa: E731
-    exp = A.Exported(node, on_release=python_work)
-    try:
-        with pytest.raises(kind, match=pattern):
-            call(exp)
-        assert exp.released == {"schema": 1, "array": 1}
-    finally:
-        exp.free()
+    expect_error(call, A.Exported(node, on_release=python_work), kind, pattern)
 
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")

@@ -2,7 +2,6 @@
 bytes and exceptions (type and message) for every input."""
 import datetime
 import decimal
-import struct
 import uuid
 
 import numpy as np
@@ -13,25 +12,21 @@ from hypothesis.extra import numpy as hnp
 ct = pytest.importorskip("cassandra.cqltypes")
 from cassandra import util  # noqa: E402
 
+import os  # noqa: E402
+import sys  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fuzz"))
 import bulkwire.cql  # noqa: E402
+from references import driver_vector_type  # noqa: E402
 from bulkwire import VectorCodec  # noqa: E402
 
 ORIG_SER = ct.VectorType.__dict__["serialize"].__func__
 ORIG_DES = ct.VectorType.__dict__["deserialize"].__func__
 PV = 4
 
-DRIVER_NAMES = {
-    "float": "FloatType", "double": "DoubleType", "int": "Int32Type", "bigint": "LongType",
-    "boolean": "BooleanType", "timestamp": "TimestampType", "uuid": "UUIDType",
-    "timeuuid": "TimeUUIDType", "smallint": "ShortType", "tinyint": "ByteType",
-    "date": "SimpleDateType", "time": "TimeType", "text": "UTF8Type", "varchar": "VarcharType",
-    "ascii": "AsciiType", "blob": "BytesType", "varint": "IntegerType",
-}
 
 
-def vtype(subtype, n):
-    return ct.lookup_casstype("org.apache.cassandra.db.marshal.VectorType("
-                              f"org.apache.cassandra.db.marshal.{DRIVER_NAMES[subtype]}, {n})")
+vtype = driver_vector_type
 
 
 @pytest.fixture(autouse=True)

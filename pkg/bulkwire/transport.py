@@ -52,6 +52,11 @@ def error_message(body: bytes) -> Optional[str]:
         data = json.loads(body)
     except (ValueError, UnicodeDecodeError, RecursionError):
         return None
+    return _message_member(data)
+
+
+def _message_member(data: Any) -> Optional[str]:
+    """RavenDB's error text in a decoded error object: its "Message", else its "Error"."""
     if isinstance(data, dict):
         for key in ("Message", "Error"):
             value = data.get(key)
@@ -208,13 +213,7 @@ class HttpTransport:
             return None  # the server is gone or does not say; the transport's error stands
         if state.get("Status") != "Faulted":
             return None
-        result = state.get("Result")
-        if isinstance(result, dict):
-            for key in ("Message", "Error"):
-                value = result.get(key)
-                if isinstance(value, str) and value:
-                    return value
-        return FAULTED_WITHOUT_MESSAGE
+        return _message_member(state.get("Result")) or FAULTED_WITHOUT_MESSAGE
 
     def kill(self, op_id: int) -> None:
         """Kills the operation on the server (``operations/kill``)."""
