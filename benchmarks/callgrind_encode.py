@@ -9,6 +9,9 @@ by the number of documents.
 
 list/ndarray: 1,000 documents of 7 fields, a datetime and a 384-dim float32 vector (as a list
 of floats or as an ndarray); small: 10,000 documents of 10 fields, a nested dict, a datetime.
+store_small/store_list: the same documents through ``BulkWriter.store`` (ids, metadata and
+the command around each document). vector_ndarray/vector_list: 1,000 768-dim float32 vectors
+through ``VectorCodec("float", 768).serialize``.
 """
 import datetime
 import sys
@@ -17,17 +20,22 @@ import numpy as np
 
 import bulkwire
 
-KINDS = {"list": 1000, "ndarray": 1000, "small": 10000}
+KINDS = {"list": 1000, "ndarray": 1000, "small": 10000, "store_small": 10000,
+         "store_list": 1000, "vector_ndarray": 1000, "vector_list": 1000}
 
 
 def documents(kind: str) -> list:
     rng = np.random.default_rng(1)
+    if kind.startswith("vector_"):
+        rows = rng.random((KINDS[kind], 768), dtype=np.float32)
+        return list(rows) if kind == "vector_ndarray" else rows.tolist()
+    kind = kind.removeprefix("store_")
     if kind == "small":
         return [{"name": f"s{i}", "a": i, "b": 1.5, "c": None, "d": "x", "e": [1, 2],
                  "f": {"g": 1, "h": "i"}, "t": datetime.datetime(2024, 1, 1), "k": True, "l": -3}
                 for i in range(KINDS[kind])]
     docs = []
-    for i in range(KINDS[kind]):
+    for i in range(KINDS["list"]):
         v = rng.random(384, dtype=np.float32)
         docs.append({"name": f"doc-{i}", "n": i, "score": 0.5 * i, "ok": True,
                      "when": datetime.datetime(2024, 1, 1, 12, 0, i % 60), "tags": ["a", "b"],
@@ -39,10 +47,26 @@ def main(argv: list) -> int:
     if not argv or argv[0] not in KINDS or argv[1:] not in ([], ["skip"]):
         print(f"usage: callgrind_encode.py {{{','.join(KINDS)}}} [skip]", file=sys.stderr)
         return 2
-    docs = documents(argv[0])
+    kind = argv[0]
+    docs = documents(kind)
+    if kind.startswith("vector_"):
+        codec = bulkwire.VectorCodec("float", 768)
+        encode = codec.serialize
+    elif kind.startswith("store_"):
+        # the buffers stay in the writer's queue (a few MB): nothing consumes them
+        writer = bulkwire.BulkWriter(max_buffers=64)
+        ids = [f"things/{i}" for i in range(len(docs))]
+        store = writer.store
+        encode = None
+    else:
+        encode = bulkwire.dumps
     if not argv[1:]:
-        for d in docs:
-            bulkwire.dumps(d)
+        if encode is not None:
+            for d in docs:
+                encode(d)
+        else:
+            for d, i in zip(docs, ids):
+                store(d, i)
     print(f"{argv[0]}: {len(docs)} documents{' built only' if argv[1:] else ' encoded'}")
     return 0
 

@@ -57,7 +57,8 @@ def test_ab_builds_alternates_the_checkouts(tmp_path):
     assert failed.returncode == 1 and "the benchmark failed" in failed.stdout
 
 
-@pytest.mark.parametrize("kind", ["list", "ndarray", "small"])
+@pytest.mark.parametrize("kind", ["list", "ndarray", "small", "store_small", "store_list",
+                                  "vector_ndarray", "vector_list"])
 def test_callgrind_encode_runs(kind):
     assert run_script("callgrind_encode.py", kind).startswith(f"{kind}: ")
     assert "built only" in run_script("callgrind_encode.py", kind, "skip")
