@@ -11,7 +11,9 @@ list/ndarray: 1,000 documents of 7 fields, a datetime and a 384-dim float32 vect
 of floats or as an ndarray); small: 10,000 documents of 10 fields, a nested dict, a datetime.
 store_small/store_list: the same documents through ``BulkWriter.store`` (ids, metadata and
 the command around each document). vector_ndarray/vector_list: 1,000 768-dim float32 vectors
-through ``VectorCodec("float", 768).serialize``.
+through ``VectorCodec("float", 768).serialize``. A last argument N changes the count: run
+two counts and divide the difference by the difference of the counts, so that one-time
+costs (the first call's imports and caches) fall out.
 """
 import datetime
 import sys
@@ -24,18 +26,18 @@ KINDS = {"list": 1000, "ndarray": 1000, "small": 10000, "store_small": 10000,
          "store_list": 1000, "vector_ndarray": 1000, "vector_list": 1000}
 
 
-def documents(kind: str) -> list:
+def documents(kind: str, count: int) -> list:
     rng = np.random.default_rng(1)
     if kind.startswith("vector_"):
-        rows = rng.random((KINDS[kind], 768), dtype=np.float32)
+        rows = rng.random((count, 768), dtype=np.float32)
         return list(rows) if kind == "vector_ndarray" else rows.tolist()
     kind = kind.removeprefix("store_")
     if kind == "small":
         return [{"name": f"s{i}", "a": i, "b": 1.5, "c": None, "d": "x", "e": [1, 2],
                  "f": {"g": 1, "h": "i"}, "t": datetime.datetime(2024, 1, 1), "k": True, "l": -3}
-                for i in range(KINDS[kind])]
+                for i in range(count)]
     docs = []
-    for i in range(KINDS["list"]):
+    for i in range(count):
         v = rng.random(384, dtype=np.float32)
         docs.append({"name": f"doc-{i}", "n": i, "score": 0.5 * i, "ok": True,
                      "when": datetime.datetime(2024, 1, 1, 12, 0, i % 60), "tags": ["a", "b"],
@@ -44,11 +46,15 @@ def documents(kind: str) -> list:
 
 
 def main(argv: list) -> int:
+    count = None
+    if len(argv) >= 2 and argv[-1].isdigit():  # a count of documents other than the kind's
+        count = int(argv[-1])
+        argv = argv[:-1]
     if not argv or argv[0] not in KINDS or argv[1:] not in ([], ["skip"]):
         print(f"usage: callgrind_encode.py {{{','.join(KINDS)}}} [skip]", file=sys.stderr)
         return 2
     kind = argv[0]
-    docs = documents(kind)
+    docs = documents(kind, KINDS[kind] if count is None else count)
     if kind.startswith("vector_"):
         codec = bulkwire.VectorCodec("float", 768)
         encode = codec.serialize
