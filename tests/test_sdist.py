@@ -1,5 +1,5 @@
-"""The sdist is complete: built from this checkout, installed into a fresh virtual
-environment (which compiles the C core from the sdist alone) and imported there. A source
+"""The package builds: ``python -m build`` makes an sdist and a wheel (with the LICENSE in
+its metadata), and the sdist is complete: installed into a fresh virtual environment (which compiles the C core from the sdist alone) and imported there. A source
 file missing from the sdist fails the build or the import."""
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import pathlib
 import subprocess
 import sys
 import tarfile
+import zipfile
 
 import pytest
 
@@ -34,8 +35,13 @@ def test_the_sdist_installs_into_a_fresh_venv_and_imports(tmp_path):
         target = tree / name
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes((ROOT / name).read_bytes())
-    run(sys.executable, "-m", "build", "--sdist", "--outdir", str(dist), str(tree))
+    run(sys.executable, "-m", "build", "--outdir", str(dist), str(tree))  # sdist, then a wheel from it
     (sdist,) = dist.glob("bulkwire-*.tar.gz")
+    (wheel,) = dist.glob("bulkwire-*.whl")
+    with zipfile.ZipFile(wheel) as whl:
+        wheel_names = whl.namelist()
+    assert any(n.endswith(".dist-info/licenses/LICENSE") for n in wheel_names), wheel_names
+    assert "bulkwire/py.typed" in wheel_names and any(n.startswith("bulkwire/_core.") for n in wheel_names)
     with tarfile.open(sdist) as tar:
         names = {name.split("/", 1)[1] for name in tar.getnames() if "/" in name}
     for required in ("LICENSE", "CHANGELOG.md", "README.md", "setup.py", "pyproject.toml",
