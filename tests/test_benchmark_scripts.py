@@ -62,3 +62,22 @@ def test_ab_builds_alternates_the_checkouts(tmp_path):
 def test_callgrind_encode_runs(kind):
     assert run_script("callgrind_encode.py", kind).startswith(f"{kind}: ")
     assert "built only" in run_script("callgrind_encode.py", kind, "skip")
+
+
+def test_stall_memory_and_the_figures(tmp_path):
+    stall = tmp_path / "stall.json"
+    out = run_script("bench_stall_memory.py", "--docs", "400", "--dim", "64",
+                     "--stall-after-mb", "0.5", "--stall-seconds", "0.3", "--json", str(stall))
+    assert "400 documents arrived" in out and "within the bound" not in out
+    import json
+
+    samples = json.loads(stall.read_text())["samples"]
+    assert any(s["stalled"] for s in samples)  # the stall happened while sampled
+    load = tmp_path / "load.json"
+    load.write_text(json.dumps({"args": {"rows": 10, "dim": 4}, "results": [
+        {"impl": impl, "mode": mode, "rows": 10, "seconds": seconds}
+        for impl, seconds in (("bulkwire", 0.01), ("baseline", 0.2)) for mode in ("plain", "gzip")]}))
+    out = run_script("plot_figures.py", "--load", str(load), "--stall", str(stall),
+                     "--out", str(tmp_path / "img"))
+    for name in ("throughput.png", "stall_memory.png"):
+        assert (tmp_path / "img" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

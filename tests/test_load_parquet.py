@@ -122,7 +122,7 @@ def test_cli_sample_and_load(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     code, out, err = run_cli(["sample", "s.parquet", "--rows", "300", "--dim", "4"], capsys)
     assert code == 0 and "wrote 300 rows x 4 float32 dims (seed 42) to s.parquet" in out
-    code, out, err = run_cli(["load", "s.parquet"], capsys)
+    code, out, err = run_cli(["load", "s.parquet", "--progress"], capsys)
     assert code == 0, err
     assert out.startswith("loaded 300 rows from s.parquet into s.bulk.json: ") and "rows/s" in out
     assert "300/300 rows" in err and "MB/s" in err
@@ -142,8 +142,8 @@ def test_cli_sample_and_load(tmp_path, capsys, monkeypatch):
     (["load", "s.parquet", "--take", "1,-2"], 1, "take[1] = -2 is negative"),
     (["load", "s.parquet", "--take", "1,x"], 1, "--take: take[1] = 'x' is not an integer"),
     (["load", "s.parquet", "--url", "http://127.0.0.1:9"], 2, "--url needs --database"),
-    (["load", "s.parquet", "--batch-rows", "0"], 2, "--batch-rows must be positive"),
-    (["sample", "s2.parquet", "--dim", "0"], 2, "--dim must be positive"),
+    (["load", "s.parquet", "--batch-rows", "0"], 2, "argument --batch-rows: must be positive"),
+    (["sample", "s2.parquet", "--dim", "0"], 2, "argument --dim: must be positive"),
     (["load", "s.parquet", "--columns", ",,,"], 2, "--columns ',,,': empty column name"),
     (["load", "s.parquet", "--columns", "emb,,id"], 2, "--columns 'emb,,id': empty column name"),
     (["load", "s.parquet", "--columns", "emb,"], 2, "--columns 'emb,': empty column name"),

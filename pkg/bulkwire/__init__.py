@@ -6,8 +6,6 @@ The C core (``bulkwire._core``) does the per-element work; this package composes
 >>> bulkwire.dumps({"name": "a", "v": [0.5, 1.0]})
 b'{"name": "a", "v": [0.5, 1.0]}'
 """
-from __future__ import annotations
-
 from ._core import ENTITY, MAX_DEPTH
 from .encoding import Encoder, dumps, to_builtins
 

@@ -1,4 +1,7 @@
-"""The ``bulkwire`` command line. Each subcommand is a function taking parsed arguments."""
+"""The ``bulkwire`` command line. Each subcommand is a function taking parsed arguments.
+
+Exit codes: 0 done; 1 bad input (a file, a column, a row); 2 usage (a bad option or
+value); 3 the server or the network failed; 130 interrupted (Ctrl-C)."""
 from __future__ import annotations
 
 import argparse
@@ -35,9 +38,59 @@ def cmd_demo(args: argparse.Namespace) -> int:
 EXIT_OK, EXIT_INPUT, EXIT_USAGE, EXIT_SERVER, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 
+#: ``bulkwire sample`` warns before writing more than this into the current directory.
+LARGE_SAMPLE_BYTES = 100 * 1000 * 1000
+
+DESCRIPTION = ("Fast, exact, memory-bounded bulk loading of documents and embeddings into "
+               "RavenDB (its bulk insert protocol). Give a command; 'bulkwire COMMAND -h' "
+               "describes each.")
+
+
 def _fail(message: str, code: int = EXIT_INPUT) -> int:
     print(f"bulkwire: error: {message}", file=sys.stderr)
     return code
+
+
+def _positive_int(text: str) -> int:
+    value = _int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, not {value}")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    value = _int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative, not {value}")
+    return value
+
+
+def _int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+
+
+def _port(text: str) -> int:
+    value = _int(text)
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"not a TCP port (0-65535): {value}")
+    return value
+
+
+def _url(text: str) -> str:
+    """An http:// or https:// URL with a host (argparse reports anything else as usage)."""
+    import urllib.parse
+
+    try:
+        parts = urllib.parse.urlsplit(text)
+        parts.port  # noqa: B018 - raises ValueError for a bad port
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not a valid URL: {text!r} ({exc})") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise argparse.ArgumentTypeError(f"not an http:// or https:// URL with a host: {text!r}")
+    return text
 
 
 def _parse_take(text: str | None) -> list | None:
@@ -45,8 +98,12 @@ def _parse_take(text: str | None) -> list | None:
     if text is None:
         return None
     if text.startswith("@"):
-        with open(text[1:]) as f:
-            text = f.read()
+        try:
+            with open(text[1:]) as f:
+                text = f.read()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ValueError(f"--take {text}: cannot read {text[1:]!r}: "
+                             f"{getattr(exc, 'strerror', None) or exc}") from None
     items = [t for t in text.replace(",", " ").split() if t]
     out = []
     for pos, item in enumerate(items):
@@ -59,103 +116,212 @@ def _parse_take(text: str | None) -> list | None:
 
 def cmd_sample(args: argparse.Namespace) -> int:
     """Write a seeded sample Parquet file (int64 id, fixed_size_list<float32>[dim])."""
+    estimate = args.rows * (args.dim * 4 + 8)  # random float32 values hardly compress
+    folder = os.path.dirname(os.path.abspath(args.path))
+    if estimate > LARGE_SAMPLE_BYTES and folder == os.path.abspath(os.getcwd()):
+        print(f"bulkwire: warning: writing about {estimate / 1e6:,.0f} MB into the current "
+              f"directory ({args.path})", file=sys.stderr)
     try:
         from .parquet import sample_parquet
 
         start = time.perf_counter()
         path = sample_parquet(args.path, rows=args.rows, dim=args.dim, seed=args.seed,
                               row_group_rows=args.row_group)
-    except ImportError as exc:
-        return _fail(str(exc))
-    except (OSError, ValueError, TypeError) as exc:
+    except KeyboardInterrupt:
+        return _fail("interrupted", EXIT_INTERRUPTED)
+    except (ImportError, OSError, ValueError, TypeError) as exc:
         return _fail(str(exc))
     print(f"wrote {args.rows:,} rows x {args.dim} float32 dims (seed {args.seed}) to {path}: "
           f"{os.path.getsize(path):,} bytes in {time.perf_counter() - start:.2f} s")
     return EXIT_OK
 
 
+def _say_when_no_vector_column(args: argparse.Namespace) -> None:
+    """One line on stderr when the file has no column that can be the vector (the load goes
+    on with the other columns)."""
+    if args.vector_column is not None:
+        return
+    from .load import _plan, _schema
+
+    try:
+        plan = _plan(_schema(args.path), args.path, args.id_column, None,
+                     None if args.columns is None else args.columns.split(","))
+    except Exception:  # the load itself reports what is wrong with the file
+        return
+    if plan.vector_column is None:
+        print(f"bulkwire: no vector column found in {args.path} (a list of float32/float64): "
+              f"loading the other columns", file=sys.stderr)
+
+
 def cmd_load(args: argparse.Namespace) -> int:
     """Load a Parquet / Arrow IPC file with bulk insert (or write the request body to a file)."""
+    from .errors import BulkInsertError
+
+    if args.url is None and args.database is not None:
+        args.parser.error("--database needs --url")
+    if args.url is not None and args.database is None:
+        args.parser.error("--url needs --database")
+    columns = None if args.columns is None else args.columns.split(",")
+    if columns is not None and not all(columns):
+        args.parser.error(f"--columns {args.columns!r}: empty column name (give the names "
+                          f"separated by single commas)")
+    progress = sys.stderr.isatty() if args.progress is None else args.progress
     try:
         from .load import load_parquet
 
-        if args.url is None and args.database is not None:
-            return _fail("--database needs --url", EXIT_USAGE)
-        if args.url is not None and args.database is None:
-            return _fail("--url needs --database", EXIT_USAGE)
-        columns = None if args.columns is None else args.columns.split(",")
-        if columns is not None and not all(columns):
-            return _fail(f"--columns {args.columns!r}: empty column name (give the names "
-                         f"separated by single commas)", EXIT_USAGE)
+        take = _parse_take(args.take)
+        _say_when_no_vector_column(args)
         result = load_parquet(
             args.path, url=args.url, database=args.database, collection=args.collection,
             id_column=args.id_column, id_prefix=args.id_prefix, vector_column=args.vector_column,
             columns=columns, compress=args.gzip, batch_rows=args.batch_rows,
-            take=_parse_take(args.take), out=args.out, float32=args.float32,
-            progress=not args.quiet)
+            take=take, out=args.out, float32=args.float32,
+            progress=progress and not args.quiet)
     except KeyboardInterrupt:
         return _fail("interrupted", EXIT_INTERRUPTED)
+    except BulkInsertError as exc:  # the server or the network (before OSError: not a file)
+        return _fail(str(exc), EXIT_SERVER)
     except ImportError as exc:
         return _fail(str(exc))
     except FileNotFoundError as exc:
         return _fail(str(exc.args[0]) if exc.args and isinstance(exc.args[0], str) and len(exc.args) == 1
                      else str(exc))
-    except (ValueError, TypeError, KeyError, IndexError) as exc:
+    except (ValueError, TypeError, KeyError, IndexError, OSError) as exc:
         return _fail(str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc))
-    except (ConnectionError, RuntimeError, OSError) as exc:
-        return _fail(str(exc), EXIT_SERVER)
     print(result.summary())
     return EXIT_OK
 
 
+def _request_line(request) -> str:
+    """One line for a finished bulk insert request of the loopback server."""
+    outcome = (f"answered {request.status}" if request.error is None
+               else f"failed ({request.error})")
+    documents = len(request.commands) if request.commands is not None else request.put_commands
+    encoding = request.headers.get("Content-Encoding") or "plain"
+    return (f"bulk insert {request.op_id}: {documents:,} documents, {request.body_bytes:,} "
+            f"body bytes ({encoding}), {outcome}")
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Run the loopback bulk insert server until Ctrl-C, one line per finished request."""
+    from .testing import LoopbackServer
+
+    try:
+        server = LoopbackServer(args.database, port=args.port, keep_body=args.keep,
+                                keep_decoded_chunks=False)
+    except OSError as exc:
+        return _fail(f"--port {args.port}: {exc.strerror or exc}", EXIT_USAGE)
+    with server:
+        print(f"serving database {args.database!r} at {server.url} "
+              f"({'keeping documents' if args.keep else 'counting only'}); Ctrl-C stops",
+              flush=True)
+        reported = 0
+        try:
+            while True:
+                time.sleep(0.2)
+                finished = [r for r in server.requests[reported:]]
+                for request in finished:
+                    if request.status is None and request.error is None:
+                        break  # still arriving: report in order
+                    print(_request_line(request), flush=True)
+                    reported += 1
+        except KeyboardInterrupt:
+            pass
+    return EXIT_OK
+
+
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows each option's default, except where there is none to show."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        if action.default in (None, False) or action.default is argparse.SUPPRESS:
+            return action.help or ""
+        return super()._get_help_string(action)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="bulkwire", description=__doc__)
-    sub = parser.add_subparsers(dest="command")
-    demo = sub.add_parser("demo", help="encode a generated sample of documents")
-    demo.add_argument("--docs", type=int, default=10_000, help="documents (default 10000)")
-    demo.add_argument("--dim", type=int, default=1024, help="vector dimension (default 1024)")
-    demo.add_argument("--seed", type=int, default=42)
-    demo.add_argument("--float32", choices=["widen", "shortest"], default="widen")
-    demo.set_defaults(func=cmd_demo)
+    from . import __version__
 
-    sample = sub.add_parser("sample", help="write a seeded sample Parquet file of embeddings",
-                            description="Write PATH: int64 id and a fixed_size_list<float32>[DIM] "
-                                        "column 'emb' uniform in [0, 1) from the seed.")
-    sample.add_argument("path", metavar="PATH")
-    sample.add_argument("--rows", type=int, default=10_000, help="rows (default 10000)")
-    sample.add_argument("--dim", type=int, default=1024, help="vector dimension (default 1024)")
-    sample.add_argument("--seed", type=int, default=42)
-    sample.add_argument("--row-group", type=int, default=1024, help="rows per row group (default 1024)")
-    sample.set_defaults(func=cmd_sample)
+    parser = argparse.ArgumentParser(prog="bulkwire", description=DESCRIPTION,
+                                     formatter_class=_HelpFormatter)
+    parser.add_argument("--version", action="version", version=f"bulkwire {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    load = sub.add_parser(
-        "load", help="load a Parquet / Arrow IPC file with bulk insert",
-        description="Load PATH (Parquet or Arrow IPC) with bulk insert: one document per row. "
-                    "Without --url, write the exact request body to --out (replayable later). "
-                    "Exit codes: 0 done, 1 bad input (file, column, row), 2 usage, "
-                    "3 server or transport error, 130 interrupted.")
-    load.add_argument("path", metavar="PATH")
-    load.add_argument("--url", help="server URL; without it the request body goes to --out")
+    def command(name: str, summary: str, description: str, func) -> argparse.ArgumentParser:
+        made = sub.add_parser(name, help=summary, description=description,
+                              formatter_class=_HelpFormatter)
+        made.set_defaults(func=func, parser=made)
+        return made
+
+    sample = command("sample", "write a seeded sample Parquet file of embeddings",
+                     "Write PATH: an int64 'id' and a fixed_size_list<float32>[DIM] column "
+                     "'emb' with values uniform in [0, 1), the same for the same seed.",
+                     cmd_sample)
+    sample.add_argument("path", metavar="PATH", help="the Parquet file to write")
+    sample.add_argument("--rows", type=_non_negative_int, default=10_000, help="rows to write")
+    sample.add_argument("--dim", type=_positive_int, default=1024, help="vector dimension")
+    sample.add_argument("--seed", type=int, default=42, help="seed of the random values")
+    sample.add_argument("--row-group", type=_positive_int, default=1024,
+                        help="rows per Parquet row group")
+
+    load = command(
+        "load", "load a Parquet / Arrow IPC file with bulk insert",
+        "Load PATH (Parquet or Arrow IPC) with bulk insert: one document per row. Without "
+        "--url, write the exact request body to --out (replayable later). Exit codes: 0 done, "
+        "1 bad input (file, column, row), 2 usage, 3 server or network error, 130 interrupted.",
+        cmd_load)
+    load.add_argument("path", metavar="PATH", help="the Parquet or Arrow IPC file to load")
+    load.add_argument("--url", type=_url, help="server URL; without it the request body goes to --out")
     load.add_argument("--database", help="database name (with --url)")
-    load.add_argument("--out", help="output file (default <name>.bulk.json, or .bulk.json.gz)")
-    load.add_argument("--collection", default="Embeddings", help="@collection (default Embeddings)")
-    load.add_argument("--id-column", default="id", help="id column (default id)")
+    load.add_argument("--out", help="output file (default: <name>.bulk.json, or .bulk.json.gz "
+                                    "with --gzip, next to PATH)")
+    load.add_argument("--collection", default="Embeddings", help="the documents' @collection")
+    load.add_argument("--id-column", default="id", help="the column holding each document's id")
     load.add_argument("--id-prefix", help="prefix of every id (default: <collection in lower "
                                           "case>/ for integer ids, none for strings)")
     load.add_argument("--vector-column", help="the vector column (default: the only list column)")
     load.add_argument("--columns", help="comma-separated document fields (default: all but the id)")
     load.add_argument("--gzip", action="store_true", help="gzip the body (fastest level)")
-    load.add_argument("--batch-rows", type=int, help="rows per Arrow batch (default: ~4 MiB of text)")
-    load.add_argument("--take", help="only these row indices: 1,5,9 or @file")
+    load.add_argument("--batch-rows", type=_positive_int,
+                      help="rows per Arrow batch (default: about 4 MiB of text)")
+    load.add_argument("--take", help="only these row indices, in this order: 1,5,9 or @FILE "
+                                     "(indices separated by commas or whitespace)")
     load.add_argument("--float32", choices=["widen", "shortest"], default="widen",
-                      help="float32 vector text (default widen: the repr of the double)")
-    load.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
-    load.set_defaults(func=cmd_load)
+                      help="float32 text: widen writes the double's repr (as json.dumps of the "
+                           "float), shortest the shortest text that reads back as the float32")
+    load.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                      help="draw a progress bar on stderr (default: when stderr is a terminal)")
+    load.add_argument("-q", "--quiet", action="store_true",
+                      help="no progress bar (the summary line and errors are still printed)")
+
+    serve = command(
+        "serve", "run the loopback bulk insert server (for trying and testing)",
+        "Run bulkwire's loopback server: it speaks RavenDB's bulk insert protocol on "
+        "127.0.0.1, checks every request, and prints one line per finished request. "
+        "GET /_loopback/last answers what the last request looked like (JSON). "
+        "It counts documents and bytes only, unless --keep.", cmd_serve)
+    serve.add_argument("--port", type=_port, default=8080, help="TCP port (0: any free port)")
+    serve.add_argument("--database", default="db", help="the database name it serves")
+    keep = serve.add_mutually_exclusive_group()
+    keep.add_argument("--keep", action="store_true",
+                      help="keep and parse every document (memory grows with the data)")
+    keep.add_argument("--count-only", dest="keep", action="store_false",
+                      help="count documents and bytes only (the default)")
+
+    demo = command("demo", "time the JSON encoder on generated documents",
+                   "Encode DOCS generated documents, each with a DIM-dimensional float32 "
+                   "vector, and print documents/s and MB/s.", cmd_demo)
+    demo.add_argument("--docs", type=_positive_int, default=10_000, help="documents to encode")
+    demo.add_argument("--dim", type=_positive_int, default=1024, help="vector dimension")
+    demo.add_argument("--seed", type=int, default=42, help="seed of the random vectors")
+    demo.add_argument("--float32", choices=["widen", "shortest"], default="widen",
+                      help="float32 text (see 'bulkwire load -h')")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``bulkwire`` and ``python -m bulkwire``.
+    """Entry point of ``bulkwire`` and ``python -m bulkwire``; returns the exit code (usage
+    errors exit 2 through argparse).
 
     >>> main(["demo", "--docs", "10", "--dim", "4"])  # doctest: +ELLIPSIS
     encoded 10 documents ...
@@ -164,14 +330,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
-        args = parser.parse_args(["demo", *(argv or [])])
-    for name in ("docs", "dim", "row_group"):
-        if getattr(args, name, 1) <= 0:
-            parser.error(f"--{name.replace('_', '-')} must be positive")
-    if getattr(args, "rows", 0) < 0:
-        parser.error("--rows must not be negative")
-    if getattr(args, "batch_rows", None) is not None and args.batch_rows <= 0:
-        parser.error("--batch-rows must be positive")
+        parser.print_usage(sys.stderr)
+        print("bulkwire: error: give a command: sample, load, serve or demo "
+              "('bulkwire -h' says what each does)", file=sys.stderr)
+        return EXIT_USAGE
     return args.func(args)
 
 

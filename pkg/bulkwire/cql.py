@@ -27,6 +27,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from ._extras import missing_extra
 from .vectors import VectorCodec
 
 __all__ = ["install", "uninstall", "installed"]
@@ -63,7 +64,10 @@ def _subtype_names(ct: Any) -> dict[Any, str]:
 def install(*, numpy_results: bool = False) -> None:
     """Patch ``cassandra.cqltypes.VectorType``. Idempotent; a second call only updates
     ``numpy_results``."""
-    import cassandra.cqltypes as ct
+    try:
+        import cassandra.cqltypes as ct
+    except ImportError as exc:
+        raise missing_extra("CQL driver drop-in", "scylla-driver", "cql") from exc
 
     with _lock:
         vt = ct.VectorType

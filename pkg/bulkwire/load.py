@@ -9,6 +9,7 @@ to a server later) or, with ``url``, to the server through :class:`bulkwire.Bulk
 """
 from __future__ import annotations
 
+import errno
 import os
 import sys
 import threading
@@ -305,9 +306,12 @@ class _FileTarget:
     def __init__(self, path: str, compress: bool, chunk_size: int) -> None:
         self.path = path
         self.partial = path + ".partial"
+        try:
+            self._file = open(self.partial, "wb")
+        except OSError as exc:  # named by the path the user gave, not the temporary one
+            raise type(exc)(exc.errno, exc.strerror, path) from None
         self.writer = BulkWriter(compress=native_backend() if compress else False,
                                  buffer_size=chunk_size)
-        self._file = open(self.partial, "wb")
         self._error: BaseException | None = None  # the consumer's: the file's own error
         self._thread = threading.Thread(target=self._write_pieces, name="bulkwire-file",
                                         daemon=True)
@@ -435,6 +439,9 @@ def _check_arguments(source: str, float32: str, collection: str, chunk_size: int
     judged by the encoder, on the schema's empty batch, with the other encoding options.)"""
     if not os.path.exists(source):
         raise FileNotFoundError(f"no such file: {source!r}")
+    if os.path.isdir(source):
+        raise IsADirectoryError(errno.EISDIR, "a directory, not a Parquet or Arrow IPC file",
+                                source)
     if not isinstance(collection, str) or not collection:
         raise ValueError("collection must be a non-empty str")
     if chunk_size <= 0:

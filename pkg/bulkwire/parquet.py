@@ -1,6 +1,6 @@
 """Parquet and Arrow IPC sources: a seeded sample file, and random access by row index.
 
-pyarrow is an optional dependency (``pip install 'bulkwire[parquet]'``); it is imported here
+pyarrow is an optional dependency (the ``parquet`` extra); it is imported here
 only, so ``import bulkwire`` works without it.
 
 >>> import tempfile, os
@@ -18,6 +18,8 @@ from typing import Any, Sequence, Union
 
 import numpy as np
 
+from ._extras import missing_extra
+
 PathLike = Union[str, "os.PathLike[str]"]
 
 #: Row-group size of :func:`sample_parquet`: ~4 MiB of 1024-dim float32 vectors per group,
@@ -33,9 +35,8 @@ def _pyarrow():
         import pyarrow
         import pyarrow.parquet  # noqa: F401
         import pyarrow.ipc  # noqa: F401
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError("bulkwire's Parquet support needs pyarrow: "
-                          "pip install 'bulkwire[parquet]'") from exc
+    except ImportError as exc:
+        raise missing_extra("Parquet support", "pyarrow", "parquet") from exc
     return pyarrow
 
 

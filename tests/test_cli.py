@@ -1,0 +1,179 @@
+"""The command line as a user meets it: usage, help, version, exit codes, and errors that
+name what the user typed."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import bulkwire
+from bulkwire import cli
+
+PACKAGE_PARENT = os.path.dirname(os.path.dirname(bulkwire.__file__))
+
+
+def run(argv, capsys):
+    """(exit code, stdout, stderr) of main(argv), usage errors included."""
+    try:
+        code = cli.main(argv)
+    except SystemExit as exc:
+        code = exc.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def child_env() -> dict:
+    # the child imports the same bulkwire as this process (installed, or the in-place build)
+    return dict(os.environ, PYTHONPATH=os.pathsep.join([PACKAGE_PARENT,
+                                                        os.environ.get("PYTHONPATH", "")]))
+
+
+def test_no_command_prints_the_usage_and_exits_2(capsys):
+    code, out, err = run([], capsys)
+    assert code == 2 and out == ""
+    assert err.startswith("usage: bulkwire") and "give a command" in err
+
+
+def test_the_installed_command_without_arguments_exits_2(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "bulkwire"], capture_output=True, text=True,
+                          env=child_env(), cwd=tmp_path, timeout=60)
+    assert done.returncode == 2 and "usage: bulkwire" in done.stderr
+    assert os.listdir(tmp_path) == []  # nothing ran
+
+
+def test_version(capsys):
+    code, out, _ = run(["--version"], capsys)
+    assert code == 0 and out.strip() == f"bulkwire {bulkwire.__version__}"
+
+
+def test_top_level_help_says_what_each_command_is_for(capsys):
+    code, out, _ = run(["-h"], capsys)
+    assert code == 0
+    assert "RavenDB" in out
+    assert "Each subcommand is a function" not in out  # not the module's docstring
+    for name in ("sample", "load", "serve", "demo"):
+        assert f"    {name}" in out
+
+
+@pytest.mark.parametrize("command", ["sample", "load", "serve", "demo"])
+def test_every_option_has_help_and_defaults_are_shown(command, capsys):
+    parser = cli.build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, type(parser._subparsers._group_actions[0])))
+    made = sub.choices[command]
+    for action in made._actions:
+        assert action.help, f"{command} {action.option_strings or action.dest} has no help"
+    code, out, _ = run([command, "-h"], capsys)
+    assert code == 0 and out.startswith(f"usage: bulkwire {command}")
+    for action in made._actions:
+        if action.default not in (None, False, argparse_suppress()) and action.option_strings:
+            assert f"(default: {action.default})" in " ".join(out.split()), action.dest
+
+
+def argparse_suppress():
+    import argparse
+
+    return argparse.SUPPRESS
+
+
+@pytest.fixture
+def sample(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    bulkwire.sample_parquet("s.parquet", rows=20, dim=3)
+    return "s.parquet"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["load", "s.parquet", "--url", "notaurl", "--database", "db"], "argument --url: not an http"),
+    (["load", "s.parquet", "--url", "ftp://host/", "--database", "db"], "argument --url: not an http"),
+    (["load", "s.parquet", "--url", "http://h:99999", "--database", "db"], "argument --url: not a valid URL"),
+    (["load", "s.parquet", "--url", "http://127.0.0.1:9"], "--url needs --database"),
+    (["load", "s.parquet", "--database", "db"], "--database needs --url"),
+    (["load", "s.parquet", "--batch-rows", "x"], "argument --batch-rows: not an integer: 'x'"),
+    (["sample", "t.parquet", "--rows", "-1"], "argument --rows: must not be negative"),
+    (["serve", "--port", "70000"], "argument --port: not a TCP port"),
+])
+def test_usage_errors_exit_2_with_the_subcommands_usage(sample, capsys, args, message):
+    code, out, err = run(args, capsys)
+    assert code == 2, err
+    assert err.startswith(f"usage: bulkwire {args[0]} ")
+    assert message in err
+
+
+def test_a_directory_as_input_is_an_input_error(sample, capsys):
+    os.mkdir("folder")
+    code, _, err = run(["load", "folder"], capsys)
+    assert code == 1 and "folder" in err and "directory" in err
+
+
+def test_take_from_a_missing_file_names_the_option(sample, capsys):
+    code, _, err = run(["load", "s.parquet", "--take", "@nofile"], capsys)
+    assert code == 1 and "--take @nofile" in err and "'nofile'" in err
+
+
+def test_out_in_a_missing_directory_names_the_file_the_user_gave(sample, capsys):
+    code, _, err = run(["load", "s.parquet", "--out", "/no/dir/x.json"], capsys)
+    assert code == 1 and "/no/dir/x.json" in err and ".partial" not in err
+
+
+def test_a_server_that_is_not_there_is_exit_3(sample, capsys):
+    code, _, err = run(["load", "s.parquet", "--url", "http://127.0.0.1:9", "--database", "db"],
+                       capsys)
+    assert code == 3 and "bulkwire: error:" in err
+
+
+def test_progress_is_drawn_only_on_a_terminal_unless_forced(sample, capsys):
+    code, _, err = run(["load", "s.parquet"], capsys)  # stderr is not a terminal here
+    assert code == 0 and err == ""
+    code, _, err = run(["load", "s.parquet", "--progress"], capsys)
+    assert code == 0 and "20/20 rows" in err
+    code, _, err = run(["load", "s.parquet", "--progress", "-q"], capsys)
+    assert code == 0 and err == ""
+
+
+def test_a_file_without_a_vector_column_says_so_and_loads(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    pq.write_table(pa.table({"id": [1, 2], "name": ["a", "b"]}), "plain.parquet")
+    code, out, err = run(["load", "plain.parquet"], capsys)
+    assert code == 0 and out.startswith("loaded 2 rows")
+    assert err.count("\n") == 1 and "no vector column found in plain.parquet" in err
+    assert [d["Document"]["name"] for d in json.load(open("plain.bulk.json"))] == ["a", "b"]
+
+
+def test_sample_writes_where_told_and_warns_before_a_large_file_here(tmp_path, monkeypatch,
+                                                                      capsys):
+    monkeypatch.chdir(tmp_path)
+    os.mkdir("data")
+    code, out, err = run(["sample", "data/a.parquet", "--rows", "5", "--dim", "2"], capsys)
+    assert code == 0 and os.path.exists("data/a.parquet") and err == ""
+    monkeypatch.setattr(cli, "LARGE_SAMPLE_BYTES", 10)
+    code, out, err = run(["sample", "b.parquet", "--rows", "5", "--dim", "2"], capsys)
+    assert code == 0 and "warning: writing about" in err and "current directory" in err
+    code, out, err = run(["sample", "data/c.parquet", "--rows", "5", "--dim", "2"], capsys)
+    assert code == 0 and err == ""  # not the current directory
+
+
+def test_serve_counts_prints_a_line_per_request_and_stops_on_ctrl_c(tmp_path):
+    server = subprocess.Popen([sys.executable, "-m", "bulkwire", "serve", "--port", "0",
+                               "--database", "shop"], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=child_env(), cwd=tmp_path)
+    try:
+        first = server.stdout.readline()
+        assert "counting only" in first, first + server.stderr.read()
+        url = first.split(" at ", 1)[1].split(" ", 1)[0]
+        with bulkwire.BulkInsert(url, "shop") as bulk:
+            for i in range(3):
+                bulk.store({"n": i}, id=f"things/{i}")
+        line = server.stdout.readline()
+        assert line.startswith("bulk insert ") and "3 documents" in line and "answered 200" in line
+        server.send_signal(signal.SIGINT)
+        assert server.wait(timeout=10) == 0
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
