@@ -21,7 +21,7 @@ socket: :func:`decode_body` turns the bytes of a request body into its commands 
 
 It also answers the few requests the official Python client makes before a bulk insert
 (``topology``, ``cluster/topology``, ``build/version``), so that client can be benchmarked
-against it.
+against it. :class:`LoopbackCluster` runs several of them as the nodes of one cluster.
 """
 from __future__ import annotations
 
