@@ -93,6 +93,15 @@ def _url(text: str) -> str:
     return text
 
 
+def _urls(text: str) -> list:
+    """One --url value: a URL, or several separated by commas (a cluster's nodes)."""
+    urls = [url.strip() for url in text.split(",")]
+    if not all(urls):
+        raise argparse.ArgumentTypeError(f"empty URL in {text!r} (give one URL per --url, or "
+                                         f"the URLs separated by single commas)")
+    return [_url(url) for url in urls]
+
+
 def _parse_take(text: str | None) -> list | None:
     """``--take 1,5,7`` or ``--take @file`` (whitespace/comma separated indices)."""
     if text is None:
@@ -166,13 +175,17 @@ def cmd_load(args: argparse.Namespace) -> int:
         args.parser.error(f"--columns {args.columns!r}: empty column name (give the names "
                           f"separated by single commas)")
     progress = sys.stderr.isatty() if args.progress is None else args.progress
+    url = None
+    if args.url is not None:  # one URL: that server alone; several: a cluster's nodes
+        urls = [one for value in args.url for one in value]
+        url = urls[0] if len(urls) == 1 else urls
     try:
         from .load import load_parquet
 
         take = _parse_take(args.take)
         _say_when_no_vector_column(args)
         result = load_parquet(
-            args.path, url=args.url, database=args.database, collection=args.collection,
+            args.path, url=url, database=args.database, collection=args.collection,
             id_column=args.id_column, id_prefix=args.id_prefix, vector_column=args.vector_column,
             columns=columns, compress=args.gzip, batch_rows=args.batch_rows,
             take=take, out=args.out, float32=args.float32,
@@ -271,7 +284,9 @@ def build_parser() -> argparse.ArgumentParser:
         "1 bad input (file, column, row), 2 usage, 3 server or network error, 130 interrupted.",
         cmd_load)
     load.add_argument("path", metavar="PATH", help="the Parquet or Arrow IPC file to load")
-    load.add_argument("--url", type=_url, help="server URL; without it the request body goes to --out")
+    load.add_argument("--url", type=_urls, action="append",
+                      help="server URL; repeat it, or separate URLs by commas, for the nodes of "
+                           "a cluster; without it the request body goes to --out")
     load.add_argument("--database", help="database name (with --url)")
     load.add_argument("--out", help="output file (default: <name>.bulk.json, or .bulk.json.gz "
                                     "with --gzip, next to PATH)")
