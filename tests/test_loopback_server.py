@@ -492,7 +492,9 @@ def test_the_server_stops_promptly_with_stalled_clients():
     assert len(server._connections) == 3
     started = time.monotonic()
     server.close()
-    assert time.monotonic() - started < 3
+    # promptly: not after the clients' 30 s timeout (the margin is for a loaded machine, where
+    # this once took over 3 s)
+    assert time.monotonic() - started < 10
     assert not server._connections, "a handler is still running"
     for s in sockets:
         s.close()
