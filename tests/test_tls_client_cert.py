@@ -17,7 +17,7 @@ from bulkwire import _core, errors
 from bulkwire.bulk import BulkWriter, compression_backends
 from bulkwire.testing import LoopbackServer
 from fault_server import FaultServer
-from tls_certs import make_pki, server_context
+from bulkwire.testing_pki import make_pki, server_context
 
 TIMEOUT = 10.0
 NOISE = os.urandom(1 << 16).hex()  # text gzip cannot shrink much
@@ -391,3 +391,14 @@ def test_a_session_is_used_by_one_thread_at_a_time(pki, secure):
     with pytest.raises(TypeError, match="tls must be a TlsConnection or None"):
         _core.pump_body(queue, conn.sock.fileno(), None, None, "session")
     conn.close()
+
+
+def test_the_https_example_of_bulk_insert_md_runs():
+    """docs/bulk_insert.md's HTTPS example, executed as it is written."""
+    import pathlib
+    import re
+    doc = (pathlib.Path(__file__).parent.parent / "docs" / "bulk_insert.md").read_text()
+    section = doc.split("## HTTPS and client certificates", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```python\n(.*?)```", section, re.S)
+    assert len(blocks) == 1 and "make_pki" in blocks[0]
+    exec(compile(blocks[0], "docs/bulk_insert.md", "exec"), {})
