@@ -402,3 +402,16 @@ def test_the_https_example_of_bulk_insert_md_runs():
     blocks = re.findall(r"```python\n(.*?)```", section, re.S)
     assert len(blocks) == 1 and "make_pki" in blocks[0]
     exec(compile(blocks[0], "docs/bulk_insert.md", "exec"), {})
+
+
+def test_the_tls_benchmark_runs():
+    """benchmarks/bench_tls.py, quoted by docs/performance.md, at a tiny size (not timed)."""
+    import os
+    import subprocess
+    import sys
+    bench = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks")
+    done = subprocess.run([sys.executable, "bench_tls.py", "--docs", "30", "--dim", "4",
+                           "--rounds", "1"], cwd=bench, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    rows = [line.split()[:2] for line in done.stdout.splitlines() if line.endswith("x")]
+    assert rows == [[m, c] for m in ("plain", "gzip") for c in ("http", "tls", "tls-ssl_context")]
