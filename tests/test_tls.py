@@ -15,6 +15,7 @@ import bulkwire
 from bulkwire import _core
 from bulkwire.bulk import BulkWriter, compression_backends
 from bulkwire.testing import LoopbackServer
+from test_tls_client_cert import pump_calls  # noqa: F401 - the fixture
 
 TIMEOUT = 30
 
@@ -73,17 +74,6 @@ def https(certificate, monkeypatch):
         yield server, server.url
 
 
-@pytest.fixture
-def pump_calls(monkeypatch):
-    calls = []
-    real = BulkWriter.pump
-
-    def pump(self, fd, timeout, tls=None):
-        calls.append(tls)
-        return real(self, fd, timeout, tls)
-
-    monkeypatch.setattr(BulkWriter, "pump", pump)
-    return calls
 
 
 @pytest.mark.parametrize("compress", [False, *compression_backends()])

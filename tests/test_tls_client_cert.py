@@ -16,7 +16,7 @@ import bulkwire.transport
 from bulkwire import _core, errors
 from bulkwire.bulk import BulkWriter, compression_backends
 from bulkwire.testing import LoopbackServer
-from fault_server import FaultServer
+from fault_server import FaultServer, shrink_send_buffers
 from bulkwire.testing_pki import make_pki, server_context
 
 TIMEOUT = 10.0
@@ -235,20 +235,7 @@ def tls_faults(pki, monkeypatch):
     """FaultServer(faults, ...) on HTTPS, requiring the client certificate. The client's
     sockets get a small send buffer, like the server's receive buffer: otherwise the kernel's
     buffers take a whole compressed body before a server that holds it answers early."""
-    original = bulkwire.transport.HttpTransport.connect
-
-    def connect(self, timeout=None):
-        conn = original(self, timeout)
-        plain = conn.connect
-
-        def connect_small():
-            plain()
-            conn.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 32 << 10)
-
-        conn.connect = connect_small
-        return conn
-
-    monkeypatch.setattr(bulkwire.transport.HttpTransport, "connect", connect)
+    shrink_send_buffers(monkeypatch)
 
     def make(faults, **kwargs):
         return FaultServer(faults, ssl_context=server_context(pki), **kwargs)
