@@ -97,6 +97,10 @@ def sample(tmp_path, monkeypatch):
     (["load", "s.parquet", "--batch-rows", "x"], "argument --batch-rows: not an integer: 'x'"),
     (["sample", "t.parquet", "--rows", "-1"], "argument --rows: must not be negative"),
     (["serve", "--port", "70000"], "argument --port: not a TCP port"),
+    (["load", "s.parquet", "--url", "https://h", "--database", "db", "--ca", "ca.pem",
+      "--insecure"], "--ca and --insecure exclude each other"),
+    (["load", "s.parquet", "--url", "https://h", "--database", "db", "--key", "k.pem"],
+     "--key needs --certificate"),
 ])
 def test_usage_errors_exit_2_with_the_subcommands_usage(sample, capsys, args, message):
     code, out, err = run(args, capsys)

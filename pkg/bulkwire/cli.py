@@ -174,6 +174,11 @@ def cmd_load(args: argparse.Namespace) -> int:
     if columns is not None and not all(columns):
         args.parser.error(f"--columns {args.columns!r}: empty column name (give the names "
                           f"separated by single commas)")
+    if args.ca is not None and args.insecure:
+        args.parser.error("--ca and --insecure exclude each other")
+    if args.key is not None and args.certificate is None:
+        args.parser.error("--key needs --certificate")
+    certificate = args.certificate if args.key is None else (args.certificate, args.key)
     progress = sys.stderr.isatty() if args.progress is None else args.progress
     url = None
     if args.url is not None:  # one URL: that server alone; several: a cluster's nodes
@@ -189,7 +194,8 @@ def cmd_load(args: argparse.Namespace) -> int:
             id_column=args.id_column, id_prefix=args.id_prefix, vector_column=args.vector_column,
             columns=columns, compress=args.gzip, batch_rows=args.batch_rows,
             take=take, out=args.out, float32=args.float32,
-            progress=progress and not args.quiet)
+            progress=progress and not args.quiet, certificate=certificate,
+            ca=False if args.insecure else args.ca)
     except KeyboardInterrupt:
         return _fail("interrupted", EXIT_INTERRUPTED)
     except BulkInsertError as exc:  # the server or the network (before OSError: not a file)
@@ -288,6 +294,15 @@ def build_parser() -> argparse.ArgumentParser:
                       help="server URL; repeat it, or separate URLs by commas, for the nodes of "
                            "a cluster; without it the request body goes to --out")
     load.add_argument("--database", help="database name (with --url)")
+    load.add_argument("--certificate", metavar="PEM",
+                      help="client certificate for an https:// --url: a PEM file holding the "
+                           "certificate and its private key (or the certificate alone, with --key)")
+    load.add_argument("--key", metavar="PEM", help="the client certificate's private key, when "
+                                                   "not in the --certificate file")
+    load.add_argument("--ca", metavar="PEM", help="PEM bundle of the CAs that sign the server's "
+                                                  "certificate (default: the system's)")
+    load.add_argument("--insecure", action="store_true",
+                      help="do not verify the server's certificate (encrypted, not authenticated)")
     load.add_argument("--out", help="output file (default: <name>.bulk.json, or .bulk.json.gz "
                                     "with --gzip, next to PATH)")
     load.add_argument("--collection", default="Embeddings", help="the documents' @collection")

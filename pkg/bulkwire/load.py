@@ -383,11 +383,11 @@ class _ServerTarget:
     starts with the first batch; no rows, no request."""
 
     def __init__(self, url: str | Sequence[str], database: str | None, compress: bool,
-                 chunk_size: int):
+                 chunk_size: int, tls: Mapping[str, Any]):
         if database is None:
             raise ValueError("database is required with url")
         self.bulk = BulkInsert(url, database, compress=native_backend() if compress else False,
-                               buffer_size=chunk_size)
+                               buffer_size=chunk_size, **tls)
         self.url = url if isinstance(url, str) else ", ".join(url)  # for messages
 
     def store(self, chunks: list, rows: int) -> int:
@@ -529,7 +529,8 @@ def load_parquet(path: PathLike, *, url: str | Sequence[str] | None = None,
                  float32: str = "widen", metadata: Mapping[str, Any] | None = None,
                  python_type: str | None = "builtins.dict", chunk_size: int = DEFAULT_CHUNK_SIZE,
                  progress: bool | Callable[[int, int], None] = False,
-                 workers: int | None = None) -> LoadResult:
+                 workers: int | None = None, certificate: Any = None, ca: Any = None,
+                 ssl_context: Any = None) -> LoadResult:
     """Load a Parquet (or Arrow IPC) file of documents/embeddings with bulk insert.
 
 
@@ -554,6 +555,9 @@ def load_parquet(path: PathLike, *, url: str | Sequence[str] | None = None,
     :class:`bulkwire.BulkInsert`'s: the same body, streamed; with no rows, no request is
     made. An error (or Ctrl-C) aborts the operation on the server. ``url`` is one server's
     URL or a list of a cluster's node URLs, as :class:`bulkwire.BulkInsert` takes it.
+
+    ``certificate``, ``ca``, ``ssl_context`` (with an ``https://`` ``url``): TLS, as for
+    :class:`bulkwire.BulkInsert`.
 
     ``workers``: threads encoding batches ahead (default: 2, or 1 on a single core); the
     output is the same whatever the number.
@@ -587,8 +591,12 @@ def load_parquet(path: PathLike, *, url: str | Sequence[str] | None = None,
                       chunk_size)
     encode(_empty_batch(schema))  # the columns' types, judged before any file or request
 
+    tls = {name: value for name, value in
+           (("certificate", certificate), ("ca", ca), ("ssl_context", ssl_context)) if value is not None}
+    if tls and url is None:
+        raise ValueError(f"{', '.join(tls)} need url (an https:// server)")
     if url is not None:
-        target: Any = _ServerTarget(url, database, compress, chunk_size)
+        target: Any = _ServerTarget(url, database, compress, chunk_size, tls)
         where = f"{target.url} (database {database})"
     else:
         where = os.fspath(out) if out is not None else default_out(source, compress)
