@@ -11,6 +11,8 @@ Extra compiler flags come from BULKWIRE_CFLAGS and apply to both layers (CI uses
 ISA-L (bulk insert's faster gzip backend) is linked when Debian's libisal-dev is found:
 the header <isa-l/igzip_lib.h> and a test program that links -lisal. BULKWIRE_ISAL=0
 builds without it even when present; BULKWIRE_ISAL=1 fails the build when it is absent.
+libzstd (the zstd body) is linked the same way when Debian's libzstd-dev is found
+(<zstd.h>, -lzstd), with BULKWIRE_ZSTD=0/1; without it the zstandard package compresses.
 """
 import glob
 import os
@@ -32,25 +34,44 @@ extra_compile += shlex.split(os.environ.get("BULKWIRE_CFLAGS", ""))
 extra_link = shlex.split(os.environ.get("BULKWIRE_LDFLAGS", ""))
 
 
-def _have_isal() -> bool:
-    """True when a C program including <isa-l/igzip_lib.h> compiles and links with -lisal."""
-    choice = os.environ.get("BULKWIRE_ISAL", "auto")
-    if choice == "0":
-        return False
+def _links(program: str, library: str) -> bool:
+    """True when the C program compiles and links with -l<library>."""
     cc = os.environ.get("CC", "cc")
-    program = ("#include <isa-l/igzip_lib.h>\n"
-               "int main(void) { struct isal_zstream s; isal_deflate_init(&s); return 0; }\n")
     with tempfile.TemporaryDirectory() as tmp:
         source = os.path.join(tmp, "probe.c")
         with open(source, "w") as f:
             f.write(program)
         try:
-            found = subprocess.run([*shlex.split(cc), source, "-o", os.path.join(tmp, "probe"), "-lisal"],
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
+            return subprocess.run([*shlex.split(cc), source, "-o", os.path.join(tmp, "probe"), f"-l{library}"],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
         except OSError:
-            found = False
+            return False
+
+
+def _have_isal() -> bool:
+    """True when a C program including <isa-l/igzip_lib.h> compiles and links with -lisal."""
+    choice = os.environ.get("BULKWIRE_ISAL", "auto")
+    if choice == "0":
+        return False
+    found = _links("#include <isa-l/igzip_lib.h>\n"
+                   "int main(void) { struct isal_zstream s; isal_deflate_init(&s); return 0; }\n", "isal")
     if choice == "1" and not found:
         sys.exit("BULKWIRE_ISAL=1 but <isa-l/igzip_lib.h>/-lisal were not found (apt-get install libisal-dev)")
+    return found
+
+
+def _have_zstd() -> bool:
+    """True when a C program including <zstd.h> compiles and links with -lzstd (the streaming
+    API of libzstd 1.4 or later: ZSTD_compressStream2)."""
+    choice = os.environ.get("BULKWIRE_ZSTD", "auto")
+    if choice == "0":
+        return False
+    found = _links("#include <zstd.h>\n"
+                   "int main(void) { ZSTD_CCtx *c = ZSTD_createCCtx(); ZSTD_inBuffer i = {0, 0, 0};\n"
+                   "  ZSTD_outBuffer o = {0, 0, 0}; ZSTD_compressStream2(c, &o, &i, ZSTD_e_flush);\n"
+                   "  ZSTD_freeCCtx(c); return 0; }\n", "zstd")
+    if choice == "1" and not found:
+        sys.exit("BULKWIRE_ZSTD=1 but <zstd.h>/-lzstd were not found (apt-get install libzstd-dev)")
     return found
 
 
@@ -61,6 +82,9 @@ core_macros = []
 if _have_isal():
     libraries.append("isal")
     core_macros.append(("BW_HAVE_ISAL", "1"))
+if _have_zstd():
+    libraries.append("zstd")
+    core_macros.append(("BW_HAVE_ZSTD", "1"))
 
 core_headers = sorted(glob.glob(os.path.join(CORE_DIR, "*.h")))
 core_library = (CORE_LIBRARY, {
