@@ -90,7 +90,7 @@ def cmd_load(args: argparse.Namespace) -> int:
         result = load_parquet(
             args.path, url=args.url, database=args.database, collection=args.collection,
             id_column=args.id_column, id_prefix=args.id_prefix, vector_column=args.vector_column,
-            columns=columns, compress=args.gzip, batch_rows=args.batch_rows,
+            columns=columns, compress="zstd" if args.zstd else args.gzip, batch_rows=args.batch_rows,
             take=_parse_take(args.take), out=args.out, float32=args.float32,
             progress=not args.quiet)
     except KeyboardInterrupt:
@@ -137,14 +137,18 @@ def build_parser() -> argparse.ArgumentParser:
     load.add_argument("path", metavar="PATH")
     load.add_argument("--url", help="server URL; without it the request body goes to --out")
     load.add_argument("--database", help="database name (with --url)")
-    load.add_argument("--out", help="output file (default <name>.bulk.json, or .bulk.json.gz)")
+    load.add_argument("--out", help="output file (default <name>.bulk.json, or .bulk.json.gz / "
+                                    ".bulk.json.zst)")
     load.add_argument("--collection", default="Embeddings", help="@collection (default Embeddings)")
     load.add_argument("--id-column", default="id", help="id column (default id)")
     load.add_argument("--id-prefix", help="prefix of every id (default: <collection in lower "
                                           "case>/ for integer ids, none for strings)")
     load.add_argument("--vector-column", help="the vector column (default: the only list column)")
     load.add_argument("--columns", help="comma-separated document fields (default: all but the id)")
-    load.add_argument("--gzip", action="store_true", help="gzip the body (fastest level)")
+    encoding = load.add_mutually_exclusive_group()
+    encoding.add_argument("--gzip", action="store_true", help="gzip the body (fastest level)")
+    encoding.add_argument("--zstd", action="store_true", help="zstd the body (Content-Encoding: "
+                                                              "zstd; a fast level)")
     load.add_argument("--batch-rows", type=int, help="rows per Arrow batch (default: ~4 MiB of text)")
     load.add_argument("--take", help="only these row indices: 1,5,9 or @file")
     load.add_argument("--float32", choices=["widen", "shortest"], default="widen",
