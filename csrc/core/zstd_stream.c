@@ -21,14 +21,17 @@ struct bw_zstd_decoder {
 
 int bw_zs_have_zstd(void) { return 1; }
 
-bw_zstd_stream *bw_zs_new(void) {
+int bw_zs_min_level(void) { return ZSTD_minCLevel(); }
+int bw_zs_max_level(void) { return ZSTD_maxCLevel(); }
+
+bw_zstd_stream *bw_zs_new(int level) {
     bw_zstd_stream *zs = calloc(1, sizeof *zs);
     if (zs == NULL)
         return NULL;
     zs->cctx = ZSTD_createCCtx();
     /* a checksum lets the receiver tell a damaged body from a short one */
     if (zs->cctx == NULL ||
-        ZSTD_isError(ZSTD_CCtx_setParameter(zs->cctx, ZSTD_c_compressionLevel, BW_ZSTD_LEVEL)) ||
+        ZSTD_isError(ZSTD_CCtx_setParameter(zs->cctx, ZSTD_c_compressionLevel, level)) ||
         ZSTD_isError(ZSTD_CCtx_setParameter(zs->cctx, ZSTD_c_checksumFlag, 1))) {
         bw_zs_free(zs);
         return NULL;
@@ -141,7 +144,9 @@ bw_zs_result bw_zsd_read(bw_zstd_decoder *zd, const void *in, size_t n, size_t *
 #else /* built without libzstd: the Python layer uses the zstandard package instead */
 
 int bw_zs_have_zstd(void) { return 0; }
-bw_zstd_stream *bw_zs_new(void) { return NULL; }
+bw_zstd_stream *bw_zs_new(int level) { (void)level; return NULL; }
+int bw_zs_min_level(void) { return 0; }
+int bw_zs_max_level(void) { return 0; }
 void bw_zs_free(bw_zstd_stream *zs) { (void)zs; }
 size_t bw_zs_total_in(const bw_zstd_stream *zs) { (void)zs; return 0; }
 size_t bw_zs_total_out(const bw_zstd_stream *zs) { (void)zs; return 0; }

@@ -29,9 +29,13 @@ typedef enum {
 /* 1 when libzstd was compiled in. */
 int bw_zs_have_zstd(void);
 
-/* A new stream at BW_ZSTD_LEVEL with a content checksum. NULL when out of memory or when
-   libzstd is not compiled in. */
-bw_zstd_stream *bw_zs_new(void);
+/* A new stream at the given level (BW_ZSTD_LEVEL for a body; negative levels are zstd's
+   fastest) with a content checksum. NULL when out of memory, when the level is refused, or
+   when libzstd is not compiled in. */
+bw_zstd_stream *bw_zs_new(int level);
+/* The range of levels libzstd takes (0..0 without libzstd). */
+int bw_zs_min_level(void);
+int bw_zs_max_level(void);
 void bw_zs_free(bw_zstd_stream *zs);
 
 /* Compresses n bytes, then flushes (finish=0) or ends the frame (finish=1), appending

@@ -12,17 +12,23 @@ static const char no_libzstd[] =
 
 /* New reference. */
 static PyObject *Zstd_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
-    static char *keywords[] = {NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, ":ZstdStream", keywords))
+    static char *keywords[] = {"level", NULL};
+    int level = BW_ZSTD_LEVEL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$i:ZstdStream", keywords, &level))
         return NULL;
     if (!bw_zs_have_zstd()) {
         PyErr_SetString(PyExc_ValueError, no_libzstd);
         return NULL;
     }
+    if (level < bw_zs_min_level() || level > bw_zs_max_level()) {
+        PyErr_Format(PyExc_ValueError, "level must be in %d..%d, not %d", bw_zs_min_level(),
+                     bw_zs_max_level(), level);
+        return NULL;
+    }
     bw_zstd_object *self = (bw_zstd_object *)type->tp_alloc(type, 0);
     if (self == NULL)
         return NULL;
-    self->zs = bw_zs_new();
+    self->zs = bw_zs_new(level);
     if (self->zs == NULL) {
         Py_DECREF(self);
         return PyErr_NoMemory();
@@ -158,7 +164,7 @@ PyTypeObject bw_zstd_type = {
     .tp_name = "bulkwire._core.ZstdStream",
     .tp_basicsize = sizeof(bw_zstd_object),
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "ZstdStream()\n\nOne zstd frame (level ZSTD_LEVEL, with a checksum) written piece "
+    .tp_doc = "ZstdStream(*, level=ZSTD_LEVEL)\n\nOne zstd frame (with a checksum) written piece "
               "by piece, each piece flushed so that it decodes on arrival. Needs libzstd "
               "(HAVE_ZSTD).",
     .tp_new = Zstd_new,

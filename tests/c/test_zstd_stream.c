@@ -30,7 +30,7 @@ static int reference_decode(const char *in, size_t n, char *out, size_t cap, siz
 static char body[300000], plain[300000];
 
 TEST(pieces_decode_on_arrival_and_end_one_frame) {
-    bw_zstd_stream *zs = bw_zs_new();
+    bw_zstd_stream *zs = bw_zs_new(BW_ZSTD_LEVEL);
     CHECK(zs != NULL);
     if (zs == NULL)
         return;
@@ -58,7 +58,7 @@ TEST(pieces_decode_on_arrival_and_end_one_frame) {
 }
 
 TEST(the_decoder_gives_at_most_its_room_and_stops_at_the_end) {
-    bw_zstd_stream *zs = bw_zs_new();
+    bw_zstd_stream *zs = bw_zs_new(-3);
     bw_zstd_decoder *zd = bw_zsd_new();
     CHECK(zs != NULL && zd != NULL);
     if (zs == NULL || zd == NULL)
