@@ -61,3 +61,13 @@ def test_ab_builds_alternates_the_checkouts(tmp_path):
 def test_callgrind_encode_runs(kind):
     assert run_script("callgrind_encode.py", kind).startswith(f"{kind}: ")
     assert "built only" in run_script("callgrind_encode.py", kind, "skip")
+
+
+def test_bench_zstd_runs():
+    out = run_script("bench_zstd.py", "--docs", "30", "--rounds", "1", "--bodies", "384", "small")
+    assert out.count("compression alone, body") == 2 and out.count("end to end, body") == 2
+    rows = [line.split() for line in out.splitlines()]
+    modes = [r[0] for r in rows  # end-to-end rows: mode, then the backend (not a level)
+             if r[:1] in (["plain"], ["gzip"], ["zstd"]) and not r[1].lstrip("-").isdigit()]
+    assert modes == ["plain", "gzip", "zstd"] * 2
+    assert "zstd 1" in out and "isal 1" in out
