@@ -424,21 +424,34 @@ def test_a_zstd_insert_that_the_server_breaks_fails_cleanly(backend, fault):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_ctrl_c_during_a_blocked_zstd_store_aborts_and_stays_failed(backend):
+def test_ctrl_c_during_a_blocked_zstd_store_never_ends_in_a_body_with_a_hole(backend):
+    """Ctrl-C while the producer waits on its full queue: a buffer was being handed over, so
+    the insert is failed for good. With the Python compressor the sender holds the GIL at
+    times and the producer may be running when the interrupt lands, between two stores: then
+    nothing was lost, and the body completes with every document stored."""
     with LoopbackServer(recv_buffer=32 << 10, keep_decoded_chunks=False) as server:
         server.stall(after_bytes=0)
         bulk = bulkwire.BulkInsert(server.url, server.database, compress=backend,
                                    buffer_size=32 << 10, max_buffers=2, timeout=TIMEOUT)
         bulk.store({"i": 0}, id="d/0")
+        stored = 1
         timer = threading.Thread(target=lambda: _blocked(bulk) and _thread.interrupt_main())
         timer.start()
         try:
             with pytest.raises(KeyboardInterrupt):
                 for i in range(1, 50_000):
                     bulk.store({"i": i, "noise": os.urandom(700).hex()}, id=f"d/{i}")
+                    stored += 1
         finally:
             timer.join(30)
             server.resume()
-        with pytest.raises(BulkInsertAborted, match="incomplete"):
+        if bulk._writer._writer.handover_interrupted:
+            with pytest.raises(BulkInsertAborted, match="incomplete"):
+                bulk.close()
+            assert not any(r.complete and r.error is None for r in server.requests)
+        else:
+            assert backend == "python-zstd"  # the C path is always interrupted in store
             bulk.close()
-        assert not any(r.complete and r.error is None for r in server.requests)
+            # the interrupted store either wrote its document or did not
+            assert set(server.documents) in ({f"d/{i}" for i in range(stored)},
+                                             {f"d/{i}" for i in range(stored + 1)})

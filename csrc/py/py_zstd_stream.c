@@ -2,9 +2,7 @@
    released; ZstdDecoder: its bounded decoder, for the loopback server. */
 #include "py_zstd_stream.h"
 
-#include "py_chunk.h"
-
-#include <stdlib.h>
+#include "py_stream_write.h"
 
 static const char no_libzstd[] =
     "bulkwire was built without libzstd (install Debian's libzstd-dev and rebuild); "
@@ -48,60 +46,20 @@ PyObject *bw_zstd_set_error(bw_zs_result rc, const bw_zstd_stream *zs) {
     return NULL;
 }
 
+/* The core's write as the driver calls it. */
+static int zstd_write_core(void *stream, const void *data, size_t n, int finish, bw_buf *out) {
+    return (int)bw_zs_write(stream, data, n, finish, out);
+}
+
 PyObject *bw_zstd_write(bw_zstd_object *self, PyObject *data, int finish) {
-    if (self->busy) {
-        PyErr_SetString(PyExc_RuntimeError, "ZstdStream used from two threads at once");
-        return NULL;
-    }
-    if (self->finished) {
-        PyErr_SetString(PyExc_ValueError, "the zstd stream is already finished");
-        return NULL;
-    }
-    Py_buffer view = {0};
-    if (data != NULL && PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0)
-        return NULL;
-    PyObject *result = NULL;
-    bw_buf out = {0};
-    if (!finish && view.len == 0) { /* no empty chunks */
-        result = Py_NewRef(Py_None);
-        goto cleanup;
-    }
-    if (bw_buf_init(&out, 0) < 0) {
-        result = PyErr_NoMemory();
-        goto cleanup;
-    }
-    bw_zs_result rc;
-    self->busy = 1;
-    Py_BEGIN_ALLOW_THREADS
-    rc = bw_zs_write(self->zs, view.buf, (size_t)view.len, finish, &out);
-    Py_END_ALLOW_THREADS
-    self->busy = 0;
-    if (rc != BW_ZS_OK) {
+    int failure;
+    PyObject *piece = bw_stream_write(zstd_write_core, self->zs, &self->busy, &self->finished,
+                                      "ZstdStream", "zstd", data, finish, &failure);
+    if (failure != 0) {
         self->finished = 1; /* a failed stream cannot go on */
-        result = bw_zstd_set_error(rc, self->zs);
-        goto cleanup;
+        return bw_zstd_set_error((bw_zs_result)failure, self->zs);
     }
-    if (finish)
-        self->finished = 1;
-    if (out.len == 0) {
-        result = Py_NewRef(Py_None);
-        goto cleanup;
-    }
-    if (out.cap - out.len > 4096) { /* compressed output is small: give the rest back */
-        char *shrunk = realloc(out.data, out.len);
-        if (shrunk != NULL) {
-            out.data = shrunk;
-            out.cap = out.len;
-        }
-    }
-    size_t len, cap = out.cap;
-    char *mem = bw_buf_detach(&out, &len);
-    result = bw_chunk_from_memory(mem, len, cap, 0);
-cleanup:
-    bw_buf_free(&out);
-    if (data != NULL)
-        PyBuffer_Release(&view);
-    return result;
+    return piece;
 }
 
 /* compress(data) -> Chunk | None. New reference. */

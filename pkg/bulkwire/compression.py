@@ -121,22 +121,22 @@ def resolve_compress(compress: Compress) -> Optional[str]:
                      f"'zstd' or 'python-zstd', not {compress!r}")
 
 
-class _PythonIsal:
-    """The ``isal`` package's igzip, driven like GzipStream (used when ISA-L is not linked)."""
+class _PythonStream:
+    """A compressor from a Python package, driven like the core's streams: each piece is
+    compressed and flushed with ``flush_mode``; ``finish`` ends the stream."""
 
-    backend = "python-isal"
+    backend = ""
 
-    def __init__(self) -> None:
-        from isal import isal_zlib
-        self._zlib = isal_zlib
-        self._c = isal_zlib.compressobj(1, isal_zlib.DEFLATED, 31)
+    def __init__(self, compressor: Any, flush_mode: int) -> None:
+        self._c = compressor
+        self._flush_mode = flush_mode
         self.total_in = self.total_out = 0
         self.finished = False
 
     def compress(self, data: Any) -> Optional[bytes]:
         if not len(data):
             return None
-        out = self._c.compress(data) + self._c.flush(self._zlib.Z_SYNC_FLUSH)
+        out = self._c.compress(data) + self._c.flush(self._flush_mode)
         self.total_in += len(data)
         self.total_out += len(out)
         return out or None
@@ -147,6 +147,16 @@ class _PythonIsal:
         self.total_in += len(data) if data is not None else 0
         self.total_out += len(out)
         return out
+
+
+class _PythonIsal(_PythonStream):
+    """The ``isal`` package's igzip, driven like GzipStream (used when ISA-L is not linked)."""
+
+    backend = "python-isal"
+
+    def __init__(self) -> None:
+        from isal import isal_zlib
+        super().__init__(isal_zlib.compressobj(1, isal_zlib.DEFLATED, 31), isal_zlib.Z_SYNC_FLUSH)
 
 
 def gzip_stream(backend: str) -> Any:
@@ -160,7 +170,7 @@ def gzip_stream(backend: str) -> Any:
     return _PythonIsal() if backend == "python-isal" else _core.GzipStream(backend=backend)
 
 
-class _PythonZstd:
+class _PythonZstd(_PythonStream):
     """The ``zstandard`` package's compressor, driven like ZstdStream (used when libzstd is
     not linked): the same level and checksum, flushed per buffer."""
 
@@ -168,25 +178,8 @@ class _PythonZstd:
 
     def __init__(self) -> None:
         import zstandard
-        self._flush_block = zstandard.COMPRESSOBJ_FLUSH_BLOCK
-        self._c = zstandard.ZstdCompressor(level=ZSTD_LEVEL, write_checksum=True).compressobj()
-        self.total_in = self.total_out = 0
-        self.finished = False
-
-    def compress(self, data: Any) -> Optional[bytes]:
-        if not len(data):
-            return None
-        out = self._c.compress(data) + self._c.flush(self._flush_block)
-        self.total_in += len(data)
-        self.total_out += len(out)
-        return out or None
-
-    def finish(self, data: Any = None) -> bytes:
-        out = (self._c.compress(data) if data is not None else b"") + self._c.flush()
-        self.finished = True
-        self.total_in += len(data) if data is not None else 0
-        self.total_out += len(out)
-        return out
+        super().__init__(zstandard.ZstdCompressor(level=ZSTD_LEVEL, write_checksum=True).compressobj(),
+                         zstandard.COMPRESSOBJ_FLUSH_BLOCK)
 
 
 def body_compressor(backend: str) -> Any:
