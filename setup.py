@@ -13,6 +13,8 @@ the header <isa-l/igzip_lib.h> and a test program that links -lisal. BULKWIRE_IS
 builds without it even when present; BULKWIRE_ISAL=1 fails the build when it is absent.
 OpenSSL's libssl (bulk insert's TLS, Debian's libssl-dev) is linked the same way, under
 BULKWIRE_OPENSSL; without it, TLS goes through Python's ssl module and a slower sender.
+libzstd (the zstd body) is linked the same way when Debian's libzstd-dev is found
+(<zstd.h>, -lzstd), with BULKWIRE_ZSTD=0/1; without it the zstandard package compresses.
 """
 import glob
 import os
@@ -76,6 +78,21 @@ def _have_openssl() -> bool:
     return found
 
 
+def _have_zstd() -> bool:
+    """True when a C program including <zstd.h> compiles and links with -lzstd (the streaming
+    API of libzstd 1.4 or later: ZSTD_compressStream2)."""
+    choice = os.environ.get("BULKWIRE_ZSTD", "auto")
+    if choice == "0":
+        return False
+    found = _links("#include <zstd.h>\n"
+                   "int main(void) { ZSTD_CCtx *c = ZSTD_createCCtx(); ZSTD_inBuffer i = {0, 0, 0};\n"
+                   "  ZSTD_outBuffer o = {0, 0, 0}; ZSTD_compressStream2(c, &o, &i, ZSTD_e_flush);\n"
+                   "  ZSTD_freeCCtx(c); return 0; }\n", ["-lzstd"])
+    if choice == "1" and not found:
+        sys.exit("BULKWIRE_ZSTD=1 but <zstd.h>/-lzstd were not found (apt-get install libzstd-dev)")
+    return found
+
+
 # The core library comes first on the link line, so that the system libraries it needs are
 # still wanted when the linker reaches them (linkers that drop unneeded libraries).
 libraries = [CORE_LIBRARY, "z"]
@@ -89,6 +106,9 @@ if _have_openssl():
     libraries += ["ssl", "crypto"]
     core_macros.append(("BW_HAVE_OPENSSL", "1"))
     binding_macros.append(("BW_HAVE_OPENSSL", "1"))
+if _have_zstd():
+    libraries.append("zstd")
+    core_macros.append(("BW_HAVE_ZSTD", "1"))
 
 core_headers = sorted(glob.glob(os.path.join(CORE_DIR, "*.h")))
 core_library = (CORE_LIBRARY, {

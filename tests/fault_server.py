@@ -52,14 +52,32 @@ NOT_HTTP = b"\x00\xffthis is not an HTTP answer\r\n\r\n"
 _REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 500: "Internal Server Error"}
 
 
+class _ZstdDecoder:
+    """The zstandard package's decoder with zlib's decompress / flush / eof."""
+
+    def __init__(self) -> None:
+        import zstandard
+        self._d = zstandard.ZstdDecompressor().decompressobj()
+
+    def decompress(self, data: bytes) -> bytes:
+        return self._d.decompress(data)
+
+    def flush(self) -> bytes:
+        return b""
+
+    @property
+    def eof(self) -> bool:
+        return self._d.eof
+
+
 class PostRecord:
     """One bulk insert POST as the server saw it."""
 
-    def __init__(self, op_id: int, gzip: bool) -> None:
+    def __init__(self, op_id: int, encoding: str) -> None:
         self.op_id = op_id
-        self.gzip = gzip
+        self.encoding = encoding     # "gzip", "zstd" or "" (Content-Encoding)
         self.body = bytearray()      # decoded
-        self.complete = False        # terminating chunk read, gzip ended, a JSON array
+        self.complete = False        # terminating chunk read, gzip/zstd ended, a JSON array
         self.status: Optional[int] = None  # what the server answered (None: no HTTP answer)
         self.documents = 0
 
@@ -333,7 +351,7 @@ class FaultServer:
 
     def _bulk_insert(self, conn: socket.socket, reader, request: _Request, fault: Optional[str]) -> None:
         op = int(request.query.get("id", "0") or 0)
-        record = PostRecord(op, request.headers.get("content-encoding", "").lower() == "gzip")
+        record = PostRecord(op, request.headers.get("content-encoding", "").lower())
         with self._lock:
             self.posts.append(record)
         if fault == "stall":
@@ -384,7 +402,8 @@ class FaultServer:
 
     def _read_body(self, reader, record: PostRecord, headers: Dict[str, str]) -> None:
         """Reads a chunked body to its end (or until the client stops); decodes it."""
-        decoder = zlib.decompressobj(31) if record.gzip else None
+        decoder = (zlib.decompressobj(31) if record.encoding == "gzip"
+                   else _ZstdDecoder() if record.encoding == "zstd" else None)
         while not self._stop.is_set():
             size_line = reader.readline(1024)
             if not size_line:

@@ -81,3 +81,13 @@ def test_stall_memory_and_the_figures(tmp_path):
                      "--out", str(tmp_path / "img"))
     for name in ("throughput.png", "stall_memory.png"):
         assert (tmp_path / "img" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_bench_zstd_runs():
+    out = run_script("bench_zstd.py", "--docs", "30", "--rounds", "1", "--bodies", "384", "small")
+    assert out.count("compression alone, body") == 2 and out.count("end to end, body") == 2
+    rows = [line.split() for line in out.splitlines()]
+    modes = [r[0] for r in rows  # end-to-end rows: mode, then the backend (not a level)
+             if r[:1] in (["plain"], ["gzip"], ["zstd"]) and not r[1].lstrip("-").isdigit()]
+    assert modes == ["plain", "gzip", "zstd"] * 2
+    assert "zstd 1" in out and "isal 1" in out

@@ -31,6 +31,7 @@ VARIANTS = {
     "one-buffer-gzip": (False, "zlib"),
     "buffers-plain": (True, False),
     "buffers-gzip": (True, "zlib"),
+    "buffers-zstd": (True, "zstd"),
 }
 if "python-isal" in compression_backends():  # the consumer that iterates chunks() (as over TLS)
     VARIANTS["buffers-gzip-pieces"] = (True, "python-isal")

@@ -6,6 +6,7 @@
 #include "py_gzip_stream.h"
 #include "py_handover_queue.h"
 #include "py_tls.h"
+#include "py_zstd_stream.h"
 #include "http_chunk.h"
 #include "socket_send.h"
 
@@ -14,10 +15,11 @@
 
 /* ---- the body's pieces: the one rule both consumers follow ----
 
-   Plain: each handed-over buffer is a piece as it is. gzip: each buffer is compressed and
-   sync-flushed into a piece; the buffer taken when the producer has finished and nothing is
-   left waiting ends the member in the same piece; if the end comes after a buffer that did
-   not end it, a last piece holds the trailer alone. BulkWriter.chunks() (any transport)
+   Plain: each handed-over buffer is a piece as it is. gzip (zstd alike: frame for member,
+   flush for sync-flush): each buffer is compressed and sync-flushed into a piece; the buffer
+   taken when the producer has finished and nothing is left waiting ends the member in the
+   same piece; if the end comes after a buffer that did not end it, a last piece holds the
+   trailer alone. BulkWriter.chunks() (any transport)
    takes the pieces one by one with next_piece; BulkInsert's sender sends them with the
    pump. Both decide with body_last_buffer / body_needs_trailer. */
 
@@ -29,7 +31,25 @@ static int body_needs_trailer(int compressing, int member_finished, bw_hq *q) {
     return compressing && !member_finished && !bw_hq_consumer_closed(q);
 }
 
-/* 1 when the Python-side compressor (not a GzipStream) has ended its member, 0 when not,
+/* 1 for the core's own compressors (GzipStream, ZstdStream): driven without the GIL. */
+static int native_compressor(PyObject *compressor) {
+    return Py_IS_TYPE(compressor, &bw_gzip_type) || Py_IS_TYPE(compressor, &bw_zstd_type);
+}
+
+/* New reference: native_compressor's piece of data (NULL: none), as bw_gzip_write. */
+static PyObject *native_write(PyObject *compressor, PyObject *data, int finish) {
+    if (Py_IS_TYPE(compressor, &bw_zstd_type))
+        return bw_zstd_write((bw_zstd_object *)compressor, data, finish);
+    return bw_gzip_write((bw_gzip_object *)compressor, data, finish);
+}
+
+static int native_finished(PyObject *compressor) {
+    if (Py_IS_TYPE(compressor, &bw_zstd_type))
+        return ((bw_zstd_object *)compressor)->finished;
+    return ((bw_gzip_object *)compressor)->finished;
+}
+
+/* 1 when the Python-side compressor (not a core stream) has ended its member, 0 when not,
    -1 with an exception set. */
 static int foreign_gzip_finished(PyObject *gzip_obj) {
     PyObject *flag = PyObject_GetAttrString(gzip_obj, "finished");
@@ -44,7 +64,7 @@ static int foreign_gzip_finished(PyObject *gzip_obj) {
    next buffer with the GIL released (Ctrl-C raises). piece: the buffer itself (plain), or
    what compressing it gave (None when nothing), or the gzip trailer (consumed 0); consumed:
    the buffer's length. None at the end of the body, or when the consumer side was closed.
-   gzip: a GzipStream (compressed with the GIL released) or an object with the same
+   gzip: a GzipStream or ZstdStream (compressed with the GIL released) or an object with the same
    compress(data) / finish(data=None) methods and a finished attribute. */
 static PyObject *module_next_piece(PyObject *module, PyObject *args) {
     (void)module;
@@ -53,7 +73,7 @@ static PyObject *module_next_piece(PyObject *module, PyObject *args) {
         return NULL;
     bw_hq *q = &((bw_queue_object *)queue_obj)->q;
     int compressing = gzip_obj != Py_None;
-    int native = compressing && Py_IS_TYPE(gzip_obj, &bw_gzip_type);
+    int native = compressing && native_compressor(gzip_obj);
     PyObject *item = bw_queue_get((bw_queue_object *)queue_obj);
     if (item == NULL)
         return NULL;
@@ -61,14 +81,13 @@ static PyObject *module_next_piece(PyObject *module, PyObject *args) {
         Py_DECREF(item);
         int finished = 1;
         if (compressing) {
-            finished = native ? ((bw_gzip_object *)gzip_obj)->finished
-                              : foreign_gzip_finished(gzip_obj);
+            finished = native ? native_finished(gzip_obj) : foreign_gzip_finished(gzip_obj);
             if (finished < 0)
                 return NULL;
         }
         if (!body_needs_trailer(compressing, finished, q))
             Py_RETURN_NONE;
-        PyObject *trailer = native ? bw_gzip_write((bw_gzip_object *)gzip_obj, NULL, 1)
+        PyObject *trailer = native ? native_write(gzip_obj, NULL, 1)
                                    : PyObject_CallMethod(gzip_obj, "finish", NULL);
         if (trailer == NULL)
             return NULL;
@@ -84,7 +103,7 @@ static PyObject *module_next_piece(PyObject *module, PyObject *args) {
     if (!compressing)
         return Py_BuildValue("(Nn)", item, consumed);
     int last = body_last_buffer(q);
-    PyObject *piece = native ? bw_gzip_write((bw_gzip_object *)gzip_obj, item, last)
+    PyObject *piece = native ? native_write(gzip_obj, item, last)
                              : PyObject_CallMethod(gzip_obj, last ? "finish" : "compress", "O", item);
     Py_DECREF(item);
     if (piece == NULL)
@@ -115,7 +134,8 @@ typedef enum { PUMP_DONE = 0, PUMP_ANSWERED = 1, PUMP_CLOSED = 2 } pump_outcome;
 typedef struct {
     /* what to send, and where */
     bw_hq *q;
-    bw_gzip_object *gz; /* NULL: plain */
+    bw_gzip_object *gz; /* NULL: not gzip */
+    bw_zstd_object *zs; /* NULL: not zstd (both NULL: plain) */
     int fd;
     PyObject *tls_obj;  /* the TlsConnection, or NULL: the socket itself */
     bw_tls *tls;        /* its session, held for the pump's run */
@@ -125,11 +145,12 @@ typedef struct {
     pump_held held[PUMP_HELD];
     int nheld;
     bw_buf out;         /* compressed output of the current piece */
-    int gz_finished;
+    int gz_finished;    /* the member (gzip) or frame (zstd) was ended */
     /* the outcome */
     pump_outcome outcome;
     int sock_error;     /* an errno value */
     bw_gz_result gz_error;
+    bw_zs_result zs_error;
     int py_error;       /* an exception is set */
     size_t buffers, body_bytes, pieces, wire_bytes;
 } pump_state;
@@ -214,15 +235,21 @@ static int pump_send_chunk(pump_state *st, const char *payload, size_t len) {
    member). Sets *payload to what goes on the wire. 0, or -1 with st->gz_error set. */
 static int pump_compress(pump_state *st, const char *data, size_t len, int finish,
                          const char **payload, size_t *payload_len) {
-    if (st->gz == NULL) {
+    if (st->gz == NULL && st->zs == NULL) {
         *payload = data;
         *payload_len = len;
         return 0;
     }
     st->out.len = 0;
-    st->gz_error = bw_gz_write(st->gz->gz, data, len, finish, &st->out);
-    if (st->gz_error != BW_GZ_OK)
-        return -1;
+    if (st->zs != NULL) {
+        st->zs_error = bw_zs_write(st->zs->zs, data, len, finish, &st->out);
+        if (st->zs_error != BW_ZS_OK)
+            return -1;
+    } else {
+        st->gz_error = bw_gz_write(st->gz->gz, data, len, finish, &st->out);
+        if (st->gz_error != BW_GZ_OK)
+            return -1;
+    }
     st->gz_finished = finish;
     *payload = st->out.data;
     *payload_len = st->out.len;
@@ -243,7 +270,7 @@ static void pump_send_end(pump_state *st) {
     }
     const char *tail = NULL;
     size_t tail_len = 0;
-    if (body_needs_trailer(st->gz != NULL, st->gz_finished, st->q) &&
+    if (body_needs_trailer(st->gz != NULL || st->zs != NULL, st->gz_finished, st->q) &&
         pump_compress(st, NULL, 0, 1, &tail, &tail_len) < 0)
         return;
     /* one write: the trailer's chunk, then the terminating chunk (the CRLF ending the
@@ -347,10 +374,16 @@ static int pump_parse_args(PyObject *args, PyObject *kwargs, PyObject **queue_ob
         PyErr_Format(PyExc_ValueError, "fd must be an open socket's descriptor, not %d", st->fd);
         return -1;
     }
-    if (gzip_obj != Py_None) {
+    if (Py_IS_TYPE(gzip_obj, &bw_zstd_type)) {
+        st->zs = (bw_zstd_object *)gzip_obj;
+        if (st->zs->busy || st->zs->finished) {
+            PyErr_SetString(PyExc_ValueError, "zstd stream is in use or already finished");
+            return -1;
+        }
+    } else if (gzip_obj != Py_None) {
         if (!Py_IS_TYPE(gzip_obj, &bw_gzip_type)) {
-            PyErr_Format(PyExc_TypeError, "gzip must be a GzipStream or None, not %.100s",
-                         Py_TYPE(gzip_obj)->tp_name);
+            PyErr_Format(PyExc_TypeError, "gzip must be a GzipStream, a ZstdStream or None, "
+                         "not %.100s", Py_TYPE(gzip_obj)->tp_name);
             return -1;
         }
         st->gz = (bw_gzip_object *)gzip_obj;
@@ -381,6 +414,8 @@ static PyObject *pump_result(pump_state *st) {
         PyErr_SetString(PyExc_RuntimeError, "the deflate stream failed");
         return NULL;
     }
+    if (st->zs_error != BW_ZS_OK)
+        return bw_zstd_set_error(st->zs_error, st->zs->zs);
     if (st->sock_error == BW_TLS_FAILED)
         return bw_tls_set_error(st->tls_obj, st->sock_error);
     if (st->sock_error == ETIMEDOUT) {
@@ -409,6 +444,8 @@ static PyObject *module_pump_body(PyObject *module, PyObject *args, PyObject *kw
         return NULL;
     if (st.gz != NULL)
         st.gz->busy = 1;
+    if (st.zs != NULL)
+        st.zs->busy = 1;
     Py_INCREF(queue_obj);
     st.ts = PyEval_SaveThread();
     pump_run(&st);
@@ -422,6 +459,11 @@ static PyObject *module_pump_body(PyObject *module, PyObject *args, PyObject *kw
         st.gz->busy = 0;
         if (st.gz_finished || st.gz_error != BW_GZ_OK)
             st.gz->finished = 1; /* a failed stream cannot continue either */
+    }
+    if (st.zs != NULL) {
+        st.zs->busy = 0;
+        if (st.gz_finished || st.zs_error != BW_ZS_OK)
+            st.zs->finished = 1;
     }
     Py_DECREF(queue_obj);
     return result;
@@ -457,7 +499,8 @@ cleanup:
 static PyMethodDef pump_functions[] = {
     {"next_piece", module_next_piece, METH_VARARGS,
      "next_piece(queue, gzip=None) -> (piece, consumed) | None\n\nThe body's next piece for a "
-     "consumer (BulkWriter.chunks): the next buffer, compressed when gzip is given (the last "
+     "consumer (BulkWriter.chunks): the next buffer, compressed when gzip (a gzip or zstd "
+     "stream) is given (the last "
      "buffer ends the member; a trailer-only piece follows when it could not), waiting with "
      "the GIL released. None at the end or when the consumer side was closed."},
     {"http_chunk", module_http_chunk, METH_O,
@@ -467,7 +510,8 @@ static PyMethodDef pump_functions[] = {
     {"pump_body", (PyCFunction)(void (*)(void))module_pump_body, METH_VARARGS | METH_KEYWORDS,
      "pump_body(queue, fd, gzip=None, timeout=None, tls=None) -> (outcome, buffers, body_bytes, pieces, "
      "wire_bytes)\n\nSend the queue's buffers on the connected socket fd (through its "
-     "TlsConnection tls when given) as HTTP chunks (through gzip when given), with the GIL released, until the producer closes the queue; "
+     "TlsConnection tls when given) as HTTP chunks (through gzip, a GzipStream or ZstdStream, "
+     "when given), with the GIL released, until the producer closes the queue; "
      "then the terminating chunk. outcome: 0 sent whole, 1 the server answered first, 2 the "
      "consumer side was closed."},
     {NULL, NULL, 0, NULL},

@@ -2,9 +2,8 @@
    GIL released. */
 #include "py_gzip_stream.h"
 
-#include "py_chunk.h"
+#include "py_stream_write.h"
 
-#include <stdlib.h>
 #include <string.h>
 
 /* New reference. */
@@ -47,58 +46,20 @@ static void Gzip_dealloc(bw_gzip_object *self) {
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
+/* The core's write as the driver calls it. */
+static int gzip_write_core(void *stream, const void *data, size_t n, int finish, bw_buf *out) {
+    return (int)bw_gz_write(stream, data, n, finish, out);
+}
+
 PyObject *bw_gzip_write(bw_gzip_object *self, PyObject *data, int finish) {
-    if (self->busy) {
-        PyErr_SetString(PyExc_RuntimeError, "GzipStream used from two threads at once");
-        return NULL;
-    }
-    if (self->finished) {
-        PyErr_SetString(PyExc_ValueError, "the gzip stream is already finished");
-        return NULL;
-    }
-    Py_buffer view = {0};
-    if (data != NULL && PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0)
-        return NULL;
-    if (!finish && view.len == 0) { /* no empty chunks */
-        PyBuffer_Release(&view);
-        Py_RETURN_NONE;
-    }
-    bw_buf out;
-    if (bw_buf_init(&out, 0) < 0) {
-        PyBuffer_Release(&view);
+    int failure;
+    PyObject *piece = bw_stream_write(gzip_write_core, self->gz, &self->busy, &self->finished,
+                                      "GzipStream", "gzip", data, finish, &failure);
+    if (failure == BW_GZ_NO_MEMORY)
         return PyErr_NoMemory();
-    }
-    bw_gz_result rc;
-    self->busy = 1;
-    Py_BEGIN_ALLOW_THREADS
-    rc = bw_gz_write(self->gz, view.buf, (size_t)view.len, finish, &out);
-    Py_END_ALLOW_THREADS
-    self->busy = 0;
-    if (data != NULL)
-        PyBuffer_Release(&view);
-    if (rc != BW_GZ_OK) {
-        bw_buf_free(&out);
-        if (rc == BW_GZ_NO_MEMORY)
-            return PyErr_NoMemory();
+    if (failure != 0)
         PyErr_SetString(PyExc_RuntimeError, "the deflate stream failed");
-        return NULL;
-    }
-    if (finish)
-        self->finished = 1;
-    if (out.len == 0) {
-        bw_buf_free(&out);
-        Py_RETURN_NONE;
-    }
-    if (out.cap - out.len > 4096) { /* compressed output is small: give the rest back */
-        char *shrunk = realloc(out.data, out.len);
-        if (shrunk != NULL) {
-            out.data = shrunk;
-            out.cap = out.len;
-        }
-    }
-    size_t len, cap = out.cap;
-    char *mem = bw_buf_detach(&out, &len);
-    return bw_chunk_from_memory(mem, len, cap, 0);
+    return piece;
 }
 
 /* compress(data) -> Chunk | None. New reference. */

@@ -26,7 +26,7 @@ from functools import partial
 from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence, Union
 
 from . import _core
-from .compression import Compress, compression_backends, gzip_stream
+from .compression import Compress, body_compressor, compression_backends
 from .compression import _PythonIsal  # noqa: F401 - importable here as before
 from .compression import resolve_compress as _resolve_compress
 from .errors import BulkInsertAborted, BulkInsertError
@@ -202,8 +202,9 @@ class BulkWriter:
 
     ``buffer_size``: a buffer is handed over once it holds more than this many bytes.
     ``max_buffers``: how many finished buffers may wait for the consumer; a full queue makes
-    ``store`` wait (GIL released). ``compress``: False, True/"auto" (fastest available),
-    "zlib", "isal" or "python-isal"; the consumer side then yields one gzip stream.
+    ``store`` wait (GIL released). ``compress``: False, True/"auto" (fastest gzip available),
+    "zlib", "isal" or "python-isal" (one gzip stream), or "zstd" / "python-zstd" (one zstd
+    frame; see :mod:`bulkwire.compression`).
 
     A writer has one producer thread: the first thread that calls ``store``,
     ``store_many``, ``store_encoded`` or ``close`` owns it, and those calls from any other
@@ -439,7 +440,7 @@ class BulkWriter:
 
     @property
     def compression(self) -> Optional[str]:
-        """The gzip backend of the body (see :mod:`bulkwire.compression`), or None.
+        """The compression backend of the body (see :mod:`bulkwire.compression`), or None.
 
         >>> BulkWriter(compress="zlib").compression
         'zlib'
@@ -448,7 +449,7 @@ class BulkWriter:
 
     @property
     def _can_pump(self) -> bool:
-        return self._compression in (None, "zlib", "isal")
+        return self._compression in (None, "zlib", "isal", "zstd")
 
     def pump(self, fd: int, timeout: Optional[float], tls: Any = None) -> Optional[bool]:
         """Consumer side for a connected socket the caller owns: sends the whole body on
@@ -464,7 +465,7 @@ class BulkWriter:
         stats = self.stats
         gz = None
         if self._compression is not None:
-            gz = gzip_stream(self._compression)
+            gz = body_compressor(self._compression)
             stats.compression = gz.backend
         try:
             outcome, buffers, body, pieces, wire = _core.pump_body(self._queue, fd, gz, timeout, tls)
@@ -492,7 +493,7 @@ class BulkWriter:
         stats = self.stats
         gz: Any = None
         if self._compression is not None:
-            gz = gzip_stream(self._compression)
+            gz = body_compressor(self._compression)
             stats.compression = gz.backend
         next_piece = _core.next_piece  # the pieces are cut in C, by the pump's rule
         queue = self._queue

@@ -192,7 +192,7 @@ def cmd_load(args: argparse.Namespace) -> int:
         result = load_parquet(
             args.path, url=url, database=args.database, collection=args.collection,
             id_column=args.id_column, id_prefix=args.id_prefix, vector_column=args.vector_column,
-            columns=columns, compress=args.gzip, batch_rows=args.batch_rows,
+            columns=columns, compress="zstd" if args.zstd else args.gzip, batch_rows=args.batch_rows,
             take=take, out=args.out, float32=args.float32,
             progress=progress and not args.quiet, certificate=certificate,
             ca=False if args.insecure else args.ca)
@@ -304,14 +304,17 @@ def build_parser() -> argparse.ArgumentParser:
     load.add_argument("--insecure", action="store_true",
                       help="do not verify the server's certificate (encrypted, not authenticated)")
     load.add_argument("--out", help="output file (default: <name>.bulk.json, or .bulk.json.gz "
-                                    "with --gzip, next to PATH)")
+                                    "with --gzip, .bulk.json.zst with --zstd, next to PATH)")
     load.add_argument("--collection", default="Embeddings", help="the documents' @collection")
     load.add_argument("--id-column", default="id", help="the column holding each document's id")
     load.add_argument("--id-prefix", help="prefix of every id (default: <collection in lower "
                                           "case>/ for integer ids, none for strings)")
     load.add_argument("--vector-column", help="the vector column (default: the only list column)")
     load.add_argument("--columns", help="comma-separated document fields (default: all but the id)")
-    load.add_argument("--gzip", action="store_true", help="gzip the body (fastest level)")
+    encoding = load.add_mutually_exclusive_group()
+    encoding.add_argument("--gzip", action="store_true", help="gzip the body (fastest level)")
+    encoding.add_argument("--zstd", action="store_true", help="zstd the body (Content-Encoding: "
+                                                              "zstd; a fast level)")
     load.add_argument("--batch-rows", type=_positive_int,
                       help="rows per Arrow batch (default: about 4 MiB of text)")
     load.add_argument("--take", help="only these row indices, in this order: 1,5,9 or @FILE "

@@ -34,7 +34,7 @@ DEFAULT_CHUNK_SIZE = 1 << 20
 @dataclass
 class LoadResult:
     """What a load did. ``body_bytes`` is the JSON request body; ``wire_bytes`` what went out
-    (the gzip stream's size when compressing, else the same)."""
+    (the gzip or zstd stream's size when compressing, else the same)."""
 
     rows: int
     body_bytes: int
@@ -42,7 +42,7 @@ class LoadResult:
     seconds: float
     source: str
     target: str
-    compress: bool
+    compress: bool | str
 
     @property
     def rows_per_second(self) -> float:
@@ -53,7 +53,7 @@ class LoadResult:
         return self.body_bytes / self.seconds / 1e6 if self.seconds > 0 else float("inf")
 
     def summary(self) -> str:
-        wire = f" ({self.wire_bytes:,} gzip)" if self.compress else ""
+        wire = f" ({self.wire_bytes:,} {_encoding(self.compress)})" if self.compress else ""
         return (f"loaded {self.rows:,} rows from {self.source} into {self.target}: "
                 f"{self.body_bytes:,} bytes{wire} in {self.seconds:.2f} s, "
                 f"{self.rows_per_second:,.0f} rows/s, {self.mb_per_second:,.1f} MB/s")
@@ -300,17 +300,18 @@ class _FileTarget:
     """Without ``url``: the exact request body, written to ``path``. The commands go to a
     :class:`bulkwire.BulkWriter`, which frames the body; a thread writes its pieces (gzip:
     one stream at the fastest level, sync-flushed per piece, with the C core's own compressor:
-    ISA-L when built in, else zlib). Written under a temporary name and renamed on success,
+    ISA-L when built in, else zlib; zstd: one frame, libzstd or the zstandard package).
+    Written under a temporary name and renamed on success,
     so a failed load leaves no truncated body behind."""
 
-    def __init__(self, path: str, compress: bool, chunk_size: int) -> None:
+    def __init__(self, path: str, compress: bool | str, chunk_size: int) -> None:
         self.path = path
         self.partial = path + ".partial"
         try:
             self._file = open(self.partial, "wb")
         except OSError as exc:  # named by the path the user gave, not the temporary one
             raise type(exc)(exc.errno, exc.strerror, path) from None
-        self.writer = BulkWriter(compress=native_backend() if compress else False,
+        self.writer = BulkWriter(compress=_backend(compress),
                                  buffer_size=chunk_size)
         self._error: BaseException | None = None  # the consumer's: the file's own error
         self._thread = threading.Thread(target=self._write_pieces, name="bulkwire-file",
@@ -379,14 +380,14 @@ class _FileTarget:
 
 class _ServerTarget:
     """``load_parquet(url=...)``: the batches' commands go to :class:`bulkwire.BulkInsert`
-    (its bounded queue, gzip on the sender thread, error messages, abort). The request
+    (its bounded queue, compression on the sender thread, error messages, abort). The request
     starts with the first batch; no rows, no request."""
 
-    def __init__(self, url: str | Sequence[str], database: str | None, compress: bool,
+    def __init__(self, url: str | Sequence[str], database: str | None, compress: bool | str,
                  chunk_size: int, tls: Mapping[str, Any]):
         if database is None:
             raise ValueError("database is required with url")
-        self.bulk = BulkInsert(url, database, compress=native_backend() if compress else False,
+        self.bulk = BulkInsert(url, database, compress=_backend(compress),
                                buffer_size=chunk_size, **tls)
         self.url = url if isinstance(url, str) else ", ".join(url)  # for messages
 
@@ -426,10 +427,36 @@ class _ServerTarget:
         return self.bulk.stats.body_bytes
 
 
-def default_out(path: PathLike, compress: bool) -> str:
-    """``<name>.bulk.json`` (or ``.bulk.json.gz``) next to the source file."""
+def _encoding(compress: bool | str) -> str | None:
+    """The body's encoding for load's ``compress``: None, "gzip" or "zstd"."""
+    if compress is False or compress is None:
+        return None
+    if compress is True or compress == "gzip":
+        return "gzip"
+    if compress == "zstd":
+        return "zstd"
+    raise ValueError(f"compress must be False, True, 'gzip' or 'zstd', not {compress!r}")
+
+
+def _backend(compress: bool | str) -> str | bool:
+    """The writer's ``compress=`` for load's ``compress``: gzip by the C core's own
+    compressor, zstd by the fastest backend available."""
+    encoding = _encoding(compress)
+    if encoding is None:
+        return False
+    return native_backend() if encoding == "gzip" else "zstd"
+
+
+def default_out(path: PathLike, compress: bool | str) -> str:
+    """``<name>.bulk.json`` (``.bulk.json.gz`` with gzip, ``.bulk.json.zst`` with zstd) next
+    to the source file.
+
+    >>> default_out("data/points.parquet", "zstd")
+    'data/points.bulk.json.zst'
+    """
     root, _ = os.path.splitext(os.fspath(path))
-    return root + (".bulk.json.gz" if compress else ".bulk.json")
+    encoding = _encoding(compress)
+    return root + {None: ".bulk.json", "gzip": ".bulk.json.gz", "zstd": ".bulk.json.zst"}[encoding]
 
 
 # ------------------------------------------------------------------------------ load
@@ -524,7 +551,7 @@ def load_parquet(path: PathLike, *, url: str | Sequence[str] | None = None,
                  database: str | None = None,
                  collection: str = "Embeddings", id_column: str = "id",
                  id_prefix: str | None = None, vector_column: str | None = None,
-                 columns: Sequence[str] | None = None, compress: bool = False,
+                 columns: Sequence[str] | None = None, compress: bool | str = False,
                  batch_rows: int | None = None, take: Any = None, out: PathLike | None = None,
                  float32: str = "widen", metadata: Mapping[str, Any] | None = None,
                  python_type: str | None = "builtins.dict", chunk_size: int = DEFAULT_CHUNK_SIZE,
@@ -550,8 +577,9 @@ def load_parquet(path: PathLike, *, url: str | Sequence[str] | None = None,
     The columns' types are checked (by the C encoder) before any row is read. Each batch's
     encoded commands go, as they are, into a :class:`bulkwire.BulkWriter`, which frames the
     body. Without ``url``, its pieces are written to ``out`` (default
-    ``<name>.bulk.json[.gz]`` next to the source): the exact request body (a JSON array of
-    commands; gzip with ``compress``). With ``url`` (and ``database``), the writer is a
+    ``<name>.bulk.json[.gz|.zst]`` next to the source): the exact request body (a JSON array
+    of commands; ``compress``: False, True or "gzip" for one gzip stream, "zstd" for one zstd
+    frame, as the server would receive it). With ``url`` (and ``database``), the writer is a
     :class:`bulkwire.BulkInsert`'s: the same body, streamed; with no rows, no request is
     made. An error (or Ctrl-C) aborts the operation on the server. ``url`` is one server's
     URL or a list of a cluster's node URLs, as :class:`bulkwire.BulkInsert` takes it.
@@ -577,6 +605,7 @@ def load_parquet(path: PathLike, *, url: str | Sequence[str] | None = None,
     3
     """
     source = os.fspath(path)
+    _encoding(compress)  # a bad value is refused before anything is read
     workers = _check_arguments(source, float32, collection, chunk_size, workers)
     schema = _schema(source)
     plan = _plan(schema, source, id_column, vector_column, columns)

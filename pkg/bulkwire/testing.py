@@ -6,12 +6,12 @@
 ...     server.documents["things/1"]["Name"]
 'a'
 
-It listens on 127.0.0.1 (an ephemeral port), reads the chunked (and gzip) body as it
+It listens on 127.0.0.1 (an ephemeral port), reads the chunked (and gzip or zstd) body as it
 arrives, chunk by chunk, parses the command stream and keeps the documents. On request it
 stalls (stops reading the body until :meth:`resume`), fails mid-stream (HTTP 500 with an
 error body that ``operations/state`` then reports), or finishes the request early.
 
-Every request it cannot accept (bad framing, a corrupt or truncated gzip stream, a body that
+Every request it cannot accept (bad framing, a corrupt or truncated gzip or zstd stream, a body that
 is not an array of PUT commands, a bad ``id`` parameter, an unknown database or path, a
 client that goes silent) is answered with a 4xx status and an error body
 ``{"Type": ..., "Message": ..., "Error": ...}``, and the bulk insert's operation, when there
@@ -39,13 +39,18 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, BinaryIO, Dict, Iterator, List, Optional, Tuple, Union
 
 __all__ = ["LoopbackServer", "LoopbackCluster", "ReceivedRequest", "RequestError",
-           "ChunkedReader", "LengthReader", "GzipInflater", "parse_commands", "decode_body"]
+           "ChunkedReader", "LengthReader", "GzipInflater", "ZstdInflater", "parse_commands",
+           "decode_body"]
 
 MAX_SIZE_LINE = 1024          # bytes in a chunk size line, extensions and CRLF included
 MAX_CHUNK_SIZE = 64 << 20     # the largest chunk accepted (read whole, so it bounds memory)
 MAX_BODY_BYTES = 1 << 36      # the largest body (on the wire, and decoded) accepted
 _READ_PIECE = 1 << 20         # a Content-Length body is read in pieces of at most this
 _INFLATE_STEP = 1 << 20       # a gzip chunk is inflated in pieces of at most this (bombs)
+# Without libzstd, the zstandard package decodes all it can per call: fed this many bytes at a
+# time, one call gives at most ~(slice / 4 + 1) blocks of 128 KiB (an RLE block is 4 bytes).
+_ZSTD_FEED_SLICE = 64
+_ZSTD_WINDOW_MAX = 1 << 23    # the largest window a zstd frame may ask the decoder for
 _LINGER_SECONDS = 2.0         # after an early error answer: how long to swallow the rest ...
 _LINGER_BYTES = 64 << 20      # ... and how much, so the client reads the answer, not a reset
 
@@ -244,6 +249,89 @@ class GzipInflater:
                                "the stream")
 
 
+class ZstdInflater:
+    """Decodes one zstd frame fed in pieces; output comes in pieces of at most ``step``
+    bytes (libzstd through ``_core.ZstdDecoder``), so a small chunk that decodes to gigabytes
+    is never held whole. ``backend``: ``"zstd"`` (libzstd, when linked) or ``"python-zstd"``
+    (the ``zstandard`` package, fed in small slices to bound each call's output); the
+    default is the first available.
+
+    >>> from bulkwire import _core
+    >>> encoder = _core.ZstdStream() if _core.HAVE_ZSTD else None
+    >>> encoder is None or (b"".join(ZstdInflater().feed(encoder.finish(b"[]"))) == b"[]")
+    True
+    """
+
+    def __init__(self, step: int = _INFLATE_STEP, backend: Optional[str] = None) -> None:
+        from . import _core
+        self._step = step
+        self._ended = False
+        self.backend = backend or ("zstd" if _core.HAVE_ZSTD else "python-zstd")
+        if self.backend == "zstd":
+            self._decoder = _core.ZstdDecoder()
+        elif self.backend == "python-zstd":
+            import zstandard
+            self._error = zstandard.ZstdError
+            self._dobj = zstandard.ZstdDecompressor(max_window_size=_ZSTD_WINDOW_MAX).decompressobj()
+        else:
+            raise ValueError(f"backend must be 'zstd' or 'python-zstd', not {backend!r}")
+
+    def feed(self, data: Union[bytes, bytearray, memoryview]) -> Iterator[bytes]:
+        """The decoded pieces of ``data``. Raises :class:`RequestError` for a corrupt stream
+        or bytes after its end."""
+        if self._ended:
+            if len(data):
+                raise RequestError("bytes after the end of the zstd stream")
+            return
+        if self.backend == "zstd":
+            yield from self._feed_native(memoryview(data))
+        else:
+            yield from self._feed_python(memoryview(data))
+
+    def _feed_native(self, view: memoryview) -> Iterator[bytes]:
+        read, step = self._decoder.read, self._step
+        while True:
+            try:
+                out, used, ended = read(view, step)
+            except ValueError as exc:
+                raise RequestError(f"the zstd stream is corrupt: {exc}") from None
+            view = view[used:]
+            if out:
+                yield out
+            if ended:
+                self._ended = True
+                if len(view):
+                    raise RequestError("bytes after the end of the zstd stream")
+                return
+            # a full step may leave output inside the decoder; otherwise all input was taken
+            if len(out) < step:
+                if not len(view):
+                    return
+                if not used:  # the decoder neither took input nor gave output
+                    raise RequestError("the zstd stream is corrupt: the decoder stopped")
+
+    def _feed_python(self, view: memoryview) -> Iterator[bytes]:
+        dobj, step = self._dobj, self._step
+        for start in range(0, len(view), _ZSTD_FEED_SLICE):
+            try:
+                out = dobj.decompress(view[start:start + _ZSTD_FEED_SLICE])
+            except self._error as exc:
+                raise RequestError(f"the zstd stream is corrupt: {exc}") from None
+            for at in range(0, len(out), step):
+                yield out[at:at + step]
+            if dobj.eof:
+                self._ended = True
+                if dobj.unused_data or start + _ZSTD_FEED_SLICE < len(view):
+                    raise RequestError("bytes after the end of the zstd stream")
+                return
+
+    def finish(self) -> None:
+        """Check that the stream ended (raises :class:`RequestError` when truncated)."""
+        if not self._ended:
+            raise RequestError("the zstd stream is truncated: the body ended before the end of "
+                               "the frame")
+
+
 def _kind(value: Any) -> str:
     if isinstance(value, dict):
         return "an object"
@@ -371,11 +459,11 @@ def _walk_commands(text: str, bad_utf8_at: Optional[int]) -> List[dict]:
 
 def decode_body(wire: Union[bytes, bytearray], *, gzip: bool = False, chunked: bool = True,
                 max_size_line: int = MAX_SIZE_LINE,
-                max_chunk_size: int = MAX_CHUNK_SIZE) -> List[dict]:
+                max_chunk_size: int = MAX_CHUNK_SIZE, zstd: bool = False) -> List[dict]:
     """The commands of one bulk insert request body exactly as it came off the wire: chunked
-    (or, ``chunked=False``, the whole body), gzip when ``gzip``. The same readers, inflater
-    and command parser as the server's; :class:`RequestError` for anything it refuses,
-    including bytes after the last chunk.
+    (or, ``chunked=False``, the whole body), gzip when ``gzip``, zstd when ``zstd``. The same
+    readers, inflaters and command parser as the server's; :class:`RequestError` for anything
+    it refuses, including bytes after the last chunk.
 
     >>> decode_body(b'2\\r\\n[]\\r\\n0\\r\\n\\r\\n')
     []
@@ -384,7 +472,10 @@ def decode_body(wire: Union[bytes, bytearray], *, gzip: bool = False, chunked: b
     reader: Union[ChunkedReader, LengthReader] = (
         ChunkedReader(stream, max_size_line=max_size_line, max_chunk_size=max_chunk_size)
         if chunked else LengthReader(stream, len(wire)))
-    inflater = GzipInflater() if gzip else None
+    if gzip and zstd:
+        raise ValueError("a body is gzip or zstd, not both")
+    inflater: Union[GzipInflater, ZstdInflater, None] = (
+        GzipInflater() if gzip else ZstdInflater() if zstd else None)
     body = bytearray()
     while True:
         data = reader.read_chunk()
@@ -863,15 +954,18 @@ class LoopbackServer:
                            "ServerRole": "Member"}], "Etag": 1}
 
     def _body_reader(self, h: BaseHTTPRequestHandler,
-                     keeps: bool) -> Tuple[Union[ChunkedReader, LengthReader], Optional[GzipInflater]]:
+                     keeps: bool) -> Tuple[Union[ChunkedReader, LengthReader],
+                                           Union[GzipInflater, ZstdInflater, None]]:
         """The reader and inflater the request's headers call for (refused when unsupported)."""
         encodings = h.headers.get_all("Transfer-Encoding") or []
         lengths = h.headers.get_all("Content-Length") or []
         content_encoding = ",".join(h.headers.get_all("Content-Encoding") or []).strip().lower()
-        if content_encoding not in ("", "identity", "gzip"):
+        if content_encoding not in ("", "identity", "gzip", "zstd"):
             raise RequestError(f"Content-Encoding {content_encoding[:40]!r} is not supported "
-                               f"(gzip or none)", 415)
-        inflater = GzipInflater() if content_encoding == "gzip" else None
+                               f"(gzip, zstd or none)", 415)
+        inflater: Union[GzipInflater, ZstdInflater, None] = (
+            GzipInflater() if content_encoding == "gzip"
+            else ZstdInflater() if content_encoding == "zstd" else None)
         if encodings:
             transfer = ",".join(encodings).strip().lower()
             if transfer != "chunked":

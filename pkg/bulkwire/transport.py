@@ -3,7 +3,7 @@ standard library's ``http.client``.
 
 * ``GET  {url}/databases/{db}/operations/next-operation-id``  -> ``{"Id": n, "NodeTag": "A"}``
 * ``POST {url}/databases/{db}/bulk_insert?id={n}&skipOverwriteIfUnchanged={true|false}``,
-  ``Transfer-Encoding: chunked`` (``Content-Encoding: gzip`` when compressing)
+  ``Transfer-Encoding: chunked`` (``Content-Encoding: gzip`` or ``zstd`` when compressing)
 * ``GET  {url}/databases/{db}/operations/state?id={n}``  (the server's error after a failure)
 * ``POST {url}/databases/{db}/operations/kill?id={n}``    (abort)
 
@@ -35,6 +35,7 @@ import urllib.parse
 from typing import Any, Callable, Iterator, Optional, Protocol, Tuple
 
 from . import _core
+from .compression import content_encoding
 from .errors import (BulkInsertError, ConnectError, ConnectionLostError, EarlyResponse,
                      ProtocolError, ServerError, TLSError, TransportError, TransportTimeoutError)
 from .tls import TlsSettings, TlsSocket
@@ -266,7 +267,7 @@ class Body(Protocol):
     """What :class:`BodySender` sends: one request body, consumed once, by one of two means
     (:class:`~bulkwire.bulk.BulkWriter` is one).
 
-    ``compression``: the gzip backend, or None (``Content-Encoding``). ``pump(fd, timeout,
+    ``compression``: the compression backend, or None (``Content-Encoding``). ``pump(fd, timeout,
     tls=None)`` sends the whole body on a connected plain socket (through the
     ``_core.TlsConnection`` tls on it when given), HTTP chunks and terminating chunk included, and returns True when the server answered before the end, False when the
     body went out whole, or None when this body cannot pump (nothing consumed). Otherwise
@@ -379,7 +380,7 @@ class BodySender(threading.Thread):
         conn.putheader("Content-Type", "application/json; charset=utf-8")
         conn.putheader("Transfer-Encoding", "chunked")
         if self._body.compression is not None:
-            conn.putheader("Content-Encoding", "gzip")
+            conn.putheader("Content-Encoding", content_encoding(self._body.compression))
         conn.endheaders()
         sock = conn.sock
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

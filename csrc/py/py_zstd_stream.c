@@ -1,0 +1,237 @@
+/* ZstdStream: one zstd frame written piece by piece (zstd_stream.c), compressing with the GIL
+   released; ZstdDecoder: its bounded decoder, for the loopback server. */
+#include "py_zstd_stream.h"
+
+#include "py_stream_write.h"
+
+static const char no_libzstd[] =
+    "bulkwire was built without libzstd (install Debian's libzstd-dev and rebuild); "
+    "the zstandard package compresses instead";
+
+/* New reference. */
+static PyObject *Zstd_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    static char *keywords[] = {"level", NULL};
+    int level = BW_ZSTD_LEVEL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$i:ZstdStream", keywords, &level))
+        return NULL;
+    if (!bw_zs_have_zstd()) {
+        PyErr_SetString(PyExc_ValueError, no_libzstd);
+        return NULL;
+    }
+    if (level < bw_zs_min_level() || level > bw_zs_max_level()) {
+        PyErr_Format(PyExc_ValueError, "level must be in %d..%d, not %d", bw_zs_min_level(),
+                     bw_zs_max_level(), level);
+        return NULL;
+    }
+    bw_zstd_object *self = (bw_zstd_object *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    self->zs = bw_zs_new(level);
+    if (self->zs == NULL) {
+        Py_DECREF(self);
+        return PyErr_NoMemory();
+    }
+    return (PyObject *)self;
+}
+
+static void Zstd_dealloc(bw_zstd_object *self) {
+    bw_zs_free(self->zs);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+PyObject *bw_zstd_set_error(bw_zs_result rc, const bw_zstd_stream *zs) {
+    if (rc == BW_ZS_NO_MEMORY)
+        return PyErr_NoMemory();
+    PyErr_Format(PyExc_RuntimeError, "the zstd stream failed: %s", bw_zs_error_text(zs));
+    return NULL;
+}
+
+/* The core's write as the driver calls it. */
+static int zstd_write_core(void *stream, const void *data, size_t n, int finish, bw_buf *out) {
+    return (int)bw_zs_write(stream, data, n, finish, out);
+}
+
+PyObject *bw_zstd_write(bw_zstd_object *self, PyObject *data, int finish) {
+    int failure;
+    PyObject *piece = bw_stream_write(zstd_write_core, self->zs, &self->busy, &self->finished,
+                                      "ZstdStream", "zstd", data, finish, &failure);
+    if (failure != 0) {
+        self->finished = 1; /* a failed stream cannot go on */
+        return bw_zstd_set_error((bw_zs_result)failure, self->zs);
+    }
+    return piece;
+}
+
+/* compress(data) -> Chunk | None. New reference. */
+static PyObject *Zstd_compress(bw_zstd_object *self, PyObject *data) {
+    return bw_zstd_write(self, data, 0);
+}
+
+/* finish(data=None) -> Chunk. New reference. */
+static PyObject *Zstd_finish(bw_zstd_object *self, PyObject *args, PyObject *kwargs) {
+    static char *keywords[] = {"data", NULL};
+    PyObject *data = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:finish", keywords, &data))
+        return NULL;
+    return bw_zstd_write(self, data, 1);
+}
+
+/* New reference. */
+static PyObject *Zstd_get_backend(bw_zstd_object *self, void *closure) {
+    (void)self, (void)closure;
+    return PyUnicode_FromString("zstd");
+}
+
+/* The getset closure of ZstdStream's byte counts. */
+typedef enum { ZSTD_TOTAL_IN, ZSTD_TOTAL_OUT } zstd_total;
+
+/* New reference. */
+static PyObject *Zstd_get_total(bw_zstd_object *self, void *closure) {
+    switch ((zstd_total)(intptr_t)closure) {
+    case ZSTD_TOTAL_IN: return PyLong_FromSize_t(bw_zs_total_in(self->zs));
+    case ZSTD_TOTAL_OUT: return PyLong_FromSize_t(bw_zs_total_out(self->zs));
+    }
+    Py_UNREACHABLE();
+}
+
+/* New reference. */
+static PyObject *Zstd_get_finished(bw_zstd_object *self, void *closure) {
+    (void)closure;
+    return PyBool_FromLong(self->finished);
+}
+
+static PyMethodDef Zstd_methods[] = {
+    {"compress", (PyCFunction)Zstd_compress, METH_O,
+     "compress(data) -> Chunk | None\n\nCompress data and flush, with the GIL released. "
+     "None for empty input (no empty chunks)."},
+    {"finish", (PyCFunction)(void (*)(void))Zstd_finish, METH_VARARGS | METH_KEYWORDS,
+     "finish(data=None) -> Chunk\n\nCompress the last data and end the frame."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef Zstd_getset[] = {
+    {"backend", (getter)Zstd_get_backend, NULL, "'zstd'.", NULL},
+    {"total_in", (getter)Zstd_get_total, NULL, "Bytes compressed so far.", (void *)ZSTD_TOTAL_IN},
+    {"total_out", (getter)Zstd_get_total, NULL, "Bytes produced so far.", (void *)ZSTD_TOTAL_OUT},
+    {"finished", (getter)Zstd_get_finished, NULL, "The frame was ended (finish()).", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+PyTypeObject bw_zstd_type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "bulkwire._core.ZstdStream",
+    .tp_basicsize = sizeof(bw_zstd_object),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "ZstdStream(*, level=ZSTD_LEVEL)\n\nOne zstd frame (with a checksum) written piece "
+              "by piece, each piece flushed so that it decodes on arrival. Needs libzstd "
+              "(HAVE_ZSTD).",
+    .tp_new = Zstd_new,
+    .tp_dealloc = (destructor)Zstd_dealloc,
+    .tp_methods = Zstd_methods,
+    .tp_getset = Zstd_getset,
+};
+
+/* ---- the decoder ---- */
+
+typedef struct {
+    PyObject_HEAD
+    bw_zstd_decoder *zd;
+    int busy;
+} bw_zstd_decoder_object;
+
+/* New reference. */
+static PyObject *ZstdDecoder_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    static char *keywords[] = {NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, ":ZstdDecoder", keywords))
+        return NULL;
+    if (!bw_zs_have_zstd()) {
+        PyErr_SetString(PyExc_ValueError, no_libzstd);
+        return NULL;
+    }
+    bw_zstd_decoder_object *self = (bw_zstd_decoder_object *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    self->zd = bw_zsd_new();
+    if (self->zd == NULL) {
+        Py_DECREF(self);
+        return PyErr_NoMemory();
+    }
+    return (PyObject *)self;
+}
+
+static void ZstdDecoder_dealloc(bw_zstd_decoder_object *self) {
+    bw_zsd_free(self->zd);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* read(data, max_length) -> (bytes, consumed, ended). New reference. ValueError for a
+   corrupt frame; input after the end is left unconsumed. */
+static PyObject *ZstdDecoder_read(bw_zstd_decoder_object *self, PyObject *args) {
+    Py_buffer view = {0};
+    Py_ssize_t max_length;
+    if (!PyArg_ParseTuple(args, "y*n:read", &view, &max_length))
+        return NULL;
+    PyObject *out = NULL, *result = NULL;
+    if (max_length <= 0) {
+        PyErr_SetString(PyExc_ValueError, "max_length must be positive");
+        goto cleanup;
+    }
+    if (self->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "ZstdDecoder used from two threads at once");
+        goto cleanup;
+    }
+    out = PyBytes_FromStringAndSize(NULL, max_length);
+    if (out == NULL)
+        goto cleanup;
+    size_t consumed, produced;
+    int ended;
+    bw_zs_result rc;
+    self->busy = 1;
+    Py_BEGIN_ALLOW_THREADS
+    rc = bw_zsd_read(self->zd, view.buf, (size_t)view.len, &consumed, PyBytes_AS_STRING(out),
+                     (size_t)max_length, &produced, &ended);
+    Py_END_ALLOW_THREADS
+    self->busy = 0;
+    if (rc != BW_ZS_OK && rc != BW_ZS_AFTER_END) { /* after the end: consumed tells */
+        PyErr_Format(PyExc_ValueError, "corrupt zstd frame: %s", bw_zsd_error_text(self->zd));
+        goto cleanup;
+    }
+    if ((size_t)max_length != produced && _PyBytes_Resize(&out, (Py_ssize_t)produced) < 0)
+        goto cleanup; /* out was freed and set to NULL */
+    result = Py_BuildValue("(OnO)", out, (Py_ssize_t)consumed, ended ? Py_True : Py_False);
+cleanup:
+    Py_XDECREF(out);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+static PyMethodDef ZstdDecoder_methods[] = {
+    {"read", (PyCFunction)ZstdDecoder_read, METH_VARARGS,
+     "read(data, max_length) -> (bytes, consumed, ended)\n\nDecode from data, giving at most "
+     "max_length bytes (with the GIL released): consumed input bytes were taken; output may "
+     "stay inside when max_length bytes came out (call again with b''). ended: the frame was "
+     "decoded whole (input after its end is not consumed). ValueError for a corrupt frame."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject bw_zstd_decoder_type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "bulkwire._core.ZstdDecoder",
+    .tp_basicsize = sizeof(bw_zstd_decoder_object),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "ZstdDecoder()\n\nThe decoder of one zstd frame, with a bound on each call's "
+              "output (the loopback server's). Needs libzstd (HAVE_ZSTD).",
+    .tp_new = ZstdDecoder_new,
+    .tp_dealloc = (destructor)ZstdDecoder_dealloc,
+    .tp_methods = ZstdDecoder_methods,
+};
+
+int bw_zstd_add_to_module(PyObject *module) {
+    if (PyType_Ready(&bw_zstd_type) < 0 || PyType_Ready(&bw_zstd_decoder_type) < 0 ||
+        PyModule_AddObjectRef(module, "ZstdStream", (PyObject *)&bw_zstd_type) < 0 ||
+        PyModule_AddObjectRef(module, "ZstdDecoder", (PyObject *)&bw_zstd_decoder_type) < 0 ||
+        PyModule_AddIntConstant(module, "HAVE_ZSTD", bw_zs_have_zstd()) < 0 ||
+        PyModule_AddIntConstant(module, "ZSTD_LEVEL", BW_ZSTD_LEVEL) < 0)
+        return -1;
+    return 0;
+}

@@ -1,0 +1,27 @@
+/* ZstdStream and ZstdDecoder: the binding of the core zstd stream (zstd_stream.c). */
+#ifndef BW_PY_ZSTD_STREAM_H
+#define BW_PY_ZSTD_STREAM_H
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "zstd_stream.h"
+
+typedef struct {
+    PyObject_HEAD
+    bw_zstd_stream *zs;
+    int busy;     /* a thread is compressing (GIL released) */
+    int finished; /* the frame was ended */
+} bw_zstd_object;
+
+extern PyTypeObject bw_zstd_type;
+
+/* New reference: a Chunk with what compressing data gave (data may be NULL: nothing), None
+   when it gave nothing; finish ends the frame. NULL with an exception set. */
+PyObject *bw_zstd_write(bw_zstd_object *self, PyObject *data, int finish);
+
+/* The exception for a failed bw_zs_write (set; returns NULL). */
+PyObject *bw_zstd_set_error(bw_zs_result rc, const bw_zstd_stream *zs);
+
+/* Adds ZstdStream, ZstdDecoder, HAVE_ZSTD and ZSTD_LEVEL. 0, or -1 with an exception set. */
+int bw_zstd_add_to_module(PyObject *module);
+#endif

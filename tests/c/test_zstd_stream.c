@@ -1,0 +1,114 @@
+/* The zstd stream: pieces flushed so each decodes on arrival (by libzstd's own one-shot
+   streaming decoder as the reference), one frame over the whole body, totals, no write after
+   the end; and the bounded decoder: output never past its room, the end of the frame, bytes
+   after it, a corrupt frame.
+   sources: zstd_stream.c out_buffer.c
+   libs: -DBW_HAVE_ZSTD -lzstd */
+#include <stdlib.h>
+#include <zstd.h>
+
+#include "check.h"
+#include "zstd_stream.h"
+
+/* Decodes in[0..n) with a fresh reference decoder: the bytes out, and whether the frame
+   ended (ZSTD_decompressStream returned 0). */
+static int reference_decode(const char *in, size_t n, char *out, size_t cap, size_t *out_len) {
+    ZSTD_DStream *d = ZSTD_createDStream();
+    ZSTD_inBuffer src = {in, n, 0};
+    ZSTD_outBuffer dst = {out, cap, 0};
+    size_t hint = 1;
+    while (src.pos < src.size) {
+        hint = ZSTD_decompressStream(d, &dst, &src);
+        if (ZSTD_isError(hint))
+            break;
+    }
+    ZSTD_freeDStream(d);
+    *out_len = dst.pos;
+    return !ZSTD_isError(hint) && hint == 0;
+}
+
+static char body[300000], plain[300000];
+
+TEST(pieces_decode_on_arrival_and_end_one_frame) {
+    bw_zstd_stream *zs = bw_zs_new(BW_ZSTD_LEVEL);
+    CHECK(zs != NULL);
+    if (zs == NULL)
+        return;
+    bw_buf out;
+    CHECK_EQ(bw_buf_init(&out, 0), 0);
+    size_t body_len = 0;
+    unsigned long long state = 91;
+    for (int round = 0; round < 6; round++) {
+        size_t n = round == 3 ? 150000 : (size_t)round * 1000;
+        for (size_t i = 0; i < n; i++) /* some repetition, some noise */
+            body[body_len + i] = round == 3 ? (char)('a' + check_rand(&state) % 26) : (char)('0' + i % 7);
+        CHECK_EQ(bw_zs_write(zs, body + body_len, n, round == 5, &out), BW_ZS_OK);
+        body_len += n;
+        size_t plain_len = 0;
+        int ended = reference_decode(out.data, out.len, plain, sizeof plain, &plain_len);
+        CHECK_EQ(plain_len, body_len); /* everything so far came out: flushed */
+        CHECK(memcmp(plain, body, body_len) == 0);
+        CHECK_EQ(ended, round == 5);
+    }
+    CHECK_EQ(bw_zs_write(zs, "x", 1, 0, &out), BW_ZS_ALREADY_FINISHED);
+    CHECK_EQ(bw_zs_total_in(zs), body_len);
+    CHECK_EQ(bw_zs_total_out(zs), out.len);
+    bw_zs_free(zs);
+    bw_buf_free(&out);
+}
+
+TEST(the_decoder_gives_at_most_its_room_and_stops_at_the_end) {
+    bw_zstd_stream *zs = bw_zs_new(-3);
+    bw_zstd_decoder *zd = bw_zsd_new();
+    CHECK(zs != NULL && zd != NULL);
+    if (zs == NULL || zd == NULL)
+        return;
+    bw_buf out;
+    CHECK_EQ(bw_buf_init(&out, 0), 0);
+    memset(body, 'z', sizeof body); /* one small frame that decodes to a lot */
+    CHECK_EQ(bw_zs_write(zs, body, sizeof body, 1, &out), BW_ZS_OK);
+    CHECK(out.len < 1000);
+    CHECK_EQ(bw_buf_append(&out, "!", 1), 0); /* one byte after the end */
+    size_t at = 0, total = 0, consumed, produced;
+    int ended = 0, calls = 0;
+    char room[4096];
+    bw_zs_result rc = BW_ZS_OK;
+    while (!ended && calls++ < 1000) {
+        rc = bw_zsd_read(zd, out.data + at, out.len - at, &consumed, room, sizeof room, &produced, &ended);
+        CHECK(produced <= sizeof room);
+        CHECK(memcmp(room, body, produced) == 0);
+        at += consumed;
+        total += produced;
+        if (rc != BW_ZS_OK)
+            break;
+    }
+    CHECK(ended);
+    CHECK_EQ(rc, BW_ZS_AFTER_END);
+    CHECK_EQ(total, sizeof body);
+    CHECK_EQ(at, out.len - 1); /* the byte after the end is not consumed */
+    bw_zsd_free(zd);
+    bw_zs_free(zs);
+    bw_buf_free(&out);
+}
+
+TEST(a_corrupt_frame_fails_and_stays_failed) {
+    bw_zstd_decoder *zd = bw_zsd_new();
+    CHECK(zd != NULL);
+    if (zd == NULL)
+        return;
+    char bad[24] = "\x28\xb5\x2f\xfd"; /* the magic, then a frame header no decoder takes */
+    memset(bad + 4, 0xff, sizeof bad - 4);
+    size_t consumed, produced;
+    int ended;
+    char room[64];
+    CHECK_EQ(bw_zsd_read(zd, bad, sizeof bad, &consumed, room, sizeof room, &produced, &ended),
+             BW_ZS_FAILED);
+    CHECK(strlen(bw_zsd_error_text(zd)) > 0);
+    CHECK_EQ(bw_zsd_read(zd, "", 0, &consumed, room, sizeof room, &produced, &ended), BW_ZS_FAILED);
+    bw_zsd_free(zd);
+    bw_zs_free(NULL);
+    bw_zsd_free(NULL);
+}
+
+RUN_TESTS(pieces_decode_on_arrival_and_end_one_frame, the_decoder_gives_at_most_its_room_and_stops_at_the_end,
+          a_corrupt_frame_fails_and_stays_failed)
