@@ -29,6 +29,8 @@ from . import _core
 from .compression import Compress, compression_backends, gzip_stream
 from .compression import _PythonIsal  # noqa: F401 - importable here as before
 from .compression import resolve_compress as _resolve_compress
+from .bulk_commands import (AttachmentsBulkInsert, CountersBulkInsert, TimeSeriesBulkInsert,
+                            TypedTimeSeriesBulkInsert)
 from .errors import BulkInsertAborted, BulkInsertError
 
 __all__ = ["BulkInsert", "BulkWriter", "BulkInsertError", "BulkInsertAborted", "BulkStats",
@@ -315,6 +317,61 @@ class BulkWriter:
         pieces = _encoded_pieces(commands, count)
         if pieces:
             self._store_pieces(pieces, count)
+
+    # ---- counters, time series, attachments (see bulkwire.bulk_commands) ----
+
+    def counters_for(self, id: str) -> "CountersBulkInsert":
+        """The counters of the document ``id``: ``counters_for(id).increment(name, delta=1)``.
+
+        >>> w = BulkWriter()
+        >>> w.counters_for("users/1").increment("likes")
+        >>> w.close()
+        """
+        return CountersBulkInsert(self, id)
+
+    def time_series_for(self, id: str, name: str) -> "TimeSeriesBulkInsert":
+        """The time series ``name`` of the document ``id``, as a context manager:
+        ``append_single(timestamp, value, tag=None)``, ``append(timestamp, values, tag=None)``.
+
+        >>> from datetime import datetime
+        >>> w = BulkWriter()
+        >>> with w.time_series_for("users/1", "Heartrate") as ts:
+        ...     ts.append(datetime(2024, 1, 1), [72, 80.5], "watch")
+        >>> w.close()
+        """
+        return TimeSeriesBulkInsert(self, id, name)
+
+    def typed_time_series_for(self, object_type: type, id: str,
+                              name: Optional[str] = None) -> "TypedTimeSeriesBulkInsert":
+        """A time series whose entries are ``object_type`` objects (see
+        :class:`bulkwire.bulk_commands.TypedTimeSeriesBulkInsert`); ``name`` defaults to the
+        collection name of ``object_type``."""
+        return TypedTimeSeriesBulkInsert(self, object_type, id, name)
+
+    def attachments_for(self, id: str) -> "AttachmentsBulkInsert":
+        """The attachments of the document ``id``:
+        ``attachments_for(id).store(name, attachment_bytes, content_type=None)``.
+
+        >>> w = BulkWriter()
+        >>> w.attachments_for("users/1").store("a.txt", b"hello", "text/plain")
+        >>> w.close()
+        """
+        return AttachmentsBulkInsert(self, id)
+
+    def _increment(self, id: str, name: Any, delta: Any) -> None:
+        raise NotImplementedError
+
+    def _series_begin(self, series: Any, id: str, name: str) -> None:
+        raise NotImplementedError
+
+    def _series_append(self, series: Any, timestamp: Any, values: Any, tag: Any) -> None:
+        raise NotImplementedError
+
+    def _series_end(self, series: Any) -> None:
+        raise NotImplementedError
+
+    def _attachment(self, id: str, name: Any, data: Any, content_type: Any) -> None:
+        raise NotImplementedError
 
     def _store_batch(self, chunks: list, count: int) -> None:
         """``count`` commands that ``_core.encode_batch`` just wrote (non-empty ``bytes``,
@@ -682,6 +739,49 @@ class BulkInsert:
         """
         pieces = _encoded_pieces(commands, count)  # bad arguments raise before any request
         self._store_pieces(pieces, count)
+
+    # ---- counters, time series, attachments (see bulkwire.bulk_commands) ----
+
+    def counters_for(self, id: str) -> "CountersBulkInsert":
+        """The counters of the document ``id``: ``counters_for(id).increment(name, delta=1)``
+        (see :meth:`BulkWriter.counters_for`)."""
+        return CountersBulkInsert(self, id)
+
+    def time_series_for(self, id: str, name: str) -> "TimeSeriesBulkInsert":
+        """The time series ``name`` of the document ``id``, as a context manager (see
+        :meth:`BulkWriter.time_series_for`)."""
+        return TimeSeriesBulkInsert(self, id, name)
+
+    def typed_time_series_for(self, object_type: type, id: str,
+                              name: Optional[str] = None) -> "TypedTimeSeriesBulkInsert":
+        """A time series of ``object_type`` entries (see
+        :meth:`BulkWriter.typed_time_series_for`)."""
+        return TypedTimeSeriesBulkInsert(self, object_type, id, name)
+
+    def attachments_for(self, id: str) -> "AttachmentsBulkInsert":
+        """The attachments of the document ``id`` (see :meth:`BulkWriter.attachments_for`)."""
+        return AttachmentsBulkInsert(self, id)
+
+    def _increment(self, id: str, name: Any, delta: Any) -> None:
+        if self._sender is None:
+            self._start()
+        self._writer._increment(id, name, delta)
+
+    def _series_begin(self, series: Any, id: str, name: str) -> None:
+        self._writer._series_begin(series, id, name)
+
+    def _series_append(self, series: Any, timestamp: Any, values: Any, tag: Any) -> None:
+        if self._sender is None:
+            self._start()
+        self._writer._series_append(series, timestamp, values, tag)
+
+    def _series_end(self, series: Any) -> None:
+        self._writer._series_end(series)
+
+    def _attachment(self, id: str, name: Any, data: Any, content_type: Any) -> None:
+        if self._sender is None:
+            self._start()
+        self._writer._attachment(id, name, data, content_type)
 
     def _store_batch(self, chunks: list, count: int) -> None:
         """``count`` commands ``_core.encode_batch`` just wrote (see
