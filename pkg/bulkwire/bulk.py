@@ -235,6 +235,7 @@ class BulkWriter:
         self._closed = False
         self._finished = False  # the end of the body (its last buffer) was handed over
         self._consuming = False
+        self._series: Any = None  # the open TimeSeriesBulkInsert
         self.buffer_size = buffer_size
         self.max_buffers = max_buffers
         self.stats = BulkStats(compression=self._compression)
@@ -358,20 +359,48 @@ class BulkWriter:
         """
         return AttachmentsBulkInsert(self, id)
 
+    def _command(self, method: Any, *args: Any) -> None:
+        """One counters, time series or attachment call of the C writer, with ``store``'s
+        failure rules."""
+        if self._failure is not None:
+            self._raise_failure()
+        if self._closed:
+            raise ValueError("a command on a closed bulk insert")
+        try:
+            done = method(*args)
+        except BaseException:
+            if self._writer.handover_interrupted:  # part of the body never reached the queue
+                self._buffer_lost(interrupted=True)
+            raise
+        if done is None:  # the consumer is gone: that buffer never reached it
+            self._buffer_lost(interrupted=False)
+
     def _increment(self, id: str, name: Any, delta: Any) -> None:
-        raise NotImplementedError
+        self._command(self._writer.increment, id, name, delta)
 
     def _series_begin(self, series: Any, id: str, name: str) -> None:
-        raise NotImplementedError
+        self._writer.claim()
+        if self._series is not None:
+            raise RuntimeError(f"the time series {self._series._name!r} of "
+                               f"{self._series._id!r} is still open: close it (leave its with "
+                               "block) before opening another")
+        self._command(self._writer.series_begin, id, name)
+        self._series = series
 
     def _series_append(self, series: Any, timestamp: Any, values: Any, tag: Any) -> None:
-        raise NotImplementedError
+        if series is not self._series:
+            raise RuntimeError("this time series is not the open one of its bulk insert")
+        self._command(self._writer.series_append, timestamp, values, tag)
 
     def _series_end(self, series: Any) -> None:
-        raise NotImplementedError
+        if series is self._series:
+            self._writer.claim()
+            self._series = None
+            if self._failure is None and not self._closed:
+                self._writer.series_end()
 
     def _attachment(self, id: str, name: Any, data: Any, content_type: Any) -> None:
-        raise NotImplementedError
+        self._command(self._writer.attachment, id, name, data, content_type)
 
     def _store_batch(self, chunks: list, count: int) -> None:
         """``count`` commands that ``_core.encode_batch`` just wrote (non-empty ``bytes``,
@@ -453,6 +482,15 @@ class BulkWriter:
         and at every later call. A close interrupted before the last buffer was handed over
         (Ctrl-C while the queue was full) marks the writer failed: its body is incomplete."""
         self._writer.claim()  # another thread: RuntimeError, and nothing changed
+        if self._series is not None and not self._closed and self._failure is None:
+            # the series' command has no end: the body cannot be finished
+            series = self._series
+            message = (f"close() while the time series {series._name!r} of {series._id!r} is "
+                       "open: close it (leave its with block) first; the bulk insert failed")
+            self.fail(BulkInsertAborted(message))
+            self._closed = True
+            self._queue.close_producer()
+            raise RuntimeError(message)
         if not self._closed:
             self._closed = True
             try:
