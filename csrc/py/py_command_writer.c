@@ -548,6 +548,10 @@ static PyObject *Writer_series_append(WriterObject *self, PyObject *const *args,
                      Py_TYPE(values)->tp_name);
         return NULL;
     }
+    if (PySequence_Fast_GET_SIZE(values) == 0) {
+        PyErr_SetString(PyExc_ValueError, "values must hold at least one value");
+        return NULL;
+    }
     if (tag != Py_None && (tag_text = bw_command_text(tag, "tag", &tag_len)) == NULL)
         return NULL;
     const char *id_text = PyUnicode_AsUTF8AndSize(self->series_id, &id_len);

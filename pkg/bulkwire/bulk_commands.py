@@ -206,4 +206,6 @@ class AttachmentsBulkInsert:
     def store(self, name: str, attachment_bytes: Any, content_type: Optional[str] = None) -> None:
         """Store ``attachment_bytes`` (any bytes-like object; ``bytes`` of at least
         ``buffer_size`` are sent as they are, others copied) as the attachment ``name``."""
+        if isinstance(name, str) and (not name or name.isspace()):
+            raise ValueError("name must not be empty or whitespace")
         self._sink._attachment(self._id, name, attachment_bytes, content_type)

@@ -375,9 +375,8 @@ def parse_commands(body: Union[bytes, bytearray, memoryview]) -> List[dict]:
     for index, command in enumerate(commands):
         _check_command(index, command)
         if command.get("Type") == "AttachmentPUT":
-            if command["ContentLength"]:  # its bytes cannot have been parsed as JSON
-                raise RequestError(f"command {index} (AttachmentPUT) is not followed by its "
-                                   f"{command['ContentLength']} bytes")
+            if command["ContentLength"]:  # its bytes were read as JSON (e.g. b" "): read again
+                return _walk_commands(bytes(body))
             command["Bytes"] = b""
     return commands
 
