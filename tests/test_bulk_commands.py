@@ -646,3 +646,11 @@ def test_the_docs_examples_run(index):
     examples = doc_examples()
     assert len(examples) == 4
     exec(compile(examples[index], f"bulk_insert.md example {index}", "exec"), {})
+
+
+def test_the_docstring_examples_run():
+    import doctest
+
+    import bulkwire.bulk_commands
+    failed, tried = doctest.testmod(bulkwire.bulk_commands)
+    assert tried >= 20 and not failed
