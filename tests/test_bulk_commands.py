@@ -654,3 +654,22 @@ def test_the_docstring_examples_run():
     import bulkwire.bulk_commands
     failed, tried = doctest.testmod(bulkwire.bulk_commands)
     assert tried >= 20 and not failed
+
+
+def test_a_typed_series_class_is_not_kept_alive():
+    """The attribute names of a class's mapping are cached weakly: a cache holding the class
+    kept everything its methods' globals held (a BulkInsert, its buffers) for good."""
+    import weakref
+    namespace: dict = {}
+    exec("class Sample:\n"
+         "    def __init__(self, v=None):\n        self.v = v\n"
+         "    def get_time_series_mapping(self):\n        return {0: ('v', None)}\n", namespace)
+    w = namespace["w"] = BulkWriter()
+    with w.typed_time_series_for(namespace["Sample"], "a") as ts:
+        ts.append_single(datetime(2024, 1, 1), namespace["Sample"](1.0))
+    w.close()
+    gone = weakref.ref(w)
+    del w, ts
+    namespace.clear()
+    gc.collect()
+    assert gone() is None
