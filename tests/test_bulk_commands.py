@@ -611,8 +611,11 @@ def test_a_huge_attachment_arrives_whole():
     assert_same_bodies(calls, same_buffers=False)
 
 
-def test_ctrl_c_while_an_attachment_is_handed_over_fails_the_writer():
+@pytest.mark.parametrize("kind", ["bytearray", "bytes"])
+def test_ctrl_c_while_an_attachment_is_handed_over_fails_the_writer(kind):
     w = BulkWriter(buffer_size=1000, max_buffers=2)  # no consumer: the third buffer blocks
+    if kind == "bytes":  # the queue full already: bytes wait behind their command's buffer
+        w.attachments_for("a").store("first", bytearray(2500))
 
     def interrupt():
         deadline = time.monotonic() + 20
@@ -623,7 +626,7 @@ def test_ctrl_c_while_an_attachment_is_handed_over_fails_the_writer():
     timer = threading.Thread(target=interrupt)
     timer.start()
     with pytest.raises(KeyboardInterrupt):
-        w.attachments_for("a").store("big", bytearray(100_000))
+        w.attachments_for("a").store("big", bytearray(100_000) if kind == "bytearray" else bytes(100_000))
     timer.join(30)
     assert w.failed
     with pytest.raises(BulkInsertAborted, match="interrupted"):
