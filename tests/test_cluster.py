@@ -11,6 +11,7 @@ import time
 
 import pytest
 import ravendb
+from ravendb.json.metadata_as_dictionary import MetadataAsDictionary
 from hypothesis import given, strategies as st
 
 import bulkwire
@@ -346,7 +347,10 @@ def official_sequence(cluster, docs):
     try:
         with store.bulk_insert() as bulk:
             for i, doc in enumerate(docs):
-                bulk.store_as(doc, f"things/{i}")
+                # a fresh metadata each call: the client's default argument is one shared
+                # MetadataAsDictionary, which keeps what an earlier store (of a dict, in
+                # another test) put into it
+                bulk.store_as(doc, f"things/{i}", MetadataAsDictionary())
     finally:
         store.close()
 
