@@ -28,7 +28,6 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "pkg"))
 
 from _common import loopback_server, server_summary, writer_seconds  # noqa: E402
 

@@ -35,9 +35,6 @@ import tempfile
 import time
 import zlib
 
-PKG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pkg")
-if os.path.isdir(PKG):  # run from a checkout: use its in-place build
-    sys.path.insert(0, os.path.abspath(PKG))
 
 from _common import loopback_server, server_summary  # noqa: E402
 

@@ -26,10 +26,8 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PKG = os.path.join(os.path.dirname(HERE), "pkg")
-sys.path.insert(0, PKG)
 
-from _common import print_command  # noqa: E402
+from _common import print_command  # noqa: E402 (the checkout's in-place build, when there is one)
 from bench_bulk_insert import make_entities  # noqa: E402
 
 CONTENDERS = ("http", "tls", "tls-ssl_context")
@@ -59,8 +57,7 @@ def serve(pki_dir: str, tls: bool) -> None:
 @contextlib.contextmanager
 def server_process(pki_dir: str, tls: bool):
     args = [sys.executable, os.path.abspath(__file__), "--serve", pki_dir] + (["--tls"] if tls else [])
-    proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONPATH": PKG})
+    proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         yield proc.stdout.readline().strip()
     finally:

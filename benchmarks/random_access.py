@@ -29,9 +29,7 @@ import time
 
 import numpy as np
 
-PKG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pkg")
-if os.path.isdir(PKG):  # run from a checkout: use its in-place build
-    sys.path.insert(0, os.path.abspath(PKG))
+import _common  # noqa: F401,E402 - the checkout's in-place build first, when there is one
 
 SEED = 42
 CLUSTERS, CLUSTER_LEN, UNIFORM_TARGET = 5, 20, 100
