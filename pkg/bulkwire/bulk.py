@@ -18,7 +18,6 @@ modified: the id is returned by ``store``.
 """
 from __future__ import annotations
 
-import re
 import secrets
 import time
 from dataclasses import dataclass, field
@@ -37,58 +36,8 @@ __all__ = ["BulkInsert", "BulkWriter", "BulkInsertError", "BulkInsertAborted", "
 DEFAULT_BUFFER_SIZE = 1 << 20
 DEFAULT_MAX_BUFFERS = 8
 
-# ---- collection names: the official client's plural of the class name ----
-
-_IRREGULAR = {
-    "person": "people", "child": "children", "man": "men", "woman": "women", "mouse": "mice",
-    "louse": "lice", "tooth": "teeth", "foot": "feet", "goose": "geese", "ox": "oxen",
-    "datum": "data", "criterion": "criteria", "phenomenon": "phenomena",
-}
-_UNCHANGED = {"sheep", "fish", "series", "species", "deer", "moose", "data", "news", "info",
-              "information", "equipment", "metadata"}
-_F_TO_VES = {"leaf", "knife", "wolf", "life", "half", "shelf", "wife", "calf", "loaf", "thief",
-             "self", "elf", "sheaf", "scarf"}
-_O_TO_OES = {"hero", "potato", "tomato", "echo", "veto", "torpedo", "embargo", "buffalo"}
-_LAST_WORD = re.compile(r"([A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+)$")
-
-
-def _plural_word(word: str) -> str:
-    lower = word.lower()
-    if lower in _UNCHANGED:
-        return word
-    if lower in _IRREGULAR:
-        plural = _IRREGULAR[lower]
-        return plural.capitalize() if word[:1].isupper() else plural
-    if lower in _F_TO_VES:
-        stem = word[:-2] if lower.endswith("fe") else word[:-1]
-        return stem + "ves"
-    if lower in _O_TO_OES:
-        return word + "es"
-    if lower.endswith("is") and len(lower) > 3:
-        return word[:-2] + "es"
-    if lower.endswith("iz"):
-        return word + "zes"
-    if lower.endswith(("s", "x", "z", "ch", "sh")):
-        return word + "es"
-    if lower.endswith("y") and len(lower) > 1 and lower[-2] not in "aeiou":
-        return word[:-1] + "ies"
-    return word + "s"
-
-
-def collection_name(cls: type) -> str:
-    """The collection of an entity class: the plural of its name, as the official client's
-    conventions give it (``User`` -> ``Users``, ``Company`` -> ``Companies``, ``Person`` ->
-    ``People``, ``OrderLine`` -> ``OrderLines``, ``dict`` -> ``dicts``).
-
-    >>> collection_name(type("Category", (), {}))
-    'Categories'
-    """
-    name = cls.__name__
-    match = _LAST_WORD.search(name)
-    if match is None or match.group(1).isdigit():
-        return name + "s"
-    start = match.start(1)
-    return name[:start] + _plural_word(name[start:])
+# collection names: the rule lives with the other document conventions
+from .conventions import collection_name  # noqa: E402
 
 
 def _class_info(cls: type, token: str) -> tuple:
