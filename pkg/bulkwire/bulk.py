@@ -153,6 +153,11 @@ class BulkWriter:
     ``max_buffers``: how many finished buffers may wait for the consumer; a full queue makes
     ``store`` wait (GIL released). ``compress``: False, True/"auto" (fastest available),
     "zlib", "isal" or "python-isal"; the consumer side then yields one gzip stream.
+    ``default``: the encoder's default hook for what JSON has no type for (``bulkwire.ENTITY``,
+    the entity conventions; or a callable, as ``json.dumps(default=...)`` takes it).
+    ``class_info``: the conventions of an entity class, asked once per class: a callable
+    ``cls -> (id prefix, metadata defaults)`` or ``(id prefix, metadata defaults, members the
+    body leaves out)``; None: the built-in ones (:func:`bulkwire.conventions.collection_name`).
 
     A writer has one producer thread: the first thread that calls ``store``,
     ``store_many``, ``store_encoded`` or ``close`` owns it, and those calls from any other
@@ -168,14 +173,17 @@ class BulkWriter:
     """
 
     def __init__(self, *, compress: Compress = False, buffer_size: int = DEFAULT_BUFFER_SIZE,
-                 max_buffers: int = DEFAULT_MAX_BUFFERS) -> None:
+                 max_buffers: int = DEFAULT_MAX_BUFFERS,
+                 default: Any = _core.ENTITY, class_info: Any = None) -> None:
         _positive_int("buffer_size", buffer_size)
         _positive_int("max_buffers", max_buffers)
         self._compression = _resolve_compress(compress)
         self._queue = _core.HandoverQueue(max_buffers)
+        if class_info is None:
+            class_info = partial(_class_info, token=secrets.token_hex(6))
         # the C writer applies the conventions and hands full buffers over to the queue
         self._writer = _core.CommandWriter(buffer_size, queue=self._queue,
-                                           class_info=partial(_class_info, token=secrets.token_hex(6)))
+                                           class_info=class_info, default=default)
         self._store = self._writer.store
         self._put = self._queue.put
         self._failure: Optional[BaseException] = None
@@ -517,19 +525,22 @@ class BulkInsert:
     ``abort`` may come from any thread.
 
     ``timeout`` (seconds, or None) bounds every socket operation, including a send to a
-    server that stopped reading; ``compress`` is as for :class:`BulkWriter`.
+    server that stopped reading; ``compress``, ``default`` and ``class_info`` are as for
+    :class:`BulkWriter`.
     """
 
     def __init__(self, url: str, database: str, *, compress: Compress = False,
                  buffer_size: int = DEFAULT_BUFFER_SIZE, max_buffers: int = DEFAULT_MAX_BUFFERS,
-                 skip_overwrite_if_unchanged: bool = False, timeout: Optional[float] = 300.0) -> None:
+                 skip_overwrite_if_unchanged: bool = False, timeout: Optional[float] = 300.0,
+                 default: Any = _core.ENTITY, class_info: Any = None) -> None:
         from .transport import HttpTransport
 
         if not isinstance(skip_overwrite_if_unchanged, bool):
             raise TypeError("skip_overwrite_if_unchanged must be True or False, not "
                             f"{type(skip_overwrite_if_unchanged).__name__}")
         self._transport = HttpTransport(url, database, timeout=timeout)
-        self._writer = BulkWriter(compress=compress, buffer_size=buffer_size, max_buffers=max_buffers)
+        self._writer = BulkWriter(compress=compress, buffer_size=buffer_size, max_buffers=max_buffers,
+                                  default=default, class_info=class_info)
         self._skip_overwrite = skip_overwrite_if_unchanged
         self._sender: Any = None
         self._op_id: Optional[int] = None
