@@ -155,6 +155,8 @@ class BulkInsertOperation:
     def abort(self) -> None:
         """Kill the operation on the server; nothing to do before the first store. Leaving
         the ``with`` block afterwards raises ``BulkInsertAbortedException``."""
+        if self._insert.operation_id is None:
+            return  # as the client: nothing was started, nothing to kill, the insert goes on
         try:
             self._insert.abort()
         except BulkInsertError as error:
