@@ -11,6 +11,8 @@ Extra compiler flags come from BULKWIRE_CFLAGS and apply to both layers (CI uses
 ISA-L (bulk insert's faster gzip backend) is linked when Debian's libisal-dev is found:
 the header <isa-l/igzip_lib.h> and a test program that links -lisal. BULKWIRE_ISAL=0
 builds without it even when present; BULKWIRE_ISAL=1 fails the build when it is absent.
+OpenSSL's libssl (bulk insert's TLS, Debian's libssl-dev) is linked the same way, under
+BULKWIRE_OPENSSL; without it, TLS goes through Python's ssl module and a slower sender.
 """
 import glob
 import os
@@ -32,25 +34,45 @@ extra_compile += shlex.split(os.environ.get("BULKWIRE_CFLAGS", ""))
 extra_link = shlex.split(os.environ.get("BULKWIRE_LDFLAGS", ""))
 
 
-def _have_isal() -> bool:
-    """True when a C program including <isa-l/igzip_lib.h> compiles and links with -lisal."""
-    choice = os.environ.get("BULKWIRE_ISAL", "auto")
-    if choice == "0":
-        return False
+def _links(program: str, libs: list) -> bool:
+    """True when the C program compiles and links with libs."""
     cc = os.environ.get("CC", "cc")
-    program = ("#include <isa-l/igzip_lib.h>\n"
-               "int main(void) { struct isal_zstream s; isal_deflate_init(&s); return 0; }\n")
     with tempfile.TemporaryDirectory() as tmp:
         source = os.path.join(tmp, "probe.c")
         with open(source, "w") as f:
             f.write(program)
         try:
-            found = subprocess.run([*shlex.split(cc), source, "-o", os.path.join(tmp, "probe"), "-lisal"],
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
+            return subprocess.run([*shlex.split(cc), source, "-o", os.path.join(tmp, "probe"), *libs],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
         except OSError:
-            found = False
+            return False
+
+
+def _have_isal() -> bool:
+    """True when a C program including <isa-l/igzip_lib.h> compiles and links with -lisal."""
+    choice = os.environ.get("BULKWIRE_ISAL", "auto")
+    if choice == "0":
+        return False
+    found = _links("#include <isa-l/igzip_lib.h>\n"
+                   "int main(void) { struct isal_zstream s; isal_deflate_init(&s); return 0; }\n",
+                   ["-lisal"])
     if choice == "1" and not found:
         sys.exit("BULKWIRE_ISAL=1 but <isa-l/igzip_lib.h>/-lisal were not found (apt-get install libisal-dev)")
+    return found
+
+
+def _have_openssl() -> bool:
+    """True when a C program including <openssl/ssl.h> (OpenSSL 1.1.1 or later) compiles and
+    links with -lssl -lcrypto."""
+    choice = os.environ.get("BULKWIRE_OPENSSL", "auto")
+    if choice == "0":
+        return False
+    found = _links("#include <openssl/ssl.h>\n"
+                   "#if OPENSSL_VERSION_NUMBER < 0x10101000L\n#error too old\n#endif\n"
+                   "int main(void) { SSL_CTX_free(SSL_CTX_new(TLS_client_method())); return 0; }\n",
+                   ["-lssl", "-lcrypto"])
+    if choice == "1" and not found:
+        sys.exit("BULKWIRE_OPENSSL=1 but <openssl/ssl.h>/-lssl were not found (apt-get install libssl-dev)")
     return found
 
 
@@ -61,6 +83,12 @@ core_macros = []
 if _have_isal():
     libraries.append("isal")
     core_macros.append(("BW_HAVE_ISAL", "1"))
+# bulkwire's own TLS client (the body pump sends through it); the binding needs to know too
+binding_macros = [("NPY_NO_DEPRECATED_API", "NPY_1_22_API_VERSION")]
+if _have_openssl():
+    libraries += ["ssl", "crypto"]
+    core_macros.append(("BW_HAVE_OPENSSL", "1"))
+    binding_macros.append(("BW_HAVE_OPENSSL", "1"))
 
 core_headers = sorted(glob.glob(os.path.join(CORE_DIR, "*.h")))
 core_library = (CORE_LIBRARY, {
@@ -96,7 +124,7 @@ core = Extension(
     depends=sorted(glob.glob(os.path.join(PY_DIR, "*.h"))) + core_headers,
     include_dirs=[PY_DIR, CORE_DIR, numpy.get_include()],
     libraries=libraries,
-    define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_22_API_VERSION")],
+    define_macros=binding_macros,
     extra_compile_args=extra_compile,
     extra_link_args=extra_link,
 )

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import socket
+import ssl
 import struct
 import threading
 import time
@@ -84,12 +85,13 @@ class FaultServer:
                  release: Optional[threading.Event] = None, stall_seconds: float = 3.0,
                  lifetime: float = 60.0,
                  recv_buffer: int = 16 << 10, max_connections: int = 16,
-                 io_timeout: float = 5.0) -> None:
+                 io_timeout: float = 5.0, ssl_context: Optional[ssl.SSLContext] = None) -> None:
         faults = dict(faults or {})
         for step, fault in faults.items():
             if step not in STEPS or fault not in FAULTS:
                 raise ValueError(f"unknown step or fault: {step!r}: {fault!r}")
         self.faults = faults
+        self.ssl_context = ssl_context  # HTTPS: every fault, over TLS
         self.database = database
         self.release = release
         self.stall_seconds = stall_seconds
@@ -118,7 +120,7 @@ class FaultServer:
     @property
     def url(self) -> str:
         host, port = self._listener.getsockname()[:2]
-        return f"http://{host}:{port}"
+        return f"{'https' if self.ssl_context is not None else 'http'}://{host}:{port}"
 
     def ok_to_whole_body(self, op_id: Optional[int]) -> bool:
         """Whether the server answered 2xx to a complete body of this operation."""
@@ -173,6 +175,18 @@ class FaultServer:
 
     def _serve(self, conn: socket.socket) -> None:
         conn.settimeout(self.io_timeout)
+        if self.ssl_context is not None:
+            raw = conn
+            try:
+                conn = self.ssl_context.wrap_socket(raw, server_side=True)
+            except (OSError, ValueError):
+                with self._lock:
+                    self._conns.discard(raw)
+                raw.close()
+                return
+            with self._lock:  # the TLS socket took the descriptor over
+                self._conns.discard(raw)
+                self._conns.add(conn)
         reader = conn.makefile("rb")
         try:
             self._handle(conn, reader)

@@ -5,6 +5,7 @@
 #include "py_chunk.h"
 #include "py_gzip_stream.h"
 #include "py_handover_queue.h"
+#include "py_tls.h"
 #include "http_chunk.h"
 #include "socket_send.h"
 
@@ -116,6 +117,8 @@ typedef struct {
     bw_hq *q;
     bw_gzip_object *gz; /* NULL: plain */
     int fd;
+    PyObject *tls_obj;  /* the TlsConnection, or NULL: the socket itself */
+    bw_tls *tls;        /* its session, held for the pump's run */
     long timeout_ms;    /* < 0: no timeout */
     /* the state of the loop */
     PyThreadState *ts;  /* the saved thread state while the GIL is released */
@@ -168,13 +171,38 @@ static int pump_give_back(pump_state *st) {
     return kept;
 }
 
+/* Without the GIL: every byte of iov, on the socket or through its TLS session. 0, or an errno
+   value (BW_TLS_FAILED: the session's message says why). */
+static int pump_write(pump_state *st, struct iovec *iov, int count) {
+#ifdef BW_HAVE_OPENSSL
+    if (st->tls != NULL) {
+        int rc;
+        /* a signal is the main thread's to handle; the consumed array resumes the write */
+        while ((rc = bw_tls_write_all(st->tls, iov, count, st->timeout_ms)) == EINTR)
+            ;
+        return rc;
+    }
+#endif
+    return bw_send_all(st->fd, iov, count, st->timeout_ms);
+}
+
+/* Without the GIL: the server already sent something (an answer before the end of the body,
+   or over TLS an alert or the end of the session). */
+static int pump_peer_answered(pump_state *st) {
+#ifdef BW_HAVE_OPENSSL
+    if (st->tls != NULL)
+        return bw_tls_peer_answered(st->tls);
+#endif
+    return bw_peer_answered(st->fd);
+}
+
 /* Sends one HTTP chunk holding payload (the CRLF ending the previous chunk rides in front).
    0, or -1 with st->sock_error set. */
 static int pump_send_chunk(pump_state *st, const char *payload, size_t len) {
     char head[BW_CHUNK_HEAD_MAX];
     size_t head_len = bw_chunk_head(head, len, st->pieces > 0);
     struct iovec iov[2] = {{head, head_len}, {(void *)payload, len}};
-    st->sock_error = bw_send_all(st->fd, iov, 2, st->timeout_ms);
+    st->sock_error = pump_write(st, iov, 2);
     if (st->sock_error != 0)
         return -1;
     st->pieces++;
@@ -209,7 +237,7 @@ static void pump_send_end(pump_state *st) {
         st->outcome = PUMP_CLOSED;
         return;
     }
-    if (bw_peer_answered(st->fd)) {
+    if (pump_peer_answered(st)) {
         st->outcome = PUMP_ANSWERED;
         return;
     }
@@ -225,7 +253,7 @@ static void pump_send_end(pump_state *st) {
     size_t end_len;
     const char *end = bw_chunk_end(st->pieces > 0 || tail_len > 0, &end_len);
     struct iovec iov[3] = {{head, head_len}, {(void *)tail, tail_len}, {(void *)end, end_len}};
-    st->sock_error = bw_send_all(st->fd, iov, 3, st->timeout_ms);
+    st->sock_error = pump_write(st, iov, 3);
     if (st->sock_error == 0 && tail_len > 0) {
         st->pieces++;
         st->wire_bytes += tail_len;
@@ -272,7 +300,7 @@ static int pump_send_buffer(pump_state *st, PyObject *item) {
     st->body_bytes += len;
     if (pump_compress(st, data, len, body_last_buffer(st->q), &payload, &payload_len) < 0)
         return -1;
-    if (bw_peer_answered(st->fd)) {
+    if (pump_peer_answered(st)) {
         st->outcome = PUMP_ANSWERED;
         return -1;
     }
@@ -310,10 +338,10 @@ static void pump_run(pump_state *st) {
 /* pump_body's arguments, checked. 0, or -1 with an exception set. */
 static int pump_parse_args(PyObject *args, PyObject *kwargs, PyObject **queue_obj,
                            pump_state *st) {
-    static char *keywords[] = {"queue", "fd", "gzip", "timeout", NULL};
-    PyObject *gzip_obj = Py_None, *timeout_obj = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!i|OO:pump_body", keywords, &bw_queue_type,
-                                     queue_obj, &st->fd, &gzip_obj, &timeout_obj))
+    static char *keywords[] = {"queue", "fd", "gzip", "timeout", "tls", NULL};
+    PyObject *gzip_obj = Py_None, *timeout_obj = Py_None, *tls_obj = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!i|OOO:pump_body", keywords, &bw_queue_type,
+                                     queue_obj, &st->fd, &gzip_obj, &timeout_obj, &tls_obj))
         return -1;
     if (st->fd < 0) {
         PyErr_Format(PyExc_ValueError, "fd must be an open socket's descriptor, not %d", st->fd);
@@ -343,6 +371,12 @@ static int pump_parse_args(PyObject *args, PyObject *kwargs, PyObject **queue_ob
         st->timeout_ms = (long)(seconds * 1000.0 + 0.999);
     }
     st->q = &((bw_queue_object *)*queue_obj)->q;
+    if (tls_obj != Py_None) { /* last: nothing fails after it is held */
+        st->tls = bw_tls_connection_acquire(tls_obj);
+        if (st->tls == NULL)
+            return -1;
+        st->tls_obj = tls_obj;
+    }
     return 0;
 }
 
@@ -356,6 +390,8 @@ static PyObject *pump_result(pump_state *st) {
         PyErr_SetString(PyExc_RuntimeError, "the deflate stream failed");
         return NULL;
     }
+    if (st->sock_error == BW_TLS_FAILED)
+        return bw_tls_set_error(st->tls_obj, st->sock_error);
     if (st->sock_error == ETIMEDOUT) {
         PyErr_SetString(PyExc_TimeoutError, "timed out");
         return NULL;
@@ -369,8 +405,9 @@ static PyObject *pump_result(pump_state *st) {
                          (Py_ssize_t)st->wire_bytes);
 }
 
-/* pump_body(queue, fd, gzip=None, timeout=None) -> (outcome, buffers, body_bytes, pieces,
-   wire_bytes). New reference. outcome: 0 the body was sent whole (with the terminating
+/* pump_body(queue, fd, gzip=None, timeout=None, tls=None) -> (outcome, buffers, body_bytes,
+   pieces, wire_bytes). New reference. tls: a TlsConnection on the socket fd, through which
+   the body goes. outcome: 0 the body was sent whole (with the terminating
    chunk), 1 the server answered first (nothing more sent), 2 the consumer side was closed
    (failure or abort). Raises OSError / TimeoutError("timed out") from the socket. */
 static PyObject *module_pump_body(PyObject *module, PyObject *args, PyObject *kwargs) {
@@ -386,6 +423,9 @@ static PyObject *module_pump_body(PyObject *module, PyObject *args, PyObject *kw
     pump_run(&st);
     PyEval_RestoreThread(st.ts);
     pump_release(&st);
+    PyObject *result = pump_result(&st);
+    if (st.tls_obj != NULL)
+        bw_tls_connection_release(st.tls_obj); /* after its message was read */
     bw_buf_free(&st.out);
     if (st.gz != NULL) {
         st.gz->busy = 0;
@@ -393,7 +433,7 @@ static PyObject *module_pump_body(PyObject *module, PyObject *args, PyObject *kw
             st.gz->finished = 1; /* a failed stream cannot continue either */
     }
     Py_DECREF(queue_obj);
-    return pump_result(&st);
+    return result;
 }
 
 /* http_chunk(piece) -> bytes (new reference): piece framed as one whole HTTP chunk (size
@@ -434,9 +474,9 @@ static PyMethodDef pump_functions[] = {
      "size line, data, CRLF, framed as the body pump frames it (for senders that cannot run the "
      "pump, e.g. TLS). The body then ends with HTTP_LAST_CHUNK."},
     {"pump_body", (PyCFunction)(void (*)(void))module_pump_body, METH_VARARGS | METH_KEYWORDS,
-     "pump_body(queue, fd, gzip=None, timeout=None) -> (outcome, buffers, body_bytes, pieces, "
-     "wire_bytes)\n\nSend the queue's buffers on the connected socket fd as HTTP chunks "
-     "(through gzip when given), with the GIL released, until the producer closes the queue; "
+     "pump_body(queue, fd, gzip=None, timeout=None, tls=None) -> (outcome, buffers, body_bytes, pieces, "
+     "wire_bytes)\n\nSend the queue's buffers on the connected socket fd (through its "
+     "TlsConnection tls when given) as HTTP chunks (through gzip when given), with the GIL released, until the producer closes the queue; "
      "then the terminating chunk. outcome: 0 sent whole, 1 the server answered first, 2 the "
      "consumer side was closed."},
     {NULL, NULL, 0, NULL},
@@ -450,7 +490,7 @@ int bw_body_pump_add_to_module(PyObject *module) {
         return -1;
     int added = PyModule_AddObjectRef(module, "HTTP_LAST_CHUNK", last_chunk);
     Py_DECREF(last_chunk);
-    if (added < 0)
+    if (added < 0 || bw_tls_add_to_module(module) < 0)
         return -1;
     return PyModule_AddFunctions(module, pump_functions);
 }

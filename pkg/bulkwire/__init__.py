@@ -23,11 +23,11 @@ __all__ += ["VectorCodec"]
 from .bulk import BulkInsert, BulkStats, BulkWriter  # noqa: E402
 from .errors import (BulkInsertAborted, BulkInsertError, ConnectError,  # noqa: E402
                      ConnectionLostError, EarlyResponse, ProtocolError, ServerError,
-                     TransportError, TransportTimeoutError)
+                     TLSError, TransportError, TransportTimeoutError)
 
 __all__ += ["BulkInsert", "BulkInsertAborted", "BulkInsertError", "BulkStats", "BulkWriter",
             "ConnectError", "ConnectionLostError", "EarlyResponse", "ProtocolError", "ServerError",
-            "TransportError", "TransportTimeoutError"]
+            "TLSError", "TransportError", "TransportTimeoutError"]
 
 # Parquet and Arrow sources; pyarrow itself is imported only when they are used.
 from .load import LoadResult, load_parquet  # noqa: E402

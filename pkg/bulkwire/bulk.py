@@ -407,9 +407,10 @@ class BulkWriter:
     def _can_pump(self) -> bool:
         return self._compression in (None, "zlib", "isal")
 
-    def pump(self, fd: int, timeout: Optional[float]) -> Optional[bool]:
+    def pump(self, fd: int, timeout: Optional[float], tls: Any = None) -> Optional[bool]:
         """Consumer side for a connected socket the caller owns: sends the whole body on
-        ``fd`` as HTTP chunks (then the terminating chunk) from C with the GIL released,
+        ``fd`` (through ``tls``, a ``_core.TlsConnection`` on it, when given) as HTTP chunks
+        (then the terminating chunk) from C with the GIL released,
         instead of iterating :meth:`chunks`. None when this body cannot be pumped (a gzip
         backend outside the C core): nothing was consumed, send :meth:`http_chunks` instead.
         True when the server answered before the end (nothing more was sent), False when
@@ -423,7 +424,7 @@ class BulkWriter:
             gz = gzip_stream(self._compression)
             stats.compression = gz.backend
         try:
-            outcome, buffers, body, pieces, wire = _core.pump_body(self._queue, fd, gz, timeout)
+            outcome, buffers, body, pieces, wire = _core.pump_body(self._queue, fd, gz, timeout, tls)
         finally:
             self._record_queue_stats()
         stats.buffers += buffers
@@ -527,18 +528,33 @@ class BulkInsert:
     ``timeout`` (seconds, or None) bounds every socket operation, including a send to a
     server that stopped reading; ``compress``, ``default`` and ``class_info`` are as for
     :class:`BulkWriter`.
+
+    ``https://`` (see :mod:`bulkwire.tls`): ``certificate``, the client certificate (a PEM
+    file holding the certificate and its key, or a ``(certificate, key)`` pair of files);
+    ``ca``, a PEM bundle of the CAs that sign the server's certificate (None: the system's;
+    False: the server's certificate is not verified); or ``ssl_context``, an
+    :class:`ssl.SSLContext` used as it is (not with the other two; its body goes through a
+    Python sender). The files are read here. A refused certificate, either way, raises
+    :class:`bulkwire.errors.TLSError`.
+
+    >>> BulkInsert("https://127.0.0.1:8443", "db", ca=False)._transport.tls.verify
+    False
     """
 
     def __init__(self, url: str, database: str, *, compress: Compress = False,
                  buffer_size: int = DEFAULT_BUFFER_SIZE, max_buffers: int = DEFAULT_MAX_BUFFERS,
                  skip_overwrite_if_unchanged: bool = False, timeout: Optional[float] = 300.0,
+                 certificate: Any = None, ca: Any = None, ssl_context: Any = None,
                  default: Any = _core.ENTITY, class_info: Any = None) -> None:
+        from .tls import TlsSettings
         from .transport import HttpTransport
 
         if not isinstance(skip_overwrite_if_unchanged, bool):
             raise TypeError("skip_overwrite_if_unchanged must be True or False, not "
                             f"{type(skip_overwrite_if_unchanged).__name__}")
-        self._transport = HttpTransport(url, database, timeout=timeout)
+        tls = (None if certificate is None and ca is None and ssl_context is None
+               else TlsSettings(certificate, ca, ssl_context=ssl_context))
+        self._transport = HttpTransport(url, database, timeout=timeout, tls=tls)
         self._writer = BulkWriter(compress=compress, buffer_size=buffer_size, max_buffers=max_buffers,
                                   default=default, class_info=class_info)
         self._skip_overwrite = skip_overwrite_if_unchanged

@@ -83,6 +83,11 @@ def cmd_load(args: argparse.Namespace) -> int:
             return _fail("--database needs --url", EXIT_USAGE)
         if args.url is not None and args.database is None:
             return _fail("--url needs --database", EXIT_USAGE)
+        if args.ca is not None and args.insecure:
+            return _fail("--ca and --insecure exclude each other", EXIT_USAGE)
+        if args.key is not None and args.certificate is None:
+            return _fail("--key needs --certificate", EXIT_USAGE)
+        certificate = (args.certificate if args.key is None else (args.certificate, args.key))
         columns = None if args.columns is None else args.columns.split(",")
         if columns is not None and not all(columns):
             return _fail(f"--columns {args.columns!r}: empty column name (give the names "
@@ -92,7 +97,8 @@ def cmd_load(args: argparse.Namespace) -> int:
             id_column=args.id_column, id_prefix=args.id_prefix, vector_column=args.vector_column,
             columns=columns, compress=args.gzip, batch_rows=args.batch_rows,
             take=_parse_take(args.take), out=args.out, float32=args.float32,
-            progress=not args.quiet)
+            progress=not args.quiet, certificate=certificate,
+            ca=False if args.insecure else args.ca)
     except KeyboardInterrupt:
         return _fail("interrupted", EXIT_INTERRUPTED)
     except ImportError as exc:
@@ -137,6 +143,15 @@ def build_parser() -> argparse.ArgumentParser:
     load.add_argument("path", metavar="PATH")
     load.add_argument("--url", help="server URL; without it the request body goes to --out")
     load.add_argument("--database", help="database name (with --url)")
+    load.add_argument("--certificate", metavar="PEM",
+                      help="client certificate for an https:// --url: a PEM file holding the "
+                           "certificate and its private key (or the certificate alone, with --key)")
+    load.add_argument("--key", metavar="PEM", help="the client certificate's private key, when "
+                                                   "not in the --certificate file")
+    load.add_argument("--ca", metavar="PEM", help="PEM bundle of the CAs that sign the server's "
+                                                  "certificate (default: the system's)")
+    load.add_argument("--insecure", action="store_true",
+                      help="do not verify the server's certificate (encrypted, not authenticated)")
     load.add_argument("--out", help="output file (default <name>.bulk.json, or .bulk.json.gz)")
     load.add_argument("--collection", default="Embeddings", help="@collection (default Embeddings)")
     load.add_argument("--id-column", default="id", help="id column (default id)")

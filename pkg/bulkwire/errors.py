@@ -13,7 +13,9 @@ lower-level exception: the socket's, ``http.client``'s, the JSON decoder's)::
           │                             of the body
           ├── TransportError            the network failed: no whole answer arrived
           │    ├── ConnectError         no connection: refused, unreachable, unknown host,
-          │    │                        TLS handshake
+          │    │    │                   TLS handshake
+          │    │    └── TLSError        TLS failed: the server's certificate did not verify,
+          │    │                        or the server refused the client's (an alert)
           │    ├── ConnectionLostError  the connection was closed or reset before the
           │    │                        answer was complete
           │    └── TransportTimeoutError  a socket operation waited longer than ``timeout``
@@ -44,7 +46,7 @@ from __future__ import annotations
 from typing import Optional
 
 __all__ = ["BulkInsertError", "BulkInsertAborted", "EarlyResponse", "TransportError",
-           "ConnectError", "ConnectionLostError", "TransportTimeoutError", "ServerError",
+           "ConnectError", "TLSError", "ConnectionLostError", "TransportTimeoutError", "ServerError",
            "ProtocolError", "RowError"]
 
 
@@ -83,6 +85,22 @@ class TransportError(BulkInsertError):
 class ConnectError(TransportError):
     """No connection to the server: refused, unreachable, an unknown host, a TLS handshake
     that failed."""
+
+
+class TLSError(ConnectError):
+    """TLS failed: the server's certificate did not verify (``verify_failed``), or the server
+    ended the session with an alert (``alert``: e.g. it requires a client certificate and got
+    none, or one it does not trust). ``reason`` is OpenSSL's."""
+
+    def __init__(self, message: str, *, reason: str = "", verify_failed: bool = False) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.verify_failed = verify_failed
+
+    @property
+    def alert(self) -> bool:
+        """The server ended the session with a TLS alert."""
+        return "alert" in self.reason.lower()
 
 
 class ConnectionLostError(TransportError):

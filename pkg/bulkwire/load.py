@@ -378,12 +378,13 @@ class _ServerTarget:
     (its bounded queue, gzip on the sender thread, error messages, abort). The request
     starts with the first batch; no rows, no request."""
 
-    def __init__(self, url: str, database: str | None, compress: bool, chunk_size: int):
+    def __init__(self, url: str, database: str | None, compress: bool, chunk_size: int,
+                 tls: Mapping[str, Any]):
         if database is None:
             raise ValueError("database is required with url")
         self.url = url
         self.bulk = BulkInsert(url, database, compress=native_backend() if compress else False,
-                               buffer_size=chunk_size)
+                               buffer_size=chunk_size, **tls)
 
     def store(self, chunks: list, rows: int) -> int:
         """One batch's commands; returns the body bytes they add (the separator included)."""
@@ -521,7 +522,8 @@ def load_parquet(path: PathLike, *, url: str | None = None, database: str | None
                  float32: str = "widen", metadata: Mapping[str, Any] | None = None,
                  python_type: str | None = "builtins.dict", chunk_size: int = DEFAULT_CHUNK_SIZE,
                  progress: bool | Callable[[int, int], None] = False,
-                 workers: int | None = None) -> LoadResult:
+                 workers: int | None = None, certificate: Any = None, ca: Any = None,
+                 ssl_context: Any = None) -> LoadResult:
     """Load a Parquet (or Arrow IPC) file of documents/embeddings with bulk insert.
 
 
@@ -545,6 +547,9 @@ def load_parquet(path: PathLike, *, url: str | None = None, database: str | None
     commands; gzip with ``compress``). With ``url`` (and ``database``), the writer is a
     :class:`bulkwire.BulkInsert`'s: the same body, streamed; with no rows, no request is
     made. An error (or Ctrl-C) aborts the operation on the server.
+
+    ``certificate``, ``ca``, ``ssl_context`` (with an ``https://`` ``url``): TLS, as for
+    :class:`bulkwire.BulkInsert`.
 
     ``workers``: threads encoding batches ahead (default: 2, or 1 on a single core); the
     output is the same whatever the number.
@@ -578,8 +583,12 @@ def load_parquet(path: PathLike, *, url: str | None = None, database: str | None
                       chunk_size)
     encode(_empty_batch(schema))  # the columns' types, judged before any file or request
 
+    tls = {name: value for name, value in
+           (("certificate", certificate), ("ca", ca), ("ssl_context", ssl_context)) if value is not None}
+    if tls and url is None:
+        raise ValueError(f"{', '.join(tls)} need url (an https:// server)")
     if url is not None:
-        target: Any = _ServerTarget(url, database, compress, chunk_size)
+        target: Any = _ServerTarget(url, database, compress, chunk_size, tls)
         where = f"{url} (database {database})"
     else:
         where = os.fspath(out) if out is not None else default_out(source, compress)

@@ -29,6 +29,7 @@ import io
 import json
 import re
 import socket
+import ssl
 import threading
 import time
 import traceback
@@ -446,6 +447,14 @@ class _Server(ThreadingHTTPServer):
         self._owner = owner
         super().__init__(address, handler)
 
+    def get_request(self) -> Tuple[socket.socket, Any]:
+        connection, address = super().get_request()
+        context = self._owner.ssl_context
+        if context is not None:  # the handshake runs on the handler's thread, under its timeout
+            connection = context.wrap_socket(connection, server_side=True,
+                                             do_handshake_on_connect=False)
+        return connection, address
+
     def server_bind(self) -> None:
         if self._recv_buffer:  # accepted sockets inherit it: a small window stalls sooner
             self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self._recv_buffer)
@@ -495,6 +504,10 @@ class LoopbackServer:
     ``max_body_bytes``: larger chunks, and bodies (on the wire or decoded), are answered 413.
     ``unexpected_errors`` lists the tracebacks of failures inside the server itself (each
     answered 500, its operation faulted); a correct server never has any.
+
+    ``ssl_context`` (a server-side :class:`ssl.SSLContext`): the server speaks HTTPS (``url``
+    says ``https://``); with ``verify_mode = ssl.CERT_REQUIRED`` it requires a client
+    certificate. Handshakes that fail are listed in ``tls_failures`` (OpenSSL's reasons).
     """
 
     HILO_RANGE = 32  #: ids per HiLo range (small, so that clients ask again and again)
@@ -502,8 +515,11 @@ class LoopbackServer:
     def __init__(self, database: str = "db", *, keep_decoded_chunks: bool = True,
                  parse: bool = True, keep_wire: bool = False, keep_body: bool = True,
                  recv_buffer: Optional[int] = None, port: int = 0, timeout: float = 30.0,
-                 max_chunk_size: int = MAX_CHUNK_SIZE, max_body_bytes: int = MAX_BODY_BYTES) -> None:
+                 max_chunk_size: int = MAX_CHUNK_SIZE, max_body_bytes: int = MAX_BODY_BYTES,
+                 ssl_context: Optional[ssl.SSLContext] = None) -> None:
         self.database = database
+        self.ssl_context = ssl_context
+        self.tls_failures: List[str] = []
         self.keep_decoded_chunks = keep_decoded_chunks
         self.parse = parse
         self.documents: Dict[str, Any] = {}
@@ -541,7 +557,7 @@ class LoopbackServer:
     @property
     def url(self) -> str:
         host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"{'https' if self.ssl_context is not None else 'http'}://{host}:{port}"
 
     # ---- control ----
 
@@ -605,9 +621,22 @@ class LoopbackServer:
             timeout = server.timeout  # a silent client never holds a handler forever
 
             def setup(self) -> None:
-                super().setup()
+                self.loopback_tls_failed = False
                 with server._lock:
-                    server._connections.add(self.connection)
+                    server._connections.add(self.request)
+                if isinstance(self.request, ssl.SSLSocket):
+                    try:
+                        self.request.settimeout(server.timeout)
+                        self.request.do_handshake()
+                    except (ssl.SSLError, OSError) as exc:  # refused: recorded, not a server failure
+                        self.loopback_tls_failed = True
+                        with server._lock:
+                            server.tls_failures.append(getattr(exc, "reason", None) or str(exc))
+                super().setup()
+
+            def handle(self) -> None:
+                if not self.loopback_tls_failed:
+                    super().handle()
 
             def finish(self) -> None:
                 try:

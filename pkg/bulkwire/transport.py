@@ -9,10 +9,11 @@ standard library's ``http.client``.
 
 The body is written by :class:`BodySender` on its own thread, from one :class:`Body` (a
 :class:`~bulkwire.bulk.BulkWriter`): one HTTP chunk per buffer the writer hands over, framed
-by the C core. On a plain TCP socket the body pumps itself (``Body.pump``: the C pump sends
-the whole body with the GIL released, from the buffers themselves, so the sender never waits
-for the encoding thread to let go of the GIL); otherwise (TLS) the sender passes the chunks
-of ``Body.http_chunks()`` to ``sendall``.
+by the C core. On a plain TCP socket, and over bulkwire's own TLS (:mod:`bulkwire.tls`), the
+body pumps itself (``Body.pump``: the C pump sends the whole body with the GIL released, from
+the buffers themselves, so the sender never waits for the encoding thread to let go of the
+GIL); otherwise (Python's ssl, with ``ssl_context``) the sender passes the chunks of
+``Body.http_chunks()`` to ``sendall``.
 
 Every request raises only the exceptions of :mod:`bulkwire.errors` (the socket's,
 ``http.client``'s and the JSON decoder's own exception chained as ``__cause__``), naming the
@@ -33,8 +34,10 @@ import threading
 import urllib.parse
 from typing import Any, Callable, Iterator, Optional, Protocol, Tuple
 
+from . import _core
 from .errors import (BulkInsertError, ConnectError, ConnectionLostError, EarlyResponse,
-                     ProtocolError, ServerError, TransportError, TransportTimeoutError)
+                     ProtocolError, ServerError, TLSError, TransportError, TransportTimeoutError)
+from .tls import TlsSettings, TlsSocket
 
 __all__ = ["HttpTransport", "Body", "BodySender", "ServerError", "ProtocolError", "EarlyResponse",
            "TransportError", "error_message", "transport_error"]
@@ -71,6 +74,27 @@ def status_error(status: int, body: bytes, what: str, *, message_first: bool = F
     return ServerError(message, status=status, body=body[:1000])
 
 
+def tls_error(exc: BaseException, what: str) -> TLSError:
+    """The :class:`TLSError` for a TLS failure of bulkwire's own (``_core.TlsError``) or of
+    Python's ssl (``ssl.SSLError``) during the request ``what``."""
+    if isinstance(exc, ssl.SSLError):
+        reason = getattr(exc, "verify_message", None) or getattr(exc, "reason", None) or str(exc)
+        verify_failed = isinstance(exc, ssl.SSLCertVerificationError)
+        reason = f"certificate verify failed: {reason}" if verify_failed else str(reason).lower().replace("_", " ")
+    else:
+        reason = str(exc)
+        verify_failed = bool(getattr(exc, "verify_failed", False))
+    if verify_failed:
+        message = (f"{what}: the server's certificate failed verification ({reason}); give ca= "
+                   f"the CA bundle that signed it (ca=False skips verification)")
+    elif "alert" in reason.lower():
+        message = (f"{what}: the server refused the TLS session ({reason}); a server that "
+                   f"requires a client certificate refuses a missing or untrusted one (certificate=)")
+    else:
+        message = f"{what}: TLS failed: {reason}"
+    return TLSError(message, reason=reason, verify_failed=verify_failed)
+
+
 def transport_error(exc: BaseException, what: str, timeout: Optional[float], *,
                     connecting: bool = False) -> BaseException:
     """The :mod:`bulkwire.errors` exception for ``exc``, raised by the socket or
@@ -80,6 +104,8 @@ def transport_error(exc: BaseException, what: str, timeout: Optional[float], *,
         return exc
     if isinstance(exc, TimeoutError):  # socket.timeout, and the pump's
         return TransportTimeoutError(f"{what} timed out: nothing moved for {timeout} s")
+    if isinstance(exc, (_core.TlsError, ssl.SSLError)) and not isinstance(exc, ssl.SSLEOFError):
+        return tls_error(exc, what)
     if connecting and isinstance(exc, OSError):  # refused, unreachable, unknown host, TLS
         return ConnectError(f"cannot reach the server for {what}: {exc}")
     if isinstance(exc, http.client.RemoteDisconnected):  # before ConnectionError: it is both
@@ -90,8 +116,6 @@ def transport_error(exc: BaseException, what: str, timeout: Optional[float], *,
         return ConnectionLostError(f"{what}: the connection was closed in the middle of the answer")
     if isinstance(exc, http.client.HTTPException):  # a bad status line, headers too long, ...
         return ProtocolError(f"{what}: the answer is not HTTP/1.1: {exc!r}")
-    if isinstance(exc, ssl.SSLError):
-        return TransportError(f"{what}: TLS failed: {exc}")
     if isinstance(exc, OSError):
         return TransportError(f"{what}: {exc}")
     return exc
@@ -111,7 +135,8 @@ class HttpTransport:
     """Requests of the bulk insert protocol against one server and database. Every request
     raises only :mod:`bulkwire.errors` exceptions, naming the request."""
 
-    def __init__(self, url: str, database: str, *, timeout: Optional[float] = 300.0) -> None:
+    def __init__(self, url: str, database: str, *, timeout: Optional[float] = 300.0,
+                 tls: Optional[TlsSettings] = None) -> None:
         if not isinstance(url, str):
             raise TypeError(f"url must be a str, not {type(url).__name__}")
         parsed = urllib.parse.urlsplit(url)
@@ -124,7 +149,11 @@ class HttpTransport:
         if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
                                     or timeout <= 0):
             raise ValueError(f"timeout must be a positive number of seconds or None, not {timeout!r}")
+        if tls is not None and parsed.scheme != "https":
+            raise ValueError(f"certificate, ca and ssl_context need an https:// URL, not {url!r}")
         self.scheme = parsed.scheme
+        # the https:// connections' TLS (bulkwire's own, with the system's CAs, by default)
+        self.tls = tls if tls is not None or parsed.scheme != "https" else TlsSettings()
         self.host = parsed.hostname
         self.port = parsed.port
         self.timeout = timeout
@@ -143,8 +172,10 @@ class HttpTransport:
 
     def connect(self, timeout: Optional[float] = None) -> http.client.HTTPConnection:
         """A connection object, not yet connected (see :meth:`open`)."""
-        cls = http.client.HTTPSConnection if self.scheme == "https" else http.client.HTTPConnection
-        return cls(self.host, self.port, timeout=self.timeout if timeout is None else timeout)
+        timeout = self.timeout if timeout is None else timeout
+        if self.tls is not None:
+            return self.tls.http_connection(self.host, self.port, timeout)
+        return http.client.HTTPConnection(self.host, self.port, timeout=timeout)
 
     @staticmethod
     def open(conn: http.client.HTTPConnection, what: str) -> None:
@@ -232,9 +263,9 @@ class Body(Protocol):
     """What :class:`BodySender` sends: one request body, consumed once, by one of two means
     (:class:`~bulkwire.bulk.BulkWriter` is one).
 
-    ``compression``: the gzip backend, or None (``Content-Encoding``). ``pump(fd, timeout)``
-    sends the whole body on a connected plain socket, HTTP chunks and terminating chunk
-    included, and returns True when the server answered before the end, False when the
+    ``compression``: the gzip backend, or None (``Content-Encoding``). ``pump(fd, timeout,
+    tls=None)`` sends the whole body on a connected plain socket (through the
+    ``_core.TlsConnection`` tls on it when given), HTTP chunks and terminating chunk included, and returns True when the server answered before the end, False when the
     body went out whole, or None when this body cannot pump (nothing consumed). Otherwise
     ``http_chunks()`` yields the body as the bytes of a chunked body, the terminating chunk
     last. ``fail(error)``: the sender cannot take more; the producer raises ``error``.
@@ -243,7 +274,7 @@ class Body(Protocol):
     @property
     def compression(self) -> Optional[str]: ...
 
-    def pump(self, fd: int, timeout: Optional[float]) -> Optional[bool]: ...
+    def pump(self, fd: int, timeout: Optional[float], tls: Any = None) -> Optional[bool]: ...
 
     def http_chunks(self) -> Iterator[bytes]: ...
 
@@ -355,9 +386,14 @@ class BodySender(threading.Thread):
         if cancelled:
             raise ConnectionAbortedError("the bulk insert was aborted")
         try:
-            # the pump needs the socket's own descriptor: TLS encrypts in Python's ssl
-            answered = (self._body.pump(sock.fileno(), sock.gettimeout())
-                        if type(sock) is socket.socket else None)
+            # the pump needs the socket's own descriptor, or bulkwire's own TLS session on it:
+            # Python's ssl encrypts where the pump cannot reach
+            if type(sock) is socket.socket:
+                answered = self._body.pump(sock.fileno(), sock.gettimeout())
+            elif isinstance(sock, TlsSocket):
+                answered = self._body.pump(sock.fileno(), sock.gettimeout(), tls=sock.session)
+            else:
+                answered = None
             if answered is None:
                 self._send_http_chunks(conn, sock)
             elif answered:
@@ -374,7 +410,8 @@ class BodySender(threading.Thread):
         return response.status, response.read(MAX_ANSWER_BYTES)
 
     def _send_http_chunks(self, conn: http.client.HTTPConnection, sock: socket.socket) -> None:
-        """The body from its HTTP chunks, framed in C (TLS, or a body that cannot pump)."""
+        """The body from its HTTP chunks, framed in C (Python's ssl, or a body that cannot
+        pump)."""
         self._chunks = self._body.http_chunks()
         for chunk in self._chunks:
             # before the terminating chunk too: an answer now means the body was not taken

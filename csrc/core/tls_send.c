@@ -1,0 +1,340 @@
+#include "tls_send.h"
+
+#ifdef BW_HAVE_OPENSSL
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+
+/* Entries shorter than this (chunk heads, the end of the body) are gathered with what follows
+   into one record instead of going out as a record of their own. */
+#define GATHER_SMALL 512
+#define GATHER_MAX 16384 /* one full TLS record */
+
+struct bw_tls_config {
+    SSL_CTX *ctx;
+};
+
+struct bw_tls {
+    SSL *ssl;
+    int fd;
+    int broken;        /* a fatal error happened: no close_notify at the end */
+    int pending;       /* an error the early-answer check met, reported by the next call */
+    int verify_failed;
+    char message[BW_TLS_MESSAGE_MAX];
+};
+
+/* OpenSSL's reason for the last error in this thread's queue (the queue is emptied). */
+static void take_error(char *message, size_t size, const char *fallback) {
+    unsigned long e = ERR_peek_last_error();
+    const char *reason = e != 0 ? ERR_reason_error_string(e) : NULL;
+    if (reason != NULL)
+        snprintf(message, size, "%s", reason);
+    else if (e != 0)
+        ERR_error_string_n(e, message, size);
+    else
+        snprintf(message, size, "%s", fallback);
+    ERR_clear_error();
+}
+
+/* A key with a passphrase is refused: OpenSSL would otherwise ask for it on the terminal. */
+static int refuse_passphrase(char *buf, int size, int rwflag, void *userdata) {
+    (void)buf, (void)size, (void)rwflag, (void)userdata;
+    return -1;
+}
+
+static bw_tls_config *config_fail(bw_tls_config *config, bw_tls_arg arg, bw_tls_arg *bad,
+                                  char *message, const char *fallback) {
+    *bad = arg;
+    take_error(message, BW_TLS_MESSAGE_MAX, fallback);
+    bw_tls_config_free(config);
+    return NULL;
+}
+
+bw_tls_config *bw_tls_config_new(const char *cert_file, const char *key_file,
+                                 const char *ca_file, int verify, bw_tls_arg *bad,
+                                 char message[BW_TLS_MESSAGE_MAX]) {
+    ERR_clear_error();
+    bw_tls_config *config = calloc(1, sizeof *config);
+    if (config == NULL) {
+        *bad = BW_TLS_ARG_NONE;
+        snprintf(message, BW_TLS_MESSAGE_MAX, "out of memory");
+        return NULL;
+    }
+    config->ctx = SSL_CTX_new(TLS_client_method());
+    if (config->ctx == NULL)
+        return config_fail(config, BW_TLS_ARG_NONE, bad, message, "cannot create a TLS context");
+    SSL_CTX *ctx = config->ctx;
+    SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+    /* a write resumed after a wait may gather its bytes at another address */
+    SSL_CTX_set_mode(ctx, SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+#ifdef SSL_OP_IGNORE_UNEXPECTED_EOF
+    /* a server that closes without close_notify ends the stream as on plain TCP: HTTP's
+       own framing tells a complete answer from a cut one */
+    SSL_CTX_set_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF);
+#endif
+    SSL_CTX_set_default_passwd_cb(ctx, refuse_passphrase);
+    if (cert_file != NULL) {
+        if (SSL_CTX_use_certificate_chain_file(ctx, cert_file) != 1)
+            return config_fail(config, BW_TLS_ARG_CERTIFICATE, bad, message, "no certificate");
+        bw_tls_arg key_arg = key_file != NULL ? BW_TLS_ARG_KEY : BW_TLS_ARG_CERTIFICATE;
+        if (SSL_CTX_use_PrivateKey_file(ctx, key_file != NULL ? key_file : cert_file,
+                                        SSL_FILETYPE_PEM) != 1)
+            return config_fail(config, key_arg, bad, message, "no private key");
+        if (SSL_CTX_check_private_key(ctx) != 1)
+            return config_fail(config, key_arg, bad, message, "the key does not match the certificate");
+    }
+    if (!verify) {
+        SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, NULL);
+    } else {
+        SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+        int loaded = ca_file != NULL ? SSL_CTX_load_verify_locations(ctx, ca_file, NULL)
+                                     : SSL_CTX_set_default_verify_paths(ctx);
+        if (loaded != 1)
+            return config_fail(config, BW_TLS_ARG_CA, bad, message, "no CA certificate");
+    }
+    ERR_clear_error();
+    return config;
+}
+
+void bw_tls_config_free(bw_tls_config *config) {
+    if (config == NULL)
+        return;
+    SSL_CTX_free(config->ctx);
+    free(config);
+}
+
+static int is_ip_literal(const char *host) {
+    unsigned char addr[16];
+    return inet_pton(AF_INET, host, addr) == 1 || inet_pton(AF_INET6, host, addr) == 1;
+}
+
+bw_tls *bw_tls_new(bw_tls_config *config, int fd, const char *host,
+                   char message[BW_TLS_MESSAGE_MAX]) {
+    ERR_clear_error();
+    int flags = fcntl(fd, F_GETFL);
+    if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) {
+        snprintf(message, BW_TLS_MESSAGE_MAX, "%s", strerror(errno));
+        return NULL;
+    }
+    bw_tls *tls = calloc(1, sizeof *tls);
+    if (tls == NULL) {
+        snprintf(message, BW_TLS_MESSAGE_MAX, "out of memory");
+        return NULL;
+    }
+    tls->fd = fd;
+    tls->ssl = SSL_new(config->ctx);
+    if (tls->ssl == NULL || SSL_set_fd(tls->ssl, fd) != 1)
+        goto fail;
+    if (is_ip_literal(host)) {
+        if (X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(tls->ssl), host) != 1)
+            goto fail;
+    } else if (SSL_set_tlsext_host_name(tls->ssl, host) != 1 || SSL_set1_host(tls->ssl, host) != 1) {
+        goto fail;
+    }
+    return tls;
+fail:
+    take_error(message, BW_TLS_MESSAGE_MAX, "cannot create a TLS session");
+    tls->broken = 1;
+    bw_tls_free(tls);
+    return NULL;
+}
+
+void bw_tls_free(bw_tls *tls) {
+    if (tls == NULL)
+        return;
+    if (tls->ssl != NULL) {
+        if (!tls->broken && SSL_is_init_finished(tls->ssl))
+            SSL_shutdown(tls->ssl); /* non-blocking: sent if the socket takes it, else dropped */
+        SSL_free(tls->ssl);
+        ERR_clear_error();
+    }
+    free(tls);
+}
+
+/* Waits for events on fd. 0, ETIMEDOUT, EINTR or another errno. */
+static int wait_for(int fd, short events, long timeout_ms) {
+    struct pollfd p = {.fd = fd, .events = events};
+    int rc = poll(&p, 1, timeout_ms < 0 ? -1 : (int)(timeout_ms > 0x7fffffffL ? 0x7fffffffL : timeout_ms));
+    if (rc > 0)
+        return 0; /* ready, or an error the next call reports */
+    if (rc == 0)
+        return ETIMEDOUT;
+    return errno;
+}
+
+/* After an SSL call returned r <= 0: waits when it wants to, else says why it failed.
+   0 to call again; otherwise the result to return. */
+static int settle(bw_tls *tls, int r, long timeout_ms) {
+    int saved_errno = errno;
+    switch (SSL_get_error(tls->ssl, r)) {
+    case SSL_ERROR_WANT_READ:
+        return wait_for(tls->fd, POLLIN, timeout_ms);
+    case SSL_ERROR_WANT_WRITE:
+        return wait_for(tls->fd, POLLOUT, timeout_ms);
+    case SSL_ERROR_SYSCALL:
+        tls->broken = 1;
+        if (ERR_peek_last_error() == 0) {
+            ERR_clear_error();
+            return saved_errno != 0 ? saved_errno : ECONNRESET; /* 0: end of stream mid-record */
+        }
+        take_error(tls->message, sizeof tls->message, "TLS failed");
+        return BW_TLS_FAILED;
+    case SSL_ERROR_ZERO_RETURN: /* close_notify where no end may come (handshake, write) */
+        tls->broken = 1;
+        ERR_clear_error();
+        return EPIPE;
+    default:
+        tls->broken = 1;
+        long verified = SSL_get_verify_result(tls->ssl);
+        if (verified != X509_V_OK && !SSL_is_init_finished(tls->ssl)) {
+            tls->verify_failed = 1;
+            snprintf(tls->message, sizeof tls->message, "certificate verify failed: %s",
+                     X509_verify_cert_error_string(verified));
+            ERR_clear_error();
+        } else {
+            take_error(tls->message, sizeof tls->message, "TLS failed");
+        }
+        return BW_TLS_FAILED;
+    }
+}
+
+/* The error the early-answer check met, once. */
+static int take_pending(bw_tls *tls) {
+    int rc = tls->pending;
+    tls->pending = 0;
+    return rc;
+}
+
+int bw_tls_handshake(bw_tls *tls, long timeout_ms) {
+    ERR_clear_error();
+    for (;;) {
+        int r = SSL_connect(tls->ssl);
+        if (r == 1)
+            return 0;
+        int rc = settle(tls, r, timeout_ms);
+        if (rc != 0)
+            return rc;
+    }
+}
+
+/* Writes len bytes (OpenSSL completes the whole write before it reports success). */
+static int write_whole(bw_tls *tls, const void *data, size_t len, long timeout_ms) {
+    for (;;) {
+        size_t written;
+        int r = SSL_write_ex(tls->ssl, data, len, &written);
+        if (r == 1)
+            return 0;
+        int rc = settle(tls, r, timeout_ms);
+        if (rc != 0)
+            return rc;
+    }
+}
+
+int bw_tls_write_all(bw_tls *tls, struct iovec *iov, int count, long timeout_ms) {
+    if (tls->pending != 0)
+        return take_pending(tls);
+    ERR_clear_error();
+    char gather[GATHER_MAX];
+    while (count > 0) {
+        if (iov[0].iov_len == 0) {
+            iov++;
+            count--;
+            continue;
+        }
+        const char *data = iov[0].iov_base;
+        size_t len = iov[0].iov_len;
+        if (len < GATHER_SMALL && count > 1) {
+            len = 0;
+            for (int i = 0; i < count && len < GATHER_MAX; i++) {
+                size_t take = iov[i].iov_len < GATHER_MAX - len ? iov[i].iov_len : GATHER_MAX - len;
+                memcpy(gather + len, iov[i].iov_base, take);
+                len += take;
+            }
+            data = gather;
+        }
+        int rc = write_whole(tls, data, len, timeout_ms);
+        if (rc != 0)
+            return rc;
+        while (len > 0) { /* the entries just written, whole or in part */
+            size_t step = len < iov[0].iov_len ? len : iov[0].iov_len;
+            iov[0].iov_base = (char *)iov[0].iov_base + step;
+            iov[0].iov_len -= step;
+            len -= step;
+            if (iov[0].iov_len == 0) {
+                iov++;
+                count--;
+            }
+        }
+    }
+    return 0;
+}
+
+int bw_tls_read(bw_tls *tls, void *buf, size_t len, long timeout_ms, size_t *got) {
+    *got = 0;
+    if (tls->pending != 0)
+        return take_pending(tls);
+    ERR_clear_error();
+    for (;;) {
+        int r = SSL_read_ex(tls->ssl, buf, len, got);
+        if (r == 1)
+            return 0;
+        int reason = SSL_get_error(tls->ssl, r);
+        if (reason == SSL_ERROR_ZERO_RETURN ||
+            (reason == SSL_ERROR_SYSCALL && ERR_peek_last_error() == 0 && errno == 0)) {
+            ERR_clear_error(); /* the server ended the stream: as on plain TCP, 0 bytes */
+            *got = 0;
+            return 0;
+        }
+        int rc = settle(tls, r, timeout_ms);
+        if (rc != 0)
+            return rc;
+    }
+}
+
+int bw_tls_peer_answered(bw_tls *tls) {
+    if (tls->pending != 0 || SSL_pending(tls->ssl) > 0)
+        return 1;
+    struct pollfd p = {.fd = tls->fd, .events = POLLIN};
+    if (poll(&p, 1, 0) <= 0 || (p.revents & (POLLIN | POLLHUP | POLLERR)) == 0)
+        return 0;
+    /* readable: TLS records of the protocol's own are taken in, an answer stays unread */
+    ERR_clear_error();
+    char byte;
+    size_t got;
+    int r = SSL_peek_ex(tls->ssl, &byte, 1, &got);
+    if (r == 1)
+        return 1;
+    int reason = SSL_get_error(tls->ssl, r);
+    if (reason == SSL_ERROR_WANT_READ || reason == SSL_ERROR_WANT_WRITE) {
+        ERR_clear_error();
+        return 0;
+    }
+    if (reason == SSL_ERROR_ZERO_RETURN ||
+        (reason == SSL_ERROR_SYSCALL && ERR_peek_last_error() == 0 && errno == 0)) {
+        ERR_clear_error(); /* the end of the stream: the read that follows sees it */
+        return 1;
+    }
+    tls->pending = settle(tls, r, 0); /* an alert or a socket error: the next call says it */
+    if (tls->pending == 0)
+        tls->pending = ECONNRESET;
+    return 1;
+}
+
+const char *bw_tls_message(const bw_tls *tls) { return tls->message; }
+
+int bw_tls_verify_failed(const bw_tls *tls) { return tls->verify_failed; }
+
+const char *bw_tls_library(void) { return OpenSSL_version(OPENSSL_VERSION); }
+
+#else
+/* Built without OpenSSL: the binding offers no TLS of its own. */
+typedef int bw_tls_send_unused;
+#endif

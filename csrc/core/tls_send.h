@@ -1,0 +1,86 @@
+/* TLS on a connected socket through OpenSSL's libssl, without Python: the handshake (server
+   verification, client certificate), whole writes of gathered buffers, reads, and the check
+   for an early answer, each waiting with poll() under a timeout. The binding calls these with
+   the GIL released, so the body pump sends a TLS body exactly as it sends a plain one.
+   Compiled to nothing unless BW_HAVE_OPENSSL (setup.py defines it when libssl is found).
+   Core layer: no Python. */
+#ifndef BW_TLS_SEND_H
+#define BW_TLS_SEND_H
+#include <stddef.h>
+#include <sys/uio.h>
+
+/* Returned, besides 0 and errno values (ETIMEDOUT, EINTR, EPIPE, ECONNRESET, ...), when
+   OpenSSL failed: the reason is in the connection's (or the caller's) message buffer. */
+#define BW_TLS_FAILED (-1)
+/* Room for a message: OpenSSL's reason and, for a refused server certificate, the
+   verification's own. */
+#define BW_TLS_MESSAGE_MAX 320
+
+/* What one side of a handshake needs: the client certificate and key, the trusted CAs, and
+   whether the server's certificate is verified at all. One per BulkInsert, shared by its
+   connections (OpenSSL makes that safe across threads). */
+typedef struct bw_tls_config bw_tls_config;
+
+/* A TLS session on a socket the caller owns (bw_tls_free never closes it). Used by one
+   thread at a time. */
+typedef struct bw_tls bw_tls;
+
+/* Which argument a configuration error is about. */
+typedef enum {
+    BW_TLS_ARG_NONE = 0,
+    BW_TLS_ARG_CERTIFICATE,
+    BW_TLS_ARG_KEY,
+    BW_TLS_ARG_CA
+} bw_tls_arg;
+
+/* A configuration: cert_file (PEM: the certificate, and the chain after it) and key_file
+   (PEM; NULL: the key is in cert_file) when given, else no client certificate; ca_file (a
+   PEM bundle) or, when NULL, the system's trusted CAs; verify 0 skips verifying the server.
+   NULL on failure, with *bad naming the argument (BW_TLS_ARG_NONE: out of memory or a
+   library failure) and message saying why. A key protected by a passphrase is refused,
+   never prompted for. */
+bw_tls_config *bw_tls_config_new(const char *cert_file, const char *key_file,
+                                 const char *ca_file, int verify, bw_tls_arg *bad,
+                                 char message[BW_TLS_MESSAGE_MAX]);
+void bw_tls_config_free(bw_tls_config *config);
+
+/* A session on the connected socket fd (made non-blocking: every wait is a poll), for the
+   server host (a name or an IP literal: sent as SNI when a name, and checked against the
+   server's certificate when verifying). NULL on failure (message says why). */
+bw_tls *bw_tls_new(bw_tls_config *config, int fd, const char *host,
+                   char message[BW_TLS_MESSAGE_MAX]);
+
+/* Ends the session: a close_notify when the connection is still good (never waiting), then
+   frees it. NULL is accepted. */
+void bw_tls_free(bw_tls *tls);
+
+/* The handshake, resumable: 0 done; ETIMEDOUT when nothing moved for timeout_ms (< 0: no
+   limit); EINTR when a wait was interrupted by a signal (call again to go on); another
+   errno from the socket; BW_TLS_FAILED with bw_tls_message (e.g. the server's certificate
+   failed verification, or the server refused ours). */
+int bw_tls_handshake(bw_tls *tls, long timeout_ms);
+
+/* Writes every byte of iov[0..count) (the array is consumed: entries are advanced, so a
+   call that returned EINTR is resumed by calling again with the same array). Small entries
+   are gathered into one TLS record. Results as for bw_tls_handshake; EPIPE / ECONNRESET
+   when the peer is gone. */
+int bw_tls_write_all(bw_tls *tls, struct iovec *iov, int count, long timeout_ms);
+
+/* Reads at most len bytes into buf: *got is 0 when the server ended the connection
+   (close_notify or end of stream). Results as for bw_tls_handshake. */
+int bw_tls_read(bw_tls *tls, void *buf, size_t len, long timeout_ms, size_t *got);
+
+/* 1 when the server already sent something other than TLS records of its own (TLS 1.3
+   session tickets follow the handshake): an answer, an alert or the end of the
+   connection; 0 otherwise. Never waits, never consumes an answer's bytes. */
+int bw_tls_peer_answered(bw_tls *tls);
+
+/* The reason of the last BW_TLS_FAILED on this session. */
+const char *bw_tls_message(const bw_tls *tls);
+
+/* 1 when the handshake failed because the server's certificate did not verify. */
+int bw_tls_verify_failed(const bw_tls *tls);
+
+/* The OpenSSL linked, e.g. "OpenSSL 3.0.19 27 Jan 2026". */
+const char *bw_tls_library(void);
+#endif
