@@ -514,6 +514,12 @@ class BulkInsert:
     ...     for user in users:
     ...         bulk.store(user)
 
+    ``url`` is one server's URL, or a list of a cluster's node URLs: then the database's
+    topology is asked of the first that answers, and the bulk insert goes to the node that
+    issued its operation id, as the official client does (see :mod:`bulkwire.topology`)::
+
+        BulkInsert(["http://a:8080", "http://b:8080"], "db")
+
     The operation id is fetched and the request opened on the first ``store``. A server or
     transport error raises a :class:`BulkInsertError` (see :mod:`bulkwire.errors`; with the
     server's message when it gave one) at the next ``store`` or at ``close``, and again at
@@ -541,12 +547,13 @@ class BulkInsert:
     False
     """
 
-    def __init__(self, url: str, database: str, *, compress: Compress = False,
+    def __init__(self, url: Union[str, Sequence[str]], database: str, *, compress: Compress = False,
                  buffer_size: int = DEFAULT_BUFFER_SIZE, max_buffers: int = DEFAULT_MAX_BUFFERS,
                  skip_overwrite_if_unchanged: bool = False, timeout: Optional[float] = 300.0,
                  certificate: Any = None, ca: Any = None, ssl_context: Any = None,
                  default: Any = _core.ENTITY, class_info: Any = None) -> None:
         from .tls import TlsSettings
+        from .topology import Servers
         from .transport import HttpTransport
 
         if not isinstance(skip_overwrite_if_unchanged, bool):
@@ -554,7 +561,10 @@ class BulkInsert:
                             f"{type(skip_overwrite_if_unchanged).__name__}")
         tls = (None if certificate is None and ca is None and ssl_context is None
                else TlsSettings(certificate, ca, ssl_context=ssl_context))
-        self._transport = HttpTransport(url, database, timeout=timeout, tls=tls)
+        # every connection of this bulk insert, to whichever node, is made by connect(url)
+        connect = partial(HttpTransport, database=database, timeout=timeout, tls=tls)
+        self._servers = Servers(url, connect)
+        self._transport = self._servers.first  # until the operation's node is known
         self._writer = BulkWriter(compress=compress, buffer_size=buffer_size, max_buffers=max_buffers,
                                   default=default, class_info=class_info)
         self._skip_overwrite = skip_overwrite_if_unchanged
@@ -588,7 +598,7 @@ class BulkInsert:
             raise ValueError("store() on a closed or aborted bulk insert")
         self._started_at = time.perf_counter()
         try:
-            self._op_id, self._node_tag = self._transport.next_operation_id()
+            self._transport, self._op_id, self._node_tag = self._servers.open_operation()
             writer.stats.operation_id = self._op_id
             sender = BodySender(
                 self._transport, self._transport.bulk_insert_path(self._op_id, self._skip_overwrite),

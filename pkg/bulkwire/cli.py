@@ -88,12 +88,16 @@ def cmd_load(args: argparse.Namespace) -> int:
         if args.key is not None and args.certificate is None:
             return _fail("--key needs --certificate", EXIT_USAGE)
         certificate = (args.certificate if args.key is None else (args.certificate, args.key))
+        try:
+            url = _parse_urls(args.url)
+        except ValueError as exc:
+            return _fail(str(exc), EXIT_USAGE)
         columns = None if args.columns is None else args.columns.split(",")
         if columns is not None and not all(columns):
             return _fail(f"--columns {args.columns!r}: empty column name (give the names "
                          f"separated by single commas)", EXIT_USAGE)
         result = load_parquet(
-            args.path, url=args.url, database=args.database, collection=args.collection,
+            args.path, url=url, database=args.database, collection=args.collection,
             id_column=args.id_column, id_prefix=args.id_prefix, vector_column=args.vector_column,
             columns=columns, compress=args.gzip, batch_rows=args.batch_rows,
             take=_parse_take(args.take), out=args.out, float32=args.float32,
@@ -112,6 +116,18 @@ def cmd_load(args: argparse.Namespace) -> int:
         return _fail(str(exc), EXIT_SERVER)
     print(result.summary())
     return EXIT_OK
+
+
+def _parse_urls(values: list | None) -> str | list | None:
+    """The ``--url`` values (repeated, or comma-separated) as ``load_parquet`` takes them: one
+    URL as a str (that server alone), several as a list (a cluster's nodes)."""
+    if values is None:
+        return None
+    urls = [url.strip() for value in values for url in value.split(",")]
+    if not all(urls):
+        raise ValueError(f"--url {','.join(values)!r}: empty URL (give one URL per --url, or "
+                         f"the URLs separated by single commas)")
+    return urls[0] if len(urls) == 1 else urls
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -141,7 +157,10 @@ def build_parser() -> argparse.ArgumentParser:
                     "Exit codes: 0 done, 1 bad input (file, column, row), 2 usage, "
                     "3 server or transport error, 130 interrupted.")
     load.add_argument("path", metavar="PATH")
-    load.add_argument("--url", help="server URL; without it the request body goes to --out")
+    load.add_argument("--url", action="append",
+                      help="server URL; repeat it (or separate URLs by commas) for the nodes of a "
+                           "cluster: the topology is asked of the first that answers. Without "
+                           "--url the request body goes to --out")
     load.add_argument("--database", help="database name (with --url)")
     load.add_argument("--certificate", metavar="PEM",
                       help="client certificate for an https:// --url: a PEM file holding the "

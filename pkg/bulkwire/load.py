@@ -378,13 +378,13 @@ class _ServerTarget:
     (its bounded queue, gzip on the sender thread, error messages, abort). The request
     starts with the first batch; no rows, no request."""
 
-    def __init__(self, url: str, database: str | None, compress: bool, chunk_size: int,
-                 tls: Mapping[str, Any]):
+    def __init__(self, url: str | Sequence[str], database: str | None, compress: bool,
+                 chunk_size: int, tls: Mapping[str, Any]):
         if database is None:
             raise ValueError("database is required with url")
-        self.url = url
         self.bulk = BulkInsert(url, database, compress=native_backend() if compress else False,
                                buffer_size=chunk_size, **tls)
+        self.url = url if isinstance(url, str) else ", ".join(url)  # for messages
 
     def store(self, chunks: list, rows: int) -> int:
         """One batch's commands; returns the body bytes they add (the separator included)."""
@@ -514,7 +514,8 @@ def _run(source: str, target: Any, plan: _Plan, encode: _Encoder, batch_rows: in
     return rows, body, time.perf_counter() - start
 
 
-def load_parquet(path: PathLike, *, url: str | None = None, database: str | None = None,
+def load_parquet(path: PathLike, *, url: str | Sequence[str] | None = None,
+                 database: str | None = None,
                  collection: str = "Embeddings", id_column: str = "id",
                  id_prefix: str | None = None, vector_column: str | None = None,
                  columns: Sequence[str] | None = None, compress: bool = False,
@@ -546,7 +547,8 @@ def load_parquet(path: PathLike, *, url: str | None = None, database: str | None
     ``<name>.bulk.json[.gz]`` next to the source): the exact request body (a JSON array of
     commands; gzip with ``compress``). With ``url`` (and ``database``), the writer is a
     :class:`bulkwire.BulkInsert`'s: the same body, streamed; with no rows, no request is
-    made. An error (or Ctrl-C) aborts the operation on the server.
+    made. An error (or Ctrl-C) aborts the operation on the server. ``url`` is one server's
+    URL or a list of a cluster's node URLs, as :class:`bulkwire.BulkInsert` takes it.
 
     ``certificate``, ``ca``, ``ssl_context`` (with an ``https://`` ``url``): TLS, as for
     :class:`bulkwire.BulkInsert`.
@@ -589,7 +591,7 @@ def load_parquet(path: PathLike, *, url: str | None = None, database: str | None
         raise ValueError(f"{', '.join(tls)} need url (an https:// server)")
     if url is not None:
         target: Any = _ServerTarget(url, database, compress, chunk_size, tls)
-        where = f"{url} (database {database})"
+        where = f"{target.url} (database {database})"
     else:
         where = os.fspath(out) if out is not None else default_out(source, compress)
         target = _FileTarget(where, compress, chunk_size)

@@ -38,8 +38,8 @@ import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, BinaryIO, Dict, Iterator, List, Optional, Tuple, Union
 
-__all__ = ["LoopbackServer", "ReceivedRequest", "RequestError", "ChunkedReader", "LengthReader",
-           "GzipInflater", "parse_commands", "decode_body"]
+__all__ = ["LoopbackServer", "LoopbackCluster", "ReceivedRequest", "RequestError",
+           "ChunkedReader", "LengthReader", "GzipInflater", "parse_commands", "decode_body"]
 
 MAX_SIZE_LINE = 1024          # bytes in a chunk size line, extensions and CRLF included
 MAX_CHUNK_SIZE = 64 << 20     # the largest chunk accepted (read whole, so it bounds memory)
@@ -546,6 +546,12 @@ class LoopbackServer:
         self.finish_after_bytes: Optional[int] = None
         self.read_delay = 0.0  # seconds to sleep after each chunk (a slow server)
         self.keep_wire = keep_wire  # keep each request's body exactly as it came off the wire
+        self.node_tag = "A"  # its cluster tag: in next-operation-id's answer and the topology
+        # GET /topology: None answers this node alone; a callable returns the answer (a JSON
+        # value, or bytes sent as they are)
+        self.topology: Optional[Any] = None
+        self.down_status: Optional[int] = None  # a failing node: every request gets this status
+        self.journal: Optional[list] = None  # (node_tag, "METHOD path") of every request, shared
         self.keep_body = keep_body  # False: count bytes and PUT commands only (benchmarks)
         if not keep_body:
             self.parse = self.keep_decoded_chunks = False
@@ -684,7 +690,8 @@ class LoopbackServer:
         ``Connection: close`` (its bytes cannot be taken for the next request) and lingered."""
         unread = getattr(h, "loopback_unread_body", False)
         close = close or unread
-        body = json.dumps(payload).encode() if payload is not None else b""
+        body = (payload if isinstance(payload, bytes) else
+                json.dumps(payload).encode() if payload is not None else b"")
         h.loopback_answered = True  # type: ignore[attr-defined]
         h.send_response(status)
         h.send_header("Content-Type", "application/json; charset=utf-8")
@@ -709,6 +716,8 @@ class LoopbackServer:
             or any(v.strip() not in ("", "0") for v in h.headers.get_all("Content-Length") or []))
         with self._lock:
             self.log.append(f"{method} {h.path}")
+        if self.journal is not None:
+            self.journal.append((self.node_tag, f"{method} {h.path}"))
         try:
             self._route(h, method)
         except RequestError as error:
@@ -776,6 +785,8 @@ class LoopbackServer:
                                           max_num_fields=64)
         except ValueError as exc:
             raise RequestError(f"bad query string: {exc}") from None
+        if self.down_status is not None:
+            raise RequestError(f"node {self.node_tag} is failing", self.down_status, _INTERNAL)
         if path.startswith("/databases/"):
             name, _, rest = path[len("/databases/"):].partition("/")
             try:
@@ -792,7 +803,7 @@ class LoopbackServer:
                     self._next_op += 1
                     op = self._next_op
                     self.operations[op] = {"Status": "InProgress", "Result": None}
-                return self._reply(h, 200, {"Id": op, "NodeTag": "A"})
+                return self._reply(h, 200, {"Id": op, "NodeTag": self.node_tag})
             if method == "POST" and rest == "/bulk_insert":
                 return self._bulk_insert(h, query)
             if method == "GET" and rest == "/operations/state":
@@ -816,6 +827,12 @@ class LoopbackServer:
                 return self._reply(h, 200, self._hilo_next(query))
             if method == "PUT" and rest == "/hilo/return":
                 return self._reply(h, 200, None)  # unused ids stay unused, as a server may
+        elif method == "GET" and path == "/topology":
+            names = query.get("name") or [""]
+            if names[0] != self.database:
+                raise RequestError(f"database {names[0][:60]!r} does not exist (this server has "
+                                   f"{self.database!r})", 404, _NO_DATABASE)
+            return self._reply(h, 200, self._topology())
         elif method == "GET" and path == "/cluster/topology":
             return self._reply(h, 200, {"Topology": {"TopologyId": "t", "AllNodes": {"A": self.url},
                                                      "Members": {"A": self.url}, "Promotables": {},
@@ -852,8 +869,10 @@ class LoopbackServer:
                 "LastSize": self.HILO_RANGE, "ServerTag": "A",
                 "LastRangeAt": "2020-01-01T00:00:00.0000000"}
 
-    def _topology(self) -> dict:
-        return {"Nodes": [{"Url": self.url, "ClusterTag": "A", "Database": self.database,
+    def _topology(self) -> Any:
+        if self.topology is not None:
+            return self.topology()
+        return {"Nodes": [{"Url": self.url, "ClusterTag": self.node_tag, "Database": self.database,
                            "ServerRole": "Member"}], "Etag": 1}
 
     def _body_reader(self, h: BaseHTTPRequestHandler,
@@ -982,6 +1001,102 @@ class LoopbackServer:
         with self._lock:
             if self.operations.get(op, {}).get("Status") == "InProgress":
                 self.operations[op] = {"Status": "Completed", "Result": {"Total": 0}}
+
+
+class LoopbackCluster:
+    """Several :class:`LoopbackServer` nodes of one cluster (tags ``A``, ``B``, ...), each
+    holding ``database`` and answering ``GET /topology?name=<database>`` with every node, in
+    order, and ``next-operation-id`` with its own tag, as RavenDB's nodes do.
+
+    A node can be killed (:meth:`kill`: its port refuses connections from then on, its URL
+    stays in the topology) or made to fail (:meth:`fail`: it answers every request with an
+    error status). ``roles`` holds each node's ``ServerRole`` in the topology; ``journal``
+    lists ``(tag, "METHOD path")`` of every request any node received, in order.
+
+    >>> with LoopbackCluster(2) as cluster:                 # doctest: +SKIP
+    ...     cluster.kill(0)
+    ...     with bulkwire.BulkInsert(cluster.urls, cluster.database) as bulk:
+    ...         bulk.store({"Name": "a"}, id="things/1")
+    ...     cluster.servers[1].documents["things/1"]["Name"]
+    'a'
+    """
+
+    def __init__(self, nodes: int = 3, database: str = "db", **options: Any) -> None:
+        if isinstance(nodes, bool) or not isinstance(nodes, int) or not 1 <= nodes <= 26:
+            raise ValueError(f"nodes must be an int from 1 to 26, not {nodes!r}")
+        self.database = database
+        self.journal: List[Tuple[str, str]] = []
+        self.roles: List[str] = ["Member"] * nodes
+        self.etag = 1
+        self.servers: List[LoopbackServer] = []
+        self._tombstones: Dict[int, socket.socket] = {}
+        try:
+            for index in range(nodes):
+                server = LoopbackServer(database, **options)
+                server.node_tag = chr(ord("A") + index)
+                server.topology = self.topology
+                server.journal = self.journal
+                self.servers.append(server)
+        except BaseException:
+            self.close()
+            raise
+        self.urls: List[str] = [server.url for server in self.servers]
+        self.tags: List[str] = [server.node_tag for server in self.servers]
+
+    def topology(self) -> dict:
+        """The database topology every node answers."""
+        return {"Nodes": [{"Url": url, "ClusterTag": tag, "Database": self.database,
+                           "ServerRole": role}
+                          for url, tag, role in zip(self.urls, self.tags, self.roles)],
+                "Etag": self.etag}
+
+    def kill(self, index: int) -> None:
+        """Node ``index`` dies: its server stops, and its port stays bound without listening,
+        so a connection to its URL is refused (and no other server can take the port)."""
+        server = self.servers[index]
+        port = int(self.urls[index].rpartition(":")[2])
+        server.close()
+        tombstone = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            tombstone.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            tombstone.bind(("127.0.0.1", port))
+        except BaseException:
+            tombstone.close()
+            raise
+        self._tombstones[index] = tombstone
+
+    def fail(self, index: int, status: Optional[int] = 503) -> None:
+        """Node ``index`` answers every request with ``status`` (None: serves again)."""
+        self.servers[index].down_status = status
+
+    def answer_topology(self, index: int, answer: Any) -> None:
+        """What node ``index`` answers to ``GET /topology``: a JSON value, or bytes sent as
+        they are (None: the cluster's topology again)."""
+        self.servers[index].topology = self.topology if answer is None else (lambda: answer)
+
+    @property
+    def requests(self) -> List[Tuple[str, ReceivedRequest]]:
+        """``(tag, request)`` of every bulk insert request, node by node."""
+        return [(server.node_tag, request) for server in self.servers
+                for request in server.requests]
+
+    @property
+    def unexpected_errors(self) -> List[str]:
+        return [trace for server in self.servers for trace in server.unexpected_errors]
+
+    def close(self) -> None:
+        for index, server in enumerate(self.servers):
+            if index not in self._tombstones:
+                server.close()
+        for tombstone in self._tombstones.values():
+            tombstone.close()
+        self._tombstones.clear()
+
+    def __enter__(self) -> "LoopbackCluster":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
 
 
 def serve(port: int = 0, database: str = "db", **options: Any) -> None:

@@ -157,8 +157,9 @@ class HttpTransport:
         self.host = parsed.hostname
         self.port = parsed.port
         self.timeout = timeout
-        self.base = (parsed.path.rstrip("/") + "/databases/" +
-                     urllib.parse.quote(database, safe=""))
+        self.database = database
+        self.root = parsed.path.rstrip("/")  # the server's own paths (topology) start here
+        self.base = (self.root + "/databases/" + urllib.parse.quote(database, safe=""))
         self.origin = f"{parsed.scheme}://{parsed.netloc.rpartition('@')[2]}"
 
     def url_of(self, path: str) -> str:
@@ -185,15 +186,18 @@ class HttpTransport:
         except (OSError, http.client.HTTPException) as exc:
             raise transport_error(exc, what, conn.timeout, connecting=True) from exc
 
-    def request(self, method: str, path: str, *, timeout: Optional[float] = None) -> Tuple[int, bytes]:
-        """``(status, body)`` of one request without a body; the transport's errors raise as
+    def request(self, method: str, path: str, *, timeout: Optional[float] = None,
+                server_wide: bool = False) -> Tuple[int, bytes]:
+        """``(status, body)`` of one request without a body, to the database's ``path`` (the
+        server's own with ``server_wide``); the transport's errors raise as
         :mod:`bulkwire.errors` exceptions."""
-        what = f"{method} {self.url_of(path)}"
+        full_path = (self.root if server_wide else self.base) + path
+        what = f"{method} {self.origin}{full_path}"
         conn = self.connect(timeout)
         try:
             self.open(conn, what)
             try:
-                conn.request(method, self.base + path, headers={"Accept": "application/json"})
+                conn.request(method, full_path, headers={"Accept": "application/json"})
                 response = conn.getresponse()
                 body = response.read(MAX_ANSWER_BYTES + 1)
             except (OSError, http.client.HTTPException) as exc:
