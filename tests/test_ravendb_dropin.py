@@ -4,7 +4,9 @@ write-back, options and errors are the client's."""
 import datetime
 import enum
 import json
+import os
 import string
+import sys
 
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -19,6 +21,8 @@ from ravendb.documents.conventions import DocumentConventions
 from ravendb.exceptions.documents.bulkinsert import BulkInsertAbortedException
 from ravendb.json.metadata_as_dictionary import MetadataAsDictionary
 from ravendb.tools.utils import Utils
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # tls_certs
 
 
 class Color(enum.Enum):
@@ -397,3 +401,73 @@ def test_an_entity_that_cannot_be_encoded_raises_and_the_insert_goes_on():
         finally:
             store.close()
         assert list(server.documents) == ["things/2"]
+
+
+# ---- the store's urls (a cluster) and its certificate ----
+
+def test_a_cluster_store_goes_to_the_node_that_issued_the_operation_id():
+    from bulkwire.testing import LoopbackCluster
+
+    with LoopbackCluster(3) as cluster:
+        cluster.kill(0)  # the first url is dead: the topology comes from the next one
+        store = DocumentStore(urls=cluster.urls, database=cluster.database)
+        store.conventions.disable_topology_cache = True
+        store.initialize()
+        try:
+            with dropin.bulk_insert(store) as bulk:
+                bulk.store({"Name": "a"}, {"@id": "things/1"})
+        finally:
+            store.close()
+        received = [server for server in cluster.servers if "things/1" in server.documents]
+        assert [server.node_tag for server in received] == ["B"]
+        assert any(path.startswith("GET /topology?name=db") for _, path in cluster.journal)
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory):
+    from tls_certs import make_pki
+
+    return make_pki(str(tmp_path_factory.mktemp("pki")))
+
+
+def _tls_store(server, pki, certificate):
+    store = DocumentStore(urls=[server.url], database=server.database)
+    store.certificate_pem_path = certificate
+    store.trust_store_path = pki.ca
+    store.conventions.disable_topology_updates = True
+    store.conventions.disable_topology_cache = True
+    return store.initialize()
+
+
+def test_the_stores_client_certificate_and_trust_store_are_used(pki):
+    from tls_certs import server_context
+
+    bodies = []
+    for accelerated in (False, True):
+        with LoopbackServer(ssl_context=server_context(pki)) as server:
+            store = _tls_store(server, pki, pki.client)
+            try:
+                bulk = dropin.bulk_insert(store) if accelerated else store.bulk_insert()
+                with bulk:
+                    bulk.store(User("tls"))
+                    bulk.store({"Name": "x"}, {"@id": "things/1"})
+            finally:
+                store.close()
+            assert server.requests[-1].complete and not server.tls_failures
+            bodies.append(bytes(server.requests[-1].body))
+    assert bodies[0] == bodies[1] and b'"Name": "tls"' in bodies[1]
+
+
+def test_a_refused_client_certificate_raises_the_clients_exception(pki):
+    from tls_certs import server_context
+
+    with LoopbackServer(ssl_context=server_context(pki)) as server:
+        store = _tls_store(server, pki, pki.rogue_client)
+        try:
+            with pytest.raises(BulkInsertAbortedException) as caught:
+                with dropin.bulk_insert(store) as bulk:
+                    bulk.store({"Name": "x"}, {"@id": "things/1"})
+            assert isinstance(caught.value.__cause__, bulkwire.BulkInsertError)
+        finally:
+            store.close()
+        assert server.documents == {}

@@ -12,8 +12,9 @@ operation, with the client's API and behaviour:
 ``bulk_insert(store)`` gives the same operation without patching anything, and
 ``uninstall()`` puts the client's own method back.
 
-The operation takes everything from the store, never from a copy: its urls and database,
-its conventions (collection names, the Python type name, the identity property, ids through
+The operation takes everything from the store, never from a copy: its urls (the cluster's
+topology, failover, the node that issued the operation id), its database, its client
+certificate (``certificate_pem_path``) and trust store (``trust_store_path``), its conventions (collection names, the Python type name, the identity property, ids through
 the store's HiLo generator, the JSON default hook). Documents are encoded in C by bulkwire's
 writer and streamed by its sender (:class:`bulkwire.BulkInsert`); the request body is the
 one the client itself sends for the same calls. Errors are the client's exception types:
@@ -94,8 +95,9 @@ class BulkInsertOperation:
         # hook is called by the C walker as json.dumps(default=...) would call it
         default = _core.ENTITY if hook is DocumentConventions.json_default else hook
         self._insert = BulkInsert(
-            _node_url(store), database, compress=self.use_compression,
+            _servers(store), database, compress=self.use_compression,
             skip_overwrite_if_unchanged=bool(options.skip_overwrite_if_unchanged),
+            certificate=store.certificate_pem_path, ca=store.trust_store_path,
             default=default, class_info=self._class_info)
 
     # ---- the conventions, once per entity class ----
@@ -179,12 +181,17 @@ class BulkInsertOperation:
         return self._insert.stats
 
 
-def _node_url(store: Any) -> str:
-    """The server the insert goes to: the store's first url."""
-    urls = store.urls
+def _servers(store: Any) -> Any:
+    """The store's urls as :class:`bulkwire.BulkInsert` takes them: a cluster's entry points
+    (a list: the topology is asked of the first that answers, the insert goes to the node
+    that issued its operation id), or the one server to talk to when the store asks no
+    topology (``conventions.disable_topology_updates`` with a single url)."""
+    urls = [url.rstrip("/") for url in store.urls or ()]
     if not urls:
         raise ValueError("Document URLs cannot be empty.")
-    return urls[0].rstrip("/")
+    if len(urls) == 1 and store.conventions.disable_topology_updates:
+        return urls[0]
+    return urls
 
 
 def bulk_insert(store: Any, database: Optional[str] = None, options: Any = None) -> BulkInsertOperation:
