@@ -218,13 +218,16 @@ BODY_CASES = {
     "no Type": (CHUNKED, frame(b'[{"Id":"a","Document":{}}]'), 400, "command 0 has no Type"),
     "Type not a string": (CHUNKED, frame(b'[{"Id":"a","Type":1,"Document":{}}]'), 400, "Type a number"),
     "lower-case put": (CHUNKED, frame(b'[{"Id":"a","Type":"put","Document":{}}]'), 400, "Type 'put'"),
-    "counters": (CHUNKED, frame(b'[{"Id":"a","Type":"Counters","Counters":{"DocumentId":"a","Operations":[]}}]'),
-                 400, "Type 'Counters': the loopback server implements PUT commands only"),
-    "time series": (CHUNKED, frame(b'[{"Id":"a","Type":"TimeSeriesBulkInsert","TimeSeries":{"Name":"t"}}]'),
-                    400, "Type 'TimeSeriesBulkInsert'"),
-    "attachment with raw bytes": (CHUNKED, frame(GOOD[:-1] + b',{"Id":"a/1","Type":"AttachmentPUT","Name":"f",'
-                                                 b'"ContentType":"","ContentLength":4}\xff\xfe\x00\x01]'),
-                                  400, "command 2 has Type 'AttachmentPUT'"),
+    "counters without operations": (
+        CHUNKED, frame(b'[{"Id":"a","Type":"Counters","Counters":{"DocumentId":"a","Operations":{}}}]'),
+        400, "command 0 (Counters 'a') needs Operations that is a JSON array"),
+    "time series without a time format": (
+        CHUNKED, frame(b'[{"Id":"a","Type":"TimeSeriesBulkInsert","TimeSeries":{"Name":"t"}}]'),
+        400, "command 0 (TimeSeriesBulkInsert 'a') has no TimeFormat"),
+    "attachment shorter than its length": (
+        CHUNKED, frame(GOOD[:-1] + b',{"Id":"a/1","Type":"AttachmentPUT","Name":"f",'
+                       b'"ContentType":"","ContentLength":9}\xff\xfe\x00\x01]'),
+        400, "the body ends inside the bytes of attachment command 2 (5 of 9)"),
     "deep json": (CHUNKED, frame(DEEP), 400, "nested too deeply"),
     "deep json in a document": (CHUNKED, frame(b'[{"Id":"a","Type":"PUT","Document":{"d":' + DEEP + b"}}]"),
                                 400, "command 0 is nested too deeply"),

@@ -21,6 +21,22 @@ static void civil_from_days(int64_t z, int64_t *y, int *m, int *d) {
     *y = yoe + era * 400 + (*m <= 2);
 }
 
+/* Proleptic Gregorian date -> days since 1970-01-01 (the inverse, days_from_civil). */
+static int64_t days_from_civil(int64_t y, int m, int d) {
+    y -= m <= 2;
+    int64_t era = floor_div(y, 400);
+    int64_t yoe = y - era * 400;
+    int64_t doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1;
+    int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + doe - 719468;
+}
+
+int64_t bw_civil_time_epoch_micros(const bw_civil_time *t) {
+    int64_t seconds = days_from_civil(t->year, t->month, t->day) * 86400 + t->hour * 3600 +
+                      t->minute * 60 + t->second;
+    return seconds * 1000000 + t->microsecond;
+}
+
 int bw_civil_time_from_epoch(int64_t seconds, int32_t micros, bw_civil_time *t) {
     /* years 1..9999 span seconds -62135596800 .. 253402300799 */
     if (seconds < -62135596800LL || seconds > 253402300799LL)

@@ -17,6 +17,8 @@ typedef struct {
    when its year is outside datetime's 1..9999 (*t then untouched). */
 int bw_civil_time_from_epoch(int64_t seconds, int32_t micros, bw_civil_time *t);
 
+/* Microseconds from 1970-01-01T00:00:00 to t (years 1..9999: always within int64). */
+int64_t bw_civil_time_epoch_micros(const bw_civil_time *t);
 /* "%Y-%m-%dT%H:%M:%S.%f" and one more digit, quotes included: '0', or '9' for datetime.max
    when naive. The year is not zero-padded, as glibc's strftime writes it. Needs
    BW_DATETIME_TEXT_MAX bytes at dst. Returns the bytes written. */

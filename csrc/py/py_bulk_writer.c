@@ -1,6 +1,7 @@
 #include "py_bulk_writer.h"
 
 #include "buffer_pool.h"
+#include "bulk_commands.h"
 #include "put_command.h"
 
 #include <stdlib.h>
@@ -21,6 +22,9 @@ int bw_command_writer_init(bw_command_writer *w, size_t threshold, const bw_enco
     w->bytes = 0;
     w->handovers = 0;
     w->opts = *opts;
+    w->open = BW_OPEN_NONE;
+    w->open_written = 0;
+    w->in_batch = 0;
     w->walker = bw_walker_new();
     if (w->walker == NULL)
         return -1;
@@ -35,7 +39,7 @@ void bw_command_writer_free(bw_command_writer *w) {
     bw_pool_unretain();
 }
 
-static int ensure_buffer(bw_command_writer *w) {
+int bw_command_writer_ensure_buffer(bw_command_writer *w) {
     if (w->buf.data != NULL)
         return 0;
     size_t cap;
@@ -61,7 +65,7 @@ int bw_command_writer_put(bw_command_writer *w, PyObject *id, PyObject *entity, 
         PyErr_SetString(PyExc_TypeError, "id must be str, metadata a dict, skip_keys a tuple");
         return -1;
     }
-    if (ensure_buffer(w) < 0)
+    if (bw_command_writer_check_no_series(w) < 0 || bw_command_writer_ensure_buffer(w) < 0)
         return -1;
     bw_buf *out = &w->buf;
     size_t start = out->len;
@@ -70,7 +74,9 @@ int bw_command_writer_put(bw_command_writer *w, PyObject *id, PyObject *entity, 
     Py_ssize_t members = 0;
 
     /* '[' or ',' then the command; the walker writes the id as a JSON string */
-    if (bw_buf_append(out, w->started ? "," : "[", 1) < 0 || bw_put_command_open(out) < 0)
+    if (bw_command_writer_begin_command(w) < 0)
+        goto error;
+    if (bw_put_command_open(out) < 0)
         goto nomem;
     if (bw_walk(walker, id) < 0)
         goto error;
@@ -84,7 +90,7 @@ int bw_command_writer_put(bw_command_writer *w, PyObject *id, PyObject *entity, 
         goto error;
     if (bw_put_command_close(out) < 0)
         goto nomem;
-    w->started = 1;
+    bw_command_writer_command_done(w);
     w->commands++;
     w->bytes += out->len - start;
     return 0;
@@ -95,18 +101,43 @@ error:
     return -1;
 }
 
-int bw_command_writer_finish(bw_command_writer *w) {
-    if (w->finished)
+int bw_command_writer_check_no_series(const bw_command_writer *w) {
+    if (w->open != BW_OPEN_SERIES)
         return 0;
-    if (ensure_buffer(w) < 0)
+    PyErr_SetString(PyExc_RuntimeError, "a time series of this bulk insert is still open: close "
+                                        "it (leave its with block) before anything else");
+    return -1;
+}
+
+int bw_command_writer_begin_command(bw_command_writer *w) {
+    if (bw_command_writer_check_no_series(w) < 0 || bw_command_writer_ensure_buffer(w) < 0)
         return -1;
-    int rc = w->started ? BW_BUF_APPEND_LITERAL(&w->buf, "]") : BW_BUF_APPEND_LITERAL(&w->buf, "[]");
-    if (rc < 0) {
+    size_t start = w->buf.len;
+    if ((w->open == BW_OPEN_COUNTERS && bw_command_batch_close(&w->buf) < 0) ||
+        bw_buf_append(&w->buf, w->started ? "," : "[", 1) < 0) {
+        w->buf.len = start;
         PyErr_NoMemory();
         return -1;
     }
-    w->bytes += w->started ? 1 : 2;
-    w->started = 1;
+    return 0;
+}
+
+int bw_command_writer_finish(bw_command_writer *w) {
+    if (w->finished)
+        return 0;
+    if (bw_command_writer_check_no_series(w) < 0 || bw_command_writer_ensure_buffer(w) < 0)
+        return -1;
+    size_t start = w->buf.len;
+    int rc = w->open == BW_OPEN_COUNTERS ? bw_command_batch_close(&w->buf) : 0;
+    if (rc == 0)
+        rc = w->started ? BW_BUF_APPEND_LITERAL(&w->buf, "]") : BW_BUF_APPEND_LITERAL(&w->buf, "[]");
+    if (rc < 0) {
+        w->buf.len = start;
+        PyErr_NoMemory();
+        return -1;
+    }
+    w->bytes += w->buf.len - start;
+    bw_command_writer_command_done(w);
     w->finished = 1;
     return 0;
 }
@@ -153,19 +184,18 @@ int bw_command_writer_put_encoded(bw_command_writer *w, const char *data, size_t
                                int continued) {
     if (check_encoded(w, count, continued) < 0)
         return -1;
-    size_t sep = continued ? 0 : 1;
-    if (len > SIZE_MAX - sep)
-        goto nomem;
-    if (ensure_buffer(w) < 0)
+    if (bw_command_writer_ensure_buffer(w) < 0)
         return -1;
-    if (bw_buf_reserve(&w->buf, sep + len) < 0)
+    size_t start = w->buf.len;
+    if (!continued && bw_command_writer_begin_command(w) < 0)
+        return -1;
+    if (bw_buf_append(&w->buf, data, len) < 0) {
+        w->buf.len = start;
         goto nomem;
-    if (sep)
-        bw_buf_putc(&w->buf, w->started ? ',' : '[');
-    bw_buf_put(&w->buf, data, len);
-    w->started = 1;
+    }
+    bw_command_writer_command_done(w);
     w->commands += count;
-    w->bytes += sep + len;
+    w->bytes += w->buf.len - start;
     return 0;
 nomem:
     PyErr_NoMemory();
@@ -176,15 +206,12 @@ int bw_command_writer_put_external(bw_command_writer *w, size_t len, Py_ssize_t 
     if (check_encoded(w, count, continued) < 0)
         return -1;
     if (!continued) {
-        if (ensure_buffer(w) < 0)
+        size_t start = w->buf.data != NULL ? w->buf.len : 0;
+        if (bw_command_writer_begin_command(w) < 0)
             return -1;
-        if (bw_buf_append(&w->buf, w->started ? "," : "[", 1) < 0) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        w->bytes += 1;
+        w->bytes += w->buf.len - start;
     }
-    w->started = 1;
+    bw_command_writer_command_done(w);
     w->commands += count;
     w->bytes += len;
     return 0;

@@ -10,6 +10,10 @@
 #define BW_COMMAND_WRITER_H
 #include "py_encoder.h"
 
+/* A counters or time series command stays open across calls: its operations are appended
+   one by one, and the next other command (or the end of the body) closes it. */
+typedef enum { BW_OPEN_NONE, BW_OPEN_COUNTERS, BW_OPEN_SERIES } bw_open_command;
+
 typedef struct {
     bw_buf buf;           /* the current buffer; data == NULL until something is written */
     size_t threshold;     /* hand over once buf.len exceeds this */
@@ -20,6 +24,9 @@ typedef struct {
     size_t handovers;     /* buffers detached */
     bw_encode_options opts;
     bw_walker *walker;    /* heap: its open-container stack is large */
+    bw_open_command open; /* the command left open */
+    int open_written;     /* a time series: its command was started (it had an entry) */
+    size_t in_batch;      /* operations in the open command (at most BW_COMMAND_BATCH_MAX) */
 } bw_command_writer;
 
 /* 0, or -1 with MemoryError set. */
@@ -32,6 +39,19 @@ void bw_command_writer_free(bw_command_writer *w);
 int bw_command_writer_put(bw_command_writer *w, PyObject *id, PyObject *entity, PyObject *metadata,
                        PyObject *skip_keys);
 
+/* A current buffer to write into (a fresh one after a hand-over). 0, or -1 with MemoryError. */
+int bw_command_writer_ensure_buffer(bw_command_writer *w);
+/* Before a new command of another kind: RuntimeError while a time series is open (it must be
+   closed first); otherwise writes the end of an open counters command and the separator ('['
+   or ','). 0, or -1 with an exception set. On success the caller, once its command is
+   written, calls bw_command_writer_command_done; on failure it rolls the buffer back. */
+int bw_command_writer_begin_command(bw_command_writer *w);
+static inline void bw_command_writer_command_done(bw_command_writer *w) {
+    w->started = 1;
+    w->open = BW_OPEN_NONE;
+}
+/* RuntimeError when a time series is open. 0 or -1. */
+int bw_command_writer_check_no_series(const bw_command_writer *w);
 /* Ends the array (`]`, or `[]` when nothing was written). 0, or -1 with MemoryError. */
 int bw_command_writer_finish(bw_command_writer *w);
 

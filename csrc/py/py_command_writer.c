@@ -5,11 +5,13 @@
    wraps it with the body's lifecycle: failure, close, compression, consumers. */
 #include "py_command_writer.h"
 
+#include "py_bulk_commands.h"
 #include "py_bulk_writer.h"
 #include "py_chunk.h"
 #include "py_conventions.h"
 #include "py_handover_queue.h"
 
+#include "bulk_commands.h"
 #include "int_text.h"
 
 #include <string.h>
@@ -27,6 +29,9 @@ typedef struct {
     PyObject *classes;         /* dict: cls -> what class_info gave, asked once per class */
     Py_ssize_t generated;      /* ids generated so far: the next one ends with this + 1 */
     int handover_interrupted;  /* store() was interrupted handing a full buffer over */
+    PyObject *counters_id;     /* the document of the open counters command */
+    PyObject *series_id;       /* the document and name of the open (or next) time series */
+    PyObject *series_name;
 } WriterObject;
 
 static PyTypeObject WriterType;
@@ -126,6 +131,9 @@ static int Writer_traverse(WriterObject *self, visitproc visit, void *arg) {
     Py_VISIT(self->class_info);
     Py_VISIT(self->classes);
     Py_VISIT(self->default_hook);
+    Py_VISIT(self->counters_id);
+    Py_VISIT(self->series_id);
+    Py_VISIT(self->series_name);
     return 0;
 }
 
@@ -134,6 +142,9 @@ static int Writer_clear(WriterObject *self) {
     Py_CLEAR(self->class_info);
     Py_CLEAR(self->classes);
     Py_CLEAR(self->default_hook);
+    Py_CLEAR(self->counters_id);
+    Py_CLEAR(self->series_id);
+    Py_CLEAR(self->series_name);
     return 0;
 }
 
@@ -411,6 +422,347 @@ static PyObject *Writer_put_external(WriterObject *self, PyObject *args,
     return command_writer_take(self);
 }
 
+/* ---- counters, time series and attachments (bulk_commands.h frames them) ---- */
+
+/* The checks of every command method after command_writer_enter. 0, or -1 with an exception
+   set. */
+static int command_writer_can_write(WriterObject *self) {
+    if (self->queue == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "this command needs a writer made with queue=");
+        return -1;
+    }
+    if (self->w.finished) {
+        PyErr_SetString(PyExc_RuntimeError, "the bulk insert body is already finished");
+        return -1;
+    }
+    return 0;
+}
+
+/* New reference: True once the command is in the body and a full buffer (if any) was handed
+   over; None when the consumer is gone (the buffer was dropped); NULL when the hand-over was
+   interrupted (handover_interrupted). The official client's flush points: after each
+   operation. */
+static PyObject *command_writer_written(WriterObject *self) {
+    int handed_over = 1;
+    if (bw_command_writer_over_threshold(&self->w))
+        handed_over = command_writer_hand_over(self);
+    if (handed_over < 0)
+        return NULL;
+    return Py_NewRef(handed_over ? Py_True : Py_None);
+}
+
+/* Whether the counters command open for `open_id` takes increments of `id` too: the same id,
+   compared as the official client compares it (lower-cased). 1, 0, or -1 with an exception. */
+static int same_counters_document(PyObject *open_id, PyObject *id) {
+    if (open_id == id)
+        return 1;
+    int equal = PyUnicode_Compare(open_id, id);
+    if (equal == 0 || PyErr_Occurred())
+        return equal == 0 ? 1 : -1;
+    PyObject *a = PyObject_CallMethod(open_id, "lower", NULL);
+    PyObject *b = a != NULL ? PyObject_CallMethod(id, "lower", NULL) : NULL;
+    int same = b != NULL ? PyObject_RichCompareBool(a, b, Py_EQ) : -1;
+    Py_XDECREF(a);
+    Py_XDECREF(b);
+    return same;
+}
+
+/* increment(id, name, delta) -> True | None (a new reference; see command_writer_written). */
+static PyObject *Writer_increment(WriterObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3) {
+        PyErr_Format(PyExc_TypeError, "increment() takes 3 arguments (id, name, delta), %zd given",
+                     nargs);
+        return NULL;
+    }
+    if (command_writer_enter(self) < 0 || command_writer_can_write(self) < 0)
+        return NULL;
+    PyObject *id = args[0];
+    Py_ssize_t id_len, name_len;
+    int64_t delta;
+    const char *id_text = bw_command_text(id, "id", &id_len);
+    if (id_text == NULL)
+        return NULL;
+    const char *name_text = bw_command_text(args[1], "name", &name_len);
+    if (name_text == NULL || bw_counter_delta(args[2], &delta) < 0 ||
+        bw_command_writer_check_no_series(&self->w) < 0)
+        return NULL;
+    bw_command_writer *w = &self->w;
+    int same = w->open == BW_OPEN_COUNTERS ? same_counters_document(self->counters_id, id) : 0;
+    if (same < 0 || bw_command_writer_ensure_buffer(w) < 0)
+        return NULL;
+    size_t start = w->buf.len, in_batch = w->in_batch;
+    if (!same) {
+        if (bw_command_writer_begin_command(w) < 0)
+            return NULL;
+        if (bw_counters_open(&w->buf, id_text, (size_t)id_len) < 0)
+            goto nomem;
+        in_batch = 0;
+    } else if (in_batch >= BW_COMMAND_BATCH_MAX) {
+        Py_ssize_t open_len;
+        const char *open_text = PyUnicode_AsUTF8AndSize(self->counters_id, &open_len);
+        if (open_text == NULL)
+            goto error;
+        if (BW_BUF_APPEND_LITERAL(&w->buf, "]}},") < 0 ||
+            bw_counters_open(&w->buf, open_text, (size_t)open_len) < 0)
+            goto nomem;
+        in_batch = 0;
+    }
+    if (bw_counter_increment(&w->buf, in_batch > 0, name_text, (size_t)name_len, delta) < 0)
+        goto nomem;
+    if (!same) {
+        bw_command_writer_command_done(w);
+        w->open = BW_OPEN_COUNTERS;
+        Py_XSETREF(self->counters_id, Py_NewRef(id));
+    }
+    w->in_batch = in_batch + 1;
+    w->bytes += w->buf.len - start;
+    return command_writer_written(self);
+nomem:
+    PyErr_NoMemory();
+error:
+    w->buf.len = start;
+    return NULL;
+}
+
+/* series_begin(id, name) -> True (a new reference). The time series opens; nothing is written
+   before its first entry, but an open counters command is closed now, as the official client
+   closes it. */
+static PyObject *Writer_series_begin(WriterObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "series_begin() takes 2 arguments (id, name), %zd given", nargs);
+        return NULL;
+    }
+    if (command_writer_enter(self) < 0 || command_writer_can_write(self) < 0)
+        return NULL;
+    Py_ssize_t len;
+    if (bw_command_text(args[0], "id", &len) == NULL || bw_command_text(args[1], "name", &len) == NULL)
+        return NULL;
+    bw_command_writer *w = &self->w;
+    if (w->open == BW_OPEN_SERIES) {
+        PyErr_SetString(PyExc_RuntimeError, "a time series of this bulk insert is already open: "
+                                            "close it (leave its with block) first");
+        return NULL;
+    }
+    if (w->open == BW_OPEN_COUNTERS) {
+        if (bw_command_writer_ensure_buffer(w) < 0)
+            return NULL;
+        if (bw_command_batch_close(&w->buf) < 0)
+            return PyErr_NoMemory();
+        w->bytes += 3;
+    }
+    w->open = BW_OPEN_SERIES;
+    w->open_written = 0;
+    w->in_batch = 0;
+    Py_XSETREF(self->series_id, Py_NewRef(args[0]));
+    Py_XSETREF(self->series_name, Py_NewRef(args[1]));
+    Py_RETURN_TRUE;
+}
+
+/* series_append(timestamp, values, tag) -> True | None (a new reference; see
+   command_writer_written): one entry of the open time series. */
+static PyObject *Writer_series_append(WriterObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3) {
+        PyErr_Format(PyExc_TypeError, "series_append() takes 3 arguments (timestamp, values, tag), "
+                                      "%zd given", nargs);
+        return NULL;
+    }
+    if (command_writer_enter(self) < 0 || command_writer_can_write(self) < 0)
+        return NULL;
+    bw_command_writer *w = &self->w;
+    if (w->open != BW_OPEN_SERIES) {
+        PyErr_SetString(PyExc_RuntimeError, "no time series is open");
+        return NULL;
+    }
+    PyObject *values = args[1], *tag = args[2];
+    int64_t unix_ms;
+    Py_ssize_t tag_len = 0, id_len, name_len;
+    const char *tag_text = NULL;
+    if (bw_timestamp_unix_ms(args[0], &unix_ms) < 0) /* may run Python code: before writing */
+        return NULL;
+    if (!PyList_Check(values) && !PyTuple_Check(values)) {
+        PyErr_Format(PyExc_TypeError, "values must be a list or tuple, not %.100s",
+                     Py_TYPE(values)->tp_name);
+        return NULL;
+    }
+    if (PySequence_Fast_GET_SIZE(values) == 0) {
+        PyErr_SetString(PyExc_ValueError, "values must hold at least one value");
+        return NULL;
+    }
+    if (tag != Py_None && (tag_text = bw_command_text(tag, "tag", &tag_len)) == NULL)
+        return NULL;
+    const char *id_text = PyUnicode_AsUTF8AndSize(self->series_id, &id_len);
+    const char *name_text = id_text != NULL ? PyUnicode_AsUTF8AndSize(self->series_name, &name_len)
+                                            : NULL;
+    if (name_text == NULL || bw_command_writer_ensure_buffer(w) < 0)
+        return NULL;
+    size_t start = w->buf.len, in_batch = w->in_batch;
+    if (!w->open_written || in_batch >= BW_COMMAND_BATCH_MAX) {
+        int rc = !w->open_written ? bw_buf_append(&w->buf, w->started ? "," : "[", 1)
+                                  : BW_BUF_APPEND_LITERAL(&w->buf, "]}},");
+        if (rc < 0 || bw_time_series_open(&w->buf, id_text, (size_t)id_len, name_text,
+                                          (size_t)name_len) < 0)
+            goto nomem;
+        in_batch = 0;
+    }
+    if (bw_time_series_entry_open(&w->buf, in_batch > 0, unix_ms,
+                                  (size_t)PySequence_Fast_GET_SIZE(values)) < 0)
+        goto nomem;
+    if (bw_series_values(&w->buf, values) < 0)
+        goto error;
+    if (bw_time_series_entry_close(&w->buf, tag_text, (size_t)tag_len) < 0)
+        goto nomem;
+    w->started = 1;
+    w->open_written = 1;
+    w->in_batch = in_batch + 1;
+    w->bytes += w->buf.len - start;
+    return command_writer_written(self);
+nomem:
+    PyErr_NoMemory();
+error:
+    w->buf.len = start;
+    return NULL;
+}
+
+/* series_end() -> None (a new reference): closes the open time series' command, if any. */
+static PyObject *Writer_series_end(WriterObject *self, PyObject *unused) {
+    (void)unused;
+    if (command_writer_enter(self) < 0)
+        return NULL;
+    bw_command_writer *w = &self->w;
+    if (w->open != BW_OPEN_SERIES)
+        Py_RETURN_NONE;
+    if (w->open_written) {
+        if (bw_command_writer_ensure_buffer(w) < 0)
+            return NULL;
+        if (bw_command_batch_close(&w->buf) < 0)
+            return PyErr_NoMemory();
+        w->bytes += 3;
+    }
+    w->open = BW_OPEN_NONE;
+    w->open_written = 0;
+    Py_CLEAR(self->series_id);
+    Py_CLEAR(self->series_name);
+    Py_RETURN_NONE;
+}
+
+/* Hands `item` (a buffer-protocol object of the caller's) over to the queue as a piece of the
+   body of its own. As command_writer_hand_over: 1, 0 or -1. */
+static int command_writer_hand_over_item(WriterObject *self, PyObject *item) {
+    int taken = bw_queue_put_steal(self->queue, Py_NewRef(item));
+    if (taken > 0 && PyErr_CheckSignals() < 0)
+        taken = -1;
+    if (taken < 0)
+        self->handover_interrupted = 1;
+    return taken;
+}
+
+/* The attachment's bytes after its command. bytes of at least the threshold go out as they
+   are, after the current buffer (no copy: bytes cannot change); anything else is copied: at
+   once when smaller than the threshold, as the official client does, otherwise in slices
+   that fill each buffer just past the threshold, so memory stays bounded. 1, 0 (the consumer
+   is gone) or -1 with an exception set; on -1 the body is incomplete (handover_interrupted). */
+static int command_writer_attachment_bytes(WriterObject *self, PyObject *data, const Py_buffer *view) {
+    bw_command_writer *w = &self->w;
+    const char *bytes = view->buf;
+    size_t remaining = (size_t)view->len, threshold = w->threshold;
+    if (remaining >= threshold && PyBytes_CheckExact(data)) {
+        int taken = w->buf.len > 0 ? command_writer_hand_over(self) : 1;
+        if (taken <= 0)
+            return taken;
+        w->bytes += remaining;
+        return command_writer_hand_over_item(self, data);
+    }
+    while (remaining > 0) {
+        if (bw_command_writer_ensure_buffer(w) < 0)
+            goto failed;
+        size_t part = remaining;
+        if (remaining >= threshold) {
+            size_t room = w->buf.len < threshold ? threshold - w->buf.len + 1 : 1;
+            part = room < remaining ? room : remaining;
+        }
+        if (bw_buf_append(&w->buf, bytes, part) < 0) {
+            PyErr_NoMemory();
+            goto failed;
+        }
+        bytes += part;
+        remaining -= part;
+        w->bytes += part;
+        if (bw_command_writer_over_threshold(w)) {
+            int taken = command_writer_hand_over(self);
+            if (taken <= 0)
+                return taken;
+        }
+    }
+    return 1;
+failed:
+    self->handover_interrupted = 1;
+    return -1;
+}
+
+/* attachment(id, name, data, content_type) -> True | None (a new reference; see
+   command_writer_written): the AttachmentPUT command, then data's raw bytes. */
+static PyObject *Writer_attachment(WriterObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4) {
+        PyErr_Format(PyExc_TypeError, "attachment() takes 4 arguments (id, name, data, "
+                                      "content_type), %zd given", nargs);
+        return NULL;
+    }
+    if (command_writer_enter(self) < 0 || command_writer_can_write(self) < 0)
+        return NULL;
+    PyObject *data = args[2], *content_type = args[3], *result = NULL;
+    Py_ssize_t id_len, name_len, type_len = 0;
+    const char *type_text = NULL;
+    const char *id_text = bw_command_text(args[0], "id", &id_len);
+    const char *name_text = id_text != NULL ? bw_command_text(args[1], "name", &name_len) : NULL;
+    if (name_text == NULL)
+        return NULL;
+    if (content_type != Py_None &&
+        (type_text = bw_command_text(content_type, "content_type", &type_len)) == NULL)
+        return NULL;
+    if (PyUnicode_Check(data)) {
+        PyErr_SetString(PyExc_TypeError, "attachment_bytes must be a bytes-like object, not str "
+                                         "(encode it)");
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0) {
+        if (PyErr_ExceptionMatches(PyExc_TypeError)) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_TypeError, "attachment_bytes must be a bytes-like object, not "
+                                          "%.100s", Py_TYPE(data)->tp_name);
+        }
+        return NULL;
+    }
+    bw_command_writer *w = &self->w;
+    size_t before = 0;
+    int taken = -1;
+    self->busy = 1; /* from here on no Python code runs but the signal handlers of a wait */
+    if (bw_command_writer_ensure_buffer(w) < 0)
+        goto cleanup;
+    before = w->buf.len;
+    if (bw_command_writer_begin_command(w) < 0)
+        goto cleanup;
+    if (bw_attachment_header(&w->buf, id_text, (size_t)id_len, name_text, (size_t)name_len,
+                             type_text, (size_t)type_len, (uint64_t)view.len) < 0) {
+        w->buf.len = before;
+        PyErr_NoMemory();
+        goto cleanup;
+    }
+    w->bytes += w->buf.len - before;
+    bw_command_writer_command_done(w);
+    taken = 1;
+    if (bw_command_writer_over_threshold(w))
+        taken = command_writer_hand_over(self);
+    if (taken > 0)
+        taken = command_writer_attachment_bytes(self, data, &view);
+    if (taken >= 0)
+        result = Py_NewRef(taken ? Py_True : Py_None);
+cleanup:
+    self->busy = 0;
+    PyBuffer_Release(&view);
+    return result;
+}
+
 /* claim() -> None (a new reference): the calling thread becomes the producer, or
    RuntimeError when another thread already is. */
 static PyObject *Writer_claim(WriterObject *self, PyObject *unused) {
@@ -471,6 +823,21 @@ static PyMethodDef Writer_methods[] = {
      "put_external(length, count, continued=False) -> Chunk | None\n\nThe caller sends length "
      "bytes of commands as a piece of its own: the separator is written into the buffer, which is "
      "handed over (returned; None when empty) and must go out right before that piece."},
+    {"increment", (PyCFunction)(void (*)(void))Writer_increment, METH_FASTCALL,
+     "increment(id, name, delta) -> True | None\n\nAppend a counter increment: to the open "
+     "counters command of the same document, else in a new one (at most 1024 per command). "
+     "Returns True; None when a full buffer could not be handed over (the consumer is gone)."},
+    {"series_begin", (PyCFunction)(void (*)(void))Writer_series_begin, METH_FASTCALL,
+     "series_begin(id, name) -> True\n\nOpen a time series: until series_end() the writer "
+     "takes only its entries."},
+    {"series_append", (PyCFunction)(void (*)(void))Writer_series_append, METH_FASTCALL,
+     "series_append(timestamp, values, tag) -> True | None\n\nAppend one entry to the open "
+     "time series (at most 1024 per command)."},
+    {"series_end", (PyCFunction)Writer_series_end, METH_NOARGS,
+     "series_end() -> None\n\nClose the open time series."},
+    {"attachment", (PyCFunction)(void (*)(void))Writer_attachment, METH_FASTCALL,
+     "attachment(id, name, data, content_type) -> True | None\n\nAppend an AttachmentPUT "
+     "command and data's raw bytes after it."},
     {"claim", (PyCFunction)Writer_claim, METH_NOARGS,
      "claim() -> None\n\nMake the calling thread the writer's producer, or raise RuntimeError "
      "when another thread already is (the first thread to call a store method owns it)."},
@@ -514,7 +881,7 @@ static PyTypeObject WriterType = {
 };
 
 int bw_command_writer_add_to_module(PyObject *module) {
-    if (PyType_Ready(&WriterType) < 0)
+    if (bw_bulk_commands_init() < 0 || PyType_Ready(&WriterType) < 0)
         return -1;
     return PyModule_AddObjectRef(module, "CommandWriter", (PyObject *)&WriterType);
 }

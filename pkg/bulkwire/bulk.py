@@ -28,6 +28,8 @@ from . import _core
 from .compression import Compress, compression_backends, gzip_stream
 from .compression import _PythonIsal  # noqa: F401 - importable here as before
 from .compression import resolve_compress as _resolve_compress
+from .bulk_commands import (AttachmentsBulkInsert, CountersBulkInsert, TimeSeriesBulkInsert,
+                            TypedTimeSeriesBulkInsert)
 from .errors import BulkInsertAborted, BulkInsertError
 
 __all__ = ["BulkInsert", "BulkWriter", "BulkInsertError", "BulkInsertAborted", "BulkStats",
@@ -190,6 +192,7 @@ class BulkWriter:
         self._closed = False
         self._finished = False  # the end of the body (its last buffer) was handed over
         self._consuming = False
+        self._series: Any = None  # the open TimeSeriesBulkInsert
         self.buffer_size = buffer_size
         self.max_buffers = max_buffers
         self.stats = BulkStats(compression=self._compression)
@@ -273,6 +276,89 @@ class BulkWriter:
         if pieces:
             self._store_pieces(pieces, count)
 
+    # ---- counters, time series, attachments (see bulkwire.bulk_commands) ----
+
+    def counters_for(self, id: str) -> "CountersBulkInsert":
+        """The counters of the document ``id``: ``counters_for(id).increment(name, delta=1)``.
+
+        >>> w = BulkWriter()
+        >>> w.counters_for("users/1").increment("likes")
+        >>> w.close()
+        """
+        return CountersBulkInsert(self, id)
+
+    def time_series_for(self, id: str, name: str) -> "TimeSeriesBulkInsert":
+        """The time series ``name`` of the document ``id``, as a context manager:
+        ``append_single(timestamp, value, tag=None)``, ``append(timestamp, values, tag=None)``.
+
+        >>> from datetime import datetime
+        >>> w = BulkWriter()
+        >>> with w.time_series_for("users/1", "Heartrate") as ts:
+        ...     ts.append(datetime(2024, 1, 1), [72, 80.5], "watch")
+        >>> w.close()
+        """
+        return TimeSeriesBulkInsert(self, id, name)
+
+    def typed_time_series_for(self, object_type: type, id: str,
+                              name: Optional[str] = None) -> "TypedTimeSeriesBulkInsert":
+        """A time series whose entries are ``object_type`` objects (see
+        :class:`bulkwire.bulk_commands.TypedTimeSeriesBulkInsert`); ``name`` defaults to the
+        collection name of ``object_type``."""
+        return TypedTimeSeriesBulkInsert(self, object_type, id, name)
+
+    def attachments_for(self, id: str) -> "AttachmentsBulkInsert":
+        """The attachments of the document ``id``:
+        ``attachments_for(id).store(name, attachment_bytes, content_type=None)``.
+
+        >>> w = BulkWriter()
+        >>> w.attachments_for("users/1").store("a.txt", b"hello", "text/plain")
+        >>> w.close()
+        """
+        return AttachmentsBulkInsert(self, id)
+
+    def _command(self, method: Any, *args: Any) -> None:
+        """One counters, time series or attachment call of the C writer, with ``store``'s
+        failure rules."""
+        if self._failure is not None:
+            self._raise_failure()
+        if self._closed:
+            raise ValueError("a command on a closed bulk insert")
+        try:
+            done = method(*args)
+        except BaseException:
+            if self._writer.handover_interrupted:  # part of the body never reached the queue
+                self._buffer_lost(interrupted=True)
+            raise
+        if done is None:  # the consumer is gone: that buffer never reached it
+            self._buffer_lost(interrupted=False)
+
+    def _increment(self, id: str, name: Any, delta: Any) -> None:
+        self._command(self._writer.increment, id, name, delta)
+
+    def _series_begin(self, series: Any, id: str, name: str) -> None:
+        self._writer.claim()
+        if self._series is not None:
+            raise RuntimeError(f"the time series {self._series._name!r} of "
+                               f"{self._series._id!r} is still open: close it (leave its with "
+                               "block) before opening another")
+        self._command(self._writer.series_begin, id, name)
+        self._series = series
+
+    def _series_append(self, series: Any, timestamp: Any, values: Any, tag: Any) -> None:
+        if series is not self._series:
+            raise RuntimeError("this time series is not the open one of its bulk insert")
+        self._command(self._writer.series_append, timestamp, values, tag)
+
+    def _series_end(self, series: Any) -> None:
+        if series is self._series:
+            self._writer.claim()
+            self._series = None
+            if self._failure is None and not self._closed:
+                self._writer.series_end()
+
+    def _attachment(self, id: str, name: Any, data: Any, content_type: Any) -> None:
+        self._command(self._writer.attachment, id, name, data, content_type)
+
     def _store_batch(self, chunks: list, count: int) -> None:
         """``count`` commands that ``_core.encode_batch`` just wrote (non-empty ``bytes``,
         joined by ',' without a leading one), each chunk handed over as it is, after the
@@ -353,6 +439,15 @@ class BulkWriter:
         and at every later call. A close interrupted before the last buffer was handed over
         (Ctrl-C while the queue was full) marks the writer failed: its body is incomplete."""
         self._writer.claim()  # another thread: RuntimeError, and nothing changed
+        if self._series is not None and not self._closed and self._failure is None:
+            # the series' command has no end: the body cannot be finished
+            series = self._series
+            message = (f"close() while the time series {series._name!r} of {series._id!r} is "
+                       "open: close it (leave its with block) first; the bulk insert failed")
+            self.fail(BulkInsertAborted(message))
+            self._closed = True
+            self._queue.close_producer()
+            raise RuntimeError(message)
         if not self._closed:
             self._closed = True
             try:
@@ -668,6 +763,49 @@ class BulkInsert:
         """
         pieces = _encoded_pieces(commands, count)  # bad arguments raise before any request
         self._store_pieces(pieces, count)
+
+    # ---- counters, time series, attachments (see bulkwire.bulk_commands) ----
+
+    def counters_for(self, id: str) -> "CountersBulkInsert":
+        """The counters of the document ``id``: ``counters_for(id).increment(name, delta=1)``
+        (see :meth:`BulkWriter.counters_for`)."""
+        return CountersBulkInsert(self, id)
+
+    def time_series_for(self, id: str, name: str) -> "TimeSeriesBulkInsert":
+        """The time series ``name`` of the document ``id``, as a context manager (see
+        :meth:`BulkWriter.time_series_for`)."""
+        return TimeSeriesBulkInsert(self, id, name)
+
+    def typed_time_series_for(self, object_type: type, id: str,
+                              name: Optional[str] = None) -> "TypedTimeSeriesBulkInsert":
+        """A time series of ``object_type`` entries (see
+        :meth:`BulkWriter.typed_time_series_for`)."""
+        return TypedTimeSeriesBulkInsert(self, object_type, id, name)
+
+    def attachments_for(self, id: str) -> "AttachmentsBulkInsert":
+        """The attachments of the document ``id`` (see :meth:`BulkWriter.attachments_for`)."""
+        return AttachmentsBulkInsert(self, id)
+
+    def _increment(self, id: str, name: Any, delta: Any) -> None:
+        if self._sender is None:
+            self._start()
+        self._writer._increment(id, name, delta)
+
+    def _series_begin(self, series: Any, id: str, name: str) -> None:
+        self._writer._series_begin(series, id, name)
+
+    def _series_append(self, series: Any, timestamp: Any, values: Any, tag: Any) -> None:
+        if self._sender is None:
+            self._start()
+        self._writer._series_append(series, timestamp, values, tag)
+
+    def _series_end(self, series: Any) -> None:
+        self._writer._series_end(series)
+
+    def _attachment(self, id: str, name: Any, data: Any, content_type: Any) -> None:
+        if self._sender is None:
+            self._start()
+        self._writer._attachment(id, name, data, content_type)
 
     def _store_batch(self, chunks: list, count: int) -> None:
         """``count`` commands ``_core.encode_batch`` just wrote (see

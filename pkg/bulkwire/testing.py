@@ -264,21 +264,88 @@ def _show(value: Any) -> str:
     return _kind(value)
 
 
+def _need(index: int, what: str, value: Any, ok: bool, expected: str) -> None:
+    if not ok:
+        raise RequestError(f"command {index} ({what}) needs {expected}, not {_show(value)}"
+                           if value is not _MISSING else f"command {index} ({what}) has no "
+                           f"{expected.split()[0]}")
+
+
+_MISSING = object()
+_COMMAND_TYPES = ("PUT", "Counters", "TimeSeriesBulkInsert", "AttachmentPUT")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_counters(index: int, command: dict) -> None:
+    what = f"Counters {_show(command['Id'])}"
+    counters = command.get("Counters", _MISSING)
+    _need(index, what, counters, isinstance(counters, dict), "Counters that is a JSON object")
+    doc = counters.get("DocumentId", _MISSING)
+    _need(index, what, doc, isinstance(doc, str) and bool(doc), "DocumentId that is a non-empty string")
+    operations = counters.get("Operations", _MISSING)
+    _need(index, what, operations, isinstance(operations, list), "Operations that is a JSON array")
+    for op in operations:
+        ok = (isinstance(op, dict) and op.get("Type") == "Increment"
+              and isinstance(op.get("CounterName"), str) and _is_int(op.get("Delta")))
+        _need(index, what, op, ok, 'operations {"Type":"Increment","CounterName":<string>,'
+                                   '"Delta":<integer>}')
+
+
+def _check_time_series(index: int, command: dict) -> None:
+    what = f"TimeSeriesBulkInsert {_show(command['Id'])}"
+    series = command.get("TimeSeries", _MISSING)
+    _need(index, what, series, isinstance(series, dict), "TimeSeries that is a JSON object")
+    name = series.get("Name", _MISSING)
+    _need(index, what, name, isinstance(name, str) and bool(name), "Name that is a non-empty string")
+    time_format = series.get("TimeFormat", _MISSING)
+    _need(index, what, time_format, time_format == "UnixTimeInMs", "TimeFormat 'UnixTimeInMs'")
+    appends = series.get("Appends", _MISSING)
+    _need(index, what, appends, isinstance(appends, list), "Appends that is a JSON array")
+    for entry in appends:
+        ok = (isinstance(entry, list) and len(entry) >= 2 and _is_int(entry[0])
+              and _is_int(entry[1]) and entry[1] >= 0 and len(entry) in (2 + entry[1], 3 + entry[1])
+              and all(v is None or (isinstance(v, (int, float)) and not isinstance(v, bool))
+                      for v in entry[2:2 + entry[1]])
+              and (len(entry) == 2 + entry[1] or isinstance(entry[-1], str)))
+        _need(index, what, entry, ok, "entries [<unix ms>,<n>,<n numbers>(,<tag>)]")
+
+
+def _check_attachment(index: int, command: dict) -> None:
+    what = f"AttachmentPUT {_show(command['Id'])}"
+    name = command.get("Name", _MISSING)
+    _need(index, what, name, isinstance(name, str) and bool(name), "Name that is a non-empty string")
+    if "ContentType" in command:
+        content_type = command["ContentType"]
+        _need(index, what, content_type, isinstance(content_type, str), "ContentType that is a string")
+    length = command.get("ContentLength", _MISSING)
+    _need(index, what, length, _is_int(length) and length >= 0,
+          "ContentLength that is a non-negative integer")
+
+
 def _check_command(index: int, command: Any) -> None:
     if not isinstance(command, dict):
         raise RequestError(f"command {index} must be a JSON object, not {_kind(command)}")
     kind = command.get("Type")
-    if kind != "PUT":
+    if kind not in _COMMAND_TYPES:
         if "Type" not in command:
             raise RequestError(f"command {index} has no Type")
         raise RequestError(f"command {index} has Type {_show(kind)}: the loopback server "
-                           f"implements PUT commands only")
+                           f"implements {', '.join(_COMMAND_TYPES)}")
     doc_id = command.get("Id")
     if not isinstance(doc_id, str) or not doc_id:
         if "Id" not in command:
-            raise RequestError(f"command {index} (PUT) has no Id")
-        raise RequestError(f"command {index} (PUT) needs an Id that is a non-empty string, "
+            raise RequestError(f"command {index} ({kind}) has no Id")
+        raise RequestError(f"command {index} ({kind}) needs an Id that is a non-empty string, "
                            f"not {_show(doc_id)}")
+    if kind == "Counters":
+        return _check_counters(index, command)
+    if kind == "TimeSeriesBulkInsert":
+        return _check_time_series(index, command)
+    if kind == "AttachmentPUT":
+        return _check_attachment(index, command)
     if not isinstance(command.get("Document"), dict):
         if "Document" not in command:
             raise RequestError(f"command {index} (PUT {_show(doc_id)}) has no Document")
@@ -287,27 +354,31 @@ def _check_command(index: int, command: Any) -> None:
 
 
 def parse_commands(body: Union[bytes, bytearray, memoryview]) -> List[dict]:
-    """The commands of a decoded bulk insert body: a UTF-8 JSON array of
-    ``{"Id": str, "Type": "PUT", "Document": {...}}``. Raises :class:`RequestError` naming the
-    first problem (the first bad command, the byte that is not UTF-8, the JSON error).
+    """The commands of a decoded bulk insert body: a JSON array (UTF-8) of commands, each
+    ``{"Id": str, "Type": "PUT", "Document": {...}}``, a ``Counters``, a
+    ``TimeSeriesBulkInsert`` or an ``AttachmentPUT`` command; the latter is followed by its
+    ``ContentLength`` raw bytes, which the parser puts into the command as ``"Bytes"``
+    (``bytes``). Raises :class:`RequestError` naming the first problem (the first bad
+    command, the byte that is not UTF-8, the JSON error).
 
     >>> parse_commands(b'[{"Id":"a/1","Type":"PUT","Document":{"x":1}}]')
     [{'Id': 'a/1', 'Type': 'PUT', 'Document': {'x': 1}}]
+    >>> parse_commands(b'[{"Id":"a/1","Type":"AttachmentPUT","Name":"f","ContentLength":2}\\xff\\x00]')
+    [{'Id': 'a/1', 'Type': 'AttachmentPUT', 'Name': 'f', 'ContentLength': 2, 'Bytes': b'\\xff\\x00'}]
     """
     try:
-        text = str(body, "utf-8")
-    except UnicodeDecodeError as exc:
-        # commands before the bad byte are still checked first (an attachment's raw bytes
-        # follow a command the server does not implement: that is the error to report)
-        return _walk_commands(str(body[:exc.start], "utf-8"), exc.start)
-    try:
-        commands = json.loads(text)
+        commands = json.loads(str(body, "utf-8"))
     except (ValueError, RecursionError):
-        return _walk_commands(text, None)  # finds and names the first error
+        # not UTF-8 JSON as a whole: raw attachment bytes, or an error to find and name
+        return _walk_commands(bytes(body))
     if not isinstance(commands, list):
         raise RequestError(f"the body must be a JSON array of commands, not {_kind(commands)}")
     for index, command in enumerate(commands):
         _check_command(index, command)
+        if command.get("Type") == "AttachmentPUT":
+            if command["ContentLength"]:  # its bytes were read as JSON (e.g. b" "): read again
+                return _walk_commands(bytes(body))
+            command["Bytes"] = b""
     return commands
 
 
@@ -317,24 +388,43 @@ def _skip_space(text: str, pos: int) -> int:
     return pos
 
 
-def _walk_commands(text: str, bad_utf8_at: Optional[int]) -> List[dict]:
-    """Parses the array one command at a time; ``text`` is everything before the first byte
-    that is not UTF-8 (at ``bad_utf8_at``) when there is one."""
-    def syntax(message: str) -> RequestError:
-        # with a bad byte, text was cut there: a syntax error is most likely that cut
-        if bad_utf8_at is not None:
-            return RequestError(f"the body is not UTF-8 (an invalid byte sequence at byte "
-                                f"{bad_utf8_at})")
-        return RequestError(message)
+_ESCAPED_BYTE = re.compile("[\udc80-\udcff]")
+
+
+def _walk_commands(body: bytes) -> List[dict]:
+    """Parses the array one command at a time, taking each attachment's raw bytes by its
+    declared length. The body is read as UTF-8 with undecodable bytes escaped (as lone
+    surrogates, which valid UTF-8 never gives), so that the JSON between attachments must
+    still be UTF-8 and an attachment's bytes may be anything."""
+    text = body.decode("utf-8", "surrogateescape")
+    char_mark = byte_mark = 0  # a character position and its byte offset
+    checked = 0  # text before this was checked to be UTF-8 (attachments' bytes excepted)
+
+    def byte_offset(pos: int) -> int:
+        nonlocal char_mark, byte_mark
+        byte_mark += len(text[char_mark:pos].encode("utf-8", "surrogateescape"))
+        char_mark = pos
+        return byte_mark
+
+    def not_utf8(start: int, end: int) -> Optional[RequestError]:
+        bad = _ESCAPED_BYTE.search(text, start, end)
+        if bad is None:
+            return None
+        return RequestError(f"the body is not UTF-8 (an invalid byte sequence at byte "
+                            f"{byte_offset(bad.start())})")
+
+    def syntax(message: str, pos: int) -> RequestError:
+        # a syntax error at an undecodable byte is that byte's error
+        return not_utf8(checked, min(pos + 1, len(text))) or RequestError(message)
 
     pos = _skip_space(text, 0)
     if pos == len(text):
-        raise syntax("the body is empty: expected a JSON array of commands")
+        raise syntax("the body is empty: expected a JSON array of commands", pos)
     if text[pos] != "[":
         try:
             value, _ = _DECODER.raw_decode(text, pos)
         except (ValueError, RecursionError):
-            raise syntax(f"the body is not JSON (at character {pos})") from None
+            raise syntax(f"the body is not JSON (at character {pos})", pos) from None
         raise RequestError(f"the body must be a JSON array of commands, not {_kind(value)}")
     commands: List[dict] = []
     pos = _skip_space(text, pos + 1)
@@ -344,28 +434,44 @@ def _walk_commands(text: str, bad_utf8_at: Optional[int]) -> List[dict]:
         while True:
             index = len(commands)
             try:
-                command, pos = _DECODER.raw_decode(text, pos)
+                command, end = _DECODER.raw_decode(text, pos)
             except RecursionError:
                 raise RequestError(f"command {index} is nested too deeply") from None
             except json.JSONDecodeError as exc:
                 raise syntax(f"command {index} is not valid JSON: {exc.msg} (at character "
-                             f"{exc.pos})") from None
+                             f"{exc.pos})", exc.pos) from None
+            error = not_utf8(checked, end)
+            if error is not None:
+                raise error
             _check_command(index, command)
             commands.append(command)
+            pos = end
+            if command["Type"] == "AttachmentPUT":
+                start = byte_offset(pos)
+                length = command["ContentLength"]
+                data = body[start:start + length]
+                if len(data) < length:
+                    raise RequestError(f"the body ends inside the bytes of attachment command "
+                                       f"{index} ({len(data)} of {length})")
+                command["Bytes"] = data
+                pos += len(data.decode("utf-8", "surrogateescape"))
+                char_mark, byte_mark = pos, start + length
+            checked = pos
             pos = _skip_space(text, pos)
             if pos == len(text):
-                raise syntax("the body ends inside the array of commands")
+                raise syntax("the body ends inside the array of commands", pos)
             if text[pos] == "]":
                 pos += 1
                 break
             if text[pos] != ",":
-                raise syntax(f"expected ',' or ']' after command {index} (at character {pos})")
+                raise syntax(f"expected ',' or ']' after command {index} (at character {pos})", pos)
             pos = _skip_space(text, pos + 1)
     pos = _skip_space(text, pos)
     if pos < len(text):
-        raise RequestError(f"data after the end of the array of commands (at character {pos})")
-    if bad_utf8_at is not None:
-        raise syntax("")
+        raise syntax(f"data after the end of the array of commands (at character {pos})", pos)
+    error = not_utf8(checked, len(text))
+    if error is not None:
+        raise error
     return commands
 
 
@@ -523,6 +629,11 @@ class LoopbackServer:
         self.keep_decoded_chunks = keep_decoded_chunks
         self.parse = parse
         self.documents: Dict[str, Any] = {}
+        self.counters: Dict[str, Dict[str, int]] = {}  # document id -> counter -> value
+        # (document id, series name) -> [(unix ms, values, tag)] in the order they arrived
+        self.time_series: Dict[Tuple[str, str], List[tuple]] = {}
+        # (document id, attachment name) -> (content type or None, bytes)
+        self.attachments: Dict[Tuple[str, str], Tuple[Optional[str], bytes]] = {}
         self.requests: List[ReceivedRequest] = []
         self.log: List[str] = []  # "METHOD path" of every request
         self.operations: Dict[int, dict] = {}
@@ -981,10 +1092,28 @@ class LoopbackServer:
             request.commands = commands
             with self._lock:
                 for command in commands:
-                    self.documents[command["Id"]] = command["Document"]
+                    self._record(command)
         self._complete(op)
         request.status = 200
         self._reply(h, 200, None)
+
+    def _record(self, command: dict) -> None:
+        """Keeps what a parsed command did (with the lock held)."""
+        kind, doc_id = command["Type"], command["Id"]
+        if kind == "PUT":
+            self.documents[doc_id] = command["Document"]
+        elif kind == "Counters":
+            counters = self.counters.setdefault(command["Counters"]["DocumentId"], {})
+            for op in command["Counters"]["Operations"]:
+                counters[op["CounterName"]] = counters.get(op["CounterName"], 0) + op["Delta"]
+        elif kind == "TimeSeriesBulkInsert":
+            series = command["TimeSeries"]
+            entries = self.time_series.setdefault((doc_id, series["Name"]), [])
+            for entry in series["Appends"]:
+                n = entry[1]
+                entries.append((entry[0], entry[2:2 + n], entry[2 + n] if len(entry) > 2 + n else None))
+        else:
+            self.attachments[(doc_id, command["Name"])] = (command.get("ContentType"), command["Bytes"])
 
     def _fault(self, op: int, message: str, status: int = 500) -> None:
         with self._lock:
