@@ -32,7 +32,9 @@ from . import _core
 from .bulk import BulkInsert
 from .errors import BulkInsertError
 
-__all__ = ["BulkInsertOperation", "bulk_insert", "install", "uninstall", "installed"]
+__all__ = ["BulkInsertOperation", "bulk_insert", "install", "uninstall", "installed",
+           "CountersBulkInsert", "TimeSeriesBulkInsert", "TypedTimeSeriesBulkInsert",
+           "AttachmentsBulkInsert"]
 
 _install_lock = threading.Lock()
 _original: Optional[Tuple[bool, Any]] = None  # (defined on DocumentStore itself, the method)
@@ -164,6 +166,42 @@ class BulkInsertOperation:
         except BulkInsertError as error:
             raise _aborted(error) from error
 
+    def counters_for(self, id_: str) -> "CountersBulkInsert":
+        """The counters of the document ``id_``: ``counters_for(id_).increment(name, delta=1)``."""
+        if not id_:
+            raise ValueError("Document id cannot be None or empty.")
+        return CountersBulkInsert(self._insert.counters_for(id_))
+
+    def time_series_for(self, id_: str, name: str) -> "TimeSeriesBulkInsert":
+        """The time series ``name`` of the document ``id_``, as a context manager:
+        ``append_single(timestamp, value, tag=None)``, ``append(timestamp, values, tag=None)``."""
+        if not id_:
+            raise ValueError("Document id cannot be None or empty")
+        if not name:
+            raise ValueError("Time series name cannot be None or empty")
+        return TimeSeriesBulkInsert(_client_call(self._insert.time_series_for, id_, name))
+
+    def typed_time_series_for(self, object_type: type, id_: str,
+                              name: Optional[str] = None) -> "TypedTimeSeriesBulkInsert":
+        """A time series of ``object_type`` entries (the client's ``ITimeSeriesValuesBindable``:
+        ``get_time_series_mapping()``); ``name`` defaults to what the store's conventions
+        name the type's collection."""
+        if not id_:
+            raise ValueError("Document id cannot be None or empty")
+        if name is None:
+            name = self._conventions.find_collection_name(object_type)
+        if not name:
+            raise ValueError("Time series name cannot be None or empty")
+        return TypedTimeSeriesBulkInsert(
+            _client_call(self._insert.typed_time_series_for, object_type, id_, name))
+
+    def attachments_for(self, key: str) -> "AttachmentsBulkInsert":
+        """The attachments of the document ``key``:
+        ``attachments_for(key).store(name, attachment_bytes, content_type=None)``."""
+        if not key or key.isspace():
+            raise ValueError("Document id cannot be None or empty.")
+        return AttachmentsBulkInsert(self._insert.attachments_for(key))
+
     def _get_id(self, entity: Any) -> str:
         ids = self._ids
         found, key = ids.try_get_id_from_instance(entity)
@@ -179,6 +217,81 @@ class BulkInsertOperation:
     def stats(self) -> Any:
         """bulkwire's :class:`~bulkwire.BulkStats` of this insert."""
         return self._insert.stats
+
+
+def _client_call(method: Any, *args: Any) -> Any:
+    """``method(*args)``, a failed insert raised as the client's exception."""
+    try:
+        return method(*args)
+    except BulkInsertError as error:
+        raise _aborted(error) from error
+
+
+class CountersBulkInsert:
+    """The counters of one document (``BulkInsertOperation.counters_for``)."""
+
+    __slots__ = ("_counters",)
+
+    def __init__(self, counters: Any) -> None:
+        self._counters = counters
+
+    def increment(self, name: str, delta: int = 1) -> None:
+        """Add ``delta`` to the counter ``name``."""
+        _client_call(self._counters.increment, name, delta)
+
+
+class TimeSeriesBulkInsert:
+    """Appends to one time series of one document, as a context manager; while it is open,
+    the bulk insert takes nothing else (``RuntimeError``, as with the client)."""
+
+    def __init__(self, series: Any) -> None:
+        self._series = series
+
+    def append_single(self, timestamp: Any, value: Any, tag: Optional[str] = None) -> None:
+        """Append one entry of one value."""
+        _client_call(self._series.append_single, timestamp, value, tag)
+
+    def append(self, timestamp: Any, values: Any, tag: Optional[str] = None) -> None:
+        """Append one entry of several values."""
+        _client_call(self._series.append, timestamp, values, tag)
+
+    def __enter__(self) -> "TimeSeriesBulkInsert":
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        _client_call(self._series.close)
+
+
+class TypedTimeSeriesBulkInsert(TimeSeriesBulkInsert):
+    """Appends ``object_type`` entries to one time series of one document."""
+
+    def append_single(self, timestamp: Any, value: Any, tag: Optional[str] = None) -> None:
+        """Append one entry: the values of ``value``, an ``object_type`` object."""
+        _client_call(self._series.append_single, timestamp, value, tag)
+
+    def append_entry(self, entry: Any) -> None:
+        """Append the client's ``TypedTimeSeriesEntry``."""
+        _client_call(self._series.append_entry, entry)
+
+
+class AttachmentsBulkInsert:
+    """The attachments of one document (``BulkInsertOperation.attachments_for``)."""
+
+    __slots__ = ("_attachments",)
+
+    def __init__(self, attachments: Any) -> None:
+        self._attachments = attachments
+
+    def store(self, name: str, attachment_bytes: bytes, content_type: Optional[str] = None) -> None:
+        """Store ``attachment_bytes`` as the attachment ``name``."""
+        _client_call(self._attachments.store, name, attachment_bytes, content_type)
+
+    def store_with_parameters(self, parameters: Any) -> None:
+        """The client's ``StoreAttachmentParameters`` (remote attachments are not supported)."""
+        if getattr(parameters, "remote_parameters", None) is not None:
+            raise ValueError("remote attachments (remote_parameters) are not supported by "
+                             "bulkwire's bulk insert")
+        self.store(parameters.name, parameters.stream, parameters.content_type)
 
 
 def _servers(store: Any) -> Any:
