@@ -29,6 +29,7 @@ from _common import loopback_server, print_command, server_summary  # noqa: E402
 from bench_bulk_insert import make_entities  # noqa: E402  (the seed's workload)
 
 SIDES = ("before", "after")
+REFERENCE = "own"  # bulkwire's own BulkInsert on the same documents: what "after" can reach
 
 
 def child(args: argparse.Namespace) -> None:
@@ -39,6 +40,12 @@ def child(args: argparse.Namespace) -> None:
     import bulkwire.ravendb
     import bulkwire.transport  # noqa: F401  (imported before the clock, as ravendb's modules are)
 
+    if args.child == REFERENCE:
+        start = time.perf_counter()
+        with bulkwire.BulkInsert(args.url, "bench", compress=args.mode == "gzip", timeout=120) as own:
+            for entity in entities:
+                own.store(entity)
+        return _report(args, time.perf_counter() - start)
     if args.child == "after":
         bulkwire.ravendb.install()
     store = DocumentStore(urls=[args.url], database="bench")
@@ -53,6 +60,10 @@ def child(args: argparse.Namespace) -> None:
         seconds = time.perf_counter() - start
     finally:
         store.close()
+    _report(args, seconds)
+
+
+def _report(args: argparse.Namespace, seconds: float) -> None:
     summary = server_summary(args.url)
     print(json.dumps({"seconds": seconds, "received": summary["documents"],
                       "wire_bytes": summary["wire_bytes"], "error": summary["error"],
@@ -78,7 +89,9 @@ def main() -> None:
     parser.add_argument("--dims", type=int, nargs="+", default=[1024])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--modes", nargs="+", default=["plain", "gzip"], choices=["plain", "gzip"])
-    parser.add_argument("--child", choices=SIDES)
+    parser.add_argument("--reference", action="store_true",
+                        help="also run bulkwire's own BulkInsert in each round (docs/s only)")
+    parser.add_argument("--child", choices=SIDES + (REFERENCE,))
     parser.add_argument("--mode", choices=["plain", "gzip"])
     parser.add_argument("--dim", type=int)
     parser.add_argument("--url")
@@ -93,14 +106,19 @@ def main() -> None:
               f"{args.docs:,} documents, {args.rounds} interleaved rounds, loopback server in its "
               f"own process; ISA-L linked: {bool(_core.HAVE_ISAL)}")
         print(f"{'dim':>5} {'mode':>5} {'before docs/s':>14} {'after docs/s':>13} "
-              f"{'median ratio':>13} {'min':>6} {'max':>6} {'B/doc before':>13} {'after':>7}")
+              f"{'median ratio':>13} {'min':>6} {'max':>6} {'B/doc before':>13} {'after':>7}"
+              + (f" {'own BulkInsert docs/s':>22}" if args.reference else ""))
         for dim in args.dims:
             for mode in args.modes:
                 results: dict = {side: [] for side in SIDES}
                 ratios = []
                 for round_ in range(args.rounds):
                     order = SIDES if round_ % 2 == 0 else SIDES[::-1]
+                    if args.reference:
+                        order = order + (REFERENCE,)
                     got = {side: run_child(url, side, mode, dim, args.docs) for side in order}
+                    if args.reference:
+                        results.setdefault(REFERENCE, []).append(got[REFERENCE])
                     for side in SIDES:
                         results[side].append(got[side])
                     ratios.append(got["before"]["seconds"] / got["after"]["seconds"])
@@ -109,7 +127,9 @@ def main() -> None:
                 wire = {side: results[side][-1]["wire_bytes"] / args.docs for side in SIDES}
                 print(f"{dim:>5} {mode:>5} {rate['before']:>14,.0f} {rate['after']:>13,.0f} "
                       f"{statistics.median(ratios):>12.1f}x {min(ratios):>5.1f}x {max(ratios):>5.1f}x "
-                      f"{wire['before']:>13,.0f} {wire['after']:>7,.0f}", flush=True)
+                      f"{wire['before']:>13,.0f} {wire['after']:>7,.0f}"
+                      + (f" {statistics.median(args.docs / r['seconds'] for r in results[REFERENCE]):>22,.0f}"
+                         if args.reference else ""), flush=True)
 
 
 if __name__ == "__main__":

@@ -61,3 +61,12 @@ def test_ab_builds_alternates_the_checkouts(tmp_path):
 def test_callgrind_encode_runs(kind):
     assert run_script("callgrind_encode.py", kind).startswith(f"{kind}: ")
     assert "built only" in run_script("callgrind_encode.py", kind, "skip")
+
+
+def test_bench_ravendb_dropin_runs():
+    out = run_script("bench_ravendb_dropin.py", "--docs", "20", "--rounds", "1", "--dims", "8",
+                     "--reference")
+    rows = [line.split() for line in out.splitlines() if line.split()[:1] == ["8"]]
+    assert [r[1] for r in rows] == ["plain", "gzip"]
+    for r in rows:  # before, after docs/s, the median ratio, and the own BulkInsert's docs/s
+        assert float(r[2].replace(",", "")) > 0 and r[4].endswith("x") and float(r[-1].replace(",", "")) > 0
