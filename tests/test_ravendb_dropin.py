@@ -582,3 +582,30 @@ def test_a_refused_client_certificate_raises_the_clients_exception(pki):
         finally:
             store.close()
         assert server.documents == {}
+
+
+# ---- the writer's options the drop-in uses ----
+
+def test_class_info_may_name_the_members_the_body_leaves_out():
+    writer = bulkwire.BulkWriter(class_info=lambda cls: ("x/", {"@collection": "Xs"}, ("Key", "@metadata")))
+    writer.store({"Key": "k", "Id": "stays", "@metadata": {"a": 1}, "v": 1})
+    writer.close()
+    body = b"".join(bytes(c) for c in writer.chunks())
+    assert body == (b'[{"Id":"stays","Type":"PUT","Document":{"Id": "stays", "v": 1, '
+                    b'"@metadata": {"a": 1, "@collection": "Xs"}}}]')
+
+
+@pytest.mark.parametrize("info", [("x/", {}, ["Id"]), ("x/", {}, ("Id", 1)), ("x/", {}, (), None)])
+def test_a_bad_class_info_raises(info):
+    writer = bulkwire.BulkWriter(class_info=lambda cls: info)
+    with pytest.raises(TypeError, match="class_info"):
+        writer.store({"v": 1})
+
+
+def test_the_default_hook_is_the_walkers():
+    writer = bulkwire.BulkWriter(default=lambda o: {"cents": o.cents})
+    writer.store({"Price": Money(5)}, id="p/1")
+    with pytest.raises(TypeError, match="default must be"):
+        bulkwire.BulkWriter(default=42)
+    writer.close()
+    assert b'"Price": {"cents": 5}' in b"".join(bytes(c) for c in writer.chunks())
