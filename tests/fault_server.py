@@ -411,3 +411,25 @@ class FaultServer:
         if isinstance(commands, list):
             record.documents = len(commands)
             record.complete = True
+
+
+def shrink_send_buffers(monkeypatch) -> None:
+    """Gives every connection bulkwire's transport makes (plain or TLS) a 32 KiB send buffer,
+    like the server's receive buffer: a producer then waits on its queue after ~100 KiB, and
+    a server that holds the body answers before the kernel's buffers took all of it."""
+    import bulkwire.transport
+
+    original = bulkwire.transport.HttpTransport.connect
+
+    def connect(self, timeout=None):
+        conn = original(self, timeout)
+        plain = conn.connect
+
+        def connect_small():
+            plain()
+            conn.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 32 << 10)
+
+        conn.connect = connect_small
+        return conn
+
+    monkeypatch.setattr(bulkwire.transport.HttpTransport, "connect", connect)

@@ -13,7 +13,7 @@ import bulkwire
 import bulkwire.transport
 from bulkwire import errors
 from bulkwire.bulk import compression_backends
-from fault_server import FAULTS, STEPS, FaultServer
+from fault_server import FAULTS, STEPS, FaultServer, shrink_send_buffers
 
 CELL_LIMIT = 10.0   # seconds a cell may take; a hang is interrupted and fails the test
 SHORT_TIMEOUT = 0.5  # the client's timeout where the server stalls
@@ -51,20 +51,7 @@ def small_send_buffers(monkeypatch):
     """The client's sockets get a small send buffer, like the server's receive buffer: the
     producer then waits on its queue after ~100 KiB rather than after the megabytes the
     kernel's autotuning gives a socket (which take seconds to fill under the sanitizers)."""
-    original = bulkwire.transport.HttpTransport.connect
-
-    def connect(self, timeout=None):
-        conn = original(self, timeout)
-        plain = conn.connect
-
-        def connect_small():
-            plain()
-            conn.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 32 << 10)
-
-        conn.connect = connect_small
-        return conn
-
-    monkeypatch.setattr(bulkwire.transport.HttpTransport, "connect", connect)
+    shrink_send_buffers(monkeypatch)
 
 
 def document(i):

@@ -1,7 +1,9 @@
-"""Bulk insert over TLS. The C pump cannot write to an SSL socket (Python's ssl encrypts), so
-the sender sends the body's HTTP chunks framed by the C core (``BulkWriter.http_chunks``)
-with ``sendall``. Against the loopback server behind TLS, with a self-signed certificate made
-here, that the client trusts through its SSL context."""
+"""Bulk insert over TLS without TLS arguments: bulkwire's own TLS with the system's trusted
+CAs (here a self-signed certificate made here, trusted through SSL_CERT_FILE, which OpenSSL
+reads for the system's CAs). The C pump sends the body through the TLS session; a body the
+pump cannot send (a gzip backend outside the C core) goes as the HTTP chunks framed by the
+C core (``BulkWriter.http_chunks``) through the session's ``sendall``. Client certificates,
+``ca=`` and ``ssl_context=``: test_tls_client_cert.py."""
 import os
 import shutil
 import ssl
@@ -10,8 +12,10 @@ import subprocess
 import pytest
 
 import bulkwire
+from bulkwire import _core
 from bulkwire.bulk import BulkWriter, compression_backends
 from bulkwire.testing import LoopbackServer
+from test_tls_client_cert import pump_calls  # noqa: F401 - the fixture
 
 TIMEOUT = 30
 
@@ -58,31 +62,18 @@ def certificate(tmp_path_factory):
 
 @pytest.fixture
 def https(certificate, monkeypatch):
-    """(server, its https:// URL): the loopback server's listening socket behind TLS; the
-    client's default HTTPS context trusts the certificate."""
+    """(server, its https:// URL): the loopback server on HTTPS; the system's trusted CAs
+    are the certificate alone."""
     cert, key = certificate
     server_side = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     server_side.load_cert_chain(cert, key)
-    client_side = ssl.create_default_context(cafile=cert)
-    monkeypatch.setattr(ssl, "_create_default_https_context", lambda: client_side)
-    with LoopbackServer() as server:
-        httpd = server._httpd
-        # the same descriptor (the serving loop keeps polling it), now accepting TLS connections
-        httpd.socket = server_side.wrap_socket(httpd.socket, server_side=True)
-        yield server, server.url.replace("http://", "https://")
+    monkeypatch.setenv("SSL_CERT_FILE", cert)
+    monkeypatch.delenv("SSL_CERT_DIR", raising=False)
+    with LoopbackServer(ssl_context=server_side) as server:
+        assert server.url.startswith("https://")
+        yield server, server.url
 
 
-@pytest.fixture
-def pump_calls(monkeypatch):
-    calls = []
-    real = BulkWriter.pump
-
-    def pump(self, fd, timeout):
-        calls.append(fd)
-        return real(self, fd, timeout)
-
-    monkeypatch.setattr(BulkWriter, "pump", pump)
-    return calls
 
 
 @pytest.mark.parametrize("compress", [False, *compression_backends()])
@@ -98,7 +89,8 @@ def test_bulk_insert_over_tls_sends_the_c_framed_chunks(https, pump_calls, compr
     assert (request.headers.get("Content-Encoding") == "gzip") == bool(compress)
     stats = bulk.stats
     assert stats.wire_bytes == sum(request.wire_chunks) and stats.chunks == len(request.wire_chunks) > 10
-    assert pump_calls == []  # an SSL socket is never pumped
+    # the pump sends through the TLS session whenever the body can be pumped
+    assert len(pump_calls) == 1 and isinstance(pump_calls[0], _core.TlsConnection)
 
 
 def test_load_parquet_over_tls_sends_the_file_targets_body(https, pump_calls, tmp_path):
@@ -107,7 +99,16 @@ def test_load_parquet_over_tls_sends_the_file_targets_body(https, pump_calls, tm
     r = bulkwire.load_parquet(src, url=url, database=server.database, batch_rows=64, chunk_size=2048)
     body = open(bulkwire.load_parquet(src, out=str(tmp_path / "b.json")).target, "rb").read()
     assert r.rows == 400 and bytes(server.requests[-1].body) == body
-    assert pump_calls == []
+    assert len(pump_calls) == 1 and isinstance(pump_calls[0], _core.TlsConnection)
+
+
+def test_without_the_certificate_among_the_system_cas_the_server_is_refused(https, monkeypatch, tmp_path):
+    server, url = https
+    other = make_certificate(str(tmp_path))[0]
+    monkeypatch.setenv("SSL_CERT_FILE", other)
+    with pytest.raises(bulkwire.TLSError, match="failed verification"):
+        with bulkwire.BulkInsert(url, server.database, timeout=TIMEOUT) as bulk:
+            bulk.store({"i": 0}, id="t/0")
 
 
 def test_tls_failure_reaches_the_producer(https):
@@ -121,8 +122,8 @@ def test_tls_failure_reaches_the_producer(https):
 
 def test_an_early_answer_over_tls_is_read_whole(https):
     """The server answers before the end of the body: over TLS the sender tells an answer
-    from TLS records of its own (session tickets) by reading its first byte, and the answer
-    is read whole from there."""
+    from TLS records of its own (session tickets) by peeking at the decrypted stream, and
+    the answer is read whole."""
     server, url = https
     server.finish_after_bytes = 1 << 14
     bulk = bulkwire.BulkInsert(url, server.database, buffer_size=4096, timeout=TIMEOUT)

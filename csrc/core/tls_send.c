@@ -31,9 +31,10 @@ struct bw_tls {
     char message[BW_TLS_MESSAGE_MAX];
 };
 
-/* OpenSSL's reason for the last error in this thread's queue (the queue is emptied). */
+/* OpenSSL's reason for the first error in this thread's queue, the most precise one (e.g. "no
+   start line" under "PEM lib"); the queue is emptied. */
 static void take_error(char *message, size_t size, const char *fallback) {
-    unsigned long e = ERR_peek_last_error();
+    unsigned long e = ERR_peek_error();
     const char *reason = e != 0 ? ERR_reason_error_string(e) : NULL;
     if (reason != NULL)
         snprintf(message, size, "%s", reason);
@@ -225,6 +226,23 @@ int bw_tls_handshake(bw_tls *tls, long timeout_ms) {
     }
 }
 
+/* After a write found the connection gone (rc: EPIPE, ECONNRESET): the alert the server sent
+   before closing, when it did, is the reason. Under TLS 1.3 the client's handshake ends before
+   the server has judged the client's certificate: a refusal arrives as an alert that a write
+   may overtake. Returns BW_TLS_FAILED with the alert's message, or rc. */
+static int alert_behind(bw_tls *tls, int rc) {
+    char byte;
+    size_t got;
+    ERR_clear_error();
+    int r = SSL_peek_ex(tls->ssl, &byte, 1, &got);
+    if (r != 1 && SSL_get_error(tls->ssl, r) == SSL_ERROR_SSL && ERR_peek_error() != 0) {
+        take_error(tls->message, sizeof tls->message, "TLS failed");
+        return BW_TLS_FAILED;
+    }
+    ERR_clear_error();
+    return rc;
+}
+
 /* Writes len bytes (OpenSSL completes the whole write before it reports success). */
 static int write_whole(bw_tls *tls, const void *data, size_t len, long timeout_ms) {
     for (;;) {
@@ -233,6 +251,8 @@ static int write_whole(bw_tls *tls, const void *data, size_t len, long timeout_m
         if (r == 1)
             return 0;
         int rc = settle(tls, r, timeout_ms);
+        if (rc == EPIPE || rc == ECONNRESET)
+            return alert_behind(tls, rc);
         if (rc != 0)
             return rc;
     }

@@ -359,17 +359,8 @@ static int pump_parse_args(PyObject *args, PyObject *kwargs, PyObject **queue_ob
             return -1;
         }
     }
-    st->timeout_ms = -1;
-    if (timeout_obj != Py_None) {
-        double seconds = PyFloat_AsDouble(timeout_obj);
-        if (seconds == -1.0 && PyErr_Occurred())
-            return -1;
-        if (!(seconds > 0) || seconds > 1e7) {
-            PyErr_SetString(PyExc_ValueError, "timeout must be a positive number of seconds or None");
-            return -1;
-        }
-        st->timeout_ms = (long)(seconds * 1000.0 + 0.999);
-    }
+    if (bw_parse_timeout_ms(timeout_obj, &st->timeout_ms) < 0)
+        return -1;
     st->q = &((bw_queue_object *)*queue_obj)->q;
     if (tls_obj != Py_None) { /* last: nothing fails after it is held */
         st->tls = bw_tls_connection_acquire(tls_obj);

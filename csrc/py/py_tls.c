@@ -8,6 +8,22 @@
 
 static PyObject *tls_error_type; /* _core.TlsError (an OSError) */
 
+int bw_parse_timeout_ms(PyObject *obj, long *ms) {
+    if (obj == Py_None) {
+        *ms = -1;
+        return 0;
+    }
+    double seconds = PyFloat_AsDouble(obj);
+    if (seconds == -1.0 && PyErr_Occurred())
+        return -1;
+    if (!(seconds > 0) || seconds > 1e7) {
+        PyErr_SetString(PyExc_ValueError, "timeout must be a positive number of seconds or None");
+        return -1;
+    }
+    *ms = (long)(seconds * 1000.0 + 0.999);
+    return 0;
+}
+
 #ifdef BW_HAVE_OPENSSL
 
 typedef struct {
@@ -26,23 +42,6 @@ typedef struct {
 
 static PyTypeObject TlsContextType;
 static PyTypeObject TlsConnectionType;
-
-/* None or positive seconds, as milliseconds (< 0: none). 0, or -1 with an exception set. */
-static int parse_timeout(PyObject *obj, long *ms) {
-    if (obj == Py_None) {
-        *ms = -1;
-        return 0;
-    }
-    double seconds = PyFloat_AsDouble(obj);
-    if (seconds == -1.0 && PyErr_Occurred())
-        return -1;
-    if (!(seconds > 0) || seconds > 1e7) {
-        PyErr_SetString(PyExc_ValueError, "timeout must be a positive number of seconds or None");
-        return -1;
-    }
-    *ms = (long)(seconds * 1000.0 + 0.999);
-    return 0;
-}
 
 /* Raises TlsError(message) with its verify_failed attribute. Returns NULL. */
 static PyObject *raise_tls_error(const char *message, int verify_failed) {
@@ -232,7 +231,7 @@ static int TlsConnection_set_timeout(TlsConnectionObject *self, PyObject *value,
         PyErr_SetString(PyExc_AttributeError, "timeout cannot be deleted");
         return -1;
     }
-    return parse_timeout(value, &self->timeout_ms);
+    return bw_parse_timeout_ms(value, &self->timeout_ms);
 }
 
 /* New reference. */
@@ -343,7 +342,7 @@ static PyObject *TlsContext_connect(TlsContextObject *self, PyObject *args, PyOb
         return NULL;
     }
     long timeout_ms;
-    if (parse_timeout(timeout_obj, &timeout_ms) < 0)
+    if (bw_parse_timeout_ms(timeout_obj, &timeout_ms) < 0)
         return NULL;
     TlsConnectionObject *conn = PyObject_New(TlsConnectionObject, &TlsConnectionType);
     if (conn == NULL)

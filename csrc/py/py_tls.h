@@ -17,6 +17,10 @@ void bw_tls_connection_release(PyObject *obj);
    (TimeoutError, TlsError, OSError); returns NULL. */
 PyObject *bw_tls_set_error(PyObject *obj, int rc);
 
+/* timeout=: None or a positive number of seconds, as milliseconds (< 0: none). 0, or -1
+   with an exception set. */
+int bw_parse_timeout_ms(PyObject *obj, long *ms);
+
 /* Adds TlsContext, TlsConnection, TlsError and TLS_LIBRARY (None when built without
    OpenSSL: then only TlsError and TLS_LIBRARY). 0, or -1 with an exception set. */
 int bw_tls_add_to_module(PyObject *module);

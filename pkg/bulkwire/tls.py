@@ -144,11 +144,14 @@ class TlsSocket:
     """A TLS session of bulkwire's own on a connected socket, with the socket methods
     ``http.client`` uses; ``session`` is the ``_core.TlsConnection`` the body pump writes
     through. The socket stays non-blocking: every wait is the C core's, with the session's
-    timeout."""
+    timeout. As with a socket, ``close()`` leaves the session open until the files made by
+    ``makefile`` are closed too (``http.client`` reads an answer after closing)."""
 
     def __init__(self, sock: socket.socket, session: Any) -> None:
         self.sock = sock
         self.session = session
+        self._files = 0
+        self._closing = False
 
     def sendall(self, data: Any) -> None:
         self.session.sendall(data)
@@ -159,7 +162,8 @@ class TlsSocket:
     def makefile(self, mode: str = "rb", *args: Any, **kwargs: Any) -> io.BufferedReader:
         if mode not in ("r", "rb"):
             raise ValueError(f"a TLS socket's file is for reading only, not mode {mode!r}")
-        return io.BufferedReader(_SessionReader(self.session))
+        self._files += 1
+        return io.BufferedReader(_SessionReader(self))
 
     def fileno(self) -> int:
         return self.sock.fileno()
@@ -177,6 +181,16 @@ class TlsSocket:
         self.sock.shutdown(how)
 
     def close(self) -> None:
+        self._closing = True
+        if self._files <= 0:
+            self._close_now()
+
+    def _file_closed(self) -> None:
+        self._files -= 1
+        if self._closing and self._files <= 0:
+            self._close_now()
+
+    def _close_now(self) -> None:
         try:
             self.session.close()
         finally:
@@ -184,11 +198,17 @@ class TlsSocket:
 
 
 class _SessionReader(io.RawIOBase):
-    def __init__(self, session: Any) -> None:
-        self._session = session
+    def __init__(self, owner: TlsSocket) -> None:
+        self._owner = owner
+        self._session = owner.session
 
     def readable(self) -> bool:
         return True
+
+    def close(self) -> None:
+        if not self.closed:
+            super().close()
+            self._owner._file_closed()
 
     def readinto(self, buffer: Any) -> int:
         return self._session.recv_into(buffer)

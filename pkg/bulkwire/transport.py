@@ -451,6 +451,8 @@ def _early_answer(sock: socket.socket) -> Optional[bytes]:
     already taken from the socket (``b""``: none taken, or it closed). Over TLS a readable
     socket may hold records without any answer (TLS 1.3 session tickets follow the
     handshake): one byte is read, without waiting, to tell."""
+    if isinstance(sock, TlsSocket):  # bulkwire's own TLS tells without consuming anything
+        return b"" if sock.session.answered() else None
     if not isinstance(sock, ssl.SSLSocket):
         return b"" if _answered(sock) else None
     if not sock.pending() and not _answered(sock):

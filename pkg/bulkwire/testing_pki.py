@@ -1,6 +1,16 @@
-"""A small PKI for the TLS tests, made with the ``cryptography`` package: a CA, a server
-certificate for 127.0.0.1 and a client certificate signed by it, and a second, untrusted CA
-with a client certificate of its own."""
+"""A small PKI for trying TLS against the loopback server (:mod:`bulkwire.testing`), made
+with the ``cryptography`` package (``pip install cryptography``): a CA, a server certificate
+for 127.0.0.1 and a client certificate signed by it, and a second, untrusted CA with a client
+certificate of its own. Keys are EC P-256; certificates are valid for a day.
+
+>>> import tempfile
+>>> pki = make_pki(tempfile.mkdtemp())
+>>> context = server_context(pki)   # requires a client certificate signed by pki.ca
+>>> open(pki.client, "rb").read().count(b"-----BEGIN")
+2
+"""
+from __future__ import annotations
+
 import datetime
 import ipaddress
 import os
@@ -43,9 +53,11 @@ def _write(path, *parts):
     return path
 
 
-def make_pki(directory):
-    """Files in directory; returns their paths: ca, server_cert, server_key, client (cert and
-    key in one PEM), client_cert, client_key, client_key_encrypted, rogue_ca, rogue_client."""
+def make_pki(directory: str) -> SimpleNamespace:
+    """Writes the PKI's files into ``directory``; returns their paths: ``ca``,
+    ``server_cert``, ``server_key``, ``client`` (certificate and key in one PEM),
+    ``client_cert``, ``client_key``, ``client_key_encrypted`` (passphrase ``secret``),
+    ``rogue_ca``, ``rogue_client`` (signed by ``rogue_ca``)."""
     def path(name):
         return os.path.join(directory, name)
 
@@ -80,9 +92,11 @@ def make_pki(directory):
     )
 
 
-def server_context(pki, *, require_client=True, maximum=None):
-    """The server side: its certificate, and (require_client) a client certificate signed by
-    the test CA required."""
+def server_context(pki: SimpleNamespace, *, require_client: bool = True,
+                   maximum: "ssl.TLSVersion | None" = None) -> ssl.SSLContext:
+    """The server's side, for ``LoopbackServer(ssl_context=...)``: its certificate and, with
+    ``require_client``, a client certificate signed by ``pki.ca`` required; ``maximum``
+    caps the TLS version."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(pki.server_cert, pki.server_key)
     if require_client:
