@@ -21,7 +21,7 @@ socket: :func:`decode_body` turns the bytes of a request body into its commands 
 
 It also answers the few requests the official Python client makes before a bulk insert
 (``topology``, ``cluster/topology``, ``build/version``), so that client can be benchmarked
-against it.
+against it. :class:`LoopbackCluster` runs several of them as the nodes of one cluster.
 """
 from __future__ import annotations
 
@@ -662,7 +662,7 @@ class LoopbackServer:
         # value, or bytes sent as they are)
         self.topology: Optional[Any] = None
         self.down_status: Optional[int] = None  # a failing node: every request gets this status
-        self.journal: Optional[list] = None  # (node_tag, "METHOD path") of every request, shared
+        self.journal: Optional[list] = None  # (url, "METHOD path") of every request, shared
         self.keep_body = keep_body  # False: count bytes and PUT commands only (benchmarks)
         if not keep_body:
             self.parse = self.keep_decoded_chunks = False
@@ -828,7 +828,7 @@ class LoopbackServer:
         with self._lock:
             self.log.append(f"{method} {h.path}")
         if self.journal is not None:
-            self.journal.append((self.node_tag, f"{method} {h.path}"))
+            self.journal.append((self.url, f"{method} {h.path}"))
         try:
             self._route(h, method)
         except RequestError as error:
@@ -1139,8 +1139,8 @@ class LoopbackCluster:
 
     A node can be killed (:meth:`kill`: its port refuses connections from then on, its URL
     stays in the topology) or made to fail (:meth:`fail`: it answers every request with an
-    error status). ``roles`` holds each node's ``ServerRole`` in the topology; ``journal``
-    lists ``(tag, "METHOD path")`` of every request any node received, in order.
+    error status). ``roles`` holds each node's ``ServerRole`` in the topology; :meth:`sequence`
+    lists the requests all nodes received, in order.
 
     >>> with LoopbackCluster(2) as cluster:                 # doctest: +SKIP
     ...     cluster.kill(0)
@@ -1154,7 +1154,7 @@ class LoopbackCluster:
         if isinstance(nodes, bool) or not isinstance(nodes, int) or not 1 <= nodes <= 26:
             raise ValueError(f"nodes must be an int from 1 to 26, not {nodes!r}")
         self.database = database
-        self.journal: List[Tuple[str, str]] = []
+        self.journal: List[Tuple[str, str]] = []  # (node URL, "METHOD path")
         self.roles: List[str] = ["Member"] * nodes
         self.etag = 1
         self.servers: List[LoopbackServer] = []
@@ -1202,6 +1202,11 @@ class LoopbackCluster:
         """What node ``index`` answers to ``GET /topology``: a JSON value, or bytes sent as
         they are (None: the cluster's topology again)."""
         self.servers[index].topology = self.topology if answer is None else (lambda: answer)
+
+    def sequence(self) -> List[Tuple[int, str]]:
+        """``(node index, "METHOD path")`` of every request any node received, in order."""
+        index = {url: i for i, url in enumerate(self.urls)}
+        return [(index[url], line) for url, line in self.journal]
 
     @property
     def requests(self) -> List[Tuple[str, ReceivedRequest]]:
