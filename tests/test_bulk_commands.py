@@ -611,8 +611,11 @@ def test_a_huge_attachment_arrives_whole():
     assert_same_bodies(calls, same_buffers=False)
 
 
-def test_ctrl_c_while_an_attachment_is_handed_over_fails_the_writer():
+@pytest.mark.parametrize("kind", ["bytearray", "bytes"])
+def test_ctrl_c_while_an_attachment_is_handed_over_fails_the_writer(kind):
     w = BulkWriter(buffer_size=1000, max_buffers=2)  # no consumer: the third buffer blocks
+    if kind == "bytes":  # the queue full already: bytes wait behind their command's buffer
+        w.attachments_for("a").store("first", bytearray(2500))
 
     def interrupt():
         deadline = time.monotonic() + 20
@@ -623,7 +626,7 @@ def test_ctrl_c_while_an_attachment_is_handed_over_fails_the_writer():
     timer = threading.Thread(target=interrupt)
     timer.start()
     with pytest.raises(KeyboardInterrupt):
-        w.attachments_for("a").store("big", bytearray(100_000))
+        w.attachments_for("a").store("big", bytearray(100_000) if kind == "bytearray" else bytes(100_000))
     timer.join(30)
     assert w.failed
     with pytest.raises(BulkInsertAborted, match="interrupted"):
@@ -646,3 +649,29 @@ def test_the_docs_examples_run(index):
     examples = doc_examples()
     assert len(examples) == 4
     exec(compile(examples[index], f"bulk_insert.md example {index}", "exec"), {})
+
+
+def test_the_docstring_examples_run():
+    import doctest
+
+    import bulkwire.bulk_commands
+    failed, tried = doctest.testmod(bulkwire.bulk_commands)
+    assert tried >= 20 and not failed
+
+
+def test_a_typed_series_class_is_not_kept_alive():
+    """The attribute names of a class's mapping are cached weakly: a cache holding the class
+    kept everything its methods' globals held (a BulkInsert, its buffers) for good."""
+    import weakref
+    namespace: dict = {}
+    exec("class Sample:\n"
+         "    def __init__(self, v=None):\n        self.v = v\n"
+         "    def get_time_series_mapping(self):\n        return {0: ('v', None)}\n", namespace)
+    w = namespace["w"] = BulkWriter()
+    with w.typed_time_series_for(namespace["Sample"], "a") as ts:
+        ts.append_single(datetime(2024, 1, 1), namespace["Sample"](1.0))
+    w.close()
+    gone = weakref.ref(w)
+    del w, ts, namespace  # the class's methods still hold the namespace, and so the writer
+    gc.collect()
+    assert gone() is None

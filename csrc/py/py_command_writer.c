@@ -451,6 +451,20 @@ static PyObject *command_writer_written(WriterObject *self) {
     return Py_NewRef(handed_over ? Py_True : Py_None);
 }
 
+/* New reference (see command_writer_written): an increment or entry was written from `start`
+   as operation number in_batch + 1 of its command. */
+static PyObject *command_writer_operation_written(WriterObject *self, size_t in_batch, size_t start) {
+    self->w.in_batch = in_batch + 1;
+    self->w.bytes += self->w.buf.len - start;
+    return command_writer_written(self);
+}
+
+/* NULL (the exception is set): what a failed operation wrote from `start` is taken back. */
+static PyObject *command_writer_undo(bw_command_writer *w, size_t start) {
+    w->buf.len = start;
+    return NULL;
+}
+
 /* Whether the counters command open for `open_id` takes increments of `id` too: the same id,
    compared as the official client compares it (lower-cased). 1, 0, or -1 with an exception. */
 static int same_counters_document(PyObject *open_id, PyObject *id) {
@@ -514,14 +528,11 @@ static PyObject *Writer_increment(WriterObject *self, PyObject *const *args, Py_
         w->open = BW_OPEN_COUNTERS;
         Py_XSETREF(self->counters_id, Py_NewRef(id));
     }
-    w->in_batch = in_batch + 1;
-    w->bytes += w->buf.len - start;
-    return command_writer_written(self);
+    return command_writer_operation_written(self, in_batch, start);
 nomem:
     PyErr_NoMemory();
 error:
-    w->buf.len = start;
-    return NULL;
+    return command_writer_undo(w, start);
 }
 
 /* series_begin(id, name) -> True (a new reference). The time series opens; nothing is written
@@ -613,14 +624,11 @@ static PyObject *Writer_series_append(WriterObject *self, PyObject *const *args,
         goto nomem;
     w->started = 1;
     w->open_written = 1;
-    w->in_batch = in_batch + 1;
-    w->bytes += w->buf.len - start;
-    return command_writer_written(self);
+    return command_writer_operation_written(self, in_batch, start);
 nomem:
     PyErr_NoMemory();
 error:
-    w->buf.len = start;
-    return NULL;
+    return command_writer_undo(w, start);
 }
 
 /* series_end() -> None (a new reference): closes the open time series' command, if any. */

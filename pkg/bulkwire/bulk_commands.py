@@ -10,8 +10,9 @@ is framed by the writer they came from (:class:`bulkwire.BulkWriter` or
 """
 from __future__ import annotations
 
+import weakref
 from datetime import datetime
-from typing import Any, Dict, Optional, Sequence, Tuple
+from typing import Any, Optional, Sequence, Tuple
 
 __all__ = ["CountersBulkInsert", "TimeSeriesBulkInsert", "TypedTimeSeriesBulkInsert",
            "AttachmentsBulkInsert"]
@@ -111,7 +112,8 @@ class TimeSeriesBulkInsert:
         self.close()
 
 
-_MAPPINGS: Dict[type, Tuple[str, ...]] = {}
+# per class, weakly: a class (and what its methods' globals hold) must not outlive its use
+_MAPPINGS: "weakref.WeakKeyDictionary[type, Tuple[str, ...]]" = weakref.WeakKeyDictionary()
 
 
 def _value_fields(object_type: type, value: Any) -> Tuple[str, ...]:

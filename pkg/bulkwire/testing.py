@@ -264,65 +264,80 @@ def _show(value: Any) -> str:
     return _kind(value)
 
 
-def _need(index: int, what: str, value: Any, ok: bool, expected: str) -> None:
-    if not ok:
-        raise RequestError(f"command {index} ({what}) needs {expected}, not {_show(value)}"
-                           if value is not _MISSING else f"command {index} ({what}) has no "
-                           f"{expected.split()[0]}")
-
-
 _MISSING = object()
 _COMMAND_TYPES = ("PUT", "Counters", "TimeSeriesBulkInsert", "AttachmentPUT")
+
+
+def _member(index: int, what: str, obj: dict, key: str, check: Any, expected: str) -> Any:
+    """obj[key] when check(obj[key]); RequestError naming the command otherwise."""
+    value = obj.get(key, _MISSING)
+    if value is _MISSING:
+        raise RequestError(f"command {index} ({what}) has no {key}")
+    _need(index, what, value, check(value), f"{key} {expected}")
+    return value
+
+
+def _need(index: int, what: str, value: Any, ok: bool, expected: str) -> None:
+    if not ok:
+        raise RequestError(f"command {index} ({what}) needs {expected}, not {_show(value)}")
 
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def _is_name(value: Any) -> bool:
+    return isinstance(value, str) and bool(value)
+
+
+def _is_increment(op: Any) -> bool:
+    return (isinstance(op, dict) and op.get("Type") == "Increment"
+            and isinstance(op.get("CounterName"), str) and _is_int(op.get("Delta")))
+
+
+def _is_entry(entry: Any) -> bool:
+    """[<unix ms>, <n>, <n numbers or nulls>(, <tag>)]"""
+    if not (isinstance(entry, list) and len(entry) >= 2 and _is_int(entry[0])
+            and _is_int(entry[1]) and entry[1] >= 0):
+        return False
+    n = entry[1]
+    return (len(entry) in (2 + n, 3 + n)
+            and all(v is None or (isinstance(v, (int, float)) and not isinstance(v, bool))
+                    for v in entry[2:2 + n])
+            and (len(entry) == 2 + n or isinstance(entry[-1], str)))
+
+
 def _check_counters(index: int, command: dict) -> None:
     what = f"Counters {_show(command['Id'])}"
-    counters = command.get("Counters", _MISSING)
-    _need(index, what, counters, isinstance(counters, dict), "Counters that is a JSON object")
-    doc = counters.get("DocumentId", _MISSING)
-    _need(index, what, doc, isinstance(doc, str) and bool(doc), "DocumentId that is a non-empty string")
-    operations = counters.get("Operations", _MISSING)
-    _need(index, what, operations, isinstance(operations, list), "Operations that is a JSON array")
+    counters = _member(index, what, command, "Counters", lambda v: isinstance(v, dict),
+                       "that is a JSON object")
+    _member(index, what, counters, "DocumentId", _is_name, "that is a non-empty string")
+    operations = _member(index, what, counters, "Operations", lambda v: isinstance(v, list),
+                         "that is a JSON array")
     for op in operations:
-        ok = (isinstance(op, dict) and op.get("Type") == "Increment"
-              and isinstance(op.get("CounterName"), str) and _is_int(op.get("Delta")))
-        _need(index, what, op, ok, 'operations {"Type":"Increment","CounterName":<string>,'
-                                   '"Delta":<integer>}')
+        _need(index, what, op, _is_increment(op),
+              'operations {"Type":"Increment","CounterName":<string>,"Delta":<integer>}')
 
 
 def _check_time_series(index: int, command: dict) -> None:
     what = f"TimeSeriesBulkInsert {_show(command['Id'])}"
-    series = command.get("TimeSeries", _MISSING)
-    _need(index, what, series, isinstance(series, dict), "TimeSeries that is a JSON object")
-    name = series.get("Name", _MISSING)
-    _need(index, what, name, isinstance(name, str) and bool(name), "Name that is a non-empty string")
-    time_format = series.get("TimeFormat", _MISSING)
-    _need(index, what, time_format, time_format == "UnixTimeInMs", "TimeFormat 'UnixTimeInMs'")
-    appends = series.get("Appends", _MISSING)
-    _need(index, what, appends, isinstance(appends, list), "Appends that is a JSON array")
+    series = _member(index, what, command, "TimeSeries", lambda v: isinstance(v, dict),
+                     "that is a JSON object")
+    _member(index, what, series, "Name", _is_name, "that is a non-empty string")
+    _member(index, what, series, "TimeFormat", lambda v: v == "UnixTimeInMs", "'UnixTimeInMs'")
+    appends = _member(index, what, series, "Appends", lambda v: isinstance(v, list),
+                      "that is a JSON array")
     for entry in appends:
-        ok = (isinstance(entry, list) and len(entry) >= 2 and _is_int(entry[0])
-              and _is_int(entry[1]) and entry[1] >= 0 and len(entry) in (2 + entry[1], 3 + entry[1])
-              and all(v is None or (isinstance(v, (int, float)) and not isinstance(v, bool))
-                      for v in entry[2:2 + entry[1]])
-              and (len(entry) == 2 + entry[1] or isinstance(entry[-1], str)))
-        _need(index, what, entry, ok, "entries [<unix ms>,<n>,<n numbers>(,<tag>)]")
+        _need(index, what, entry, _is_entry(entry), "entries [<unix ms>,<n>,<n numbers>(,<tag>)]")
 
 
 def _check_attachment(index: int, command: dict) -> None:
     what = f"AttachmentPUT {_show(command['Id'])}"
-    name = command.get("Name", _MISSING)
-    _need(index, what, name, isinstance(name, str) and bool(name), "Name that is a non-empty string")
+    _member(index, what, command, "Name", _is_name, "that is a non-empty string")
     if "ContentType" in command:
-        content_type = command["ContentType"]
-        _need(index, what, content_type, isinstance(content_type, str), "ContentType that is a string")
-    length = command.get("ContentLength", _MISSING)
-    _need(index, what, length, _is_int(length) and length >= 0,
-          "ContentLength that is a non-negative integer")
+        _member(index, what, command, "ContentType", lambda v: isinstance(v, str), "that is a string")
+    _member(index, what, command, "ContentLength", lambda v: _is_int(v) and v >= 0,
+            "that is a non-negative integer")
 
 
 def _check_command(index: int, command: Any) -> None:
