@@ -4,9 +4,7 @@ write-back, options and errors are the client's."""
 import datetime
 import enum
 import json
-import os
 import string
-import sys
 
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -21,8 +19,6 @@ from ravendb.documents.conventions import DocumentConventions
 from ravendb.exceptions.documents.bulkinsert import BulkInsertAbortedException
 from ravendb.json.metadata_as_dictionary import MetadataAsDictionary
 from ravendb.tools.utils import Utils
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # tls_certs
 
 
 class Color(enum.Enum):
@@ -536,7 +532,7 @@ def test_a_cluster_store_goes_to_the_node_that_issued_the_operation_id():
 
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory):
-    from tls_certs import make_pki
+    from bulkwire.testing_pki import make_pki
 
     return make_pki(str(tmp_path_factory.mktemp("pki")))
 
@@ -551,7 +547,7 @@ def _tls_store(server, pki, certificate):
 
 
 def test_the_stores_client_certificate_and_trust_store_are_used(pki):
-    from tls_certs import server_context
+    from bulkwire.testing_pki import server_context
 
     bodies = []
     for accelerated in (False, True):
@@ -570,7 +566,7 @@ def test_the_stores_client_certificate_and_trust_store_are_used(pki):
 
 
 def test_a_refused_client_certificate_raises_the_clients_exception(pki):
-    from tls_certs import server_context
+    from bulkwire.testing_pki import server_context
 
     with LoopbackServer(ssl_context=server_context(pki)) as server:
         store = _tls_store(server, pki, pki.rogue_client)
