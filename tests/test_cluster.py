@@ -11,6 +11,7 @@ import time
 
 import pytest
 import ravendb
+from ravendb.json.metadata_as_dictionary import MetadataAsDictionary
 from hypothesis import given, strategies as st
 
 import bulkwire
@@ -344,7 +345,9 @@ def official_sequence(cluster, docs):
     try:
         with store.bulk_insert() as bulk:
             for i, doc in enumerate(docs):
-                bulk.store_as(doc, f"things/{i}")
+                # metadata given: the client's default one is shared by every store_as call
+                # of the process, and keeps the collection an earlier test stored with it
+                bulk.store_as(doc, f"things/{i}", MetadataAsDictionary())
     finally:
         store.close()
 
