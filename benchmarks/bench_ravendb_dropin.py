@@ -18,14 +18,13 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from _common import loopback_server, print_command, server_summary  # noqa: E402
+from _common import loopback_server, print_command, run_measured_child, server_summary  # noqa: E402
 from bench_bulk_insert import make_entities  # noqa: E402  (the seed's workload)
 
 SIDES = ("before", "after")
@@ -66,18 +65,14 @@ def child(args: argparse.Namespace) -> None:
 def _report(args: argparse.Namespace, seconds: float) -> None:
     summary = server_summary(args.url)
     print(json.dumps({"seconds": seconds, "received": summary["documents"],
-                      "wire_bytes": summary["wire_bytes"], "error": summary["error"],
+                      "wire_bytes": summary["wire_bytes"], "server_error": summary["error"],
                       "encoding": summary["content_encoding"]}))
 
 
 def run_child(url: str, side: str, mode: str, dim: int, docs: int) -> dict:
-    out = subprocess.run([sys.executable, __file__, "--child", side, "--mode", mode, "--dim", str(dim),
-                          "--docs", str(docs), "--url", url],
-                         check=True, capture_output=True, text=True, timeout=3600)
-    result = json.loads(out.stdout.strip().splitlines()[-1])
-    if result["received"] != docs or result["error"]:
-        raise SystemExit(f"{side} {mode} {dim}: the server got {result['received']} of {docs} "
-                         f"documents ({result['error']})")
+    result = run_measured_child(__file__, ["--child", side, "--mode", mode, "--dim", str(dim),
+                                           "--docs", str(docs), "--url", url],
+                                docs, f"{side} {mode} {dim}")
     if (result["encoding"] == "gzip") != (mode == "gzip"):
         raise SystemExit(f"{side} {mode}: the request's Content-Encoding was {result['encoding']}")
     return result

@@ -1,6 +1,7 @@
 """bulkwire.ravendb against the official ``ravendb`` client itself: for the same calls, the
 request the loopback server receives is the same, byte for byte (plain and gzip); ids,
 write-back, options and errors are the client's."""
+import contextlib
 import datetime
 import enum
 import json
@@ -63,19 +64,25 @@ def _open_store(server, configure=None):
     return store.initialize()
 
 
+@contextlib.contextmanager
+def _store_on(server, configure=None):
+    store = _open_store(server, configure)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
 def run_calls(calls, *, accelerated, compress=False, skip=None, configure=None):
     """Runs ``calls(bulk)`` in a bulk insert of a fresh store on a fresh loopback server;
     returns the bulk insert request as the server received it and what ``calls`` returned."""
     with LoopbackServer() as server:
-        store = _open_store(server, configure)
-        try:
+        with _store_on(server, configure) as store:
             options = BulkInsertOptions(use_compression=compress, skip_overwrite_if_unchanged=skip)
             bulk = dropin.bulk_insert(store, options=options) if accelerated \
                 else store.bulk_insert(options=options)
             with bulk:
                 returned = calls(bulk)
-        finally:
-            store.close()
         assert not server.unexpected_errors
         requests = [r for r in server.requests]
         assert len(requests) == 1 and requests[0].complete and requests[0].status == 200
@@ -247,17 +254,10 @@ def test_metadata_as_dictionary_in_metadata_and_inside_entities():
 
 # ---- counters, time series, typed time series, attachments: the same calls ----
 
-from ravendb.documents.session.time_series import ITimeSeriesValuesBindable  # noqa: E402
 from ravendb.documents.operations.attachments import StoreAttachmentParameters  # noqa: E402
 
 
-class Pulse(ITimeSeriesValuesBindable):
-    def __init__(self, rate=None, oxygen=None):
-        self.rate = rate
-        self.oxygen = oxygen
-
-    def get_time_series_mapping(self):
-        return {0: ("rate", None), 1: ("oxygen", "SpO2")}
+from test_bulk_commands import Pulse  # noqa: E402  (a typed entry both clients take)
 
 
 _utc = datetime.timezone.utc
@@ -395,16 +395,13 @@ def test_install_and_uninstall_are_idempotent_and_restore_the_original():
         patched = vars(DocumentStore)["bulk_insert"]
         assert patched is not original
         with LoopbackServer() as server:
-            store = _open_store(server)
-            try:
+            with _store_on(server) as store:
                 with store.bulk_insert() as bulk:
                     assert isinstance(bulk, dropin.BulkInsertOperation)
                     bulk.store({"Name": "a"})
                 with store.bulk_insert(server.database, BulkInsertOptions(use_compression=True)) as bulk:
                     assert bulk.use_compression
                     bulk.store({"Name": "b"})
-            finally:
-                store.close()
             assert len(server.documents) == 2
             assert server.requests[-1].headers.get("Content-Encoding") == "gzip"
     finally:
@@ -419,12 +416,9 @@ def test_install_and_uninstall_are_idempotent_and_restore_the_original():
 def _both(check):
     for accelerated in (False, True):
         with LoopbackServer() as server:
-            store = _open_store(server)
-            try:
+            with _store_on(server) as store:
                 bulk = dropin.bulk_insert(store) if accelerated else store.bulk_insert()
                 check(bulk, server)
-            finally:
-                store.close()
 
 
 @pytest.mark.parametrize("key, error", [("", ValueError), ("  ", ValueError), ("a|", RuntimeError)])
@@ -471,21 +465,17 @@ def test_leaving_the_block_by_an_exception_commits_what_was_stored():
 def test_a_server_failure_raises_bulk_insert_aborted_exception():
     with LoopbackServer() as server:
         server.fail_after_bytes = 1
-        store = _open_store(server)
-        try:
+        with _store_on(server) as store:
             with pytest.raises(BulkInsertAbortedException) as caught:
                 with dropin.bulk_insert(store) as bulk:
                     bulk.store({"Name": "a"})
             assert isinstance(caught.value.__cause__, bulkwire.BulkInsertError)
             assert "Simulated failure" in str(caught.value)
-        finally:
-            store.close()
 
 
 def test_abort_kills_the_operation_and_the_block_raises():
     with LoopbackServer() as server:
-        store = _open_store(server)
-        try:
+        with _store_on(server) as store:
             bulk = dropin.bulk_insert(store)
             bulk.abort()  # nothing started: nothing to kill
             with pytest.raises(BulkInsertAbortedException):
@@ -493,20 +483,15 @@ def test_abort_kills_the_operation_and_the_block_raises():
                     bulk.store({"Name": "a"})
                     bulk.abort()
             assert server.killed == {1}
-        finally:
-            store.close()
 
 
 def test_an_entity_that_cannot_be_encoded_raises_and_the_insert_goes_on():
     with LoopbackServer() as server:
-        store = _open_store(server)
-        try:
+        with _store_on(server) as store:
             with dropin.bulk_insert(store) as bulk:
                 with pytest.raises(TypeError, match="not JSON serializable"):
                     bulk.store({"Name": "a", "Bad": Money(1)})
                 bulk.store({"Name": "b"}, {"@id": "things/2"})
-        finally:
-            store.close()
         assert list(server.documents) == ["things/2"]
 
 
