@@ -480,6 +480,38 @@ def test_an_open_series_takes_nothing_else():
     assert [c["Type"] for c in json.loads(body_of(w))] == ["TimeSeriesBulkInsert", "PUT"]
 
 
+def test_a_call_back_from_a_timestamps_tzinfo_is_refused():
+    """utcoffset() is Python code run in the middle of an append: closing the series (or
+    appending) from it would have the entry written into a closed command."""
+    w = BulkWriter()
+    ts = w.time_series_for("a", "s")
+
+    class Meddling(timezone.__base__):
+        def utcoffset(self, dt):
+            ts.close()
+            return timedelta(0)
+
+    with pytest.raises(RuntimeError, match="concurrently"):
+        ts.append_single(datetime(2024, 1, 1, tzinfo=Meddling()), 1)
+    ts.append_single(datetime(2024, 1, 1), 2)
+    ts.close()
+    w.close()
+    (command,) = json.loads(body_of(w))
+    assert command["TimeSeries"]["Appends"] == [[1704067200000, 1, 2]]
+
+
+class _ShoutingId(str):
+    def lower(self):
+        raise AssertionError("str.lower is the rule, not an override")
+
+
+def test_counter_ids_are_compared_with_str_lower():
+    body = finished_body(lambda w: (w.counters_for("Doc/1").increment("a"),
+                                    w.counters_for(_ShoutingId("doc/1")).increment("b")))
+    (command,) = json.loads(body)
+    assert [op["CounterName"] for op in command["Counters"]["Operations"]] == ["a", "b"]
+
+
 def test_close_with_an_open_series_fails_the_insert():
     w = BulkWriter()
     ts = w.time_series_for("a", "s")

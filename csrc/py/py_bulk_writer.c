@@ -110,6 +110,10 @@ int bw_command_writer_check_no_series(const bw_command_writer *w) {
 }
 
 int bw_command_writer_begin_command(bw_command_writer *w) {
+    if (w->finished) { /* checked again here: a caller may have run Python code since */
+        PyErr_SetString(PyExc_RuntimeError, "the bulk insert body is already finished");
+        return -1;
+    }
     if (bw_command_writer_check_no_series(w) < 0 || bw_command_writer_ensure_buffer(w) < 0)
         return -1;
     size_t start = w->buf.len;

@@ -473,8 +473,10 @@ static int same_counters_document(PyObject *open_id, PyObject *id) {
     int equal = PyUnicode_Compare(open_id, id);
     if (equal == 0 || PyErr_Occurred())
         return equal == 0 ? 1 : -1;
-    PyObject *a = PyObject_CallMethod(open_id, "lower", NULL);
-    PyObject *b = a != NULL ? PyObject_CallMethod(id, "lower", NULL) : NULL;
+    /* str.lower itself: a subclass's own lower() would run Python code in the middle */
+    PyObject *a = PyObject_CallMethod((PyObject *)&PyUnicode_Type, "lower", "O", open_id);
+    PyObject *b = a != NULL ? PyObject_CallMethod((PyObject *)&PyUnicode_Type, "lower", "O", id)
+                            : NULL;
     int same = b != NULL ? PyObject_RichCompareBool(a, b, Py_EQ) : -1;
     Py_XDECREF(a);
     Py_XDECREF(b);
@@ -588,7 +590,11 @@ static PyObject *Writer_series_append(WriterObject *self, PyObject *const *args,
     int64_t unix_ms;
     Py_ssize_t tag_len = 0, id_len, name_len;
     const char *tag_text = NULL;
-    if (bw_timestamp_unix_ms(args[0], &unix_ms) < 0) /* may run Python code: before writing */
+    /* a tzinfo's utcoffset() is Python code: a call back into this writer from it is refused */
+    self->busy = 1;
+    int converted = bw_timestamp_unix_ms(args[0], &unix_ms);
+    self->busy = 0;
+    if (converted < 0)
         return NULL;
     if (!PyList_Check(values) && !PyTuple_Check(values)) {
         PyErr_Format(PyExc_TypeError, "values must be a list or tuple, not %.100s",

@@ -352,9 +352,9 @@ class BulkWriter:
     def _series_end(self, series: Any) -> None:
         if series is self._series:
             self._writer.claim()
-            self._series = None
             if self._failure is None and not self._closed:
                 self._writer.series_end()
+            self._series = None
 
     def _attachment(self, id: str, name: Any, data: Any, content_type: Any) -> None:
         self._command(self._writer.attachment, id, name, data, content_type)

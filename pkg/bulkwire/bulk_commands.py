@@ -102,8 +102,8 @@ class TimeSeriesBulkInsert:
         """End the series' command; the bulk insert takes other commands again. Closing
         twice does nothing."""
         if self._open:
-            self._open = False
             self._sink._series_end(self)
+            self._open = False
 
     def __enter__(self) -> "TimeSeriesBulkInsert":
         return self
