@@ -88,3 +88,15 @@ def server_summary(url: str) -> dict:
     data = json.loads(conn.getresponse().read())
     conn.close()
     return data
+
+
+def run_measured_child(script: str, args: list, docs: int, what: str) -> dict:
+    """Runs ``script`` with ``args`` in a fresh process; returns the JSON object its last line
+    prints, after checking the server received ``docs`` documents and no error."""
+    out = subprocess.run([sys.executable, script, *args], check=True, capture_output=True,
+                         text=True, timeout=3600)
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    if result["received"] != docs or result["server_error"]:
+        raise SystemExit(f"{what}: the server got {result['received']} of {docs} documents "
+                         f"({result['server_error']})")
+    return result

@@ -23,13 +23,12 @@ import json
 import os
 import resource
 import statistics
-import subprocess
 import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-from _common import loopback_server, server_summary, writer_seconds  # noqa: E402
+from _common import loopback_server, run_measured_child, server_summary, writer_seconds  # noqa: E402
 
 POOL = 256
 
@@ -202,14 +201,9 @@ def child(args: argparse.Namespace) -> None:
 
 
 def run_child(url: str, client: str, mode: str, dim: int, docs: int) -> dict:
-    out = subprocess.run([sys.executable, __file__, "--child", client, "--mode", mode, "--dim", str(dim),
-                          "--docs", str(docs), "--url", url],
-                         check=True, capture_output=True, text=True, timeout=3600)
-    result = json.loads(out.stdout.strip().splitlines()[-1])
-    if result["received"] != docs or result["server_error"]:
-        raise SystemExit(f"{client} {mode} {dim}: the server got {result['received']} of {docs} "
-                         f"documents ({result['server_error']})")
-    return result
+    return run_measured_child(__file__, ["--child", client, "--mode", mode, "--dim", str(dim),
+                                         "--docs", str(docs), "--url", url],
+                              docs, f"{client} {mode} {dim}")
 
 
 def profile_bulkwire(url: str, docs: int, dim: int) -> None:

@@ -91,3 +91,12 @@ def test_bench_zstd_runs():
              if r[:1] in (["plain"], ["gzip"], ["zstd"]) and not r[1].lstrip("-").isdigit()]
     assert modes == ["plain", "gzip", "zstd"] * 2
     assert "zstd 1" in out and "isal 1" in out
+
+
+def test_bench_ravendb_dropin_runs():
+    out = run_script("bench_ravendb_dropin.py", "--docs", "20", "--rounds", "1", "--dims", "8",
+                     "--reference")
+    rows = [line.split() for line in out.splitlines() if line.split()[:1] == ["8"]]
+    assert [r[1] for r in rows] == ["plain", "gzip"]
+    for r in rows:  # before, after docs/s, the median ratio, and the own BulkInsert's docs/s
+        assert float(r[2].replace(",", "")) > 0 and r[4].endswith("x") and float(r[-1].replace(",", "")) > 0

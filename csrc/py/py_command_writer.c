@@ -24,7 +24,8 @@ typedef struct {
     int owned;
     unsigned long owner;       /* the producer's thread: the first to call a store method */
     bw_queue_object *queue;    /* where full buffers go (store); NULL: put() returns them */
-    PyObject *class_info;      /* class_info(cls) -> (id prefix, metadata defaults) */
+    PyObject *class_info;      /* class_info(cls) -> (id prefix, metadata defaults[, excluded]) */
+    PyObject *default_hook;    /* the walker's callable default hook, or NULL */
     PyObject *classes;         /* dict: cls -> what class_info gave, asked once per class */
     Py_ssize_t generated;      /* ids generated so far: the next one ends with this + 1 */
     int handover_interrupted;  /* store() was interrupted handing a full buffer over */
@@ -68,11 +69,11 @@ static int command_writer_enter(WriterObject *self) {
 
 /* New reference. */
 static PyObject *Writer_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
-    static char *keywords[] = {"buffer_size", "queue", "class_info", NULL};
+    static char *keywords[] = {"buffer_size", "queue", "class_info", "default", NULL};
     Py_ssize_t buffer_size = 1 << 20;
-    PyObject *queue = Py_None, *class_info = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|n$OO:CommandWriter", keywords, &buffer_size,
-                                     &queue, &class_info))
+    PyObject *queue = Py_None, *class_info = Py_None, *default_hook = bw_entity_sentinel();
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|n$OOO:CommandWriter", keywords, &buffer_size,
+                                     &queue, &class_info, &default_hook))
         return NULL;
     if (buffer_size <= 0) {
         PyErr_Format(PyExc_ValueError, "buffer_size must be a positive number of bytes, not %zd",
@@ -89,11 +90,24 @@ static PyObject *Writer_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
                      Py_TYPE(class_info)->tp_name);
         return NULL;
     }
+    int custom_hook = default_hook != bw_entity_sentinel() && default_hook != Py_None;
+    if (custom_hook && !PyCallable_Check(default_hook)) {
+        PyErr_Format(PyExc_TypeError,
+                     "default must be None, bulkwire.ENTITY or a callable, not %.100s",
+                     Py_TYPE(default_hook)->tp_name);
+        return NULL;
+    }
     WriterObject *self = (WriterObject *)type->tp_alloc(type, 0);
     if (self == NULL)
         return NULL;
-    bw_encode_options opts = {.hook_kind = BW_HOOK_ENTITY, .hook = NULL, .ensure_ascii = 1,
+    /* the options borrow the hook: the writer keeps it alive (default_hook) */
+    bw_encode_options opts = {.hook_kind = custom_hook ? BW_HOOK_CALLABLE
+                                           : default_hook == Py_None ? BW_HOOK_NONE
+                                                                     : BW_HOOK_ENTITY,
+                              .hook = custom_hook ? default_hook : NULL, .ensure_ascii = 1,
                               .float32_shortest = 0};
+    if (custom_hook)
+        self->default_hook = Py_NewRef(default_hook);
     if (bw_command_writer_init(&self->w, (size_t)buffer_size, &opts) < 0) {
         Py_DECREF(self);
         return NULL;
@@ -116,6 +130,7 @@ static int Writer_traverse(WriterObject *self, visitproc visit, void *arg) {
     Py_VISIT(self->queue);
     Py_VISIT(self->class_info);
     Py_VISIT(self->classes);
+    Py_VISIT(self->default_hook);
     Py_VISIT(self->counters_id);
     Py_VISIT(self->series_id);
     Py_VISIT(self->series_name);
@@ -126,6 +141,7 @@ static int Writer_clear(WriterObject *self) {
     Py_CLEAR(self->queue);
     Py_CLEAR(self->class_info);
     Py_CLEAR(self->classes);
+    Py_CLEAR(self->default_hook);
     Py_CLEAR(self->counters_id);
     Py_CLEAR(self->series_id);
     Py_CLEAR(self->series_name);
@@ -169,8 +185,28 @@ static int command_writer_hand_over(WriterObject *self) {
     return taken;
 }
 
-/* New reference: (id prefix, metadata defaults) for entities of cls, asked of class_info
-   once per class. */
+/* 1 when info is what class_info must give: (id prefix: str, metadata defaults: dict) and
+   optionally the members the body leaves out (a tuple of str; else BODY_EXCLUDED_KEYS). */
+static int class_info_is_valid(PyObject *info) {
+    if (!PyTuple_CheckExact(info))
+        return 0;
+    Py_ssize_t n = PyTuple_GET_SIZE(info);
+    if ((n != 2 && n != 3) || !PyUnicode_Check(PyTuple_GET_ITEM(info, 0)) ||
+        !PyDict_Check(PyTuple_GET_ITEM(info, 1)))
+        return 0;
+    if (n == 2)
+        return 1;
+    PyObject *excluded = PyTuple_GET_ITEM(info, 2);
+    if (!PyTuple_CheckExact(excluded))
+        return 0;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(excluded); i++)
+        if (!PyUnicode_CheckExact(PyTuple_GET_ITEM(excluded, i)))
+            return 0;
+    return 1;
+}
+
+/* New reference: (id prefix, metadata defaults[, excluded members]) for entities of cls,
+   asked of class_info once per class. */
 static PyObject *command_writer_class_info(WriterObject *self, PyTypeObject *cls) {
     PyObject *info = PyDict_GetItemWithError(self->classes, (PyObject *)cls);
     if (info != NULL)
@@ -180,10 +216,9 @@ static PyObject *command_writer_class_info(WriterObject *self, PyTypeObject *cls
     info = PyObject_CallOneArg(self->class_info, (PyObject *)cls);
     if (info == NULL)
         return NULL;
-    if (!PyTuple_CheckExact(info) || PyTuple_GET_SIZE(info) != 2 ||
-        !PyUnicode_Check(PyTuple_GET_ITEM(info, 0)) || !PyDict_Check(PyTuple_GET_ITEM(info, 1))) {
+    if (!class_info_is_valid(info)) {
         PyErr_SetString(PyExc_TypeError, "class_info() must return (id prefix: str, metadata "
-                                         "defaults: dict)");
+                                         "defaults: dict[, excluded members: tuple of str])");
         Py_DECREF(info);
         return NULL;
     }
@@ -276,8 +311,9 @@ static PyObject *Writer_store(WriterObject *self, PyObject *const *args,
     }
     self->busy = 1;
     int handed_over = 1; /* or nothing to hand over */
-    int rc = bw_command_writer_put(&self->w, id, entity, document_metadata,
-                                   bw_body_excluded_keys());
+    PyObject *excluded = PyTuple_GET_SIZE(info) == 3 ? PyTuple_GET_ITEM(info, 2)
+                                                     : bw_body_excluded_keys();
+    int rc = bw_command_writer_put(&self->w, id, entity, document_metadata, excluded);
     if (rc == 0 && bw_command_writer_over_threshold(&self->w))
         handed_over = command_writer_hand_over(self);
     self->busy = 0;
@@ -844,10 +880,12 @@ static PyTypeObject WriterType = {
     .tp_name = "bulkwire._core.CommandWriter",
     .tp_basicsize = sizeof(WriterObject),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "CommandWriter(buffer_size=1 << 20, *, queue=None, class_info=None)\n\nFrames bulk "
+    .tp_doc = "CommandWriter(buffer_size=1 << 20, *, queue=None, class_info=None, "
+              "default=bulkwire.ENTITY)\n\nFrames bulk "
               "insert PUT commands into buffers of about buffer_size bytes. With queue and "
-              "class_info (cls -> (id prefix, metadata defaults)), store() applies the "
-              "document conventions and hands full buffers over to queue.",
+              "class_info (cls -> (id prefix, metadata defaults[, members the body leaves out])), "
+              "store() applies the document conventions and hands full buffers over to queue. "
+              "default is the walker's default hook (None, bulkwire.ENTITY or a callable).",
     .tp_new = Writer_new,
     .tp_dealloc = (destructor)Writer_dealloc,
     .tp_traverse = (traverseproc)Writer_traverse,

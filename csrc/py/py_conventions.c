@@ -1,12 +1,15 @@
 /* The document conventions of bulk insert (see py_conventions.h). */
 #include "py_conventions.h"
 
+#include "py_encoder.h"
+
 static PyObject *body_excluded_keys; /* ("Id", "@metadata") */
 static PyObject *key_id;             /* "Id" */
 static PyObject *key_metadata;       /* "@metadata" */
 static PyObject *name_dict;          /* "__dict__" */
 static PyObject *name_get;           /* "get" */
 static PyObject *name_update;        /* "update" */
+static PyObject *name_metadata;      /* "metadata" */
 static PyObject *mapping_abc;        /* collections.abc.Mapping, imported on first need */
 
 PyObject *bw_body_excluded_keys(void) { return body_excluded_keys; }
@@ -133,13 +136,27 @@ static int is_mapping(PyObject *obj) {
     return PyObject_IsInstance(obj, mapping_abc);
 }
 
-/* merged.update(extra) after checking extra is a mapping. 0, or -1 with an exception set. */
+/* merged.update(extra) after checking extra is a mapping; the official client's
+   MetadataAsDictionary stands for the dict it wraps. 0, or -1 with an exception set. */
 static int merge_one(PyObject *merged, PyObject *extra, const char *name) {
     int mapping = is_mapping(extra);
     if (mapping < 0)
         return -1;
-    if (!mapping)
-        return raise_with_type_name(PyExc_TypeError, name, "must be a mapping", extra);
+    if (!mapping) {
+        int client_metadata = bw_entity_is_client_metadata(extra);
+        if (client_metadata < 0)
+            return -1;
+        if (!client_metadata)
+            return raise_with_type_name(PyExc_TypeError, name, "must be a mapping", extra);
+        PyObject *wrapped = PyObject_GetAttr(extra, name_metadata);
+        if (wrapped == NULL)
+            return -1;
+        int rc = PyDict_Check(wrapped) ? PyDict_Update(merged, wrapped)
+                                        : raise_with_type_name(PyExc_TypeError, name,
+                                                               "must be a mapping", extra);
+        Py_DECREF(wrapped);
+        return rc;
+    }
     if (PyDict_CheckExact(extra))
         return PyDict_Update(merged, extra);
     PyObject *done = PyObject_CallMethodOneArg(merged, name_update, extra);
@@ -207,8 +224,9 @@ int bw_conventions_add_to_module(PyObject *module) {
     name_dict = PyUnicode_InternFromString("__dict__");
     name_get = PyUnicode_InternFromString("get");
     name_update = PyUnicode_InternFromString("update");
+    name_metadata = PyUnicode_InternFromString("metadata");
     if (key_id == NULL || key_metadata == NULL || name_dict == NULL || name_get == NULL ||
-        name_update == NULL)
+        name_update == NULL || name_metadata == NULL)
         return -1;
     body_excluded_keys = PyTuple_Pack(2, key_id, key_metadata);
     if (body_excluded_keys == NULL ||

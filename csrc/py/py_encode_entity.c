@@ -10,6 +10,9 @@ static PyObject *enum_base;      /* enum.Enum */
 static PyObject *name_value;     /* "value" */
 static PyObject *name_to_json;   /* "to_json" */
 static PyObject *name_dict;      /* "__dict__" */
+static PyObject *name_metadata;  /* "metadata" */
+static PyObject *client_metadata_module; /* "ravendb.json.metadata_as_dictionary" */
+static PyObject *client_metadata_class;  /* its MetadataAsDictionary, once that module is loaded */
 
 int bw_entity_init(void) {
     PyDateTime_IMPORT;
@@ -25,9 +28,36 @@ int bw_entity_init(void) {
     name_value = PyUnicode_InternFromString("value");
     name_to_json = PyUnicode_InternFromString("to_json");
     name_dict = PyUnicode_InternFromString("__dict__");
-    if (name_value == NULL || name_to_json == NULL || name_dict == NULL)
+    name_metadata = PyUnicode_InternFromString("metadata");
+    client_metadata_module = PyUnicode_InternFromString("ravendb.json.metadata_as_dictionary");
+    if (name_value == NULL || name_to_json == NULL || name_dict == NULL || name_metadata == NULL ||
+        client_metadata_module == NULL)
         return -1;
     return 0;
+}
+
+/* A MetadataAsDictionary's members hold a reference to the parent dictionary, so walking
+   its __dict__ meets a cycle; the client's conventions write its `metadata` instead, and so
+   do these. No instance can exist before its module is imported: the module is looked up
+   among the loaded ones, never imported (bulkwire does not depend on the client), and the
+   class is kept once found. */
+int bw_entity_is_client_metadata(PyObject *obj) {
+    if (client_metadata_class == NULL) {
+        PyObject *module = PyImport_GetModule(client_metadata_module);
+        if (module == NULL)
+            return PyErr_Occurred() ? -1 : 0;
+        PyObject *cls = PyObject_GetAttrString(module, "MetadataAsDictionary");
+        Py_DECREF(module);
+        if (cls == NULL || !PyType_Check(cls)) {
+            Py_XDECREF(cls);
+            if (PyErr_Occurred() && !PyErr_ExceptionMatches(PyExc_AttributeError))
+                return -1;
+            PyErr_Clear();
+            return 0;
+        }
+        client_metadata_class = cls;
+    }
+    return PyObject_TypeCheck(obj, (PyTypeObject *)client_metadata_class);
 }
 
 /* datetime_text.h's text of the wall clock; tzinfo only decides whether it is naive. */
@@ -110,6 +140,9 @@ int bw_entity_encode(bw_walker *w, PyObject *obj) {
         return write_timedelta(w->out, obj);
     if (PyType_IsSubtype(Py_TYPE(obj), (PyTypeObject *)enum_base))
         return walk_and_release(w, PyObject_GetAttr(obj, name_value));
+    int client_metadata = bw_entity_is_client_metadata(obj);
+    if (client_metadata != 0)
+        return client_metadata < 0 ? -1 : walk_and_release(w, PyObject_GetAttr(obj, name_metadata));
 
     /* Exact ndarrays and NumPy scalars have neither to_json nor __dict__, so taking them
        before those (slow, failing) lookups changes nothing but the time. */

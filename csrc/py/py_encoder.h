@@ -72,6 +72,9 @@ int bw_out_of_memory(void);                       /* sets MemoryError, returns -
 /* The entity conventions: writes obj's JSON (walking what the rule gives) or raises the
    conventions' TypeError. obj is already marked as open by the caller. */
 int bw_entity_encode(bw_walker *w, PyObject *obj);
+/* 1 when obj is the official client's MetadataAsDictionary (the conventions write its
+   `metadata`), 0 when not, -1 with an exception set. */
+int bw_entity_is_client_metadata(PyObject *obj);
 /* NumPy: ndarrays as ndarray.tolist() would give, scalars as .item(). 1 when obj was
    handled, 0 when it is not a NumPy object (or, with exact_only, not of an exact NumPy
    type), -1 on error. */

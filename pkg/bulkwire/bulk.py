@@ -18,7 +18,6 @@ modified: the id is returned by ``store``.
 """
 from __future__ import annotations
 
-import re
 import secrets
 import time
 from dataclasses import dataclass, field
@@ -39,58 +38,8 @@ __all__ = ["BulkInsert", "BulkWriter", "BulkInsertError", "BulkInsertAborted", "
 DEFAULT_BUFFER_SIZE = 1 << 20
 DEFAULT_MAX_BUFFERS = 8
 
-# ---- collection names: the official client's plural of the class name ----
-
-_IRREGULAR = {
-    "person": "people", "child": "children", "man": "men", "woman": "women", "mouse": "mice",
-    "louse": "lice", "tooth": "teeth", "foot": "feet", "goose": "geese", "ox": "oxen",
-    "datum": "data", "criterion": "criteria", "phenomenon": "phenomena",
-}
-_UNCHANGED = {"sheep", "fish", "series", "species", "deer", "moose", "data", "news", "info",
-              "information", "equipment", "metadata"}
-_F_TO_VES = {"leaf", "knife", "wolf", "life", "half", "shelf", "wife", "calf", "loaf", "thief",
-             "self", "elf", "sheaf", "scarf"}
-_O_TO_OES = {"hero", "potato", "tomato", "echo", "veto", "torpedo", "embargo", "buffalo"}
-_LAST_WORD = re.compile(r"([A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+)$")
-
-
-def _plural_word(word: str) -> str:
-    lower = word.lower()
-    if lower in _UNCHANGED:
-        return word
-    if lower in _IRREGULAR:
-        plural = _IRREGULAR[lower]
-        return plural.capitalize() if word[:1].isupper() else plural
-    if lower in _F_TO_VES:
-        stem = word[:-2] if lower.endswith("fe") else word[:-1]
-        return stem + "ves"
-    if lower in _O_TO_OES:
-        return word + "es"
-    if lower.endswith("is") and len(lower) > 3:
-        return word[:-2] + "es"
-    if lower.endswith("iz"):
-        return word + "zes"
-    if lower.endswith(("s", "x", "z", "ch", "sh")):
-        return word + "es"
-    if lower.endswith("y") and len(lower) > 1 and lower[-2] not in "aeiou":
-        return word[:-1] + "ies"
-    return word + "s"
-
-
-def collection_name(cls: type) -> str:
-    """The collection of an entity class: the plural of its name, as the official client's
-    conventions give it (``User`` -> ``Users``, ``Company`` -> ``Companies``, ``Person`` ->
-    ``People``, ``OrderLine`` -> ``OrderLines``, ``dict`` -> ``dicts``).
-
-    >>> collection_name(type("Category", (), {}))
-    'Categories'
-    """
-    name = cls.__name__
-    match = _LAST_WORD.search(name)
-    if match is None or match.group(1).isdigit():
-        return name + "s"
-    start = match.start(1)
-    return name[:start] + _plural_word(name[start:])
+# collection names: the rule lives with the other document conventions
+from .conventions import collection_name  # noqa: E402
 
 
 def _class_info(cls: type, token: str) -> tuple:
@@ -207,6 +156,11 @@ class BulkWriter:
     ``store`` wait (GIL released). ``compress``: False, True/"auto" (fastest gzip available),
     "zlib", "isal" or "python-isal" (one gzip stream), or "zstd" / "python-zstd" (one zstd
     frame; see :mod:`bulkwire.compression`).
+    ``default``: the encoder's default hook for what JSON has no type for (``bulkwire.ENTITY``,
+    the entity conventions; or a callable, as ``json.dumps(default=...)`` takes it).
+    ``class_info``: the conventions of an entity class, asked once per class: a callable
+    ``cls -> (id prefix, metadata defaults)`` or ``(id prefix, metadata defaults, members the
+    body leaves out)``; None: the built-in ones (:func:`bulkwire.conventions.collection_name`).
 
     A writer has one producer thread: the first thread that calls ``store``,
     ``store_many``, ``store_encoded`` or ``close`` owns it, and those calls from any other
@@ -222,14 +176,17 @@ class BulkWriter:
     """
 
     def __init__(self, *, compress: Compress = False, buffer_size: int = DEFAULT_BUFFER_SIZE,
-                 max_buffers: int = DEFAULT_MAX_BUFFERS) -> None:
+                 max_buffers: int = DEFAULT_MAX_BUFFERS,
+                 default: Any = _core.ENTITY, class_info: Any = None) -> None:
         _positive_int("buffer_size", buffer_size)
         _positive_int("max_buffers", max_buffers)
         self._compression = _resolve_compress(compress)
         self._queue = _core.HandoverQueue(max_buffers)
+        if class_info is None:
+            class_info = partial(_class_info, token=secrets.token_hex(6))
         # the C writer applies the conventions and hands full buffers over to the queue
         self._writer = _core.CommandWriter(buffer_size, queue=self._queue,
-                                           class_info=partial(_class_info, token=secrets.token_hex(6)))
+                                           class_info=class_info, default=default)
         self._store = self._writer.store
         self._put = self._queue.put
         self._failure: Optional[BaseException] = None
@@ -671,7 +628,8 @@ class BulkInsert:
     ``abort`` may come from any thread.
 
     ``timeout`` (seconds, or None) bounds every socket operation, including a send to a
-    server that stopped reading; ``compress`` is as for :class:`BulkWriter`.
+    server that stopped reading; ``compress``, ``default`` and ``class_info`` are as for
+    :class:`BulkWriter`.
 
     ``https://`` (see :mod:`bulkwire.tls`): ``certificate``, the client certificate (a PEM
     file holding the certificate and its key, or a ``(certificate, key)`` pair of files);
@@ -688,7 +646,8 @@ class BulkInsert:
     def __init__(self, url: Union[str, Sequence[str]], database: str, *, compress: Compress = False,
                  buffer_size: int = DEFAULT_BUFFER_SIZE, max_buffers: int = DEFAULT_MAX_BUFFERS,
                  skip_overwrite_if_unchanged: bool = False, timeout: Optional[float] = 300.0,
-                 certificate: Any = None, ca: Any = None, ssl_context: Any = None) -> None:
+                 certificate: Any = None, ca: Any = None, ssl_context: Any = None,
+                 default: Any = _core.ENTITY, class_info: Any = None) -> None:
         from .tls import TlsSettings
         from .topology import Servers
         from .transport import HttpTransport
@@ -702,7 +661,8 @@ class BulkInsert:
         connect = partial(HttpTransport, database=database, timeout=timeout, tls=tls)
         self._servers = Servers(url, connect)
         self._transport = self._servers.first  # until the operation's node is known
-        self._writer = BulkWriter(compress=compress, buffer_size=buffer_size, max_buffers=max_buffers)
+        self._writer = BulkWriter(compress=compress, buffer_size=buffer_size, max_buffers=max_buffers,
+                                  default=default, class_info=class_info)
         self._skip_overwrite = skip_overwrite_if_unchanged
         self._sender: Any = None
         self._op_id: Optional[int] = None

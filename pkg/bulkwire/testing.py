@@ -722,6 +722,8 @@ class LoopbackServer:
     certificate. Handshakes that fail are listed in ``tls_failures`` (OpenSSL's reasons).
     """
 
+    HILO_RANGE = 32  #: ids per HiLo range (small, so that clients ask again and again)
+
     def __init__(self, database: str = "db", *, keep_decoded_chunks: bool = True,
                  parse: bool = True, keep_wire: bool = False, keep_body: bool = True,
                  recv_buffer: Optional[int] = None, port: int = 0, timeout: float = 30.0,
@@ -749,6 +751,7 @@ class LoopbackServer:
         self._lock = threading.Lock()
         self._connections: set = set()
         self._next_op = 0
+        self._hilo: Dict[str, int] = {}  # collection tag -> the last id handed out
         self._running = threading.Event()
         self._running.set()
         self._resume = threading.Event()
@@ -1037,13 +1040,10 @@ class LoopbackServer:
                 return self._reply(h, 200, None)
             if method == "GET" and rest == "/topology":
                 return self._reply(h, 200, self._topology())
-            if method == "GET" and rest.startswith("/hilo/next"):
-                with self._lock:
-                    self._next_op += 1000
-                    low = self._next_op
-                return self._reply(h, 200, {"Prefix": "", "Low": low, "High": low + 999,
-                                            "LastSize": 1000, "ServerTag": "A",
-                                            "LastRangeAt": "2020-01-01T00:00:00.0000000"})
+            if method == "GET" and rest == "/hilo/next":
+                return self._reply(h, 200, self._hilo_next(query))
+            if method == "PUT" and rest == "/hilo/return":
+                return self._reply(h, 200, None)  # unused ids stay unused, as a server may
         elif method == "GET" and path == "/topology":
             names = query.get("name") or [""]
             if names[0] != self.database:
@@ -1072,6 +1072,19 @@ class LoopbackServer:
                 "body_bytes": r.body_bytes,
                 "documents": len(r.commands) if r.commands is not None else r.put_commands,
                 "content_encoding": r.headers.get("Content-Encoding")}
+
+    def _hilo_next(self, query: Dict[str, List[str]]) -> dict:
+        """The next range of ids of a collection (``tag``), as the database hands them out:
+        ``HILO_RANGE`` ids per range, each tag counting on its own, ids ``<tag><separator><n>-A``
+        (the prefix is the tag and the client's ``identityPartsSeparator``)."""
+        tag = query.get("tag", [""])[-1]
+        separator = query.get("identityPartsSeparator", ["/"])[-1] or "/"
+        with self._lock:
+            low = self._hilo.get(tag, 0) + 1
+            self._hilo[tag] = high = low + self.HILO_RANGE - 1
+        return {"Prefix": f"{tag}{separator}", "Low": low, "High": high,
+                "LastSize": self.HILO_RANGE, "ServerTag": "A",
+                "LastRangeAt": "2020-01-01T00:00:00.0000000"}
 
     def _topology(self) -> Any:
         if self.topology is not None:
