@@ -66,9 +66,13 @@ def loopback_server(database: str = "bench") -> Iterator[str]:
     """The loopback bulk insert server (``bulkwire.testing --count-only``) in a process of its
     own, so that serving does not share the measured client's GIL; yields its URL and stops it
     on the way out."""
+    # the child imports the same bulkwire as this process (the checkout's build, or installed)
+    package_parent = os.path.dirname(os.path.dirname(sys.modules["bulkwire"].__file__)) \
+        if "bulkwire" in sys.modules else (PKG if PKG in sys.path else "")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        p for p in (package_parent, os.environ.get("PYTHONPATH", "")) if p)}
     server = subprocess.Popen([sys.executable, "-m", "bulkwire.testing", "--database", database,
-                               "--count-only"], stdout=subprocess.PIPE, text=True,
-                              env={**os.environ, "PYTHONPATH": PKG})
+                               "--count-only"], stdout=subprocess.PIPE, text=True, env=env)
     try:
         yield server.stdout.readline().strip()
     finally:
