@@ -41,3 +41,22 @@ def test_example_runs(where, code, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     compiled = compile(code, where, "exec")
     exec(compiled, {"__name__": "__docs_example__"})
+
+
+def test_every_c_source_the_docs_name_exists():
+    """A `csrc/...` path in README.md or docs/ names a file that is there (`x.{c,h}` both,
+    `x*.c` at least one), so that a move of the C sources cannot leave the docs behind."""
+    missing = []
+    for path in markdown_files():
+        for ref in re.findall(r"csrc/[A-Za-z0-9_./{}*,]+", path.read_text(encoding="utf-8")):
+            ref = ref.rstrip(".,")
+            if ref.endswith("/"):
+                names = [ref]
+            elif ref.endswith(".{c,h}"):
+                names = [ref[:-6] + ".c", ref[:-6] + ".h"]
+            else:
+                names = [ref]
+            for name in names:
+                if not (list(ROOT.glob(name)) if "*" in name else (ROOT / name).exists()):
+                    missing.append(f"{path.relative_to(ROOT)}: {name}")
+    assert missing == []
