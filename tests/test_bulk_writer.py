@@ -41,7 +41,9 @@ def expected_command(entity, doc_id, metadata):
     doc = round_trip(entity)
     doc = {k: v for k, v in doc.items() if k not in ("Id", "@metadata")}
     doc["@metadata"] = metadata
-    return ('{"Id":' + json.dumps(doc_id) + ',"Type":"PUT","Document":' + json.dumps(doc) + "}").encode()
+    # the id as the official client writes it: raw UTF-8, JSON-escaped only where JSON must be
+    return ('{"Id":' + json.dumps(doc_id, ensure_ascii=False) + ',"Type":"PUT","Document":'
+            + json.dumps(doc) + "}").encode()
 
 
 def type_metadata(entity):

@@ -78,7 +78,8 @@ def members(entity):
 def command(entity, doc_id, metadata):
     doc = round_trip({k: v for k, v in members(entity).items() if k not in ("Id", "@metadata")})
     doc["@metadata"] = metadata
-    return ('{"Id":' + json.dumps(doc_id) + ',"Type":"PUT","Document":' + json.dumps(doc) + "}").encode()
+    return ('{"Id":' + json.dumps(doc_id, ensure_ascii=False) + ',"Type":"PUT","Document":'
+            + json.dumps(doc) + "}").encode()
 
 
 # ---- entities of every shape the rules tell apart ----

@@ -25,7 +25,7 @@ META_JSON = bulkwire.dumps(META)
 
 def command(doc_id: str, row: dict, float32: str = "widen") -> bytes:
     """What BulkInsert.store(row, id=doc_id) writes for a dict (SPEC §3)."""
-    return (b'{"Id":' + json.dumps(doc_id).encode() + b',"Type":"PUT","Document":'
+    return (b'{"Id":' + json.dumps(doc_id, ensure_ascii=False).encode() + b',"Type":"PUT","Document":'
             + bulkwire.dumps({**row, "@metadata": META}, float32=float32) + b"}")
 
 

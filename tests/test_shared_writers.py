@@ -160,5 +160,5 @@ def test_utf8_strings_escape_as_json_or_are_refused(raw):
     # ids and column names go through the same writer
     table = pa.table({"id": string_column([raw]), text: [1]})
     _, body = encode_rows(table, [text])
-    assert body.startswith(b'{"Id":' + json.dumps(text).encode() + b',')
+    assert body.startswith(b'{"Id":' + json.dumps(text, ensure_ascii=False).encode() + b',')
     assert b"{" + json.dumps(text).encode() + b": 1, " in body

@@ -268,9 +268,10 @@ int bw_batch_write_row(const bw_batch_plan *p, int64_t row, bw_buf *out) {
         const char *s;
         size_t n;
         string_at(id, row, &s, &n);
-        /* escape without the quotes: write the quoted form, then drop both quotes */
+        /* escape without the quotes: write the quoted form, then drop both quotes. Raw UTF-8,
+           as the official client writes a command's id */
         size_t at = out->len;
-        if (bw_json_string_utf8_ascii(out, s, n) != 0)
+        if (bw_json_string_utf8(out, s, n) != 0)
             return -1;
         memmove(out->data + at, out->data + at + 1, out->len - at - 2);
         out->len -= 2;

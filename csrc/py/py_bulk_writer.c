@@ -2,7 +2,9 @@
 
 #include "buffer_pool.h"
 #include "bulk_commands.h"
+#include "json_string.h"
 #include "put_command.h"
+#include "py_bulk_commands.h"
 
 #include <stdlib.h>
 
@@ -54,6 +56,20 @@ int bw_command_writer_ensure_buffer(bw_command_writer *w) {
     return 0;
 }
 
+/* A command's id as a JSON string of raw UTF-8, as the official client writes it (only '"',
+   '\\' and control characters escaped). 0, or -1 with an exception set. */
+static int write_command_id(bw_buf *out, PyObject *id) {
+    Py_ssize_t len;
+    const char *utf8 = bw_command_text(id, "id", &len);
+    if (utf8 == NULL)
+        return -1;
+    if (bw_json_string_utf8(out, utf8, (size_t)len) < 0) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
+
 int bw_command_writer_put(bw_command_writer *w, PyObject *id, PyObject *entity, PyObject *metadata,
                            PyObject *skip_keys) {
     if (w->finished) {
@@ -78,7 +94,7 @@ int bw_command_writer_put(bw_command_writer *w, PyObject *id, PyObject *entity, 
         goto error;
     if (bw_put_command_open(out) < 0)
         goto nomem;
-    if (bw_walk(walker, id) < 0)
+    if (write_command_id(out, id) < 0)
         goto error;
     if (bw_put_command_document(out) < 0)
         goto nomem;

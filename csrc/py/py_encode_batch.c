@@ -414,7 +414,7 @@ static PyObject *module_encode_batch(PyObject *module, PyObject *args, PyObject 
         const char *s = PyUnicode_AsUTF8AndSize(prefix_obj, &n);
         if (s == NULL)
             goto done;
-        if (bw_json_string_utf8_ascii(&prefix, s, (size_t)n) != 0) {
+        if (bw_json_string_utf8(&prefix, s, (size_t)n) != 0) { /* raw UTF-8, as the id */
             PyErr_NoMemory();
             goto done;
         }
