@@ -4,8 +4,8 @@
         benchmarks/bench_encode.py --docs 2000 --runs 5 --drop-outputs
 
 Each checkout needs its extension built in place (``python setup.py build_ext --inplace``).
-The benchmark script runs from each checkout in turn (before, after, before, after, ...), in a
-fresh process, with ``PYTHONPATH=pkg`` and OpenBLAS on one thread, so both builds see the
+The benchmark script runs from each checkout in turn (before, after; then after, before; ...),
+in a fresh process, with ``PYTHONPATH=pkg`` and OpenBLAS on one thread, so both builds see the
 same machine state as nearly as a shared machine allows; the script's own ratios against
 its baselines (measured in the same process) are then comparable across builds. Every
 round's output is printed under a ``=== round N before|after`` header (and written to
@@ -44,7 +44,9 @@ def main(argv: list[str] | None = None) -> int:
     log = open(options.out, "w") if options.out else None
     try:
         for round_number in range(1, options.rounds + 1):
-            for name, side in (("before", options.before), ("after", options.after)):
+            sides = (("before", options.before), ("after", options.after))
+            # The order alternates too, so that neither build always runs first after a pause.
+            for name, side in (sides if round_number % 2 else sides[::-1]):
                 header = f"=== round {round_number} {name} ({side})"
                 env = dict(os.environ, PYTHONPATH="pkg", OPENBLAS_NUM_THREADS="1")
                 done = subprocess.run([sys.executable, *command], cwd=side, env=env,

@@ -1,17 +1,21 @@
 """Float-to-text speed: bulkwire's hooks vs float.__repr__ vs orjson, per value.
 
 Run:  python benchmarks/bench_float_text.py [--n 1000000] [--runs 5]
-Each figure is the median of --runs timings of formatting --n values; ratios are against
-float.__repr__ measured in the same run on the same values.
+Each case runs its contenders (bulkwire's hook, float.__repr__, orjson) once per round, in an
+order that rotates from round to round, for --runs rounds; a contender's figure is its median
+time per value, and a ratio is the median of the per-round ratios to bulkwire in the same
+round. Before timing, every case checks that bulkwire's text is the same as the reference's:
+``repr`` of each double, and numpy's shortest float32 digits for the float32 case.
 """
 import argparse
 import shlex
 import statistics
 import sys
-import time
 
 import numpy as np
 
+import _common  # noqa: F401  (imports bulkwire from this checkout when it has an in-place build)
+from _rounds import interleaved_seconds, load_average, median_ratio
 from bulkwire import _core
 
 try:
@@ -20,13 +24,20 @@ except ImportError:  # optional comparison
     orjson = None
 
 
-def median_ns_per_value(fn, n, runs):
-    times = []
-    for _ in range(runs):
-        t0 = time.perf_counter_ns()
-        fn()
-        times.append(time.perf_counter_ns() - t0)
-    return statistics.median(times) / n
+def check_same_text(name, arr, hook):
+    """bulkwire's text for every value must be the reference's, or the timing compares
+    different work: Python's repr for doubles; for float32, numpy's shortest digits laid out
+    as repr lays out a double (numpy switches to exponents at 1e6 for float32, repr at 1e16;
+    the digits, at most 9, survive the trip through a double unchanged)."""
+    ours = hook(arr).split(b"\n")[:-1]
+    if arr.dtype == np.float32:
+        reference = [repr(float(str(value))).encode() for value in arr]
+    else:
+        reference = [repr(value).encode() for value in arr.tolist()]
+    differing = sum(a != b for a, b in zip(ours, reference))
+    if len(ours) != len(reference) or differing:
+        raise SystemExit(f"{name}: bulkwire's text differs from the reference on {differing} "
+                         f"of {len(reference)} values")
 
 
 def main():
@@ -36,7 +47,8 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
     print("command: python " + " ".join(shlex.quote(a) for a in sys.argv))
-    print("n=%d values per run, median of %d runs" % (args.n, args.runs))
+    print("n=%d values per run, %d interleaved rounds, load average %s"
+          % (args.n, args.runs, load_average()))
 
     rng = np.random.default_rng(args.seed)
     bits = rng.integers(0, 2**64, args.n, dtype=np.uint64)
@@ -58,14 +70,20 @@ def main():
     for name, arr, hook in cases:
         arr = np.ascontiguousarray(arr)
         xs = arr.astype(np.float64).tolist()
-        ours = median_ns_per_value(lambda: hook(arr), len(xs), args.runs)
-        rep = median_ns_per_value(lambda: list(map(repr, xs)), len(xs), args.runs)
+        check_same_text(name, arr, hook)
+        contenders = {"bulkwire": lambda: hook(arr), "repr": lambda: list(map(repr, xs))}
         if orjson is not None:
-            orj = median_ns_per_value(lambda: orjson.dumps(xs), len(xs), args.runs)
-            orj_s, ratio_o = "%9.1f ns" % orj, "%9.2fx" % (orj / ours)
+            contenders["orjson"] = lambda: orjson.dumps(xs)
+        seconds = interleaved_seconds(contenders, args.runs)
+        ns = {key: statistics.median(times) * 1e9 / len(xs) for key, times in seconds.items()}
+        ratio_r = median_ratio(seconds["repr"], seconds["bulkwire"])
+        if orjson is not None:
+            orj_s = "%9.1f ns" % ns["orjson"]
+            ratio_o = "%9.2fx" % median_ratio(seconds["orjson"], seconds["bulkwire"])
         else:
             orj_s, ratio_o = "n/a", "n/a"
-        print("%-34s %9.1f ns %9.1f ns %12s %9.1fx %10s" % (name, ours, rep, orj_s, rep / ours, ratio_o))
+        print("%-34s %9.1f ns %9.1f ns %12s %9.1fx %10s"
+              % (name, ns["bulkwire"], ns["repr"], orj_s, ratio_r, ratio_o))
     print("(ns per value; 'x repr' = repr time / bulkwire time; 'x orjson' = orjson time / bulkwire time."
           " orjson.dumps(list) includes its list walk and commas; repr excludes any joining;"
           " the hooks include writing a newline per value into one bytes object.)")

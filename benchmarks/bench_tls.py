@@ -8,9 +8,9 @@ process of its own.
 Contenders: ``http`` (the baseline), ``tls`` (``certificate=``/``ca=``: bulkwire's own TLS,
 the body pump writing through it with the GIL released) and ``tls-ssl_context`` (a Python
 ``ssl.SSLContext``: Python's ssl and the Python sender). Each round runs every contender once,
-in turn, on the same entities (class instances with a 1024-float vector, as in
-bench_bulk_insert.py); the figure is the median documents/s, and the ratio the median of the
-per-round ratios to ``http`` in the same round. The certificates are made for the run
+in an order that rotates from round to round, on the same entities (class instances with a
+1024-float vector, as in bench_bulk_insert.py); the figure is the median documents/s, and the
+ratio the median of the per-round ratios to ``http`` in the same round. The certificates are made for the run
 (``bulkwire.testing_pki``, EC P-256; the handshake negotiates TLS 1.3 with AES-GCM).
 """
 from __future__ import annotations
@@ -28,6 +28,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 from _common import print_command  # noqa: E402 (the checkout's in-place build, when there is one)
+from _rounds import load_average  # noqa: E402
 from bench_bulk_insert import make_entities  # noqa: E402
 
 CONTENDERS = ("http", "tls", "tls-ssl_context")
@@ -115,9 +116,11 @@ def main() -> None:
                 for name in CONTENDERS:  # warm-up: connections, pools, caches
                     runs[name](compress)
                 rates = {name: [] for name in CONTENDERS}
-                for _ in range(args.rounds):
-                    for name in CONTENDERS:
+                for round_index in range(args.rounds):  # the order rotates round by round
+                    start = round_index % len(CONTENDERS)
+                    for name in CONTENDERS[start:] + CONTENDERS[:start]:
                         rates[name].append(runs[name](compress))
+                print(f"{mode}: load average {load_average()} after the rounds")
                 for name in CONTENDERS:
                     ratio = statistics.median(r / h for r, h in zip(rates[name], rates["http"]))
                     print(f"{mode:6} {name:16} {statistics.median(rates[name]):>10,.0f} {ratio:>7.2f}x")

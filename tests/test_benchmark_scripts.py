@@ -34,8 +34,8 @@ def test_bench_output_faults_runs():
 
 
 def test_ab_builds_alternates_the_checkouts(tmp_path):
-    """ab_builds runs the benchmark from each checkout in turn, round by round, and stops
-    with a failure when the benchmark fails."""
+    """ab_builds runs the benchmark from each checkout in turn, round by round, in an order
+    that alternates, and stops with a failure when the benchmark fails."""
     for side in ("old", "new"):
         package = tmp_path / side / "pkg" / "bulkwire"
         package.mkdir(parents=True)
@@ -50,8 +50,8 @@ def test_ab_builds_alternates_the_checkouts(tmp_path):
     assert done.returncode == 0, done.stderr
     lines = [l for l in done.stdout.splitlines() if l.startswith(("===", "ran"))]
     assert [l.split(" (")[0] for l in lines[::2]] == [
-        "=== round 1 before", "=== round 1 after", "=== round 2 before", "=== round 2 after"]
-    assert lines[1::2] == ["ran in old pkg", "ran in new pkg"] * 2
+        "=== round 1 before", "=== round 1 after", "=== round 2 after", "=== round 2 before"]
+    assert lines[1::2] == ["ran in old pkg", "ran in new pkg", "ran in new pkg", "ran in old pkg"]
     assert (tmp_path / "log.txt").read_text().count("=== round") == 4
     failed = subprocess.run(args[:-1] + ["bench.py", "fail"], capture_output=True, text=True, timeout=60)
     assert failed.returncode == 1 and "the benchmark failed" in failed.stdout
