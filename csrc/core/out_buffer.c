@@ -1,7 +1,12 @@
+/* madvise and MADV_HUGEPAGE are POSIX/Linux extensions that -std=c11 hides. */
+#define _DEFAULT_SOURCE
 #include "out_buffer.h"
 
 #include <stdint.h>
 #include <stdlib.h>
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 int bw_buf_init(bw_buf *buf, size_t capacity) {
     buf->len = 0;
@@ -46,4 +51,23 @@ char *bw_buf_detach(bw_buf *buf, size_t *len) {
     buf->len = 0;
     buf->cap = 0;
     return data;
+}
+
+void bw_advise_huge_pages(void *data, size_t len) {
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    /* A fresh 4 KiB page costs a fault (about 2.5 us here): 7,500 of them for a 30 MB batch of
+       rows, several times the copy itself. NumPy gives its large arrays the same advice, so
+       this matches what a cold astype gets. The advice only covers whole pages inside this
+       block, and is ignored where transparent huge pages are off. */
+    if (data == NULL || len < BW_HUGE_PAGE_ADVICE_MIN)
+        return;
+    const uintptr_t page = 4096;
+    uintptr_t start = ((uintptr_t)data + page - 1) & ~(page - 1);
+    uintptr_t end = ((uintptr_t)data + len) & ~(page - 1);
+    if (end > start)
+        (void)madvise((void *)start, end - start, MADV_HUGEPAGE); /* advice: failure is harmless */
+#else
+    (void)data;
+    (void)len;
+#endif
 }

@@ -20,6 +20,13 @@ int bw_buf_grow(bw_buf *buf, size_t extra);
 /* Gives the memory to the caller (who frees it with free()) and leaves buf empty. */
 char *bw_buf_detach(bw_buf *buf, size_t *len);
 
+/* Blocks from this size on get huge-page advice from bw_advise_huge_pages. */
+#define BW_HUGE_PAGE_ADVICE_MIN ((size_t)4 << 20)
+/* Asks the kernel to back the whole pages of a large block that is about to be written with
+   transparent huge pages (Linux; elsewhere, and below BW_HUGE_PAGE_ADVICE_MIN, nothing). Only
+   this block is affected, never the allocator's settings. */
+void bw_advise_huge_pages(void *data, size_t len);
+
 /* Makes room for `extra` bytes so that the unchecked writers below may follow. */
 static inline int bw_buf_reserve(bw_buf *buf, size_t extra) {
     if (buf->cap - buf->len >= extra)

@@ -30,7 +30,11 @@ from __future__ import annotations
 
 from . import _core
 
-__all__ = ["VectorCodec", "SUBTYPES"]
+__all__ = ["VectorCodec", "VectorRows", "SUBTYPES"]
+
+#: What ``VectorCodec.serialize_rows`` returns: the rows back to back in one read-only buffer;
+#: ``rows[i]`` is a ``memoryview`` of row ``i`` (no copy), ``rows.stride`` the bytes of a row.
+VectorRows = _core.VectorRows
 
 #: CQL subtype names ``VectorCodec`` accepts.
 SUBTYPES: tuple[str, ...] = _core.VECTOR_SUBTYPES
