@@ -12,6 +12,8 @@ int bw_buf_init(bw_buf *buf, size_t capacity) {
     buf->len = 0;
     buf->cap = 0;
     buf->data = NULL;
+    buf->regrow = NULL;
+    buf->owner = NULL;
     if (capacity == 0)
         capacity = 64;
     buf->data = malloc(capacity);
@@ -22,7 +24,8 @@ int bw_buf_init(bw_buf *buf, size_t capacity) {
 }
 
 void bw_buf_free(bw_buf *buf) {
-    free(buf->data);
+    if (buf->owner == NULL)
+        free(buf->data);
     buf->data = NULL;
     buf->len = 0;
     buf->cap = 0;
@@ -35,6 +38,11 @@ int bw_buf_grow(bw_buf *buf, size_t extra) {
     size_t cap = buf->cap ? buf->cap : 64;
     while (cap < need)
         cap *= 2; /* doubling keeps appends amortised O(1) */
+    if (buf->regrow != NULL) {
+        int rc = buf->regrow(buf, cap);
+        if (rc <= 0)
+            return rc;
+    }
     char *grown = realloc(buf->data, cap);
     if (grown == NULL)
         return -1;

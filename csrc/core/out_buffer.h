@@ -5,15 +5,23 @@
 #include <stddef.h>
 #include <string.h>
 
-typedef struct {
+typedef struct bw_buf bw_buf;
+struct bw_buf {
     char *data;
     size_t len;
     size_t cap;
-} bw_buf;
+    /* NULL: the memory is malloc'd and grows by realloc. Set by a binding layer that keeps
+       the bytes in an object of its own (`owner`): called to grow to `cap` bytes, it returns
+       0 (data and cap updated), -1 when out of memory, or 1 to have realloc do it. When it
+       fails while `owner` is set, the content may be lost (the buffer is left empty). */
+    int (*regrow)(bw_buf *buf, size_t cap);
+    void *owner;
+};
 
 /* Starts an empty buffer with room for `capacity` bytes. 0, or -1 when out of memory. */
 int bw_buf_init(bw_buf *buf, size_t capacity);
-/* Frees the memory; the buffer is empty and reusable afterwards. */
+/* Frees the memory (unless an owner holds it: see regrow); the buffer is empty and reusable
+   afterwards. */
 void bw_buf_free(bw_buf *buf);
 /* Grows so that at least `extra` more bytes fit. 0, or -1 when out of memory (buf unchanged). */
 int bw_buf_grow(bw_buf *buf, size_t extra);
