@@ -224,5 +224,7 @@ def test_cold_rows_fault_no_more_pages_than_numpy():
     astype = min(cold_faults("astype") for _ in range(2))
     rows = min(cold_faults("rows") for _ in range(2))
     # the huge-page count moves with the buffer's 2 MiB alignment (347 or 858 faults here, for
-    # both); one bytes object per row takes 7,500
-    assert rows <= astype + 1000, (rows, astype)
+    # both); one bytes object per row takes 7,500. The sanitizer build's allocator and shadow
+    # memory fault pages of their own (about 3,200 against astype's 1,300 there).
+    slack = 2500 if os.environ.get("BULKWIRE_SANITIZER") == "1" else 1000
+    assert rows <= astype + slack, (rows, astype)
