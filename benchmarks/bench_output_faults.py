@@ -72,7 +72,8 @@ def measure_large(values: list, runs: int, keep: bool) -> tuple:
 def commit() -> str:
     try:
         return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, check=True).stdout.strip()
+                              text=True, check=True,
+                              cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
 
