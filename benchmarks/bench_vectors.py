@@ -34,6 +34,7 @@ import sys
 import time
 from typing import Callable
 
+import _common  # noqa: F401  (the checkout's bulkwire, when it has an in-place build)
 import numpy as np
 import pyarrow as pa
 import cassandra
