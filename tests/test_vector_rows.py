@@ -142,6 +142,11 @@ def test_sequence_and_buffer_behaviour():
     with pytest.raises(TypeError):
         memoryview(rows)[0] = 1
     assert (np.frombuffer(rows, ">f4").reshape(-1, 2) == a).all()
+    # a row is exported on its own; the whole buffer is exported again right after
+    views = [rows[1], memoryview(rows), rows[0], memoryview(rows)]
+    assert [v.nbytes for v in views] == [8, 24, 8, 24]
+    assert bytes(views[1]) == bytes(views[3]) == a.astype(">f4").tobytes()
+    assert memoryview(views[0]).obj is rows and bytes(memoryview(views[0])) == bytes(rows[1])
     row = rows[1]
     del rows
     gc.collect()

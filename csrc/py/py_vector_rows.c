@@ -32,6 +32,7 @@ typedef struct {
     Py_ssize_t dim;
     Py_ssize_t stride;    /* bytes of one row */
     Py_ssize_t count;
+    Py_ssize_t exporting_row; /* >= 0 only inside VectorRows_item: the next export is that row */
     PyObject *storage;    /* private bytearray, never resized nor handed out: its memory stays
                              put while any exported view lives */
 } VectorRowsObject;
@@ -48,6 +49,7 @@ PyObject *bw_vec_rows_adopt(bw_vector_codec *c, PyObject *bytearray) {
     rows->dim = c->dim;
     rows->stride = c->row_size;
     rows->count = PyByteArray_GET_SIZE(bytearray) / c->row_size;
+    rows->exporting_row = -1;
     rows->storage = bytearray;
     return (PyObject *)rows;
 }
@@ -67,18 +69,25 @@ static PyObject *VectorRows_item(PyObject *self, Py_ssize_t i) {
         PyErr_SetString(PyExc_IndexError, "VectorRows index out of range");
         return NULL;
     }
-    PyObject *whole = PyMemoryView_FromObject(self); /* new reference */
-    if (whole == NULL)
-        return NULL;
-    PyObject *row = PySequence_GetSlice(whole, i * rows->stride, (i + 1) * rows->stride);
-    Py_DECREF(whole);
+    /* The row is exported on its own rather than sliced from a view of the whole: one
+       memoryview per row instead of two plus a slice, a third of the cost. No Python code
+       runs between setting the row and the export (PyMemoryView_FromObject calls the slot
+       below directly, GIL held). */
+    rows->exporting_row = i;
+    PyObject *row = PyMemoryView_FromObject(self); /* new reference */
+    rows->exporting_row = -1;
     return row;
 }
 
 static int VectorRows_getbuffer(PyObject *self, Py_buffer *view, int flags) {
     VectorRowsObject *rows = (VectorRowsObject *)self;
-    return PyBuffer_FillInfo(view, self, PyByteArray_AS_STRING(rows->storage),
-                             PyByteArray_GET_SIZE(rows->storage), 1, flags);
+    char *data = PyByteArray_AS_STRING(rows->storage);
+    Py_ssize_t len = PyByteArray_GET_SIZE(rows->storage);
+    if (rows->exporting_row >= 0) {
+        data += rows->exporting_row * rows->stride;
+        len = rows->stride;
+    }
+    return PyBuffer_FillInfo(view, self, data, len, 1, flags);
 }
 
 /* New reference. */
