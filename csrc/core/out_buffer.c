@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #if defined(__linux__)
 #include <sys/mman.h>
+#include <unistd.h>
 #endif
 
 int bw_buf_init(bw_buf *buf, size_t capacity) {
@@ -69,7 +70,10 @@ void bw_advise_huge_pages(void *data, size_t len) {
        block, and is ignored where transparent huge pages are off. */
     if (data == NULL || len < BW_HUGE_PAGE_ADVICE_MIN)
         return;
-    const uintptr_t page = 4096;
+    long page_size = sysconf(_SC_PAGESIZE); /* 4 KiB, or 16/64 KiB on some arm64 kernels */
+    if (page_size <= 0)
+        return;
+    const uintptr_t page = (uintptr_t)page_size;
     uintptr_t start = ((uintptr_t)data + page - 1) & ~(page - 1);
     uintptr_t end = ((uintptr_t)data + len) & ~(page - 1);
     if (end > start)
