@@ -100,3 +100,19 @@ def test_bench_ravendb_dropin_runs():
     assert [r[1] for r in rows] == ["plain", "gzip"]
     for r in rows:  # before, after docs/s, the median ratio, and the own BulkInsert's docs/s
         assert float(r[2].replace(",", "")) > 0 and r[4].endswith("x") and float(r[-1].replace(",", "")) > 0
+
+
+def test_bench_output_faults_large_output_runs():
+    out = run_script("bench_output_faults.py", "--floats", "20000", "--runs", "3")
+    labels = [line.split()[0] for line in out.splitlines() if "faults/call" in line]
+    assert sorted(labels) == ["dropped", "kept"]
+    assert "load average" in out and "commit" in out
+
+
+def test_bench_vectors_cold_runs_and_checks_outputs():
+    out = run_script("bench_vectors.py", "--only", "cold", "--cold-rounds", "1",
+                     "--cold-rows", "50")
+    rows = [line for line in out.splitlines() if line.startswith("| ") and "×" in line]
+    assert len(rows) == 6  # astype, per-row NumPy, serialize_many/_into/_rows, rows touched
+    assert all(row.rstrip().endswith("| equal |") for row in rows), rows
+    assert "fresh process per sample" in out and "load average" in out

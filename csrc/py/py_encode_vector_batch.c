@@ -129,6 +129,7 @@ static int many_from_sequence(bw_vector_codec *c, PyObject *batch, bw_vec_sink *
         }
         if (PyByteArray_Resize(k->bytearray, rows * c->row_size) < 0)
             goto cleanup;
+        bw_advise_huge_pages(PyByteArray_AS_STRING(k->bytearray), (size_t)(rows * c->row_size));
     }
     for (Py_ssize_t r = 0; r < rows && r < PySequence_Fast_GET_SIZE(seq); r++) {
         PyObject *row = PySequence_Fast_GET_ITEM(seq, r);
@@ -219,10 +220,12 @@ PyObject *bw_vec_serialize_many(bw_vector_codec *c, PyObject *batch) {
     return k.list;
 }
 
-PyObject *bw_vec_serialize_into(bw_vector_codec *c, PyObject *batch) {
+/* New reference: a bytearray holding every row of batch back to back (`method` names the
+   caller in the error for variable-size rows). */
+static PyObject *rows_back_to_back(bw_vector_codec *c, PyObject *batch, const char *method) {
     if (c->row_size == 0) {
-        PyErr_Format(PyExc_ValueError, "serialize_into needs rows of one size; vector<%s, %zd> "
-                     "rows vary in size, use serialize_many", c->st->name, c->dim);
+        PyErr_Format(PyExc_ValueError, "%s needs rows of one size; vector<%s, %zd> "
+                     "rows vary in size, use serialize_many", method, c->st->name, c->dim);
         return NULL;
     }
     bw_vec_sink k = {.list = NULL, .bytearray = PyByteArray_FromStringAndSize(NULL, 0)};
@@ -232,5 +235,19 @@ PyObject *bw_vec_serialize_into(bw_vector_codec *c, PyObject *batch) {
         Py_DECREF(k.bytearray);
         return NULL;
     }
-    return Py_BuildValue("(Nn)", k.bytearray, c->row_size); /* steals the bytearray */
+    return k.bytearray;
+}
+
+PyObject *bw_vec_serialize_into(bw_vector_codec *c, PyObject *batch) {
+    PyObject *bytearray = rows_back_to_back(c, batch, "serialize_into"); /* new reference */
+    if (bytearray == NULL)
+        return NULL;
+    return Py_BuildValue("(Nn)", bytearray, c->row_size); /* steals the bytearray */
+}
+
+PyObject *bw_vec_serialize_rows(bw_vector_codec *c, PyObject *batch) {
+    PyObject *bytearray = rows_back_to_back(c, batch, "serialize_rows"); /* new reference */
+    if (bytearray == NULL)
+        return NULL;
+    return bw_vec_rows_adopt(c, bytearray);
 }

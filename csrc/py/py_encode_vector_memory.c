@@ -223,6 +223,7 @@ int bw_vec_emit_rows_into(bw_vector_codec *c, const bw_row_source *s, Py_ssize_t
     if (PyByteArray_Resize(bytearray, old + rows * c->row_size) < 0)
         return -1;
     char *dst = PyByteArray_AS_STRING(bytearray) + old;
+    bw_advise_huge_pages(dst, (size_t)rows * (size_t)c->row_size); /* before the first touch */
     if ((size_t)rows * (size_t)c->row_size >= GIL_RELEASE_BYTES) {
         Py_BEGIN_ALLOW_THREADS /* the bytearray is ours alone until returned */
         fill_rows(c, s, rows, NULL, dst);

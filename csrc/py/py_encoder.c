@@ -4,6 +4,7 @@
 #include <stddef.h>
 
 #include "py_float32_mode.h"
+#include "py_out_bytes.h"
 
 /* ---- ENTITY: the sentinel that selects the built-in entity conventions ---- */
 
@@ -95,8 +96,11 @@ static PyObject *encode_to_bytes(const bw_encode_options *opts, PyObject *obj) {
         out = &local_buf;
     }
     bw_walker_init(walker, opts, out);
+    bw_out_bytes_begin(out);
     if (bw_walk(walker, obj) == 0)
-        result = PyBytes_FromStringAndSize(out->data, (Py_ssize_t)out->len);
+        result = bw_out_bytes_finish(out);
+    else
+        bw_out_bytes_abandon(out);
     if (use_spare) {
         if (spare_buf.cap > SPARE_BUF_KEEP)
             bw_buf_free(&spare_buf);

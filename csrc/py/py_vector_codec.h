@@ -47,6 +47,7 @@ static inline int bw_vkind_numeric(const bw_subtype *st) { return st->npy_type >
 PyObject *bw_vec_serialize(bw_vector_codec *c, PyObject *v);
 PyObject *bw_vec_serialize_many(bw_vector_codec *c, PyObject *batch);
 PyObject *bw_vec_serialize_into(bw_vector_codec *c, PyObject *batch);
+PyObject *bw_vec_serialize_rows(bw_vector_codec *c, PyObject *batch);
 PyObject *bw_vec_to_json_many(bw_vector_codec *c, PyObject *batch, int float32_shortest);
 
 /* py_decode_vector.c. New references, or NULL with an exception set. */
@@ -61,4 +62,12 @@ int bw_vec_encode_init(void);
    exactly a ValueError, or, with any_conversion_error, also a TypeError or OverflowError (the
    errors encoding a Python value can raise); any other exception passes unchanged. */
 void bw_vec_prefix_row(Py_ssize_t row, int any_conversion_error);
+/* A new VectorRows over the rows of c held back to back in `bytearray`, which it takes over
+   (the reference is stolen, also on failure). New reference, or NULL. */
+PyObject *bw_vec_rows_adopt(bw_vector_codec *c, PyObject *bytearray);
+/* v itself (a new reference) when it is one whole row of a VectorRows written for c's subtype
+   and dimension: a memoryview as VectorRows items are. NULL, without an exception, otherwise. */
+PyObject *bw_vec_rows_ready_row(bw_vector_codec *c, PyObject *v);
+/* Adds the VectorRows type to the module. 0, or -1 with an exception. */
+int bw_vec_rows_add_type(PyObject *module);
 #endif

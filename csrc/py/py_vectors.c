@@ -95,6 +95,9 @@ static PyObject *VectorCodec_serialize_many(PyObject *self, PyObject *batch) {
 static PyObject *VectorCodec_serialize_into(PyObject *self, PyObject *batch) {
     return bw_vec_serialize_into((bw_vector_codec *)self, batch);
 }
+static PyObject *VectorCodec_serialize_rows(PyObject *self, PyObject *batch) {
+    return bw_vec_serialize_rows((bw_vector_codec *)self, batch);
+}
 static PyObject *VectorCodec_deserialize(PyObject *self, PyObject *b) {
     return bw_vec_deserialize((bw_vector_codec *)self, b);
 }
@@ -125,6 +128,10 @@ static PyObject *VectorCodec_driver_serialize(PyObject *self, PyObject *const *a
         if (kind == '\0' || strchr(kinds, kind) == NULL)
             Py_RETURN_NONE;
     } else if (t != &PyList_Type && t != &PyTuple_Type) {
+        /* a row serialize_rows already wrote for this subtype and dimension goes as it is */
+        PyObject *ready = bw_vec_rows_ready_row((bw_vector_codec *)self, v);
+        if (ready != NULL)
+            return ready;
         Py_RETURN_NONE;
     }
     PyObject *out = bw_vec_serialize((bw_vector_codec *)self, v); /* new reference */
@@ -173,6 +180,9 @@ static PyMethodDef VectorCodec_methods[] = {
      "vector array/stream or a sequence of vectors."},
     {"serialize_into", VectorCodec_serialize_into, METH_O,
      "serialize_into(batch) -> (bytearray, stride): every row back to back in one buffer."},
+    {"serialize_rows", VectorCodec_serialize_rows, METH_O,
+     "serialize_rows(batch) -> VectorRows: every row back to back in one read-only buffer, "
+     "rows[i] a memoryview of row i."},
     {"deserialize", VectorCodec_deserialize, METH_O,
      "deserialize(b) -> ndarray: zero-copy big-endian view for float/double/int/bigint/"
      "timestamp, a native copy otherwise."},
@@ -186,7 +196,7 @@ static PyMethodDef VectorCodec_methods[] = {
      "_deserialize_list(b) -> list: the driver's own decoding (numeric subtypes), for the "
      "drop-in."},
     {"_driver_serialize", (PyCFunction)(void (*)(void))VectorCodec_driver_serialize, METH_FASTCALL,
-     "_driver_serialize(v, kinds) -> bytes | None: bulkwire.cql's fast path."},
+     "_driver_serialize(v, kinds) -> bytes | memoryview | None: bulkwire.cql's fast path."},
     {"_driver_deserialize", (PyCFunction)(void (*)(void))VectorCodec_driver_deserialize,
      METH_FASTCALL,
      "_driver_deserialize(b, as_numpy) -> list | ndarray | None: bulkwire.cql's decoding."},
@@ -322,6 +332,8 @@ int bw_vectors_add_to_module(PyObject *module) {
         Py_DECREF(&VectorCodecType);
         return -1;
     }
+    if (bw_vec_rows_add_type(module) < 0)
+        return -1;
     PyObject *names = PyTuple_New((Py_ssize_t)N_SUBTYPES);
     if (names == NULL)
         return -1;

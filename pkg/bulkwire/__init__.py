@@ -13,9 +13,9 @@ __all__ = ["ENTITY", "MAX_DEPTH", "Encoder", "dumps", "to_builtins"]
 __version__ = "0.1.0"
 
 # Vectors: the CQL vector codec; the driver drop-in is bulkwire.cql.
-from .vectors import VectorCodec  # noqa: E402
+from .vectors import VectorCodec, VectorRows  # noqa: E402
 
-__all__ += ["VectorCodec"]
+__all__ += ["VectorCodec", "VectorRows"]
 
 # Bulk insert; its exceptions, one hierarchy under BulkInsertError: bulkwire.errors
 from .bulk import BulkInsert, BulkStats, BulkWriter  # noqa: E402

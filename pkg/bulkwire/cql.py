@@ -16,6 +16,9 @@ versions that hand the subtypes bulkwire covers to ``bulkwire.VectorCodec``. The
   raises its own exception, type and message unchanged. The input is therefore iterated
   twice on error paths; a custom ``__float__``/``__index__`` with side effects would see two
   calls;
+- a row of ``VectorCodec.serialize_rows`` (a ``memoryview`` whose object is a ``VectorRows``)
+  written for the same subtype and dimension is returned as it is: already serialized, it is
+  sent without a copy. Other memoryviews, casts or slices of the rows go to the driver;
 - everything else (bytes input, unknown subtypes, other sequence types) goes straight to the
   driver's code.
 
@@ -96,11 +99,12 @@ def install(*, numpy_results: bool = False) -> None:
             entries[key] = entry
             return entry
 
-        def serialize(cls: Any, v: Any, protocol_version: Any) -> bytes:
+        def serialize(cls: Any, v: Any, protocol_version: Any) -> Any:
             entry = entry_for(cls)
             if entry is not None:
-                # bytes, or None when the input is not one the fast path takes or the codec
-                # raised: then the driver's own code runs (and raises its own error)
+                # bytes (or a VectorRows row as it is), or None when the input is not one the
+                # fast path takes or the codec raised: then the driver's own code runs (and
+                # raises its own error)
                 out = entry[0]._driver_serialize(v, entry[1])
                 if out is not None:
                     return out

@@ -17,6 +17,9 @@ True
 >>> buf, stride = codec.serialize_into(np.ones((2, 3), dtype="f4"))
 >>> len(buf), stride
 (24, 12)
+>>> vrows = codec.serialize_rows(np.ones((2, 3), dtype="f4"))
+>>> len(vrows), vrows.stride, bytes(vrows[1]) == bytes(buf[12:])
+(2, 12, True)
 >>> codec.deserialize(rows[0])
 array([0., 0., 0.], dtype='>f4')
 >>> codec.deserialize_many(rows).shape
@@ -30,7 +33,11 @@ from __future__ import annotations
 
 from . import _core
 
-__all__ = ["VectorCodec", "SUBTYPES"]
+__all__ = ["VectorCodec", "VectorRows", "SUBTYPES"]
+
+#: What ``VectorCodec.serialize_rows`` returns: the rows back to back in one read-only buffer;
+#: ``rows[i]`` is a ``memoryview`` of row ``i`` (no copy), ``rows.stride`` the bytes of a row.
+VectorRows = _core.VectorRows
 
 #: CQL subtype names ``VectorCodec`` accepts.
 SUBTYPES: tuple[str, ...] = _core.VECTOR_SUBTYPES
@@ -58,6 +65,11 @@ class VectorCodec(_core.VectorCodec):
     - ``serialize_into(batch) -> (bytearray, stride)``: every row back to back in one new
       ``bytearray``; row ``i`` is ``buf[i * stride:(i + 1) * stride]``. Constant-size
       subtypes only.
+    - ``serialize_rows(batch) -> VectorRows``: the same inputs, every row back to back in one
+      read-only buffer; ``rows[i]`` is a ``memoryview`` of row ``i`` (no copy), which
+      ``bulkwire.cql`` sends to the driver as it is. One allocation per batch, with NumPy's
+      huge-page advice for large ones: no per-row ``bytes``, and no fresh-page fault per 4 KiB
+      of output. Constant-size subtypes only.
     - ``deserialize(b) -> ndarray``: a zero-copy big-endian view (``numpy.frombuffer``
       semantics) for float/double/int/bigint/timestamp; a native-order copy for the others
       (``date`` -> ``datetime64[D]``, ``time`` -> ``timedelta64[ns]``, uuid/text/blob/varint
