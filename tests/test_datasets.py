@@ -202,3 +202,14 @@ def test_cli_loads_a_directory_a_glob_and_several_paths(tmp_path, capsys):
     assert main(["load", str(tmp_path / "d"), "--out", str(tmp_path / "o.json")]) == 1
     err = capsys.readouterr().err
     assert "part-009.parquet' has no column 'name'" in err
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_bad_row_taken_is_named_by_the_files_row_whatever_the_threads(tmp_path, threads):
+    """Without encoding threads, a row error used to carry the position in the batch taken."""
+    bad = pa.table({"id": pa.array([0, 1, None, 3], pa.int64())})
+    src = str(tmp_path / "t.parquet")
+    pq.write_table(bad, src)
+    with pytest.raises(bulkwire.RowError) as info:
+        bulkwire.load_parquet(src, take=[3, 2], threads=threads, out=str(tmp_path / "x.json"))
+    assert (info.value.row, info.value.take_index, info.value.source) == (2, 1, src)

@@ -278,23 +278,31 @@ def _encoded_in_order(batches: Iterator[Any], encode: _Encoder, source: str, pla
     dim = None
     submitted = first_row  # row numbers in errors are the file's, whatever the unit
 
+    def named(exc: RowError) -> RowError:
+        if idx is None:
+            return RowError(exc.column, exc.row, exc.reason, source=source)
+        return RowError(exc.column, int(idx[exc.row]), exc.reason, take_index=exc.row,
+                        source=source)
+
     def result(job: tuple) -> tuple[list, int]:
         done, rows = job
         try:
             return (done.result() if pool is not None else done), rows
         except RowError as exc:
-            if idx is None:
-                raise RowError(exc.column, exc.row, exc.reason, source=source) from None
-            raise RowError(exc.column, int(idx[exc.row]), exc.reason, take_index=exc.row,
-                           source=source) from None
+            raise named(exc) from None
 
     for batch in batches:
         _check_batch(batch, source)  # buffer sizes: what the C reader cannot know
         if dim is None or dim < 0:
             dim = _vector_dim(pa, batch, plan)
         args = (batch, dim, submitted)
-        pending.append((pool.submit(encode, *args) if pool is not None else encode(*args),
-                        batch.num_rows))
+        if pool is not None:
+            pending.append((pool.submit(encode, *args), batch.num_rows))
+        else:
+            try:
+                pending.append((encode(*args), batch.num_rows))
+            except RowError as exc:
+                raise named(exc) from None
         submitted += batch.num_rows
         del batch
         while len(pending) > (ahead if pool is not None else 0):
