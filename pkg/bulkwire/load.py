@@ -815,7 +815,19 @@ def _server_target(job: _Job) -> "_ServerTarget":
                          skip_overwrite=job.skip_overwrite)
 
 
-def _worker_main(job: _Job, units: list[_Unit], worker: int, messages: Any, stop: Any) -> None:
+class _StopOrOrphaned:
+    """Set when the parent asks to stop, or has died (killed: no one would ever ask)."""
+
+    def __init__(self, stop: Any, parent: int) -> None:
+        self.stop = stop
+        self.parent = parent
+
+    def is_set(self) -> bool:
+        return self.stop.is_set() or os.getppid() != self.parent
+
+
+def _worker_main(job: _Job, units: list[_Unit], worker: int, messages: Any, stop: Any,
+                 parent: int) -> None:
     """A worker process: sends its units and reports to the parent through ``messages``:
     ("batch", worker, rows, body), ("confirmed", worker, unit), then ("done", worker, rows,
     body, wire) or ("error", worker, pickled error or None, text)."""
@@ -827,7 +839,8 @@ def _worker_main(job: _Job, units: list[_Unit], worker: int, messages: Any, stop
     try:
         rows, body, wire = _send(job, units, lambda: _server_target(job),
                                  lambda n, added: messages.put(("batch", worker, n, added)),
-                                 lambda unit: messages.put(("confirmed", worker, unit)), stop)
+                                 lambda unit: messages.put(("confirmed", worker, unit)),
+                                 _StopOrOrphaned(stop, parent))
     except _Stopped:
         messages.put(("stopped", worker))
     except BaseException as exc:  # noqa: BLE001 - the parent raises it
@@ -864,7 +877,8 @@ def _run_workers(job: _Job, shares: list[list[_Unit]], on_batch: Callable[[int, 
     context = multiprocessing.get_context("spawn")  # no fork after threads
     messages = context.Queue()
     stop = context.Event()
-    processes = [context.Process(target=_worker_main, args=(job, share, i, messages, stop),
+    processes = [context.Process(target=_worker_main,
+                                 args=(job, share, i, messages, stop, os.getpid()),
                                  name=f"bulkwire-load-{i}", daemon=True)
                  for i, share in enumerate(shares)]
     finished: dict[int, tuple[int, int, int]] = {}
