@@ -100,3 +100,9 @@ def test_bench_ravendb_dropin_runs():
     assert [r[1] for r in rows] == ["plain", "gzip"]
     for r in rows:  # before, after docs/s, the median ratio, and the own BulkInsert's docs/s
         assert float(r[2].replace(",", "")) > 0 and r[4].endswith("x") and float(r[-1].replace(",", "")) > 0
+
+
+def test_bench_scale_runs(tmp_path):
+    out = run_script("bench_scale.py", "--rows", "300", "--dim", "8", "--files", "2", "--rounds", "1",
+                     "--data-dir", str(tmp_path))
+    assert "w2 / w1:" in out and "load average" in out
