@@ -81,6 +81,12 @@ class Server:
                                         env=env)
         self.url = self.process.stdout.readline().strip()
 
+    def cpu_seconds(self) -> float:
+        """The server process's CPU time so far (user + system)."""
+        with open(f"/proc/{self.process.pid}/stat") as f:
+            fields = f.read().rsplit(") ", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def totals(self) -> dict:
         self.process.stdin.write("\n")
         self.process.stdin.flush()
@@ -129,11 +135,17 @@ def child(args: argparse.Namespace) -> None:
                                        workers=args.workers, threads=args.threads)
         seconds = time.perf_counter() - start
         rows = result.rows
-    print(json.dumps({"rows": rows, "seconds": seconds}))
+    import resource
+
+    cpu = sum(getattr(resource.getrusage(who), field)
+              for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+              for field in ("ru_utime", "ru_stime"))
+    print(json.dumps({"rows": rows, "seconds": seconds, "client_cpu": cpu}))
 
 
 def run_one(args: argparse.Namespace, name: str, path: str, server: Server) -> dict:
     before = server.totals()
+    server_cpu = server.cpu_seconds()
     done = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", "--path", path,
                            "--url", server.url, *CONTENDERS[name][1]],
                           capture_output=True, text=True, timeout=3600)
@@ -150,6 +162,7 @@ def run_one(args: argparse.Namespace, name: str, path: str, server: Server) -> d
         raise SystemExit(f"{name}: the server got {got} of {args.rows} documents "
                          f"({after['errors']})")
     result["load"] = os.getloadavg()[0]
+    result["server_cpu"] = server.cpu_seconds() - server_cpu
     return result
 
 
@@ -197,16 +210,20 @@ def main() -> None:
                 r = run_one(args, name, path, server)
                 runs[name].append(r)
                 print(f"  round {round_ + 1} {name:<5} {r['rows'] / r['seconds']:>10,.0f} rows/s  "
-                      f"{r['seconds']:.2f} s  load average {r['load']:.2f}", flush=True)
+                      f"{r['seconds']:.2f} s  CPU: client {r['client_cpu']:.2f} s (with start-up), "
+                      f"server {r['server_cpu']:.2f} s  load average {r['load']:.2f}", flush=True)
     finally:
         server.close()
     print()
-    print("| contender | rows/s (median) | seconds (median) | load average (median) |")
-    print("|---|---|---|---|")
+    print("| contender | rows/s (median) | seconds (median) | client CPU s | server CPU s | "
+          "load average (median) |")
+    print("|---|---|---|---|---|---|")
     for name in names:
-        seconds = statistics.median(r["seconds"] for r in runs[name])
-        print(f"| {CONTENDERS[name][0]} | {args.rows / seconds:,.0f} | {seconds:.2f} | "
-              f"{statistics.median(r['load'] for r in runs[name]):.2f} |")
+        def median(key: str) -> float:
+            return statistics.median(r[key] for r in runs[name])
+        print(f"| {CONTENDERS[name][0]} | {args.rows / median('seconds'):,.0f} | "
+              f"{median('seconds'):.2f} | {median('client_cpu'):.2f} | {median('server_cpu'):.2f} | "
+              f"{median('load'):.2f} |")
     print()
     base = "w1" if "w1" in names else names[0]
     for name in names:
