@@ -882,7 +882,6 @@ def _run_workers(job: _Job, shares: list[list[_Unit]], on_batch: Callable[[int, 
                                  name=f"bulkwire-load-{i}", daemon=True)
                  for i, share in enumerate(shares)]
     finished: dict[int, tuple[int, int, int]] = {}
-    failure: BaseException | None = None
     try:
         for process in processes:
             process.start()
@@ -914,7 +913,6 @@ def _run_workers(job: _Job, shares: list[list[_Unit]], on_batch: Callable[[int, 
                 if not isinstance(error, BaseException):
                     error = BulkInsertError(f"load worker {worker} "
                                             f"(files {_files_of(shares[worker])}): {text}")
-                failure = error
                 raise error
             elif kind == "stopped":  # only after the parent asked: a failure is on its way
                 finished.setdefault(worker, (0, 0, 0))
@@ -926,7 +924,6 @@ def _run_workers(job: _Job, shares: list[list[_Unit]], on_batch: Callable[[int, 
             process.join(timeout=1)
         messages.close()
         messages.join_thread()
-    del failure
     return tuple(sum(values) for values in zip(*finished.values()))  # type: ignore[return-value]
 
 
