@@ -74,10 +74,13 @@ def test_a_server_failure_in_a_worker_is_raised(tmp_path):
     write_parts(str(tmp_path / "d"), [400, 400], row_group=50)
     with LoopbackServer() as server:
         server.fail_after_bytes = 20_000
-        with pytest.raises(bulkwire.BulkInsertError, match="Simulated failure"):
+        with pytest.raises(bulkwire.BulkInsertError, match="Simulated failure") as info:
             bulkwire.load_parquet(str(tmp_path / "d"), url=server.url, database="db", workers=2,
                                   batch_rows=10)
         assert multiprocessing.active_children() == []
+        if sys.version_info >= (3, 11):  # the worker and its files, with the traceback
+            assert any(n.startswith("in load worker ") and "part-00" in n
+                       for n in info.value.__notes__)
 
 
 def test_a_worker_that_dies_is_a_failure_not_a_success(tmp_path):

@@ -12,6 +12,8 @@ import sys
 import time
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 pa = pytest.importorskip("pyarrow")
 import pyarrow.parquet as pq  # noqa: E402
@@ -153,3 +155,31 @@ def test_the_cli_resumes_and_says_what_it_skipped(tmp_path, capsys):
         main(["load", str(tmp_path / "d"), "--resume", state])
     assert "--resume needs --url" in capsys.readouterr().err
     assert expected_body  # the shared oracle (imported for the documents helper's module)
+
+
+@settings(max_examples=min(20, settings.default.max_examples), deadline=None)
+@given(sizes=st.lists(st.integers(0, 120), min_size=1, max_size=4), row_group=st.integers(5, 60),
+       stop_after=st.integers(0, 400), batch_rows=st.integers(7, 50))
+def test_stopped_anywhere_then_resumed_every_document_arrives(tmp_path_factory, sizes, row_group,
+                                                               stop_after, batch_rows):
+    """Ctrl-C after any number of rows, then the same load again: the server has every
+    document, byte for byte, and the rows skipped are exactly the ones confirmed."""
+    folder = tmp_path_factory.mktemp("resume")
+    tables = write_parts(str(folder / "d"), sizes, row_group=row_group)
+    state = str(folder / "state.json")
+
+    def interrupt(rows, body):
+        if rows >= stop_after:
+            raise KeyboardInterrupt
+
+    with LoopbackServer() as server:
+        try:
+            bulkwire.load_parquet(str(folder / "d"), url=server.url, database="db", resume=state,
+                                  batch_rows=batch_rows, progress=interrupt)
+        except KeyboardInterrupt:
+            pass
+        confirmed = {c["Id"] for q in server.requests if q.status == 200 for c in q.commands}
+        r = bulkwire.load_parquet(str(folder / "d"), url=server.url, database="db", resume=state,
+                                  batch_rows=batch_rows)
+        assert r.skipped_rows == len(confirmed) and r.rows + r.skipped_rows == sum(sizes)
+        assert server.documents == documents(tables)

@@ -913,6 +913,8 @@ def _run_workers(job: _Job, shares: list[list[_Unit]], on_batch: Callable[[int, 
                 if not isinstance(error, BaseException):
                     error = BulkInsertError(f"load worker {worker} "
                                             f"(files {_files_of(shares[worker])}): {text}")
+                elif hasattr(error, "add_note"):  # Python 3.11+: shown with the traceback
+                    error.add_note(f"in load worker {worker}, sending {_files_of(shares[worker])}")
                 raise error
             elif kind == "stopped":  # only after the parent asked: a failure is on its way
                 finished.setdefault(worker, (0, 0, 0))
