@@ -148,6 +148,7 @@ def test_ctrl_c_stops_every_worker_within_a_second(tmp_path):
                 load.wait()
         assert load.returncode == 130, err
         assert b"interrupted" in err
+        print(f"stopped in {stopped:.2f} s")
         assert stopped < 1.0, f"stopped in {stopped:.2f} s"
         time.sleep(0.2)
         assert all(q.status != 200 for q in server.requests)

@@ -934,10 +934,11 @@ def _files_of(units: list[_Unit]) -> str:
 
 
 def _stop_workers(processes: list, stop: Any) -> None:
-    """Asks the workers to stop (each aborts its operation on the server), and ends those
-    still running after half a second: all are gone well within a second."""
+    """Asks the workers to stop (each aborts its operation on the server at its next batch),
+    and ends those still running after 0.3 s (one blocked on a slow server's full queue):
+    all are gone well within a second."""
     stop.set()
-    deadline = time.monotonic() + 0.5
+    deadline = time.monotonic() + 0.3
     for process in processes:
         process.join(timeout=max(0.0, deadline - time.monotonic()))
     for process in processes:
