@@ -172,3 +172,22 @@ def test_arguments(tmp_path):
     with pytest.raises(ValueError, match="ssl_context cannot be sent to worker processes"):
         bulkwire.load_parquet(str(tmp_path / "d"), workers=2, url="https://127.0.0.1:9",
                               database="db", ssl_context=ssl.create_default_context())
+
+
+def test_memory_per_worker_is_bounded_by_a_row_group(tmp_path):
+    """A worker runs what one process runs over its units (load._send): over a dataset of
+    several files, Arrow memory stays near one row group, not a file or the dataset."""
+    rows, dim, group = 3000, 32, 100
+    os.mkdir(tmp_path / "d")
+    for i in range(3):
+        bulkwire.sample_parquet(tmp_path / "d" / f"m{i}.parquet", rows=rows, dim=dim,
+                                row_group_rows=group, id_start=i * rows)
+    group_bytes = group * dim * 4
+    base = pa.total_allocated_bytes()
+    peaks = []
+    with LoopbackServer(keep_body=False) as server:
+        bulkwire.load_parquet(str(tmp_path / "d"), url=server.url, database="db", batch_rows=50,
+                              resume=str(tmp_path / "state.json"),
+                              progress=lambda r, b: peaks.append(pa.total_allocated_bytes()))
+    assert len(peaks) == 3 * rows // 50
+    assert max(peaks) - base < 8 * group_bytes < rows * dim * 4 / 3
