@@ -1183,9 +1183,12 @@ def load_parquet(path: Any, *, url: str | Sequence[str] | None = None,
     done = state.done if state is not None else {}
     skipped = sum(size for f, sizes in zip(files, groups)
                   for i, size in enumerate(sizes) if i in done.get(f, ()))
-    unit_rows = -(-max(total, 1) // (workers * 4))
-    if state is not None:
-        unit_rows = min(unit_rows, RESUME_UNIT_ROWS)
+    if state is not None:  # one request per unit: what a dead run repeats at most
+        unit_rows = min(-(-max(total, 1) // (workers * 4)), RESUME_UNIT_ROWS)
+    elif workers > 1:  # enough units to share out evenly
+        unit_rows = -(-max(total, 1) // (workers * 4))
+    else:  # a unit per file: encoding ahead never drains in the middle of a file
+        unit_rows = max(total, 1)
     units = _units(files, groups, done, max(1, unit_rows))
     report = _Report(progress, total - skipped)
     confirm = state.confirm if state is not None else (lambda unit: None)
