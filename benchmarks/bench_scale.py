@@ -110,7 +110,8 @@ def child(args: argparse.Namespace) -> None:
 
         import bulkwire.dask
 
-        with LocalCluster(n_workers=2, threads_per_worker=1, processes=True) as cluster, \
+        with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                          dashboard_address=None) as cluster, \
                 Client(cluster):
             frame = dd.read_parquet(args.path, dtype_backend="pyarrow")
             start = time.perf_counter()
