@@ -191,7 +191,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rows", type=int, default=5_000)
     ap.add_argument("--dim", type=int, default=1024)
-    ap.add_argument("--runs", type=int, default=1, help="runs per configuration (median reported)")
+    ap.add_argument("--runs", type=int, default=1,
+                    help="rounds: each runs every configuration once, in a rotating order")
     ap.add_argument("--impls", default="bulkwire,baseline")
     ap.add_argument("--modes", default="plain,gzip")
     ap.add_argument("--data-dir", default=os.path.join(tempfile.gettempdir(), "bulkwire-bench"))
@@ -212,42 +213,56 @@ def main() -> None:
         run_all(args, path)
 
 
+def run_one(args: argparse.Namespace, path: str, impl: str, mode: str) -> dict:
+    cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--impl", impl,
+           "--path", path, "--data-dir", args.data_dir] + (["--gzip"] if mode == "gzip" else []) \
+        + (["--url", args.url] if args.url else [])
+    p = subprocess.run(cmd, check=True, capture_output=True, text=True)
+    return dict(json.loads(p.stdout.strip().splitlines()[-1]), load=os.getloadavg()[0])
+
+
 def run_all(args: argparse.Namespace, path: str) -> None:
+    """Every configuration once per round, the rounds' orders rotating, so that a burst of load
+    on the machine hits the contenders alike; the speed-up is the median of the per-round
+    ratios."""
     from bulkwire import _core
 
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True, cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip()
     target = (f"the loopback server in its own process ({args.url})" if args.url
               else "a file (the request body)")
-    print(f"# {args.rows:,} rows x {args.dim} float32 dims from {path} "
+    print("command: python " + " ".join([os.path.relpath(sys.argv[0])] + sys.argv[1:]))
+    print(f"# commit {commit or '?'}; {args.rows:,} rows x {args.dim} float32 dims from {path} "
           f"({os.path.getsize(path) / 1e6:,.1f} MB Parquet, row groups of 1024); target: {target}; "
-          f"gzip backend: {'isal' if _core.HAVE_ISAL else 'zlib'}; median of {args.runs} run(s), "
-          f"one process each")
+          f"gzip backend: {'isal' if _core.HAVE_ISAL else 'zlib'}; {args.runs} round(s), "
+          f"rotating order, one process per run")
+    configs = [(mode, impl) for mode in args.modes.split(",") for impl in args.impls.split(",")]
+    runs: dict = {c: [] for c in configs}
+    for round_ in range(args.runs):
+        shift = round_ % len(configs)
+        for mode, impl in configs[shift:] + configs[:shift]:
+            r = run_one(args, path, impl, mode)
+            runs[(mode, impl)].append(r)
+            print(f"  round {round_ + 1} {impl:<9} {mode:<5} {r['rows'] / r['seconds']:>10,.0f} "
+                  f"docs/s {r['body_bytes'] / r['seconds'] / 1e6:>8,.1f} MB/s  peak RSS "
+                  f"{r['peak_rss_mb']:,.0f} MB  load average {r['load']:.2f}", file=sys.stderr)
     results = []
-    for mode in args.modes.split(","):
-        for impl in args.impls.split(","):
-            runs = []
-            for _ in range(args.runs):
-                cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--impl", impl,
-                       "--path", path, "--data-dir", args.data_dir] + (["--gzip"] if mode == "gzip" else []) \
-                    + (["--url", args.url] if args.url else [])
-                p = subprocess.run(cmd, check=True, capture_output=True, text=True)
-                runs.append(json.loads(p.stdout.strip().splitlines()[-1]))
-            r = dict(runs[0], seconds=statistics.median(x["seconds"] for x in runs),
-                     peak_rss_mb=max(x["peak_rss_mb"] for x in runs), impl=impl, mode=mode)
-            results.append(r)
-            print(f"  {impl:<9} {mode:<5} {r['rows'] / r['seconds']:>10,.0f} docs/s "
-                  f"{r['body_bytes'] / r['seconds'] / 1e6:>8,.1f} MB/s  peak RSS {r['peak_rss_mb']:,.0f} MB",
-                  file=sys.stderr)
+    for (mode, impl), done in runs.items():
+        results.append(dict(done[0], seconds=statistics.median(x["seconds"] for x in done),
+                            peak_rss_mb=max(x["peak_rss_mb"] for x in done), impl=impl,
+                            mode=mode, load=statistics.median(x["load"] for x in done)))
     print()
-    print("| path | mode | docs/s | MB/s (body) | body bytes/doc | wire bytes/doc | peak RSS MB | seconds |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| path | mode | docs/s | MB/s (body) | body bytes/doc | wire bytes/doc | peak RSS MB | "
+          "seconds | load average |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in results:
         print(f"| {r['impl']} | {r['mode']} | {r['rows'] / r['seconds']:,.0f} | "
               f"{r['body_bytes'] / r['seconds'] / 1e6:,.1f} | {r['body_bytes'] / r['rows']:,.0f} | "
-              f"{r['wire_bytes'] / r['rows']:,.0f} | {r['peak_rss_mb']:,.0f} | {r['seconds']:.2f} |")
+              f"{r['wire_bytes'] / r['rows']:,.0f} | {r['peak_rss_mb']:,.0f} | {r['seconds']:.2f} | "
+              f"{r['load']:.2f} |")
     print()
     for mode in args.modes.split(","):
-        ours = [r for r in results if r["mode"] == mode and r["impl"] == "bulkwire"]
-        base = [r for r in results if r["mode"] == mode and r["impl"] == "baseline"]
+        ours, base = runs.get((mode, "bulkwire")), runs.get((mode, "baseline"))
         if ours and base:
             if args.url:
                 same = ours[0]["body_bytes"] == base[0]["body_bytes"]
@@ -255,13 +270,14 @@ def run_all(args: argparse.Namespace, path: str) -> None:
             else:
                 same = ours[0]["sha256"] == base[0]["sha256"]
                 check = f"bodies identical (SHA-256): {same}"
-            print(f"{mode}: bulkwire is {base[0]['seconds'] / ours[0]['seconds']:.2f}x the baseline's "
-                  f"speed; {check}")
+            ratios = [b["seconds"] / o["seconds"] for o, b in zip(ours, base)]
+            print(f"{mode}: bulkwire is {statistics.median(ratios):.2f}x the baseline's speed "
+                  f"(median of per-round ratios {', '.join(f'{x:.2f}' for x in ratios)}); {check}")
             if not same:
                 raise SystemExit("the two bodies differ")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"args": vars(args), "results": results}, f, indent=1)
+            json.dump({"args": vars(args), "commit": commit, "results": results}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -116,3 +116,9 @@ def test_bench_vectors_cold_runs_and_checks_outputs():
     assert len(rows) == 6  # astype, per-row NumPy, serialize_many/_into/_rows, rows touched
     assert all(row.rstrip().endswith("| equal |") for row in rows), rows
     assert "fresh process per sample" in out and "load average" in out
+
+
+def test_bench_scale_runs(tmp_path):
+    out = run_script("bench_scale.py", "--rows", "300", "--dim", "8", "--files", "2", "--rounds", "1",
+                     "--data-dir", str(tmp_path))
+    assert "w2 / w1:" in out and "load average" in out

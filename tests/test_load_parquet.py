@@ -48,7 +48,7 @@ def test_load_file_round_trip(tmp_path, dtype, layout):
     assert result.rows == rows and result.target == str(tmp_path / "src.bulk.json")
     raw, docs = parsed(result.target)
     for workers in (1, 3):  # the same body whatever the number of encoding threads
-        other = bulkwire.load_parquet(src, batch_rows=64, workers=workers, chunk_size=5000,
+        other = bulkwire.load_parquet(src, batch_rows=64, threads=workers, chunk_size=5000,
                                       out=str(tmp_path / f"w{workers}.json"))
         assert parsed(other.target)[0] == raw
     assert result.body_bytes == len(raw) == result.wire_bytes
@@ -476,7 +476,8 @@ def test_row_errors_carry_column_and_row_as_attributes(tmp_path):
     with pytest.raises(RowError) as info:
         bulkwire.load_parquet(src, take=[3, 0, 2])
     assert (info.value.column, info.value.row, info.value.take_index) == ("id", 2, 2)
-    assert str(info.value) == "column 'id', row 2 (take[2]): null id"
+    assert info.value.source == src  # a dataset's rows name their file
+    assert str(info.value) == f"{src!r}: column 'id', row 2 (take[2]): null id"
 
 
 def test_column_types_are_judged_by_the_encoder_before_any_row(tmp_path):

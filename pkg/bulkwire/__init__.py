@@ -28,9 +28,10 @@ __all__ += ["BulkInsert", "BulkInsertAborted", "BulkInsertError", "BulkStats", "
             "TLSError", "TransportError", "TransportTimeoutError"]
 
 # Parquet and Arrow sources; pyarrow itself is imported only when they are used.
-from .load import LoadResult, load_parquet  # noqa: E402
+from .load import LoadResult, load_arrow, load_parquet  # noqa: E402
 from .parquet import TableFile, sample_parquet, take  # noqa: E402
 
 from .errors import RowError  # noqa: E402
 
-__all__ += ["LoadResult", "RowError", "TableFile", "load_parquet", "sample_parquet", "take"]
+__all__ += ["LoadResult", "RowError", "TableFile", "load_arrow", "load_parquet", "sample_parquet",
+            "take"]

@@ -150,20 +150,26 @@ def _say_when_no_vector_column(args: argparse.Namespace) -> None:
     on with the other columns)."""
     if args.vector_column is not None:
         return
-    from .load import _plan, _schema
+    from .load import _dataset_files, _plan, _schema
 
     try:
-        plan = _plan(_schema(args.path), args.path, args.id_column, None,
+        first = _dataset_files(_source(args))[0]
+        plan = _plan(_schema(first), first, args.id_column, None,
                      None if args.columns is None else args.columns.split(","))
     except Exception:  # the load itself reports what is wrong with the file
         return
     if plan.vector_column is None:
-        print(f"bulkwire: no vector column found in {args.path} (a list of float32/float64): "
+        print(f"bulkwire: no vector column found in {first} (a list of float32/float64): "
               f"loading the other columns", file=sys.stderr)
 
 
+def _source(args: argparse.Namespace) -> str | list:
+    """One PATH as it is (a file, a directory, a glob), several as a list."""
+    return args.path[0] if len(args.path) == 1 else list(args.path)
+
+
 def cmd_load(args: argparse.Namespace) -> int:
-    """Load a Parquet / Arrow IPC file with bulk insert (or write the request body to a file)."""
+    """Load Parquet / Arrow IPC files with bulk insert (or write the request body to a file)."""
     from .errors import BulkInsertError
 
     if args.url is None and args.database is not None:
@@ -189,12 +195,15 @@ def cmd_load(args: argparse.Namespace) -> int:
 
         take = _parse_take(args.take)
         _say_when_no_vector_column(args)
+        if (args.workers > 1 or args.resume is not None) and url is None:
+            args.parser.error(f"{'--workers' if args.workers > 1 else '--resume'} needs --url")
         result = load_parquet(
-            args.path, url=url, database=args.database, collection=args.collection,
+            _source(args), url=url, database=args.database, collection=args.collection,
             id_column=args.id_column, id_prefix=args.id_prefix, vector_column=args.vector_column,
             columns=columns, compress="zstd" if args.zstd else args.gzip, batch_rows=args.batch_rows,
             take=take, out=args.out, float32=args.float32,
             progress=progress and not args.quiet, certificate=certificate,
+            workers=args.workers, threads=args.threads, resume=args.resume,
             ca=False if args.insecure else args.ca)
     except KeyboardInterrupt:
         return _fail("interrupted", EXIT_INTERRUPTED)
@@ -284,12 +293,16 @@ def build_parser() -> argparse.ArgumentParser:
                         help="rows per Parquet row group")
 
     load = command(
-        "load", "load a Parquet / Arrow IPC file with bulk insert",
-        "Load PATH (Parquet or Arrow IPC) with bulk insert: one document per row. Without "
-        "--url, write the exact request body to --out (replayable later). Exit codes: 0 done, "
-        "1 bad input (file, column, row), 2 usage, 3 server or network error, 130 interrupted.",
+        "load", "load Parquet / Arrow IPC files with bulk insert",
+        "Load PATH (Parquet or Arrow IPC files: a file, a directory, a glob, or several) with "
+        "bulk insert: one document per row; every file's columns are checked before any is "
+        "sent. Without --url, write the exact request body to --out (replayable later). Exit "
+        "codes: 0 done, 1 bad input (file, column, row), 2 usage, 3 server or network error, "
+        "130 interrupted.",
         cmd_load)
-    load.add_argument("path", metavar="PATH", help="the Parquet or Arrow IPC file to load")
+    load.add_argument("path", metavar="PATH", nargs="+",
+                      help="a Parquet or Arrow IPC file, a directory of them, or a glob "
+                           "('data/*.parquet'); several PATHs load together")
     load.add_argument("--url", type=_urls, action="append",
                       help="server URL; repeat it, or separate URLs by commas, for the nodes of "
                            "a cluster; without it the request body goes to --out")
@@ -322,6 +335,16 @@ def build_parser() -> argparse.ArgumentParser:
     load.add_argument("--float32", choices=["widen", "shortest"], default="widen",
                       help="float32 text: widen writes the double's repr (as json.dumps of the "
                            "float), shortest the shortest text that reads back as the float32")
+    load.add_argument("--workers", type=_positive_int, default=1,
+                      help="processes, each sending a disjoint share of the row groups in its "
+                           "own bulk insert request (with --url)")
+    load.add_argument("--threads", type=_positive_int,
+                      help="threads encoding batches ahead in each process (default: 2, fewer "
+                           "when the workers would outnumber the cores)")
+    load.add_argument("--resume", metavar="STATE",
+                      help="record each unit of work the server confirmed in the JSON file "
+                           "STATE; run again with the same STATE to send only the rest (with "
+                           "--url)")
     load.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                       help="draw a progress bar on stderr (default: when stderr is a terminal)")
     load.add_argument("-q", "--quiet", action="store_true",

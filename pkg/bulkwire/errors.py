@@ -138,13 +138,28 @@ class RowError(ValueError):
     "column 'v', row 4: null vector"
     >>> str(RowError("v", 700, "null vector", take_index=1))
     "column 'v', row 700 (take[1]): null vector"
+    >>> str(RowError("v", 4, "null vector", source="part-1.parquet"))
+    "'part-1.parquet': column 'v', row 4: null vector"
+
+    ``source`` is the file the row is in (``load_parquet`` names it), or None.
     """
 
     def __init__(self, column: str, row: int, reason: str, *,
-                 take_index: Optional[int] = None) -> None:
+                 take_index: Optional[int] = None, source: Optional[str] = None) -> None:
         taken = "" if take_index is None else f" (take[{take_index}])"
-        super().__init__(f"column '{column}', row {row}{taken}: {reason}")
+        where = "" if source is None else f"{source!r}: "
+        super().__init__(f"{where}column '{column}', row {row}{taken}: {reason}")
         self.column = column
         self.row = row
         self.reason = reason
         self.take_index = take_index
+        self.source = source
+
+    def __reduce__(self):  # keyword arguments survive pickling (a worker process's error)
+        return (_rebuild_row_error, (self.column, self.row, self.reason, self.take_index,
+                                     self.source))
+
+
+def _rebuild_row_error(column: str, row: int, reason: str, take_index: Optional[int],
+                       source: Optional[str]) -> RowError:
+    return RowError(column, row, reason, take_index=take_index, source=source)

@@ -1,0 +1,193 @@
+"""load_parquet(workers=N) / ``bulkwire load --workers N``: N spawned processes, each sending a
+disjoint share of the row groups in its own bulk insert request; one progress total; the
+first failure stops the rest and raises; Ctrl-C stops them all within a second."""
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+pa = pytest.importorskip("pyarrow")
+import pyarrow.parquet as pq  # noqa: E402
+
+import bulkwire  # noqa: E402
+from bulkwire.testing import LoopbackServer  # noqa: E402
+from test_datasets import expected_body, write_parts  # noqa: E402
+
+PKG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "pkg")
+
+
+def documents(tables) -> dict:
+    return {c["Id"]: c["Document"] for c in json.loads(expected_body(tables))}
+
+
+@pytest.mark.parametrize("workers, sizes, row_group", [(2, [300, 0, 257, 190], 32), (3, [1000], 50),
+                                                        (2, [5], 5)])
+def test_every_row_arrives_once_with_the_right_bytes(tmp_path, workers, sizes, row_group):
+    tables = write_parts(str(tmp_path / "d"), sizes, ipc_every=3, row_group=row_group)
+    totals = []
+    with LoopbackServer() as server:
+        r = bulkwire.load_parquet(str(tmp_path / "d"), url=server.url, database="db",
+                                  workers=workers, batch_rows=20,
+                                  progress=lambda rows, body: totals.append((rows, body)))
+        received = [c for request in server.requests for c in request.commands]
+        assert sorted(c["Id"] for c in received) == sorted(documents(tables))  # once each
+        assert server.documents == documents(tables)  # the oracle's documents, byte for byte
+        used = min(workers, -(-sum(sizes) // row_group))
+        assert len(server.requests) == used == r.workers  # its own request each
+        assert len({request.op_id for request in server.requests}) == used
+        assert all(request.status == 200 for request in server.requests)
+        assert r.rows == sum(sizes) and r.body_bytes == sum(q.body_bytes for q in server.requests)
+    # one running total for all workers, ending at every row
+    assert [t[0] for t in totals] == sorted(t[0] for t in totals) and totals[-1][0] == sum(sizes)
+
+
+def test_a_failing_worker_stops_the_others_and_raises_its_error(tmp_path):
+    folder = tmp_path / "d"
+    write_parts(str(folder), [2000, 2000, 2000, 2000], row_group=100)
+    bad = pq.read_table(str(folder / "part-003.parquet"))
+    ids = bad.column("id").to_pylist()
+    ids[1500] = None
+    pq.write_table(bad.set_column(0, "id", pa.array(ids, pa.int64())),
+                   str(folder / "part-003.parquet"), row_group_size=100)
+    with LoopbackServer() as server:
+        server.read_delay = 0.002  # the others are still sending when the bad row is met
+        start = time.monotonic()
+        with pytest.raises(bulkwire.RowError) as info:
+            bulkwire.load_parquet(str(folder), url=server.url, database="db", workers=2,
+                                  batch_rows=50)
+        assert time.monotonic() - start < 30
+        assert info.value.source == str(folder / "part-003.parquet") and info.value.row == 1500
+        assert "part-003.parquet" in str(info.value)
+        assert multiprocessing.active_children() == []
+        # the failing worker's request was not answered as a success
+        assert any(request.status != 200 for request in server.requests)
+
+
+def test_a_server_failure_in_a_worker_is_raised(tmp_path):
+    write_parts(str(tmp_path / "d"), [400, 400], row_group=50)
+    with LoopbackServer() as server:
+        server.fail_after_bytes = 20_000
+        with pytest.raises(bulkwire.BulkInsertError, match="Simulated failure") as info:
+            bulkwire.load_parquet(str(tmp_path / "d"), url=server.url, database="db", workers=2,
+                                  batch_rows=10)
+        assert multiprocessing.active_children() == []
+        if sys.version_info >= (3, 11):  # the worker and its files, with the traceback
+            assert any(n.startswith("in load worker ") and "part-00" in n
+                       for n in info.value.__notes__)
+
+
+def test_a_worker_that_dies_is_a_failure_not_a_success(tmp_path):
+    write_parts(str(tmp_path / "d"), [3000, 3000], row_group=100)
+    killed = []
+
+    def progress(rows, body):
+        if not killed:
+            victim = multiprocessing.active_children()[0]
+            os.kill(victim.pid, signal.SIGKILL)
+            killed.append(victim.pid)
+
+    with LoopbackServer() as server:
+        server.read_delay = 0.002
+        with pytest.raises(bulkwire.BulkInsertError, match=r"load worker \d .*died with exit code -9"):
+            bulkwire.load_parquet(str(tmp_path / "d"), url=server.url, database="db", workers=2,
+                                  batch_rows=20, progress=progress)
+        assert killed and multiprocessing.active_children() == []
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{task}/children") as f:
+            found += [int(p) for p in f.read().split()]
+    return found
+
+
+def _gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ")[1][0] in "ZX"
+    except FileNotFoundError:
+        return True
+
+
+def test_ctrl_c_stops_every_worker_within_a_second(tmp_path):
+    """SIGINT to the ``bulkwire load --workers 2`` process alone (as a supervisor sends it):
+    it and both workers are gone within a second, exit 130, and no request succeeded."""
+    write_parts(str(tmp_path / "d"), [20_000, 20_000], row_group=500)
+    with LoopbackServer(keep_body=False) as server:
+        server.read_delay = 0.01  # slow: the load is far from done when Ctrl-C comes
+        env = dict(os.environ, PYTHONPATH=PKG + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        load = subprocess.Popen([sys.executable, "-m", "bulkwire", "load", str(tmp_path / "d"),
+                                 "--url", server.url, "--database", "db", "--workers", "2",
+                                 "--batch-rows", "100", "-q"], env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            deadline = time.monotonic() + 60
+            while sum(q.body_bytes > 0 for q in server.requests) < 2:
+                assert load.poll() is None and time.monotonic() < deadline
+                time.sleep(0.02)
+            workers = _children(load.pid)
+            assert len(workers) >= 2  # the spawned workers (and the resource tracker)
+            start = time.monotonic()
+            load.send_signal(signal.SIGINT)
+            while not (_gone(load.pid) and all(map(_gone, workers))):
+                assert time.monotonic() - start < 5, "still running 5 s after Ctrl-C"
+                time.sleep(0.01)
+            stopped = time.monotonic() - start
+            out, err = load.communicate(timeout=10)
+        finally:
+            if load.poll() is None:
+                load.kill()
+                load.wait()
+        assert load.returncode == 130, err
+        assert b"interrupted" in err
+        print(f"stopped in {stopped:.2f} s")
+        assert stopped < 1.0, f"stopped in {stopped:.2f} s"
+        time.sleep(0.2)
+        assert all(q.status != 200 for q in server.requests)
+
+
+def test_arguments(tmp_path):
+    write_parts(str(tmp_path / "d"), [10])
+    for bad in (0, -1, True, 1.5):
+        with pytest.raises(ValueError, match="workers must be a positive int"):
+            bulkwire.load_parquet(str(tmp_path / "d"), workers=bad, url="http://127.0.0.1:9",
+                                  database="db")
+    with pytest.raises(ValueError, match="threads must be a positive int"):
+        bulkwire.load_parquet(str(tmp_path / "d"), threads=0)
+    with pytest.raises(ValueError, match="workers needs url"):
+        bulkwire.load_parquet(str(tmp_path / "d"), workers=2)
+    with pytest.raises(ValueError, match="workers and take exclude each other"):
+        bulkwire.load_parquet(str(tmp_path / "d" / "part-000.parquet"), workers=2, take=[1],
+                              url="http://127.0.0.1:9", database="db")
+    import ssl
+
+    with pytest.raises(ValueError, match="ssl_context cannot be sent to worker processes"):
+        bulkwire.load_parquet(str(tmp_path / "d"), workers=2, url="https://127.0.0.1:9",
+                              database="db", ssl_context=ssl.create_default_context())
+
+
+def test_memory_per_worker_is_bounded_by_a_row_group(tmp_path):
+    """A worker runs what one process runs over its units (load._send): over a dataset of
+    several files, Arrow memory stays near one row group, not a file or the dataset."""
+    rows, dim, group = 3000, 32, 100
+    os.mkdir(tmp_path / "d")
+    for i in range(3):
+        bulkwire.sample_parquet(tmp_path / "d" / f"m{i}.parquet", rows=rows, dim=dim,
+                                row_group_rows=group, id_start=i * rows)
+    group_bytes = group * dim * 4
+    base = pa.total_allocated_bytes()
+    peaks = []
+    with LoopbackServer(keep_body=False) as server:
+        bulkwire.load_parquet(str(tmp_path / "d"), url=server.url, database="db", batch_rows=50,
+                              resume=str(tmp_path / "state.json"),
+                              progress=lambda r, b: peaks.append(pa.total_allocated_bytes()))
+    assert len(peaks) == 3 * rows // 50
+    assert max(peaks) - base < 8 * group_bytes < rows * dim * 4 / 3
