@@ -75,27 +75,49 @@ def make_docs(workload: str, count: int) -> list:
     return docs
 
 
-def contenders(workload: str) -> dict[str, Callable[[Any], bytes]]:
-    """Name -> encode function. orjson serializes datetimes and ndarrays itself."""
-    found: dict[str, Callable[[Any], bytes]] = {
-        "bulkwire.dumps": bulkwire.dumps,
-        "Encoder.encode": bulkwire.Encoder().encode,
-    }
-    if workload == "f32":  # orjson's float32 text, like for like
-        found["dumps shortest"] = bulkwire.Encoder(float32="shortest").encode
-    if orjson is not None:
-        option = orjson.OPT_SERIALIZE_NUMPY
+class Contender:
+    """One encoder and its timed loops, each calling it as its users would (orjson with its
+    option keyword, no Python frame in between)."""
 
-        def orjson_dumps(d: Any) -> bytes:
-            return orjson.dumps(d, option=option)
-        found["orjson"] = orjson_dumps
+    def __init__(self, encode: Callable[..., bytes], option: Any = None):
+        self.encode = encode
+        if option is None:
+            self.one = encode
+
+            def dropped(docs: list) -> None:
+                for d in docs:
+                    encode(d)
+
+            def kept(docs: list) -> list:
+                return [encode(d) for d in docs]
+        else:
+            def one(d: Any) -> bytes:
+                return encode(d, option=option)
+            self.one = one
+
+            def dropped(docs: list) -> None:
+                for d in docs:
+                    encode(d, option=option)
+
+            def kept(docs: list) -> list:
+                return [encode(d, option=option) for d in docs]
+        self.dropped, self.kept = dropped, kept
+
+
+def contenders(workload: str) -> dict[str, Contender]:
+    """Name -> contender. orjson serializes datetimes and ndarrays itself."""
+    found = {"bulkwire.dumps": Contender(bulkwire.dumps),
+             "Encoder.encode": Contender(bulkwire.Encoder().encode)}
+    if workload == "f32":  # orjson's float32 text, like for like
+        found["dumps shortest"] = Contender(bulkwire.Encoder(float32="shortest").encode)
+    if orjson is not None:
+        found["orjson"] = Contender(orjson.dumps, orjson.OPT_SERIALIZE_NUMPY)
     if msgspec is not None:
-        encoder = msgspec.json.Encoder(enc_hook=entity_default)
-        found["msgspec"] = encoder.encode
+        found["msgspec"] = Contender(msgspec.json.Encoder(enc_hook=entity_default).encode)
 
     def json_dumps(d: Any) -> bytes:
         return json.dumps(d, default=entity_default).encode()
-    found["json.dumps"] = json_dumps
+    found["json.dumps"] = Contender(json_dumps)
     return found
 
 
@@ -134,32 +156,31 @@ def how_it_differs(ours: bytes, theirs: bytes) -> str:
 def check_outputs(workload: str, docs: list) -> None:
     """Prints how each contender's output compares with bulkwire.dumps's, over every document."""
     reference = [bulkwire.dumps(d) for d in docs]
-    for name, encode in contenders(workload).items():
+    for name, contender in contenders(workload).items():
         verdicts: dict[str, int] = {}
         for d, ours in zip(docs, reference):
-            verdict = how_it_differs(ours, encode(d))
+            verdict = how_it_differs(ours, contender.one(d))
             verdicts[verdict] = verdicts.get(verdict, 0) + 1
         summary = ", ".join(f"{v} ({n} docs)" if len(verdicts) > 1 else v for v, n in verdicts.items())
         print(f"  output {name:>15}: {summary}")
 
 
-def timed_pass(encode: Callable[[Any], bytes], docs: list, keep: bool) -> float:
+def timed_pass(contender: Contender, docs: list, keep: bool) -> float:
     """Thread CPU seconds of one pass; outputs kept in a list (freed after timing) or dropped."""
     if keep:
         start = time.thread_time()
-        kept = [encode(d) for d in docs]
+        kept = contender.kept(docs)
         seconds = time.thread_time() - start
         del kept
         return seconds
     start = time.thread_time()
-    for d in docs:
-        encode(d)
+    contender.dropped(docs)
     return time.thread_time() - start
 
 
-def per_doc_seconds(name: str, encode: Callable[[Any], bytes], docs: list, keep: bool) -> float:
+def per_doc_seconds(name: str, contender: Contender, docs: list, keep: bool) -> float:
     share = docs[: max(1, len(docs) // JSON_SHARE)] if name == "json.dumps" else docs
-    return timed_pass(encode, share, keep) / len(share)
+    return timed_pass(contender, share, keep) / len(share)
 
 
 def child(workload: str, name: str, count: int, keep: bool) -> None:
