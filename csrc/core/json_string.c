@@ -130,6 +130,21 @@ int bw_json_string_ucs1(bw_buf *out, const uint8_t *s, size_t n) {
     if (n > (SIZE_MAX - 2) / 6 || bw_buf_reserve(out, n * 6 + 2) < 0)
         return -1;
     bw_buf_putc(out, '"');
+    if (n < 16) { /* keys and short values: no whole block, and a plain loop costs least */
+        char *dst = bw_buf_tail(out);
+        for (size_t i = 0; i < n; i++) {
+            if (s[i] < 0x7f && escape_kind[s[i]] == 0) {
+                *dst++ = (char)s[i];
+                continue;
+            }
+            out->len = (size_t)(dst - out->data);
+            put_escaped(out, s[i]);
+            dst = bw_buf_tail(out);
+        }
+        out->len = (size_t)(dst - out->data);
+        bw_buf_putc(out, '"');
+        return 0;
+    }
     size_t i = copy_clean(s, n, bw_buf_tail(out), 1);
     out->len += i;
     while (i < n) { /* most text has nothing to escape and never gets here */

@@ -335,8 +335,9 @@ static int is_skipped(bw_walker *w, PyObject *key) {
     return 0;
 }
 
-/* Writes `"key": ` (with the separator before it when needed). */
-static int write_member_key(bw_walker *w, PyObject *key, Py_ssize_t written) {
+/* Writes `"key": ` (with the separator before it when needed). Inlined in the dict walks:
+   as a call of its own it cost a tenth of a small document's walk. */
+static ALWAYS_INLINE int write_member_key(bw_walker *w, PyObject *key, Py_ssize_t written) {
     bw_buf *out = w->out;
     if (written > 0 && bw_buf_append(out, ", ", 2) < 0)
         return bw_out_of_memory();
@@ -489,9 +490,10 @@ static int write_held_members(bw_walker *w, size_t base, int skipping, Py_ssize_
 static int write_str_members(bw_walker *w, PyObject *dict, int skipping, Py_ssize_t *written) {
     bw_buf *out = w->out;
     size_t start = out->len;
-    Py_ssize_t pos = 0, taken = 0;
+    Py_ssize_t pos = 0, taken = 0, size = PyDict_GET_SIZE(dict);
     PyObject *key, *value;
-    while (PyDict_Next(dict, &pos, &key, &value)) {
+    /* only inert values are written in this loop: no Python code runs, so `size` holds */
+    while (taken < size && PyDict_Next(dict, &pos, &key, &value)) {
         if (!PyUnicode_CheckExact(key))
             goto rewind;
         if (!is_inert(value)) {
