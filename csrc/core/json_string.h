@@ -12,6 +12,29 @@
 int bw_json_string_ucs1(bw_buf *out, const uint8_t *s, size_t n);
 int bw_json_string_ucs2(bw_buf *out, const uint16_t *s, size_t n);
 int bw_json_string_ucs4(bw_buf *out, const uint32_t *s, size_t n);
+/* bw_json_string_ucs1, with short clean text (most keys) written inline by the caller: a
+   call's fixed cost is most of the work for a text of a few bytes. */
+static inline int bw_json_string_ucs1_inline(bw_buf *out, const uint8_t *s, size_t n) {
+    if (n < 16) {
+        if (bw_buf_reserve(out, 16 + 2) < 0)
+            return -1;
+        char *p = bw_buf_tail(out);
+        p[0] = '"';
+        size_t i = 0;
+        for (; i < n; i++) {
+            uint8_t c = s[i];
+            if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\')
+                break;
+            p[i + 1] = (char)c;
+        }
+        if (i == n) {
+            p[n + 1] = '"';
+            out->len += n + 2;
+            return 0;
+        }
+    }
+    return bw_json_string_ucs1(out, s, n);
+}
 /* ensure_ascii=False: UTF-8 in, only '"', '\\' and controls below 0x20 escaped. */
 int bw_json_string_utf8(bw_buf *out, const char *s, size_t n);
 

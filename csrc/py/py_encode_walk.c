@@ -199,7 +199,7 @@ static int write_str(bw_walker *w, PyObject *s) {
     } else {
         switch (PyUnicode_KIND(s)) {
         case PyUnicode_1BYTE_KIND:
-            rc = bw_json_string_ucs1(out, data, (size_t)n);
+            rc = bw_json_string_ucs1_inline(out, data, (size_t)n);
             break;
         case PyUnicode_2BYTE_KIND:
             rc = bw_json_string_ucs2(out, data, (size_t)n);
