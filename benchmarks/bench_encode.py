@@ -58,21 +58,27 @@ WORKLOADS = ("small", "list", "f32", "f64")
 JSON_SHARE = 10  # json.dumps runs on 1/JSON_SHARE of the documents
 
 
-def make_docs(workload: str, count: int) -> list:
+def make_docs(count: int, dim: int, as_array: bool, dtype: Any = np.float32) -> list:
+    """Vector documents: a name, a rank, a score, a flag, two tags and a `dim`-dimension vector
+    (an ndarray of `dtype`, or its tolist())."""
+    rng = np.random.default_rng(42)
+    vectors = rng.random((count, dim), dtype=dtype)
+    docs = []
+    for i in range(count):
+        vec = vectors[i] if as_array else vectors[i].tolist()
+        docs.append({"Name": f"document {i}", "Rank": i, "Score": i / 7, "Active": i % 2 == 0,
+                     "Tags": ["a", "b"], "Embedding": vec})
+    return docs
+
+
+def workload_docs(workload: str, count: int) -> list:
     """The documents of one workload (the same for every contender and process)."""
     if workload == "small":
         return [{"name": f"s{i}", "a": i, "b": 1.5, "c": None, "d": "x", "e": [1, 2],
                  "f": {"g": 1, "h": "i"}, "t": datetime.datetime(2024, 1, 1), "k": True, "l": -3}
                 for i in range(count)]
-    rng = np.random.default_rng(42)
-    dtype = np.float64 if workload == "f64" else np.float32
-    vectors = rng.random((count, 1024), dtype=dtype)
-    docs = []
-    for i in range(count):
-        vec = vectors[i].tolist() if workload == "list" else vectors[i]
-        docs.append({"Name": f"document {i}", "Rank": i, "Score": i / 7, "Active": i % 2 == 0,
-                     "Tags": ["a", "b"], "Embedding": vec})
-    return docs
+    return make_docs(count, 1024, as_array=workload != "list",
+                     dtype=np.float64 if workload == "f64" else np.float32)
 
 
 class Contender:
@@ -185,7 +191,7 @@ def per_doc_seconds(name: str, contender: Contender, docs: list, keep: bool) -> 
 
 def child(workload: str, name: str, count: int, keep: bool) -> None:
     """--cold: one timed pass in this fresh process; prints seconds per document."""
-    docs = make_docs(workload, count)
+    docs = workload_docs(workload, count)
     print(per_doc_seconds(name, contenders(workload)[name], docs, keep))
 
 
@@ -197,7 +203,7 @@ def cold_pass(workload: str, name: str, count: int, keep: bool) -> float:
 
 
 def run(workload: str, count: int, rounds: int, keep: bool, cold: bool) -> None:
-    docs = make_docs(workload, count)
+    docs = workload_docs(workload, count)
     encoders = contenders(workload)
     names = list(encoders)
     if not cold:
@@ -245,7 +251,7 @@ def main() -> None:
           f"msgspec {getattr(msgspec, '__version__', 'not installed')}")
     for workload in workloads:
         print(f"{workload}:")
-        check_outputs(workload, make_docs(workload, min(args.docs, 200)))
+        check_outputs(workload, workload_docs(workload, min(args.docs, 200)))
         for mode in modes:
             print(f" outputs {mode}, {'cold' if args.cold else 'warm'}:")
             run(workload, args.docs, args.rounds, mode == "kept", args.cold)
