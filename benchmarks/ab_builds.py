@@ -1,7 +1,7 @@
 """Runs one benchmark against two builds of bulkwire, alternating round by round.
 
     python benchmarks/ab_builds.py --before ../old-checkout --rounds 3 -- \\
-        benchmarks/bench_encode.py --docs 2000 --runs 5 --drop-outputs
+        benchmarks/bench_encode.py --docs 2000 --rounds 5 --workloads small
 
 Each checkout needs its extension built in place (``python setup.py build_ext --inplace``).
 The benchmark script runs from each checkout in turn (before, after; then after, before; ...),

@@ -1,33 +1,46 @@
-"""Documents/s of bulkwire.dumps against the JSON round trip, plain json.dumps and orjson.
+"""JSON encoding, side by side: bulkwire.dumps, Encoder.encode, orjson, msgspec (if installed)
+and json.dumps, interleaved round by round.
 
-    python benchmarks/bench_encode.py [--docs 10000] [--runs 5] [--drop-outputs]
+    python benchmarks/bench_encode.py [--docs 2000] [--rounds 9] [--workloads small,list,f32,f64]
+                                      [--outputs dropped,kept] [--cold]
 
-Documents: a name, a few scalar fields and a 1024- (and 384-) dimension vector, given as a
-list of Python floats and as a float32 ndarray. Every figure is the median of --runs runs,
-all measured in this one process, so the ratios compare like with like. "shortest" is
-float32="shortest", which only changes float32 ndarrays (for lists it equals the default);
-orjson writes float32 arrays that way too, so that column is the like-for-like one there.
+Workloads: ``small`` (10 fields: str, int, float, None, bool, a list, a nested dict and a
+datetime), and 1024-dim documents (a name, a rank, a score, a flag, two tags and the
+vector) with the vector as a ``list`` of floats, a float32 ndarray (``f32``) or a float64
+ndarray (``f64``).
 
-By default each timed call keeps its outputs (a list of bytes, ~100 MB at 1024 dims), and
-glibc's heap is trimmed before every timed call so that each contender writes into memory the
-kernel must fault in afresh. On this machine a page fault costs 3-4 us, 14-21 us of a
-1024-dim document's ~50 us (benchmarks/bench_output_faults.py measures it). Without the trim,
-whichever contender ran while the heap happened to keep its free memory got those faults for
-free (the same work measured 24.5k and 34.8k docs/s in one run). --drop-outputs drops each output as it is made, as a sender does, and measures the
-encoding alone.
+Each round times every contender once over the same documents, in an order rotated by one
+each round, so that load drift falls on all of them alike; a contender's figure is the
+median over rounds of its per-round ratio against orjson (above 1: faster than orjson).
+Times are the thread's CPU time (user and system, so page faults count), which other
+processes on the machine do not inflate as they do wall time. json.dumps runs on a tenth of
+the documents and is scaled.
+
+Outputs: ``dropped`` drops each output as it is made, as a bulk insert does; ``kept`` keeps
+a round's outputs in a list, freed after the round. Warm (the default): in this process,
+after a warm-up pass, so the heap holds the memory the previous round freed. ``--cold``
+runs each contender's timed pass in a fresh process instead (one per round and contender),
+so kept outputs fault in fresh pages as a first call does.
+
+Before timing, every contender's output is compared with bulkwire.dumps's for every
+document, and each difference is named (orjson writes no space after ',' and ':', float32
+with float32's shortest digits, and datetimes in its own format).
 """
 from __future__ import annotations
 
 import argparse
-import ctypes
-import ctypes.util
+import datetime
 import json
+import os
 import statistics
+import subprocess
+import sys
 import time
+from typing import Any, Callable
 
 import numpy as np
 
-from _common import median_seconds, print_command
+from _common import print_command
 from oracle import entity_default
 
 import bulkwire
@@ -36,38 +49,20 @@ try:
     import orjson
 except ImportError:  # the bench extra installs it
     orjson = None
+try:
+    import msgspec
+except ImportError:
+    msgspec = None
+
+WORKLOADS = ("small", "list", "f32", "f64")
+JSON_SHARE = 10  # json.dumps runs on 1/JSON_SHARE of the documents
 
 
-_libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-_malloc_trim = getattr(_libc, "malloc_trim", None)
-
-
-def timed(encode, docs: list, runs: int, drop: bool) -> float:
-    """Median seconds of encode over docs; outputs kept in a list unless drop."""
-    if drop:
-        def call() -> None:
-            for d in docs:
-                encode(d)
-        return median_seconds(call, runs)
-
-    def call_keeping() -> list:
-        return [encode(d) for d in docs]
-
-    call_keeping()  # warm-up
-    times = []
-    for _ in range(runs):
-        if _malloc_trim is not None:
-            _malloc_trim(0)  # every contender starts from the same (trimmed) heap
-        start = time.perf_counter()
-        out = call_keeping()
-        times.append(time.perf_counter() - start)
-        del out
-    return statistics.median(times)
-
-
-def make_docs(count: int, dim: int, as_array: bool) -> list:
+def make_docs(count: int, dim: int, as_array: bool, dtype: Any = np.float32) -> list:
+    """Vector documents: a name, a rank, a score, a flag, two tags and a `dim`-dimension vector
+    (an ndarray of `dtype`, or its tolist())."""
     rng = np.random.default_rng(42)
-    vectors = rng.random((count, dim), dtype=np.float32)
+    vectors = rng.random((count, dim), dtype=dtype)
     docs = []
     for i in range(count):
         vec = vectors[i] if as_array else vectors[i].tolist()
@@ -76,46 +71,190 @@ def make_docs(count: int, dim: int, as_array: bool) -> list:
     return docs
 
 
-def run(docs_count: int, runs: int, drop: bool) -> None:
-    print(f"{'dim':>5} {'vector':>8} {'bulkwire d/s':>13} {'round trip':>11} {'json.dumps':>11} "
-          f"{'orjson':>9} {'vs rt':>7} {'vs json':>8} {'vs orjson':>9} {'shortest d/s':>13} "
-          f"{'vs orjson':>9}  bytes/doc widen/shortest")
-    for dim in (1024, 384):
-        for as_array in (False, True):
-            docs = make_docs(docs_count, dim, as_array)
-            plain = [bulkwire.to_builtins(d) for d in docs]  # already-plain dicts for json.dumps
-            ours = timed(lambda d: bulkwire.dumps(d), docs, runs, drop)  # a call layer like the others
-            trip = timed(lambda d: json.dumps(json.loads(json.dumps(d, default=entity_default))).encode(),
-                         docs[: max(1, docs_count // 10)], runs, drop) * 10
-            plain_json = timed(lambda d: json.dumps(d).encode(), plain, runs, drop)
-            if orjson is not None:
-                opt = orjson.OPT_SERIALIZE_NUMPY
-                orj = timed(lambda d: orjson.dumps(d, option=opt), docs, runs, drop)
-            else:
-                orj = float("nan")
-            # orjson writes float32 arrays with shortest float32 digits: compare that like for like
-            short_t = timed(lambda d: bulkwire.dumps(d, float32="shortest"), docs, runs, drop)
-            widen = sum(len(bulkwire.dumps(d)) for d in docs) / len(docs)
-            short = sum(len(bulkwire.dumps(d, float32="shortest")) for d in docs) / len(docs)
-            n = len(docs)
-            print(f"{dim:>5} {'ndarray' if as_array else 'list':>8} {n / ours:>13,.0f} {n / trip:>11,.0f} "
-                  f"{n / plain_json:>11,.0f} {n / orj:>9,.0f} {trip / ours:>6.1f}x {plain_json / ours:>7.1f}x "
-                  f"{orj / ours:>8.2f}x {n / short_t:>13,.0f} {orj / short_t:>8.2f}x  {widen:,.0f} / {short:,.0f}")
+def workload_docs(workload: str, count: int) -> list:
+    """The documents of one workload (the same for every contender and process)."""
+    if workload == "small":
+        return [{"name": f"s{i}", "a": i, "b": 1.5, "c": None, "d": "x", "e": [1, 2],
+                 "f": {"g": 1, "h": "i"}, "t": datetime.datetime(2024, 1, 1), "k": True, "l": -3}
+                for i in range(count)]
+    return make_docs(count, 1024, as_array=workload != "list",
+                     dtype=np.float64 if workload == "f64" else np.float32)
+
+
+class Contender:
+    """One encoder and its timed loops, each calling it as its users would (orjson with its
+    option keyword, no Python frame in between)."""
+
+    def __init__(self, encode: Callable[..., bytes], option: Any = None):
+        self.encode = encode
+        if option is None:
+            self.one = encode
+
+            def dropped(docs: list) -> None:
+                for d in docs:
+                    encode(d)
+
+            def kept(docs: list) -> list:
+                return [encode(d) for d in docs]
+        else:
+            def one(d: Any) -> bytes:
+                return encode(d, option=option)
+            self.one = one
+
+            def dropped(docs: list) -> None:
+                for d in docs:
+                    encode(d, option=option)
+
+            def kept(docs: list) -> list:
+                return [encode(d, option=option) for d in docs]
+        self.dropped, self.kept = dropped, kept
+
+
+def contenders(workload: str) -> dict[str, Contender]:
+    """Name -> contender. orjson serializes datetimes and ndarrays itself."""
+    found = {"bulkwire.dumps": Contender(bulkwire.dumps),
+             "Encoder.encode": Contender(bulkwire.Encoder().encode)}
+    if workload == "f32":  # orjson's float32 text, like for like
+        found["dumps shortest"] = Contender(bulkwire.Encoder(float32="shortest").encode)
+    if orjson is not None:
+        found["orjson"] = Contender(orjson.dumps, orjson.OPT_SERIALIZE_NUMPY)
+    if msgspec is not None:
+        found["msgspec"] = Contender(msgspec.json.Encoder(enc_hook=entity_default).encode)
+
+    def json_dumps(d: Any) -> bytes:
+        return json.dumps(d, default=entity_default).encode()
+    found["json.dumps"] = Contender(json_dumps)
+    return found
+
+
+def first_difference(ours: bytes, theirs: bytes) -> str:
+    """Where two outputs first differ, with a little context."""
+    i = next((k for k, (a, b) in enumerate(zip(ours, theirs)) if a != b), min(len(ours), len(theirs)))
+    return f"at byte {i}: ...{ours[max(0, i - 12):i + 16]!r} vs ...{theirs[max(0, i - 12):i + 16]!r}"
+
+
+def how_it_differs(ours: bytes, theirs: bytes) -> str:
+    """'byte-identical', or what the difference is."""
+    if ours == theirs:
+        return "byte-identical"
+    if json.dumps(json.loads(theirs)).encode() == ours:
+        return "same values; separators only (no space after ',' and ':')"
+    mine, other = json.loads(ours), json.loads(theirs)
+    notes = []
+    for key in mine if isinstance(mine, dict) and isinstance(other, dict) else ():
+        a, b = mine.get(key), other.get(key)
+        if a == b:
+            continue
+        if isinstance(a, str) and isinstance(b, str) and a[:19] == b[:19]:
+            notes.append(f"datetime text ({key}: {b!r}, bulkwire {a!r})")
+        elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b) and all(
+                np.float32(x) == np.float32(y) for x, y in zip(a, b)):
+            notes.append(f"float32 digits ({key}: shortest float32 text, bulkwire the widened "
+                         f"double's repr)")
+        else:
+            notes.append(f"value of {key}")
+    if not notes:
+        return "differs " + first_difference(ours, theirs)
+    separators = b", " in ours and b", " not in theirs
+    return "; ".join(notes) + ("; separators" if separators else "")
+
+
+def check_outputs(workload: str, docs: list) -> None:
+    """Prints how each contender's output compares with bulkwire.dumps's, over every document."""
+    reference = [bulkwire.dumps(d) for d in docs]
+    for name, contender in contenders(workload).items():
+        verdicts: dict[str, int] = {}
+        for d, ours in zip(docs, reference):
+            verdict = how_it_differs(ours, contender.one(d))
+            verdicts[verdict] = verdicts.get(verdict, 0) + 1
+        summary = ", ".join(f"{v} ({n} docs)" if len(verdicts) > 1 else v for v, n in verdicts.items())
+        print(f"  output {name:>15}: {summary}")
+
+
+def timed_pass(contender: Contender, docs: list, keep: bool) -> float:
+    """Thread CPU seconds of one pass; outputs kept in a list (freed after timing) or dropped."""
+    if keep:
+        start = time.thread_time()
+        kept = contender.kept(docs)
+        seconds = time.thread_time() - start
+        del kept
+        return seconds
+    start = time.thread_time()
+    contender.dropped(docs)
+    return time.thread_time() - start
+
+
+def per_doc_seconds(name: str, contender: Contender, docs: list, keep: bool) -> float:
+    share = docs[: max(1, len(docs) // JSON_SHARE)] if name == "json.dumps" else docs
+    return timed_pass(contender, share, keep) / len(share)
+
+
+def child(workload: str, name: str, count: int, keep: bool) -> None:
+    """--cold: one timed pass in this fresh process; prints seconds per document."""
+    docs = workload_docs(workload, count)
+    print(per_doc_seconds(name, contenders(workload)[name], docs, keep))
+
+
+def cold_pass(workload: str, name: str, count: int, keep: bool) -> float:
+    out = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", workload, name,
+                          str(count), "kept" if keep else "dropped"],
+                         check=True, capture_output=True, text=True)
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def run(workload: str, count: int, rounds: int, keep: bool, cold: bool) -> None:
+    docs = workload_docs(workload, count)
+    encoders = contenders(workload)
+    names = list(encoders)
+    if not cold:
+        for name in names:  # warm-up: first-call caches and the heap
+            per_doc_seconds(name, encoders[name], docs, keep)
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(rounds):
+        order = names[r % len(names):] + names[:r % len(names)]
+        for name in order:
+            seconds = (cold_pass(workload, name, count, keep) if cold
+                       else per_doc_seconds(name, encoders[name], docs, keep))
+            samples[name].append(seconds)
+    base = "orjson" if "orjson" in samples else "bulkwire.dumps"
+    print(f"  {'contender':>15} {'median us/doc':>14} {'x ' + base + ' (median of rounds)':>30}"
+          f"   load {os.getloadavg()[0]:.2f}")
+    for name in names:
+        ratios = [b / s for b, s in zip(samples[base], samples[name])]
+        print(f"  {name:>15} {statistics.median(samples[name]) * 1e6:>14.2f} "
+              f"{statistics.median(ratios):>29.2f}x")
 
 
 def main() -> None:
+    if len(sys.argv) == 6 and sys.argv[1] == "--child":
+        child(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5] == "kept")
+        return
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--docs", type=int, default=10_000)
-    parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--drop-outputs", action="store_true",
-                        help="drop each output as it is made instead of keeping the run's list")
+    parser.add_argument("--docs", type=int, default=2000, help="documents per round")
+    parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--workloads", default=",".join(WORKLOADS),
+                        help="comma-separated, of: " + ", ".join(WORKLOADS))
+    parser.add_argument("--outputs", default="dropped,kept",
+                        help="dropped, kept or both (comma-separated)")
+    parser.add_argument("--cold", action="store_true",
+                        help="time each pass in a fresh process (one per round and contender)")
     args = parser.parse_args()
+    workloads = args.workloads.split(",")
+    modes = args.outputs.split(",")
+    if set(workloads) - set(WORKLOADS) or set(modes) - {"dropped", "kept"}:
+        parser.error("unknown workload or outputs mode")
     print_command()
-    outputs = ("outputs dropped as made" if args.drop_outputs
-               else "outputs kept, heap trimmed before each timed call")
-    print(f"{args.docs} documents per run, median of {args.runs} runs; round trip timed on a tenth "
-          f"and scaled; {outputs}")
-    run(args.docs, args.runs, args.drop_outputs)
+    print(f"{args.docs} documents per round, {args.rounds} rounds, contenders interleaved "
+          f"(order rotated each round); thread CPU time; "
+          f"{'cold: a fresh process per pass' if args.cold else 'warm: in one process'}; "
+          f"orjson {getattr(orjson, '__version__', 'missing')}, "
+          f"msgspec {getattr(msgspec, '__version__', 'not installed')}")
+    for workload in workloads:
+        print(f"{workload}:")
+        check_outputs(workload, workload_docs(workload, min(args.docs, 200)))
+        for mode in modes:
+            print(f" outputs {mode}, {'cold' if args.cold else 'warm'}:")
+            run(workload, args.docs, args.rounds, mode == "kept", args.cold)
 
 
 if __name__ == "__main__":

@@ -2,18 +2,25 @@
 is and once with ``skip`` (builds the documents, encodes nothing), and divide the difference
 by the number of documents.
 
-    PYTHONHASHSEED=0 PYTHONPATH=pkg valgrind --tool=callgrind --callgrind-out-file=/dev/null \\
-        python benchmarks/callgrind_encode.py list          # list, ndarray or small
-    PYTHONHASHSEED=0 PYTHONPATH=pkg valgrind --tool=callgrind --callgrind-out-file=/dev/null \\
-        python benchmarks/callgrind_encode.py list skip
+    OPENBLAS_NUM_THREADS=1 PYTHONHASHSEED=0 PYTHONPATH=pkg valgrind --tool=callgrind \\
+        --callgrind-out-file=/dev/null python benchmarks/callgrind_encode.py list   # or another kind
+    OPENBLAS_NUM_THREADS=1 PYTHONHASHSEED=0 PYTHONPATH=pkg valgrind --tool=callgrind \\
+        --callgrind-out-file=/dev/null python benchmarks/callgrind_encode.py list skip
+
+OPENBLAS_NUM_THREADS=1 matters: NumPy's BLAS threads spin while the process starts, and
+callgrind counts their instructions too (tens of millions, varying from run to run).
 
 list/ndarray: 1,000 documents of 7 fields, a datetime and a 384-dim float32 vector (as a list
 of floats or as an ndarray); small: 10,000 documents of 10 fields, a nested dict, a datetime.
 store_small/store_list: the same documents through ``BulkWriter.store`` (ids, metadata and
-the command around each document). vector_ndarray/vector_list: 1,000 768-dim float32 vectors
+the command around each document). dim1024_list/dim1024_f32/dim1024_f64: 1,000 of the 1024-dim
+documents of bench_encode.py (a name, a rank, a score, a flag, two tags and the vector as a
+list of floats, a float32 or a float64 ndarray). vector_ndarray/vector_list: 1,000 768-dim float32 vectors
 through ``VectorCodec("float", 768).serialize``. A last argument N changes the count: run
 two counts and divide the difference by the difference of the counts, so that one-time
-costs (the first call's imports and caches) fall out.
+costs (the first call's imports and caches) fall out. ``orjson`` in place of ``skip`` encodes
+the small and dim1024 documents with ``orjson.dumps(d, option=OPT_SERIALIZE_NUMPY)`` instead,
+the same count for the library the benchmarks compare with.
 """
 import datetime
 import sys
@@ -23,11 +30,19 @@ import numpy as np
 import bulkwire
 
 KINDS = {"list": 1000, "ndarray": 1000, "small": 10000, "store_small": 10000,
-         "store_list": 1000, "vector_ndarray": 1000, "vector_list": 1000}
+         "store_list": 1000, "vector_ndarray": 1000, "vector_list": 1000,
+         "dim1024_list": 1000, "dim1024_f32": 1000, "dim1024_f64": 1000}
 
 
 def documents(kind: str, count: int) -> list:
     rng = np.random.default_rng(1)
+    if kind.startswith("dim1024_"):
+        dtype = np.float64 if kind == "dim1024_f64" else np.float32
+        vectors = rng.random((count, 1024), dtype=dtype)
+        return [{"Name": f"document {i}", "Rank": i, "Score": i / 7, "Active": i % 2 == 0,
+                 "Tags": ["a", "b"],
+                 "Embedding": vectors[i].tolist() if kind == "dim1024_list" else vectors[i]}
+                for i in range(count)]
     if kind.startswith("vector_"):
         rows = rng.random((count, 768), dtype=np.float32)
         return list(rows) if kind == "vector_ndarray" else rows.tolist()
@@ -50,8 +65,8 @@ def main(argv: list) -> int:
     if len(argv) >= 2 and argv[-1].isdigit():  # a count of documents other than the kind's
         count = int(argv[-1])
         argv = argv[:-1]
-    if not argv or argv[0] not in KINDS or argv[1:] not in ([], ["skip"]):
-        print(f"usage: callgrind_encode.py {{{','.join(KINDS)}}} [skip]", file=sys.stderr)
+    if not argv or argv[0] not in KINDS or argv[1:] not in ([], ["skip"], ["orjson"]):
+        print(f"usage: callgrind_encode.py {{{','.join(KINDS)}}} [skip|orjson]", file=sys.stderr)
         return 2
     kind = argv[0]
     docs = documents(kind, KINDS[kind] if count is None else count)
@@ -64,6 +79,14 @@ def main(argv: list) -> int:
         ids = [f"things/{i}" for i in range(len(docs))]
         store = writer.store
         encode = None
+    elif argv[1:] == ["orjson"]:
+        import orjson
+        encode = orjson.dumps
+        option = orjson.OPT_SERIALIZE_NUMPY
+        for d in docs:  # called as its users call it: no Python frame between
+            encode(d, option=option)
+        print(f"{argv[0]}: {len(docs)} documents encoded by orjson")
+        return 0
     else:
         encode = bulkwire.dumps
     if not argv[1:]:

@@ -16,15 +16,23 @@ def run_script(name: str, *args: str) -> str:
     return done.stdout
 
 
-@pytest.mark.parametrize("mode", [[], ["--drop-outputs"]])
-def test_bench_encode_runs(mode):
-    out = run_script("bench_encode.py", "--docs", "20", "--runs", "1", *mode)
-    assert ("outputs dropped as made" if mode else "heap trimmed before each timed call") in out
-    rows = [line.split() for line in out.splitlines() if line.split()[:1] in (["1024"], ["384"])]
-    assert [(r[0], r[1]) for r in rows] == [("1024", "list"), ("1024", "ndarray"),
-                                            ("384", "list"), ("384", "ndarray")]
-    for r in rows:  # rates, then the ratios (vs rt, vs json, vs orjson when installed)
-        assert float(r[2].replace(",", "")) > 0 and r[6].endswith("x") and float(r[6][:-1]) > 0
+@pytest.mark.parametrize("cold", [[], ["--cold"]])
+def test_bench_encode_runs(cold):
+    workloads = "small,f32" if not cold else "small"
+    out = run_script("bench_encode.py", "--docs", "20", "--rounds", "2", "--workloads", workloads,
+                     "--outputs", "dropped,kept", *cold)
+    assert "order rotated each round" in out and ("cold" if cold else "warm: in one process") in out
+    for workload in workloads.split(","):
+        section = out.split(f"\n{workload}:\n")[1].split("\nf32:\n")[0]
+        # every contender's output is compared with bulkwire.dumps's, and the result named
+        assert "output  bulkwire.dumps: byte-identical" in section
+        assert "output  Encoder.encode: byte-identical" in section
+        assert "output      json.dumps: byte-identical" in section
+        for mode in ("dropped", "kept"):
+            table = section.split(f"outputs {mode}")[1].split(" outputs ")[0].splitlines()[2:]
+            ratios = {r.split()[0]: r.split()[-1] for r in table}
+            assert {"bulkwire.dumps", "Encoder.encode", "json.dumps"} <= set(ratios)
+            assert all(v.endswith("x") and float(v[:-1]) > 0 for v in ratios.values())
 
 
 def test_bench_output_faults_runs():
@@ -58,7 +66,8 @@ def test_ab_builds_alternates_the_checkouts(tmp_path):
 
 
 @pytest.mark.parametrize("kind", ["list", "ndarray", "small", "store_small", "store_list",
-                                  "vector_ndarray", "vector_list"])
+                                  "vector_ndarray", "vector_list", "dim1024_list", "dim1024_f32",
+                                  "dim1024_f64"])
 def test_callgrind_encode_runs(kind):
     assert run_script("callgrind_encode.py", kind).startswith(f"{kind}: ")
     assert "built only" in run_script("callgrind_encode.py", kind, "skip")

@@ -426,6 +426,22 @@ def test_a_zstd_insert_that_the_server_breaks_fails_cleanly(backend, fault):
         assert not server.ok_to_whole_body(bulk.operation_id)
 
 
+def _blocked_for_good(bulk, settle=0.3, timeout=20.0):
+    """The producer stuck in one wait on a full queue: blocked (_blocked), and no put got
+    through for `settle` seconds. _blocked alone also sees a brief wait while the sender still
+    fills the socket buffers; an interrupt then lands between two stores."""
+    q = bulk._writer._queue
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not _blocked(bulk, timeout=max(0.0, deadline - time.monotonic())):
+            return False
+        waits = q.waits
+        time.sleep(settle)
+        if q.waits == waits and len(q) == q.maxsize:
+            return True
+    return False
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_ctrl_c_during_a_blocked_zstd_store_never_ends_in_a_body_with_a_hole(backend):
     """Ctrl-C while the producer waits on its full queue: a buffer was being handed over, so
@@ -438,7 +454,7 @@ def test_ctrl_c_during_a_blocked_zstd_store_never_ends_in_a_body_with_a_hole(bac
                                    buffer_size=32 << 10, max_buffers=2, timeout=TIMEOUT)
         bulk.store({"i": 0}, id="d/0")
         stored = 1
-        timer = threading.Thread(target=lambda: _blocked(bulk) and _thread.interrupt_main())
+        timer = threading.Thread(target=lambda: _blocked_for_good(bulk) and _thread.interrupt_main())
         timer.start()
         try:
             with pytest.raises(KeyboardInterrupt):

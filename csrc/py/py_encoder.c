@@ -203,29 +203,101 @@ static PyTypeObject EncoderType = {
     .tp_getset = Encoder_getset,
 };
 
-/* dumps(obj, *, default=ENTITY, ensure_ascii=True, float32='widen') -> bytes */
-static PyObject *module_dumps(PyObject *module, PyObject *args, PyObject *kwargs) {
-    (void)module;
-    static char *keywords[] = {"obj", "default", "ensure_ascii", "float32", NULL};
-    PyObject *obj, *default_hook = NULL, *ensure_ascii = NULL, *float32 = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$OOO:dumps", keywords, &obj, &default_hook,
-                                     &ensure_ascii, &float32))
-        return NULL;
-    bw_encode_options opts;
-    if (parse_options(&opts, default_hook, ensure_ascii, float32) < 0)
-        return NULL;
-    return encode_to_bytes(&opts, obj);
+/* The options of a call that passes no keyword: parse_options(NULL, NULL, NULL) gives the same. */
+static const bw_encode_options default_options = {
+    .hook_kind = BW_HOOK_ENTITY, .hook = NULL, .ensure_ascii = 1, .float32_shortest = 0};
+
+/* Keyword names, interned at init: the interpreter interns the names in a call's source, so
+   a pointer comparison finds them without comparing text. */
+static PyObject *kw_obj, *kw_default, *kw_ensure_ascii, *kw_float32;
+
+/* Which of dumps()'s parameters `name` is: 0 obj, 1 default, 2 ensure_ascii, 3 float32, or
+   -1 for none. */
+static int dumps_keyword_index(PyObject *name) {
+    PyObject *const names[] = {kw_obj, kw_default, kw_ensure_ascii, kw_float32};
+    for (int i = 0; i < 4; i++)
+        if (name == names[i])
+            return i;
+    /* a name built at run time (dumps(**{...})) is an equal str at another address */
+    for (int i = 0; i < 4; i++)
+        if (PyUnicode_Check(name) && PyUnicode_Compare(name, names[i]) == 0)
+            return i;
+    return -1;
 }
 
+/* New reference. dumps(obj, *, default=ENTITY, ensure_ascii=True, float32='widen'), called
+   with the vectorcall convention: no argument tuple, no keyword dict, and no option parsing
+   at all when no keyword is passed. Errors read as Python words them for a def. */
+static PyObject *module_dumps(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+                              PyObject *kwnames) {
+    (void)module;
+    if (kwnames == NULL && nargs == 1)
+        return encode_to_bytes(&default_options, args[0]);
+    if (nargs > 1) {
+        PyErr_Format(PyExc_TypeError, "dumps() takes 1 positional argument but %zd were given",
+                     nargs);
+        return NULL;
+    }
+    PyObject *values[4] = {nargs == 1 ? args[0] : NULL, NULL, NULL, NULL};
+    Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    for (Py_ssize_t i = 0; i < nkw; i++) {
+        PyObject *name = PyTuple_GET_ITEM(kwnames, i);
+        int index = dumps_keyword_index(name);
+        if (index < 0) {
+            PyErr_Format(PyExc_TypeError, "dumps() got an unexpected keyword argument '%S'",
+                         name);
+            return NULL;
+        }
+        if (values[index] != NULL) {
+            PyErr_Format(PyExc_TypeError, "dumps() got multiple values for argument '%S'", name);
+            return NULL;
+        }
+        values[index] = args[nargs + i];
+    }
+    if (values[0] == NULL) {
+        PyErr_SetString(PyExc_TypeError, "dumps() missing 1 required positional argument: 'obj'");
+        return NULL;
+    }
+    bw_encode_options opts;
+    if (parse_options(&opts, values[1], values[2], values[3]) < 0)
+        return NULL;
+    return encode_to_bytes(&opts, values[0]);
+}
+
+PyDoc_STRVAR(dumps_doc,
+"dumps(obj, *, default=ENTITY, ensure_ascii=True, float32='widen') -> bytes\n"
+"\n"
+"Encode ``obj`` to JSON bytes, byte-identical to the round trip\n"
+"``json.dumps(json.loads(json.dumps(obj, default=...))).encode()``.\n"
+"\n"
+"``default`` is ``bulkwire.ENTITY`` (the built-in entity conventions), ``None`` (plain\n"
+"json: unknown types raise ``TypeError``) or any callable whose result is walked again.\n"
+"``float32`` is ``'widen'`` (a float32 value's double repr, as json.dumps of the\n"
+"widened value) or ``'shortest'`` (the shortest digits that read back as that float32).\n"
+"\n"
+">>> import datetime\n"
+">>> dumps({\"at\": datetime.datetime(2024, 5, 1, 12, 0)})\n"
+"b'{\"at\": \"2024-05-01T12:00:00.0000000\"}'\n"
+">>> dumps([1e16, float(\"nan\")])\n"
+"b'[1e+16, NaN]'\n");
+
 static PyMethodDef encoder_functions[] = {
-    {"dumps", (PyCFunction)(void (*)(void))module_dumps, METH_VARARGS | METH_KEYWORDS,
-     "dumps(obj, *, default=ENTITY, ensure_ascii=True, float32='widen') -> bytes"},
+    {"dumps", (PyCFunction)(void (*)(void))module_dumps, METH_FASTCALL | METH_KEYWORDS,
+     dumps_doc},
     {NULL, NULL, 0, NULL},
 };
 
 int bw_encoder_add_to_module(PyObject *module) {
     if (PyType_Ready(&EntityConventionsType) < 0 || PyType_Ready(&EncoderType) < 0)
         return -1;
+    if (kw_obj == NULL) {
+        kw_obj = PyUnicode_InternFromString("obj");
+        kw_default = PyUnicode_InternFromString("default");
+        kw_ensure_ascii = PyUnicode_InternFromString("ensure_ascii");
+        kw_float32 = PyUnicode_InternFromString("float32");
+        if (!kw_obj || !kw_default || !kw_ensure_ascii || !kw_float32)
+            return -1;
+    }
     if (entity_singleton == NULL) {
         entity_singleton = PyObject_New(PyObject, &EntityConventionsType);
         if (entity_singleton == NULL)

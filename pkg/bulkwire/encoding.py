@@ -5,7 +5,9 @@ import json
 from typing import Any, Callable, Literal, Union
 
 from . import _core
-from ._core import ENTITY
+# dumps is the C function itself: a Python wrapper and its argument parsing cost more than
+# encoding a small document does. Its docstring is in C; _core.pyi gives its types.
+from ._core import ENTITY, dumps
 
 DefaultHook = Union[Callable[[Any], Any], None, "_core.EntityConventions"]
 Float32Mode = Literal["widen", "shortest"]
@@ -31,20 +33,6 @@ class Encoder(_core.Encoder):
     def __repr__(self) -> str:
         return (f"Encoder(default={self.default!r}, ensure_ascii={self.ensure_ascii!r}, "
                 f"float32={self.float32!r})")
-
-
-def dumps(obj: Any, *, default: DefaultHook = ENTITY, ensure_ascii: bool = True,
-          float32: Float32Mode = "widen") -> bytes:
-    """Encode ``obj`` to JSON bytes, byte-identical to the round trip
-    ``json.dumps(json.loads(json.dumps(obj, default=...))).encode()``.
-
-    >>> import datetime
-    >>> dumps({"at": datetime.datetime(2024, 5, 1, 12, 0)})
-    b'{"at": "2024-05-01T12:00:00.0000000"}'
-    >>> dumps([1e16, float("nan")])
-    b'[1e+16, NaN]'
-    """
-    return _core.dumps(obj, default=default, ensure_ascii=ensure_ascii, float32=float32)
 
 
 def to_builtins(obj: Any, *, default: DefaultHook = ENTITY) -> Any:

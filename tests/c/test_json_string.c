@@ -2,6 +2,7 @@
    sources: json_string.c out_buffer.c */
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "check.h"
 #include "json_reference.h"
@@ -140,6 +141,53 @@ TEST(utf8_text_with_ensure_ascii) {
     bw_buf_free(&b);
 }
 
+/* The clean-run copier, block by block (SSE2 where built for it) and its portable fallback,
+   against the rule read one byte at a time: every byte value at every offset of every length
+   up to three 16-byte blocks, over ASCII and over non-ASCII filler, in both modes. The input
+   and output are exactly n bytes on the heap, so a read or write past them is an error under
+   the sanitizers. */
+static size_t clean_prefix_reference(const uint8_t *s, size_t n, int ensure_ascii) {
+    size_t i = 0;
+    while (i < n && s[i] >= 0x20 && s[i] != '"' && s[i] != '\\' && !(ensure_ascii && s[i] >= 0x7f))
+        i++;
+    return i;
+}
+
+TEST(clean_runs_block_and_portable) {
+    static const uint8_t fillers[] = {'a', 0xc3};
+    for (int mode = 0; mode < 2; mode++) {
+        for (size_t f = 0; f < sizeof fillers; f++) {
+            for (size_t n = 0; n <= 48; n++) {
+                uint8_t *s = malloc(n ? n : 1);
+                char *block_out = malloc(n ? n : 1), *portable_out = malloc(n ? n : 1);
+                CHECK(s && block_out && portable_out);
+                for (size_t pos = 0; pos < (n ? n : 1); pos++) {
+                    for (int c = 0; c < 256; c++) {
+                        memset(s, fillers[f], n);
+                        if (pos < n)
+                            s[pos] = (uint8_t)c;
+                        size_t want = clean_prefix_reference(s, n, mode);
+                        size_t block = bw_json_copy_clean(s, n, block_out, mode);
+                        size_t portable = bw_json_copy_clean_portable(s, n, portable_out, mode);
+                        if (block != want || portable != want ||
+                            memcmp(block_out, s, want) != 0 || memcmp(portable_out, s, want) != 0) {
+                            CHECK_EQ(block, want);
+                            CHECK_EQ(portable, want);
+                            CHECK(memcmp(block_out, s, want) == 0);
+                            CHECK(memcmp(portable_out, s, want) == 0);
+                            goto done;
+                        }
+                    }
+                }
+            done:
+                free(s);
+                free(block_out);
+                free(portable_out);
+            }
+        }
+    }
+}
+
 RUN_TESTS(known_escapes, utf8_passes_non_ascii_and_del, appends_after_existing_content,
           impossible_lengths_fail_without_writing, random_strings_match_the_reference,
-          utf8_text_with_ensure_ascii)
+          utf8_text_with_ensure_ascii, clean_runs_block_and_portable)
