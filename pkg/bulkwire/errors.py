@@ -47,7 +47,7 @@ from typing import Optional
 
 __all__ = ["BulkInsertError", "BulkInsertAborted", "EarlyResponse", "TransportError",
            "ConnectError", "TLSError", "ConnectionLostError", "TransportTimeoutError", "ServerError",
-           "ProtocolError", "RowError"]
+           "ProtocolError", "RowError", "MalformedFileError"]
 
 
 class BulkInsertError(RuntimeError):
@@ -148,3 +148,13 @@ class RowError(ValueError):
         self.row = row
         self.reason = reason
         self.take_index = take_index
+
+
+class MalformedFileError(ValueError):
+    """A source file whose own metadata is inconsistent: an offset or length outside the file,
+    a page header or index that cannot be parsed. ``path`` names the file; the message says
+    what is wrong and where."""
+
+    def __init__(self, message: str, path: Optional[str] = None) -> None:
+        super().__init__(message)
+        self.path = path
