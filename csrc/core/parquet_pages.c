@@ -360,21 +360,8 @@ static int decode_levels(const uint8_t *p, size_t n, int max_level, uint8_t *out
         uint64_t run = header >> 1;
         if (run == 0)
             return malformed(error, "levels: empty run");
-        if (header & 1) {
-            int value_bytes = (bit_width + 7) / 8;
-            if (end - p < value_bytes)
-                return malformed(error, "levels end inside a run");
-            unsigned value = 0;
-            for (int i = 0; i < value_bytes; i++)
-                value |= (unsigned)p[i] << (8 * i);
-            p += value_bytes;
-            if (value > (unsigned)max_level)
-                return malformed(error, "level %u above the maximum %d", value, max_level);
-            int64_t take = run < (uint64_t)(count - done) ? (int64_t)run : count - done;
-            memset(out + done, (int)value, (size_t)take);
-            done += take;
-        } else {
-            uint64_t bytes = run * (uint64_t)bit_width; /* run counts groups of 8 */
+        if (header & 1) { /* bit-packed: run counts groups of 8 */
+            uint64_t bytes = run * (uint64_t)bit_width;
             if (bytes > (uint64_t)(end - p))
                 return malformed(error, "levels end inside a bit-packed run");
             uint64_t values = run * 8;
@@ -392,6 +379,19 @@ static int decode_levels(const uint8_t *p, size_t n, int max_level, uint8_t *out
                 out[done + i] = (uint8_t)value;
             }
             p += bytes;
+            done += take;
+        } else { /* one value repeated run times */
+            int value_bytes = (bit_width + 7) / 8;
+            if (end - p < value_bytes)
+                return malformed(error, "levels end inside a run");
+            unsigned value = 0;
+            for (int i = 0; i < value_bytes; i++)
+                value |= (unsigned)p[i] << (8 * i);
+            p += value_bytes;
+            if (value > (unsigned)max_level)
+                return malformed(error, "level %u above the maximum %d", value, max_level);
+            int64_t take = run < (uint64_t)(count - done) ? (int64_t)run : count - done;
+            memset(out + done, (int)value, (size_t)take);
             done += take;
         }
     }
