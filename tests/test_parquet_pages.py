@@ -199,7 +199,7 @@ def _offset_index_span(path, leaf=3, group=0):
     data = open(path, "rb").read()
     locations = _core.parquet_index_locations(data, f.metadata.num_row_groups,
                                               f.metadata.num_columns)
-    offset, length = (int(v) for v in locations[group, leaf])
+    offset, length = (int(v) for v in locations[group, leaf, :2])
     rows = f.metadata.row_group(group).num_rows
     return data, offset, length, _core.parquet_offset_index(data, offset, length, rows)
 

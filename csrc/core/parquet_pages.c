@@ -37,8 +37,45 @@ static uint32_t read_le32(const uint8_t *p) {
 
 /* ---- footer ---------------------------------------------------------------------------- */
 
+/* ColumnMetaData: the codec, and whether any page may be dictionary encoded. */
+static int read_column_meta(bw_thrift *t, int64_t *codec, int64_t *dictionary) {
+    int16_t last = 0, id;
+    int type;
+    if (bw_thrift_struct_begin(t) < 0)
+        return -1;
+    for (;;) {
+        if (bw_thrift_field(t, &last, &type, &id) < 0)
+            return -1;
+        if (type == BW_THRIFT_STOP)
+            break;
+        int rc;
+        if (id == 4) {
+            rc = bw_thrift_i64(t, type, codec);
+        } else if (id == 11) {
+            int64_t offset;
+            rc = bw_thrift_i64(t, type, &offset);
+            *dictionary = 1;
+        } else if (id == 2 && type == BW_THRIFT_LIST) {
+            int elem;
+            uint32_t n;
+            rc = bw_thrift_list(t, &elem, &n);
+            for (uint32_t i = 0; rc == 0 && i < n; i++) {
+                int64_t encoding;
+                rc = bw_thrift_i64(t, elem, &encoding);
+                if (encoding == 2 || encoding == 8) /* PLAIN_DICTIONARY, RLE_DICTIONARY */
+                    *dictionary = 1;
+            }
+        } else {
+            rc = bw_thrift_skip(t, type);
+        }
+        if (rc < 0)
+            return -1;
+    }
+    return bw_thrift_struct_end(t);
+}
+
 static int read_column_chunk(bw_thrift *t, size_t file_size, int64_t *where, char *error) {
-    int64_t offset = -1, length = -1;
+    int64_t offset = -1, length = -1, codec = -1, dictionary = 0;
     int16_t last = 0, id;
     int type;
     if (bw_thrift_struct_begin(t) < 0)
@@ -50,6 +87,7 @@ static int read_column_chunk(bw_thrift *t, size_t file_size, int64_t *where, cha
             break;
         int rc = id == 4   ? bw_thrift_i64(t, type, &offset)
                  : id == 5 ? bw_thrift_i64(t, type, &length)
+                 : id == 3 && type == BW_THRIFT_STRUCT ? read_column_meta(t, &codec, &dictionary)
                            : bw_thrift_skip(t, type);
         if (rc < 0)
             return thrift_failed(t, "footer", error);
@@ -65,6 +103,8 @@ static int read_column_chunk(bw_thrift *t, size_t file_size, int64_t *where, cha
     }
     where[0] = offset;
     where[1] = length;
+    where[2] = codec;
+    where[3] = dictionary;
     return BW_PAGES_OK;
 }
 
@@ -93,7 +133,7 @@ static int read_row_group(bw_thrift *t, size_t file_size, size_t columns, int64_
             return malformed(error, "footer: a row group has %u columns, the schema %zu",
                              (unsigned)n, columns);
         for (uint32_t c = 0; c < n; c++) {
-            int rc = read_column_chunk(t, file_size, out + 2 * c, error);
+            int rc = read_column_chunk(t, file_size, out + BW_CHUNK_FIELDS * c, error);
             if (rc != BW_PAGES_OK)
                 return rc;
         }
@@ -135,7 +175,8 @@ int bw_parquet_index_locations(const uint8_t *file, size_t file_size, size_t gro
         if (n != groups)
             return malformed(error, "footer: %u row groups, expected %zu", (unsigned)n, groups);
         for (uint32_t g = 0; g < n; g++) {
-            int rc = read_row_group(&t, file_size, columns, out + 2 * columns * g, error);
+            int rc = read_row_group(&t, file_size, columns, out + BW_CHUNK_FIELDS * columns * g,
+                                    error);
             if (rc != BW_PAGES_OK)
                 return rc;
         }
@@ -619,10 +660,14 @@ static int take_from_page(const bw_chunk_take *q, const bw_page_location *loc,
     for (int64_t i = 0; i <= count; i++) {
         if (s->rep[i] != 0)
             continue;
+        int64_t n = i - start;
+        /* every row, not only the requested ones: a page whose levels break the fixed size
+           is corrupt, and pyarrow would read its rows otherwise than we do */
+        if (row >= 0 && q->list_size > 0 && n != q->list_size)
+            return malformed(error, "row %lld of a fixed_size_list of %lld holds %lld values",
+                             (long long)(first_row + row), (long long)q->list_size,
+                             (long long)n);
         if (row >= 0 && next < last && first_row + row == q->rows[next]) {
-            int64_t n = i - start;
-            if (q->list_size > 0 && n != q->list_size)
-                return BW_PAGES_NOT_COVERED;
             if ((rc = append(values, p + (size_t)start * width, (size_t)n * width)) != 0)
                 return rc;
             lengths[next++] = n;

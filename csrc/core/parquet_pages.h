@@ -41,9 +41,12 @@ typedef struct {
     int32_t num_rows, def_bytes, rep_bytes, is_compressed; /* v2 */
 } bw_page_header;
 
-/* The offset index location of every column chunk, from the footer of the whole file at
-   `file`: out[2 * (group * columns + column)] is the offset (-1 when absent) and the next
-   entry the length. The footer must hold exactly `groups` row groups of `columns` chunks. */
+/* What the footer says of every column chunk, BW_CHUNK_FIELDS int64 each, chunk by chunk
+   (row group major): the offset index's offset and length (-1 when absent), the codec (-1
+   when the chunk has no metadata) and 1 when some page may be dictionary encoded. From the
+   footer of the whole file at `file`, which must hold exactly `groups` row groups of
+   `columns` chunks. */
+#define BW_CHUNK_FIELDS 4
 int bw_parquet_index_locations(const uint8_t *file, size_t file_size, size_t groups,
                                size_t columns, int64_t *out, char *error);
 

@@ -17,8 +17,9 @@ static PyObject *raise_pages_error(int rc, const char *error) {
     return NULL;
 }
 
-/* parquet_index_locations(file, groups, columns) -> int64 array (groups, columns, 2) of
-   offset index (offset, length), -1 where a chunk has none. New reference. */
+/* parquet_index_locations(file, groups, columns) -> int64 array (groups, columns, 4): each
+   chunk's offset index offset and length (-1 where it has none), codec, dictionary flag.
+   New reference. */
 static PyObject *module_parquet_index_locations(PyObject *self, PyObject *args) {
     (void)self;
     Py_buffer file;
@@ -30,7 +31,7 @@ static PyObject *module_parquet_index_locations(PyObject *self, PyObject *args) 
         PyErr_SetString(PyExc_ValueError, "groups and columns must be small non-negative counts");
         goto cleanup;
     }
-    npy_intp dims[3] = {groups, columns, 2};
+    npy_intp dims[3] = {groups, columns, BW_CHUNK_FIELDS};
     result = PyArray_SimpleNew(3, dims, NPY_INT64);
     if (result == NULL)
         goto cleanup;
@@ -209,7 +210,7 @@ cleanup:
 static PyMethodDef parquet_pages_functions[] = {
     {"parquet_index_locations", module_parquet_index_locations, METH_VARARGS,
      "parquet_index_locations(file, groups, columns): each column chunk's offset index "
-     "(offset, length) from the footer, -1 where absent."},
+     "(offset, length; -1 where absent), codec and dictionary flag, from the footer."},
     {"parquet_offset_index", module_parquet_offset_index, METH_VARARGS,
      "parquet_offset_index(file, offset, length, group_rows): the page locations."},
     {"parquet_take_chunk", module_parquet_take_chunk, METH_VARARGS,

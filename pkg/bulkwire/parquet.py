@@ -149,6 +149,7 @@ def _check_indices(indices: Any, num_rows: int, name: str = "indices") -> np.nda
 
 #: Parquet codecs the page reader decompresses itself (Parquet's CompressionCodec numbers)
 _CODECS = {"UNCOMPRESSED": 0, "SNAPPY": 1, "GZIP": 2, "ZSTD": 6}
+_CODEC_NAMES = {3: "LZO", 4: "BROTLI", 5: "LZ4", 7: "LZ4_RAW"}
 _PHYSICAL_WIDTH = {"INT32": 4, "INT64": 8, "FLOAT": 4, "DOUBLE": 8}
 
 #: How a column is read: ``PAGES`` reads only the pages holding the requested rows;
@@ -230,11 +231,18 @@ class TableFile:
         self.stats: dict = {}
         self._map = None
         if self.format == "parquet":
-            self._parquet = pa.parquet.ParquetFile(self.path, memory_map=True)
-            meta = self._parquet.metadata
-            counts = np.fromiter((meta.row_group(i).num_rows for i in range(meta.num_row_groups)),
-                                 dtype=np.int64, count=meta.num_row_groups)
-            self.schema = self._parquet.schema_arrow
+            try:
+                self._parquet = pa.parquet.ParquetFile(self.path, memory_map=True)
+                meta = self._parquet.metadata
+                counts = np.fromiter((meta.row_group(i).num_rows
+                                      for i in range(meta.num_row_groups)),
+                                     dtype=np.int64, count=meta.num_row_groups)
+                self.schema = self._parquet.schema_arrow
+            except (pa.ArrowException, UnicodeDecodeError) as exc:  # pyarrow refused the footer
+                raise self._malformed(exc) from exc
+            if (counts < 0).any():
+                g = int(np.argmax(counts < 0))
+                raise self._malformed(f"row group {g} has {counts[g]} rows")
         else:
             self._mmap = pa.memory_map(self.path, "r")
             self._table = pa.ipc.open_file(self._mmap).read_all()  # zero-copy over the map
@@ -279,43 +287,47 @@ class TableFile:
         self._plans: dict = {}
         self._index_cache: dict = {}
         self._locations = None
+        candidates = {}
         for name in names:
             self.stats[name] = {"pages": 0, "row_groups": 0, "pages_read": 0}
             plan, why = (None, "type not covered") if ambiguous else \
                 _page_plan(pa, self.schema.field(name), leaves[name], pq_schema)
+            self.paths[name] = f"{ROW_GROUPS} ({why})"
             if plan is not None:
-                why = self._chunks_not_covered(meta, plan.leaf, _core)
-            if plan is None or why:
+                candidates[name] = plan
+        if not candidates or not meta.num_row_groups:
+            return
+        with open(self.path, "rb") as f:
+            self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        # the footer's chunk metadata read by our own hardened reader: what pyarrow's
+        # accessors would give, without trusting them on a crafted footer
+        try:
+            self._locations = _core.parquet_index_locations(
+                self._map, meta.num_row_groups, meta.num_columns)
+        except ValueError as exc:
+            self.close()
+            raise self._malformed(exc) from None
+        for name, plan in candidates.items():
+            why = self._chunks_not_covered(self._locations[:, plan.leaf], _core)
+            if why:
                 self.paths[name] = f"{ROW_GROUPS} ({why})"
             else:
                 self.paths[name] = PAGES
                 self._plans[name] = plan
-        if self._plans and meta.num_row_groups:
-            with open(self.path, "rb") as f:
-                self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-            try:
-                self._locations = _core.parquet_index_locations(
-                    self._map, meta.num_row_groups, meta.num_columns)
-            except ValueError as exc:
-                self.close()
-                raise self._malformed(exc) from None
-            for name, plan in list(self._plans.items()):
-                if (self._locations[:, plan.leaf, 0] < 0).any():
-                    self.paths[name] = f"{ROW_GROUPS} (no page index)"
-                    del self._plans[name]
 
-    def _chunks_not_covered(self, meta: Any, leaf: int, _core: Any) -> str:
-        """Why some column chunk of the leaf cannot be read page by page, or ''."""
-        have = {"UNCOMPRESSED": True, "GZIP": True, "SNAPPY": bool(_core.HAVE_SNAPPY),
-                "ZSTD": bool(_core.PARQUET_HAVE_ZSTD)}
-        for g in range(meta.num_row_groups):
-            chunk = meta.row_group(g).column(leaf)
-            if not chunk.has_offset_index:
+    @staticmethod
+    def _chunks_not_covered(chunks: np.ndarray, _core: Any) -> str:
+        """Why some column chunk (rows of offset index offset, length, codec, dictionary
+        flag) cannot be read page by page, or ''."""
+        names = {v: k for k, v in _CODECS.items()}
+        have = {0: True, 2: True, 1: bool(_core.HAVE_SNAPPY), 6: bool(_core.PARQUET_HAVE_ZSTD)}
+        for offset, _, codec, dictionary in chunks.tolist():
+            if offset < 0:
                 return "no page index"
-            if not have.get(chunk.compression, False):
-                return f"{chunk.compression.lower()} pages not covered by this build" \
-                    if chunk.compression in have else f"{chunk.compression} not covered"
-            if chunk.has_dictionary_page or any("DICTIONARY" in e for e in chunk.encodings):
+            if not have.get(codec, False):
+                return f"{names[codec].lower()} pages not covered by this build" \
+                    if codec in have else f"{_CODEC_NAMES.get(codec, codec)} not covered"
+            if dictionary:
                 return "dictionary encoded"
         return ""
 
@@ -371,16 +383,15 @@ class TableFile:
         holds what the page reader does not cover (nulls, another encoding)."""
         from . import _core
 
-        meta = self._parquet.metadata
         group_rows = int(self.offsets[g + 1] - self.offsets[g])
         key = (g, plan.leaf)
         pages = self._index_cache.get(key)
         try:
             if pages is None:
-                offset, length = (int(v) for v in self._locations[g, plan.leaf])
+                offset, length = (int(v) for v in self._locations[g, plan.leaf, :2])
                 pages = _core.parquet_offset_index(self._map, offset, length, group_rows)
                 self._index_cache[key] = pages
-            codec = _CODECS[meta.row_group(g).column(plan.leaf).compression]
+            codec = int(self._locations[g, plan.leaf, 2])
             result = _core.parquet_take_chunk(self._map, pages, group_rows, codec, plan.width,
                                               plan.max_rep, plan.max_def, plan.list_size,
                                               local)

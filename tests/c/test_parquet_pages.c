@@ -171,9 +171,10 @@ TEST(list_page_with_bit_packed_and_rle_levels) {
     memcpy(got, out.data, 12);
     CHECK(got[0] == 3.0f && got[2] == 5.0f && lengths[0] == 3);
     free(out.data);
-    q.list_size = 2; /* a fixed_size_list of 2 cannot hold these rows: not covered */
+    q.list_size = 2; /* a fixed_size_list of 2 cannot hold these rows: corrupt */
     out = (bw_bytes){NULL, 0, 0};
-    CHECK_EQ(bw_parquet_take_chunk(&q, &out, lengths, &pages, error), BW_PAGES_NOT_COVERED);
+    CHECK_EQ(bw_parquet_take_chunk(&q, &out, lengths, &pages, error), BW_PAGES_MALFORMED);
+    CHECK(strstr(error, "row 0 of a fixed_size_list of 2 holds 3 values") != NULL);
     free(out.data);
     q.list_size = 3;
     q.max_def = 2; /* levels of 1 under a maximum of 2: a null somewhere: not covered */

@@ -55,11 +55,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         break;
     }
     case 3: {
-        int64_t out[2 * 2 * 2];
+        int64_t out[BW_CHUNK_FIELDS * 2 * 2];
         if (bw_parquet_index_locations(in, n, 2, 2, out, error) == BW_PAGES_OK)
-            for (int i = 0; i < 4; i++)
-                REQUIRE(out[2 * i] == -1 ||
-                        (out[2 * i] >= 0 && (size_t)(out[2 * i] + out[2 * i + 1]) <= n));
+            for (int i = 0; i < 4; i++) {
+                const int64_t *chunk = out + BW_CHUNK_FIELDS * i;
+                REQUIRE(chunk[0] == -1 ||
+                        (chunk[0] >= 0 && (size_t)(chunk[0] + chunk[1]) <= n));
+            }
         break;
     }
     default: {
