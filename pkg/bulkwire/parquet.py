@@ -232,7 +232,9 @@ class TableFile:
         self._map = None
         if self.format == "parquet":
             try:
-                self._parquet = pa.parquet.ParquetFile(self.path, memory_map=True)
+                # buffered reads: the page path maps the file itself, and pyarrow decodes a
+                # whole row group no slower from reads than from a map
+                self._parquet = pa.parquet.ParquetFile(self.path, memory_map=False)
                 meta = self._parquet.metadata
                 counts = np.fromiter((meta.row_group(i).num_rows
                                       for i in range(meta.num_row_groups)),
