@@ -31,6 +31,12 @@ A row of an Arrow batch that cannot become a command (``bulkwire.load_parquet``,
      └── RowError                   column, row: a null or invalid id, a null or ragged
                                     vector, invalid UTF-8, a timestamp out of range
 
+A source file whose own metadata is inconsistent (``TableFile``, ``take`` on a crafted or
+corrupt Parquet file: an offset outside the file, a page header that does not parse)::
+
+    ValueError
+     └── MalformedFileError         path: the file; the message names the column and what
+
 Errors name the request (``GET http://host/databases/db/operations/next-operation-id``) and,
 for the server's errors, carry its message. ``ServerError.status`` is the HTTP status (None
 when the error came from ``operations/state``); ``ServerError.body`` the answer's first bytes.
