@@ -15,6 +15,8 @@ OpenSSL's libssl (bulk insert's TLS, Debian's libssl-dev) is linked the same way
 BULKWIRE_OPENSSL; without it, TLS goes through Python's ssl module and a slower sender.
 libzstd (the zstd body) is linked the same way when Debian's libzstd-dev is found
 (<zstd.h>, -lzstd), with BULKWIRE_ZSTD=0/1; without it the zstandard package compresses.
+libsnappy (Debian's libsnappy-dev: <snappy-c.h>, -lsnappy) decompresses snappy Parquet pages
+for random access, under BULKWIRE_SNAPPY=0/1; without it those pages are read through pyarrow.
 """
 import glob
 import os
@@ -93,6 +95,21 @@ def _have_zstd() -> bool:
     return found
 
 
+def _have_snappy() -> bool:
+    """True when a C program including <snappy-c.h> compiles and links with -lsnappy (Parquet
+    pages compressed with snappy are then read page by page; without it they are read a row
+    group at a time through pyarrow)."""
+    choice = os.environ.get("BULKWIRE_SNAPPY", "auto")
+    if choice == "0":
+        return False
+    found = _links("#include <stddef.h>\n#include <snappy-c.h>\n"
+                   "int main(void) { size_t n = 0; return snappy_uncompressed_length(\"\", 0, &n)"
+                   " == SNAPPY_OK; }\n", ["-lsnappy"])
+    if choice == "1" and not found:
+        sys.exit("BULKWIRE_SNAPPY=1 but <snappy-c.h>/-lsnappy were not found (apt-get install libsnappy-dev)")
+    return found
+
+
 # The core library comes first on the link line, so that the system libraries it needs are
 # still wanted when the linker reaches them (linkers that drop unneeded libraries).
 libraries = [CORE_LIBRARY, "z"]
@@ -109,6 +126,9 @@ if _have_openssl():
 if _have_zstd():
     libraries.append("zstd")
     core_macros.append(("BW_HAVE_ZSTD", "1"))
+if _have_snappy():
+    libraries.append("snappy")
+    core_macros.append(("BW_HAVE_SNAPPY", "1"))
 
 core_headers = sorted(glob.glob(os.path.join(CORE_DIR, "*.h")))
 core_library = (CORE_LIBRARY, {

@@ -1,4 +1,4 @@
-"""Random access: point lookups of rows by index from Parquet and Arrow IPC (SPEC §4).
+"""Random access: point lookups of rows by index from Parquet, Arrow IPC and Lance.
 
 Method (after the random-access benchmark README in ../shared/seeds/002_*):
 - one dataset shaped like the feature-vectors set (int64 id, fixed_size_list<float32>[dim]),
@@ -13,8 +13,22 @@ Method (after the random-access benchmark README in ../shared/seeds/002_*):
 - ours (``bulkwire.take`` / ``TableFile``) against ``pyarrow.dataset`` ``take`` as the
   baseline, every result checked against the ids asked for.
 
+Parquet layouts (``--layouts``): ``rg`` row groups of --row-group rows (the sample's
+writer, snappy, dictionary on); ``pages128k`` / ``pages1m`` pyarrow's default row groups
+with the page index written (``write_page_index=True``), PLAIN (``use_dictionary=False``),
+snappy, pages of 128 KiB / 1 MiB (``data_page_size``); ``default`` pyarrow's defaults.
+Readers (``--impls``): ``bulkwire`` (Parquet and IPC), ``dataset`` (pyarrow), ``lance``
+(``pylance``'s ``dataset.take`` on the same rows written as a Lance dataset).
+
+``--rounds N`` interleaves the contenders: every round runs each configuration once (its
+own process, rotating the order from round to round), and the report gives, per
+configuration, the median time over rounds and the median over rounds of the per-round
+ratio to pyarrow on the same layout (and to Lance), with the load average seen.
+
     python benchmarks/random_access.py                       # small default, ~1 minute
     python benchmarks/random_access.py --rows 1000000 --dim 1024 --budget 5
+    python benchmarks/random_access.py --rows 200000 --dim 768 --layouts pages128k,pages1m,default \
+        --impls bulkwire,dataset,lance --rounds 3 --budget 1
 """
 from __future__ import annotations
 
@@ -46,7 +60,21 @@ def patterns(rows: int) -> dict[str, np.ndarray]:
     return {"correlated": correlated.astype(np.int64), "uniform": uniform}
 
 
-def prepare(data_dir: str, rows: int, dim: int, row_group: int) -> dict[str, str]:
+LAYOUTS = ("rg", "pages128k", "pages1m", "default")
+
+
+def _write_layout(table, path: str, layout: str) -> None:
+    import pyarrow.parquet as pq
+
+    if layout == "default":
+        pq.write_table(table, path)
+    else:
+        pq.write_table(table, path, write_page_index=True, use_dictionary=False,
+                       data_page_size={"pages128k": 128 << 10, "pages1m": 1 << 20}[layout])
+
+
+def prepare(data_dir: str, rows: int, dim: int, row_group: int,
+            layouts: tuple = ("rg",), lance: bool = False) -> dict[str, str]:
     import pyarrow.feather
     import pyarrow.parquet as pq
 
@@ -59,11 +87,31 @@ def prepare(data_dir: str, rows: int, dim: int, row_group: int) -> dict[str, str
         sample_parquet(paths["parquet"] + ".tmp", rows=rows, dim=dim, seed=SEED,
                        row_group_rows=row_group)
         os.replace(paths["parquet"] + ".tmp", paths["parquet"])
+    table = None
     if not os.path.exists(paths["ipc"]):
         table = pq.read_table(paths["parquet"])
         pyarrow.feather.write_feather(table, paths["ipc"] + ".tmp", compression="uncompressed",
                                       chunksize=row_group)
         os.replace(paths["ipc"] + ".tmp", paths["ipc"])
+    for layout in layouts:
+        if layout == "rg":
+            paths["parquet:rg"] = paths["parquet"]
+            continue
+        path = os.path.join(data_dir, f"vectors-{rows}x{dim}-{layout}.parquet")
+        if not os.path.exists(path):
+            table = table if table is not None else pq.read_table(paths["parquet"])
+            _write_layout(table, path + ".tmp", layout)
+            os.replace(path + ".tmp", path)
+        paths[f"parquet:{layout}"] = path
+    if lance:
+        import lance as lance_module
+
+        path = os.path.join(data_dir, f"vectors-{rows}x{dim}.lance")
+        if not os.path.exists(path):
+            table = table if table is not None else pq.read_table(paths["parquet"])
+            lance_module.write_dataset(table, path + ".tmp")
+            os.replace(path + ".tmp", path)
+        paths["lance"] = path
     return paths
 
 
@@ -76,6 +124,13 @@ def make_lookup(impl: str, fmt: str, path: str, mode: str):
             handle = TableFile(path)
             return lambda idx: handle.take(idx)
         return lambda idx: take(path, idx)
+    if impl == "lance":
+        import lance
+
+        if mode == "cached":
+            dataset = lance.dataset(path)
+            return lambda idx: dataset.take(idx)
+        return lambda idx: lance.dataset(path).take(idx)
     import pyarrow as pa
     import pyarrow.dataset as ds
 
@@ -117,6 +172,9 @@ def main() -> None:
     ap.add_argument("--modes", default="cached,reopen")
     ap.add_argument("--impls", default="bulkwire,dataset")
     ap.add_argument("--json", help="also write the results here")
+    ap.add_argument("--layouts", default="rg", help=f"Parquet layouts, of {','.join(LAYOUTS)}")
+    ap.add_argument("--rounds", type=int, default=0,
+                    help="interleave the contenders over this many rounds (see above)")
     # worker mode (one configuration, run by the parent in its own process)
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--path", help=argparse.SUPPRESS)
@@ -129,6 +187,9 @@ def main() -> None:
         worker(args)
         return
 
+    if args.rounds:
+        interleaved(args)
+        return
     paths = prepare(args.data_dir, args.rows, args.dim, args.row_group)
     pats = patterns(args.rows)
     print(f"# {args.rows:,} rows x {args.dim} float32 dims; Parquet {os.path.getsize(paths['parquet']) / 1e6:,.1f} MB "
@@ -172,6 +233,71 @@ def main() -> None:
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"args": vars(args), "results": results}, f, indent=1)
+
+
+def _run_config(args: argparse.Namespace, path: str, fmt: str, pattern: str, mode: str,
+                impl: str) -> dict:
+    cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--rows", str(args.rows),
+           "--budget", str(args.budget), "--path", path, "--format", fmt, "--pattern", pattern,
+           "--mode", mode, "--impl", impl]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def interleaved(args: argparse.Namespace) -> None:
+    """Every configuration once per round, in an order rotated each round; medians over
+    rounds of the times and of the per-round ratios to pyarrow (same layout) and Lance."""
+    impls = args.impls.split(",")
+    layouts = tuple(args.layouts.split(","))
+    paths = prepare(args.data_dir, args.rows, args.dim, args.row_group, layouts,
+                    lance="lance" in impls)
+    configs = []  # (label, path, format, impl)
+    for layout in layouts:
+        for impl in impls:
+            if impl in ("bulkwire", "dataset"):
+                configs.append((f"parquet:{layout} {impl}", paths[f"parquet:{layout}"],
+                                "parquet", impl))
+    if "bulkwire" in impls:
+        configs.append(("ipc bulkwire", paths["ipc"], "ipc", "bulkwire"))
+    if "lance" in impls:
+        configs.append(("lance lance", paths["lance"], "lance", "lance"))
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True, cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip()
+    print(f"# {args.rows:,} rows x {args.dim} float32; seed {SEED}; {args.rounds} rounds, "
+          f"{args.budget:g} s per configuration, order rotated each round; commit {commit}")
+    for layout in layouts:
+        print(f"#   parquet:{layout}: {os.path.getsize(paths[f'parquet:{layout}']) / 1e6:,.0f} MB")
+    results = []
+    for pattern in args.patterns.split(","):
+        for mode in args.modes.split(","):
+            times: dict = {c[0]: [] for c in configs}
+            loads = []
+            for r in range(args.rounds):
+                order = configs[r % len(configs):] + configs[:r % len(configs)]
+                for label, path, fmt, impl in order:
+                    times[label].append(_run_config(args, path, fmt, pattern, mode,
+                                                    impl)["median_s"])
+                loads.append(os.getloadavg()[0])
+            for label, _, _, _ in configs:
+                row = {"pattern": pattern, "mode": mode, "config": label,
+                       "median_ms": statistics.median(times[label]) * 1e3,
+                       "load": statistics.median(loads)}
+                if label.startswith("parquet:"):
+                    base = label.rsplit(" ", 1)[0] + " dataset"
+                    if base in times and base != label:
+                        row["x_vs_pyarrow"] = statistics.median(
+                            b / t for b, t in zip(times[base], times[label]))
+                if "lance lance" in times and label != "lance lance":
+                    row["x_of_lance"] = statistics.median(
+                        t / b for b, t in zip(times["lance lance"], times[label]))
+                results.append(row)
+                extra = "".join(f"  {k} {row[k]:.2f}" for k in ("x_vs_pyarrow", "x_of_lance")
+                                if k in row)
+                print(f"{pattern:<10} {mode:<6} {label:<28} {row['median_ms']:10.2f} ms"
+                      f"{extra}  (load {row['load']:.1f})", flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"args": vars(args), "commit": commit, "results": results}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ __all__ += ["BulkInsert", "BulkInsertAborted", "BulkInsertError", "BulkStats", "
 from .load import LoadResult, load_arrow, load_parquet  # noqa: E402
 from .parquet import TableFile, sample_parquet, take  # noqa: E402
 
-from .errors import RowError  # noqa: E402
+from .errors import MalformedFileError, RowError  # noqa: E402
 
-__all__ += ["LoadResult", "RowError", "TableFile", "load_arrow", "load_parquet", "sample_parquet",
-            "take"]
+__all__ += ["LoadResult", "MalformedFileError", "RowError", "TableFile", "load_arrow",
+            "load_parquet", "sample_parquet", "take"]

@@ -31,6 +31,12 @@ A row of an Arrow batch that cannot become a command (``bulkwire.load_parquet``,
      └── RowError                   column, row: a null or invalid id, a null or ragged
                                     vector, invalid UTF-8, a timestamp out of range
 
+A source file whose own metadata is inconsistent (``TableFile``, ``take`` on a crafted or
+corrupt Parquet file: an offset outside the file, a page header that does not parse)::
+
+    ValueError
+     └── MalformedFileError         path: the file; the message names the column and what
+
 Errors name the request (``GET http://host/databases/db/operations/next-operation-id``) and,
 for the server's errors, carry its message. ``ServerError.status`` is the HTTP status (None
 when the error came from ``operations/state``); ``ServerError.body`` the answer's first bytes.
@@ -47,7 +53,7 @@ from typing import Optional
 
 __all__ = ["BulkInsertError", "BulkInsertAborted", "EarlyResponse", "TransportError",
            "ConnectError", "TLSError", "ConnectionLostError", "TransportTimeoutError", "ServerError",
-           "ProtocolError", "RowError"]
+           "ProtocolError", "RowError", "MalformedFileError"]
 
 
 class BulkInsertError(RuntimeError):
@@ -163,3 +169,13 @@ class RowError(ValueError):
 def _rebuild_row_error(column: str, row: int, reason: str, take_index: Optional[int],
                        source: Optional[str]) -> RowError:
     return RowError(column, row, reason, take_index=take_index, source=source)
+
+
+class MalformedFileError(ValueError):
+    """A source file whose own metadata is inconsistent: an offset or length outside the file,
+    a page header or index that cannot be parsed. ``path`` names the file; the message says
+    what is wrong and where."""
+
+    def __init__(self, message: str, path: Optional[str] = None) -> None:
+        super().__init__(message)
+        self.path = path

@@ -1,0 +1,739 @@
+/* Parquet page-granular reads: see parquet_pages.h. */
+#include "parquet_pages.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "thrift_compact.h"
+
+#ifdef BW_HAVE_ZSTD
+#include <zstd.h>
+#endif
+#ifdef BW_HAVE_SNAPPY
+#include <snappy-c.h>
+#endif
+
+/* A page larger than this is refused before anything is allocated for it. */
+#define MAX_PAGE_BYTES ((int64_t)1 << 30)
+
+static int malformed(char *error, const char *format, ...) {
+    va_list args;
+    va_start(args, format);
+    vsnprintf(error, BW_PAGES_ERROR_SIZE, format, args);
+    va_end(args);
+    return BW_PAGES_MALFORMED;
+}
+
+static int thrift_failed(const bw_thrift *t, const char *what, char *error) {
+    return malformed(error, "%s: %s", what, t->error ? t->error : "malformed");
+}
+
+static uint32_t read_le32(const uint8_t *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* ---- footer ---------------------------------------------------------------------------- */
+
+/* ColumnMetaData: the codec, and whether any page may be dictionary encoded. */
+static int read_column_meta(bw_thrift *t, int64_t *codec, int64_t *dictionary) {
+    int16_t last = 0, id;
+    int type;
+    if (bw_thrift_struct_begin(t) < 0)
+        return -1;
+    for (;;) {
+        if (bw_thrift_field(t, &last, &type, &id) < 0)
+            return -1;
+        if (type == BW_THRIFT_STOP)
+            break;
+        int rc;
+        if (id == 4) {
+            rc = bw_thrift_i64(t, type, codec);
+        } else if (id == 11) {
+            int64_t offset;
+            rc = bw_thrift_i64(t, type, &offset);
+            *dictionary = 1;
+        } else if (id == 2 && type == BW_THRIFT_LIST) {
+            int elem;
+            uint32_t n;
+            rc = bw_thrift_list(t, &elem, &n);
+            for (uint32_t i = 0; rc == 0 && i < n; i++) {
+                int64_t encoding;
+                rc = bw_thrift_i64(t, elem, &encoding);
+                if (encoding == 2 || encoding == 8) /* PLAIN_DICTIONARY, RLE_DICTIONARY */
+                    *dictionary = 1;
+            }
+        } else {
+            rc = bw_thrift_skip(t, type);
+        }
+        if (rc < 0)
+            return -1;
+    }
+    return bw_thrift_struct_end(t);
+}
+
+static int read_column_chunk(bw_thrift *t, size_t file_size, int64_t *where, char *error) {
+    int64_t offset = -1, length = -1, codec = -1, dictionary = 0;
+    int16_t last = 0, id;
+    int type;
+    if (bw_thrift_struct_begin(t) < 0)
+        return thrift_failed(t, "footer", error);
+    for (;;) {
+        if (bw_thrift_field(t, &last, &type, &id) < 0)
+            return thrift_failed(t, "footer", error);
+        if (type == BW_THRIFT_STOP)
+            break;
+        int rc = id == 4   ? bw_thrift_i64(t, type, &offset)
+                 : id == 5 ? bw_thrift_i64(t, type, &length)
+                 : id == 3 && type == BW_THRIFT_STRUCT ? read_column_meta(t, &codec, &dictionary)
+                           : bw_thrift_skip(t, type);
+        if (rc < 0)
+            return thrift_failed(t, "footer", error);
+    }
+    bw_thrift_struct_end(t);
+    if (offset >= 0 || length >= 0) {
+        if (offset < 0 || length <= 0 || (uint64_t)offset > file_size ||
+            (uint64_t)length > file_size - (uint64_t)offset)
+            return malformed(error, "offset index at %lld, %lld bytes, outside the file "
+                             "(%zu bytes)", (long long)offset, (long long)length, file_size);
+    } else {
+        offset = length = -1;
+    }
+    where[0] = offset;
+    where[1] = length;
+    where[2] = codec;
+    where[3] = dictionary;
+    return BW_PAGES_OK;
+}
+
+static int read_row_group(bw_thrift *t, size_t file_size, size_t columns, int64_t *out,
+                          char *error) {
+    int16_t last = 0, id;
+    int type;
+    int seen = 0;
+    if (bw_thrift_struct_begin(t) < 0)
+        return thrift_failed(t, "footer", error);
+    for (;;) {
+        if (bw_thrift_field(t, &last, &type, &id) < 0)
+            return thrift_failed(t, "footer", error);
+        if (type == BW_THRIFT_STOP)
+            break;
+        if (id != 1 || type != BW_THRIFT_LIST) {
+            if (bw_thrift_skip(t, type) < 0)
+                return thrift_failed(t, "footer", error);
+            continue;
+        }
+        int elem;
+        uint32_t n;
+        if (seen++ || bw_thrift_list(t, &elem, &n) < 0 || elem != BW_THRIFT_STRUCT)
+            return malformed(error, "footer: a row group's column list is malformed");
+        if (n != columns)
+            return malformed(error, "footer: a row group has %u columns, the schema %zu",
+                             (unsigned)n, columns);
+        for (uint32_t c = 0; c < n; c++) {
+            int rc = read_column_chunk(t, file_size, out + BW_CHUNK_FIELDS * c, error);
+            if (rc != BW_PAGES_OK)
+                return rc;
+        }
+    }
+    bw_thrift_struct_end(t);
+    if (!seen)
+        return malformed(error, "footer: a row group has no column list");
+    return BW_PAGES_OK;
+}
+
+int bw_parquet_index_locations(const uint8_t *file, size_t file_size, size_t groups,
+                               size_t columns, int64_t *out, char *error) {
+    if (file_size < 12 || memcmp(file + file_size - 4, "PAR1", 4) != 0)
+        return malformed(error, "no Parquet footer at the end of the file");
+    uint32_t footer_size = read_le32(file + file_size - 8);
+    if ((uint64_t)footer_size > file_size - 12)
+        return malformed(error, "footer length %u larger than the file", (unsigned)footer_size);
+    bw_thrift t;
+    bw_thrift_init(&t, file + file_size - 8 - footer_size, footer_size);
+    int16_t last = 0, id;
+    int type;
+    int seen = 0;
+    if (bw_thrift_struct_begin(&t) < 0)
+        return thrift_failed(&t, "footer", error);
+    for (;;) {
+        if (bw_thrift_field(&t, &last, &type, &id) < 0)
+            return thrift_failed(&t, "footer", error);
+        if (type == BW_THRIFT_STOP)
+            break;
+        if (id != 4 || type != BW_THRIFT_LIST) {
+            if (bw_thrift_skip(&t, type) < 0)
+                return thrift_failed(&t, "footer", error);
+            continue;
+        }
+        int elem;
+        uint32_t n;
+        if (seen++ || bw_thrift_list(&t, &elem, &n) < 0 || elem != BW_THRIFT_STRUCT)
+            return malformed(error, "footer: the row group list is malformed");
+        if (n != groups)
+            return malformed(error, "footer: %u row groups, expected %zu", (unsigned)n, groups);
+        for (uint32_t g = 0; g < n; g++) {
+            int rc = read_row_group(&t, file_size, columns, out + BW_CHUNK_FIELDS * columns * g,
+                                    error);
+            if (rc != BW_PAGES_OK)
+                return rc;
+        }
+    }
+    if (!seen && groups != 0)
+        return malformed(error, "footer: no row group list");
+    return BW_PAGES_OK;
+}
+
+/* ---- offset index ---------------------------------------------------------------------- */
+
+static int read_page_location(bw_thrift *t, bw_page_location *loc, char *error) {
+    int64_t offset = -1, first_row = -1;
+    int32_t size = -1;
+    int16_t last = 0, id;
+    int type;
+    if (bw_thrift_struct_begin(t) < 0)
+        return thrift_failed(t, "offset index", error);
+    for (;;) {
+        if (bw_thrift_field(t, &last, &type, &id) < 0)
+            return thrift_failed(t, "offset index", error);
+        if (type == BW_THRIFT_STOP)
+            break;
+        int rc = id == 1   ? bw_thrift_i64(t, type, &offset)
+                 : id == 2 ? bw_thrift_i32(t, type, &size)
+                 : id == 3 ? bw_thrift_i64(t, type, &first_row)
+                           : bw_thrift_skip(t, type);
+        if (rc < 0)
+            return thrift_failed(t, "offset index", error);
+    }
+    bw_thrift_struct_end(t);
+    if (offset < 0 || size <= 0 || first_row < 0)
+        return malformed(error, "offset index: a page location lacks a field or is negative");
+    loc->offset = offset;
+    loc->compressed_size = size;
+    loc->first_row = first_row;
+    return BW_PAGES_OK;
+}
+
+int bw_parquet_offset_index(const uint8_t *data, size_t size, size_t file_size,
+                            int64_t group_rows, bw_page_location **pages, size_t *count,
+                            char *error) {
+    bw_thrift t;
+    bw_thrift_init(&t, data, size);
+    bw_page_location *locs = NULL;
+    size_t n_locs = 0;
+    int rc = BW_PAGES_OK;
+    int16_t last = 0, id;
+    int type;
+    *pages = NULL;
+    *count = 0;
+    bw_thrift_struct_begin(&t);
+    for (;;) {
+        if (bw_thrift_field(&t, &last, &type, &id) < 0) {
+            rc = thrift_failed(&t, "offset index", error);
+            goto cleanup;
+        }
+        if (type == BW_THRIFT_STOP)
+            break;
+        if (id != 1 || type != BW_THRIFT_LIST) {
+            if (bw_thrift_skip(&t, type) < 0) {
+                rc = thrift_failed(&t, "offset index", error);
+                goto cleanup;
+            }
+            continue;
+        }
+        int elem;
+        uint32_t n;
+        if (locs != NULL || bw_thrift_list(&t, &elem, &n) < 0 || elem != BW_THRIFT_STRUCT) {
+            rc = malformed(error, "offset index: the page list is malformed");
+            goto cleanup;
+        }
+        locs = malloc((n ? n : 1) * sizeof *locs);
+        if (locs == NULL) {
+            rc = BW_PAGES_NO_MEMORY;
+            goto cleanup;
+        }
+        for (uint32_t i = 0; i < n; i++) {
+            rc = read_page_location(&t, &locs[i], error);
+            if (rc != BW_PAGES_OK)
+                goto cleanup;
+            const bw_page_location *p = &locs[i];
+            if ((uint64_t)p->offset > file_size ||
+                (uint64_t)p->compressed_size > file_size - (uint64_t)p->offset) {
+                rc = malformed(error, "offset index: page %u at %lld, %d bytes, outside the "
+                               "file (%zu bytes)", (unsigned)i, (long long)p->offset,
+                               (int)p->compressed_size, file_size);
+                goto cleanup;
+            }
+            if ((i == 0 ? p->first_row != 0 : p->first_row <= locs[i - 1].first_row) ||
+                p->first_row >= group_rows) {
+                rc = malformed(error, "offset index: page %u starts at row %lld (row group of "
+                               "%lld rows)", (unsigned)i, (long long)p->first_row,
+                               (long long)group_rows);
+                goto cleanup;
+            }
+        }
+        n_locs = n;
+    }
+    if (locs == NULL) {
+        rc = malformed(error, "offset index: no page list");
+        goto cleanup;
+    }
+    if (n_locs == 0 && group_rows > 0) {
+        rc = malformed(error, "offset index: no pages for %lld rows", (long long)group_rows);
+        goto cleanup;
+    }
+    *pages = locs;
+    *count = n_locs;
+    locs = NULL;
+cleanup:
+    free(locs);
+    return rc;
+}
+
+/* ---- page headers ---------------------------------------------------------------------- */
+
+static int read_data_header(bw_thrift *t, bw_page_header *h, int v2) {
+    int16_t last = 0, id;
+    int type;
+    if (bw_thrift_struct_begin(t) < 0)
+        return -1;
+    h->is_compressed = 1; /* v2's default */
+    for (;;) {
+        if (bw_thrift_field(t, &last, &type, &id) < 0)
+            return -1;
+        if (type == BW_THRIFT_STOP)
+            break;
+        int rc;
+        if (id == 1)
+            rc = bw_thrift_i32(t, type, &h->num_values);
+        else if (!v2 && id == 2)
+            rc = bw_thrift_i32(t, type, &h->encoding);
+        else if (!v2 && id == 3)
+            rc = bw_thrift_i32(t, type, &h->def_encoding);
+        else if (!v2 && id == 4)
+            rc = bw_thrift_i32(t, type, &h->rep_encoding);
+        else if (v2 && id == 3)
+            rc = bw_thrift_i32(t, type, &h->num_rows);
+        else if (v2 && id == 4)
+            rc = bw_thrift_i32(t, type, &h->encoding);
+        else if (v2 && id == 5)
+            rc = bw_thrift_i32(t, type, &h->def_bytes);
+        else if (v2 && id == 6)
+            rc = bw_thrift_i32(t, type, &h->rep_bytes);
+        else if (v2 && id == 7 && (type == BW_THRIFT_TRUE || type == BW_THRIFT_FALSE)) {
+            h->is_compressed = type == BW_THRIFT_TRUE;
+            rc = 0;
+        } else
+            rc = bw_thrift_skip(t, type);
+        if (rc < 0)
+            return -1;
+    }
+    return bw_thrift_struct_end(t);
+}
+
+int bw_parquet_page_header(const uint8_t *data, size_t size, bw_page_header *h,
+                           size_t *header_size, char *error) {
+    bw_thrift t;
+    bw_thrift_init(&t, data, size);
+    memset(h, 0, sizeof *h);
+    h->type = h->uncompressed_size = h->compressed_size = -1;
+    h->num_values = h->encoding = h->def_encoding = h->rep_encoding = -1;
+    h->num_rows = h->def_bytes = h->rep_bytes = -1;
+    int16_t last = 0, id;
+    int type;
+    bw_thrift_struct_begin(&t);
+    for (;;) {
+        if (bw_thrift_field(&t, &last, &type, &id) < 0)
+            return thrift_failed(&t, "page header", error);
+        if (type == BW_THRIFT_STOP)
+            break;
+        int rc;
+        if (id == 1)
+            rc = bw_thrift_i32(&t, type, &h->type);
+        else if (id == 2)
+            rc = bw_thrift_i32(&t, type, &h->uncompressed_size);
+        else if (id == 3)
+            rc = bw_thrift_i32(&t, type, &h->compressed_size);
+        else if ((id == 5 || id == 8) && type == BW_THRIFT_STRUCT) {
+            if (h->has_v1 || h->has_v2)
+                return malformed(error, "page header: two data page headers");
+            rc = read_data_header(&t, h, id == 8);
+            *(id == 8 ? &h->has_v2 : &h->has_v1) = 1;
+        } else
+            rc = bw_thrift_skip(&t, type);
+        if (rc < 0)
+            return thrift_failed(&t, "page header", error);
+    }
+    if (h->type < 0 || h->uncompressed_size < 0 || h->compressed_size < 0)
+        return malformed(error, "page header: type or sizes missing or negative");
+    *header_size = (size_t)(t.pos - data);
+    return BW_PAGES_OK;
+}
+
+/* ---- levels ---------------------------------------------------------------------------- */
+
+/* Decodes `count` levels of the RLE/bit-packed hybrid at p (n bytes) into out; a level above
+   max_level is malformed. */
+static int decode_levels(const uint8_t *p, size_t n, int max_level, uint8_t *out,
+                         int64_t count, char *error) {
+    int bit_width = 0;
+    while ((1 << bit_width) <= max_level)
+        bit_width++;
+    const uint8_t *end = p + n;
+    int64_t done = 0;
+    while (done < count) {
+        uint64_t header = 0;
+        int shift = 0;
+        for (;;) {
+            if (p >= end)
+                return malformed(error, "levels end after %lld of %lld", (long long)done,
+                                 (long long)count);
+            if (shift > 28)
+                return malformed(error, "levels: run header too long");
+            uint8_t b = *p++;
+            header |= (uint64_t)(b & 0x7f) << shift;
+            shift += 7;
+            if (!(b & 0x80))
+                break;
+        }
+        uint64_t run = header >> 1;
+        if (run == 0)
+            return malformed(error, "levels: empty run");
+        if (header & 1) { /* bit-packed: run counts groups of 8 */
+            uint64_t bytes = run * (uint64_t)bit_width;
+            if (bytes > (uint64_t)(end - p))
+                return malformed(error, "levels end inside a bit-packed run");
+            uint64_t values = run * 8;
+            int64_t take = values < (uint64_t)(count - done) ? (int64_t)values : count - done;
+            unsigned mask = (1u << bit_width) - 1;
+            for (int64_t i = 0; i < take; i++) {
+                uint64_t bit = (uint64_t)i * (uint64_t)bit_width;
+                uint64_t byte = bit >> 3;
+                unsigned word = p[byte];
+                if (byte + 1 < bytes)
+                    word |= (unsigned)p[byte + 1] << 8;
+                unsigned value = (word >> (bit & 7)) & mask;
+                if (value > (unsigned)max_level)
+                    return malformed(error, "level %u above the maximum %d", value, max_level);
+                out[done + i] = (uint8_t)value;
+            }
+            p += bytes;
+            done += take;
+        } else { /* one value repeated run times */
+            int value_bytes = (bit_width + 7) / 8;
+            if (end - p < value_bytes)
+                return malformed(error, "levels end inside a run");
+            unsigned value = 0;
+            for (int i = 0; i < value_bytes; i++)
+                value |= (unsigned)p[i] << (8 * i);
+            p += value_bytes;
+            if (value > (unsigned)max_level)
+                return malformed(error, "level %u above the maximum %d", value, max_level);
+            int64_t take = run < (uint64_t)(count - done) ? (int64_t)run : count - done;
+            memset(out + done, (int)value, (size_t)take);
+            done += take;
+        }
+    }
+    return BW_PAGES_OK;
+}
+
+/* ---- decompression --------------------------------------------------------------------- */
+
+static int decompress(int codec, const uint8_t *in, size_t in_size, uint8_t *out,
+                      size_t out_size, char *error) {
+    switch (codec) {
+    case BW_PQ_GZIP: {
+        z_stream z;
+        memset(&z, 0, sizeof z);
+        if (inflateInit2(&z, 15 + 32) != Z_OK)
+            return BW_PAGES_NO_MEMORY;
+        z.next_in = (Bytef *)(uintptr_t)in;
+        z.avail_in = (uInt)in_size;
+        z.next_out = out;
+        z.avail_out = (uInt)out_size;
+        int zrc = inflate(&z, Z_FINISH);
+        size_t produced = (size_t)z.total_out;
+        inflateEnd(&z);
+        if (zrc != Z_STREAM_END || produced != out_size)
+            return malformed(error, "gzip page does not inflate to its %zu bytes", out_size);
+        return BW_PAGES_OK;
+    }
+#ifdef BW_HAVE_ZSTD
+    case BW_PQ_ZSTD: {
+        size_t produced = ZSTD_decompress(out, out_size, in, in_size);
+        if (ZSTD_isError(produced) || produced != out_size)
+            return malformed(error, "zstd page does not decompress to its %zu bytes", out_size);
+        return BW_PAGES_OK;
+    }
+#endif
+#ifdef BW_HAVE_SNAPPY
+    case BW_PQ_SNAPPY: {
+        size_t produced = out_size;
+        if (snappy_uncompress((const char *)in, in_size, (char *)out, &produced) != SNAPPY_OK ||
+            produced != out_size)
+            return malformed(error, "snappy page does not decompress to its %zu bytes",
+                             out_size);
+        return BW_PAGES_OK;
+    }
+#endif
+    default:
+        return BW_PAGES_NOT_COVERED;
+    }
+}
+
+/* ---- one column chunk ------------------------------------------------------------------ */
+
+static int append(bw_bytes *b, const uint8_t *p, size_t n) {
+    if (n > b->capacity - b->size) {
+        size_t want = b->capacity ? b->capacity : 4096;
+        while (want - b->size < n) {
+            if (want > SIZE_MAX / 2)
+                return BW_PAGES_NO_MEMORY;
+            want *= 2;
+        }
+        uint8_t *grown = realloc(b->data, want);
+        if (grown == NULL)
+            return BW_PAGES_NO_MEMORY;
+        b->data = grown;
+        b->capacity = want;
+    }
+    if (n)
+        memcpy(b->data + b->size, p, n);
+    b->size += n;
+    return BW_PAGES_OK;
+}
+
+typedef struct {
+    uint8_t *plain;   /* decompressed page */
+    uint8_t *rep, *def;
+    size_t plain_capacity, rep_capacity, def_capacity;
+} scratch;
+
+static int grow(uint8_t **p, size_t *capacity, size_t need) {
+    if (need <= *capacity)
+        return BW_PAGES_OK;
+    uint8_t *grown = realloc(*p, need);
+    if (grown == NULL)
+        return BW_PAGES_NO_MEMORY;
+    *p = grown;
+    *capacity = need;
+    return BW_PAGES_OK;
+}
+
+/* Levels of a v1 page: a 4-byte length, then the hybrid encoding. */
+static int v1_levels(const uint8_t **p, size_t *left, int max_level, uint8_t *out,
+                     int64_t count, const char *what, char *error) {
+    if (*left < 4)
+        return malformed(error, "page ends before its %s levels", what);
+    uint32_t n = read_le32(*p);
+    if (n > *left - 4)
+        return malformed(error, "%s levels of %u bytes overrun the page", what, (unsigned)n);
+    int rc = decode_levels(*p + 4, n, max_level, out, count, error);
+    *p += 4 + (size_t)n;
+    *left -= 4 + (size_t)n;
+    return rc;
+}
+
+/* Reads page `page` and appends the values of rows[first..last) (page-relative
+   `page_first_row`, `page_rows` rows). */
+static int take_from_page(const bw_chunk_take *q, const bw_page_location *loc,
+                          int64_t page_rows, size_t first, size_t last, scratch *s,
+                          bw_bytes *values, int64_t *lengths, char *error) {
+    const uint8_t *page = q->file + loc->offset;
+    size_t page_size = (size_t)loc->compressed_size;
+    bw_page_header h;
+    size_t header_size;
+    int rc = bw_parquet_page_header(page, page_size, &h, &header_size, error);
+    if (rc != BW_PAGES_OK)
+        return rc;
+    if (h.type != BW_PQ_DATA_PAGE && h.type != BW_PQ_DATA_PAGE_V2)
+        return malformed(error, "the offset index points at a page of type %d", (int)h.type);
+    if ((h.type == BW_PQ_DATA_PAGE ? !h.has_v1 : !h.has_v2) || h.num_values < 0)
+        return malformed(error, "data page without its data page header");
+    if ((uint64_t)h.compressed_size > page_size - header_size)
+        return malformed(error, "page of %d bytes overruns its %zu bytes in the offset index",
+                         (int)h.compressed_size, page_size);
+    if ((int64_t)h.uncompressed_size > MAX_PAGE_BYTES)
+        return malformed(error, "page of %d bytes uncompressed", (int)h.uncompressed_size);
+    if (h.encoding != BW_PQ_PLAIN)
+        return BW_PAGES_NOT_COVERED;
+    if (h.type == BW_PQ_DATA_PAGE &&
+        ((q->max_rep > 0 && h.rep_encoding != BW_PQ_RLE) ||
+         (q->max_def > 0 && h.def_encoding != BW_PQ_RLE)))
+        return BW_PAGES_NOT_COVERED;
+    int64_t count = h.num_values;
+    /* one more repetition level than the page has: the end-of-page sentinel */
+    if (grow(&s->rep, &s->rep_capacity, (size_t)count + 1) != BW_PAGES_OK ||
+        grow(&s->def, &s->def_capacity, (size_t)count + 1) != BW_PAGES_OK)
+        return BW_PAGES_NO_MEMORY;
+
+    const uint8_t *body = page + header_size;
+    size_t body_size = (size_t)h.compressed_size, plain_size = (size_t)h.uncompressed_size;
+    const uint8_t *p;
+    size_t left;
+    if (h.type == BW_PQ_DATA_PAGE_V2) {
+        if (h.rep_bytes < 0 || h.def_bytes < 0 ||
+            (uint64_t)h.rep_bytes + (uint64_t)h.def_bytes > body_size ||
+            (uint64_t)h.rep_bytes + (uint64_t)h.def_bytes > plain_size)
+            return malformed(error, "v2 page levels overrun the page");
+        size_t levels = (size_t)h.rep_bytes + (size_t)h.def_bytes;
+        if (q->max_rep > 0) {
+            rc = decode_levels(body, (size_t)h.rep_bytes, q->max_rep, s->rep, count, error);
+            if (rc != BW_PAGES_OK)
+                return rc;
+        }
+        if (q->max_def > 0) {
+            rc = decode_levels(body + h.rep_bytes, (size_t)h.def_bytes, q->max_def, s->def,
+                               count, error);
+            if (rc != BW_PAGES_OK)
+                return rc;
+        }
+        if (!h.is_compressed || q->codec == BW_PQ_UNCOMPRESSED) {
+            if (body_size != plain_size)
+                return malformed(error, "uncompressed page of %zu bytes says %zu", body_size,
+                                 plain_size);
+            p = body + levels;
+            left = body_size - levels;
+        } else {
+            if (grow(&s->plain, &s->plain_capacity, plain_size - levels + 1) != BW_PAGES_OK)
+                return BW_PAGES_NO_MEMORY;
+            rc = decompress(q->codec, body + levels, body_size - levels, s->plain,
+                            plain_size - levels, error);
+            if (rc != BW_PAGES_OK)
+                return rc;
+            p = s->plain;
+            left = plain_size - levels;
+        }
+    } else {
+        if (q->codec == BW_PQ_UNCOMPRESSED) {
+            if (body_size != plain_size)
+                return malformed(error, "uncompressed page of %zu bytes says %zu", body_size,
+                                 plain_size);
+            p = body;
+        } else {
+            if (grow(&s->plain, &s->plain_capacity, plain_size + 1) != BW_PAGES_OK)
+                return BW_PAGES_NO_MEMORY;
+            rc = decompress(q->codec, body, body_size, s->plain, plain_size, error);
+            if (rc != BW_PAGES_OK)
+                return rc;
+            p = s->plain;
+        }
+        left = plain_size;
+        if (q->max_rep > 0 &&
+            (rc = v1_levels(&p, &left, q->max_rep, s->rep, count, "repetition", error)) != 0)
+            return rc;
+        if (q->max_def > 0 &&
+            (rc = v1_levels(&p, &left, q->max_def, s->def, count, "definition", error)) != 0)
+            return rc;
+    }
+    if (q->max_def > 0) {
+        for (int64_t i = 0; i < count; i++)
+            if (s->def[i] != q->max_def)
+                return BW_PAGES_NOT_COVERED; /* a null or an empty list */
+    }
+    /* every level is a value from here on */
+    size_t width = (size_t)q->value_width;
+    if ((uint64_t)count > left / width)
+        return malformed(error, "page of %lld values has %zu bytes of values",
+                         (long long)count, left);
+    int64_t first_row = loc->first_row;
+    if (q->max_rep == 0) {
+        if (count != page_rows)
+            return malformed(error, "page holds %lld values for %lld rows", (long long)count,
+                             (long long)page_rows);
+        for (size_t i = first; i < last; i++) {
+            if ((rc = append(values, p + (size_t)(q->rows[i] - first_row) * width, width)) != 0)
+                return rc;
+            lengths[i] = 1;
+        }
+        return BW_PAGES_OK;
+    }
+    if (count > 0 && s->rep[0] != 0)
+        return malformed(error, "page starts inside a row");
+    /* one pass over the repetition levels, copying each requested row as it ends; the whole
+       page is counted, so an offset index that disagrees with it is caught */
+    int64_t row = -1, start = 0;
+    size_t next = first;
+    s->rep[count] = 0; /* a sentinel: the page's end ends its last row */
+    for (int64_t i = 0; i <= count; i++) {
+        if (s->rep[i] != 0)
+            continue;
+        int64_t n = i - start;
+        /* every row, not only the requested ones: a page whose levels break the fixed size
+           is corrupt, and pyarrow would read its rows otherwise than we do */
+        if (row >= 0 && q->list_size > 0 && n != q->list_size)
+            return malformed(error, "row %lld of a fixed_size_list of %lld holds %lld values",
+                             (long long)(first_row + row), (long long)q->list_size,
+                             (long long)n);
+        if (row >= 0 && next < last && first_row + row == q->rows[next]) {
+            if ((rc = append(values, p + (size_t)start * width, (size_t)n * width)) != 0)
+                return rc;
+            lengths[next++] = n;
+        }
+        row++;
+        start = i;
+    }
+    if (row != page_rows || next < last)
+        return malformed(error, "page holds %lld rows, the offset index says %lld",
+                         (long long)row, (long long)page_rows);
+    return BW_PAGES_OK;
+}
+
+int bw_parquet_take_chunk(const bw_chunk_take *q, bw_bytes *values, int64_t *lengths,
+                          size_t *pages_read, char *error) {
+    scratch s = {NULL, NULL, NULL, 0, 0, 0};
+    int rc = BW_PAGES_OK;
+    *pages_read = 0;
+    if ((q->value_width != 4 && q->value_width != 8) || q->max_rep < 0 || q->max_rep > 1 ||
+        q->max_def < 0 || q->max_def > 255)
+        return BW_PAGES_NOT_COVERED;
+    size_t page = 0, i = 0;
+    while (i < q->row_count) {
+        int64_t row = q->rows[i];
+        if (row < 0 || row >= q->group_rows || (i > 0 && row <= q->rows[i - 1])) {
+            rc = malformed(error, "row %lld is not in the row group's %lld rows, in order",
+                           (long long)row, (long long)q->group_rows);
+            goto cleanup;
+        }
+        while (page + 1 < q->page_count && q->pages[page + 1].first_row <= row)
+            page++;
+        if (page >= q->page_count) {
+            rc = malformed(error, "no page holds row %lld", (long long)row);
+            goto cleanup;
+        }
+        int64_t page_end =
+            page + 1 < q->page_count ? q->pages[page + 1].first_row : q->group_rows;
+        size_t last = i + 1;
+        while (last < q->row_count && q->rows[last] < page_end && q->rows[last] > q->rows[last - 1])
+            last++;
+        rc = take_from_page(q, &q->pages[page], page_end - q->pages[page].first_row, i, last,
+                            &s, values, lengths, error);
+        if (rc != BW_PAGES_OK)
+            goto cleanup;
+        ++*pages_read;
+        i = last;
+    }
+cleanup:
+    free(s.plain);
+    free(s.rep);
+    free(s.def);
+    return rc;
+}
+
+int bw_parquet_have_snappy(void) {
+#ifdef BW_HAVE_SNAPPY
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+int bw_parquet_have_zstd(void) {
+#ifdef BW_HAVE_ZSTD
+    return 1;
+#else
+    return 0;
+#endif
+}

@@ -1,0 +1,92 @@
+/* Random access into Parquet files at page granularity: the footer's page index locations,
+   the offset index, page headers, and the requested rows of one column chunk read from only
+   the pages that hold them.
+
+   Every offset and length read from the file is checked against the file's size and the
+   buffer it lives in before anything is read at it; a crafted file gives BW_PAGES_MALFORMED
+   with a message, never a read out of bounds. What the page reader does not cover (an
+   encoding other than PLAIN, a codec this build lacks, null or empty values) gives
+   BW_PAGES_NOT_COVERED, and the caller reads the chunk another way. */
+#ifndef BW_PARQUET_PAGES_H
+#define BW_PARQUET_PAGES_H
+#include <stddef.h>
+#include <stdint.h>
+
+enum {
+    BW_PAGES_OK = 0,
+    BW_PAGES_NOT_COVERED = 1,
+    BW_PAGES_MALFORMED = -1,
+    BW_PAGES_NO_MEMORY = -2,
+};
+
+/* Parquet's enums, as far as this reader uses them. */
+enum { BW_PQ_DATA_PAGE = 0, BW_PQ_DICTIONARY_PAGE = 2, BW_PQ_DATA_PAGE_V2 = 3 };
+enum { BW_PQ_PLAIN = 0, BW_PQ_RLE = 3 };
+enum { BW_PQ_UNCOMPRESSED = 0, BW_PQ_SNAPPY = 1, BW_PQ_GZIP = 2, BW_PQ_ZSTD = 6 };
+
+/* Error messages fit in this many bytes. */
+#define BW_PAGES_ERROR_SIZE 200
+
+typedef struct {
+    int64_t offset;          /* of the page header in the file */
+    int64_t first_row;       /* of the row group's rows, the page's first */
+    int32_t compressed_size; /* header included */
+} bw_page_location;
+
+typedef struct {
+    int32_t type, uncompressed_size, compressed_size;
+    int has_v1, has_v2;
+    int32_t num_values, encoding; /* v1 and v2 */
+    int32_t def_encoding, rep_encoding; /* v1 */
+    int32_t num_rows, def_bytes, rep_bytes, is_compressed; /* v2 */
+} bw_page_header;
+
+/* What the footer says of every column chunk, BW_CHUNK_FIELDS int64 each, chunk by chunk
+   (row group major): the offset index's offset and length (-1 when absent), the codec (-1
+   when the chunk has no metadata) and 1 when some page may be dictionary encoded. From the
+   footer of the whole file at `file`, which must hold exactly `groups` row groups of
+   `columns` chunks. */
+#define BW_CHUNK_FIELDS 4
+int bw_parquet_index_locations(const uint8_t *file, size_t file_size, size_t groups,
+                               size_t columns, int64_t *out, char *error);
+
+/* An OffsetIndex: *pages is malloc'ed (free it), *count entries, each checked against
+   file_size, first rows strictly increasing from 0 and below group_rows. */
+int bw_parquet_offset_index(const uint8_t *data, size_t size, size_t file_size,
+                            int64_t group_rows, bw_page_location **pages, size_t *count,
+                            char *error);
+
+/* A PageHeader at the start of data; *header_size is how many bytes it took. */
+int bw_parquet_page_header(const uint8_t *data, size_t size, bw_page_header *header,
+                           size_t *header_size, char *error);
+
+typedef struct {
+    const uint8_t *file;
+    size_t file_size;
+    const bw_page_location *pages;
+    size_t page_count;
+    int64_t group_rows;
+    int codec;
+    int value_width;   /* bytes per value: 4 or 8 */
+    int max_rep;       /* 0: one value per row; 1: a list per row */
+    int max_def;
+    int64_t list_size; /* > 0: each row's list must hold exactly this many values */
+    const int64_t *rows; /* sorted, unique, each in [0, group_rows) */
+    size_t row_count;
+} bw_chunk_take;
+
+typedef struct {
+    uint8_t *data;
+    size_t size, capacity;
+} bw_bytes;
+
+/* The values of the requested rows, appended to *values in row order; lengths[i] is how many
+   values row i has. Reads only the pages holding them: *pages_read says how many. */
+int bw_parquet_take_chunk(const bw_chunk_take *request, bw_bytes *values, int64_t *lengths,
+                          size_t *pages_read, char *error);
+
+/* 1 when this build decompresses the codec itself, 0 when such pages are not covered. */
+int bw_parquet_have_snappy(void);
+int bw_parquet_have_zstd(void);
+
+#endif

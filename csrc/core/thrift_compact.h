@@ -1,0 +1,51 @@
+/* A reader of the Thrift compact protocol, for the Parquet metadata bulkwire parses itself
+   (the footer's column chunks, the offset index, page headers). It never reads past `end`:
+   every read checks what is left first, and nesting deeper than BW_THRIFT_MAX_DEPTH is
+   refused, so a crafted buffer gives an error and never a read out of bounds or a deep
+   recursion. */
+#ifndef BW_THRIFT_COMPACT_H
+#define BW_THRIFT_COMPACT_H
+#include <stddef.h>
+#include <stdint.h>
+
+#define BW_THRIFT_MAX_DEPTH 32
+
+/* Compact protocol type codes (field headers and list elements). */
+enum {
+    BW_THRIFT_STOP = 0,
+    BW_THRIFT_TRUE = 1,
+    BW_THRIFT_FALSE = 2,
+    BW_THRIFT_BYTE = 3,
+    BW_THRIFT_I16 = 4,
+    BW_THRIFT_I32 = 5,
+    BW_THRIFT_I64 = 6,
+    BW_THRIFT_DOUBLE = 7,
+    BW_THRIFT_BINARY = 8,
+    BW_THRIFT_LIST = 9,
+    BW_THRIFT_SET = 10,
+    BW_THRIFT_MAP = 11,
+    BW_THRIFT_STRUCT = 12,
+};
+
+typedef struct {
+    const uint8_t *pos, *end;
+    int depth;         /* structs entered and not yet left */
+    const char *error; /* the first failure; reads after it fail at once */
+} bw_thrift;
+
+void bw_thrift_init(bw_thrift *t, const uint8_t *data, size_t size);
+
+/* Each returns 0 on success and -1 on failure, with t->error set. */
+int bw_thrift_struct_begin(bw_thrift *t);
+int bw_thrift_struct_end(bw_thrift *t);
+/* The next field of the struct being read: *type is BW_THRIFT_STOP at its end. `last_id`
+   carries the previous field's id, as the delta encoding needs (0 at the struct's start). */
+int bw_thrift_field(bw_thrift *t, int16_t *last_id, int *type, int16_t *id);
+int bw_thrift_i32(bw_thrift *t, int type, int32_t *value);
+int bw_thrift_i64(bw_thrift *t, int type, int64_t *value);
+/* A list or set header: its element type and count (checked against what is left). */
+int bw_thrift_list(bw_thrift *t, int *elem_type, uint32_t *count);
+/* Skips a value of the given type, nested values included. */
+int bw_thrift_skip(bw_thrift *t, int type);
+
+#endif

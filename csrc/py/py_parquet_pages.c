@@ -1,0 +1,228 @@
+/* The binding of csrc/core/parquet_pages.c: a file's bytes come in as any object exporting a
+   buffer (bulkwire.parquet passes a read-only mmap), arrays go out as NumPy arrays. A
+   malformed file raises ValueError with the core's message; the caller names the file. */
+#define PY_SSIZE_T_CLEAN
+#include "py_numpy.h" /* must precede any other NumPy header */
+#include <Python.h>
+#include <stdlib.h>
+
+#include "parquet_pages.h"
+#include "py_parquet_pages.h"
+
+/* Sets the Python exception for a core failure; returns NULL. */
+static PyObject *raise_pages_error(int rc, const char *error) {
+    if (rc == BW_PAGES_NO_MEMORY)
+        return PyErr_NoMemory();
+    PyErr_SetString(PyExc_ValueError, error);
+    return NULL;
+}
+
+/* parquet_index_locations(file, groups, columns) -> int64 array (groups, columns, 4): each
+   chunk's offset index offset and length (-1 where it has none), codec, dictionary flag.
+   New reference. */
+static PyObject *module_parquet_index_locations(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer file;
+    Py_ssize_t groups, columns;
+    if (!PyArg_ParseTuple(args, "y*nn:parquet_index_locations", &file, &groups, &columns))
+        return NULL;
+    PyObject *result = NULL;
+    if (groups < 0 || columns < 0 || (columns > 0 && groups > PY_SSIZE_T_MAX / 16 / columns)) {
+        PyErr_SetString(PyExc_ValueError, "groups and columns must be small non-negative counts");
+        goto cleanup;
+    }
+    npy_intp dims[3] = {groups, columns, BW_CHUNK_FIELDS};
+    result = PyArray_SimpleNew(3, dims, NPY_INT64);
+    if (result == NULL)
+        goto cleanup;
+    char error[BW_PAGES_ERROR_SIZE];
+    int rc = bw_parquet_index_locations(file.buf, (size_t)file.len, (size_t)groups,
+                                        (size_t)columns,
+                                        PyArray_DATA((PyArrayObject *)result), error);
+    if (rc != BW_PAGES_OK) {
+        Py_CLEAR(result);
+        raise_pages_error(rc, error);
+    }
+cleanup:
+    PyBuffer_Release(&file);
+    return result;
+}
+
+/* parquet_offset_index(file, offset, length, group_rows) -> int64 array (pages, 3) of
+   (offset, compressed size, first row), each checked against the file. New reference. */
+static PyObject *module_parquet_offset_index(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer file;
+    long long offset, length, group_rows;
+    if (!PyArg_ParseTuple(args, "y*LLL:parquet_offset_index", &file, &offset, &length,
+                          &group_rows))
+        return NULL;
+    PyObject *result = NULL;
+    bw_page_location *pages = NULL;
+    size_t count = 0;
+    char error[BW_PAGES_ERROR_SIZE];
+    if (offset < 0 || length < 0 || (unsigned long long)offset > (size_t)file.len ||
+        (unsigned long long)length > (size_t)file.len - (unsigned long long)offset) {
+        PyErr_Format(PyExc_ValueError, "offset index at %lld, %lld bytes, outside the file "
+                     "(%zd bytes)", offset, length, file.len);
+        goto cleanup;
+    }
+    int rc = bw_parquet_offset_index((const uint8_t *)file.buf + offset, (size_t)length,
+                                     (size_t)file.len, group_rows, &pages, &count, error);
+    if (rc != BW_PAGES_OK) {
+        raise_pages_error(rc, error);
+        goto cleanup;
+    }
+    npy_intp dims[2] = {(npy_intp)count, 3};
+    result = PyArray_SimpleNew(2, dims, NPY_INT64);
+    if (result == NULL)
+        goto cleanup;
+    int64_t *out = PyArray_DATA((PyArrayObject *)result);
+    for (size_t i = 0; i < count; i++) {
+        out[3 * i] = pages[i].offset;
+        out[3 * i + 1] = pages[i].compressed_size;
+        out[3 * i + 2] = pages[i].first_row;
+    }
+cleanup:
+    free(pages);
+    PyBuffer_Release(&file);
+    return result;
+}
+
+static void free_capsule_block(PyObject *capsule) {
+    free(PyCapsule_GetPointer(capsule, "bulkwire.parquet_values"));
+}
+
+/* The malloc'ed block as a 1-D uint8 array that frees it. New reference; the block is freed
+   on failure too. */
+static PyObject *array_owning(uint8_t *data, size_t size) {
+    if (data == NULL) {
+        data = malloc(1);
+        if (data == NULL)
+            return PyErr_NoMemory();
+    }
+    PyObject *capsule = PyCapsule_New(data, "bulkwire.parquet_values", free_capsule_block);
+    if (capsule == NULL) {
+        free(data);
+        return NULL;
+    }
+    npy_intp dims[1] = {(npy_intp)size};
+    PyObject *array = PyArray_SimpleNewFromData(1, dims, NPY_UINT8, data);
+    if (array == NULL || PyArray_SetBaseObject((PyArrayObject *)array, capsule) < 0) {
+        Py_XDECREF(array);
+        Py_DECREF(capsule);
+        return NULL;
+    }
+    return array;
+}
+
+/* parquet_take_chunk(file, pages, group_rows, codec, value_width, max_rep, max_def,
+   list_size, rows) -> (values as uint8 array, lengths int64 array, pages read), or None when
+   the chunk's pages are not covered (the caller reads the row group instead). `pages` is
+   what parquet_offset_index returned; `rows` sorted unique int64 of the row group.
+   New reference. */
+static PyObject *module_parquet_take_chunk(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer file;
+    PyObject *pages_arg, *rows_arg;
+    long long group_rows, list_size;
+    int codec, width, max_rep, max_def;
+    if (!PyArg_ParseTuple(args, "y*OLiiiiLO:parquet_take_chunk", &file, &pages_arg,
+                          &group_rows, &codec, &width, &max_rep, &max_def, &list_size,
+                          &rows_arg))
+        return NULL;
+    PyObject *result = NULL, *values_array = NULL, *lengths = NULL;
+    PyArrayObject *pages_in = NULL, *rows = NULL;
+    bw_page_location *pages = NULL;
+    bw_bytes values = {NULL, 0, 0};
+    char error[BW_PAGES_ERROR_SIZE];
+    pages_in = (PyArrayObject *)PyArray_FROMANY(pages_arg, NPY_INT64, 2, 2,
+                                                NPY_ARRAY_IN_ARRAY);
+    rows = (PyArrayObject *)PyArray_FROMANY(rows_arg, NPY_INT64, 1, 1,
+                                            NPY_ARRAY_IN_ARRAY | NPY_ARRAY_ENSURECOPY);
+    if (pages_in == NULL || rows == NULL)
+        goto cleanup;
+    npy_intp page_count = PyArray_DIM(pages_in, 0);
+    if (PyArray_DIM(pages_in, 1) != 3) {
+        PyErr_SetString(PyExc_ValueError, "pages must have 3 columns");
+        goto cleanup;
+    }
+    pages = malloc((size_t)(page_count ? page_count : 1) * sizeof *pages);
+    if (pages == NULL) {
+        PyErr_NoMemory();
+        goto cleanup;
+    }
+    const int64_t *in = PyArray_DATA(pages_in);
+    for (npy_intp i = 0; i < page_count; i++) {
+        /* the same checks as the offset index reader: these numbers may come from anywhere */
+        int64_t offset = in[3 * i], size = in[3 * i + 1], first = in[3 * i + 2];
+        if (offset < 0 || size <= 0 || size > INT32_MAX || (uint64_t)offset > (size_t)file.len ||
+            (uint64_t)size > (size_t)file.len - (uint64_t)offset || first >= group_rows ||
+            (i == 0 ? first != 0 : first <= in[3 * (i - 1) + 2])) {
+            PyErr_Format(PyExc_ValueError, "page %zd: bad location", (Py_ssize_t)i);
+            goto cleanup;
+        }
+        pages[i].offset = offset;
+        pages[i].compressed_size = (int32_t)size;
+        pages[i].first_row = first;
+    }
+    npy_intp row_count = PyArray_DIM(rows, 0);
+    lengths = PyArray_SimpleNew(1, &row_count, NPY_INT64);
+    if (lengths == NULL)
+        goto cleanup;
+    bw_chunk_take request = {
+        .file = file.buf, .file_size = (size_t)file.len, .pages = pages,
+        .page_count = (size_t)page_count, .group_rows = group_rows, .codec = codec,
+        .value_width = width, .max_rep = max_rep, .max_def = max_def, .list_size = list_size,
+        .rows = PyArray_DATA(rows), .row_count = (size_t)row_count,
+    };
+    size_t pages_read = 0;
+    int rc;
+    int64_t *lengths_data = PyArray_DATA((PyArrayObject *)lengths);
+    /* only raw memory below: the file's buffer (held by the view), our own copies */
+    Py_BEGIN_ALLOW_THREADS
+    rc = bw_parquet_take_chunk(&request, &values, lengths_data, &pages_read, error);
+    Py_END_ALLOW_THREADS
+    if (rc == BW_PAGES_NOT_COVERED) {
+        result = Py_NewRef(Py_None);
+        goto cleanup;
+    }
+    if (rc != BW_PAGES_OK) {
+        raise_pages_error(rc, error);
+        goto cleanup;
+    }
+    values_array = array_owning(values.data, values.size);
+    values.data = NULL; /* array_owning took it, on failure too */
+    if (values_array == NULL)
+        goto cleanup;
+    result = Py_BuildValue("(OOn)", values_array, lengths, (Py_ssize_t)pages_read);
+cleanup:
+    free(values.data);
+    free(pages);
+    Py_XDECREF(values_array);
+    Py_XDECREF(lengths);
+    Py_XDECREF(pages_in);
+    Py_XDECREF(rows);
+    PyBuffer_Release(&file);
+    return result;
+}
+
+static PyMethodDef parquet_pages_functions[] = {
+    {"parquet_index_locations", module_parquet_index_locations, METH_VARARGS,
+     "parquet_index_locations(file, groups, columns): each column chunk's offset index "
+     "(offset, length; -1 where absent), codec and dictionary flag, from the footer."},
+    {"parquet_offset_index", module_parquet_offset_index, METH_VARARGS,
+     "parquet_offset_index(file, offset, length, group_rows): the page locations."},
+    {"parquet_take_chunk", module_parquet_take_chunk, METH_VARARGS,
+     "parquet_take_chunk(file, pages, group_rows, codec, value_width, max_rep, max_def, "
+     "list_size, rows): (values, lengths, pages_read), or None when not covered."},
+    {NULL, NULL, 0, NULL},
+};
+
+int bw_parquet_pages_add_to_module(PyObject *module) {
+    if (PyModule_AddFunctions(module, parquet_pages_functions) < 0 ||
+        PyModule_AddIntConstant(module, "HAVE_SNAPPY", bw_parquet_have_snappy()) < 0 ||
+        PyModule_AddIntConstant(module, "PARQUET_HAVE_ZSTD", bw_parquet_have_zstd()) < 0)
+        return -1;
+    return 0;
+}

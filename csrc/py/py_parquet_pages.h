@@ -1,0 +1,9 @@
+/* bulkwire._core's Parquet page reader (binding layer; knows Python). */
+#ifndef BW_PY_PARQUET_PAGES_H
+#define BW_PY_PARQUET_PAGES_H
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+/* Adds parquet_index_locations, parquet_offset_index, parquet_take_chunk and HAVE_SNAPPY.
+   0, or -1 with an exception set. */
+int bw_parquet_pages_add_to_module(PyObject *module);
+#endif

@@ -1,0 +1,135 @@
+"""Fuzz target: random access page by page (``bulkwire.TableFile.take``) on Parquet files whose
+footer, offset index or page headers have been tampered with, against pyarrow reading the
+same tampered file.
+
+Input layout (plain Python over the bytes, no FuzzedDataProvider):
+
+- byte 0: bits 0-1 the codec (none, snappy, gzip, zstd), bit 2 the data page version (1.0 or
+  2.0) of a small page-indexed file made once (an int64 id, a fixed_size_list<float32>[3] and
+  a list<float64>, 40 rows in row groups of 16, pages of a few rows);
+- byte 1: how many changes follow (at most 6), each 3 bytes: a 16-bit position into the
+  file's metadata (the offset indexes, the first 32 bytes of every page, the footer, taken
+  one after another) and the byte written there;
+- the rest: the row indices asked for, one byte each, modulo the row count.
+
+Oracle: ``take`` raises ``MalformedFileError`` (a bulkwire ``ValueError`` naming the file),
+or pyarrow's own error for a file or chunk it reads (``OSError``, ``ArrowException``), or it
+returns as many rows as asked. Where no offset index or footer byte changed, each value is
+the untouched file's (the page read was not one that changed) or the one pyarrow reads from
+the tampered file's column chunk. (An offset index that points at another page of the same row count
+is not detectable without reading every page: that case is only held to the rules above.) A
+crash or a read out of bounds (under the sanitizer build) is a defect wherever it happens.
+"""
+from __future__ import annotations
+
+import io
+import os
+import sys
+import tempfile
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from bulkwire import _core
+from bulkwire.errors import MalformedFileError
+from bulkwire.parquet import TableFile
+
+ROWS = 40
+GROUP_ROWS = 16
+CODECS = ("none", "snappy", "gzip", "zstd")
+_files: dict = {}
+_dir = tempfile.mkdtemp(prefix="fuzz-parquet-pages-")
+
+
+def _base(codec: str, version: str) -> tuple[bytes, list, list]:
+    """The file's bytes, its metadata spans (offset, length) and what each span is ("index"
+    or "page"), made once per variant."""
+    key = (codec, version)
+    if key not in _files:
+        rng = np.random.default_rng(1)
+        table = pa.table({
+            "id": pa.array(np.arange(ROWS, dtype=np.int64)),
+            "emb": pa.FixedSizeListArray.from_arrays(
+                pa.array(rng.random(ROWS * 3, dtype=np.float32)), 3),
+            "l": pa.array([[float(i)] * (i % 3 + 1) for i in range(ROWS)],
+                          pa.list_(pa.float64())),
+        })
+        buf = io.BytesIO()
+        pq.write_table(table, buf, write_page_index=True, use_dictionary=False,
+                       compression=codec, data_page_version=version, row_group_size=GROUP_ROWS,
+                       data_page_size=48, store_schema=False)
+        data = buf.getvalue()
+        meta = pq.ParquetFile(io.BytesIO(data)).metadata
+        locations = _core.parquet_index_locations(data, meta.num_row_groups, meta.num_columns)
+        spans, kinds = [], []
+        for g in range(meta.num_row_groups):
+            for c in range(meta.num_columns):
+                offset, length = (int(v) for v in locations[g, c, :2])
+                spans.append((offset, length))
+                kinds.append("index")
+                pages = _core.parquet_offset_index(data, offset, length,
+                                                   meta.row_group(g).num_rows)
+                spans.extend((int(p[0]), min(32, int(p[1]))) for p in pages)
+                kinds.extend("page" for _ in pages)
+        footer = int.from_bytes(data[-8:-4], "little")
+        spans.append((len(data) - 8 - footer, footer))
+        kinds.append("index")  # the footer says where the offset indexes are
+        _files[key] = (data, spans, kinds)
+    return _files[key]
+
+
+def test_one_input(data: bytes) -> None:
+    if len(data) < 2:
+        return
+    codec, version = CODECS[data[0] & 3], ("1.0", "2.0")[(data[0] >> 2) & 1]
+    base, spans, kinds = _base(codec, version)
+    size = sum(length for _, length in spans)
+    changes = min(data[1], 6, (len(data) - 2) // 3)
+    tampered = bytearray(base)
+    index_changed = False
+    for i in range(changes):
+        at = int.from_bytes(data[2 + 3 * i:4 + 3 * i], "little") % size
+        for number, (offset, length) in enumerate(spans):
+            if at < length:
+                tampered[offset + at] = data[4 + 3 * i]
+                index_changed |= kinds[number] == "index"
+                break
+            at -= length
+    rows = [b % ROWS for b in data[2 + 3 * changes:]]
+    path = os.path.join(_dir, "t.parquet")
+    with open(path, "wb") as f:
+        f.write(tampered)
+    try:
+        with TableFile(path) as tf:
+            got = tf.take(rows)
+    except (MalformedFileError, OSError, pa.ArrowException):
+        return
+    assert got.num_rows == len(rows), (got.num_rows, len(rows))
+    if index_changed:
+        return  # an index that lies about where a page is cannot be caught without reading all
+    original = pq.read_table(io.BytesIO(base)).take(pa.array(rows, type=pa.int64()))
+    chunks: dict = {}
+    reader = pq.ParquetFile(path)
+    for i, row in enumerate(rows):
+        g, local = divmod(row, GROUP_ROWS)
+        for name in got.column_names:
+            mine = repr(got.column(name)[i].as_py())  # repr: a NaN equals itself
+            # the page read was untouched (the original row), or read as pyarrow reads it
+            if mine == repr(original.column(name)[i].as_py()):
+                continue
+            if (g, name) not in chunks:
+                try:
+                    chunks[g, name] = reader.read_row_group(g, columns=[name]).column(0)
+                except (OSError, pa.ArrowException):
+                    chunks[g, name] = None
+            theirs = chunks[g, name]
+            assert theirs is not None and mine == repr(theirs[local].as_py()), \
+                f"row {row} column {name!r} differs from pyarrow's"
+
+
+if __name__ == "__main__":
+    import atheris
+
+    atheris.Setup(sys.argv, test_one_input)
+    atheris.Fuzz()

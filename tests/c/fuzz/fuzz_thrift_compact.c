@@ -1,0 +1,111 @@
+/* libFuzzer target: the Thrift compact reader and the Parquet page reader on hostile bytes.
+   The first byte picks what the rest is read as: a struct skipped whole, a page header, an
+   offset index, a footer (the rest as a whole file), or a one-page column chunk read with
+   levels, width and codec taken from the next bytes. The input is a heap block of exactly
+   its size, so any read past it stops the run; every success must stay inside it, and a
+   chunk read must hand back exactly its rows' values.
+   sources: thrift_compact.c parquet_pages.c
+   libs: -DBW_HAVE_ZSTD -DBW_HAVE_SNAPPY -lzstd -lsnappy -lz */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "parquet_pages.h"
+#include "thrift_compact.h"
+
+#define REQUIRE(cond) ((cond) ? (void)0 : abort())
+
+static const int codecs[] = {BW_PQ_UNCOMPRESSED, BW_PQ_SNAPPY, BW_PQ_GZIP, BW_PQ_ZSTD};
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (size < 1)
+        return 0;
+    int mode = data[0] % 5;
+    const uint8_t *in = data + 1;
+    size_t n = size - 1;
+    char error[BW_PAGES_ERROR_SIZE];
+    switch (mode) {
+    case 0: {
+        bw_thrift t;
+        bw_thrift_init(&t, in, n);
+        int rc = bw_thrift_skip(&t, BW_THRIFT_STRUCT);
+        REQUIRE(t.pos >= in && t.pos <= in + n);
+        REQUIRE((rc == 0) == (t.error == NULL));
+        break;
+    }
+    case 1: {
+        bw_page_header h;
+        size_t used = 0;
+        if (bw_parquet_page_header(in, n, &h, &used, error) == BW_PAGES_OK)
+            REQUIRE(used <= n && h.uncompressed_size >= 0 && h.compressed_size >= 0);
+        break;
+    }
+    case 2: {
+        bw_page_location *pages = NULL;
+        size_t count = 0;
+        if (bw_parquet_offset_index(in, n, 4096, 1000, &pages, &count, error) == BW_PAGES_OK) {
+            for (size_t i = 0; i < count; i++) {
+                REQUIRE(pages[i].offset + pages[i].compressed_size <= 4096);
+                REQUIRE(pages[i].first_row < 1000 &&
+                        (i == 0 ? pages[i].first_row == 0
+                                : pages[i].first_row > pages[i - 1].first_row));
+            }
+        }
+        free(pages);
+        break;
+    }
+    case 3: {
+        int64_t out[BW_CHUNK_FIELDS * 2 * 2];
+        if (bw_parquet_index_locations(in, n, 2, 2, out, error) == BW_PAGES_OK)
+            for (int i = 0; i < 4; i++) {
+                const int64_t *chunk = out + BW_CHUNK_FIELDS * i;
+                REQUIRE(chunk[0] == -1 ||
+                        (chunk[0] >= 0 && (size_t)(chunk[0] + chunk[1]) <= n));
+            }
+        break;
+    }
+    default: {
+        if (n < 4)
+            return 0;
+        /* parameters, then the page as the whole "file" */
+        int width = in[0] & 1 ? 8 : 4;
+        int max_rep = (in[0] >> 1) & 1, max_def = (in[0] >> 2) & 3;
+        int codec = codecs[(in[0] >> 4) & 3];
+        int64_t group_rows = 1 + in[1];
+        int64_t list_size = in[2] & 3;
+        int64_t rows[8];
+        size_t row_count = 0;
+        for (int64_t r = in[3] % group_rows; r < group_rows && row_count < 8; r += 1 + in[3] % 7)
+            rows[row_count++] = r;
+        bw_page_location loc = {0, 0, (int32_t)(n - 4)};
+        if (n - 4 == 0)
+            return 0;
+        uint8_t *file = malloc(n - 4);
+        memcpy(file, in + 4, n - 4);
+        bw_chunk_take q = {.file = file, .file_size = n - 4, .pages = &loc, .page_count = 1,
+                           .group_rows = group_rows, .codec = codec, .value_width = width,
+                           .max_rep = max_rep, .max_def = max_def, .list_size = list_size,
+                           .rows = rows, .row_count = row_count};
+        bw_bytes values = {NULL, 0, 0};
+        int64_t lengths[8];
+        size_t pages_read = 0;
+        if (bw_parquet_take_chunk(&q, &values, lengths, &pages_read, error) == BW_PAGES_OK) {
+            size_t total = 0;
+            for (size_t i = 0; i < row_count; i++) {
+                REQUIRE(lengths[i] >= 0);
+                if (max_rep == 0)
+                    REQUIRE(lengths[i] == 1);
+                else if (list_size > 0)
+                    REQUIRE(lengths[i] == list_size);
+                total += (size_t)lengths[i];
+            }
+            REQUIRE(values.size == total * (size_t)width);
+            REQUIRE(row_count == 0 || pages_read == 1);
+        }
+        free(values.data);
+        free(file);
+        break;
+    }
+    }
+    return 0;
+}

@@ -1,0 +1,217 @@
+/* The Thrift compact reader and the Parquet page reader on hand-made metadata and pages:
+   fields by delta and by id, skipping nested values, the depth limit, every truncation of a
+   header refused (the buffers are heap blocks of exactly their size, so the sanitizers see
+   any read past them), PLAIN pages of scalars and lists, levels both RLE and bit-packed.
+   sources: thrift_compact.c parquet_pages.c
+   libs: -DBW_HAVE_ZSTD -DBW_HAVE_SNAPPY -lzstd -lsnappy -lz */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "parquet_pages.h"
+#include "thrift_compact.h"
+
+/* A copy of n bytes in a block of exactly n bytes. */
+static uint8_t *exact(const uint8_t *p, size_t n) {
+    uint8_t *copy = malloc(n ? n : 1);
+    if (n)
+        memcpy(copy, p, n);
+    return copy;
+}
+
+TEST(fields_by_delta_and_by_id) {
+    /* field 1 i32 = -3, field 200 (long form) i64 = 5, a nested struct skipped, stop */
+    static const uint8_t data[] = {0x15, 0x05, 0x06, 0x90, 0x03, 0x0a, 0x1c, 0x15, 0x02,
+                                   0x00, 0x00};
+    uint8_t *buf = exact(data, sizeof data);
+    bw_thrift t;
+    bw_thrift_init(&t, buf, sizeof data);
+    int16_t last = 0, id;
+    int type;
+    int32_t a = 0;
+    int64_t b = 0;
+    CHECK_EQ(bw_thrift_struct_begin(&t), 0);
+    CHECK_EQ(bw_thrift_field(&t, &last, &type, &id), 0);
+    CHECK(id == 1 && type == BW_THRIFT_I32);
+    CHECK_EQ(bw_thrift_i32(&t, type, &a), 0);
+    CHECK_EQ(a, -3);
+    CHECK_EQ(bw_thrift_field(&t, &last, &type, &id), 0);
+    CHECK(id == 200 && type == BW_THRIFT_I64);
+    CHECK_EQ(bw_thrift_i64(&t, type, &b), 0);
+    CHECK_EQ(b, 5);
+    CHECK_EQ(bw_thrift_field(&t, &last, &type, &id), 0);
+    CHECK(id == 201 && type == BW_THRIFT_STRUCT);
+    CHECK_EQ(bw_thrift_skip(&t, type), 0);
+    CHECK_EQ(bw_thrift_field(&t, &last, &type, &id), 0);
+    CHECK_EQ(type, BW_THRIFT_STOP);
+    CHECK(t.pos == t.end);
+    free(buf);
+}
+
+TEST(every_truncation_is_refused) {
+    static const uint8_t data[] = {0x19, 0x2c, 0x15, 0x02, 0x00, 0x18, 0x03, 'a', 'b', 'c',
+                                   0x00, 0x1b, 0x01, 0x55, 0x02, 0x04, 0x00};
+    for (size_t n = 0; n < sizeof data; n++) {
+        uint8_t *buf = exact(data, n);
+        bw_thrift t;
+        bw_thrift_init(&t, buf, n);
+        CHECK_EQ(bw_thrift_skip(&t, BW_THRIFT_STRUCT), -1);
+        CHECK(t.error != NULL);
+        free(buf);
+    }
+    uint8_t *buf = exact(data, sizeof data);
+    bw_thrift t;
+    bw_thrift_init(&t, buf, sizeof data);
+    CHECK_EQ(bw_thrift_skip(&t, BW_THRIFT_STRUCT), 0);
+    CHECK(t.pos == t.end);
+    free(buf);
+}
+
+TEST(depth_and_lying_counts) {
+    uint8_t deep[200];
+    memset(deep, 0x1c, sizeof deep); /* struct in struct in struct ... */
+    bw_thrift t;
+    bw_thrift_init(&t, deep, sizeof deep);
+    CHECK_EQ(bw_thrift_skip(&t, BW_THRIFT_STRUCT), -1);
+    CHECK(strstr(t.error, "nested") != NULL);
+    static const uint8_t long_list[] = {0xf5, 0xff, 0xff, 0xff, 0xff, 0x0f, 0x00};
+    bw_thrift_init(&t, long_list, sizeof long_list);
+    CHECK_EQ(bw_thrift_skip(&t, BW_THRIFT_LIST), -1);
+    static const uint8_t varint[] = {0x16, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+                                     0xff, 0xff, 0x01, 0x00};
+    bw_thrift_init(&t, varint, sizeof varint);
+    CHECK_EQ(bw_thrift_skip(&t, BW_THRIFT_STRUCT), -1);
+}
+
+/* A v1 PLAIN uncompressed data page header for `values` values and `body` bytes. */
+static size_t page_header(uint8_t *out, int values, int body) {
+    size_t n = 0;
+    out[n++] = 0x15; out[n++] = 0x00;                   /* type DATA_PAGE */
+    out[n++] = 0x15; out[n++] = (uint8_t)(2 * body);    /* uncompressed (body < 64) */
+    out[n++] = 0x15; out[n++] = (uint8_t)(2 * body);    /* compressed */
+    out[n++] = 0x2c;                                    /* field 5: data page header */
+    out[n++] = 0x15; out[n++] = (uint8_t)(2 * values);  /* num_values */
+    out[n++] = 0x15; out[n++] = 0x00;                   /* PLAIN */
+    out[n++] = 0x15; out[n++] = 0x06;                   /* definition levels RLE */
+    out[n++] = 0x15; out[n++] = 0x06;                   /* repetition levels RLE */
+    out[n++] = 0x00;
+    out[n++] = 0x00;
+    return n;
+}
+
+TEST(required_scalar_page) {
+    uint8_t file[64];
+    size_t h = page_header(file, 4, 16);
+    for (int32_t i = 0; i < 4; i++) {
+        int32_t v = 100 + i;
+        memcpy(file + h + 4 * (size_t)i, &v, 4);
+    }
+    size_t size = h + 16;
+    uint8_t *buf = exact(file, size);
+    bw_page_location loc = {0, 0, (int32_t)size};
+    int64_t rows[] = {1, 3}, lengths[2];
+    bw_chunk_take q = {.file = buf, .file_size = size, .pages = &loc, .page_count = 1,
+                       .group_rows = 4, .codec = BW_PQ_UNCOMPRESSED, .value_width = 4,
+                       .rows = rows, .row_count = 2};
+    bw_bytes out = {NULL, 0, 0};
+    size_t pages = 0;
+    char error[BW_PAGES_ERROR_SIZE];
+    CHECK_EQ(bw_parquet_take_chunk(&q, &out, lengths, &pages, error), BW_PAGES_OK);
+    CHECK_EQ(out.size, 8);
+    int32_t got[2];
+    memcpy(got, out.data, 8);
+    CHECK(got[0] == 101 && got[1] == 103 && lengths[0] == 1 && pages == 1);
+    free(out.data);
+    /* a page that says it holds 5 rows where the index says 4 */
+    q.group_rows = 5;
+    out = (bw_bytes){NULL, 0, 0};
+    CHECK_EQ(bw_parquet_take_chunk(&q, &out, lengths, &pages, error), BW_PAGES_MALFORMED);
+    free(out.data);
+    /* every truncation of the page */
+    q.group_rows = 4;
+    for (size_t n = 1; n < size; n++) {
+        uint8_t *cut = exact(file, n);
+        bw_page_location l = {0, 0, (int32_t)n};
+        q.file = cut;
+        q.file_size = n;
+        q.pages = &l;
+        out = (bw_bytes){NULL, 0, 0};
+        CHECK_EQ(bw_parquet_take_chunk(&q, &out, lengths, &pages, error), BW_PAGES_MALFORMED);
+        free(out.data);
+        free(cut);
+    }
+    free(buf);
+}
+
+TEST(list_page_with_bit_packed_and_rle_levels) {
+    uint8_t file[96];
+    /* levels: repetition 0,1,1,0,1,1 bit-packed; definition six 1s as one RLE run */
+    static const uint8_t levels[] = {2, 0, 0, 0, 0x03, 0x36, 2, 0, 0, 0, 0x0c, 0x01};
+    size_t h = page_header(file, 6, (int)sizeof levels + 24);
+    memcpy(file + h, levels, sizeof levels);
+    for (int i = 0; i < 6; i++) {
+        float v = (float)i;
+        memcpy(file + h + sizeof levels + 4 * (size_t)i, &v, 4);
+    }
+    size_t size = h + sizeof levels + 24;
+    uint8_t *buf = exact(file, size);
+    bw_page_location loc = {0, 0, (int32_t)size};
+    int64_t rows[] = {1}, lengths[1];
+    bw_chunk_take q = {.file = buf, .file_size = size, .pages = &loc, .page_count = 1,
+                       .group_rows = 2, .codec = BW_PQ_UNCOMPRESSED, .value_width = 4,
+                       .max_rep = 1, .max_def = 1, .list_size = 3, .rows = rows,
+                       .row_count = 1};
+    bw_bytes out = {NULL, 0, 0};
+    size_t pages = 0;
+    char error[BW_PAGES_ERROR_SIZE];
+    CHECK_EQ(bw_parquet_take_chunk(&q, &out, lengths, &pages, error), BW_PAGES_OK);
+    float got[3];
+    CHECK_EQ(out.size, 12);
+    memcpy(got, out.data, 12);
+    CHECK(got[0] == 3.0f && got[2] == 5.0f && lengths[0] == 3);
+    free(out.data);
+    q.list_size = 2; /* a fixed_size_list of 2 cannot hold these rows: corrupt */
+    out = (bw_bytes){NULL, 0, 0};
+    CHECK_EQ(bw_parquet_take_chunk(&q, &out, lengths, &pages, error), BW_PAGES_MALFORMED);
+    CHECK(strstr(error, "row 0 of a fixed_size_list of 2 holds 3 values") != NULL);
+    free(out.data);
+    q.list_size = 3;
+    q.max_def = 2; /* levels of 1 under a maximum of 2: a null somewhere: not covered */
+    out = (bw_bytes){NULL, 0, 0};
+    CHECK_EQ(bw_parquet_take_chunk(&q, &out, lengths, &pages, error), BW_PAGES_NOT_COVERED);
+    free(out.data);
+    free(buf);
+}
+
+TEST(offset_index_checks) {
+    /* field 1: list of 2 PageLocation structs {offset, size, first_row} */
+    static const uint8_t good[] = {0x19, 0x2c, 0x16, 0x08, 0x15, 0x20, 0x16, 0x00, 0x00,
+                                   0x16, 0x28, 0x15, 0x20, 0x16, 0x0a, 0x00, 0x00};
+    uint8_t *buf = exact(good, sizeof good);
+    bw_page_location *pages = NULL;
+    size_t count = 0;
+    char error[BW_PAGES_ERROR_SIZE];
+    CHECK_EQ(bw_parquet_offset_index(buf, sizeof good, 100, 10, &pages, &count, error),
+             BW_PAGES_OK);
+    CHECK(count == 2 && pages[1].offset == 20 && pages[1].first_row == 5 &&
+          pages[0].compressed_size == 16);
+    free(pages);
+    /* the second page past the end of a 30-byte file */
+    CHECK_EQ(bw_parquet_offset_index(buf, sizeof good, 30, 10, &pages, &count, error),
+             BW_PAGES_MALFORMED);
+    CHECK(strstr(error, "outside the file") != NULL);
+    /* first rows beyond the row group */
+    CHECK_EQ(bw_parquet_offset_index(buf, sizeof good, 100, 5, &pages, &count, error),
+             BW_PAGES_MALFORMED);
+    for (size_t n = 0; n < sizeof good; n++) {
+        uint8_t *cut = exact(good, n);
+        CHECK_EQ(bw_parquet_offset_index(cut, n, 100, 10, &pages, &count, error),
+                 BW_PAGES_MALFORMED);
+        free(cut);
+    }
+    free(buf);
+}
+
+RUN_TESTS(fields_by_delta_and_by_id, every_truncation_is_refused, depth_and_lying_counts,
+          required_scalar_page, list_page_with_bit_packed_and_rle_levels, offset_index_checks)
