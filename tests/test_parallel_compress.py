@@ -150,7 +150,7 @@ def test_writer_bodies_decode_to_the_plain_body(compress, threads):
 def test_compress_threads_default_and_refusals():
     cpus = len(os.sched_getaffinity(0))
     assert compression.default_compress_threads() == max(1, min(cpus, compression.DEFAULT_THREADS_MAX))
-    assert BulkWriter(compress="zlib").compress_threads == compression.default_compress_threads()
+    assert BulkWriter(compress="zlib").compress_threads is None
     assert BulkWriter(compress="zlib", compress_threads=3).compress_threads == 3
     for bad in (0, -1, _core.GZIP_THREADS_MAX + 1):
         with pytest.raises(ValueError, match="compress_threads"):
@@ -164,3 +164,5 @@ def test_compress_threads_default_and_refusals():
         _core.ZstdStream(threads=_core.GZIP_THREADS_MAX + 1)
     assert compression.body_compressor("isal", 2).threads == 2
     assert compression.body_compressor("zlib", None).threads == compression.default_compress_threads()
+    assert compression.body_compressor("zstd", None).threads == 1
+    assert compression.body_compressor("zstd", 2).threads == 2

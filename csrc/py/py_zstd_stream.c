@@ -31,6 +31,7 @@ static PyObject *Zstd_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) 
     bw_zstd_object *self = (bw_zstd_object *)type->tp_alloc(type, 0);
     if (self == NULL)
         return NULL;
+    self->threads = threads;
     self->zs = bw_zs_new_parallel(level, threads);
     if (self->zs == NULL) {
         Py_DECREF(self);
@@ -117,7 +118,14 @@ static PyMethodDef Zstd_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+/* New reference. */
+static PyObject *Zstd_get_threads(bw_zstd_object *self, void *closure) {
+    (void)closure;
+    return PyLong_FromLong(self->threads);
+}
+
 static PyGetSetDef Zstd_getset[] = {
+    {"threads", (getter)Zstd_get_threads, NULL, "The threads compressing each piece at once.", NULL},
     {"backend", (getter)Zstd_get_backend, NULL, "'zstd'.", NULL},
     {"total_in", (getter)Zstd_get_total, NULL, "Bytes compressed so far.", (void *)ZSTD_TOTAL_IN},
     {"total_out", (getter)Zstd_get_total, NULL, "Bytes produced so far.", (void *)ZSTD_TOTAL_OUT},

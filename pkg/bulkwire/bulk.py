@@ -156,8 +156,9 @@ class BulkWriter:
     ``store`` wait (GIL released). ``compress``: False, True/"auto" (fastest gzip available),
     "zlib", "isal" or "python-isal" (one gzip stream), or "zstd" / "python-zstd" (one zstd
     frame; see :mod:`bulkwire.compression`). ``compress_threads``: how many threads compress
-    each buffer at once (C core backends; still one gzip member or zstd frame); None: the
-    CPUs this process may use, at most 4 (:func:`bulkwire.compression.default_compress_threads`).
+    each buffer at once (C core backends; still one gzip member or zstd frame); None: for
+    gzip the CPUs this process may use, at most 4
+    (:func:`bulkwire.compression.default_compress_threads`), for zstd one.
     ``default``: the encoder's default hook for what JSON has no type for (``bulkwire.ENTITY``,
     the entity conventions; or a callable, as ``json.dumps(default=...)`` takes it).
     ``class_info``: the conventions of an entity class, asked once per class: a callable
@@ -184,7 +185,9 @@ class BulkWriter:
         _positive_int("buffer_size", buffer_size)
         _positive_int("max_buffers", max_buffers)
         self._compression = _resolve_compress(compress)
-        self.compress_threads = check_compress_threads(compress_threads)
+        if compress_threads is not None:
+            check_compress_threads(compress_threads)
+        self.compress_threads = compress_threads
         self._queue = _core.HandoverQueue(max_buffers)
         if class_info is None:
             class_info = partial(_class_info, token=secrets.token_hex(6))

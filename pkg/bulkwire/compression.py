@@ -234,16 +234,17 @@ class _PythonZstd(_PythonStream):
 def body_compressor(backend: str, threads: Optional[int] = 1) -> Any:
     """A new compressor of one body for ``backend`` (a name from :func:`compression_backends`
     or :func:`zstd_backends`): a ``_core.GzipStream`` or ``_core.ZstdStream`` on ``threads``
-    threads (None: :func:`default_compress_threads`), or for the Python backends (one thread)
-    an object with the same ``compress``, ``finish``, ``finished``, ``backend``,
-    ``total_in`` and ``total_out``.
+    threads, or for the Python backends (one thread) an object with the same ``compress``,
+    ``finish``, ``finished``, ``backend``, ``total_in`` and ``total_out``. None: gzip on
+    :func:`default_compress_threads`, zstd on one (at ``ZSTD_LEVEL`` it outruns the encoder
+    alone; its workers start only when asked for).
 
     >>> body_compressor("zlib").backend
     'zlib'
     """
-    threads = check_compress_threads(threads)
     if backend == "zstd":
-        return _core.ZstdStream(threads=threads)
+        return _core.ZstdStream(threads=1 if threads is None else check_compress_threads(threads))
+    threads = check_compress_threads(threads)
     if backend == "python-zstd":
         return _PythonZstd()
     return gzip_stream(backend, threads)
