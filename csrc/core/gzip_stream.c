@@ -32,6 +32,24 @@ typedef struct {
     bw_gz_result rc;
 } gz_block_worker;
 
+/* The helper threads of a parallel stream, started on its first write of more than one block
+   and kept until bw_gz_free. A write posts a wave of blocks; the writing thread and the
+   helpers claim them one by one, and the writer waits only for blocks a helper has claimed:
+   a helper the scheduler has not run yet (a busy machine) costs nothing, the writer deflates
+   its blocks itself. */
+typedef struct {
+    pthread_mutex_t mu;
+    pthread_cond_t posted;   /* a wave was posted, or stop */
+    pthread_cond_t finished; /* a helper finished its block */
+    pthread_t ids[BW_GZ_THREADS_MAX];
+    int helpers;             /* threads started */
+    int tried;               /* helpers were asked for (started or not) */
+    gz_block_worker *blocks;
+    int count, next;         /* blocks in the wave; the next unclaimed one */
+    int running;             /* blocks helpers claimed and have not finished */
+    int stop;
+} gz_pool;
+
 struct bw_gzip_stream {
     bw_gz_backend backend;
     int finished;
@@ -44,11 +62,15 @@ struct bw_gzip_stream {
     /* parallel streams only (threads > 0) */
     int threads;
     gz_block_worker *workers;
+    gz_pool pool;
+    int pool_ready; /* its mutex and conditions exist */
     int header_written;
     unsigned long crc;
     unsigned char history[BW_GZ_WINDOW]; /* the last input, the next write's first dictionary */
     size_t history_len;
 };
+
+static void pool_stop(gz_pool *pool);
 
 /* Each call feeds at most this much, so that avail_in/avail_out (32-bit) never overflow. */
 #define BW_GZ_STEP ((size_t)1 << 30)
@@ -141,6 +163,25 @@ bw_gzip_stream *bw_gz_new_parallel(bw_gz_backend backend, int threads) {
         return NULL;
     }
     gz->threads = threads; /* set first: bw_gz_free frees every worker */
+    if (pthread_mutex_init(&gz->pool.mu, NULL) != 0) {
+        free(gz->workers);
+        free(gz);
+        return NULL;
+    }
+    if (pthread_cond_init(&gz->pool.posted, NULL) != 0) {
+        pthread_mutex_destroy(&gz->pool.mu);
+        free(gz->workers);
+        free(gz);
+        return NULL;
+    }
+    if (pthread_cond_init(&gz->pool.finished, NULL) != 0) {
+        pthread_cond_destroy(&gz->pool.posted);
+        pthread_mutex_destroy(&gz->pool.mu);
+        free(gz->workers);
+        free(gz);
+        return NULL;
+    }
+    gz->pool_ready = 1;
     for (int i = 0; i < threads; i++) {
         if (worker_init(&gz->workers[i], backend) < 0) {
             bw_gz_free(gz);
@@ -156,6 +197,8 @@ void bw_gz_free(bw_gzip_stream *gz) {
     if (gz == NULL)
         return;
     if (gz->threads > 0) {
+        if (gz->pool_ready)
+            pool_stop(&gz->pool);
         for (int i = 0; i < gz->threads; i++)
             worker_free(&gz->workers[i]);
         free(gz->workers);
@@ -343,6 +386,69 @@ static void *block_run(void *arg) {
     return NULL;
 }
 
+/* A helper: claims and deflates the posted blocks until stopped. */
+static void *pool_helper(void *arg) {
+    gz_pool *pool = arg;
+    pthread_mutex_lock(&pool->mu);
+    for (;;) {
+        while (!pool->stop && pool->next >= pool->count)
+            pthread_cond_wait(&pool->posted, &pool->mu);
+        if (pool->stop)
+            break;
+        gz_block_worker *w = &pool->blocks[pool->next++];
+        pool->running++;
+        pthread_mutex_unlock(&pool->mu);
+        block_run(w);
+        pthread_mutex_lock(&pool->mu);
+        if (--pool->running == 0)
+            pthread_cond_broadcast(&pool->finished);
+    }
+    pthread_mutex_unlock(&pool->mu);
+    return NULL;
+}
+
+static void pool_stop(gz_pool *pool) {
+    pthread_mutex_lock(&pool->mu);
+    pool->stop = 1;
+    pthread_cond_broadcast(&pool->posted);
+    pthread_mutex_unlock(&pool->mu);
+    for (int i = 0; i < pool->helpers; i++)
+        pthread_join(pool->ids[i], NULL);
+    pthread_cond_destroy(&pool->finished);
+    pthread_cond_destroy(&pool->posted);
+    pthread_mutex_destroy(&pool->mu);
+}
+
+/* Deflates gz->workers[0..count): posts them to the helpers (started on the first wave; none
+   to be had is no error, this thread then does it all), claims blocks itself until none is
+   left, then waits for those the helpers claimed. */
+static void pool_run_wave(bw_gzip_stream *gz, int count) {
+    gz_pool *pool = &gz->pool;
+    if (count > 1 && !pool->tried) {
+        pool->tried = 1;
+        for (int i = 0; i < gz->threads - 1; i++) {
+            if (pthread_create(&pool->ids[pool->helpers], NULL, pool_helper, pool) != 0)
+                break;
+            pool->helpers++;
+        }
+    }
+    pthread_mutex_lock(&pool->mu);
+    pool->blocks = gz->workers;
+    pool->count = count;
+    pool->next = 0;
+    if (count > 1)
+        pthread_cond_broadcast(&pool->posted);
+    while (pool->next < pool->count) {
+        gz_block_worker *w = &pool->blocks[pool->next++];
+        pthread_mutex_unlock(&pool->mu);
+        block_run(w);
+        pthread_mutex_lock(&pool->mu);
+    }
+    while (pool->running > 0)
+        pthread_cond_wait(&pool->finished, &pool->mu);
+    pthread_mutex_unlock(&pool->mu);
+}
+
 /* The block length for a write of n bytes: one block per thread, within the bounds. */
 static size_t block_length(size_t n, int threads) {
     size_t block = n / (size_t)threads + (n % (size_t)threads != 0);
@@ -392,17 +498,7 @@ static bw_gz_result write_parallel(bw_gzip_stream *gz, const unsigned char *data
             }
             done += w->n;
         }
-        pthread_t ids[BW_GZ_THREADS_MAX];
-        int started[BW_GZ_THREADS_MAX] = {0};
-        for (int i = 1; i < count; i++)
-            started[i] = pthread_create(&ids[i], NULL, block_run, &gz->workers[i]) == 0;
-        block_run(&gz->workers[0]);
-        for (int i = 1; i < count; i++) {
-            if (started[i])
-                pthread_join(ids[i], NULL);
-            else /* no thread to be had: the block is deflated here */
-                block_run(&gz->workers[i]);
-        }
+        pool_run_wave(gz, count);
         for (int i = 0; i < count; i++) {
             gz_block_worker *w = &gz->workers[i];
             if (w->rc != BW_GZ_OK)
