@@ -125,8 +125,8 @@ def bench_end_to_end(body: str, entities: list, rounds: int, url: str) -> None:
     import bulkwire
     import bulkwire.transport  # noqa: F401  (imported before the clock)
 
-    # mode -> (compress, compress_threads); "gzip 1t": the gzip stream on one thread
-    modes = {"plain": (False, None), "gzip": (True, None), "gzip 1t": (True, 1),
+    # mode -> (compress, compress_threads); "gzip-1t": the gzip stream on one thread
+    modes = {"plain": (False, None), "gzip": (True, None), "gzip-1t": (True, 1),
              "zstd": ("zstd", None)}
     rates = {m: [] for m in modes}
     wire = {}
