@@ -43,7 +43,23 @@ class Embedding:
         self.Vector = Vector
 
 
+class Small:
+    """A small document: ten short fields, a nested dict and a datetime."""
+
+    def __init__(self, Id, i):
+        import datetime
+
+        self.Id = Id
+        self.name, self.a, self.b, self.c, self.d = f"s{i}", i, 1.5, None, "x"
+        self.e, self.f = [1, 2], {"g": 1, "h": "i"}
+        self.t = datetime.datetime(2024, 1, 1, 12, 30, i % 60)
+        self.k, self.l = True, -3
+
+
 def make_entities(count: int, dim: int, seed: int = 42) -> list:
+    """count Embedding entities of dim dimensions; dim 0: count Small documents."""
+    if dim == 0:
+        return [Small(f"smalls/{i}", i) for i in range(count)]
     import numpy as np
 
     pool = np.random.default_rng(seed).standard_normal((POOL, dim)).tolist()
@@ -286,7 +302,8 @@ def profile_bulkwire(url: str, docs: int, dim: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--docs", type=int, default=10_000)
-    parser.add_argument("--dims", type=int, nargs="+", default=[1024, 384])
+    parser.add_argument("--dims", type=int, nargs="+", default=[1024, 384],
+                        help="vector dimensions; 0: the small-document workload")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--modes", nargs="+", default=["plain", "gzip"], choices=["plain", "gzip"])
     parser.add_argument("--baseline", choices=["ravendb", "seed-python"], default=None)
