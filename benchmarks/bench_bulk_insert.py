@@ -4,8 +4,10 @@ both against the same loopback server (bulkwire.testing, run in its own process)
     python benchmarks/bench_bulk_insert.py                       # 10,000 docs, 1024 and 384 dims
     python benchmarks/bench_bulk_insert.py --docs 1000 --runs 3 --dims 1024
 
-Each measured run is a fresh process (so peak RSS belongs to one configuration); runs of the
-two clients alternate; the figure is the median. Documents are class instances with an ``Id``,
+Each measured run is a fresh process (so peak RSS belongs to one configuration); the clients
+run interleaved round by round, the order rotating; docs/s is the median, the ratio the median
+of per-round ratios, printed with the load average. ``--one-thread`` adds bulkwire with its
+compressor on one thread (``compress_threads=1``). Documents are class instances with an ``Id``,
 a name, a rank and the vector as a list of Python floats (drawn from a pool of 256 distinct
 vectors, fixed seed, so the data set itself stays small). Reported: documents/s, the ratio,
 peak client memory (RSS growth during the insert; for bulkwire also the peak of live body
@@ -41,7 +43,23 @@ class Embedding:
         self.Vector = Vector
 
 
+class Small:
+    """A small document: ten short fields, a nested dict and a datetime."""
+
+    def __init__(self, Id, i):
+        import datetime
+
+        self.Id = Id
+        self.name, self.a, self.b, self.c, self.d = f"s{i}", i, 1.5, None, "x"
+        self.e, self.f = [1, 2], {"g": 1, "h": "i"}
+        self.t = datetime.datetime(2024, 1, 1, 12, 30, i % 60)
+        self.k, self.l = True, -3
+
+
 def make_entities(count: int, dim: int, seed: int = 42) -> list:
+    """count Embedding entities of dim dimensions; dim 0: count Small documents."""
+    if dim == 0:
+        return [Small(f"smalls/{i}", i) for i in range(count)]
     import numpy as np
 
     pool = np.random.default_rng(seed).standard_normal((POOL, dim)).tolist()
@@ -59,13 +77,14 @@ def peak_rss_bytes() -> int:
 
 # ---- the clients ----
 
-def run_bulkwire(url: str, entities: list, compress: bool) -> dict:
+def run_bulkwire(url: str, entities: list, compress: bool, threads: int | None = None) -> dict:
     import bulkwire
     from bulkwire import _core
 
     _core._reset_chunk_peak()
     start = time.perf_counter()
-    with bulkwire.BulkInsert(url, "bench", compress=compress, timeout=120) as bulk:
+    with bulkwire.BulkInsert(url, "bench", compress=compress, timeout=120,
+                             compress_threads=threads) as bulk:
         store = bulk.store
         for entity in entities:
             store(entity)
@@ -165,12 +184,18 @@ def run_seed_pipeline(url: str, entities: list, compress: bool) -> dict:
     return {"seconds": time.perf_counter() - start, "compression": "zlib" if compress else None}
 
 
-CLIENTS = {"bulkwire": run_bulkwire, "ravendb": run_ravendb, "seed-python": run_seed_pipeline}
+def run_bulkwire_one_thread(url: str, entities: list, compress: bool) -> dict:
+    """bulkwire with its compressor on one thread (compress_threads=1)."""
+    return run_bulkwire(url, entities, compress, threads=1)
+
+
+CLIENTS = {"bulkwire": run_bulkwire, "bulkwire-1thread": run_bulkwire_one_thread,
+           "ravendb": run_ravendb, "seed-python": run_seed_pipeline}
 
 
 def child(args: argparse.Namespace) -> None:
     entities = make_entities(args.docs, args.dim)
-    if args.child == "bulkwire":  # import outside the timed region, as for the others
+    if args.child.startswith("bulkwire"):  # import outside the timed region, as for the others
         import bulkwire  # noqa: F401
         import bulkwire.transport  # noqa: F401  (http.client: ravendb's import brings it too)
     elif args.child == "ravendb":
@@ -277,11 +302,14 @@ def profile_bulkwire(url: str, docs: int, dim: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--docs", type=int, default=10_000)
-    parser.add_argument("--dims", type=int, nargs="+", default=[1024, 384])
+    parser.add_argument("--dims", type=int, nargs="+", default=[1024, 384],
+                        help="vector dimensions; 0: the small-document workload")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--modes", nargs="+", default=["plain", "gzip"], choices=["plain", "gzip"])
     parser.add_argument("--baseline", choices=["ravendb", "seed-python"], default=None)
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--one-thread", action="store_true",
+                        help="also run bulkwire with compress_threads=1 (gzip on one thread)")
     parser.add_argument("--child", choices=sorted(CLIENTS))
     parser.add_argument("--mode", choices=["plain", "gzip"])
     parser.add_argument("--dim", type=int)
@@ -301,28 +329,30 @@ def main() -> None:
         from bulkwire import _core
         print(f"bulk insert, {args.docs:,} documents, median of {args.runs} runs, loopback server "
               f"in its own process at {url}; baseline: {baseline}; ISA-L linked: {bool(_core.HAVE_ISAL)}")
-        print(f"{'dim':>5} {'mode':>5} {'client':>12} {'docs/s':>9} {'ratio':>6} {'B/doc':>7} "
+        print(f"{'dim':>5} {'mode':>5} {'client':>16} {'docs/s':>9} {'ratio':>6} {'B/doc':>7} "
               f"{'avg chunk':>10} {'peak RSS +':>11} {'buffers peak':>13} {'gzip':>6}")
         for dim in args.dims:
             for mode in args.modes:
-                results = {"bulkwire": [], baseline: []}
-                for run in range(args.runs):
-                    order = ["bulkwire", baseline] if run % 2 == 0 else [baseline, "bulkwire"]
-                    for client in order:
+                contenders = ["bulkwire"] + (["bulkwire-1thread"] if args.one_thread else []) + [baseline]
+                results: dict = {c: [] for c in contenders}
+                for run in range(args.runs):  # interleaved, the order rotating round by round
+                    for client in contenders[run % len(contenders):] + contenders[:run % len(contenders)]:
                         results[client].append(run_child(url, client, mode, dim, args.docs))
                 rates = {c: statistics.median(args.docs / r["seconds"] for r in rs) for c, rs in results.items()}
-                for client in ("bulkwire", baseline):
+                for client in contenders:
                     rs = results[client]
                     last = rs[-1]
-                    ratio = rates[client] / rates[baseline]
+                    # the median of per-round ratios: load drift between rounds cancels out
+                    ratio = statistics.median(results[baseline][i]["seconds"] / rs[i]["seconds"]
+                                              for i in range(args.runs))
                     avg_chunk = statistics.median(r["wire_bytes"] / r["chunks"] for r in rs)
                     rss = statistics.median(r["rss_growth"] for r in rs)
                     peak = last.get("buffer_peak")
-                    print(f"{dim:>5} {mode:>5} {client:>12} {rates[client]:>9,.0f} {ratio:>5.1f}x "
+                    print(f"{dim:>5} {mode:>5} {client:>16} {rates[client]:>9,.0f} {ratio:>5.1f}x "
                           f"{last['wire_bytes'] / args.docs:>7,.0f} {avg_chunk / 1024:>7,.0f} KiB "
                           f"{rss / 2**20:>7,.1f} MiB "
                           f"{(f'{peak / 2**20:,.1f} MiB' if peak is not None else '-'):>13} "
-                          f"{last['compression'] or '-':>6}", flush=True)
+                          f"{last['compression'] or '-':>6}  load {os.getloadavg()[0]:.2f}", flush=True)
         if args.profile:
             print("where bulkwire's time goes:")
             profile_bulkwire(url, min(args.docs, 2000), args.dims[0])

@@ -99,6 +99,7 @@ def test_bench_zstd_runs():
     modes = [r[0] for r in rows  # end-to-end rows: mode, then the backend (not a level)
              if r[:1] in (["plain"], ["gzip"], ["zstd"]) and not r[1].lstrip("-").isdigit()]
     assert modes == ["plain", "gzip", "zstd"] * 2
+    assert sum(r[:1] == ["gzip-1t"] for r in rows) == 2  # gzip on one thread, each body
     assert "zstd 1" in out and "isal 1" in out
 
 

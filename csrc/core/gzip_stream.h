@@ -15,12 +15,38 @@ typedef enum {
 
 typedef struct bw_gzip_stream bw_gzip_stream;
 
+/* Parallel streams (bw_gz_new_parallel) cut each write into blocks of at least this many
+   bytes (and at most 1 GiB), one per thread: smaller writes are one block. */
+#define BW_GZ_BLOCK_MIN ((size_t)64 << 10)
+/* The most threads one parallel stream runs. */
+#define BW_GZ_THREADS_MAX 16
+
 /* 1 when the ISA-L backend was compiled in. */
 int bw_gz_have_isal(void);
 /* A new stream at the backend's fastest level (zlib 1, igzip 1). NULL when out of memory,
    when the backend is not compiled in, or when the compressor refuses to start. */
 bw_gzip_stream *bw_gz_new(bw_gz_backend backend);
+/* A stream that deflates each write as blocks on up to `threads` threads at once (the calling
+   thread is one of them), pigz-style: each block is raw deflate primed with the 32 KiB of
+   input before it and sync-flushed, so the blocks in order, a final empty block and the
+   trailer (the blocks' CRC-32s combined, ISIZE) are one gzip member, decodable piece by
+   piece like bw_gz_new's. The bytes differ from bw_gz_new's; what they inflate to does not.
+   threads is clamped to 1..BW_GZ_THREADS_MAX (1: the blocks run on the calling thread).
+   NULL as bw_gz_new. */
+bw_gzip_stream *bw_gz_new_parallel(bw_gz_backend backend, int threads);
+/* The threads a stream runs (1 for bw_gz_new's). */
+int bw_gz_threads(const bw_gzip_stream *gz);
 void bw_gz_free(bw_gzip_stream *gz);
+
+/* The member's pieces around the blocks, for the parallel stream and its tests: the 10-byte
+   header; and the end (a final empty fixed-Huffman block, CRC-32 and ISIZE little-endian),
+   which follows sync-flushed blocks. Each returns -1 when out of memory, else 0. */
+#define BW_GZ_HEADER_LEN 10
+#define BW_GZ_END_LEN 10
+int bw_gz_put_header(bw_buf *out);
+int bw_gz_put_end(bw_buf *out, unsigned long crc, unsigned long long total_in);
+/* The CRC-32 of a block of len2 bytes with CRC crc2 appended to input with CRC crc1. */
+unsigned long bw_gz_crc_combine(unsigned long crc1, unsigned long crc2, size_t len2);
 
 typedef enum {
     BW_GZ_OK = 0,

@@ -3,6 +3,9 @@
 #include <stdlib.h>
 
 #ifdef BW_HAVE_ZSTD
+/* for ZSTD_c_literalCompressionMode: an experimental parameter, but one that the shared
+   library takes through the stable ZSTD_CCtx_setParameter (libzstd 1.4.5 and later) */
+#define ZSTD_STATIC_LINKING_ONLY
 #include <zstd.h>
 
 struct bw_zstd_stream {
@@ -24,7 +27,9 @@ int bw_zs_have_zstd(void) { return 1; }
 int bw_zs_min_level(void) { return ZSTD_minCLevel(); }
 int bw_zs_max_level(void) { return ZSTD_maxCLevel(); }
 
-bw_zstd_stream *bw_zs_new(int level) {
+bw_zstd_stream *bw_zs_new(int level) { return bw_zs_new_parallel(level, 1); }
+
+bw_zstd_stream *bw_zs_new_parallel(int level, int threads) {
     bw_zstd_stream *zs = calloc(1, sizeof *zs);
     if (zs == NULL)
         return NULL;
@@ -32,11 +37,22 @@ bw_zstd_stream *bw_zs_new(int level) {
     /* a checksum lets the receiver tell a damaged body from a short one */
     if (zs->cctx == NULL ||
         ZSTD_isError(ZSTD_CCtx_setParameter(zs->cctx, ZSTD_c_compressionLevel, level)) ||
-        ZSTD_isError(ZSTD_CCtx_setParameter(zs->cctx, ZSTD_c_checksumFlag, 1))) {
-        bw_zs_free(zs);
-        return NULL;
-    }
+        ZSTD_isError(ZSTD_CCtx_setParameter(zs->cctx, ZSTD_c_checksumFlag, 1)))
+        goto fail;
+    /* Negative levels store literals raw by default; float text is mostly literals, which
+       Huffman coding shrinks by a third: keep it, and skip only the match search. */
+    if (level < 0 && ZSTD_isError(ZSTD_CCtx_setParameter(zs->cctx, ZSTD_c_literalCompressionMode,
+                                                         ZSTD_ps_enable)))
+        goto fail;
+    /* libzstd's own workers: still one frame (see zstd_stream.h) */
+    if (threads > 1 &&
+        (ZSTD_isError(ZSTD_CCtx_setParameter(zs->cctx, ZSTD_c_nbWorkers, threads)) ||
+         ZSTD_isError(ZSTD_CCtx_setParameter(zs->cctx, ZSTD_c_jobSize, BW_ZSTD_JOB_SIZE))))
+        goto fail;
     return zs;
+fail:
+    bw_zs_free(zs);
+    return NULL;
 }
 
 void bw_zs_free(bw_zstd_stream *zs) {
@@ -145,6 +161,7 @@ bw_zs_result bw_zsd_read(bw_zstd_decoder *zd, const void *in, size_t n, size_t *
 
 int bw_zs_have_zstd(void) { return 0; }
 bw_zstd_stream *bw_zs_new(int level) { (void)level; return NULL; }
+bw_zstd_stream *bw_zs_new_parallel(int level, int threads) { (void)level, (void)threads; return NULL; }
 int bw_zs_min_level(void) { return 0; }
 int bw_zs_max_level(void) { return 0; }
 void bw_zs_free(bw_zstd_stream *zs) { (void)zs; }

@@ -9,8 +9,16 @@
 
 #include "out_buffer.h"
 
-/* The level of every bulkwire zstd stream: the fastest positive level (see performance.md). */
-#define BW_ZSTD_LEVEL 1
+/* The level of every bulkwire zstd stream: the fastest level whose output (literals kept
+   Huffman-coded) is no larger than ISA-L's level 1 on float-vector and small-document
+   bodies (see performance.md). */
+#define BW_ZSTD_LEVEL (-5)
+
+/* The job size of a stream on several threads: libzstd's smallest, so that a 1 MiB buffer
+   makes two jobs. */
+#define BW_ZSTD_JOB_SIZE (512 << 10)
+/* The most workers one stream asks for. */
+#define BW_ZSTD_THREADS_MAX 16
 
 /* The largest window the decoder accepts (8 MiB; the encoder's level uses at most 2 MiB). */
 #define BW_ZSTD_WINDOW_LOG_MAX 23
@@ -30,9 +38,15 @@ typedef enum {
 int bw_zs_have_zstd(void);
 
 /* A new stream at the given level (BW_ZSTD_LEVEL for a body; negative levels are zstd's
-   fastest) with a content checksum. NULL when out of memory, when the level is refused, or
+   fastest, and here keep Huffman-coded literals) with a content checksum. NULL when out of memory, when the level is refused, or
    when libzstd is not compiled in. */
 bw_zstd_stream *bw_zs_new(int level);
+/* The same on `threads` of libzstd's own workers (ZSTD_c_nbWorkers; 1: none): each write is cut
+   into jobs of BW_ZSTD_JOB_SIZE compressed at once, and the output is still ONE frame (each
+   job primed with the input before it), so any streaming decoder takes it as before; separate
+   frames, though valid, are not what every server's decoder reads past. NULL also when
+   libzstd was built without threads. */
+bw_zstd_stream *bw_zs_new_parallel(int level, int threads);
 /* The range of levels libzstd takes (0..0 without libzstd). */
 int bw_zs_min_level(void);
 int bw_zs_max_level(void);

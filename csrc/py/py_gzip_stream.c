@@ -8,10 +8,16 @@
 
 /* New reference. */
 static PyObject *Gzip_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
-    static char *keywords[] = {"backend", NULL};
+    static char *keywords[] = {"backend", "threads", NULL};
     const char *name = "auto";
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$s:GzipStream", keywords, &name))
+    int threads = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$si:GzipStream", keywords, &name, &threads))
         return NULL;
+    if (threads < 1 || threads > BW_GZ_THREADS_MAX) {
+        PyErr_Format(PyExc_ValueError, "threads must be 1 to %d, not %d", BW_GZ_THREADS_MAX,
+                     threads);
+        return NULL;
+    }
     bw_gz_backend backend;
     if (strcmp(name, "auto") == 0) {
         backend = bw_gz_have_isal() ? BW_GZ_ISAL : BW_GZ_ZLIB;
@@ -33,7 +39,8 @@ static PyObject *Gzip_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) 
     if (self == NULL)
         return NULL;
     self->backend = backend;
-    self->gz = bw_gz_new(backend);
+    /* one thread: the serial stream, whose bytes are zlib's/igzip's own */
+    self->gz = threads > 1 ? bw_gz_new_parallel(backend, threads) : bw_gz_new(backend);
     if (self->gz == NULL) {
         Py_DECREF(self);
         return PyErr_NoMemory();
@@ -95,6 +102,12 @@ static PyObject *Gzip_get_total(bw_gzip_object *self, void *closure) {
 }
 
 /* New reference. */
+static PyObject *Gzip_get_threads(bw_gzip_object *self, void *closure) {
+    (void)closure;
+    return PyLong_FromLong(bw_gz_threads(self->gz));
+}
+
+/* New reference. */
 static PyObject *Gzip_get_finished(bw_gzip_object *self, void *closure) {
     (void)closure;
     return PyBool_FromLong(self->finished);
@@ -114,6 +127,7 @@ static PyGetSetDef Gzip_getset[] = {
     {"total_in", (getter)Gzip_get_total, NULL, "Bytes compressed so far.", (void *)GZIP_TOTAL_IN},
     {"total_out", (getter)Gzip_get_total, NULL, "Bytes produced so far.", (void *)GZIP_TOTAL_OUT},
     {"finished", (getter)Gzip_get_finished, NULL, "The member was ended (finish()).", NULL},
+    {"threads", (getter)Gzip_get_threads, NULL, "The threads deflating each piece at once.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -122,8 +136,10 @@ PyTypeObject bw_gzip_type = {
     .tp_name = "bulkwire._core.GzipStream",
     .tp_basicsize = sizeof(bw_gzip_object),
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "GzipStream(*, backend='auto')\n\nOne gzip member at the fastest level, written "
-              "piece by piece, each piece sync-flushed. backend: 'auto', 'zlib' or 'isal'.",
+    .tp_doc = "GzipStream(*, backend='auto', threads=1)\n\nOne gzip member at the fastest level, "
+              "written piece by piece, each piece sync-flushed. backend: 'auto', 'zlib' or "
+              "'isal'. threads > 1: each piece is cut into blocks deflated at once on that "
+              "many threads (each primed with the 32 KiB before it), still one member.",
     .tp_new = Gzip_new,
     .tp_dealloc = (destructor)Gzip_dealloc,
     .tp_methods = Gzip_methods,
@@ -133,6 +149,7 @@ PyTypeObject bw_gzip_type = {
 int bw_gzip_add_to_module(PyObject *module) {
     if (PyType_Ready(&bw_gzip_type) < 0 ||
         PyModule_AddObjectRef(module, "GzipStream", (PyObject *)&bw_gzip_type) < 0 ||
+        PyModule_AddIntConstant(module, "GZIP_THREADS_MAX", BW_GZ_THREADS_MAX) < 0 ||
         PyModule_AddIntConstant(module, "HAVE_ISAL", bw_gz_have_isal()) < 0)
         return -1;
     return 0;

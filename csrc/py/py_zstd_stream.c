@@ -10,10 +10,15 @@ static const char no_libzstd[] =
 
 /* New reference. */
 static PyObject *Zstd_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
-    static char *keywords[] = {"level", NULL};
-    int level = BW_ZSTD_LEVEL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$i:ZstdStream", keywords, &level))
+    static char *keywords[] = {"level", "threads", NULL};
+    int level = BW_ZSTD_LEVEL, threads = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$ii:ZstdStream", keywords, &level, &threads))
         return NULL;
+    if (threads < 1 || threads > BW_ZSTD_THREADS_MAX) {
+        PyErr_Format(PyExc_ValueError, "threads must be 1 to %d, not %d", BW_ZSTD_THREADS_MAX,
+                     threads);
+        return NULL;
+    }
     if (!bw_zs_have_zstd()) {
         PyErr_SetString(PyExc_ValueError, no_libzstd);
         return NULL;
@@ -26,9 +31,13 @@ static PyObject *Zstd_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) 
     bw_zstd_object *self = (bw_zstd_object *)type->tp_alloc(type, 0);
     if (self == NULL)
         return NULL;
-    self->zs = bw_zs_new(level);
+    self->threads = threads;
+    self->zs = bw_zs_new_parallel(level, threads);
     if (self->zs == NULL) {
         Py_DECREF(self);
+        if (threads > 1) /* the likelier cause: a libzstd built without threads */
+            return PyErr_Format(PyExc_ValueError, "threads=%d: this libzstd refused to run "
+                                "workers (built without threads?), or out of memory", threads);
         return PyErr_NoMemory();
     }
     return (PyObject *)self;
@@ -109,7 +118,14 @@ static PyMethodDef Zstd_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+/* New reference. */
+static PyObject *Zstd_get_threads(bw_zstd_object *self, void *closure) {
+    (void)closure;
+    return PyLong_FromLong(self->threads);
+}
+
 static PyGetSetDef Zstd_getset[] = {
+    {"threads", (getter)Zstd_get_threads, NULL, "The threads compressing each piece at once.", NULL},
     {"backend", (getter)Zstd_get_backend, NULL, "'zstd'.", NULL},
     {"total_in", (getter)Zstd_get_total, NULL, "Bytes compressed so far.", (void *)ZSTD_TOTAL_IN},
     {"total_out", (getter)Zstd_get_total, NULL, "Bytes produced so far.", (void *)ZSTD_TOTAL_OUT},
@@ -122,9 +138,11 @@ PyTypeObject bw_zstd_type = {
     .tp_name = "bulkwire._core.ZstdStream",
     .tp_basicsize = sizeof(bw_zstd_object),
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "ZstdStream(*, level=ZSTD_LEVEL)\n\nOne zstd frame (with a checksum) written piece "
-              "by piece, each piece flushed so that it decodes on arrival. Needs libzstd "
-              "(HAVE_ZSTD).",
+    .tp_doc = "ZstdStream(*, level=ZSTD_LEVEL, threads=1)\n\nOne zstd frame (with a checksum) "
+              "written piece by piece, each piece flushed so that it decodes on arrival. "
+              "Negative levels keep Huffman-coded literals. threads > 1: libzstd's own "
+              "workers compress each piece as 512 KiB jobs at once, still one frame. Needs "
+              "libzstd (HAVE_ZSTD).",
     .tp_new = Zstd_new,
     .tp_dealloc = (destructor)Zstd_dealloc,
     .tp_methods = Zstd_methods,

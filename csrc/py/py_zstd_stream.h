@@ -11,6 +11,7 @@ typedef struct {
     bw_zstd_stream *zs;
     int busy;     /* a thread is compressing (GIL released) */
     int finished; /* the frame was ended */
+    int threads;  /* libzstd's workers (1: none) */
 } bw_zstd_object;
 
 extern PyTypeObject bw_zstd_type;

@@ -25,7 +25,7 @@ from functools import partial
 from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence, Union
 
 from . import _core
-from .compression import Compress, body_compressor, compression_backends
+from .compression import Compress, body_compressor, check_compress_threads, compression_backends
 from .compression import _PythonIsal  # noqa: F401 - importable here as before
 from .compression import resolve_compress as _resolve_compress
 from .bulk_commands import (AttachmentsBulkInsert, CountersBulkInsert, TimeSeriesBulkInsert,
@@ -155,7 +155,10 @@ class BulkWriter:
     ``max_buffers``: how many finished buffers may wait for the consumer; a full queue makes
     ``store`` wait (GIL released). ``compress``: False, True/"auto" (fastest gzip available),
     "zlib", "isal" or "python-isal" (one gzip stream), or "zstd" / "python-zstd" (one zstd
-    frame; see :mod:`bulkwire.compression`).
+    frame; see :mod:`bulkwire.compression`). ``compress_threads``: how many threads compress
+    each buffer at once (C core backends; still one gzip member or zstd frame); None: for
+    gzip the CPUs this process may use, at most 4
+    (:func:`bulkwire.compression.default_compress_threads`), for zstd one.
     ``default``: the encoder's default hook for what JSON has no type for (``bulkwire.ENTITY``,
     the entity conventions; or a callable, as ``json.dumps(default=...)`` takes it).
     ``class_info``: the conventions of an entity class, asked once per class: a callable
@@ -177,10 +180,14 @@ class BulkWriter:
 
     def __init__(self, *, compress: Compress = False, buffer_size: int = DEFAULT_BUFFER_SIZE,
                  max_buffers: int = DEFAULT_MAX_BUFFERS,
-                 default: Any = _core.ENTITY, class_info: Any = None) -> None:
+                 default: Any = _core.ENTITY, class_info: Any = None,
+                 compress_threads: Optional[int] = None) -> None:
         _positive_int("buffer_size", buffer_size)
         _positive_int("max_buffers", max_buffers)
         self._compression = _resolve_compress(compress)
+        if compress_threads is not None:
+            check_compress_threads(compress_threads)
+        self.compress_threads = compress_threads
         self._queue = _core.HandoverQueue(max_buffers)
         if class_info is None:
             class_info = partial(_class_info, token=secrets.token_hex(6))
@@ -517,7 +524,7 @@ class BulkWriter:
         stats = self.stats
         gz = None
         if self._compression is not None:
-            gz = body_compressor(self._compression)
+            gz = body_compressor(self._compression, self.compress_threads)
             stats.compression = gz.backend
         try:
             outcome, buffers, body, pieces, wire = _core.pump_body(self._queue, fd, gz, timeout, tls)
@@ -545,7 +552,7 @@ class BulkWriter:
         stats = self.stats
         gz: Any = None
         if self._compression is not None:
-            gz = body_compressor(self._compression)
+            gz = body_compressor(self._compression, self.compress_threads)
             stats.compression = gz.backend
         next_piece = _core.next_piece  # the pieces are cut in C, by the pump's rule
         queue = self._queue
@@ -628,8 +635,8 @@ class BulkInsert:
     ``abort`` may come from any thread.
 
     ``timeout`` (seconds, or None) bounds every socket operation, including a send to a
-    server that stopped reading; ``compress``, ``default`` and ``class_info`` are as for
-    :class:`BulkWriter`.
+    server that stopped reading; ``compress``, ``compress_threads``, ``default`` and
+    ``class_info`` are as for :class:`BulkWriter`.
 
     ``https://`` (see :mod:`bulkwire.tls`): ``certificate``, the client certificate (a PEM
     file holding the certificate and its key, or a ``(certificate, key)`` pair of files);
@@ -647,7 +654,8 @@ class BulkInsert:
                  buffer_size: int = DEFAULT_BUFFER_SIZE, max_buffers: int = DEFAULT_MAX_BUFFERS,
                  skip_overwrite_if_unchanged: bool = False, timeout: Optional[float] = 300.0,
                  certificate: Any = None, ca: Any = None, ssl_context: Any = None,
-                 default: Any = _core.ENTITY, class_info: Any = None) -> None:
+                 default: Any = _core.ENTITY, class_info: Any = None,
+                 compress_threads: Optional[int] = None) -> None:
         from .tls import TlsSettings
         from .topology import Servers
         from .transport import HttpTransport
@@ -662,7 +670,8 @@ class BulkInsert:
         self._servers = Servers(url, connect)
         self._transport = self._servers.first  # until the operation's node is known
         self._writer = BulkWriter(compress=compress, buffer_size=buffer_size, max_buffers=max_buffers,
-                                  default=default, class_info=class_info)
+                                  default=default, class_info=class_info,
+                                  compress_threads=compress_threads)
         self._skip_overwrite = skip_overwrite_if_unchanged
         self._sender: Any = None
         self._op_id: Optional[int] = None

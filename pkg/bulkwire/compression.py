@@ -7,8 +7,14 @@ level, sync-flushed after each buffer, so each piece is decodable on arrival.
 
 zstd (``Content-Encoding: zstd``): ``"zstd"``: libzstd, linked into the C core at build time
 (compresses with the GIL released, also in the C body pump); ``"python-zstd"``: the
-``zstandard`` package (when libzstd is not linked in). Both write one zstd frame at level
-``ZSTD_LEVEL`` with a checksum, flushed (``ZSTD_e_flush``) after each buffer.
+``zstandard`` package (when libzstd is not linked in). Both write one zstd frame with a
+checksum, flushed (``ZSTD_e_flush``) after each buffer: libzstd at ``ZSTD_LEVEL`` (a negative,
+fast level with the literals still Huffman-coded), the package at ``PYTHON_ZSTD_LEVEL`` (1:
+it cannot keep the literals coded at negative levels, and without them the body grows).
+
+Threads: the C core's gzip and zstd streams compress each buffer on ``compress_threads``
+threads at once (default :func:`default_compress_threads`), still as one gzip member or one
+zstd frame.
 
 >>> "zlib" in compression_backends()
 True
@@ -17,15 +23,54 @@ True
 """
 from __future__ import annotations
 
+import os
 from typing import Any, Optional, Union
 
 from . import _core
 
 __all__ = ["Compress", "compression_backends", "resolve_compress", "native_backend", "gzip_stream",
-           "zstd_backends", "content_encoding", "body_compressor", "ZSTD_LEVEL"]
+           "zstd_backends", "content_encoding", "body_compressor", "ZSTD_LEVEL",
+           "PYTHON_ZSTD_LEVEL", "default_compress_threads", "check_compress_threads"]
 
-#: The zstd level of every backend: the fastest positive level (see docs/performance.md).
+#: libzstd's level (the ``"zstd"`` backend): the fastest level no larger than ISA-L's level 1
+#: on the benchmark bodies, with Huffman-coded literals forced on (see docs/performance.md).
 ZSTD_LEVEL: int = _core.ZSTD_LEVEL
+#: The ``zstandard`` package's level (``"python-zstd"``): it exposes no way to keep literals
+#: coded at negative levels, so it stays at the fastest positive level.
+PYTHON_ZSTD_LEVEL: int = 1
+
+#: The most threads :func:`default_compress_threads` picks: compression stops scaling with
+#: threads once the encoder, on its own core, is the slower side.
+DEFAULT_THREADS_MAX = 4
+
+
+def default_compress_threads() -> int:
+    """The threads a body's compressor runs when ``compress_threads`` is None: the CPUs this
+    process may run on (its affinity, so ``taskset`` counts), at most ``DEFAULT_THREADS_MAX``.
+
+    >>> 1 <= default_compress_threads() <= DEFAULT_THREADS_MAX
+    True
+    """
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cpus = os.cpu_count() or 1
+    return max(1, min(cpus, DEFAULT_THREADS_MAX))
+
+
+def check_compress_threads(threads: Optional[int]) -> int:
+    """``threads`` checked (an int from 1 to ``_core.GZIP_THREADS_MAX``), or the default for None.
+
+    >>> check_compress_threads(2)
+    2
+    """
+    if threads is None:
+        return default_compress_threads()
+    if isinstance(threads, bool) or not isinstance(threads, int):
+        raise TypeError(f"compress_threads must be an int or None, not {type(threads).__name__}")
+    if not 1 <= threads <= _core.GZIP_THREADS_MAX:
+        raise ValueError(f"compress_threads must be 1 to {_core.GZIP_THREADS_MAX}, not {threads}")
+    return threads
 
 #: What ``compress=`` accepts: False, True/"auto" (the fastest gzip available), "zstd" (the
 #: fastest zstd available), or a backend name.
@@ -159,15 +204,18 @@ class _PythonIsal(_PythonStream):
         super().__init__(isal_zlib.compressobj(1, isal_zlib.DEFLATED, 31), isal_zlib.Z_SYNC_FLUSH)
 
 
-def gzip_stream(backend: str) -> Any:
+def gzip_stream(backend: str, threads: int = 1) -> Any:
     """A new gzip member writer of ``backend`` (a name from :func:`compression_backends`): a
-    ``_core.GzipStream``, or for ``"python-isal"`` an object with the same ``compress``,
-    ``finish``, ``finished``, ``backend``, ``total_in`` and ``total_out``.
+    ``_core.GzipStream`` deflating on ``threads`` threads, or for ``"python-isal"`` (one
+    thread) an object with the same ``compress``, ``finish``, ``finished``, ``backend``,
+    ``total_in`` and ``total_out``.
 
-    >>> gzip_stream("zlib").backend
-    'zlib'
+    >>> gzip_stream("zlib", threads=2).threads
+    2
     """
-    return _PythonIsal() if backend == "python-isal" else _core.GzipStream(backend=backend)
+    if backend == "python-isal":
+        return _PythonIsal()
+    return _core.GzipStream(backend=backend, threads=threads)
 
 
 class _PythonZstd(_PythonStream):
@@ -178,21 +226,25 @@ class _PythonZstd(_PythonStream):
 
     def __init__(self) -> None:
         import zstandard
-        super().__init__(zstandard.ZstdCompressor(level=ZSTD_LEVEL, write_checksum=True).compressobj(),
+        super().__init__(zstandard.ZstdCompressor(level=PYTHON_ZSTD_LEVEL,
+                                                  write_checksum=True).compressobj(),
                          zstandard.COMPRESSOBJ_FLUSH_BLOCK)
 
 
-def body_compressor(backend: str) -> Any:
+def body_compressor(backend: str, threads: Optional[int] = 1) -> Any:
     """A new compressor of one body for ``backend`` (a name from :func:`compression_backends`
-    or :func:`zstd_backends`): a ``_core.GzipStream`` or ``_core.ZstdStream``, or for the
-    Python backends an object with the same ``compress``, ``finish``, ``finished``,
-    ``backend``, ``total_in`` and ``total_out``.
+    or :func:`zstd_backends`): a ``_core.GzipStream`` or ``_core.ZstdStream`` on ``threads``
+    threads, or for the Python backends (one thread) an object with the same ``compress``,
+    ``finish``, ``finished``, ``backend``, ``total_in`` and ``total_out``. None: gzip on
+    :func:`default_compress_threads`, zstd on one (at ``ZSTD_LEVEL`` it outruns the encoder
+    alone; its workers start only when asked for).
 
     >>> body_compressor("zlib").backend
     'zlib'
     """
     if backend == "zstd":
-        return _core.ZstdStream()
+        return _core.ZstdStream(threads=1 if threads is None else check_compress_threads(threads))
+    threads = check_compress_threads(threads)
     if backend == "python-zstd":
         return _PythonZstd()
-    return gzip_stream(backend)
+    return gzip_stream(backend, threads)
