@@ -8,6 +8,7 @@ import os
 import shutil
 import ssl
 import subprocess
+import time
 
 import pytest
 
@@ -130,4 +131,10 @@ def test_an_early_answer_over_tls_is_read_whole(https):
     with pytest.raises(bulkwire.errors.EarlyResponse, match=r"finished POST .* \(HTTP 2\d\d"):
         for i in range(5000):
             bulk.store({"i": i, "pad": "e" * 100}, id=f"e/{i}")
+        # Until the answer went out: once the whole body sits in the kernel's buffers, a 2xx
+        # is an ordinary answer to the request, and a fast encoder can get there first.
+        deadline = time.monotonic() + TIMEOUT
+        while not any(r.error == "finished early" for r in list(server.requests)):
+            assert time.monotonic() < deadline, "the server never answered early"
+            time.sleep(0.01)
         bulk.close()

@@ -8,6 +8,14 @@
 #define ZSTD_STATIC_LINKING_ONLY
 #include <zstd.h>
 
+/* libzstd 1.5.2 renamed the literal modes (ZSTD_lcm_huffman became ZSTD_ps_enable, the same
+   value); older headers still build */
+#if ZSTD_VERSION_NUMBER >= 10502
+#define BW_ZSTD_HUFFMAN_LITERALS ZSTD_ps_enable
+#else
+#define BW_ZSTD_HUFFMAN_LITERALS ZSTD_lcm_huffman
+#endif
+
 struct bw_zstd_stream {
     ZSTD_CCtx *cctx;
     int finished;
@@ -42,7 +50,7 @@ bw_zstd_stream *bw_zs_new_parallel(int level, int threads) {
     /* Negative levels store literals raw by default; float text is mostly literals, which
        Huffman coding shrinks by a third: keep it, and skip only the match search. */
     if (level < 0 && ZSTD_isError(ZSTD_CCtx_setParameter(zs->cctx, ZSTD_c_literalCompressionMode,
-                                                         ZSTD_ps_enable)))
+                                                         BW_ZSTD_HUFFMAN_LITERALS)))
         goto fail;
     /* libzstd's own workers: still one frame (see zstd_stream.h) */
     if (threads > 1 &&
