@@ -148,3 +148,17 @@ class RowError(ValueError):
         self.row = row
         self.reason = reason
         self.take_index = take_index
+
+    def __reduce__(self) -> tuple:
+        # BaseException pickles as type(self)(*self.args), and args holds only the message:
+        # a distributed engine ships a worker's RowError to the client by pickle
+        return (_rebuild_row_error, (type(self), self.column, self.row, self.reason,
+                                     self.take_index, self.__dict__))
+
+
+def _rebuild_row_error(cls: type, column: str, row: int, reason: str,
+                       take_index: Optional[int], state: dict) -> RowError:
+    """A :class:`RowError` as it was pickled: message, attributes and all."""
+    error = cls(column, row, reason, take_index=take_index)
+    error.__dict__.update(state)
+    return error
