@@ -14,6 +14,7 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from .load import (DEFAULT_CHUNK_SIZE, LoadResult, _default_batch_rows, _empty_batch, _Encoder,
                    _encoded_in_order, _encoding, _metadata_json, _plan, _ServerTarget)
+from .errors import RowError
 from .parquet import _pyarrow
 
 
@@ -144,8 +145,12 @@ def load_arrow(data: Any, config: SinkConfig, source: str) -> LoadResult:
             del commands
             rows += count
         target.close()
-    except BaseException:
+    except BaseException as exc:
         target.abort()
+        if isinstance(exc, RowError):
+            # its row counts from the partition's first row: say which partition (a note,
+            # which travels with the pickled error back to the engine's client)
+            exc.__notes__ = [*getattr(exc, "__notes__", ()), f"in {source}"]
         raise
     return LoadResult(rows=rows, body_bytes=target.body_bytes, wire_bytes=target.wire_bytes,
                       seconds=time.perf_counter() - start, source=source, target=config.target,
