@@ -141,10 +141,21 @@ def test_ids_come_from_the_id_column(server):
     assert sorted(received_commands(server)) == first
 
 
-def test_columns_are_checked_on_the_driver(server):
-    sink = bulkwire.ray.BulkInsertDatasink(server.url, server.database, id_column="key")
-    with pytest.raises(ValueError, match="id column 'key' is not a column of the Ray Dataset"):
-        ray.data.from_arrow(make_table(10, 2)).write_datasink(sink)
+def test_columns_are_checked_before_any_request(server, tmp_path):
+    """A column the arguments name that the rows lack fails in the write task before its
+    request opens, naming the column; also after a fused read_parquet (whose first bundle,
+    the one on_write_start sees, is the file listing, not the rows)."""
+    import pyarrow.parquet as pq
+
+    pq.write_table(make_table(10, 2), tmp_path / "rows.parquet")
+    for ds in (ray.data.from_arrow(make_table(10, 2)), ray.data.read_parquet(str(tmp_path))):
+        sink = bulkwire.ray.BulkInsertDatasink(server.url, server.database, id_column="key")
+        with pytest.raises(ValueError, match="id column 'key' is not a column of write task"):
+            ds.write_datasink(sink)
+    sink = bulkwire.ray.BulkInsertDatasink(server.url, server.database)
+    ray.data.read_parquet(str(tmp_path)).write_datasink(sink)
+    assert sink.result.rows == 10 and len(server.requests) == 1
+    server.requests.clear()
     assert server.requests == []
     with pytest.raises(ValueError, match="compress must be"):
         bulkwire.ray.BulkInsertDatasink(server.url, server.database, compress="lz4")

@@ -91,13 +91,11 @@ def _define_datasink() -> type:
             return "BulkInsert"
 
         def on_write_start(self, schema: Any = None) -> None:
-            """On the driver, before any write task: the columns the arguments name are
-            checked against the dataset's schema."""
+            """On the driver, before any write task. (The columns are checked by each write
+            task, on its blocks, before its request opens: the schema Ray passes here is its
+            first input bundle's, which after a fused read is the file listing's.)"""
             self.result = None
             self._started = time.perf_counter()
-            names = getattr(schema, "names", None)
-            if names is not None:
-                self._config.check_columns(list(names), "the Ray Dataset")
 
         def write(self, blocks: Iterable[Any], ctx: Any) -> LoadResult:
             """In a write task: its blocks as one bulk insert request."""
