@@ -11,7 +11,9 @@ one partition per file). Each contender's run must report every row. The cluster
 started once, before the rounds (their start-up time is printed, not counted: a user's
 cluster is already up). Rounds are interleaved, the order rotating each round; the result
 is the median of the per-round ratios (engine rows/s over load_parquet's in the same round),
-printed with the load average and the commit.
+printed with the load average and the commit. "<engine> no-op" runs the same read and tasks
+with a sink that only converts the partition to Arrow and counts its rows: the engine's own
+cost, with no bulk insert.
 
     python benchmarks/bench_engines.py                       # 200,000 x 128, 5 rounds
     python benchmarks/bench_engines.py --rows 20000 --rounds 1 --engines dask   # a smoke run
@@ -106,9 +108,49 @@ class Dask:
     def run(self) -> int:
         return self.to_bulk_insert(self.ddf, self.url, "bench").rows
 
+    def run_engine_only(self) -> int:
+        """The same partitions converted to Arrow as the sink converts them, and counted:
+        what Dask costs before any bulk insert."""
+        import pandas as pd
+        import pyarrow as pa
+
+        counted = self.ddf.map_partitions(
+            lambda frame: pd.Series([pa.Table.from_pandas(frame, preserve_index=False).num_rows]),
+            meta=(None, "int64"), enforce_metadata=False).compute()
+        return int(counted.sum())
+
     def close(self) -> None:
         self.client.close()
         self.cluster.close()
+
+
+def _counting_datasink():
+    from ray.data import Datasink
+    from ray.data.block import BlockAccessor
+
+    class CountingDatasink(Datasink):
+        rows = 0
+
+        def write(self, blocks, ctx):
+            return sum(BlockAccessor.for_block(b).to_arrow().num_rows for b in blocks)
+
+        def on_write_complete(self, write_result):
+            self.rows = sum(write_result.write_returns)
+
+    return CountingDatasink()
+
+
+class EngineOnly:
+    """An engine's run without the bulk insert (its scheduling, reading and data movement)."""
+
+    def __init__(self, engine) -> None:
+        self.engine, self.name = engine, engine.name + " no-op"
+
+    def run(self) -> int:
+        return self.engine.run_engine_only()
+
+    def close(self) -> None:
+        pass
 
 
 class Ray:
@@ -135,6 +177,13 @@ class Ray:
         sink = self.sink_class(self.url, "bench")
         self.ray.data.read_parquet(self.directory).write_datasink(sink)
         return sink.result.rows
+
+    def run_engine_only(self) -> int:
+        """The same read and write tasks with a sink that only counts the Arrow rows: what
+        Ray costs before any bulk insert."""
+        counter = _counting_datasink()
+        self.ray.data.read_parquet(self.directory).write_datasink(counter)
+        return counter.rows
 
     def close(self) -> None:
         self.ray.shutdown()
@@ -164,6 +213,7 @@ def main() -> None:
                 engine = {"dask": Dask, "ray": Ray}[name](single, directory, url)
                 print(f"{name}: cluster up in {engine.startup:.1f} s (not counted)")
                 contenders.append(engine)
+                contenders.append(EngineOnly(engine))
             for contender in contenders:  # warm-up: imports, first connections, page cache
                 if contender.run() != args.rows:
                     raise SystemExit(f"{contender.name}: not every row was loaded")
