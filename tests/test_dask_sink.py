@@ -234,3 +234,19 @@ def test_a_missing_dask_names_the_extra():
                       "except ImportError as e:\n    print(e)\n")
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == str(_extras.missing_extra("Dask support", "dask", "dask"))
+
+
+def test_bench_engines_runs():
+    """The benchmark docs/performance.md quotes still runs (tiny, Dask only; nothing timed):
+    every contender loads every row, and the ratios are printed."""
+    bench = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks")
+    done = subprocess.run([sys.executable, os.path.join(bench, "bench_engines.py"), "--rows", "3000",
+                           "--dim", "4", "--parts", "3", "--rounds", "1", "--engines", "dask"],
+                          cwd=bench, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": PACKAGE_PARENT})
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    assert any(line.startswith("commit ") for line in lines)
+    summary = [line.split()[0] for line in lines[lines.index(next(l for l in lines if l.startswith("median"))) + 1:]]
+    assert summary == ["load_parquet", "dask", "dask"]  # dask, then "dask no-op"
+    assert "x load_parquet" in lines[-1]
