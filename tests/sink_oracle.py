@@ -85,3 +85,40 @@ def assert_exactly_once(received: list[tuple[str, bytes]], reference: dict[str, 
     assert got.keys() == reference.keys(), (len(got), len(reference))
     wrong = [doc_id for doc_id in reference if got[doc_id] != reference[doc_id]]
     assert not wrong, (wrong[:3], got[wrong[0]][:300], reference[wrong[0]][:300])
+
+
+def fail_first_requests(server, count: int = 1):
+    """Makes the server fail bulk insert requests (HTTP 500 after their first body bytes) until
+    ``count`` have failed, then accept again: the transient failure an engine retries. Returns
+    the watching thread (join it)."""
+    import threading
+    import time
+
+    server.fail_after_bytes = 1
+
+    def watch() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if sum(1 for r in list(server.requests) if r.status == 500) >= count:
+                break
+            time.sleep(0.001)
+        server.fail_after_bytes = None
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    return thread
+
+
+def assert_retries_repeat(server, reference: dict[str, bytes]) -> None:
+    """The failed requests' bodies are each the start of a completed request's body (the
+    retry sent the same PUTs, in the same order), and the completed ones hold every row once."""
+    failed = [bytes(r.body) for r in server.requests if r.status == 500]
+    done = [r for r in server.requests if r.status != 500]
+    assert failed, "no request failed: nothing was retried"
+    assert all(body.count(b'"Type":"PUT"') >= 1 for body in failed), [len(b) for b in failed]
+    assert all(any(bytes(r.body).startswith(body) for r in done) for body in failed)
+    received = []
+    for request in done:
+        assert request.complete and request.error is None
+        received.extend(raw_commands(bytes(request.body)))
+    assert_exactly_once(received, reference)

@@ -250,3 +250,18 @@ def test_bench_engines_runs():
     summary = [line.split()[0] for line in lines[lines.index(next(l for l in lines if l.startswith("median"))) + 1:]]
     assert summary == ["load_parquet", "dask", "dask"]  # dask, then "dask no-op"
     assert "x load_parquet" in lines[-1]
+
+
+def test_a_retried_partition_repeats_the_same_puts(client, server, tmp_path):
+    """A partition whose request the server fails, retried by Dask (compute retries), sends
+    the same PUTs again: the failed body is the start of the retried one, and every row is
+    stored once with the reference bytes."""
+    from sink_oracle import assert_retries_repeat, fail_first_requests
+
+    table = make_table(1200, 4)
+    watcher = fail_first_requests(server)
+    result = bulkwire.dask.to_bulk_insert(arrow_backed(table, 4), server.url, server.database,
+                                          compute_kwargs={"retries": 3})
+    watcher.join()
+    assert result.rows == 1200
+    assert_retries_repeat(server, reference_commands(table, tmp_path))

@@ -169,3 +169,19 @@ def test_a_missing_ray_names_the_extra():
         capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": PACKAGE_PARENT})
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == str(_extras.missing_extra("Ray support", "ray", "ray"))
+
+
+def test_a_retried_task_repeats_the_same_puts(server, tmp_path):
+    """A write task whose request the server fails, retried by Ray (retry_exceptions), sends
+    the same PUTs again: the failed body is the start of the retried one, and every row is
+    stored once with the reference bytes."""
+    from sink_oracle import assert_retries_repeat, fail_first_requests
+
+    table = make_table(1200, 4)
+    watcher = fail_first_requests(server)
+    sink = bulkwire.ray.BulkInsertDatasink(server.url, server.database)
+    ray.data.from_arrow(table).repartition(4).write_datasink(
+        sink, ray_remote_args={"max_retries": 3, "retry_exceptions": True})
+    watcher.join()
+    assert sink.result.rows == 1200
+    assert_retries_repeat(server, reference_commands(table, tmp_path))
