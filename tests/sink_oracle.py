@@ -87,14 +87,14 @@ def assert_exactly_once(received: list[tuple[str, bytes]], reference: dict[str, 
     assert not wrong, (wrong[:3], got[wrong[0]][:300], reference[wrong[0]][:300])
 
 
-def fail_first_requests(server, count: int = 1):
-    """Makes the server fail bulk insert requests (HTTP 500 after their first body bytes) until
-    ``count`` have failed, then accept again: the transient failure an engine retries. Returns
-    the watching thread (join it)."""
+def fail_first_requests(server, count: int = 1, after_bytes: int = 2000):
+    """Makes the server fail bulk insert requests (HTTP 500 once ``after_bytes`` of a body,
+    some PUTs, have arrived) until ``count`` have failed, then accept again: the transient
+    failure an engine retries. Returns the watching thread (join it)."""
     import threading
     import time
 
-    server.fail_after_bytes = 1
+    server.fail_after_bytes = after_bytes
 
     def watch() -> None:
         deadline = time.monotonic() + 60
@@ -115,7 +115,7 @@ def assert_retries_repeat(server, reference: dict[str, bytes]) -> None:
     failed = [bytes(r.body) for r in server.requests if r.status == 500]
     done = [r for r in server.requests if r.status != 500]
     assert failed, "no request failed: nothing was retried"
-    assert all(body.count(b'"Type":"PUT"') >= 1 for body in failed), [len(b) for b in failed]
+    assert all(body.count(b'"Type":"PUT"') >= 5 for body in failed), [len(b) for b in failed]
     assert all(any(bytes(r.body).startswith(body) for r in done) for body in failed)
     received = []
     for request in done:

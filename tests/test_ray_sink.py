@@ -37,7 +37,7 @@ PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(bulkwire.__file
 def ray_instance():
     """A local Ray with 2 CPUs whose workers import this bulkwire."""
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-             object_store_memory=80 << 20,
+             object_store_memory=80 << 20, logging_level="warning",
              runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(
                  p for p in (PACKAGE_PARENT, os.environ.get("PYTHONPATH")) if p)}})
     try:
