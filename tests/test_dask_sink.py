@@ -265,3 +265,14 @@ def test_a_retried_partition_repeats_the_same_puts(client, server, tmp_path):
     watcher.join()
     assert result.rows == 1200
     assert_retries_repeat(server, reference_commands(table, tmp_path))
+
+
+@pytest.mark.parametrize("scheduler", ["threads", "sync"])
+def test_local_schedulers(server, tmp_path, scheduler):
+    """Without a cluster: Dask's thread pool runs several partitions' requests at once in this
+    process (each its own bulk insert), or one after another; the same documents either way."""
+    table = make_table(1000, 4, seed=3)
+    result = bulkwire.dask.to_bulk_insert(arrow_backed(table, 5), server.url, server.database,
+                                          compute_kwargs={"scheduler": scheduler})
+    assert result.rows == 1000 and len(server.requests) == 5
+    assert_exactly_once(received_commands(server), reference_commands(table, tmp_path))
