@@ -2,10 +2,11 @@
 the loopback server in this process. Every row must arrive exactly once, with the bytes
 bulkwire's own single-process ``load_parquet`` writes for it.
 
-In CI: on the 2-core development machine, ``pip install "ray[data]"`` took 5 s from a warm
-cache (one 79 MB wheel, so well under a minute from PyPI) and ``ray.init(num_cpus=2)`` 3.5 s;
-this whole file runs in about 15 s. Ray is a test dependency (the ``test`` extra): without
-it these tests fail, not skip.
+In CI: on the shared 2-core development machine, ``pip install "ray[data]"`` took 5 s from a
+warm pip cache (the Ray wheel is one 79 MB download from PyPI) and ``ray.init(num_cpus=2)``
+3.5 s; this whole file ran in 17 s (51 s in the sanitizer build, under load), well within a
+few minutes, so it runs in CI. Ray is a test dependency (the ``test`` extra): without it these
+tests fail, not skip.
 """
 from __future__ import annotations
 
@@ -36,10 +37,19 @@ PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(bulkwire.__file
 @pytest.fixture(scope="module", autouse=True)
 def ray_instance():
     """A local Ray with 2 CPUs whose workers import this bulkwire."""
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-             object_store_memory=80 << 20, logging_level="warning",
-             runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(
-                 p for p in (PACKAGE_PARENT, os.environ.get("PYTHONPATH")) if p)}})
+    options = dict(num_cpus=2, include_dashboard=False, log_to_driver=False,
+                   object_store_memory=80 << 20, logging_level="warning",
+                   runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(
+                       p for p in (PACKAGE_PARENT, os.environ.get("PYTHONPATH")) if p)}})
+    try:
+        ray.init(**options)
+    except Exception as exc:  # noqa: BLE001
+        # Ray waits a fixed 30 s for its raylet to register; on a loaded machine (the
+        # sanitizer build preloads ASan into Ray's own processes too) that can pass once
+        if "timed out during startup" not in str(exc):
+            raise
+        ray.shutdown()
+        ray.init(**options)
     try:
         ray.data.DataContext.get_current().enable_progress_bars = False
         where = ray.get(ray.remote(lambda: __import__("bulkwire").__file__).remote())
