@@ -161,14 +161,20 @@ class RowError(ValueError):
         self.take_index = take_index
         self.source = source
 
-    def __reduce__(self):  # keyword arguments survive pickling (a worker process's error)
-        return (_rebuild_row_error, (self.column, self.row, self.reason, self.take_index,
-                                     self.source))
+    def __reduce__(self) -> tuple:
+        # BaseException pickles as type(self)(*self.args), and args holds only the message:
+        # a worker process, Dask or Ray ships a worker's RowError to the client by pickle
+        return (_rebuild_row_error, (type(self), self.column, self.row, self.reason,
+                                     self.take_index, self.__dict__))
 
 
-def _rebuild_row_error(column: str, row: int, reason: str, take_index: Optional[int],
-                       source: Optional[str]) -> RowError:
-    return RowError(column, row, reason, take_index=take_index, source=source)
+def _rebuild_row_error(cls: type, column: str, row: int, reason: str,
+                       take_index: Optional[int], state: dict) -> RowError:
+    """A :class:`RowError` as it was pickled: message, attributes (``source`` included) and
+    all."""
+    error = cls(column, row, reason, take_index=take_index, source=state.get("source"))
+    error.__dict__.update(state)
+    return error
 
 
 class MalformedFileError(ValueError):

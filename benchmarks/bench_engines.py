@@ -1,0 +1,249 @@
+"""What a distributed engine's overhead costs: the same rows bulk inserted by plain
+``load_parquet`` (what ``bulkwire load --url`` runs: one process, one request), by Dask
+(``bulkwire.dask.to_bulk_insert``; a ``LocalCluster`` of 2 worker processes, one thread each)
+and by Ray (``bulkwire.ray.BulkInsertDatasink``; ``ray.init(num_cpus=2)``), into the loopback
+server (``bulkwire.testing``, counting only) in a process of its own.
+
+The data: one seeded Parquet file (int64 id, fixed_size_list<float32>[dim]) for
+``load_parquet``, and the same rows as ``--parts`` Parquet files in a directory for the
+engines (read with ``dd.read_parquet(dtype_backend="pyarrow")`` and ``ray.data.read_parquet``,
+one partition per file). Each contender's run must report every row. The clusters are
+started once, before the rounds (their start-up time is printed, not counted: a user's
+cluster is already up). Rounds are interleaved, the order rotating each round; the result
+is the median of the per-round ratios (engine rows/s over load_parquet's in the same round),
+printed with the load average and the commit. "<engine> no-op" runs the same read and tasks
+with a sink that only converts the partition to Arrow and counts its rows: the engine's own
+cost, with no bulk insert.
+
+    python benchmarks/bench_engines.py                       # 200,000 x 128, 5 rounds
+    python benchmarks/bench_engines.py --rows 20000 --rounds 1 --engines dask   # a smoke run
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+from _common import loopback_server, print_command  # noqa: E402  (also puts the checkout's bulkwire first)
+
+import bulkwire  # noqa: E402
+
+# the engines' worker processes import the same bulkwire as this process
+_PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(bulkwire.__file__)))
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    p for p in (_PACKAGE_PARENT, os.environ.get("PYTHONPATH", "")) if p)
+
+
+def commit() -> str:
+    here = os.path.dirname(os.path.abspath(__file__))
+    try:
+        out = subprocess.run(["git", "-C", here, "rev-parse", "--short", "HEAD"], capture_output=True,
+                             text=True, timeout=10)
+        dirty = subprocess.run(["git", "-C", here, "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+        return out.stdout.strip() + ("+dirty" if dirty else "") if out.returncode == 0 else "unknown"
+    except OSError:
+        return "unknown"
+
+
+def load_average() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def prepare(folder: str, rows: int, dim: int, parts: int) -> tuple[str, str]:
+    """(the single file, the directory of ``parts`` files holding the same rows)."""
+    import pyarrow.parquet as pq
+
+    from bulkwire.parquet import sample_parquet
+
+    single = os.path.join(folder, f"engines-{rows}x{dim}.parquet")
+    sample_parquet(single, rows=rows, dim=dim, seed=42, row_group_rows=4096)
+    table = pq.read_table(single)
+    directory = os.path.join(folder, "parts")
+    os.makedirs(directory)
+    step = -(-rows // parts)
+    for n, start in enumerate(range(0, rows, step)):
+        pq.write_table(table.slice(start, step), os.path.join(directory, f"part-{n:03d}.parquet"),
+                       row_group_size=4096)
+    return single, directory
+
+
+class Plain:
+    name = "load_parquet"
+
+    def __init__(self, single: str, directory: str, url: str) -> None:
+        self.single, self.url = single, url
+
+    def run(self) -> int:
+        return bulkwire.load_parquet(self.single, url=self.url, database="bench").rows
+
+    def close(self) -> None:
+        pass
+
+
+class Dask:
+    name = "dask"
+
+    def __init__(self, single: str, directory: str, url: str) -> None:
+        import dask.dataframe as dd
+        from distributed import Client, LocalCluster
+
+        import bulkwire.dask
+
+        start = time.perf_counter()
+        self.cluster = LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
+                                    dashboard_address=None)
+        self.client = Client(self.cluster)
+        where = set(self.client.run(lambda: __import__("bulkwire.dask").__file__).values())
+        if where != {bulkwire.__file__}:
+            raise SystemExit(f"Dask's workers import another bulkwire: {where}")
+        self.startup = time.perf_counter() - start
+        self.ddf = dd.read_parquet(directory, dtype_backend="pyarrow")
+        self.to_bulk_insert, self.url = bulkwire.dask.to_bulk_insert, url
+
+    def run(self) -> int:
+        return self.to_bulk_insert(self.ddf, self.url, "bench").rows
+
+    def run_engine_only(self) -> int:
+        """The same partitions converted to Arrow as the sink converts them, and counted:
+        what Dask costs before any bulk insert."""
+        import pandas as pd
+        import pyarrow as pa
+
+        counted = self.ddf.map_partitions(
+            lambda frame: pd.Series([pa.Table.from_pandas(frame, preserve_index=False).num_rows]),
+            meta=(None, "int64"), enforce_metadata=False).compute()
+        return int(counted.sum())
+
+    def close(self) -> None:
+        self.client.close()
+        self.cluster.close()
+
+
+def _counting_datasink():
+    from ray.data import Datasink
+    from ray.data.block import BlockAccessor
+
+    class CountingDatasink(Datasink):
+        rows = 0
+
+        def write(self, blocks, ctx):
+            return sum(BlockAccessor.for_block(b).to_arrow().num_rows for b in blocks)
+
+        def on_write_complete(self, write_result):
+            self.rows = sum(write_result.write_returns)
+
+    return CountingDatasink()
+
+
+class EngineOnly:
+    """An engine's run without the bulk insert (its scheduling, reading and data movement)."""
+
+    def __init__(self, engine) -> None:
+        self.engine, self.name = engine, engine.name + " no-op"
+
+    def run(self) -> int:
+        return self.engine.run_engine_only()
+
+    def close(self) -> None:
+        pass
+
+
+class Ray:
+    name = "ray"
+
+    def __init__(self, single: str, directory: str, url: str) -> None:
+        import ray
+        import ray.data
+
+        import bulkwire.ray
+
+        start = time.perf_counter()
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+                 object_store_memory=200 << 20, logging_level="warning")
+        ray.data.DataContext.get_current().enable_progress_bars = False
+        where = ray.get(ray.remote(lambda: __import__("bulkwire.ray").__file__).remote())
+        if where != bulkwire.__file__:
+            raise SystemExit(f"Ray's workers import another bulkwire: {where}")
+        self.startup = time.perf_counter() - start
+        self.ray, self.directory, self.url = ray, directory, url
+        self.sink_class = bulkwire.ray.BulkInsertDatasink
+
+    def run(self) -> int:
+        sink = self.sink_class(self.url, "bench")
+        self.ray.data.read_parquet(self.directory).write_datasink(sink)
+        return sink.result.rows
+
+    def run_engine_only(self) -> int:
+        """The same read and write tasks with a sink that only counts the Arrow rows: what
+        Ray costs before any bulk insert."""
+        counter = _counting_datasink()
+        self.ray.data.read_parquet(self.directory).write_datasink(counter)
+        return counter.rows
+
+    def close(self) -> None:
+        self.ray.shutdown()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", type=int, default=200_000)
+    parser.add_argument("--dim", type=int, default=128)
+    parser.add_argument("--parts", type=int, default=8, help="files (partitions) for the engines")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--engines", default="dask,ray", help="comma-separated: dask, ray")
+    args = parser.parse_args()
+    engines = [e for e in args.engines.split(",") if e]
+    unknown = set(engines) - {"dask", "ray"}
+    if unknown:
+        parser.error(f"unknown engines: {', '.join(sorted(unknown))}")
+
+    print_command()
+    print(f"commit {commit()}, {os.cpu_count()} cores, {args.rows:,} rows x {args.dim} float32, "
+          f"{args.parts} files for the engines")
+    with tempfile.TemporaryDirectory(prefix="bench-engines-") as folder, loopback_server() as url:
+        single, directory = prepare(folder, args.rows, args.dim, args.parts)
+        contenders = [Plain(single, directory, url)]
+        try:
+            for name in engines:
+                engine = {"dask": Dask, "ray": Ray}[name](single, directory, url)
+                print(f"{name}: cluster up in {engine.startup:.1f} s (not counted)")
+                contenders.append(engine)
+                contenders.append(EngineOnly(engine))
+            for contender in contenders:  # warm-up: imports, first connections, page cache
+                if contender.run() != args.rows:
+                    raise SystemExit(f"{contender.name}: not every row was loaded")
+            rates: dict = {c.name: [] for c in contenders}
+            ratios: dict = {c.name: [] for c in contenders[1:]}
+            for round_index in range(args.rounds):
+                shift = round_index % len(contenders)
+                order = contenders[shift:] + contenders[:shift]
+                this_round = {}
+                for contender in order:
+                    start = time.perf_counter()
+                    rows = contender.run()
+                    seconds = time.perf_counter() - start
+                    if rows != args.rows:
+                        raise SystemExit(f"{contender.name}: {rows} of {args.rows} rows loaded")
+                    this_round[contender.name] = rows / seconds
+                    rates[contender.name].append(rows / seconds)
+                    print(f"  round {round_index + 1} {contender.name:12s} {rows / seconds:>12,.0f} rows/s"
+                          f"  (load average {load_average()})")
+                for name in ratios:
+                    ratios[name].append(this_round[name] / this_round["load_parquet"])
+        finally:
+            for contender in contenders:
+                contender.close()
+    print(f"median of {args.rounds} rounds (commit {commit()}, load average {load_average()}):")
+    print(f"  {'load_parquet':12s} {statistics.median(rates['load_parquet']):>12,.0f} rows/s")
+    for name, values in ratios.items():
+        print(f"  {name:12s} {statistics.median(rates[name]):>12,.0f} rows/s  "
+              f"{statistics.median(values):.2f}x load_parquet (median of per-round ratios)")
+
+
+if __name__ == "__main__":
+    main()

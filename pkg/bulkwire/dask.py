@@ -1,0 +1,113 @@
+"""Bulk insert from a Dask DataFrame: one request per partition, sent by the workers.
+
+>>> import bulkwire.dask                                             # doctest: +SKIP
+>>> result = bulkwire.dask.to_bulk_insert(ddf, "http://raven:8080", "db")
+>>> result.rows
+
+Needs the ``dask`` extra (``pip install 'bulkwire[dask]'``); ``import bulkwire`` does not
+import Dask, and this module imports it only when called.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Mapping, Sequence
+
+from ._arrow_sink import SinkConfig, load_arrow, summed
+from ._extras import missing_extra
+from .load import DEFAULT_CHUNK_SIZE, LoadResult
+
+__all__ = ["to_bulk_insert"]
+
+_STATS_COLUMNS = ("rows", "body_bytes", "wire_bytes", "seconds")
+
+
+def _dask_dataframe() -> Any:
+    try:
+        import dask.dataframe
+    except ImportError as exc:
+        raise missing_extra("Dask support", "dask", "dask") from exc
+    return dask.dataframe
+
+
+def _stats_frame(result: LoadResult | None) -> Any:
+    """A one-row pandas frame of a partition's result (None: the empty frame that tells Dask
+    the output's columns); a new frame each call."""
+    import pandas as pd
+
+    values = ([result.rows], [result.body_bytes], [result.wire_bytes], [result.seconds]) \
+        if result is not None else ([], [], [], [])
+    dtypes = ("int64", "int64", "int64", "float64")
+    return pd.DataFrame({name: pd.Series(v, dtype=t)
+                         for name, v, t in zip(_STATS_COLUMNS, values, dtypes)})
+
+
+def _load_partition(frame: Any, config: SinkConfig, partition_info: dict | None = None) -> Any:
+    """Runs on a worker: the partition's rows as one bulk insert request; returns its stats
+    as a one-row frame (a new reference to a new frame)."""
+    import pyarrow as pa
+
+    number = partition_info["number"] if partition_info else "?"
+    # preserve_index=False: the index is Dask's partitioning, not a document field. Arrow-backed
+    # columns (dtype_backend="pyarrow") keep their Arrow arrays: a fixed_size_list stays one.
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    return _stats_frame(load_arrow(table, config, source=f"partition {number} of the Dask DataFrame"))
+
+
+def to_bulk_insert(ddf: Any, url: str | Sequence[str], database: str, *,
+                   collection: str = "Embeddings", id_column: str = "id",
+                   id_prefix: str | None = None, vector_column: str | None = None,
+                   columns: Sequence[str] | None = None, compress: bool | str = False,
+                   float32: str = "widen", metadata: Mapping[str, Any] | None = None,
+                   python_type: str | None = "builtins.dict",
+                   chunk_size: int = DEFAULT_CHUNK_SIZE, batch_rows: int | None = None,
+                   certificate: Any = None, ca: Any = None,
+                   compute_kwargs: Mapping[str, Any] | None = None) -> LoadResult:
+    """Bulk insert every row of the Dask DataFrame ``ddf``: each partition is sent by the
+    worker that holds it, as one bulk insert request (through ``map_partitions``); returns
+    the requests' stats summed (``seconds``: the whole run's wall time).
+
+    Rows become documents exactly as :func:`bulkwire.load_parquet` writes them (the same
+    arguments, the same bytes): the id is ``<id_prefix><id column>``, so the same row always
+    has the same id, and an engine that runs a partition again repeats the same PUTs.
+    Each partition is converted with ``pyarrow.Table.from_pandas(preserve_index=False)``:
+    Arrow-backed columns (``dtype_backend="pyarrow"``, e.g. a ``fixed_size_list`` vector)
+    are sent from their Arrow buffers as they are. A partition without rows makes no request.
+
+    The columns named by the arguments are checked against ``ddf.columns`` before any task
+    runs. A partition that fails (a bad row, a server error) makes this call raise its
+    error; the partitions that completed stay loaded (re-running is safe: same ids). It
+    returns normally only when every partition's request was answered 2xx by the server.
+
+    ``certificate`` and ``ca`` (files, with an ``https://`` url) are as for
+    :class:`bulkwire.BulkInsert`; ``compute_kwargs`` go to ``compute`` (e.g. a scheduler).
+
+    >>> import dask.dataframe as dd, pandas as pd                    # doctest: +SKIP
+    >>> ddf = dd.read_parquet("embeddings/", dtype_backend="pyarrow")
+    >>> to_bulk_insert(ddf, "http://127.0.0.1:8080", "db").rows
+    2200000
+    """
+    dd = _dask_dataframe()
+    if not isinstance(ddf, dd.DataFrame):
+        raise TypeError(f"ddf must be a dask.dataframe.DataFrame, not {type(ddf).__name__}")
+    if isinstance(columns, str):
+        raise TypeError("columns must be a sequence of column names, not a str")
+    config = SinkConfig(url=url if isinstance(url, str) else tuple(url), database=database,
+                        collection=collection, id_column=id_column, id_prefix=id_prefix,
+                        vector_column=vector_column,
+                        columns=None if columns is None else tuple(columns),
+                        compress=compress, float32=float32,
+                        metadata=None if metadata is None else dict(metadata),
+                        python_type=python_type, chunk_size=chunk_size, batch_rows=batch_rows,
+                        certificate=certificate, ca=ca)
+    config.check_columns(list(ddf.columns), "the Dask DataFrame")
+    start = time.perf_counter()
+    stats = ddf.map_partitions(_load_partition, config, meta=_stats_frame(None),
+                               enforce_metadata=False).compute(**dict(compute_kwargs or {}))
+    parts = [LoadResult(rows=int(r.rows), body_bytes=int(r.body_bytes),
+                        wire_bytes=int(r.wire_bytes), seconds=float(r.seconds), source="",
+                        target=config.target, compress=compress)
+             for r in stats.itertuples(index=False)]
+    if len(parts) != ddf.npartitions:  # every partition reports once: anything else is a bug
+        raise RuntimeError(f"{len(parts)} partition results for {ddf.npartitions} partitions")
+    return summed(parts, time.perf_counter() - start,
+                  f"a Dask DataFrame ({ddf.npartitions} partitions)", config)

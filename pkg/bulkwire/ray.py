@@ -1,0 +1,127 @@
+"""Bulk insert from a Ray Dataset: ``Dataset.write_datasink(BulkInsertDatasink(url, database))``,
+one request per write task.
+
+>>> import ray.data                                                  # doctest: +SKIP
+>>> from bulkwire.ray import BulkInsertDatasink
+>>> sink = BulkInsertDatasink("http://raven:8080", "db")
+>>> ray.data.read_parquet("embeddings/").write_datasink(sink)
+>>> sink.result.rows
+
+Needs the ``ray`` extra (``pip install 'bulkwire[ray]'``); ``import bulkwire`` does not import
+Ray, and neither does this module until :class:`BulkInsertDatasink` is first used.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Iterable, Mapping, Sequence
+
+from ._arrow_sink import SinkConfig, load_arrow, summed
+from ._extras import missing_extra
+from .load import DEFAULT_CHUNK_SIZE, LoadResult
+
+__all__ = ["BulkInsertDatasink"]
+
+
+def _ray_datasink_base() -> type:
+    try:
+        from ray.data import Datasink
+    except ImportError as exc:
+        raise missing_extra("Ray support", "ray", "ray") from exc
+    return Datasink
+
+
+def _define_datasink() -> type:
+    """The datasink class, made once Ray is imported (it must subclass Ray's ``Datasink``)."""
+
+    class BulkInsertDatasink(_ray_datasink_base()):  # type: ignore[misc]
+        """A Ray Data sink that bulk inserts every row: each write task sends its blocks as
+        one bulk insert request; :meth:`on_write_complete` sums the requests' stats into
+        :attr:`result` (a :class:`bulkwire.load.LoadResult`; ``seconds``: the whole write's
+        wall time).
+
+        Rows become documents exactly as :func:`bulkwire.load_parquet` writes them (the same
+        arguments, the same bytes): the id is ``<id_prefix><id column>``, so a task Ray runs
+        again repeats the same PUTs. Blocks are read as Arrow tables (Ray's own
+        ``BlockAccessor.to_arrow``), so Arrow columns are sent from their buffers.
+
+        Only the configuration is pickled to the workers: no connection, thread or buffer
+        lives in the sink; each write task opens its own request. A failing task makes
+        ``write_datasink`` raise its error (the tasks that completed stay loaded;
+        re-running is safe).
+
+        >>> import ray.data                                          # doctest: +SKIP
+        >>> sink = BulkInsertDatasink("http://127.0.0.1:8080", "db", collection="Points")
+        >>> ray.data.from_arrow(table).write_datasink(sink)
+        >>> sink.result.rows
+        1000
+        """
+
+        def __init__(self, url: str | Sequence[str], database: str, *,
+                     collection: str = "Embeddings", id_column: str = "id",
+                     id_prefix: str | None = None, vector_column: str | None = None,
+                     columns: Sequence[str] | None = None, compress: bool | str = False,
+                     float32: str = "widen", metadata: Mapping[str, Any] | None = None,
+                     python_type: str | None = "builtins.dict",
+                     chunk_size: int = DEFAULT_CHUNK_SIZE, batch_rows: int | None = None,
+                     certificate: Any = None, ca: Any = None) -> None:
+            self._config = SinkConfig(
+                url=url if isinstance(url, str) else tuple(url), database=database,
+                collection=collection, id_column=id_column, id_prefix=id_prefix,
+                vector_column=vector_column, columns=columns, compress=compress,
+                float32=float32, metadata=None if metadata is None else dict(metadata),
+                python_type=python_type, chunk_size=chunk_size, batch_rows=batch_rows,
+                certificate=certificate, ca=ca)
+            self.result: LoadResult | None = None
+            self._started = 0.0
+
+        def __getstate__(self) -> dict:
+            return {"_config": self._config}  # what a write task needs, and nothing else
+
+        def __setstate__(self, state: dict) -> None:
+            self._config = state["_config"]
+            self.result = None
+            self._started = 0.0
+
+        @property
+        def config(self) -> SinkConfig:
+            """The sink's configuration (what the workers receive)."""
+            return self._config
+
+        def get_name(self) -> str:
+            return "BulkInsert"
+
+        def on_write_start(self, schema: Any = None) -> None:
+            """On the driver, before any write task. (The columns are checked by each write
+            task, on its blocks, before its request opens: the schema Ray passes here is its
+            first input bundle's, which after a fused read is the file listing's.)"""
+            self.result = None
+            self._started = time.perf_counter()
+
+        def write(self, blocks: Iterable[Any], ctx: Any) -> LoadResult:
+            """In a write task: its blocks as one bulk insert request."""
+            from ray.data.block import BlockAccessor
+
+            tables = (BlockAccessor.for_block(block).to_arrow() for block in blocks)
+            index = getattr(ctx, "task_idx", "?")
+            return load_arrow(tables, self._config, source=f"write task {index} of the Ray Dataset")
+
+        def on_write_complete(self, write_result: Any) -> None:
+            """On the driver, after every write task succeeded: their stats summed."""
+            returns = [r for r in write_result.write_returns if r is not None]
+            seconds = time.perf_counter() - self._started if self._started else \
+                sum(r.seconds for r in returns)
+            self.result = summed(returns, seconds,
+                                 f"a Ray Dataset ({len(returns)} write tasks)", self._config)
+
+    BulkInsertDatasink.__module__ = __name__
+    BulkInsertDatasink.__qualname__ = "BulkInsertDatasink"  # pickled by reference, by name
+    return BulkInsertDatasink
+
+
+def __getattr__(name: str) -> Any:
+    # the class is made on first use, so that importing this module does not import Ray
+    if name == "BulkInsertDatasink":
+        cls = _define_datasink()
+        globals()[name] = cls
+        return cls
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

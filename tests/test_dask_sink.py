@@ -1,0 +1,278 @@
+"""bulkwire.dask.to_bulk_insert on a real Dask cluster: a ``LocalCluster`` with 2 worker
+processes (1 thread each) sending to the loopback server in this process. Every row must
+arrive exactly once, with the bytes bulkwire's own single-process ``load_parquet`` writes for
+it. Also the mechanism underneath (``_arrow_sink.load_arrow``: one request per piece of a
+table, whatever the split) against the same reference, with hypothesis.
+
+Dask is a test dependency (the ``test`` extra): without it these tests fail, not skip.
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import subprocess
+import sys
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import dask.dataframe as dd
+from distributed import Client, LocalCluster
+
+import bulkwire
+import bulkwire.dask
+from bulkwire import _arrow_sink, _extras
+from bulkwire.errors import BulkInsertError, RowError
+from bulkwire.testing import LoopbackServer
+from sink_oracle import assert_exactly_once, make_table, received_commands, reference_commands
+
+EXAMPLES = max(10, int(os.environ.get("BULKWIRE_HYPOTHESIS_EXAMPLES", "300")) // 6)
+PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(bulkwire.__file__)))
+
+
+@pytest.fixture(scope="module")
+def client():
+    """2 worker processes that import this bulkwire (the checkout's, when run from it)."""
+    previous = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (PACKAGE_PARENT, previous) if p)
+    try:
+        with LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
+                          dashboard_address=None, memory_limit="1GiB") as cluster, \
+                Client(cluster) as dask_client:
+            files = set(dask_client.run(lambda: __import__("bulkwire").__file__).values())
+            assert files == {bulkwire.__file__}, files
+            yield dask_client
+    finally:
+        if previous is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = previous
+
+
+@pytest.fixture()
+def server():
+    with LoopbackServer() as srv:
+        yield srv
+        assert not srv.unexpected_errors
+
+
+def arrow_backed(table: pa.Table, npartitions: int):
+    """A Dask DataFrame of ``table`` with Arrow-backed columns (what dtype_backend="pyarrow" gives)."""
+    return dd.from_pandas(table.to_pandas(types_mapper=pd.ArrowDtype), npartitions=npartitions,
+                          sort=False)
+
+
+def test_every_row_once_with_the_reference_bytes(client, server, tmp_path):
+    table = make_table(3000, 8)
+    ddf = arrow_backed(table, 4)
+    assert ddf.npartitions == 4
+    result = bulkwire.dask.to_bulk_insert(ddf, server.url, server.database, collection="Points")
+    assert result.rows == 3000
+    assert len(server.requests) == 4  # one request per partition
+    assert result.body_bytes == sum(r.body_bytes for r in server.requests)
+    assert result.wire_bytes == result.body_bytes
+    # the work was done on the workers: each ran partitions, and the client none
+    assert len(client.run(lambda: 0)) == 2
+    assert_exactly_once(received_commands(server),
+                        reference_commands(table, tmp_path, collection="Points"))
+
+
+def test_read_parquet_pyarrow_backend_and_options(client, server, tmp_path):
+    """A Parquet directory read with dtype_backend="pyarrow", gzip on the wire, string ids
+    with a prefix, chosen columns and float32="shortest": the same bytes as load_parquet with
+    the same options."""
+    table = make_table(2000, 5, seed=11)
+    table = table.set_column(0, "id", pa.array([f"k{i}" for i in range(table.num_rows)]))
+    folder = tmp_path / "parts"
+    folder.mkdir()
+    for n, start in enumerate(range(0, 2000, 700)):
+        pq.write_table(table.slice(start, 700), folder / f"part-{n}.parquet")
+    ddf = dd.read_parquet(str(folder), dtype_backend="pyarrow")
+    assert ddf.npartitions == 3
+    options = dict(collection="Points", id_prefix="points/", columns=["name", "emb"],
+                   float32="shortest", metadata={"Source": "dask"})
+    result = bulkwire.dask.to_bulk_insert(ddf, server.url, server.database, compress=True,
+                                          batch_rows=128, **options)
+    assert result.rows == 2000 and result.wire_bytes < result.body_bytes
+    assert len(server.requests) == 3
+    assert all(r.headers.get("Content-Encoding") == "gzip" for r in server.requests)
+    assert_exactly_once(received_commands(server), reference_commands(table, tmp_path, **options))
+
+
+def test_arrow_columns_reach_the_encoder_as_arrow(monkeypatch):
+    """A partition of Arrow-backed columns reaches the encoder with its Arrow types: the
+    fixed_size_list vector stays a fixed_size_list of float32 (not an object column of
+    arrays), strings stay strings, the index is not a column."""
+    table = make_table(50, 3)
+    frame = table.to_pandas(types_mapper=pd.ArrowDtype)
+    frame.index = frame.index + 1000  # a partition's index: not a field
+    seen = []
+    monkeypatch.setattr(bulkwire.dask, "load_arrow",
+                        lambda data, config, source: seen.append((data, source)) or
+                        _arrow_sink.LoadResult(len(data), 1, 1, 0.0, source, "", False))
+    config = _arrow_sink.SinkConfig("http://127.0.0.1:1", "db")
+    stats = bulkwire.dask._load_partition(frame, config, partition_info={"number": 5})
+    (data, source), = seen
+    assert data.schema == table.schema
+    assert data.equals(table)
+    assert source == "partition 5 of the Dask DataFrame"
+    assert stats.rows.tolist() == [50]
+
+
+def test_a_failing_partition_raises(client, server):
+    """A null id in one partition: the call raises that partition's RowError (pickled back
+    from the worker, naming the column, row and partition), never a result."""
+    table = make_table(1200, 4)
+    ids = table.column("id").to_pylist()
+    ids[1000] = None  # in the last of 4 partitions (rows 900..1199): its row 100
+    table = table.set_column(0, "id", pa.array(ids, pa.int64()))
+    with pytest.raises(RowError) as caught:
+        bulkwire.dask.to_bulk_insert(arrow_backed(table, 4), server.url, server.database)
+    assert caught.value.column == "id" and caught.value.row == 100
+    assert "in partition 3 of the Dask DataFrame" in getattr(caught.value, "__notes__", [])
+
+
+def test_a_server_error_raises(client, server):
+    server.fail_after_bytes = 1
+    with pytest.raises(BulkInsertError, match="Simulated failure"):
+        bulkwire.dask.to_bulk_insert(arrow_backed(make_table(400, 4), 2), server.url,
+                                     server.database)
+    assert server.requests and all(r.status == 500 for r in server.requests)
+
+
+def test_ids_come_from_the_id_column(client, server):
+    """Split differently (as a retried or rebalanced run may be), the same rows make the same
+    PUTs: ids and bytes depend on the row, not on its partition or position."""
+    table = make_table(900, 4)
+    bulkwire.dask.to_bulk_insert(arrow_backed(table, 3), server.url, server.database)
+    first = sorted(received_commands(server))
+    server.requests.clear()
+    shuffled = table.take(pa.array(list(range(899, -1, -1))))
+    bulkwire.dask.to_bulk_insert(arrow_backed(shuffled, 5), server.url, server.database)
+    assert len(server.requests) == 5
+    assert sorted(received_commands(server)) == first
+
+
+def test_empty_partitions_make_no_request(client, server, tmp_path):
+    table = make_table(600, 4)
+    ddf = arrow_backed(table, 4)
+    kept = ddf[ddf["id"] < 150]  # rows only in the first partition
+    result = bulkwire.dask.to_bulk_insert(kept, server.url, server.database)
+    assert result.rows == 150 and len(server.requests) == 1
+    assert_exactly_once(received_commands(server),
+                        reference_commands(table.slice(0, 150), tmp_path))
+
+
+def test_arguments_are_checked_before_any_task(server):
+    ddf = arrow_backed(make_table(10, 2), 2)
+    with pytest.raises(ValueError, match="id column 'key' is not a column of the Dask DataFrame"):
+        bulkwire.dask.to_bulk_insert(ddf, server.url, server.database, id_column="key")
+    with pytest.raises(ValueError, match="vector column 'v'"):
+        bulkwire.dask.to_bulk_insert(ddf, server.url, server.database, vector_column="v")
+    with pytest.raises(ValueError, match="compress must be"):
+        bulkwire.dask.to_bulk_insert(ddf, server.url, server.database, compress="lz4")
+    with pytest.raises(ValueError, match="float32 must be"):
+        bulkwire.dask.to_bulk_insert(ddf, server.url, server.database, float32="round")
+    with pytest.raises(TypeError, match="columns must be a sequence"):
+        bulkwire.dask.to_bulk_insert(ddf, server.url, server.database, columns="name")
+    with pytest.raises(TypeError, match="ddf must be a dask.dataframe.DataFrame, not DataFrame"):
+        bulkwire.dask.to_bulk_insert(pd.DataFrame({"id": [1]}), server.url, server.database)
+    assert server.requests == []
+
+
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(rows=st.integers(0, 300), dim=st.integers(1, 9), cuts=st.lists(st.integers(0, 300), max_size=6),
+       seed=st.integers(0, 2**32 - 1), batch_rows=st.one_of(st.none(), st.integers(1, 64)))
+def test_any_split_sends_the_reference_bytes(tmp_path_factory, rows, dim, cuts, seed, batch_rows):
+    """The mechanism both sinks share: a table cut into pieces anywhere, each piece one
+    request (as tables or batch iterators), gives every row once with load_parquet's bytes."""
+    table = make_table(rows, dim, seed=seed)
+    edges = sorted({0, rows, *(min(c, rows) for c in cuts)})
+    pieces = [table.slice(a, b - a) for a, b in zip(edges, edges[1:])]
+    reference = reference_commands(table, tmp_path_factory.mktemp("ref")) if rows else {}
+    with LoopbackServer() as srv:
+        config = _arrow_sink.SinkConfig(srv.url, srv.database, batch_rows=batch_rows)
+        for n, piece in enumerate(pieces):
+            data = piece if n % 2 else iter(piece.to_batches(max_chunksize=7))
+            result = _arrow_sink.load_arrow(data, config, source=f"piece {n}")
+            assert result.rows == piece.num_rows
+        assert len(srv.requests) == sum(1 for p in pieces if p.num_rows)
+        if rows:
+            assert_exactly_once(received_commands(srv), reference)
+        else:
+            assert srv.requests == []
+
+
+def test_row_error_survives_pickling():
+    error = RowError("v", 700, "null vector", take_index=1)
+    error.__notes__ = ["in partition 2"]
+    copy = pickle.loads(pickle.dumps(error))
+    assert type(copy) is RowError and str(copy) == str(error)
+    assert (copy.column, copy.row, copy.reason, copy.take_index, copy.__notes__) == \
+        ("v", 700, "null vector", 1, ["in partition 2"])
+
+
+def run_python(code: str, **env) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": PACKAGE_PARENT, **env})
+
+
+def test_imports_are_lazy():
+    done = run_python("import sys, bulkwire, bulkwire.dask, bulkwire.ray\n"
+                      "print(sorted(m for m in ('dask', 'distributed', 'ray', 'pandas') if m in sys.modules))")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+def test_a_missing_dask_names_the_extra():
+    done = run_python("import sys; sys.modules['dask'] = None\n"
+                      "import bulkwire.dask\n"
+                      "try:\n    bulkwire.dask.to_bulk_insert(None, 'http://x', 'db')\n"
+                      "except ImportError as e:\n    print(e)\n")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(_extras.missing_extra("Dask support", "dask", "dask"))
+
+
+def test_bench_engines_runs():
+    """The benchmark docs/performance.md quotes still runs (tiny, Dask only; nothing timed):
+    every contender loads every row, and the ratios are printed."""
+    bench = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks")
+    done = subprocess.run([sys.executable, os.path.join(bench, "bench_engines.py"), "--rows", "3000",
+                           "--dim", "4", "--parts", "3", "--rounds", "1", "--engines", "dask"],
+                          cwd=bench, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": PACKAGE_PARENT})
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    assert any(line.startswith("commit ") for line in lines)
+    summary = [line.split()[0] for line in lines[lines.index(next(l for l in lines if l.startswith("median"))) + 1:]]
+    assert summary == ["load_parquet", "dask", "dask"]  # dask, then "dask no-op"
+    assert "x load_parquet" in lines[-1]
+
+
+def test_a_retried_partition_repeats_the_same_puts(client, server, tmp_path):
+    """A partition whose request the server fails, retried by Dask (compute retries), sends
+    the same PUTs again: the failed body is the start of the retried one, and every row is
+    stored once with the reference bytes."""
+    from sink_oracle import assert_retries_repeat, fail_first_requests
+
+    table = make_table(1200, 4)
+    watcher = fail_first_requests(server)
+    result = bulkwire.dask.to_bulk_insert(arrow_backed(table, 4), server.url, server.database,
+                                          compute_kwargs={"retries": 3})
+    watcher.join()
+    assert result.rows == 1200
+    assert_retries_repeat(server, reference_commands(table, tmp_path))
+
+
+@pytest.mark.parametrize("scheduler", ["threads", "sync"])
+def test_local_schedulers(server, tmp_path, scheduler):
+    """Without a cluster: Dask's thread pool runs several partitions' requests at once in this
+    process (each its own bulk insert), or one after another; the same documents either way."""
+    table = make_table(1000, 4, seed=3)
+    result = bulkwire.dask.to_bulk_insert(arrow_backed(table, 5), server.url, server.database,
+                                          compute_kwargs={"scheduler": scheduler})
+    assert result.rows == 1000 and len(server.requests) == 5
+    assert_exactly_once(received_commands(server), reference_commands(table, tmp_path))
