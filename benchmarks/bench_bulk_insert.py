@@ -14,7 +14,7 @@ peak client memory (RSS growth during the insert; for bulkwire also the peak of 
 buffers), average chunk size on the wire, bytes per document. ``--profile`` adds where the
 time goes for bulkwire: encoding alone, compression alone, and cProfile of the whole run.
 
-If ``ravendb`` is not installed the baseline is a pure-Python pipeline built from the seed's
+If ``ravendb`` is not installed the baseline is a pure-Python pipeline built from the reference
 algorithm (walk -> json.dumps -> bytearray -> queue.Queue(8) -> zlib level 1 in the body
 generator) over http.client.
 """
@@ -114,7 +114,7 @@ def run_ravendb(url: str, entities: list, compress: bool) -> dict:
 
 
 def run_seed_pipeline(url: str, entities: list, compress: bool) -> dict:
-    """The seed's fixed algorithm in plain Python, for when ravendb is not installed."""
+    """The reference algorithm in plain Python, for when ravendb is not installed."""
     import http.client
     import queue
     import threading

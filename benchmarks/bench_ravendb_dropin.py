@@ -9,7 +9,7 @@ use_compression=...)) as bulk: bulk.store(entity)`` for every entity; "after" on
 ``bulkwire.ravendb.install()`` first. Each measured run is a fresh process; within a round
 the two alternate (the order flips every round); the figure is the median of the per-round
 ratios (before seconds / after seconds), with each side's median documents/s. Documents are
-the seed's: ``Embedding(Id, Name, Rank, Vector)``, the vector a list of Python floats
+the reference workload's: ``Embedding(Id, Name, Rank, Vector)``, the vector a list of Python floats
 (256 distinct vectors, fixed seed). Every run's received document count is checked.
 """
 from __future__ import annotations
@@ -25,7 +25,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 from _common import loopback_server, print_command, run_measured_child, server_summary  # noqa: E402
-from bench_bulk_insert import make_entities  # noqa: E402  (the seed's workload)
+from bench_bulk_insert import make_entities  # noqa: E402  (the reference workload)
 
 SIDES = ("before", "after")
 REFERENCE = "own"  # bulkwire's own BulkInsert on the same documents: what "after" can reach
@@ -99,7 +99,8 @@ def main() -> None:
         from bulkwire import _core
         print(f"official ravendb client's bulk insert, before / after bulkwire.ravendb.install(); "
               f"{args.docs:,} documents, {args.rounds} interleaved rounds, loopback server in its "
-              f"own process; ISA-L linked: {bool(_core.HAVE_ISAL)}")
+              f"own process; ISA-L linked: {bool(_core.HAVE_ISAL)}; load average "
+              f"{os.getloadavg()[0]:.2f}")
         print(f"{'dim':>5} {'mode':>5} {'before docs/s':>14} {'after docs/s':>13} "
               f"{'median ratio':>13} {'min':>6} {'max':>6} {'B/doc before':>13} {'after':>7}"
               + (f" {'own BulkInsert docs/s':>22}" if args.reference else ""))
