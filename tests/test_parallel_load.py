@@ -20,7 +20,8 @@ import bulkwire  # noqa: E402
 from bulkwire.testing import LoopbackServer  # noqa: E402
 from test_datasets import expected_body, write_parts  # noqa: E402
 
-PKG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "pkg")
+# the package the tests import (the checkout's in-place build, or the installed one)
+PKG = os.path.dirname(os.path.dirname(os.path.abspath(bulkwire.__file__)))
 
 
 def documents(tables) -> dict:

@@ -24,7 +24,6 @@ from references import driver_vector_type  # noqa: E402
 
 ORIG_SER = ct.VectorType.__dict__["serialize"].__func__
 PV = 4
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # subtype -> the dtype its values are generated in (finite values: the driver's float32
 # packing quiets signaling NaNs, which only driver_compat codecs reproduce)
@@ -219,7 +218,8 @@ COLD = textwrap.dedent("""
 
 
 def cold_faults(which):
-    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "pkg"))
+    # the package the tests import (the checkout's in-place build, or the installed one)
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(bulkwire.__file__))))
     out = subprocess.run([sys.executable, "-c", COLD, which], env=env, capture_output=True,
                          text=True, check=True)
     return int(out.stdout.split()[-1])
