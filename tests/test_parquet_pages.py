@@ -172,12 +172,10 @@ def test_nulls_and_empty_lists_fall_back_per_chunk(tmp_path):
 
 
 def test_fallback_paths_say_why(tmp_path, table):
-    dictionary = _write(tmp_path / "d.parquet", table, use_dictionary=True)
     no_index = _write(tmp_path / "x.parquet", table, write_page_index=False)
     brotli = _write(tmp_path / "b.parquet", table, compression="brotli")
     rows = [3, 2999, 3, 1200]
-    for path, why in [(dictionary, "dictionary encoded"), (no_index, "no page index"),
-                      (brotli, "BROTLI not covered")]:
+    for path, why in [(no_index, "no page index"), (brotli, "BROTLI not covered")]:
         with TableFile(path) as f:
             assert f.paths["emb"] == f"row groups ({why})", path
             assert f.take(rows).equals(table.take(rows))

@@ -150,6 +150,8 @@ def _check_indices(indices: Any, num_rows: int, name: str = "indices") -> np.nda
 #: Parquet codecs the page reader decompresses itself (Parquet's CompressionCodec numbers)
 _CODECS = {"UNCOMPRESSED": 0, "SNAPPY": 1, "GZIP": 2, "ZSTD": 6}
 _CODEC_NAMES = {3: "LZO", 4: "BROTLI", 5: "LZ4", 7: "LZ4_RAW"}
+#: the footer's dictionary page offset when it names none, or a place outside the file
+_NO_DICTIONARY, _DICTIONARY_UNLOCATED = -1, -2
 _PHYSICAL_WIDTH = {"INT32": 4, "INT64": 8, "FLOAT": 4, "DOUBLE": 8}
 
 #: How a column is read: ``PAGES`` reads only the pages holding the requested rows;
@@ -203,7 +205,8 @@ class TableFile:
 
     Parquet: the footer is parsed once. A column with a page index (``write_page_index=True``)
     whose type the page reader covers — int32/int64/float32/float64, or a ``fixed_size_list``
-    or ``list`` of them, PLAIN encoded, uncompressed, snappy, gzip or zstd — is read page by
+    or ``list`` of them, PLAIN or dictionary encoded (the chunk's dictionary page read once and
+    kept), uncompressed, snappy, gzip or zstd — is read page by
     page: only the pages holding the requested rows are read and decompressed, and only those
     rows copied out. Every other column is read a whole row group at a time, one group at a
     time, for the touched groups only. ``paths`` says which way each column goes (and why),
@@ -288,6 +291,7 @@ class TableFile:
                 leaves[top].append(i)
         self._plans: dict = {}
         self._index_cache: dict = {}
+        self._dictionary_cache: dict = {}  # each chunk's dictionary, read once
         self._locations = None
         candidates = {}
         for name in names:
@@ -320,7 +324,7 @@ class TableFile:
     @staticmethod
     def _chunks_not_covered(chunks: np.ndarray, _core: Any) -> str:
         """Why some column chunk (rows of offset index offset, length, codec, dictionary
-        flag) cannot be read page by page, or ''."""
+        page offset) cannot be read page by page, or ''."""
         names = {v: k for k, v in _CODECS.items()}
         have = {0: True, 2: True, 1: bool(_core.HAVE_SNAPPY), 6: bool(_core.PARQUET_HAVE_ZSTD)}
         for offset, _, codec, dictionary in chunks.tolist():
@@ -329,8 +333,8 @@ class TableFile:
             if not have.get(codec, False):
                 return f"{names[codec].lower()} pages not covered by this build" \
                     if codec in have else f"{_CODEC_NAMES.get(codec, codec)} not covered"
-            if dictionary:
-                return "dictionary encoded"
+            if dictionary == _DICTIONARY_UNLOCATED:
+                return "dictionary page not located"
         return ""
 
     def take(self, indices: Any):
@@ -394,9 +398,18 @@ class TableFile:
                 pages = _core.parquet_offset_index(self._map, offset, length, group_rows)
                 self._index_cache[key] = pages
             codec = int(self._locations[g, plan.leaf, 2])
+            dictionary_offset = int(self._locations[g, plan.leaf, 3])
+            dictionary = None
+            if dictionary_offset >= 0:
+                if key not in self._dictionary_cache:
+                    self._dictionary_cache[key] = _core.parquet_dictionary(
+                        self._map, dictionary_offset, codec, plan.width)
+                dictionary = self._dictionary_cache[key]
+                if dictionary is None:  # an encoding the page reader does not cover
+                    return None
             result = _core.parquet_take_chunk(self._map, pages, group_rows, codec, plan.width,
                                               plan.max_rep, plan.max_def, plan.list_size,
-                                              local)
+                                              local, dictionary)
         except ValueError as exc:
             raise self._malformed(exc, name) from None
         if result is None:
