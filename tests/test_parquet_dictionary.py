@@ -1,7 +1,7 @@
-"""Dictionary encoded pages on the page path: TableFile/take on files written with pyarrow's
-defaults (use_dictionary=True) against pyarrow.Table.take, for every codec, page version and
-required/optional column, including chunks whose dictionary outgrew its limit and went on with
-PLAIN pages. The chunk's dictionary page is read once; crafted dictionaries and indices give
+"""Dictionary encoded pages and nulls on the page path: TableFile/take on files written with
+pyarrow's defaults (use_dictionary=True) and PLAIN, against pyarrow.Table.take, for every
+codec, page version and required/optional column (optional scalars holding nulls), including
+chunks whose dictionary outgrew its limit and went on with PLAIN pages. The chunk's dictionary page is read once; crafted dictionaries and indices give
 MalformedFileError naming the file."""
 from __future__ import annotations
 
@@ -37,10 +37,13 @@ def _table(nullable: bool, seed: int = 11) -> pa.Table:
         pa.field("emb", pa.list_(pa.field("element", pa.float32(), nullable), DIM), nullable),
         pa.field("l", pa.list_(pa.field("element", pa.float64(), nullable)), nullable),
     ]
+    # optional scalars hold nulls (runs of them too), read page by page
+    null = (rng.random(ROWS) < 0.1) | ((np.arange(ROWS) // 50) % 9 == 4) if nullable else None
     arrays = [
-        pa.array(rng.integers(0, 7, ROWS) * 1000),
-        pa.array(rng.integers(-150, 150, ROWS).astype(np.int32)),
-        pa.array(rng.standard_normal(ROWS).astype(np.float32)),
+        pa.array(rng.integers(0, 7, ROWS) * 1000, mask=null),
+        pa.array(rng.integers(-150, 150, ROWS).astype(np.int32), mask=null),
+        pa.array(rng.standard_normal(ROWS).astype(np.float32),
+                 mask=None if null is None else np.roll(null, 7)),
         pa.array(np.arange(ROWS, dtype=np.int64) * 3),
         pa.FixedSizeListArray.from_arrays(
             pa.array(rng.integers(0, 20, ROWS * DIM).astype(np.float32)), type=fields[4].type),
@@ -66,10 +69,11 @@ def tables():
 @pytest.fixture(scope="module")
 def files(tmp_path_factory, tables):
     d = tmp_path_factory.mktemp("dictionary")
-    return {(codec, version, nullable): _write(
-                d / f"{codec}-{version}-{nullable}.parquet", tables[nullable], compression=codec,
-                data_page_version=version)
-            for codec in CODECS for version in ("1.0", "2.0") for nullable in (True, False)}
+    return {(codec, version, nullable, dictionary): _write(
+                d / f"{codec}-{version}-{nullable}-{dictionary}.parquet", tables[nullable],
+                compression=codec, data_page_version=version, use_dictionary=dictionary)
+            for codec in CODECS for version in ("1.0", "2.0") for nullable in (True, False)
+            for dictionary in (True, False)}
 
 
 indices_strategy = st.lists(st.integers(0, ROWS - 1), max_size=60)
@@ -78,11 +82,12 @@ indices_strategy = st.lists(st.integers(0, ROWS - 1), max_size=60)
 @pytest.mark.parametrize("codec", CODECS)
 @pytest.mark.parametrize("version", ["1.0", "2.0"])
 @pytest.mark.parametrize("nullable", [True, False], ids=["optional", "required"])
+@pytest.mark.parametrize("dictionary", [True, False], ids=["dictionary", "plain"])
 @given(indices=indices_strategy)
-def test_dictionary_pages_equal_table_take(files, tables, codec, version, nullable, indices):
+def test_pages_equal_table_take(files, tables, codec, version, nullable, dictionary, indices):
     table = tables[nullable]
     expected = table.take(pa.array(indices, type=pa.int64()))
-    with TableFile(files[codec, version, nullable]) as f:
+    with TableFile(files[codec, version, nullable, dictionary]) as f:
         assert f.paths == {name: PAGES for name in table.column_names}
         got = f.take(indices)
         assert got.schema == table.schema
@@ -102,7 +107,7 @@ def _dictionaries(path):
 def test_every_row_through_dictionary_and_plain_pages(files, tables, codec):
     """Every row of every chunk, so every page is read: the wide columns' dictionaries hold
     fewer values than the chunk has, so those chunks go on with PLAIN pages, read too."""
-    path = files[codec, "1.0", True]
+    path = files[codec, "1.0", True, True]
     table = tables[True]
     data, offsets = _dictionaries(path)
     assert (offsets >= 0).all()  # pyarrow's defaults: a dictionary page in every chunk
@@ -117,6 +122,20 @@ def test_every_row_through_dictionary_and_plain_pages(files, tables, codec):
     with TableFile(path) as f:
         f._parquet.read_row_group = None  # no column may fall back
         assert f.take(rows).equals(table.take(rows))
+
+
+def test_nulls_by_pages(files, tables):
+    """Rows around and inside runs of nulls, every row of the file: the optional scalars are
+    read page by page, nulls where Table.take has them."""
+    table = tables[True]
+    assert table.column("cat").null_count > 0
+    rows = list(range(ROWS))
+    for key in [("none", "1.0", True, False), ("zstd", "2.0", True, True)]:
+        with TableFile(files[key], columns=["cat", "i32", "f32"]) as f:
+            f._parquet.read_row_group = None  # no column may fall back
+            assert f.take(rows).equals(table.select(["cat", "i32", "f32"]).take(rows))
+            assert f.take([200, 201, 7]).equals(
+                table.select(["cat", "i32", "f32"]).take([200, 201, 7]))
 
 
 def test_plain_files_still_plain(tmp_path, tables):
@@ -141,7 +160,7 @@ def test_dictionary_read_once_per_chunk(files, tables, monkeypatch):
 
     monkeypatch.setattr(_core, "parquet_dictionary", counting)
     table = tables[True]
-    with TableFile(files["snappy", "2.0", True], columns=["cat", "emb"]) as f:
+    with TableFile(files["snappy", "2.0", True, True], columns=["cat", "emb"]) as f:
         for rows in ([1, 2, 900], [3, 999], [5, 1500]):
             assert f.take(rows).equals(table.select(["cat", "emb"]).take(rows))
     # two chunks (row groups 0 and 1) of two columns, each read once however often touched
@@ -161,7 +180,7 @@ def _chunk(path, leaf, group=0):
 
 
 def test_index_past_the_dictionary_is_malformed(files):
-    data, dict_at, pages, rows = _chunk(files["none", "1.0", False], leaf=1)
+    data, dict_at, pages, rows = _chunk(files["none", "1.0", False, True], leaf=1)
     dictionary = _core.parquet_dictionary(data, dict_at, 0, 4)
     assert dictionary.size // 4 > 1
     short = dictionary[:4].copy()  # one value: every other index points past it
@@ -173,7 +192,7 @@ def test_index_past_the_dictionary_is_malformed(files):
 
 
 def test_dictionary_offset_at_a_data_page_is_malformed(files):
-    data, _, pages, _ = _chunk(files["none", "1.0", False], leaf=1)
+    data, _, pages, _ = _chunk(files["none", "1.0", False, True], leaf=1)
     with pytest.raises(ValueError, match="no dictionary page"):
         _core.parquet_dictionary(data, int(pages[0, 0]), 0, 4)
     with pytest.raises(ValueError, match="outside the file"):
@@ -190,7 +209,7 @@ def _patched(tmp_path, data, at, new: bytes) -> str:
 
 def test_crafted_dictionary_count_is_malformed_naming_the_file(tmp_path, files):
     """The dictionary page header claims more values than its bytes hold."""
-    path = files["none", "1.0", False]
+    path = files["none", "1.0", False, True]
     data, dict_at, _, _ = _chunk(path, leaf=0)
     header = data[dict_at:dict_at + 64]
     # the dictionary page header (field 7, a struct: 0x4c after field 3) starts with
@@ -211,7 +230,7 @@ def test_mutated_dictionary_chunk_never_crashes(tmp_path_factory, files, tables,
     width, runs): the lookup answers as many rows, or raises MalformedFileError (or pyarrow's
     error for a chunk it falls back to); a sanitizer build turns a read out of bounds into a
     crash."""
-    data, dict_at, pages, _ = _chunk(files["snappy", "2.0", True], leaf=1)
+    data, dict_at, pages, _ = _chunk(files["snappy", "2.0", True, True], leaf=1)
     spans = [(dict_at, 48)] + [(int(p[0]), min(64, int(p[1]))) for p in pages[:3]]
     start, size = spans[at % len(spans)]
     where = start + (at // len(spans)) % size

@@ -746,12 +746,24 @@ static int take_from_page(const bw_chunk_take *q, const bw_page_location *loc,
             (rc = v1_levels(&p, &left, q->max_def, s->def, count, "definition", error)) != 0)
             return rc;
     }
+    /* a scalar column's null is a level without a value; a list's null or empty list is not
+       covered */
+    int64_t value_count = count;
     if (q->max_def > 0) {
-        for (int64_t i = 0; i < count; i++)
-            if (s->def[i] != q->max_def)
-                return BW_PAGES_NOT_COVERED; /* a null or an empty list */
+        if (q->max_rep > 0) {
+            for (int64_t i = 0; i < count; i++)
+                if (s->def[i] != q->max_def)
+                    return BW_PAGES_NOT_COVERED;
+        } else {
+            value_count = 0;
+            for (int64_t i = 0; i < count; i++)
+                value_count += s->def[i] == q->max_def;
+        }
     }
-    /* every level is a value from here on */
+    int64_t first_row = loc->first_row;
+    if (q->max_rep == 0 && count != page_rows)
+        return malformed(error, "page holds %lld values for %lld rows", (long long)count,
+                         (long long)page_rows);
     size_t width = (size_t)q->value_width;
     const uint32_t *index = NULL;
     if (dictionary_encoded) {
@@ -764,27 +776,40 @@ static int take_from_page(const bw_chunk_take *q, const bw_page_location *loc,
             s->index = grown;
             s->index_count = (size_t)count + 1;
         }
-        /* one value per row: the indices past the last requested row are never needed */
-        int64_t needed = count;
-        if (q->max_rep == 0 && last > first && q->rows[last - 1] - loc->first_row < count)
-            needed = q->rows[last - 1] - loc->first_row + 1;
+        /* one value per row and no null: the indices past the last requested row are never
+           needed */
+        int64_t needed = value_count;
+        if (q->max_rep == 0 && value_count == count && last > first)
+            needed = q->rows[last - 1] - first_row + 1;
         rc = decode_indices(p + 1, left - 1, p[0], q->dictionary_count, s->index, needed,
                             error);
         if (rc != BW_PAGES_OK)
             return rc;
         index = s->index;
-    } else if ((uint64_t)count > left / width) {
+    } else if ((uint64_t)value_count > left / width) {
         return malformed(error, "page of %lld values has %zu bytes of values",
-                         (long long)count, left);
+                         (long long)value_count, left);
     }
-    int64_t first_row = loc->first_row;
     if (q->max_rep == 0) {
-        if (count != page_rows)
-            return malformed(error, "page holds %lld values for %lld rows", (long long)count,
-                             (long long)page_rows);
+        /* levels before the requested row counted once, rows in order: the value of a row is
+           the number of non-null levels before it */
+        int64_t level = 0, value = 0;
         for (size_t i = first; i < last; i++) {
-            if ((rc = append_values(q, p, index, (size_t)(q->rows[i] - first_row), 1,
-                                    values)) != 0)
+            int64_t at = q->rows[i] - first_row;
+            if (value_count != count) {
+                for (; level < at; level++)
+                    value += s->def[level] == q->max_def;
+                if (s->def[at] != q->max_def) { /* null: a zeroed slot, length 0 */
+                    static const uint8_t zeros[8];
+                    if ((rc = append(values, zeros, width)) != 0)
+                        return rc;
+                    lengths[i] = 0;
+                    continue;
+                }
+            } else {
+                value = at;
+            }
+            if ((rc = append_values(q, p, index, (size_t)value, 1, values)) != 0)
                 return rc;
             lengths[i] = 1;
         }

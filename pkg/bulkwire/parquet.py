@@ -386,7 +386,7 @@ class TableFile:
 
     def _take_pages(self, pa, g: int, name: str, plan: _PagePlan, local: np.ndarray):
         """The rows `local` of row group g of one column, read page by page; None when a page
-        holds what the page reader does not cover (nulls, another encoding)."""
+        holds what the page reader does not cover (a list's nulls, another encoding)."""
         from . import _core
 
         group_rows = int(self.offsets[g + 1] - self.offsets[g])
@@ -415,7 +415,11 @@ class TableFile:
         if result is None:
             return None
         raw, lengths, pages_read = result
-        values = pa.array(raw.view(plan.dtype))
+        if plan.kind == "scalar":
+            nulls = lengths == 0  # a null row: a zeroed slot of length 0
+            values = pa.array(raw.view(plan.dtype), mask=nulls if nulls.any() else None)
+        else:
+            values = pa.array(raw.view(plan.dtype))
         if plan.kind == "scalar":
             array = values.cast(plan.type) if values.type != plan.type else values
         elif plan.kind == "fixed_size_list":
