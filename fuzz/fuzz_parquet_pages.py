@@ -7,9 +7,9 @@ Input layout (plain Python over the bytes, no FuzzedDataProvider):
 - byte 0: bits 0-1 the codec (none, snappy, gzip, zstd), bit 2 the data page version (1.0 or
   2.0) of a small page-indexed file made once (an int64 id, a fixed_size_list<float32>[3] and
   a list<float64>, 40 rows in row groups of 16, pages of a few rows), bit 6 the same file with
-  dictionary encoded pages (a dictionary page per chunk, the ids from a dictionary of 5
-  values, the other columns falling back to PLAIN pages where their dictionary outgrows its
-  limit);
+  dictionary encoded pages and an optional string column (a dictionary page per chunk, the
+  ids from a dictionary of 5 values, the strings with nulls, the other columns falling back
+  to PLAIN pages where their dictionary outgrows its limit);
 - byte 1: how many changes follow (at most 6), each 3 bytes: a 16-bit position into the
   file's metadata (the offset indexes, the first 32 bytes of every page and dictionary page,
   the footer, taken
@@ -53,13 +53,17 @@ def _base(codec: str, version: str, dictionary: bool) -> tuple[bytes, list, list
     if key not in _files:
         rng = np.random.default_rng(1)
         ids = np.arange(ROWS, dtype=np.int64) % 5 if dictionary else np.arange(ROWS)
-        table = pa.table({
+        columns = {
             "id": pa.array(ids.astype(np.int64)),
             "emb": pa.FixedSizeListArray.from_arrays(
                 pa.array(rng.random(ROWS * 3, dtype=np.float32)), 3),
             "l": pa.array([[float(i)] * (i % 3 + 1) for i in range(ROWS)],
                           pa.list_(pa.float64())),
-        })
+        }
+        if dictionary:
+            columns["s"] = pa.array([None if i % 7 == 2 else "s%d" % (i * 3 % 11) * (i % 3)
+                                     for i in range(ROWS)])
+        table = pa.table(columns)
         buf = io.BytesIO()
         pq.write_table(table, buf, write_page_index=True, use_dictionary=dictionary,
                        compression=codec, data_page_version=version, row_group_size=GROUP_ROWS,

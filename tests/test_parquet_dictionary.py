@@ -1,6 +1,7 @@
-"""Dictionary encoded pages and nulls on the page path: TableFile/take on files written with
+"""Dictionary encoded pages, strings and nulls on the page path: TableFile/take on files written with
 pyarrow's defaults (use_dictionary=True) and PLAIN, against pyarrow.Table.take, for every
-codec, page version and required/optional column (optional scalars holding nulls), including
+codec, page version and required/optional column (optional scalars and strings holding
+nulls), including
 chunks whose dictionary outgrew its limit and went on with PLAIN pages. The chunk's dictionary page is read once; crafted dictionaries and indices give
 MalformedFileError naming the file."""
 from __future__ import annotations
@@ -36,7 +37,12 @@ def _table(nullable: bool, seed: int = 11) -> pa.Table:
         pa.field("id", pa.int64(), nullable),        # distinct: the dictionary overflows
         pa.field("emb", pa.list_(pa.field("element", pa.float32(), nullable), DIM), nullable),
         pa.field("l", pa.list_(pa.field("element", pa.float64(), nullable)), nullable),
+        pa.field("word", pa.string(), nullable),     # 40 values, empty strings among them
+        pa.field("text", pa.large_string(), nullable),  # distinct: the dictionary overflows
+        pa.field("blob", pa.binary(), nullable),     # any bytes, zero bytes too
     ]
+    words = [("w%d" % (i % 40)) * (i % 3) for i in range(ROWS)]
+    blobs = [bytes(rng.integers(0, 256, i % 9, dtype=np.uint8)) for i in range(ROWS)]
     # optional scalars hold nulls (runs of them too), read page by page
     null = (rng.random(ROWS) < 0.1) | ((np.arange(ROWS) // 50) % 9 == 4) if nullable else None
     arrays = [
@@ -48,6 +54,10 @@ def _table(nullable: bool, seed: int = 11) -> pa.Table:
         pa.FixedSizeListArray.from_arrays(
             pa.array(rng.integers(0, 20, ROWS * DIM).astype(np.float32)), type=fields[4].type),
         lists.cast(fields[5].type),
+        pa.array(words, pa.string(), mask=null),
+        pa.array([f"{i * 7919}-é-{'x' * (i % 17)}" for i in range(ROWS)], pa.large_string(),
+                 mask=None if null is None else np.roll(null, 3)),
+        pa.array(blobs, pa.binary(), mask=None if null is None else np.roll(null, 11)),
     ]
     return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
 
@@ -136,6 +146,61 @@ def test_nulls_by_pages(files, tables):
             assert f.take(rows).equals(table.select(["cat", "i32", "f32"]).take(rows))
             assert f.take([200, 201, 7]).equals(
                 table.select(["cat", "i32", "f32"]).take([200, 201, 7]))
+
+
+@pytest.mark.parametrize("dictionary", [True, False], ids=["dictionary", "plain"])
+def test_strings_every_row(files, tables, dictionary):
+    """Every row, so every value of every page is walked: PLAIN byte arrays have no stride."""
+    table = tables[True].select(["word", "text", "blob"])
+    rows = list(range(ROWS))[::-1]
+    with TableFile(files["snappy", "1.0", True, dictionary],
+                   columns=["word", "text", "blob"]) as f:
+        f._parquet.read_row_group = None  # no column may fall back
+        assert f.take(rows).equals(table.take(rows))
+
+
+def test_crafted_byte_array_length_is_malformed(tmp_path, tables):
+    """A PLAIN byte array's length overruns its page: MalformedFileError naming the file."""
+    t = pa.table({"s": pa.array(["abc", "defg", "hi"] * 10)})
+    path = _write(tmp_path / "s.parquet", t, use_dictionary=False, compression="none")
+    data = open(path, "rb").read()
+    at = data.index(struct_le32(3) + b"abc")
+    crafted = _patched(tmp_path, data, at + 7, struct_le32(1 << 20))  # "defg"'s length
+    with TableFile(crafted) as f:
+        with pytest.raises(MalformedFileError, match=r"d\.parquet.* column 's':.*overruns"):
+            f.take([1])
+        assert f.take([0]).column("s").to_pylist() == ["abc"]  # the walk stops at its row
+
+
+def test_crafted_utf8_is_malformed(tmp_path):
+    t = pa.table({"s": pa.array(["abc", "defg", "hi"] * 10)})
+    path = _write(tmp_path / "s.parquet", t, use_dictionary=False, compression="none")
+    data = open(path, "rb").read()
+    at = data.index(b"defg")
+    crafted = _patched(tmp_path, data, at, b"\xff")
+    with TableFile(crafted) as f:
+        with pytest.raises(MalformedFileError, match=r"column 's':.*(UTF|utf)"):
+            f.take([1])
+
+
+def test_crafted_byte_dictionary_layout(files):
+    data, dict_at, pages, rows = _chunk(files["none", "1.0", False, True], leaf=6)
+    dictionary = _core.parquet_dictionary(data, dict_at, 0, 0)
+    args = (data, pages, rows, 0, 0, 0, 0, 0, np.array([0, 1]))
+    assert _core.parquet_take_chunk(*args, dictionary) is not None
+    for bad in (dictionary[:8].copy(), np.concatenate((dictionary[:8] + 0, dictionary[8:16])),
+                np.frombuffer(np.uint64(1 << 40).tobytes() + dictionary[8:].tobytes(),
+                              np.uint8).copy()):
+        with pytest.raises(ValueError, match="byte array dictionary"):
+            _core.parquet_take_chunk(*args, bad)
+    swapped = dictionary.copy()
+    swapped[16:24] = np.frombuffer(np.uint64(1 << 30).tobytes(), np.uint8)  # offset 1
+    with pytest.raises(ValueError, match="byte array dictionary offset"):
+        _core.parquet_take_chunk(*args, swapped)
+
+
+def struct_le32(n: int) -> bytes:
+    return int(n).to_bytes(4, "little")
 
 
 def test_plain_files_still_plain(tmp_path, tables):

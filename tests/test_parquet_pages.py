@@ -85,7 +85,7 @@ def test_pages_equal_table_take(page_files, table, codec, version, indices):
     expected = table.take(pa.array(indices, type=pa.int64()))
     with TableFile(path) as f:
         assert f.paths == {"id": PAGES, "i32": PAGES, "f64": PAGES, "emb": PAGES, "l": PAGES,
-                           "name": "row groups (type not covered)"}
+                           "name": PAGES}
         got = f.take(indices)
         assert got.schema == table.schema
         assert got.equals(expected)

@@ -652,6 +652,99 @@ static int v1_levels(const uint8_t **p, size_t *left, int max_level, uint8_t *ou
     return rc;
 }
 
+/* Entry i of a BYTE_ARRAY dictionary (bw_parquet_dictionary's layout: a uint64 count, count
+   + 1 uint64 offsets, the bytes), already checked by check_byte_dictionary. */
+static void byte_dictionary_entry(const bw_chunk_take *q, uint32_t i, const uint8_t **data,
+                                  size_t *size) {
+    const uint8_t *offsets = q->dictionary + 8;
+    uint64_t from, to;
+    memcpy(&from, offsets + 8 * (size_t)i, 8);
+    memcpy(&to, offsets + 8 * ((size_t)i + 1), 8);
+    *data = q->dictionary + 8 * (q->dictionary_count + 2) + from;
+    *size = (size_t)(to - from);
+}
+
+/* The BYTE_ARRAY rows rows[first..last) of a page (one value per row): the value bytes
+   appended, lengths[i] the byte length or -1 for a null. PLAIN values have no stride, so the
+   values are walked up to the last requested row only. */
+static int take_byte_arrays(const bw_chunk_take *q, const scratch *s, const uint8_t *p,
+                            size_t left, const uint32_t *index, int64_t count,
+                            int64_t value_count, int64_t first_row, size_t first, size_t last,
+                            bw_bytes *values, int64_t *lengths, char *error) {
+    int64_t level = 0, value = 0;
+    size_t at_byte = 0;
+    int rc;
+    for (size_t i = first; i < last; i++) {
+        int64_t at = q->rows[i] - first_row;
+        /* the values of the levels before this row, skipped */
+        for (; level < at; level++) {
+            if (value_count != count && s->def[level] != q->max_def)
+                continue;
+            if (index == NULL) {
+                if (left - at_byte < 4)
+                    return malformed(error, "byte array value %lld overruns its page",
+                                     (long long)value);
+                uint32_t n = read_le32(p + at_byte);
+                if (n > left - at_byte - 4)
+                    return malformed(error, "byte array value %lld of %u bytes overruns its "
+                                     "page", (long long)value, (unsigned)n);
+                at_byte += 4 + (size_t)n;
+            }
+            value++;
+        }
+        level = at + 1;
+        if (value_count != count && s->def[at] != q->max_def) {
+            lengths[i] = -1;
+            continue;
+        }
+        const uint8_t *data;
+        size_t size;
+        if (index == NULL) {
+            if (left - at_byte < 4)
+                return malformed(error, "byte array value %lld overruns its page",
+                                 (long long)value);
+            uint32_t n = read_le32(p + at_byte);
+            if (n > left - at_byte - 4)
+                return malformed(error, "byte array value %lld of %u bytes overruns its page",
+                                 (long long)value, (unsigned)n);
+            data = p + at_byte + 4;
+            size = n;
+            at_byte += 4 + (size_t)n;
+        } else {
+            byte_dictionary_entry(q, index[value], &data, &size);
+        }
+        value++;
+        if ((rc = append(values, data, size)) != BW_PAGES_OK)
+            return rc;
+        lengths[i] = (int64_t)size;
+    }
+    return BW_PAGES_OK;
+}
+
+/* A BYTE_ARRAY dictionary handed in from outside: its count, offsets and bytes agree with its
+   size, offsets never decrease. Sets q->dictionary_count. */
+static int check_byte_dictionary(bw_chunk_take *q, char *error) {
+    size_t size = q->dictionary_size;
+    uint64_t count;
+    if (size < 16)
+        return malformed(error, "byte array dictionary of %zu bytes", size);
+    memcpy(&count, q->dictionary, 8);
+    if (count > size / 8 - 2)
+        return malformed(error, "byte array dictionary of %llu values in %zu bytes",
+                         (unsigned long long)count, size);
+    size_t data_size = size - 8 * ((size_t)count + 2);
+    uint64_t previous = 0;
+    for (size_t i = 0; i <= count; i++) {
+        uint64_t offset;
+        memcpy(&offset, q->dictionary + 8 + 8 * i, 8);
+        if (offset < previous || offset > data_size || (i == 0 && offset != 0))
+            return malformed(error, "byte array dictionary offset %zu out of order", i);
+        previous = offset;
+    }
+    q->dictionary_count = (size_t)count;
+    return BW_PAGES_OK;
+}
+
 /* Reads page `page` and appends the values of rows[first..last) (page-relative
    `page_first_row`, `page_rows` rows). */
 static int take_from_page(const bw_chunk_take *q, const bw_page_location *loc,
@@ -786,10 +879,13 @@ static int take_from_page(const bw_chunk_take *q, const bw_page_location *loc,
         if (rc != BW_PAGES_OK)
             return rc;
         index = s->index;
-    } else if ((uint64_t)value_count > left / width) {
+    } else if (width > 0 && (uint64_t)value_count > left / width) {
         return malformed(error, "page of %lld values has %zu bytes of values",
                          (long long)value_count, left);
     }
+    if (width == 0)
+        return take_byte_arrays(q, s, p, left, index, count, value_count, first_row, first,
+                                last, values, lengths, error);
     if (q->max_rep == 0) {
         /* levels before the requested row counted once, rows in order: the value of a row is
            the number of non-null levels before it */
@@ -851,9 +947,15 @@ int bw_parquet_take_chunk(const bw_chunk_take *q, bw_bytes *values, int64_t *len
     scratch s = {NULL, NULL, NULL, NULL, 0, 0, 0, 0};
     int rc = BW_PAGES_OK;
     *pages_read = 0;
-    if ((q->value_width != 4 && q->value_width != 8) || q->max_rep < 0 || q->max_rep > 1 ||
+    if ((q->value_width != 0 && q->value_width != 4 && q->value_width != 8) ||
+        (q->value_width == 0 && q->max_rep != 0) || q->max_rep < 0 || q->max_rep > 1 ||
         q->max_def < 0 || q->max_def > 255)
         return BW_PAGES_NOT_COVERED;
+    bw_chunk_take checked = *q;
+    if (q->value_width == 0 && q->dictionary != NULL &&
+        check_byte_dictionary(&checked, error) != BW_PAGES_OK)
+        return BW_PAGES_MALFORMED;
+    q = &checked;
     size_t page = 0, i = 0;
     while (i < q->row_count) {
         int64_t row = q->rows[i];
@@ -888,11 +990,41 @@ cleanup:
     return rc;
 }
 
+/* PLAIN byte arrays (n of them in size bytes) laid out for lookups: a uint64 count, count + 1
+   uint64 offsets, the bytes. *out malloc'ed. */
+static int index_byte_arrays(const uint8_t *plain, size_t size, size_t n, uint8_t **out,
+                             char *error) {
+    size_t at = 0, data_size = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (size - at < 4 || read_le32(plain + at) > size - at - 4)
+            return malformed(error, "dictionary value %zu overruns its page", i);
+        data_size += read_le32(plain + at);
+        at += 4 + (size_t)read_le32(plain + at);
+    }
+    uint8_t *block = malloc(8 * (n + 2) + data_size);
+    if (block == NULL)
+        return BW_PAGES_NO_MEMORY;
+    uint64_t count = n, offset = 0;
+    memcpy(block, &count, 8);
+    uint8_t *data = block + 8 * (n + 2);
+    at = 0;
+    for (size_t i = 0; i < n; i++) {
+        memcpy(block + 8 + 8 * i, &offset, 8);
+        uint32_t len = read_le32(plain + at);
+        memcpy(data + offset, plain + at + 4, len);
+        offset += len;
+        at += 4 + (size_t)len;
+    }
+    memcpy(block + 8 + 8 * n, &offset, 8);
+    *out = block;
+    return BW_PAGES_OK;
+}
+
 int bw_parquet_dictionary(const uint8_t *file, size_t file_size, int64_t offset, int codec,
                           int value_width, uint8_t **values, size_t *count, char *error) {
     *values = NULL;
     *count = 0;
-    if (value_width != 4 && value_width != 8)
+    if (value_width != 0 && value_width != 4 && value_width != 8)
         return BW_PAGES_NOT_COVERED;
     if (offset < 0 || (uint64_t)offset >= file_size)
         return malformed(error, "dictionary page at %lld, outside the file (%zu bytes)",
@@ -914,7 +1046,8 @@ int bw_parquet_dictionary(const uint8_t *file, size_t file_size, int64_t offset,
     if ((int64_t)h.uncompressed_size > MAX_PAGE_BYTES)
         return malformed(error, "dictionary page of %d bytes uncompressed",
                          (int)h.uncompressed_size);
-    size_t plain_size = (size_t)h.uncompressed_size, width = (size_t)value_width;
+    size_t plain_size = (size_t)h.uncompressed_size;
+    size_t width = value_width ? (size_t)value_width : 4; /* a byte array: its length at least */
     if ((uint64_t)h.num_values > plain_size / width)
         return malformed(error, "dictionary page of %d values has %zu bytes",
                          (int)h.num_values, plain_size);
@@ -932,6 +1065,13 @@ int bw_parquet_dictionary(const uint8_t *file, size_t file_size, int64_t offset,
     } else if ((rc = decompress(codec, body, (size_t)h.compressed_size, plain, plain_size,
                                 error)) != BW_PAGES_OK) {
         free(plain);
+        return rc;
+    }
+    if (value_width == 0) {
+        rc = index_byte_arrays(plain, plain_size, (size_t)h.num_values, values, error);
+        free(plain);
+        if (rc == BW_PAGES_OK)
+            *count = (size_t)h.num_values;
         return rc;
     }
     *values = plain;

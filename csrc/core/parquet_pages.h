@@ -71,14 +71,15 @@ typedef struct {
     size_t page_count;
     int64_t group_rows;
     int codec;
-    int value_width;   /* bytes per value: 4 or 8 */
+    int value_width;   /* bytes per value: 4 or 8; 0 for BYTE_ARRAY (one value per row) */
     int max_rep;       /* 0: one value per row; 1: a list per row */
     int max_def;
     int64_t list_size; /* > 0: each row's list must hold exactly this many values */
     const int64_t *rows; /* sorted, unique, each in [0, group_rows) */
     /* the chunk's dictionary (bw_parquet_dictionary), NULL when it has none */
     const uint8_t *dictionary;
-    size_t dictionary_count;
+    size_t dictionary_count; /* values of 4 or 8 bytes; a byte array dictionary says its own */
+    size_t dictionary_size;
     size_t row_count;
 } bw_chunk_take;
 
@@ -88,12 +89,14 @@ typedef struct {
 } bw_bytes;
 
 /* The values of the requested rows, appended to *values in row order; lengths[i] is how many
-   values row i has. Reads only the pages holding them: *pages_read says how many. */
+   values row i has (0 for a null scalar, its zeroed slot appended; for BYTE_ARRAY the byte
+   length, -1 for a null). Reads only the pages holding them: *pages_read says how many. */
 int bw_parquet_take_chunk(const bw_chunk_take *request, bw_bytes *values, int64_t *lengths,
                           size_t *pages_read, char *error);
 
 /* The values of the dictionary page at `offset` (PLAIN, `value_width` bytes each), decompressed
-   into *values (malloc'ed, free it); *count of them. */
+   into *values (malloc'ed, free it); *count of them. value_width 0: BYTE_ARRAY values, laid
+   out as a uint64 count, count + 1 uint64 offsets into the bytes that follow, the bytes. */
 int bw_parquet_dictionary(const uint8_t *file, size_t file_size, int64_t offset, int codec,
                           int value_width, uint8_t **values, size_t *count, char *error);
 

@@ -5,6 +5,7 @@
 #include "py_numpy.h" /* must precede any other NumPy header */
 #include <Python.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "parquet_pages.h"
 #include "py_parquet_pages.h"
@@ -140,6 +141,11 @@ static PyObject *module_parquet_dictionary(PyObject *self, PyObject *args) {
         return Py_NewRef(Py_None);
     if (rc != BW_PAGES_OK)
         return raise_pages_error(rc, error);
+    if (width == 0) { /* a byte array dictionary: its size from its own count and offsets */
+        uint64_t end;
+        memcpy(&end, values + 8 + 8 * count, 8);
+        return array_owning(values, 8 * (count + 2) + (size_t)end);
+    }
     return array_owning(values, count * (size_t)width);
 }
 
@@ -211,6 +217,7 @@ static PyObject *module_parquet_take_chunk(PyObject *self, PyObject *args) {
         .dictionary = dictionary.obj != NULL ? dictionary.buf : NULL,
         .dictionary_count = dictionary.obj != NULL && width > 0 ?
                                 (size_t)dictionary.len / (size_t)width : 0,
+        .dictionary_size = dictionary.obj != NULL ? (size_t)dictionary.len : 0,
     };
     size_t pages_read = 0;
     int rc;

@@ -160,6 +160,29 @@ PAGES = "pages"
 ROW_GROUPS = "row groups"
 
 
+def _byte_array(pa, arrow_type: Any, data: np.ndarray, lengths: np.ndarray):
+    """A string or binary array from the values' bytes and each row's byte length (-1: null);
+    None when its offsets would not fit the type. Strings are checked to be UTF-8, as
+    pyarrow's own reader would have them."""
+    nulls = lengths < 0
+    offsets = np.zeros(lengths.size + 1, dtype=np.int64)
+    np.cumsum(np.where(nulls, 0, lengths), out=offsets[1:])
+    large = arrow_type in (pa.large_string(), pa.large_binary())
+    if not large:
+        if offsets[-1] > np.iinfo(np.int32).max:
+            return None  # let pyarrow read it and say so
+        offsets = offsets.astype(np.int32)
+    validity = None
+    if nulls.any():
+        validity = pa.py_buffer(np.packbits(~nulls, bitorder="little"))
+    array = pa.Array.from_buffers(arrow_type, lengths.size,
+                                  [validity, pa.py_buffer(offsets), pa.py_buffer(data)],
+                                  null_count=int(nulls.sum()))
+    if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
+        array.validate(full=True)
+    return array
+
+
 class _PagePlan:
     """What the page reader needs to know about one column: its leaf in the Parquet schema,
     the NumPy dtype of its values, its levels and list size."""
@@ -182,6 +205,12 @@ def _page_plan(pa, field: Any, leaves: list, pq_schema: Any) -> "tuple[_PagePlan
     t = field.type
     scalar = {pa.int32(): np.int32, pa.int64(): np.int64, pa.float32(): np.float32,
               pa.float64(): np.float64}
+    if t in (pa.string(), pa.large_string(), pa.binary(), pa.large_binary()):
+        if column.physical_type != "BYTE_ARRAY" or column.max_repetition_level != 0 \
+                or column.max_definition_level > 1:
+            return None, "type not covered"
+        return _PagePlan(leaf, np.dtype(np.uint8), 0, 0, column.max_definition_level, 0,
+                         "bytes", t), ""
     if t in scalar:
         kind, value_type, list_size, max_rep = "scalar", t, 0, 0
     elif pa.types.is_fixed_size_list(t) and t.value_type in scalar:
@@ -205,7 +234,8 @@ class TableFile:
 
     Parquet: the footer is parsed once. A column with a page index (``write_page_index=True``)
     whose type the page reader covers — int32/int64/float32/float64, or a ``fixed_size_list``
-    or ``list`` of them, PLAIN or dictionary encoded (the chunk's dictionary page read once and
+    or ``list`` of them, or string/large_string/binary/large_binary, PLAIN or dictionary
+    encoded (the chunk's dictionary page read once and
     kept), uncompressed, snappy, gzip or zstd — is read page by
     page: only the pages holding the requested rows are read and decompressed, and only those
     rows copied out. Every other column is read a whole row group at a time, one group at a
@@ -415,6 +445,17 @@ class TableFile:
         if result is None:
             return None
         raw, lengths, pages_read = result
+        if plan.kind == "bytes":
+            try:
+                array = _byte_array(pa, plan.type, raw, lengths)
+            except pa.ArrowInvalid as exc:  # a string that is not UTF-8
+                raise self._malformed(exc, name) from None
+            if array is None:
+                return None
+            stats = self.stats[name]
+            stats["pages"] += 1
+            stats["pages_read"] += pages_read
+            return array
         if plan.kind == "scalar":
             nulls = lengths == 0  # a null row: a zeroed slot of length 0
             values = pa.array(raw.view(plan.dtype), mask=nulls if nulls.any() else None)
