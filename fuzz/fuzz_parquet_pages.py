@@ -117,6 +117,10 @@ def test_one_input(data: bytes) -> None:
             got = tf.take(rows)
     except (MalformedFileError, OSError, pa.ArrowException):
         return
+    except IndexError:
+        if index_changed:  # a footer that says fewer rows: the rows asked are past its end
+            return
+        raise
     assert got.num_rows == len(rows), (got.num_rows, len(rows))
     if index_changed:
         return  # an index that lies about where a page is cannot be caught without reading all
