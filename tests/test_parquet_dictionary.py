@@ -287,21 +287,25 @@ def test_crafted_dictionary_count_is_malformed_naming_the_file(tmp_path, files):
             f.take([0])
 
 
+@pytest.mark.parametrize("column,leaf,dictionary", [("i32", 1, True), ("word", 6, True),
+                                                     ("blob", 8, False)])
 @given(at=st.integers(0, 10 ** 6), value=st.integers(0, 255),
        rows=st.lists(st.integers(0, ROWS - 1), max_size=30))
-def test_mutated_dictionary_chunk_never_crashes(tmp_path_factory, files, tables, at, value,
-                                                rows):
-    """One byte of a dictionary page or of a dictionary encoded page changed (headers, bit
-    width, runs): the lookup answers as many rows, or raises MalformedFileError (or pyarrow's
+def test_mutated_chunk_never_crashes(tmp_path_factory, files, column, leaf, dictionary, at,
+                                     value, rows):
+    """One byte of a dictionary page or of a data page changed (headers, bit width, runs, byte
+    array lengths): the lookup answers as many rows, or raises MalformedFileError (or pyarrow's
     error for a chunk it falls back to); a sanitizer build turns a read out of bounds into a
     crash."""
-    data, dict_at, pages, _ = _chunk(files["snappy", "2.0", True, True], leaf=1)
-    spans = [(dict_at, 48)] + [(int(p[0]), min(64, int(p[1]))) for p in pages[:3]]
+    data, dict_at, pages, _ = _chunk(files["snappy", "2.0", True, dictionary], leaf=leaf)
+    spans = [(int(p[0]), min(64, int(p[1]))) for p in pages[:3]]
+    if dict_at >= 0:
+        spans.append((dict_at, 48))
     start, size = spans[at % len(spans)]
     where = start + (at // len(spans)) % size
     path = _patched(tmp_path_factory.mktemp("mut"), data, where, bytes([value]))
     try:
-        with TableFile(path, columns=["i32"]) as f:
+        with TableFile(path, columns=[column]) as f:
             got = f.take(rows)
     except (MalformedFileError, OSError, pa.ArrowException):
         return
