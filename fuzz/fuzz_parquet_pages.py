@@ -6,9 +6,13 @@ Input layout (plain Python over the bytes, no FuzzedDataProvider):
 
 - byte 0: bits 0-1 the codec (none, snappy, gzip, zstd), bit 2 the data page version (1.0 or
   2.0) of a small page-indexed file made once (an int64 id, a fixed_size_list<float32>[3] and
-  a list<float64>, 40 rows in row groups of 16, pages of a few rows);
+  a list<float64>, 40 rows in row groups of 16, pages of a few rows), bit 6 the same file with
+  dictionary encoded pages and an optional string column (a dictionary page per chunk, the
+  ids from a dictionary of 5 values, the strings with nulls, the other columns falling back
+  to PLAIN pages where their dictionary outgrows its limit);
 - byte 1: how many changes follow (at most 6), each 3 bytes: a 16-bit position into the
-  file's metadata (the offset indexes, the first 32 bytes of every page, the footer, taken
+  file's metadata (the offset indexes, the first 32 bytes of every page and dictionary page,
+  the footer, taken
   one after another) and the byte written there;
 - the rest: the row indices asked for, one byte each, modulo the row count.
 
@@ -42,23 +46,28 @@ _files: dict = {}
 _dir = tempfile.mkdtemp(prefix="fuzz-parquet-pages-")
 
 
-def _base(codec: str, version: str) -> tuple[bytes, list, list]:
+def _base(codec: str, version: str, dictionary: bool) -> tuple[bytes, list, list]:
     """The file's bytes, its metadata spans (offset, length) and what each span is ("index"
     or "page"), made once per variant."""
-    key = (codec, version)
+    key = (codec, version, dictionary)
     if key not in _files:
         rng = np.random.default_rng(1)
-        table = pa.table({
-            "id": pa.array(np.arange(ROWS, dtype=np.int64)),
+        ids = np.arange(ROWS, dtype=np.int64) % 5 if dictionary else np.arange(ROWS)
+        columns = {
+            "id": pa.array(ids.astype(np.int64)),
             "emb": pa.FixedSizeListArray.from_arrays(
                 pa.array(rng.random(ROWS * 3, dtype=np.float32)), 3),
             "l": pa.array([[float(i)] * (i % 3 + 1) for i in range(ROWS)],
                           pa.list_(pa.float64())),
-        })
+        }
+        if dictionary:
+            columns["s"] = pa.array([None if i % 7 == 2 else "s%d" % (i * 3 % 11) * (i % 3)
+                                     for i in range(ROWS)])
+        table = pa.table(columns)
         buf = io.BytesIO()
-        pq.write_table(table, buf, write_page_index=True, use_dictionary=False,
+        pq.write_table(table, buf, write_page_index=True, use_dictionary=dictionary,
                        compression=codec, data_page_version=version, row_group_size=GROUP_ROWS,
-                       data_page_size=48, store_schema=False)
+                       data_page_size=48, dictionary_pagesize_limit=64, store_schema=False)
         data = buf.getvalue()
         meta = pq.ParquetFile(io.BytesIO(data)).metadata
         locations = _core.parquet_index_locations(data, meta.num_row_groups, meta.num_columns)
@@ -68,6 +77,9 @@ def _base(codec: str, version: str) -> tuple[bytes, list, list]:
                 offset, length = (int(v) for v in locations[g, c, :2])
                 spans.append((offset, length))
                 kinds.append("index")
+                if locations[g, c, 3] >= 0:  # the dictionary page's header and first values
+                    spans.append((int(locations[g, c, 3]), 32))
+                    kinds.append("page")
                 pages = _core.parquet_offset_index(data, offset, length,
                                                    meta.row_group(g).num_rows)
                 spans.extend((int(p[0]), min(32, int(p[1]))) for p in pages)
@@ -83,7 +95,7 @@ def test_one_input(data: bytes) -> None:
     if len(data) < 2:
         return
     codec, version = CODECS[data[0] & 3], ("1.0", "2.0")[(data[0] >> 2) & 1]
-    base, spans, kinds = _base(codec, version)
+    base, spans, kinds = _base(codec, version, bool(data[0] & 0x40))
     size = sum(length for _, length in spans)
     changes = min(data[1], 6, (len(data) - 2) // 3)
     tampered = bytearray(base)

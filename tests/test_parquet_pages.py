@@ -85,7 +85,7 @@ def test_pages_equal_table_take(page_files, table, codec, version, indices):
     expected = table.take(pa.array(indices, type=pa.int64()))
     with TableFile(path) as f:
         assert f.paths == {"id": PAGES, "i32": PAGES, "f64": PAGES, "emb": PAGES, "l": PAGES,
-                           "name": "row groups (type not covered)"}
+                           "name": PAGES}
         got = f.take(indices)
         assert got.schema == table.schema
         assert got.equals(expected)
@@ -152,8 +152,9 @@ def test_required_columns(tmp_path_factory, indices):
 
 
 def test_nulls_and_empty_lists_fall_back_per_chunk(tmp_path):
-    """A page with a null (or an empty list) is not covered: that chunk is read whole, and the
-    answer is still Table.take's, nulls where they are."""
+    """A scalar's nulls are read page by page; a list page with a null or an empty list is not
+    covered: that chunk is read whole, and the answer is still Table.take's, nulls where they
+    are."""
     rows = 2000
     ids = pa.array([None if i % 97 == 5 else i for i in range(rows)], pa.int64())
     lists = pa.array([[] if i == 1500 else [float(i)] * (i % 3 + 1) for i in range(rows)],
@@ -165,19 +166,17 @@ def test_nulls_and_empty_lists_fall_back_per_chunk(tmp_path):
     rows_asked = [5, 6, 1500, 1999, 10, 11, 900]
     with TableFile(path) as f:
         assert f.take(rows_asked).equals(t.take(rows_asked))
-        assert f.stats["id"]["row_groups"] > 0  # row 5 is null
+        assert f.stats["id"]["row_groups"] == 0  # row 5 is null, read by pages
         assert f.stats["emb"]["row_groups"] > 0 and f.stats["l"]["row_groups"] > 0
         assert f.take([900]).equals(t.take([900]))  # a page with no null: by pages
         assert f.stats["emb"]["pages"] > 0 and f.stats["l"]["pages"] > 0
 
 
 def test_fallback_paths_say_why(tmp_path, table):
-    dictionary = _write(tmp_path / "d.parquet", table, use_dictionary=True)
     no_index = _write(tmp_path / "x.parquet", table, write_page_index=False)
     brotli = _write(tmp_path / "b.parquet", table, compression="brotli")
     rows = [3, 2999, 3, 1200]
-    for path, why in [(dictionary, "dictionary encoded"), (no_index, "no page index"),
-                      (brotli, "BROTLI not covered")]:
+    for path, why in [(no_index, "no page index"), (brotli, "BROTLI not covered")]:
         with TableFile(path) as f:
             assert f.paths["emb"] == f"row groups ({why})", path
             assert f.take(rows).equals(table.take(rows))

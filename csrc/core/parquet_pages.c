@@ -37,8 +37,10 @@ static uint32_t read_le32(const uint8_t *p) {
 
 /* ---- footer ---------------------------------------------------------------------------- */
 
-/* ColumnMetaData: the codec, and whether any page may be dictionary encoded. */
-static int read_column_meta(bw_thrift *t, int64_t *codec, int64_t *dictionary) {
+/* ColumnMetaData: the codec; whether any page may be dictionary encoded (*dictionary 1) and
+   where the dictionary page is (*dictionary_offset, -1 when the footer does not say). */
+static int read_column_meta(bw_thrift *t, int64_t *codec, int64_t *dictionary,
+                            int64_t *dictionary_offset) {
     int16_t last = 0, id;
     int type;
     if (bw_thrift_struct_begin(t) < 0)
@@ -52,8 +54,7 @@ static int read_column_meta(bw_thrift *t, int64_t *codec, int64_t *dictionary) {
         if (id == 4) {
             rc = bw_thrift_i64(t, type, codec);
         } else if (id == 11) {
-            int64_t offset;
-            rc = bw_thrift_i64(t, type, &offset);
+            rc = bw_thrift_i64(t, type, dictionary_offset);
             *dictionary = 1;
         } else if (id == 2 && type == BW_THRIFT_LIST) {
             int elem;
@@ -75,7 +76,7 @@ static int read_column_meta(bw_thrift *t, int64_t *codec, int64_t *dictionary) {
 }
 
 static int read_column_chunk(bw_thrift *t, size_t file_size, int64_t *where, char *error) {
-    int64_t offset = -1, length = -1, codec = -1, dictionary = 0;
+    int64_t offset = -1, length = -1, codec = -1, dictionary = 0, dictionary_offset = -1;
     int16_t last = 0, id;
     int type;
     if (bw_thrift_struct_begin(t) < 0)
@@ -87,7 +88,8 @@ static int read_column_chunk(bw_thrift *t, size_t file_size, int64_t *where, cha
             break;
         int rc = id == 4   ? bw_thrift_i64(t, type, &offset)
                  : id == 5 ? bw_thrift_i64(t, type, &length)
-                 : id == 3 && type == BW_THRIFT_STRUCT ? read_column_meta(t, &codec, &dictionary)
+                 : id == 3 && type == BW_THRIFT_STRUCT ? read_column_meta(t, &codec, &dictionary,
+                                                                      &dictionary_offset)
                            : bw_thrift_skip(t, type);
         if (rc < 0)
             return thrift_failed(t, "footer", error);
@@ -104,7 +106,11 @@ static int read_column_chunk(bw_thrift *t, size_t file_size, int64_t *where, cha
     where[0] = offset;
     where[1] = length;
     where[2] = codec;
-    where[3] = dictionary;
+    /* a dictionary page must lie inside the file; its header is checked when it is read */
+    if (dictionary && (dictionary_offset < 0 || (uint64_t)dictionary_offset >= file_size))
+        where[3] = BW_DICTIONARY_UNLOCATED;
+    else
+        where[3] = dictionary ? dictionary_offset : BW_NO_DICTIONARY;
     return BW_PAGES_OK;
 }
 
@@ -333,6 +339,25 @@ static int read_data_header(bw_thrift *t, bw_page_header *h, int v2) {
     return bw_thrift_struct_end(t);
 }
 
+static int read_dictionary_header(bw_thrift *t, bw_page_header *h) {
+    int16_t last = 0, id;
+    int type;
+    if (bw_thrift_struct_begin(t) < 0)
+        return -1;
+    for (;;) {
+        if (bw_thrift_field(t, &last, &type, &id) < 0)
+            return -1;
+        if (type == BW_THRIFT_STOP)
+            break;
+        int rc = id == 1   ? bw_thrift_i32(t, type, &h->num_values)
+                 : id == 2 ? bw_thrift_i32(t, type, &h->encoding)
+                           : bw_thrift_skip(t, type);
+        if (rc < 0)
+            return -1;
+    }
+    return bw_thrift_struct_end(t);
+}
+
 int bw_parquet_page_header(const uint8_t *data, size_t size, bw_page_header *h,
                            size_t *header_size, char *error) {
     bw_thrift t;
@@ -356,7 +381,12 @@ int bw_parquet_page_header(const uint8_t *data, size_t size, bw_page_header *h,
             rc = bw_thrift_i32(&t, type, &h->uncompressed_size);
         else if (id == 3)
             rc = bw_thrift_i32(&t, type, &h->compressed_size);
-        else if ((id == 5 || id == 8) && type == BW_THRIFT_STRUCT) {
+        else if (id == 7 && type == BW_THRIFT_STRUCT) {
+            if (h->has_dictionary)
+                return malformed(error, "page header: two dictionary page headers");
+            rc = read_dictionary_header(&t, h);
+            h->has_dictionary = 1;
+        } else if ((id == 5 || id == 8) && type == BW_THRIFT_STRUCT) {
             if (h->has_v1 || h->has_v2)
                 return malformed(error, "page header: two data page headers");
             rc = read_data_header(&t, h, id == 8);
@@ -439,6 +469,74 @@ static int decode_levels(const uint8_t *p, size_t n, int max_level, uint8_t *out
     return BW_PAGES_OK;
 }
 
+/* Decodes `count` dictionary indices of the RLE/bit-packed hybrid at p (n bytes, `bit_width`
+   bits each) into out; an index at or past dictionary_count is malformed. A bit-packed run
+   may stop short of its last group's padding: only the bits of the values taken must be
+   there. */
+static int decode_indices(const uint8_t *p, size_t n, int bit_width, size_t dictionary_count,
+                          uint32_t *out, int64_t count, char *error) {
+    const uint8_t *end = p + n;
+    int64_t done = 0;
+    uint64_t mask = bit_width == 32 ? 0xffffffffu : ((uint64_t)1 << bit_width) - 1;
+    while (done < count) {
+        uint64_t header = 0;
+        int shift = 0;
+        for (;;) {
+            if (p >= end)
+                return malformed(error, "dictionary indices end after %lld of %lld",
+                                 (long long)done, (long long)count);
+            if (shift > 28)
+                return malformed(error, "dictionary indices: run header too long");
+            uint8_t b = *p++;
+            header |= (uint64_t)(b & 0x7f) << shift;
+            shift += 7;
+            if (!(b & 0x80))
+                break;
+        }
+        uint64_t run = header >> 1;
+        if (run == 0)
+            return malformed(error, "dictionary indices: empty run");
+        if (header & 1) { /* bit-packed: run counts groups of 8 */
+            uint64_t values = run * 8;
+            int64_t take = values < (uint64_t)(count - done) ? (int64_t)values : count - done;
+            uint64_t bytes = run * (uint64_t)bit_width;
+            size_t present = bytes < (uint64_t)(end - p) ? (size_t)bytes : (size_t)(end - p);
+            if (((uint64_t)take * (uint64_t)bit_width + 7) / 8 > present)
+                return malformed(error, "dictionary indices end inside a bit-packed run");
+            for (int64_t i = 0; i < take; i++) {
+                uint64_t bit = (uint64_t)i * (uint64_t)bit_width;
+                size_t byte = (size_t)(bit >> 3);
+                uint64_t word = 0;
+                for (size_t k = 0; k < 5 && byte + k < present; k++)
+                    word |= (uint64_t)p[byte + k] << (8 * k);
+                uint64_t value = (word >> (bit & 7)) & mask;
+                if (value >= dictionary_count)
+                    return malformed(error, "dictionary index %llu past the %zu values",
+                                     (unsigned long long)value, dictionary_count);
+                out[done + i] = (uint32_t)value;
+            }
+            p += present;
+            done += take;
+        } else { /* one index repeated run times */
+            int value_bytes = (bit_width + 7) / 8;
+            if (end - p < value_bytes)
+                return malformed(error, "dictionary indices end inside a run");
+            uint64_t value = 0;
+            for (int i = 0; i < value_bytes; i++)
+                value |= (uint64_t)p[i] << (8 * i);
+            p += value_bytes;
+            if (value >= dictionary_count)
+                return malformed(error, "dictionary index %llu past the %zu values",
+                                 (unsigned long long)value, dictionary_count);
+            int64_t take = run < (uint64_t)(count - done) ? (int64_t)run : count - done;
+            for (int64_t i = 0; i < take; i++)
+                out[done + i] = (uint32_t)value;
+            done += take;
+        }
+    }
+    return BW_PAGES_OK;
+}
+
 /* ---- decompression --------------------------------------------------------------------- */
 
 static int decompress(int codec, const uint8_t *in, size_t in_size, uint8_t *out,
@@ -499,7 +597,7 @@ static int append(bw_bytes *b, const uint8_t *p, size_t n) {
         b->data = grown;
         b->capacity = want;
     }
-    if (n)
+    if (n && p != NULL)
         memcpy(b->data + b->size, p, n);
     b->size += n;
     return BW_PAGES_OK;
@@ -508,7 +606,8 @@ static int append(bw_bytes *b, const uint8_t *p, size_t n) {
 typedef struct {
     uint8_t *plain;   /* decompressed page */
     uint8_t *rep, *def;
-    size_t plain_capacity, rep_capacity, def_capacity;
+    uint32_t *index; /* dictionary indices of a dictionary encoded page */
+    size_t plain_capacity, rep_capacity, def_capacity, index_count;
 } scratch;
 
 static int grow(uint8_t **p, size_t *capacity, size_t need) {
@@ -519,6 +618,23 @@ static int grow(uint8_t **p, size_t *capacity, size_t need) {
         return BW_PAGES_NO_MEMORY;
     *p = grown;
     *capacity = need;
+    return BW_PAGES_OK;
+}
+
+/* Appends values [start, start + n) of a page: straight from its PLAIN bytes, or through its
+   dictionary indices when index is not NULL. */
+static int append_values(const bw_chunk_take *q, const uint8_t *plain, const uint32_t *index,
+                         size_t start, size_t n, bw_bytes *values) {
+    size_t width = (size_t)q->value_width;
+    if (index == NULL)
+        return append(values, plain + start * width, n * width);
+    size_t at = values->size;
+    int rc = append(values, NULL, n * width); /* room first, then the gather */
+    if (rc != BW_PAGES_OK)
+        return rc;
+    for (size_t i = 0; i < n; i++)
+        memcpy(values->data + at + i * width, q->dictionary + (size_t)index[start + i] * width,
+               width);
     return BW_PAGES_OK;
 }
 
@@ -534,6 +650,99 @@ static int v1_levels(const uint8_t **p, size_t *left, int max_level, uint8_t *ou
     *p += 4 + (size_t)n;
     *left -= 4 + (size_t)n;
     return rc;
+}
+
+/* Entry i of a BYTE_ARRAY dictionary (bw_parquet_dictionary's layout: a uint64 count, count
+   + 1 uint64 offsets, the bytes), already checked by check_byte_dictionary. */
+static void byte_dictionary_entry(const bw_chunk_take *q, uint32_t i, const uint8_t **data,
+                                  size_t *size) {
+    const uint8_t *offsets = q->dictionary + 8;
+    uint64_t from, to;
+    memcpy(&from, offsets + 8 * (size_t)i, 8);
+    memcpy(&to, offsets + 8 * ((size_t)i + 1), 8);
+    *data = q->dictionary + 8 * (q->dictionary_count + 2) + from;
+    *size = (size_t)(to - from);
+}
+
+/* The BYTE_ARRAY rows rows[first..last) of a page (one value per row): the value bytes
+   appended, lengths[i] the byte length or -1 for a null. PLAIN values have no stride, so the
+   values are walked up to the last requested row only. */
+static int take_byte_arrays(const bw_chunk_take *q, const scratch *s, const uint8_t *p,
+                            size_t left, const uint32_t *index, int64_t count,
+                            int64_t value_count, int64_t first_row, size_t first, size_t last,
+                            bw_bytes *values, int64_t *lengths, char *error) {
+    int64_t level = 0, value = 0;
+    size_t at_byte = 0;
+    int rc;
+    for (size_t i = first; i < last; i++) {
+        int64_t at = q->rows[i] - first_row;
+        /* the values of the levels before this row, skipped */
+        for (; level < at; level++) {
+            if (value_count != count && s->def[level] != q->max_def)
+                continue;
+            if (index == NULL) {
+                if (left - at_byte < 4)
+                    return malformed(error, "byte array value %lld overruns its page",
+                                     (long long)value);
+                uint32_t n = read_le32(p + at_byte);
+                if (n > left - at_byte - 4)
+                    return malformed(error, "byte array value %lld of %u bytes overruns its "
+                                     "page", (long long)value, (unsigned)n);
+                at_byte += 4 + (size_t)n;
+            }
+            value++;
+        }
+        level = at + 1;
+        if (value_count != count && s->def[at] != q->max_def) {
+            lengths[i] = -1;
+            continue;
+        }
+        const uint8_t *data;
+        size_t size;
+        if (index == NULL) {
+            if (left - at_byte < 4)
+                return malformed(error, "byte array value %lld overruns its page",
+                                 (long long)value);
+            uint32_t n = read_le32(p + at_byte);
+            if (n > left - at_byte - 4)
+                return malformed(error, "byte array value %lld of %u bytes overruns its page",
+                                 (long long)value, (unsigned)n);
+            data = p + at_byte + 4;
+            size = n;
+            at_byte += 4 + (size_t)n;
+        } else {
+            byte_dictionary_entry(q, index[value], &data, &size);
+        }
+        value++;
+        if ((rc = append(values, data, size)) != BW_PAGES_OK)
+            return rc;
+        lengths[i] = (int64_t)size;
+    }
+    return BW_PAGES_OK;
+}
+
+/* A BYTE_ARRAY dictionary handed in from outside: its count, offsets and bytes agree with its
+   size, offsets never decrease. Sets q->dictionary_count. */
+static int check_byte_dictionary(bw_chunk_take *q, char *error) {
+    size_t size = q->dictionary_size;
+    uint64_t count;
+    if (size < 16)
+        return malformed(error, "byte array dictionary of %zu bytes", size);
+    memcpy(&count, q->dictionary, 8);
+    if (count > size / 8 - 2)
+        return malformed(error, "byte array dictionary of %llu values in %zu bytes",
+                         (unsigned long long)count, size);
+    size_t data_size = size - 8 * ((size_t)count + 2);
+    uint64_t previous = 0;
+    for (size_t i = 0; i <= count; i++) {
+        uint64_t offset;
+        memcpy(&offset, q->dictionary + 8 + 8 * i, 8);
+        if (offset < previous || offset > data_size || (i == 0 && offset != 0))
+            return malformed(error, "byte array dictionary offset %zu out of order", i);
+        previous = offset;
+    }
+    q->dictionary_count = (size_t)count;
+    return BW_PAGES_OK;
 }
 
 /* Reads page `page` and appends the values of rows[first..last) (page-relative
@@ -557,7 +766,9 @@ static int take_from_page(const bw_chunk_take *q, const bw_page_location *loc,
                          (int)h.compressed_size, page_size);
     if ((int64_t)h.uncompressed_size > MAX_PAGE_BYTES)
         return malformed(error, "page of %d bytes uncompressed", (int)h.uncompressed_size);
-    if (h.encoding != BW_PQ_PLAIN)
+    int dictionary_encoded =
+        h.encoding == BW_PQ_PLAIN_DICTIONARY || h.encoding == BW_PQ_RLE_DICTIONARY;
+    if (h.encoding != BW_PQ_PLAIN && !(dictionary_encoded && q->dictionary != NULL))
         return BW_PAGES_NOT_COVERED;
     if (h.type == BW_PQ_DATA_PAGE &&
         ((q->max_rep > 0 && h.rep_encoding != BW_PQ_RLE) ||
@@ -628,23 +839,73 @@ static int take_from_page(const bw_chunk_take *q, const bw_page_location *loc,
             (rc = v1_levels(&p, &left, q->max_def, s->def, count, "definition", error)) != 0)
             return rc;
     }
+    /* a scalar column's null is a level without a value; a list's null or empty list is not
+       covered */
+    int64_t value_count = count;
     if (q->max_def > 0) {
-        for (int64_t i = 0; i < count; i++)
-            if (s->def[i] != q->max_def)
-                return BW_PAGES_NOT_COVERED; /* a null or an empty list */
+        if (q->max_rep > 0) {
+            for (int64_t i = 0; i < count; i++)
+                if (s->def[i] != q->max_def)
+                    return BW_PAGES_NOT_COVERED;
+        } else {
+            value_count = 0;
+            for (int64_t i = 0; i < count; i++)
+                value_count += s->def[i] == q->max_def;
+        }
     }
-    /* every level is a value from here on */
-    size_t width = (size_t)q->value_width;
-    if ((uint64_t)count > left / width)
-        return malformed(error, "page of %lld values has %zu bytes of values",
-                         (long long)count, left);
     int64_t first_row = loc->first_row;
+    if (q->max_rep == 0 && count != page_rows)
+        return malformed(error, "page holds %lld values for %lld rows", (long long)count,
+                         (long long)page_rows);
+    size_t width = (size_t)q->value_width;
+    const uint32_t *index = NULL;
+    if (dictionary_encoded) {
+        if (left < 1 || p[0] > 32)
+            return malformed(error, "dictionary page indices without a bit width up to 32");
+        if (s->index_count < (size_t)count + 1) {
+            uint32_t *grown = realloc(s->index, ((size_t)count + 1) * sizeof *grown);
+            if (grown == NULL)
+                return BW_PAGES_NO_MEMORY;
+            s->index = grown;
+            s->index_count = (size_t)count + 1;
+        }
+        /* one value per row and no null: the indices past the last requested row are never
+           needed */
+        int64_t needed = value_count;
+        if (q->max_rep == 0 && value_count == count && last > first)
+            needed = q->rows[last - 1] - first_row + 1;
+        rc = decode_indices(p + 1, left - 1, p[0], q->dictionary_count, s->index, needed,
+                            error);
+        if (rc != BW_PAGES_OK)
+            return rc;
+        index = s->index;
+    } else if (width > 0 && (uint64_t)value_count > left / width) {
+        return malformed(error, "page of %lld values has %zu bytes of values",
+                         (long long)value_count, left);
+    }
+    if (width == 0)
+        return take_byte_arrays(q, s, p, left, index, count, value_count, first_row, first,
+                                last, values, lengths, error);
     if (q->max_rep == 0) {
-        if (count != page_rows)
-            return malformed(error, "page holds %lld values for %lld rows", (long long)count,
-                             (long long)page_rows);
+        /* levels before the requested row counted once, rows in order: the value of a row is
+           the number of non-null levels before it */
+        int64_t level = 0, value = 0;
         for (size_t i = first; i < last; i++) {
-            if ((rc = append(values, p + (size_t)(q->rows[i] - first_row) * width, width)) != 0)
+            int64_t at = q->rows[i] - first_row;
+            if (value_count != count) {
+                for (; level < at; level++)
+                    value += s->def[level] == q->max_def;
+                if (s->def[at] != q->max_def) { /* null: a zeroed slot, length 0 */
+                    static const uint8_t zeros[8];
+                    if ((rc = append(values, zeros, width)) != 0)
+                        return rc;
+                    lengths[i] = 0;
+                    continue;
+                }
+            } else {
+                value = at;
+            }
+            if ((rc = append_values(q, p, index, (size_t)value, 1, values)) != 0)
                 return rc;
             lengths[i] = 1;
         }
@@ -668,7 +929,7 @@ static int take_from_page(const bw_chunk_take *q, const bw_page_location *loc,
                              (long long)(first_row + row), (long long)q->list_size,
                              (long long)n);
         if (row >= 0 && next < last && first_row + row == q->rows[next]) {
-            if ((rc = append(values, p + (size_t)start * width, (size_t)n * width)) != 0)
+            if ((rc = append_values(q, p, index, (size_t)start, (size_t)n, values)) != 0)
                 return rc;
             lengths[next++] = n;
         }
@@ -683,12 +944,18 @@ static int take_from_page(const bw_chunk_take *q, const bw_page_location *loc,
 
 int bw_parquet_take_chunk(const bw_chunk_take *q, bw_bytes *values, int64_t *lengths,
                           size_t *pages_read, char *error) {
-    scratch s = {NULL, NULL, NULL, 0, 0, 0};
+    scratch s = {NULL, NULL, NULL, NULL, 0, 0, 0, 0};
     int rc = BW_PAGES_OK;
     *pages_read = 0;
-    if ((q->value_width != 4 && q->value_width != 8) || q->max_rep < 0 || q->max_rep > 1 ||
+    if ((q->value_width != 0 && q->value_width != 4 && q->value_width != 8) ||
+        (q->value_width == 0 && q->max_rep != 0) || q->max_rep < 0 || q->max_rep > 1 ||
         q->max_def < 0 || q->max_def > 255)
         return BW_PAGES_NOT_COVERED;
+    bw_chunk_take checked = *q;
+    if (q->value_width == 0 && q->dictionary != NULL &&
+        check_byte_dictionary(&checked, error) != BW_PAGES_OK)
+        return BW_PAGES_MALFORMED;
+    q = &checked;
     size_t page = 0, i = 0;
     while (i < q->row_count) {
         int64_t row = q->rows[i];
@@ -719,7 +986,97 @@ cleanup:
     free(s.plain);
     free(s.rep);
     free(s.def);
+    free(s.index);
     return rc;
+}
+
+/* PLAIN byte arrays (n of them in size bytes) laid out for lookups: a uint64 count, count + 1
+   uint64 offsets, the bytes. *out malloc'ed. */
+static int index_byte_arrays(const uint8_t *plain, size_t size, size_t n, uint8_t **out,
+                             char *error) {
+    size_t at = 0, data_size = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (size - at < 4 || read_le32(plain + at) > size - at - 4)
+            return malformed(error, "dictionary value %zu overruns its page", i);
+        data_size += read_le32(plain + at);
+        at += 4 + (size_t)read_le32(plain + at);
+    }
+    uint8_t *block = malloc(8 * (n + 2) + data_size);
+    if (block == NULL)
+        return BW_PAGES_NO_MEMORY;
+    uint64_t count = n, offset = 0;
+    memcpy(block, &count, 8);
+    uint8_t *data = block + 8 * (n + 2);
+    at = 0;
+    for (size_t i = 0; i < n; i++) {
+        memcpy(block + 8 + 8 * i, &offset, 8);
+        uint32_t len = read_le32(plain + at);
+        memcpy(data + offset, plain + at + 4, len);
+        offset += len;
+        at += 4 + (size_t)len;
+    }
+    memcpy(block + 8 + 8 * n, &offset, 8);
+    *out = block;
+    return BW_PAGES_OK;
+}
+
+int bw_parquet_dictionary(const uint8_t *file, size_t file_size, int64_t offset, int codec,
+                          int value_width, uint8_t **values, size_t *count, char *error) {
+    *values = NULL;
+    *count = 0;
+    if (value_width != 0 && value_width != 4 && value_width != 8)
+        return BW_PAGES_NOT_COVERED;
+    if (offset < 0 || (uint64_t)offset >= file_size)
+        return malformed(error, "dictionary page at %lld, outside the file (%zu bytes)",
+                         (long long)offset, file_size);
+    const uint8_t *page = file + offset;
+    size_t room = file_size - (size_t)offset;
+    bw_page_header h;
+    size_t header_size;
+    int rc = bw_parquet_page_header(page, room, &h, &header_size, error);
+    if (rc != BW_PAGES_OK)
+        return rc;
+    if (h.type != BW_PQ_DICTIONARY_PAGE || !h.has_dictionary || h.num_values < 0)
+        return malformed(error, "no dictionary page at %lld", (long long)offset);
+    if (h.encoding != BW_PQ_PLAIN && h.encoding != BW_PQ_PLAIN_DICTIONARY)
+        return BW_PAGES_NOT_COVERED;
+    if ((uint64_t)h.compressed_size > room - header_size)
+        return malformed(error, "dictionary page of %d bytes overruns the file",
+                         (int)h.compressed_size);
+    if ((int64_t)h.uncompressed_size > MAX_PAGE_BYTES)
+        return malformed(error, "dictionary page of %d bytes uncompressed",
+                         (int)h.uncompressed_size);
+    size_t plain_size = (size_t)h.uncompressed_size;
+    size_t width = value_width ? (size_t)value_width : 4; /* a byte array: its length at least */
+    if ((uint64_t)h.num_values > plain_size / width)
+        return malformed(error, "dictionary page of %d values has %zu bytes",
+                         (int)h.num_values, plain_size);
+    uint8_t *plain = malloc(plain_size ? plain_size : 1);
+    if (plain == NULL)
+        return BW_PAGES_NO_MEMORY;
+    const uint8_t *body = page + header_size;
+    if (codec == BW_PQ_UNCOMPRESSED) {
+        if ((size_t)h.compressed_size != plain_size) {
+            free(plain);
+            return malformed(error, "uncompressed dictionary page of %d bytes says %zu",
+                             (int)h.compressed_size, plain_size);
+        }
+        memcpy(plain, body, plain_size);
+    } else if ((rc = decompress(codec, body, (size_t)h.compressed_size, plain, plain_size,
+                                error)) != BW_PAGES_OK) {
+        free(plain);
+        return rc;
+    }
+    if (value_width == 0) {
+        rc = index_byte_arrays(plain, plain_size, (size_t)h.num_values, values, error);
+        free(plain);
+        if (rc == BW_PAGES_OK)
+            *count = (size_t)h.num_values;
+        return rc;
+    }
+    *values = plain;
+    *count = (size_t)h.num_values;
+    return BW_PAGES_OK;
 }
 
 int bw_parquet_have_snappy(void) {

@@ -21,7 +21,7 @@ enum {
 
 /* Parquet's enums, as far as this reader uses them. */
 enum { BW_PQ_DATA_PAGE = 0, BW_PQ_DICTIONARY_PAGE = 2, BW_PQ_DATA_PAGE_V2 = 3 };
-enum { BW_PQ_PLAIN = 0, BW_PQ_RLE = 3 };
+enum { BW_PQ_PLAIN = 0, BW_PQ_PLAIN_DICTIONARY = 2, BW_PQ_RLE = 3, BW_PQ_RLE_DICTIONARY = 8 };
 enum { BW_PQ_UNCOMPRESSED = 0, BW_PQ_SNAPPY = 1, BW_PQ_GZIP = 2, BW_PQ_ZSTD = 6 };
 
 /* Error messages fit in this many bytes. */
@@ -35,18 +35,22 @@ typedef struct {
 
 typedef struct {
     int32_t type, uncompressed_size, compressed_size;
-    int has_v1, has_v2;
-    int32_t num_values, encoding; /* v1 and v2 */
+    int has_v1, has_v2, has_dictionary;
+    int32_t num_values, encoding; /* v1, v2 and dictionary */
     int32_t def_encoding, rep_encoding; /* v1 */
     int32_t num_rows, def_bytes, rep_bytes, is_compressed; /* v2 */
 } bw_page_header;
 
 /* What the footer says of every column chunk, BW_CHUNK_FIELDS int64 each, chunk by chunk
    (row group major): the offset index's offset and length (-1 when absent), the codec (-1
-   when the chunk has no metadata) and 1 when some page may be dictionary encoded. From the
+   when the chunk has no metadata) and where its dictionary page starts (BW_NO_DICTIONARY when
+   no page is dictionary encoded, BW_DICTIONARY_UNLOCATED when the footer does not say where
+   the dictionary is or says a place outside the file). From the
    footer of the whole file at `file`, which must hold exactly `groups` row groups of
    `columns` chunks. */
 #define BW_CHUNK_FIELDS 4
+#define BW_NO_DICTIONARY (-1)
+#define BW_DICTIONARY_UNLOCATED (-2)
 int bw_parquet_index_locations(const uint8_t *file, size_t file_size, size_t groups,
                                size_t columns, int64_t *out, char *error);
 
@@ -67,11 +71,15 @@ typedef struct {
     size_t page_count;
     int64_t group_rows;
     int codec;
-    int value_width;   /* bytes per value: 4 or 8 */
+    int value_width;   /* bytes per value: 4 or 8; 0 for BYTE_ARRAY (one value per row) */
     int max_rep;       /* 0: one value per row; 1: a list per row */
     int max_def;
     int64_t list_size; /* > 0: each row's list must hold exactly this many values */
     const int64_t *rows; /* sorted, unique, each in [0, group_rows) */
+    /* the chunk's dictionary (bw_parquet_dictionary), NULL when it has none */
+    const uint8_t *dictionary;
+    size_t dictionary_count; /* values of 4 or 8 bytes; a byte array dictionary says its own */
+    size_t dictionary_size;
     size_t row_count;
 } bw_chunk_take;
 
@@ -81,9 +89,16 @@ typedef struct {
 } bw_bytes;
 
 /* The values of the requested rows, appended to *values in row order; lengths[i] is how many
-   values row i has. Reads only the pages holding them: *pages_read says how many. */
+   values row i has (0 for a null scalar, its zeroed slot appended; for BYTE_ARRAY the byte
+   length, -1 for a null). Reads only the pages holding them: *pages_read says how many. */
 int bw_parquet_take_chunk(const bw_chunk_take *request, bw_bytes *values, int64_t *lengths,
                           size_t *pages_read, char *error);
+
+/* The values of the dictionary page at `offset` (PLAIN, `value_width` bytes each), decompressed
+   into *values (malloc'ed, free it); *count of them. value_width 0: BYTE_ARRAY values, laid
+   out as a uint64 count, count + 1 uint64 offsets into the bytes that follow, the bytes. */
+int bw_parquet_dictionary(const uint8_t *file, size_t file_size, int64_t offset, int codec,
+                          int value_width, uint8_t **values, size_t *count, char *error);
 
 /* 1 when this build decompresses the codec itself, 0 when such pages are not covered. */
 int bw_parquet_have_snappy(void);

@@ -5,6 +5,7 @@
 #include "py_numpy.h" /* must precede any other NumPy header */
 #include <Python.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "parquet_pages.h"
 #include "py_parquet_pages.h"
@@ -18,7 +19,8 @@ static PyObject *raise_pages_error(int rc, const char *error) {
 }
 
 /* parquet_index_locations(file, groups, columns) -> int64 array (groups, columns, 4): each
-   chunk's offset index offset and length (-1 where it has none), codec, dictionary flag.
+   chunk's offset index offset and length (-1 where it has none), codec, dictionary page
+   offset (-1: none, -2: not located).
    New reference. */
 static PyObject *module_parquet_index_locations(PyObject *self, PyObject *args) {
     (void)self;
@@ -116,26 +118,63 @@ static PyObject *array_owning(uint8_t *data, size_t size) {
     return array;
 }
 
-/* parquet_take_chunk(file, pages, group_rows, codec, value_width, max_rep, max_def,
-   list_size, rows) -> (values as uint8 array, lengths int64 array, pages read), or None when
-   the chunk's pages are not covered (the caller reads the row group instead). `pages` is
-   what parquet_offset_index returned; `rows` sorted unique int64 of the row group.
+/* parquet_dictionary(file, offset, codec, value_width) -> the dictionary page's values as a
+   uint8 array (value_width bytes each), or None when its encoding is not covered.
    New reference. */
+static PyObject *module_parquet_dictionary(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer file;
+    long long offset;
+    int codec, width;
+    if (!PyArg_ParseTuple(args, "y*Lii:parquet_dictionary", &file, &offset, &codec, &width))
+        return NULL;
+    uint8_t *values = NULL;
+    size_t count = 0;
+    char error[BW_PAGES_ERROR_SIZE];
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = bw_parquet_dictionary(file.buf, (size_t)file.len, offset, codec, width, &values,
+                               &count, error);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&file);
+    if (rc == BW_PAGES_NOT_COVERED)
+        return Py_NewRef(Py_None);
+    if (rc != BW_PAGES_OK)
+        return raise_pages_error(rc, error);
+    if (width == 0) { /* a byte array dictionary: its size from its own count and offsets */
+        uint64_t end;
+        memcpy(&end, values + 8 + 8 * count, 8);
+        return array_owning(values, 8 * (count + 2) + (size_t)end);
+    }
+    return array_owning(values, count * (size_t)width);
+}
+
+/* parquet_take_chunk(file, pages, group_rows, codec, value_width, max_rep, max_def,
+   list_size, rows, dictionary=None) -> (values as uint8 array, lengths int64 array, pages
+   read), or None when the chunk's pages are not covered (the caller reads the row group
+   instead). `pages` is what parquet_offset_index returned; `rows` sorted unique int64 of the
+   row group; `dictionary` what parquet_dictionary returned for the chunk. New reference. */
 static PyObject *module_parquet_take_chunk(PyObject *self, PyObject *args) {
     (void)self;
     Py_buffer file;
-    PyObject *pages_arg, *rows_arg;
+    Py_buffer dictionary = {0};
+    PyObject *pages_arg, *rows_arg, *dictionary_arg = Py_None;
     long long group_rows, list_size;
     int codec, width, max_rep, max_def;
-    if (!PyArg_ParseTuple(args, "y*OLiiiiLO:parquet_take_chunk", &file, &pages_arg,
+    if (!PyArg_ParseTuple(args, "y*OLiiiiLO|O:parquet_take_chunk", &file, &pages_arg,
                           &group_rows, &codec, &width, &max_rep, &max_def, &list_size,
-                          &rows_arg))
+                          &rows_arg, &dictionary_arg))
         return NULL;
     PyObject *result = NULL, *values_array = NULL, *lengths = NULL;
     PyArrayObject *pages_in = NULL, *rows = NULL;
     bw_page_location *pages = NULL;
     bw_bytes values = {NULL, 0, 0};
     char error[BW_PAGES_ERROR_SIZE];
+    if (dictionary_arg != Py_None &&
+        PyObject_GetBuffer(dictionary_arg, &dictionary, PyBUF_SIMPLE) < 0) {
+        dictionary.obj = NULL;
+        goto cleanup;
+    }
     pages_in = (PyArrayObject *)PyArray_FROMANY(pages_arg, NPY_INT64, 2, 2,
                                                 NPY_ARRAY_IN_ARRAY);
     rows = (PyArrayObject *)PyArray_FROMANY(rows_arg, NPY_INT64, 1, 1,
@@ -175,6 +214,10 @@ static PyObject *module_parquet_take_chunk(PyObject *self, PyObject *args) {
         .page_count = (size_t)page_count, .group_rows = group_rows, .codec = codec,
         .value_width = width, .max_rep = max_rep, .max_def = max_def, .list_size = list_size,
         .rows = PyArray_DATA(rows), .row_count = (size_t)row_count,
+        .dictionary = dictionary.obj != NULL ? dictionary.buf : NULL,
+        .dictionary_count = dictionary.obj != NULL && width > 0 ?
+                                (size_t)dictionary.len / (size_t)width : 0,
+        .dictionary_size = dictionary.obj != NULL ? (size_t)dictionary.len : 0,
     };
     size_t pages_read = 0;
     int rc;
@@ -203,6 +246,8 @@ cleanup:
     Py_XDECREF(lengths);
     Py_XDECREF(pages_in);
     Py_XDECREF(rows);
+    if (dictionary.obj != NULL)
+        PyBuffer_Release(&dictionary);
     PyBuffer_Release(&file);
     return result;
 }
@@ -210,12 +255,16 @@ cleanup:
 static PyMethodDef parquet_pages_functions[] = {
     {"parquet_index_locations", module_parquet_index_locations, METH_VARARGS,
      "parquet_index_locations(file, groups, columns): each column chunk's offset index "
-     "(offset, length; -1 where absent), codec and dictionary flag, from the footer."},
+     "(offset, length; -1 where absent), codec and dictionary page offset (-1: none, -2: "
+     "not located), from the footer."},
     {"parquet_offset_index", module_parquet_offset_index, METH_VARARGS,
      "parquet_offset_index(file, offset, length, group_rows): the page locations."},
+    {"parquet_dictionary", module_parquet_dictionary, METH_VARARGS,
+     "parquet_dictionary(file, offset, codec, value_width): the dictionary page's values, or "
+     "None when not covered."},
     {"parquet_take_chunk", module_parquet_take_chunk, METH_VARARGS,
      "parquet_take_chunk(file, pages, group_rows, codec, value_width, max_rep, max_def, "
-     "list_size, rows): (values, lengths, pages_read), or None when not covered."},
+     "list_size, rows, dictionary=None): (values, lengths, pages_read), or None when not covered."},
     {NULL, NULL, 0, NULL},
 };
 

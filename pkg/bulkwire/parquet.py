@@ -150,12 +150,37 @@ def _check_indices(indices: Any, num_rows: int, name: str = "indices") -> np.nda
 #: Parquet codecs the page reader decompresses itself (Parquet's CompressionCodec numbers)
 _CODECS = {"UNCOMPRESSED": 0, "SNAPPY": 1, "GZIP": 2, "ZSTD": 6}
 _CODEC_NAMES = {3: "LZO", 4: "BROTLI", 5: "LZ4", 7: "LZ4_RAW"}
+#: the footer's dictionary page offset when it names none, or a place outside the file
+_NO_DICTIONARY, _DICTIONARY_UNLOCATED = -1, -2
 _PHYSICAL_WIDTH = {"INT32": 4, "INT64": 8, "FLOAT": 4, "DOUBLE": 8}
 
 #: How a column is read: ``PAGES`` reads only the pages holding the requested rows;
 #: ``ROW_GROUPS`` reads each touched row group whole (one at a time) and takes from it.
 PAGES = "pages"
 ROW_GROUPS = "row groups"
+
+
+def _byte_array(pa, arrow_type: Any, data: np.ndarray, lengths: np.ndarray):
+    """A string or binary array from the values' bytes and each row's byte length (-1: null);
+    None when its offsets would not fit the type. Strings are checked to be UTF-8, as
+    pyarrow's own reader would have them."""
+    nulls = lengths < 0
+    offsets = np.zeros(lengths.size + 1, dtype=np.int64)
+    np.cumsum(np.where(nulls, 0, lengths), out=offsets[1:])
+    large = arrow_type in (pa.large_string(), pa.large_binary())
+    if not large:
+        if offsets[-1] > np.iinfo(np.int32).max:
+            return None  # let pyarrow read it and say so
+        offsets = offsets.astype(np.int32)
+    validity = None
+    if nulls.any():
+        validity = pa.py_buffer(np.packbits(~nulls, bitorder="little"))
+    array = pa.Array.from_buffers(arrow_type, lengths.size,
+                                  [validity, pa.py_buffer(offsets), pa.py_buffer(data)],
+                                  null_count=int(nulls.sum()))
+    if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
+        array.validate(full=True)
+    return array
 
 
 class _PagePlan:
@@ -180,6 +205,12 @@ def _page_plan(pa, field: Any, leaves: list, pq_schema: Any) -> "tuple[_PagePlan
     t = field.type
     scalar = {pa.int32(): np.int32, pa.int64(): np.int64, pa.float32(): np.float32,
               pa.float64(): np.float64}
+    if t in (pa.string(), pa.large_string(), pa.binary(), pa.large_binary()):
+        if column.physical_type != "BYTE_ARRAY" or column.max_repetition_level != 0 \
+                or column.max_definition_level > 1:
+            return None, "type not covered"
+        return _PagePlan(leaf, np.dtype(np.uint8), 0, 0, column.max_definition_level, 0,
+                         "bytes", t), ""
     if t in scalar:
         kind, value_type, list_size, max_rep = "scalar", t, 0, 0
     elif pa.types.is_fixed_size_list(t) and t.value_type in scalar:
@@ -203,7 +234,9 @@ class TableFile:
 
     Parquet: the footer is parsed once. A column with a page index (``write_page_index=True``)
     whose type the page reader covers — int32/int64/float32/float64, or a ``fixed_size_list``
-    or ``list`` of them, PLAIN encoded, uncompressed, snappy, gzip or zstd — is read page by
+    or ``list`` of them, or string/large_string/binary/large_binary, PLAIN or dictionary
+    encoded (the chunk's dictionary page read once and
+    kept), uncompressed, snappy, gzip or zstd — is read page by
     page: only the pages holding the requested rows are read and decompressed, and only those
     rows copied out. Every other column is read a whole row group at a time, one group at a
     time, for the touched groups only. ``paths`` says which way each column goes (and why),
@@ -288,6 +321,7 @@ class TableFile:
                 leaves[top].append(i)
         self._plans: dict = {}
         self._index_cache: dict = {}
+        self._dictionary_cache: dict = {}  # each chunk's dictionary, read once
         self._locations = None
         candidates = {}
         for name in names:
@@ -320,7 +354,7 @@ class TableFile:
     @staticmethod
     def _chunks_not_covered(chunks: np.ndarray, _core: Any) -> str:
         """Why some column chunk (rows of offset index offset, length, codec, dictionary
-        flag) cannot be read page by page, or ''."""
+        page offset) cannot be read page by page, or ''."""
         names = {v: k for k, v in _CODECS.items()}
         have = {0: True, 2: True, 1: bool(_core.HAVE_SNAPPY), 6: bool(_core.PARQUET_HAVE_ZSTD)}
         for offset, _, codec, dictionary in chunks.tolist():
@@ -329,8 +363,8 @@ class TableFile:
             if not have.get(codec, False):
                 return f"{names[codec].lower()} pages not covered by this build" \
                     if codec in have else f"{_CODEC_NAMES.get(codec, codec)} not covered"
-            if dictionary:
-                return "dictionary encoded"
+            if dictionary == _DICTIONARY_UNLOCATED:
+                return "dictionary page not located"
         return ""
 
     def take(self, indices: Any):
@@ -382,7 +416,7 @@ class TableFile:
 
     def _take_pages(self, pa, g: int, name: str, plan: _PagePlan, local: np.ndarray):
         """The rows `local` of row group g of one column, read page by page; None when a page
-        holds what the page reader does not cover (nulls, another encoding)."""
+        holds what the page reader does not cover (a list's nulls, another encoding)."""
         from . import _core
 
         group_rows = int(self.offsets[g + 1] - self.offsets[g])
@@ -394,15 +428,39 @@ class TableFile:
                 pages = _core.parquet_offset_index(self._map, offset, length, group_rows)
                 self._index_cache[key] = pages
             codec = int(self._locations[g, plan.leaf, 2])
+            dictionary_offset = int(self._locations[g, plan.leaf, 3])
+            dictionary = None
+            if dictionary_offset >= 0:
+                if key not in self._dictionary_cache:
+                    self._dictionary_cache[key] = _core.parquet_dictionary(
+                        self._map, dictionary_offset, codec, plan.width)
+                dictionary = self._dictionary_cache[key]
+                if dictionary is None:  # an encoding the page reader does not cover
+                    return None
             result = _core.parquet_take_chunk(self._map, pages, group_rows, codec, plan.width,
                                               plan.max_rep, plan.max_def, plan.list_size,
-                                              local)
+                                              local, dictionary)
         except ValueError as exc:
             raise self._malformed(exc, name) from None
         if result is None:
             return None
         raw, lengths, pages_read = result
-        values = pa.array(raw.view(plan.dtype))
+        if plan.kind == "bytes":
+            try:
+                array = _byte_array(pa, plan.type, raw, lengths)
+            except pa.ArrowInvalid as exc:  # a string that is not UTF-8
+                raise self._malformed(exc, name) from None
+            if array is None:
+                return None
+            stats = self.stats[name]
+            stats["pages"] += 1
+            stats["pages_read"] += pages_read
+            return array
+        if plan.kind == "scalar":
+            nulls = lengths == 0  # a null row: a zeroed slot of length 0
+            values = pa.array(raw.view(plan.dtype), mask=nulls if nulls.any() else None)
+        else:
+            values = pa.array(raw.view(plan.dtype))
         if plan.kind == "scalar":
             array = values.cast(plan.type) if values.type != plan.type else values
         elif plan.kind == "fixed_size_list":

@@ -1,7 +1,8 @@
 /* libFuzzer target: the Thrift compact reader and the Parquet page reader on hostile bytes.
    The first byte picks what the rest is read as: a struct skipped whole, a page header, an
    offset index, a footer (the rest as a whole file), or a one-page column chunk read with
-   levels, width and codec taken from the next bytes. The input is a heap block of exactly
+   levels, width and codec taken from the next bytes (bit 6: with a dictionary of four values,
+   bit 7: BYTE_ARRAY values, one per row). The input is a heap block of exactly
    its size, so any read past it stops the run; every success must stay inside it, and a
    chunk read must hand back exactly its rows' values.
    sources: thrift_compact.c parquet_pages.c
@@ -68,8 +69,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (n < 4)
             return 0;
         /* parameters, then the page as the whole "file" */
-        int width = in[0] & 1 ? 8 : 4;
-        int max_rep = (in[0] >> 1) & 1, max_def = (in[0] >> 2) & 3;
+        int width = in[0] & 0x80 ? 0 : in[0] & 1 ? 8 : 4;
+        int max_rep = width ? (in[0] >> 1) & 1 : 0, max_def = (in[0] >> 2) & 3;
+        /* a byte array dictionary in bw_parquet_dictionary's layout: "", "a", "bc", "def" */
+        static const uint64_t byte_dictionary[] = {4, 0, 0, 1, 3, 6, 0x666564636261};
+        static const uint64_t fixed_dictionary[] = {1, 2, 3, 4};
+        const uint8_t *dictionary = NULL;
+        size_t dictionary_size = 0;
+        if (in[0] & 0x40) {
+            dictionary = (const uint8_t *)(width ? fixed_dictionary : byte_dictionary);
+            dictionary_size = width ? 4 * (size_t)width : 6 * 8 + 6;
+        }
         int codec = codecs[(in[0] >> 4) & 3];
         int64_t group_rows = 1 + in[1];
         int64_t list_size = in[2] & 3;
@@ -85,21 +95,30 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         bw_chunk_take q = {.file = file, .file_size = n - 4, .pages = &loc, .page_count = 1,
                            .group_rows = group_rows, .codec = codec, .value_width = width,
                            .max_rep = max_rep, .max_def = max_def, .list_size = list_size,
-                           .rows = rows, .row_count = row_count};
+                           .rows = rows, .row_count = row_count, .dictionary = dictionary,
+                           .dictionary_count = width ? 4 : 0,
+                           .dictionary_size = dictionary_size};
         bw_bytes values = {NULL, 0, 0};
         int64_t lengths[8];
         size_t pages_read = 0;
         if (bw_parquet_take_chunk(&q, &values, lengths, &pages_read, error) == BW_PAGES_OK) {
             size_t total = 0;
             for (size_t i = 0; i < row_count; i++) {
+                if (width == 0) { /* bytes of the value, -1 for a null (a PLAIN page of a
+                                     dictionary chunk holds any length) */
+                    REQUIRE(lengths[i] >= -1);
+                    total += lengths[i] > 0 ? (size_t)lengths[i] : 0;
+                    continue;
+                }
                 REQUIRE(lengths[i] >= 0);
                 if (max_rep == 0)
-                    REQUIRE(lengths[i] == 1);
+                    REQUIRE(lengths[i] == 1 || (max_def > 0 && lengths[i] == 0));
                 else if (list_size > 0)
                     REQUIRE(lengths[i] == list_size);
-                total += (size_t)lengths[i];
+                /* a null scalar keeps its zeroed slot */
+                total += max_rep == 0 ? 1 : (size_t)lengths[i];
             }
-            REQUIRE(values.size == total * (size_t)width);
+            REQUIRE(values.size == total * (size_t)(width ? width : 1));
             REQUIRE(row_count == 0 || pages_read == 1);
         }
         free(values.data);

@@ -1,0 +1,312 @@
+"""Dictionary encoded pages, strings and nulls on the page path: TableFile/take on files written with
+pyarrow's defaults (use_dictionary=True) and PLAIN, against pyarrow.Table.take, for every
+codec, page version and required/optional column (optional scalars and strings holding
+nulls), including
+chunks whose dictionary outgrew its limit and went on with PLAIN pages. The chunk's dictionary page is read once; crafted dictionaries and indices give
+MalformedFileError naming the file."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from bulkwire import _core
+from bulkwire.errors import MalformedFileError
+from bulkwire.parquet import PAGES, TableFile
+
+ROWS, DIM = 2500, 4
+CODECS = ["none", "snappy", "gzip", "zstd"]
+#: small enough that the wide columns outgrow it inside a chunk and go on PLAIN
+DICTIONARY_LIMIT = 2048
+
+
+def _table(nullable: bool, seed: int = 11) -> pa.Table:
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(1, 4, ROWS)
+    values = rng.integers(0, 12, int(lengths.sum())).astype(np.float64)
+    lists = pa.ListArray.from_arrays(
+        pa.array(np.concatenate(([0], np.cumsum(lengths))).astype(np.int32)), pa.array(values))
+    fields = [
+        pa.field("cat", pa.int64(), nullable),       # 7 values: dictionary throughout
+        pa.field("i32", pa.int32(), nullable),       # 300 values: a bit width of 9
+        pa.field("f32", pa.float32(), nullable),     # distinct: the dictionary overflows
+        pa.field("id", pa.int64(), nullable),        # distinct: the dictionary overflows
+        pa.field("emb", pa.list_(pa.field("element", pa.float32(), nullable), DIM), nullable),
+        pa.field("l", pa.list_(pa.field("element", pa.float64(), nullable)), nullable),
+        pa.field("word", pa.string(), nullable),     # 40 values, empty strings among them
+        pa.field("text", pa.large_string(), nullable),  # distinct: the dictionary overflows
+        pa.field("blob", pa.binary(), nullable),     # any bytes, zero bytes too
+    ]
+    words = [("w%d" % (i % 40)) * (i % 3) for i in range(ROWS)]
+    blobs = [bytes(rng.integers(0, 256, i % 9, dtype=np.uint8)) for i in range(ROWS)]
+    # optional scalars hold nulls (runs of them too), read page by page
+    null = (rng.random(ROWS) < 0.1) | ((np.arange(ROWS) // 50) % 9 == 4) if nullable else None
+    arrays = [
+        pa.array(rng.integers(0, 7, ROWS) * 1000, mask=null),
+        pa.array(rng.integers(-150, 150, ROWS).astype(np.int32), mask=null),
+        pa.array(rng.standard_normal(ROWS).astype(np.float32),
+                 mask=None if null is None else np.roll(null, 7)),
+        pa.array(np.arange(ROWS, dtype=np.int64) * 3),
+        pa.FixedSizeListArray.from_arrays(
+            pa.array(rng.integers(0, 20, ROWS * DIM).astype(np.float32)), type=fields[4].type),
+        lists.cast(fields[5].type),
+        pa.array(words, pa.string(), mask=null),
+        pa.array([f"{i * 7919}-é-{'x' * (i % 17)}" for i in range(ROWS)], pa.large_string(),
+                 mask=None if null is None else np.roll(null, 3)),
+        pa.array(blobs, pa.binary(), mask=None if null is None else np.roll(null, 11)),
+    ]
+    return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+
+
+def _write(path, table, **kw) -> str:
+    options = dict(write_page_index=True, use_dictionary=True, data_page_size=1024,
+                   row_group_size=1000, dictionary_pagesize_limit=DICTIONARY_LIMIT,
+                   write_batch_size=128)  # the limit is checked after each batch
+    options.update(kw)
+    pq.write_table(table, path, **options)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def tables():
+    return {nullable: _table(nullable) for nullable in (True, False)}
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory, tables):
+    d = tmp_path_factory.mktemp("dictionary")
+    return {(codec, version, nullable, dictionary): _write(
+                d / f"{codec}-{version}-{nullable}-{dictionary}.parquet", tables[nullable],
+                compression=codec, data_page_version=version, use_dictionary=dictionary)
+            for codec in CODECS for version in ("1.0", "2.0") for nullable in (True, False)
+            for dictionary in (True, False)}
+
+
+indices_strategy = st.lists(st.integers(0, ROWS - 1), max_size=60)
+
+
+@pytest.mark.parametrize("codec", CODECS)
+@pytest.mark.parametrize("version", ["1.0", "2.0"])
+@pytest.mark.parametrize("nullable", [True, False], ids=["optional", "required"])
+@pytest.mark.parametrize("dictionary", [True, False], ids=["dictionary", "plain"])
+@given(indices=indices_strategy)
+def test_pages_equal_table_take(files, tables, codec, version, nullable, dictionary, indices):
+    table = tables[nullable]
+    expected = table.take(pa.array(indices, type=pa.int64()))
+    with TableFile(files[codec, version, nullable, dictionary]) as f:
+        assert f.paths == {name: PAGES for name in table.column_names}
+        got = f.take(indices)
+        assert got.schema == table.schema
+        assert got.equals(expected)
+        assert all(s["row_groups"] == 0 for s in f.stats.values())
+
+
+def _dictionaries(path):
+    """Each chunk's dictionary page offset, by (row group, leaf)."""
+    meta = pq.ParquetFile(path).metadata
+    data = open(path, "rb").read()
+    locations = _core.parquet_index_locations(data, meta.num_row_groups, meta.num_columns)
+    return data, locations[:, :, 3]
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_every_row_through_dictionary_and_plain_pages(files, tables, codec):
+    """Every row of every chunk, so every page is read: the wide columns' dictionaries hold
+    fewer values than the chunk has, so those chunks go on with PLAIN pages, read too."""
+    path = files[codec, "1.0", True, True]
+    table = tables[True]
+    data, offsets = _dictionaries(path)
+    assert (offsets >= 0).all()  # pyarrow's defaults: a dictionary page in every chunk
+    meta = pq.ParquetFile(path).metadata
+    group_rows = meta.row_group(0).num_rows
+    for leaf in (2, 3):  # f32, id: distinct values, more than the dictionary holds
+        dictionary = _core.parquet_dictionary(data, int(offsets[0, leaf]),
+                                              {"none": 0, "snappy": 1, "gzip": 2, "zstd": 6}[codec],
+                                              4 if leaf == 2 else 8)
+        assert 0 < dictionary.size // (4 if leaf == 2 else 8) < group_rows
+    rows = list(range(ROWS))[::-1]
+    with TableFile(path) as f:
+        f._parquet.read_row_group = None  # no column may fall back
+        assert f.take(rows).equals(table.take(rows))
+
+
+def test_nulls_by_pages(files, tables):
+    """Rows around and inside runs of nulls, every row of the file: the optional scalars are
+    read page by page, nulls where Table.take has them."""
+    table = tables[True]
+    assert table.column("cat").null_count > 0
+    rows = list(range(ROWS))
+    for key in [("none", "1.0", True, False), ("zstd", "2.0", True, True)]:
+        with TableFile(files[key], columns=["cat", "i32", "f32"]) as f:
+            f._parquet.read_row_group = None  # no column may fall back
+            assert f.take(rows).equals(table.select(["cat", "i32", "f32"]).take(rows))
+            assert f.take([200, 201, 7]).equals(
+                table.select(["cat", "i32", "f32"]).take([200, 201, 7]))
+
+
+@pytest.mark.parametrize("dictionary", [True, False], ids=["dictionary", "plain"])
+def test_strings_every_row(files, tables, dictionary):
+    """Every row, so every value of every page is walked: PLAIN byte arrays have no stride."""
+    table = tables[True].select(["word", "text", "blob"])
+    rows = list(range(ROWS))[::-1]
+    with TableFile(files["snappy", "1.0", True, dictionary],
+                   columns=["word", "text", "blob"]) as f:
+        f._parquet.read_row_group = None  # no column may fall back
+        assert f.take(rows).equals(table.take(rows))
+
+
+def test_crafted_byte_array_length_is_malformed(tmp_path, tables):
+    """A PLAIN byte array's length overruns its page: MalformedFileError naming the file."""
+    t = pa.table({"s": pa.array(["abc", "defg", "hi"] * 10)})
+    path = _write(tmp_path / "s.parquet", t, use_dictionary=False, compression="none")
+    data = open(path, "rb").read()
+    at = data.index(struct_le32(3) + b"abc")
+    crafted = _patched(tmp_path, data, at + 7, struct_le32(1 << 20))  # "defg"'s length
+    with TableFile(crafted) as f:
+        with pytest.raises(MalformedFileError, match=r"d\.parquet.* column 's':.*overruns"):
+            f.take([1])
+        assert f.take([0]).column("s").to_pylist() == ["abc"]  # the walk stops at its row
+
+
+def test_crafted_utf8_is_malformed(tmp_path):
+    t = pa.table({"s": pa.array(["abc", "defg", "hi"] * 10)})
+    path = _write(tmp_path / "s.parquet", t, use_dictionary=False, compression="none")
+    data = open(path, "rb").read()
+    at = data.index(b"defg")
+    crafted = _patched(tmp_path, data, at, b"\xff")
+    with TableFile(crafted) as f:
+        with pytest.raises(MalformedFileError, match=r"column 's':.*(UTF|utf)"):
+            f.take([1])
+
+
+def test_crafted_byte_dictionary_layout(files):
+    data, dict_at, pages, rows = _chunk(files["none", "1.0", False, True], leaf=6)
+    dictionary = _core.parquet_dictionary(data, dict_at, 0, 0)
+    args = (data, pages, rows, 0, 0, 0, 0, 0, np.array([0, 1]))
+    assert _core.parquet_take_chunk(*args, dictionary) is not None
+    for bad in (dictionary[:8].copy(), np.concatenate((dictionary[:8] + 0, dictionary[8:16])),
+                np.frombuffer(np.uint64(1 << 40).tobytes() + dictionary[8:].tobytes(),
+                              np.uint8).copy()):
+        with pytest.raises(ValueError, match="byte array dictionary"):
+            _core.parquet_take_chunk(*args, bad)
+    swapped = dictionary.copy()
+    swapped[16:24] = np.frombuffer(np.uint64(1 << 30).tobytes(), np.uint8)  # offset 1
+    with pytest.raises(ValueError, match="byte array dictionary offset"):
+        _core.parquet_take_chunk(*args, swapped)
+
+
+def struct_le32(n: int) -> bytes:
+    return int(n).to_bytes(4, "little")
+
+
+def test_plain_files_still_plain(tmp_path, tables):
+    """use_dictionary=False: no dictionary page, PLAIN pages, the same answers."""
+    table = tables[False]
+    path = _write(tmp_path / "p.parquet", table, use_dictionary=False, compression="zstd")
+    _, offsets = _dictionaries(path)
+    assert (offsets == -1).all()
+    rows = [4, 2499, 4, 1000, 0]
+    with TableFile(path) as f:
+        assert f.take(rows).equals(table.take(rows))
+        assert f.paths["emb"] == PAGES
+
+
+def test_dictionary_read_once_per_chunk(files, tables, monkeypatch):
+    calls = []
+    real = _core.parquet_dictionary
+
+    def counting(*args):
+        calls.append(args[1:])
+        return real(*args)
+
+    monkeypatch.setattr(_core, "parquet_dictionary", counting)
+    table = tables[True]
+    with TableFile(files["snappy", "2.0", True, True], columns=["cat", "emb"]) as f:
+        for rows in ([1, 2, 900], [3, 999], [5, 1500]):
+            assert f.take(rows).equals(table.select(["cat", "emb"]).take(rows))
+    # two chunks (row groups 0 and 1) of two columns, each read once however often touched
+    assert len(calls) == 4 and len(set(calls)) == 4
+
+
+# ---- crafted dictionaries and indices -----------------------------------------------------
+
+def _chunk(path, leaf, group=0):
+    meta = pq.ParquetFile(path).metadata
+    data = open(path, "rb").read()
+    locations = _core.parquet_index_locations(data, meta.num_row_groups, meta.num_columns)
+    rows = meta.row_group(group).num_rows
+    offset, length = (int(v) for v in locations[group, leaf, :2])
+    pages = _core.parquet_offset_index(data, offset, length, rows)
+    return data, int(locations[group, leaf, 3]), pages, rows
+
+
+def test_index_past_the_dictionary_is_malformed(files):
+    data, dict_at, pages, rows = _chunk(files["none", "1.0", False, True], leaf=1)
+    dictionary = _core.parquet_dictionary(data, dict_at, 0, 4)
+    assert dictionary.size // 4 > 1
+    short = dictionary[:4].copy()  # one value: every other index points past it
+    with pytest.raises(ValueError, match="dictionary index .* past the 1 values"):
+        _core.parquet_take_chunk(data, pages, rows, 0, 4, 0, 0, 0, np.arange(rows), short)
+    empty = dictionary[:0].copy()
+    with pytest.raises(ValueError, match="past the 0 values"):
+        _core.parquet_take_chunk(data, pages, rows, 0, 4, 0, 0, 0, np.array([0]), empty)
+
+
+def test_dictionary_offset_at_a_data_page_is_malformed(files):
+    data, _, pages, _ = _chunk(files["none", "1.0", False, True], leaf=1)
+    with pytest.raises(ValueError, match="no dictionary page"):
+        _core.parquet_dictionary(data, int(pages[0, 0]), 0, 4)
+    with pytest.raises(ValueError, match="outside the file"):
+        _core.parquet_dictionary(data, len(data), 0, 4)
+
+
+def _patched(tmp_path, data, at, new: bytes) -> str:
+    out = bytearray(data)
+    out[at:at + len(new)] = new
+    path = tmp_path / "d.parquet"
+    path.write_bytes(bytes(out))
+    return str(path)
+
+
+def test_crafted_dictionary_count_is_malformed_naming_the_file(tmp_path, files):
+    """The dictionary page header claims more values than its bytes hold."""
+    path = files["none", "1.0", False, True]
+    data, dict_at, _, _ = _chunk(path, leaf=0)
+    header = data[dict_at:dict_at + 64]
+    # the dictionary page header (field 7, a struct: 0x4c after field 3) starts with
+    # num_values (field 1, i32: 0x15) as a zigzag varint
+    start = header.index(b"\x4c\x15") + 2
+    assert header[start] == 7 << 1  # seven values, one varint byte
+    crafted = _patched(tmp_path, data, dict_at + start, bytes([63 << 1]))
+    with TableFile(crafted, columns=["cat"]) as f:
+        with pytest.raises(MalformedFileError, match=r"d\.parquet.* column 'cat':.*dictionary"):
+            f.take([0])
+
+
+@pytest.mark.parametrize("column,leaf,dictionary", [("i32", 1, True), ("word", 6, True),
+                                                     ("blob", 8, False)])
+@given(at=st.integers(0, 10 ** 6), value=st.integers(0, 255),
+       rows=st.lists(st.integers(0, ROWS - 1), max_size=30))
+def test_mutated_chunk_never_crashes(tmp_path_factory, files, column, leaf, dictionary, at,
+                                     value, rows):
+    """One byte of a dictionary page or of a data page changed (headers, bit width, runs, byte
+    array lengths): the lookup answers as many rows, or raises MalformedFileError (or pyarrow's
+    error for a chunk it falls back to); a sanitizer build turns a read out of bounds into a
+    crash."""
+    data, dict_at, pages, _ = _chunk(files["snappy", "2.0", True, dictionary], leaf=leaf)
+    spans = [(int(p[0]), min(64, int(p[1]))) for p in pages[:3]]
+    if dict_at >= 0:
+        spans.append((dict_at, 48))
+    start, size = spans[at % len(spans)]
+    where = start + (at // len(spans)) % size
+    path = _patched(tmp_path_factory.mktemp("mut"), data, where, bytes([value]))
+    try:
+        with TableFile(path, columns=[column]) as f:
+            got = f.take(rows)
+    except (MalformedFileError, OSError, pa.ArrowException):
+        return
+    assert got.num_rows == len(rows)
