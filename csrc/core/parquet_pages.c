@@ -404,6 +404,33 @@ int bw_parquet_page_header(const uint8_t *data, size_t size, bw_page_header *h,
 
 /* ---- levels ---------------------------------------------------------------------------- */
 
+/* The header of one run of the RLE/bit-packed hybrid (a ULEB128 int at *p, advanced past it):
+   *run its length (values for an RLE run, groups of 8 for a bit-packed one), *bit_packed
+   which kind. `what` names the stream and `done`/`count` where it stopped, for the error. */
+static int read_hybrid_run_header(const uint8_t **p, const uint8_t *end, const char *what,
+                                  int64_t done, int64_t count, uint64_t *run, int *bit_packed,
+                                  char *error) {
+    uint64_t header = 0;
+    int shift = 0;
+    for (;;) {
+        if (*p >= end)
+            return malformed(error, "%s end after %lld of %lld", what, (long long)done,
+                             (long long)count);
+        if (shift > 28)
+            return malformed(error, "%s: run header too long", what);
+        uint8_t b = *(*p)++;
+        header |= (uint64_t)(b & 0x7f) << shift;
+        shift += 7;
+        if (!(b & 0x80))
+            break;
+    }
+    *run = header >> 1;
+    *bit_packed = (int)(header & 1);
+    if (*run == 0)
+        return malformed(error, "%s: empty run", what);
+    return BW_PAGES_OK;
+}
+
 /* Decodes `count` levels of the RLE/bit-packed hybrid at p (n bytes) into out; a level above
    max_level is malformed. */
 static int decode_levels(const uint8_t *p, size_t n, int max_level, uint8_t *out,
@@ -414,24 +441,12 @@ static int decode_levels(const uint8_t *p, size_t n, int max_level, uint8_t *out
     const uint8_t *end = p + n;
     int64_t done = 0;
     while (done < count) {
-        uint64_t header = 0;
-        int shift = 0;
-        for (;;) {
-            if (p >= end)
-                return malformed(error, "levels end after %lld of %lld", (long long)done,
-                                 (long long)count);
-            if (shift > 28)
-                return malformed(error, "levels: run header too long");
-            uint8_t b = *p++;
-            header |= (uint64_t)(b & 0x7f) << shift;
-            shift += 7;
-            if (!(b & 0x80))
-                break;
-        }
-        uint64_t run = header >> 1;
-        if (run == 0)
-            return malformed(error, "levels: empty run");
-        if (header & 1) { /* bit-packed: run counts groups of 8 */
+        uint64_t run = 0;
+        int bit_packed = 0;
+        int rc = read_hybrid_run_header(&p, end, "levels", done, count, &run, &bit_packed, error);
+        if (rc != BW_PAGES_OK)
+            return rc;
+        if (bit_packed) { /* bit-packed: run counts groups of 8 */
             uint64_t bytes = run * (uint64_t)bit_width;
             if (bytes > (uint64_t)(end - p))
                 return malformed(error, "levels end inside a bit-packed run");
@@ -479,24 +494,13 @@ static int decode_indices(const uint8_t *p, size_t n, int bit_width, size_t dict
     int64_t done = 0;
     uint64_t mask = bit_width == 32 ? 0xffffffffu : ((uint64_t)1 << bit_width) - 1;
     while (done < count) {
-        uint64_t header = 0;
-        int shift = 0;
-        for (;;) {
-            if (p >= end)
-                return malformed(error, "dictionary indices end after %lld of %lld",
-                                 (long long)done, (long long)count);
-            if (shift > 28)
-                return malformed(error, "dictionary indices: run header too long");
-            uint8_t b = *p++;
-            header |= (uint64_t)(b & 0x7f) << shift;
-            shift += 7;
-            if (!(b & 0x80))
-                break;
-        }
-        uint64_t run = header >> 1;
-        if (run == 0)
-            return malformed(error, "dictionary indices: empty run");
-        if (header & 1) { /* bit-packed: run counts groups of 8 */
+        uint64_t run = 0;
+        int bit_packed = 0;
+        int rc = read_hybrid_run_header(&p, end, "dictionary indices", done, count, &run,
+                                        &bit_packed, error);
+        if (rc != BW_PAGES_OK)
+            return rc;
+        if (bit_packed) { /* bit-packed: run counts groups of 8 */
             uint64_t values = run * 8;
             int64_t take = values < (uint64_t)(count - done) ? (int64_t)values : count - done;
             uint64_t bytes = run * (uint64_t)bit_width;
