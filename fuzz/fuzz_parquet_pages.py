@@ -20,7 +20,9 @@ Oracle: ``take`` raises ``MalformedFileError`` (a bulkwire ``ValueError`` naming
 or pyarrow's own error for a file or chunk it reads (``OSError``, ``ArrowException``), or it
 returns as many rows as asked. Where no offset index or footer byte changed, each value is
 the untouched file's (the page read was not one that changed) or the one pyarrow reads from
-the tampered file's column chunk. (An offset index that points at another page of the same row count
+a file where only the pages holding that row (its data page and its chunk's dictionary page)
+carry their changes: a page reader reads no other page, while pyarrow reads the whole chunk
+and may refuse it, or return an invalid array, for a change in a page the row is not in. (An offset index that points at another page of the same row count
 is not detectable without reading every page: that case is only held to the rules above.) A
 crash or a read out of bounds (under the sanitizer build) is a defect wherever it happens.
 """
@@ -46,9 +48,10 @@ _files: dict = {}
 _dir = tempfile.mkdtemp(prefix="fuzz-parquet-pages-")
 
 
-def _base(codec: str, version: str, dictionary: bool) -> tuple[bytes, list, list]:
-    """The file's bytes, its metadata spans (offset, length) and what each span is ("index"
-    or "page"), made once per variant."""
+def _base(codec: str, version: str, dictionary: bool) -> tuple[bytes, list, list, list]:
+    """The file's bytes, its metadata spans (offset, length), what each span is ("index" or
+    "page") and, for a page, the rows it holds ((row group, column, first row, end row), a
+    dictionary page holding every row of its chunk), made once per variant."""
     key = (codec, version, dictionary)
     if key not in _files:
         rng = np.random.default_rng(1)
@@ -71,40 +74,59 @@ def _base(codec: str, version: str, dictionary: bool) -> tuple[bytes, list, list
         data = buf.getvalue()
         meta = pq.ParquetFile(io.BytesIO(data)).metadata
         locations = _core.parquet_index_locations(data, meta.num_row_groups, meta.num_columns)
-        spans, kinds = [], []
+        spans, kinds, holds = [], [], []
         for g in range(meta.num_row_groups):
+            group_rows = meta.row_group(g).num_rows
             for c in range(meta.num_columns):
                 offset, length = (int(v) for v in locations[g, c, :2])
                 spans.append((offset, length))
                 kinds.append("index")
+                holds.append(None)
                 if locations[g, c, 3] >= 0:  # the dictionary page's header and first values
                     spans.append((int(locations[g, c, 3]), 32))
                     kinds.append("page")
-                pages = _core.parquet_offset_index(data, offset, length,
-                                                   meta.row_group(g).num_rows)
-                spans.extend((int(p[0]), min(32, int(p[1]))) for p in pages)
-                kinds.extend("page" for _ in pages)
+                    holds.append((g, c, 0, group_rows))
+                pages = _core.parquet_offset_index(data, offset, length, group_rows)
+                ends = [int(p[2]) for p in pages[1:]] + [group_rows]
+                for p, end in zip(pages, ends):
+                    spans.append((int(p[0]), min(32, int(p[1]))))
+                    kinds.append("page")
+                    holds.append((g, c, int(p[2]), end))
         footer = int.from_bytes(data[-8:-4], "little")
         spans.append((len(data) - 8 - footer, footer))
         kinds.append("index")  # the footer says where the offset indexes are
-        _files[key] = (data, spans, kinds)
+        holds.append(None)
+        _files[key] = (data, spans, kinds, holds)
     return _files[key]
+
+
+def _read_as_pyarrow(data: bytes, group: int, name: str):
+    """pyarrow's reading of one column chunk, None when it refuses it or returns an array that
+    is not valid (pyarrow can return one from a tampered file)."""
+    try:
+        chunk = pq.ParquetFile(io.BytesIO(data)).read_row_group(group, columns=[name]).column(0)
+        chunk.validate(full=True)
+        return chunk
+    except (OSError, pa.ArrowException):
+        return None
 
 
 def test_one_input(data: bytes) -> None:
     if len(data) < 2:
         return
     codec, version = CODECS[data[0] & 3], ("1.0", "2.0")[(data[0] >> 2) & 1]
-    base, spans, kinds = _base(codec, version, bool(data[0] & 0x40))
+    base, spans, kinds, holds = _base(codec, version, bool(data[0] & 0x40))
     size = sum(length for _, length in spans)
     changes = min(data[1], 6, (len(data) - 2) // 3)
     tampered = bytearray(base)
+    changed = []  # (file offset, new byte, the span's rows)
     index_changed = False
     for i in range(changes):
         at = int.from_bytes(data[2 + 3 * i:4 + 3 * i], "little") % size
         for number, (offset, length) in enumerate(spans):
             if at < length:
                 tampered[offset + at] = data[4 + 3 * i]
+                changed.append((offset + at, data[4 + 3 * i], holds[number]))
                 index_changed |= kinds[number] == "index"
                 break
             at -= length
@@ -125,21 +147,25 @@ def test_one_input(data: bytes) -> None:
     if index_changed:
         return  # an index that lies about where a page is cannot be caught without reading all
     original = pq.read_table(io.BytesIO(base)).take(pa.array(rows, type=pa.int64()))
-    chunks: dict = {}
-    reader = pq.ParquetFile(path)
+    theirs_by_pages: dict = {}
     for i, row in enumerate(rows):
         g, local = divmod(row, GROUP_ROWS)
-        for name in got.column_names:
+        for c, name in enumerate(got.column_names):
             mine = repr(got.column(name)[i].as_py())  # repr: a NaN equals itself
-            # the page read was untouched (the original row), or read as pyarrow reads it
+            # the page read was untouched (the original row) ...
             if mine == repr(original.column(name)[i].as_py()):
                 continue
-            if (g, name) not in chunks:
-                try:
-                    chunks[g, name] = reader.read_row_group(g, columns=[name]).column(0)
-                except (OSError, pa.ArrowException):
-                    chunks[g, name] = None
-            theirs = chunks[g, name]
+            # ... or it reads as pyarrow reads the file where only the pages that hold this
+            # row (its data page, the chunk's dictionary page) are changed: the page reader
+            # reads no other page, so changes elsewhere in the chunk cannot reach this row
+            own = tuple((at, new) for at, new, held in changed
+                        if held is not None and held[:2] == (g, c) and held[2] <= local < held[3])
+            if (g, name, own) not in theirs_by_pages:
+                only = bytearray(base)
+                for at, new in own:
+                    only[at] = new
+                theirs_by_pages[g, name, own] = _read_as_pyarrow(bytes(only), g, name)
+            theirs = theirs_by_pages[g, name, own]
             assert theirs is not None and mine == repr(theirs[local].as_py()), \
                 f"row {row} column {name!r} differs from pyarrow's"
 

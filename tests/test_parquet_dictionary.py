@@ -124,7 +124,7 @@ def test_every_row_through_dictionary_and_plain_pages(files, tables, codec):
     meta = pq.ParquetFile(path).metadata
     group_rows = meta.row_group(0).num_rows
     for leaf in (2, 3):  # f32, id: distinct values, more than the dictionary holds
-        dictionary = _core.parquet_dictionary(data, int(offsets[0, leaf]),
+        dictionary = _core.parquet_dictionary(data, int(offsets[0, leaf]), -1,
                                               {"none": 0, "snappy": 1, "gzip": 2, "zstd": 6}[codec],
                                               4 if leaf == 2 else 8)
         assert 0 < dictionary.size // (4 if leaf == 2 else 8) < group_rows
@@ -167,9 +167,13 @@ def test_crafted_byte_array_length_is_malformed(tmp_path, tables):
     at = data.index(struct_le32(3) + b"abc")
     crafted = _patched(tmp_path, data, at + 7, struct_le32(1 << 20))  # "defg"'s length
     with TableFile(crafted) as f:
-        with pytest.raises(MalformedFileError, match=r"d\.parquet.* column 's':.*overruns"):
-            f.take([1])
-        assert f.take([0]).column("s").to_pylist() == ["abc"]  # the walk stops at its row
+        # the page is refused whichever of its rows is asked for, row 0 before the bad length
+        # included, as pyarrow refuses it
+        for rows in ([1], [0], [2, 0]):
+            with pytest.raises(MalformedFileError, match=r"d\.parquet.* column 's':.*overruns"):
+                f.take(rows)
+    with pytest.raises((OSError, pa.ArrowException)):
+        pq.read_table(crafted)
 
 
 def test_crafted_utf8_is_malformed(tmp_path):
@@ -185,7 +189,7 @@ def test_crafted_utf8_is_malformed(tmp_path):
 
 def test_crafted_byte_dictionary_layout(files):
     data, dict_at, pages, rows = _chunk(files["none", "1.0", False, True], leaf=6)
-    dictionary = _core.parquet_dictionary(data, dict_at, 0, 0)
+    dictionary = _core.parquet_dictionary(data, dict_at, int(pages[0, 0]), 0, 0)
     args = (data, pages, rows, 0, 0, 0, 0, 0, np.array([0, 1]))
     assert _core.parquet_take_chunk(*args, dictionary) is not None
     for bad in (dictionary[:8].copy(), np.concatenate((dictionary[:8] + 0, dictionary[8:16])),
@@ -246,11 +250,15 @@ def _chunk(path, leaf, group=0):
 
 def test_index_past_the_dictionary_is_malformed(files):
     data, dict_at, pages, rows = _chunk(files["none", "1.0", False, True], leaf=1)
-    dictionary = _core.parquet_dictionary(data, dict_at, 0, 4)
+    dictionary = _core.parquet_dictionary(data, dict_at, int(pages[0, 0]), 0, 4)
     assert dictionary.size // 4 > 1
     short = dictionary[:4].copy()  # one value: every other index points past it
     with pytest.raises(ValueError, match="dictionary index .* past the 1 values"):
         _core.parquet_take_chunk(data, pages, rows, 0, 4, 0, 0, 0, np.arange(rows), short)
+    # only row 0 asked: the bad indices after it in the same page still make it malformed,
+    # as a reader of the whole page finds it
+    with pytest.raises(ValueError, match="dictionary index .* past the 1 values"):
+        _core.parquet_take_chunk(data, pages, rows, 0, 4, 0, 0, 0, np.array([0]), short)
     empty = dictionary[:0].copy()
     with pytest.raises(ValueError, match="past the 0 values"):
         _core.parquet_take_chunk(data, pages, rows, 0, 4, 0, 0, 0, np.array([0]), empty)
@@ -259,9 +267,22 @@ def test_index_past_the_dictionary_is_malformed(files):
 def test_dictionary_offset_at_a_data_page_is_malformed(files):
     data, _, pages, _ = _chunk(files["none", "1.0", False, True], leaf=1)
     with pytest.raises(ValueError, match="no dictionary page"):
-        _core.parquet_dictionary(data, int(pages[0, 0]), 0, 4)
+        _core.parquet_dictionary(data, int(pages[0, 0]), -1, 0, 4)
     with pytest.raises(ValueError, match="outside the file"):
-        _core.parquet_dictionary(data, len(data), 0, 4)
+        _core.parquet_dictionary(data, len(data), -1, 0, 4)
+
+
+def test_dictionary_page_must_end_at_the_first_data_page(files):
+    """A dictionary page header read one field longer or shorter shifts its values: the page no
+    longer ends where the chunk's first data page starts, and that is malformed (a reader that
+    walks the chunk from its start cannot find the next header either)."""
+    data, dict_at, pages, _ = _chunk(files["none", "1.0", False, True], leaf=1)
+    first = int(pages[0, 0])
+    assert _core.parquet_dictionary(data, dict_at, first, 0, 4) is not None
+    for wrong in (first - 3, first + 3):
+        with pytest.raises(ValueError, match=r"dictionary page at \d+ ends at \d+, not at the "
+                                             r"first data page \(%d\)" % wrong):
+            _core.parquet_dictionary(data, dict_at, wrong, 0, 4)
 
 
 def _patched(tmp_path, data, at, new: bytes) -> str:

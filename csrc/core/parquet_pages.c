@@ -668,32 +668,48 @@ static void byte_dictionary_entry(const bw_chunk_take *q, uint32_t i, const uint
     *size = (size_t)(to - from);
 }
 
+/* Checks that the page's value_count PLAIN BYTE_ARRAY values (each a 4-byte length and its
+   bytes) all lie inside its `left` bytes, so that a page another reader would refuse is
+   refused here too, whichever of its rows are asked for. */
+static int check_plain_byte_arrays(const uint8_t *p, size_t left, int64_t value_count,
+                                   char *error) {
+    size_t at_byte = 0;
+    for (int64_t value = 0; value < value_count; value++) {
+        if (left - at_byte < 4)
+            return malformed(error, "byte array value %lld overruns its page",
+                             (long long)value);
+        uint32_t n = read_le32(p + at_byte);
+        if (n > left - at_byte - 4)
+            return malformed(error, "byte array value %lld of %u bytes overruns its page",
+                             (long long)value, (unsigned)n);
+        at_byte += 4 + (size_t)n;
+    }
+    return BW_PAGES_OK;
+}
+
 /* The BYTE_ARRAY rows rows[first..last) of a page (one value per row): the value bytes
    appended, lengths[i] the byte length or -1 for a null. PLAIN values have no stride, so the
-   values are walked up to the last requested row only. */
+   values are walked up to the last requested row; check_plain_byte_arrays has already
+   checked every length. */
 static int take_byte_arrays(const bw_chunk_take *q, const scratch *s, const uint8_t *p,
                             size_t left, const uint32_t *index, int64_t count,
                             int64_t value_count, int64_t first_row, size_t first, size_t last,
                             bw_bytes *values, int64_t *lengths, char *error) {
+    if (index == NULL) {
+        int rc = check_plain_byte_arrays(p, left, value_count, error);
+        if (rc != BW_PAGES_OK)
+            return rc;
+    }
     int64_t level = 0, value = 0;
     size_t at_byte = 0;
-    int rc;
     for (size_t i = first; i < last; i++) {
         int64_t at = q->rows[i] - first_row;
         /* the values of the levels before this row, skipped */
         for (; level < at; level++) {
             if (value_count != count && s->def[level] != q->max_def)
                 continue;
-            if (index == NULL) {
-                if (left - at_byte < 4)
-                    return malformed(error, "byte array value %lld overruns its page",
-                                     (long long)value);
-                uint32_t n = read_le32(p + at_byte);
-                if (n > left - at_byte - 4)
-                    return malformed(error, "byte array value %lld of %u bytes overruns its "
-                                     "page", (long long)value, (unsigned)n);
-                at_byte += 4 + (size_t)n;
-            }
+            if (index == NULL)
+                at_byte += 4 + (size_t)read_le32(p + at_byte);
             value++;
         }
         level = at + 1;
@@ -704,21 +720,15 @@ static int take_byte_arrays(const bw_chunk_take *q, const scratch *s, const uint
         const uint8_t *data;
         size_t size;
         if (index == NULL) {
-            if (left - at_byte < 4)
-                return malformed(error, "byte array value %lld overruns its page",
-                                 (long long)value);
-            uint32_t n = read_le32(p + at_byte);
-            if (n > left - at_byte - 4)
-                return malformed(error, "byte array value %lld of %u bytes overruns its page",
-                                 (long long)value, (unsigned)n);
+            size = read_le32(p + at_byte);
             data = p + at_byte + 4;
-            size = n;
-            at_byte += 4 + (size_t)n;
+            at_byte += 4 + size;
         } else {
             byte_dictionary_entry(q, index[value], &data, &size);
         }
         value++;
-        if ((rc = append(values, data, size)) != BW_PAGES_OK)
+        int rc = append(values, data, size);
+        if (rc != BW_PAGES_OK)
             return rc;
         lengths[i] = (int64_t)size;
     }
@@ -873,12 +883,10 @@ static int take_from_page(const bw_chunk_take *q, const bw_page_location *loc,
             s->index = grown;
             s->index_count = (size_t)count + 1;
         }
-        /* one value per row and no null: the indices past the last requested row are never
-           needed */
-        int64_t needed = value_count;
-        if (q->max_rep == 0 && value_count == count && last > first)
-            needed = q->rows[last - 1] - first_row + 1;
-        rc = decode_indices(p + 1, left - 1, p[0], q->dictionary_count, s->index, needed,
+        /* every index of the page is decoded, not only up to the last row asked for: an
+           index past the dictionary anywhere makes the page malformed, as other readers of
+           the whole page find it */
+        rc = decode_indices(p + 1, left - 1, p[0], q->dictionary_count, s->index, value_count,
                             error);
         if (rc != BW_PAGES_OK)
             return rc;
@@ -1024,8 +1032,9 @@ static int index_byte_arrays(const uint8_t *plain, size_t size, size_t n, uint8_
     return BW_PAGES_OK;
 }
 
-int bw_parquet_dictionary(const uint8_t *file, size_t file_size, int64_t offset, int codec,
-                          int value_width, uint8_t **values, size_t *count, char *error) {
+int bw_parquet_dictionary(const uint8_t *file, size_t file_size, int64_t offset,
+                          int64_t next_page, int codec, int value_width, uint8_t **values,
+                          size_t *count, char *error) {
     *values = NULL;
     *count = 0;
     if (value_width != 0 && value_width != 4 && value_width != 8)
@@ -1047,6 +1056,14 @@ int bw_parquet_dictionary(const uint8_t *file, size_t file_size, int64_t offset,
     if ((uint64_t)h.compressed_size > room - header_size)
         return malformed(error, "dictionary page of %d bytes overruns the file",
                          (int)h.compressed_size);
+    /* a chunk's pages follow one another: a dictionary page that does not end where the first
+       data page starts has a header that was misread, and a reader walking the chunk from
+       its start refuses it */
+    int64_t page_end = offset + (int64_t)header_size + (int64_t)h.compressed_size;
+    if (next_page >= 0 && page_end != next_page)
+        return malformed(error, "dictionary page at %lld ends at %lld, not at the first data "
+                         "page (%lld)", (long long)offset, (long long)page_end,
+                         (long long)next_page);
     if ((int64_t)h.uncompressed_size > MAX_PAGE_BYTES)
         return malformed(error, "dictionary page of %d bytes uncompressed",
                          (int)h.uncompressed_size);

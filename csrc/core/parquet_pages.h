@@ -95,10 +95,12 @@ int bw_parquet_take_chunk(const bw_chunk_take *request, bw_bytes *values, int64_
                           size_t *pages_read, char *error);
 
 /* The values of the dictionary page at `offset` (PLAIN, `value_width` bytes each), decompressed
-   into *values (malloc'ed, free it); *count of them. value_width 0: BYTE_ARRAY values, laid
+   into *values (malloc'ed, free it); *count of them. The page must end at `next_page`, the
+   chunk's first data page (-1: not known, not checked). value_width 0: BYTE_ARRAY values, laid
    out as a uint64 count, count + 1 uint64 offsets into the bytes that follow, the bytes. */
-int bw_parquet_dictionary(const uint8_t *file, size_t file_size, int64_t offset, int codec,
-                          int value_width, uint8_t **values, size_t *count, char *error);
+int bw_parquet_dictionary(const uint8_t *file, size_t file_size, int64_t offset,
+                          int64_t next_page, int codec, int value_width, uint8_t **values,
+                          size_t *count, char *error);
 
 /* 1 when this build decompresses the codec itself, 0 when such pages are not covered. */
 int bw_parquet_have_snappy(void);

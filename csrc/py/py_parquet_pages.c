@@ -118,23 +118,24 @@ static PyObject *array_owning(uint8_t *data, size_t size) {
     return array;
 }
 
-/* parquet_dictionary(file, offset, codec, value_width) -> the dictionary page's values as a
-   uint8 array (value_width bytes each), or None when its encoding is not covered.
-   New reference. */
+/* parquet_dictionary(file, offset, next_page, codec, value_width) -> the dictionary page's
+   values as a uint8 array (value_width bytes each), or None when its encoding is not covered.
+   next_page: where the chunk's first data page starts (-1: unknown). New reference. */
 static PyObject *module_parquet_dictionary(PyObject *self, PyObject *args) {
     (void)self;
     Py_buffer file;
-    long long offset;
+    long long offset, next_page;
     int codec, width;
-    if (!PyArg_ParseTuple(args, "y*Lii:parquet_dictionary", &file, &offset, &codec, &width))
+    if (!PyArg_ParseTuple(args, "y*LLii:parquet_dictionary", &file, &offset, &next_page, &codec,
+                          &width))
         return NULL;
     uint8_t *values = NULL;
     size_t count = 0;
     char error[BW_PAGES_ERROR_SIZE];
     int rc;
     Py_BEGIN_ALLOW_THREADS
-    rc = bw_parquet_dictionary(file.buf, (size_t)file.len, offset, codec, width, &values,
-                               &count, error);
+    rc = bw_parquet_dictionary(file.buf, (size_t)file.len, offset, next_page, codec, width,
+                               &values, &count, error);
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&file);
     if (rc == BW_PAGES_NOT_COVERED)
@@ -260,8 +261,8 @@ static PyMethodDef parquet_pages_functions[] = {
     {"parquet_offset_index", module_parquet_offset_index, METH_VARARGS,
      "parquet_offset_index(file, offset, length, group_rows): the page locations."},
     {"parquet_dictionary", module_parquet_dictionary, METH_VARARGS,
-     "parquet_dictionary(file, offset, codec, value_width): the dictionary page's values, or "
-     "None when not covered."},
+     "parquet_dictionary(file, offset, next_page, codec, value_width): the dictionary page's "
+     "values, or None when not covered."},
     {"parquet_take_chunk", module_parquet_take_chunk, METH_VARARGS,
      "parquet_take_chunk(file, pages, group_rows, codec, value_width, max_rep, max_def, "
      "list_size, rows, dictionary=None): (values, lengths, pages_read), or None when not covered."},

@@ -433,7 +433,7 @@ class TableFile:
             if dictionary_offset >= 0:
                 if key not in self._dictionary_cache:
                     self._dictionary_cache[key] = _core.parquet_dictionary(
-                        self._map, dictionary_offset, codec, plan.width)
+                        self._map, dictionary_offset, int(pages[0, 0]), codec, plan.width)
                 dictionary = self._dictionary_cache[key]
                 if dictionary is None:  # an encoding the page reader does not cover
                     return None
