@@ -272,6 +272,29 @@ def test_dictionary_offset_at_a_data_page_is_malformed(files):
         _core.parquet_dictionary(data, len(data), -1, 0, 4)
 
 
+def test_bit_packed_indices_short_of_their_groups_are_malformed(tmp_path):
+    """A bit-packed run of indices that declares more groups than its page holds is malformed
+    even when the rows asked for are all there, as pyarrow finds it."""
+    t = pa.table({"id": pa.array(np.arange(16) % 5, pa.int64())},
+                 schema=pa.schema([pa.field("id", pa.int64(), nullable=False)]))
+    path = _write(tmp_path / "s.parquet", t, compression="none")
+    data = open(path, "rb").read()
+    meta = pq.ParquetFile(path).metadata
+    locations = _core.parquet_index_locations(data, 1, 1)
+    first_page = int(_core.parquet_offset_index(data, *(int(v) for v in locations[0, 0, :2]),
+                                                16)[0, 0])
+    at = data.index(b"\x03\x05", first_page)  # bit width 3, a bit-packed run of 2 groups
+    assert meta.num_rows == 16
+    with TableFile(path) as f:
+        assert f.take([0, 15]).equals(t.take([0, 15]))
+    crafted = _patched(tmp_path, data, at + 1, b"\x07")  # 3 groups: 9 bytes, 6 there
+    with pytest.raises((OSError, pa.ArrowException)):
+        pq.read_table(crafted)
+    with TableFile(crafted) as f:
+        with pytest.raises(MalformedFileError, match=r"end inside a bit-packed run"):
+            f.take([0])
+
+
 def test_dictionary_page_must_end_at_the_first_data_page(files):
     """A dictionary page header read one field longer or shorter shifts its values: the page no
     longer ends where the chunk's first data page starts, and that is malformed (a reader that

@@ -485,9 +485,9 @@ static int decode_levels(const uint8_t *p, size_t n, int max_level, uint8_t *out
 }
 
 /* Decodes `count` dictionary indices of the RLE/bit-packed hybrid at p (n bytes, `bit_width`
-   bits each) into out; an index at or past dictionary_count is malformed. A bit-packed run
-   may stop short of its last group's padding: only the bits of the values taken must be
-   there. */
+   bits each) into out; an index at or past dictionary_count is malformed, and so is a
+   bit-packed run whose groups are not all there (the last group's padding included), as in
+   the levels. */
 static int decode_indices(const uint8_t *p, size_t n, int bit_width, size_t dictionary_count,
                           uint32_t *out, int64_t count, char *error) {
     const uint8_t *end = p + n;
@@ -504,9 +504,9 @@ static int decode_indices(const uint8_t *p, size_t n, int bit_width, size_t dict
             uint64_t values = run * 8;
             int64_t take = values < (uint64_t)(count - done) ? (int64_t)values : count - done;
             uint64_t bytes = run * (uint64_t)bit_width;
-            size_t present = bytes < (uint64_t)(end - p) ? (size_t)bytes : (size_t)(end - p);
-            if (((uint64_t)take * (uint64_t)bit_width + 7) / 8 > present)
+            if (bytes > (uint64_t)(end - p))
                 return malformed(error, "dictionary indices end inside a bit-packed run");
+            size_t present = (size_t)bytes;
             for (int64_t i = 0; i < take; i++) {
                 uint64_t bit = (uint64_t)i * (uint64_t)bit_width;
                 size_t byte = (size_t)(bit >> 3);

@@ -18,7 +18,7 @@ import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from . import _core
 from .bulk import BulkInsert, BulkWriter
@@ -769,6 +769,29 @@ class _Stopped(Exception):
     """The parent asked a worker to stop (another worker failed, or Ctrl-C)."""
 
 
+def _one_request(target: Any, encoded: Iterable[tuple[Any, int]], pool: Any,
+                 on_batch: Callable[[int, int], None], stop: Any = None) -> int:
+    """Stores every encoded batch ``(commands, rows)`` into ``target`` and closes it: one
+    request, complete, or aborted (the encoders stopped first) and the error raised, so that
+    the server never sees a request end normally with batches missing. The rows sent."""
+    rows = 0
+    try:
+        for commands, n in encoded:
+            if stop is not None and stop.is_set():
+                raise _Stopped
+            added = target.store(commands, n)
+            del commands
+            rows += n
+            on_batch(n, added)
+        target.close()
+    except BaseException:
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+        target.abort()
+        raise
+    return rows
+
+
 def _send(job: _Job, units: Sequence[_Unit], make_target: Callable[[], Any],
           on_batch: Callable[[int, int], None], on_confirmed: Callable[[_Unit], None],
           stop: Any = None) -> tuple[int, int, int]:
@@ -781,25 +804,12 @@ def _send(job: _Job, units: Sequence[_Unit], make_target: Callable[[], Any],
     try:
         for group in groups:
             target = make_target()
-            try:
-                for unit in group:
-                    batches = _unit_batches(unit, job.encode.plan, job.batch_rows)
-                    for commands, n in _encoded_in_order(batches, job.encode, unit.path,
-                                                         job.encode.plan, pool, job.threads,
-                                                         None, unit.first_row):
-                        if stop is not None and stop.is_set():
-                            raise _Stopped
-                        added = target.store(commands, n)
-                        del commands
-                        rows += n
-                        on_batch(n, added)
-                target.close()
-            except BaseException:
-                if pool is not None:
-                    pool.shutdown(wait=True, cancel_futures=True)
-                    pool = None
-                target.abort()
-                raise
+            encoded = (batch for unit in group
+                       for batch in _encoded_in_order(
+                           _unit_batches(unit, job.encode.plan, job.batch_rows), job.encode,
+                           unit.path, job.encode.plan, pool, job.threads, None,
+                           unit.first_row))
+            rows += _one_request(target, encoded, pool, on_batch, stop)
             body += target.body_bytes
             wire += target.wire_bytes
             for unit in group:
@@ -1221,20 +1231,9 @@ def _send_stream(job: _Job, reader: Any, files: list[str] | None, take: Any,
     pool = (ThreadPoolExecutor(job.threads, thread_name_prefix="bulkwire-encode")
             if job.threads > 1 else None)
     target = make_target()
-    rows = 0
     try:
-        for commands, n in _encoded_in_order(batches, job.encode, source, plan, pool,
-                                             job.threads, idx):
-            report(n, target.store(commands, n))
-            del commands
-            rows += n
-        target.close()
-    except BaseException:
-        if pool is not None:
-            pool.shutdown(wait=True, cancel_futures=True)
-            pool = None
-        target.abort()
-        raise
+        rows = _one_request(target, _encoded_in_order(batches, job.encode, source, plan, pool,
+                                                      job.threads, idx), pool, report)
     finally:
         if pool is not None:
             pool.shutdown(wait=True)
