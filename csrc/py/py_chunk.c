@@ -2,7 +2,9 @@
 #include "py_chunk.h"
 
 #include "buffer_pool.h"
+#include "json_array.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,11 +27,35 @@ PyObject *bw_chunk_from_memory(char *data, size_t len, size_t cap, int recycle) 
     self->len = (Py_ssize_t)len;
     self->cap = cap;
     self->recycle = recycle;
+    atomic_init(&self->pending, 0);
+    self->first_run = BW_JSON_RUN_NONE;
     atomic_fetch_add(&live_chunks, 1);
     size_t live = atomic_fetch_add(&live_chunk_bytes, cap) + cap;
     if (live > peak_chunk_bytes)
         peak_chunk_bytes = live;
     return (PyObject *)self;
+}
+
+void bw_chunk_set_pending(bw_chunk_object *chunk, size_t first_run) {
+    chunk->first_run = first_run;
+    atomic_store_explicit(&chunk->pending, first_run != BW_JSON_RUN_NONE, memory_order_release);
+}
+
+/* One lock for all chunks: taken once per chunk that has pending runs (a buffer of about a
+   megabyte), and held only by whoever settles one. */
+static pthread_mutex_t settle_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void bw_chunk_settle(bw_chunk_object *chunk) {
+    if (!atomic_load_explicit(&chunk->pending, memory_order_acquire))
+        return;
+    pthread_mutex_lock(&settle_lock);
+    if (atomic_load_explicit(&chunk->pending, memory_order_relaxed)) {
+        chunk->len = (Py_ssize_t)bw_json_runs_settle(chunk->data, (size_t)chunk->len,
+                                                     chunk->first_run);
+        chunk->first_run = BW_JSON_RUN_NONE;
+        atomic_store_explicit(&chunk->pending, 0, memory_order_release);
+    }
+    pthread_mutex_unlock(&settle_lock);
 }
 
 void bw_chunk_give_back(bw_chunk_object *chunk) {
@@ -56,13 +82,18 @@ static void Chunk_dealloc(bw_chunk_object *self) {
 }
 
 static int Chunk_getbuffer(bw_chunk_object *self, Py_buffer *view, int flags) {
+    bw_chunk_settle(self);
     return PyBuffer_FillInfo(view, (PyObject *)self, self->data, self->len, 1, flags);
 }
 
-static Py_ssize_t Chunk_length(bw_chunk_object *self) { return self->len; }
+static Py_ssize_t Chunk_length(bw_chunk_object *self) {
+    bw_chunk_settle(self);
+    return self->len;
+}
 
 /* New reference. */
 static PyObject *Chunk_repr(bw_chunk_object *self) {
+    bw_chunk_settle(self);
     return PyUnicode_FromFormat("<bulkwire Chunk of %zd bytes>", self->len);
 }
 

@@ -69,11 +69,14 @@ static int command_writer_enter(WriterObject *self) {
 
 /* New reference. */
 static PyObject *Writer_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
-    static char *keywords[] = {"buffer_size", "queue", "class_info", "default", NULL};
+    static char *keywords[] = {"buffer_size", "queue", "class_info", "default",
+                               "defer_float_text", NULL};
     Py_ssize_t buffer_size = 1 << 20;
     PyObject *queue = Py_None, *class_info = Py_None, *default_hook = bw_entity_sentinel();
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|n$OOO:CommandWriter", keywords, &buffer_size,
-                                     &queue, &class_info, &default_hook))
+    int defer_float_text = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|n$OOOp:CommandWriter", keywords,
+                                     &buffer_size, &queue, &class_info, &default_hook,
+                                     &defer_float_text))
         return NULL;
     if (buffer_size <= 0) {
         PyErr_Format(PyExc_ValueError, "buffer_size must be a positive number of bytes, not %zd",
@@ -113,6 +116,7 @@ static PyObject *Writer_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
         return NULL;
     }
     self->ready = 1;
+    self->w.pending_floats = defer_float_text;
     self->classes = PyDict_New();
     if (self->classes == NULL) {
         Py_DECREF(self);
@@ -158,11 +162,14 @@ static void Writer_dealloc(WriterObject *self) {
 
 /* New reference: the full buffer as a Chunk, None when nothing is buffered. */
 static PyObject *command_writer_take(WriterObject *self) {
-    size_t len, cap;
+    size_t len, cap, first_run = bw_command_writer_first_run(&self->w);
     char *mem = bw_command_writer_detach(&self->w, &len, &cap);
     if (mem == NULL)
         Py_RETURN_NONE;
-    return bw_chunk_from_memory(mem, len, cap, 1);
+    PyObject *chunk = bw_chunk_from_memory(mem, len, cap, 1);
+    if (chunk != NULL)
+        bw_chunk_set_pending((bw_chunk_object *)chunk, first_run);
+    return chunk;
 }
 
 /* Hands the full buffer over to the queue, waiting for room with the GIL released. 1 handed
@@ -881,11 +888,14 @@ static PyTypeObject WriterType = {
     .tp_basicsize = sizeof(WriterObject),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_doc = "CommandWriter(buffer_size=1 << 20, *, queue=None, class_info=None, "
-              "default=bulkwire.ENTITY)\n\nFrames bulk "
+              "default=bulkwire.ENTITY, defer_float_text=False)\n\nFrames bulk "
               "insert PUT commands into buffers of about buffer_size bytes. With queue and "
               "class_info (cls -> (id prefix, metadata defaults[, members the body leaves out])), "
               "store() applies the document conventions and hands full buffers over to queue. "
-              "default is the walker's default hook (None, bulkwire.ENTITY or a callable).",
+              "default is the walker's default hook (None, bulkwire.ENTITY or a callable). "
+              "defer_float_text: documents' lists of floats are copied as doubles and their "
+              "text is written when the handed-over buffer is first read (by the body pump, "
+              "without the GIL).",
     .tp_new = Writer_new,
     .tp_dealloc = (destructor)Writer_dealloc,
     .tp_traverse = (traverseproc)Writer_traverse,

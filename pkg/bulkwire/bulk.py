@@ -50,6 +50,11 @@ def _class_info(cls: type, token: str) -> tuple:
             {"@collection": collection, "Raven-Python-Type": f"{cls.__module__}.{cls.__name__}"})
 
 
+def _check_bool(name: str, value: Any) -> None:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be True or False, not {type(value).__name__}")
+
+
 def _positive_int(name: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an int, not {type(value).__name__}")
@@ -164,6 +169,10 @@ class BulkWriter:
     ``class_info``: the conventions of an entity class, asked once per class: a callable
     ``cls -> (id prefix, metadata defaults)`` or ``(id prefix, metadata defaults, members the
     body leaves out)``; None: the built-in ones (:func:`bulkwire.conventions.collection_name`).
+    ``defer_float_text``: a document's list (or tuple) of at least 16 floats is copied as
+    doubles by ``store`` and its text is written by the consumer (the sender's thread,
+    without the GIL) when it takes the buffer; the body's bytes are the same either way
+    (see docs/bulk_insert.md, "Float text off the producer thread").
 
     A writer has one producer thread: the first thread that calls ``store``,
     ``store_many``, ``store_encoded`` or ``close`` owns it, and those calls from any other
@@ -181,8 +190,9 @@ class BulkWriter:
     def __init__(self, *, compress: Compress = False, buffer_size: int = DEFAULT_BUFFER_SIZE,
                  max_buffers: int = DEFAULT_MAX_BUFFERS,
                  default: Any = _core.ENTITY, class_info: Any = None,
-                 compress_threads: Optional[int] = None) -> None:
+                 compress_threads: Optional[int] = None, defer_float_text: bool = True) -> None:
         _positive_int("buffer_size", buffer_size)
+        _check_bool("defer_float_text", defer_float_text)
         _positive_int("max_buffers", max_buffers)
         self._compression = _resolve_compress(compress)
         if compress_threads is not None:
@@ -193,7 +203,8 @@ class BulkWriter:
             class_info = partial(_class_info, token=secrets.token_hex(6))
         # the C writer applies the conventions and hands full buffers over to the queue
         self._writer = _core.CommandWriter(buffer_size, queue=self._queue,
-                                           class_info=class_info, default=default)
+                                           class_info=class_info, default=default,
+                                           defer_float_text=defer_float_text)
         self._store = self._writer.store
         self._put = self._queue.put
         self._failure: Optional[BaseException] = None
@@ -635,8 +646,8 @@ class BulkInsert:
     ``abort`` may come from any thread.
 
     ``timeout`` (seconds, or None) bounds every socket operation, including a send to a
-    server that stopped reading; ``compress``, ``compress_threads``, ``default`` and
-    ``class_info`` are as for :class:`BulkWriter`.
+    server that stopped reading; ``compress``, ``compress_threads``, ``default``,
+    ``class_info`` and ``defer_float_text`` are as for :class:`BulkWriter`.
 
     ``https://`` (see :mod:`bulkwire.tls`): ``certificate``, the client certificate (a PEM
     file holding the certificate and its key, or a ``(certificate, key)`` pair of files);
@@ -655,7 +666,7 @@ class BulkInsert:
                  skip_overwrite_if_unchanged: bool = False, timeout: Optional[float] = 300.0,
                  certificate: Any = None, ca: Any = None, ssl_context: Any = None,
                  default: Any = _core.ENTITY, class_info: Any = None,
-                 compress_threads: Optional[int] = None) -> None:
+                 compress_threads: Optional[int] = None, defer_float_text: bool = True) -> None:
         from .tls import TlsSettings
         from .topology import Servers
         from .transport import HttpTransport
@@ -671,7 +682,8 @@ class BulkInsert:
         self._transport = self._servers.first  # until the operation's node is known
         self._writer = BulkWriter(compress=compress, buffer_size=buffer_size, max_buffers=max_buffers,
                                   default=default, class_info=class_info,
-                                  compress_threads=compress_threads)
+                                  compress_threads=compress_threads,
+                                  defer_float_text=defer_float_text)
         self._skip_overwrite = skip_overwrite_if_unchanged
         self._sender: Any = None
         self._op_id: Optional[int] = None
