@@ -168,14 +168,23 @@ def _blocked(bulk, timeout=20.0, give_up=None):
     return False
 
 
+@pytest.mark.parametrize("kind", ["text", "floats"])
 @pytest.mark.parametrize("compress", [False, "zlib"])
-def test_backpressure_holds_memory_within_the_bound_and_resumes(compress):
+def test_backpressure_holds_memory_within_the_bound_and_resumes(compress, kind):
     buffer_size, max_buffers = 64 << 10, 4
     doc_size_bound = 2048
     n = 20_000
     # random hex: compresses only ~2:1, so the gzip body (~14 MB) also fills the socket
     # buffers, which the kernel may grow to a few MB
     noise = os.urandom(700 * n).hex()
+    # floats: 40 a document, written later by the sender (pending runs count at their largest
+    # text, 1,362 bytes, within doc_size_bound)
+    floats = [int.from_bytes(noise[i:i + 8].encode(), "little") / 3 ** 37 for i in range(0, 40 * n, 1)]
+
+    def document(i):
+        if kind == "floats":
+            return {"i": i, "v": floats[40 * i:40 * (i + 1)]}
+        return {"i": i, "text": noise[1400 * i:1400 * (i + 1)]}
     with LoopbackServer(recv_buffer=32 << 10, keep_decoded_chunks=False) as server:
         server.stall(after_bytes=128 << 10)
         gc.collect()
@@ -215,7 +224,7 @@ def test_backpressure_holds_memory_within_the_bound_and_resumes(compress):
                 bulk.store(make_doc(0), id="docs/0")
                 watcher.start()
                 for i in range(1, n):
-                    bulk.store({"i": i, "text": noise[1400 * i:1400 * (i + 1)]}, id=f"docs/{i}")
+                    bulk.store(document(i), id=f"docs/{i}")
                 stores_done.set()
         finally:
             stores_done.set()
@@ -282,7 +291,15 @@ def test_early_finish_raises(server):
     assert "finished" in str(exc) or "early" in str(exc) or "no longer" in str(exc)
 
 
-def test_ctrl_c_during_a_blocked_store_raises_keyboard_interrupt_promptly():
+def _blocking_document(kind, i):
+    """About 1.4 KB of body: text, or floats whose text the sender writes (pending runs)."""
+    if kind == "floats":
+        return {"i": i, "v": [i + j / 7 for j in range(70)]}
+    return {"i": i, "text": "k" * 1400}
+
+
+@pytest.mark.parametrize("kind", ["text", "floats"])
+def test_ctrl_c_during_a_blocked_store_raises_keyboard_interrupt_promptly(kind):
     with LoopbackServer(recv_buffer=32 << 10, keep_decoded_chunks=False) as server:
         server.stall(after_bytes=0)
         bulk = bulkwire.BulkInsert(server.url, server.database, buffer_size=32 << 10, max_buffers=2,
@@ -300,7 +317,7 @@ def test_ctrl_c_during_a_blocked_store_raises_keyboard_interrupt_promptly():
                 bulk.store({"i": 0}, id="d/0")
                 timer.start()
                 for i in range(1, 20_000):
-                    bulk.store({"i": i, "text": "k" * 1400}, id=f"d/{i}")
+                    bulk.store(_blocking_document(kind, i), id=f"d/{i}")
         timer.join(30)
         assert fired, "the store never blocked"
         assert time.monotonic() - fired[0] < 5.0  # woken within ~100 ms; generous for sanitizers
@@ -309,7 +326,8 @@ def test_ctrl_c_during_a_blocked_store_raises_keyboard_interrupt_promptly():
         server.resume()
 
 
-def test_a_caught_ctrl_c_during_a_blocked_store_never_loses_documents_quietly():
+@pytest.mark.parametrize("kind", ["text", "floats"])
+def test_a_caught_ctrl_c_during_a_blocked_store_never_loses_documents_quietly(kind):
     """The buffer being handed over when Ctrl-C arrived is not in the body: a caller that
     catches the KeyboardInterrupt and goes on storing must get an error, not a body with a
     hole in it."""
@@ -323,7 +341,7 @@ def test_a_caught_ctrl_c_during_a_blocked_store_never_loses_documents_quietly():
         try:
             with pytest.raises(KeyboardInterrupt):
                 for i in range(1, 20_000):
-                    bulk.store({"i": i, "text": "k" * 1400}, id=f"d/{i}")
+                    bulk.store(_blocking_document(kind, i), id=f"d/{i}")
         finally:
             timer.join(30)
             server.resume()
@@ -389,12 +407,13 @@ def test_ctrl_c_at_any_wait_leaves_the_insert_failed_for_good(where):
         assert server.log.count("GET /databases/db/operations/next-operation-id") == 1
 
 
-def test_abort(server):
+@pytest.mark.parametrize("kind", ["small", "floats"])
+def test_abort(server, kind):
     server.stall(after_bytes=0)
     bulk = bulkwire.BulkInsert(server.url, server.database, buffer_size=8 << 10, max_buffers=2,
                                timeout=TIMEOUT)
-    for i in range(5):
-        bulk.store({"i": i}, id=f"d/{i}")
+    for i in range(5 if kind == "small" else 12):  # floats: buffers with runs wait in the queue
+        bulk.store({"i": i} if kind == "small" else _blocking_document(kind, i), id=f"d/{i}")
     bulk.abort()
     assert bulk.operation_id in server.killed
     assert server.operations[bulk.operation_id]["Status"] == "Canceled"
