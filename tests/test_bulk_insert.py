@@ -168,6 +168,21 @@ def _blocked(bulk, timeout=20.0, give_up=None):
     return False
 
 
+def _stays_blocked(bulk, timeout=20.0):
+    """Wait until the producer is blocked on a full queue and stays so for 0.2 s (no
+    document stored meanwhile): a queue that is full only while the sender is busy (writing
+    float text, compressing), not stalled, is no wait for a Ctrl-C to land in."""
+    deadline = time.monotonic() + timeout
+    q = bulk._writer._queue
+    while time.monotonic() < deadline:
+        if _blocked(bulk, timeout=deadline - time.monotonic()):
+            stored = bulk._writer._writer.commands
+            time.sleep(0.2)
+            if bulk._writer._writer.commands == stored and len(q) == q.maxsize:
+                return True
+    return False
+
+
 @pytest.mark.parametrize("kind", ["text", "floats"])
 @pytest.mark.parametrize("compress", [False, "zlib"])
 def test_backpressure_holds_memory_within_the_bound_and_resumes(compress, kind):
@@ -336,7 +351,7 @@ def test_a_caught_ctrl_c_during_a_blocked_store_never_loses_documents_quietly(ki
         bulk = bulkwire.BulkInsert(server.url, server.database, buffer_size=32 << 10, max_buffers=2,
                                    timeout=TIMEOUT)
         bulk.store({"i": 0}, id="d/0")
-        timer = threading.Thread(target=lambda: _blocked(bulk) and _thread.interrupt_main())
+        timer = threading.Thread(target=lambda: _stays_blocked(bulk) and _thread.interrupt_main())
         timer.start()
         try:
             with pytest.raises(KeyboardInterrupt):
