@@ -312,3 +312,30 @@ def test_float_lists_send_the_official_clients_request(vectors, compress):
 
     assert_same_request(calls, compress=compress)
 
+
+
+def test_a_producer_that_finds_the_queue_full_writes_the_text_itself():
+    """With one slot and a slow consumer the queue is full at nearly every hand-over: the
+    producer then writes the text of the buffer it hands over (the consumer the others);
+    the body is the same whoever wrote which buffer's text."""
+    import time
+
+    run = [j / 7 for j in range(300)]
+    docs = [({"v": run, "i": i}, f"d/{i}") for i in range(400)]
+    writer = BulkWriter(buffer_size=16 << 10, max_buffers=1, defer_float_text=True)
+    pieces = []
+
+    def consume():
+        for piece in writer.chunks():
+            time.sleep(0.002)
+            pieces.append(bytes(piece))
+
+    consumer = threading.Thread(target=consume)
+    consumer.start()
+    for doc, doc_id in docs:
+        writer.store(doc, id=doc_id)
+    writer.close()
+    consumer.join(TIMEOUT)
+    assert not consumer.is_alive()
+    assert writer.stats.blocked_puts > 0
+    assert b"".join(pieces) == expected_body(docs)

@@ -95,7 +95,8 @@ static PyObject *module_next_piece(PyObject *module, PyObject *args) {
         return Py_BuildValue("(Nn)", trailer, (Py_ssize_t)0);
     }
     if (Py_IS_TYPE(item, &bw_chunk_type) &&
-        atomic_load_explicit(&((bw_chunk_object *)item)->pending, memory_order_acquire)) {
+        atomic_load_explicit(&((bw_chunk_object *)item)->pending, memory_order_acquire) !=
+            BW_CHUNK_SETTLED) {
         /* the float text is written here, off the producer's GIL */
         Py_BEGIN_ALLOW_THREADS
         bw_chunk_settle((bw_chunk_object *)item);

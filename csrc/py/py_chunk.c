@@ -4,7 +4,7 @@
 #include "buffer_pool.h"
 #include "json_array.h"
 
-#include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,7 +27,7 @@ PyObject *bw_chunk_from_memory(char *data, size_t len, size_t cap, int recycle) 
     self->len = (Py_ssize_t)len;
     self->cap = cap;
     self->recycle = recycle;
-    atomic_init(&self->pending, 0);
+    atomic_init(&self->pending, BW_CHUNK_SETTLED);
     self->first_run = BW_JSON_RUN_NONE;
     atomic_fetch_add(&live_chunks, 1);
     size_t live = atomic_fetch_add(&live_chunk_bytes, cap) + cap;
@@ -38,24 +38,28 @@ PyObject *bw_chunk_from_memory(char *data, size_t len, size_t cap, int recycle) 
 
 void bw_chunk_set_pending(bw_chunk_object *chunk, size_t first_run) {
     chunk->first_run = first_run;
-    atomic_store_explicit(&chunk->pending, first_run != BW_JSON_RUN_NONE, memory_order_release);
+    atomic_store_explicit(&chunk->pending,
+                          first_run != BW_JSON_RUN_NONE ? BW_CHUNK_PENDING : BW_CHUNK_SETTLED,
+                          memory_order_release);
 }
 
-/* One lock for all chunks: taken once per chunk that has pending runs (a buffer of about a
-   megabyte), and held only by whoever settles one. */
-static pthread_mutex_t settle_lock = PTHREAD_MUTEX_INITIALIZER;
-
 void bw_chunk_settle(bw_chunk_object *chunk) {
-    if (!atomic_load_explicit(&chunk->pending, memory_order_acquire))
+    int expected = BW_CHUNK_PENDING;
+    if (atomic_load_explicit(&chunk->pending, memory_order_acquire) == BW_CHUNK_SETTLED)
         return;
-    pthread_mutex_lock(&settle_lock);
-    if (atomic_load_explicit(&chunk->pending, memory_order_relaxed)) {
+    if (atomic_compare_exchange_strong_explicit(&chunk->pending, &expected, BW_CHUNK_SETTLING,
+                                                memory_order_acquire, memory_order_acquire)) {
         chunk->len = (Py_ssize_t)bw_json_runs_settle(chunk->data, (size_t)chunk->len,
                                                      chunk->first_run);
         chunk->first_run = BW_JSON_RUN_NONE;
-        atomic_store_explicit(&chunk->pending, 0, memory_order_release);
+        atomic_store_explicit(&chunk->pending, BW_CHUNK_SETTLED, memory_order_release);
+        return;
     }
-    pthread_mutex_unlock(&settle_lock);
+    /* Another thread is writing this chunk's text (about a millisecond for a full buffer):
+       only a chunk that two threads read at once gets here. No lock: the producer and the
+       sender settle different chunks at the same time. */
+    while (atomic_load_explicit(&chunk->pending, memory_order_acquire) != BW_CHUNK_SETTLED)
+        sched_yield();
 }
 
 void bw_chunk_give_back(bw_chunk_object *chunk) {

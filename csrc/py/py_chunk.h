@@ -11,11 +11,14 @@ typedef struct {
     Py_ssize_t len;
     size_t cap;
     int recycle; /* a writer's buffer: its memory goes back to the pool */
-    /* 1 while the chunk holds pending runs of float text (json_array.h) from first_run on:
-       data and len are final only once bw_chunk_settle has run. */
+    /* BW_CHUNK_PENDING while the chunk holds pending runs of float text (json_array.h) from
+       first_run on: data and len are final only once bw_chunk_settle has run. */
     _Atomic int pending;
     size_t first_run;
 } bw_chunk_object;
+
+/* bw_chunk_object.pending */
+enum { BW_CHUNK_SETTLED = 0, BW_CHUNK_PENDING = 1, BW_CHUNK_SETTLING = 2 };
 
 extern PyTypeObject bw_chunk_type;
 

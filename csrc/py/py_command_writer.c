@@ -14,6 +14,7 @@
 #include "bulk_commands.h"
 #include "int_text.h"
 
+#include <stdatomic.h>
 #include <string.h>
 
 typedef struct {
@@ -172,6 +173,20 @@ static PyObject *command_writer_take(WriterObject *self) {
     return chunk;
 }
 
+/* A full queue means the consumer is behind (with pending float text, writing it): rather
+   than wait for room, this thread writes the text of the buffer it is about to hand over,
+   with the GIL released, so that both threads format when formatting is the bound. The
+   chunk is not shared yet: nobody else settles it meanwhile. */
+static void command_writer_settle_when_full(WriterObject *self, bw_chunk_object *chunk) {
+    bw_hq *q = &self->queue->q;
+    if (atomic_load_explicit(&chunk->pending, memory_order_acquire) == BW_CHUNK_SETTLED ||
+        bw_hq_len(q) < bw_hq_capacity(q))
+        return;
+    Py_BEGIN_ALLOW_THREADS
+    bw_chunk_settle(chunk);
+    Py_END_ALLOW_THREADS
+}
+
 /* Hands the full buffer over to the queue, waiting for room with the GIL released. 1 handed
    over; 0 the consumer is gone (the buffer is dropped); -1 with an exception set, Ctrl-C or
    out of memory: handover_interrupted then says the body can no longer be trusted whole. */
@@ -181,6 +196,8 @@ static int command_writer_hand_over(WriterObject *self) {
        the GIL again could keep a sent buffer alive through the pump's next blocking send,
        one buffer over the memory bound. */
     PyObject *chunk = command_writer_take(self);
+    if (chunk != NULL)
+        command_writer_settle_when_full(self, (bw_chunk_object *)chunk);
     int taken = chunk != NULL ? bw_queue_put_steal(self->queue, chunk) : -1;
     /* A Ctrl-C that came during the wait, just before the buffer was taken, would be raised
        by the interpreter as this call returns, with no trace of the hand-over: it is taken
