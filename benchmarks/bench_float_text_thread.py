@@ -4,6 +4,7 @@ order rotating), into the loopback server in its own process, in one client proc
 
     OPENBLAS_NUM_THREADS=1 PYTHONPATH=pkg python benchmarks/bench_float_text_thread.py --dim 1024 --rounds 6
     OPENBLAS_NUM_THREADS=1 PYTHONPATH=pkg taskset -c 0 python benchmarks/bench_float_text_thread.py --modes plain
+    perf record -F 999 -- python benchmarks/bench_float_text_thread.py --modes plain --only deferred
 
 Documents are the bulk insert benchmark's ``Embedding(Id, Name, Rank, Vector)``, the vector a
 list of Python floats. Prints docs/s per contender (median), the median of the per-round
@@ -44,6 +45,8 @@ def main() -> None:
     parser.add_argument("--dim", type=int, default=1024)
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--modes", nargs="+", default=["plain", "gzip"], choices=["plain", "gzip"])
+    parser.add_argument("--only", choices=["deferred", "producer"],
+                        help="run one setting only, --rounds times (for a profiler)")
     options = parser.parse_args()
     import bulkwire.transport  # noqa: F401 - imported before the clock, as the benchmark does
 
@@ -52,6 +55,14 @@ def main() -> None:
         for mode in options.modes:
             rates: dict = {True: [], False: []}
             ratios = []
+            if options.only is not None:
+                defer = options.only == "deferred"
+                for _ in range(options.rounds):
+                    seconds = insert_seconds(url, entities, mode == "gzip", defer)
+                    print(f"{options.dim} dims {mode:5}: {options.docs / seconds:,.0f} docs/s, text on "
+                          f"the {'sender' if defer else 'producer'} load {os.getloadavg()[0]:.2f}",
+                          flush=True)
+                continue
             for r in range(options.rounds):
                 seconds = {}
                 for defer in ((True, False) if r % 2 == 0 else (False, True)):
