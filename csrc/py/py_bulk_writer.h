@@ -20,7 +20,8 @@ typedef struct {
     int started;          /* '[' has been written */
     int finished;         /* ']' has been written: nothing more may be added */
     Py_ssize_t commands;  /* commands written */
-    size_t bytes;         /* body bytes written (handed over or still buffered) */
+    size_t bytes;         /* body bytes written (handed over or still buffered; pending
+                             float runs at their reserved room) */
     size_t handovers;     /* buffers detached */
     bw_encode_options opts;
     bw_walker *walker;    /* heap: its open-container stack is large */

@@ -886,8 +886,10 @@ static PyMethodDef Writer_methods[] = {
     {name, (getter)Writer_get_field, NULL, doc, (void *)(intptr_t)(which)}
 static PyGetSetDef Writer_getset[] = {
     WRITER_FIELD("commands", "Commands written.", WRITER_COMMANDS),
-    WRITER_FIELD("bytes", "Body bytes written.", WRITER_BYTES),
-    WRITER_FIELD("buffered", "Bytes in the current buffer.", WRITER_BUFFERED),
+    WRITER_FIELD("bytes", "Body bytes written (pending float text counted at its reserved "
+                          "room, an upper bound).", WRITER_BYTES),
+    WRITER_FIELD("buffered", "Bytes in the current buffer (pending float text at its reserved "
+                             "room).", WRITER_BUFFERED),
     WRITER_FIELD("capacity", "Bytes allocated for the current buffer.", WRITER_CAPACITY),
     WRITER_FIELD("handovers", "Buffers handed over.", WRITER_HANDOVERS),
     WRITER_FIELD("buffer_size", "The threshold.", WRITER_BUFFER_SIZE),
