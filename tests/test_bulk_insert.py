@@ -232,7 +232,8 @@ def test_backpressure_holds_memory_within_the_bound_and_resumes(compress, kind):
                 server.resume()
 
         bulk = bulkwire.BulkInsert(server.url, server.database, compress=compress,
-                                   buffer_size=buffer_size, max_buffers=max_buffers, timeout=TIMEOUT)
+                                   buffer_size=buffer_size, max_buffers=max_buffers, timeout=TIMEOUT,
+                                   defer_float_text=kind == "floats")
         watcher = threading.Thread(target=monitor)
         try:
             with bulk:
@@ -318,7 +319,7 @@ def test_ctrl_c_during_a_blocked_store_raises_keyboard_interrupt_promptly(kind):
     with LoopbackServer(recv_buffer=32 << 10, keep_decoded_chunks=False) as server:
         server.stall(after_bytes=0)
         bulk = bulkwire.BulkInsert(server.url, server.database, buffer_size=32 << 10, max_buffers=2,
-                                   timeout=TIMEOUT)
+                                   timeout=TIMEOUT, defer_float_text=kind == "floats")
         fired = []
 
         def interrupt():
@@ -349,7 +350,7 @@ def test_a_caught_ctrl_c_during_a_blocked_store_never_loses_documents_quietly(ki
     with LoopbackServer(recv_buffer=32 << 10, keep_decoded_chunks=False) as server:
         server.stall(after_bytes=0)
         bulk = bulkwire.BulkInsert(server.url, server.database, buffer_size=32 << 10, max_buffers=2,
-                                   timeout=TIMEOUT)
+                                   timeout=TIMEOUT, defer_float_text=kind == "floats")
         bulk.store({"i": 0}, id="d/0")
         timer = threading.Thread(target=lambda: _stays_blocked(bulk) and _thread.interrupt_main())
         timer.start()
@@ -426,7 +427,7 @@ def test_ctrl_c_at_any_wait_leaves_the_insert_failed_for_good(where):
 def test_abort(server, kind):
     server.stall(after_bytes=0)
     bulk = bulkwire.BulkInsert(server.url, server.database, buffer_size=8 << 10, max_buffers=2,
-                               timeout=TIMEOUT)
+                               timeout=TIMEOUT, defer_float_text=kind == "floats")
     for i in range(5 if kind == "small" else 12):  # floats: buffers with runs wait in the queue
         bulk.store({"i": i} if kind == "small" else _blocking_document(kind, i), id=f"d/{i}")
     bulk.abort()

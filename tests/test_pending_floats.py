@@ -278,8 +278,20 @@ def test_the_nesting_limit_applies_to_runs_as_to_any_array(depth):
 
 
 def test_defer_float_text_is_checked():
-    with pytest.raises(TypeError, match="defer_float_text must be True or False"):
+    with pytest.raises(TypeError, match="defer_float_text must be True, False or None"):
         BulkWriter(defer_float_text=1)
+
+
+@pytest.mark.parametrize("cpus, expected", [(1, False), (2, True), (8, True)])
+def test_by_default_the_text_is_deferred_only_with_a_second_cpu(monkeypatch, cpus, expected):
+    import bulkwire.compression
+
+    monkeypatch.setattr(bulkwire.compression, "usable_cpus", lambda: cpus)
+    assert BulkWriter().defer_float_text is expected
+    assert BulkWriter(defer_float_text=not expected).defer_float_text is (not expected)
+    with LoopbackServer() as server:
+        bulk = bulkwire.BulkInsert(server.url, server.database, timeout=TIMEOUT)
+        assert bulk._writer.defer_float_text is expected
 
 
 # ---- end to end: the pump writes the text, against the official client ----
@@ -307,10 +319,18 @@ def test_bulk_insert_bodies_are_the_same_with_and_without(compress):
 @given(st.lists(st.lists(_float.filter(lambda f: math.isfinite(f)), min_size=0, max_size=200),
                 min_size=1, max_size=4), st.booleans())
 def test_float_lists_send_the_official_clients_request(vectors, compress):
+    import bulkwire.compression
+
     def calls(bulk):
         return [bulk.store(User(f"u{i}", Vector=v, Pair=[v, tuple(v)])) for i, v in enumerate(vectors)]
 
-    assert_same_request(calls, compress=compress)
+    # the drop-in takes the default: deferred on any machine, so that this test covers it
+    usable_cpus = bulkwire.compression.usable_cpus
+    bulkwire.compression.usable_cpus = lambda: 2
+    try:
+        assert_same_request(calls, compress=compress)
+    finally:
+        bulkwire.compression.usable_cpus = usable_cpus
 
 
 
