@@ -33,17 +33,18 @@ def median_seconds(fn: Callable[[], object], runs: int) -> float:
     return statistics.median(times)
 
 
-def writer_seconds(entities: list, runs: int) -> tuple:
+def writer_seconds(entities: list, runs: int, defer_float_text: bool = True) -> tuple:
     """The bulk insert writer alone: best wall time over `runs` of BulkWriter.store for every
     entity, with a consumer thread that drops the buffers (as the sender does, so that their
-    memory is recycled); returns (seconds, body bytes)."""
+    memory is recycled; reading their length writes any pending float text, as the sender
+    does); returns (seconds, body bytes)."""
     import threading
 
     from bulkwire.bulk import BulkWriter
 
     best, body = float("inf"), 0
     for _ in range(runs):
-        writer = BulkWriter()
+        writer = BulkWriter(defer_float_text=defer_float_text)
         sizes: list = []
         consumer = threading.Thread(target=lambda: sizes.extend(len(c) for c in writer.chunks()))
         consumer.start()

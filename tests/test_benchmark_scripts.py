@@ -132,3 +132,9 @@ def test_bench_scale_runs(tmp_path):
     out = run_script("bench_scale.py", "--rows", "300", "--dim", "8", "--files", "2", "--rounds", "1",
                      "--data-dir", str(tmp_path))
     assert "w2 / w1:" in out and "load average" in out
+
+
+def test_bench_float_text_thread_runs():
+    out = run_script("bench_float_text_thread.py", "--docs", "50", "--dim", "32", "--rounds", "2")
+    lines = [line for line in out.splitlines() if "text on the sender" in line]
+    assert len(lines) == 2 and all("ratio" in line and "load" in line for line in lines)

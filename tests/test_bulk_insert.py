@@ -168,14 +168,38 @@ def _blocked(bulk, timeout=20.0, give_up=None):
     return False
 
 
+def _stays_blocked(bulk, timeout=20.0):
+    """Wait until the producer is blocked on a full queue and stays so for 0.2 s (no
+    document stored meanwhile): a queue that is full only while the sender is busy (writing
+    float text, compressing), not stalled, is no wait for a Ctrl-C to land in."""
+    deadline = time.monotonic() + timeout
+    q = bulk._writer._queue
+    while time.monotonic() < deadline:
+        if _blocked(bulk, timeout=deadline - time.monotonic()):
+            stored = bulk._writer._writer.commands
+            time.sleep(0.2)
+            if bulk._writer._writer.commands == stored and len(q) == q.maxsize:
+                return True
+    return False
+
+
+@pytest.mark.parametrize("kind", ["text", "floats"])
 @pytest.mark.parametrize("compress", [False, "zlib"])
-def test_backpressure_holds_memory_within_the_bound_and_resumes(compress):
+def test_backpressure_holds_memory_within_the_bound_and_resumes(compress, kind):
     buffer_size, max_buffers = 64 << 10, 4
     doc_size_bound = 2048
     n = 20_000
     # random hex: compresses only ~2:1, so the gzip body (~14 MB) also fills the socket
     # buffers, which the kernel may grow to a few MB
     noise = os.urandom(700 * n).hex()
+    # floats: 40 a document, written later by the sender (pending runs count at their largest
+    # text, 1,362 bytes, within doc_size_bound)
+    floats = [int.from_bytes(noise[i:i + 8].encode(), "little") / 3 ** 37 for i in range(0, 40 * n, 1)]
+
+    def document(i):
+        if kind == "floats":
+            return {"i": i, "v": floats[40 * i:40 * (i + 1)]}
+        return {"i": i, "text": noise[1400 * i:1400 * (i + 1)]}
     with LoopbackServer(recv_buffer=32 << 10, keep_decoded_chunks=False) as server:
         server.stall(after_bytes=128 << 10)
         gc.collect()
@@ -208,14 +232,15 @@ def test_backpressure_holds_memory_within_the_bound_and_resumes(compress):
                 server.resume()
 
         bulk = bulkwire.BulkInsert(server.url, server.database, compress=compress,
-                                   buffer_size=buffer_size, max_buffers=max_buffers, timeout=TIMEOUT)
+                                   buffer_size=buffer_size, max_buffers=max_buffers, timeout=TIMEOUT,
+                                   defer_float_text=kind == "floats")
         watcher = threading.Thread(target=monitor)
         try:
             with bulk:
                 bulk.store(make_doc(0), id="docs/0")
                 watcher.start()
                 for i in range(1, n):
-                    bulk.store({"i": i, "text": noise[1400 * i:1400 * (i + 1)]}, id=f"docs/{i}")
+                    bulk.store(document(i), id=f"docs/{i}")
                 stores_done.set()
         finally:
             stores_done.set()
@@ -282,11 +307,19 @@ def test_early_finish_raises(server):
     assert "finished" in str(exc) or "early" in str(exc) or "no longer" in str(exc)
 
 
-def test_ctrl_c_during_a_blocked_store_raises_keyboard_interrupt_promptly():
+def _blocking_document(kind, i):
+    """About 1.4 KB of body: text, or floats whose text the sender writes (pending runs)."""
+    if kind == "floats":
+        return {"i": i, "v": [i + j / 7 for j in range(70)]}
+    return {"i": i, "text": "k" * 1400}
+
+
+@pytest.mark.parametrize("kind", ["text", "floats"])
+def test_ctrl_c_during_a_blocked_store_raises_keyboard_interrupt_promptly(kind):
     with LoopbackServer(recv_buffer=32 << 10, keep_decoded_chunks=False) as server:
         server.stall(after_bytes=0)
         bulk = bulkwire.BulkInsert(server.url, server.database, buffer_size=32 << 10, max_buffers=2,
-                                   timeout=TIMEOUT)
+                                   timeout=TIMEOUT, defer_float_text=kind == "floats")
         fired = []
 
         def interrupt():
@@ -300,7 +333,7 @@ def test_ctrl_c_during_a_blocked_store_raises_keyboard_interrupt_promptly():
                 bulk.store({"i": 0}, id="d/0")
                 timer.start()
                 for i in range(1, 20_000):
-                    bulk.store({"i": i, "text": "k" * 1400}, id=f"d/{i}")
+                    bulk.store(_blocking_document(kind, i), id=f"d/{i}")
         timer.join(30)
         assert fired, "the store never blocked"
         assert time.monotonic() - fired[0] < 5.0  # woken within ~100 ms; generous for sanitizers
@@ -309,21 +342,22 @@ def test_ctrl_c_during_a_blocked_store_raises_keyboard_interrupt_promptly():
         server.resume()
 
 
-def test_a_caught_ctrl_c_during_a_blocked_store_never_loses_documents_quietly():
+@pytest.mark.parametrize("kind", ["text", "floats"])
+def test_a_caught_ctrl_c_during_a_blocked_store_never_loses_documents_quietly(kind):
     """The buffer being handed over when Ctrl-C arrived is not in the body: a caller that
     catches the KeyboardInterrupt and goes on storing must get an error, not a body with a
     hole in it."""
     with LoopbackServer(recv_buffer=32 << 10, keep_decoded_chunks=False) as server:
         server.stall(after_bytes=0)
         bulk = bulkwire.BulkInsert(server.url, server.database, buffer_size=32 << 10, max_buffers=2,
-                                   timeout=TIMEOUT)
+                                   timeout=TIMEOUT, defer_float_text=kind == "floats")
         bulk.store({"i": 0}, id="d/0")
-        timer = threading.Thread(target=lambda: _blocked(bulk) and _thread.interrupt_main())
+        timer = threading.Thread(target=lambda: _stays_blocked(bulk) and _thread.interrupt_main())
         timer.start()
         try:
             with pytest.raises(KeyboardInterrupt):
                 for i in range(1, 20_000):
-                    bulk.store({"i": i, "text": "k" * 1400}, id=f"d/{i}")
+                    bulk.store(_blocking_document(kind, i), id=f"d/{i}")
         finally:
             timer.join(30)
             server.resume()
@@ -389,12 +423,13 @@ def test_ctrl_c_at_any_wait_leaves_the_insert_failed_for_good(where):
         assert server.log.count("GET /databases/db/operations/next-operation-id") == 1
 
 
-def test_abort(server):
+@pytest.mark.parametrize("kind", ["small", "floats"])
+def test_abort(server, kind):
     server.stall(after_bytes=0)
     bulk = bulkwire.BulkInsert(server.url, server.database, buffer_size=8 << 10, max_buffers=2,
-                               timeout=TIMEOUT)
-    for i in range(5):
-        bulk.store({"i": i}, id=f"d/{i}")
+                               timeout=TIMEOUT, defer_float_text=kind == "floats")
+    for i in range(5 if kind == "small" else 12):  # floats: buffers with runs wait in the queue
+        bulk.store({"i": i} if kind == "small" else _blocking_document(kind, i), id=f"d/{i}")
     bulk.abort()
     assert bulk.operation_id in server.killed
     assert server.operations[bulk.operation_id]["Status"] == "Canceled"

@@ -2,6 +2,7 @@
 #include "json_array.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -132,4 +133,67 @@ int bw_json_array(bw_buf *out, bw_num_type type, const char *p, size_t n, ptrdif
     *q++ = ']';
     out->len += (size_t)(q - start);
     return 0;
+}
+
+/* ---- pending runs ---- */
+
+/* The header at the start of a run's room. Its room is always larger: 16 bytes fit in the
+   26n + 2 bytes before the doubles. */
+typedef struct {
+    uint64_t count, next;
+} run_header;
+
+static size_t run_doubles_at(size_t n) { return BW_JSON_RUN_ROOM(n) - n * sizeof(double); }
+
+char *bw_json_run_open(bw_buf *out, size_t n) {
+    if (n == 0 || n > (SIZE_MAX - 2) / BW_JSON_ELEMENT_ROOM ||
+        bw_buf_reserve(out, BW_JSON_RUN_ROOM(n)) < 0)
+        return NULL;
+    return bw_buf_tail(out) + run_doubles_at(n);
+}
+
+static void set_next(char *data, size_t run, size_t next) {
+    uint64_t value = next;
+    memcpy(data + run + offsetof(run_header, next), &value, sizeof value);
+}
+
+void bw_json_run_commit(bw_buf *out, bw_json_runs *runs, size_t n) {
+    size_t at = out->len;
+    run_header header = {n, BW_JSON_RUN_NONE};
+    memcpy(out->data + at, &header, sizeof header);
+    if (runs->last != BW_JSON_RUN_NONE)
+        set_next(out->data, runs->last, at);
+    else
+        runs->first = at;
+    runs->last = at;
+    out->len += BW_JSON_RUN_ROOM(n);
+}
+
+void bw_json_runs_rollback(bw_json_runs *runs, char *data, bw_json_runs saved) {
+    *runs = saved;
+    if (saved.last != BW_JSON_RUN_NONE)
+        set_next(data, saved.last, BW_JSON_RUN_NONE);
+}
+
+size_t bw_json_runs_settle(char *data, size_t len, size_t first) {
+    /* `from` reads the pending layout, `to` writes the final one; to <= from throughout, and
+       the text of a run (at most its room) written from `to` ends before any of its doubles
+       that are still to be read (see the header). */
+    size_t from = 0, to = 0, run = first;
+    while (run != BW_JSON_RUN_NONE) {
+        run_header header;
+        memcpy(&header, data + run, sizeof header);
+        size_t n = (size_t)header.count, room = BW_JSON_RUN_ROOM(n);
+        memmove(data + to, data + from, run - from);
+        to += run - from;
+        /* the run's own room is the whole capacity: the writer never grows this view */
+        bw_buf text = {.data = data + to, .len = 0, .cap = room, .regrow = NULL, .owner = NULL};
+        (void)bw_json_array(&text, BW_NUM_F64, data + run + run_doubles_at(n), n,
+                            (ptrdiff_t)sizeof(double), 0, 0);
+        to += text.len;
+        from = run + room;
+        run = (size_t)header.next;
+    }
+    memmove(data + to, data + from, len - from);
+    return to + (len - from);
 }

@@ -11,6 +11,7 @@
 #include "socket_send.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <string.h>
 
 /* ---- the body's pieces: the one rule both consumers follow ----
@@ -92,6 +93,14 @@ static PyObject *module_next_piece(PyObject *module, PyObject *args) {
         if (trailer == NULL)
             return NULL;
         return Py_BuildValue("(Nn)", trailer, (Py_ssize_t)0);
+    }
+    if (Py_IS_TYPE(item, &bw_chunk_type) &&
+        atomic_load_explicit(&((bw_chunk_object *)item)->pending, memory_order_acquire) !=
+            BW_CHUNK_SETTLED) {
+        /* the float text is written here, off the producer's GIL */
+        Py_BEGIN_ALLOW_THREADS
+        bw_chunk_settle((bw_chunk_object *)item);
+        Py_END_ALLOW_THREADS
     }
     Py_buffer view;
     if (PyObject_GetBuffer(item, &view, PyBUF_SIMPLE) < 0) {
@@ -294,6 +303,7 @@ static int pump_hold(pump_state *st, PyObject *item, const char **data, size_t *
     h->item = item;
     h->view.obj = NULL;
     if (Py_IS_TYPE(item, &bw_chunk_type)) {
+        bw_chunk_settle((bw_chunk_object *)item); /* the float text, on this thread */
         *data = ((bw_chunk_object *)item)->data;
         *len = (size_t)((bw_chunk_object *)item)->len;
     } else if (Py_IS_TYPE(item, &PyBytes_Type)) { /* immutable: readable without the GIL */

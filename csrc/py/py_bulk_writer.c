@@ -27,6 +27,8 @@ int bw_command_writer_init(bw_command_writer *w, size_t threshold, const bw_enco
     w->open = BW_OPEN_NONE;
     w->open_written = 0;
     w->in_batch = 0;
+    w->pending_floats = 0;
+    bw_json_runs_clear(&w->runs);
     w->walker = bw_walker_new();
     if (w->walker == NULL)
         return -1;
@@ -87,6 +89,9 @@ int bw_command_writer_put(bw_command_writer *w, PyObject *id, PyObject *entity, 
     size_t start = out->len;
     bw_walker *walker = w->walker;
     bw_walker_init(walker, &w->opts, out);
+    bw_json_runs runs_before = w->runs;
+    if (w->pending_floats)
+        walker->runs = &w->runs;
     Py_ssize_t members = 0;
 
     /* '[' or ',' then the command; the walker writes the id as a JSON string */
@@ -113,6 +118,7 @@ int bw_command_writer_put(bw_command_writer *w, PyObject *id, PyObject *entity, 
 nomem:
     PyErr_NoMemory();
 error:
+    bw_json_runs_rollback(&w->runs, out->data, runs_before);
     out->len = start; /* nothing half-written stays behind */
     return -1;
 }
@@ -177,6 +183,7 @@ char *bw_command_writer_detach(bw_command_writer *w, size_t *len, size_t *cap) {
     }
     *cap = w->buf.cap;
     w->handovers++;
+    bw_json_runs_clear(&w->runs);
     return bw_buf_detach(&w->buf, len);
 }
 

@@ -20,13 +20,18 @@ typedef struct {
     int started;          /* '[' has been written */
     int finished;         /* ']' has been written: nothing more may be added */
     Py_ssize_t commands;  /* commands written */
-    size_t bytes;         /* body bytes written (handed over or still buffered) */
+    size_t bytes;         /* body bytes written (handed over or still buffered; pending
+                             float runs at their reserved room) */
     size_t handovers;     /* buffers detached */
     bw_encode_options opts;
     bw_walker *walker;    /* heap: its open-container stack is large */
     bw_open_command open; /* the command left open */
     int open_written;     /* a time series: its command was started (it had an entry) */
     size_t in_batch;      /* operations in the open command (at most BW_COMMAND_BATCH_MAX) */
+    /* Lists of floats in documents become pending runs of buf (json_array.h): their text is
+       written by whoever settles the handed-over buffer (bw_chunk_settle), off this thread. */
+    int pending_floats;
+    bw_json_runs runs;    /* the current buffer's pending runs */
 } bw_command_writer;
 
 /* 0, or -1 with MemoryError set. */
@@ -64,6 +69,11 @@ static inline int bw_command_writer_over_threshold(const bw_command_writer *w) {
    put allocates a fresh buffer. NULL (and *len 0) when nothing is buffered. *cap receives
    the allocation size, for memory accounting. */
 char *bw_command_writer_detach(bw_command_writer *w, size_t *len, size_t *cap);
+/* The offset of the current buffer's first pending run (BW_JSON_RUN_NONE: none); read it
+   before bw_command_writer_detach, which forgets the runs with the buffer. */
+static inline size_t bw_command_writer_first_run(const bw_command_writer *w) {
+    return w->runs.first;
+}
 /* ---- pre-encoded commands (BulkWriter.store_encoded) ----
    `continued` = 0 starts a new run of commands: the separator ('[' for the first command of
    the body, ',' otherwise) is written first; 1 continues the run of the previous call (no

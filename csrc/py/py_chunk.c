@@ -2,7 +2,9 @@
 #include "py_chunk.h"
 
 #include "buffer_pool.h"
+#include "json_array.h"
 
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,11 +27,39 @@ PyObject *bw_chunk_from_memory(char *data, size_t len, size_t cap, int recycle) 
     self->len = (Py_ssize_t)len;
     self->cap = cap;
     self->recycle = recycle;
+    atomic_init(&self->pending, BW_CHUNK_SETTLED);
+    self->first_run = BW_JSON_RUN_NONE;
     atomic_fetch_add(&live_chunks, 1);
     size_t live = atomic_fetch_add(&live_chunk_bytes, cap) + cap;
     if (live > peak_chunk_bytes)
         peak_chunk_bytes = live;
     return (PyObject *)self;
+}
+
+void bw_chunk_set_pending(bw_chunk_object *chunk, size_t first_run) {
+    chunk->first_run = first_run;
+    atomic_store_explicit(&chunk->pending,
+                          first_run != BW_JSON_RUN_NONE ? BW_CHUNK_PENDING : BW_CHUNK_SETTLED,
+                          memory_order_release);
+}
+
+void bw_chunk_settle(bw_chunk_object *chunk) {
+    int expected = BW_CHUNK_PENDING;
+    if (atomic_load_explicit(&chunk->pending, memory_order_acquire) == BW_CHUNK_SETTLED)
+        return;
+    if (atomic_compare_exchange_strong_explicit(&chunk->pending, &expected, BW_CHUNK_SETTLING,
+                                                memory_order_acquire, memory_order_acquire)) {
+        chunk->len = (Py_ssize_t)bw_json_runs_settle(chunk->data, (size_t)chunk->len,
+                                                     chunk->first_run);
+        chunk->first_run = BW_JSON_RUN_NONE;
+        atomic_store_explicit(&chunk->pending, BW_CHUNK_SETTLED, memory_order_release);
+        return;
+    }
+    /* Another thread is writing this chunk's text (about a millisecond for a full buffer):
+       only a chunk that two threads read at once gets here. No lock: the producer and the
+       sender settle different chunks at the same time. */
+    while (atomic_load_explicit(&chunk->pending, memory_order_acquire) != BW_CHUNK_SETTLED)
+        sched_yield();
 }
 
 void bw_chunk_give_back(bw_chunk_object *chunk) {
@@ -56,13 +86,18 @@ static void Chunk_dealloc(bw_chunk_object *self) {
 }
 
 static int Chunk_getbuffer(bw_chunk_object *self, Py_buffer *view, int flags) {
+    bw_chunk_settle(self);
     return PyBuffer_FillInfo(view, (PyObject *)self, self->data, self->len, 1, flags);
 }
 
-static Py_ssize_t Chunk_length(bw_chunk_object *self) { return self->len; }
+static Py_ssize_t Chunk_length(bw_chunk_object *self) {
+    bw_chunk_settle(self);
+    return self->len;
+}
 
 /* New reference. */
 static PyObject *Chunk_repr(bw_chunk_object *self) {
+    bw_chunk_settle(self);
     return PyUnicode_FromFormat("<bulkwire Chunk of %zd bytes>", self->len);
 }
 

@@ -14,6 +14,7 @@
 #include "bulk_commands.h"
 #include "int_text.h"
 
+#include <stdatomic.h>
 #include <string.h>
 
 typedef struct {
@@ -69,11 +70,14 @@ static int command_writer_enter(WriterObject *self) {
 
 /* New reference. */
 static PyObject *Writer_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
-    static char *keywords[] = {"buffer_size", "queue", "class_info", "default", NULL};
+    static char *keywords[] = {"buffer_size", "queue", "class_info", "default",
+                               "defer_float_text", NULL};
     Py_ssize_t buffer_size = 1 << 20;
     PyObject *queue = Py_None, *class_info = Py_None, *default_hook = bw_entity_sentinel();
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|n$OOO:CommandWriter", keywords, &buffer_size,
-                                     &queue, &class_info, &default_hook))
+    int defer_float_text = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|n$OOOp:CommandWriter", keywords,
+                                     &buffer_size, &queue, &class_info, &default_hook,
+                                     &defer_float_text))
         return NULL;
     if (buffer_size <= 0) {
         PyErr_Format(PyExc_ValueError, "buffer_size must be a positive number of bytes, not %zd",
@@ -113,6 +117,7 @@ static PyObject *Writer_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
         return NULL;
     }
     self->ready = 1;
+    self->w.pending_floats = defer_float_text;
     self->classes = PyDict_New();
     if (self->classes == NULL) {
         Py_DECREF(self);
@@ -158,11 +163,28 @@ static void Writer_dealloc(WriterObject *self) {
 
 /* New reference: the full buffer as a Chunk, None when nothing is buffered. */
 static PyObject *command_writer_take(WriterObject *self) {
-    size_t len, cap;
+    size_t len, cap, first_run = bw_command_writer_first_run(&self->w);
     char *mem = bw_command_writer_detach(&self->w, &len, &cap);
     if (mem == NULL)
         Py_RETURN_NONE;
-    return bw_chunk_from_memory(mem, len, cap, 1);
+    PyObject *chunk = bw_chunk_from_memory(mem, len, cap, 1);
+    if (chunk != NULL)
+        bw_chunk_set_pending((bw_chunk_object *)chunk, first_run);
+    return chunk;
+}
+
+/* A full queue means the consumer is behind (with pending float text, writing it): rather
+   than wait for room, this thread writes the text of the buffer it is about to hand over,
+   with the GIL released, so that both threads format when formatting is the bound. The
+   chunk is not shared yet: nobody else settles it meanwhile. */
+static void command_writer_settle_when_full(WriterObject *self, bw_chunk_object *chunk) {
+    bw_hq *q = &self->queue->q;
+    if (atomic_load_explicit(&chunk->pending, memory_order_acquire) == BW_CHUNK_SETTLED ||
+        bw_hq_len(q) < bw_hq_capacity(q))
+        return;
+    Py_BEGIN_ALLOW_THREADS
+    bw_chunk_settle(chunk);
+    Py_END_ALLOW_THREADS
 }
 
 /* Hands the full buffer over to the queue, waiting for room with the GIL released. 1 handed
@@ -174,6 +196,8 @@ static int command_writer_hand_over(WriterObject *self) {
        the GIL again could keep a sent buffer alive through the pump's next blocking send,
        one buffer over the memory bound. */
     PyObject *chunk = command_writer_take(self);
+    if (chunk != NULL)
+        command_writer_settle_when_full(self, (bw_chunk_object *)chunk);
     int taken = chunk != NULL ? bw_queue_put_steal(self->queue, chunk) : -1;
     /* A Ctrl-C that came during the wait, just before the buffer was taken, would be raised
        by the interpreter as this call returns, with no trace of the hand-over: it is taken
@@ -862,8 +886,10 @@ static PyMethodDef Writer_methods[] = {
     {name, (getter)Writer_get_field, NULL, doc, (void *)(intptr_t)(which)}
 static PyGetSetDef Writer_getset[] = {
     WRITER_FIELD("commands", "Commands written.", WRITER_COMMANDS),
-    WRITER_FIELD("bytes", "Body bytes written.", WRITER_BYTES),
-    WRITER_FIELD("buffered", "Bytes in the current buffer.", WRITER_BUFFERED),
+    WRITER_FIELD("bytes", "Body bytes written (pending float text counted at its reserved "
+                          "room, an upper bound).", WRITER_BYTES),
+    WRITER_FIELD("buffered", "Bytes in the current buffer (pending float text at its reserved "
+                             "room).", WRITER_BUFFERED),
     WRITER_FIELD("capacity", "Bytes allocated for the current buffer.", WRITER_CAPACITY),
     WRITER_FIELD("handovers", "Buffers handed over.", WRITER_HANDOVERS),
     WRITER_FIELD("buffer_size", "The threshold.", WRITER_BUFFER_SIZE),
@@ -881,11 +907,14 @@ static PyTypeObject WriterType = {
     .tp_basicsize = sizeof(WriterObject),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_doc = "CommandWriter(buffer_size=1 << 20, *, queue=None, class_info=None, "
-              "default=bulkwire.ENTITY)\n\nFrames bulk "
+              "default=bulkwire.ENTITY, defer_float_text=False)\n\nFrames bulk "
               "insert PUT commands into buffers of about buffer_size bytes. With queue and "
               "class_info (cls -> (id prefix, metadata defaults[, members the body leaves out])), "
               "store() applies the document conventions and hands full buffers over to queue. "
-              "default is the walker's default hook (None, bulkwire.ENTITY or a callable).",
+              "default is the walker's default hook (None, bulkwire.ENTITY or a callable). "
+              "defer_float_text: documents' lists of floats are copied as doubles and their "
+              "text is written when the handed-over buffer is first read (by the body pump, "
+              "without the GIL).",
     .tp_new = Writer_new,
     .tp_dealloc = (destructor)Writer_dealloc,
     .tp_traverse = (traverseproc)Writer_traverse,

@@ -115,6 +115,7 @@ void bw_walker_init(bw_walker *w, const bw_encode_options *opts, bw_buf *out) {
     w->open_start = 0;
     w->skip_keys = NULL;
     w->open_members = 0;
+    w->runs = NULL;
     w->held_len = 0; /* every walk gives back what it held */
     if (w->held_cap > HELD_KEEP) {
         PyMem_Free(w->held);
@@ -280,12 +281,53 @@ error:
     return -1;
 }
 
+/* An exact list or tuple of exact floats (not bool, int or a float subclass: those are
+   written as json writes them) becomes a pending run: its values are copied now, with the
+   GIL, and its text is written by the thread that settles the buffer. No Python code runs
+   during the copy (no call, no allocation of an object), so the sequence cannot change under
+   it; what the values are when the walker reaches the list is what is written, as json
+   writes a list when it reaches it. 1: written as a pending run; 0: not a run of floats
+   (nothing written); -1: MemoryError. */
+static int write_pending_run(bw_walker *w, PyObject *seq) {
+    int is_list = PyList_CheckExact(seq);
+    Py_ssize_t size = is_list ? PyList_GET_SIZE(seq) : PyTuple_GET_SIZE(seq);
+    if (size < BW_PENDING_RUN_MIN)
+        return 0;
+    PyObject *const *items = is_list ? ((PyListObject *)seq)->ob_item
+                                     : ((PyTupleObject *)seq)->ob_item;
+    if (!PyFloat_CheckExact(items[0]))
+        return 0; /* the common miss, before any room is reserved */
+    /* json's nesting limit and the stack guard apply to this array as to any other */
+    if (w->depth >= BW_MAX_DEPTH)
+        return 0;
+    if (bw_walker_check_stack(w) < 0)
+        return -1;
+    char *slots = bw_json_run_open(w->out, (size_t)size);
+    if (slots == NULL)
+        return bw_out_of_memory();
+    for (Py_ssize_t i = 0; i < size; i++) {
+        PyObject *item = items[i];
+        if (!PyFloat_CheckExact(item))
+            return 0;
+        double v = PyFloat_AS_DOUBLE(item);
+        memcpy(slots + (size_t)i * sizeof v, &v, sizeof v);
+    }
+    bw_json_run_commit(w->out, w->runs, (size_t)size);
+    return 1;
+}
+
 /* list, tuple and their subclasses (namedtuple) -> array. json reads exact lists and tuples
    from their storage but iterates a subclass (its __iter__, if overridden) into a list when
    it reaches it, before marking it open; so does this. */
 static int write_sequence(bw_walker *w, PyObject *seq) {
-    if (PyList_CheckExact(seq) || PyTuple_CheckExact(seq))
+    if (PyList_CheckExact(seq) || PyTuple_CheckExact(seq)) {
+        if (w->runs != NULL) {
+            int pending = write_pending_run(w, seq);
+            if (pending != 0)
+                return pending < 0 ? -1 : 0;
+        }
         return write_items(w, seq, seq);
+    }
     if (bw_walker_check_stack(w) < 0) /* __iter__ runs Python code before the mark */
         return -1;
     PyObject *snapshot = PySequence_Fast(seq, "_iterencode_list needs a sequence"); /* new */
@@ -413,6 +455,9 @@ static int write_coerced_members(bw_walker *w, PyObject *dict, int skipping, Py_
     bw_buf *out = w->out;
     PyObject *items = NULL, *encoded = NULL, *key = NULL, *text = NULL;
     int rc = -1;
+    /* the values' bytes are copied out of the buffer and back: no pending runs among them */
+    bw_json_runs *runs = w->runs;
+    w->runs = NULL;
     items = PyMapping_Items(dict); /* new reference: a list, safe against mutation */
     if (items == NULL)
         goto done;
@@ -453,6 +498,7 @@ static int write_coerced_members(bw_walker *w, PyObject *dict, int skipping, Py_
     }
     rc = 0;
 done:
+    w->runs = runs;
     Py_XDECREF(items);
     Py_XDECREF(encoded);
     Py_XDECREF(key);

@@ -7,6 +7,7 @@
 
 #include <stdint.h>
 
+#include "json_array.h"
 #include "out_buffer.h"
 
 /* Containers and hook calls open at once before RecursionError: the upper bound. A thread
@@ -27,6 +28,10 @@ typedef struct {
     int float32_shortest;
 } bw_encode_options;
 
+/* The shortest list of floats that becomes a pending run: below it, the copy and the
+   separate pass cost more than the text itself. */
+#define BW_PENDING_RUN_MIN 16
+
 typedef struct bw_walker {
     const bw_encode_options *opts;
     bw_buf *out;
@@ -42,6 +47,9 @@ typedef struct bw_walker {
     size_t open_start;
     PyObject *skip_keys; /* borrowed tuple of str, or NULL */
     Py_ssize_t open_members;
+    /* Not NULL: exact lists and tuples of at least BW_PENDING_RUN_MIN exact floats become
+       pending runs of out (json_array.h), their text written later by another thread. */
+    bw_json_runs *runs;
     PyObject *open[BW_MAX_DEPTH]; /* borrowed: what is being walked, for cycle detection */
 } bw_walker;
 

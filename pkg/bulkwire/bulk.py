@@ -25,6 +25,7 @@ from functools import partial
 from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence, Union
 
 from . import _core
+from . import compression as _compression
 from .compression import Compress, body_compressor, check_compress_threads, compression_backends
 from .compression import _PythonIsal  # noqa: F401 - importable here as before
 from .compression import resolve_compress as _resolve_compress
@@ -48,6 +49,16 @@ def _class_info(cls: type, token: str) -> tuple:
     collection = collection_name(cls)
     return (f"{collection.lower()}/{token}-",
             {"@collection": collection, "Raven-Python-Type": f"{cls.__module__}.{cls.__name__}"})
+
+
+def _resolve_defer_float_text(value: Any) -> bool:
+    """None: on when this process may run on two CPUs or more (on one, the other thread
+    only adds the copy and a second pass)."""
+    if value is None:
+        return _compression.usable_cpus() >= 2
+    if not isinstance(value, bool):
+        raise TypeError(f"defer_float_text must be True, False or None, not {type(value).__name__}")
+    return value
 
 
 def _positive_int(name: str, value: Any) -> int:
@@ -164,6 +175,11 @@ class BulkWriter:
     ``class_info``: the conventions of an entity class, asked once per class: a callable
     ``cls -> (id prefix, metadata defaults)`` or ``(id prefix, metadata defaults, members the
     body leaves out)``; None: the built-in ones (:func:`bulkwire.conventions.collection_name`).
+    ``defer_float_text``: a document's list (or tuple) of at least 16 floats is copied as
+    doubles by ``store`` and its text is written by the consumer (the sender's thread,
+    without the GIL) when it takes the buffer; the body's bytes are the same either way
+    (see docs/bulk_insert.md, "Float text off the producer thread"). None (the default): on
+    when the process may run on two CPUs or more (:func:`bulkwire.compression.usable_cpus`).
 
     A writer has one producer thread: the first thread that calls ``store``,
     ``store_many``, ``store_encoded`` or ``close`` owns it, and those calls from any other
@@ -181,8 +197,10 @@ class BulkWriter:
     def __init__(self, *, compress: Compress = False, buffer_size: int = DEFAULT_BUFFER_SIZE,
                  max_buffers: int = DEFAULT_MAX_BUFFERS,
                  default: Any = _core.ENTITY, class_info: Any = None,
-                 compress_threads: Optional[int] = None) -> None:
+                 compress_threads: Optional[int] = None,
+                 defer_float_text: Optional[bool] = None) -> None:
         _positive_int("buffer_size", buffer_size)
+        defer_float_text = _resolve_defer_float_text(defer_float_text)
         _positive_int("max_buffers", max_buffers)
         self._compression = _resolve_compress(compress)
         if compress_threads is not None:
@@ -193,7 +211,9 @@ class BulkWriter:
             class_info = partial(_class_info, token=secrets.token_hex(6))
         # the C writer applies the conventions and hands full buffers over to the queue
         self._writer = _core.CommandWriter(buffer_size, queue=self._queue,
-                                           class_info=class_info, default=default)
+                                           class_info=class_info, default=default,
+                                           defer_float_text=defer_float_text)
+        self.defer_float_text = defer_float_text
         self._store = self._writer.store
         self._put = self._queue.put
         self._failure: Optional[BaseException] = None
@@ -635,8 +655,8 @@ class BulkInsert:
     ``abort`` may come from any thread.
 
     ``timeout`` (seconds, or None) bounds every socket operation, including a send to a
-    server that stopped reading; ``compress``, ``compress_threads``, ``default`` and
-    ``class_info`` are as for :class:`BulkWriter`.
+    server that stopped reading; ``compress``, ``compress_threads``, ``default``,
+    ``class_info`` and ``defer_float_text`` are as for :class:`BulkWriter`.
 
     ``https://`` (see :mod:`bulkwire.tls`): ``certificate``, the client certificate (a PEM
     file holding the certificate and its key, or a ``(certificate, key)`` pair of files);
@@ -655,7 +675,8 @@ class BulkInsert:
                  skip_overwrite_if_unchanged: bool = False, timeout: Optional[float] = 300.0,
                  certificate: Any = None, ca: Any = None, ssl_context: Any = None,
                  default: Any = _core.ENTITY, class_info: Any = None,
-                 compress_threads: Optional[int] = None) -> None:
+                 compress_threads: Optional[int] = None,
+                 defer_float_text: Optional[bool] = None) -> None:
         from .tls import TlsSettings
         from .topology import Servers
         from .transport import HttpTransport
@@ -671,7 +692,8 @@ class BulkInsert:
         self._transport = self._servers.first  # until the operation's node is known
         self._writer = BulkWriter(compress=compress, buffer_size=buffer_size, max_buffers=max_buffers,
                                   default=default, class_info=class_info,
-                                  compress_threads=compress_threads)
+                                  compress_threads=compress_threads,
+                                  defer_float_text=defer_float_text)
         self._skip_overwrite = skip_overwrite_if_unchanged
         self._sender: Any = None
         self._op_id: Optional[int] = None

@@ -44,18 +44,27 @@ PYTHON_ZSTD_LEVEL: int = 1
 DEFAULT_THREADS_MAX = 4
 
 
-def default_compress_threads() -> int:
-    """The threads a body's compressor runs when ``compress_threads`` is None: the CPUs this
-    process may run on (its affinity, so ``taskset`` counts), at most ``DEFAULT_THREADS_MAX``.
+def usable_cpus() -> int:
+    """The CPUs this process may run on: its affinity, so ``taskset`` counts.
 
-    >>> 1 <= default_compress_threads() <= DEFAULT_THREADS_MAX
+    >>> usable_cpus() >= 1
     True
     """
     try:
         cpus = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
         cpus = os.cpu_count() or 1
-    return max(1, min(cpus, DEFAULT_THREADS_MAX))
+    return max(1, cpus)
+
+
+def default_compress_threads() -> int:
+    """The threads a body's compressor runs when ``compress_threads`` is None: the CPUs this
+    process may run on (:func:`usable_cpus`), at most ``DEFAULT_THREADS_MAX``.
+
+    >>> 1 <= default_compress_threads() <= DEFAULT_THREADS_MAX
+    True
+    """
+    return min(usable_cpus(), DEFAULT_THREADS_MAX)
 
 
 def check_compress_threads(threads: Optional[int]) -> int:
