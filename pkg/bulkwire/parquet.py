@@ -152,11 +152,16 @@ _CODECS = {"UNCOMPRESSED": 0, "SNAPPY": 1, "GZIP": 2, "ZSTD": 6}
 _CODEC_NAMES = {3: "LZO", 4: "BROTLI", 5: "LZ4", 7: "LZ4_RAW"}
 #: the footer's dictionary page offset when it names none, or a place outside the file
 _NO_DICTIONARY, _DICTIONARY_UNLOCATED = -1, -2
+#: a chunk without a page index whose pages could not be walked: read by row groups
+_NOT_WALKED = np.empty((0, 3), dtype=np.int64)
 _PHYSICAL_WIDTH = {"INT32": 4, "INT64": 8, "FLOAT": 4, "DOUBLE": 8}
 
-#: How a column is read: ``PAGES`` reads only the pages holding the requested rows;
-#: ``ROW_GROUPS`` reads each touched row group whole (one at a time) and takes from it.
+#: How a column is read: ``PAGES`` reads only the pages holding the requested rows, found
+#: through the file's page index; ``WALKED_PAGES`` the same, for a file without a page index,
+#: its pages found by walking each column chunk's page headers once; ``ROW_GROUPS`` reads each
+#: touched row group whole (one at a time) and takes from it.
 PAGES = "pages"
+WALKED_PAGES = "walked pages"
 ROW_GROUPS = "row groups"
 
 
@@ -325,7 +330,7 @@ class TableFile:
         self._locations = None
         candidates = {}
         for name in names:
-            self.stats[name] = {"pages": 0, "row_groups": 0, "pages_read": 0}
+            self.stats[name] = {"pages": 0, "row_groups": 0, "pages_read": 0, "walks": 0}
             plan, why = (None, "type not covered") if ambiguous else \
                 _page_plan(pa, self.schema.field(name), leaves[name], pq_schema)
             self.paths[name] = f"{ROW_GROUPS} ({why})"
@@ -344,21 +349,23 @@ class TableFile:
             self.close()
             raise self._malformed(exc) from None
         for name, plan in candidates.items():
-            why = self._chunks_not_covered(self._locations[:, plan.leaf], _core)
+            chunks = self._locations[:, plan.leaf]
+            why = self._chunks_not_covered(chunks, _core)
             if why:
                 self.paths[name] = f"{ROW_GROUPS} ({why})"
             else:
-                self.paths[name] = PAGES
+                self.paths[name] = WALKED_PAGES if (chunks[:, 0] < 0).any() else PAGES
                 self._plans[name] = plan
 
     @staticmethod
     def _chunks_not_covered(chunks: np.ndarray, _core: Any) -> str:
-        """Why some column chunk (rows of offset index offset, length, codec, dictionary
-        page offset) cannot be read page by page, or ''."""
+        """Why some column chunk (rows of parquet_index_locations: offset index offset and
+        length, codec, dictionary page offset, chunk start, size, null count) cannot be read
+        page by page, or ''."""
         names = {v: k for k, v in _CODECS.items()}
         have = {0: True, 2: True, 1: bool(_core.HAVE_SNAPPY), 6: bool(_core.PARQUET_HAVE_ZSTD)}
-        for offset, _, codec, dictionary in chunks.tolist():
-            if offset < 0:
+        for offset, _, codec, dictionary, start, size, _ in chunks.tolist():
+            if offset < 0 and (start < 0 or size < 0):  # nothing to find its pages with
                 return "no page index"
             if not have.get(codec, False):
                 return f"{names[codec].lower()} pages not covered by this build" \
@@ -424,9 +431,19 @@ class TableFile:
         pages = self._index_cache.get(key)
         try:
             if pages is None:
-                offset, length = (int(v) for v in self._locations[g, plan.leaf, :2])
-                pages = _core.parquet_offset_index(self._map, offset, length, group_rows)
+                offset, length, codec, _, start, size, null_count = (
+                    int(v) for v in self._locations[g, plan.leaf])
+                if offset >= 0:
+                    pages = _core.parquet_offset_index(self._map, offset, length, group_rows)
+                else:  # no page index: the chunk's page headers walked, once
+                    pages = _core.parquet_walk_pages(self._map, start, size, group_rows, codec,
+                                                     plan.max_rep, plan.list_size, null_count)
+                    self.stats[name]["walks"] += 1
+                    if pages is None:  # levels of an encoding the page reader does not cover
+                        pages = _NOT_WALKED
                 self._index_cache[key] = pages
+            if pages is _NOT_WALKED:
+                return None
             codec = int(self._locations[g, plan.leaf, 2])
             dictionary_offset = int(self._locations[g, plan.leaf, 3])
             dictionary = None
