@@ -75,7 +75,9 @@ static int read_column_meta(bw_thrift *t, column_meta *m) {
             break;
         int rc;
         if (id == 4) {
-            rc = bw_thrift_i64(t, type, &m->codec);
+            int32_t codec;
+            rc = bw_thrift_i32(t, type, &codec);
+            m->codec = codec;
         } else if (id == 7) {
             rc = bw_thrift_i64(t, type, &m->total_compressed_size);
         } else if (id == 9) {
@@ -90,8 +92,8 @@ static int read_column_meta(bw_thrift *t, column_meta *m) {
             uint32_t n;
             rc = bw_thrift_list(t, &elem, &n);
             for (uint32_t i = 0; rc == 0 && i < n; i++) {
-                int64_t encoding;
-                rc = bw_thrift_i64(t, elem, &encoding);
+                int32_t encoding = -1;
+                rc = bw_thrift_i32(t, elem, &encoding);
                 if (encoding == 2 || encoding == 8) /* PLAIN_DICTIONARY, RLE_DICTIONARY */
                     m->dictionary = 1;
             }
@@ -105,7 +107,8 @@ static int read_column_meta(bw_thrift *t, column_meta *m) {
 }
 
 static int read_column_chunk(bw_thrift *t, size_t file_size, int64_t *where, char *error) {
-    int64_t offset = -1, length = -1;
+    int64_t offset = -1;
+    int32_t length = -1;
     column_meta m = {-1, 0, -1, -1, -1, -1};
     int16_t last = 0, id;
     int type;
@@ -117,7 +120,7 @@ static int read_column_chunk(bw_thrift *t, size_t file_size, int64_t *where, cha
         if (type == BW_THRIFT_STOP)
             break;
         int rc = id == 4   ? bw_thrift_i64(t, type, &offset)
-                 : id == 5 ? bw_thrift_i64(t, type, &length)
+                 : id == 5 ? bw_thrift_i32(t, type, &length)
                  : id == 3 && type == BW_THRIFT_STRUCT ? read_column_meta(t, &m)
                            : bw_thrift_skip(t, type);
         if (rc < 0)

@@ -312,6 +312,24 @@ TEST(walker_bounds) {
     free(late);
 }
 
+TEST(integers_of_another_type_are_refused) {
+    /* a page header whose type is written as an i16 (0x14), as an i64 (0x16): a reader
+       generated from the schema drops such a field and refuses the header, so must we */
+    uint8_t file[64];
+    size_t h = page_header(file, 4, 16);
+    memset(file + h, 0, 16);
+    bw_page_header header;
+    size_t header_size;
+    char error[BW_PAGES_ERROR_SIZE];
+    for (int type = 0x14; type <= 0x16; type++) {
+        file[0] = (uint8_t)type;
+        uint8_t *buf = exact(file, h + 16);
+        CHECK_EQ(bw_parquet_page_header(buf, h + 16, &header, &header_size, error),
+                 type == 0x15 ? BW_PAGES_OK : BW_PAGES_MALFORMED);
+        free(buf);
+    }
+}
+
 TEST(walker_rows_of_list_pages) {
     /* the list page of list_page_with_bit_packed_and_rle_levels: 6 values, 2 rows of 3 */
     uint8_t file[96];
@@ -351,4 +369,4 @@ TEST(walker_rows_of_list_pages) {
 
 RUN_TESTS(fields_by_delta_and_by_id, every_truncation_is_refused, depth_and_lying_counts,
           required_scalar_page, list_page_with_bit_packed_and_rle_levels, offset_index_checks,
-          walker_bounds, walker_rows_of_list_pages)
+          walker_bounds, walker_rows_of_list_pages, integers_of_another_type_are_refused)
