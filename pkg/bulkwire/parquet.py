@@ -237,17 +237,18 @@ def _page_plan(pa, field: Any, leaves: list, pq_schema: Any) -> "tuple[_PagePlan
 class TableFile:
     """An open Parquet or Arrow IPC file for repeated lookups (the benchmark's cached mode).
 
-    Parquet: the footer is parsed once. A column with a page index (``write_page_index=True``)
-    whose type the page reader covers — int32/int64/float32/float64, or a ``fixed_size_list``
-    or ``list`` of them, or string/large_string/binary/large_binary, PLAIN or dictionary
-    encoded (the chunk's dictionary page read once and
-    kept), uncompressed, snappy, gzip or zstd — is read page by
+    Parquet: the footer is parsed once. A column whose type the page reader covers —
+    int32/int64/float32/float64, or a ``fixed_size_list`` or ``list`` of them, or
+    string/large_string/binary/large_binary, PLAIN or dictionary encoded (the chunk's
+    dictionary page read once and kept), uncompressed, snappy, gzip or zstd — is read page by
     page: only the pages holding the requested rows are read and decompressed, and only those
-    rows copied out. Every other column is read a whole row group at a time, one group at a
-    time, for the touched groups only. ``paths`` says which way each column goes (and why),
-    ``stats`` counts what each lookup did. Arrow IPC: the file is memory-mapped and its record
-    batches are referenced without copying, so a lookup touches only the pages of the rows it
-    takes.
+    rows copied out. The pages are found through the file's page index
+    (``write_page_index=True``) or, in a file without one, by walking each touched column
+    chunk's page headers once (the table kept for later lookups). Every other column is read
+    a whole row group at a time, one group at a time, for the touched groups only. ``paths``
+    says which way each column goes (and why), ``stats`` counts what each lookup did. Arrow
+    IPC: the file is memory-mapped and its record batches are referenced without copying, so
+    a lookup touches only the pages of the rows it takes.
 
     >>> import tempfile, os, pyarrow, pyarrow.parquet
     >>> path = os.path.join(tempfile.mkdtemp(), "p.parquet")
@@ -263,9 +264,11 @@ class TableFile:
         self.path = os.fspath(path)
         self.format = _file_format(self.path)
         self.columns = list(columns) if columns is not None else None
-        #: per column: ``"pages"``, or ``"row groups"`` with the reason (Parquet only)
+        #: per column: ``"pages"``, ``"walked pages"``, or ``"row groups"`` with the reason
+        #: (Parquet only)
         self.paths: dict = {}
-        #: per column: column chunks read by each path, and pages read by the page path
+        #: per column: column chunks read by each path, pages read by the page path, and
+        #: column chunks whose page headers were walked
         self.stats: dict = {}
         self._map = None
         if self.format == "parquet":
