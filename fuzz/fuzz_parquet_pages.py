@@ -24,7 +24,10 @@ returns as many rows as asked. Where no offset index or footer byte changed, eac
 the untouched file's (the page read was not one that changed) or the one pyarrow reads from
 a file where only the pages holding that row (its data page and its chunk's dictionary page)
 carry their changes: a page reader reads no other page, while pyarrow reads the whole chunk
-and may refuse it, or return an invalid array, for a change in a page the row is not in. (An offset index that points at another page of the same row count
+and may refuse it, or return an invalid array, for a change in a page the row is not in; or
+the one pyarrow reads from the chunk with all its changes (the file as it is: what a chunk
+falling back to its row group gives, and what a walk over every page header of a chunk
+without a page index may find). (An offset index that points at another page of the same row count
 is not detectable without reading every page: that case is only held to the rules above.) A
 crash or a read out of bounds (under the sanitizer build) is a defect wherever it happens.
 """
@@ -174,12 +177,11 @@ def test_one_input(data: bytes) -> None:
             # reads no other page, so changes elsewhere in the chunk cannot reach this row
             own = tuple((at, new) for at, new, held in changed
                         if held is not None and held[:2] == (g, c) and held[2] <= local < held[3])
-            candidates = [own]
-            if not indexed:
-                # without a page index every page header of the chunk is read to find the
-                # pages (the spans hold little but headers): the chunk's changes together
-                candidates.append(tuple((at, new) for at, new, held in changed
-                                        if held is not None and held[:2] == (g, c)))
+            # ... or as pyarrow reads the chunk with all its changes: the reading of the file
+            # as it is, which is what a chunk falling back to its row group gives, and what a
+            # walk over every page header of the chunk (no page index) may read
+            candidates = [own, tuple((at, new) for at, new, held in changed
+                                     if held is not None and held[:2] == (g, c))]
             agrees = False
             for changes_read in candidates:
                 if (g, name, changes_read) not in theirs_by_pages:
