@@ -545,7 +545,10 @@ static int decode_indices(const uint8_t *p, size_t n, int bit_width, size_t dict
             int64_t take = values < (uint64_t)(count - done) ? (int64_t)values : count - done;
             uint64_t bytes = run * (uint64_t)bit_width;
             size_t present = bytes < (uint64_t)(end - p) ? (size_t)bytes : (size_t)(end - p);
-            if (((uint64_t)take * (uint64_t)bit_width + 7) / 8 > present)
+            /* a writer may leave out the padding of a run's last group, never a whole group:
+               other readers refuse a run cut short of that */
+            if (((uint64_t)take * (uint64_t)bit_width + 7) / 8 > present ||
+                (bytes > present && present < (run - 1) * (uint64_t)bit_width))
                 return malformed(error, "dictionary indices end inside a bit-packed run");
             for (int64_t i = 0; i < take; i++) {
                 uint64_t bit = (uint64_t)i * (uint64_t)bit_width;
