@@ -471,6 +471,52 @@ static int read_hybrid_run_header(const uint8_t **p, const uint8_t *end, const c
     return BW_PAGES_OK;
 }
 
+/* One run of the RLE/bit-packed hybrid, as far as the `count - done` values still wanted go. */
+typedef struct {
+    int bit_packed;
+    int64_t take;         /* values of the run to use */
+    const uint8_t *bits;  /* bit-packed: the run's bytes, `present` of them */
+    size_t present;
+    uint64_t value;       /* RLE: the repeated value */
+} hybrid_run;
+
+/* Reads the run at *p (advanced past it) of `bit_width`-bit values: its header, then its
+   repeated value or the bounds of its packed bytes. `short_last_group`: a bit-packed run may
+   leave out its last group's padding (dictionary indices, as writers do), never a whole
+   group, and must hold the bits of the values taken; else (levels) all its bytes must be
+   there. `what` names the stream for the error. Shared by the levels and the dictionary
+   indices, which differ only in where the values go and what bounds them. */
+static int read_hybrid_run(const uint8_t **p, const uint8_t *end, int bit_width,
+                           int short_last_group, const char *what, int64_t done, int64_t count,
+                           hybrid_run *r, char *error) {
+    uint64_t run = 0;
+    int rc = read_hybrid_run_header(p, end, what, done, count, &run, &r->bit_packed, error);
+    if (rc != BW_PAGES_OK)
+        return rc;
+    if (r->bit_packed) { /* run counts groups of 8 */
+        uint64_t values = run * 8, bytes = run * (uint64_t)bit_width;
+        r->take = values < (uint64_t)(count - done) ? (int64_t)values : count - done;
+        r->present = bytes < (uint64_t)(end - *p) ? (size_t)bytes : (size_t)(end - *p);
+        if (short_last_group ? ((uint64_t)r->take * (uint64_t)bit_width + 7) / 8 > r->present ||
+                                   (bytes > r->present &&
+                                    r->present < (run - 1) * (uint64_t)bit_width)
+                             : bytes > r->present)
+            return malformed(error, "%s end inside a bit-packed run", what);
+        r->bits = *p;
+        *p += r->present;
+        return BW_PAGES_OK;
+    }
+    int value_bytes = (bit_width + 7) / 8; /* one value repeated run times */
+    if (end - *p < value_bytes)
+        return malformed(error, "%s end inside a run", what);
+    r->value = 0;
+    for (int i = 0; i < value_bytes; i++)
+        r->value |= (uint64_t)(*p)[i] << (8 * i);
+    *p += value_bytes;
+    r->take = run < (uint64_t)(count - done) ? (int64_t)run : count - done;
+    return BW_PAGES_OK;
+}
+
 /* Decodes `count` levels of the RLE/bit-packed hybrid at p (n bytes) into out; a level above
    max_level is malformed. */
 static int decode_levels(const uint8_t *p, size_t n, int max_level, uint8_t *out,
@@ -479,107 +525,77 @@ static int decode_levels(const uint8_t *p, size_t n, int max_level, uint8_t *out
     while ((1 << bit_width) <= max_level)
         bit_width++;
     const uint8_t *end = p + n;
+    unsigned mask = (1u << bit_width) - 1;
     int64_t done = 0;
     while (done < count) {
-        uint64_t run = 0;
-        int bit_packed = 0;
-        int rc = read_hybrid_run_header(&p, end, "levels", done, count, &run, &bit_packed, error);
+        hybrid_run r;
+        int rc = read_hybrid_run(&p, end, bit_width, 0, "levels", done, count, &r, error);
         if (rc != BW_PAGES_OK)
             return rc;
-        if (bit_packed) { /* bit-packed: run counts groups of 8 */
-            uint64_t bytes = run * (uint64_t)bit_width;
-            if (bytes > (uint64_t)(end - p))
-                return malformed(error, "levels end inside a bit-packed run");
-            uint64_t values = run * 8;
-            int64_t take = values < (uint64_t)(count - done) ? (int64_t)values : count - done;
-            unsigned mask = (1u << bit_width) - 1;
+        if (r.bit_packed) {
+            /* locals, not the struct's fields: the byte stores below may alias them */
+            const uint8_t *bits = r.bits;
+            const size_t present = r.present;
+            const int64_t take = r.take;
             for (int64_t i = 0; i < take; i++) {
                 uint64_t bit = (uint64_t)i * (uint64_t)bit_width;
                 uint64_t byte = bit >> 3;
-                unsigned word = p[byte];
-                if (byte + 1 < bytes)
-                    word |= (unsigned)p[byte + 1] << 8;
+                unsigned word = bits[byte];
+                if (byte + 1 < present)
+                    word |= (unsigned)bits[byte + 1] << 8;
                 unsigned value = (word >> (bit & 7)) & mask;
                 if (value > (unsigned)max_level)
                     return malformed(error, "level %u above the maximum %d", value, max_level);
                 out[done + i] = (uint8_t)value;
             }
-            p += bytes;
-            done += take;
-        } else { /* one value repeated run times */
-            int value_bytes = (bit_width + 7) / 8;
-            if (end - p < value_bytes)
-                return malformed(error, "levels end inside a run");
-            unsigned value = 0;
-            for (int i = 0; i < value_bytes; i++)
-                value |= (unsigned)p[i] << (8 * i);
-            p += value_bytes;
-            if (value > (unsigned)max_level)
-                return malformed(error, "level %u above the maximum %d", value, max_level);
-            int64_t take = run < (uint64_t)(count - done) ? (int64_t)run : count - done;
-            memset(out + done, (int)value, (size_t)take);
-            done += take;
+        } else {
+            if (r.value > (unsigned)max_level)
+                return malformed(error, "level %u above the maximum %d", (unsigned)r.value,
+                                 max_level);
+            memset(out + done, (int)r.value, (size_t)r.take);
         }
+        done += r.take;
     }
     return BW_PAGES_OK;
 }
 
 /* Decodes `count` dictionary indices of the RLE/bit-packed hybrid at p (n bytes, `bit_width`
-   bits each) into out; an index at or past dictionary_count is malformed. A bit-packed run
-   may stop short of its last group's padding: only the bits of the values taken must be
-   there. */
+   bits each) into out; an index at or past dictionary_count is malformed. */
 static int decode_indices(const uint8_t *p, size_t n, int bit_width, size_t dictionary_count,
                           uint32_t *out, int64_t count, char *error) {
     const uint8_t *end = p + n;
     int64_t done = 0;
     uint64_t mask = bit_width == 32 ? 0xffffffffu : ((uint64_t)1 << bit_width) - 1;
     while (done < count) {
-        uint64_t run = 0;
-        int bit_packed = 0;
-        int rc = read_hybrid_run_header(&p, end, "dictionary indices", done, count, &run,
-                                        &bit_packed, error);
+        hybrid_run r;
+        int rc = read_hybrid_run(&p, end, bit_width, 1, "dictionary indices", done, count, &r,
+                                 error);
         if (rc != BW_PAGES_OK)
             return rc;
-        if (bit_packed) { /* bit-packed: run counts groups of 8 */
-            uint64_t values = run * 8;
-            int64_t take = values < (uint64_t)(count - done) ? (int64_t)values : count - done;
-            uint64_t bytes = run * (uint64_t)bit_width;
-            size_t present = bytes < (uint64_t)(end - p) ? (size_t)bytes : (size_t)(end - p);
-            /* a writer may leave out the padding of a run's last group, never a whole group:
-               other readers refuse a run cut short of that */
-            if (((uint64_t)take * (uint64_t)bit_width + 7) / 8 > present ||
-                (bytes > present && present < (run - 1) * (uint64_t)bit_width))
-                return malformed(error, "dictionary indices end inside a bit-packed run");
+        if (r.bit_packed) {
+            const uint8_t *bits = r.bits;
+            const size_t present = r.present;
+            const int64_t take = r.take;
             for (int64_t i = 0; i < take; i++) {
                 uint64_t bit = (uint64_t)i * (uint64_t)bit_width;
                 size_t byte = (size_t)(bit >> 3);
                 uint64_t word = 0;
                 for (size_t k = 0; k < 5 && byte + k < present; k++)
-                    word |= (uint64_t)p[byte + k] << (8 * k);
+                    word |= (uint64_t)bits[byte + k] << (8 * k);
                 uint64_t value = (word >> (bit & 7)) & mask;
                 if (value >= dictionary_count)
                     return malformed(error, "dictionary index %llu past the %zu values",
                                      (unsigned long long)value, dictionary_count);
                 out[done + i] = (uint32_t)value;
             }
-            p += present;
-            done += take;
-        } else { /* one index repeated run times */
-            int value_bytes = (bit_width + 7) / 8;
-            if (end - p < value_bytes)
-                return malformed(error, "dictionary indices end inside a run");
-            uint64_t value = 0;
-            for (int i = 0; i < value_bytes; i++)
-                value |= (uint64_t)p[i] << (8 * i);
-            p += value_bytes;
-            if (value >= dictionary_count)
+        } else {
+            if (r.value >= dictionary_count)
                 return malformed(error, "dictionary index %llu past the %zu values",
-                                 (unsigned long long)value, dictionary_count);
-            int64_t take = run < (uint64_t)(count - done) ? (int64_t)run : count - done;
-            for (int64_t i = 0; i < take; i++)
-                out[done + i] = (uint32_t)value;
-            done += take;
+                                 (unsigned long long)r.value, dictionary_count);
+            for (int64_t i = 0; i < r.take; i++)
+                out[done + i] = (uint32_t)r.value;
         }
+        done += r.take;
     }
     return BW_PAGES_OK;
 }
