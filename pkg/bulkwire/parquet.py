@@ -352,30 +352,33 @@ class TableFile:
             self.close()
             raise self._malformed(exc) from None
         for name, plan in candidates.items():
-            chunks = self._locations[:, plan.leaf]
-            why = self._chunks_not_covered(chunks, _core)
-            if why:
-                self.paths[name] = f"{ROW_GROUPS} ({why})"
-            else:
-                self.paths[name] = WALKED_PAGES if (chunks[:, 0] < 0).any() else PAGES
+            path = self._chunks_path(self._locations[:, plan.leaf], _core)
+            if path in (PAGES, WALKED_PAGES):
+                self.paths[name] = path
                 self._plans[name] = plan
+            else:
+                self.paths[name] = f"{ROW_GROUPS} ({path})"
 
     @staticmethod
-    def _chunks_not_covered(chunks: np.ndarray, _core: Any) -> str:
-        """Why some column chunk (rows of parquet_index_locations: offset index offset and
-        length, codec, dictionary page offset, chunk start, size, null count) cannot be read
-        page by page, or ''."""
+    def _chunks_path(chunks: np.ndarray, _core: Any) -> str:
+        """How a column's chunks (rows of parquet_index_locations: offset index offset and
+        length, codec, dictionary page offset, chunk start, size, null count) are read:
+        ``PAGES``, ``WALKED_PAGES`` when some chunk has no page index, or why some chunk
+        cannot be read page by page."""
         names = {v: k for k, v in _CODECS.items()}
         have = {0: True, 2: True, 1: bool(_core.HAVE_SNAPPY), 6: bool(_core.PARQUET_HAVE_ZSTD)}
+        path = PAGES
         for offset, _, codec, dictionary, start, size, _ in chunks.tolist():
-            if offset < 0 and (start < 0 or size < 0):  # nothing to find its pages with
-                return "no page index"
+            if offset < 0:
+                if start < 0 or size < 0:  # nothing to find its pages with
+                    return "no page index"
+                path = WALKED_PAGES
             if not have.get(codec, False):
                 return f"{names[codec].lower()} pages not covered by this build" \
                     if codec in have else f"{_CODEC_NAMES.get(codec, codec)} not covered"
             if dictionary == _DICTIONARY_UNLOCATED:
                 return "dictionary page not located"
-        return ""
+        return path
 
     def take(self, indices: Any):
         """The rows at ``indices`` (any order, repeats allowed) as a ``pyarrow.Table``.
@@ -434,8 +437,8 @@ class TableFile:
         pages = self._index_cache.get(key)
         try:
             if pages is None:
-                offset, length, codec, _, start, size, null_count = (
-                    int(v) for v in self._locations[g, plan.leaf])
+                offset, length, codec, _, start, size, null_count = \
+                    self._locations[g, plan.leaf].tolist()
                 if offset >= 0:
                     pages = _core.parquet_offset_index(self._map, offset, length, group_rows)
                 else:  # no page index: the chunk's page headers walked, once
