@@ -1,6 +1,7 @@
 /* Random access into Parquet files at page granularity: the footer's page index locations,
-   the offset index, page headers, and the requested rows of one column chunk read from only
-   the pages that hold them.
+   the offset index (or, in a file without one, the same table found by walking a column
+   chunk's page headers), page headers, and the requested rows of one column chunk read from
+   only the pages that hold them.
 
    Every offset and length read from the file is checked against the file's size and the
    buffer it lives in before anything is read at it; a crafted file gives BW_PAGES_MALFORMED
