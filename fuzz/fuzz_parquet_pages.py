@@ -9,7 +9,9 @@ Input layout (plain Python over the bytes, no FuzzedDataProvider):
   a list<float64>, 40 rows in row groups of 16, pages of a few rows), bit 6 the same file with
   dictionary encoded pages and an optional string column (a dictionary page per chunk, the
   ids from a dictionary of 5 values, the strings with nulls, the other columns falling back
-  to PLAIN pages where their dictionary outgrows its limit);
+  to PLAIN pages where their dictionary outgrows its limit), bit 3 the same file written
+  without a page index (its chunks' page headers walked to find the pages: the spans are the
+  same pages, the footer saying where each chunk starts and how long it is);
 - byte 1: how many changes follow (at most 6), each 3 bytes: a 16-bit position into the
   file's metadata (the offset indexes, the first 32 bytes of every page and dictionary page,
   the footer, taken
@@ -22,7 +24,10 @@ returns as many rows as asked. Where no offset index or footer byte changed, eac
 the untouched file's (the page read was not one that changed) or the one pyarrow reads from
 a file where only the pages holding that row (its data page and its chunk's dictionary page)
 carry their changes: a page reader reads no other page, while pyarrow reads the whole chunk
-and may refuse it, or return an invalid array, for a change in a page the row is not in. (An offset index that points at another page of the same row count
+and may refuse it, or return an invalid array, for a change in a page the row is not in; or
+the one pyarrow reads from the chunk with all its changes (the file as it is: what a chunk
+falling back to its row group gives, and what a walk over every page header of a chunk
+without a page index may find). (An offset index that points at another page of the same row count
 is not detectable without reading every page: that case is only held to the rules above.) A
 crash or a read out of bounds (under the sanitizer build) is a defect wherever it happens.
 """
@@ -48,11 +53,16 @@ _files: dict = {}
 _dir = tempfile.mkdtemp(prefix="fuzz-parquet-pages-")
 
 
-def _base(codec: str, version: str, dictionary: bool) -> tuple[bytes, list, list, list]:
+#: (max_rep, list_size) of each leaf: id, emb, l, s
+_LEAVES = ((0, 0), (1, 3), (1, 0), (0, 0))
+
+
+def _base(codec: str, version: str, dictionary: bool,
+          indexed: bool = True) -> tuple[bytes, list, list, list]:
     """The file's bytes, its metadata spans (offset, length), what each span is ("index" or
     "page") and, for a page, the rows it holds ((row group, column, first row, end row), a
     dictionary page holding every row of its chunk), made once per variant."""
-    key = (codec, version, dictionary)
+    key = (codec, version, dictionary, indexed)
     if key not in _files:
         rng = np.random.default_rng(1)
         ids = np.arange(ROWS, dtype=np.int64) % 5 if dictionary else np.arange(ROWS)
@@ -68,7 +78,7 @@ def _base(codec: str, version: str, dictionary: bool) -> tuple[bytes, list, list
                                      for i in range(ROWS)])
         table = pa.table(columns)
         buf = io.BytesIO()
-        pq.write_table(table, buf, write_page_index=True, use_dictionary=dictionary,
+        pq.write_table(table, buf, write_page_index=indexed, use_dictionary=dictionary,
                        compression=codec, data_page_version=version, row_group_size=GROUP_ROWS,
                        data_page_size=48, dictionary_pagesize_limit=64, store_schema=False)
         data = buf.getvalue()
@@ -78,15 +88,21 @@ def _base(codec: str, version: str, dictionary: bool) -> tuple[bytes, list, list
         for g in range(meta.num_row_groups):
             group_rows = meta.row_group(g).num_rows
             for c in range(meta.num_columns):
-                offset, length = (int(v) for v in locations[g, c, :2])
-                spans.append((offset, length))
-                kinds.append("index")
-                holds.append(None)
+                offset, length, number, _, start, chunk_size, nulls = (
+                    int(v) for v in locations[g, c])
+                if indexed:
+                    spans.append((offset, length))
+                    kinds.append("index")
+                    holds.append(None)
                 if locations[g, c, 3] >= 0:  # the dictionary page's header and first values
                     spans.append((int(locations[g, c, 3]), 32))
                     kinds.append("page")
                     holds.append((g, c, 0, group_rows))
-                pages = _core.parquet_offset_index(data, offset, length, group_rows)
+                if indexed:
+                    pages = _core.parquet_offset_index(data, offset, length, group_rows)
+                else:
+                    pages = _core.parquet_walk_pages(data, start, chunk_size, group_rows, number,
+                                                     *_LEAVES[c], nulls)
                 ends = [int(p[2]) for p in pages[1:]] + [group_rows]
                 for p, end in zip(pages, ends):
                     spans.append((int(p[0]), min(32, int(p[1]))))
@@ -94,7 +110,7 @@ def _base(codec: str, version: str, dictionary: bool) -> tuple[bytes, list, list
                     holds.append((g, c, int(p[2]), end))
         footer = int.from_bytes(data[-8:-4], "little")
         spans.append((len(data) - 8 - footer, footer))
-        kinds.append("index")  # the footer says where the offset indexes are
+        kinds.append("index")  # the footer says where the offset indexes and chunks are
         holds.append(None)
         _files[key] = (data, spans, kinds, holds)
     return _files[key]
@@ -115,7 +131,8 @@ def test_one_input(data: bytes) -> None:
     if len(data) < 2:
         return
     codec, version = CODECS[data[0] & 3], ("1.0", "2.0")[(data[0] >> 2) & 1]
-    base, spans, kinds, holds = _base(codec, version, bool(data[0] & 0x40))
+    indexed = not data[0] & 0x08
+    base, spans, kinds, holds = _base(codec, version, bool(data[0] & 0x40), indexed)
     size = sum(length for _, length in spans)
     changes = min(data[1], 6, (len(data) - 2) // 3)
     tampered = bytearray(base)
@@ -160,14 +177,23 @@ def test_one_input(data: bytes) -> None:
             # reads no other page, so changes elsewhere in the chunk cannot reach this row
             own = tuple((at, new) for at, new, held in changed
                         if held is not None and held[:2] == (g, c) and held[2] <= local < held[3])
-            if (g, name, own) not in theirs_by_pages:
-                only = bytearray(base)
-                for at, new in own:
-                    only[at] = new
-                theirs_by_pages[g, name, own] = _read_as_pyarrow(bytes(only), g, name)
-            theirs = theirs_by_pages[g, name, own]
-            assert theirs is not None and mine == repr(theirs[local].as_py()), \
-                f"row {row} column {name!r} differs from pyarrow's"
+            # ... or as pyarrow reads the chunk with all its changes: the reading of the file
+            # as it is, which is what a chunk falling back to its row group gives, and what a
+            # walk over every page header of the chunk (no page index) may read
+            candidates = [own, tuple((at, new) for at, new, held in changed
+                                     if held is not None and held[:2] == (g, c))]
+            agrees = False
+            for changes_read in candidates:
+                if (g, name, changes_read) not in theirs_by_pages:
+                    only = bytearray(base)
+                    for at, new in changes_read:
+                        only[at] = new
+                    theirs_by_pages[g, name, changes_read] = _read_as_pyarrow(bytes(only), g,
+                                                                              name)
+                theirs = theirs_by_pages[g, name, changes_read]
+                agrees |= (theirs is not None and local < len(theirs)
+                           and mine == repr(theirs[local].as_py()))
+            assert agrees, f"row {row} column {name!r} differs from pyarrow's"
 
 
 if __name__ == "__main__":

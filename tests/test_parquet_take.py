@@ -90,22 +90,33 @@ def test_cached_handle_and_columns(files, fmt):
 
 
 @pytest.mark.parametrize("fmt", ["parquet", "ipc"])
-def test_parquet_reads_only_touched_row_groups(files, fmt, monkeypatch):
+def test_parquet_reads_only_touched_row_groups(files, fmt, monkeypatch, tmp_path):
     table, paths = files
     f = TableFile(paths[fmt])
     if fmt == "parquet":
-        # one group at a time, never read_row_groups over several (it concatenates them)
-        read = []
-        original = f._parquet.read_row_group
-        monkeypatch.setattr(f._parquet, "read_row_group",
-                            lambda g, **kw: (read.append(g), original(g, **kw))[1])
+        # without a page index: the touched chunks' page headers walked, one page each read
+        monkeypatch.setattr(f._parquet, "read_row_group", None)
         monkeypatch.setattr(f._parquet, "read_row_groups", None)
         got = f.take([2999, 0, 1, 600, 2, 600])
-        assert read == [0, 1, 5]
-        assert f.stats["id"] == {"pages": 0, "row_groups": 3, "pages_read": 0}
-        assert f.paths["id"] == "row groups (no page index)"
-        assert "paths={'id': 'row groups (no page index)'" in repr(f)
+        assert f.stats["id"] == {"pages": 3, "row_groups": 0, "pages_read": 3, "walks": 3}
+        assert "paths={'id': 'walked pages'" in repr(f)
         assert got.column("id").to_pylist() == [2999, 0, 1, 600, 2, 600]
+        # a codec the page reader lacks: one group at a time, never read_row_groups over
+        # several (it concatenates them)
+        brotli = tmp_path / "brotli.parquet"
+        pq.write_table(table, brotli, row_group_size=512, compression="brotli")
+        g = TableFile(brotli)
+        read = []
+        original = g._parquet.read_row_group
+        monkeypatch.setattr(g._parquet, "read_row_group",
+                            lambda n, **kw: (read.append(n), original(n, **kw))[1])
+        monkeypatch.setattr(g._parquet, "read_row_groups", None)
+        got = g.take([2999, 0, 1, 600, 2, 600])
+        assert read == [0, 1, 5]
+        assert g.stats["id"] == {"pages": 0, "row_groups": 3, "pages_read": 0, "walks": 0}
+        assert g.paths["id"] == "row groups (BROTLI not covered)"
+        assert got.column("id").to_pylist() == [2999, 0, 1, 600, 2, 600]
+        g.close()
     assert list(f.offsets[:3]) == ([0, 512, 1024] if fmt == "parquet" else [0, 333, 666])
     f.close()
 

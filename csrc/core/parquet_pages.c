@@ -37,10 +37,33 @@ static uint32_t read_le32(const uint8_t *p) {
 
 /* ---- footer ---------------------------------------------------------------------------- */
 
-/* ColumnMetaData: the codec; whether any page may be dictionary encoded (*dictionary 1) and
-   where the dictionary page is (*dictionary_offset, -1 when the footer does not say). */
-static int read_column_meta(bw_thrift *t, int64_t *codec, int64_t *dictionary,
-                            int64_t *dictionary_offset) {
+/* Statistics: the null count (*null_count, left alone when absent). */
+static int read_statistics(bw_thrift *t, int64_t *null_count) {
+    int16_t last = 0, id;
+    int type;
+    if (bw_thrift_struct_begin(t) < 0)
+        return -1;
+    for (;;) {
+        if (bw_thrift_field(t, &last, &type, &id) < 0)
+            return -1;
+        if (type == BW_THRIFT_STOP)
+            break;
+        if ((id == 3 ? bw_thrift_i64(t, type, null_count) : bw_thrift_skip(t, type)) < 0)
+            return -1;
+    }
+    return bw_thrift_struct_end(t);
+}
+
+/* What ColumnMetaData says of one chunk, -1 for what it does not say. */
+typedef struct {
+    int64_t codec, dictionary, dictionary_offset, data_page_offset, total_compressed_size,
+        null_count;
+} column_meta;
+
+/* ColumnMetaData: the codec; whether any page may be dictionary encoded (dictionary 1) and
+   where the dictionary page is; where the data pages start, the chunk's size and its null
+   count, for a walk over its page headers. */
+static int read_column_meta(bw_thrift *t, column_meta *m) {
     int16_t last = 0, id;
     int type;
     if (bw_thrift_struct_begin(t) < 0)
@@ -52,19 +75,27 @@ static int read_column_meta(bw_thrift *t, int64_t *codec, int64_t *dictionary,
             break;
         int rc;
         if (id == 4) {
-            rc = bw_thrift_i64(t, type, codec);
+            int32_t codec;
+            rc = bw_thrift_i32(t, type, &codec);
+            m->codec = codec;
+        } else if (id == 7) {
+            rc = bw_thrift_i64(t, type, &m->total_compressed_size);
+        } else if (id == 9) {
+            rc = bw_thrift_i64(t, type, &m->data_page_offset);
         } else if (id == 11) {
-            rc = bw_thrift_i64(t, type, dictionary_offset);
-            *dictionary = 1;
+            rc = bw_thrift_i64(t, type, &m->dictionary_offset);
+            m->dictionary = 1;
+        } else if (id == 12 && type == BW_THRIFT_STRUCT) {
+            rc = read_statistics(t, &m->null_count);
         } else if (id == 2 && type == BW_THRIFT_LIST) {
             int elem;
             uint32_t n;
             rc = bw_thrift_list(t, &elem, &n);
             for (uint32_t i = 0; rc == 0 && i < n; i++) {
-                int64_t encoding;
-                rc = bw_thrift_i64(t, elem, &encoding);
+                int32_t encoding = -1;
+                rc = bw_thrift_i32(t, elem, &encoding);
                 if (encoding == 2 || encoding == 8) /* PLAIN_DICTIONARY, RLE_DICTIONARY */
-                    *dictionary = 1;
+                    m->dictionary = 1;
             }
         } else {
             rc = bw_thrift_skip(t, type);
@@ -76,7 +107,9 @@ static int read_column_meta(bw_thrift *t, int64_t *codec, int64_t *dictionary,
 }
 
 static int read_column_chunk(bw_thrift *t, size_t file_size, int64_t *where, char *error) {
-    int64_t offset = -1, length = -1, codec = -1, dictionary = 0, dictionary_offset = -1;
+    int64_t offset = -1;
+    int32_t length = -1;
+    column_meta m = {-1, 0, -1, -1, -1, -1};
     int16_t last = 0, id;
     int type;
     if (bw_thrift_struct_begin(t) < 0)
@@ -87,9 +120,8 @@ static int read_column_chunk(bw_thrift *t, size_t file_size, int64_t *where, cha
         if (type == BW_THRIFT_STOP)
             break;
         int rc = id == 4   ? bw_thrift_i64(t, type, &offset)
-                 : id == 5 ? bw_thrift_i64(t, type, &length)
-                 : id == 3 && type == BW_THRIFT_STRUCT ? read_column_meta(t, &codec, &dictionary,
-                                                                      &dictionary_offset)
+                 : id == 5 ? bw_thrift_i32(t, type, &length)
+                 : id == 3 && type == BW_THRIFT_STRUCT ? read_column_meta(t, &m)
                            : bw_thrift_skip(t, type);
         if (rc < 0)
             return thrift_failed(t, "footer", error);
@@ -105,12 +137,20 @@ static int read_column_chunk(bw_thrift *t, size_t file_size, int64_t *where, cha
     }
     where[0] = offset;
     where[1] = length;
-    where[2] = codec;
+    where[2] = m.codec;
     /* a dictionary page must lie inside the file; its header is checked when it is read */
-    if (dictionary && (dictionary_offset < 0 || (uint64_t)dictionary_offset >= file_size))
+    if (m.dictionary && (m.dictionary_offset < 0 || (uint64_t)m.dictionary_offset >= file_size))
         where[3] = BW_DICTIONARY_UNLOCATED;
     else
-        where[3] = dictionary ? dictionary_offset : BW_NO_DICTIONARY;
+        where[3] = m.dictionary ? m.dictionary_offset : BW_NO_DICTIONARY;
+    /* the chunk starts at its dictionary page when it has one before the data pages; offset 0
+       is the file's magic, which some writers leave there to mean none */
+    int64_t start = m.data_page_offset;
+    if (m.dictionary_offset > 0 && (start < 0 || m.dictionary_offset < start))
+        start = m.dictionary_offset;
+    where[4] = start;
+    where[5] = m.total_compressed_size;
+    where[6] = m.null_count;
     return BW_PAGES_OK;
 }
 
@@ -431,6 +471,48 @@ static int read_hybrid_run_header(const uint8_t **p, const uint8_t *end, const c
     return BW_PAGES_OK;
 }
 
+/* One run of the RLE/bit-packed hybrid, as far as the `count - done` values still wanted go. */
+typedef struct {
+    int bit_packed;
+    int64_t take;         /* values of the run to use */
+    const uint8_t *bits;  /* bit-packed: the run's bytes, `present` of them */
+    size_t present;
+    uint64_t value;       /* RLE: the repeated value */
+} hybrid_run;
+
+/* Reads the run at *p (advanced past it) of `bit_width`-bit values: its header, then its
+   repeated value or the bounds of its packed bytes. A bit-packed run must hold all its
+   groups, the last one's padding included, as pyarrow's reader requires of levels and
+   dictionary indices alike. `what` names the stream for the error. Shared by the levels and
+   the dictionary indices, which differ only in where the values go and what bounds them. */
+static int read_hybrid_run(const uint8_t **p, const uint8_t *end, int bit_width,
+                           const char *what, int64_t done, int64_t count, hybrid_run *r,
+                           char *error) {
+    uint64_t run = 0;
+    int rc = read_hybrid_run_header(p, end, what, done, count, &run, &r->bit_packed, error);
+    if (rc != BW_PAGES_OK)
+        return rc;
+    if (r->bit_packed) { /* run counts groups of 8 */
+        uint64_t values = run * 8, bytes = run * (uint64_t)bit_width;
+        if (bytes > (uint64_t)(end - *p))
+            return malformed(error, "%s end inside a bit-packed run", what);
+        r->take = values < (uint64_t)(count - done) ? (int64_t)values : count - done;
+        r->present = (size_t)bytes;
+        r->bits = *p;
+        *p += r->present;
+        return BW_PAGES_OK;
+    }
+    int value_bytes = (bit_width + 7) / 8; /* one value repeated run times */
+    if (end - *p < value_bytes)
+        return malformed(error, "%s end inside a run", what);
+    r->value = 0;
+    for (int i = 0; i < value_bytes; i++)
+        r->value |= (uint64_t)(*p)[i] << (8 * i);
+    *p += value_bytes;
+    r->take = run < (uint64_t)(count - done) ? (int64_t)run : count - done;
+    return BW_PAGES_OK;
+}
+
 /* Decodes `count` levels of the RLE/bit-packed hybrid at p (n bytes) into out; a level above
    max_level is malformed. */
 static int decode_levels(const uint8_t *p, size_t n, int max_level, uint8_t *out,
@@ -439,104 +521,77 @@ static int decode_levels(const uint8_t *p, size_t n, int max_level, uint8_t *out
     while ((1 << bit_width) <= max_level)
         bit_width++;
     const uint8_t *end = p + n;
+    unsigned mask = (1u << bit_width) - 1;
     int64_t done = 0;
     while (done < count) {
-        uint64_t run = 0;
-        int bit_packed = 0;
-        int rc = read_hybrid_run_header(&p, end, "levels", done, count, &run, &bit_packed, error);
+        hybrid_run r;
+        int rc = read_hybrid_run(&p, end, bit_width, "levels", done, count, &r, error);
         if (rc != BW_PAGES_OK)
             return rc;
-        if (bit_packed) { /* bit-packed: run counts groups of 8 */
-            uint64_t bytes = run * (uint64_t)bit_width;
-            if (bytes > (uint64_t)(end - p))
-                return malformed(error, "levels end inside a bit-packed run");
-            uint64_t values = run * 8;
-            int64_t take = values < (uint64_t)(count - done) ? (int64_t)values : count - done;
-            unsigned mask = (1u << bit_width) - 1;
+        if (r.bit_packed) {
+            /* locals, not the struct's fields: the byte stores below may alias them */
+            const uint8_t *bits = r.bits;
+            const size_t present = r.present;
+            const int64_t take = r.take;
             for (int64_t i = 0; i < take; i++) {
                 uint64_t bit = (uint64_t)i * (uint64_t)bit_width;
                 uint64_t byte = bit >> 3;
-                unsigned word = p[byte];
-                if (byte + 1 < bytes)
-                    word |= (unsigned)p[byte + 1] << 8;
+                unsigned word = bits[byte];
+                if (byte + 1 < present)
+                    word |= (unsigned)bits[byte + 1] << 8;
                 unsigned value = (word >> (bit & 7)) & mask;
                 if (value > (unsigned)max_level)
                     return malformed(error, "level %u above the maximum %d", value, max_level);
                 out[done + i] = (uint8_t)value;
             }
-            p += bytes;
-            done += take;
-        } else { /* one value repeated run times */
-            int value_bytes = (bit_width + 7) / 8;
-            if (end - p < value_bytes)
-                return malformed(error, "levels end inside a run");
-            unsigned value = 0;
-            for (int i = 0; i < value_bytes; i++)
-                value |= (unsigned)p[i] << (8 * i);
-            p += value_bytes;
-            if (value > (unsigned)max_level)
-                return malformed(error, "level %u above the maximum %d", value, max_level);
-            int64_t take = run < (uint64_t)(count - done) ? (int64_t)run : count - done;
-            memset(out + done, (int)value, (size_t)take);
-            done += take;
+        } else {
+            if (r.value > (unsigned)max_level)
+                return malformed(error, "level %u above the maximum %d", (unsigned)r.value,
+                                 max_level);
+            memset(out + done, (int)r.value, (size_t)r.take);
         }
+        done += r.take;
     }
     return BW_PAGES_OK;
 }
 
 /* Decodes `count` dictionary indices of the RLE/bit-packed hybrid at p (n bytes, `bit_width`
-   bits each) into out; an index at or past dictionary_count is malformed, and so is a
-   bit-packed run whose groups are not all there (the last group's padding included), as in
-   the levels. */
+   bits each) into out; an index at or past dictionary_count is malformed. */
 static int decode_indices(const uint8_t *p, size_t n, int bit_width, size_t dictionary_count,
                           uint32_t *out, int64_t count, char *error) {
     const uint8_t *end = p + n;
     int64_t done = 0;
     uint64_t mask = bit_width == 32 ? 0xffffffffu : ((uint64_t)1 << bit_width) - 1;
     while (done < count) {
-        uint64_t run = 0;
-        int bit_packed = 0;
-        int rc = read_hybrid_run_header(&p, end, "dictionary indices", done, count, &run,
-                                        &bit_packed, error);
+        hybrid_run r;
+        int rc = read_hybrid_run(&p, end, bit_width, "dictionary indices", done, count, &r,
+                                 error);
         if (rc != BW_PAGES_OK)
             return rc;
-        if (bit_packed) { /* bit-packed: run counts groups of 8 */
-            uint64_t values = run * 8;
-            int64_t take = values < (uint64_t)(count - done) ? (int64_t)values : count - done;
-            uint64_t bytes = run * (uint64_t)bit_width;
-            if (bytes > (uint64_t)(end - p))
-                return malformed(error, "dictionary indices end inside a bit-packed run");
-            size_t present = (size_t)bytes;
+        if (r.bit_packed) {
+            const uint8_t *bits = r.bits;
+            const size_t present = r.present;
+            const int64_t take = r.take;
             for (int64_t i = 0; i < take; i++) {
                 uint64_t bit = (uint64_t)i * (uint64_t)bit_width;
                 size_t byte = (size_t)(bit >> 3);
                 uint64_t word = 0;
                 for (size_t k = 0; k < 5 && byte + k < present; k++)
-                    word |= (uint64_t)p[byte + k] << (8 * k);
+                    word |= (uint64_t)bits[byte + k] << (8 * k);
                 uint64_t value = (word >> (bit & 7)) & mask;
                 if (value >= dictionary_count)
                     return malformed(error, "dictionary index %llu past the %zu values",
                                      (unsigned long long)value, dictionary_count);
                 out[done + i] = (uint32_t)value;
             }
-            p += present;
-            done += take;
-        } else { /* one index repeated run times */
-            int value_bytes = (bit_width + 7) / 8;
-            if (end - p < value_bytes)
-                return malformed(error, "dictionary indices end inside a run");
-            uint64_t value = 0;
-            for (int i = 0; i < value_bytes; i++)
-                value |= (uint64_t)p[i] << (8 * i);
-            p += value_bytes;
-            if (value >= dictionary_count)
+        } else {
+            if (r.value >= dictionary_count)
                 return malformed(error, "dictionary index %llu past the %zu values",
-                                 (unsigned long long)value, dictionary_count);
-            int64_t take = run < (uint64_t)(count - done) ? (int64_t)run : count - done;
-            for (int64_t i = 0; i < take; i++)
-                out[done + i] = (uint32_t)value;
-            done += take;
+                                 (unsigned long long)r.value, dictionary_count);
+            for (int64_t i = 0; i < r.take; i++)
+                out[done + i] = (uint32_t)r.value;
         }
+        done += r.take;
     }
     return BW_PAGES_OK;
 }
@@ -995,6 +1050,173 @@ int bw_parquet_take_chunk(const bw_chunk_take *q, bw_bytes *values, int64_t *len
         i = last;
     }
 cleanup:
+    free(s.plain);
+    free(s.rep);
+    free(s.def);
+    free(s.index);
+    return rc;
+}
+
+/* ---- a chunk without an offset index --------------------------------------------------- */
+
+/* *rows: the rows of a v1 data page of lists (body: its compressed_size bytes after the
+   header), its repetition levels that start a row, counted with the page decompressed. */
+static int count_list_page_rows(const bw_chunk_walk *w, const bw_page_header *h,
+                                const uint8_t *body, scratch *s, int64_t *rows, char *error) {
+    if (h->rep_encoding != BW_PQ_RLE)
+        return BW_PAGES_NOT_COVERED;
+    if ((int64_t)h->uncompressed_size > MAX_PAGE_BYTES)
+        return malformed(error, "page of %d bytes uncompressed", (int)h->uncompressed_size);
+    size_t body_size = (size_t)h->compressed_size, plain_size = (size_t)h->uncompressed_size;
+    const uint8_t *p = body;
+    if (w->codec == BW_PQ_UNCOMPRESSED) {
+        if (body_size != plain_size)
+            return malformed(error, "uncompressed page of %zu bytes says %zu", body_size,
+                             plain_size);
+    } else {
+        if (grow(&s->plain, &s->plain_capacity, plain_size + 1) != BW_PAGES_OK)
+            return BW_PAGES_NO_MEMORY;
+        int rc = decompress(w->codec, body, body_size, s->plain, plain_size, error);
+        if (rc != BW_PAGES_OK)
+            return rc;
+        p = s->plain;
+    }
+    int64_t count = h->num_values;
+    if (grow(&s->rep, &s->rep_capacity, (size_t)count + 1) != BW_PAGES_OK)
+        return BW_PAGES_NO_MEMORY;
+    size_t left = plain_size;
+    int rc = v1_levels(&p, &left, w->max_rep, s->rep, count, "repetition", error);
+    if (rc != BW_PAGES_OK)
+        return rc;
+    if (count > 0 && s->rep[0] != 0)
+        return malformed(error, "page starts inside a row");
+    int64_t starts = 0;
+    for (int64_t i = 0; i < count; i++)
+        starts += s->rep[i] == 0;
+    *rows = starts;
+    return BW_PAGES_OK;
+}
+
+/* *rows: how many of the row group's rows the data page holds (see bw_parquet_walk_pages). */
+static int data_page_rows(const bw_chunk_walk *w, const bw_page_header *h, int64_t at,
+                          const uint8_t *body, scratch *s, int64_t *rows, char *error) {
+    if ((h->type == BW_PQ_DATA_PAGE ? !h->has_v1 : !h->has_v2) || h->num_values < 0)
+        return malformed(error, "data page at %lld without its data page header",
+                         (long long)at);
+    if (h->type == BW_PQ_DATA_PAGE_V2) {
+        if (h->num_rows < 0 || (h->num_rows == 0 && h->num_values > 0))
+            return malformed(error, "v2 data page at %lld says %d rows", (long long)at,
+                             (int)h->num_rows);
+        *rows = h->num_rows;
+        return BW_PAGES_OK;
+    }
+    if (w->max_rep == 0) {
+        *rows = h->num_values;
+        return BW_PAGES_OK;
+    }
+    /* without nulls every row of a fixed_size_list has exactly list_size levels; a null row
+       has one, so only a chunk the statistics say has none is counted this way */
+    if (w->list_size > 0 && w->null_count == 0) {
+        if (h->num_values % w->list_size != 0)
+            return malformed(error, "data page at %lld holds %d values, not rows of a "
+                             "fixed_size_list of %lld", (long long)at, (int)h->num_values,
+                             (long long)w->list_size);
+        *rows = h->num_values / w->list_size;
+        return BW_PAGES_OK;
+    }
+    return count_list_page_rows(w, h, body, s, rows, error);
+}
+
+int bw_parquet_walk_pages(const bw_chunk_walk *w, bw_page_location **pages, size_t *count,
+                          char *error) {
+    scratch s = {NULL, NULL, NULL, NULL, 0, 0, 0, 0};
+    bw_page_location *locs = NULL;
+    size_t n_locs = 0, capacity = 0;
+    int rc = BW_PAGES_OK;
+    *pages = NULL;
+    *count = 0;
+    if (w->max_rep < 0 || w->max_rep > 1)
+        return BW_PAGES_NOT_COVERED;
+    if (w->chunk_start < 0 || w->chunk_size < 0 || (uint64_t)w->chunk_start > w->file_size ||
+        (uint64_t)w->chunk_size > w->file_size - (uint64_t)w->chunk_start)
+        return malformed(error, "column chunk at %lld, %lld bytes, outside the file (%zu "
+                         "bytes)", (long long)w->chunk_start, (long long)w->chunk_size,
+                         w->file_size);
+    const int64_t end = w->chunk_start + w->chunk_size;
+    int64_t at = w->chunk_start, rows = 0;
+    while (at < end) {
+        bw_page_header h;
+        size_t header_size;
+        char why[BW_PAGES_ERROR_SIZE];
+        /* the header is read from the chunk's remaining bytes only: one that would run past
+           the chunk is refused by the header reader itself */
+        rc = bw_parquet_page_header(w->file + at, (size_t)(end - at), &h, &header_size, why);
+        if (rc != BW_PAGES_OK) {
+            rc = malformed(error, "page at %lld: %s", (long long)at, why);
+            goto cleanup;
+        }
+        if ((uint64_t)h.compressed_size > (uint64_t)(end - at) - header_size) {
+            rc = malformed(error, "page at %lld of %d bytes runs past its column chunk's end "
+                           "at %lld", (long long)at, (int)h.compressed_size, (long long)end);
+            goto cleanup;
+        }
+        int64_t page_size = (int64_t)header_size + h.compressed_size;
+        if (page_size > INT32_MAX) {
+            rc = malformed(error, "page at %lld of %lld bytes", (long long)at,
+                           (long long)page_size);
+            goto cleanup;
+        }
+        if (h.type == BW_PQ_DICTIONARY_PAGE) {
+            if (at != w->chunk_start || !h.has_dictionary) {
+                rc = malformed(error, "dictionary page at %lld is not its chunk's first page",
+                               (long long)at);
+                goto cleanup;
+            }
+            at += page_size;
+            continue;
+        }
+        if (h.type != BW_PQ_DATA_PAGE && h.type != BW_PQ_DATA_PAGE_V2) {
+            at += page_size; /* an index page, or a kind other readers skip too: no rows */
+            continue;
+        }
+        int64_t page_rows = 0;
+        rc = data_page_rows(w, &h, at, w->file + at + header_size, &s, &page_rows, error);
+        if (rc != BW_PAGES_OK)
+            goto cleanup;
+        if (page_rows > w->group_rows - rows) {
+            rc = malformed(error, "pages up to the one at %lld hold more than the row group's "
+                           "%lld rows", (long long)at, (long long)w->group_rows);
+            goto cleanup;
+        }
+        if (page_rows > 0) { /* a page without rows holds nothing to take */
+            if (n_locs == capacity) {
+                size_t want = capacity ? 2 * capacity : 64;
+                bw_page_location *grown = realloc(locs, want * sizeof *grown);
+                if (grown == NULL) {
+                    rc = BW_PAGES_NO_MEMORY;
+                    goto cleanup;
+                }
+                locs = grown;
+                capacity = want;
+            }
+            locs[n_locs].offset = at;
+            locs[n_locs].compressed_size = (int32_t)page_size;
+            locs[n_locs].first_row = rows;
+            n_locs++;
+            rows += page_rows;
+        }
+        at += page_size;
+    }
+    if (rows != w->group_rows) {
+        rc = malformed(error, "the column chunk's pages hold %lld rows, its row group %lld",
+                       (long long)rows, (long long)w->group_rows);
+        goto cleanup;
+    }
+    *pages = locs;
+    *count = n_locs;
+    locs = NULL;
+cleanup:
+    free(locs);
     free(s.plain);
     free(s.rep);
     free(s.def);

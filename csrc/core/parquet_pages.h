@@ -1,6 +1,7 @@
 /* Random access into Parquet files at page granularity: the footer's page index locations,
-   the offset index, page headers, and the requested rows of one column chunk read from only
-   the pages that hold them.
+   the offset index (or, in a file without one, the same table found by walking a column
+   chunk's page headers), page headers, and the requested rows of one column chunk read from
+   only the pages that hold them.
 
    Every offset and length read from the file is checked against the file's size and the
    buffer it lives in before anything is read at it; a crafted file gives BW_PAGES_MALFORMED
@@ -45,10 +46,12 @@ typedef struct {
    (row group major): the offset index's offset and length (-1 when absent), the codec (-1
    when the chunk has no metadata) and where its dictionary page starts (BW_NO_DICTIONARY when
    no page is dictionary encoded, BW_DICTIONARY_UNLOCATED when the footer does not say where
-   the dictionary is or says a place outside the file). From the
-   footer of the whole file at `file`, which must hold exactly `groups` row groups of
-   `columns` chunks. */
-#define BW_CHUNK_FIELDS 4
+   the dictionary is or says a place outside the file); then, for a walk over its page
+   headers, where the chunk starts (its dictionary page, or its first data page), its
+   total_compressed_size and its statistics' null count (each -1 when the footer does not say;
+   not checked against the file here, the walk checks them). From the footer of the whole
+   file at `file`, which must hold exactly `groups` row groups of `columns` chunks. */
+#define BW_CHUNK_FIELDS 7
 #define BW_NO_DICTIONARY (-1)
 #define BW_DICTIONARY_UNLOCATED (-2)
 int bw_parquet_index_locations(const uint8_t *file, size_t file_size, size_t groups,
@@ -59,6 +62,28 @@ int bw_parquet_index_locations(const uint8_t *file, size_t file_size, size_t gro
 int bw_parquet_offset_index(const uint8_t *data, size_t size, size_t file_size,
                             int64_t group_rows, bw_page_location **pages, size_t *count,
                             char *error);
+
+/* A column chunk without an offset index, to be walked page header by page header. */
+typedef struct {
+    const uint8_t *file;
+    size_t file_size;
+    int64_t chunk_start, chunk_size; /* from the footer, unchecked */
+    int64_t group_rows;
+    int codec;
+    int max_rep;       /* 0: one value per row; 1: a list per row */
+    int64_t list_size; /* > 0: a fixed_size_list of this many values */
+    int64_t null_count; /* the chunk's, from its statistics; -1 when unknown */
+} bw_chunk_walk;
+
+/* The page locations the offset index would give, found by walking the chunk's page headers
+   from its start (a dictionary page first is skipped): *pages malloc'ed (free it), *count
+   entries, first rows strictly increasing from 0, their rows adding up to group_rows exactly.
+   A page's rows: its num_values without repetition, num_rows of a v2 page; of a v1 page of
+   lists, num_values / list_size for a fixed_size_list chunk without nulls, else the page's
+   repetition levels that start a row, the page decompressed to count them. Every header and
+   page must lie inside the chunk, the chunk inside the file. */
+int bw_parquet_walk_pages(const bw_chunk_walk *walk, bw_page_location **pages, size_t *count,
+                          char *error);
 
 /* A PageHeader at the start of data; *header_size is how many bytes it took. */
 int bw_parquet_page_header(const uint8_t *data, size_t size, bw_page_header *header,

@@ -81,10 +81,10 @@ int bw_thrift_field(bw_thrift *t, int16_t *last_id, int *type, int16_t *id) {
     return 0;
 }
 
-int bw_thrift_i64(bw_thrift *t, int type, int64_t *value) {
+static int read_integer(bw_thrift *t, int type, int want, int64_t *value) {
     if (t->error)
         return -1;
-    if (type != BW_THRIFT_I64 && type != BW_THRIFT_I32 && type != BW_THRIFT_I16)
+    if (type != want)
         return fail(t, "integer field of another type in metadata");
     uint64_t raw;
     if (read_varint(t, &raw) < 0)
@@ -93,11 +93,15 @@ int bw_thrift_i64(bw_thrift *t, int type, int64_t *value) {
     return 0;
 }
 
+int bw_thrift_i64(bw_thrift *t, int type, int64_t *value) {
+    return read_integer(t, type, BW_THRIFT_I64, value);
+}
+
 int bw_thrift_i32(bw_thrift *t, int type, int32_t *value) {
     int64_t v;
-    if (bw_thrift_i64(t, type, &v) < 0)
+    if (read_integer(t, type, BW_THRIFT_I32, &v) < 0)
         return -1;
-    if (type == BW_THRIFT_I64 || v < INT32_MIN || v > INT32_MAX)
+    if (v < INT32_MIN || v > INT32_MAX)
         return fail(t, "i32 field out of range in metadata");
     *value = (int32_t)v;
     return 0;

@@ -41,6 +41,8 @@ int bw_thrift_struct_end(bw_thrift *t);
 /* The next field of the struct being read: *type is BW_THRIFT_STOP at its end. `last_id`
    carries the previous field's id, as the delta encoding needs (0 at the struct's start). */
 int bw_thrift_field(bw_thrift *t, int16_t *last_id, int *type, int16_t *id);
+/* An integer field of exactly the type the schema gives it: a reader generated from the
+   schema does not take an i16 or i64 where it wants an i32, so neither does this one. */
 int bw_thrift_i32(bw_thrift *t, int type, int32_t *value);
 int bw_thrift_i64(bw_thrift *t, int type, int64_t *value);
 /* A list or set header: its element type and count (checked against what is left). */

@@ -18,9 +18,10 @@ static PyObject *raise_pages_error(int rc, const char *error) {
     return NULL;
 }
 
-/* parquet_index_locations(file, groups, columns) -> int64 array (groups, columns, 4): each
+/* parquet_index_locations(file, groups, columns) -> int64 array (groups, columns, 7): each
    chunk's offset index offset and length (-1 where it has none), codec, dictionary page
-   offset (-1: none, -2: not located).
+   offset (-1: none, -2: not located), the chunk's start, total compressed size and null
+   count (-1: not said).
    New reference. */
 static PyObject *module_parquet_index_locations(PyObject *self, PyObject *args) {
     (void)self;
@@ -50,6 +51,22 @@ cleanup:
     return result;
 }
 
+/* The page locations as an int64 array (count, 3) of (offset, compressed size, first row).
+   New reference. */
+static PyObject *locations_array(const bw_page_location *pages, size_t count) {
+    npy_intp dims[2] = {(npy_intp)count, 3};
+    PyObject *result = PyArray_SimpleNew(2, dims, NPY_INT64);
+    if (result == NULL)
+        return NULL;
+    int64_t *out = PyArray_DATA((PyArrayObject *)result);
+    for (size_t i = 0; i < count; i++) {
+        out[3 * i] = pages[i].offset;
+        out[3 * i + 1] = pages[i].compressed_size;
+        out[3 * i + 2] = pages[i].first_row;
+    }
+    return result;
+}
+
 /* parquet_offset_index(file, offset, length, group_rows) -> int64 array (pages, 3) of
    (offset, compressed size, first row), each checked against the file. New reference. */
 static PyObject *module_parquet_offset_index(PyObject *self, PyObject *args) {
@@ -75,17 +92,44 @@ static PyObject *module_parquet_offset_index(PyObject *self, PyObject *args) {
         raise_pages_error(rc, error);
         goto cleanup;
     }
-    npy_intp dims[2] = {(npy_intp)count, 3};
-    result = PyArray_SimpleNew(2, dims, NPY_INT64);
-    if (result == NULL)
-        goto cleanup;
-    int64_t *out = PyArray_DATA((PyArrayObject *)result);
-    for (size_t i = 0; i < count; i++) {
-        out[3 * i] = pages[i].offset;
-        out[3 * i + 1] = pages[i].compressed_size;
-        out[3 * i + 2] = pages[i].first_row;
-    }
+    result = locations_array(pages, count);
 cleanup:
+    free(pages);
+    PyBuffer_Release(&file);
+    return result;
+}
+
+/* parquet_walk_pages(file, chunk_start, chunk_size, group_rows, codec, max_rep, list_size,
+   null_count) -> int64 array (pages, 3) like parquet_offset_index's, found by walking the
+   chunk's page headers; None when its pages are not covered. New reference. */
+static PyObject *module_parquet_walk_pages(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer file;
+    long long chunk_start, chunk_size, group_rows, list_size, null_count;
+    int codec, max_rep;
+    if (!PyArg_ParseTuple(args, "y*LLLiiLL:parquet_walk_pages", &file, &chunk_start,
+                          &chunk_size, &group_rows, &codec, &max_rep, &list_size, &null_count))
+        return NULL;
+    bw_chunk_walk walk = {
+        .file = file.buf, .file_size = (size_t)file.len, .chunk_start = chunk_start,
+        .chunk_size = chunk_size, .group_rows = group_rows, .codec = codec,
+        .max_rep = max_rep, .list_size = list_size, .null_count = null_count,
+    };
+    bw_page_location *pages = NULL;
+    size_t count = 0;
+    char error[BW_PAGES_ERROR_SIZE];
+    int rc;
+    /* only raw memory below: the file's buffer, held by the view */
+    Py_BEGIN_ALLOW_THREADS
+    rc = bw_parquet_walk_pages(&walk, &pages, &count, error);
+    Py_END_ALLOW_THREADS
+    PyObject *result = NULL;
+    if (rc == BW_PAGES_NOT_COVERED)
+        result = Py_NewRef(Py_None);
+    else if (rc != BW_PAGES_OK)
+        raise_pages_error(rc, error);
+    else
+        result = locations_array(pages, count);
     free(pages);
     PyBuffer_Release(&file);
     return result;
@@ -256,10 +300,15 @@ cleanup:
 static PyMethodDef parquet_pages_functions[] = {
     {"parquet_index_locations", module_parquet_index_locations, METH_VARARGS,
      "parquet_index_locations(file, groups, columns): each column chunk's offset index "
-     "(offset, length; -1 where absent), codec and dictionary page offset (-1: none, -2: "
-     "not located), from the footer."},
+     "(offset, length; -1 where absent), codec, dictionary page offset (-1: none, -2: "
+     "not located), chunk start, total compressed size and null count (-1: not said), from "
+     "the footer."},
     {"parquet_offset_index", module_parquet_offset_index, METH_VARARGS,
      "parquet_offset_index(file, offset, length, group_rows): the page locations."},
+    {"parquet_walk_pages", module_parquet_walk_pages, METH_VARARGS,
+     "parquet_walk_pages(file, chunk_start, chunk_size, group_rows, codec, max_rep, list_size, "
+     "null_count): the page locations found by walking the chunk's page headers, or None "
+     "when not covered."},
     {"parquet_dictionary", module_parquet_dictionary, METH_VARARGS,
      "parquet_dictionary(file, offset, next_page, codec, value_width): the dictionary page's "
      "values, or None when not covered."},

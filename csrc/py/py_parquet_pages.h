@@ -3,7 +3,8 @@
 #define BW_PY_PARQUET_PAGES_H
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
-/* Adds parquet_index_locations, parquet_offset_index, parquet_take_chunk and HAVE_SNAPPY.
+/* Adds parquet_index_locations, parquet_offset_index, parquet_walk_pages, parquet_dictionary,
+   parquet_take_chunk, HAVE_SNAPPY and PARQUET_HAVE_ZSTD.
    0, or -1 with an exception set. */
 int bw_parquet_pages_add_to_module(PyObject *module);
 #endif

@@ -152,11 +152,16 @@ _CODECS = {"UNCOMPRESSED": 0, "SNAPPY": 1, "GZIP": 2, "ZSTD": 6}
 _CODEC_NAMES = {3: "LZO", 4: "BROTLI", 5: "LZ4", 7: "LZ4_RAW"}
 #: the footer's dictionary page offset when it names none, or a place outside the file
 _NO_DICTIONARY, _DICTIONARY_UNLOCATED = -1, -2
+#: a chunk without a page index whose pages could not be walked: read by row groups
+_NOT_WALKED = np.empty((0, 3), dtype=np.int64)
 _PHYSICAL_WIDTH = {"INT32": 4, "INT64": 8, "FLOAT": 4, "DOUBLE": 8}
 
-#: How a column is read: ``PAGES`` reads only the pages holding the requested rows;
-#: ``ROW_GROUPS`` reads each touched row group whole (one at a time) and takes from it.
+#: How a column is read: ``PAGES`` reads only the pages holding the requested rows, found
+#: through the file's page index; ``WALKED_PAGES`` the same, for a file without a page index,
+#: its pages found by walking each column chunk's page headers once; ``ROW_GROUPS`` reads each
+#: touched row group whole (one at a time) and takes from it.
 PAGES = "pages"
+WALKED_PAGES = "walked pages"
 ROW_GROUPS = "row groups"
 
 
@@ -232,17 +237,18 @@ def _page_plan(pa, field: Any, leaves: list, pq_schema: Any) -> "tuple[_PagePlan
 class TableFile:
     """An open Parquet or Arrow IPC file for repeated lookups (the benchmark's cached mode).
 
-    Parquet: the footer is parsed once. A column with a page index (``write_page_index=True``)
-    whose type the page reader covers — int32/int64/float32/float64, or a ``fixed_size_list``
-    or ``list`` of them, or string/large_string/binary/large_binary, PLAIN or dictionary
-    encoded (the chunk's dictionary page read once and
-    kept), uncompressed, snappy, gzip or zstd — is read page by
+    Parquet: the footer is parsed once. A column whose type the page reader covers —
+    int32/int64/float32/float64, or a ``fixed_size_list`` or ``list`` of them, or
+    string/large_string/binary/large_binary, PLAIN or dictionary encoded (the chunk's
+    dictionary page read once and kept), uncompressed, snappy, gzip or zstd — is read page by
     page: only the pages holding the requested rows are read and decompressed, and only those
-    rows copied out. Every other column is read a whole row group at a time, one group at a
-    time, for the touched groups only. ``paths`` says which way each column goes (and why),
-    ``stats`` counts what each lookup did. Arrow IPC: the file is memory-mapped and its record
-    batches are referenced without copying, so a lookup touches only the pages of the rows it
-    takes.
+    rows copied out. The pages are found through the file's page index
+    (``write_page_index=True``) or, in a file without one, by walking each touched column
+    chunk's page headers once (the table kept for later lookups). Every other column is read
+    a whole row group at a time, one group at a time, for the touched groups only. ``paths``
+    says which way each column goes (and why), ``stats`` counts what each lookup did. Arrow
+    IPC: the file is memory-mapped and its record batches are referenced without copying, so
+    a lookup touches only the pages of the rows it takes.
 
     >>> import tempfile, os, pyarrow, pyarrow.parquet
     >>> path = os.path.join(tempfile.mkdtemp(), "p.parquet")
@@ -258,9 +264,11 @@ class TableFile:
         self.path = os.fspath(path)
         self.format = _file_format(self.path)
         self.columns = list(columns) if columns is not None else None
-        #: per column: ``"pages"``, or ``"row groups"`` with the reason (Parquet only)
+        #: per column: ``"pages"``, ``"walked pages"``, or ``"row groups"`` with the reason
+        #: (Parquet only)
         self.paths: dict = {}
-        #: per column: column chunks read by each path, and pages read by the page path
+        #: per column: column chunks read by each path, pages read by the page path, and
+        #: column chunks whose page headers were walked
         self.stats: dict = {}
         self._map = None
         if self.format == "parquet":
@@ -325,7 +333,7 @@ class TableFile:
         self._locations = None
         candidates = {}
         for name in names:
-            self.stats[name] = {"pages": 0, "row_groups": 0, "pages_read": 0}
+            self.stats[name] = {"pages": 0, "row_groups": 0, "pages_read": 0, "walks": 0}
             plan, why = (None, "type not covered") if ambiguous else \
                 _page_plan(pa, self.schema.field(name), leaves[name], pq_schema)
             self.paths[name] = f"{ROW_GROUPS} ({why})"
@@ -344,28 +352,33 @@ class TableFile:
             self.close()
             raise self._malformed(exc) from None
         for name, plan in candidates.items():
-            why = self._chunks_not_covered(self._locations[:, plan.leaf], _core)
-            if why:
-                self.paths[name] = f"{ROW_GROUPS} ({why})"
-            else:
-                self.paths[name] = PAGES
+            path = self._chunks_path(self._locations[:, plan.leaf], _core)
+            if path in (PAGES, WALKED_PAGES):
+                self.paths[name] = path
                 self._plans[name] = plan
+            else:
+                self.paths[name] = f"{ROW_GROUPS} ({path})"
 
     @staticmethod
-    def _chunks_not_covered(chunks: np.ndarray, _core: Any) -> str:
-        """Why some column chunk (rows of offset index offset, length, codec, dictionary
-        page offset) cannot be read page by page, or ''."""
+    def _chunks_path(chunks: np.ndarray, _core: Any) -> str:
+        """How a column's chunks (rows of parquet_index_locations: offset index offset and
+        length, codec, dictionary page offset, chunk start, size, null count) are read:
+        ``PAGES``, ``WALKED_PAGES`` when some chunk has no page index, or why some chunk
+        cannot be read page by page."""
         names = {v: k for k, v in _CODECS.items()}
         have = {0: True, 2: True, 1: bool(_core.HAVE_SNAPPY), 6: bool(_core.PARQUET_HAVE_ZSTD)}
-        for offset, _, codec, dictionary in chunks.tolist():
+        path = PAGES
+        for offset, _, codec, dictionary, start, size, _ in chunks.tolist():
             if offset < 0:
-                return "no page index"
+                if start < 0 or size < 0:  # nothing to find its pages with
+                    return "no page index"
+                path = WALKED_PAGES
             if not have.get(codec, False):
                 return f"{names[codec].lower()} pages not covered by this build" \
                     if codec in have else f"{_CODEC_NAMES.get(codec, codec)} not covered"
             if dictionary == _DICTIONARY_UNLOCATED:
                 return "dictionary page not located"
-        return ""
+        return path
 
     def take(self, indices: Any):
         """The rows at ``indices`` (any order, repeats allowed) as a ``pyarrow.Table``.
@@ -424,9 +437,19 @@ class TableFile:
         pages = self._index_cache.get(key)
         try:
             if pages is None:
-                offset, length = (int(v) for v in self._locations[g, plan.leaf, :2])
-                pages = _core.parquet_offset_index(self._map, offset, length, group_rows)
+                offset, length, codec, _, start, size, null_count = \
+                    self._locations[g, plan.leaf].tolist()
+                if offset >= 0:
+                    pages = _core.parquet_offset_index(self._map, offset, length, group_rows)
+                else:  # no page index: the chunk's page headers walked, once
+                    pages = _core.parquet_walk_pages(self._map, start, size, group_rows, codec,
+                                                     plan.max_rep, plan.list_size, null_count)
+                    self.stats[name]["walks"] += 1
+                    if pages is None:  # levels of an encoding the page reader does not cover
+                        pages = _NOT_WALKED
                 self._index_cache[key] = pages
+            if pages is _NOT_WALKED:
+                return None
             codec = int(self._locations[g, plan.leaf, 2])
             dictionary_offset = int(self._locations[g, plan.leaf, 3])
             dictionary = None

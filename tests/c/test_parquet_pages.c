@@ -213,5 +213,160 @@ TEST(offset_index_checks) {
     free(buf);
 }
 
+/* A PLAIN dictionary page header for `values` values and `body` bytes (< 64). */
+static size_t dictionary_header(uint8_t *out, int values, int body) {
+    size_t n = 0;
+    out[n++] = 0x15; out[n++] = 0x04;                   /* type DICTIONARY_PAGE */
+    out[n++] = 0x15; out[n++] = (uint8_t)(2 * body);
+    out[n++] = 0x15; out[n++] = (uint8_t)(2 * body);
+    out[n++] = 0x4c;                                    /* field 7: dictionary page header */
+    out[n++] = 0x15; out[n++] = (uint8_t)(2 * values);
+    out[n++] = 0x15; out[n++] = 0x00;                   /* PLAIN */
+    out[n++] = 0x00;
+    out[n++] = 0x00;
+    return n;
+}
+
+static int walk(const uint8_t *file, size_t file_size, int64_t start, int64_t size,
+                int64_t rows, int max_rep, int64_t list_size, int64_t null_count,
+                bw_page_location **pages, size_t *count, char *error) {
+    bw_chunk_walk w = {.file = file, .file_size = file_size, .chunk_start = start,
+                       .chunk_size = size, .group_rows = rows, .codec = BW_PQ_UNCOMPRESSED,
+                       .max_rep = max_rep, .list_size = list_size, .null_count = null_count};
+    return bw_parquet_walk_pages(&w, pages, count, error);
+}
+
+TEST(walker_bounds) {
+    /* a dictionary page of 2 values, then two data pages of 4 rows each */
+    uint8_t file[160];
+    size_t n = dictionary_header(file, 2, 8);
+    size_t dictionary = n + 8;
+    memset(file + n, 0, 8);
+    size_t first = dictionary, h = page_header(file + first, 4, 16);
+    memset(file + first + h, 0, 16);
+    size_t second = first + h + 16;
+    page_header(file + second, 4, 16);
+    memset(file + second + h, 0, 16);
+    size_t size = second + h + 16;
+    uint8_t *buf = exact(file, size);
+    bw_page_location *pages = NULL;
+    size_t count = 0;
+    char error[BW_PAGES_ERROR_SIZE];
+    CHECK_EQ(walk(buf, size, 0, (int64_t)size, 8, 0, 0, -1, &pages, &count, error),
+             BW_PAGES_OK);
+    CHECK(count == 2 && pages[0].offset == (int64_t)first && pages[1].offset == (int64_t)second);
+    CHECK(pages[0].compressed_size == (int32_t)(h + 16) && pages[1].first_row == 4);
+    free(pages);
+    /* rows that do not add up to the row group's, either way */
+    CHECK_EQ(walk(buf, size, 0, (int64_t)size, 7, 0, 0, -1, &pages, &count, error),
+             BW_PAGES_MALFORMED);
+    CHECK(strstr(error, "more than the row group's 7 rows") != NULL);
+    CHECK_EQ(walk(buf, size, 0, (int64_t)size, 9, 0, 0, -1, &pages, &count, error),
+             BW_PAGES_MALFORMED);
+    CHECK(strstr(error, "hold 8 rows, its row group 9") != NULL);
+    /* a chunk that ends anywhere inside its last page, or starts outside the file */
+    for (size_t end = 1; end < size; end++) {
+        CHECK_EQ(walk(buf, size, 0, (int64_t)end, 8, 0, 0, -1, &pages, &count, error),
+                 BW_PAGES_MALFORMED);
+        CHECK(pages == NULL && count == 0);
+    }
+    CHECK_EQ(walk(buf, size, 0, (int64_t)size + 1, 8, 0, 0, -1, &pages, &count, error),
+             BW_PAGES_MALFORMED);
+    CHECK(strstr(error, "outside the file") != NULL);
+    CHECK_EQ(walk(buf, size, (int64_t)size + 1, 0, 0, 0, 0, -1, &pages, &count, error),
+             BW_PAGES_MALFORMED);
+    CHECK_EQ(walk(buf, size, -4, 8, 8, 0, 0, -1, &pages, &count, error), BW_PAGES_MALFORMED);
+    CHECK_EQ(walk(buf, size, 0, INT64_MAX, 8, 0, 0, -1, &pages, &count, error),
+             BW_PAGES_MALFORMED);
+    /* every truncation of the file under the footer's chunk size: the walk stays inside */
+    for (size_t cut_size = 0; cut_size < size; cut_size++) {
+        uint8_t *cut = exact(file, cut_size);
+        CHECK_EQ(walk(cut, cut_size, 0, (int64_t)size, 8, 0, 0, -1, &pages, &count, error),
+                 BW_PAGES_MALFORMED);
+        free(cut);
+    }
+    /* the second data page's compressed size grown by one: past the chunk's end */
+    file[second + 5] = (uint8_t)(2 * 17);
+    uint8_t *grown = exact(file, size);
+    CHECK_EQ(walk(grown, size, 0, (int64_t)size, 8, 0, 0, -1, &pages, &count, error),
+             BW_PAGES_MALFORMED);
+    CHECK(strstr(error, "runs past its column chunk's end") != NULL);
+    free(grown);
+    /* the first data page's shrunk by one: the next header read from inside its values */
+    file[second + 5] = (uint8_t)(2 * 16);
+    file[first + 5] = (uint8_t)(2 * 15);
+    uint8_t *shrunk = exact(file, size);
+    CHECK_EQ(walk(shrunk, size, 0, (int64_t)size, 8, 0, 0, -1, &pages, &count, error),
+             BW_PAGES_MALFORMED);
+    free(shrunk);
+    free(buf);
+    /* a dictionary page after a data page */
+    file[first + 5] = (uint8_t)(2 * 16);
+    uint8_t swapped[160];
+    memcpy(swapped, file + first, h + 16);
+    memcpy(swapped + h + 16, file, dictionary);
+    uint8_t *late = exact(swapped, h + 16 + dictionary);
+    CHECK_EQ(walk(late, h + 16 + dictionary, 0, (int64_t)(h + 16 + dictionary), 4, 0, 0, -1,
+                  &pages, &count, error), BW_PAGES_MALFORMED);
+    CHECK(strstr(error, "is not its chunk's first page") != NULL);
+    free(late);
+}
+
+TEST(integers_of_another_type_are_refused) {
+    /* a page header whose type is written as an i16 (0x14), as an i64 (0x16): a reader
+       generated from the schema drops such a field and refuses the header, so must we */
+    uint8_t file[64];
+    size_t h = page_header(file, 4, 16);
+    memset(file + h, 0, 16);
+    bw_page_header header;
+    size_t header_size;
+    char error[BW_PAGES_ERROR_SIZE];
+    for (int type = 0x14; type <= 0x16; type++) {
+        file[0] = (uint8_t)type;
+        uint8_t *buf = exact(file, h + 16);
+        CHECK_EQ(bw_parquet_page_header(buf, h + 16, &header, &header_size, error),
+                 type == 0x15 ? BW_PAGES_OK : BW_PAGES_MALFORMED);
+        free(buf);
+    }
+}
+
+TEST(walker_rows_of_list_pages) {
+    /* the list page of list_page_with_bit_packed_and_rle_levels: 6 values, 2 rows of 3 */
+    uint8_t file[96];
+    static const uint8_t levels[] = {2, 0, 0, 0, 0x03, 0x36, 2, 0, 0, 0, 0x0c, 0x01};
+    size_t h = page_header(file, 6, (int)sizeof levels + 24);
+    memcpy(file + h, levels, sizeof levels);
+    memset(file + h + sizeof levels, 0, 24);
+    size_t size = h + sizeof levels + 24;
+    uint8_t *buf = exact(file, size);
+    bw_page_location *pages = NULL;
+    size_t count = 0;
+    char error[BW_PAGES_ERROR_SIZE];
+    /* nulls unknown: the repetition levels counted; a list: the same */
+    for (int64_t list_size = 0; list_size <= 3; list_size += 3) {
+        CHECK_EQ(walk(buf, size, 0, (int64_t)size, 2, 1, list_size, -1, &pages, &count,
+                      error), BW_PAGES_OK);
+        CHECK(count == 1 && pages[0].first_row == 0);
+        free(pages);
+    }
+    /* no nulls: num_values / list_size, which must divide */
+    CHECK_EQ(walk(buf, size, 0, (int64_t)size, 2, 1, 3, 0, &pages, &count, error), BW_PAGES_OK);
+    free(pages);
+    CHECK_EQ(walk(buf, size, 0, (int64_t)size, 2, 1, 4, 0, &pages, &count, error),
+             BW_PAGES_MALFORMED);
+    CHECK(strstr(error, "not rows of a fixed_size_list of 4") != NULL);
+    CHECK_EQ(walk(buf, size, 0, (int64_t)size, 3, 1, 0, -1, &pages, &count, error),
+             BW_PAGES_MALFORMED);
+    free(buf);
+    /* a page whose levels start inside a row */
+    file[h + 5] = 0x37; /* repetition levels 1,1,1,0,1,1 */
+    buf = exact(file, size);
+    CHECK_EQ(walk(buf, size, 0, (int64_t)size, 1, 1, 0, -1, &pages, &count, error),
+             BW_PAGES_MALFORMED);
+    CHECK(strstr(error, "inside a row") != NULL);
+    free(buf);
+}
+
 RUN_TESTS(fields_by_delta_and_by_id, every_truncation_is_refused, depth_and_lying_counts,
-          required_scalar_page, list_page_with_bit_packed_and_rle_levels, offset_index_checks)
+          required_scalar_page, list_page_with_bit_packed_and_rle_levels, offset_index_checks,
+          walker_bounds, walker_rows_of_list_pages, integers_of_another_type_are_refused)

@@ -1,6 +1,6 @@
 /* libFuzzer target: the Thrift compact reader and the Parquet page reader on hostile bytes.
-   The first byte picks what the rest is read as: a struct skipped whole, a page header, an
-   offset index, a footer (the rest as a whole file), or a one-page column chunk read with
+   The first byte picks what the rest is read as: a struct skipped whole, a page header (and
+   the rest walked as a column chunk's pages), an offset index, a footer (the rest as a whole file), or a one-page column chunk read with
    levels, width and codec taken from the next bytes (bit 6: with a dictionary of four values,
    bit 7: BYTE_ARRAY values, one per row). The input is a heap block of exactly
    its size, so any read past it stops the run; every success must stay inside it, and a
@@ -39,6 +39,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         size_t used = 0;
         if (bw_parquet_page_header(in, n, &h, &used, error) == BW_PAGES_OK)
             REQUIRE(used <= n && h.uncompressed_size >= 0 && h.compressed_size >= 0);
+        /* the same bytes as a column chunk without an offset index, its page headers walked
+           to their end (a row count no page adds up to, so every page is walked) */
+        bw_chunk_walk walk = {.file = in, .file_size = n, .chunk_start = 0,
+                              .chunk_size = (int64_t)n, .group_rows = INT64_MAX,
+                              .codec = codecs[n % 4], .max_rep = (int)(n >> 2) & 1,
+                              .list_size = (int64_t)((n >> 3) & 3),
+                              .null_count = (n >> 5) & 1 ? 0 : -1};
+        bw_page_location *pages = NULL;
+        size_t count = 0;
+        REQUIRE(bw_parquet_walk_pages(&walk, &pages, &count, error) != BW_PAGES_OK &&
+                pages == NULL && count == 0);
         break;
     }
     case 2: {
