@@ -24,6 +24,7 @@ Exit status: 0 when every target ran its time without a failure, 1 otherwise.
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import pathlib
 import shutil
 import subprocess
@@ -32,6 +33,8 @@ import tempfile
 import time
 
 HERE = pathlib.Path(__file__).resolve().parent
+#: seconds a target may run past its budget (its last input, its exit) before it counts as hung
+HANG_GRACE = 120
 
 
 def targets() -> list[str]:
@@ -47,7 +50,23 @@ def _child(name: str, libfuzzer_args: list[str]) -> None:
     with atheris.instrument_imports(include=["bulkwire", f"fuzz_{name}"]):
         module = __import__(f"fuzz_{name}")
     atheris.Setup([sys.argv[0], *libfuzzer_args], module.test_one_input)
+    # A process still alive well past its budget prints every thread's Python stack (to
+    # stderr, once) before the parent's guard kills it, so that a hang says where it is.
+    budget = next((int(a.split("=", 1)[1]) for a in libfuzzer_args
+                   if a.startswith("-max_total_time=")), None)
+    if budget is not None:
+        faulthandler.dump_traceback_later(budget + HANG_GRACE - 30, exit=False)
     atheris.Fuzz()
+
+
+def _native_stacks(pid: int) -> None:
+    """Prints every thread's native stack of a hung process, when gdb is there to read it."""
+    gdb = shutil.which("gdb")
+    if gdb is None:
+        print("  (no gdb here to show the hung process's native stacks)", flush=True)
+        return
+    subprocess.run([gdb, "-p", str(pid), "-batch", "-ex", "thread apply all bt 30"],
+                   stdin=subprocess.DEVNULL, timeout=60, check=False)
 
 
 def run_target(name: str, seconds: int, artifacts: pathlib.Path,
@@ -69,12 +88,15 @@ def run_target(name: str, seconds: int, artifacts: pathlib.Path,
                 "-max_len=4096", "-print_final_stats=1", f"-artifact_prefix={prefix}", str(corpus)]
         started = time.monotonic()
         # The wall-clock guard is a backstop for a hang libFuzzer's own -timeout misses.
+        child = subprocess.Popen([sys.executable, __file__, "--child", name, "--", *args])
         try:
-            rc = subprocess.run([sys.executable, __file__, "--child", name, "--", *args],
-                                timeout=seconds + 120).returncode
+            rc = child.wait(timeout=seconds + HANG_GRACE)
         except subprocess.TimeoutExpired:
-            print(f"fuzz {name}: still running {seconds + 120} s after its time was up: a hang",
+            print(f"fuzz {name}: still running {HANG_GRACE} s after its time was up: a hang",
                   flush=True)
+            _native_stacks(child.pid)
+            child.kill()
+            child.wait()
             return False
         found = sorted(artifacts.glob(f"{name}-*"))
         elapsed = time.monotonic() - started
