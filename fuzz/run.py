@@ -65,8 +65,11 @@ def _native_stacks(pid: int) -> None:
     if gdb is None:
         print("  (no gdb here to show the hung process's native stacks)", flush=True)
         return
-    subprocess.run([gdb, "-p", str(pid), "-batch", "-ex", "thread apply all bt 30"],
-                   stdin=subprocess.DEVNULL, timeout=60, check=False)
+    try:
+        subprocess.run([gdb, "-p", str(pid), "-batch", "-ex", "thread apply all bt 30"],
+                       stdin=subprocess.DEVNULL, timeout=60, check=False)
+    except subprocess.TimeoutExpired:
+        print("  (gdb did not answer within 60 s)", flush=True)
 
 
 def run_target(name: str, seconds: int, artifacts: pathlib.Path,
