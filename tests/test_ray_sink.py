@@ -36,24 +36,48 @@ PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(bulkwire.__file
 
 @pytest.fixture(scope="module", autouse=True)
 def ray_instance():
-    """A local Ray with 2 CPUs whose workers import this bulkwire."""
+    """A local Ray with 2 CPUs whose workers import this bulkwire.
+
+    In the sanitizer build LD_PRELOAD carries the ASan/UBSan runtimes. Only Ray's Python
+    workers run bulkwire's code, so only they get it (through the runtime environment); Ray's
+    own C++ daemons (gcs_server, raylet) start without it, with the allocator Ray ships."""
+    preload = os.environ.get("LD_PRELOAD")
+    env_vars = {"PYTHONPATH": os.pathsep.join(
+        p for p in (PACKAGE_PARENT, os.environ.get("PYTHONPATH")) if p)}
+    if preload:
+        env_vars["LD_PRELOAD"] = preload
     options = dict(num_cpus=2, include_dashboard=False, log_to_driver=False,
                    object_store_memory=80 << 20, logging_level="warning",
-                   runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(
-                       p for p in (PACKAGE_PARENT, os.environ.get("PYTHONPATH")) if p)}})
+                   runtime_env={"env_vars": env_vars})
+
+    def worker_build() -> tuple[str, bool]:
+        """Where a worker imports bulkwire from, and whether ASan is loaded in it."""
+        import bulkwire as worker_bulkwire
+        with open("/proc/self/maps") as maps:
+            return worker_bulkwire.__file__, "libasan" in maps.read()
+
+    def start():
+        if preload:
+            del os.environ["LD_PRELOAD"]  # the daemons are spawned by ray.init
+        try:
+            ray.init(**options)
+        finally:
+            if preload:
+                os.environ["LD_PRELOAD"] = preload
+
     try:
-        ray.init(**options)
+        start()
     except Exception as exc:  # noqa: BLE001
-        # Ray waits a fixed 30 s for its raylet to register; on a loaded machine (the
-        # sanitizer build preloads ASan into Ray's own processes too) that can pass once
+        # Ray waits a fixed 30 s for its raylet to register; on a loaded machine that can
+        # pass once
         if "timed out during startup" not in str(exc):
             raise
         ray.shutdown()
-        ray.init(**options)
+        start()
     try:
         ray.data.DataContext.get_current().enable_progress_bars = False
-        where = ray.get(ray.remote(lambda: __import__("bulkwire").__file__).remote())
-        assert where == bulkwire.__file__, where
+        where = ray.get(ray.remote(worker_build).remote(), timeout=300)
+        assert where == (bulkwire.__file__, "libasan" in (preload or "")), where
         yield
     finally:
         ray.shutdown()
