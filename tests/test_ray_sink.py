@@ -34,50 +34,58 @@ from sink_oracle import assert_exactly_once, make_table, received_commands, refe
 PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(bulkwire.__file__)))
 
 
+SANITIZER_BUILD = bool(os.environ.get("BULKWIRE_SANITIZER"))
+
+
 @pytest.fixture(scope="module", autouse=True)
 def ray_instance():
     """A local Ray with 2 CPUs whose workers import this bulkwire.
 
-    In the sanitizer build LD_PRELOAD carries the ASan/UBSan runtimes. Only Ray's Python
-    workers run bulkwire's code, so only they get it (through the runtime environment); Ray's
-    own C++ daemons (gcs_server, raylet) start without it, with the allocator Ray ships."""
-    preload = os.environ.get("LD_PRELOAD")
-    env_vars = {"PYTHONPATH": os.pathsep.join(
-        p for p in (PACKAGE_PARENT, os.environ.get("PYTHONPATH")) if p)}
-    if preload:
-        env_vars["LD_PRELOAD"] = preload
-    options = dict(num_cpus=2, include_dashboard=False, log_to_driver=False,
+    Under the sanitizer build (``BULKWIRE_SANITIZER=1``, the ASan/UBSan runtimes in
+    LD_PRELOAD) this process runs the instrumented build and Ray's processes run none of it.
+    Ray's own native code is not clean under ASan: its setproctitle reads past a heap block
+    as a worker starts, and its absl threads can crash a worker. A Ray Data task whose worker
+    dies is retried without end, so such a crash hangs the run. Ray's daemons and workers
+    therefore start without LD_PRELOAD, and the workers import the build installed in the
+    environment, from the same source. The code a write task runs, ``load_arrow``, runs under
+    the sanitizers in this process and in the Dask workers (test_dask_sink.py)."""
+    inherited = {name: os.environ.pop(name) for name in ("LD_PRELOAD", "PYTHONPATH")
+                 if name in os.environ}
+    search_path = [p for p in inherited.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if SANITIZER_BUILD:
+        search_path = [p for p in search_path
+                       if os.path.abspath(p) != PACKAGE_PARENT]
+    else:
+        search_path.insert(0, PACKAGE_PARENT)
+    options = dict(num_cpus=2, include_dashboard=False, log_to_driver=True,
                    object_store_memory=80 << 20, logging_level="warning",
-                   runtime_env={"env_vars": env_vars})
+                   runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(search_path)}}
+                   if search_path else None)
 
-    def worker_build() -> tuple[str, bool]:
-        """Where a worker imports bulkwire from, and whether ASan is loaded in it."""
+    def worker_build() -> tuple[str, str, bool]:
+        """Where a worker imports bulkwire from, its version, and whether ASan is loaded."""
         import bulkwire as worker_bulkwire
         with open("/proc/self/maps") as maps:
-            return worker_bulkwire.__file__, "libasan" in maps.read()
-
-    def start():
-        if preload:
-            del os.environ["LD_PRELOAD"]  # the daemons are spawned by ray.init
-        try:
-            ray.init(**options)
-        finally:
-            if preload:
-                os.environ["LD_PRELOAD"] = preload
+            return worker_bulkwire.__file__, worker_bulkwire.__version__, "libasan" in maps.read()
 
     try:
-        start()
-    except Exception as exc:  # noqa: BLE001
-        # Ray waits a fixed 30 s for its raylet to register; on a loaded machine that can
-        # pass once
-        if "timed out during startup" not in str(exc):
-            raise
-        ray.shutdown()
-        start()
+        try:
+            ray.init(**options)  # spawns the daemons, with this environment
+        except Exception as exc:  # noqa: BLE001
+            # Ray waits a fixed 30 s for its raylet to register; on a loaded machine that
+            # can pass once
+            if "timed out during startup" not in str(exc):
+                raise
+            ray.shutdown()
+            ray.init(**options)
+    finally:
+        os.environ.update(inherited)
     try:
         ray.data.DataContext.get_current().enable_progress_bars = False
-        where = ray.get(ray.remote(worker_build).remote(), timeout=300)
-        assert where == (bulkwire.__file__, "libasan" in (preload or "")), where
+        where, version, asan = ray.get(ray.remote(worker_build).remote(), timeout=300)
+        assert not asan and version == bulkwire.__version__, (where, version, asan)
+        if not SANITIZER_BUILD:
+            assert where == bulkwire.__file__, where
         yield
     finally:
         ray.shutdown()
