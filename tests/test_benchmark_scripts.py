@@ -1,4 +1,5 @@
 """The benchmark scripts the docs quote still run (tiny sizes; nothing here is timed)."""
+import json
 import os
 import subprocess
 import sys
@@ -138,3 +139,13 @@ def test_bench_float_text_thread_runs():
     out = run_script("bench_float_text_thread.py", "--docs", "50", "--dim", "32", "--rounds", "2")
     lines = [line for line in out.splitlines() if "text on the sender" in line]
     assert len(lines) == 2 and all("ratio" in line and "load" in line for line in lines)
+
+
+def test_dictionary_pages_runs(tmp_path):
+    out = run_script("dictionary_pages.py", "--rows", "3000", "--dim", "4", "--budget", "0.01",
+                     "--data-dir", str(tmp_path))
+    report = json.loads(out)
+    assert set(report["ms per lookup"]) == {"correlated cached", "uniform cached",
+                                            "correlated reopen", "uniform reopen"}
+    assert all(ms > 0 for ms in report["ms per lookup"].values())
+    assert report["paths"] == ["pages"]  # every column read page by page

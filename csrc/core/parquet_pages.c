@@ -35,6 +35,10 @@ static uint32_t read_le32(const uint8_t *p) {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
+static uint64_t read_le64(const uint8_t *p) {
+    return (uint64_t)read_le32(p) | (uint64_t)read_le32(p + 4) << 32;
+}
+
 /* ---- footer ---------------------------------------------------------------------------- */
 
 /* Statistics: the null count (*null_count, left alone when absent). */
@@ -572,12 +576,19 @@ static int decode_indices(const uint8_t *p, size_t n, int bit_width, size_t dict
             const uint8_t *bits = r.bits;
             const size_t present = r.present;
             const int64_t take = r.take;
+            /* Every index of the page is decoded (a page with one past the dictionary is
+               refused whichever rows are asked for), so this loop runs over whole pages:
+               one 8-byte load per value (a value of up to 32 bits starts within its first
+               byte), and byte by byte only within the run's last 7 bytes. */
             for (int64_t i = 0; i < take; i++) {
                 uint64_t bit = (uint64_t)i * (uint64_t)bit_width;
                 size_t byte = (size_t)(bit >> 3);
                 uint64_t word = 0;
-                for (size_t k = 0; k < 5 && byte + k < present; k++)
-                    word |= (uint64_t)bits[byte + k] << (8 * k);
+                if (present - byte >= 8)
+                    word = read_le64(bits + byte);
+                else
+                    for (size_t k = 0; byte + k < present; k++)
+                        word |= (uint64_t)bits[byte + k] << (8 * k);
                 uint64_t value = (word >> (bit & 7)) & mask;
                 if (value >= dictionary_count)
                     return malformed(error, "dictionary index %llu past the %zu values",
