@@ -264,6 +264,27 @@ def test_index_past_the_dictionary_is_malformed(files):
         _core.parquet_take_chunk(data, pages, rows, 0, 4, 0, 0, 0, np.array([0]), empty)
 
 
+@pytest.mark.parametrize("where", ["middle", "last"])
+def test_one_index_past_the_dictionary_is_found_anywhere_in_its_run(tmp_path, where):
+    """One bad index, in the middle of a long bit-packed run (read with an 8-byte load) or in
+    its last value (read byte by byte), and only row 0 asked for: the page is malformed."""
+    rows = 800
+    values = np.arange(rows) % 5
+    at = rows // 2 if where == "middle" else rows - 1
+    values[at] = 7  # first seen here: the dictionary's last entry, index 5
+    t = pa.table({"id": pa.array(values, pa.int64())},
+                 schema=pa.schema([pa.field("id", pa.int64(), nullable=False)]))
+    path = _write(tmp_path / "one.parquet", t, compression="none", data_page_size=1 << 20)
+    data, dict_at, pages, group_rows = _chunk(path, leaf=0)
+    assert len(pages) == 1 and group_rows == rows
+    dictionary = _core.parquet_dictionary(data, dict_at, int(pages[0, 0]), 0, 8)
+    assert dictionary.view(np.int64).tolist() == [0, 1, 2, 3, 4, 7]
+    take = (data, pages, rows, 0, 8, 0, 0, 0, np.array([0]))
+    assert _core.parquet_take_chunk(*take, dictionary) is not None
+    with pytest.raises(ValueError, match="dictionary index 5 past the 5 values"):
+        _core.parquet_take_chunk(*take, dictionary[:40].copy())
+
+
 def test_dictionary_offset_at_a_data_page_is_malformed(files):
     data, _, pages, _ = _chunk(files["none", "1.0", False, True], leaf=1)
     with pytest.raises(ValueError, match="no dictionary page"):
