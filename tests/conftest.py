@@ -23,3 +23,31 @@ def ctrl_c_raises_keyboard_interrupt():
     yield
     if previous is not signal.default_int_handler and previous is not None:
         signal.signal(signal.SIGINT, previous)
+
+
+#: Test markers for real database servers that a harness under tests/servers/ starts. Their tests
+#: run only when asked for (``--server ravendb``, repeatable), because starting a server takes
+#: seconds to minutes and fetches packages once per machine; otherwise they are deselected, and
+#: pytest's summary counts them as deselected, never as passed.
+REAL_SERVER_MARKERS = {"ravendb": "ravendb_server", "cassandra": "cassandra_server"}
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--server", action="append", default=[], choices=sorted(REAL_SERVER_MARKERS),
+                     help="also run the tests against this real server (started by the tests)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for kind, marker in REAL_SERVER_MARKERS.items():
+        config.addinivalue_line("markers", f"{marker}: needs a real {kind} server (--server {kind})")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    wanted = {REAL_SERVER_MARKERS[kind] for kind in config.getoption("--server")}
+    keep, drop = [], []
+    for item in items:
+        markers = {m.name for m in item.iter_markers()} & set(REAL_SERVER_MARKERS.values())
+        (drop if markers - wanted else keep).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
