@@ -677,18 +677,13 @@ class BulkInsert:
                  default: Any = _core.ENTITY, class_info: Any = None,
                  compress_threads: Optional[int] = None,
                  defer_float_text: Optional[bool] = None) -> None:
-        from .tls import TlsSettings
-        from .topology import Servers
-        from .transport import HttpTransport
+        from .topology import open_servers
 
         if not isinstance(skip_overwrite_if_unchanged, bool):
             raise TypeError("skip_overwrite_if_unchanged must be True or False, not "
                             f"{type(skip_overwrite_if_unchanged).__name__}")
-        tls = (None if certificate is None and ca is None and ssl_context is None
-               else TlsSettings(certificate, ca, ssl_context=ssl_context))
-        # every connection of this bulk insert, to whichever node, is made by connect(url)
-        connect = partial(HttpTransport, database=database, timeout=timeout, tls=tls)
-        self._servers = Servers(url, connect)
+        self._servers = open_servers(url, database, timeout=timeout, certificate=certificate,
+                                     ca=ca, ssl_context=ssl_context)
         self._transport = self._servers.first  # until the operation's node is known
         self._writer = BulkWriter(compress=compress, buffer_size=buffer_size, max_buffers=max_buffers,
                                   default=default, class_info=class_info,
