@@ -1067,7 +1067,8 @@ def load_parquet(path: Any, *, url: str | Sequence[str] | None = None,
     ``database``), the writer is a :class:`bulkwire.BulkInsert`'s: the same body, streamed;
     with no rows, no request is made. An error (or Ctrl-C) aborts the operation on the
     server. ``url`` is one server's URL or a list of a cluster's node URLs, as
-    :class:`bulkwire.BulkInsert` takes it.
+    :class:`bulkwire.BulkInsert` takes it; the URLs, ``database`` and the TLS files are
+    judged before anything is read, and ``LoadResult.target`` names the normalized URLs.
 
     ``certificate``, ``ca``, ``ssl_context`` (with an ``https://`` ``url``): TLS, as for
     :class:`bulkwire.BulkInsert`.
