@@ -69,7 +69,8 @@ url_like = st.builds(
     lambda scheme, host, port, path, tail: f"{scheme}://{host}{port}{path}{tail}",
     st.sampled_from(["http", "https", "HTTP", "Https", "ftp", "http:", ""]),
     st.sampled_from(["a", "Node-A.example", "127.0.0.1", "[::1]", "[fe80::1]", "x_y.local.",
-                     "", "[::1", "[zz]", "a b", "h\u00e9", "a\\b", "xn--bcher-kva.example"]),
+                     "", "[::1", "[zz]", "a b", "h\u00e9", "a\\b", "xn--bcher-kva.example",
+                     "a" * 63, "a" * 64, "a." * 126 + "b", "a." * 127 + "b", "a..b"]),
     st.sampled_from(["", ":8080", ":1", ":65535", ":0", ":65536", ":", ":+80", ":08080",
                      ":\u0668\u0660", ":x", ":1:2"]),
     st.sampled_from(["", "/", "/raven", "/a/b/", "/a%20b", "//"]),
@@ -122,11 +123,16 @@ def test_what_the_validator_refuses_and_why():
         "http://[::1": "must be an IPv6 address",
         "http://[::1]x": "only ':port' may follow",
         "http://a\\b": "is not a host name or IP address",
+        "http://a..b": "is not a host name or IP address",
+        # DNS's limits: the name could not even be looked up
+        "http://" + "a" * 64 + ":1": "labels of 1 to 63 letters",
+        "http://" + "a." * 127 + "b:1": "253 characters at most",
     }
     for text, reason in cases.items():
         with pytest.raises(ValueError) as info:
             parse_server_url(text, "url[3]")
-        assert str(info.value).startswith(f"url[3] {text!r}: ") and reason in str(info.value), \
+        shown = repr(text) + ": " if len(text) <= 200 else repr(text[:200]) + "...: "
+        assert str(info.value).startswith(f"url[3] {shown}") and reason in str(info.value), \
             (text, str(info.value))
     with pytest.raises(TypeError, match="^url must be a str, not bytes"):
         parse_server_url(b"http://a")

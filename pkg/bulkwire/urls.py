@@ -44,8 +44,10 @@ __all__ = ["ServerUrl", "parse_server_url", "normalize_url", "server_urls", "che
 #: The schemes a server URL may have, and the port each means when the URL gives none.
 DEFAULT_PORTS = {"http": 80, "https": 443}
 
-# a host name: dot-separated labels of letters, digits, '-' and '_', an optional final dot
-_HOST_NAME = re.compile(r"(?:[A-Za-z0-9_-]+\.)*[A-Za-z0-9_-]+\.?")
+# a host name: dot-separated labels of 1 to 63 letters, digits, '-' and '_' (DNS's limit: a
+# longer one cannot even be looked up), an optional final dot; 253 characters at most
+_HOST_NAME = re.compile(r"(?:[A-Za-z0-9_-]{1,63}\.)*[A-Za-z0-9_-]{1,63}\.?")
+_HOST_NAME_MAX = 253
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
 # an echoed URL is cut to this many characters
 _SHOWN = 200
@@ -163,9 +165,10 @@ def _authority(authority: str, shown: str) -> tuple:
             port_text = None
         if not host:
             raise ValueError(f"{shown}: a server URL needs a host")
-        if not _HOST_NAME.fullmatch(host):
+        if not _HOST_NAME.fullmatch(host) or len(host.rstrip(".")) > _HOST_NAME_MAX:
             raise ValueError(f"{shown}: {_shown(host)} is not a host name or IP address "
-                             f"(letters, digits, '-', '_' and '.'; an IPv6 address in "
+                             f"(labels of 1 to 63 letters, digits, '-' or '_' joined by '.', "
+                             f"{_HOST_NAME_MAX} characters at most; an IPv6 address in "
                              f"brackets)")
         host = host.lower()
     if port_text is None:
