@@ -46,7 +46,7 @@ CaArg = Union[PathLike, bool, None]
 MAX_PEM_BYTES = 16 << 20
 
 
-def _file_error(argument: str, path: str, reason: str) -> TLSFileError:
+def _file_error(argument: str, path: Optional[str], reason: str) -> TLSFileError:
     """The error for the file ``path`` of ``argument`` that cannot be used, for ``reason``."""
     return TLSFileError(f"{argument}={path!r}: {reason}", path=path, argument=argument,
                         reason=reason)
@@ -137,8 +137,10 @@ class TlsSettings:
                 self._native_context = _core.TlsContext(self.cert_file, self.key_file,
                                                         self.ca_file, self.verify)
             except ValueError as exc:  # a file that cannot be used: the core says which, why
-                argument = {"key": "certificate key"}.get(exc.argument, exc.argument)
-                raise _file_error(argument, exc.path, exc.reason) from None
+                given = getattr(exc, "argument", "")
+                argument = {"key": "certificate key"}.get(given, given)
+                raise _file_error(argument, getattr(exc, "path", None),
+                                  getattr(exc, "reason", str(exc))) from None
         elif ssl_context is None:
             self.ssl_context = self._python_context()
 
@@ -148,7 +150,7 @@ class TlsSettings:
         try:
             context = ssl.create_default_context(cafile=self.ca_file)
         except (ssl.SSLError, OSError) as exc:
-            raise _file_error("ca", self.ca_file or "", str(exc)) from None
+            raise _file_error("ca", self.ca_file, str(exc)) from None
         if not self.verify:
             context.check_hostname = False
             context.verify_mode = ssl.CERT_NONE

@@ -39,7 +39,6 @@ from a bulk insert's arguments.
 """
 from __future__ import annotations
 
-import json
 import urllib.parse
 from dataclasses import dataclass
 from functools import partial

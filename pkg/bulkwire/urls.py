@@ -36,7 +36,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from dataclasses import dataclass
-from typing import Any, List, Sequence, Union
+from typing import Any, Dict, List, Sequence, Union
 
 __all__ = ["ServerUrl", "parse_server_url", "normalize_url", "server_urls", "check_scheme",
            "DEFAULT_PORTS"]
@@ -130,7 +130,7 @@ def parse_server_url(url: Any, argument: str = "url") -> ServerUrl:
         raise ValueError(f"{shown}: a URL cannot hold {bad}")
     scheme_match = _SCHEME.match(url)
     scheme = scheme_match.group(1).lower() if scheme_match else ""
-    if scheme not in DEFAULT_PORTS:
+    if scheme_match is None or scheme not in DEFAULT_PORTS:
         raise ValueError(f"{shown}: a server URL starts with http:// or https://")
     if "?" in url or "#" in url:
         raise ValueError(f"{shown}: a server URL has no query ('?') or fragment ('#')")
@@ -219,7 +219,7 @@ def server_urls(url: Union[str, Sequence[str]], name: str = "url") -> List[Serve
     if not url:
         raise ValueError(f"{name} must hold at least one URL")
     parsed = [parse_server_url(item, f"{name}[{index}]") for index, item in enumerate(url)]
-    seen = {}
+    seen: Dict[str, int] = {}
     for index, item in enumerate(parsed):
         check_scheme(item, parsed[0].scheme, f"{name}[{index}]")
         key = str(item)
