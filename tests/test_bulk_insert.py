@@ -463,7 +463,7 @@ def test_an_unencodable_document_sends_nothing_and_the_operation_continues(serve
 
 @pytest.mark.parametrize("args, kwargs, error, match", [
     ((5, "db"), {}, TypeError, "url must be a str"),
-    (("ftp://host", "db"), {}, ValueError, "url must be an http"),
+    (("ftp://host", "db"), {}, ValueError, "url 'ftp://host': a server URL starts with http"),
     (("http://127.0.0.1:1", ""), {}, ValueError, "database must be a non-empty"),
     (("http://127.0.0.1:1", None), {}, TypeError, "database must be a str"),
     (("http://127.0.0.1:1", "db"), {"buffer_size": 0}, ValueError, "buffer_size must be positive"),

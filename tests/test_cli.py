@@ -89,9 +89,12 @@ def sample(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["load", "s.parquet", "--url", "notaurl", "--database", "db"], "argument --url: not an http"),
-    (["load", "s.parquet", "--url", "ftp://host/", "--database", "db"], "argument --url: not an http"),
-    (["load", "s.parquet", "--url", "http://h:99999", "--database", "db"], "argument --url: not a valid URL"),
+    (["load", "s.parquet", "--url", "notaurl", "--database", "db"],
+     "argument --url: URL 'notaurl': a server URL starts with http:// or https://"),
+    (["load", "s.parquet", "--url", "ftp://host/", "--database", "db"],
+     "argument --url: URL 'ftp://host/': a server URL starts with http:// or https://"),
+    (["load", "s.parquet", "--url", "http://h:99999", "--database", "db"],
+     "argument --url: URL 'http://h:99999': the port must be a number from 1 to 65535"),
     (["load", "s.parquet", "--url", "http://127.0.0.1:9"], "--url needs --database"),
     (["load", "s.parquet", "--database", "db"], "--database needs --url"),
     (["load", "s.parquet", "--batch-rows", "x"], "argument --batch-rows: not an integer: 'x'"),

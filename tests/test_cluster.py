@@ -22,6 +22,7 @@ from bulkwire.errors import (BulkInsertAborted, BulkInsertError, ConnectError, P
                              ServerError, TransportError, TransportTimeoutError)
 from bulkwire.testing import LoopbackCluster
 from bulkwire.topology import ServerNode, Servers, parse_topology, server_urls
+from bulkwire.urls import parse_server_url
 
 TIMEOUT = 30.0  # every test client's socket timeout: nothing can hang for long
 DOCS = pathlib.Path(__file__).resolve().parent.parent / "docs"
@@ -288,8 +289,9 @@ def test_bad_url_arguments_raise_before_any_request(url, error, match):
 
 
 def test_server_urls():
-    assert server_urls("http://a:1") == ["http://a:1"]
-    assert server_urls(("http://a:1", "http://b:2")) == ["http://a:1", "http://b:2"]
+    assert [str(u) for u in server_urls("http://a:1")] == ["http://a:1"]
+    assert [str(u) for u in server_urls(("http://a:1", "http://b:2"))] == ["http://a:1",
+                                                                           "http://b:2"]
 
 
 json_values = st.recursive(
@@ -301,7 +303,13 @@ json_values = st.recursive(
     max_leaves=20)
 
 
-@given(json_values)
+node_objects = st.fixed_dictionaries(
+    {"Url": st.sampled_from(["http://a:1", "https://b", "HTTP://C:2/", "ftp://c", "http://d:x"])},
+    optional={"ClusterTag": st.sampled_from(["A", "B", None, 1]),
+              "ServerRole": st.sampled_from(["Member", "Rehab", None, []])})
+
+
+@given(json_values | st.fixed_dictionaries({"Nodes": st.lists(node_objects, max_size=4)}))
 def test_parse_topology_returns_nodes_or_raises_protocol_error(data):
     try:
         nodes = parse_topology(data, "GET /topology")
@@ -310,7 +318,7 @@ def test_parse_topology_returns_nodes_or_raises_protocol_error(data):
         return
     assert nodes and all(isinstance(node, ServerNode) for node in nodes)
     for node, raw in zip(nodes, data["Nodes"]):
-        assert node.url == raw["Url"] and node.url.split("://")[0] in ("http", "https")
+        assert node.url == parse_server_url(raw["Url"])  # the one validator's reading
         assert node.tag == raw.get("ClusterTag") and node.role == raw.get("ServerRole")
 
 

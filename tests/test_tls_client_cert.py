@@ -203,15 +203,16 @@ def test_bad_arguments_name_the_argument_and_the_file(pki, tmp_path):
         bulkwire.BulkInsert(url, "db", certificate=(pki.client_cert, str(tmp_path)))
     garbage = tmp_path / "garbage.pem"
     garbage.write_bytes(b"not a PEM file\n")
-    with pytest.raises(ValueError, match=r"^certificate='.*garbage\.pem': .*no start line"):
+    with pytest.raises(errors.TLSFileError, match=r"^certificate='.*garbage\.pem': .*no start line"):
         bulkwire.BulkInsert(url, "db", certificate=str(garbage))
-    with pytest.raises(ValueError, match=r"^ca='.*garbage\.pem': "):
+    with pytest.raises(errors.TLSFileError, match=r"^ca='.*garbage\.pem': "):
         bulkwire.BulkInsert(url, "db", ca=str(garbage))
-    with pytest.raises(ValueError, match=r"^certificate='.*client\.crt': "):  # no key in it
+    with pytest.raises(errors.TLSFileError, match=r"^certificate='.*client\.crt': "):  # no key
         bulkwire.BulkInsert(url, "db", certificate=pki.client_cert)
-    with pytest.raises(ValueError, match=r"^certificate key='.*client-encrypted\.key': "):
+    with pytest.raises(errors.TLSFileError, match=r"^certificate key='.*client-encrypted\.key': "):
         bulkwire.BulkInsert(url, "db", certificate=(pki.client_cert, pki.client_key_encrypted))
-    with pytest.raises(ValueError, match=r"^certificate key='.*rogue-client\.pem': .*values mismatch"):
+    with pytest.raises(errors.TLSFileError, match=r"^certificate key='.*rogue-client\.pem': .*"
+                                                  r"does not match the certificate"):
         bulkwire.BulkInsert(url, "db", certificate=(pki.client_cert, pki.rogue_client))
     with pytest.raises(ValueError, match="a tuple of 3"):
         bulkwire.BulkInsert(url, "db", certificate=(pki.client, pki.client, pki.client))
@@ -226,6 +227,185 @@ def test_bad_arguments_name_the_argument_and_the_file(pki, tmp_path):
         bulkwire.BulkInsert(url, "db", ssl_context="context")
     with pytest.raises(ValueError, match="need an https:// URL"):
         bulkwire.BulkInsert("http://127.0.0.1:9", "db", certificate=pki.client)
+
+
+# ---- TLS files that cannot be used: a TLSFileError naming the file, before any request ----
+
+@pytest.fixture(scope="module")
+def bad_files(pki, tmp_path_factory):
+    """case -> (certificate, ca, argument named, file named, what the reason says)."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    folder = tmp_path_factory.mktemp("bad")
+
+    def write(name, *parts):
+        path = folder / name
+        path.write_bytes(b"".join(open(p, "rb").read() if isinstance(p, str) else p for p in parts))
+        return str(path)
+
+    rsa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048).private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption())
+    mismatched = write("mismatched.pem", pki.client_cert, pki.server_key)
+    encrypted = write("encrypted.pem", pki.client_cert, pki.client_key_encrypted)
+    rsa_path = write("rsa.key", rsa_key)
+    empty = write("empty.pem", b"")
+    der = write("der.crt", b"\x30\x82\x01\x00" + bytes(range(256)))
+    fifo = str(folder / "fifo.pem")
+    os.mkfifo(fifo)
+    huge = str(folder / "huge.pem")
+    with open(huge, "wb") as f:
+        f.truncate(17 << 20)  # sparse: larger than any PEM file taken
+    match = "the private key does not match the certificate"
+    no_key = "it holds no PEM private key that can be read"
+    no_cert = "it holds no PEM certificate that can be read"
+    no_ca = "it holds no PEM CA certificate that can be read"
+    return {
+        "mismatched key, pair": ((pki.client_cert, pki.server_key), pki.ca, "certificate key",
+                                 pki.server_key, match),
+        "mismatched key, one file": (mismatched, pki.ca, "certificate", mismatched, match),
+        "key of another type": ((pki.client_cert, rsa_path), pki.ca, "certificate key",
+                                rsa_path, match),
+        "encrypted key, pair": ((pki.client_cert, pki.client_key_encrypted), pki.ca,
+                                "certificate key", pki.client_key_encrypted, "is encrypted"),
+        "encrypted key, one file": (encrypted, pki.ca, "certificate", encrypted, "is encrypted"),
+        "no key in the file": (pki.client_cert, pki.ca, "certificate", pki.client_cert, no_key),
+        "a key as the certificate": (pki.client_key, pki.ca, "certificate", pki.client_key,
+                                     no_cert),
+        "a CA as the key": ((pki.client_cert, pki.ca), pki.ca, "certificate key", pki.ca, no_key),
+        "an empty certificate": (empty, pki.ca, "certificate", empty, no_cert),
+        "DER, not PEM": (der, pki.ca, "certificate", der, no_cert),
+        "expired": (pki.client_expired, pki.ca, "certificate", pki.client_expired,
+                    "the certificate has expired: it was valid until 2"),
+        "not valid yet": (pki.client_not_yet_valid, pki.ca, "certificate",
+                          pki.client_not_yet_valid, "the certificate is not valid yet: it is "
+                                                    "valid from 2"),
+        "a pipe as the certificate": (fifo, pki.ca, "certificate", fifo, "not a regular file"),
+        "a device as the key": ((pki.client_cert, "/dev/zero"), pki.ca, "certificate key",
+                                "/dev/zero", "not a regular file"),
+        "a huge certificate": (huge, pki.ca, "certificate", huge, "larger than any PEM file"),
+        "a key as the CA bundle": (pki.client, pki.client_key, "ca", pki.client_key, no_ca),
+        "an empty CA bundle": (pki.client, empty, "ca", empty, no_ca),
+        "a pipe as the CA bundle": (pki.client, fifo, "ca", fifo, "not a regular file"),
+    }
+
+
+def _within(seconds, call):
+    """call()'s exception, once it raised within ``seconds``; a hang or a normal return
+    fails the test."""
+    outcome = {}
+
+    def run():
+        try:
+            outcome["value"] = call()
+        except BaseException as exc:  # noqa: BLE001 - the outcome under test
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), "it hangs"
+    assert "error" in outcome, f"it returned normally: {outcome.get('value')!r}"
+    return outcome["error"]
+
+
+def _cli(argv):
+    """(exit code, what it printed)."""
+    import contextlib
+    import io
+
+    from bulkwire.cli import main
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+        code = main(argv)
+    return code, out.getvalue()
+
+
+def _dropin_insert(server, certificate, ca):
+    """The drop-in's bulk insert of a DocumentStore with certificate_pem_path and
+    trust_store_path; it stores a document when it gets that far."""
+    from ravendb import DocumentStore
+
+    import bulkwire.ravendb as dropin
+    store = DocumentStore(urls=[server.url], database=server.database)
+    store.certificate_pem_path = certificate
+    store.trust_store_path = ca
+    store.conventions.disable_topology_updates = True
+    store.initialize()
+    dropin.install()
+    try:
+        with store.bulk_insert() as bulk:
+            bulk.store({"Name": "x"}, {"@id": "things/1"})
+    finally:
+        dropin.uninstall()
+        store.close()
+
+
+CASES = ["mismatched key, pair", "mismatched key, one file", "key of another type",
+         "encrypted key, pair", "encrypted key, one file", "no key in the file",
+         "a key as the certificate", "a CA as the key", "an empty certificate", "DER, not PEM",
+         "expired", "not valid yet", "a pipe as the certificate", "a device as the key",
+         "a huge certificate", "a key as the CA bundle", "an empty CA bundle",
+         "a pipe as the CA bundle"]
+# the official client's certificate_pem_path setter reads the file itself and takes only one
+# PEM holding "BEGIN CERTIFICATE" and "PRIVATE KEY"; trust_store_path it takes as it is
+DROP_IN_CASES = ["mismatched key, one file", "encrypted key, one file", "expired",
+                 "not valid yet", "a key as the CA bundle", "an empty CA bundle",
+                 "a pipe as the CA bundle"]
+# Python's ssl (a build without OpenSSL) does not read a certificate's dates: the server
+# refuses it, a TLSError naming the request
+PYTHON_SSL_CASES = [case for case in CASES if case not in ("expired", "not valid yet")]
+
+
+@pytest.mark.parametrize("case, entry", [
+    *((case, entry) for entry in ("BulkInsert", "load_arrow", "cli") for case in CASES),
+    *((case, "drop-in") for case in DROP_IN_CASES),
+    *((case, "python ssl") for case in PYTHON_SSL_CASES)])
+def test_a_tls_file_that_cannot_be_used_is_a_tls_file_error_naming_it(
+        bad_files, secure, tmp_path, monkeypatch, case, entry):
+    """Every way of giving the TLS files: a TLSFileError (a TLSError) naming the argument and
+    the file and saying what is wrong, raised before any connection, so before any
+    document; never a hang (a pipe is not waited on), never a normal return. The command
+    line exits 2 (usage)."""
+    certificate, ca, argument, path, reason = bad_files[case]
+    pair = isinstance(certificate, tuple)
+    if entry == "python ssl":
+        monkeypatch.setattr(_core, "TLS_LIBRARY", None)
+    secure.journal = []
+    if entry == "cli":
+        src = bulkwire.sample_parquet(tmp_path / "s.parquet", rows=5, dim=2)
+        argv = ["load", str(src), "--url", secure.url, "--database", secure.database, "-q",
+                "--ca", ca, "--certificate", certificate[0] if pair else certificate]
+        code, said = _cli(argv + (["--key", certificate[1]] if pair else []))
+        assert code == 2, said
+        assert f"{argument}={path!r}: " in said and reason in said, said
+    else:
+        call = {
+            "BulkInsert": lambda: bulkwire.BulkInsert(secure.url, secure.database,
+                                                      certificate=certificate, ca=ca),
+            "python ssl": lambda: bulkwire.BulkInsert(secure.url, secure.database,
+                                                      certificate=certificate, ca=ca),
+            "load_arrow": lambda: bulkwire.load_arrow(
+                __import__("pyarrow").table({"id": [1, 2]}), url=secure.url,
+                database=secure.database, certificate=certificate, ca=ca),
+            "drop-in": lambda: _dropin_insert(secure, certificate, ca),
+        }[entry]
+        exc = _within(20.0, call)
+        assert isinstance(exc, errors.TLSFileError) and isinstance(exc, errors.TLSError), repr(exc)
+        assert isinstance(exc, ValueError) and repr(path) in str(exc)
+        # a pipe, a device, a huge file: refused before any TLS library reads it
+        prechecked = "regular file" in reason or "larger than" in reason
+        if entry == "python ssl" and pair and argument == "certificate key" and not prechecked:
+            # Python's ssl loads the pair at once and does not say which file it refused
+            assert exc.argument == "certificate" and exc.path == certificate[0]
+            assert str(exc).startswith(f"certificate={certificate[0]!r}: ")
+        else:
+            assert exc.path == path and exc.argument == argument
+            assert str(exc).startswith(f"{argument}={path!r}: "), str(exc)
+        if entry != "python ssl" or prechecked:  # Python's ssl words the rest its own way
+            assert reason in str(exc), str(exc)
+    assert secure.journal == [] and secure.requests == [] and secure.tls_failures == []
 
 
 # ---- the failures of docs/reliability.md, over TLS ----

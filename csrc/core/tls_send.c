@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <openssl/err.h>
 #include <openssl/ssl.h>
@@ -45,18 +46,62 @@ static void take_error(char *message, size_t size, const char *fallback) {
     ERR_clear_error();
 }
 
-/* A key with a passphrase is refused: OpenSSL would otherwise ask for it on the terminal. */
+/* A key with a passphrase is refused: OpenSSL would otherwise ask for it on the terminal.
+   userdata, when not NULL, is an int set to 1: the key was encrypted. */
 static int refuse_passphrase(char *buf, int size, int rwflag, void *userdata) {
-    (void)buf, (void)size, (void)rwflag, (void)userdata;
+    (void)buf, (void)size, (void)rwflag;
+    if (userdata != NULL)
+        *(int *)userdata = 1;
     return -1;
 }
 
+/* Frees config; message says what (and OpenSSL's reason, when it gave one). Returns NULL. */
 static bw_tls_config *config_fail(bw_tls_config *config, bw_tls_arg arg, bw_tls_arg *bad,
-                                  char *message, const char *fallback) {
+                                  char *message, const char *what) {
+    char reason[128]; /* OpenSSL's reasons are a few words */
     *bad = arg;
-    take_error(message, BW_TLS_MESSAGE_MAX, fallback);
+    take_error(reason, sizeof reason, "");
+    if (reason[0] != '\0')
+        snprintf(message, BW_TLS_MESSAGE_MAX, "%s (OpenSSL: %s)", what, reason);
+    else
+        snprintf(message, BW_TLS_MESSAGE_MAX, "%s", what);
     bw_tls_config_free(config);
     return NULL;
+}
+
+/* 1 when OpenSSL's error queue says a private key was refused because it is not the key of
+   the certificate (OpenSSL checks that while loading the key); the queue is left as it is. */
+static int key_mismatch(void) {
+    unsigned long e = ERR_peek_error();
+    return ERR_GET_LIB(e) == ERR_LIB_X509 && (ERR_GET_REASON(e) == X509_R_KEY_VALUES_MISMATCH ||
+                                              ERR_GET_REASON(e) == X509_R_KEY_TYPE_MISMATCH);
+}
+
+/* 0 when the client certificate just loaded into ctx is valid now (or its dates cannot be
+   read: the server judges it then); otherwise 1, with message saying since or until when. */
+static int certificate_out_of_date(SSL_CTX *ctx, char *message) {
+    X509 *leaf = SSL_CTX_get0_certificate(ctx);
+    if (leaf == NULL)
+        return 0;
+    const ASN1_TIME *limit = NULL;
+    const char *what = NULL;
+    if (X509_cmp_current_time(X509_get0_notAfter(leaf)) < 0) {
+        limit = X509_get0_notAfter(leaf);
+        what = "the certificate has expired: it was valid until";
+    } else if (X509_cmp_current_time(X509_get0_notBefore(leaf)) > 0) {
+        limit = X509_get0_notBefore(leaf);
+        what = "the certificate is not valid yet: it is valid from";
+    }
+    if (limit == NULL)
+        return 0;
+    struct tm when;
+    char date[64] = "a date it cannot tell";
+    if (ASN1_TIME_to_tm(limit, &when) == 1)
+        strftime(date, sizeof date, "%Y-%m-%d %H:%M:%S UTC", &when);
+    snprintf(message, BW_TLS_MESSAGE_MAX, "%s %s; a server refuses it (renew the client "
+             "certificate)", what, date);
+    ERR_clear_error();
+    return 1;
 }
 
 bw_tls_config *bw_tls_config_new(const char *cert_file, const char *key_file,
@@ -81,17 +126,36 @@ bw_tls_config *bw_tls_config_new(const char *cert_file, const char *key_file,
        own framing tells a complete answer from a cut one */
     SSL_CTX_set_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF);
 #endif
+    int encrypted = 0;
     SSL_CTX_set_default_passwd_cb(ctx, refuse_passphrase);
+    SSL_CTX_set_default_passwd_cb_userdata(ctx, &encrypted);
     if (cert_file != NULL) {
-        if (SSL_CTX_use_certificate_chain_file(ctx, cert_file) != 1)
-            return config_fail(config, BW_TLS_ARG_CERTIFICATE, bad, message, "no certificate");
+        if (SSL_CTX_use_certificate_chain_file(ctx, cert_file) != 1) {
+            SSL_CTX_set_default_passwd_cb_userdata(ctx, NULL);
+            return config_fail(config, BW_TLS_ARG_CERTIFICATE, bad, message,
+                               "it holds no PEM certificate that can be read");
+        }
+        if (certificate_out_of_date(ctx, message)) {
+            *bad = BW_TLS_ARG_CERTIFICATE;
+            bw_tls_config_free(config);
+            return NULL;
+        }
         bw_tls_arg key_arg = key_file != NULL ? BW_TLS_ARG_KEY : BW_TLS_ARG_CERTIFICATE;
-        if (SSL_CTX_use_PrivateKey_file(ctx, key_file != NULL ? key_file : cert_file,
-                                        SSL_FILETYPE_PEM) != 1)
-            return config_fail(config, key_arg, bad, message, "no private key");
+        int key_loaded = SSL_CTX_use_PrivateKey_file(ctx, key_file != NULL ? key_file : cert_file,
+                                                     SSL_FILETYPE_PEM);
+        SSL_CTX_set_default_passwd_cb_userdata(ctx, NULL); /* &encrypted is not used after this */
+        if (key_loaded != 1)
+            return config_fail(config, key_arg, bad, message,
+                               encrypted ? "the private key is encrypted (protected by a "
+                                           "passphrase), and none is ever asked for: give it "
+                                           "unencrypted, or an ssl_context with it loaded"
+                               : key_mismatch() ? "the private key does not match the certificate"
+                                                : "it holds no PEM private key that can be read");
         if (SSL_CTX_check_private_key(ctx) != 1)
-            return config_fail(config, key_arg, bad, message, "the key does not match the certificate");
+            return config_fail(config, key_arg, bad, message,
+                               "the private key does not match the certificate");
     }
+    SSL_CTX_set_default_passwd_cb_userdata(ctx, NULL);
     if (!verify) {
         SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, NULL);
     } else {
@@ -99,7 +163,9 @@ bw_tls_config *bw_tls_config_new(const char *cert_file, const char *key_file,
         int loaded = ca_file != NULL ? SSL_CTX_load_verify_locations(ctx, ca_file, NULL)
                                      : SSL_CTX_set_default_verify_paths(ctx);
         if (loaded != 1)
-            return config_fail(config, BW_TLS_ARG_CA, bad, message, "no CA certificate");
+            return config_fail(config, BW_TLS_ARG_CA, bad, message,
+                               ca_file != NULL ? "it holds no PEM CA certificate that can be read"
+                                               : "the system's trusted CAs cannot be loaded");
     }
     ERR_clear_error();
     return config;

@@ -37,8 +37,9 @@ typedef enum {
    (PEM; NULL: the key is in cert_file) when given, else no client certificate; ca_file (a
    PEM bundle) or, when NULL, the system's trusted CAs; verify 0 skips verifying the server.
    NULL on failure, with *bad naming the argument (BW_TLS_ARG_NONE: out of memory or a
-   library failure) and message saying why. A key protected by a passphrase is refused,
-   never prompted for. */
+   library failure) and message saying why (what is wrong, then OpenSSL's reason when it gave
+   one). A key protected by a passphrase is refused, never prompted for; a certificate that
+   has expired, or is not valid yet, is refused with its date. */
 bw_tls_config *bw_tls_config_new(const char *cert_file, const char *key_file,
                                  const char *ca_file, int verify, bw_tls_arg *bad,
                                  char message[BW_TLS_MESSAGE_MAX]);

@@ -278,6 +278,32 @@ static PyTypeObject TlsConnectionType = {
     .tp_getset = TlsConnection_getset,
 };
 
+/* Sets ValueError("<argument>=<path!r>: <message>") for a file that cannot be used, with the
+   attributes argument ("certificate", "key" or "ca"), path (as given) and reason (message).
+   Returns NULL. */
+static PyObject *raise_file_error(bw_tls_arg bad, PyObject *path, const char *message) {
+    static const char *names[] = {"", "certificate", "key", "ca"};
+    PyObject *text = NULL, *exc = NULL, *argument = NULL, *reason = NULL;
+    text = PyUnicode_FromFormat("%s=%R: %s", names[bad], path, message);
+    if (text == NULL)
+        goto cleanup;
+    exc = PyObject_CallOneArg(PyExc_ValueError, text);
+    argument = PyUnicode_FromString(names[bad]);
+    reason = PyUnicode_FromString(message);
+    if (exc == NULL || argument == NULL || reason == NULL)
+        goto cleanup;
+    if (PyObject_SetAttrString(exc, "argument", argument) == 0 &&
+        PyObject_SetAttrString(exc, "path", path) == 0 &&
+        PyObject_SetAttrString(exc, "reason", reason) == 0)
+        PyErr_SetObject(PyExc_ValueError, exc);
+cleanup:
+    Py_XDECREF(text);
+    Py_XDECREF(exc);
+    Py_XDECREF(argument);
+    Py_XDECREF(reason);
+    return NULL;
+}
+
 /* New reference. */
 static PyObject *TlsContext_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
     static char *keywords[] = {"certificate", "key", "ca", "verify", NULL};
@@ -307,12 +333,10 @@ static PyObject *TlsContext_new(PyTypeObject *type, PyObject *args, PyObject *kw
     config = bw_tls_config_new(files[0], files[1], files[2], verify, &bad, message);
     Py_END_ALLOW_THREADS
     if (config == NULL) {
-        if (bad == BW_TLS_ARG_NONE) {
+        if (bad == BW_TLS_ARG_NONE)
             raise_tls_error(message, 0);
-        } else {
-            static const char *names[] = {"", "certificate", "key", "ca"};
-            PyErr_Format(PyExc_ValueError, "%s=%R: %s", names[bad], given[bad - 1], message);
-        }
+        else
+            raise_file_error(bad, given[bad - 1], message);
         goto cleanup;
     }
     self = (TlsContextObject *)type->tp_alloc(type, 0);

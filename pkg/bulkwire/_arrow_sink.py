@@ -17,6 +17,7 @@ from . import load as _load
 from .load import DEFAULT_CHUNK_SIZE, LoadResult, _encoding
 from .errors import RowError
 from .parquet import _pyarrow
+from .urls import server_urls
 
 
 @dataclass(frozen=True)
@@ -42,14 +43,10 @@ class SinkConfig:
 
     def __post_init__(self) -> None:
         # the arguments that need no data are refused on the client, before any task runs
-        if isinstance(self.url, str):
-            if not self.url:
-                raise ValueError("url must be a server's URL, not an empty str")
-        else:
-            urls = tuple(self.url)
-            if not urls or not all(isinstance(u, str) and u for u in urls):
-                raise ValueError("url must be a server's URL or a list of a cluster's node URLs")
-            object.__setattr__(self, "url", urls)
+        # the URLs through bulkwire.urls (normalized, as the tasks will use them)
+        urls = [str(u) for u in server_urls(
+            self.url if isinstance(self.url, (str, list, tuple)) else list(self.url))]
+        object.__setattr__(self, "url", urls[0] if isinstance(self.url, str) else tuple(urls))
         if not isinstance(self.database, str) or not self.database:
             raise ValueError("database must be a non-empty str")
         if not isinstance(self.collection, str) or not self.collection:

@@ -643,6 +643,11 @@ class BulkInsert:
 
         BulkInsert(["http://a:8080", "http://b:8080"], "db")
 
+    Every URL is judged here by :mod:`bulkwire.urls` (``ValueError`` naming ``url``): http or
+    https, a host, a port, printable ASCII, no query, fragment or credentials (RavenDB
+    authenticates with certificates), one scheme for all (and for every node the topology
+    lists).
+
     The operation id is fetched and the request opened on the first ``store``. A server or
     transport error raises a :class:`BulkInsertError` (see :mod:`bulkwire.errors`; with the
     server's message when it gave one) at the next ``store`` or at ``close``, and again at
@@ -663,8 +668,9 @@ class BulkInsert:
     ``ca``, a PEM bundle of the CAs that sign the server's certificate (None: the system's;
     False: the server's certificate is not verified); or ``ssl_context``, an
     :class:`ssl.SSLContext` used as it is (not with the other two; its body goes through a
-    Python sender). The files are read here. A refused certificate, either way, raises
-    :class:`bulkwire.errors.TLSError`.
+    Python sender). The files are read here: one that cannot be used raises
+    :class:`bulkwire.errors.TLSFileError` naming it. A refused certificate, either way,
+    raises :class:`bulkwire.errors.TLSError`.
 
     >>> BulkInsert("https://127.0.0.1:8443", "db", ca=False)._transport.tls.verify
     False
@@ -677,18 +683,13 @@ class BulkInsert:
                  default: Any = _core.ENTITY, class_info: Any = None,
                  compress_threads: Optional[int] = None,
                  defer_float_text: Optional[bool] = None) -> None:
-        from .tls import TlsSettings
-        from .topology import Servers
-        from .transport import HttpTransport
+        from .topology import open_servers
 
         if not isinstance(skip_overwrite_if_unchanged, bool):
             raise TypeError("skip_overwrite_if_unchanged must be True or False, not "
                             f"{type(skip_overwrite_if_unchanged).__name__}")
-        tls = (None if certificate is None and ca is None and ssl_context is None
-               else TlsSettings(certificate, ca, ssl_context=ssl_context))
-        # every connection of this bulk insert, to whichever node, is made by connect(url)
-        connect = partial(HttpTransport, database=database, timeout=timeout, tls=tls)
-        self._servers = Servers(url, connect)
+        self._servers = open_servers(url, database, timeout=timeout, certificate=certificate,
+                                     ca=ca, ssl_context=ssl_context)
         self._transport = self._servers.first  # until the operation's node is known
         self._writer = BulkWriter(compress=compress, buffer_size=buffer_size, max_buffers=max_buffers,
                                   default=default, class_info=class_info,

@@ -1,7 +1,8 @@
 """The ``bulkwire`` command line. Each subcommand is a function taking parsed arguments.
 
 Exit codes: 0 done; 1 bad input (a file, a column, a row); 2 usage (a bad option or
-value); 3 the server or the network failed; 130 interrupted (Ctrl-C)."""
+value: a --url that :mod:`bulkwire.urls` refuses, a --certificate, --key or --ca file that
+cannot be used); 3 the server or the network failed; 130 interrupted (Ctrl-C)."""
 from __future__ import annotations
 
 import argparse
@@ -79,27 +80,23 @@ def _port(text: str) -> int:
     return value
 
 
-def _url(text: str) -> str:
-    """An http:// or https:// URL with a host (argparse reports anything else as usage)."""
-    import urllib.parse
+def _urls(text: str) -> list:
+    """One --url value: a URL, or several separated by commas (a cluster's nodes), each
+    judged by :func:`bulkwire.urls.parse_server_url` (argparse reports a refusal as usage)."""
+    from .urls import parse_server_url
 
     try:
-        parts = urllib.parse.urlsplit(text)
-        parts.port  # noqa: B018 - raises ValueError for a bad port
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"not a valid URL: {text!r} ({exc})") from None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise argparse.ArgumentTypeError(f"not an http:// or https:// URL with a host: {text!r}")
-    return text
-
-
-def _urls(text: str) -> list:
-    """One --url value: a URL, or several separated by commas (a cluster's nodes)."""
-    urls = [url.strip() for url in text.split(",")]
-    if not all(urls):
-        raise argparse.ArgumentTypeError(f"empty URL in {text!r} (give one URL per --url, or "
-                                         f"the URLs separated by single commas)")
-    return [_url(url) for url in urls]
+        if "@" in text:  # judged whole: a password may hold a comma, or an '@' and a comma
+            parse_server_url(text, "URL")
+        urls = [url.strip() for url in text.split(",")]
+        if not all(urls):
+            raise ValueError(f"empty URL in {text!r} (give one URL per --url, or the URLs "
+                             f"separated by single commas)")
+        for url in urls:
+            parse_server_url(url, "URL")
+    except (TypeError, ValueError) as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return urls
 
 
 def _parse_take(text: str | None) -> list | None:
@@ -190,6 +187,13 @@ def cmd_load(args: argparse.Namespace) -> int:
     if args.url is not None:  # one URL: that server alone; several: a cluster's nodes
         urls = [one for value in args.url for one in value]
         url = urls[0] if len(urls) == 1 else urls
+        ca = False if args.insecure else args.ca
+        try:  # the server's options (URLs given twice, TLS files), before any file is read
+            from .topology import open_servers
+
+            open_servers(url, args.database, certificate=certificate, ca=ca)
+        except (OSError, ValueError, TypeError) as exc:  # a TLSFileError is a ValueError
+            return _fail(str(exc), EXIT_USAGE)
     try:
         from .load import load_parquet
 

@@ -15,7 +15,10 @@ lower-level exception: the socket's, ``http.client``'s, the JSON decoder's)::
           │    ├── ConnectError         no connection: refused, unreachable, unknown host,
           │    │    │                   TLS handshake
           │    │    └── TLSError        TLS failed: the server's certificate did not verify,
-          │    │                        or the server refused the client's (an alert)
+          │    │         │              or the server refused the client's (an alert)
+          │    │         └── TLSFileError  a certificate, key or CA file that cannot be
+          │    │                        used (also a ValueError): raised by the
+          │    │                        constructor, before any request
           │    ├── ConnectionLostError  the connection was closed or reset before the
           │    │                        answer was complete
           │    └── TransportTimeoutError  a socket operation waited longer than ``timeout``
@@ -52,7 +55,7 @@ from __future__ import annotations
 from typing import Optional
 
 __all__ = ["BulkInsertError", "BulkInsertAborted", "EarlyResponse", "TransportError",
-           "ConnectError", "TLSError", "ConnectionLostError", "TransportTimeoutError", "ServerError",
+           "ConnectError", "TLSError", "TLSFileError", "ConnectionLostError", "TransportTimeoutError", "ServerError",
            "ProtocolError", "RowError", "MalformedFileError"]
 
 
@@ -107,6 +110,28 @@ class TLSError(ConnectError):
     def alert(self) -> bool:
         """The server ended the session with a TLS alert."""
         return "alert" in self.reason.lower()
+
+
+class TLSFileError(TLSError, ValueError):
+    """A file of the TLS settings that cannot be used: a client certificate whose key does
+    not match it, is encrypted, is missing from the file, or that has expired; a file that
+    holds no PEM certificate or key; a CA bundle without a certificate; something that is
+    not a regular file. ``path`` is the file, ``argument`` what named it (``"certificate"``,
+    ``"certificate key"``, ``"ca"``), ``reason`` what is wrong (OpenSSL's words in it). Raised
+    when the settings are made, before any connection; it is also a ``ValueError`` (a bad
+    argument).
+
+    >>> error = TLSFileError("certificate='c.pem': the certificate expired", path="c.pem",
+    ...                      argument="certificate", reason="the certificate expired")
+    >>> isinstance(error, TLSError), isinstance(error, ValueError), error.path
+    (True, True, 'c.pem')
+    """
+
+    def __init__(self, message: str, *, path: Optional[str] = None, argument: str = "",
+                 reason: str = "") -> None:
+        super().__init__(message, reason=reason)
+        self.path = path
+        self.argument = argument
 
 
 class ConnectionLostError(TransportError):

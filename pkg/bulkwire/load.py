@@ -27,6 +27,7 @@ from .conventions import BODY_EXCLUDED_KEYS, merge_metadata
 from .encoding import dumps
 from .errors import BulkInsertAborted, BulkInsertError, RowError
 from .parquet import PathLike, TableFile, _check_batch, _file_format, _pyarrow
+from .topology import open_servers
 
 #: Bytes of commands handed over at a time (the bulk insert's buffer threshold).
 DEFAULT_CHUNK_SIZE = 1 << 20
@@ -407,7 +408,7 @@ class _ServerTarget:
         self.bulk = BulkInsert(url, database, compress=_backend(compress),
                                buffer_size=chunk_size, skip_overwrite_if_unchanged=skip_overwrite,
                                **tls)
-        self.url = url if isinstance(url, str) else ", ".join(url)  # for messages
+        self.url = ", ".join(map(str, self.bulk._servers.urls))  # for messages
 
     def store(self, chunks: list, rows: int) -> int:
         """One batch's commands; returns the body bytes they add (the separator included)."""
@@ -1066,7 +1067,8 @@ def load_parquet(path: Any, *, url: str | Sequence[str] | None = None,
     ``database``), the writer is a :class:`bulkwire.BulkInsert`'s: the same body, streamed;
     with no rows, no request is made. An error (or Ctrl-C) aborts the operation on the
     server. ``url`` is one server's URL or a list of a cluster's node URLs, as
-    :class:`bulkwire.BulkInsert` takes it.
+    :class:`bulkwire.BulkInsert` takes it; the URLs, ``database`` and the TLS files are
+    judged before anything is read, and ``LoadResult.target`` names the normalized URLs.
 
     ``certificate``, ``ca``, ``ssl_context`` (with an ``https://`` ``url``): TLS, as for
     :class:`bulkwire.BulkInsert`.
@@ -1101,6 +1103,13 @@ def load_parquet(path: Any, *, url: str | Sequence[str] | None = None,
     """
     start = time.perf_counter()
     _encoding(compress)  # a bad value is refused before anything is read
+    tls = {name: value for name, value in
+           (("certificate", certificate), ("ca", ca), ("ssl_context", ssl_context)) if value is not None}
+    servers = None
+    if url is not None:  # the URLs, the database and the TLS files, before anything is read
+        if database is None:
+            raise ValueError("database is required with url")
+        servers = open_servers(url, database, **tls)
     if not isinstance(collection, str) or not collection:
         raise ValueError("collection must be a non-empty str")
     if chunk_size <= 0:
@@ -1131,8 +1140,6 @@ def load_parquet(path: Any, *, url: str | Sequence[str] | None = None,
     encode = _Encoder(plan, id_prefix, metadata_json, float32, chunk_size)
     encode(_empty_batch(schema))  # the columns' types, judged before any file or request
 
-    tls = {name: value for name, value in
-           (("certificate", certificate), ("ca", ca), ("ssl_context", ssl_context)) if value is not None}
     if tls and url is None:
         raise ValueError(f"{', '.join(tls)} need url (an https:// server)")
     for name, value in (("workers", workers > 1), ("resume", resume is not None)):
@@ -1161,11 +1168,8 @@ def load_parquet(path: Any, *, url: str | Sequence[str] | None = None,
                skip_overwrite=state is not None and state.resumed,
                request_per_unit=state is not None)
 
-    if url is not None:
-        target_name = url if isinstance(url, str) else ", ".join(url)
-        where = f"{target_name} (database {database})"
-        if database is None:
-            raise ValueError("database is required with url")
+    if servers is not None:
+        where = f"{', '.join(map(str, servers.urls))} (database {database})"
         make_target: Callable[[], Any] = lambda: _server_target(job)  # noqa: E731
     else:
         where = os.fspath(out) if out is not None else _default_out(path, files, compress)

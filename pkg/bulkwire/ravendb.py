@@ -299,7 +299,7 @@ def _servers(store: Any) -> Any:
     (a list: the topology is asked of the first that answers, the insert goes to the node
     that issued its operation id), or the one server to talk to when the store asks no
     topology (``conventions.disable_topology_updates`` with a single url)."""
-    urls = [url.rstrip("/") for url in store.urls or ()]
+    urls = list(store.urls or ())  # judged by bulkwire.urls, as every URL is
     if not urls:
         raise ValueError("Document URLs cannot be empty.")
     if len(urls) == 1 and store.conventions.disable_topology_updates:

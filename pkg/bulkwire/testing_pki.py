@@ -29,14 +29,16 @@ def _pem_key(key, password=None):
     return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, encryption)
 
 
-def _certificate(subject, issuer_name, issuer_key, public_key, *, ca, usage, ip=None):
+def _certificate(subject, issuer_name, issuer_key, public_key, *, ca, usage, ip=None,
+                 valid_from=datetime.timedelta(minutes=-5), valid_for=datetime.timedelta(days=1)):
+    """A certificate valid from ``valid_from`` after now, for ``valid_for``."""
     now = datetime.datetime.now(datetime.timezone.utc)
     builder = (x509.CertificateBuilder()
                .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)]))
                .issuer_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, issuer_name)]))
                .public_key(public_key).serial_number(x509.random_serial_number())
-               .not_valid_before(now - datetime.timedelta(minutes=5))
-               .not_valid_after(now + datetime.timedelta(days=1))
+               .not_valid_before(now + valid_from)
+               .not_valid_after(now + valid_from + valid_for)
                .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
     if usage is not None:
         builder = builder.add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
@@ -57,7 +59,9 @@ def make_pki(directory: str) -> SimpleNamespace:
     """Writes the PKI's files into ``directory``; returns their paths: ``ca``,
     ``server_cert``, ``server_key``, ``client`` (certificate and key in one PEM),
     ``client_cert``, ``client_key``, ``client_key_encrypted`` (passphrase ``secret``),
-    ``rogue_ca``, ``rogue_client`` (signed by ``rogue_ca``)."""
+    ``rogue_ca``, ``rogue_client`` (signed by ``rogue_ca``), ``client_expired`` (signed by
+    ``ca``, valid for a day that ended yesterday) and ``client_not_yet_valid`` (valid from
+    tomorrow), each a certificate and its key in one PEM."""
     def path(name):
         return os.path.join(directory, name)
 
@@ -78,6 +82,14 @@ def make_pki(directory: str) -> SimpleNamespace:
     rogue_client = _certificate("bulkwire client", "rogue CA", rogue_key,
                                 rogue_client_key.public_key(), ca=False,
                                 usage=ExtendedKeyUsageOID.CLIENT_AUTH)
+    day = datetime.timedelta(days=1)
+    expired_key = ec.generate_private_key(ec.SECP256R1())
+    expired = _certificate("bulkwire client", "bulkwire test CA", ca_key,
+                           expired_key.public_key(), ca=False,
+                           usage=ExtendedKeyUsageOID.CLIENT_AUTH, valid_from=-2 * day)
+    early_key = ec.generate_private_key(ec.SECP256R1())
+    early = _certificate("bulkwire client", "bulkwire test CA", ca_key, early_key.public_key(),
+                         ca=False, usage=ExtendedKeyUsageOID.CLIENT_AUTH, valid_from=day)
     return SimpleNamespace(
         ca=_write(path("ca.pem"), ca.public_bytes(pem)),
         server_cert=_write(path("server.pem"), server.public_bytes(pem)),
@@ -89,6 +101,10 @@ def make_pki(directory: str) -> SimpleNamespace:
         rogue_ca=_write(path("rogue-ca.pem"), rogue_ca.public_bytes(pem)),
         rogue_client=_write(path("rogue-client.pem"), rogue_client.public_bytes(pem),
                             _pem_key(rogue_client_key)),
+        client_expired=_write(path("client-expired.pem"), expired.public_bytes(pem),
+                              _pem_key(expired_key)),
+        client_not_yet_valid=_write(path("client-not-yet-valid.pem"), early.public_bytes(pem),
+                                    _pem_key(early_key)),
     )
 
 

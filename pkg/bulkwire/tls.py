@@ -20,14 +20,17 @@ second way.
 """
 from __future__ import annotations
 
+import errno
 import http.client
 import io
 import os
 import socket
 import ssl
+import stat
 from typing import Any, Optional, Tuple, Union
 
 from . import _core
+from .errors import TLSFileError
 
 __all__ = ["TlsSettings", "CertificateArg", "CaArg", "tls_settings"]
 
@@ -38,9 +41,23 @@ CertificateArg = Union[PathLike, Tuple[PathLike, PathLike], None]
 CaArg = Union[PathLike, bool, None]
 
 
+#: The largest certificate, key or CA file taken (a system's whole CA bundle is a few
+#: hundred KiB): a larger one is not a PEM file, and is not read.
+MAX_PEM_BYTES = 16 << 20
+
+
+def _file_error(argument: str, path: Optional[str], reason: str) -> TLSFileError:
+    """The error for the file ``path`` of ``argument`` that cannot be used, for ``reason``."""
+    return TLSFileError(f"{argument}={path!r}: {reason}", path=path, argument=argument,
+                        reason=reason)
+
+
 def _readable(path: Any, argument: str) -> str:
-    """``path`` as a str, once it could be opened for reading; otherwise the ``OSError`` (or
-    ``TypeError``) names the argument and the file."""
+    """``path`` as a str, once it could be opened for reading and is a regular file of at
+    most :data:`MAX_PEM_BYTES`; otherwise the ``OSError`` (or ``TypeError``) names the
+    argument and the file, and a pipe, a device or a file too large is a
+    :class:`~bulkwire.errors.TLSFileError` (a pipe is opened without waiting for a writer:
+    nothing here can block)."""
     try:
         path = os.fspath(path)
     except TypeError:
@@ -48,11 +65,22 @@ def _readable(path: Any, argument: str) -> str:
     if isinstance(path, bytes):
         path = os.fsdecode(path)
     try:
-        with open(path, "rb"):
-            pass
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        try:
+            info = os.fstat(fd)
+        finally:
+            os.close(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
     except OSError as exc:
         raise type(exc)(exc.errno, f"{argument}={path!r} cannot be read: {exc.strerror}",
                         path) from None
+    if not stat.S_ISREG(info.st_mode):
+        raise _file_error(argument, path, "not a regular file (a pipe, a socket or a device); "
+                                          "give a PEM file")
+    if info.st_size > MAX_PEM_BYTES:
+        raise _file_error(argument, path, f"{info.st_size:,} bytes: larger than any PEM file "
+                                          f"bulkwire takes ({MAX_PEM_BYTES:,} bytes)")
     return path
 
 
@@ -64,8 +92,12 @@ class TlsSettings:
     not be protected by a passphrase. ``ca``: a PEM bundle of the CAs that sign the servers'
     certificates (None: the system's trusted CAs; False: the server's certificate is not
     verified). ``ssl_context``: an :class:`ssl.SSLContext` used as it is, instead of both.
-    Files are read here: a missing, unreadable or invalid one raises, naming the argument
-    and the file.
+    Files are read here: a missing or unreadable one raises its ``OSError``; one that cannot
+    be used (no PEM certificate or key in it, a key that does not match the certificate or
+    is encrypted, a certificate that has expired or is not valid yet, a CA bundle without a
+    certificate, a pipe or device, a file larger than :data:`MAX_PEM_BYTES`) raises
+    :class:`~bulkwire.errors.TLSFileError` (a ``TLSError`` and a ``ValueError``); either
+    names the argument and the file.
 
     >>> TlsSettings(certificate="/nonexistent.pem")  # doctest: +IGNORE_EXCEPTION_DETAIL
     Traceback (most recent call last):
@@ -104,25 +136,31 @@ class TlsSettings:
             try:
                 self._native_context = _core.TlsContext(self.cert_file, self.key_file,
                                                         self.ca_file, self.verify)
-            except ValueError as exc:
-                raise ValueError(self._name_key(str(exc))) from None
+            except ValueError as exc:  # a file that cannot be used: the core says which, why
+                given = getattr(exc, "argument", "")
+                argument = {"key": "certificate key"}.get(given, given)
+                raise _file_error(argument, getattr(exc, "path", None),
+                                  getattr(exc, "reason", str(exc))) from None
         elif ssl_context is None:
             self.ssl_context = self._python_context()
 
-    def _name_key(self, message: str) -> str:
-        return message.replace("key=", "certificate key=", 1) if message.startswith("key=") else message
-
     def _python_context(self) -> ssl.SSLContext:
-        """The same settings for Python's ssl (a build without OpenSSL of its own)."""
-        context = ssl.create_default_context(cafile=self.ca_file)
+        """The same settings for Python's ssl (a build without OpenSSL of its own). Its
+        reasons are Python's; a certificate's dates are judged by the server."""
+        try:
+            context = ssl.create_default_context(cafile=self.ca_file)
+        except (ssl.SSLError, OSError) as exc:
+            raise _file_error("ca", self.ca_file, str(exc)) from None
         if not self.verify:
             context.check_hostname = False
             context.verify_mode = ssl.CERT_NONE
         if self.cert_file is not None:
-            try:
+            try:  # an encrypted key gets an empty passphrase, never a prompt
                 context.load_cert_chain(self.cert_file, self.key_file, password=lambda: b"")
             except (ssl.SSLError, OSError) as exc:
-                raise ValueError(f"certificate={self.cert_file!r} cannot be used: {exc}") from None
+                pair = ("" if self.key_file is None else
+                        f" (with the key {self.key_file!r}: Python's ssl does not say which)")
+                raise _file_error("certificate", self.cert_file, f"{exc}{pair}") from None
         return context
 
     def http_connection(self, host: str, port: Optional[int],

@@ -22,48 +22,41 @@ When no URL gives a topology, or no node an operation id, the error names every 
 tried and why each failed; its class is the nearest one of :mod:`bulkwire.errors` that
 covers all of them (all refused: :class:`~bulkwire.errors.ConnectError`).
 
-Every connection is made by one function, ``connect(url)``, which returns the
-:class:`~bulkwire.transport.HttpTransport` of that URL and the database, with the bulk
-insert's timeout and TLS settings.
+Every URL, given or listed in a topology, goes through :mod:`bulkwire.urls` (one parser
+and validator): a URL given that it refuses raises ``ValueError`` or ``TypeError`` naming the
+argument before any request; a topology node's URL that it refuses, or whose scheme is not
+the scheme of the URLs given (a cluster never mixes schemes: an ``https://`` insert is never
+sent to an ``http://`` node), makes that topology a :class:`~bulkwire.errors.ProtocolError`
+of the server that answered it, so no request goes to that node.
 
->>> server_urls("http://a:8080"), server_urls(["http://a:8080", "http://b:8080"])
-(['http://a:8080'], ['http://a:8080', 'http://b:8080'])
+Every connection is made by one function, ``connect(url)``, which returns the
+:class:`~bulkwire.transport.HttpTransport` of that :class:`~bulkwire.urls.ServerUrl` and the
+database, with the bulk insert's timeout and TLS settings; :func:`open_servers` makes it
+from a bulk insert's arguments.
+
+>>> [str(u) for u in server_urls(["http://a:8080", "http://b:8080"])]
+['http://a:8080', 'http://b:8080']
 """
 from __future__ import annotations
 
-import json
 import urllib.parse
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
 
 from .errors import BulkInsertError, ProtocolError, ServerError, TransportError
+from .tls import TlsSettings
 from .transport import HttpTransport, _json_answer
+from .urls import ServerUrl, check_scheme, parse_server_url, server_urls
 
-__all__ = ["ServerNode", "Servers", "server_urls", "parse_topology"]
+__all__ = ["ServerNode", "Servers", "server_urls", "parse_topology", "open_servers"]
 
 # statuses after which the official client tries the next node (the node is not serving now)
 FAILOVER_STATUSES = frozenset({408, 502, 503, 504})
 # statuses after which no other node is tried for the topology: the client is refused
 REFUSED_STATUSES = frozenset({401, 403})
 
-Connect = Callable[[str], HttpTransport]
-
-
-def server_urls(url: Union[str, Sequence[str]], name: str = "url") -> List[str]:
-    """The server URLs of a ``url`` argument: a ``str`` (one server) or a non-empty list or
-    tuple of them (a cluster's nodes). Raises TypeError or ValueError naming ``name``."""
-    if isinstance(url, str):
-        return [url]
-    if not isinstance(url, (list, tuple)):
-        raise TypeError(f"{name} must be a str or a list of str, not {type(url).__name__}")
-    if not url:
-        raise ValueError(f"{name} must hold at least one URL")
-    for index, item in enumerate(url):
-        if not isinstance(item, str):
-            raise TypeError(f"{name}[{index}] must be a str, not {type(item).__name__}")
-    if len(set(url)) != len(url):
-        raise ValueError(f"{name} names a server more than once: {list(url)!r}")
-    return list(url)
+Connect = Callable[[ServerUrl], HttpTransport]
 
 
 @dataclass(frozen=True)
@@ -71,31 +64,48 @@ class ServerNode:
     """One node of a database's topology: its URL, cluster tag (``"A"``) and role
     (``"Member"``, ``"Promotable"``, ``"Rehab"``; None when the topology does not say)."""
 
-    url: str
+    url: ServerUrl
     tag: Optional[str]
     role: Optional[str]
+
+
+def _json_kind(value: Any) -> str:
+    """What a decoded JSON value is, for a message that must not repeat the value itself (a
+    server's answer may hold anything, a URL with credentials included)."""
+    kinds = {dict: "an object", list: "an array", str: "a string", bool: "a boolean",
+             int: "a number", float: "a number", type(None): "null"}
+    return kinds.get(type(value), type(value).__name__)
 
 
 def _optional_str(node: dict, key: str, where: str) -> Optional[str]:
     value = node.get(key)
     if value is not None and not isinstance(value, str):
-        raise ValueError(f"{where} has a {key} that is not a string: {value!r:.80}")
+        raise ValueError(f"{where} has a {key} that is {_json_kind(value)}, not a string")
     return value
 
 
-def parse_topology(data: Any, what: str) -> List[ServerNode]:
+def parse_topology(data: Any, what: str, scheme: Optional[str] = None) -> List[ServerNode]:
     """The nodes of a decoded ``GET /topology`` answer (``{"Nodes": [{"Url": ...,
-    "ClusterTag": ..., "ServerRole": ...}, ...], "Etag": ...}``), in its order. Raises
-    :class:`~bulkwire.errors.ProtocolError`, naming the request ``what``, for any other shape.
+    "ClusterTag": ..., "ServerRole": ...}, ...], "Etag": ...}``), in its order. Each node's
+    ``Url`` goes through :func:`bulkwire.urls.parse_server_url`, and with ``scheme`` it
+    must have that scheme (:func:`bulkwire.urls.check_scheme`). Raises
+    :class:`~bulkwire.errors.ProtocolError`, naming the request ``what`` and the node, for
+    any other shape; no message repeats the answer's values.
 
     >>> parse_topology({"Nodes": [{"Url": "http://a:8080", "ClusterTag": "A",
     ...                            "ServerRole": "Member"}], "Etag": 3}, "GET /topology")
-    [ServerNode(url='http://a:8080', tag='A', role='Member')]
+    [ServerNode(url=ServerUrl(scheme='http', host='a', port=8080, root=''), tag='A', role='Member')]
+    >>> parse_topology({"Nodes": [{"Url": "http://b:8080", "ClusterTag": "B"}]},
+    ...                "GET https://a:443/topology", scheme="https")
+    Traceback (most recent call last):
+    bulkwire.errors.ProtocolError: GET https://a:443/topology: node 0 ('B') of the topology is http://b:8080, whose scheme (http://) differs from the cluster's (https://): a cluster never mixes schemes, and no request goes to a node whose scheme differs
     """
     nodes = data.get("Nodes") if isinstance(data, dict) else None
     if not isinstance(nodes, list):
+        shape = ("an object without a list \"Nodes\"" if isinstance(data, dict)
+                 else _json_kind(data))
         raise ProtocolError(f"{what}: the answer is not a topology (a JSON object with a list "
-                            f"\"Nodes\"): {json.dumps(data)[:200]}")
+                            f"\"Nodes\"), but {shape}")
     if not nodes:
         raise ProtocolError(f"{what}: the topology lists no node holding the database")
     result = []
@@ -103,15 +113,18 @@ def parse_topology(data: Any, what: str) -> List[ServerNode]:
         where = f"node {index} of the topology"
         try:
             if not isinstance(node, dict):
-                raise ValueError(f"{where} is not a JSON object: {node!r:.80}")
+                raise ValueError(f"{where} is {_json_kind(node)}, not a JSON object")
+            tag = _optional_str(node, "ClusterTag", where)
+            if isinstance(tag, str):
+                where = f"node {index} ({tag[:40]!r}) of the topology"
             url = node.get("Url")
-            parsed = urllib.parse.urlsplit(url) if isinstance(url, str) else None
-            if parsed is None or parsed.scheme not in ("http", "https") or not parsed.hostname:
-                raise ValueError(f"{where} has no http:// or https:// Url: {url!r:.80}")
-            parsed.port  # noqa: B018 - a port that is not a number raises ValueError here
-            result.append(ServerNode(url, _optional_str(node, "ClusterTag", where),
-                                     _optional_str(node, "ServerRole", where)))
-        except ValueError as exc:
+            if url is None:
+                raise ValueError(f"{where} has no Url")
+            parsed = parse_server_url(url, where)
+            if scheme is not None:
+                check_scheme(parsed, scheme, where)
+            result.append(ServerNode(parsed, tag, _optional_str(node, "ServerRole", where)))
+        except (TypeError, ValueError) as exc:
             raise ProtocolError(f"{what}: {exc}") from None
     return result
 
@@ -125,10 +138,10 @@ def _moves_on(error: BulkInsertError) -> bool:
             and error.status in FAILOVER_STATUSES)
 
 
-def _all_failed(request: str, failures: List[Tuple[str, BulkInsertError]]) -> BulkInsertError:
+def _all_failed(request: str, failures: List[Tuple[ServerUrl, BulkInsertError]]) -> BulkInsertError:
     """One error for a request every server failed: each server's own error in its
     message, of the nearest class that covers them all, the last one as its cause."""
-    tried = ", ".join(url for url, _ in failures)
+    tried = ", ".join(str(url) for url, _ in failures)
     reasons = "; ".join(str(error) for _, error in failures)
     message = (f"none of the {len(failures)} servers ({tried}) answered {request}: {reasons}"
                if len(failures) > 1 else reasons)
@@ -145,7 +158,9 @@ def _all_failed(request: str, failures: List[Tuple[str, BulkInsertError]]) -> Bu
 
 class Servers:
     """The server(s) of one bulk insert: ``url`` as :func:`server_urls` takes it,
-    ``connect(url)`` the transport of a URL. Every URL is checked here, before any request.
+    ``connect(url)`` the transport of a :class:`~bulkwire.urls.ServerUrl`. Every URL given
+    is checked here, before any request; ``urls`` holds them, ``scheme`` is theirs (and
+    every topology node's).
 
     >>> from functools import partial
     >>> servers = Servers(["http://a:8080", "http://b:8080"], partial(HttpTransport, database="db"))
@@ -155,22 +170,23 @@ class Servers:
 
     def __init__(self, url: Union[str, Sequence[str]], connect: Connect) -> None:
         self.urls = server_urls(url)
+        self.scheme = self.urls[0].scheme
         self.clustered = not isinstance(url, str)
         self._connect = connect
-        self._entry = [connect(u) for u in self.urls]  # bad URLs raise now
+        self._entry = [connect(u) for u in self.urls]  # bad arguments raise now
         self.first = self._entry[0]
         self.nodes: Optional[List[ServerNode]] = None  # the topology, once asked
-        self.topology_from: Optional[str] = None        # the URL that answered it
+        self.topology_from: Optional[ServerUrl] = None  # the URL that answered it
 
     def fetch_topology(self) -> List[ServerNode]:
         """The database's topology, from the first URL that gives one."""
-        failures: List[Tuple[str, BulkInsertError]] = []
+        failures: List[Tuple[ServerUrl, BulkInsertError]] = []
         for url, transport in zip(self.urls, self._entry):
             path = "/topology?name=" + urllib.parse.quote(transport.database, safe="")
             what = f"GET {transport.origin}{transport.root}{path}"
             try:
                 status, body = transport.request("GET", path, server_wide=True)
-                nodes = parse_topology(_json_answer(status, body, what), what)
+                nodes = parse_topology(_json_answer(status, body, what), what, self.scheme)
             except BulkInsertError as exc:
                 if (isinstance(exc, ServerError) and not isinstance(exc, ProtocolError)
                         and exc.status in REFUSED_STATUSES):
@@ -180,13 +196,6 @@ class Servers:
             self.nodes, self.topology_from = nodes, url
             return nodes
         raise _all_failed("the topology request (GET /topology)", failures)
-
-    def _node_transport(self, node: ServerNode) -> HttpTransport:
-        try:
-            return self._connect(node.url)
-        except (TypeError, ValueError) as exc:  # the topology's URL is no URL of ours
-            raise ProtocolError(f"the topology from {self.topology_from} lists node "
-                                f"{node.tag!r} at {node.url!r}: {exc}") from None
 
     def open_operation(self) -> Tuple[HttpTransport, int, Optional[str]]:
         """A new bulk insert operation: ``(transport of the node that takes its request,
@@ -199,9 +208,9 @@ class Servers:
         # members first, each group in the topology's order
         order = ([node for node in nodes if node.role == "Member"] +
                  [node for node in nodes if node.role != "Member"])
-        failures: List[Tuple[str, BulkInsertError]] = []
+        failures: List[Tuple[ServerUrl, BulkInsertError]] = []
         for node in order:
-            transport = self._node_transport(node)
+            transport = self._connect(node.url)
             try:
                 op_id, tag = transport.next_operation_id()
             except BulkInsertError as exc:
@@ -222,8 +231,25 @@ class Servers:
         assert self.nodes is not None
         for node in self.nodes:
             if node.tag == tag:
-                return self._node_transport(node)
+                return self._connect(node.url)
         listed = ", ".join(repr(node.tag) for node in self.nodes)
         raise ProtocolError(f"{transport.url_of('/operations/next-operation-id')}: the operation "
                             f"id was issued by node {tag!r}, which the topology from "
                             f"{self.topology_from} does not list (it lists {listed})")
+
+
+def open_servers(url: Union[str, Sequence[str]], database: str, *,
+                 timeout: Optional[float] = 300.0, certificate: Any = None, ca: Any = None,
+                 ssl_context: Any = None) -> Servers:
+    """The :class:`Servers` of a bulk insert's arguments (see :class:`bulkwire.BulkInsert`):
+    the URLs, the database, the timeout and the TLS files are all checked here, before any
+    request, and raise naming the argument (a TLS file that cannot be used:
+    :class:`~bulkwire.errors.TLSFileError`, naming the file).
+
+    >>> open_servers("https://a:8443", "db", ca=False).first.tls.verify
+    False
+    """
+    tls = (None if certificate is None and ca is None and ssl_context is None
+           else TlsSettings(certificate, ca, ssl_context=ssl_context))
+    # every connection of this bulk insert, to whichever node, is made by connect(url)
+    return Servers(url, partial(HttpTransport, database=database, timeout=timeout, tls=tls))

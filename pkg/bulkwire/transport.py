@@ -32,13 +32,14 @@ import socket
 import ssl
 import threading
 import urllib.parse
-from typing import Any, Callable, Iterator, Optional, Protocol, Tuple
+from typing import Any, Callable, Iterator, Optional, Protocol, Tuple, Union
 
 from . import _core
 from .compression import content_encoding
 from .errors import (BulkInsertError, ConnectError, ConnectionLostError, EarlyResponse,
                      ProtocolError, ServerError, TLSError, TransportError, TransportTimeoutError)
 from .tls import TlsSettings, TlsSocket
+from .urls import ServerUrl, parse_server_url
 
 __all__ = ["HttpTransport", "Body", "BodySender", "ServerError", "ProtocolError", "EarlyResponse",
            "TransportError", "error_message", "transport_error"]
@@ -138,16 +139,14 @@ def _json_answer(status: int, body: bytes, what: str) -> Any:
 
 
 class HttpTransport:
-    """Requests of the bulk insert protocol against one server and database. Every request
-    raises only :mod:`bulkwire.errors` exceptions, naming the request."""
+    """Requests of the bulk insert protocol against one server (``url``: a
+    :class:`~bulkwire.urls.ServerUrl`, or a ``str`` that
+    :func:`~bulkwire.urls.parse_server_url` takes) and database. Every request raises only
+    :mod:`bulkwire.errors` exceptions, naming the request."""
 
-    def __init__(self, url: str, database: str, *, timeout: Optional[float] = 300.0,
-                 tls: Optional[TlsSettings] = None) -> None:
-        if not isinstance(url, str):
-            raise TypeError(f"url must be a str, not {type(url).__name__}")
-        parsed = urllib.parse.urlsplit(url)
-        if parsed.scheme not in ("http", "https") or not parsed.hostname:
-            raise ValueError(f"url must be an http:// or https:// URL, not {url!r}")
+    def __init__(self, url: Union[str, ServerUrl], database: str, *,
+                 timeout: Optional[float] = 300.0, tls: Optional[TlsSettings] = None) -> None:
+        server = url if isinstance(url, ServerUrl) else parse_server_url(url, "url")
         if not isinstance(database, str):
             raise TypeError(f"database must be a str, not {type(database).__name__}")
         if not database or database.isspace():
@@ -155,18 +154,19 @@ class HttpTransport:
         if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
                                     or timeout <= 0):
             raise ValueError(f"timeout must be a positive number of seconds or None, not {timeout!r}")
-        if tls is not None and parsed.scheme != "https":
-            raise ValueError(f"certificate, ca and ssl_context need an https:// URL, not {url!r}")
-        self.scheme = parsed.scheme
+        if tls is not None and server.scheme != "https":
+            raise ValueError(f"certificate, ca and ssl_context need an https:// URL, not {server}")
+        self.server = server
+        self.scheme = server.scheme
         # the https:// connections' TLS (bulkwire's own, with the system's CAs, by default)
-        self.tls = tls if tls is not None or parsed.scheme != "https" else TlsSettings()
-        self.host = parsed.hostname
-        self.port = parsed.port
+        self.tls = tls if tls is not None or server.scheme != "https" else TlsSettings()
+        self.host = server.host
+        self.port = server.port
         self.timeout = timeout
         self.database = database
-        self.root = parsed.path.rstrip("/")  # the server's own paths (topology) start here
+        self.root = server.root  # the server's own paths (topology) start here
         self.base = (self.root + "/databases/" + urllib.parse.quote(database, safe=""))
-        self.origin = f"{parsed.scheme}://{parsed.netloc.rpartition('@')[2]}"
+        self.origin = server.origin
 
     def url_of(self, path: str) -> str:
         """The full URL of the protocol path ``path`` (for messages)."""
