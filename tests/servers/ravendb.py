@@ -377,6 +377,12 @@ class RavenServer:
 
         wait_until(create, timeout, f"creating database {name!r} on {self.url}", interval=0.5,
                    alive=self._exited)
+        return self.wait_database(name, timeout)
+
+    def wait_database(self, name: str, timeout: float = DATABASE_TIMEOUT) -> str:
+        """Waits until ``name`` is loaded: after its creation, and after a restart (until
+        then 4.1 answers its endpoints with 500, a ``NullReferenceException``)."""
+        quoted = urllib.parse.quote(name, safe="")
         wait_until(lambda: self.request("GET", f"/databases/{quoted}/stats", timeout=10)[0] == 200 or None,
                    timeout, f"database {name!r} on {self.url} did not load", interval=0.2,
                    alive=self._exited)
