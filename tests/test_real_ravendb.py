@@ -388,3 +388,287 @@ def test_ray_sink_every_row(raven, tmp_path):
         ray.shutdown()
     assert sink.result is not None and sink.result.rows == 4000
     assert_every_row(raven, database, reference_documents(source, tmp_path, collection="Points"))
+
+
+# ---- what 4.1 does not read: a clear error, never a normal return ----
+
+def test_compress_true_sends_gzip_which_41_takes(raven):
+    database = new_database(raven, "gzip")
+    with bulkwire.BulkInsert(raven.url, database, compress=True) as bulk:
+        for i in range(100):
+            bulk.store({"N": i}, id=f"n/{i}")
+    assert bulk.stats.compression in bulkwire.bulk.compression_backends()
+    assert raven.count(database) == 100
+
+
+def test_zstd_into_41_raises_naming_zstd_and_the_version_before_anything_is_sent(raven):
+    database = new_database(raven, "zstd")
+    bulk = bulkwire.BulkInsert(raven.url, database, compress="zstd")
+    with pytest.raises(bulkwire.UnsupportedByServer) as caught:
+        bulk.store({"N": 1}, id="n/1")
+    message = str(caught.value)
+    assert "zstd" in message and "4.1.0" in message and raven.url in message
+    assert caught.value.feature == "zstd" and caught.value.server_version == "4.1.0"
+    for later in (lambda: bulk.store({"N": 2}, id="n/2"), bulk.close):
+        with pytest.raises(bulkwire.UnsupportedByServer):
+            later()
+    assert raven.count(database) == 0
+
+
+def _counters(bulk):
+    bulk.counters_for("docs/0").increment("likes", 3)
+
+
+def _time_series(bulk):
+    with bulk.time_series_for("docs/0", "Heartrate") as series:
+        series.append_single(datetime.datetime(2024, 5, 1, 8, 0), 61.5)
+
+
+def _attachments(bulk):
+    bulk.attachments_for("docs/0").store("notes.txt", b"first line\n", "text/plain")
+
+
+@pytest.mark.parametrize("feature, command", [("counters", _counters), ("time series", _time_series),
+                                              ("attachments", _attachments)])
+def test_what_41_cannot_read_raises_naming_it_never_a_normal_return(raven, feature, command):
+    database = new_database(raven, feature.replace(" ", "-"))
+    bulk = bulkwire.BulkInsert(raven.url, database)
+    with pytest.raises(bulkwire.UnsupportedByServer) as caught:
+        with bulk:
+            bulk.store({"N": 0}, id="docs/0")
+            command(bulk)
+    assert caught.value.feature == feature and "4.1.0" in str(caught.value)
+    assert feature in str(caught.value)
+    with pytest.raises(bulkwire.BulkInsertError):
+        bulk.close()
+
+
+# ---- failures: never a normal return ----
+
+def store_until_failure(bulk, make, limit: int = 2_000_000) -> int:
+    """Stores ``make(i)`` until a store raises (returned: how many were stored); a close
+    that returns normally fails the test."""
+    for i in range(limit):
+        bulk.store(make(i), id=f"d/{i}")
+    bulk.close()
+    raise AssertionError(f"the bulk insert returned normally after {limit} documents")
+
+
+def test_a_server_killed_mid_insert_raises_within_the_timeout(own_raven):
+    database = new_database(own_raven, "killed")
+    bulk = bulkwire.BulkInsert(own_raven.url, database, timeout=30)
+    killer = threading.Timer(1.0, own_raven.kill)
+    began = time.monotonic()
+    killer.start()
+    try:
+        with pytest.raises(bulkwire.BulkInsertError) as caught:
+            store_until_failure(bulk, lambda i: {"N": i, "Text": "x" * 500})
+    finally:
+        killer.cancel()
+        killer.join()
+    assert time.monotonic() - began < 60
+    assert isinstance(caught.value, bulkwire.TransportError), repr(caught.value)
+    with pytest.raises(bulkwire.BulkInsertError):
+        bulk.close()
+
+
+def test_the_database_deleted_mid_insert_raises(raven):
+    database = new_database(raven, "deleted")
+    bulk = bulkwire.BulkInsert(raven.url, database, timeout=30)
+    deleter = threading.Timer(1.0, raven.delete_database, args=(database,))
+    deleter.start()
+    try:
+        with pytest.raises(bulkwire.BulkInsertError) as caught:
+            store_until_failure(bulk, lambda i: {"N": i, "Text": "x" * 500})
+    finally:
+        deleter.cancel()
+        deleter.join()
+    print("database deleted mid-insert:", repr(caught.value)[:500])
+    status, _ = raven.request("GET", f"/databases/{database}/stats")
+    assert status != 200  # it is gone, and the insert said it failed
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting the small file system needs root "
+                                               "(CI runs as root)")
+def test_a_full_disk_raises_naming_it():
+    """The database's files on a 64 MiB tmpfs (mounted in a mount namespace of the server's
+    own, gone with it): the insert that fills it fails, with the server's reason."""
+    server = RavenServer(fetch())
+    small = os.path.join(server.work_dir, "small")
+    os.makedirs(small)
+    server.wrap = ["unshare", "-m", "--propagation", "private", "sh", "-c",
+                   'mount -t tmpfs -o size=64m tmpfs "$0" && exec "$@"', small]
+    try:
+        server.start()
+        database = server.create_database("full", settings={"DataDir": small})
+        bulk = bulkwire.BulkInsert(server.url, database, timeout=60)
+        with pytest.raises(bulkwire.ServerError) as caught:
+            store_until_failure(bulk, lambda i: {"N": i, "Text": "x" * 1000})
+        print("disk full:", str(caught.value)[:500])
+        assert "DiskFull" in str(caught.value) or "space" in str(caught.value).lower()
+        assert server.count(database) < 200_000
+    finally:
+        server.stop()
+
+
+# ---- several nodes (separate one-node clusters: 4.1 without a license has no larger ones) ----
+
+@pytest.fixture(scope="module")
+def nodes():
+    group = RavenNodes(3, fetch())
+    try:
+        group.start()
+        yield group
+    finally:
+        group.stop()
+
+
+def dead_url() -> str:
+    from servers import free_port
+    return f"http://127.0.0.9:{free_port('127.0.0.9')}"  # nothing listens there
+
+
+def test_without_a_license_41_runs_one_node_clusters(nodes):
+    status, answer = nodes.join(1)
+    assert status == 402 and b"LicenseLimitException" in answer
+    license = nodes.nodes[0].json("GET", "/license/status")
+    assert license["Type"] == "None" and license["MaxClusterSize"] == 1
+    assert license["DistributedCluster"] is False
+
+
+def test_the_topology_comes_from_the_nodes_and_the_insert_goes_where_it_says(nodes):
+    """A dead first URL: the topology is asked of the next node, which lists itself; the
+    operation id and the body go there; the official client sends its documents there too."""
+    database = nodes.create_database(f"topo-{uuid.uuid4().hex[:8]}")
+    first, second, third = nodes.nodes
+    urls = [dead_url(), second.url, third.url]
+    with bulkwire.BulkInsert(urls, database, timeout=30) as bulk:
+        for i in range(500):
+            bulk.store({"N": i}, id=f"n/{i}")
+    assert [node.url for node in bulk._servers.nodes] == [second.url]
+    assert bulk._transport.origin == second.url
+    assert [first.count(database), second.count(database), third.count(database)] == [0, 500, 0]
+    state = second.json("GET", f"/databases/{database}/operations/state?id={bulk.operation_id}")
+    assert state["Status"] == "Completed" and state["Result"]["Total"] == 500
+
+    from ravendb import DocumentStore
+    store = DocumentStore(urls=urls, database=database).initialize()
+    try:
+        with store.bulk_insert() as client_bulk:
+            for i in range(500, 600):
+                client_bulk.store_as({"N": i}, f"n/{i}")
+    finally:
+        store.close()
+    assert [first.count(database), second.count(database), third.count(database)] == [0, 600, 0]
+
+
+def test_a_node_killed_mid_insert_fails_it_and_nothing_is_replayed_elsewhere(nodes):
+    database = nodes.create_database(f"failover-{uuid.uuid4().hex[:8]}")
+    first, second, third = nodes.nodes
+    bulk = bulkwire.BulkInsert([second.url, third.url], database, timeout=30)
+    killer = threading.Timer(1.0, second.kill)
+    killer.start()
+    try:
+        with pytest.raises(bulkwire.TransportError):
+            store_until_failure(bulk, lambda i: {"N": i, "Text": "y" * 500})
+    finally:
+        killer.cancel()
+        killer.join()
+        if not second.running:
+            second.start()
+            second.wait_database(database)
+    assert bulk._transport.origin == second.url
+    assert third.count(database) == 0  # the body was never sent to another node
+    # what the killed node committed before it died is there, and nothing twice
+    stored = user_documents(second, database)
+    assert all(doc["N"] == int(doc_id.split("/")[1]) for doc_id, doc in stored.items())
+
+
+def test_an_operation_id_stays_with_the_node_that_issued_it(nodes):
+    """Every node counts operation ids from 1, so the same id exists on each: the body of the
+    operation goes to the node that issued its id, and the other nodes know nothing of it."""
+    database = nodes.create_database(f"opid-{uuid.uuid4().hex[:8]}")
+    first, second, third = nodes.nodes
+    for node in (first, third):  # the others have issued ids of their own
+        node.json("GET", f"/databases/{database}/operations/next-operation-id")
+    with bulkwire.BulkInsert([second.url, first.url, third.url], database) as bulk:
+        for i in range(100):
+            bulk.store({"N": i}, id=f"n/{i}")
+    op = bulk.operation_id
+    assert second.json("GET", f"/databases/{database}/operations/state?id={op}")["Status"] == "Completed"
+    for node in (first, third):
+        status, _ = node.request("GET", f"/databases/{database}/operations/state?id={op}")
+        assert status == 404
+        assert node.count(database) == 0
+
+
+# ---- the secured node: HTTPS with a required client certificate ----
+
+@pytest.fixture(scope="module")
+def secured():
+    server = RavenServer.secured(fetch())
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+
+
+def test_the_admitted_certificate_loads(secured):
+    database = new_database(secured, "tls")
+    with bulkwire.BulkInsert(secured.url, database, certificate=secured.pki.client,
+                             ca=secured.pki.ca, compress=True) as bulk:
+        for i in range(1000):
+            bulk.store({"N": i, "V": [i / 7] * 8}, id=f"t/{i}")
+    assert secured.count(database) == 1000
+    result = bulkwire.load_parquet(write_and_return(secured), url=secured.url, database=database,
+                                   certificate=secured.pki.client, ca=secured.pki.ca)
+    assert result.rows == 300 and secured.count(database) == 1300
+
+
+def write_and_return(server) -> str:
+    path = os.path.join(server.work_dir, "points.parquet")
+    write_table(path, 300, 4)
+    return path
+
+
+@pytest.mark.parametrize("who", ["none", "rogue", "wrong-ca"])
+def test_refused_certificates_raise_before_a_document_is_sent(secured, who):
+    database = new_database(secured, f"refused-{who}")
+    options = {"none": dict(ca=secured.pki.ca),
+               "rogue": dict(certificate=secured.pki.rogue_client, ca=secured.pki.ca),
+               "wrong-ca": dict(certificate=secured.pki.client, ca=secured.pki.rogue_ca)}[who]
+    bulk = bulkwire.BulkInsert(secured.url, database, **options)
+    with pytest.raises(bulkwire.BulkInsertError) as caught:
+        bulk.store({"N": 1}, id="t/1")
+    if who == "wrong-ca":
+        assert isinstance(caught.value, TLSError) and caught.value.verify_failed
+    else:  # 4.1 asks for a certificate without requiring one in the handshake: 403 at once
+        assert isinstance(caught.value, ServerError) and caught.value.status == 403
+        assert ("none was provided" if who == "none" else "unknown to the server") in str(caught.value)
+    assert bulk.operation_id is None
+    with pytest.raises(bulkwire.BulkInsertError):
+        bulk.close()
+    assert secured.count(database) == 0
+
+
+def test_the_dropin_with_the_stores_certificate_loads_what_the_client_loads(secured):
+    def run(database):
+        store = official_store(secured, database)
+        try:
+            with store.bulk_insert() as bulk:
+                for person in people(50, as_lists=True):
+                    bulk.store(person)
+        finally:
+            store.close()
+
+    theirs, ours = new_database(secured, "tls-client"), new_database(secured, "tls-dropin")
+    run(theirs)
+    dropin.install()
+    try:
+        run(ours)
+    finally:
+        dropin.uninstall()
+    stored_theirs, stored_ours = user_documents(secured, theirs), user_documents(secured, ours)
+    assert len(stored_theirs) == 50 and stored_ours.keys() == stored_theirs.keys()
+    assert all(held(stored_ours[k]) == held(stored_theirs[k]) for k in stored_theirs)

@@ -764,6 +764,7 @@ class LoopbackServer:
         self.read_delay = 0.0  # seconds to sleep after each chunk (a slow server)
         self.keep_wire = keep_wire  # keep each request's body exactly as it came off the wire
         self.node_tag = "A"  # its cluster tag: in next-operation-id's answer and the topology
+        self.version = "7.2.0"  # the RavenDB version GET /build/version reports
         # GET /topology: None answers this node alone; a callable returns the answer (a JSON
         # value, or bytes sent as they are)
         self.topology: Optional[Any] = None
@@ -1058,8 +1059,10 @@ class LoopbackServer:
         elif method == "GET" and path == "/_loopback/last":
             return self._reply(h, 200, self.last_request_summary())
         elif method == "GET" and path.startswith("/build/version"):
-            return self._reply(h, 200, {"BuildVersion": 72, "ProductVersion": "7.2",
-                                        "CommitHash": "loopback", "FullVersion": "7.2.0"})
+            major, minor = (self.version.split(".") + ["0"])[:2]
+            return self._reply(h, 200, {"BuildVersion": int(major) * 10000 + int(minor) * 1000,
+                                        "ProductVersion": f"{major}.{minor}",
+                                        "CommitHash": "loopback", "FullVersion": self.version})
         raise RequestError(f"not implemented by the loopback server: {method} {path[:200]}", 404)
 
     def last_request_summary(self) -> dict:
