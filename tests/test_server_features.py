@@ -2,6 +2,7 @@
 read is refused before it is sent, naming the feature and the server's version; one that can,
 and one that does not tell its version, get the body as before. The real RavenDB 4.1 cases are
 in test_real_ravendb.py; here the loopback server reports the version it is given."""
+import json
 from datetime import datetime
 
 import pytest
@@ -100,3 +101,24 @@ def test_a_server_that_does_not_tell_its_version_gets_the_body():
 ])
 def test_parse_version(answer, expected):
     assert parse_version(answer) == expected
+
+
+def test_a_server_error_names_the_innermost_cause_of_its_stack_trace():
+    """RavenDB's failed bulk insert says "Failed to process bulk insert ..." in Message and the
+    cause only in Error (RavenDB 4.1 and 7 alike): the message bulkwire raises carries both."""
+    from bulkwire.transport import error_message
+
+    body = json.dumps({
+        "Type": "System.InvalidOperationException",
+        "Message": "Failed to process bulk insert Inserted 115 documents in 1 batches.",
+        "Error": "System.InvalidOperationException: Failed to process bulk insert Inserted 115 "
+                 "documents in 1 batches. ---> System.AggregateException: x ---> "
+                 "Voron.Exceptions.DiskFullException: There is not enough space\n   at Voron.A()\n"
+                 " ---> System.IO.IOException: later frames are not the cause"}).encode()
+    assert error_message(body) == ("Failed to process bulk insert Inserted 115 documents in 1 "
+                                   "batches.: Voron.Exceptions.DiskFullException: There is not "
+                                   "enough space")
+    plain = json.dumps({"Message": "no such thing", "Error": "no such thing\n   at X()"}).encode()
+    assert error_message(plain) == "no such thing"
+    said = json.dumps({"Message": "A: b", "Error": "X: y ---> A: b\n   at Z()"}).encode()
+    assert error_message(said) == "A: b"  # the message already says it

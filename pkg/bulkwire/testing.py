@@ -1205,9 +1205,9 @@ class LoopbackServer:
             with self._lock:
                 for command in commands:
                     self._record(command)
-        self._complete(op)
-        request.status = 200
-        self._reply(h, 200, None)
+        self._complete(op, request)
+        request.status = 201  # Created, with no body: what RavenDB answers a bulk insert
+        self._reply(h, 201, None)
 
     def _record(self, command: dict) -> None:
         """Keeps what a parsed command did (with the lock held)."""
@@ -1238,10 +1238,23 @@ class LoopbackServer:
                                               "Error": message + "\n   at LoopbackServer",
                                               "StatusCode": status}}
 
-    def _complete(self, op: int) -> None:
+    def _complete(self, op: int, request: Optional[ReceivedRequest] = None) -> None:
+        """Marks the operation Completed, with RavenDB's result: ``Total`` commands, and how
+        many of each kind (the counting mode counts PUT commands only)."""
+        kinds = {"PUT": 0, "AttachmentPUT": 0, "Counters": 0, "TimeSeriesBulkInsert": 0}
+        if request is not None:
+            if request.commands is not None:
+                for command in request.commands:
+                    kinds[command["Type"]] += 1
+            else:
+                kinds["PUT"] = request.put_commands
+        result = {"Total": sum(kinds.values()), "DocumentsProcessed": kinds["PUT"],
+                  "AttachmentsProcessed": kinds["AttachmentPUT"],
+                  "CountersProcessed": kinds["Counters"],
+                  "TimeSeriesProcessed": kinds["TimeSeriesBulkInsert"]}
         with self._lock:
             if self.operations.get(op, {}).get("Status") == "InProgress":
-                self.operations[op] = {"Status": "Completed", "Result": {"Total": 0}}
+                self.operations[op] = {"Status": "Completed", "Result": result}
 
 
 class LoopbackCluster:
