@@ -308,8 +308,8 @@ def test_server_killed_mid_load_fails_then_resume_stores_every_row_once(own_rave
     folder = tmp_path / "parts"
     folder.mkdir()
     for part in range(4):
-        write_table(str(folder / f"part-{part}.parquet"), 10_000, 64, row_group=500,
-                    seed=part, first_id=part * 10_000)
+        write_table(str(folder / f"part-{part}.parquet"), 6_000, 48, row_group=500,
+                    seed=part, first_id=part * 6_000)
     database = new_database(own_raven, "resume")
     state = str(tmp_path / "state.json")
     env = dict(os.environ, PYTHONPATH=PKG + os.pathsep + os.environ.get("PYTHONPATH", ""))
@@ -336,9 +336,9 @@ def test_server_killed_mid_load_fails_then_resume_stores_every_row_once(own_rave
     own_raven.start()
     own_raven.wait_database(database)
     result = bulkwire.load_parquet(str(folder), url=own_raven.url, database=database, resume=state)
-    assert result.skipped_rows > 0 and result.rows + result.skipped_rows == 40_000
-    assert own_raven.count(database) == 40_000
-    assert set(own_raven.documents(database)) == {f"embeddings/{i}" for i in range(40_000)}
+    assert result.skipped_rows > 0 and result.rows + result.skipped_rows == 24_000
+    assert own_raven.count(database) == 24_000
+    assert set(own_raven.documents(database)) == {f"embeddings/{i}" for i in range(24_000)}
 
 
 def test_dask_sink_every_row(raven, tmp_path):
