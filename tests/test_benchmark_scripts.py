@@ -149,3 +149,19 @@ def test_dictionary_pages_runs(tmp_path):
                                             "correlated reopen", "uniform reopen"}
     assert all(ms > 0 for ms in report["ms per lookup"].values())
     assert report["paths"] == ["pages"]  # every column read page by page
+
+
+@pytest.mark.ravendb_server
+def test_bench_real_server_runs():
+    """The real-server benchmark (a RavenDB 4.1 node of its own): every contender, every
+    workload's table, every document stored (the script checks the count itself)."""
+    out = run_script("bench_real_server.py", "--docs", "20", "--rounds", "1",
+                     "--workloads", "dim384,small", "--modes", "plain,gzip")
+    assert "server: RavenDB 4.1.0" in out and "load average" in out
+    for section in ("dim384, plain", "dim384, gzip", "small, plain", "small, gzip"):
+        table = out.split(f"\n{section} (20 documents")[1].split("\n\n")[0].splitlines()[2:5]
+        rows = {line.split()[0]: line.split()[1:] for line in table}
+        assert set(rows) == {"official", "bulkwire", "replay"}, table
+        assert rows["official"][1] == "1.00x"
+        assert all(float(values[0].replace(",", "")) > 0 and float(values[2]) >= 0
+                   for values in rows.values())

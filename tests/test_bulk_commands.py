@@ -119,7 +119,7 @@ def finished_request(server, before):
     if len(server.requests) == before:
         return None
     (request,) = server.requests[before:]
-    assert request.complete and request.status == 200, request.error
+    assert request.complete and request.status == 201, request.error
     return request
 
 

@@ -547,7 +547,7 @@ def test_counting_server_counts_markers_split_across_chunks(compress, piece):
         pieces = [body[i:i + piece] for i in range(0, len(body), piece)]
         conn.request("POST", f"/databases/{server.database}/bulk_insert?id={op}", body=iter(pieces),
                      headers={"Content-Encoding": "gzip"} if compress else {}, encode_chunked=True)
-        assert conn.getresponse().status == 200
+        assert conn.getresponse().status == 201
         conn.close()
         summary = server.last_request_summary()
     assert summary["documents"] == 40 and summary["complete"] and summary["error"] is None

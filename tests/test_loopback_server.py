@@ -354,7 +354,7 @@ def test_a_bad_request_after_a_good_one_on_the_same_connection_is_answered(serve
     op = next_op(server)
     raw = send_raw(server, post(op, frame(GOOD)) + b"GARBAGE\r\n\r\n")
     first = Answer(raw)
-    assert first.status == 200
+    assert first.status == 201
     second = Answer(raw[raw.index(b"\r\n\r\n") + 4 + len(first.body):])
     assert second.status == 400 and "Message" in second.json()
     assert server.operations[op]["Status"] == "Completed"
@@ -374,7 +374,7 @@ def test_a_completed_operation_stays_completed_when_the_client_leaves_before_the
     reply = server._reply
 
     def client_gone(h, status, payload, **kw):
-        if status == 200 and h.path.startswith("/databases/db/bulk_insert"):
+        if status == 201 and h.path.startswith("/databases/db/bulk_insert"):
             h.loopback_answered = True
             raise BrokenPipeError("the client left")
         return reply(h, status, payload, **kw)
@@ -390,7 +390,7 @@ def test_a_completed_operation_stays_completed_when_the_client_leaves_before_the
 
 def test_a_finished_operation_id_is_refused_and_stays_as_it_was(server):
     op = next_op(server)
-    assert request_raw(server, post(op, frame(GOOD))).status == 200
+    assert request_raw(server, post(op, frame(GOOD))).status == 201
     answer = request_raw(server, post(op, frame(encode([command("z/1", {})]))))
     assert_error_shape(answer, 409, f"operation {op} has already ended (Completed)")
     assert op_state(server, op)["Status"] == "Completed" and "z/1" not in server.documents
@@ -399,7 +399,7 @@ def test_a_finished_operation_id_is_refused_and_stays_as_it_was(server):
 
 def test_an_id_the_server_did_not_hand_out_is_taken_as_given(server):
     answer = request_raw(server, post(4242, frame(GOOD)))
-    assert answer.status == 200 and op_state(server, 4242)["Status"] == "Completed"
+    assert answer.status == 201 and op_state(server, 4242)["Status"] == "Completed"
     answer = request_raw(server, post(4243, frame(b"[1]")))
     assert answer.status == 400 and op_state(server, 4243)["Status"] == "Faulted"
 
@@ -558,7 +558,7 @@ def test_a_valid_body_split_any_way_is_accepted_by_the_server():
             op = next_op(server)
             headers = GZIP if compress else CHUNKED
             answer = request_raw(server, post(op, wire, headers))
-            assert answer.status == 200, answer.body
+            assert answer.status == 201, answer.body
             assert server.requests[-1].commands == commands
             assert op_state(server, op)["Status"] == "Completed"
 
@@ -612,7 +612,7 @@ def test_random_and_mutated_bodies_get_the_parsers_answer_from_the_server():
                 assert error["Message"] == expected.message
                 assert op_state(server, op)["Status"] == "Faulted"
             else:
-                assert answer.status == 200 and server.requests[-1].commands == expected
+                assert answer.status == 201 and server.requests[-1].commands == expected
             assert server.unexpected_errors == []
 
         run()
@@ -662,3 +662,22 @@ def test_any_bytes_parse_or_raise_request_error_only(wire, compress, chunked):
         assert 400 <= error.status < 500 and error.message
     else:
         assert _is_command_list(commands)
+
+
+def test_a_completed_bulk_insert_is_answered_as_ravendb_answers_it(server):
+    """201 Created with no body (RavenDB 4.1 and later), and operations/state reporting the
+    commands processed, by kind (RavenDB's BulkOperationResult), in both server modes."""
+    commands = (b'[{"Id":"a/1","Type":"PUT","Document":{"N":1}},'
+                b'{"Id":"a/1","Type":"Counters","Counters":{"DocumentId":"a/1","Operations":'
+                b'[{"Type":"Increment","CounterName":"c","Delta":1}]}},'
+                b'{"Id":"a/2","Type":"PUT","Document":{"N":2}}]')
+    op = next_op(server)
+    answer = request_raw(server, post(op, frame(commands)))
+    assert answer.status == 201 and answer.body == b""
+    assert op_state(server, op) == {"Status": "Completed", "Result": {
+        "Total": 3, "DocumentsProcessed": 2, "AttachmentsProcessed": 0, "CountersProcessed": 1,
+        "TimeSeriesProcessed": 0}}
+    with LoopbackServer(keep_body=False) as counting:
+        op = next_op(counting)
+        assert request_raw(counting, post(op, frame(commands))).status == 201
+        assert op_state(counting, op)["Result"]["DocumentsProcessed"] == 2

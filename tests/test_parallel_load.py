@@ -43,7 +43,7 @@ def test_every_row_arrives_once_with_the_right_bytes(tmp_path, workers, sizes, r
         used = min(workers, -(-sum(sizes) // row_group))
         assert len(server.requests) == used == r.workers  # its own request each
         assert len({request.op_id for request in server.requests}) == used
-        assert all(request.status == 200 for request in server.requests)
+        assert all(request.status == 201 for request in server.requests)
         assert r.rows == sum(sizes) and r.body_bytes == sum(q.body_bytes for q in server.requests)
     # one running total for all workers, ending at every row
     assert [t[0] for t in totals] == sorted(t[0] for t in totals) and totals[-1][0] == sum(sizes)

@@ -85,7 +85,7 @@ def run_calls(calls, *, accelerated, compress=False, skip=None, configure=None):
                 returned = calls(bulk)
         assert not server.unexpected_errors
         requests = [r for r in server.requests]
-        assert len(requests) == 1 and requests[0].complete and requests[0].status == 200
+        assert len(requests) == 1 and requests[0].complete and requests[0].status == 201
         return requests[0], returned
 
 

@@ -413,7 +413,7 @@ def test_the_server_answers_a_damaged_zstd_body_with_a_clear_400(damage, backend
         assert op_state(server, op)["Status"] == "Faulted"
         # a good one still goes through
         op = next_op(server)
-        assert request_raw(server, post(op, frame(good), ZSTD_HEADERS)).status == 200
+        assert request_raw(server, post(op, frame(good), ZSTD_HEADERS)).status == 201
         assert len(server.documents) == 300
 
 

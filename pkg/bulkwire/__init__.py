@@ -21,11 +21,13 @@ __all__ += ["VectorCodec", "VectorRows"]
 from .bulk import BulkInsert, BulkStats, BulkWriter  # noqa: E402
 from .errors import (BulkInsertAborted, BulkInsertError, ConnectError,  # noqa: E402
                      ConnectionLostError, EarlyResponse, ProtocolError, ServerError,
-                     TLSError, TLSFileError, TransportError, TransportTimeoutError)
+                     TLSError, TLSFileError, TransportError, TransportTimeoutError,
+                     UnsupportedByServer)
 
 __all__ += ["BulkInsert", "BulkInsertAborted", "BulkInsertError", "BulkStats", "BulkWriter",
             "ConnectError", "ConnectionLostError", "EarlyResponse", "ProtocolError", "ServerError",
-            "TLSError", "TLSFileError", "TransportError", "TransportTimeoutError"]
+            "TLSError", "TLSFileError", "TransportError", "TransportTimeoutError",
+            "UnsupportedByServer"]
 
 # Parquet and Arrow sources; pyarrow itself is imported only when they are used.
 from .load import LoadResult, load_arrow, load_parquet  # noqa: E402

@@ -696,6 +696,7 @@ class BulkInsert:
                                   compress_threads=compress_threads,
                                   defer_float_text=defer_float_text)
         self._skip_overwrite = skip_overwrite_if_unchanged
+        self._server_version: Any = False  # not asked yet (see _require)
         self._sender: Any = None
         self._op_id: Optional[int] = None
         self._node_tag: Optional[str] = None
@@ -728,6 +729,8 @@ class BulkInsert:
         try:
             self._transport, self._op_id, self._node_tag = self._servers.open_operation()
             writer.stats.operation_id = self._op_id
+            if writer.compression in ("zstd", "python-zstd"):
+                self._require("zstd")
             sender = BodySender(
                 self._transport, self._transport.bulk_insert_path(self._op_id, self._skip_overwrite),
                 writer, explain=self._explain)
@@ -748,6 +751,24 @@ class BulkInsert:
         # From now on store() is the writer's own (one Python frame less per document); it
         # raises after close() and abort() just as this class's would.
         self.store = writer.store  # type: ignore[method-assign]
+
+    def _require(self, feature: str) -> None:
+        """Raises :class:`~bulkwire.errors.UnsupportedByServer` when the node taking this
+        insert is older than the first RavenDB that reads ``feature`` (its version is asked
+        once per insert, see :mod:`bulkwire.server_features`); the insert is then failed, and
+        nothing of ``feature`` was written."""
+        from .server_features import require, server_version
+
+        if self._server_version is False:
+            self._server_version = server_version(self._transport)
+        try:
+            require(feature, self._transport, self._server_version)
+        except BulkInsertError as exc:
+            if self._sender is None:  # at the start: _start fails the insert
+                raise
+            self._writer.fail(exc)
+            self._abort_quietly()  # what the server took so far stays, as after abort()
+            raise
 
     def _explain(self, error: BaseException) -> BaseException:
         """On the sender thread, for a failed request: the error the producer raises, with
@@ -822,6 +843,7 @@ class BulkInsert:
     def _increment(self, id: str, name: Any, delta: Any) -> None:
         if self._sender is None:
             self._start()
+        self._require("counters")
         self._writer._increment(id, name, delta)
 
     def _series_begin(self, series: Any, id: str, name: str) -> None:
@@ -830,6 +852,7 @@ class BulkInsert:
     def _series_append(self, series: Any, timestamp: Any, values: Any, tag: Any) -> None:
         if self._sender is None:
             self._start()
+        self._require("time series")
         self._writer._series_append(series, timestamp, values, tag)
 
     def _series_end(self, series: Any) -> None:
@@ -838,6 +861,7 @@ class BulkInsert:
     def _attachment(self, id: str, name: Any, data: Any, content_type: Any) -> None:
         if self._sender is None:
             self._start()
+        self._require("attachments")
         self._writer._attachment(id, name, data, content_type)
 
     def _store_batch(self, chunks: list, count: int) -> None:

@@ -22,10 +22,13 @@ lower-level exception: the socket's, ``http.client``'s, the JSON decoder's)::
           │    ├── ConnectionLostError  the connection was closed or reset before the
           │    │                        answer was complete
           │    └── TransportTimeoutError  a socket operation waited longer than ``timeout``
-          └── ServerError               the server answered with an error: an error status,
-               │                        or an operation it reports as faulted
-               └── ProtocolError        an answer that is not the protocol's: not HTTP, not
-                                        JSON, or JSON of another shape
+          ├── ServerError               the server answered with an error: an error status,
+          │    │                        or an operation it reports as faulted
+          │    └── ProtocolError        an answer that is not the protocol's: not HTTP, not
+          │                             JSON, or JSON of another shape
+          └── UnsupportedByServer       the server's version does not read what the insert
+                                        would send (a zstd body, counters, ...): nothing of it
+                                        was sent
 
 A row of an Arrow batch that cannot become a command (``bulkwire.load_parquet``,
 ``_core.encode_batch``) raises, before any byte of its batch is written or sent::
@@ -55,8 +58,8 @@ from __future__ import annotations
 from typing import Optional
 
 __all__ = ["BulkInsertError", "BulkInsertAborted", "EarlyResponse", "TransportError",
-           "ConnectError", "TLSError", "TLSFileError", "ConnectionLostError", "TransportTimeoutError", "ServerError",
-           "ProtocolError", "RowError", "MalformedFileError"]
+           "ConnectError", "TLSError", "TLSFileError", "ConnectionLostError", "TransportTimeoutError",
+           "ServerError", "ProtocolError", "UnsupportedByServer", "RowError", "MalformedFileError"]
 
 
 class BulkInsertError(RuntimeError):
@@ -157,6 +160,18 @@ class ServerError(BulkInsertError):
 class ProtocolError(ServerError):
     """The server's answer is not the protocol's: not HTTP, not JSON, or JSON of another shape
     (e.g. ``next-operation-id`` without an integer ``Id``)."""
+
+
+class UnsupportedByServer(BulkInsertError):
+    """The server taking the bulk insert is older than the RavenDB release that reads
+    ``feature`` (``"zstd"``, ``"counters"``, ``"time series"``, ``"attachments"``); its
+    version (``server_version``, as ``GET /build/version`` gives it) is in the message. The
+    insert is failed before any of it is sent."""
+
+    def __init__(self, message: str, *, feature: str = "", server_version: str = "") -> None:
+        super().__init__(message)
+        self.feature = feature
+        self.server_version = server_version
 
 
 class RowError(ValueError):

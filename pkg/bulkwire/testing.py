@@ -764,6 +764,7 @@ class LoopbackServer:
         self.read_delay = 0.0  # seconds to sleep after each chunk (a slow server)
         self.keep_wire = keep_wire  # keep each request's body exactly as it came off the wire
         self.node_tag = "A"  # its cluster tag: in next-operation-id's answer and the topology
+        self.version = "7.2.0"  # the RavenDB version GET /build/version reports
         # GET /topology: None answers this node alone; a callable returns the answer (a JSON
         # value, or bytes sent as they are)
         self.topology: Optional[Any] = None
@@ -1058,8 +1059,10 @@ class LoopbackServer:
         elif method == "GET" and path == "/_loopback/last":
             return self._reply(h, 200, self.last_request_summary())
         elif method == "GET" and path.startswith("/build/version"):
-            return self._reply(h, 200, {"BuildVersion": 72, "ProductVersion": "7.2",
-                                        "CommitHash": "loopback", "FullVersion": "7.2.0"})
+            major, minor = (self.version.split(".") + ["0"])[:2]
+            return self._reply(h, 200, {"BuildVersion": int(major) * 10000 + int(minor) * 1000,
+                                        "ProductVersion": f"{major}.{minor}",
+                                        "CommitHash": "loopback", "FullVersion": self.version})
         raise RequestError(f"not implemented by the loopback server: {method} {path[:200]}", 404)
 
     def last_request_summary(self) -> dict:
@@ -1202,9 +1205,9 @@ class LoopbackServer:
             with self._lock:
                 for command in commands:
                     self._record(command)
-        self._complete(op)
-        request.status = 200
-        self._reply(h, 200, None)
+        self._complete(op, request)
+        request.status = 201  # Created, with no body: what RavenDB answers a bulk insert
+        self._reply(h, 201, None)
 
     def _record(self, command: dict) -> None:
         """Keeps what a parsed command did (with the lock held)."""
@@ -1235,10 +1238,23 @@ class LoopbackServer:
                                               "Error": message + "\n   at LoopbackServer",
                                               "StatusCode": status}}
 
-    def _complete(self, op: int) -> None:
+    def _complete(self, op: int, request: Optional[ReceivedRequest] = None) -> None:
+        """Marks the operation Completed, with RavenDB's result: ``Total`` commands, and how
+        many of each kind (the counting mode counts PUT commands only)."""
+        kinds = {"PUT": 0, "AttachmentPUT": 0, "Counters": 0, "TimeSeriesBulkInsert": 0}
+        if request is not None:
+            if request.commands is not None:
+                for command in request.commands:
+                    kinds[command["Type"]] += 1
+            else:
+                kinds["PUT"] = request.put_commands
+        result = {"Total": sum(kinds.values()), "DocumentsProcessed": kinds["PUT"],
+                  "AttachmentsProcessed": kinds["AttachmentPUT"],
+                  "CountersProcessed": kinds["Counters"],
+                  "TimeSeriesProcessed": kinds["TimeSeriesBulkInsert"]}
         with self._lock:
             if self.operations.get(op, {}).get("Status") == "InProgress":
-                self.operations[op] = {"Status": "Completed", "Result": {"Total": 0}}
+                self.operations[op] = {"Status": "Completed", "Result": result}
 
 
 class LoopbackCluster:

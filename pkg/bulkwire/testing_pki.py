@@ -41,7 +41,7 @@ def _certificate(subject, issuer_name, issuer_key, public_key, *, ca, usage, ip=
                .not_valid_after(now + valid_from + valid_for)
                .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
     if usage is not None:
-        builder = builder.add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+        builder = builder.add_extension(x509.ExtendedKeyUsage(usage), critical=False)
     if ip is not None:
         builder = builder.add_extension(
             x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address(ip))]), critical=False)
@@ -71,25 +71,26 @@ def make_pki(directory: str) -> SimpleNamespace:
                       ca=True, usage=None)
     server_key = ec.generate_private_key(ec.SECP256R1())
     server = _certificate("127.0.0.1", "bulkwire test CA", ca_key, server_key.public_key(),
-                          ca=False, usage=ExtendedKeyUsageOID.SERVER_AUTH, ip="127.0.0.1")
+                          ca=False, ip="127.0.0.1",
+                          usage=[ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH])
     client_key = ec.generate_private_key(ec.SECP256R1())
     client = _certificate("bulkwire client", "bulkwire test CA", ca_key, client_key.public_key(),
-                          ca=False, usage=ExtendedKeyUsageOID.CLIENT_AUTH)
+                          ca=False, usage=[ExtendedKeyUsageOID.CLIENT_AUTH])
     rogue_key = ec.generate_private_key(ec.SECP256R1())
     rogue_ca = _certificate("rogue CA", "rogue CA", rogue_key, rogue_key.public_key(), ca=True,
                             usage=None)
     rogue_client_key = ec.generate_private_key(ec.SECP256R1())
     rogue_client = _certificate("bulkwire client", "rogue CA", rogue_key,
                                 rogue_client_key.public_key(), ca=False,
-                                usage=ExtendedKeyUsageOID.CLIENT_AUTH)
+                                usage=[ExtendedKeyUsageOID.CLIENT_AUTH])
     day = datetime.timedelta(days=1)
     expired_key = ec.generate_private_key(ec.SECP256R1())
     expired = _certificate("bulkwire client", "bulkwire test CA", ca_key,
                            expired_key.public_key(), ca=False,
-                           usage=ExtendedKeyUsageOID.CLIENT_AUTH, valid_from=-2 * day)
+                           usage=[ExtendedKeyUsageOID.CLIENT_AUTH], valid_from=-2 * day)
     early_key = ec.generate_private_key(ec.SECP256R1())
     early = _certificate("bulkwire client", "bulkwire test CA", ca_key, early_key.public_key(),
-                         ca=False, usage=ExtendedKeyUsageOID.CLIENT_AUTH, valid_from=day)
+                         ca=False, usage=[ExtendedKeyUsageOID.CLIENT_AUTH], valid_from=day)
     return SimpleNamespace(
         ca=_write(path("ca.pem"), ca.public_bytes(pem)),
         server_cert=_write(path("server.pem"), server.public_bytes(pem)),

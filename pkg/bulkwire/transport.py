@@ -61,13 +61,36 @@ def error_message(body: bytes) -> Optional[str]:
 
 
 def _message_member(data: Any) -> Optional[str]:
-    """RavenDB's error text in a decoded error object: its "Message", else its "Error"."""
+    """RavenDB's error text in a decoded error object: its "Message", else its "Error"; with
+    the innermost exception of "Error" after it when the message does not say it (a failed
+    bulk insert's message is "Failed to process bulk insert ...", its cause only in "Error")."""
     if isinstance(data, dict):
         for key in ("Message", "Error"):
             value = data.get(key)
             if isinstance(value, str) and value:
-                return value
+                cause = _innermost_cause(data.get("Error"))
+                return f"{value}: {cause}" if cause and cause not in value else value
     return None
+
+
+#: the longest cause taken from an error's stack trace into a message
+MAX_CAUSE_CHARS = 300
+
+
+def _innermost_cause(error: Any) -> Optional[str]:
+    """``"Type: message"`` of the innermost exception in a .NET exception text (``Outer: a
+    ---> Inner: b\n   at ...``), or None when it names no inner exception.
+
+    >>> _innermost_cause("System.X: failed ---> System.IO.Y: disk full\n   at Z()")
+    'System.IO.Y: disk full'
+    """
+    if not isinstance(error, str):
+        return None
+    head = error.split("\n   at ", 1)[0]
+    if " ---> " not in head:
+        return None
+    cause = head.rsplit(" ---> ", 1)[1].strip()
+    return cause[:MAX_CAUSE_CHARS] or None
 
 
 def status_error(status: int, body: bytes, what: str, *, message_first: bool = False) -> ServerError:
