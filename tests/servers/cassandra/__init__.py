@@ -474,7 +474,9 @@ def running(count: int = 1, *, first: int = 1, heap: str | None = None,
     private_loopback()
     timeout = start_timeout or float(os.environ.get("BULKWIRE_CASSANDRA_START_TIMEOUT",
                                                     DEFAULT_START_TIMEOUT))
-    root = pathlib.Path(tempfile.mkdtemp(prefix="bulkwire-cassandra-"))
+    sweep_stale()
+    root = pathlib.Path(tempfile.mkdtemp(prefix=_FOLDER_PREFIX))
+    (root / "owner.pid").write_text(str(os.getpid()))
     hosts = addresses(count, first)
     nodes = [Node(addr, root / addr, jars, heap=heap, seed=hosts[0]) for addr in hosts]
     try:
@@ -491,6 +493,26 @@ def running(count: int = 1, *, first: int = 1, heap: str | None = None,
         stop_nodes(nodes)
         if not keep_files:
             shutil.rmtree(root, ignore_errors=True)
+
+
+_FOLDER_PREFIX = "bulkwire-cassandra-"
+
+
+def sweep_stale() -> list[pathlib.Path]:
+    """Remove the node folders left by owners that died without cleaning up (killed outright:
+    their JVMs died with them); returns what was removed. A folder's owner is the pid in its
+    ``owner.pid``; folders without one, or whose owner lives, are kept."""
+    removed = []
+    for folder in pathlib.Path(tempfile.gettempdir()).glob(_FOLDER_PREFIX + "*"):
+        try:
+            owner = int((folder / "owner.pid").read_text())
+        except (OSError, ValueError):
+            continue
+        if owner == os.getpid() or pathlib.Path(f"/proc/{owner}").exists():
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+        removed.append(folder)
+    return removed
 
 
 def _wait_peers(nodes: list[Node], deadline: float) -> None:

@@ -4,7 +4,7 @@ The nodes run in a private network namespace (loopback only), so only processes 
 here reach them: COMMAND (default: an interactive shell when there is a terminal, otherwise
 waiting for Ctrl-C) runs inside that namespace with ``CASSANDRA_HOSTS`` (comma-separated
 addresses) and ``CASSANDRA_PORT`` set. When it ends, or on Ctrl-C or SIGTERM, every node is
-stopped. The exit status is COMMAND's. ``--fetch-only`` assembles the jars and exits.
+stopped. The exit status is COMMAND's (130 after Ctrl-C). ``--fetch-only`` assembles the jars and exits.
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 
-from . import NATIVE_PORT, fetch_jars, running
+from . import NATIVE_PORT, ServerError, fetch_jars, running
 
 
 def _terminate(signum: int, frame: object) -> None:
@@ -40,7 +40,11 @@ def main(argv: list[str] | None = None) -> int:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
 
     began = time.monotonic()
-    jars = fetch_jars()
+    try:
+        jars = fetch_jars()
+    except ServerError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     files = list(jars.iterdir())
     print(f"jars: {jars} ({len(files)} files, {sum(f.stat().st_size for f in files) / 2**20:.0f} "
           f"MiB; {time.monotonic() - began:.1f} s)", flush=True)
@@ -48,25 +52,29 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     signal.signal(signal.SIGTERM, _terminate)
-    with running(args.nodes, first=args.first, heap=args.heap, keep_files=args.keep_files) as nodes:
-        for node in nodes:
-            print(f"node {node.address}: Cassandra {node.release_version}, ready in "
-                  f"{node.start_seconds:.1f} s, RSS {node.rss_bytes() / 2**20:.0f} MiB, "
-                  f"files {node.folder}", flush=True)
-        env = dict(os.environ, CASSANDRA_HOSTS=",".join(n.address for n in nodes),
-                   CASSANDRA_PORT=str(NATIVE_PORT))
-        if not command and sys.stdin.isatty():
-            command = [os.environ.get("SHELL", "/bin/bash")]
-        if command:
-            return subprocess.run(command, env=env).returncode
-        print("running; Ctrl-C stops", flush=True)
-        try:
+    try:
+        with running(args.nodes, first=args.first, heap=args.heap,
+                     keep_files=args.keep_files or None) as nodes:
+            for node in nodes:
+                print(f"node {node.address} (pid {node.process.pid}): Cassandra "
+                      f"{node.release_version}, ready in {node.start_seconds:.1f} s, "
+                      f"RSS {node.rss_bytes() / 2**20:.0f} MiB, files {node.folder}", flush=True)
+            env = dict(os.environ, CASSANDRA_HOSTS=",".join(n.address for n in nodes),
+                       CASSANDRA_PORT=str(NATIVE_PORT))
+            if not command and sys.stdin.isatty():
+                command = [os.environ.get("SHELL", "/bin/bash")]
+            if command:
+                return subprocess.run(command, env=env).returncode
+            print("running; Ctrl-C stops", flush=True)
             while True:
                 for node in nodes:
                     node.check_alive()
                 time.sleep(1.0)
-        except KeyboardInterrupt:
-            return 0
+    except KeyboardInterrupt:  # the nodes are stopped by now
+        return 128 + signal.SIGINT
+    except ServerError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":
