@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import example, given, settings, strategies as st
 from hypothesis.extra import numpy as hnp
 
 import cassandra.cqltypes as ct  # noqa: E402  (no skip: a missing driver fails this run)
@@ -227,7 +227,8 @@ def round_trip(session, tables, case: Subtype, value: Any) -> None:
 
     if case.bulkwire_writes:
         assert written_by_driver_while_installed == 0, "bulkwire handed the value to the driver"
-        assert raw_ours == VectorCodec(case.cql, DIM).serialize(value)
+        # driver_compat: signaling float32 NaNs quieted, as the driver's float path does
+        assert raw_ours == VectorCodec(case.cql, DIM, driver_compat=True).serialize(value)
     assert raw_ours == raw_theirs
     expected = [case.written(x) for x in value]
     assert [case.read(x) for x in read_installed] == expected
@@ -255,6 +256,9 @@ def test_numpy_rows_round_trip_as_the_driver_writes_them(session, subtype_tables
     def check(array):
         round_trip(session, subtype_tables, case, array)
 
+    if case.cql == "float":  # signaling NaNs: the driver's float path quiets them, and so must we
+        check = example(np.frombuffer(bytes.fromhex("7f800001ff800002") * 2, ">f4")
+                        .astype("f4"))(check)
     check()
 
 

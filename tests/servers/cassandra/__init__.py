@@ -379,15 +379,17 @@ concurrent_compactors: 1
         found = re.search(r"^VmRSS:\s+(\d+) kB", status, re.M)
         return int(found.group(1)) * 1024 if found else 0
 
-    def stop(self, grace: float = 15.0) -> None:
+    def stop(self, grace: float = 5.0) -> None:
         """Stop the node: SIGTERM to its process group, SIGKILL after ``grace`` seconds.
         Idempotent."""
         stop_nodes([self], grace)
 
 
-def stop_nodes(nodes: Sequence[Node], grace: float = 15.0) -> None:
+def stop_nodes(nodes: Sequence[Node], grace: float = 5.0) -> None:
     """Stop these nodes together: SIGTERM to every process group first, then wait for all
-    with one shared ``grace`` period, then SIGKILL the ones still running. Idempotent."""
+    with one shared ``grace`` period, then SIGKILL the ones still running. Idempotent.
+    The nodes' data is thrown away, so a node still draining after ``grace`` is not waited
+    for."""
     running_now = [n for n in nodes if n.process is not None and n.process.returncode is None]
     for sig in (signal.SIGTERM, signal.SIGKILL):
         for node in running_now:
