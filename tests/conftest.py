@@ -51,3 +51,30 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
+
+
+# --- real Cassandra 5.0 (tests/servers/cassandra) -------------------------------------------
+# The first fixture that starts a node fetches the jars (once per machine) and then moves this
+# test process into a network namespace of its own with only loopback: from then on the
+# session reaches nothing outside the machine's process tree, and the nodes nothing outside it.
+
+
+@pytest.fixture(scope="session")
+def cassandra_node():
+    """One Cassandra 5.0 node on 127.0.0.1 for the whole session (``servers.cassandra.Node``).
+    Stopped when the session ends; the harness's atexit hook and the kernel's parent-death
+    signal stop it if the session dies first."""
+    from servers.cassandra import running
+
+    with running(1) as nodes:
+        yield nodes[0]
+
+
+@pytest.fixture(scope="module")
+def cassandra_cluster():
+    """Three Cassandra 5.0 nodes on 127.0.0.11, .12 and .13 (one cluster, .11 its seed), for
+    the module that asks for them; they do not share addresses with ``cassandra_node``."""
+    from servers.cassandra import running
+
+    with running(3, first=11) as nodes:
+        yield nodes
