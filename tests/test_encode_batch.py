@@ -151,6 +151,34 @@ def test_datetime_max_and_range():
         encode(bad.to_batches()[0])
 
 
+@pytest.mark.parametrize("unit", ["s", "ms", "us"])
+@pytest.mark.parametrize("tz", [None, "-08:00", "+05:30"])
+def test_int64_ends_are_refused_outside_the_years(unit, tz):
+    """int64's own ends, in units where they lie far outside years 1..9999, are refused
+    (read without overflow: the sanitizer build checks that)."""
+    for value in (-2**63, -2**63 + 1, 2**63 - 1):
+        t = pa.table({"id": [1], "t": pa.array([value], pa.timestamp(unit, tz=tz))})
+        with pytest.raises(ValueError, match=rf"column 't', row 0: timestamp {value} is outside"):
+            encode(t.to_batches()[0])
+
+
+@pytest.mark.parametrize("tz,offset", [(None, None), ("-08:00", -8 * 60), ("+05:30", 5 * 60 + 30)])
+def test_int64_ends_in_nanoseconds_are_dates(tz, offset):
+    """In nanoseconds int64 spans 1677..2262: its ends are written as the datetime they are
+    (floored to the microsecond, in the column's zone), computed here with datetime."""
+    values = [-2**63, -2**63 + 1, 2**63 - 1]
+    t = pa.table({"id": [1, 2, 3], "t": pa.array(values, pa.timestamp("ns", tz=tz))})
+    epoch = datetime.datetime(1970, 1, 1)
+    expected = []
+    for i, value in enumerate(values, 1):
+        moment = epoch + datetime.timedelta(microseconds=value // 1000)
+        if offset is not None:
+            zone = datetime.timezone(datetime.timedelta(minutes=offset))
+            moment = moment.replace(tzinfo=datetime.timezone.utc).astimezone(zone)
+        expected.append(command(str(i), {"t": moment}))
+    assert encode(t.to_batches()[0]) == b",".join(expected)
+
+
 def test_chunks_and_separators():
     table = table_with(fsl(vectors(50, 4)), 50)
     batch = table.to_batches()[0]
