@@ -1,11 +1,19 @@
 """The test suite's own rules: every test can fail (it asserts, expects an exception or runs
-something that does, and no assertion is true whatever happens)."""
+something that does, and no assertion is true whatever happens), and a test file that needs
+an optional test dependency fails the run under BULKWIRE_REQUIRE_EXTRAS=1 (CI, which installs
+every one) where a developer without it sees a skip with its reason."""
 from __future__ import annotations
 
 import ast
+import os
 import pathlib
+import subprocess
+import sys
+
+import pytest
 
 HERE = pathlib.Path(__file__).resolve().parent
+ROOT = HERE.parent
 
 #: Tests whose failure comes from what they run, not from an assert of their own.
 RUNS_WHAT_ASSERTS = {
@@ -130,3 +138,59 @@ def test_the_rules_see_what_they_look_for():
     for text, always in [("assert x or True", True), ("assert (x, 'why')", True), ("assert 1", True),
                          ("assert x", False), ("assert x or y", False)]:
         assert _always_true(ast.parse(text).body[0].test) is always, text
+
+
+# ---- optional test dependencies ----
+
+def _run_pytest(folder: pathlib.Path, require: bool) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "BULKWIRE_REQUIRE_EXTRAS"}
+    if require:
+        env["BULKWIRE_REQUIRE_EXTRAS"] = "1"
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider",
+                           str(folder)], capture_output=True, text=True, env=env, cwd=folder,
+                          timeout=300)
+
+
+@pytest.fixture
+def suite_without_an_extra(tmp_path):
+    """A copy of this suite's conftest beside a test file that skips at import for a missing
+    package, and one whose test skips inside for another."""
+    (tmp_path / "conftest.py").write_text((HERE / "conftest.py").read_text())
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    (tmp_path / "test_needs_a_package.py").write_text(
+        "import pytest\n"
+        "missing = pytest.importorskip('bulkwire_no_such_package')\n\n"
+        "def test_uses_it():\n    assert missing\n")
+    (tmp_path / "test_needs_one_inside.py").write_text(
+        "import pytest\n\n"
+        "def test_plain():\n    assert 1 + 1 == 2\n\n"
+        "def test_uses_another():\n    pytest.importorskip('bulkwire_no_other_package')\n")
+    return tmp_path
+
+
+def test_a_missing_optional_package_is_a_skip_for_a_developer(suite_without_an_extra):
+    result = _run_pytest(suite_without_an_extra, require=False)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    assert "1 passed, 2 skipped" in output
+    assert "could not import 'bulkwire_no_such_package'" in output  # the reason is shown
+    assert "could not import 'bulkwire_no_other_package'" in output
+
+
+def test_a_missing_optional_package_fails_the_run_when_extras_are_required(suite_without_an_extra):
+    result = _run_pytest(suite_without_an_extra, require=True)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0, output
+    # the file that skips at import is a collection error naming the package
+    assert "ERROR" in output and "test_needs_a_package.py" in output
+    assert "BULKWIRE_REQUIRE_EXTRAS=1" in output and "bulkwire_no_such_package" in output
+    assert "skipped" not in output.splitlines()[-1]
+
+
+def test_a_missing_package_inside_a_test_fails_it_when_extras_are_required(suite_without_an_extra):
+    (suite_without_an_extra / "test_needs_a_package.py").unlink()
+    result = _run_pytest(suite_without_an_extra, require=True)
+    output = result.stdout + result.stderr
+    assert result.returncode == 1, output
+    assert "1 failed, 1 passed" in output
+    assert "bulkwire_no_other_package" in output and "BULKWIRE_REQUIRE_EXTRAS=1" in output
