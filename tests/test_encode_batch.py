@@ -1,6 +1,6 @@
 """Arrow batches -> bulk insert commands (bulkwire._core.encode_batch).
 
-The oracle is the SPEC §3 command for the equivalent dict, built in Python from
+The oracle is the bulk insert PUT command for the equivalent dict, built in Python from
 ``Table.to_pylist()`` with ``bulkwire.dumps`` (itself tested against the json round trip):
     {"Id":"<id>","Type":"PUT","Document":<dumps({**row, "@metadata": metadata})>}
 """
@@ -24,7 +24,8 @@ META_JSON = bulkwire.dumps(META)
 
 
 def command(doc_id: str, row: dict, float32: str = "widen") -> bytes:
-    """What BulkInsert.store(row, id=doc_id) writes for a dict (SPEC §3)."""
+    """What BulkInsert.store(row, id=doc_id) writes for a dict: the official client's PUT
+    command, the document followed by its @metadata."""
     return (b'{"Id":' + json.dumps(doc_id, ensure_ascii=False).encode() + b',"Type":"PUT","Document":'
             + bulkwire.dumps({**row, "@metadata": META}, float32=float32) + b"}")
 

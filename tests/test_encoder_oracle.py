@@ -1,4 +1,5 @@
-"""Differential suite: bulkwire.dumps / to_builtins against the JSON round trip (SPEC §1)."""
+"""Differential suite: bulkwire.dumps / to_builtins against the JSON round trip,
+``json.dumps(json.loads(json.dumps(x, default=...)))``, byte for byte (tests/oracle.py)."""
 from __future__ import annotations
 
 import collections
