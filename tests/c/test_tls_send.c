@@ -22,7 +22,6 @@
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <sys/time.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <openssl/err.h>
@@ -31,19 +30,8 @@
 #include <openssl/x509v3.h>
 
 #include "check.h"
+#include "clock.h"
 #include "tls_send.h"
-
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-static void sleep_ms(long ms) {
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
-}
 
 /* ---- a small PKI, made once ---- */
 
@@ -268,10 +256,20 @@ static void read_then_answer(peer *p, SSL *ssl) {
     SSL_shutdown(ssl);
 }
 
-static void wait_for_go(peer *p, SSL *ssl) {
-    (void)ssl;
+/* In the server's `after` step: tells the client it got here, then waits to be let go on. */
+static void server_pause(peer *p) {
     sem_post(&p->done_step);
     sem_wait(&p->step);
+}
+
+/* On the client: waits for the server's next pause; lets it go on. */
+static void until_the_server_pauses(peer *p) { sem_wait(&p->done_step); }
+static void let_the_server_go_on(peer *p) { sem_post(&p->step); }
+
+/* `after`: the server holds the session open until the client lets it go on, then ends. */
+static void pause_after_the_handshake(peer *p, SSL *ssl) {
+    (void)ssl;
+    server_pause(p);
 }
 
 /* ---- the client ---- */
@@ -294,6 +292,14 @@ static int connect_to(peer *p, bw_tls_config *c, const char *host, bw_tls **out)
         return -2;
     }
     return bw_tls_handshake(*out, 5000);
+}
+
+/* A session to "localhost", handshake done, with a server of that version running `after`. */
+static bw_tls *session_with(peer *p, bw_tls_config *c, int version, void (*after)(peer *, SSL *)) {
+    start_peer(p, version, after);
+    bw_tls *tls = NULL;
+    CHECK_EQ(connect_to(p, c, "localhost", &tls), 0);
+    return tls;
 }
 
 TEST(configuration_errors_name_their_argument) {
@@ -367,9 +373,7 @@ TEST(gathered_writes_arrive_whole_and_the_answer_is_read_to_its_end) {
             used += n;
         }
         peer p = {.expect = TOTAL};
-        start_peer(&p, versions[v], read_then_answer);
-        bw_tls *tls;
-        CHECK_EQ(connect_to(&p, c, "localhost", &tls), 0);
+        bw_tls *tls = session_with(&p, c, versions[v], read_then_answer);
         CHECK_EQ(bw_tls_write_all(tls, iov, ENTRIES, 5000), 0);
         for (int i = 0; i < ENTRIES; i++)
             CHECK_EQ(iov[i].iov_len, 0); /* every entry consumed */
@@ -434,9 +438,7 @@ TEST(a_client_certificate_is_sent_and_its_absence_reported_from_the_alert) {
     /* with one: the server sees it */
     bw_tls_config *c = config(path(CLIENT_PEM), path(CLIENT_KEY), path(CA_PEM), 1);
     peer p = {.want_client_cert = 1};
-    start_peer(&p, TLS1_3_VERSION, NULL);
-    bw_tls *tls;
-    CHECK_EQ(connect_to(&p, c, "localhost", &tls), 0);
+    bw_tls *tls = session_with(&p, c, TLS1_3_VERSION, NULL);
     pthread_join(p.thread, NULL);
     CHECK(p.accepted);
     CHECK_BYTES(p.client_cn, strlen(p.client_cn), "bulkwire client");
@@ -477,9 +479,8 @@ TEST(a_silent_peer_times_out) {
     close(fds[1]);
     /* a read and a write, after a handshake, against a server that waits */
     peer p = {0};
-    start_peer(&p, TLS1_3_VERSION, wait_for_go);
-    CHECK_EQ(connect_to(&p, c, "localhost", &tls), 0);
-    sem_wait(&p.done_step);
+    tls = session_with(&p, c, TLS1_3_VERSION, pause_after_the_handshake);
+    until_the_server_pauses(&p);
     char buf[16];
     size_t got = 99;
     start = now_ms();
@@ -494,7 +495,7 @@ TEST(a_silent_peer_times_out) {
     CHECK(now_ms() - start >= 140);
     CHECK(iov.iov_len > 0); /* not all of it went */
     free(data);
-    sem_post(&p.step);
+    let_the_server_go_on(&p);
     join_peer(&p);
     bw_tls_free(tls);
     bw_tls_config_free(c);
@@ -545,14 +546,11 @@ TEST(a_peer_that_hangs_up_or_speaks_another_protocol_fails_the_handshake) {
 }
 
 static void tickets_then_answer(peer *p, SSL *ssl) {
-    sem_post(&p->done_step); /* the handshake (and TLS 1.3's session tickets) went out */
-    sem_wait(&p->step);
+    server_pause(p); /* the handshake (and TLS 1.3's session tickets) went out */
     SSL_write(ssl, "HTTP/1.1 413", 12);
-    sem_post(&p->done_step);
-    sem_wait(&p->step);
+    server_pause(p);
     SSL_shutdown(ssl);
-    sem_post(&p->done_step);
-    sem_wait(&p->step);
+    server_pause(p);
 }
 
 /* Waits until fd has something to read. */
@@ -564,15 +562,13 @@ static void wait_readable(int fd) {
 TEST(the_early_answer_check_takes_tickets_in_but_never_an_answer) {
     bw_tls_config *c = config(NULL, NULL, path(CA_PEM), 1);
     peer p = {0};
-    start_peer(&p, TLS1_3_VERSION, tickets_then_answer);
-    bw_tls *tls;
-    CHECK_EQ(connect_to(&p, c, "localhost", &tls), 0);
-    sem_wait(&p.done_step);
+    bw_tls *tls = session_with(&p, c, TLS1_3_VERSION, tickets_then_answer);
+    until_the_server_pauses(&p);
     wait_readable(p.client_fd); /* the session tickets */
     CHECK_EQ(bw_tls_peer_answered(tls), 0);
     CHECK_EQ(bw_tls_peer_answered(tls), 0);
-    sem_post(&p.step);
-    sem_wait(&p.done_step);
+    let_the_server_go_on(&p);
+    until_the_server_pauses(&p);
     wait_readable(p.client_fd);
     CHECK_EQ(bw_tls_peer_answered(tls), 1);
     CHECK_EQ(bw_tls_peer_answered(tls), 1);
@@ -581,13 +577,13 @@ TEST(the_early_answer_check_takes_tickets_in_but_never_an_answer) {
     CHECK_EQ(bw_tls_read(tls, buf, sizeof buf, 1000, &got), 0);
     CHECK_BYTES(buf, got, "HTTP/1.1 413"); /* all of it, still there */
     CHECK_EQ(bw_tls_peer_answered(tls), 0);
-    sem_post(&p.step);
-    sem_wait(&p.done_step);
+    let_the_server_go_on(&p);
+    until_the_server_pauses(&p);
     wait_readable(p.client_fd);
     CHECK_EQ(bw_tls_peer_answered(tls), 1); /* close_notify: the end is an answer */
     CHECK_EQ(bw_tls_read(tls, buf, sizeof buf, 1000, &got), 0);
     CHECK_EQ(got, 0);
-    sem_post(&p.step);
+    let_the_server_go_on(&p);
     join_peer(&p);
     bw_tls_free(tls);
     bw_tls_config_free(c);
@@ -595,24 +591,20 @@ TEST(the_early_answer_check_takes_tickets_in_but_never_an_answer) {
 
 static void garbage_after_handshake(peer *p, SSL *ssl) {
     (void)ssl;
-    sem_post(&p->done_step);
-    sem_wait(&p->step);
+    server_pause(p);
     static const char junk[] = "\x17\x03\x03\x00\x05junk!"; /* an application record that does not decrypt */
     ssize_t w = write(p->fd, junk, sizeof junk - 1);
     (void)w;
-    sem_post(&p->done_step);
-    sem_wait(&p->step);
+    server_pause(p);
 }
 
 TEST(an_error_the_check_meets_is_reported_by_the_next_call_once) {
     bw_tls_config *c = config(NULL, NULL, path(CA_PEM), 1);
     peer p = {0};
-    start_peer(&p, TLS1_3_VERSION, garbage_after_handshake);
-    bw_tls *tls;
-    CHECK_EQ(connect_to(&p, c, "localhost", &tls), 0);
-    sem_wait(&p.done_step);
-    sem_post(&p.step);
-    sem_wait(&p.done_step);
+    bw_tls *tls = session_with(&p, c, TLS1_3_VERSION, garbage_after_handshake);
+    until_the_server_pauses(&p);
+    let_the_server_go_on(&p);
+    until_the_server_pauses(&p);
     wait_readable(p.client_fd);
     CHECK_EQ(bw_tls_peer_answered(tls), 1);
     CHECK_EQ(bw_tls_peer_answered(tls), 1); /* still pending: said again, not lost */
@@ -621,16 +613,10 @@ TEST(an_error_the_check_meets_is_reported_by_the_next_call_once) {
     CHECK_EQ(bw_tls_write_all(tls, &iov, 1, 1000), BW_TLS_FAILED);
     CHECK(strlen(bw_tls_message(tls)) > 0);
     CHECK_EQ(iov.iov_len, 1); /* nothing was written */
-    sem_post(&p.step);
+    let_the_server_go_on(&p);
     join_peer(&p);
     bw_tls_free(tls); /* broken: no close_notify attempted */
     bw_tls_config_free(c);
-}
-
-static void hang_up(peer *p, SSL *ssl) {
-    (void)ssl;
-    sem_post(&p->done_step);
-    sem_wait(&p->step);
 }
 
 TEST(a_peer_that_hung_up_is_an_error_never_sigpipe) {
@@ -640,11 +626,9 @@ TEST(a_peer_that_hung_up_is_an_error_never_sigpipe) {
     bw_tls_config *c = config(NULL, NULL, path(CA_PEM), 1);
     for (int version = 0; version < 2; version++) {
         peer p = {0};
-        start_peer(&p, version ? TLS1_3_VERSION : TLS1_2_VERSION, hang_up);
-        bw_tls *tls;
-        CHECK_EQ(connect_to(&p, c, "localhost", &tls), 0);
-        sem_wait(&p.done_step);
-        sem_post(&p.step);
+        bw_tls *tls = session_with(&p, c, version ? TLS1_3_VERSION : TLS1_2_VERSION, pause_after_the_handshake);
+        until_the_server_pauses(&p);
+        let_the_server_go_on(&p);
         pthread_join(p.thread, NULL); /* the server's end is closed */
         char data[20000] = {0};
         int rc = 0;
@@ -658,9 +642,7 @@ TEST(a_peer_that_hung_up_is_an_error_never_sigpipe) {
     }
     /* a session whose server left right after the handshake: the close_notify at the end */
     peer p = {0};
-    start_peer(&p, TLS1_3_VERSION, NULL);
-    bw_tls *tls;
-    CHECK_EQ(connect_to(&p, c, "localhost", &tls), 0);
+    bw_tls *tls = session_with(&p, c, TLS1_3_VERSION, NULL);
     pthread_join(p.thread, NULL);
     bw_tls_free(tls);
     finish_peer(&p);
