@@ -18,7 +18,7 @@ run); there the two bodies' SHA-256 must match. Each configuration runs in its o
 which reports wall time, documents/s, MB/s of body, and its peak RSS (ru_maxrss).
 
     python benchmarks/bench_load_parquet.py                      # 5,000 x 1024, a few minutes
-    python benchmarks/bench_load_parquet.py --rows 100000           # the issue's full size
+    python benchmarks/bench_load_parquet.py --rows 100000           # 100,000 x 1024: 400 MB of vectors
 """
 from __future__ import annotations
 

@@ -11,6 +11,53 @@ settings.register_profile("default", max_examples=int(os.environ.get("BULKWIRE_H
 settings.load_profile("default")
 
 
+#: BULKWIRE_REQUIRE_EXTRAS=1 (CI, which installs every optional test dependency): a test file
+#: that skips at import (``pytest.importorskip`` at module level) fails the collection, and a
+#: test that ``pytest.importorskip`` skips fails, each naming the package. Without it both are
+#: skips with their reason, which pytest's summary shows (``-ra``). tests/c/run.py reads the
+#: same variable for the C tests of optional libraries.
+REQUIRE_EXTRAS = os.environ.get("BULKWIRE_REQUIRE_EXTRAS") == "1"
+REQUIRE_EXTRAS_HINT = ("but BULKWIRE_REQUIRE_EXTRAS=1 requires every optional test dependency "
+                       "(pip install '.[test]')")
+
+
+def _skip_reason(report: pytest.CollectReport | pytest.TestReport) -> str:
+    """The reason of a skip report (its longrepr is (path, line, "Skipped: reason"))."""
+    longrepr = report.longrepr
+    reason = str(longrepr[2]) if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
+    return reason.removeprefix("Skipped: ")
+
+
+def _raised_by_importorskip(excinfo: pytest.ExceptionInfo[BaseException] | None) -> bool:
+    """Whether the skip came from pytest.importorskip (a package could not be imported)."""
+    if excinfo is None or not excinfo.errisinstance(pytest.skip.Exception):
+        return False
+    tb = excinfo.tb
+    while tb is not None:
+        if tb.tb_frame.f_code is pytest.importorskip.__code__:
+            return True
+        tb = tb.tb_next
+    return False
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector):
+    report = yield
+    if REQUIRE_EXTRAS and report.skipped and isinstance(collector, pytest.Module):
+        report.outcome = "failed"
+        report.longrepr = (f"{collector.nodeid} skips at import ({_skip_reason(report)}), "
+                           f"{REQUIRE_EXTRAS_HINT}")
+    return report
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
+    report = yield
+    if REQUIRE_EXTRAS and report.skipped and _raised_by_importorskip(call.excinfo):
+        report.outcome = "failed"
+        report.longrepr = f"{item.nodeid} skips ({_skip_reason(report)}), {REQUIRE_EXTRAS_HINT}"
+    return report
+
 
 @pytest.fixture(autouse=True, scope="session")
 def ctrl_c_raises_keyboard_interrupt():

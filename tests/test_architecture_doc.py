@@ -1,6 +1,8 @@
-"""docs/architecture.md stays true: it names every C source of both layers, and every C file
-it names exists in the layer it is drawn in."""
+"""docs/architecture.md stays true: it names every C source of both layers, every C file it
+names exists in the layer it is drawn in, and every file of the core has its own unit test
+file that builds it."""
 import fnmatch
+import importlib.util
 import pathlib
 import re
 
@@ -43,3 +45,27 @@ def test_the_layers_are_drawn_where_they_are():
     for part, layer in ((py_part, "py"), (core_part, "core")):
         for name in re.findall(r"\b([a-z_0-9]+\.c)\b", part):
             assert (LAYERS[layer] / name).exists(), f"{name} is drawn in csrc/{layer}/ but is not there"
+
+
+def c_test_runner():
+    """tests/c/run.py as a module: its reading of a test file's ``sources:`` line."""
+    spec = importlib.util.spec_from_file_location("c_test_runner", ROOT / "tests" / "c" / "run.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_core_file_has_a_unit_test_file_that_builds_it():
+    """csrc/core/x.c is tested by tests/c/test_x.c, which links it (its ``sources:`` line) or
+    includes it (to reach its static functions)."""
+    runner = c_test_runner()
+    missing = []
+    for source in sorted(LAYERS["core"].glob("*.c")):
+        test = ROOT / "tests" / "c" / f"test_{source.stem}.c"
+        if not test.exists():
+            missing.append(f"{source.name}: no {test.relative_to(ROOT)}")
+            continue
+        included = re.search(rf'^#include "{re.escape(source.name)}"$', test.read_text(), re.M)
+        if source.name not in runner.declared(test, "sources") and not included:
+            missing.append(f"{source.name}: {test.name} neither links nor includes it")
+    assert not missing, "core files without their unit tests:\n" + "\n".join(missing)

@@ -683,14 +683,6 @@ def test_the_docs_examples_run(index):
     exec(compile(examples[index], f"bulk_insert.md example {index}", "exec"), {})
 
 
-def test_the_docstring_examples_run():
-    import doctest
-
-    import bulkwire.bulk_commands
-    failed, tried = doctest.testmod(bulkwire.bulk_commands)
-    assert tried >= 20 and not failed
-
-
 def test_a_typed_series_class_is_not_kept_alive():
     """The attribute names of a class's mapping are cached weakly: a cache holding the class
     kept everything its methods' globals held (a BulkInsert, its buffers) for good."""

@@ -156,6 +156,35 @@ def test_pump_send_timeout_raises_timeout_error():
     b.close()
 
 
+def test_a_timeout_of_weeks_is_not_cut_short():
+    """A timeout longer than poll() takes in milliseconds (about 24.8 days) waits as long as
+    poll() can: 4294968 s is 2**32 ms and 704 ms more, which cut to a C int would be 704 ms."""
+    a, b = socket.socketpair()
+    a.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    a.setblocking(False)
+    q = _core.HandoverQueue(2)
+    data = b"w" * (4 << 20)
+    q.put(_core._chunk_for_testing(data))
+    q.close_producer()
+    wire = {}
+
+    def read_late():
+        time.sleep(1.5)  # longer than the cut timeout would wait
+        wire["bytes"] = read_all(b)
+
+    reader = threading.Thread(target=read_late)
+    reader.start()
+    try:
+        outcome, buffers, body, pieces, sent = _core.pump_body(q, a.fileno(), None, 4294968)
+    finally:
+        a.shutdown(socket.SHUT_WR)
+        reader.join(TIMEOUT)
+        a.close()
+        b.close()
+    assert (outcome, buffers, body) == (0, 1, len(data))
+    assert b"".join(dechunk(wire["bytes"])) == data
+
+
 def test_pump_bad_arguments():
     q = _core.HandoverQueue(2)
     with pytest.raises(TypeError):

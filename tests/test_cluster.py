@@ -2,7 +2,6 @@
 failover to the next node, the bulk insert sent to the node that issued the operation id,
 clear errors when no node serves. Against LoopbackCluster, and against the official client's
 own requests on the same cluster."""
-import doctest
 import json
 import pathlib
 import re
@@ -15,7 +14,6 @@ from ravendb.json.metadata_as_dictionary import MetadataAsDictionary
 from hypothesis import given, strategies as st
 
 import bulkwire
-from bulkwire import topology
 from bulkwire.bulk import BulkWriter
 from bulkwire.cli import main as cli_main
 from bulkwire.errors import (BulkInsertAborted, BulkInsertError, ConnectError, ProtocolError,
@@ -320,10 +318,6 @@ def test_parse_topology_returns_nodes_or_raises_protocol_error(data):
     for node, raw in zip(nodes, data["Nodes"]):
         assert node.url == parse_server_url(raw["Url"])  # the one validator's reading
         assert node.tag == raw.get("ClusterTag") and node.role == raw.get("ServerRole")
-
-
-def test_module_examples():
-    assert doctest.testmod(topology).failed == 0
 
 
 # ---- load_parquet and the CLI ----

@@ -213,14 +213,3 @@ def test_a_bad_row_taken_is_named_by_the_files_row_whatever_the_threads(tmp_path
     with pytest.raises(bulkwire.RowError) as info:
         bulkwire.load_parquet(src, take=[3, 2], threads=threads, out=str(tmp_path / "x.json"))
     assert (info.value.row, info.value.take_index, info.value.source) == (2, 1, src)
-
-
-def test_the_docstring_examples_run():
-    import doctest
-
-    import bulkwire.errors
-    import bulkwire.load
-
-    for module in (bulkwire.load, bulkwire.errors):
-        failed, tried = doctest.testmod(module)
-        assert failed == 0 and tried > 0, module.__name__

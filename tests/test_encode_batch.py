@@ -1,6 +1,6 @@
 """Arrow batches -> bulk insert commands (bulkwire._core.encode_batch).
 
-The oracle is the SPEC §3 command for the equivalent dict, built in Python from
+The oracle is the bulk insert PUT command for the equivalent dict, built in Python from
 ``Table.to_pylist()`` with ``bulkwire.dumps`` (itself tested against the json round trip):
     {"Id":"<id>","Type":"PUT","Document":<dumps({**row, "@metadata": metadata})>}
 """
@@ -24,7 +24,8 @@ META_JSON = bulkwire.dumps(META)
 
 
 def command(doc_id: str, row: dict, float32: str = "widen") -> bytes:
-    """What BulkInsert.store(row, id=doc_id) writes for a dict (SPEC §3)."""
+    """What BulkInsert.store(row, id=doc_id) writes for a dict: the official client's PUT
+    command, the document followed by its @metadata."""
     return (b'{"Id":' + json.dumps(doc_id, ensure_ascii=False).encode() + b',"Type":"PUT","Document":'
             + bulkwire.dumps({**row, "@metadata": META}, float32=float32) + b"}")
 
@@ -149,6 +150,34 @@ def test_datetime_max_and_range():
     bad = pa.table({"id": [1, 2], "t": pa.array([0, 253402300800], pa.timestamp("s"))})
     with pytest.raises(ValueError, match=r"column 't', row 1: timestamp 253402300800 is outside"):
         encode(bad.to_batches()[0])
+
+
+@pytest.mark.parametrize("unit", ["s", "ms", "us"])
+@pytest.mark.parametrize("tz", [None, "-08:00", "+05:30"])
+def test_int64_ends_are_refused_outside_the_years(unit, tz):
+    """int64's own ends, in units where they lie far outside years 1..9999, are refused
+    (read without overflow: the sanitizer build checks that)."""
+    for value in (-2**63, -2**63 + 1, 2**63 - 1):
+        t = pa.table({"id": [1], "t": pa.array([value], pa.timestamp(unit, tz=tz))})
+        with pytest.raises(ValueError, match=rf"column 't', row 0: timestamp {value} is outside"):
+            encode(t.to_batches()[0])
+
+
+@pytest.mark.parametrize("tz,offset", [(None, None), ("-08:00", -8 * 60), ("+05:30", 5 * 60 + 30)])
+def test_int64_ends_in_nanoseconds_are_dates(tz, offset):
+    """In nanoseconds int64 spans 1677..2262: its ends are written as the datetime they are
+    (floored to the microsecond, in the column's zone), computed here with datetime."""
+    values = [-2**63, -2**63 + 1, 2**63 - 1]
+    t = pa.table({"id": [1, 2, 3], "t": pa.array(values, pa.timestamp("ns", tz=tz))})
+    epoch = datetime.datetime(1970, 1, 1)
+    expected = []
+    for i, value in enumerate(values, 1):
+        moment = epoch + datetime.timedelta(microseconds=value // 1000)
+        if offset is not None:
+            zone = datetime.timezone(datetime.timedelta(minutes=offset))
+            moment = moment.replace(tzinfo=datetime.timezone.utc).astimezone(zone)
+        expected.append(command(str(i), {"t": moment}))
+    assert encode(t.to_batches()[0]) == b",".join(expected)
 
 
 def test_chunks_and_separators():

@@ -1,8 +1,14 @@
 """The package as a user meets it: optional dependencies that are missing say what to install,
-the public namespace holds only the public API, and the sdist holds every file a build needs."""
+the public namespace holds only the public API, every module's docstring examples run, the
+type stub of the extension module matches it, and the sdist holds every file a build needs."""
 from __future__ import annotations
 
+import doctest
+import importlib
 import pathlib
+import os
+import pkgutil
+import subprocess
 import sys
 
 import pytest
@@ -43,3 +49,60 @@ def test_the_version_is_the_distributions():
     declared = re.search(r'^version = "([^"]+)"', (ROOT / "pyproject.toml").read_text(), re.M)
     assert bulkwire.__version__ == declared.group(1)
     assert importlib.metadata.version("bulkwire") == bulkwire.__version__
+
+
+def package_modules() -> list[str]:
+    """Every module of the package, found from its files (a module added later is included
+    without a change here): the package itself, its Python modules and the extension."""
+    names = [f"bulkwire.{found.name}" for found in pkgutil.iter_modules(bulkwire.__path__)]
+    files = {path.stem for path in (ROOT / "pkg" / "bulkwire").glob("*.py")} - {"__init__"}
+    assert {f"bulkwire.{stem}" for stem in files} <= set(names)
+    assert "bulkwire._core" in names
+    return ["bulkwire", *sorted(names)]
+
+
+@pytest.mark.parametrize("name", package_modules())
+def test_the_docstring_examples_of_every_module_run(name):
+    """Each module is imported (an import that fails fails here, naming the module) and
+    every example its docstrings hold runs as doctest runs it. Examples that need a server
+    or a cluster are marked ``+SKIP`` where they stand; a module without examples passes."""
+    module = importlib.import_module(name)
+    tests = doctest.DocTestFinder().find(module, name)
+    report: list[str] = []
+    runner = doctest.DocTestRunner(verbose=False)
+    for test in tests:
+        runner.run(test, out=report.append)
+    assert runner.failures == 0, "".join(report)
+    source = getattr(module, "__file__", "") or ""
+    if source.endswith(".py") and ">>> " in pathlib.Path(source).read_text():
+        # examples written in the module are found: none is lost to the finder
+        assert any(test.examples for test in tests), f"{name} holds examples doctest did not find"
+
+
+#: mypy's configuration for stubtest: the stub is the subject. The package's Python modules
+#: are analysed only as the stub's package; their own type errors are not checked here.
+STUBTEST_CONFIG = """\
+[mypy]
+ignore_missing_imports = True
+[mypy-bulkwire.*]
+ignore_errors = True
+[mypy-bulkwire._core]
+ignore_errors = False
+"""
+
+
+def test_the_type_stub_matches_the_extension_module(tmp_path):
+    """pkg/bulkwire/_core.pyi against the built module, by ``python -m mypy.stubtest``: every
+    export of the module is in the stub and nothing else is, each of the same kind (class,
+    function, constant), classes that cannot be subclassed are final, and parameters agree
+    wherever the module states them."""
+    pytest.importorskip("mypy.stubtest")
+    (tmp_path / "mypy.ini").write_text(STUBTEST_CONFIG)
+    env = dict(os.environ, MYPY_CACHE_DIR=str(tmp_path / "cache"))
+    package_root = pathlib.Path(bulkwire.__file__).resolve().parent.parent
+    if package_root == ROOT / "pkg":  # the checkout (PYTHONPATH=pkg), not an installed copy
+        env["MYPYPATH"] = str(package_root)
+    result = subprocess.run([sys.executable, "-m", "mypy.stubtest", "bulkwire._core",
+                             "--mypy-config-file", str(tmp_path / "mypy.ini")],
+                            capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr

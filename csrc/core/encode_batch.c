@@ -62,16 +62,19 @@ static inline void string_at(const bw_col *c, int64_t row, const char **s, size_
     *n = (size_t)(end - start);
 }
 
-static inline int64_t floor_div(int64_t a, int64_t b) {
-    int64_t q = a / b;
-    return (a % b != 0 && (a < 0) != (b < 0)) ? q - 1 : q;
-}
-
-/* The wall clock of a timestamp row. 0, or -1 when its year is outside 1..9999. */
+/* The wall clock of a timestamp row. 0, or -1 when its year is outside 1..9999. Any int64
+   is read without overflow: the second is floored by adjusting the truncated quotient (the
+   product of the floored second and the unit may leave int64 at its ends), and a wall clock
+   past int64 is far outside those years. */
 static inline int timestamp_at(const bw_col *c, int64_t row, bw_civil_time *t) {
     int64_t v = int_value(c, row);
-    int64_t s = floor_div(v, c->per_second);
-    int64_t sub = v - s * c->per_second; /* 0 <= sub < per_second */
+    int64_t s = v / c->per_second, sub = v % c->per_second;
+    if (sub < 0) { /* 0 <= sub < per_second */
+        sub += c->per_second;
+        s -= 1;
+    }
+    if (c->tz_offset > 0 ? s > INT64_MAX - c->tz_offset : s < INT64_MIN - c->tz_offset)
+        return -1;
     int32_t micros = (int32_t)(c->per_second >= 1000000 ? sub / (c->per_second / 1000000)
                                                          : sub * (1000000 / c->per_second));
     return bw_civil_time_from_epoch(s + c->tz_offset, micros, t);

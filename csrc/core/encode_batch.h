@@ -71,7 +71,8 @@ typedef struct {
 /* Checks every row for what would make it unencodable: a null id, a string id that is not
    a valid document id by bulkwire.conventions.check_id (prefix + id empty, only whitespace,
    or ending in '|'), a null vector, a vector of the wrong length or with a null element, invalid UTF-8,
-   a timestamp outside datetime's years 1..9999. 0, or -1 with *err filled (first bad row). */
+   a timestamp outside datetime's years 1..9999. 0, or -1 with *err filled: the first bad row
+   of the id column, else of the first field (in the plan's order) that has one. */
 int bw_batch_validate(const bw_batch_plan *plan, bw_batch_error *err);
 
 /* Appends row `row`'s command (no separator). The plan must have passed bw_batch_validate.

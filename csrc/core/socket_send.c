@@ -2,21 +2,26 @@
 #include "socket_send.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
 #include <sys/socket.h>
 
-/* Waits until fd accepts more. 0, or ETIMEDOUT / errno. */
+int bw_wait_fd(int fd, short events, long timeout_ms) {
+    struct pollfd p = {.fd = fd, .events = events};
+    int rc = poll(&p, 1, timeout_ms < 0 ? -1 : timeout_ms > INT_MAX ? INT_MAX : (int)timeout_ms);
+    if (rc > 0)
+        return 0; /* ready, or an error the next call reports */
+    if (rc == 0)
+        return ETIMEDOUT;
+    return errno;
+}
+
+/* Waits until fd accepts more, through signals. 0, or ETIMEDOUT / errno. */
 static int wait_writable(int fd, long timeout_ms) {
-    struct pollfd p = {.fd = fd, .events = POLLOUT};
-    for (;;) {
-        int rc = poll(&p, 1, timeout_ms < 0 ? -1 : (int)timeout_ms);
-        if (rc > 0)
-            return 0; /* writable, or an error the next send reports */
-        if (rc == 0)
-            return ETIMEDOUT;
-        if (errno != EINTR)
-            return errno;
+    int rc;
+    while ((rc = bw_wait_fd(fd, POLLOUT, timeout_ms)) == EINTR) {
     }
+    return rc;
 }
 
 int bw_send_all(int fd, struct iovec *iov, int count, long timeout_ms) {
@@ -25,7 +30,7 @@ int bw_send_all(int fd, struct iovec *iov, int count, long timeout_ms) {
         count--;
     }
     while (count > 0) {
-        struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)count};
+        struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)(count < IOV_MAX ? count : IOV_MAX)};
         /* MSG_NOSIGNAL: a closed peer is EPIPE here, never SIGPIPE */
         ssize_t sent = sendmsg(fd, &msg, MSG_NOSIGNAL);
         if (sent < 0) {

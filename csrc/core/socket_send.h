@@ -6,9 +6,16 @@
 #include <stddef.h>
 #include <sys/uio.h>
 
-/* Sends every byte of iov[0..count) (the array is consumed: entries are advanced).
-   timeout_ms < 0 waits forever. 0, or an errno value: ETIMEDOUT when the socket accepted
-   nothing for timeout_ms, EPIPE / ECONNRESET when the peer is gone. */
+/* Waits once until fd is ready for `events` (POLLIN, POLLOUT), at most timeout_ms (< 0: no
+   limit; a timeout longer than poll() takes, INT_MAX ms, waits INT_MAX ms). 0 when ready (or
+   in a state the next call on fd reports), ETIMEDOUT, EINTR when a signal came first, or
+   another errno. The one wait of both senders (this file's and tls_send.c). */
+int bw_wait_fd(int fd, short events, long timeout_ms);
+
+/* Sends every byte of iov[0..count) (the array is consumed: entries are advanced), any
+   number of entries (one sendmsg takes at most IOV_MAX of them). timeout_ms < 0 waits
+   forever; a signal does not end a wait. 0, or an errno value: ETIMEDOUT when the socket
+   accepted nothing for timeout_ms, EPIPE / ECONNRESET when the peer is gone. */
 int bw_send_all(int fd, struct iovec *iov, int count, long timeout_ms);
 
 /* 1 when the peer already sent something (on a request socket: a response before the end

@@ -1,10 +1,15 @@
+#define _POSIX_C_SOURCE 200809L /* pthread_sigmask, sigtimedwait */
 #include "tls_send.h"
 
 #ifdef BW_HAVE_OPENSSL
+#include "socket_send.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +36,39 @@ struct bw_tls {
     int verify_failed;
     char message[BW_TLS_MESSAGE_MAX];
 };
+
+/* A write to a peer that hung up raises SIGPIPE in the writing thread unless the process
+   ignores it (Python does; a program that embeds Python need not). libssl writes with
+   write(), which has no MSG_NOSIGNAL, so every call into it that may write (the handshake,
+   writes, reads and peeks, which answer the protocol's own records, the close_notify) runs
+   with SIGPIPE blocked in this thread, and a SIGPIPE it raised is taken back before the mask
+   is restored: the caller sees EPIPE, never the signal, as with socket_send.c. */
+typedef struct {
+    sigset_t old_mask;
+    int was_pending; /* a SIGPIPE was already pending: it is not ours to take */
+} sigpipe_guard;
+
+static void sigpipe_block(sigpipe_guard *g) {
+    sigset_t pipe_only, pending;
+    sigemptyset(&pipe_only);
+    sigaddset(&pipe_only, SIGPIPE);
+    g->was_pending = sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1;
+    pthread_sigmask(SIG_BLOCK, &pipe_only, &g->old_mask);
+}
+
+static void sigpipe_restore(const sigpipe_guard *g) {
+    int saved_errno = errno;
+    sigset_t pipe_only, pending;
+    sigemptyset(&pipe_only);
+    sigaddset(&pipe_only, SIGPIPE);
+    if (!g->was_pending && sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1) {
+        const struct timespec none = {0, 0};
+        while (sigtimedwait(&pipe_only, NULL, &none) < 0 && errno == EINTR) {
+        }
+    }
+    pthread_sigmask(SIG_SETMASK, &g->old_mask, NULL);
+    errno = saved_errno;
+}
 
 /* OpenSSL's reason for the first error in this thread's queue, the most precise one (e.g. "no
    start line" under "PEM lib"); the queue is emptied. */
@@ -218,23 +256,16 @@ void bw_tls_free(bw_tls *tls) {
     if (tls == NULL)
         return;
     if (tls->ssl != NULL) {
-        if (!tls->broken && SSL_is_init_finished(tls->ssl))
+        if (!tls->broken && SSL_is_init_finished(tls->ssl)) {
+            sigpipe_guard guard;
+            sigpipe_block(&guard);
             SSL_shutdown(tls->ssl); /* non-blocking: sent if the socket takes it, else dropped */
+            sigpipe_restore(&guard);
+        }
         SSL_free(tls->ssl);
         ERR_clear_error();
     }
     free(tls);
-}
-
-/* Waits for events on fd. 0, ETIMEDOUT, EINTR or another errno. */
-static int wait_for(int fd, short events, long timeout_ms) {
-    struct pollfd p = {.fd = fd, .events = events};
-    int rc = poll(&p, 1, timeout_ms < 0 ? -1 : (int)(timeout_ms > 0x7fffffffL ? 0x7fffffffL : timeout_ms));
-    if (rc > 0)
-        return 0; /* ready, or an error the next call reports */
-    if (rc == 0)
-        return ETIMEDOUT;
-    return errno;
 }
 
 /* After an SSL call returned r <= 0: waits when it wants to, else says why it failed.
@@ -243,9 +274,9 @@ static int settle(bw_tls *tls, int r, long timeout_ms) {
     int saved_errno = errno;
     switch (SSL_get_error(tls->ssl, r)) {
     case SSL_ERROR_WANT_READ:
-        return wait_for(tls->fd, POLLIN, timeout_ms);
+        return bw_wait_fd(tls->fd, POLLIN, timeout_ms);
     case SSL_ERROR_WANT_WRITE:
-        return wait_for(tls->fd, POLLOUT, timeout_ms);
+        return bw_wait_fd(tls->fd, POLLOUT, timeout_ms);
     case SSL_ERROR_SYSCALL:
         tls->broken = 1;
         if (ERR_peek_last_error() == 0) {
@@ -280,7 +311,7 @@ static int take_pending(bw_tls *tls) {
     return rc;
 }
 
-int bw_tls_handshake(bw_tls *tls, long timeout_ms) {
+static int handshake(bw_tls *tls, long timeout_ms) {
     ERR_clear_error();
     for (;;) {
         int r = SSL_connect(tls->ssl);
@@ -324,7 +355,7 @@ static int write_whole(bw_tls *tls, const void *data, size_t len, long timeout_m
     }
 }
 
-int bw_tls_write_all(bw_tls *tls, struct iovec *iov, int count, long timeout_ms) {
+static int write_all(bw_tls *tls, struct iovec *iov, int count, long timeout_ms) {
     if (tls->pending != 0)
         return take_pending(tls);
     ERR_clear_error();
@@ -363,7 +394,7 @@ int bw_tls_write_all(bw_tls *tls, struct iovec *iov, int count, long timeout_ms)
     return 0;
 }
 
-int bw_tls_read(bw_tls *tls, void *buf, size_t len, long timeout_ms, size_t *got) {
+static int read_some(bw_tls *tls, void *buf, size_t len, long timeout_ms, size_t *got) {
     *got = 0;
     if (tls->pending != 0)
         return take_pending(tls);
@@ -385,7 +416,7 @@ int bw_tls_read(bw_tls *tls, void *buf, size_t len, long timeout_ms, size_t *got
     }
 }
 
-int bw_tls_peer_answered(bw_tls *tls) {
+static int peer_answered(bw_tls *tls) {
     if (tls->pending != 0 || SSL_pending(tls->ssl) > 0)
         return 1;
     struct pollfd p = {.fd = tls->fd, .events = POLLIN};
@@ -412,6 +443,38 @@ int bw_tls_peer_answered(bw_tls *tls) {
     if (tls->pending == 0)
         tls->pending = ECONNRESET;
     return 1;
+}
+
+int bw_tls_handshake(bw_tls *tls, long timeout_ms) {
+    sigpipe_guard guard;
+    sigpipe_block(&guard);
+    int rc = handshake(tls, timeout_ms);
+    sigpipe_restore(&guard);
+    return rc;
+}
+
+int bw_tls_write_all(bw_tls *tls, struct iovec *iov, int count, long timeout_ms) {
+    sigpipe_guard guard;
+    sigpipe_block(&guard);
+    int rc = write_all(tls, iov, count, timeout_ms);
+    sigpipe_restore(&guard);
+    return rc;
+}
+
+int bw_tls_read(bw_tls *tls, void *buf, size_t len, long timeout_ms, size_t *got) {
+    sigpipe_guard guard;
+    sigpipe_block(&guard);
+    int rc = read_some(tls, buf, len, timeout_ms, got);
+    sigpipe_restore(&guard);
+    return rc;
+}
+
+int bw_tls_peer_answered(bw_tls *tls) {
+    sigpipe_guard guard;
+    sigpipe_block(&guard);
+    int rc = peer_answered(tls);
+    sigpipe_restore(&guard);
+    return rc;
 }
 
 const char *bw_tls_message(const bw_tls *tls) { return tls->message; }

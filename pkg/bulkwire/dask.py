@@ -1,8 +1,8 @@
 """Bulk insert from a Dask DataFrame: one request per partition, sent by the workers.
 
->>> import bulkwire.dask                                             # doctest: +SKIP
->>> result = bulkwire.dask.to_bulk_insert(ddf, "http://raven:8080", "db")
->>> result.rows
+>>> import bulkwire.dask
+>>> result = bulkwire.dask.to_bulk_insert(ddf, "http://raven:8080", "db")  # doctest: +SKIP
+>>> result.rows                                                     # doctest: +SKIP
 
 Needs the ``dask`` extra (``pip install 'bulkwire[dask]'``); ``import bulkwire`` does not
 import Dask, and this module imports it only when called.
@@ -81,9 +81,9 @@ def to_bulk_insert(ddf: Any, url: str | Sequence[str], database: str, *,
     ``certificate`` and ``ca`` (files, with an ``https://`` url) are as for
     :class:`bulkwire.BulkInsert`; ``compute_kwargs`` go to ``compute`` (e.g. a scheduler).
 
-    >>> import dask.dataframe as dd, pandas as pd                    # doctest: +SKIP
-    >>> ddf = dd.read_parquet("embeddings/", dtype_backend="pyarrow")
-    >>> to_bulk_insert(ddf, "http://127.0.0.1:8080", "db").rows
+    >>> import dask.dataframe as dd                                  # doctest: +SKIP
+    >>> ddf = dd.read_parquet("embeddings/", dtype_backend="pyarrow")  # doctest: +SKIP
+    >>> to_bulk_insert(ddf, "http://127.0.0.1:8080", "db").rows       # doctest: +SKIP
     2200000
     """
     dd = _dask_dataframe()

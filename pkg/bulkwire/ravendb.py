@@ -66,7 +66,7 @@ class BulkInsertOperation:
     as they are (the request's ``skipOverwriteIfUnchanged=true``).
 
     >>> from ravendb import DocumentStore                      # doctest: +SKIP
-    >>> store = DocumentStore(urls=["http://127.0.0.1:8080"], database="shop").initialize()
+    >>> store = DocumentStore(urls=["http://127.0.0.1:8080"], database="shop").initialize()  # doctest: +SKIP
     >>> with BulkInsertOperation("shop", store) as bulk:       # doctest: +SKIP
     ...     bulk.store(User("ann"))
     'users/1-A'

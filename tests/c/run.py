@@ -7,10 +7,16 @@
 
 Each test file names the core sources it links in a ``sources:`` comment line and extra
 libraries in a ``libs:`` line; the sources are looked up by name in csrc/core/, then csrc/.
+A file that needs an optional library's headers names them in a ``requires:`` line (e.g.
+``requires: openssl/ssl.h``): where a program including them does not build and link with
+the file's ``libs:``, the file is skipped, with a line saying which header is missing, as
+setup.py builds without that library there. BULKWIRE_REQUIRE_EXTRAS=1 (CI, which installs
+every optional library) makes such a skip a failure.
 The include path has csrc/core and csrc but not Python's: a core file that includes
 <Python.h> fails here. Compiled with -std=c11 -Wall -Wextra -Werror (CC, default cc), plus
-BULKWIRE_C_TEST_FLAGS. The last line printed is ``N passed, N failed`` (test functions); the
-exit status is 1 when a test failed or a file did not build or run to its end.
+BULKWIRE_C_TEST_FLAGS. The last lines printed are ``N passed, N failed`` (test functions)
+and, when files were skipped, ``N files skipped``; the exit status is 1 when a test failed,
+a file did not build or run to its end, or a file was skipped under BULKWIRE_REQUIRE_EXTRAS.
 """
 from __future__ import annotations
 
@@ -70,10 +76,23 @@ def compile_program(compiler: list[str], flags: list[str], source: pathlib.Path,
     return result.returncode == 0
 
 
-def build(test: pathlib.Path, out_dir: pathlib.Path, extra: list[str]) -> pathlib.Path | None:
+def missing_headers(test: pathlib.Path, compiler: list[str], out_dir: pathlib.Path) -> list[str]:
+    """The headers of the file's ``requires:`` line that a program cannot include and link
+    with the file's ``libs:`` here (all of them or none: they are probed together)."""
+    headers = declared(test, "requires")
+    if not headers:
+        return []
+    probe = out_dir / f"probe_{test.stem}.c"
+    probe.write_text("".join(f"#include <{h}>\n" for h in headers) + "int main(void) { return 0; }\n")
+    result = subprocess.run([*compiler, str(probe), "-o", str(out_dir / f"probe_{test.stem}"),
+                             *declared(test, "libs")], capture_output=True, text=True)
+    return [] if result.returncode == 0 else headers
+
+
+def build(test: pathlib.Path, compiler: list[str], out_dir: pathlib.Path,
+          extra: list[str]) -> pathlib.Path | None:
     """Compiles one test file; the executable, or None."""
     exe = out_dir / test.stem
-    compiler = shlex.split(os.environ.get("CC", "cc"))
     return exe if compile_program(compiler, [*BASE_FLAGS, *extra], test, exe) else None
 
 
@@ -104,11 +123,24 @@ def run(exe: pathlib.Path) -> tuple[int, int]:
 
 def main(argv: list[str]) -> int:
     extra = shlex.split(os.environ.get("BULKWIRE_C_TEST_FLAGS", "-O2"))
-    passed = failed = 0
+    compiler = shlex.split(os.environ.get("CC", "cc"))
+    require_all = os.environ.get("BULKWIRE_REQUIRE_EXTRAS") == "1"
+    passed = failed = skipped = 0
     with tempfile.TemporaryDirectory(prefix="bulkwire-ctests-") as tmp:
         for test in test_files(argv):
             print(f"== {test.name}", flush=True)
-            exe = build(test, pathlib.Path(tmp), extra)
+            missing = missing_headers(test, compiler, pathlib.Path(tmp))
+            if missing:
+                headers = " ".join(f"<{h}>" for h in missing)
+                if require_all:
+                    print(f"FAIL {test.name}: {headers} not found, and BULKWIRE_REQUIRE_EXTRAS=1 "
+                          "requires every optional library", flush=True)
+                    failed += 1
+                else:
+                    print(f"SKIP {test.name}: {headers} not found", flush=True)
+                    skipped += 1
+                continue
+            exe = build(test, compiler, pathlib.Path(tmp), extra)
             if exe is None:
                 failed += 1
                 continue
@@ -116,6 +148,8 @@ def main(argv: list[str]) -> int:
             passed += p
             failed += f
     print(f"{passed} passed, {failed} failed", flush=True)
+    if skipped:
+        print(f"{skipped} files skipped", flush=True)
     return 1 if failed else 0
 
 

@@ -4,7 +4,8 @@
    pieces, on 1 to 4 threads, with both backends; each piece decodes on arrival; the CRC
    combiner agrees with the CRC of the whole; the dictionary is really used.
    sources: gzip_stream.c out_buffer.c
-   libs: -DBW_HAVE_ISAL -lisal -lz -lpthread */
+   libs: -DBW_HAVE_ISAL -lisal -lz -lpthread
+   requires: isa-l/igzip_lib.h */
 #include <stdlib.h>
 #include <zlib.h>
 

@@ -3,7 +3,8 @@
    header refused (the buffers are heap blocks of exactly their size, so the sanitizers see
    any read past them), PLAIN pages of scalars and lists, levels both RLE and bit-packed.
    sources: thrift_compact.c parquet_pages.c
-   libs: -DBW_HAVE_ZSTD -DBW_HAVE_SNAPPY -lzstd -lsnappy -lz */
+   libs: -DBW_HAVE_ZSTD -DBW_HAVE_SNAPPY -lzstd -lsnappy -lz
+   requires: zstd.h snappy-c.h */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>

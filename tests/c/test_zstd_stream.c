@@ -3,7 +3,8 @@
    the end; and the bounded decoder: output never past its room, the end of the frame, bytes
    after it, a corrupt frame.
    sources: zstd_stream.c out_buffer.c
-   libs: -DBW_HAVE_ZSTD -lzstd */
+   libs: -DBW_HAVE_ZSTD -lzstd
+   requires: zstd.h */
 #include <stdlib.h>
 #include <zstd.h>
 

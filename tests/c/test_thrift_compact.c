@@ -1,0 +1,533 @@
+/* The Thrift compact protocol reader on its own: every read at its limits (varints of 10
+   and 11 bytes, field ids and deltas at the int16 range, i32 and i64 extremes through
+   zigzag, list and map counts against what is left, the nesting depth at exactly
+   BW_THRIFT_MAX_DEPTH), every failure message, the first error kept and every read after it
+   refused, and random nested values written by a compact writer here (from the protocol's
+   description) skipped to their exact end, every truncation of them refused. Buffers are
+   heap blocks of exactly their size, so the sanitizers see any read past them.
+   sources: thrift_compact.c */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "thrift_compact.h"
+
+/* A copy of n bytes in a block of exactly n bytes. */
+static uint8_t *exact(const uint8_t *p, size_t n) {
+    uint8_t *copy = calloc(1, n ? n : 1);
+    if (n)
+        memcpy(copy, p, n);
+    return copy;
+}
+
+/* ---- a compact protocol writer ---- */
+
+typedef struct {
+    uint8_t data[1 << 16];
+    size_t len;
+} writer;
+
+static void put_byte(writer *w, uint8_t b) {
+    if (w->len == sizeof w->data)
+        abort(); /* the values below are bounded well under this */
+    w->data[w->len++] = b;
+}
+
+static void put_varint(writer *w, uint64_t v) {
+    while (v >= 0x80) {
+        put_byte(w, (uint8_t)(v | 0x80));
+        v >>= 7;
+    }
+    put_byte(w, (uint8_t)v);
+}
+
+static uint64_t zigzag(int64_t v) { return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63); }
+
+/* A field header: the short form when the delta from last is 1..15, else the long form. */
+static void put_field(writer *w, int16_t *last, int16_t id, int type) {
+    int delta = id - *last;
+    if (delta > 0 && delta <= 15) {
+        put_byte(w, (uint8_t)(delta << 4 | type));
+    } else {
+        put_byte(w, (uint8_t)type);
+        put_varint(w, zigzag(id));
+    }
+    *last = id;
+}
+
+static void put_list_header(writer *w, int elem, uint32_t n) {
+    if (n < 15) {
+        put_byte(w, (uint8_t)(n << 4 | (uint32_t)elem));
+    } else {
+        put_byte(w, (uint8_t)(0xf0 | elem));
+        put_varint(w, n);
+    }
+}
+
+/* ---- reading one thing from bytes ---- */
+
+typedef struct {
+    uint8_t *buf;
+    bw_thrift t;
+} reading;
+
+static void start(reading *r, const uint8_t *p, size_t n) {
+    r->buf = exact(p, n);
+    bw_thrift_init(&r->t, r->buf, n);
+}
+
+static void done(reading *r) { free(r->buf); }
+
+/* The field header in p, read at the start of a struct (last id 0). */
+static int read_field(const uint8_t *p, size_t n, int16_t last, int *type, int16_t *id,
+                      const char **error) {
+    reading r;
+    start(&r, p, n);
+    int rc = bw_thrift_field(&r.t, &last, type, id);
+    *error = r.t.error;
+    CHECK(r.t.pos <= r.t.end);
+    done(&r);
+    return rc;
+}
+
+TEST(field_ids_by_delta_and_long_form) {
+    int type;
+    int16_t id;
+    const char *error;
+    /* delta 1..15 from the previous id */
+    for (int delta = 1; delta <= 15; delta++) {
+        uint8_t h = (uint8_t)(delta << 4 | BW_THRIFT_I32);
+        CHECK_EQ(read_field(&h, 1, 100, &type, &id, &error), 0);
+        CHECK_EQ(id, 100 + delta);
+        CHECK_EQ(type, BW_THRIFT_I32);
+    }
+    /* a delta past INT16_MAX is refused */
+    uint8_t h = 0x1c;
+    CHECK_EQ(read_field(&h, 1, INT16_MAX - 1, &type, &id, &error), 0);
+    CHECK_EQ(id, INT16_MAX);
+    CHECK_EQ(read_field(&h, 1, INT16_MAX, &type, &id, &error), -1);
+    CHECK_BYTES(error, strlen(error), "field id out of range in metadata");
+    /* the long form: a zigzag varint, both ends of int16 and one past each */
+    const int64_t ids[] = {INT16_MIN, -1, 0, 1, INT16_MAX, INT16_MIN - 1, INT16_MAX + 1,
+                           INT64_MAX, INT64_MIN};
+    for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) {
+        writer w = {.len = 0};
+        put_byte(&w, BW_THRIFT_BINARY);
+        put_varint(&w, zigzag(ids[i]));
+        int fits = ids[i] >= INT16_MIN && ids[i] <= INT16_MAX;
+        CHECK_EQ(read_field(w.data, w.len, 7, &type, &id, &error), fits ? 0 : -1);
+        if (fits)
+            CHECK_EQ(id, ids[i]);
+        else
+            CHECK_BYTES(error, strlen(error), "field id out of range in metadata");
+    }
+    /* the stop field: id 0 whatever its high bits */
+    h = 0x00;
+    CHECK_EQ(read_field(&h, 1, 5, &type, &id, &error), 0);
+    CHECK(type == BW_THRIFT_STOP && id == 0);
+}
+
+TEST(field_types_past_struct_are_refused) {
+    int type;
+    int16_t id;
+    const char *error;
+    for (int t = BW_THRIFT_TRUE; t <= 15; t++) {
+        uint8_t h = (uint8_t)(0x10 | t);
+        CHECK_EQ(read_field(&h, 1, 0, &type, &id, &error), t <= BW_THRIFT_STRUCT ? 0 : -1);
+        if (t > BW_THRIFT_STRUCT)
+            CHECK_BYTES(error, strlen(error), "unknown field type in metadata");
+    }
+}
+
+TEST(a_struct_or_field_that_ends_early) {
+    int type;
+    int16_t id;
+    const char *error;
+    CHECK_EQ(read_field(NULL, 0, 0, &type, &id, &error), -1);
+    CHECK_BYTES(error, strlen(error), "metadata ends inside a struct");
+    uint8_t long_form[] = {BW_THRIFT_I32, 0x80}; /* the id's varint goes on past the end */
+    for (size_t n = 1; n <= sizeof long_form; n++) {
+        CHECK_EQ(read_field(long_form, n, 0, &type, &id, &error), -1);
+        CHECK_BYTES(error, strlen(error), "metadata ends inside a varint");
+    }
+}
+
+/* Reads an i64 field's value from p (its varint). */
+static int read_i64(const uint8_t *p, size_t n, int type, int64_t *v, const char **error) {
+    reading r;
+    start(&r, p, n);
+    int rc = bw_thrift_i64(&r.t, type, v);
+    *error = r.t.error;
+    CHECK(r.t.pos <= r.t.end);
+    done(&r);
+    return rc;
+}
+
+static int read_i32(const uint8_t *p, size_t n, int type, int32_t *v, const char **error) {
+    reading r;
+    start(&r, p, n);
+    int rc = bw_thrift_i32(&r.t, type, v);
+    *error = r.t.error;
+    done(&r);
+    return rc;
+}
+
+TEST(integers_at_their_extremes) {
+    const int64_t values[] = {0, -1, 1, INT32_MIN, INT32_MAX, (int64_t)INT32_MIN - 1,
+                              (int64_t)INT32_MAX + 1, INT64_MIN, INT64_MAX, INT64_MIN + 1};
+    const char *error;
+    for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) {
+        writer w = {.len = 0};
+        put_varint(&w, zigzag(values[i]));
+        int64_t v64 = 0;
+        CHECK_EQ(read_i64(w.data, w.len, BW_THRIFT_I64, &v64, &error), 0);
+        CHECK(v64 == values[i]);
+        int32_t v32 = 0;
+        int fits = values[i] >= INT32_MIN && values[i] <= INT32_MAX;
+        CHECK_EQ(read_i32(w.data, w.len, BW_THRIFT_I32, &v32, &error), fits ? 0 : -1);
+        if (fits)
+            CHECK_EQ(v32, values[i]);
+        else
+            CHECK_BYTES(error, strlen(error), "i32 field out of range in metadata");
+    }
+}
+
+TEST(an_integer_of_another_type_is_refused) {
+    const uint8_t one = 0x02;
+    const char *error;
+    int64_t v64;
+    int32_t v32;
+    const int others[] = {BW_THRIFT_BYTE, BW_THRIFT_I16, BW_THRIFT_I32, BW_THRIFT_BINARY};
+    for (size_t i = 0; i < sizeof others / sizeof others[0]; i++) {
+        CHECK_EQ(read_i64(&one, 1, others[i], &v64, &error), -1);
+        CHECK_BYTES(error, strlen(error), "integer field of another type in metadata");
+    }
+    CHECK_EQ(read_i32(&one, 1, BW_THRIFT_I64, &v32, &error), -1);
+    CHECK_BYTES(error, strlen(error), "integer field of another type in metadata");
+    CHECK_EQ(read_i32(&one, 1, BW_THRIFT_I16, &v32, &error), -1);
+}
+
+TEST(varints_of_ten_bytes_and_longer) {
+    const char *error;
+    int64_t v;
+    /* ten bytes: the longest a 64-bit value needs, read */
+    uint8_t ten[10];
+    memset(ten, 0xff, 9);
+    ten[9] = 0x01;
+    CHECK_EQ(read_i64(ten, sizeof ten, BW_THRIFT_I64, &v, &error), 0);
+    CHECK(v == INT64_MIN); /* zigzag of all ones */
+    /* an eleventh byte is refused, as soon as the tenth says more follows */
+    uint8_t eleven[11];
+    memset(eleven, 0x80, 10);
+    eleven[10] = 0x00;
+    CHECK_EQ(read_i64(eleven, sizeof eleven, BW_THRIFT_I64, &v, &error), -1);
+    CHECK_BYTES(error, strlen(error), "varint longer than 10 bytes");
+    CHECK_EQ(read_i64(eleven, 10, BW_THRIFT_I64, &v, &error), -1);
+    CHECK_BYTES(error, strlen(error), "varint longer than 10 bytes");
+    /* every shorter cut of a long varint ends inside it */
+    for (size_t n = 0; n < 10; n++) {
+        CHECK_EQ(read_i64(ten, n, BW_THRIFT_I64, &v, &error), -1);
+        CHECK_BYTES(error, strlen(error), "metadata ends inside a varint");
+    }
+}
+
+static int read_list(const uint8_t *p, size_t n, int *elem, uint32_t *count, const char **error) {
+    reading r;
+    start(&r, p, n);
+    int rc = bw_thrift_list(&r.t, elem, count);
+    *error = r.t.error;
+    CHECK(r.t.pos <= r.t.end);
+    done(&r);
+    return rc;
+}
+
+TEST(list_headers_and_their_counts) {
+    const char *error;
+    int elem;
+    uint32_t count;
+    /* short form: up to 14 elements, each at least one byte, so the count must fit */
+    uint8_t buf[64] = {0};
+    for (uint32_t n = 0; n < 15; n++) {
+        buf[0] = (uint8_t)(n << 4 | BW_THRIFT_I32);
+        CHECK_EQ(read_list(buf, 1 + n, &elem, &count, &error), 0);
+        CHECK(elem == BW_THRIFT_I32 && count == n);
+        if (n > 0) {
+            CHECK_EQ(read_list(buf, n, &elem, &count, &error), -1);
+            CHECK_BYTES(error, strlen(error), "list longer than the metadata holding it");
+        }
+    }
+    /* long form: a varint count, 15 and up */
+    writer w = {.len = 0};
+    put_list_header(&w, BW_THRIFT_BYTE, 40);
+    size_t head = w.len;
+    CHECK_EQ(read_list(w.data, head + 40, &elem, &count, &error), 0);
+    CHECK(elem == BW_THRIFT_BYTE && count == 40);
+    CHECK_EQ(read_list(w.data, head + 39, &elem, &count, &error), -1);
+    /* a count far past what any buffer holds */
+    static const uint8_t huge[] = {0xf5, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01};
+    CHECK_EQ(read_list(huge, sizeof huge, &elem, &count, &error), -1);
+    CHECK_BYTES(error, strlen(error), "list longer than the metadata holding it");
+    /* unknown element types: 0 and 13..15 */
+    const int bad[] = {0, 13, 14, 15};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        buf[0] = (uint8_t)(0x10 | bad[i]);
+        CHECK_EQ(read_list(buf, 2, &elem, &count, &error), -1);
+        CHECK_BYTES(error, strlen(error), "unknown list element type in metadata");
+    }
+    /* a header that is not there, or whose count is cut */
+    CHECK_EQ(read_list(NULL, 0, &elem, &count, &error), -1);
+    CHECK_BYTES(error, strlen(error), "metadata ends inside a list header");
+    static const uint8_t cut[] = {0xf5, 0x80};
+    CHECK_EQ(read_list(cut, sizeof cut, &elem, &count, &error), -1);
+    CHECK_BYTES(error, strlen(error), "metadata ends inside a varint");
+}
+
+TEST(the_depth_limit_is_exact) {
+    reading r;
+    start(&r, NULL, 0);
+    for (int i = 0; i < BW_THRIFT_MAX_DEPTH; i++)
+        CHECK_EQ(bw_thrift_struct_begin(&r.t), 0);
+    CHECK_EQ(r.t.depth, BW_THRIFT_MAX_DEPTH);
+    CHECK_EQ(bw_thrift_struct_begin(&r.t), -1);
+    CHECK_BYTES(r.t.error, strlen(r.t.error), "metadata nested too deeply");
+    done(&r);
+    /* a struct nested MAX_DEPTH deep is skipped (the skip itself is the first level); one
+       level more is refused */
+    for (int levels = BW_THRIFT_MAX_DEPTH; levels <= BW_THRIFT_MAX_DEPTH + 1; levels++) {
+        writer w = {.len = 0};
+        for (int i = 1; i < levels; i++)
+            put_byte(&w, 0x10 | BW_THRIFT_STRUCT); /* field 1: a struct */
+        for (int i = 0; i < levels; i++)
+            put_byte(&w, BW_THRIFT_STOP);
+        start(&r, w.data, w.len);
+        int rc = bw_thrift_skip(&r.t, BW_THRIFT_STRUCT);
+        CHECK_EQ(rc, levels <= BW_THRIFT_MAX_DEPTH ? 0 : -1);
+        CHECK(rc < 0 || (r.t.pos == r.t.end && r.t.depth == 0));
+        CHECK(rc == 0 || strcmp(r.t.error, "metadata nested too deeply") == 0);
+        done(&r);
+    }
+    /* lists count as levels too */
+    writer w = {.len = 0};
+    for (int i = 0; i < BW_THRIFT_MAX_DEPTH + 1; i++)
+        put_list_header(&w, BW_THRIFT_LIST, 1);
+    put_list_header(&w, BW_THRIFT_BYTE, 0);
+    start(&r, w.data, w.len);
+    CHECK_EQ(bw_thrift_skip(&r.t, BW_THRIFT_LIST), -1);
+    CHECK_BYTES(r.t.error, strlen(r.t.error), "metadata nested too deeply");
+    done(&r);
+}
+
+TEST(the_first_error_stays_and_every_read_after_it_fails) {
+    static const uint8_t data[] = {0x15, 0x02, 0x00, 0x19, 0x00};
+    reading r;
+    start(&r, data, sizeof data);
+    int16_t last = 0, id;
+    int type, elem;
+    int32_t v32;
+    int64_t v64;
+    uint32_t count;
+    CHECK_EQ(bw_thrift_field(&r.t, &last, &type, &id), 0);
+    CHECK_EQ(bw_thrift_i64(&r.t, type, &v64), -1); /* an i32 read as i64 */
+    const char *first = r.t.error;
+    const uint8_t *pos = r.t.pos;
+    CHECK(first != NULL);
+    CHECK_EQ(bw_thrift_field(&r.t, &last, &type, &id), -1);
+    CHECK_EQ(bw_thrift_i32(&r.t, BW_THRIFT_I32, &v32), -1);
+    CHECK_EQ(bw_thrift_i64(&r.t, BW_THRIFT_I64, &v64), -1);
+    CHECK_EQ(bw_thrift_list(&r.t, &elem, &count), -1);
+    CHECK_EQ(bw_thrift_skip(&r.t, BW_THRIFT_BYTE), -1);
+    CHECK_EQ(bw_thrift_struct_begin(&r.t), -1);
+    CHECK_EQ(bw_thrift_struct_end(&r.t), -1);
+    CHECK(r.t.error == first);
+    CHECK(r.t.pos == pos); /* nothing more was read */
+    done(&r);
+}
+
+static int skip_all(const uint8_t *p, size_t n, int type, const char **error, size_t *used) {
+    reading r;
+    start(&r, p, n);
+    int rc = bw_thrift_skip(&r.t, type);
+    *error = r.t.error;
+    *used = (size_t)(r.t.pos - r.buf);
+    CHECK(r.t.pos <= r.t.end);
+    CHECK(rc < 0 || r.t.depth == 0);
+    done(&r);
+    return rc;
+}
+
+TEST(skipping_each_type) {
+    const char *error;
+    size_t used;
+    /* booleans of a field live in its header: nothing to skip */
+    CHECK_EQ(skip_all(NULL, 0, BW_THRIFT_TRUE, &error, &used), 0);
+    CHECK_EQ(skip_all(NULL, 0, BW_THRIFT_FALSE, &error, &used), 0);
+    static const uint8_t byte[] = {0x7f};
+    CHECK_EQ(skip_all(byte, 1, BW_THRIFT_BYTE, &error, &used), 0);
+    CHECK_EQ(used, 1);
+    CHECK_EQ(skip_all(byte, 0, BW_THRIFT_BYTE, &error, &used), -1);
+    CHECK_BYTES(error, strlen(error), "metadata ends inside a value");
+    static const uint8_t dbl[8] = {0};
+    CHECK_EQ(skip_all(dbl, 8, BW_THRIFT_DOUBLE, &error, &used), 0);
+    CHECK_EQ(used, 8);
+    CHECK_EQ(skip_all(dbl, 7, BW_THRIFT_DOUBLE, &error, &used), -1);
+    CHECK_BYTES(error, strlen(error), "metadata ends inside a value");
+    static const uint8_t binary[] = {0x03, 'a', 'b', 'c'};
+    CHECK_EQ(skip_all(binary, 4, BW_THRIFT_BINARY, &error, &used), 0);
+    CHECK_EQ(used, 4);
+    CHECK_EQ(skip_all(binary, 3, BW_THRIFT_BINARY, &error, &used), -1);
+    CHECK_BYTES(error, strlen(error), "metadata ends inside a value");
+    static const uint8_t huge_binary[] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01};
+    CHECK_EQ(skip_all(huge_binary, sizeof huge_binary, BW_THRIFT_BINARY, &error, &used), -1);
+    CHECK_BYTES(error, strlen(error), "metadata ends inside a value");
+    /* a list of booleans: one byte each, unlike a field's */
+    static const uint8_t bools[] = {0x31, 0x01, 0x02, 0x01};
+    CHECK_EQ(skip_all(bools, 4, BW_THRIFT_LIST, &error, &used), 0);
+    CHECK_EQ(used, 4);
+    CHECK_EQ(skip_all(bools, 4, BW_THRIFT_SET, &error, &used), 0);
+    CHECK_EQ(skip_all(bools, 3, BW_THRIFT_LIST, &error, &used), -1);
+    /* unknown value types */
+    const int bad[] = {BW_THRIFT_STOP, 13, 14, 15, -1};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        CHECK_EQ(skip_all(byte, 1, bad[i], &error, &used), -1);
+        CHECK_BYTES(error, strlen(error), "unknown value type in metadata");
+    }
+}
+
+TEST(skipping_maps) {
+    const char *error;
+    size_t used;
+    static const uint8_t empty[] = {0x00}; /* no kinds byte follows an empty map */
+    CHECK_EQ(skip_all(empty, 1, BW_THRIFT_MAP, &error, &used), 0);
+    CHECK_EQ(used, 1);
+    /* 2 entries i32 -> binary */
+    static const uint8_t map[] = {0x02, 0x58, 0x02, 0x01, 'x', 0x04, 0x00};
+    CHECK_EQ(skip_all(map, sizeof map, BW_THRIFT_MAP, &error, &used), 0);
+    CHECK_EQ(used, sizeof map);
+    for (size_t n = 0; n < sizeof map; n++)
+        CHECK_EQ(skip_all(map, n, BW_THRIFT_MAP, &error, &used), -1);
+    /* bool keys and values take one byte each */
+    static const uint8_t bools[] = {0x02, 0x12, 0x01, 0x02, 0x02, 0x01};
+    CHECK_EQ(skip_all(bools, sizeof bools, BW_THRIFT_MAP, &error, &used), 0);
+    CHECK_EQ(used, sizeof bools);
+    /* a count past what is left */
+    static const uint8_t lying[] = {0x05, 0x33, 0x00, 0x00};
+    CHECK_EQ(skip_all(lying, sizeof lying, BW_THRIFT_MAP, &error, &used), -1);
+    CHECK_BYTES(error, strlen(error), "map longer than the metadata holding it");
+    /* the count is there, the kinds byte is not: the count says there is more */
+    static const uint8_t no_kinds[] = {0x01};
+    CHECK_EQ(skip_all(no_kinds, 1, BW_THRIFT_MAP, &error, &used), -1);
+    CHECK_BYTES(error, strlen(error), "map longer than the metadata holding it");
+    /* unknown key or value kinds */
+    const uint8_t kinds[] = {0x05, 0x50, 0xd5, 0x5d, 0xff};
+    for (size_t i = 0; i < sizeof kinds; i++) {
+        uint8_t bad[] = {0x01, kinds[i], 0x00, 0x00};
+        CHECK_EQ(skip_all(bad, sizeof bad, BW_THRIFT_MAP, &error, &used), -1);
+        CHECK_BYTES(error, strlen(error), "unknown map types in metadata");
+    }
+}
+
+/* ---- random values: written here, skipped there ---- */
+
+/* Writes a random value of `type`, nested at most `depth` more levels. */
+static void put_random(writer *w, int type, int depth, unsigned long long *rng) {
+    switch (type) {
+    case BW_THRIFT_TRUE:
+    case BW_THRIFT_FALSE:
+        return;
+    case BW_THRIFT_BYTE:
+        put_byte(w, (uint8_t)check_rand(rng));
+        return;
+    case BW_THRIFT_I16:
+    case BW_THRIFT_I32:
+    case BW_THRIFT_I64:
+        put_varint(w, zigzag((int64_t)check_rand(rng) >> (check_rand(rng) % 64)));
+        return;
+    case BW_THRIFT_DOUBLE:
+        for (int i = 0; i < 8; i++)
+            put_byte(w, (uint8_t)check_rand(rng));
+        return;
+    case BW_THRIFT_BINARY: {
+        uint32_t n = (uint32_t)(check_rand(rng) % 20);
+        put_varint(w, n);
+        for (uint32_t i = 0; i < n; i++)
+            put_byte(w, (uint8_t)check_rand(rng));
+        return;
+    }
+    default:
+        break;
+    }
+    int leaf = depth <= 0;
+    /* containers hold leaves only at the last level */
+    int pick_max = leaf ? BW_THRIFT_BINARY : BW_THRIFT_STRUCT;
+    if (type == BW_THRIFT_LIST || type == BW_THRIFT_SET) {
+        int elem = 1 + (int)(check_rand(rng) % (uint64_t)pick_max);
+        uint32_t n = (uint32_t)(check_rand(rng) % 7);
+        put_list_header(w, elem, n);
+        for (uint32_t i = 0; i < n; i++) {
+            if (elem == BW_THRIFT_TRUE || elem == BW_THRIFT_FALSE)
+                put_byte(w, (uint8_t)(1 + check_rand(rng) % 2));
+            else
+                put_random(w, elem, depth - 1, rng);
+        }
+    } else if (type == BW_THRIFT_MAP) {
+        uint32_t n = (uint32_t)(check_rand(rng) % 6);
+        put_varint(w, n);
+        if (n == 0)
+            return;
+        int key = 1 + (int)(check_rand(rng) % (uint64_t)pick_max);
+        int value = 1 + (int)(check_rand(rng) % (uint64_t)pick_max);
+        put_byte(w, (uint8_t)(key << 4 | value));
+        for (uint32_t i = 0; i < n; i++) {
+            int kinds[2] = {key, value};
+            for (int k = 0; k < 2; k++) {
+                if (kinds[k] == BW_THRIFT_TRUE || kinds[k] == BW_THRIFT_FALSE)
+                    put_byte(w, (uint8_t)(1 + check_rand(rng) % 2));
+                else
+                    put_random(w, kinds[k], depth - 1, rng);
+            }
+        }
+    } else { /* struct: fields with increasing and jumping ids */
+        int16_t last = 0;
+        int fields = (int)(check_rand(rng) % 7);
+        for (int i = 0; i < fields; i++) {
+            int16_t id = (int16_t)(last + 1 + (int16_t)(check_rand(rng) % 40));
+            int ftype = 1 + (int)(check_rand(rng) % (uint64_t)pick_max);
+            put_field(w, &last, id, ftype);
+            put_random(w, ftype, depth - 1, rng);
+        }
+        put_byte(w, BW_THRIFT_STOP);
+    }
+}
+
+TEST(random_values_are_skipped_to_their_end_and_every_cut_is_refused) {
+    unsigned long long rng = 0xdecafbadULL;
+    static const int containers[] = {BW_THRIFT_STRUCT, BW_THRIFT_LIST, BW_THRIFT_SET, BW_THRIFT_MAP};
+    for (int round = 0; round < 400; round++) {
+        static writer w;
+        w.len = 0;
+        int type = containers[round % 4];
+        put_random(&w, type, 1 + round % 3, &rng);
+        const char *error;
+        size_t used;
+        CHECK_EQ(skip_all(w.data, w.len, type, &error, &used), 0);
+        CHECK_EQ(used, w.len);
+        /* trailing bytes are not the value's: it stops at its end */
+        w.data[w.len] = 0xee;
+        CHECK_EQ(skip_all(w.data, w.len + 1, type, &error, &used), 0);
+        CHECK_EQ(used, w.len);
+        for (size_t n = 0; n < w.len; n++) {
+            if (skip_all(w.data, n, type, &error, &used) != -1 || error == NULL) {
+                CHECK(0);
+                break;
+            }
+        }
+    }
+}
+
+RUN_TESTS(field_ids_by_delta_and_long_form, field_types_past_struct_are_refused,
+          a_struct_or_field_that_ends_early, integers_at_their_extremes,
+          an_integer_of_another_type_is_refused, varints_of_ten_bytes_and_longer,
+          list_headers_and_their_counts, the_depth_limit_is_exact,
+          the_first_error_stays_and_every_read_after_it_fails, skipping_each_type,
+          skipping_maps, random_values_are_skipped_to_their_end_and_every_cut_is_refused)
