@@ -78,7 +78,7 @@ MAX_CAUSE_CHARS = 300
 
 
 def _innermost_cause(error: Any) -> Optional[str]:
-    """``"Type: message"`` of the innermost exception in a .NET exception text (``Outer: a
+    r"""``"Type: message"`` of the innermost exception in a .NET exception text (``Outer: a
     ---> Inner: b\n   at ...``), or None when it names no inner exception.
 
     >>> _innermost_cause("System.X: failed ---> System.IO.Y: disk full\n   at Z()")
