@@ -181,3 +181,51 @@ def test_serve_counts_prints_a_line_per_request_and_stops_on_ctrl_c(tmp_path):
         if server.poll() is None:
             server.kill()
             server.wait()
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--take", "1,-4"], "take[1] = -4 is negative"),
+    (["--take", "1,400"], "take[1] = 400 is out of range for 20 rows"),
+    (["--take", "1,x"], "take[1] = 'x' is not an integer"),
+    (["--take", "@missing"], "cannot read 'missing'"),
+    (["--columns", "nothere"], "column 'nothere' is not a column of s.parquet"),
+    (["--id-column", "emb"], "column 'emb' has Arrow type"),
+])
+def test_a_refused_load_leaves_no_output_behind(sample, capsys, args, says):
+    """Arguments are checked before the output file is opened: a refused load leaves the
+    folder as it was (no <out>.partial, no output)."""
+    code, out, err = run(["load", "s.parquet", *args], capsys)
+    assert code == 1 and out == "" and says in err, err
+    assert os.listdir(".") == ["s.parquet"]
+
+
+def test_a_load_that_fails_while_writing_leaves_no_output_behind(tmp_path, monkeypatch, capsys):
+    """A bad row met while the body is being written, Ctrl-C, a failure while the writer is
+    made, or anything else once the output is open: the partial output is removed."""
+    from bulkwire import load
+
+    monkeypatch.chdir(tmp_path)
+    table = pa.table({"id": pa.array([1, 2, None, 4], pa.int64()), "v": [1.0, 2.0, 3.0, 4.0]})
+    pq.write_table(table, "bad.parquet")
+    code, _, err = run(["load", "bad.parquet", "--batch-rows", "1"], capsys)
+    assert code == 1 and "row 2" in err
+    assert os.listdir(".") == ["bad.parquet"]
+
+    def interrupt(rows, body):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        bulkwire.load_parquet("bad.parquet", take=[0, 1], batch_rows=1, progress=interrupt)
+    assert os.listdir(".") == ["bad.parquet"]
+    with monkeypatch.context() as patched:
+        patched.setattr(load, "BulkWriter", lambda *a, **k: (_ for _ in ()).throw(
+            MemoryError("no memory for the writer")))
+        with pytest.raises(MemoryError):
+            bulkwire.load_parquet("bad.parquet", take=[0, 1])
+    assert os.listdir(".") == ["bad.parquet"]
+    with monkeypatch.context() as patched:
+        patched.setattr(load, "_send", lambda *a, **k: (_ for _ in ()).throw(
+            RuntimeError("anything")))
+        with pytest.raises(RuntimeError):
+            bulkwire.load_parquet("bad.parquet")
+    assert os.listdir(".") == ["bad.parquet"]

@@ -46,8 +46,12 @@ DESCRIPTION = ("Fast, exact, memory-bounded bulk loading of documents and embedd
                "describes each.")
 
 
-def _fail(message: str, code: int = EXIT_INPUT) -> int:
+def _fail(message: str, code: int = EXIT_INPUT, error: BaseException | None = None) -> int:
+    """Prints ``message`` (and the notes of ``error``: which worker, which rows were not
+    confirmed) on stderr; returns ``code``."""
     print(f"bulkwire: error: {message}", file=sys.stderr)
+    for note in getattr(error, "__notes__", None) or ():
+        print(f"  {note}", file=sys.stderr)
     return code
 
 
@@ -170,7 +174,7 @@ def _source(args: argparse.Namespace) -> str | list:
 
 def cmd_load(args: argparse.Namespace) -> int:
     """Load Parquet / Arrow IPC files with bulk insert (or write the request body to a file)."""
-    from .errors import BulkInsertError
+    from .errors import BulkInsertError, ResumeStateError
 
     if args.url is None and args.database is not None:
         args.parser.error("--database needs --url")
@@ -205,17 +209,20 @@ def cmd_load(args: argparse.Namespace) -> int:
             progress=progress and not args.quiet, certificate=certificate,
             workers=args.workers, threads=args.threads, resume=args.resume,
             ca=False if args.insecure else args.ca)
-    except KeyboardInterrupt:
-        return _fail("interrupted", EXIT_INTERRUPTED)
+    except KeyboardInterrupt as exc:
+        return _fail("interrupted", EXIT_INTERRUPTED, exc)
     except BulkInsertError as exc:  # the server or the network (before OSError: not a file)
-        return _fail(str(exc), EXIT_SERVER)
+        return _fail(str(exc), EXIT_SERVER, exc)
+    except ResumeStateError as exc:  # --resume STATE does not fit this load: a usage error
+        return _fail(str(exc), EXIT_USAGE, exc)
     except ImportError as exc:
-        return _fail(str(exc))
+        return _fail(str(exc), error=exc)
     except FileNotFoundError as exc:
         return _fail(str(exc.args[0]) if exc.args and isinstance(exc.args[0], str) and len(exc.args) == 1
-                     else str(exc))
+                     else str(exc), error=exc)
     except (ValueError, TypeError, KeyError, IndexError, OSError) as exc:
-        return _fail(str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc))
+        return _fail(str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc),
+                     error=exc)
     print(result.summary())
     return EXIT_OK
 

@@ -37,6 +37,13 @@ corrupt Parquet file: an offset outside the file, a page header that does not pa
     ValueError
      └── MalformedFileError         path: the file; the message names the column and what
 
+A resume state file (``load_parquet(resume=)``, ``bulkwire load --resume``) that does not fit
+the load given it: unreadable, of another shape or version, written for another target,
+other options or other files, or in use by another load::
+
+    ValueError
+     └── ResumeStateError           path: the state file; the message says what is wrong
+
 Errors name the request (``GET http://host/databases/db/operations/next-operation-id``) and,
 for the server's errors, carry its message. ``ServerError.status`` is the HTTP status (None
 when the error came from ``operations/state``); ``ServerError.body`` the answer's first bytes.
@@ -53,7 +60,7 @@ from typing import Optional
 
 __all__ = ["BulkInsertError", "BulkInsertAborted", "EarlyResponse", "TransportError",
            "ConnectError", "TLSError", "ConnectionLostError", "TransportTimeoutError", "ServerError",
-           "ProtocolError", "RowError", "MalformedFileError"]
+           "ProtocolError", "RowError", "MalformedFileError", "ResumeStateError"]
 
 
 class BulkInsertError(RuntimeError):
@@ -181,6 +188,17 @@ class MalformedFileError(ValueError):
     """A source file whose own metadata is inconsistent: an offset or length outside the file,
     a page header or index that cannot be parsed. ``path`` names the file; the message says
     what is wrong and where."""
+
+    def __init__(self, message: str, path: Optional[str] = None) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+class ResumeStateError(ValueError):
+    """A resume state file that does not fit the load it was given to: it cannot be read, is
+    not a state of this version or of this shape, records another target (database and
+    servers), other options or other files, or another load is using it. ``path`` names the
+    state file; the message names it too, and says what is wrong. Nothing was sent."""
 
     def __init__(self, message: str, path: Optional[str] = None) -> None:
         super().__init__(message)
