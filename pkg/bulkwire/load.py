@@ -1105,30 +1105,37 @@ class _StopOrOrphaned:
 
 def _worker_main(job: _Job, units: list[_Unit], worker: int, messages: Any, stop: Any,
                  parent: int) -> None:
-    """A worker process: sends its units and reports to the parent through ``messages``:
-    ("batch", worker, rows, body), ("confirmed", worker, unit), then ("done", worker, rows,
-    body, wire) or ("error", worker, pickled error or None, text)."""
+    """A worker process: sends its units and reports to the parent through ``messages``, the
+    write end of a pipe of its own: ("batch", worker, rows, body), ("confirmed", worker,
+    unit), then ("done", worker, rows, body, wire) or ("error", worker, pickled error or
+    None, text). A parent that is gone ends the worker at its next message (a broken pipe)
+    or batch (:class:`_StopOrOrphaned`)."""
     import pickle
     import signal
 
     # Ctrl-C reaches the whole process group: the parent alone decides, and stops the workers
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        rows, body, wire = _send(job, units, lambda: _server_target(job),
-                                 lambda n, added: messages.put(("batch", worker, n, added)),
-                                 lambda unit: messages.put(("confirmed", worker, unit)),
-                                 _StopOrOrphaned(stop, parent))
-    except _Stopped:
-        messages.put(("stopped", worker))
-    except BaseException as exc:  # noqa: BLE001 - the parent raises it
         try:
-            pickled = pickle.dumps(exc)
-            pickle.loads(pickled)
-        except Exception:  # noqa: BLE001 - sent as text
-            pickled = None
-        messages.put(("error", worker, pickled, f"{type(exc).__name__}: {exc}"))
-    else:
-        messages.put(("done", worker, rows, body, wire))
+            rows, body, wire = _send(job, units, lambda: _server_target(job),
+                                     lambda n, added: messages.send(("batch", worker, n, added)),
+                                     lambda unit: messages.send(("confirmed", worker, unit)),
+                                     _StopOrOrphaned(stop, parent))
+        except _Stopped:
+            messages.send(("stopped", worker))
+        except BaseException as exc:  # noqa: BLE001 - the parent raises it
+            try:
+                pickled = pickle.dumps(exc)
+                pickle.loads(pickled)
+            except Exception:  # noqa: BLE001 - sent as text
+                pickled = None
+            messages.send(("error", worker, pickled, f"{type(exc).__name__}: {exc}"))
+        else:
+            messages.send(("done", worker, rows, body, wire))
+    except OSError:  # the parent is gone: no one to tell
+        pass
+    finally:
+        messages.close()
 
 
 def _share(units: list[_Unit], workers: int) -> list[list[_Unit]]:
@@ -1146,63 +1153,71 @@ def _share(units: list[_Unit], workers: int) -> list[list[_Unit]]:
 def _run_workers(job: _Job, shares: list[list[_Unit]], on_batch: Callable[[int, int], None],
                  on_confirmed: Callable[[_Unit], None]) -> tuple[int, int, int]:
     """Runs one spawned process per share; (rows, body, wire) once all succeeded. The first
-    failure (or Ctrl-C, or a worker that dies) stops the others and raises."""
+    failure (or Ctrl-C, or a worker that dies) stops the others and raises.
+
+    Each worker writes to a pipe of its own, and the parent waits on all of them at once: a
+    worker that dies (killed, crashed) closes its pipe, which the parent sees at once, even
+    while the other workers keep it busy with their messages. No lock is shared between
+    workers (one killed while holding it could not block the others), and a message cut
+    short by a kill is an end of file, not a wait."""
     import multiprocessing
+    import multiprocessing.connection
     import pickle
-    import queue
 
     context = multiprocessing.get_context("spawn")  # no fork after threads
-    messages = context.Queue()
     stop = context.Event()
+    pipes = [context.Pipe(duplex=False) for _ in shares]  # (parent's end, worker's end)
     processes = [context.Process(target=_worker_main,
-                                 args=(job, share, i, messages, stop, os.getpid()),
+                                 args=(job, share, i, pipes[i][1], stop, os.getpid()),
                                  name=f"bulkwire-load-{i}", daemon=True)
                  for i, share in enumerate(shares)]
+    readers = {reader: i for i, (reader, _) in enumerate(pipes)}
     finished: dict[int, tuple[int, int, int]] = {}
     try:
-        for process in processes:
+        for process, (_, writer) in zip(processes, pipes):
             process.start()
+            writer.close()  # the worker holds its end now: its pipe ends when it does
         while len(finished) < len(processes):
-            try:
-                message = messages.get(timeout=0.1)
-            except queue.Empty:
-                for i, process in enumerate(processes):
-                    if i not in finished and not process.is_alive():
-                        try:  # its last messages may still be on their way
-                            message = messages.get(timeout=0.5)
-                            break
-                        except queue.Empty:
-                            raise BulkInsertError(
-                                f"load worker {i} (files {_files_of(shares[i])}) died with "
-                                f"exit code {process.exitcode}") from None
-                else:
-                    continue
-            kind, worker = message[0], message[1]
-            if kind == "batch":
-                on_batch(message[2], message[3])
-            elif kind == "confirmed":
-                on_confirmed(message[2])
-            elif kind == "done":
-                finished[worker] = message[2:]
-            elif kind == "error":
-                pickled, text = message[2], message[3]
-                error = pickle.loads(pickled) if pickled is not None else None
-                if not isinstance(error, BaseException):
-                    error = BulkInsertError(f"load worker {worker} "
-                                            f"(files {_files_of(shares[worker])}): {text}")
-                elif hasattr(error, "add_note"):  # Python 3.11+: shown with the traceback
-                    error.add_note(f"in load worker {worker}, sending {_files_of(shares[worker])}")
-                raise error
-            elif kind == "stopped":  # only after the parent asked: a failure is on its way
-                finished.setdefault(worker, (0, 0, 0))
+            for reader in multiprocessing.connection.wait(list(readers)):
+                worker = readers[reader]
+                try:
+                    message = reader.recv()
+                except (EOFError, OSError):  # the worker is gone (a message cut short too)
+                    del readers[reader]
+                    if worker in finished:
+                        continue
+                    processes[worker].join(timeout=1)
+                    raise BulkInsertError(
+                        f"load worker {worker} (files {_files_of(shares[worker])}) died with "
+                        f"exit code {processes[worker].exitcode}") from None
+                kind = message[0]
+                if kind == "batch":
+                    on_batch(message[2], message[3])
+                elif kind == "confirmed":
+                    on_confirmed(message[2])
+                elif kind == "done":
+                    finished[worker] = message[2:]
+                elif kind == "error":
+                    pickled, text = message[2], message[3]
+                    error = pickle.loads(pickled) if pickled is not None else None
+                    if not isinstance(error, BaseException):
+                        error = BulkInsertError(f"load worker {worker} "
+                                                f"(files {_files_of(shares[worker])}): {text}")
+                    elif hasattr(error, "add_note"):  # Python 3.11+: shown with the traceback
+                        error.add_note(f"in load worker {worker}, sending "
+                                       f"{_files_of(shares[worker])}")
+                    raise error
+                elif kind == "stopped":  # only after the parent asked: a failure is on its way
+                    finished.setdefault(worker, (0, 0, 0))
     except BaseException:
         _stop_workers(processes, stop)
         raise
     finally:
         for process in processes:
             process.join(timeout=1)
-        messages.close()
-        messages.join_thread()
+        for reader, writer in pipes:
+            reader.close()
+            writer.close()
     return tuple(sum(values) for values in zip(*finished.values()))  # type: ignore[return-value]
 
 
