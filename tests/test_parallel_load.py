@@ -18,6 +18,7 @@ import pyarrow.parquet as pq  # noqa: E402
 
 import bulkwire  # noqa: E402
 from bulkwire.testing import LoopbackServer  # noqa: E402
+from sink_oracle import kill_a_sender  # noqa: E402
 from test_datasets import expected_body, write_parts  # noqa: E402
 
 # the package the tests import (the checkout's in-place build, or the installed one)
@@ -194,33 +195,12 @@ def test_memory_per_worker_is_bounded_by_a_row_group(tmp_path):
     assert max(peaks) - base < 8 * group_bytes < rows * dim * 4 / 3
 
 
-def senders(port: int) -> set:
-    """The pids of the processes holding an established TCP connection to 127.0.0.1:port
-    (the clients of a loopback server), from /proc."""
-    inodes = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        with open(table) as f:
-            for line in f.read().splitlines()[1:]:
-                fields = line.split()
-                if int(fields[2].rsplit(":", 1)[1], 16) == port and fields[3] == "01":
-                    inodes.add(f"socket:[{fields[9]}]")
-    found = set()
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            links = [os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")]
-        except OSError:  # gone, or not ours to read
-            continue
-        if inodes.intersection(links):
-            found.add(int(pid))
-    return found
-
-
 def confirmed_ids(server) -> set:
     """The ids of the documents in requests the server answered 200."""
     return {c["Id"] for q in server.requests if q.status == 200 for c in q.commands}
 
 
-def unconfirmed_ids(error, tables, folder) -> set:
+def unconfirmed_ids(error, tables) -> set:
     """The ids of the rows ``error.unconfirmed`` lists as not confirmed."""
     ids = set()
     for path, first, stop in error.unconfirmed:
@@ -238,39 +218,26 @@ def test_a_worker_killed_while_sending_fails_the_load_naming_what_was_not_confir
     server): the load raises, at once, naming the dead worker; ``unconfirmed`` (and a note)
     lists every row no request confirmed, and every row it leaves out was confirmed by the
     server. With resume, the state records only confirmed rows and a re-run sends the rest."""
-    import threading
-
     tables = write_parts(str(tmp_path / "d"), [2000] * 4, row_group=100)
     state = str(tmp_path / "state.json") if resume else None
     with LoopbackServer() as server:
-        port = int(server.url.rsplit(":", 1)[1])
-        killed = []
-
-        def kill_a_sender():
-            deadline = time.monotonic() + 60
-            while sum(q.body_bytes > 0 and q.status is None for q in server.requests) < 2:
-                if time.monotonic() > deadline:
-                    return
-                time.sleep(0.005)
-            victim = min(senders(port) - {os.getpid()})
-            os.kill(victim, signal.SIGKILL)
-            killed.append((victim, time.monotonic()))
-            server.resume()
-
-        server.stall(after_bytes=20_000)  # with resume, units were confirmed before
-        killer = threading.Thread(target=kill_a_sender, daemon=True)
-        killer.start()
+        if resume:  # a request per unit: the server stalls once two were answered
+            server.read_delay = 0.002
+            killer = kill_a_sender(server, stall_after_answered=2)
+        else:  # one request per worker, stalled in its middle
+            server.stall(after_bytes=20_000)
+            killer = kill_a_sender(server)
         with pytest.raises(bulkwire.BulkInsertError, match=r"load worker \d .*died with exit "
                                                            r"code -9") as info:
             bulkwire.load_parquet(str(tmp_path / "d"), url=server.url, database="db", workers=2,
                                   batch_rows=50, resume=state)
         raised = time.monotonic()
         killer.join()
-        assert killed and raised - killed[0][1] < 2.0, raised - killed[0][1]
+        assert killer.killed and raised - killer.killed[0][1] < 2.0
         assert multiprocessing.active_children() == []
         time.sleep(0.2)  # the cut requests end on the server
         everything = set(documents(tables))
-        missing = unconfirmed_ids(info.value, tables, tmp_path / "d")
+        missing = unconfirmed_ids(info.value, tables)
         assert missing and everything - missing <= confirmed_ids(server)
         assert any(n.startswith(f"not confirmed by the server: {len(missing):,} of the 8,000 "
                                 f"rows") for n in info.value.__notes__)
@@ -278,7 +245,8 @@ def test_a_worker_killed_while_sending_fails_the_load_naming_what_was_not_confir
             recorded = {f"embeddings/{i * 2000 + row}" for i, source in
                         enumerate(json.load(open(state))["sources"])
                         for first, stop in source["done"] for row in range(first * 100, stop * 100)}
-            assert recorded <= confirmed_ids(server) and recorded.isdisjoint(missing)
+            assert recorded and recorded <= confirmed_ids(server)
+            assert recorded.isdisjoint(missing)
             again = bulkwire.load_parquet(str(tmp_path / "d"), url=server.url, database="db",
                                           workers=2, batch_rows=50, resume=state)
             assert again.rows + again.skipped_rows == 8000
@@ -290,29 +258,14 @@ def test_a_worker_killed_while_the_other_keeps_sending_stops_the_load_at_once(tm
     """kill -9 of one worker while the other is still busy sending (a server that reads
     slowly, not a stalled one): the load stops within a second, long before the other
     worker would have finished, and no request is answered as a success."""
-    import threading
-
     write_parts(str(tmp_path / "d"), [4000] * 4, row_group=100)
     with LoopbackServer() as server:
         server.read_delay = 0.01  # each worker's share takes seconds
-        port = int(server.url.rsplit(":", 1)[1])
-        killed = []
-
-        def kill_a_sender():
-            deadline = time.monotonic() + 60
-            while sum(q.body_bytes > 0 for q in server.requests) < 2:
-                if time.monotonic() > deadline:
-                    return
-                time.sleep(0.005)
-            os.kill(min(senders(port) - {os.getpid()}), signal.SIGKILL)
-            killed.append(time.monotonic())
-
-        killer = threading.Thread(target=kill_a_sender, daemon=True)
-        killer.start()
+        killer = kill_a_sender(server, resume=False)
         with pytest.raises(bulkwire.BulkInsertError, match=r"died with exit code -9") as info:
             bulkwire.load_parquet(str(tmp_path / "d"), url=server.url, database="db", workers=2,
                                   batch_rows=20)
-        stopped = time.monotonic() - killed[0]
+        stopped = time.monotonic() - killer.killed[0][1]
         killer.join()
         assert stopped < 1.0, f"stopped {stopped:.2f} s after the kill"
         time.sleep(0.2)

@@ -203,3 +203,22 @@ class ResumeStateError(ValueError):
     def __init__(self, message: str, path: Optional[str] = None) -> None:
         super().__init__(message)
         self.path = path
+
+
+def _mark_unconfirmed(error: BaseException, unconfirmed: object, note: str) -> None:
+    """Says on ``error`` (raised by a load that did not complete) what the server did not
+    confirm: ``error.unconfirmed`` (what it is depends on the load: files' row ranges, or
+    partition numbers) and ``note`` appended to its notes (shown with the traceback on
+    Python 3.11+; the ``bulkwire`` command prints them)."""
+    error.unconfirmed = unconfirmed  # type: ignore[attr-defined]
+    _add_note(error, note)
+
+
+def _add_note(error: BaseException, note: str) -> None:
+    """Appends ``note`` to ``error.__notes__`` (``BaseException.add_note`` where Python has
+    it; the same list where it has not)."""
+    notes = getattr(error, "__notes__", None)
+    if isinstance(notes, list):
+        notes.append(note)
+    else:
+        error.__notes__ = [note]  # type: ignore[attr-defined]

@@ -25,7 +25,8 @@ from .bulk import BulkInsert, BulkWriter
 from .compression import native_backend
 from .conventions import BODY_EXCLUDED_KEYS, merge_metadata
 from .encoding import dumps
-from .errors import BulkInsertAborted, BulkInsertError, RowError
+from .errors import (BulkInsertAborted, BulkInsertError, RowError, _add_note,
+                     _mark_unconfirmed)
 from .parquet import PathLike, TableFile, _check_batch, _file_format, _pyarrow
 
 #: Bytes of commands handed over at a time (the bulk insert's buffer threshold).
@@ -1203,9 +1204,9 @@ def _run_workers(job: _Job, shares: list[list[_Unit]], on_batch: Callable[[int, 
                     if not isinstance(error, BaseException):
                         error = BulkInsertError(f"load worker {worker} "
                                                 f"(files {_files_of(shares[worker])}): {text}")
-                    elif hasattr(error, "add_note"):  # Python 3.11+: shown with the traceback
-                        error.add_note(f"in load worker {worker}, sending "
-                                       f"{_files_of(shares[worker])}")
+                    else:
+                        _add_note(error, f"in load worker {worker}, sending "
+                                        f"{_files_of(shares[worker])}")
                     raise error
                 elif kind == "stopped":  # only after the parent asked: a failure is on its way
                     finished.setdefault(worker, (0, 0, 0))
@@ -1542,20 +1543,12 @@ def _note_unconfirmed(exc: BaseException, units: list[_Unit], rows: int) -> None
             ranges[-1] = (unit.path, ranges[-1][1], unit.first_row + unit.rows)
         else:
             ranges.append((unit.path, unit.first_row, unit.first_row + unit.rows))
-    try:
-        exc.unconfirmed = ranges  # type: ignore[attr-defined]
-    except AttributeError:  # pragma: no cover - an exception type without a __dict__
-        return
     missing = sum(stop - first for _, first, stop in ranges)
     listed = ", ".join(f"{name!r} rows {first}-{stop - 1}" for name, first, stop in ranges[:5])
     more = f", and {len(ranges) - 5} more ranges" if len(ranges) > 5 else ""
-    note = (f"not confirmed by the server: {missing:,} of the {rows:,} rows this load was to "
-            f"send" + (f" ({listed}{more})" if ranges else ""))
-    notes = getattr(exc, "__notes__", None)
-    if isinstance(notes, list):
-        notes.append(note)
-    else:
-        exc.__notes__ = [note]  # type: ignore[attr-defined]
+    _mark_unconfirmed(exc, ranges, f"not confirmed by the server: {missing:,} of the {rows:,} "
+                                  f"rows this load was to send" +
+                     (f" ({listed}{more})" if ranges else ""))
 
 
 def _send_stream(job: _Job, reader: Any, files: list[str] | None, take: Any,
