@@ -229,3 +229,84 @@ def test_a_load_that_fails_while_writing_leaves_no_output_behind(tmp_path, monke
         with pytest.raises(RuntimeError):
             bulkwire.load_parquet("bad.parquet")
     assert os.listdir(".") == ["bad.parquet"]
+
+
+SLOW_SCRIPT = r"""
+import sys, time
+import pyarrow.parquet
+from bulkwire import cli, load
+
+def slowly(method):
+    def slow(*args, **kwargs):
+        time.sleep(0.05)
+        return method(*args, **kwargs)
+    return slow
+
+# every batch (load) or row group (sample) takes a while: SIGTERM comes in the middle
+load._Report.__call__ = slowly(load._Report.__call__)
+pyarrow.parquet.ParquetWriter.write_table = slowly(pyarrow.parquet.ParquetWriter.write_table)
+sys.exit(cli.main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("command", [
+    ["load", "s.parquet", "--batch-rows", "10", "--out", "out.json"],
+    ["sample", "out.parquet", "--rows", "2000", "--dim", "4", "--row-group", "10"],
+])
+def test_sigterm_in_the_middle_leaves_no_output_and_exits_143(tmp_path, command):
+    """SIGTERM while the output is being written (as a supervisor or `timeout` sends it):
+    the command stops as on Ctrl-C, removes its partial output, and exits 143."""
+    import time
+
+    bulkwire.sample_parquet(tmp_path / "s.parquet", rows=2000, dim=4)
+    (tmp_path / "slow.py").write_text(SLOW_SCRIPT)
+    child = subprocess.Popen([sys.executable, "slow.py", *command], cwd=tmp_path, env=child_env(),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        partial = tmp_path / {"load": "out.json.partial", "sample": "out.parquet.partial"}[
+            command[0]]
+        deadline = time.monotonic() + 60
+        while not (partial.exists() and partial.stat().st_size > 0):
+            assert child.poll() is None, child.communicate()
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        child.terminate()  # SIGTERM
+        out, err = child.communicate(timeout=30)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    assert child.returncode == 143, err
+    assert err == "bulkwire: error: terminated\n" and out == ""
+    assert sorted(os.listdir(tmp_path)) == ["s.parquet", "slow.py"]
+
+
+def test_an_interrupted_sample_leaves_no_file_and_keeps_an_earlier_one(tmp_path, monkeypatch,
+                                                                      capsys):
+    """Ctrl-C (or any failure) while `bulkwire sample` writes: no file at PATH (the writer
+    would have closed a short file with a valid footer), and a file that was there before
+    is left as it was."""
+    import pyarrow.parquet
+
+    monkeypatch.chdir(tmp_path)
+    write_table = pyarrow.parquet.ParquetWriter.write_table
+    calls = []
+
+    def interrupted(self, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return write_table(self, *args, **kwargs)
+
+    monkeypatch.setattr(pyarrow.parquet.ParquetWriter, "write_table", interrupted)
+    code, out, err = run(["sample", "a.parquet", "--rows", "100", "--dim", "2",
+                          "--row-group", "10"], capsys)
+    assert code == 130 and err == "bulkwire: error: interrupted\n"
+    assert os.listdir(".") == []
+    (tmp_path / "a.parquet").write_bytes(b"earlier")
+    calls.clear()
+    code, out, err = run(["sample", "a.parquet", "--rows", "100", "--dim", "2",
+                          "--row-group", "10"], capsys)
+    assert code == 130 and os.listdir(".") == ["a.parquet"]
+    assert (tmp_path / "a.parquet").read_bytes() == b"earlier"

@@ -1484,8 +1484,9 @@ def _load_units(job: _Job, files: list[str] | None, groups: list[list[int]] | No
                 take: Any, stream_rows: int | None) -> LoadResult:
     """The sending half of :func:`load_parquet`, once its arguments are checked: Arrow data
     or ``take`` in one request from this process; files as units of work, by this process
-    or by ``workers`` processes. An exception that escapes carries, in a note and in its
-    ``unconfirmed`` attribute, the rows of the files that no request confirmed."""
+    or by ``workers`` processes. An exception that escapes a load into a server carries, in
+    a note and in its ``unconfirmed`` attribute, the rows of the files that no request
+    confirmed."""
     compress = job.compress
     ok = False
     if groups is None:
@@ -1525,7 +1526,8 @@ def _load_units(job: _Job, files: list[str] | None, groups: list[list[int]] | No
             rows, body, wire = _send(job, units, make_target, report, confirm)
         ok = True
     except BaseException as exc:
-        _note_unconfirmed(exc, list(unconfirmed), total - skipped)
+        if job.url is not None:  # a file's body is written whole or removed: nothing to say
+            _note_unconfirmed(exc, list(unconfirmed), total - skipped)
         raise
     finally:
         report.end(report.body if not ok else body, ok)
