@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import threading
+import time
 from collections import Counter
 
 import numpy as np
@@ -122,3 +125,70 @@ def assert_retries_repeat(server, reference: dict[str, bytes]) -> None:
         assert request.complete and request.error is None
         received.extend(raw_commands(bytes(request.body)))
     assert_exactly_once(received, reference)
+
+
+def senders(port: int) -> set:
+    """The pids of the processes holding an established TCP connection to 127.0.0.1:port
+    (the clients of a loopback server), from /proc."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as f:
+            for line in f.read().splitlines()[1:]:
+                fields = line.split()
+                if int(fields[2].rsplit(":", 1)[1], 16) == port and fields[3] == "01":
+                    inodes.add(f"socket:[{fields[9]}]")
+    found = set()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            links = [os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")]
+        except OSError:  # gone, or not ours to read
+            continue
+        if inodes.intersection(links):
+            found.add(int(pid))
+    return found
+
+
+def kill_a_sender(server, among=None, sending: int = 2, resume: bool = True,
+                  stall_after_answered: int | None = None,
+                  timeout: float = 60.0) -> threading.Thread:
+    """A started thread that waits until ``sending`` of the server's requests are under way
+    (their headers read, no answer yet), then kills (SIGKILL) one of the processes connected
+    to the server (one of ``among`` when given; never this process) and, with ``resume``,
+    lets a stalled server read again (also when nothing was killed before ``timeout``). With
+    ``stall_after_answered``, it first waits until that many requests were answered 200,
+    and then stalls the server. ``thread.killed`` holds ``(pid, monotonic time)``."""
+    port = int(server.url.rsplit(":", 1)[1])
+
+    def under_way() -> int:
+        return sum(q.status is None and q.error is None for q in server.requests)
+
+    def run() -> None:
+        deadline = time.monotonic() + timeout
+        try:
+            if stall_after_answered is not None:
+                while sum(q.status == 200 for q in server.requests) < stall_after_answered:
+                    if time.monotonic() > deadline:
+                        return
+                    time.sleep(0.002)
+                server.stall()
+            while True:
+                if time.monotonic() > deadline:
+                    return
+                if under_way() >= sending:
+                    candidates = senders(port) - {os.getpid()}
+                    if among is not None:
+                        candidates &= set(among)
+                    if candidates:
+                        break
+                time.sleep(0.01)
+            victim = min(candidates)
+            os.kill(victim, signal.SIGKILL)
+            thread.killed.append((victim, time.monotonic()))
+        finally:
+            if resume:
+                server.resume()
+
+    thread = threading.Thread(target=run, name="kill-a-sender", daemon=True)
+    thread.killed = []
+    thread.start()
+    return thread

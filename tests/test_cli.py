@@ -184,3 +184,132 @@ def test_serve_counts_prints_a_line_per_request_and_stops_on_ctrl_c(tmp_path):
         if server.poll() is None:
             server.kill()
             server.wait()
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--take", "1,-4"], "take[1] = -4 is negative"),
+    (["--take", "1,400"], "take[1] = 400 is out of range for 20 rows"),
+    (["--take", "1,x"], "take[1] = 'x' is not an integer"),
+    (["--take", "@missing"], "cannot read 'missing'"),
+    (["--columns", "nothere"], "column 'nothere' is not a column of s.parquet"),
+    (["--id-column", "emb"], "column 'emb' has Arrow type"),
+])
+def test_a_refused_load_leaves_no_output_behind(sample, capsys, args, says):
+    """Arguments are checked before the output file is opened: a refused load leaves the
+    folder as it was (no <out>.partial, no output)."""
+    code, out, err = run(["load", "s.parquet", *args], capsys)
+    assert code == 1 and out == "" and says in err, err
+    assert os.listdir(".") == ["s.parquet"]
+
+
+def test_a_load_that_fails_while_writing_leaves_no_output_behind(tmp_path, monkeypatch, capsys):
+    """A bad row met while the body is being written, Ctrl-C, a failure while the writer is
+    made, or anything else once the output is open: the partial output is removed."""
+    from bulkwire import load
+
+    monkeypatch.chdir(tmp_path)
+    table = pa.table({"id": pa.array([1, 2, None, 4], pa.int64()), "v": [1.0, 2.0, 3.0, 4.0]})
+    pq.write_table(table, "bad.parquet")
+    code, _, err = run(["load", "bad.parquet", "--batch-rows", "1"], capsys)
+    assert code == 1 and "row 2" in err
+    assert os.listdir(".") == ["bad.parquet"]
+
+    def interrupt(rows, body):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        bulkwire.load_parquet("bad.parquet", take=[0, 1], batch_rows=1, progress=interrupt)
+    assert os.listdir(".") == ["bad.parquet"]
+    with monkeypatch.context() as patched:
+        patched.setattr(load, "BulkWriter", lambda *a, **k: (_ for _ in ()).throw(
+            MemoryError("no memory for the writer")))
+        with pytest.raises(MemoryError):
+            bulkwire.load_parquet("bad.parquet", take=[0, 1])
+    assert os.listdir(".") == ["bad.parquet"]
+    with monkeypatch.context() as patched:
+        patched.setattr(load, "_send", lambda *a, **k: (_ for _ in ()).throw(
+            RuntimeError("anything")))
+        with pytest.raises(RuntimeError):
+            bulkwire.load_parquet("bad.parquet")
+    assert os.listdir(".") == ["bad.parquet"]
+
+
+SLOW_SCRIPT = r"""
+import sys, time
+import pyarrow.parquet
+from bulkwire import cli, load
+
+def slowly(method):
+    def slow(*args, **kwargs):
+        time.sleep(0.05)
+        return method(*args, **kwargs)
+    return slow
+
+# every batch (load) or row group (sample) takes a while: SIGTERM comes in the middle
+load._Report.__call__ = slowly(load._Report.__call__)
+pyarrow.parquet.ParquetWriter.write_table = slowly(pyarrow.parquet.ParquetWriter.write_table)
+sys.exit(cli.main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("command", [
+    ["load", "s.parquet", "--batch-rows", "10", "--out", "out.json"],
+    ["sample", "out.parquet", "--rows", "2000", "--dim", "4", "--row-group", "10"],
+])
+def test_sigterm_in_the_middle_leaves_no_output_and_exits_143(tmp_path, command):
+    """SIGTERM while the output is being written (as a supervisor or `timeout` sends it):
+    the command stops as on Ctrl-C, removes its partial output, and exits 143."""
+    import time
+
+    bulkwire.sample_parquet(tmp_path / "s.parquet", rows=2000, dim=4)
+    (tmp_path / "slow.py").write_text(SLOW_SCRIPT)
+    child = subprocess.Popen([sys.executable, "slow.py", *command], cwd=tmp_path, env=child_env(),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        partial = tmp_path / {"load": "out.json.partial", "sample": "out.parquet.partial"}[
+            command[0]]
+        deadline = time.monotonic() + 60
+        while not (partial.exists() and partial.stat().st_size > 0):
+            assert child.poll() is None, child.communicate()
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        child.terminate()  # SIGTERM
+        out, err = child.communicate(timeout=30)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    assert child.returncode == 143, err
+    assert err == "bulkwire: error: terminated\n" and out == ""
+    assert sorted(os.listdir(tmp_path)) == ["s.parquet", "slow.py"]
+
+
+def test_an_interrupted_sample_leaves_no_file_and_keeps_an_earlier_one(tmp_path, monkeypatch,
+                                                                      capsys):
+    """Ctrl-C (or any failure) while `bulkwire sample` writes: no file at PATH (the writer
+    would have closed a short file with a valid footer), and a file that was there before
+    is left as it was."""
+    import pyarrow.parquet
+
+    monkeypatch.chdir(tmp_path)
+    write_table = pyarrow.parquet.ParquetWriter.write_table
+    calls = []
+
+    def interrupted(self, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return write_table(self, *args, **kwargs)
+
+    monkeypatch.setattr(pyarrow.parquet.ParquetWriter, "write_table", interrupted)
+    code, out, err = run(["sample", "a.parquet", "--rows", "100", "--dim", "2",
+                          "--row-group", "10"], capsys)
+    assert code == 130 and err == "bulkwire: error: interrupted\n"
+    assert os.listdir(".") == []
+    (tmp_path / "a.parquet").write_bytes(b"earlier")
+    calls.clear()
+    code, out, err = run(["sample", "a.parquet", "--rows", "100", "--dim", "2",
+                          "--row-group", "10"], capsys)
+    assert code == 130 and os.listdir(".") == ["a.parquet"]
+    assert (tmp_path / "a.parquet").read_bytes() == b"earlier"

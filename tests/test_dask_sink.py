@@ -56,7 +56,7 @@ def client():
 def server():
     with LoopbackServer() as srv:
         yield srv
-        assert not srv.unexpected_errors
+        assert not srv.unexpected_errors, "\n".join(srv.unexpected_errors)
 
 
 def arrow_backed(table: pa.Table, npartitions: int):
@@ -276,3 +276,85 @@ def test_local_schedulers(server, tmp_path, scheduler):
                                           compute_kwargs={"scheduler": scheduler})
     assert result.rows == 1000 and len(server.requests) == 5
     assert_exactly_once(received_commands(server), reference_commands(table, tmp_path))
+
+
+# ------------------------------------------------------------------------------ killed workers
+
+def worker_pids(client) -> set:
+    return set(client.run(os.getpid).values())
+
+
+def answered_ids(server) -> set:
+    """The ids of the commands in the requests the server answered 200."""
+    from sink_oracle import raw_commands
+
+    return {i for r in server.requests if r.status == 200 for i, _ in raw_commands(bytes(r.body))}
+
+
+def partition_ids(ddf) -> list[set]:
+    """Each partition's document ids (the rows of make_table are ids 0..n-1, in order)."""
+    sizes = ddf.map_partitions(len).compute(scheduler="sync").tolist()
+    starts = [sum(sizes[:i]) for i in range(len(sizes))]
+    return [{f"embeddings/{row}" for row in range(start, start + size)}
+            for start, size in zip(starts, sizes)]
+
+
+@pytest.mark.timeout(180)
+def test_a_worker_killed_mid_partition_is_run_again_and_only_then_reported(client, server,
+                                                                            tmp_path):
+    """kill -9 of a worker process in the middle of its partition's request (the server
+    stalled, so the answer cannot come before the kill): Dask runs the partition again, and
+    the call returns only once every partition's request was answered 2xx; the result
+    counts each row once, and every row is in an answered request with the reference
+    bytes."""
+    from sink_oracle import kill_a_sender, raw_commands
+
+    table = make_table(2000, 4)
+    reference = reference_commands(table, tmp_path)
+    server.stall(after_bytes=1)
+    killer = kill_a_sender(server, among=worker_pids(client))
+    try:
+        result = bulkwire.dask.to_bulk_insert(arrow_backed(table, 4), server.url,
+                                              server.database)
+    finally:
+        killer.join()
+        client.wait_for_workers(2, timeout=60)  # the nanny restarts the killed one
+    # the killed worker's partition was sent again (its first request may still have been
+    # read whole from the kernel's buffers: an answer no one was there to receive)
+    assert killer.killed and len(server.requests) >= 5
+    assert result.rows == 2000
+    assert answered_ids(server) == set(reference)
+    for request in server.requests:
+        if request.status == 200:
+            assert all(reference[i] == raw for i, raw in raw_commands(bytes(request.body)))
+
+
+@pytest.mark.timeout(180)
+def test_a_partition_whose_worker_keeps_dying_fails_the_call_naming_the_unconfirmed(client,
+                                                                                    server):
+    """The same kill where Dask may not run the partition again (allowed-failures 0): the
+    call raises (KilledWorker), never returns a result; ``unconfirmed`` (and a note) lists
+    the partitions no 2xx answer confirmed, and every partition it leaves out is in
+    answered requests."""
+    from sink_oracle import kill_a_sender
+
+    ddf = arrow_backed(make_table(2000, 4), 4)
+    ids = partition_ids(ddf)
+    scheduler = client.cluster.scheduler
+    allowed, scheduler.allowed_failures = scheduler.allowed_failures, 0
+    server.stall(after_bytes=1)
+    killer = kill_a_sender(server, among=worker_pids(client))
+    try:
+        with pytest.raises(Exception) as info:
+            bulkwire.dask.to_bulk_insert(ddf, server.url, server.database)
+    finally:
+        scheduler.allowed_failures = allowed
+        killer.join()
+        client.wait_for_workers(2, timeout=60)
+    assert killer.killed and type(info.value).__name__ == "KilledWorker"
+    unconfirmed = info.value.unconfirmed
+    assert unconfirmed and set(unconfirmed) <= {0, 1, 2, 3}
+    assert any(n.startswith(f"not confirmed by the server: {len(unconfirmed)} of the Dask "
+                            f"DataFrame's 4 partitions") for n in info.value.__notes__)
+    confirmed = set().union(*(ids[i] for i in range(4) if i not in unconfirmed))
+    assert confirmed <= answered_ids(server)

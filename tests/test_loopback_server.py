@@ -11,6 +11,7 @@ import gzip
 import http.client
 import json
 import socket
+import struct
 import time
 import zlib
 
@@ -490,6 +491,28 @@ def test_an_idle_connection_is_closed_after_the_timeout():
         started = time.monotonic()
         assert send_raw(server, b"", half_close=False) == b""  # closed, nothing to answer
         assert time.monotonic() - started < 5
+        assert_serves_a_good_bulk_insert(server)
+
+
+def test_a_client_that_resets_its_idle_connection_is_gone_not_a_server_failure():
+    """A client process killed between two requests of a kept-alive connection: the kernel
+    resets its connection while the server waits for the next request line. The server
+    closes that connection and records nothing unexpected."""
+    with LoopbackServer() as server:
+        client = socket.create_connection(server._httpd.server_address[:2], timeout=TIMEOUT)
+        client.sendall(b"GET /databases/db/operations/next-operation-id HTTP/1.1\r\n"
+                       b"Host: x\r\n\r\n")
+        answer = b""
+        while not answer.endswith(b"}"):
+            answer += client.recv(4096)
+        assert answer.startswith(b"HTTP/1.1 200 ")
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        client.close()  # an RST, as from a killed process
+        deadline = time.monotonic() + 5
+        while server._connections and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert not server._connections
+        assert server.unexpected_errors == []
         assert_serves_a_good_bulk_insert(server)
 
 

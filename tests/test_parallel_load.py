@@ -18,6 +18,7 @@ import pyarrow.parquet as pq  # noqa: E402
 
 import bulkwire  # noqa: E402
 from bulkwire.testing import LoopbackServer  # noqa: E402
+from sink_oracle import kill_a_sender  # noqa: E402
 from test_datasets import expected_body, write_parts  # noqa: E402
 
 # the package the tests import (the checkout's in-place build, or the installed one)
@@ -192,3 +193,81 @@ def test_memory_per_worker_is_bounded_by_a_row_group(tmp_path):
                               progress=lambda r, b: peaks.append(pa.total_allocated_bytes()))
     assert len(peaks) == 3 * rows // 50
     assert max(peaks) - base < 8 * group_bytes < rows * dim * 4 / 3
+
+
+def confirmed_ids(server) -> set:
+    """The ids of the documents in requests the server answered 200."""
+    return {c["Id"] for q in server.requests if q.status == 200 for c in q.commands}
+
+
+def unconfirmed_ids(error, tables) -> set:
+    """The ids of the rows ``error.unconfirmed`` lists as not confirmed."""
+    ids = set()
+    for path, first, stop in error.unconfirmed:
+        index = int(os.path.basename(path)[5:8])
+        before = sum(t.num_rows for t in tables[:index])
+        ids.update(f"embeddings/{before + row}" for row in range(first, stop))
+    return ids
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("resume", [False, True])
+def test_a_worker_killed_while_sending_fails_the_load_naming_what_was_not_confirmed(
+        tmp_path, resume):
+    """kill -9 of a worker process in the middle of its request (held there by a stalled
+    server): the load raises, at once, naming the dead worker; ``unconfirmed`` (and a note)
+    lists every row no request confirmed, and every row it leaves out was confirmed by the
+    server. With resume, the state records only confirmed rows and a re-run sends the rest."""
+    tables = write_parts(str(tmp_path / "d"), [2000] * 4, row_group=100)
+    state = str(tmp_path / "state.json") if resume else None
+    with LoopbackServer() as server:
+        if resume:  # a request per unit: the server stalls once two were answered
+            server.read_delay = 0.002
+            killer = kill_a_sender(server, stall_after_answered=2)
+        else:  # one request per worker, stalled in its middle
+            server.stall(after_bytes=20_000)
+            killer = kill_a_sender(server)
+        with pytest.raises(bulkwire.BulkInsertError, match=r"load worker \d .*died with exit "
+                                                           r"code -9") as info:
+            bulkwire.load_parquet(str(tmp_path / "d"), url=server.url, database="db", workers=2,
+                                  batch_rows=50, resume=state)
+        raised = time.monotonic()
+        killer.join()
+        assert killer.killed and raised - killer.killed[0][1] < 2.0
+        assert multiprocessing.active_children() == []
+        time.sleep(0.2)  # the cut requests end on the server
+        everything = set(documents(tables))
+        missing = unconfirmed_ids(info.value, tables)
+        assert missing and everything - missing <= confirmed_ids(server)
+        assert any(n.startswith(f"not confirmed by the server: {len(missing):,} of the 8,000 "
+                                f"rows") for n in info.value.__notes__)
+        if resume:
+            recorded = {f"embeddings/{i * 2000 + row}" for i, source in
+                        enumerate(json.load(open(state))["sources"])
+                        for first, stop in source["done"] for row in range(first * 100, stop * 100)}
+            assert recorded and recorded <= confirmed_ids(server)
+            assert recorded.isdisjoint(missing)
+            again = bulkwire.load_parquet(str(tmp_path / "d"), url=server.url, database="db",
+                                          workers=2, batch_rows=50, resume=state)
+            assert again.rows + again.skipped_rows == 8000
+            assert server.documents == documents(tables)
+
+
+@pytest.mark.timeout(120)
+def test_a_worker_killed_while_the_other_keeps_sending_stops_the_load_at_once(tmp_path):
+    """kill -9 of one worker while the other is still busy sending (a server that reads
+    slowly, not a stalled one): the load stops within a second, long before the other
+    worker would have finished, and no request is answered as a success."""
+    write_parts(str(tmp_path / "d"), [4000] * 4, row_group=100)
+    with LoopbackServer() as server:
+        server.read_delay = 0.01  # each worker's share takes seconds
+        killer = kill_a_sender(server, resume=False)
+        with pytest.raises(bulkwire.BulkInsertError, match=r"died with exit code -9") as info:
+            bulkwire.load_parquet(str(tmp_path / "d"), url=server.url, database="db", workers=2,
+                                  batch_rows=20)
+        stopped = time.monotonic() - killer.killed[0][1]
+        killer.join()
+        assert stopped < 1.0, f"stopped {stopped:.2f} s after the kill"
+        time.sleep(0.2)
+        assert all(q.status != 200 for q in server.requests)
+        assert sum(stop - first for _, first, stop in info.value.unconfirmed) == 16_000

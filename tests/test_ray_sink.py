@@ -227,3 +227,73 @@ def test_a_retried_task_repeats_the_same_puts(server, tmp_path):
     watcher.join()
     assert sink.result.rows == 1200
     assert_retries_repeat(server, reference_commands(table, tmp_path))
+
+
+# ------------------------------------------------------------------------------ killed workers
+
+def answered_ids(server) -> set:
+    """The ids of the commands in the requests the server answered 200."""
+    from sink_oracle import raw_commands
+
+    return {i for r in server.requests if r.status == 200 for i, _ in raw_commands(bytes(r.body))}
+
+
+@pytest.mark.timeout(180)
+def test_a_write_task_whose_worker_is_killed_fails_the_write(server):
+    """kill -9 of the worker process running a write task, in the middle of its request
+    (the server stalled), with no retry allowed: write_datasink raises, ``sink.result``
+    stays None, and the error says that no row is confirmed by the write."""
+    from sink_oracle import kill_a_sender
+
+    sink = bulkwire.ray.BulkInsertDatasink(server.url, server.database)
+    server.stall(after_bytes=1)
+    killer = kill_a_sender(server, sending=1)
+    try:
+        with pytest.raises(Exception) as info:
+            ray.data.from_arrow(make_table(2000, 4)).repartition(4).write_datasink(
+                sink, ray_remote_args={"max_retries": 0})
+    finally:
+        killer.join()
+    assert killer.killed and sink.result is None
+    assert "WorkerCrashedError" in type(info.value).__name__ + repr(info.value)
+    assert any(n.startswith("not confirmed by the server: any row of the Ray Dataset")
+               for n in getattr(info.value, "__notes__", ()))
+
+
+@pytest.mark.timeout(180)
+def test_a_killed_write_task_that_ray_runs_again_is_counted_once(server, tmp_path):
+    """The same kill with Ray's default retries: the task runs again, and the write reports
+    success only once every write task's request was answered 2xx; the result counts each
+    row once, and every row is in an answered request."""
+    from sink_oracle import kill_a_sender
+
+    table = make_table(2000, 4)
+    sink = bulkwire.ray.BulkInsertDatasink(server.url, server.database)
+    server.stall(after_bytes=1)
+    killer = kill_a_sender(server, sending=1)
+    try:
+        ray.data.from_arrow(table).repartition(4).write_datasink(sink)
+    finally:
+        killer.join()
+    assert killer.killed and len(server.requests) >= 5  # the killed task was sent again
+    assert sink.result.rows == 2000
+    assert answered_ids(server) == set(reference_commands(table, tmp_path))
+
+
+def test_a_write_is_a_success_only_when_the_confirmed_rows_are_ray_s_rows(server):
+    """on_write_complete checks the rows the server confirmed against the rows Ray says it
+    gave the write tasks: one row short raises, and ``result`` stays None."""
+    from types import SimpleNamespace
+
+    from bulkwire.load import LoadResult
+
+    sink = bulkwire.ray.BulkInsertDatasink(server.url, server.database)
+    sink.on_write_start()
+    parts = [LoadResult(500, 10, 10, 0.1, "", "", False), LoadResult(499, 10, 10, 0.1, "", "",
+                                                                     False)]
+    with pytest.raises(BulkInsertError, match="the server confirmed 999 rows of the Ray "
+                                              "Dataset, but its write tasks were given 1,000"):
+        sink.on_write_complete(SimpleNamespace(num_rows=1000, write_returns=parts))
+    assert sink.result is None
+    sink.on_write_complete(SimpleNamespace(num_rows=999, write_returns=parts))
+    assert sink.result.rows == 999

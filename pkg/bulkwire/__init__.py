@@ -33,7 +33,7 @@ __all__ += ["BulkInsert", "BulkInsertAborted", "BulkInsertError", "BulkStats", "
 from .load import LoadResult, load_arrow, load_parquet  # noqa: E402
 from .parquet import TableFile, sample_parquet, take  # noqa: E402
 
-from .errors import MalformedFileError, RowError  # noqa: E402
+from .errors import MalformedFileError, ResumeStateError, RowError  # noqa: E402
 
-__all__ += ["LoadResult", "MalformedFileError", "RowError", "TableFile", "load_arrow",
+__all__ += ["LoadResult", "MalformedFileError", "ResumeStateError", "RowError", "TableFile", "load_arrow",
             "load_parquet", "sample_parquet", "take"]

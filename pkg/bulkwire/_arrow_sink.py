@@ -15,7 +15,7 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from . import load as _load
 from .load import DEFAULT_CHUNK_SIZE, LoadResult, _encoding
-from .errors import RowError
+from .errors import RowError, _add_note
 from .parquet import _pyarrow
 from .urls import server_urls
 
@@ -129,7 +129,7 @@ def load_arrow(data: Any, config: SinkConfig, source: str) -> LoadResult:
     except RowError as exc:
         # its row counts from the partition's first row: say which partition (a note, which
         # travels with the pickled error back to the engine's client)
-        exc.__notes__ = [*getattr(exc, "__notes__", ()), f"in {source}"]
+        _add_note(exc, f"in {source}")
         raise
     return dataclasses.replace(result, source=source, target=config.target)
 

@@ -2,14 +2,18 @@
 
 Exit codes: 0 done; 1 bad input (a file, a column, a row); 2 usage (a bad option or
 value: a --url that :mod:`bulkwire.urls` refuses, a --certificate, --key or --ca file that
-cannot be used); 3 the server or the network failed; 130 interrupted (Ctrl-C)."""
+cannot be used); 3 the server or the network failed; 130 interrupted (Ctrl-C); 143 terminated
+(SIGTERM). A command stopped by Ctrl-C or SIGTERM cleans up as after any failure: no partial
+output stays, the bulk insert is aborted, worker processes are stopped."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
 import sys
 import time
-from typing import Sequence
+from typing import Iterator, Sequence
 
 
 def _sample_documents(count: int, dim: int, seed: int) -> list:
@@ -37,6 +41,32 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 #: Exit codes of ``bulkwire load`` and ``bulkwire sample``.
 EXIT_OK, EXIT_INPUT, EXIT_USAGE, EXIT_SERVER, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+#: ``bulkwire load`` and ``bulkwire sample`` stopped by SIGTERM (128 + 15, as a shell says it).
+EXIT_TERMINATED = 143
+
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where Ctrl-C would be: the same clean-up runs on the way out."""
+
+
+@contextlib.contextmanager
+def _sigterm_stops() -> Iterator[None]:
+    """While the block runs (in the main thread), SIGTERM raises :class:`_Terminated` instead
+    of ending the process at once, which would leave a partial output file, an operation
+    running on the server and worker processes behind."""
+    import threading
+
+    def stop(signum: int, frame: object) -> None:
+        raise _Terminated
+
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signals reach the main thread only
+        return
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 #: ``bulkwire sample`` warns before writing more than this into the current directory.
@@ -47,8 +77,12 @@ DESCRIPTION = ("Fast, exact, memory-bounded bulk loading of documents and embedd
                "describes each.")
 
 
-def _fail(message: str, code: int = EXIT_INPUT) -> int:
+def _fail(message: str, code: int = EXIT_INPUT, error: BaseException | None = None) -> int:
+    """Prints ``message`` (and the notes of ``error``: which worker, which rows were not
+    confirmed) on stderr; returns ``code``."""
     print(f"bulkwire: error: {message}", file=sys.stderr)
+    for note in getattr(error, "__notes__", None) or ():
+        print(f"  {note}", file=sys.stderr)
     return code
 
 
@@ -131,8 +165,11 @@ def cmd_sample(args: argparse.Namespace) -> int:
         from .parquet import sample_parquet
 
         start = time.perf_counter()
-        path = sample_parquet(args.path, rows=args.rows, dim=args.dim, seed=args.seed,
-                              row_group_rows=args.row_group)
+        with _sigterm_stops():
+            path = sample_parquet(args.path, rows=args.rows, dim=args.dim, seed=args.seed,
+                                  row_group_rows=args.row_group)
+    except _Terminated:
+        return _fail("terminated", EXIT_TERMINATED)
     except KeyboardInterrupt:
         return _fail("interrupted", EXIT_INTERRUPTED)
     except (ImportError, OSError, ValueError, TypeError) as exc:
@@ -167,7 +204,7 @@ def _source(args: argparse.Namespace) -> str | list:
 
 def cmd_load(args: argparse.Namespace) -> int:
     """Load Parquet / Arrow IPC files with bulk insert (or write the request body to a file)."""
-    from .errors import BulkInsertError
+    from .errors import BulkInsertError, ResumeStateError
 
     if args.url is None and args.database is not None:
         args.parser.error("--database needs --url")
@@ -201,25 +238,32 @@ def cmd_load(args: argparse.Namespace) -> int:
         _say_when_no_vector_column(args)
         if (args.workers > 1 or args.resume is not None) and url is None:
             args.parser.error(f"{'--workers' if args.workers > 1 else '--resume'} needs --url")
-        result = load_parquet(
-            _source(args), url=url, database=args.database, collection=args.collection,
-            id_column=args.id_column, id_prefix=args.id_prefix, vector_column=args.vector_column,
-            columns=columns, compress="zstd" if args.zstd else args.gzip, batch_rows=args.batch_rows,
-            take=take, out=args.out, float32=args.float32,
-            progress=progress and not args.quiet, certificate=certificate,
-            workers=args.workers, threads=args.threads, resume=args.resume,
-            ca=False if args.insecure else args.ca)
-    except KeyboardInterrupt:
-        return _fail("interrupted", EXIT_INTERRUPTED)
+        with _sigterm_stops():
+            result = load_parquet(
+                _source(args), url=url, database=args.database, collection=args.collection,
+                id_column=args.id_column, id_prefix=args.id_prefix,
+                vector_column=args.vector_column, columns=columns,
+                compress="zstd" if args.zstd else args.gzip, batch_rows=args.batch_rows,
+                take=take, out=args.out, float32=args.float32,
+                progress=progress and not args.quiet, certificate=certificate,
+                workers=args.workers, threads=args.threads, resume=args.resume,
+                ca=False if args.insecure else args.ca)
+    except _Terminated as exc:
+        return _fail("terminated", EXIT_TERMINATED, exc)
+    except KeyboardInterrupt as exc:
+        return _fail("interrupted", EXIT_INTERRUPTED, exc)
     except BulkInsertError as exc:  # the server or the network (before OSError: not a file)
-        return _fail(str(exc), EXIT_SERVER)
+        return _fail(str(exc), EXIT_SERVER, exc)
+    except ResumeStateError as exc:  # --resume STATE does not fit this load: a usage error
+        return _fail(str(exc), EXIT_USAGE, exc)
     except ImportError as exc:
-        return _fail(str(exc))
+        return _fail(str(exc), error=exc)
     except FileNotFoundError as exc:
         return _fail(str(exc.args[0]) if exc.args and isinstance(exc.args[0], str) and len(exc.args) == 1
-                     else str(exc))
+                     else str(exc), error=exc)
     except (ValueError, TypeError, KeyError, IndexError, OSError) as exc:
-        return _fail(str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc))
+        return _fail(str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc),
+                     error=exc)
     print(result.summary())
     return EXIT_OK
 
@@ -302,7 +346,7 @@ def build_parser() -> argparse.ArgumentParser:
         "bulk insert: one document per row; every file's columns are checked before any is "
         "sent. Without --url, write the exact request body to --out (replayable later). Exit "
         "codes: 0 done, 1 bad input (file, column, row), 2 usage, 3 server or network error, "
-        "130 interrupted.",
+        "130 interrupted, 143 terminated.",
         cmd_load)
     load.add_argument("path", metavar="PATH", nargs="+",
                       help="a Parquet or Arrow IPC file, a directory of them, or a glob "

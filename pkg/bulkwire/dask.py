@@ -14,6 +14,7 @@ from typing import Any, Mapping, Sequence
 
 from ._arrow_sink import SinkConfig, load_arrow, summed
 from ._extras import missing_extra
+from .errors import _mark_unconfirmed
 from .load import DEFAULT_CHUNK_SIZE, LoadResult
 
 __all__ = ["to_bulk_insert"]
@@ -101,13 +102,76 @@ def to_bulk_insert(ddf: Any, url: str | Sequence[str], database: str, *,
                         certificate=certificate, ca=ca)
     config.check_columns(list(ddf.columns), "the Dask DataFrame")
     start = time.perf_counter()
-    stats = ddf.map_partitions(_load_partition, config, meta=_stats_frame(None),
-                               enforce_metadata=False).compute(**dict(compute_kwargs or {}))
+    tasks = ddf.map_partitions(_load_partition, config, meta=_stats_frame(None),
+                               enforce_metadata=False)
+    frames = _partition_stats(tasks, dict(compute_kwargs or {}))
     parts = [LoadResult(rows=int(r.rows), body_bytes=int(r.body_bytes),
                         wire_bytes=int(r.wire_bytes), seconds=float(r.seconds), source="",
                         target=config.target, compress=compress)
-             for r in stats.itertuples(index=False)]
+             for frame in frames for r in frame.itertuples(index=False)]
     if len(parts) != ddf.npartitions:  # every partition reports once: anything else is a bug
         raise RuntimeError(f"{len(parts)} partition results for {ddf.npartitions} partitions")
     return summed(parts, time.perf_counter() - start,
                   f"a Dask DataFrame ({ddf.npartitions} partitions)", config)
+
+
+def _distributed_client(tasks: Any, scheduler: Any) -> Any:
+    """The ``distributed.Client`` that would run ``tasks`` (the scheduler Dask picks for
+    them, given ``compute_kwargs``' ``scheduler``), or None for a local scheduler."""
+    import dask.base
+
+    get = dask.base.get_scheduler(scheduler=scheduler, collections=[tasks])
+    client = getattr(get, "__self__", None)
+    try:
+        from distributed import Client
+    except ImportError:  # dask without distributed: only local schedulers
+        return None
+    return client if isinstance(client, Client) else None
+
+
+def _partition_stats(tasks: Any, compute_kwargs: dict) -> list:
+    """Each partition's stats frame, once every partition's request was answered 2xx.
+
+    On a ``distributed`` cluster each partition is its own future: the first that fails
+    (its error, a worker that died running it too often, Ctrl-C) cancels those not done
+    yet, and its exception is raised saying which partitions the server confirmed and which
+    it did not (``unconfirmed``: their numbers; a cancelled partition that was already
+    running may still complete, and is counted as not confirmed). A local scheduler gives
+    no partition's result once one fails, so then none is said to be confirmed."""
+    client = _distributed_client(tasks, compute_kwargs.get("scheduler"))
+    partitions = tasks.npartitions
+    if client is None:
+        try:
+            return [tasks.compute(**compute_kwargs)]
+        except BaseException as exc:
+            _note_unconfirmed(exc, list(range(partitions)), partitions,
+                              "a local scheduler reports no partition once one fails")
+            raise
+    from distributed import as_completed
+
+    compute_kwargs = {k: v for k, v in compute_kwargs.items() if k != "scheduler"}
+    futures = client.compute(tasks.to_delayed(), **compute_kwargs)
+    try:
+        for future in as_completed(futures):
+            if future.status != "finished":
+                raise future.exception()
+    except BaseException as exc:
+        for future in futures:
+            if not future.done():
+                future.cancel()
+        _note_unconfirmed(exc, [i for i, f in enumerate(futures) if f.status != "finished"],
+                          partitions, None)
+        raise
+    return client.gather(futures)
+
+
+def _note_unconfirmed(exc: BaseException, unconfirmed: list[int], partitions: int,
+                      why: str | None) -> None:
+    """Says on ``exc`` which partitions no 2xx answer confirmed (``exc.unconfirmed``: their
+    numbers, and a note)."""
+    listed = ", ".join(map(str, unconfirmed[:20])) + (", ..." if len(unconfirmed) > 20 else "")
+    _mark_unconfirmed(exc, unconfirmed,
+                     f"not confirmed by the server: {len(unconfirmed)} of the Dask DataFrame's "
+                     f"{partitions} partitions ({listed})" + (f": {why}" if why else "") +
+                     "; the partitions not listed are stored, and running the load again "
+                     "repeats the same PUTs")

@@ -43,6 +43,13 @@ corrupt Parquet file: an offset outside the file, a page header that does not pa
     ValueError
      └── MalformedFileError         path: the file; the message names the column and what
 
+A resume state file (``load_parquet(resume=)``, ``bulkwire load --resume``) that does not fit
+the load given it: unreadable, of another shape or version, written for another target,
+other options or other files, or in use by another load::
+
+    ValueError
+     └── ResumeStateError           path: the state file; the message says what is wrong
+
 Errors name the request (``GET http://host/databases/db/operations/next-operation-id``) and,
 for the server's errors, carry its message. ``ServerError.status`` is the HTTP status (None
 when the error came from ``operations/state``); ``ServerError.body`` the answer's first bytes.
@@ -59,7 +66,8 @@ from typing import Optional
 
 __all__ = ["BulkInsertError", "BulkInsertAborted", "EarlyResponse", "TransportError",
            "ConnectError", "TLSError", "TLSFileError", "ConnectionLostError", "TransportTimeoutError",
-           "ServerError", "ProtocolError", "UnsupportedByServer", "RowError", "MalformedFileError"]
+           "ServerError", "ProtocolError", "UnsupportedByServer", "RowError", "MalformedFileError",
+           "ResumeStateError"]
 
 
 class BulkInsertError(RuntimeError):
@@ -225,3 +233,33 @@ class MalformedFileError(ValueError):
     def __init__(self, message: str, path: Optional[str] = None) -> None:
         super().__init__(message)
         self.path = path
+
+
+class ResumeStateError(ValueError):
+    """A resume state file that does not fit the load it was given to: it cannot be read, is
+    not a state of this version or of this shape, records another target (database and
+    servers), other options or other files, or another load is using it. ``path`` names the
+    state file; the message names it too, and says what is wrong. Nothing was sent."""
+
+    def __init__(self, message: str, path: Optional[str] = None) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+def _mark_unconfirmed(error: BaseException, unconfirmed: object, note: str) -> None:
+    """Says on ``error`` (raised by a load that did not complete) what the server did not
+    confirm: ``error.unconfirmed`` (what it is depends on the load: files' row ranges, or
+    partition numbers) and ``note`` appended to its notes (shown with the traceback on
+    Python 3.11+; the ``bulkwire`` command prints them)."""
+    error.unconfirmed = unconfirmed  # type: ignore[attr-defined]
+    _add_note(error, note)
+
+
+def _add_note(error: BaseException, note: str) -> None:
+    """Appends ``note`` to ``error.__notes__`` (``BaseException.add_note`` where Python has
+    it; the same list where it has not)."""
+    notes = getattr(error, "__notes__", None)
+    if isinstance(notes, list):
+        notes.append(note)
+    else:
+        error.__notes__ = [note]  # type: ignore[attr-defined]

@@ -25,9 +25,11 @@ from .bulk import BulkInsert, BulkWriter
 from .compression import native_backend
 from .conventions import BODY_EXCLUDED_KEYS, merge_metadata
 from .encoding import dumps
-from .errors import BulkInsertAborted, BulkInsertError, RowError
+from .errors import (BulkInsertAborted, BulkInsertError, RowError, _add_note,
+                     _mark_unconfirmed)
 from .parquet import PathLike, TableFile, _check_batch, _file_format, _pyarrow
 from .topology import open_servers
+from .urls import normalize_url
 
 #: Bytes of commands handed over at a time (the bulk insert's buffer threshold).
 DEFAULT_CHUNK_SIZE = 1 << 20
@@ -329,12 +331,17 @@ class _FileTarget:
             self._file = open(self.partial, "wb")
         except OSError as exc:  # named by the path the user gave, not the temporary one
             raise type(exc)(exc.errno, exc.strerror, path) from None
-        self.writer = BulkWriter(compress=_backend(compress),
-                                 buffer_size=chunk_size)
-        self._error: BaseException | None = None  # the consumer's: the file's own error
-        self._thread = threading.Thread(target=self._write_pieces, name="bulkwire-file",
-                                        daemon=True)
-        self._thread.start()
+        try:
+            self.writer = BulkWriter(compress=_backend(compress),
+                                     buffer_size=chunk_size)
+            self._error: BaseException | None = None  # the consumer's: the file's own error
+            self._thread = threading.Thread(target=self._write_pieces, name="bulkwire-file",
+                                            daemon=True)
+            self._thread.start()
+        except BaseException:  # no writer, or no thread: nothing was written, nothing stays
+            self._file.close()
+            _remove(self.partial)
+            raise
 
     def _write_pieces(self) -> None:
         pieces = self.writer.chunks()
@@ -379,13 +386,11 @@ class _FileTarget:
         os.replace(self.partial, self.path)
 
     def abort(self) -> None:
+        """Stops the writer and removes the partial output (again: a no-op)."""
         self.writer.fail(BulkInsertAborted("the load was stopped"))
         self._thread.join()
         self._file.close()
-        try:
-            os.unlink(self.partial)
-        except OSError:
-            pass
+        _remove(self.partial)
 
     @property
     def wire_bytes(self) -> int:
@@ -444,6 +449,14 @@ class _ServerTarget:
     @property
     def body_bytes(self) -> int:
         return self.bulk.stats.body_bytes
+
+
+def _remove(path: str) -> None:
+    """Removes a file this load made (a partial output, a temporary state), if it is there."""
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
 
 
 def _encoding(compress: bool | str) -> str | None:
@@ -569,12 +582,13 @@ def _row_groups(path: str) -> list[int]:
     return [reader.get_batch(i).num_rows for i in range(reader.num_record_batches)]
 
 
-def _units(files: list[str], groups: list[list[int]], done: Mapping[str, set],
+def _units(files: list[str], groups: list[list[int]], done: Callable[[str], Any] | None,
            unit_rows: int) -> list[_Unit]:
-    """Runs of row groups not in ``done``, cut to about ``unit_rows`` rows (whole groups)."""
+    """Runs of row groups not in ``done(path)`` (the groups confirmed earlier, or none
+    without ``done``), cut to about ``unit_rows`` rows (whole groups)."""
     units = []
     for path, sizes in zip(files, groups):
-        skip = done.get(path, set())
+        skip = done(path) if done is not None else ()
         row = 0
         run: list[int] = []
         run_first_row = run_rows = 0
@@ -659,7 +673,72 @@ def _reader_batches(reader: Any, plan: _Plan, batch_rows: int) -> Iterator[Any]:
 
 # ------------------------------------------------------------------------------ resume
 
-RESUME_VERSION = 1
+#: The resume state's format. Version 2 records the target (database and servers) and keeps
+#: each file's confirmed row groups with the file; a state of version 1 is refused.
+RESUME_VERSION = 2
+
+
+
+def _resume_target(url: Any, database: str) -> dict:
+    """The target a resume state belongs to: the database, and the set of its servers'
+    normalized URLs (:func:`bulkwire.urls.normalize_url`: one spelling per server, never
+    credentials), sorted: a cluster given with its nodes in another order is the same target."""
+    from .urls import server_urls
+
+    return {"database": database, "servers": sorted({str(u) for u in server_urls(url)})}
+
+
+def _describe_target(target: Mapping[str, Any]) -> str:
+    return f"database {target['database']!r} at {', '.join(target['servers'])}"
+
+
+def _cut(text: str, limit: int) -> str:
+    """``text``, cut to ``limit`` characters."""
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    """``repr(value)`` cut to ``limit`` characters (a hand-edited state can hold anything,
+    nested as deep as JSON goes: reprlib does not descend far)."""
+    import reprlib
+
+    shortened = reprlib.Repr()
+    shortened.maxstring = shortened.maxother = limit
+    return _cut(shortened.repr(value), limit)
+
+
+class _Ranges:
+    """Row groups as sorted, disjoint ranges ``[first, stop)`` (adjacent ones merged): the
+    groups of one file that the server confirmed. Kept as ranges, never expanded, so its
+    size follows the number of confirmations, not of row groups."""
+
+    def __init__(self) -> None:
+        self.firsts: list[int] = []
+        self.stops: list[int] = []
+
+    def add(self, first: int, stop: int) -> None:
+        """Adds ``[first, stop)``, merged with the ranges it overlaps or touches."""
+        import bisect
+
+        low = bisect.bisect_left(self.stops, first)  # the first range ending at first or later
+        high = bisect.bisect_right(self.firsts, stop)  # past the last starting at stop or before
+        if low < high:
+            first, stop = min(first, self.firsts[low]), max(stop, self.stops[high - 1])
+        self.firsts[low:high] = [first]
+        self.stops[low:high] = [stop]
+
+    def __contains__(self, index: int) -> bool:
+        import bisect
+
+        at = bisect.bisect_right(self.firsts, index) - 1
+        return at >= 0 and index < self.stops[at]
+
+    def rows(self, sizes: Sequence[int]) -> int:
+        """The rows of these groups, given every group's rows."""
+        return sum(sum(sizes[first:stop]) for first, stop in zip(self.firsts, self.stops))
+
+    def pairs(self) -> list[list[int]]:
+        return [[first, stop] for first, stop in zip(self.firsts, self.stops)]
 
 
 def _identity(path: str) -> dict:
@@ -667,85 +746,244 @@ def _identity(path: str) -> dict:
     return {"path": os.path.abspath(path), "size": info.st_size, "mtime_ns": info.st_mtime_ns}
 
 
+def _is_int(value: Any) -> bool:
+    return type(value) is int  # a JSON integer: not a bool, not a float
+
+
+def _checked_state(path: str, state: Any, target: Mapping[str, Any], options: Mapping[str, Any],
+                   sources: Mapping[str, tuple[str, dict, list[int]]]) -> dict[str, _Ranges]:
+    """The one judge of a resume state read from ``path``: its whole shape (the type of
+    every member, every range well formed and within its file's row groups), then whether
+    it belongs to this load (target, options, files unchanged). Returns each file's
+    confirmed ranges (by absolute path); anything else raises :class:`ResumeStateError`
+    naming the state file and what is wrong. Work and memory follow the state's size."""
+    from .errors import ResumeStateError
+
+    def refuse(what: str) -> ResumeStateError:
+        return ResumeStateError(f"resume state {path!r} {what}", path)
+
+    members = ("version", "target", "options", "sources")
+    if not isinstance(state, dict):
+        raise refuse(f"is not a bulkwire resume state (a JSON object with "
+                     f"{', '.join(members)}), but a JSON {type(state).__name__}")
+    version = state.get("version")
+    if version == 1 and _is_int(version):
+        raise refuse("was written by an earlier bulkwire (version 1, which does not record the "
+                     "database and servers it loaded into): start over with a new state file")
+    if not (_is_int(version) and version == RESUME_VERSION):
+        raise refuse(f"is not a bulkwire resume state of version {RESUME_VERSION} "
+                     f"(its version: {_short(version)})")
+    for name in members:
+        if name not in state:
+            raise refuse(f"has no {name!r}")
+    for name in state:
+        if name not in members:
+            raise refuse(f"has an unknown member {_short(name)}")
+
+    recorded = state["target"]
+    if not (isinstance(recorded, dict) and set(recorded) == {"database", "servers"}
+            and isinstance(recorded["database"], str) and recorded["database"]
+            and isinstance(recorded["servers"], list) and recorded["servers"]):
+        raise refuse(f"target is {_short(recorded)}, not an object of a database name and a "
+                     f"list of server URLs")
+    try:
+        servers = sorted({normalize_url(url, f"target.servers[{i}]")
+                          for i, url in enumerate(recorded["servers"])})
+    except (TypeError, ValueError) as exc:
+        raise refuse(str(exc)) from None
+    recorded = {"database": recorded["database"], "servers": servers}
+    if recorded != target:
+        raise refuse(f"was written by a load into {_cut(_describe_target(recorded), 300)}; "
+                     f"this load is into {_describe_target(target)}: a state file belongs to "
+                     f"one database on one server or cluster (give this load its own state file)")
+
+    if not isinstance(state["options"], dict):
+        raise refuse(f"options are {_short(state['options'])}, not an object")
+    if state["options"] != options:
+        differ = [name for name in sorted(set(options) | set(state["options"]))
+                  if state["options"].get(name, ...) != options.get(name, ...)]
+        said = "; ".join(f"{name}: {_short(state['options'].get(name, '(none)'))} then, "
+                         f"{_short(options.get(name, '(none)'))} now" for name in differ[:3])
+        more = f"; and {len(differ) - 3} more" if len(differ) > 3 else ""
+        raise refuse(f"was written by a load with other options ({said}{more}): start over "
+                     f"with a new state file")
+
+    if not isinstance(state["sources"], list):
+        raise refuse(f"sources are {_short(state['sources'])}, not a list")
+    found: dict[str, _Ranges] = {}
+    for at, source in enumerate(state["sources"]):
+        where = f"sources[{at}]"
+        if not (isinstance(source, dict) and set(source) == {"path", "size", "mtime_ns", "done"}):
+            raise refuse(f"{where} is {_short(source)}, not an object of path, size, mtime_ns "
+                         f"and done")
+        name, size, mtime, done = (source[k] for k in ("path", "size", "mtime_ns", "done"))
+        if not isinstance(name, str) or not _is_int(size) or size < 0 or not _is_int(mtime) \
+                or not isinstance(done, list):
+            raise refuse(f"{where} is {_short(source)}: path must be a str, size and mtime_ns "
+                         f"integers, done a list")
+        if name in found:
+            raise refuse(f"records {_short(name)} twice")
+        if name not in sources:
+            raise refuse(f"records {_short(name)}, which is not part of this load's dataset")
+        given, identity, groups = sources[name]
+        if {"path": name, "size": size, "mtime_ns": mtime} != identity:
+            raise ResumeStateError(f"{given!r} changed since resume state {path!r} recorded it "
+                                   f"(size or modification time): start over with a new state "
+                                   f"file", path)
+        ranges = found[name] = _Ranges()
+        previous = 0
+        for number, pair in enumerate(done):
+            if not (isinstance(pair, list) and len(pair) == 2 and all(map(_is_int, pair))
+                    and previous <= pair[0] < pair[1] <= len(groups)):
+                raise refuse(f"{where}.done[{number}] is {_short(pair)}, not a range "
+                             f"[first, stop) of the {len(groups)} row groups of {given!r} "
+                             f"(0 <= first < stop <= {len(groups)}, after the range before it)")
+            ranges.add(pair[0], pair[1])
+            previous = pair[1]
+    missing = [given for name, (given, _, _) in sources.items() if name not in found]
+    if missing:
+        raise refuse(f"does not record {missing[0]!r} of this load's dataset (it was written "
+                     f"for a dataset of {len(found)} files, this one has {len(sources)})")
+    return found
+
+
+def _state_size_limit(sources: Mapping[str, tuple[str, dict, list[int]]],
+                      options: Mapping[str, Any]) -> int:
+    """More bytes than any state of this dataset takes, however it is indented: a file that
+    is larger is refused without being read whole."""
+    per_source = sum(256 + 12 * len(name) + 64 * len(groups)
+                     for name, (_, _, groups) in sources.items())
+    return (1 << 20) + 8 * len(json.dumps(options)) + 4 * per_source
+
+
+def _lock_state(path: str) -> int:
+    """An exclusive ``flock`` on ``<path>.lock``, held (by the descriptor returned) for the
+    whole load: a second load given the same state file is refused, naming it, instead of
+    interleaving its writes with the first one's. (The lock file stays: removing it could
+    let a third load lock a file the second one no longer sees.)"""
+    import fcntl
+
+    from .errors import ResumeStateError
+
+    lock = path + ".lock"
+    try:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError as exc:
+        raise OSError(exc.errno, f"cannot lock resume state {path!r}: {exc.strerror}",
+                      lock) from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise ResumeStateError(f"resume state {path!r} is in use by another load (it holds "
+                               f"{lock!r}): wait for that load to end, or give this one its "
+                               f"own state file", path) from None
+    except OSError as exc:
+        os.close(fd)
+        raise OSError(exc.errno, f"cannot lock resume state {path!r}: {exc.strerror}",
+                      lock) from None
+    return fd
+
+
 class _ResumeState:
     """The units of work the server confirmed, in a JSON file rewritten atomically (a
     temporary file, fsync, rename, fsync of the folder) after each confirmation, so a run
-    killed at any moment leaves either the old or the new state, never a torn one."""
+    killed at any moment leaves either the old or the new state, never a torn one. The
+    state belongs to one target (database and servers), one set of options and one set of
+    files; it is locked for the load's whole life (:meth:`close` unlocks it)."""
 
-    def __init__(self, path: str, files: list[str], options: dict) -> None:
+    def __init__(self, path: str, files: list[str], groups: list[list[int]],
+                 options: dict, target: dict) -> None:
         self.path = path
-        self.files = {os.path.abspath(f): f for f in files}
-        self.identities = [_identity(f) for f in files]
         self.options = options
-        self.done: dict[str, set] = {}  # the user's path -> confirmed row groups
-        self.resumed = os.path.exists(path)
-        if self.resumed:
-            self._read()
-        self._write()  # a run that dies before its first confirmation is a re-run too
-
-    def _read(self) -> None:
+        self.target = target
+        # absolute path -> (the user's path, identity, rows of each row group), in file order
+        self.sources: dict[str, tuple[str, dict, list[int]]] = {}
+        for name, sizes in zip(files, groups):
+            identity = _identity(name)
+            self.sources.setdefault(identity["path"], (name, identity, sizes))
+        self.done: dict[str, _Ranges] = {name: _Ranges() for name in self.sources}
+        self._lock: int | None = _lock_state(path)
         try:
-            with open(self.path, encoding="utf-8") as f:
-                state = json.load(f)
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ValueError(f"resume state {self.path!r} cannot be read: {exc}") from None
-        if not isinstance(state, dict) or state.get("version") != RESUME_VERSION:
-            raise ValueError(f"resume state {self.path!r} is not a bulkwire resume state of "
-                             f"version {RESUME_VERSION}")
-        if state.get("options") != self.options:
-            raise ValueError(f"resume state {self.path!r} was written by a load with other "
-                             f"options ({state.get('options')}); start over with a new state file")
-        now = {i["path"]: i for i in self.identities}
-        for recorded in state.get("sources", []):
-            current = now.get(recorded.get("path"))
-            if current is None:
-                raise ValueError(f"resume state {self.path!r} records {recorded.get('path')!r}, "
-                                 f"which is not part of this load's dataset")
-            if current != recorded:
-                raise ValueError(f"{self.files[current['path']]!r} changed since resume state "
-                                 f"{self.path!r} recorded it (size or modification time): "
-                                 f"start over with a new state file")
-        if len(state.get("sources", [])) != len(self.identities):
-            raise ValueError(f"resume state {self.path!r} was written for a dataset of "
-                             f"{len(state.get('sources', []))} files, this one has "
-                             f"{len(self.identities)}")
-        for entry in state.get("done", []):
-            name = self.files.get(entry["path"])
-            if name is not None:
-                self.done.setdefault(name, set()).update(range(entry["first"], entry["stop"]))
+            self.resumed = os.path.exists(path)
+            if self.resumed:
+                self.done = _checked_state(path, self._load(), target, options, self.sources)
+            self._write()  # a run that dies before its first confirmation is a re-run too
+        except BaseException:
+            self.close()
+            raise
+
+    def _load(self) -> Any:
+        from .errors import ResumeStateError
+
+        limit = _state_size_limit(self.sources, self.options)
+        try:
+            with open(self.path, "rb") as f:
+                data = f.read(limit + 1)
+        except OSError as exc:
+            raise ResumeStateError(f"resume state {self.path!r} cannot be read: "
+                                   f"{exc.strerror or exc}", self.path) from None
+        if len(data) > limit:
+            raise ResumeStateError(f"resume state {self.path!r} is larger than any state of "
+                                   f"this dataset ({limit:,} bytes at most)", self.path)
+        try:
+            return json.loads(data.decode("utf-8"))
+        except (ValueError, RecursionError) as exc:  # not UTF-8, not JSON, too deep, too long
+            raise ResumeStateError(f"resume state {self.path!r} cannot be read: it is not "
+                                   f"JSON ({_short(str(exc), 200)})", self.path) from None
+
+    def ranges(self, path: str) -> _Ranges:
+        """The confirmed row groups of ``path`` (a file of the load)."""
+        return self.done[os.path.abspath(path)]
+
+    def skipped_rows(self) -> int:
+        return sum(self.done[name].rows(sizes) for name, (_, _, sizes) in self.sources.items())
 
     def confirm(self, unit: _Unit) -> None:
-        self.done.setdefault(unit.path, set()).update(range(unit.first, unit.stop))
+        """Records ``unit`` (its request was answered 2xx). Raises OSError, naming the state
+        file, when it cannot be written: the load then fails (the state on disk stays the
+        previous one, and a re-run sends the unit again)."""
+        self.ranges(unit.path).add(unit.first, unit.stop)
         self._write()
 
     def _write(self) -> None:
-        done = []
-        for name, groups in self.done.items():
-            ordered = sorted(groups)
-            start = prev = None
-            for g in ordered + [None]:
-                if start is not None and g != prev + 1:
-                    done.append({"path": os.path.abspath(name), "first": start, "stop": prev + 1})
-                    start = None
-                if start is None:
-                    start = g
-                prev = g
-        state = {"version": RESUME_VERSION, "sources": self.identities, "options": self.options,
-                 "done": done}
+        state = {"version": RESUME_VERSION, "target": self.target, "options": self.options,
+                 "sources": [{**identity, "done": self.done[name].pairs()}
+                             for name, (_, identity, _) in self.sources.items()]}
+        text = json.dumps(state, indent=1)
         temporary = f"{self.path}.{os.getpid()}.tmp"
         try:
-            with open(temporary, "w", encoding="utf-8") as f:
-                json.dump(state, f, indent=1)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(temporary, self.path)
+            try:
+                with open(temporary, "w", encoding="utf-8") as f:
+                    f.write(text)
+                    f.flush()
+                    os.fsync(f.fileno())
+                os.replace(temporary, self.path)
+            except BaseException:  # every failure leaves the previous state, and no temporary
+                _remove(temporary)
+                raise
             folder = os.open(os.path.dirname(os.path.abspath(self.path)), os.O_RDONLY)
             try:
                 os.fsync(folder)
             finally:
                 os.close(folder)
         except OSError as exc:
-            raise type(exc)(exc.errno, exc.strerror, self.path) from None
+            message = (f"cannot write resume state {self.path!r} ({exc.strerror or exc}): the "
+                       f"load stops; a run with this state again sends what it does not record")
+            raise (OSError(exc.errno, message) if exc.errno is not None
+                   else OSError(message)) from None
+
+    def close(self) -> None:
+        """Unlocks the state file (once)."""
+        if self._lock is not None:
+            os.close(self._lock)
+            self._lock = None
+
+    def __enter__(self) -> "_ResumeState":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
 
 
 # ------------------------------------------------------------------------------ sending
@@ -839,30 +1077,37 @@ class _StopOrOrphaned:
 
 def _worker_main(job: _Job, units: list[_Unit], worker: int, messages: Any, stop: Any,
                  parent: int) -> None:
-    """A worker process: sends its units and reports to the parent through ``messages``:
-    ("batch", worker, rows, body), ("confirmed", worker, unit), then ("done", worker, rows,
-    body, wire) or ("error", worker, pickled error or None, text)."""
+    """A worker process: sends its units and reports to the parent through ``messages``, the
+    write end of a pipe of its own: ("batch", worker, rows, body), ("confirmed", worker,
+    unit), then ("done", worker, rows, body, wire) or ("error", worker, pickled error or
+    None, text). A parent that is gone ends the worker at its next message (a broken pipe)
+    or batch (:class:`_StopOrOrphaned`)."""
     import pickle
     import signal
 
     # Ctrl-C reaches the whole process group: the parent alone decides, and stops the workers
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        rows, body, wire = _send(job, units, lambda: _server_target(job),
-                                 lambda n, added: messages.put(("batch", worker, n, added)),
-                                 lambda unit: messages.put(("confirmed", worker, unit)),
-                                 _StopOrOrphaned(stop, parent))
-    except _Stopped:
-        messages.put(("stopped", worker))
-    except BaseException as exc:  # noqa: BLE001 - the parent raises it
         try:
-            pickled = pickle.dumps(exc)
-            pickle.loads(pickled)
-        except Exception:  # noqa: BLE001 - sent as text
-            pickled = None
-        messages.put(("error", worker, pickled, f"{type(exc).__name__}: {exc}"))
-    else:
-        messages.put(("done", worker, rows, body, wire))
+            rows, body, wire = _send(job, units, lambda: _server_target(job),
+                                     lambda n, added: messages.send(("batch", worker, n, added)),
+                                     lambda unit: messages.send(("confirmed", worker, unit)),
+                                     _StopOrOrphaned(stop, parent))
+        except _Stopped:
+            messages.send(("stopped", worker))
+        except BaseException as exc:  # noqa: BLE001 - the parent raises it
+            try:
+                pickled = pickle.dumps(exc)
+                pickle.loads(pickled)
+            except Exception:  # noqa: BLE001 - sent as text
+                pickled = None
+            messages.send(("error", worker, pickled, f"{type(exc).__name__}: {exc}"))
+        else:
+            messages.send(("done", worker, rows, body, wire))
+    except OSError:  # the parent is gone: no one to tell
+        pass
+    finally:
+        messages.close()
 
 
 def _share(units: list[_Unit], workers: int) -> list[list[_Unit]]:
@@ -880,63 +1125,71 @@ def _share(units: list[_Unit], workers: int) -> list[list[_Unit]]:
 def _run_workers(job: _Job, shares: list[list[_Unit]], on_batch: Callable[[int, int], None],
                  on_confirmed: Callable[[_Unit], None]) -> tuple[int, int, int]:
     """Runs one spawned process per share; (rows, body, wire) once all succeeded. The first
-    failure (or Ctrl-C, or a worker that dies) stops the others and raises."""
+    failure (or Ctrl-C, or a worker that dies) stops the others and raises.
+
+    Each worker writes to a pipe of its own, and the parent waits on all of them at once: a
+    worker that dies (killed, crashed) closes its pipe, which the parent sees at once, even
+    while the other workers keep it busy with their messages. No lock is shared between
+    workers (one killed while holding it could not block the others), and a message cut
+    short by a kill is an end of file, not a wait."""
     import multiprocessing
+    import multiprocessing.connection
     import pickle
-    import queue
 
     context = multiprocessing.get_context("spawn")  # no fork after threads
-    messages = context.Queue()
     stop = context.Event()
+    pipes = [context.Pipe(duplex=False) for _ in shares]  # (parent's end, worker's end)
     processes = [context.Process(target=_worker_main,
-                                 args=(job, share, i, messages, stop, os.getpid()),
+                                 args=(job, share, i, pipes[i][1], stop, os.getpid()),
                                  name=f"bulkwire-load-{i}", daemon=True)
                  for i, share in enumerate(shares)]
+    readers = {reader: i for i, (reader, _) in enumerate(pipes)}
     finished: dict[int, tuple[int, int, int]] = {}
     try:
-        for process in processes:
+        for process, (_, writer) in zip(processes, pipes):
             process.start()
+            writer.close()  # the worker holds its end now: its pipe ends when it does
         while len(finished) < len(processes):
-            try:
-                message = messages.get(timeout=0.1)
-            except queue.Empty:
-                for i, process in enumerate(processes):
-                    if i not in finished and not process.is_alive():
-                        try:  # its last messages may still be on their way
-                            message = messages.get(timeout=0.5)
-                            break
-                        except queue.Empty:
-                            raise BulkInsertError(
-                                f"load worker {i} (files {_files_of(shares[i])}) died with "
-                                f"exit code {process.exitcode}") from None
-                else:
-                    continue
-            kind, worker = message[0], message[1]
-            if kind == "batch":
-                on_batch(message[2], message[3])
-            elif kind == "confirmed":
-                on_confirmed(message[2])
-            elif kind == "done":
-                finished[worker] = message[2:]
-            elif kind == "error":
-                pickled, text = message[2], message[3]
-                error = pickle.loads(pickled) if pickled is not None else None
-                if not isinstance(error, BaseException):
-                    error = BulkInsertError(f"load worker {worker} "
-                                            f"(files {_files_of(shares[worker])}): {text}")
-                elif hasattr(error, "add_note"):  # Python 3.11+: shown with the traceback
-                    error.add_note(f"in load worker {worker}, sending {_files_of(shares[worker])}")
-                raise error
-            elif kind == "stopped":  # only after the parent asked: a failure is on its way
-                finished.setdefault(worker, (0, 0, 0))
+            for reader in multiprocessing.connection.wait(list(readers)):
+                worker = readers[reader]
+                try:
+                    message = reader.recv()
+                except (EOFError, OSError):  # the worker is gone (a message cut short too)
+                    del readers[reader]
+                    if worker in finished:
+                        continue
+                    processes[worker].join(timeout=1)
+                    raise BulkInsertError(
+                        f"load worker {worker} (files {_files_of(shares[worker])}) died with "
+                        f"exit code {processes[worker].exitcode}") from None
+                kind = message[0]
+                if kind == "batch":
+                    on_batch(message[2], message[3])
+                elif kind == "confirmed":
+                    on_confirmed(message[2])
+                elif kind == "done":
+                    finished[worker] = message[2:]
+                elif kind == "error":
+                    pickled, text = message[2], message[3]
+                    error = pickle.loads(pickled) if pickled is not None else None
+                    if not isinstance(error, BaseException):
+                        error = BulkInsertError(f"load worker {worker} "
+                                                f"(files {_files_of(shares[worker])}): {text}")
+                    else:
+                        _add_note(error, f"in load worker {worker}, sending "
+                                        f"{_files_of(shares[worker])}")
+                    raise error
+                elif kind == "stopped":  # only after the parent asked: a failure is on its way
+                    finished.setdefault(worker, (0, 0, 0))
     except BaseException:
         _stop_workers(processes, stop)
         raise
     finally:
         for process in processes:
             process.join(timeout=1)
-        messages.close()
-        messages.join_thread()
+        for reader, writer in pipes:
+            reader.close()
+            writer.close()
     return tuple(sum(values) for values in zip(*finished.values()))  # type: ignore[return-value]
 
 
@@ -1142,6 +1395,8 @@ def load_parquet(path: Any, *, url: str | Sequence[str] | None = None,
 
     if tls and url is None:
         raise ValueError(f"{', '.join(tls)} need url (an https:// server)")
+    if url is not None and database is None:
+        raise ValueError("database is required with url")
     for name, value in (("workers", workers > 1), ("resume", resume is not None)):
         if not value:
             continue
@@ -1156,33 +1411,63 @@ def load_parquet(path: Any, *, url: str | Sequence[str] | None = None,
     if workers > 1 and ssl_context is not None:
         raise ValueError("ssl_context cannot be sent to worker processes: give certificate= "
                          "and ca= instead")
-    if take is not None and (files is None or len(files) != 1):
-        raise ValueError("take needs a single file")
+    if take is not None:
+        if files is None or len(files) != 1:
+            raise ValueError("take needs a single file")
+        from .parquet import _check_indices
+
+        # every index checked against the file's rows before any output is opened
+        take = _check_indices(take, sum(_row_groups(files[0])), name="take")
+    if servers is not None:
+        where = f"{', '.join(map(str, servers.urls))} (database {database})"
+    else:
+        where = os.fspath(out) if out is not None else _default_out(path, files, compress)
+    # the files' row groups, from their footers (a resume state is checked against them)
+    groups = [_row_groups(f) for f in files] if files is not None and take is None else None
+    stream_rows = (path.num_rows if take is None and isinstance(path, (pa.Table, pa.RecordBatch))
+                   else None)
+
     state = None
     if resume is not None:
         options = {"collection": collection, "id_column": id_column, "id_prefix": id_prefix,
                    "fields": plan.fields, "vector_column": plan.vector_column,
                    "float32": float32, "metadata": metadata_json.decode()}
-        state = _ResumeState(os.fspath(resume), files, options)
-    job = _Job(url, database, compress, chunk_size, tls, encode, batch_rows, threads,
-               skip_overwrite=state is not None and state.resumed,
-               request_per_unit=state is not None)
-
-    if servers is not None:
-        where = f"{', '.join(map(str, servers.urls))} (database {database})"
-        make_target: Callable[[], Any] = lambda: _server_target(job)  # noqa: E731
-    else:
-        where = os.fspath(out) if out is not None else _default_out(path, files, compress)
+        state = _ResumeState(os.fspath(resume), files, groups, options,
+                             _resume_target(url, database))
+    try:
+        job = _Job(url, database, compress, chunk_size, tls, encode, batch_rows, threads,
+                   skip_overwrite=state is not None and state.resumed,
+                   request_per_unit=state is not None)
+        if url is not None:
+            return _load_units(job, files, groups, state, workers, progress, source, where,
+                               start, lambda: _server_target(job), reader, take, stream_rows)
+        # the output is opened last, once every argument was checked; any failure from here
+        # on removes it (the file target's abort)
         file_target = _FileTarget(where, compress, chunk_size)
-        make_target = lambda: file_target  # noqa: E731
+        try:
+            return _load_units(job, files, groups, state, workers, progress, source, where,
+                               start, lambda: file_target, reader, take, stream_rows)
+        except BaseException:
+            file_target.abort()
+            raise
+    finally:
+        if state is not None:
+            state.close()
 
-    skipped = 0
+
+def _load_units(job: _Job, files: list[str] | None, groups: list[list[int]] | None,
+                state: _ResumeState | None, workers: int, progress: Any, source: str,
+                where: str, start: float, make_target: Callable[[], Any], reader: Any,
+                take: Any, stream_rows: int | None) -> LoadResult:
+    """The sending half of :func:`load_parquet`, once its arguments are checked: Arrow data
+    or ``take`` in one request from this process; files as units of work, by this process
+    or by ``workers`` processes. An exception that escapes a load into a server carries, in
+    a note and in its ``unconfirmed`` attribute, the rows of the files that no request
+    confirmed."""
+    compress = job.compress
     ok = False
-    if reader is not None or take is not None:
-        reader_total = None
-        if take is None and isinstance(path, (pa.Table, pa.RecordBatch)):
-            reader_total = path.num_rows
-        report = _Report(progress, reader_total)
+    if groups is None:
+        report = _Report(progress, stream_rows)
         try:
             rows, body, wire = _send_stream(job, reader, files, take, make_target, report)
             ok = True
@@ -1192,20 +1477,24 @@ def load_parquet(path: Any, *, url: str | Sequence[str] | None = None,
                           seconds=time.perf_counter() - start, source=source, target=where,
                           compress=compress)
 
-    groups = [_row_groups(f) for f in files]
     total = sum(map(sum, groups))
-    done = state.done if state is not None else {}
-    skipped = sum(size for f, sizes in zip(files, groups)
-                  for i, size in enumerate(sizes) if i in done.get(f, ()))
+    skipped = state.skipped_rows() if state is not None else 0
     if state is not None:  # one request per unit: what a dead run repeats at most
         unit_rows = min(-(-max(total, 1) // (workers * 4)), RESUME_UNIT_ROWS)
     elif workers > 1:  # enough units to share out evenly
         unit_rows = -(-max(total, 1) // (workers * 4))
     else:  # a unit per file: encoding ahead never drains in the middle of a file
         unit_rows = max(total, 1)
-    units = _units(files, groups, done, max(1, unit_rows))
+    units = _units(files, groups, state.ranges if state is not None else None,
+                   max(1, unit_rows))
     report = _Report(progress, total - skipped)
-    confirm = state.confirm if state is not None else (lambda unit: None)
+    unconfirmed = dict.fromkeys(units)  # in file order; a unit leaves once its request is answered
+
+    def confirm(unit: _Unit) -> None:
+        unconfirmed.pop(unit, None)
+        if state is not None:
+            state.confirm(unit)
+
     shares = _share(units, workers) if workers > 1 else [units]
     try:
         if len(shares) > 1:
@@ -1213,11 +1502,32 @@ def load_parquet(path: Any, *, url: str | Sequence[str] | None = None,
         else:
             rows, body, wire = _send(job, units, make_target, report, confirm)
         ok = True
+    except BaseException as exc:
+        if job.url is not None:  # a file's body is written whole or removed: nothing to say
+            _note_unconfirmed(exc, list(unconfirmed), total - skipped)
+        raise
     finally:
         report.end(report.body if not ok else body, ok)
     return LoadResult(rows=rows, body_bytes=body, wire_bytes=wire,
                       seconds=time.perf_counter() - start, source=source, target=where,
                       compress=compress, skipped_rows=skipped, workers=len(shares))
+
+
+def _note_unconfirmed(exc: BaseException, units: list[_Unit], rows: int) -> None:
+    """Says on ``exc`` which rows no request confirmed: ``exc.unconfirmed``, a list of
+    ``(file, first row, stop row)`` (adjacent units merged), and a note listing them."""
+    ranges: list[tuple[str, int, int]] = []
+    for unit in units:
+        if ranges and ranges[-1][0] == unit.path and ranges[-1][2] == unit.first_row:
+            ranges[-1] = (unit.path, ranges[-1][1], unit.first_row + unit.rows)
+        else:
+            ranges.append((unit.path, unit.first_row, unit.first_row + unit.rows))
+    missing = sum(stop - first for _, first, stop in ranges)
+    listed = ", ".join(f"{name!r} rows {first}-{stop - 1}" for name, first, stop in ranges[:5])
+    more = f", and {len(ranges) - 5} more ranges" if len(ranges) > 5 else ""
+    _mark_unconfirmed(exc, ranges, f"not confirmed by the server: {missing:,} of the {rows:,} "
+                                  f"rows this load was to send" +
+                     (f" ({listed}{more})" if ranges else ""))
 
 
 def _send_stream(job: _Job, reader: Any, files: list[str] | None, take: Any,

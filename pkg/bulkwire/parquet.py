@@ -60,16 +60,31 @@ def sample_parquet(path: PathLike, rows: int = 10_000, dim: int = 1024, seed: in
     schema = pa.schema([("id", pa.int64()),
                         (vector_column, pa.list_(pa.float32(), dim))])
     path = os.fspath(path)
-    with pa.parquet.ParquetWriter(path, schema, compression=compression) as writer:
-        if rows == 0:
-            writer.write_table(schema.empty_table())
-        for done in range(0, rows, row_group_rows):
-            n = min(row_group_rows, rows - done)
-            ids = pa.array(np.arange(id_start + done, id_start + done + n, dtype=np.int64))
-            values = pa.array(rng.random(n * dim, dtype=np.float32))
-            vectors = pa.FixedSizeListArray.from_arrays(values, dim)
-            writer.write_table(pa.Table.from_arrays([ids, vectors], schema=schema),
-                               row_group_size=n)
+    # written under a temporary name and renamed once whole: an interrupted or failed write
+    # (whose writer would still close the file with a valid footer) leaves no short sample
+    partial = path + ".partial"
+    try:
+        sink = open(partial, "wb")
+    except OSError as exc:  # named by the path the user gave, not the temporary one
+        raise type(exc)(exc.errno, exc.strerror, path) from None
+    try:
+        with sink, pa.parquet.ParquetWriter(sink, schema, compression=compression) as writer:
+            if rows == 0:
+                writer.write_table(schema.empty_table())
+            for done in range(0, rows, row_group_rows):
+                n = min(row_group_rows, rows - done)
+                ids = pa.array(np.arange(id_start + done, id_start + done + n, dtype=np.int64))
+                values = pa.array(rng.random(n * dim, dtype=np.float32))
+                vectors = pa.FixedSizeListArray.from_arrays(values, dim)
+                writer.write_table(pa.Table.from_arrays([ids, vectors], schema=schema),
+                                   row_group_size=n)
+        os.replace(partial, path)
+    except BaseException:
+        try:
+            os.unlink(partial)
+        except OSError:
+            pass
+        raise
     return path
 
 

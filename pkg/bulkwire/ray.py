@@ -17,6 +17,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from ._arrow_sink import SinkConfig, load_arrow, summed
 from ._extras import missing_extra
+from .errors import BulkInsertError, _add_note
 from .load import DEFAULT_CHUNK_SIZE, LoadResult
 
 __all__ = ["BulkInsertDatasink"]
@@ -106,12 +107,29 @@ def _define_datasink() -> type:
             return load_arrow(tables, self._config, source=f"write task {index} of the Ray Dataset")
 
         def on_write_complete(self, write_result: Any) -> None:
-            """On the driver, after every write task succeeded: their stats summed."""
+            """On the driver, after every write task succeeded: their stats summed. The rows
+            the server confirmed must be the rows Ray gave the write tasks (its own count):
+            anything else raises, and :attr:`result` stays None."""
             returns = [r for r in write_result.write_returns if r is not None]
             seconds = time.perf_counter() - self._started if self._started else \
                 sum(r.seconds for r in returns)
-            self.result = summed(returns, seconds,
-                                 f"a Ray Dataset ({len(returns)} write tasks)", self._config)
+            result = summed(returns, seconds,
+                            f"a Ray Dataset ({len(returns)} write tasks)", self._config)
+            given = getattr(write_result, "num_rows", None)
+            if given is not None and int(given) != result.rows:
+                raise BulkInsertError(f"the server confirmed {result.rows:,} rows of the Ray "
+                                      f"Dataset, but its write tasks were given {int(given):,}")
+            self.result = result
+
+        def on_write_failed(self, error: Exception) -> None:
+            """On the driver, when the write failed (a task's error, a worker that died and
+            was not retried): :attr:`result` stays None, and the error says that no row is
+            confirmed by this write."""
+            self.result = None
+            _add_note(error, "not confirmed by the server: any row of the Ray Dataset (the "
+                             "write did not complete, and Ray does not say which write tasks "
+                             "did; those that did are stored, and writing the Dataset again "
+                             "repeats the same PUTs)")
 
     BulkInsertDatasink.__module__ = __name__
     BulkInsertDatasink.__qualname__ = "BulkInsertDatasink"  # pickled by reference, by name

@@ -859,8 +859,15 @@ class LoopbackServer:
                 super().setup()
 
             def handle(self) -> None:
-                if not self.loopback_tls_failed:
+                if self.loopback_tls_failed:
+                    return
+                try:
                     super().handle()
+                except ConnectionError:
+                    # reset or broken while the standard library read a request line or
+                    # headers (a client killed between requests): the client is gone, and
+                    # that is no failure of the server (the dispatcher handles a body cut)
+                    self.close_connection = True
 
             def finish(self) -> None:
                 try:
