@@ -155,7 +155,7 @@ def kill_a_sender(server, among=None, sending: int = 2, resume: bool = True,
     (their headers read, no answer yet), then kills (SIGKILL) one of the processes connected
     to the server (one of ``among`` when given; never this process) and, with ``resume``,
     lets a stalled server read again (also when nothing was killed before ``timeout``). With
-    ``stall_after_answered``, it first waits until that many requests were answered 200,
+    ``stall_after_answered``, it first waits until that many requests were answered 2xx,
     and then stalls the server. ``thread.killed`` holds ``(pid, monotonic time)``."""
     port = int(server.url.rsplit(":", 1)[1])
 
@@ -166,7 +166,7 @@ def kill_a_sender(server, among=None, sending: int = 2, resume: bool = True,
         deadline = time.monotonic() + timeout
         try:
             if stall_after_answered is not None:
-                while sum(q.status == 200 for q in server.requests) < stall_after_answered:
+                while sum(q.succeeded for q in server.requests) < stall_after_answered:
                     if time.monotonic() > deadline:
                         return
                     time.sleep(0.002)

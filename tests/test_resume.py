@@ -99,7 +99,7 @@ def test_units_are_recorded_only_once_the_server_answered(tmp_path):
         recorded = json.load(open(state))
         ok = [q for q in server.requests if q.status == 201]
         assert confirmed_rows(state, row_group) == sum(len(q.commands) for q in ok)
-        assert any(q.status != 200 for q in server.requests)
+        assert any(not q.succeeded for q in server.requests)
         assert recorded["version"] == 2 and confirmed_rows(state, row_group) == 1000
         assert [n for n in os.listdir(tmp_path) if n.endswith(".tmp")] == []
         server.fail_after_bytes = None
@@ -181,7 +181,7 @@ def test_stopped_anywhere_then_resumed_every_document_arrives(tmp_path_factory, 
                                   batch_rows=batch_rows, progress=interrupt)
         except KeyboardInterrupt:
             pass
-        confirmed = {c["Id"] for q in server.requests if q.status == 200 for c in q.commands}
+        confirmed = {c["Id"] for q in server.requests if q.succeeded for c in q.commands}
         r = bulkwire.load_parquet(str(folder / "d"), url=server.url, database="db", resume=state,
                                   batch_rows=batch_rows)
         assert r.skipped_rows == len(confirmed) and r.rows + r.skipped_rows == sum(sizes)
@@ -367,7 +367,7 @@ HAND_EDITS = [
     ("a server not a str", lambda s: s["target"].update(servers=[5]),
      "target.servers[0] must be a str"),
     ("a server not http", lambda s: s["target"].update(servers=["ftp://x"]),
-     "target.servers[0] is not an http:// or https:// URL"),
+     "target.servers[0] 'ftp://x': a server URL starts with http:// or https://"),
     ("options a list", lambda s: s.update(options=[]), "options are [], not an object"),
     ("sources an object", lambda s: s.update(sources={"a": 1}), "sources are {'a': 1}"),
     ("a source without done", lambda s: s["sources"][0].pop("done") and None,
@@ -689,7 +689,7 @@ if __name__ == "__main__":
             out["outcome"], out["errno"], out["message"] = "OSError", exc.errno, str(exc)
         out["files"] = sorted(os.listdir(folder))
         out["state"] = json.load(open(state))
-        out["answered"] = sum(q.status == 200 for q in server.requests)
+        out["answered"] = sum(q.succeeded for q in server.requests)
         os.unlink(filler)
         again = bulkwire.load_parquet(dataset, url=server.url, database="db", resume=state,
                                       batch_rows=50, workers=workers)

@@ -648,6 +648,11 @@ class ReceivedRequest:
         self.error: Optional[str] = None
         self.status: Optional[int] = None     # the status the server answered
 
+    @property
+    def succeeded(self) -> bool:
+        """The server answered the request 2xx: every command in it is stored."""
+        return self.status is not None and 200 <= self.status < 300
+
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
