@@ -17,7 +17,7 @@ import threading
 import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field as dataclass_field
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from . import _core
@@ -26,7 +26,8 @@ from .compression import native_backend
 from .conventions import BODY_EXCLUDED_KEYS, merge_metadata
 from .encoding import dumps
 from .errors import BulkInsertAborted, BulkInsertError, RowError
-from .parquet import PathLike, TableFile, _check_batch, _file_format, _pyarrow
+from ._source import SourceFile
+from .parquet import PathLike, TableFile, _check_batch, _pyarrow, _source_format
 
 #: Bytes of commands handed over at a time (the bulk insert's buffer threshold).
 DEFAULT_CHUNK_SIZE = 1 << 20
@@ -229,26 +230,57 @@ class _Encoder:
 
 # ------------------------------------------------------------------------------ batches
 
-def _batches(path: str, plan: _Plan, batch_rows: int, take: Any) -> tuple[Iterator[Any], int, Any]:
-    """(record batches, total rows, index array or None)."""
-    pa = _pyarrow()
-    if take is not None:
-        f = TableFile(path, columns=plan.read_columns)
-        from .parquet import _check_indices
+def _taken_batches(path: str, plan: _Plan, batch_rows: int,
+                   take: Any) -> tuple[Iterator[Any], int, Any]:
+    """The rows of a file at ``take``: (record batches, total rows, index array)."""
+    from .parquet import _check_indices
 
+    with TableFile(path, columns=plan.read_columns) as f:
         idx = _check_indices(take, f.num_rows, name="take")
         table = f.take(idx)
-        f.close()
-        return iter(table.to_batches(max_chunksize=batch_rows)), table.num_rows, idx
-    if _file_format(path) == "parquet":
-        # pre_buffer=False: pyarrow would otherwise buffer ahead up to the whole file (RSS
-        # grew with the file size: 540 MB for 470 MB of Parquet); without it, one row group.
-        pf = pa.parquet.ParquetFile(path, pre_buffer=False)
-        return (pf.iter_batches(batch_size=batch_rows, columns=plan.read_columns),
-                pf.metadata.num_rows, None)
-    f = TableFile(path, columns=plan.read_columns)
-    table = f._table.select(plan.read_columns)
-    return iter(table.to_batches(max_chunksize=batch_rows)), f.num_rows, None
+    return iter(table.to_batches(max_chunksize=batch_rows)), table.num_rows, idx
+
+
+def _file_batches(path: str, plan: _Plan, batch_rows: int, first: int = 0,
+                  stop: int | None = None, identity: tuple | None = None) -> Iterator[Any]:
+    """Record batches of row groups (Arrow IPC: record batches) [first, stop) of a file, of
+    at most ``batch_rows`` rows, read through one open descriptor. The file must still be
+    what it was when the load read its footer (``identity``: size and modification time),
+    and stay so: checked when it is opened and after every batch, so a file rewritten, cut
+    short or grown under the load raises :class:`~bulkwire.errors.MalformedFileError` naming
+    it rather than sending rows of another file (one renamed over it is not read: the open
+    file is)."""
+    pa = _pyarrow()
+    with SourceFile(path) as source:
+        source.check_unchanged(identity)
+        if _source_format(source) == "parquet":
+            with source.python_file() as pyfile:
+                try:
+                    # pre_buffer=False: pyarrow would otherwise buffer ahead up to the whole
+                    # file (RSS grew with the file size: 540 MB for 470 MB of Parquet);
+                    # without it, one row group.
+                    pf = pa.parquet.ParquetFile(pyfile, pre_buffer=False)
+                    groups = range(first, pf.metadata.num_row_groups if stop is None else stop)
+                    batches = pf.iter_batches(batch_size=batch_rows, row_groups=groups,
+                                              columns=plan.read_columns)
+                    while True:
+                        try:
+                            batch = next(batches)
+                        except StopIteration:
+                            return
+                        source.check_unchanged()
+                        yield batch
+                except (pa.ArrowException, OSError) as exc:
+                    raise source.read_error(exc) from exc
+        from ._ipc import IpcFile
+
+        ipc = IpcFile(source, pa)
+        try:
+            for batch in ipc.batches(plan.read_columns, first, stop):
+                for offset in range(0, batch.num_rows, batch_rows):
+                    yield batch.slice(offset, batch_rows)
+        finally:
+            ipc.close()
 
 
 def _vector_dim(pa, batch, plan: _Plan) -> int:
@@ -531,10 +563,28 @@ def _dataset_files(source: Any) -> list[str]:
 
 
 def _file_schema(path: str) -> Any:
+    return _file_footer(path)[0]
+
+
+def _file_footer(path: str) -> tuple:
+    """(schema, rows of each row group (Arrow IPC: record batch), identity: the file's size
+    and modification time), from the footer (and an IPC file's batch metadata)."""
     pa = _pyarrow()
-    if _file_format(path) == "parquet":
-        return pa.parquet.ParquetFile(path).schema_arrow
-    return pa.ipc.open_file(pa.memory_map(path, "r")).schema
+    with SourceFile(path) as source:
+        if _source_format(source) == "parquet":
+            with source.python_file() as pyfile:
+                try:
+                    pf = pa.parquet.ParquetFile(pyfile)
+                    meta = pf.metadata
+                    groups = [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
+                    return pf.schema_arrow, groups, source.identity
+                except (pa.ArrowException, OSError) as exc:
+                    raise source.read_error(exc) from exc
+        from ._ipc import IpcFile
+
+        ipc = IpcFile(source, pa)
+        ipc.close()
+        return ipc.schema, list(ipc.batch_rows), source.identity
 
 
 def _check_schemas(files: list[str], schemas: list[Any]) -> None:
@@ -558,14 +608,6 @@ def _check_schemas(files: list[str], schemas: list[Any]) -> None:
                              f"files of a dataset need the same columns")
 
 
-def _row_groups(path: str) -> list[int]:
-    """Rows of each row group (Parquet) or record batch (Arrow IPC), from the footer."""
-    pa = _pyarrow()
-    if _file_format(path) == "parquet":
-        meta = pa.parquet.ParquetFile(path).metadata
-        return [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
-    reader = pa.ipc.open_file(pa.memory_map(path, "r"))
-    return [reader.get_batch(i).num_rows for i in range(reader.num_record_batches)]
 
 
 def _units(files: list[str], groups: list[list[int]], done: Mapping[str, set],
@@ -596,18 +638,6 @@ def _units(files: list[str], groups: list[list[int]], done: Mapping[str, set],
     return units
 
 
-def _unit_batches(unit: _Unit, plan: _Plan, batch_rows: int) -> Iterator[Any]:
-    pa = _pyarrow()
-    if _file_format(unit.path) == "parquet":
-        pf = pa.parquet.ParquetFile(unit.path, pre_buffer=False)  # see _batches
-        yield from pf.iter_batches(batch_size=batch_rows, row_groups=range(unit.first, unit.stop),
-                                   columns=plan.read_columns)
-        return
-    reader = pa.ipc.open_file(pa.memory_map(unit.path, "r"))
-    for index in range(unit.first, unit.stop):
-        batch = reader.get_batch(index).select(plan.read_columns)
-        for offset in range(0, batch.num_rows, batch_rows):
-            yield batch.slice(offset, batch_rows)
 
 
 def _as_reader(data: Any, columns: list[str] | None = None) -> Any | None:
@@ -763,6 +793,8 @@ class _Job:
     threads: int
     skip_overwrite: bool
     request_per_unit: bool
+    #: each file's identity (size, modification time) when its footer was read
+    identities: dict = dataclass_field(default_factory=dict)
 
 
 class _Stopped(Exception):
@@ -806,7 +838,8 @@ def _send(job: _Job, units: Sequence[_Unit], make_target: Callable[[], Any],
             target = make_target()
             encoded = (batch for unit in group
                        for batch in _encoded_in_order(
-                           _unit_batches(unit, job.encode.plan, job.batch_rows), job.encode,
+                           _file_batches(unit.path, job.encode.plan, job.batch_rows, unit.first,
+                                         unit.stop, job.identities.get(unit.path)), job.encode,
                            unit.path, job.encode.plan, pool, job.threads, None,
                            unit.first_row))
             rows += _one_request(target, encoded, pool, on_batch, stop)
@@ -1112,7 +1145,8 @@ def load_parquet(path: Any, *, url: str | Sequence[str] | None = None,
     files: list[str] | None = None
     if reader is None:
         files = _dataset_files(path)
-        schemas = [_file_schema(f) for f in files]
+        footers = [_file_footer(f) for f in files]
+        schemas = [footer[0] for footer in footers]
         _check_schemas(files, schemas)
         schema = schemas[0]
         source = files[0] if len(files) == 1 else f"{len(files)} files ({files[0]}, ...)"
@@ -1188,7 +1222,9 @@ def load_parquet(path: Any, *, url: str | Sequence[str] | None = None,
                           seconds=time.perf_counter() - start, source=source, target=where,
                           compress=compress)
 
-    groups = [_row_groups(f) for f in files]
+    groups = [footer[1] for footer in footers]
+    # each unit's file must be read as it was planned from: its size and modification time
+    job.identities = {f: footer[2] for f, footer in zip(files, footers)}
     total = sum(map(sum, groups))
     done = state.done if state is not None else {}
     skipped = sum(size for f, sizes in zip(files, groups)
@@ -1221,7 +1257,7 @@ def _send_stream(job: _Job, reader: Any, files: list[str] | None, take: Any,
     """Arrow data, or a file's rows at ``take``: one request, in this process."""
     plan = job.encode.plan
     if take is not None:
-        batches, total, idx = _batches(files[0], plan, job.batch_rows, take)
+        batches, total, idx = _taken_batches(files[0], plan, job.batch_rows, take)
         report.total = total
         if report.bar is not None:
             report.bar.total = total
