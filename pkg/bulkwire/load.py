@@ -9,6 +9,7 @@ to a server later) or, with ``url``, to the server through :class:`bulkwire.Bulk
 """
 from __future__ import annotations
 
+import fnmatch
 import glob
 import json
 import os
@@ -533,7 +534,15 @@ class _Unit:
 
 def _dataset_files(source: Any) -> list[str]:
     """The files of a path (a file, a directory: its data files, recursively, in name order;
-    a glob), or of a list of them. Raises ``FileNotFoundError`` naming what matched nothing."""
+    a glob), or of a list of them. Raises ``FileNotFoundError`` naming what matched nothing.
+
+    Only regular files (or symbolic links to them) are data files. A FIFO, a socket, a
+    device file or a symbolic link loop where a data file would be (given as the path, named
+    with a data suffix in a directory, matched by a glob) raises ``ValueError`` naming it,
+    before any file is read: a FIFO is never opened (that would wait for a writer). A
+    directory reached twice (a symbolic link back to a folder above it, or a second link to
+    one) raises ``ValueError`` naming both paths, rather than walking in circles or reading
+    its files twice."""
     if isinstance(source, (list, tuple)):
         if not source:
             raise ValueError("path is an empty list of files")
@@ -543,23 +552,110 @@ def _dataset_files(source: Any) -> list[str]:
         return files
     path = os.fspath(source)
     if os.path.isdir(path):
-        found = []
-        for folder, subfolders, names in os.walk(path):
-            subfolders[:] = sorted(d for d in subfolders if not d.startswith((".", "_")))
-            found.extend(os.path.join(folder, n) for n in sorted(names)
-                         if n.endswith(DATA_SUFFIXES) and not n.startswith((".", "_")))
+        found = [os.path.join(folder, name) for folder, names in _walk(path, _dataset_name)
+                 for name in names if name.endswith(DATA_SUFFIXES)]
         if not found:
             raise FileNotFoundError(f"no Parquet or Arrow IPC files ({', '.join(DATA_SUFFIXES)}) "
                                     f"in the directory {path!r}")
-        return found
-    if os.path.exists(path):
-        return [path]
+        return [_data_file(f) for f in found]
+    if os.path.lexists(path):
+        return [_data_file(path)]
     if glob.has_magic(path):
-        found = sorted(p for p in glob.glob(path, recursive=True) if os.path.isfile(p))
+        found = sorted(p for p in _glob(path) if not os.path.isdir(p))
         if not found:
             raise FileNotFoundError(f"no file matches {path!r}")
-        return found
+        return [_data_file(f) for f in found]
     raise FileNotFoundError(f"no such file: {path!r}")
+
+
+def _dataset_name(name: str) -> bool:
+    """Whether a directory's entry belongs to its dataset: not ``_SUCCESS``, ``.crc``..."""
+    return not name.startswith((".", "_"))
+
+
+def _glob_name(name: str) -> bool:
+    """Whether ``*`` and ``**`` match a name, as in :mod:`glob`: not a hidden one."""
+    return not name.startswith(".")
+
+
+def _data_file(path: str) -> str:
+    """``path``, a regular file; ``ValueError`` naming it when it is anything else."""
+    from ._source import not_a_data_file, refuse
+
+    kind = not_a_data_file(path)
+    if kind is not None:
+        raise refuse(path, kind)
+    return path
+
+
+def _walk(root: str, keep: Callable[[str], bool]) -> Iterator[tuple[str, list[str]]]:
+    """(folder, its other entries' names, sorted) for ``root`` and every folder below it
+    whose name ``keep`` keeps, depth first in name order; symbolic links to folders are
+    followed. A folder reached a second time (a link back to a folder above, or a second
+    link to one) raises ``ValueError`` naming both paths."""
+    seen: dict = {}
+
+    def visit(folder: str) -> Iterator[tuple[str, list[str]]]:
+        info = os.stat(folder)
+        key = (info.st_dev, info.st_ino)
+        if key in seen:
+            raise ValueError(f"{folder!r} is the folder {seen[key]!r} again (a symbolic link "
+                             f"loop, or a second link to it): a dataset's folders are read "
+                             f"once")
+        seen[key] = folder
+        names, folders = [], []
+        for name in sorted(os.listdir(folder)):
+            if not keep(name):
+                continue
+            full = os.path.join(folder, name)
+            (folders if os.path.isdir(full) else names).append(name)
+        yield folder, names
+        for name in folders:
+            yield from visit(os.path.join(folder, name))
+
+    yield from visit(root)
+
+
+def _glob(pattern: str) -> list[str]:
+    """The paths ``pattern`` matches, as :func:`glob.glob` (``recursive=True``) matches them,
+    but with ``**`` walked by :func:`_walk`: a symbolic link loop raises ``ValueError``
+    instead of being followed again and again."""
+    parts = pattern.split(os.sep)
+    base = 0
+    while base < len(parts) - 1 and not glob.has_magic(parts[base]):
+        base += 1
+    root = os.sep.join(parts[:base]) or ("" if not pattern.startswith(os.sep) else os.sep)
+    found: list[str] = []
+
+    def match(folder: str, rest: list[str]) -> None:
+        head, tail = rest[0], rest[1:]
+        where = folder or os.curdir
+        if head == "**":
+            for below, _ in _walk(where, _glob_name):
+                relative = os.path.relpath(below, where)
+                match(folder if relative == os.curdir else os.path.join(folder, relative),
+                      tail or ["*"])
+            return
+        if not glob.has_magic(head):
+            names = [head] if os.path.lexists(os.path.join(where, head)) else []
+        else:
+            try:
+                names = os.listdir(where)
+            except OSError:
+                return
+            hidden = head.startswith(".")
+            names = [n for n in names if (hidden or _glob_name(n)) and fnmatch.fnmatchcase(n, head)]
+        for name in names:
+            full = os.path.join(folder, name)
+            if not tail:
+                found.append(full)
+            elif os.path.isdir(full):
+                match(full, tail)
+
+    if base and not os.path.isdir(root or os.curdir):
+        return []
+    match(root, parts[base:])
+    return list(dict.fromkeys(found))
 
 
 def _file_schema(path: str) -> Any:
