@@ -147,3 +147,55 @@ def test_not_a_table_file_and_missing_column(tmp_path, files):
     with pytest.raises(KeyError, match="'nope' is not a column"):
         take(files[1]["parquet"], [0], columns=["nope"])
     assert take(files[1]["parquet"], []).num_rows == 0
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("fmt", ["parquet", "ipc"])
+def test_close_racing_lookups_in_other_threads(files, fmt):
+    """close() while other threads look rows up, over and over: every lookup returns the
+    right rows or raises ValueError saying the file is closed; close() itself never raises
+    (it waits for the lookups running), leaves the object closed for good, and no descriptor
+    is left open."""
+    import os
+    import threading
+
+    table, paths = files
+    indices = np.random.default_rng(5).integers(0, ROWS, 200)
+    want = table.take(pa.array(indices))
+    open_before = len(os.listdir("/proc/self/fd"))
+    for iteration in range(150):
+        f = TableFile(paths[fmt])
+        start = threading.Barrier(3)
+        failures: list = []
+        taken = [0]
+
+        def lookups() -> None:
+            start.wait()
+            try:
+                for _ in range(50):
+                    try:
+                        got = f.take(indices)
+                    except ValueError as exc:
+                        assert "closed" in str(exc), exc
+                        return
+                    assert got.equals(want)
+                    taken[0] += 1
+            except BaseException as exc:  # noqa: BLE001 - the main thread raises it
+                failures.append(exc)
+
+        threads = [threading.Thread(target=lookups) for _ in range(2)]
+        for t in threads:
+            t.start()
+        start.wait()
+        if iteration % 3:  # let some lookups start first
+            threading.Event().wait(0.0005 * (iteration % 5))
+        f.close()
+        for t in threads:
+            t.join(timeout=60)
+        assert not any(t.is_alive() for t in threads)
+        if failures:
+            raise failures[0]
+        with pytest.raises(ValueError, match="closed"):
+            f.take([0])
+        f.close()  # again: nothing left to release
+    assert len(os.listdir("/proc/self/fd")) <= open_before
