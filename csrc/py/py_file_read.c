@@ -52,8 +52,9 @@ PyObject *bw_raise_read_error(int rc, const char *error) {
 }
 
 /* read_ranges(fd, size, offsets, lengths) -> uint8 array: the bytes of ranges
-   [offsets[i], offsets[i] + lengths[i]) of the file, one after another, each range checked
-   to lie inside the file's `size` bytes (its size when it was opened). A file that ends
+   [offsets[i], offsets[i] + lengths[i]) of the file, one after another (ranges that follow
+   one another in the file read at once), each range checked to lie inside the file's `size`
+   bytes (its size when it was opened). A file that ends
    sooner raises ValueError (it changed), a read that fails OSError. The reads run with the
    GIL released. New reference. */
 static PyObject *module_read_ranges(PyObject *self, PyObject *args) {
@@ -102,10 +103,15 @@ static PyObject *module_read_ranges(PyObject *self, PyObject *args) {
     int rc = BW_READ_OK;
     /* only raw memory below: the arrays are ours until we return */
     Py_BEGIN_ALLOW_THREADS
-    for (npy_intp i = 0; i < count && rc == BW_READ_OK; i++) {
-        rc = bw_read_exact(fd, dest, (size_t)n[i], (uint64_t)at[i], (size_t)size, error,
+    npy_intp i = 0;
+    while (i < count && rc == BW_READ_OK) {
+        /* ranges that follow one another in the file: one read */
+        int64_t start = at[i], length = n[i];
+        for (i++; i < count && at[i] == start + length; i++)
+            length += n[i];
+        rc = bw_read_exact(fd, dest, (size_t)length, (uint64_t)start, (size_t)size, error,
                            sizeof error);
-        dest += n[i];
+        dest += length;
     }
     Py_END_ALLOW_THREADS
     if (rc != BW_READ_OK) {

@@ -46,18 +46,24 @@ class _Bad(Exception):
     """A FlatBuffer offset or length outside the bytes it lives in."""
 
 
+_STRUCTS = {fmt: struct.Struct(fmt) for fmt in ("<I", "<i", "<H", "<B", "<q")}
+
+
 class _Flat:
     """Bounds-checked reads of one FlatBuffer (an IPC footer or message): every position is
     checked against the buffer before it is read."""
 
-    def __init__(self, data: bytes) -> None:
+    __slots__ = ("data", "size")
+
+    def __init__(self, data: Any) -> None:
         self.data = data
+        self.size = len(data)
 
     def _unpack(self, fmt: str, pos: int) -> Any:
-        size = struct.calcsize(fmt)
-        if pos < 0 or pos + size > len(self.data):
-            raise _Bad(f"{size} bytes at {pos} outside the {len(self.data)} of the metadata")
-        return struct.unpack_from(fmt, self.data, pos)[0]
+        unpacker = _STRUCTS[fmt]
+        if pos < 0 or pos + unpacker.size > self.size:
+            raise _Bad(f"{unpacker.size} bytes at {pos} outside the {self.size} of the metadata")
+        return unpacker.unpack_from(self.data, pos)[0]
 
     def root(self) -> int:
         return self._unpack("<I", 0)
@@ -81,59 +87,61 @@ class _Flat:
         at = self._field(table, index)
         return None if at is None else at + self._unpack("<I", at)
 
-    def structs(self, table: int, index: int, fmt: str) -> np.ndarray:
-        """A vector of structs of little-endian int64/int32 fields (``fmt``: a NumPy
-        structured dtype), as an array (empty when absent)."""
-        dtype = np.dtype(fmt)
+    def longs(self, table: int, index: int, per_item: int) -> np.ndarray:
+        """A vector of structs of ``per_item`` little-endian int64 fields (FieldNode, Buffer:
+        2; a vector of longs: 1), as an int64 array of that many columns (no rows when the
+        field is absent)."""
         at = self._field(table, index)
         if at is None:
-            return np.zeros(0, dtype=dtype)
+            return np.zeros((0, per_item), dtype=np.int64)
         vector = at + self._unpack("<I", at)
         count = self._unpack("<I", vector)
-        if count * dtype.itemsize > len(self.data) - vector - 4:
+        if count * 8 * per_item > self.size - vector - 4:
             raise _Bad(f"a vector of {count} items runs past the metadata's end")
-        return np.frombuffer(self.data, dtype=dtype, count=count, offset=vector + 4)
+        return np.frombuffer(self.data, dtype="<i8", count=count * per_item,
+                             offset=vector + 4).reshape(count, per_item).astype(np.int64)
 
 
 _BLOCK = np.dtype([("offset", "<i8"), ("meta", "<i4"), ("pad", "<i4"), ("body", "<i8")])
-_PAIR = np.dtype([("a", "<i8"), ("b", "<i8")])
-_LONG = np.dtype("<i8")
 
 
 class _Batch:
-    """One record batch's metadata: where its body is, its length, its field nodes (length,
-    null count) and buffers (absolute file offset, length) in the schema's depth-first
-    order, the variadic buffer counts of its view columns, and whether its body is
-    compressed."""
+    """One record batch's metadata: where its body is, its length; on first use (``parse``)
+    its field nodes (length, null count) and buffers (offset in the body, length) in the
+    schema's depth-first order, the variadic buffer counts of its view columns, and whether
+    its body is compressed."""
 
-    __slots__ = ("body", "body_length", "length", "nodes", "buffers", "variadic", "compressed")
+    __slots__ = ("flat", "header", "body", "body_length", "length", "nodes", "buffers",
+                 "variadic", "compressed")
 
+    def __init__(self, flat: _Flat, body: int, body_length: int) -> None:
+        root = flat.root()
+        if flat.scalar(root, 1, "<B", 0) != _RECORD_BATCH:
+            raise _Bad("a record batch block holds another kind of message")
+        if flat.scalar(root, 3, "<q", 0) != body_length:
+            raise _Bad("the message's body length is not its block's")
+        self.header = flat.table(root, 2)
+        if self.header is None:
+            raise _Bad("a record batch message without its header")
+        self.length = flat.scalar(self.header, 0, "<q", 0)
+        if self.length < 0:
+            raise _Bad(f"a record batch of {self.length} rows")
+        self.flat, self.body, self.body_length = flat, body, body_length
+        self.nodes = None
 
-def _message(flat: _Flat, body_length: int) -> _Batch:
-    """The RecordBatch message in ``flat``."""
-    root = flat.root()
-    if flat.scalar(root, 1, "<B", 0) != _RECORD_BATCH:
-        raise _Bad("a record batch block holds another kind of message")
-    if flat.scalar(root, 3, "<q", 0) != body_length:
-        raise _Bad("the message's body length is not its block's")
-    header = flat.table(root, 2)
-    if header is None:
-        raise _Bad("a record batch message without its header")
-    batch = _Batch()
-    batch.length = flat.scalar(header, 0, "<q", 0)
-    nodes = flat.structs(header, 1, _PAIR)
-    buffers = flat.structs(header, 2, _PAIR)
-    batch.nodes = np.stack([nodes["a"], nodes["b"]], axis=1) if nodes.size else \
-        np.zeros((0, 2), np.int64)
-    batch.buffers = np.stack([buffers["a"], buffers["b"]], axis=1) if buffers.size else \
-        np.zeros((0, 2), np.int64)
-    batch.compressed = flat.table(header, 3) is not None
-    batch.variadic = flat.structs(header, 4, _LONG).astype(np.int64).tolist()
-    if batch.length < 0 or (batch.nodes < 0).any() or (batch.buffers < 0).any():
-        raise _Bad("a negative length, null count, buffer offset or buffer length")
-    if batch.buffers.size and (batch.buffers[:, 0] + batch.buffers[:, 1] > body_length).any():
-        raise _Bad("a buffer outside the batch's body")
-    return batch
+    def parse(self) -> None:
+        """Reads the nodes, buffers, variadic counts and compression (once)."""
+        if self.nodes is not None:
+            return
+        flat, header = self.flat, self.header
+        nodes, buffers = flat.longs(header, 1, 2), flat.longs(header, 2, 2)
+        self.compressed = flat.table(header, 3) is not None
+        self.variadic = flat.longs(header, 4, 1).reshape(-1).tolist()
+        if (nodes < 0).any() or (buffers < 0).any():
+            raise _Bad("a negative length, null count, buffer offset or buffer length")
+        if buffers.size and (buffers[:, 0] + buffers[:, 1] > self.body_length).any():
+            raise _Bad("a buffer outside the batch's body")
+        self.buffers, self.nodes = buffers, nodes
 
 
 # ------------------------------------------------------------------------------ layouts
@@ -269,15 +277,26 @@ def _bits(bitmap: Optional[np.ndarray], positions: np.ndarray) -> np.ndarray:
     return ((bitmap[positions >> 3] >> (positions & 7).astype(np.uint8)) & 1).astype(bool)
 
 
-def _runs(starts: np.ndarray, lengths: np.ndarray) -> tuple:
-    """Byte ranges (start, length) merged where one ends where the next starts."""
-    if starts.size == 0:
-        return starts, lengths
-    ends = starts + lengths
-    breaks = np.flatnonzero(starts[1:] != ends[:-1]) + 1
-    first = np.concatenate(([0], breaks))
-    last = np.concatenate((breaks, [starts.size])) - 1
-    return starts[first], ends[last] - starts[first]
+class _Rows:
+    """The rows of a lookup, by record batch: ``local`` rows of the batches ``batch_of``
+    (sorted, no repeats); ``touched`` the batches, ``position`` each row's index in
+    ``touched``, ``groups`` the indices of each touched batch's rows."""
+
+    def __init__(self, batch_of: np.ndarray, local: np.ndarray) -> None:
+        self.local = local
+        self.cuts = np.flatnonzero(batch_of[1:] != batch_of[:-1]) + 1
+        self.touched = batch_of[np.concatenate(([0], self.cuts))].tolist() if local.size else []
+        position = np.zeros(local.size, dtype=np.intp)
+        position[self.cuts] = 1
+        self.position = np.cumsum(position)
+        self._groups: Optional[list] = None
+
+    @property
+    def groups(self) -> list:
+        if self._groups is None:
+            self._groups = np.split(np.arange(self.local.size), self.cuts) if self.local.size \
+                else []
+        return self._groups
 
 
 def _spans(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
@@ -336,26 +355,39 @@ class IpcFile:
         if footer_length <= 0 or footer_at < 8:
             raise _Bad(f"footer of {footer_length} bytes does not fit the file")
         footer = _Flat(self.source.read(footer_length, footer_at))
-        blocks = footer.structs(footer.root(), 3, _BLOCK)
+        # Block {offset: long, metaDataLength: int, (4 bytes of padding), bodyLength: long}
+        blocks = footer.longs(footer.root(), 3, 3)
+        offsets, bodies = blocks[:, 0], blocks[:, 2]
+        metas = (blocks[:, 1] << 32) >> 32  # the int32 in the low half
+        bad = (offsets < 8) | (metas < 8) | (bodies < 0) | (offsets + metas + bodies > footer_at)
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise _Bad(f"record batch {i}: block at {offsets[i]} ({metas[i]} + {bodies[i]} "
+                       f"bytes) outside the file's body")
+        # every batch's metadata message, in one call (the footer's offsets are checked)
+        from . import _core
+
+        try:
+            data = memoryview(_core.read_ranges(self.source.fd, size, offsets, metas))
+        except (ValueError, OSError) as exc:
+            raise self.error(exc) from exc
         self._batches = []
-        for i, block in enumerate(blocks.tolist()):
-            offset, meta, _, body = block
-            if offset < 8 or meta < 8 or body < 0 or offset + meta + body > footer_at:
-                raise _Bad(f"record batch {i}: block at {offset} ({meta} + {body} bytes) "
-                           f"outside the file's body")
-            data = self.source.read(meta, offset)
-            if struct.unpack_from("<I", data)[0] == _CONTINUATION:
-                length, start = struct.unpack_from("<i", data, 4)[0], 8
+        at = 0
+        for i, (offset, meta, body) in enumerate(zip(offsets.tolist(), metas.tolist(),
+                                                     bodies.tolist())):
+            message = data[at:at + meta]
+            at += meta
+            if _STRUCTS["<I"].unpack_from(message)[0] == _CONTINUATION:
+                length, start = _STRUCTS["<i"].unpack_from(message, 4)[0], 8
             else:  # the format before the continuation marker
-                length, start = struct.unpack_from("<i", data)[0], 4
+                length, start = _STRUCTS["<i"].unpack_from(message)[0], 4
             if length <= 0 or start + length > meta:
                 raise _Bad(f"record batch {i}: metadata of {length} bytes in a block of {meta}")
             try:
-                batch = _message(_Flat(data[start:start + length]), body)
+                self._batches.append(_Batch(_Flat(message[start:start + length]),
+                                            offset + meta, body))
             except _Bad as exc:
                 raise _Bad(f"record batch {i}: {exc}") from None
-            batch.body, batch.body_length = offset + meta, body
-            self._batches.append(batch)
 
     def _column_layout(self, b: int, column: int) -> tuple:
         """(first node, first buffer) of a column in batch b, whose metadata is checked to
@@ -363,6 +395,10 @@ class IpcFile:
         batch = self._batches[b]
         ok = self._layout_ok.get(b)
         if ok is None:
+            try:
+                batch.parse()
+            except _Bad as exc:
+                raise self.error(f"record batch {b}: {exc}") from None
             nodes, buffers, views = (int(x) for x in self._starts[-1])
             ok = (not batch.compressed and len(batch.nodes) == nodes and len(batch.variadic) == views
                   and len(batch.buffers) == buffers + sum(batch.variadic)
@@ -498,24 +534,22 @@ class IpcFile:
     def take(self, columns: Sequence[int], batch_of: np.ndarray, local: np.ndarray) -> dict:
         """The rows (``local`` rows of batches ``batch_of``, sorted by batch then row, no
         repeats) of the ``columns`` (schema indices), as {column index: pyarrow Array}."""
-        cuts = np.flatnonzero(np.diff(batch_of)) + 1
-        touched = batch_of[np.concatenate(([0], cuts))].tolist() if batch_of.size else []
-        groups = np.split(np.arange(batch_of.size), cuts) if batch_of.size else []
+        rows = _Rows(batch_of, local)
         out: dict = {}
         whole: list = []
         for column in columns:
-            skeletons = [self._skeleton(b, column) for b in touched]
+            skeletons = [self._skeleton(b, column) for b in rows.touched]
             if any(s is None for s in skeletons):
                 whole.append(column)
                 continue
-            out[column] = self._gather(self._plans[column], skeletons, groups, local,
+            out[column] = self._gather(self._plans[column], skeletons, rows,
                                        self.schema.names[column])
         if whole:
             whole.sort()  # the order of pyarrow's batches of these columns
             pieces: dict = {c: [] for c in whole}
-            for b, rows in zip(touched, groups):
+            for b, group in zip(rows.touched, rows.groups):
                 batch = self.whole_batch(b, whole, keep=True)
-                taken = batch.take(self._pa.array(local[rows]))
+                taken = batch.take(self._pa.array(local[group]))
                 for position, column in enumerate(whole):
                     pieces[column].append(taken.column(position))
             for column in whole:
@@ -523,15 +557,15 @@ class IpcFile:
                     self._pa.array([], type=self.schema.field(column).type)
         return out
 
-    def _gather(self, plan: _Gather, skeletons: list, groups: list, local: np.ndarray,
-                name: str) -> Any:
+    def _gather(self, plan: _Gather, skeletons: list, rows: _Rows, name: str) -> Any:
         pa = self._pa
+        local = rows.local
+        values_at = np.array([s.values_at for s in skeletons], dtype=np.int64)[rows.position]
         if plan.kind == "chain":
-            values_at = np.repeat([s.values_at for s in skeletons], [g.size for g in groups])
-            starts = values_at + local * plan.chain.stride
-            return self._chain_array(plan.chain, [s.validity for s in skeletons], groups,
-                                     local, starts, np.full(local.size, plan.chain.stride))
+            return self._chain_array(plan.chain, [s.validity for s in skeletons], rows.groups,
+                                     local, values_at + local * plan.chain.stride)
         # bytes and lists: each row's range of values from its batch's checked offsets
+        groups = rows.groups
         begin = np.concatenate([s.offsets[local[g]] for s, g in zip(skeletons, groups)])
         end = np.concatenate([s.offsets[local[g] + 1] for s, g in zip(skeletons, groups)])
         counts = end - begin
@@ -542,7 +576,6 @@ class IpcFile:
                              f"(take fewer rows at a time)")
         offsets = offsets.astype(np.int32 if plan.offset_width == 4 else np.int64)
         validity = self._validity([s.validity[0] for s in skeletons], groups, local)
-        values_at = np.repeat([s.values_at for s in skeletons], [g.size for g in groups])
         if plan.kind == "bytes":
             data = self._read(values_at + begin, counts)
             array = pa.Array.from_buffers(plan.type, local.size,
@@ -554,7 +587,6 @@ class IpcFile:
                     raise self.source.read_error(exc, name) from None
             return array
         # a list of a chain: its values' rows, batch by batch
-        stride = plan.chain.stride
         child_groups, start = [], 0
         for g in groups:
             n = int(counts[g].sum())
@@ -562,17 +594,19 @@ class IpcFile:
             start += n
         child_local = _spans(begin, counts)
         child = self._chain_array(plan.chain, [s.validity[1:] for s in skeletons], child_groups,
-                                  child_local, values_at.repeat(counts) + child_local * stride,
-                                  np.full(child_local.size, stride))
+                                  child_local,
+                                  values_at.repeat(counts) + child_local * plan.chain.stride)
         return pa.Array.from_buffers(plan.type, local.size, [validity, pa.py_buffer(offsets)],
                                      children=[child])
 
-    def _read(self, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    def _read(self, starts: np.ndarray, lengths: Any) -> np.ndarray:
+        """The bytes at ``starts`` (``lengths`` each: an array, or one length for all), one
+        range after another."""
         from . import _core
 
-        runs = _runs(starts.astype(np.int64), lengths.astype(np.int64))
+        lengths = np.broadcast_to(np.asarray(lengths, dtype=np.int64), starts.shape)
         try:
-            return _core.read_ranges(self.source.fd, self.source.size, *runs)
+            return _core.read_ranges(self.source.fd, self.source.size, starts, lengths)
         except (ValueError, OSError) as exc:
             raise self.error(exc) from exc
 
@@ -585,22 +619,25 @@ class IpcFile:
         return self._pa.py_buffer(np.packbits(bits, bitorder="little"))
 
     def _chain_array(self, chain: _Chain, bitmaps: list, groups: list, rows: np.ndarray,
-                     starts: np.ndarray, lengths: np.ndarray) -> Any:
+                     starts: np.ndarray) -> Any:
         """The chain's array of ``rows`` (grouped by batch; ``bitmaps`` per batch, per level),
-        its values read from ``starts`` / ``lengths``."""
+        each row's ``chain.stride`` bytes of values read from ``starts``."""
         pa = self._pa
-        values = self._read(starts, lengths)
-        count, levels = rows.size, []
-        positions, position_groups = rows, groups
+        values = self._read(starts, chain.stride)
+        levels, per_row = [], 1  # per_row: values of a level in one row
         for level in range(len(chain.types)):
-            levels.append((count, self._validity([b[level] for b in bitmaps], position_groups,
-                                                 positions)))
+            level_bitmaps = [b[level] for b in bitmaps]
+            validity = None
+            if any(bitmap is not None for bitmap in level_bitmaps):
+                spread = np.arange(per_row)  # a row's positions at this level
+
+                def at_level(r: np.ndarray) -> np.ndarray:
+                    return (r[:, None] * per_row + spread).reshape(-1)
+                validity = self._validity(level_bitmaps, [at_level(g) for g in groups],
+                                          at_level(rows))
+            levels.append((rows.size * per_row, validity))
             if level < len(chain.sizes):
-                size = chain.sizes[level]
-                positions = (positions[:, None] * size + np.arange(size)).reshape(-1)
-                position_groups = [(g[:, None] * size + np.arange(size)).reshape(-1)
-                                   for g in position_groups]
-                count *= size
+                per_row *= chain.sizes[level]
         leaf_count, leaf_validity = levels[-1]
         array = pa.Array.from_buffers(chain.types[-1], leaf_count,
                                       [leaf_validity, pa.py_buffer(values)])
