@@ -290,3 +290,13 @@ def test_ipc_lookups_read_only_the_rows_they_take(tmp_path, monkeypatch):
         assert f.take(indices).equals(table.take(pa.array(indices)))
     row_bytes = 8 + dim * 4 + 8
     assert sum(read) <= len(indices) * row_bytes + 3 * (4096 // 8 + 4097 * 4)
+
+
+def test_ipc_columns_of_one_name_are_read_each_from_its_own_place(tmp_path):
+    """Arrow IPC allows two columns of one name: each is read from where it is."""
+    table = pa.Table.from_arrays([pa.array([1, 2, 3]), pa.array(["a", "b", "c"]),
+                                  pa.array([7.5, 8.5, 9.5])], names=["x", "x", "y"])
+    path = tmp_path / "dup.arrow"
+    pyarrow.feather.write_feather(table, str(path), compression="uncompressed")
+    with TableFile(path) as f:
+        assert f.take([2, 0]).equals(table.take(pa.array([2, 0])))

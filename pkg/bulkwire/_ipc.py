@@ -254,11 +254,11 @@ class _Skeleton:
     __slots__ = ("validity", "offsets", "values_at")
 
 
-def _offsets_checked(pa: Any, raw: np.ndarray, width: int, length: int, limit: int,
-                     what: str) -> np.ndarray:
-    """The ``length + 1`` offsets in ``raw``, validated by pyarrow's full validation of a
-    list of ``limit`` values with these offsets: non-decreasing, none negative or past
-    ``limit``. ValueError saying so otherwise."""
+def _offsets_checked(pa: Any, raw: np.ndarray, width: int, length: int,
+                     limit: int) -> np.ndarray:
+    """The ``length + 1`` offsets (``width`` bytes each) in ``raw``, validated by pyarrow's
+    full validation of a list of ``limit`` values with these offsets: non-decreasing, none
+    negative or past ``limit``. ValueError saying so otherwise."""
     offsets = raw.view("<i4" if width == 4 else "<i8")[:length + 1]
     list_type = pa.list_(pa.null()) if width == 4 else pa.large_list(pa.null())
     check = pa.Array.from_buffers(list_type, length, [None, pa.py_buffer(offsets)],
@@ -266,8 +266,8 @@ def _offsets_checked(pa: Any, raw: np.ndarray, width: int, length: int, limit: i
     try:
         check.validate(full=True)
     except pa.ArrowInvalid as exc:
-        raise ValueError(f"{what} offsets: {exc}") from None
-    return offsets.astype(np.int64)
+        raise ValueError(f"the offsets: {exc}") from None
+    return offsets
 
 
 def _bits(bitmap: Optional[np.ndarray], positions: np.ndarray) -> np.ndarray:
@@ -524,8 +524,7 @@ class IpcFile:
                 bitmaps, skeleton.values_at = chain(plan.chain, node + 1, buffer + 2, limit)
                 skeleton.validity = [top] + bitmaps
             try:
-                skeleton.offsets = _offsets_checked(pa, raw, plan.offset_width, rows, limit,
-                                                    "the")
+                skeleton.offsets = _offsets_checked(pa, raw, plan.offset_width, rows, limit)
             except ValueError as exc:
                 raise bad(str(exc)) from None
         self._skeletons[key] = skeleton

@@ -326,6 +326,9 @@ class TableFile:
             self._ipc = IpcFile(self._source, pa)
             counts = np.array(self._ipc.batch_rows, dtype=np.int64)
             self.schema = self._ipc.schema
+            # the columns a lookup reads, by position (names may repeat in a file)
+            self._ipc_columns = list(range(len(self.schema))) if self.columns is None else \
+                [self.schema.get_field_index(c) for c in self.columns]
         if self.columns is not None:
             missing = [c for c in self.columns if self.schema.get_field_index(c) < 0]
             if missing:
@@ -548,10 +551,9 @@ class TableFile:
         unique, inverse = np.unique(idx, return_inverse=True)
         batch_of = np.searchsorted(self.offsets, unique, side="right") - 1
         local = unique - self.offsets[batch_of]
-        names = self.schema.names
-        indices = [self._ipc.schema.get_field_index(name) for name in names]
-        arrays = self._ipc.take(indices, batch_of, local)
-        table = pa.Table.from_arrays([arrays[i] for i in indices], schema=self.schema)
+        arrays = self._ipc.take(self._ipc_columns, batch_of, local)
+        table = pa.Table.from_arrays([arrays[i] for i in self._ipc_columns],
+                                     schema=self.schema)
         if unique.size == idx.size and bool((np.diff(idx) > 0).all()):
             return table
         return table.take(pa.array(inverse.reshape(-1).astype(np.int64)))
