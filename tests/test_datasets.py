@@ -204,6 +204,133 @@ def test_cli_loads_a_directory_a_glob_and_several_paths(tmp_path, capsys):
     assert "part-009.parquet' has no column 'name'" in err
 
 
+# ------------------------------------------------------------------------------ not files
+
+def special_files(folder) -> dict:
+    """Things with a data file's name in a folder that are not regular files: {kind: path}."""
+    import socket
+
+    os.makedirs(folder, exist_ok=True)
+    paths = {"FIFO": os.path.join(folder, "pipe.parquet"),
+             "socket": os.path.join(folder, "sock.parquet"),
+             "character device": os.path.join(folder, "null.parquet"),
+             "symbolic link loop": os.path.join(folder, "loop-a.parquet")}
+    os.mkfifo(paths["FIFO"])
+    unix = socket.socket(socket.AF_UNIX)
+    unix.bind(paths["socket"])
+    unix.close()  # the socket file stays
+    os.symlink(os.devnull, paths["character device"])
+    os.symlink("loop-b.parquet", paths["symbolic link loop"])
+    os.symlink("loop-a.parquet", os.path.join(folder, "loop-b.parquet"))
+    return paths
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("kind", ["FIFO", "socket", "character device", "symbolic link loop"])
+def test_a_fifo_socket_device_or_link_loop_is_refused_by_name_before_anything_is_sent(
+        tmp_path, kind):
+    """Found where a data file would be — in a directory, matched by a glob, or given as the
+    path — a FIFO (never opened: that would wait for a writer, forever), a socket, a device
+    file or a symbolic link loop raises ValueError naming it and saying what it is, before any
+    file is read or any request made."""
+    folder = tmp_path / "data"
+    write_parts(str(folder), [5, 5])
+    bad = special_files(str(tmp_path / "special"))[kind]
+    target = str(folder / os.path.basename(bad))
+    if kind == "symbolic link loop":  # a link into the loop
+        os.symlink(bad, target)
+    else:
+        os.rename(bad, target)
+    with LoopbackServer() as server:
+        for path in (str(folder), str(folder / "*.parquet"), str(tmp_path / "**" / "*.parquet"),
+                     target, [str(folder / "part-000.parquet"), target]):
+            with pytest.raises(ValueError) as info:
+                bulkwire.load_parquet(path, url=server.url, database="db")
+            assert repr(target) in str(info.value) and kind in str(info.value), (path, info)
+        assert not server.requests
+    with pytest.raises(ValueError, match=kind):
+        bulkwire.take(target, [0])
+
+
+@pytest.mark.timeout(60)
+def test_what_has_no_data_name_is_left_alone_and_links_to_files_and_folders_are_followed(
+        tmp_path):
+    """A FIFO or a socket without a data file's name is not part of the dataset (it is never
+    opened); a symbolic link to a data file, or to a folder of them, is followed."""
+    folder = tmp_path / "data"
+    tables = write_parts(str(folder), [5, 6])
+    os.mkfifo(folder / "pipe")
+    elsewhere = tmp_path / "elsewhere"
+    more = write_parts(str(elsewhere), [7])
+    os.symlink(elsewhere, folder / "z-linked")
+    other = write_parts(str(tmp_path / "single"), [0, 0, 4])
+    os.symlink(tmp_path / "single" / "part-002.parquet", folder / "y.parquet")
+    r = bulkwire.load_parquet(str(folder), out=str(tmp_path / "o.json"))
+    # in name order: part-000, part-001, y.parquet, then the linked folder's file
+    assert open(r.target, "rb").read() == expected_body(tables + [other[2]] + more)
+
+
+@pytest.mark.timeout(60)
+def test_a_folder_reached_twice_is_refused_naming_both_paths(tmp_path):
+    """A symbolic link back to a folder above it (a loop: a walk, or a ``**`` glob, would go
+    round forever or read the same files again and again), or a second link to a folder of
+    the dataset: ValueError naming the link and the folder."""
+    folder = tmp_path / "data"
+    write_parts(str(folder / "sub"), [3])
+    os.symlink("../..", folder / "sub" / "up")
+    os.symlink(".", folder / "sub" / "here")  # two loops: a ** glob would double per level
+    for path in (str(folder), str(folder / "**" / "*.parquet")):
+        with pytest.raises(ValueError, match=r"'.*(up|here)' is the folder '.*' again"):
+            bulkwire.load_parquet(path, out=str(tmp_path / "o.json"))
+    os.unlink(folder / "sub" / "up")
+    os.unlink(folder / "sub" / "here")
+    os.symlink(folder / "sub", folder / "twice")
+    with pytest.raises(ValueError, match=r"'.*twice' is the folder '.*sub' again"):
+        bulkwire.load_parquet(str(folder), out=str(tmp_path / "o.json"))
+
+
+def test_globs_match_what_glob_matches(tmp_path):
+    """Without links, a glob matches the files :func:`glob.glob` matches (``**`` included),
+    in name order, each once."""
+    import glob
+
+    from bulkwire.load import _dataset_files
+
+    for name in ("a/x.parquet", "a/b/y.parquet", "a/_u/z.parquet", "a/.h/h.parquet",
+                 "a/.dot.parquet", "c/w.pq", "top.parquet"):
+        os.makedirs(os.path.dirname(tmp_path / name), exist_ok=True)
+        pq.write_table(part(0, 1), str(tmp_path / name))
+    for pattern in ("*.parquet", "**/*.parquet", "**", "a/**/*.parquet", "*/*.parquet",
+                    "a/.*", "?/*.p?", "[ab]/**/*", "**/b/*", "a/**/**/*.parquet"):
+        full = str(tmp_path / pattern)
+        want = sorted(dict.fromkeys(p for p in glob.glob(full, recursive=True)
+                                    if not os.path.isdir(p)))
+        assert _dataset_files(full) == want, pattern
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("kind", ["FIFO", "loop"])
+def test_cli_refuses_a_fifo_or_a_loop_with_exit_2(tmp_path, kind):
+    """``bulkwire load`` on a dataset holding a FIFO or a symbolic link loop: exit 2 (the
+    PATH given cannot be loaded) with the message naming it, no hang, nothing written."""
+    import subprocess
+    import sys
+
+    folder = tmp_path / "data"
+    write_parts(str(folder), [3])
+    if kind == "FIFO":
+        os.mkfifo(folder / "part-001.parquet")
+    else:
+        os.symlink(".", folder / "up")
+    out = tmp_path / "o.json"
+    done = subprocess.run([sys.executable, "-m", "bulkwire", "load", str(folder), "--out",
+                           str(out)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stderr
+    name = "part-001.parquet' is a FIFO" if kind == "FIFO" else "up' is the folder"
+    assert done.stderr.startswith("bulkwire: error: ") and name in done.stderr
+    assert not out.exists()
+
+
 @pytest.mark.parametrize("threads", [1, 2])
 def test_a_bad_row_taken_is_named_by_the_files_row_whatever_the_threads(tmp_path, threads):
     """Without encoding threads, a row error used to carry the position in the batch taken."""

@@ -341,7 +341,7 @@ def test_crafted_ipc_file_is_refused_naming_file_and_column(tmp_path):
     for kwargs in ({}, {"take": [2, 0]}, {"columns": ["name"]}, {"url": "http://127.0.0.1:9",
                                                                   "database": "db"}):
         with pytest.raises(ValueError, match=r"crafted\.arrow' is malformed: column 'name': "
-                                             r".*offsets.*larger than"):
+                                             r".*(?i:offset).*(larger than|out of bounds)"):
             bulkwire.load_parquet(src, **kwargs)
     assert not os.path.exists(tmp_path / "crafted.bulk.json")
     with pytest.raises(ValueError, match=r"crafted\.arrow' is malformed: column 'name'"):

@@ -147,3 +147,156 @@ def test_not_a_table_file_and_missing_column(tmp_path, files):
     with pytest.raises(KeyError, match="'nope' is not a column"):
         take(files[1]["parquet"], [0], columns=["nope"])
     assert take(files[1]["parquet"], []).num_rows == 0
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("fmt", ["parquet", "ipc"])
+def test_close_racing_lookups_in_other_threads(files, fmt):
+    """close() while other threads look rows up, over and over: every lookup returns the
+    right rows or raises ValueError saying the file is closed; close() itself never raises
+    (it waits for the lookups running), leaves the object closed for good, and no descriptor
+    is left open."""
+    import os
+    import threading
+
+    table, paths = files
+    indices = np.random.default_rng(5).integers(0, ROWS, 200)
+    want = table.take(pa.array(indices))
+    open_before = len(os.listdir("/proc/self/fd"))
+    for iteration in range(150):
+        f = TableFile(paths[fmt])
+        start = threading.Barrier(3)
+        failures: list = []
+        taken = [0]
+
+        def lookups() -> None:
+            start.wait()
+            try:
+                for _ in range(50):
+                    try:
+                        got = f.take(indices)
+                    except ValueError as exc:
+                        assert "closed" in str(exc), exc
+                        return
+                    assert got.equals(want)
+                    taken[0] += 1
+            except BaseException as exc:  # noqa: BLE001 - the main thread raises it
+                failures.append(exc)
+
+        threads = [threading.Thread(target=lookups) for _ in range(2)]
+        for t in threads:
+            t.start()
+        start.wait()
+        if iteration % 3:  # let some lookups start first
+            threading.Event().wait(0.0005 * (iteration % 5))
+        f.close()
+        for t in threads:
+            t.join(timeout=60)
+        assert not any(t.is_alive() for t in threads)
+        if failures:
+            raise failures[0]
+        with pytest.raises(ValueError, match="closed"):
+            f.take([0])
+        f.close()  # again: nothing left to release
+    assert len(os.listdir("/proc/self/fd")) <= open_before
+
+
+def _ipc_table(draw, rows: int):
+    """A table of the column types an Arrow IPC lookup reads row by row (and some it reads
+    by whole record batches), nulls at every level."""
+    import decimal
+
+    rng = np.random.default_rng(draw(st.integers(0, 2 ** 32 - 1)))
+
+    def mask(p: float):
+        return rng.random(rows) < p
+
+    def maybe(values, p: float = 0.2):
+        nulls = mask(p)
+        return [None if n else v for v, n in zip(values, nulls)]
+
+    floats = rng.random(rows * 6).astype(np.float32)
+    inner = pa.array(floats, mask=rng.random(rows * 6) < 0.1)
+    nested = pa.FixedSizeListArray.from_arrays(
+        pa.FixedSizeListArray.from_arrays(inner, 3), 2)
+    nested = pa.FixedSizeListArray.from_arrays(nested.values, 2, mask=pa.array(mask(0.2))) \
+        if rows else nested
+    lists = [list(rng.random(int(rng.integers(0, 5))).astype(np.float32)) for _ in range(rows)]
+    return pa.table({
+        "id": pa.array(np.arange(rows), pa.int64()),
+        "i8": pa.array(rng.integers(-100, 100, rows).astype(np.int8), mask=mask(0.3)),
+        "f64": pa.array(rng.random(rows), mask=mask(0.1)),
+        "ts": pa.array(rng.integers(0, 10 ** 12, rows), pa.timestamp("us")),
+        "dec": pa.array(maybe([decimal.Decimal(int(v)) / 100 for v in
+                               rng.integers(0, 10 ** 6, rows)]), pa.decimal128(12, 2)),
+        "fsb": pa.array(maybe([bytes([i % 256]) * 3 for i in range(rows)]), pa.binary(3)),
+        "vec": pa.FixedSizeListArray.from_arrays(pa.array(floats), 6),
+        "nested": nested,
+        "s": pa.array(maybe([f"row {i}" * int(rng.integers(0, 3)) for i in range(rows)])),
+        "ls": pa.array(maybe([f"é{i}" for i in range(rows)]), pa.large_string()),
+        "bin": pa.array(maybe([bytes(rng.integers(0, 256, int(rng.integers(0, 4))).astype(
+            np.uint8)) for _ in range(rows)]), pa.binary()),
+        "list": pa.array(maybe(lists), pa.list_(pa.float32())),
+        "llist": pa.array(maybe(lists), pa.large_list(pa.float64())),
+        "flag": pa.array(maybe([bool(v) for v in rng.integers(0, 2, rows)])),
+        "dict": pa.array(maybe([f"k{v}" for v in rng.integers(0, 4, rows)])).dictionary_encode(),
+        "struct": pa.array(maybe([{"a": i, "b": str(i)} for i in range(rows)])),
+    })
+
+
+@settings(max_examples=30, deadline=None)
+@given(data=st.data())
+def test_ipc_lookups_equal_pyarrow_for_every_column_type(tmp_path_factory, data):
+    """Arrow IPC lookups (row by row for fixed-width values, fixed-size lists of them at any
+    depth, strings, binaries and lists of fixed-width values; whole record batches for the
+    rest) give what pyarrow's take gives, nulls at every level, uncompressed and zstd, in any
+    order with repeats."""
+    rows = data.draw(st.integers(0, 300))
+    table = _ipc_table(data.draw, rows)
+    path = tmp_path_factory.mktemp("ipc") / "t.arrow"
+    chunk = data.draw(st.integers(1, 120))
+    compression = data.draw(st.sampled_from(["uncompressed", "zstd"]))
+    pyarrow.feather.write_feather(table, str(path), compression=compression, chunksize=chunk)
+    indices = data.draw(st.lists(st.integers(0, rows - 1), max_size=80)) if rows else []
+    with TableFile(path) as f:
+        got = f.take(indices)
+        assert got.schema == table.schema
+        assert got.equals(table.take(pa.array(indices, type=pa.int64())))
+        again = data.draw(st.lists(st.integers(0, rows - 1), max_size=20)) if rows else []
+        assert f.take(again).equals(table.take(pa.array(again, type=pa.int64())))
+
+
+def test_ipc_lookups_read_only_the_rows_they_take(tmp_path, monkeypatch):
+    """Uncompressed IPC: a vector, an id and a string column are read row by row; no record
+    batch is read whole, and the bytes read are about those of the rows."""
+    from bulkwire import _core
+
+    rows, dim = 20_000, 64
+    values = pa.array(np.random.default_rng(1).random(rows * dim, dtype=np.float32))
+    table = pa.table({"id": pa.array(np.arange(rows), pa.int64()),
+                      "emb": pa.FixedSizeListArray.from_arrays(values, dim),
+                      "name": pa.array([f"n{i}" for i in range(rows)])})
+    path = tmp_path / "big.arrow"
+    pyarrow.feather.write_feather(table, str(path), compression="uncompressed", chunksize=4096)
+    read = []
+    real = _core.read_ranges
+    monkeypatch.setattr(_core, "read_ranges",
+                        lambda fd, size, at, n: read.append(int(np.sum(n))) or real(fd, size, at, n))
+    with TableFile(path) as f:
+        monkeypatch.setattr(f._ipc, "whole_batch", None)  # would fail if called
+        f.take([0])  # the offsets of the string column's first batch read and checked
+        read.clear()
+        indices = [19_999, 5, 6, 7, 12_345]
+        assert f.take(indices).equals(table.take(pa.array(indices)))
+    row_bytes = 8 + dim * 4 + 8
+    assert sum(read) <= len(indices) * row_bytes + 3 * (4096 // 8 + 4097 * 4)
+
+
+def test_ipc_columns_of_one_name_are_read_each_from_its_own_place(tmp_path):
+    """Arrow IPC allows two columns of one name: each is read from where it is."""
+    table = pa.Table.from_arrays([pa.array([1, 2, 3]), pa.array(["a", "b", "c"]),
+                                  pa.array([7.5, 8.5, 9.5])], names=["x", "x", "y"])
+    path = tmp_path / "dup.arrow"
+    pyarrow.feather.write_feather(table, str(path), compression="uncompressed")
+    with TableFile(path) as f:
+        assert f.take([2, 0]).equals(table.take(pa.array([2, 0])))

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "file_read.h"
 #include "thrift_compact.h"
 
 #ifdef BW_HAVE_ZSTD
@@ -37,6 +38,40 @@ static uint32_t read_le32(const uint8_t *p) {
 
 static uint64_t read_le64(const uint8_t *p) {
     return (uint64_t)read_le32(p) | (uint64_t)read_le32(p + 4) << 32;
+}
+
+/* ---- the file's bytes ------------------------------------------------------------------ */
+
+/* Memory that bytes of a file read through its descriptor are read into. */
+typedef struct {
+    uint8_t *data;
+    size_t capacity;
+} read_buffer;
+
+/* Bytes [offset, offset + length) of the file, which the caller checked lie inside its
+   file_size bytes: *bytes points into `file` when the whole file is in memory, else (file
+   NULL) at `buffer`, where they were read from `fd`. A file that ends sooner than file_size
+   changed since its size was taken (cut short, or replaced in place): malformed, saying so,
+   never a read past its end. A read that fails is BW_PAGES_READ_FAILED. */
+static int file_bytes(const uint8_t *file, int fd, size_t file_size, uint64_t offset,
+                      size_t length, read_buffer *buffer, const uint8_t **bytes, char *error) {
+    if (file != NULL) {
+        *bytes = file + offset;
+        return BW_PAGES_OK;
+    }
+    if (length + 1 > buffer->capacity) {
+        uint8_t *grown = realloc(buffer->data, length + 1);
+        if (grown == NULL)
+            return BW_PAGES_NO_MEMORY;
+        buffer->data = grown;
+        buffer->capacity = length + 1;
+    }
+    int rc = bw_read_exact(fd, buffer->data, length, offset, file_size, error,
+                           BW_PAGES_ERROR_SIZE);
+    if (rc != BW_READ_OK)
+        return rc == BW_READ_SHORT ? BW_PAGES_MALFORMED : BW_PAGES_READ_FAILED;
+    *bytes = buffer->data;
+    return BW_PAGES_OK;
 }
 
 /* ---- footer ---------------------------------------------------------------------------- */
@@ -194,15 +229,11 @@ static int read_row_group(bw_thrift *t, size_t file_size, size_t columns, int64_
     return BW_PAGES_OK;
 }
 
-int bw_parquet_index_locations(const uint8_t *file, size_t file_size, size_t groups,
-                               size_t columns, int64_t *out, char *error) {
-    if (file_size < 12 || memcmp(file + file_size - 4, "PAR1", 4) != 0)
-        return malformed(error, "no Parquet footer at the end of the file");
-    uint32_t footer_size = read_le32(file + file_size - 8);
-    if ((uint64_t)footer_size > file_size - 12)
-        return malformed(error, "footer length %u larger than the file", (unsigned)footer_size);
+/* The footer at `footer` (footer_size bytes) of a file of file_size bytes. */
+static int read_footer(const uint8_t *footer, uint32_t footer_size, size_t file_size,
+                       size_t groups, size_t columns, int64_t *out, char *error) {
     bw_thrift t;
-    bw_thrift_init(&t, file + file_size - 8 - footer_size, footer_size);
+    bw_thrift_init(&t, footer, footer_size);
     int16_t last = 0, id;
     int type;
     int seen = 0;
@@ -234,6 +265,34 @@ int bw_parquet_index_locations(const uint8_t *file, size_t file_size, size_t gro
     if (!seen && groups != 0)
         return malformed(error, "footer: no row group list");
     return BW_PAGES_OK;
+}
+
+int bw_parquet_index_locations(const uint8_t *file, int fd, size_t file_size, size_t groups,
+                               size_t columns, int64_t *out, char *error) {
+    if (file_size < 12)
+        return malformed(error, "no Parquet footer at the end of the file");
+    read_buffer buffer = {NULL, 0};
+    const uint8_t *tail;
+    int rc = file_bytes(file, fd, file_size, file_size - 8, 8, &buffer, &tail, error);
+    if (rc != BW_PAGES_OK)
+        goto cleanup;
+    if (memcmp(tail + 4, "PAR1", 4) != 0) {
+        rc = malformed(error, "no Parquet footer at the end of the file");
+        goto cleanup;
+    }
+    uint32_t footer_size = read_le32(tail);
+    if ((uint64_t)footer_size > file_size - 12) {
+        rc = malformed(error, "footer length %u larger than the file", (unsigned)footer_size);
+        goto cleanup;
+    }
+    const uint8_t *footer;
+    rc = file_bytes(file, fd, file_size, file_size - 8 - footer_size, footer_size, &buffer,
+                    &footer, error);
+    if (rc == BW_PAGES_OK)
+        rc = read_footer(footer, footer_size, file_size, groups, columns, out, error);
+cleanup:
+    free(buffer.data);
+    return rc;
 }
 
 /* ---- offset index ---------------------------------------------------------------------- */
@@ -678,6 +737,7 @@ typedef struct {
     uint8_t *rep, *def;
     uint32_t *index; /* dictionary indices of a dictionary encoded page */
     size_t plain_capacity, rep_capacity, def_capacity, index_count;
+    read_buffer page; /* the page's bytes, read from the file's descriptor */
 } scratch;
 
 static int grow(uint8_t **p, size_t *capacity, size_t need) {
@@ -830,11 +890,15 @@ static int check_byte_dictionary(bw_chunk_take *q, char *error) {
 static int take_from_page(const bw_chunk_take *q, const bw_page_location *loc,
                           int64_t page_rows, size_t first, size_t last, scratch *s,
                           bw_bytes *values, int64_t *lengths, char *error) {
-    const uint8_t *page = q->file + loc->offset;
     size_t page_size = (size_t)loc->compressed_size;
+    const uint8_t *page;
+    int rc = file_bytes(q->file, q->fd, q->file_size, (uint64_t)loc->offset, page_size,
+                        &s->page, &page, error);
+    if (rc != BW_PAGES_OK)
+        return rc;
     bw_page_header h;
     size_t header_size;
-    int rc = bw_parquet_page_header(page, page_size, &h, &header_size, error);
+    rc = bw_parquet_page_header(page, page_size, &h, &header_size, error);
     if (rc != BW_PAGES_OK)
         return rc;
     if (h.type != BW_PQ_DATA_PAGE && h.type != BW_PQ_DATA_PAGE_V2)
@@ -1022,7 +1086,7 @@ static int take_from_page(const bw_chunk_take *q, const bw_page_location *loc,
 
 int bw_parquet_take_chunk(const bw_chunk_take *q, bw_bytes *values, int64_t *lengths,
                           size_t *pages_read, char *error) {
-    scratch s = {NULL, NULL, NULL, NULL, 0, 0, 0, 0};
+    scratch s = {0};
     int rc = BW_PAGES_OK;
     *pages_read = 0;
     if ((q->value_width != 0 && q->value_width != 4 && q->value_width != 8) ||
@@ -1065,20 +1129,79 @@ cleanup:
     free(s.rep);
     free(s.def);
     free(s.index);
+    free(s.page.data);
     return rc;
+}
+
+/* ---- a page whose size is known only from its header ---------------------------------- */
+
+/* Bytes a page header is first looked for in, when the file is read through its descriptor:
+   more are read only while the header does not parse in what was read. */
+#define HEADER_WINDOW 4096
+
+/* A page as far as it has been read: `available` bytes at `bytes`, from the file's byte `at`
+   on, its header (header_size bytes) among them. */
+typedef struct {
+    int64_t at;
+    size_t header_size, available;
+    const uint8_t *bytes;
+} page_read;
+
+/* The page header at `at`, read from at most `room` bytes of the file: a header that would
+   run past them is refused by the header reader, as if the file ended there. Through the
+   descriptor, HEADER_WINDOW bytes are read first, and more only while the header does not
+   parse in those: a page's header, not its body. */
+static int read_header_at(const uint8_t *file, int fd, size_t file_size, int64_t at,
+                          size_t room, read_buffer *buffer, bw_page_header *h, page_read *p,
+                          char *error) {
+    size_t window = file != NULL || room < HEADER_WINDOW ? room : HEADER_WINDOW;
+    for (;;) {
+        int rc = file_bytes(file, fd, file_size, (uint64_t)at, window, buffer, &p->bytes,
+                            error);
+        if (rc != BW_PAGES_OK)
+            return rc;
+        rc = bw_parquet_page_header(p->bytes, window, h, &p->header_size, error);
+        if (rc != BW_PAGES_MALFORMED || window == room) {
+            p->at = at;
+            p->available = window;
+            return rc;
+        }
+        window = room / 8 < window ? room : window * 8;
+    }
+}
+
+/* *body: the body_size bytes after the page's header, which the caller checked lie inside
+   the room its header was read from; read now when they were not read with the header. */
+static int page_body(const uint8_t *file, int fd, size_t file_size, page_read *p,
+                     size_t body_size, read_buffer *buffer, const uint8_t **body, char *error) {
+    size_t need = p->header_size + body_size;
+    if (need > p->available) {
+        int rc = file_bytes(file, fd, file_size, (uint64_t)p->at, need, buffer, &p->bytes,
+                            error);
+        if (rc != BW_PAGES_OK)
+            return rc;
+        p->available = need;
+    }
+    *body = p->bytes + p->header_size;
+    return BW_PAGES_OK;
 }
 
 /* ---- a chunk without an offset index --------------------------------------------------- */
 
-/* *rows: the rows of a v1 data page of lists (body: its compressed_size bytes after the
-   header), its repetition levels that start a row, counted with the page decompressed. */
+/* *rows: the rows of a v1 data page of lists (`page`: its header read; its body,
+   compressed_size bytes after the header, read here), its repetition levels that start a
+   row, counted with the page decompressed. */
 static int count_list_page_rows(const bw_chunk_walk *w, const bw_page_header *h,
-                                const uint8_t *body, scratch *s, int64_t *rows, char *error) {
+                                page_read *page, scratch *s, int64_t *rows, char *error) {
     if (h->rep_encoding != BW_PQ_RLE)
         return BW_PAGES_NOT_COVERED;
     if ((int64_t)h->uncompressed_size > MAX_PAGE_BYTES)
         return malformed(error, "page of %d bytes uncompressed", (int)h->uncompressed_size);
     size_t body_size = (size_t)h->compressed_size, plain_size = (size_t)h->uncompressed_size;
+    const uint8_t *body;
+    int read = page_body(w->file, w->fd, w->file_size, page, body_size, &s->page, &body, error);
+    if (read != BW_PAGES_OK)
+        return read;
     const uint8_t *p = body;
     if (w->codec == BW_PQ_UNCOMPRESSED) {
         if (body_size != plain_size)
@@ -1110,7 +1233,7 @@ static int count_list_page_rows(const bw_chunk_walk *w, const bw_page_header *h,
 
 /* *rows: how many of the row group's rows the data page holds (see bw_parquet_walk_pages). */
 static int data_page_rows(const bw_chunk_walk *w, const bw_page_header *h, int64_t at,
-                          const uint8_t *body, scratch *s, int64_t *rows, char *error) {
+                          page_read *page, scratch *s, int64_t *rows, char *error) {
     if ((h->type == BW_PQ_DATA_PAGE ? !h->has_v1 : !h->has_v2) || h->num_values < 0)
         return malformed(error, "data page at %lld without its data page header",
                          (long long)at);
@@ -1135,12 +1258,12 @@ static int data_page_rows(const bw_chunk_walk *w, const bw_page_header *h, int64
         *rows = h->num_values / w->list_size;
         return BW_PAGES_OK;
     }
-    return count_list_page_rows(w, h, body, s, rows, error);
+    return count_list_page_rows(w, h, page, s, rows, error);
 }
 
 int bw_parquet_walk_pages(const bw_chunk_walk *w, bw_page_location **pages, size_t *count,
                           char *error) {
-    scratch s = {NULL, NULL, NULL, NULL, 0, 0, 0, 0};
+    scratch s = {0};
     bw_page_location *locs = NULL;
     size_t n_locs = 0, capacity = 0;
     int rc = BW_PAGES_OK;
@@ -1157,15 +1280,20 @@ int bw_parquet_walk_pages(const bw_chunk_walk *w, bw_page_location **pages, size
     int64_t at = w->chunk_start, rows = 0;
     while (at < end) {
         bw_page_header h;
-        size_t header_size;
+        page_read page;
         char why[BW_PAGES_ERROR_SIZE];
         /* the header is read from the chunk's remaining bytes only: one that would run past
            the chunk is refused by the header reader itself */
-        rc = bw_parquet_page_header(w->file + at, (size_t)(end - at), &h, &header_size, why);
+        rc = read_header_at(w->file, w->fd, w->file_size, at, (size_t)(end - at), &s.page, &h,
+                            &page, why);
         if (rc != BW_PAGES_OK) {
-            rc = malformed(error, "page at %lld: %s", (long long)at, why);
+            if (rc == BW_PAGES_MALFORMED)
+                rc = malformed(error, "page at %lld: %s", (long long)at, why);
+            else
+                snprintf(error, BW_PAGES_ERROR_SIZE, "%s", why);
             goto cleanup;
         }
+        size_t header_size = page.header_size;
         if ((uint64_t)h.compressed_size > (uint64_t)(end - at) - header_size) {
             rc = malformed(error, "page at %lld of %d bytes runs past its column chunk's end "
                            "at %lld", (long long)at, (int)h.compressed_size, (long long)end);
@@ -1191,7 +1319,7 @@ int bw_parquet_walk_pages(const bw_chunk_walk *w, bw_page_location **pages, size
             continue;
         }
         int64_t page_rows = 0;
-        rc = data_page_rows(w, &h, at, w->file + at + header_size, &s, &page_rows, error);
+        rc = data_page_rows(w, &h, at, &page, &s, &page_rows, error);
         if (rc != BW_PAGES_OK)
             goto cleanup;
         if (page_rows > w->group_rows - rows) {
@@ -1232,6 +1360,7 @@ cleanup:
     free(s.rep);
     free(s.def);
     free(s.index);
+    free(s.page.data);
     return rc;
 }
 
@@ -1265,7 +1394,7 @@ static int index_byte_arrays(const uint8_t *plain, size_t size, size_t n, uint8_
     return BW_PAGES_OK;
 }
 
-int bw_parquet_dictionary(const uint8_t *file, size_t file_size, int64_t offset,
+int bw_parquet_dictionary(const uint8_t *file, int fd, size_t file_size, int64_t offset,
                           int64_t next_page, int codec, int value_width, uint8_t **values,
                           size_t *count, char *error) {
     *values = NULL;
@@ -1275,62 +1404,84 @@ int bw_parquet_dictionary(const uint8_t *file, size_t file_size, int64_t offset,
     if (offset < 0 || (uint64_t)offset >= file_size)
         return malformed(error, "dictionary page at %lld, outside the file (%zu bytes)",
                          (long long)offset, file_size);
-    const uint8_t *page = file + offset;
     size_t room = file_size - (size_t)offset;
+    read_buffer buffer = {NULL, 0};
+    uint8_t *plain = NULL;
     bw_page_header h;
-    size_t header_size;
-    int rc = bw_parquet_page_header(page, room, &h, &header_size, error);
+    page_read page;
+    int rc = read_header_at(file, fd, file_size, offset, room, &buffer, &h, &page, error);
     if (rc != BW_PAGES_OK)
-        return rc;
-    if (h.type != BW_PQ_DICTIONARY_PAGE || !h.has_dictionary || h.num_values < 0)
-        return malformed(error, "no dictionary page at %lld", (long long)offset);
-    if (h.encoding != BW_PQ_PLAIN && h.encoding != BW_PQ_PLAIN_DICTIONARY)
-        return BW_PAGES_NOT_COVERED;
-    if ((uint64_t)h.compressed_size > room - header_size)
-        return malformed(error, "dictionary page of %d bytes overruns the file",
-                         (int)h.compressed_size);
+        goto cleanup;
+    size_t header_size = page.header_size;
+    if (h.type != BW_PQ_DICTIONARY_PAGE || !h.has_dictionary || h.num_values < 0) {
+        rc = malformed(error, "no dictionary page at %lld", (long long)offset);
+        goto cleanup;
+    }
+    if (h.encoding != BW_PQ_PLAIN && h.encoding != BW_PQ_PLAIN_DICTIONARY) {
+        rc = BW_PAGES_NOT_COVERED;
+        goto cleanup;
+    }
+    if ((uint64_t)h.compressed_size > room - header_size) {
+        rc = malformed(error, "dictionary page of %d bytes overruns the file",
+                       (int)h.compressed_size);
+        goto cleanup;
+    }
     /* a chunk's pages follow one another: a dictionary page that does not end where the first
        data page starts has a header that was misread, and a reader walking the chunk from
        its start refuses it */
     int64_t page_end = offset + (int64_t)header_size + (int64_t)h.compressed_size;
-    if (next_page >= 0 && page_end != next_page)
-        return malformed(error, "dictionary page at %lld ends at %lld, not at the first data "
-                         "page (%lld)", (long long)offset, (long long)page_end,
-                         (long long)next_page);
-    if ((int64_t)h.uncompressed_size > MAX_PAGE_BYTES)
-        return malformed(error, "dictionary page of %d bytes uncompressed",
-                         (int)h.uncompressed_size);
+    if (next_page >= 0 && page_end != next_page) {
+        rc = malformed(error, "dictionary page at %lld ends at %lld, not at the first data "
+                       "page (%lld)", (long long)offset, (long long)page_end,
+                       (long long)next_page);
+        goto cleanup;
+    }
+    if ((int64_t)h.uncompressed_size > MAX_PAGE_BYTES) {
+        rc = malformed(error, "dictionary page of %d bytes uncompressed",
+                       (int)h.uncompressed_size);
+        goto cleanup;
+    }
     size_t plain_size = (size_t)h.uncompressed_size;
     size_t width = value_width ? (size_t)value_width : 4; /* a byte array: its length at least */
-    if ((uint64_t)h.num_values > plain_size / width)
-        return malformed(error, "dictionary page of %d values has %zu bytes",
-                         (int)h.num_values, plain_size);
-    uint8_t *plain = malloc(plain_size ? plain_size : 1);
-    if (plain == NULL)
-        return BW_PAGES_NO_MEMORY;
-    const uint8_t *body = page + header_size;
+    if ((uint64_t)h.num_values > plain_size / width) {
+        rc = malformed(error, "dictionary page of %d values has %zu bytes",
+                       (int)h.num_values, plain_size);
+        goto cleanup;
+    }
+    const uint8_t *body;
+    rc = page_body(file, fd, file_size, &page, (size_t)h.compressed_size, &buffer, &body,
+                   error);
+    if (rc != BW_PAGES_OK)
+        goto cleanup;
+    plain = malloc(plain_size ? plain_size : 1);
+    if (plain == NULL) {
+        rc = BW_PAGES_NO_MEMORY;
+        goto cleanup;
+    }
     if (codec == BW_PQ_UNCOMPRESSED) {
         if ((size_t)h.compressed_size != plain_size) {
-            free(plain);
-            return malformed(error, "uncompressed dictionary page of %d bytes says %zu",
-                             (int)h.compressed_size, plain_size);
+            rc = malformed(error, "uncompressed dictionary page of %d bytes says %zu",
+                           (int)h.compressed_size, plain_size);
+            goto cleanup;
         }
         memcpy(plain, body, plain_size);
     } else if ((rc = decompress(codec, body, (size_t)h.compressed_size, plain, plain_size,
                                 error)) != BW_PAGES_OK) {
-        free(plain);
-        return rc;
+        goto cleanup;
     }
     if (value_width == 0) {
         rc = index_byte_arrays(plain, plain_size, (size_t)h.num_values, values, error);
-        free(plain);
         if (rc == BW_PAGES_OK)
             *count = (size_t)h.num_values;
-        return rc;
+        goto cleanup;
     }
     *values = plain;
+    plain = NULL;
     *count = (size_t)h.num_values;
-    return BW_PAGES_OK;
+cleanup:
+    free(plain);
+    free(buffer.data);
+    return rc;
 }
 
 int bw_parquet_have_snappy(void) {

@@ -7,7 +7,14 @@
    buffer it lives in before anything is read at it; a crafted file gives BW_PAGES_MALFORMED
    with a message, never a read out of bounds. What the page reader does not cover (an
    encoding other than PLAIN, a codec this build lacks, null or empty values) gives
-   BW_PAGES_NOT_COVERED, and the caller reads the chunk another way. */
+   BW_PAGES_NOT_COVERED, and the caller reads the chunk another way.
+
+   The file: `file` and `file_size`, the whole file in memory; or `file` NULL, and it is read
+   through the descriptor `fd` with positioned reads of only the bytes needed (a page, a
+   header, the footer), `file_size` being its size when it was opened. A file read that way
+   which is cut short, even while it is read, gives BW_PAGES_MALFORMED saying the file
+   changed, never a fault: a memory map of it would kill the process with SIGBUS at the
+   first byte past its new end. */
 #ifndef BW_PARQUET_PAGES_H
 #define BW_PARQUET_PAGES_H
 #include <stddef.h>
@@ -18,6 +25,7 @@ enum {
     BW_PAGES_NOT_COVERED = 1,
     BW_PAGES_MALFORMED = -1,
     BW_PAGES_NO_MEMORY = -2,
+    BW_PAGES_READ_FAILED = -3, /* reading the file failed (the message says why) */
 };
 
 /* Parquet's enums, as far as this reader uses them. */
@@ -54,7 +62,7 @@ typedef struct {
 #define BW_CHUNK_FIELDS 7
 #define BW_NO_DICTIONARY (-1)
 #define BW_DICTIONARY_UNLOCATED (-2)
-int bw_parquet_index_locations(const uint8_t *file, size_t file_size, size_t groups,
+int bw_parquet_index_locations(const uint8_t *file, int fd, size_t file_size, size_t groups,
                                size_t columns, int64_t *out, char *error);
 
 /* An OffsetIndex: *pages is malloc'ed (free it), *count entries, each checked against
@@ -65,7 +73,8 @@ int bw_parquet_offset_index(const uint8_t *data, size_t size, size_t file_size,
 
 /* A column chunk without an offset index, to be walked page header by page header. */
 typedef struct {
-    const uint8_t *file;
+    const uint8_t *file; /* or NULL: read from fd */
+    int fd;
     size_t file_size;
     int64_t chunk_start, chunk_size; /* from the footer, unchecked */
     int64_t group_rows;
@@ -90,7 +99,8 @@ int bw_parquet_page_header(const uint8_t *data, size_t size, bw_page_header *hea
                            size_t *header_size, char *error);
 
 typedef struct {
-    const uint8_t *file;
+    const uint8_t *file; /* or NULL: read from fd */
+    int fd;
     size_t file_size;
     const bw_page_location *pages;
     size_t page_count;
@@ -123,7 +133,7 @@ int bw_parquet_take_chunk(const bw_chunk_take *request, bw_bytes *values, int64_
    into *values (malloc'ed, free it); *count of them. The page must end at `next_page`, the
    chunk's first data page (-1: not known, not checked). value_width 0: BYTE_ARRAY values, laid
    out as a uint64 count, count + 1 uint64 offsets into the bytes that follow, the bytes. */
-int bw_parquet_dictionary(const uint8_t *file, size_t file_size, int64_t offset,
+int bw_parquet_dictionary(const uint8_t *file, int fd, size_t file_size, int64_t offset,
                           int64_t next_page, int codec, int value_width, uint8_t **values,
                           size_t *count, char *error);
 

@@ -15,6 +15,7 @@
 #include "py_bulk.h"
 #include "py_float_text.h"
 #include "py_vectors.h"
+#include "py_file_read.h"
 #include "py_parquet_pages.h"
 
 static struct PyModuleDef core_module = {
@@ -32,7 +33,8 @@ PyMODINIT_FUNC PyInit__core(void) {
     if (bw_entity_init() < 0 || bw_encoder_add_to_module(module) < 0 ||
         bw_float_text_add_functions(module) < 0 || bw_vectors_add_to_module(module) < 0 ||
         bw_bulk_add_to_module(module) < 0 || bw_encode_batch_add_to_module(module) < 0 ||
-        bw_parquet_pages_add_to_module(module) < 0) {
+        bw_parquet_pages_add_to_module(module) < 0 ||
+        bw_file_read_add_to_module(module) < 0) {
         Py_DECREF(module);
         return NULL;
     }

@@ -1,20 +1,24 @@
-/* The binding of csrc/core/parquet_pages.c: a file's bytes come in as any object exporting a
-   buffer (bulkwire.parquet passes a read-only mmap), arrays go out as NumPy arrays. A
-   malformed file raises ValueError with the core's message; the caller names the file. */
+/* The binding of csrc/core/parquet_pages.c: a file comes in as a tuple (fd, size), read with
+   pread (bulkwire.parquet passes its open descriptor: a file cut short under it gives an
+   error, never SIGBUS), or as any object exporting a buffer holding the whole file; arrays go
+   out as NumPy arrays. A malformed file raises ValueError with the core's message, a read
+   that fails OSError; the caller names the file. */
 #define PY_SSIZE_T_CLEAN
 #include "py_numpy.h" /* must precede any other NumPy header */
 #include <Python.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "file_read.h"
 #include "parquet_pages.h"
+#include "py_file_read.h"
 #include "py_parquet_pages.h"
 
 /* Sets the Python exception for a core failure; returns NULL. */
 static PyObject *raise_pages_error(int rc, const char *error) {
     if (rc == BW_PAGES_NO_MEMORY)
         return PyErr_NoMemory();
-    PyErr_SetString(PyExc_ValueError, error);
+    PyErr_SetString(rc == BW_PAGES_READ_FAILED ? PyExc_OSError : PyExc_ValueError, error);
     return NULL;
 }
 
@@ -25,9 +29,11 @@ static PyObject *raise_pages_error(int rc, const char *error) {
    New reference. */
 static PyObject *module_parquet_index_locations(PyObject *self, PyObject *args) {
     (void)self;
-    Py_buffer file;
+    PyObject *file_arg;
+    bw_file_arg file;
     Py_ssize_t groups, columns;
-    if (!PyArg_ParseTuple(args, "y*nn:parquet_index_locations", &file, &groups, &columns))
+    if (!PyArg_ParseTuple(args, "Onn:parquet_index_locations", &file_arg, &groups, &columns) ||
+        bw_file_arg_get(file_arg, &file) < 0)
         return NULL;
     PyObject *result = NULL;
     if (groups < 0 || columns < 0 || (columns > 0 && groups > PY_SSIZE_T_MAX / 16 / columns)) {
@@ -39,15 +45,19 @@ static PyObject *module_parquet_index_locations(PyObject *self, PyObject *args) 
     if (result == NULL)
         goto cleanup;
     char error[BW_PAGES_ERROR_SIZE];
-    int rc = bw_parquet_index_locations(file.buf, (size_t)file.len, (size_t)groups,
-                                        (size_t)columns,
-                                        PyArray_DATA((PyArrayObject *)result), error);
+    int64_t *out = PyArray_DATA((PyArrayObject *)result);
+    int rc;
+    /* only raw memory below: the file (its buffer held by the view, or its descriptor) */
+    Py_BEGIN_ALLOW_THREADS
+    rc = bw_parquet_index_locations(file.data, file.fd, file.size, (size_t)groups,
+                                    (size_t)columns, out, error);
+    Py_END_ALLOW_THREADS
     if (rc != BW_PAGES_OK) {
         Py_CLEAR(result);
         raise_pages_error(rc, error);
     }
 cleanup:
-    PyBuffer_Release(&file);
+    bw_file_arg_release(&file);
     return result;
 }
 
@@ -71,23 +81,44 @@ static PyObject *locations_array(const bw_page_location *pages, size_t count) {
    (offset, compressed size, first row), each checked against the file. New reference. */
 static PyObject *module_parquet_offset_index(PyObject *self, PyObject *args) {
     (void)self;
-    Py_buffer file;
+    PyObject *file_arg;
+    bw_file_arg file;
     long long offset, length, group_rows;
-    if (!PyArg_ParseTuple(args, "y*LLL:parquet_offset_index", &file, &offset, &length,
-                          &group_rows))
+    if (!PyArg_ParseTuple(args, "OLLL:parquet_offset_index", &file_arg, &offset, &length,
+                          &group_rows) ||
+        bw_file_arg_get(file_arg, &file) < 0)
         return NULL;
     PyObject *result = NULL;
     bw_page_location *pages = NULL;
+    uint8_t *read = NULL;
     size_t count = 0;
     char error[BW_PAGES_ERROR_SIZE];
-    if (offset < 0 || length < 0 || (unsigned long long)offset > (size_t)file.len ||
-        (unsigned long long)length > (size_t)file.len - (unsigned long long)offset) {
+    if (offset < 0 || length < 0 || (unsigned long long)offset > file.size ||
+        (unsigned long long)length > file.size - (unsigned long long)offset) {
         PyErr_Format(PyExc_ValueError, "offset index at %lld, %lld bytes, outside the file "
-                     "(%zd bytes)", offset, length, file.len);
+                     "(%zu bytes)", offset, length, file.size);
         goto cleanup;
     }
-    int rc = bw_parquet_offset_index((const uint8_t *)file.buf + offset, (size_t)length,
-                                     (size_t)file.len, group_rows, &pages, &count, error);
+    const uint8_t *index = file.data != NULL ? file.data + offset : NULL;
+    if (index == NULL) { /* read from the descriptor */
+        read = malloc(length ? (size_t)length : 1);
+        if (read == NULL) {
+            PyErr_NoMemory();
+            goto cleanup;
+        }
+        int got;
+        Py_BEGIN_ALLOW_THREADS
+        got = bw_read_exact(file.fd, read, (size_t)length, (uint64_t)offset, file.size, error,
+                            sizeof error);
+        Py_END_ALLOW_THREADS
+        if (got != BW_READ_OK) {
+            bw_raise_read_error(got, error);
+            goto cleanup;
+        }
+        index = read;
+    }
+    int rc = bw_parquet_offset_index(index, (size_t)length, file.size, group_rows, &pages,
+                                     &count, error);
     if (rc != BW_PAGES_OK) {
         raise_pages_error(rc, error);
         goto cleanup;
@@ -95,7 +126,8 @@ static PyObject *module_parquet_offset_index(PyObject *self, PyObject *args) {
     result = locations_array(pages, count);
 cleanup:
     free(pages);
-    PyBuffer_Release(&file);
+    free(read);
+    bw_file_arg_release(&file);
     return result;
 }
 
@@ -104,14 +136,16 @@ cleanup:
    chunk's page headers; None when its pages are not covered. New reference. */
 static PyObject *module_parquet_walk_pages(PyObject *self, PyObject *args) {
     (void)self;
-    Py_buffer file;
+    PyObject *file_arg;
+    bw_file_arg file;
     long long chunk_start, chunk_size, group_rows, list_size, null_count;
     int codec, max_rep;
-    if (!PyArg_ParseTuple(args, "y*LLLiiLL:parquet_walk_pages", &file, &chunk_start,
-                          &chunk_size, &group_rows, &codec, &max_rep, &list_size, &null_count))
+    if (!PyArg_ParseTuple(args, "OLLLiiLL:parquet_walk_pages", &file_arg, &chunk_start,
+                          &chunk_size, &group_rows, &codec, &max_rep, &list_size, &null_count) ||
+        bw_file_arg_get(file_arg, &file) < 0)
         return NULL;
     bw_chunk_walk walk = {
-        .file = file.buf, .file_size = (size_t)file.len, .chunk_start = chunk_start,
+        .file = file.data, .fd = file.fd, .file_size = file.size, .chunk_start = chunk_start,
         .chunk_size = chunk_size, .group_rows = group_rows, .codec = codec,
         .max_rep = max_rep, .list_size = list_size, .null_count = null_count,
     };
@@ -119,7 +153,7 @@ static PyObject *module_parquet_walk_pages(PyObject *self, PyObject *args) {
     size_t count = 0;
     char error[BW_PAGES_ERROR_SIZE];
     int rc;
-    /* only raw memory below: the file's buffer, held by the view */
+    /* only raw memory below: the file (its buffer held by the view, or its descriptor) */
     Py_BEGIN_ALLOW_THREADS
     rc = bw_parquet_walk_pages(&walk, &pages, &count, error);
     Py_END_ALLOW_THREADS
@@ -131,7 +165,7 @@ static PyObject *module_parquet_walk_pages(PyObject *self, PyObject *args) {
     else
         result = locations_array(pages, count);
     free(pages);
-    PyBuffer_Release(&file);
+    bw_file_arg_release(&file);
     return result;
 }
 
@@ -167,21 +201,23 @@ static PyObject *array_owning(uint8_t *data, size_t size) {
    next_page: where the chunk's first data page starts (-1: unknown). New reference. */
 static PyObject *module_parquet_dictionary(PyObject *self, PyObject *args) {
     (void)self;
-    Py_buffer file;
+    PyObject *file_arg;
+    bw_file_arg file;
     long long offset, next_page;
     int codec, width;
-    if (!PyArg_ParseTuple(args, "y*LLii:parquet_dictionary", &file, &offset, &next_page, &codec,
-                          &width))
+    if (!PyArg_ParseTuple(args, "OLLii:parquet_dictionary", &file_arg, &offset, &next_page,
+                          &codec, &width) ||
+        bw_file_arg_get(file_arg, &file) < 0)
         return NULL;
     uint8_t *values = NULL;
     size_t count = 0;
     char error[BW_PAGES_ERROR_SIZE];
     int rc;
     Py_BEGIN_ALLOW_THREADS
-    rc = bw_parquet_dictionary(file.buf, (size_t)file.len, offset, next_page, codec, width,
+    rc = bw_parquet_dictionary(file.data, file.fd, file.size, offset, next_page, codec, width,
                                &values, &count, error);
     Py_END_ALLOW_THREADS
-    PyBuffer_Release(&file);
+    bw_file_arg_release(&file);
     if (rc == BW_PAGES_NOT_COVERED)
         return Py_NewRef(Py_None);
     if (rc != BW_PAGES_OK)
@@ -201,14 +237,16 @@ static PyObject *module_parquet_dictionary(PyObject *self, PyObject *args) {
    row group; `dictionary` what parquet_dictionary returned for the chunk. New reference. */
 static PyObject *module_parquet_take_chunk(PyObject *self, PyObject *args) {
     (void)self;
-    Py_buffer file;
+    PyObject *file_arg;
+    bw_file_arg file;
     Py_buffer dictionary = {0};
     PyObject *pages_arg, *rows_arg, *dictionary_arg = Py_None;
     long long group_rows, list_size;
     int codec, width, max_rep, max_def;
-    if (!PyArg_ParseTuple(args, "y*OLiiiiLO|O:parquet_take_chunk", &file, &pages_arg,
+    if (!PyArg_ParseTuple(args, "OOLiiiiLO|O:parquet_take_chunk", &file_arg, &pages_arg,
                           &group_rows, &codec, &width, &max_rep, &max_def, &list_size,
-                          &rows_arg, &dictionary_arg))
+                          &rows_arg, &dictionary_arg) ||
+        bw_file_arg_get(file_arg, &file) < 0)
         return NULL;
     PyObject *result = NULL, *values_array = NULL, *lengths = NULL;
     PyArrayObject *pages_in = NULL, *rows = NULL;
@@ -240,8 +278,8 @@ static PyObject *module_parquet_take_chunk(PyObject *self, PyObject *args) {
     for (npy_intp i = 0; i < page_count; i++) {
         /* the same checks as the offset index reader: these numbers may come from anywhere */
         int64_t offset = in[3 * i], size = in[3 * i + 1], first = in[3 * i + 2];
-        if (offset < 0 || size <= 0 || size > INT32_MAX || (uint64_t)offset > (size_t)file.len ||
-            (uint64_t)size > (size_t)file.len - (uint64_t)offset || first >= group_rows ||
+        if (offset < 0 || size <= 0 || size > INT32_MAX || (uint64_t)offset > file.size ||
+            (uint64_t)size > file.size - (uint64_t)offset || first >= group_rows ||
             (i == 0 ? first != 0 : first <= in[3 * (i - 1) + 2])) {
             PyErr_Format(PyExc_ValueError, "page %zd: bad location", (Py_ssize_t)i);
             goto cleanup;
@@ -255,7 +293,7 @@ static PyObject *module_parquet_take_chunk(PyObject *self, PyObject *args) {
     if (lengths == NULL)
         goto cleanup;
     bw_chunk_take request = {
-        .file = file.buf, .file_size = (size_t)file.len, .pages = pages,
+        .file = file.data, .fd = file.fd, .file_size = file.size, .pages = pages,
         .page_count = (size_t)page_count, .group_rows = group_rows, .codec = codec,
         .value_width = width, .max_rep = max_rep, .max_def = max_def, .list_size = list_size,
         .rows = PyArray_DATA(rows), .row_count = (size_t)row_count,
@@ -267,7 +305,8 @@ static PyObject *module_parquet_take_chunk(PyObject *self, PyObject *args) {
     size_t pages_read = 0;
     int rc;
     int64_t *lengths_data = PyArray_DATA((PyArrayObject *)lengths);
-    /* only raw memory below: the file's buffer (held by the view), our own copies */
+    /* only raw memory below: the file (its buffer held by the view, or its descriptor), our
+       own copies */
     Py_BEGIN_ALLOW_THREADS
     rc = bw_parquet_take_chunk(&request, &values, lengths_data, &pages_read, error);
     Py_END_ALLOW_THREADS
@@ -293,7 +332,7 @@ cleanup:
     Py_XDECREF(rows);
     if (dictionary.obj != NULL)
         PyBuffer_Release(&dictionary);
-    PyBuffer_Release(&file);
+    bw_file_arg_release(&file);
     return result;
 }
 

@@ -232,8 +232,12 @@ def cmd_load(args: argparse.Namespace) -> int:
         except (OSError, ValueError, TypeError) as exc:  # a TLSFileError is a ValueError
             return _fail(str(exc), EXIT_USAGE)
     try:
-        from .load import load_parquet
+        from .load import _dataset_files, load_parquet
 
+        try:
+            _dataset_files(_source(args))
+        except ValueError as exc:  # PATH holds what cannot be data: a FIFO, a device, a loop
+            return _fail(str(exc), EXIT_USAGE)
         take = _parse_take(args.take)
         _say_when_no_vector_column(args)
         if (args.workers > 1 or args.resume is not None) and url is None:

@@ -38,7 +38,9 @@ A row of an Arrow batch that cannot become a command (``bulkwire.load_parquet``,
                                     vector, invalid UTF-8, a timestamp out of range
 
 A source file whose own metadata is inconsistent (``TableFile``, ``take`` on a crafted or
-corrupt Parquet file: an offset outside the file, a page header that does not parse)::
+corrupt Parquet or Arrow IPC file: an offset outside the file, a page header that does not
+parse, offsets that decrease), or that changed since it was opened (cut short, rewritten,
+grown)::
 
     ValueError
      └── MalformedFileError         path: the file; the message names the column and what
@@ -227,8 +229,10 @@ def _rebuild_row_error(cls: type, column: str, row: int, reason: str,
 
 class MalformedFileError(ValueError):
     """A source file whose own metadata is inconsistent: an offset or length outside the file,
-    a page header or index that cannot be parsed. ``path`` names the file; the message says
-    what is wrong and where."""
+    a page header or index that cannot be parsed, offsets that decrease or point past their
+    buffer; or a file that changed since it was opened (cut short, rewritten, grown: "changed
+    since it was opened" in the message). ``path`` names the file; the message says what is
+    wrong and where."""
 
     def __init__(self, message: str, path: Optional[str] = None) -> None:
         super().__init__(message)

@@ -9,6 +9,7 @@ to a server later) or, with ``url``, to the server through :class:`bulkwire.Bulk
 """
 from __future__ import annotations
 
+import fnmatch
 import glob
 import json
 import os
@@ -17,7 +18,7 @@ import threading
 import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field as dataclass_field
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from . import _core
@@ -27,7 +28,8 @@ from .conventions import BODY_EXCLUDED_KEYS, merge_metadata
 from .encoding import dumps
 from .errors import (BulkInsertAborted, BulkInsertError, RowError, _add_note,
                      _mark_unconfirmed)
-from .parquet import PathLike, TableFile, _check_batch, _file_format, _pyarrow
+from ._source import SourceFile
+from .parquet import PathLike, TableFile, _check_batch, _pyarrow, _source_format
 from .topology import open_servers
 from .urls import normalize_url
 
@@ -232,26 +234,57 @@ class _Encoder:
 
 # ------------------------------------------------------------------------------ batches
 
-def _batches(path: str, plan: _Plan, batch_rows: int, take: Any) -> tuple[Iterator[Any], int, Any]:
-    """(record batches, total rows, index array or None)."""
-    pa = _pyarrow()
-    if take is not None:
-        f = TableFile(path, columns=plan.read_columns)
-        from .parquet import _check_indices
+def _taken_batches(path: str, plan: _Plan, batch_rows: int,
+                   take: Any) -> tuple[Iterator[Any], int, Any]:
+    """The rows of a file at ``take``: (record batches, total rows, index array)."""
+    from .parquet import _check_indices
 
+    with TableFile(path, columns=plan.read_columns) as f:
         idx = _check_indices(take, f.num_rows, name="take")
         table = f.take(idx)
-        f.close()
-        return iter(table.to_batches(max_chunksize=batch_rows)), table.num_rows, idx
-    if _file_format(path) == "parquet":
-        # pre_buffer=False: pyarrow would otherwise buffer ahead up to the whole file (RSS
-        # grew with the file size: 540 MB for 470 MB of Parquet); without it, one row group.
-        pf = pa.parquet.ParquetFile(path, pre_buffer=False)
-        return (pf.iter_batches(batch_size=batch_rows, columns=plan.read_columns),
-                pf.metadata.num_rows, None)
-    f = TableFile(path, columns=plan.read_columns)
-    table = f._table.select(plan.read_columns)
-    return iter(table.to_batches(max_chunksize=batch_rows)), f.num_rows, None
+    return iter(table.to_batches(max_chunksize=batch_rows)), table.num_rows, idx
+
+
+def _file_batches(path: str, plan: _Plan, batch_rows: int, first: int = 0,
+                  stop: int | None = None, identity: tuple | None = None) -> Iterator[Any]:
+    """Record batches of row groups (Arrow IPC: record batches) [first, stop) of a file, of
+    at most ``batch_rows`` rows, read through one open descriptor. The file must still be
+    what it was when the load read its footer (``identity``: size and modification time),
+    and stay so: checked when it is opened and after every batch, so a file rewritten, cut
+    short or grown under the load raises :class:`~bulkwire.errors.MalformedFileError` naming
+    it rather than sending rows of another file (one renamed over it is not read: the open
+    file is)."""
+    pa = _pyarrow()
+    with SourceFile(path) as source:
+        source.check_unchanged(identity)
+        if _source_format(source) == "parquet":
+            with source.python_file() as pyfile:
+                try:
+                    # pre_buffer=False: pyarrow would otherwise buffer ahead up to the whole
+                    # file (RSS grew with the file size: 540 MB for 470 MB of Parquet);
+                    # without it, one row group.
+                    pf = pa.parquet.ParquetFile(pyfile, pre_buffer=False)
+                    groups = range(first, pf.metadata.num_row_groups if stop is None else stop)
+                    batches = pf.iter_batches(batch_size=batch_rows, row_groups=groups,
+                                              columns=plan.read_columns)
+                    while True:
+                        try:
+                            batch = next(batches)
+                        except StopIteration:
+                            return
+                        source.check_unchanged()
+                        yield batch
+                except (pa.ArrowException, OSError) as exc:
+                    raise source.read_error(exc) from exc
+        from ._ipc import IpcFile
+
+        ipc = IpcFile(source, pa)
+        try:
+            for batch in ipc.batches(plan.read_columns, first, stop):
+                for offset in range(0, batch.num_rows, batch_rows):
+                    yield batch.slice(offset, batch_rows)
+        finally:
+            ipc.close()
 
 
 def _vector_dim(pa, batch, plan: _Plan) -> int:
@@ -515,7 +548,15 @@ class _Unit:
 
 def _dataset_files(source: Any) -> list[str]:
     """The files of a path (a file, a directory: its data files, recursively, in name order;
-    a glob), or of a list of them. Raises ``FileNotFoundError`` naming what matched nothing."""
+    a glob), or of a list of them. Raises ``FileNotFoundError`` naming what matched nothing.
+
+    Only regular files (or symbolic links to them) are data files. A FIFO, a socket, a
+    device file or a symbolic link loop where a data file would be (given as the path, named
+    with a data suffix in a directory, matched by a glob) raises ``ValueError`` naming it,
+    before any file is read: a FIFO is never opened (that would wait for a writer). A
+    directory reached twice (a symbolic link back to a folder above it, or a second link to
+    one) raises ``ValueError`` naming both paths, rather than walking in circles or reading
+    its files twice."""
     if isinstance(source, (list, tuple)):
         if not source:
             raise ValueError("path is an empty list of files")
@@ -525,30 +566,140 @@ def _dataset_files(source: Any) -> list[str]:
         return files
     path = os.fspath(source)
     if os.path.isdir(path):
-        found = []
-        for folder, subfolders, names in os.walk(path):
-            subfolders[:] = sorted(d for d in subfolders if not d.startswith((".", "_")))
-            found.extend(os.path.join(folder, n) for n in sorted(names)
-                         if n.endswith(DATA_SUFFIXES) and not n.startswith((".", "_")))
+        found = [os.path.join(folder, name) for folder, names in _walk(path, _dataset_name)
+                 for name in names if name.endswith(DATA_SUFFIXES)]
         if not found:
             raise FileNotFoundError(f"no Parquet or Arrow IPC files ({', '.join(DATA_SUFFIXES)}) "
                                     f"in the directory {path!r}")
-        return found
-    if os.path.exists(path):
-        return [path]
+        return [_data_file(f) for f in found]
+    if os.path.lexists(path):
+        return [_data_file(path)]
     if glob.has_magic(path):
-        found = sorted(p for p in glob.glob(path, recursive=True) if os.path.isfile(p))
+        found = sorted(p for p in _glob(path) if not os.path.isdir(p))
         if not found:
             raise FileNotFoundError(f"no file matches {path!r}")
-        return found
+        return [_data_file(f) for f in found]
     raise FileNotFoundError(f"no such file: {path!r}")
 
 
+def _dataset_name(name: str) -> bool:
+    """Whether a directory's entry belongs to its dataset: not ``_SUCCESS``, ``.crc``..."""
+    return not name.startswith((".", "_"))
+
+
+def _glob_name(name: str) -> bool:
+    """Whether ``*`` and ``**`` match a name, as in :mod:`glob`: not a hidden one."""
+    return not name.startswith(".")
+
+
+def _data_file(path: str) -> str:
+    """``path``, a regular file; ``ValueError`` naming it when it is anything else."""
+    from ._source import not_a_data_file, refuse
+
+    kind = not_a_data_file(path)
+    if kind is not None:
+        raise refuse(path, kind)
+    return path
+
+
+def _walk(root: str, keep: Callable[[str], bool]) -> Iterator[tuple[str, list[str]]]:
+    """(folder, its other entries' names, sorted) for ``root`` and every folder below it
+    whose name ``keep`` keeps, depth first in name order; symbolic links to folders are
+    followed. A folder reached a second time (a link back to a folder above, or a second
+    link to one) raises ``ValueError`` naming both paths."""
+    seen: dict = {}
+
+    def visit(folder: str) -> Iterator[tuple[str, list[str]]]:
+        info = os.stat(folder)
+        key = (info.st_dev, info.st_ino)
+        if key in seen:
+            raise ValueError(f"{folder!r} is the folder {seen[key]!r} again (a symbolic link "
+                             f"loop, or a second link to it): a dataset's folders are read "
+                             f"once")
+        seen[key] = folder
+        names, folders = [], []
+        for name in sorted(os.listdir(folder)):
+            if not keep(name):
+                continue
+            full = os.path.join(folder, name)
+            (folders if os.path.isdir(full) else names).append(name)
+        yield folder, names
+        for name in folders:
+            yield from visit(os.path.join(folder, name))
+
+    yield from visit(root)
+
+
+def _glob(pattern: str) -> list[str]:
+    """The paths ``pattern`` matches, as :func:`glob.glob` (``recursive=True``) matches them,
+    but with ``**`` walked by :func:`_walk`: a symbolic link loop raises ``ValueError``
+    instead of being followed again and again."""
+    parts = pattern.split(os.sep)
+    base = 0
+    while base < len(parts) - 1 and not glob.has_magic(parts[base]):
+        base += 1
+    root = os.sep.join(parts[:base]) or ("" if not pattern.startswith(os.sep) else os.sep)
+    found: list[str] = []
+
+    def match(folder: str, rest: list[str]) -> None:
+        head, tail = rest[0], rest[1:]
+        where = folder or os.curdir
+        if head == "**":
+            for below, _ in _walk(where, _glob_name):
+                relative = os.path.relpath(below, where)
+                match(folder if relative == os.curdir else os.path.join(folder, relative),
+                      tail or ["*"])
+            return
+        if not glob.has_magic(head):
+            names = [head] if os.path.lexists(os.path.join(where, head)) else []
+        else:
+            try:
+                names = os.listdir(where)
+            except OSError:
+                return
+            hidden = head.startswith(".")
+            names = [n for n in names if (hidden or _glob_name(n)) and fnmatch.fnmatchcase(n, head)]
+        for name in names:
+            full = os.path.join(folder, name)
+            if not tail:
+                found.append(full)
+            elif os.path.isdir(full):
+                match(full, tail)
+
+    if base and not os.path.isdir(root or os.curdir):
+        return []
+    match(root, parts[base:])
+    return list(dict.fromkeys(found))
+
+
 def _file_schema(path: str) -> Any:
+    return _file_footer(path)[0]
+
+
+def _row_groups(path: str) -> list[int]:
+    """Rows of each row group (Parquet) or record batch (Arrow IPC), from the footer."""
+    return _file_footer(path)[1]
+
+
+def _file_footer(path: str) -> tuple:
+    """(schema, rows of each row group (Arrow IPC: record batch), identity: the file's size
+    and modification time), from the footer (and an IPC file's batch metadata)."""
     pa = _pyarrow()
-    if _file_format(path) == "parquet":
-        return pa.parquet.ParquetFile(path).schema_arrow
-    return pa.ipc.open_file(pa.memory_map(path, "r")).schema
+    with SourceFile(path) as source:
+        if _source_format(source) == "parquet":
+            with source.python_file() as pyfile:
+                try:
+                    pf = pa.parquet.ParquetFile(pyfile)
+                    meta = pf.metadata
+                    groups = [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
+                    return pf.schema_arrow, groups, source.identity
+                except (pa.ArrowException, OSError) as exc:
+                    raise source.read_error(exc) from exc
+        from ._ipc import IpcFile
+
+        ipc = IpcFile(source, pa)
+        ipc.close()
+        return ipc.schema, list(ipc.batch_rows), source.identity
 
 
 def _check_schemas(files: list[str], schemas: list[Any]) -> None:
@@ -572,14 +723,6 @@ def _check_schemas(files: list[str], schemas: list[Any]) -> None:
                              f"files of a dataset need the same columns")
 
 
-def _row_groups(path: str) -> list[int]:
-    """Rows of each row group (Parquet) or record batch (Arrow IPC), from the footer."""
-    pa = _pyarrow()
-    if _file_format(path) == "parquet":
-        meta = pa.parquet.ParquetFile(path).metadata
-        return [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
-    reader = pa.ipc.open_file(pa.memory_map(path, "r"))
-    return [reader.get_batch(i).num_rows for i in range(reader.num_record_batches)]
 
 
 def _units(files: list[str], groups: list[list[int]], done: Callable[[str], Any] | None,
@@ -611,18 +754,6 @@ def _units(files: list[str], groups: list[list[int]], done: Callable[[str], Any]
     return units
 
 
-def _unit_batches(unit: _Unit, plan: _Plan, batch_rows: int) -> Iterator[Any]:
-    pa = _pyarrow()
-    if _file_format(unit.path) == "parquet":
-        pf = pa.parquet.ParquetFile(unit.path, pre_buffer=False)  # see _batches
-        yield from pf.iter_batches(batch_size=batch_rows, row_groups=range(unit.first, unit.stop),
-                                   columns=plan.read_columns)
-        return
-    reader = pa.ipc.open_file(pa.memory_map(unit.path, "r"))
-    for index in range(unit.first, unit.stop):
-        batch = reader.get_batch(index).select(plan.read_columns)
-        for offset in range(0, batch.num_rows, batch_rows):
-            yield batch.slice(offset, batch_rows)
 
 
 def _as_reader(data: Any, columns: list[str] | None = None) -> Any | None:
@@ -1002,6 +1133,8 @@ class _Job:
     threads: int
     skip_overwrite: bool
     request_per_unit: bool
+    #: each file's identity (size, modification time) when its footer was read
+    identities: dict = dataclass_field(default_factory=dict)
 
 
 class _Stopped(Exception):
@@ -1045,7 +1178,8 @@ def _send(job: _Job, units: Sequence[_Unit], make_target: Callable[[], Any],
             target = make_target()
             encoded = (batch for unit in group
                        for batch in _encoded_in_order(
-                           _unit_batches(unit, job.encode.plan, job.batch_rows), job.encode,
+                           _file_batches(unit.path, job.encode.plan, job.batch_rows, unit.first,
+                                         unit.stop, job.identities.get(unit.path)), job.encode,
                            unit.path, job.encode.plan, pool, job.threads, None,
                            unit.first_row))
             rows += _one_request(target, encoded, pool, on_batch, stop)
@@ -1374,7 +1508,8 @@ def load_parquet(path: Any, *, url: str | Sequence[str] | None = None,
     files: list[str] | None = None
     if reader is None:
         files = _dataset_files(path)
-        schemas = [_file_schema(f) for f in files]
+        footers = [_file_footer(f) for f in files]
+        schemas = [footer[0] for footer in footers]
         _check_schemas(files, schemas)
         schema = schemas[0]
         source = files[0] if len(files) == 1 else f"{len(files)} files ({files[0]}, ...)"
@@ -1417,13 +1552,13 @@ def load_parquet(path: Any, *, url: str | Sequence[str] | None = None,
         from .parquet import _check_indices
 
         # every index checked against the file's rows before any output is opened
-        take = _check_indices(take, sum(_row_groups(files[0])), name="take")
+        take = _check_indices(take, sum(footers[0][1]), name="take")
     if servers is not None:
         where = f"{', '.join(map(str, servers.urls))} (database {database})"
     else:
         where = os.fspath(out) if out is not None else _default_out(path, files, compress)
     # the files' row groups, from their footers (a resume state is checked against them)
-    groups = [_row_groups(f) for f in files] if files is not None and take is None else None
+    groups = [footer[1] for footer in footers] if files is not None and take is None else None
     stream_rows = (path.num_rows if take is None and isinstance(path, (pa.Table, pa.RecordBatch))
                    else None)
 
@@ -1438,6 +1573,9 @@ def load_parquet(path: Any, *, url: str | Sequence[str] | None = None,
         job = _Job(url, database, compress, chunk_size, tls, encode, batch_rows, threads,
                    skip_overwrite=state is not None and state.resumed,
                    request_per_unit=state is not None)
+        if files is not None:
+            # each unit's file must be read as it was planned from: its size and mtime
+            job.identities = {f: footer[2] for f, footer in zip(files, footers)}
         if url is not None:
             return _load_units(job, files, groups, state, workers, progress, source, where,
                                start, lambda: _server_target(job), reader, take, stream_rows)
@@ -1535,7 +1673,7 @@ def _send_stream(job: _Job, reader: Any, files: list[str] | None, take: Any,
     """Arrow data, or a file's rows at ``take``: one request, in this process."""
     plan = job.encode.plan
     if take is not None:
-        batches, total, idx = _batches(files[0], plan, job.batch_rows, take)
+        batches, total, idx = _taken_batches(files[0], plan, job.batch_rows, take)
         report.total = total
         if report.bar is not None:
             report.bar.total = total

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import operator
 import os
+import threading
 from typing import Any, Sequence, Union
 
 import numpy as np
@@ -88,15 +89,23 @@ def sample_parquet(path: PathLike, rows: int = 10_000, dim: int = 1024, seed: in
     return path
 
 
-def _file_format(path: str) -> str:
-    with open(path, "rb") as f:
-        head = f.read(6)
+def _source_format(source: Any) -> str:
+    """"parquet" or "ipc", by the magic bytes at the start of an open
+    :class:`._source.SourceFile`."""
+    head = os.pread(source.fd, 6, 0)
     if head[:4] == _PARQUET_MAGIC:
         return "parquet"
     if head == _ARROW_MAGIC:
         return "ipc"
-    raise ValueError(f"{path!r} is neither a Parquet file nor an Arrow IPC file "
+    raise ValueError(f"{source.path!r} is neither a Parquet file nor an Arrow IPC file "
                      f"(starts with {head!r})")
+
+
+def _file_format(path: str) -> str:
+    from ._source import SourceFile
+
+    with SourceFile(path) as source:
+        return _source_format(source)
 
 
 def _check_batch(batch: Any, source: str) -> None:
@@ -262,8 +271,17 @@ class TableFile:
     chunk's page headers once (the table kept for later lookups). Every other column is read
     a whole row group at a time, one group at a time, for the touched groups only. ``paths``
     says which way each column goes (and why), ``stats`` counts what each lookup did. Arrow
-    IPC: the file is memory-mapped and its record batches are referenced without copying, so
-    a lookup touches only the pages of the rows it takes.
+    IPC: the footer and every record batch's metadata are read once; a lookup reads only the
+    bytes of the rows it takes for fixed-width, fixed-size-list, string and binary columns and
+    lists of fixed-width values, and the record batches it touches whole (validated once, kept
+    up to a bounded size) for other columns.
+
+    The file is opened once, and only a regular file is (a FIFO or a device raises
+    ``ValueError``). It is read with positioned reads, never through a memory map: a file cut
+    short, rewritten, grown or replaced while it is open gives
+    :class:`~bulkwire.errors.MalformedFileError` (saying it changed since it was opened) or
+    the rows it held when it was opened, never a crash. A lookup may run in several threads
+    at once; :meth:`close` waits for those running, and later lookups raise ``ValueError``.
 
     >>> import tempfile, os, pyarrow, pyarrow.parquet
     >>> path = os.path.join(tempfile.mkdtemp(), "p.parquet")
@@ -275,9 +293,10 @@ class TableFile:
     """
 
     def __init__(self, path: PathLike, columns: Sequence[str] | None = None):
+        from ._source import SourceFile
+
         pa = _pyarrow()
         self.path = os.fspath(path)
-        self.format = _file_format(self.path)
         self.columns = list(columns) if columns is not None else None
         #: per column: ``"pages"``, ``"walked pages"``, or ``"row groups"`` with the reason
         #: (Parquet only)
@@ -285,12 +304,27 @@ class TableFile:
         #: per column: column chunks read by each path, pages read by the page path, and
         #: column chunks whose page headers were walked
         self.stats: dict = {}
-        self._map = None
+        self._plans: dict = {}
+        self._parquet = self._pyfile = self._ipc = None
+        # lookups running, and whether close() was called: close waits for the lookups, a
+        # lookup after it is refused
+        self._state = threading.Condition()
+        self._running = 0
+        self._closed = False
+        self._source = SourceFile(self.path)
+        try:
+            self.format = _source_format(self._source)
+            self._open(pa)
+        except BaseException:
+            self._release()
+            raise
+
+    def _open(self, pa) -> None:
         if self.format == "parquet":
             try:
-                # buffered reads: the page path maps the file itself, and pyarrow decodes a
-                # whole row group no slower from reads than from a map
-                self._parquet = pa.parquet.ParquetFile(self.path, memory_map=False)
+                # pyarrow reads the row groups it decodes through the same open file
+                self._pyfile = self._source.python_file()
+                self._parquet = pa.parquet.ParquetFile(self._pyfile)
                 meta = self._parquet.metadata
                 counts = np.fromiter((meta.row_group(i).num_rows
                                       for i in range(meta.num_row_groups)),
@@ -302,14 +336,14 @@ class TableFile:
                 g = int(np.argmax(counts < 0))
                 raise self._malformed(f"row group {g} has {counts[g]} rows")
         else:
-            self._mmap = pa.memory_map(self.path, "r")
-            self._table = pa.ipc.open_file(self._mmap).read_all()  # zero-copy over the map
-            self._batches = self._table.to_batches()
-            for batch in self._batches:  # before any lookup reads them
-                _check_batch(batch, self.path)
-            counts = np.fromiter((b.num_rows for b in self._batches), dtype=np.int64,
-                                 count=len(self._batches))
-            self.schema = self._table.schema
+            from ._ipc import IpcFile
+
+            self._ipc = IpcFile(self._source, pa)
+            counts = np.array(self._ipc.batch_rows, dtype=np.int64)
+            self.schema = self._ipc.schema
+            # the columns a lookup reads, by position (names may repeat in a file)
+            self._ipc_columns = list(range(len(self.schema))) if self.columns is None else \
+                [self.schema.get_field_index(c) for c in self.columns]
         if self.columns is not None:
             missing = [c for c in self.columns if self.schema.get_field_index(c) < 0]
             if missing:
@@ -322,15 +356,13 @@ class TableFile:
         if self.format == "parquet":
             self._plan_pages(pa)
 
-    def _malformed(self, exc: Exception, column: str | None = None):
-        from .errors import MalformedFileError
-        where = f" column {column!r}:" if column is not None else ""
-        return MalformedFileError(f"{self.path!r} is malformed:{where} {exc}", self.path)
+    def _malformed(self, exc: Any, column: str | None = None) -> Exception:
+        """The error of a read that failed, naming the file and the column (see
+        :meth:`._source.SourceFile.read_error`)."""
+        return self._source.read_error(exc, column)
 
     def _plan_pages(self, pa) -> None:
         """Decides, column by column, whether the page reader can read it (see ``paths``)."""
-        import mmap
-
         from . import _core
 
         meta = self._parquet.metadata
@@ -342,7 +374,6 @@ class TableFile:
             top = pq_schema.column(i).path.split(".")[0]
             if top in leaves:
                 leaves[top].append(i)
-        self._plans: dict = {}
         self._index_cache: dict = {}
         self._dictionary_cache: dict = {}  # each chunk's dictionary, read once
         self._locations = None
@@ -356,15 +387,14 @@ class TableFile:
                 candidates[name] = plan
         if not candidates or not meta.num_row_groups:
             return
-        with open(self.path, "rb") as f:
-            self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        # the page reader's file: the descriptor, read with pread, and the size it had
+        self._file = (self._source.fd, self._source.size)
         # the footer's chunk metadata read by our own hardened reader: what pyarrow's
         # accessors would give, without trusting them on a crafted footer
         try:
             self._locations = _core.parquet_index_locations(
-                self._map, meta.num_row_groups, meta.num_columns)
-        except ValueError as exc:
-            self.close()
+                self._file, meta.num_row_groups, meta.num_columns)
+        except (ValueError, OSError) as exc:
             raise self._malformed(exc) from None
         for name, plan in candidates.items():
             path = self._chunks_path(self._locations[:, plan.leaf], _core)
@@ -406,11 +436,26 @@ class TableFile:
         """
         pa = _pyarrow()
         idx = _check_indices(indices, self.num_rows)
-        if idx.size == 0:
-            return self.schema.empty_table()
-        if self.format == "ipc":
-            return self._take_ipc(pa, idx)
-        return self._take_parquet(pa, idx)
+        with self._state:
+            if self._closed:
+                raise ValueError(f"TableFile({self.path!r}) is closed")
+            self._running += 1
+        try:
+            if idx.size == 0:
+                return self.schema.empty_table()
+            if self.format == "ipc":
+                table = self._take_ipc(pa, idx)
+            else:
+                table = self._take_parquet(pa, idx)
+            # the bytes read were the file's as it was opened: a file rewritten in place
+            # (its modification time, or its size, changed) is not trusted
+            self._source.check_unchanged()
+            return table
+        finally:
+            with self._state:
+                self._running -= 1
+                if not self._running:
+                    self._state.notify_all()
 
     def _take_parquet(self, pa, idx: np.ndarray):
         # Row group by row group, never read_row_groups over several: that call concatenates
@@ -430,7 +475,10 @@ class TableFile:
                     columns[name] = array
             rest = [name for name in names if name not in columns]
             if rest:
-                group = self._parquet.read_row_group(g, columns=rest)
+                try:
+                    group = self._parquet.read_row_group(g, columns=rest)
+                except (pa.ArrowException, OSError) as exc:
+                    raise self._malformed(exc) from exc
                 taken = group.take(pa.array(local))
                 for name in rest:
                     columns[name] = taken.column(name)
@@ -455,9 +503,9 @@ class TableFile:
                 offset, length, codec, _, start, size, null_count = \
                     self._locations[g, plan.leaf].tolist()
                 if offset >= 0:
-                    pages = _core.parquet_offset_index(self._map, offset, length, group_rows)
+                    pages = _core.parquet_offset_index(self._file, offset, length, group_rows)
                 else:  # no page index: the chunk's page headers walked, once
-                    pages = _core.parquet_walk_pages(self._map, start, size, group_rows, codec,
+                    pages = _core.parquet_walk_pages(self._file, start, size, group_rows, codec,
                                                      plan.max_rep, plan.list_size, null_count)
                     self.stats[name]["walks"] += 1
                     if pages is None:  # levels of an encoding the page reader does not cover
@@ -471,14 +519,14 @@ class TableFile:
             if dictionary_offset >= 0:
                 if key not in self._dictionary_cache:
                     self._dictionary_cache[key] = _core.parquet_dictionary(
-                        self._map, dictionary_offset, int(pages[0, 0]), codec, plan.width)
+                        self._file, dictionary_offset, int(pages[0, 0]), codec, plan.width)
                 dictionary = self._dictionary_cache[key]
                 if dictionary is None:  # an encoding the page reader does not cover
                     return None
-            result = _core.parquet_take_chunk(self._map, pages, group_rows, codec, plan.width,
+            result = _core.parquet_take_chunk(self._file, pages, group_rows, codec, plan.width,
                                               plan.max_rep, plan.max_def, plan.list_size,
                                               local, dictionary)
-        except ValueError as exc:
+        except (ValueError, OSError) as exc:
             raise self._malformed(exc, name) from None
         if result is None:
             return None
@@ -515,32 +563,38 @@ class TableFile:
         return array
 
     def _take_ipc(self, pa, idx: np.ndarray):
-        # Batch by batch: Table.take on the whole chunked table would first concatenate every
-        # chunk (a copy of the file); a RecordBatch.take copies only the rows it takes.
         unique, inverse = np.unique(idx, return_inverse=True)
-        group_of = np.searchsorted(self.offsets, unique, side="right") - 1
-        cuts = np.flatnonzero(np.diff(group_of)) + 1
-        pieces = []
-        for part in np.split(np.arange(unique.size), cuts):
-            g = int(group_of[part[0]])
-            batch = self._batches[g]
-            if self.columns is not None:
-                batch = batch.select(self.columns)
-            pieces.append(batch.take(pa.array(unique[part] - self.offsets[g])))
-        table = pa.Table.from_batches(pieces, schema=self.schema)
+        batch_of = np.searchsorted(self.offsets, unique, side="right") - 1
+        local = unique - self.offsets[batch_of]
+        arrays = self._ipc.take(self._ipc_columns, batch_of, local)
+        table = pa.Table.from_arrays([arrays[i] for i in self._ipc_columns],
+                                     schema=self.schema)
         if unique.size == idx.size and bool((np.diff(idx) > 0).all()):
             return table
         return table.take(pa.array(inverse.reshape(-1).astype(np.int64)))
 
     def close(self) -> None:
-        if self.format == "parquet":
-            self._parquet.close()
-            if self._map is not None:
-                self._map.close()
-                self._map = None
-        else:
-            self._table = self._batches = None
-            self._mmap.close()
+        """Closes the file, once the lookups running in other threads are done; a lookup
+        after it raises ``ValueError``."""
+        with self._state:
+            self._closed = True
+            while self._running:
+                self._state.wait()
+            self._release()
+
+    def _release(self) -> None:
+        """Lets go of the readers and the descriptor (each once, whatever was opened; called
+        with ``_state`` held, or before the object is shared)."""
+        parquet, self._parquet = self._parquet, None
+        if parquet is not None:
+            parquet.close()
+        ipc, self._ipc = self._ipc, None
+        if ipc is not None:
+            ipc.close()
+        pyfile, self._pyfile = self._pyfile, None
+        if pyfile is not None:
+            pyfile.close()
+        self._source.close()
 
     def __enter__(self) -> "TableFile":
         return self

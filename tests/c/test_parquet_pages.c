@@ -2,12 +2,15 @@
    fields by delta and by id, skipping nested values, the depth limit, every truncation of a
    header refused (the buffers are heap blocks of exactly their size, so the sanitizers see
    any read past them), PLAIN pages of scalars and lists, levels both RLE and bit-packed.
-   sources: thrift_compact.c parquet_pages.c
+   sources: thrift_compact.c parquet_pages.c file_read.c
    libs: -DBW_HAVE_ZSTD -DBW_HAVE_SNAPPY -lzstd -lsnappy -lz
    requires: zstd.h snappy-c.h */
+#define _POSIX_C_SOURCE 200809L /* fileno, ftruncate */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "parquet_pages.h"
@@ -368,6 +371,101 @@ TEST(walker_rows_of_list_pages) {
     free(buf);
 }
 
+/* page_header's page with a field of `pad` bytes (id 9, unknown: skipped) in its header. */
+static size_t padded_page_header(uint8_t *out, int values, int body, size_t pad) {
+    size_t n = page_header(out, values, body) - 1; /* without the header's stop */
+    out[n++] = 0x48;                               /* field 9 (delta 4): binary */
+    for (size_t left = pad; ; left >>= 7) {        /* its length, ULEB128 */
+        out[n++] = (uint8_t)((left & 0x7f) | (left >= 0x80 ? 0x80 : 0));
+        if (left < 0x80)
+            break;
+    }
+    memset(out + n, 'p', pad);
+    n += pad;
+    out[n++] = 0x00;
+    return n;
+}
+
+TEST(descriptor_reads_are_the_memory_reads_and_a_cut_file_is_an_error) {
+    /* a dictionary page, a data page whose header is larger than the first read of a header,
+       a data page: the walk, the dictionary and the rows through a descriptor as in memory */
+    static uint8_t file[20000];
+    size_t n = dictionary_header(file, 2, 8);
+    for (int32_t i = 0; i < 2; i++)
+        memcpy(file + n + 4 * (size_t)i, &(int32_t){7 + i}, 4);
+    size_t first = n + 8, h1 = padded_page_header(file + first, 4, 16, 10000);
+    for (int32_t i = 0; i < 4; i++)
+        memcpy(file + first + h1 + 4 * (size_t)i, &(int32_t){100 + i}, 4);
+    size_t second = first + h1 + 16, h2 = page_header(file + second, 4, 16);
+    for (int32_t i = 0; i < 4; i++)
+        memcpy(file + second + h2 + 4 * (size_t)i, &(int32_t){200 + i}, 4);
+    size_t size = second + h2 + 16;
+    FILE *tmp = tmpfile();
+    CHECK(tmp != NULL && fwrite(file, 1, size, tmp) == size && fflush(tmp) == 0);
+    int fd = fileno(tmp);
+    char error[BW_PAGES_ERROR_SIZE];
+    bw_page_location *in_memory = NULL, *read = NULL;
+    size_t count = 0, read_count = 0;
+    CHECK_EQ(walk(file, size, 0, (int64_t)size, 8, 0, 0, -1, &in_memory, &count, error),
+             BW_PAGES_OK);
+    bw_chunk_walk w = {.file = NULL, .fd = fd, .file_size = size, .chunk_start = 0,
+                       .chunk_size = (int64_t)size, .group_rows = 8,
+                       .codec = BW_PQ_UNCOMPRESSED, .null_count = -1};
+    CHECK_EQ(bw_parquet_walk_pages(&w, &read, &read_count, error), BW_PAGES_OK);
+    CHECK(count == 2 && read_count == 2 &&
+          memcmp(in_memory, read, 2 * sizeof *read) == 0);
+    uint8_t *dictionary = NULL;
+    size_t dictionary_count = 0;
+    CHECK_EQ(bw_parquet_dictionary(NULL, fd, size, 0, (int64_t)first, 0, 4, &dictionary,
+                                   &dictionary_count, error), BW_PAGES_OK);
+    int32_t d[2];
+    CHECK(dictionary_count == 2);
+    memcpy(d, dictionary, 8);
+    CHECK(d[0] == 7 && d[1] == 8);
+    free(dictionary);
+    int64_t rows[] = {1, 6}, lengths[2];
+    bw_chunk_take q = {.file = NULL, .fd = fd, .file_size = size, .pages = read,
+                       .page_count = 2, .group_rows = 8, .codec = BW_PQ_UNCOMPRESSED,
+                       .value_width = 4, .rows = rows, .row_count = 2};
+    bw_bytes out = {NULL, 0, 0};
+    size_t pages_read = 0;
+    CHECK_EQ(bw_parquet_take_chunk(&q, &out, lengths, &pages_read, error), BW_PAGES_OK);
+    int32_t got[2] = {0, 0};
+    CHECK(out.size == 8 && pages_read == 2);
+    memcpy(got, out.data, 8);
+    CHECK(got[0] == 101 && got[1] == 202);
+    free(out.data);
+    /* the file cut inside the second page: its rows are an error saying the file changed,
+       the first page's still read as they were */
+    CHECK_EQ(ftruncate(fd, (off_t)(second + 3)), 0);
+    out = (bw_bytes){NULL, 0, 0};
+    CHECK_EQ(bw_parquet_take_chunk(&q, &out, lengths, &pages_read, error), BW_PAGES_MALFORMED);
+    CHECK(strstr(error, "changed since it was opened") != NULL);
+    free(out.data);
+    q.rows = rows;
+    q.row_count = 1;
+    out = (bw_bytes){NULL, 0, 0};
+    CHECK_EQ(bw_parquet_take_chunk(&q, &out, lengths, &pages_read, error), BW_PAGES_OK);
+    free(out.data);
+    bw_page_location *none = NULL;
+    CHECK_EQ(bw_parquet_walk_pages(&w, &none, &read_count, error), BW_PAGES_MALFORMED);
+    CHECK(none == NULL && strstr(error, "changed since it was opened") != NULL);
+    CHECK_EQ(ftruncate(fd, 0), 0);
+    CHECK_EQ(bw_parquet_dictionary(NULL, fd, size, 0, (int64_t)first, 0, 4, &dictionary,
+                                   &dictionary_count, error), BW_PAGES_MALFORMED);
+    CHECK(dictionary == NULL);
+    fclose(tmp);
+    /* a descriptor that is not open: the read fails */
+    out = (bw_bytes){NULL, 0, 0};
+    q.fd = -1;
+    CHECK_EQ(bw_parquet_take_chunk(&q, &out, lengths, &pages_read, error), BW_PAGES_READ_FAILED);
+    CHECK(strstr(error, "cannot read") != NULL);
+    free(out.data);
+    free(in_memory);
+    free(read);
+}
+
 RUN_TESTS(fields_by_delta_and_by_id, every_truncation_is_refused, depth_and_lying_counts,
           required_scalar_page, list_page_with_bit_packed_and_rle_levels, offset_index_checks,
-          walker_bounds, walker_rows_of_list_pages, integers_of_another_type_are_refused)
+          walker_bounds, walker_rows_of_list_pages, integers_of_another_type_are_refused,
+          descriptor_reads_are_the_memory_reads_and_a_cut_file_is_an_error)

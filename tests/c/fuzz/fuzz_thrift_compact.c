@@ -5,7 +5,7 @@
    bit 7: BYTE_ARRAY values, one per row). The input is a heap block of exactly
    its size, so any read past it stops the run; every success must stay inside it, and a
    chunk read must hand back exactly its rows' values.
-   sources: thrift_compact.c parquet_pages.c
+   sources: thrift_compact.c parquet_pages.c file_read.c
    libs: -DBW_HAVE_ZSTD -DBW_HAVE_SNAPPY -lzstd -lsnappy -lz */
 #include <stdint.h>
 #include <stdlib.h>
@@ -68,7 +68,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     case 3: {
         int64_t out[BW_CHUNK_FIELDS * 2 * 2];
-        if (bw_parquet_index_locations(in, n, 2, 2, out, error) == BW_PAGES_OK)
+        if (bw_parquet_index_locations(in, -1, n, 2, 2, out, error) == BW_PAGES_OK)
             for (int i = 0; i < 4; i++) {
                 const int64_t *chunk = out + BW_CHUNK_FIELDS * i;
                 REQUIRE(chunk[0] == -1 ||
