@@ -8,7 +8,7 @@ import sys
 from typing import Any, Callable, Literal, Sequence, final, type_check_only
 
 import numpy
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 from typing_extensions import Buffer, disjoint_base
 
 # ---- JSON: csrc/py/py_encoder.c ---------------------------------------------------------
@@ -289,6 +289,7 @@ def encode_batch(
 HAVE_SNAPPY: int
 PARQUET_HAVE_ZSTD: int
 
+def read_ranges(fd: int, size: int, offsets: ArrayLike, lengths: ArrayLike, /) -> NDArray[numpy.uint8]: ...
 def parquet_index_locations(file: Buffer, groups: int, columns: int, /) -> NDArray[numpy.int64]: ...
 def parquet_offset_index(file: Buffer, offset: int, length: int, group_rows: int, /) -> NDArray[numpy.int64]: ...
 def parquet_walk_pages(file: Buffer, chunk_start: int, chunk_size: int, group_rows: int, codec: int,
