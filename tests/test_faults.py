@@ -333,12 +333,15 @@ def test_the_hierarchy_is_one_module_and_the_old_names_still_import():
 
     classes = [getattr(errors, name) for name in errors.__all__]
     for cls in classes:
-        if cls not in (errors.RowError, errors.MalformedFileError):  # a row's, a file's
+        if cls not in (errors.RowError, errors.MalformedFileError,  # a row's, a file's,
+                       errors.ResumeStateError):  # a resume state's
+
             assert issubclass(cls, errors.BulkInsertError) and issubclass(cls, RuntimeError)
         assert cls.__name__ in errors.__doc__  # the module docstring draws every class
         assert getattr(bulkwire, cls.__name__) is cls
     assert issubclass(errors.RowError, ValueError)
     assert issubclass(errors.MalformedFileError, ValueError)
+    assert issubclass(errors.ResumeStateError, ValueError)
     assert issubclass(errors.TransportTimeoutError, errors.TransportError)
     assert issubclass(errors.ConnectError, errors.TransportError)
     assert issubclass(errors.ConnectionLostError, errors.TransportError)
