@@ -1,7 +1,6 @@
 """bulkwire.ravendb against the official ``ravendb`` client itself: for the same calls, the
 request the loopback server receives is the same, byte for byte (plain and gzip); ids,
 write-back, options and errors are the client's."""
-import contextlib
 import datetime
 import enum
 import json
@@ -20,6 +19,8 @@ from ravendb.documents.conventions import DocumentConventions
 from ravendb.exceptions.documents.bulkinsert import BulkInsertAbortedException
 from ravendb.json.metadata_as_dictionary import MetadataAsDictionary
 from ravendb.tools.utils import Utils
+
+from ravendb_store import store_on
 
 
 class Color(enum.Enum):
@@ -55,29 +56,11 @@ class Money:
 
 # ---- running the same calls through one client or the other ----
 
-def _open_store(server, configure=None):
-    store = DocumentStore(urls=[server.url], database=server.database)
-    store.conventions.disable_topology_updates = True
-    store.conventions.disable_topology_cache = True
-    if configure is not None:
-        configure(store.conventions)
-    return store.initialize()
-
-
-@contextlib.contextmanager
-def _store_on(server, configure=None):
-    store = _open_store(server, configure)
-    try:
-        yield store
-    finally:
-        store.close()
-
-
 def run_calls(calls, *, accelerated, compress=False, skip=None, configure=None):
     """Runs ``calls(bulk)`` in a bulk insert of a fresh store on a fresh loopback server;
     returns the bulk insert request as the server received it and what ``calls`` returned."""
     with LoopbackServer() as server:
-        with _store_on(server, configure) as store:
+        with store_on(server, configure) as store:
             options = BulkInsertOptions(use_compression=compress, skip_overwrite_if_unchanged=skip)
             bulk = dropin.bulk_insert(store, options=options) if accelerated \
                 else store.bulk_insert(options=options)
@@ -395,7 +378,7 @@ def test_install_and_uninstall_are_idempotent_and_restore_the_original():
         patched = vars(DocumentStore)["bulk_insert"]
         assert patched is not original
         with LoopbackServer() as server:
-            with _store_on(server) as store:
+            with store_on(server) as store:
                 with store.bulk_insert() as bulk:
                     assert isinstance(bulk, dropin.BulkInsertOperation)
                     bulk.store({"Name": "a"})
@@ -416,7 +399,7 @@ def test_install_and_uninstall_are_idempotent_and_restore_the_original():
 def _both(check):
     for accelerated in (False, True):
         with LoopbackServer() as server:
-            with _store_on(server) as store:
+            with store_on(server) as store:
                 bulk = dropin.bulk_insert(store) if accelerated else store.bulk_insert()
                 check(bulk, server)
 
@@ -465,7 +448,7 @@ def test_leaving_the_block_by_an_exception_commits_what_was_stored():
 def test_a_server_failure_raises_bulk_insert_aborted_exception():
     with LoopbackServer() as server:
         server.fail_after_bytes = 1
-        with _store_on(server) as store:
+        with store_on(server) as store:
             with pytest.raises(BulkInsertAbortedException) as caught:
                 with dropin.bulk_insert(store) as bulk:
                     bulk.store({"Name": "a"})
@@ -475,7 +458,7 @@ def test_a_server_failure_raises_bulk_insert_aborted_exception():
 
 def test_abort_kills_the_operation_and_the_block_raises():
     with LoopbackServer() as server:
-        with _store_on(server) as store:
+        with store_on(server) as store:
             bulk = dropin.bulk_insert(store)
             bulk.abort()  # nothing started: nothing to kill
             with pytest.raises(BulkInsertAbortedException):
@@ -487,7 +470,7 @@ def test_abort_kills_the_operation_and_the_block_raises():
 
 def test_an_entity_that_cannot_be_encoded_raises_and_the_insert_goes_on():
     with LoopbackServer() as server:
-        with _store_on(server) as store:
+        with store_on(server) as store:
             with dropin.bulk_insert(store) as bulk:
                 with pytest.raises(TypeError, match="not JSON serializable"):
                     bulk.store({"Name": "a", "Bad": Money(1)})

@@ -9,22 +9,39 @@ static size_t pool_cap[BW_POOL_SLOTS];
 static size_t pool_count;
 static size_t pool_users;
 
+/* fork() from one thread while another holds pool_mu would leave the child's copy locked for
+   good: every writer the child makes would hang on it. The forking thread takes the lock
+   first, so the child's copy is one it can release. */
+static pthread_once_t pool_fork_once = PTHREAD_ONCE_INIT;
+
+static void pool_lock(void) { pthread_mutex_lock(&pool_mu); }
+static void pool_unlock(void) { pthread_mutex_unlock(&pool_mu); }
+static void pool_install_fork_handlers(void) {
+    (void)pthread_atfork(pool_lock, pool_unlock, pool_unlock);
+}
+
+/* Every entry takes the lock through this: the handlers exist before the lock is first used. */
+static void pool_enter(void) {
+    (void)pthread_once(&pool_fork_once, pool_install_fork_handlers);
+    pool_lock();
+}
+
 void bw_pool_retain(void) {
-    pthread_mutex_lock(&pool_mu);
+    pool_enter();
     pool_users++;
-    pthread_mutex_unlock(&pool_mu);
+    pool_unlock();
 }
 
 void bw_pool_unretain(void) {
     char *drop[BW_POOL_SLOTS];
     size_t ndrop = 0;
-    pthread_mutex_lock(&pool_mu);
+    pool_enter();
     if (pool_users > 0 && --pool_users == 0) {
         for (size_t i = 0; i < pool_count; i++)
             drop[ndrop++] = pool_data[i];
         pool_count = 0;
     }
-    pthread_mutex_unlock(&pool_mu);
+    pool_unlock();
     for (size_t i = 0; i < ndrop; i++) /* outside the lock: munmap can be slow */
         free(drop[i]);
 }
@@ -32,27 +49,27 @@ void bw_pool_unretain(void) {
 void bw_pool_release(char *data, size_t cap) {
     if (data == NULL)
         return;
-    pthread_mutex_lock(&pool_mu);
+    pool_enter();
     if (pool_users > 0 && pool_count < BW_POOL_SLOTS) {
         pool_data[pool_count] = data;
         pool_cap[pool_count] = cap;
         pool_count++;
         data = NULL;
     }
-    pthread_mutex_unlock(&pool_mu);
+    pool_unlock();
     free(data);
 }
 
 char *bw_pool_acquire(size_t capacity, size_t *cap) {
     char *data = NULL;
     size_t have = 0;
-    pthread_mutex_lock(&pool_mu);
+    pool_enter();
     if (pool_count > 0) { /* the most recently released: its pages are the warmest */
         pool_count--;
         data = pool_data[pool_count];
         have = pool_cap[pool_count];
     }
-    pthread_mutex_unlock(&pool_mu);
+    pool_unlock();
     if (data != NULL && have < capacity) {
         /* Handed-over buffers are trimmed to their length, a little short of a fresh
            buffer's room: growing keeps the pages already there (mremap for large blocks). */
@@ -74,12 +91,12 @@ char *bw_pool_acquire(size_t capacity, size_t *cap) {
 }
 
 void bw_pool_stats(size_t *buffers, size_t *bytes, size_t *users) {
-    pthread_mutex_lock(&pool_mu);
+    pool_enter();
     size_t total = 0;
     for (size_t i = 0; i < pool_count; i++)
         total += pool_cap[i];
     *buffers = pool_count;
     *bytes = total;
     *users = pool_users;
-    pthread_mutex_unlock(&pool_mu);
+    pool_unlock();
 }

@@ -1,5 +1,7 @@
 #include "gzip_stream.h"
 
+#include "fork_origin.h"
+
 #include <limits.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -64,6 +66,7 @@ struct bw_gzip_stream {
     gz_block_worker *workers;
     gz_pool pool;
     int pool_ready; /* its mutex and conditions exist */
+    bw_origin origin; /* the process that made it (its helpers are that process's) */
     int header_written;
     unsigned long crc;
     unsigned char history[BW_GZ_WINDOW]; /* the last input, the next write's first dictionary */
@@ -163,6 +166,7 @@ bw_gzip_stream *bw_gz_new_parallel(bw_gz_backend backend, int threads) {
         return NULL;
     }
     gz->threads = threads; /* set first: bw_gz_free frees every worker */
+    bw_origin_record(&gz->origin);
     if (pthread_mutex_init(&gz->pool.mu, NULL) != 0) {
         free(gz->workers);
         free(gz);
@@ -191,13 +195,18 @@ bw_gzip_stream *bw_gz_new_parallel(bw_gz_backend backend, int threads) {
     return gz;
 }
 
+int bw_gz_inherited(const bw_gzip_stream *gz) {
+    return gz->threads > 0 && bw_origin_inherited(&gz->origin);
+}
+
 int bw_gz_threads(const bw_gzip_stream *gz) { return gz->threads > 0 ? gz->threads : 1; }
 
 void bw_gz_free(bw_gzip_stream *gz) {
     if (gz == NULL)
         return;
     if (gz->threads > 0) {
-        if (gz->pool_ready)
+        /* in a forked child the helpers do not exist and their lock may be held */
+        if (gz->pool_ready && !bw_gz_inherited(gz))
             pool_stop(&gz->pool);
         for (int i = 0; i < gz->threads; i++)
             worker_free(&gz->workers[i]);
@@ -518,6 +527,8 @@ bw_gz_result bw_gz_write(bw_gzip_stream *gz, const void *data, size_t n, int fin
                          bw_buf *out) {
     if (gz->finished)
         return BW_GZ_ALREADY_FINISHED;
+    if (bw_gz_inherited(gz))
+        return BW_GZ_INHERITED;
     size_t before = out->len;
     bw_gz_result rc;
     if (gz->threads > 0)

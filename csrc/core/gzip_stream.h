@@ -32,8 +32,12 @@ bw_gzip_stream *bw_gz_new(bw_gz_backend backend);
    trailer (the blocks' CRC-32s combined, ISIZE) are one gzip member, decodable piece by
    piece like bw_gz_new's. The bytes differ from bw_gz_new's; what they inflate to does not.
    threads is clamped to 1..BW_GZ_THREADS_MAX (1: the blocks run on the calling thread).
-   NULL as bw_gz_new. */
+   NULL as bw_gz_new. A parallel stream belongs to the process that made it
+   (fork_origin.h): in a forked child bw_gz_write returns BW_GZ_INHERITED, and bw_gz_free
+   frees the memory but leaves the helpers' lock and threads alone (they are the parent's). */
 bw_gzip_stream *bw_gz_new_parallel(bw_gz_backend backend, int threads);
+/* 1 for a parallel stream in a forked child of the process that made it. */
+int bw_gz_inherited(const bw_gzip_stream *gz);
 /* The threads a stream runs (1 for bw_gz_new's). */
 int bw_gz_threads(const bw_gzip_stream *gz);
 void bw_gz_free(bw_gzip_stream *gz);
@@ -53,6 +57,7 @@ typedef enum {
     BW_GZ_NO_MEMORY = -1,
     BW_GZ_COMPRESSOR_FAILED = -2,
     BW_GZ_ALREADY_FINISHED = -3,
+    BW_GZ_INHERITED = -4, /* a parallel stream in a forked child: its helpers are the parent's */
 } bw_gz_result;
 
 /* Compresses n bytes, then sync-flushes (finish=0) or ends the member (finish=1), appending

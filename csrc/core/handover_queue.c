@@ -12,6 +12,7 @@ int bw_hq_init(bw_hq *q, size_t cap) {
     q->cap = cap ? cap : 1;
     q->head = q->count = q->peak = 0;
     q->producer_done = q->consumer_closed = 0;
+    bw_origin_record(&q->origin);
     pthread_condattr_t attr;
     if (pthread_condattr_init(&attr) != 0)
         goto fail_slots;
@@ -37,12 +38,39 @@ fail_slots:
     return -1;
 }
 
+int bw_hq_inherited(const bw_hq *q) { return bw_origin_inherited(&q->origin); }
+
+/* The lock and the wake-ups, in the process that made the queue. A forked child's copy is
+   used without them: its lock may be held, and its conditions waited on, by threads the child
+   does not have (signalling such a condition can block). */
+static void lock(bw_hq *q) {
+    if (!bw_hq_inherited(q))
+        pthread_mutex_lock(&q->mu);
+}
+
+static void unlock(bw_hq *q) {
+    if (!bw_hq_inherited(q))
+        pthread_mutex_unlock(&q->mu);
+}
+
+static void wake_one(bw_hq *q, pthread_cond_t *cond) {
+    if (!bw_hq_inherited(q))
+        pthread_cond_signal(cond);
+}
+
+static void wake_all(bw_hq *q, pthread_cond_t *cond) {
+    if (!bw_hq_inherited(q))
+        pthread_cond_broadcast(cond);
+}
+
 void bw_hq_destroy(bw_hq *q) {
     if (q->slots == NULL)
         return;
-    pthread_cond_destroy(&q->not_empty);
-    pthread_cond_destroy(&q->not_full);
-    pthread_mutex_destroy(&q->mu);
+    if (!bw_hq_inherited(q)) { /* a child's copy may be locked: destroying it is undefined */
+        pthread_cond_destroy(&q->not_empty);
+        pthread_cond_destroy(&q->not_full);
+        pthread_mutex_destroy(&q->mu);
+    }
     free(q->slots);
     q->slots = NULL;
 }
@@ -60,6 +88,8 @@ static void deadline_after(struct timespec *ts, long timeout_ms) {
 bw_hq_result bw_hq_put(bw_hq *q, void *item, long timeout_ms) {
     struct timespec deadline;
     bw_hq_result rc = BW_HQ_OK;
+    if (bw_hq_inherited(q))
+        return BW_HQ_INHERITED; /* the consumer is the parent's: a wait would never end */
     deadline_after(&deadline, timeout_ms);
     pthread_mutex_lock(&q->mu);
     while (!q->consumer_closed && q->count == q->cap) {
@@ -84,6 +114,8 @@ bw_hq_result bw_hq_put(bw_hq *q, void *item, long timeout_ms) {
 bw_hq_result bw_hq_get(bw_hq *q, void **item, long timeout_ms) {
     struct timespec deadline;
     bw_hq_result rc = BW_HQ_OK;
+    if (bw_hq_inherited(q))
+        return BW_HQ_INHERITED; /* the producer is the parent's */
     deadline_after(&deadline, timeout_ms);
     pthread_mutex_lock(&q->mu);
     while (q->count == 0 && !q->producer_done && !q->consumer_closed) {
@@ -107,31 +139,31 @@ bw_hq_result bw_hq_get(bw_hq *q, void **item, long timeout_ms) {
 
 int bw_hq_pop_any(bw_hq *q, void **item) {
     int got = 0;
-    pthread_mutex_lock(&q->mu);
+    lock(q);
     if (q->count > 0) {
         *item = q->slots[q->head];
         q->head = (q->head + 1) % q->cap;
         q->count--;
         got = 1;
-        pthread_cond_signal(&q->not_full);
+        wake_one(q, &q->not_full);
     }
-    pthread_mutex_unlock(&q->mu);
+    unlock(q);
     return got;
 }
 
 void bw_hq_close_producer(bw_hq *q) {
-    pthread_mutex_lock(&q->mu);
+    lock(q);
     q->producer_done = 1;
-    pthread_cond_broadcast(&q->not_empty);
-    pthread_mutex_unlock(&q->mu);
+    wake_all(q, &q->not_empty);
+    unlock(q);
 }
 
 void bw_hq_close_consumer(bw_hq *q) {
-    pthread_mutex_lock(&q->mu);
+    lock(q);
     q->consumer_closed = 1;
-    pthread_cond_broadcast(&q->not_full);
-    pthread_cond_broadcast(&q->not_empty);
-    pthread_mutex_unlock(&q->mu);
+    wake_all(q, &q->not_full);
+    wake_all(q, &q->not_empty);
+    unlock(q);
 }
 
 /* The fields the accessors report, read together under the lock. */
@@ -141,9 +173,9 @@ typedef struct {
 } hq_snapshot;
 
 static hq_snapshot snapshot(bw_hq *q) {
-    pthread_mutex_lock(&q->mu);
+    lock(q);
     hq_snapshot s = {q->count, q->peak, q->producer_done, q->consumer_closed};
-    pthread_mutex_unlock(&q->mu);
+    unlock(q);
     return s;
 }
 

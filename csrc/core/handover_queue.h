@@ -1,15 +1,24 @@
 /* A bounded FIFO of opaque pointers between one producer and one consumer thread.
    Core layer: no Python. Waits are timed so that callers can drop and retake the GIL,
-   run signal handlers and re-check the other side's state between waits. */
+   run signal handlers and re-check the other side's state between waits.
+
+   A queue belongs to the process that made it (fork_origin.h). In a forked child its lock
+   may have been held by a thread that the child does not have, and the other side (the
+   parent's sender or producer) is not there: put and get return BW_HQ_INHERITED at once; the
+   other functions work on the child's copy without taking the lock, and bw_hq_destroy leaves
+   the lock and conditions as they are. */
 #ifndef BW_HANDOVER_QUEUE_H
 #define BW_HANDOVER_QUEUE_H
 #include <pthread.h>
 #include <stddef.h>
 
+#include "fork_origin.h"
+
 typedef enum {
     BW_HQ_OK = 0,
     BW_HQ_TIMEOUT = 1, /* nothing happened within the timeout: check state and wait again */
     BW_HQ_CLOSED = 2,  /* put: the consumer is gone; get: the producer finished and all was taken */
+    BW_HQ_INHERITED = 3, /* a forked child's copy of the queue: nothing was done */
 } bw_hq_result;
 
 /* The fields are private to handover_queue.c (they change under mu): read them through the
@@ -23,6 +32,7 @@ typedef struct {
     size_t peak;             /* the most items ever waiting at once */
     int producer_done;       /* no more puts will come */
     int consumer_closed;     /* no more gets will come: puts fail */
+    bw_origin origin;        /* the process that made it */
 } bw_hq;
 
 /* 0, or -1 when out of memory / the primitives could not be created. cap >= 1. */
@@ -39,6 +49,8 @@ int bw_hq_pop_any(bw_hq *q, void **item);
 void bw_hq_close_producer(bw_hq *q);
 void bw_hq_close_consumer(bw_hq *q);
 size_t bw_hq_len(bw_hq *q);
+/* 1 in a forked child of the process that made the queue. */
+int bw_hq_inherited(const bw_hq *q);
 
 /* The bound given to bw_hq_init. */
 size_t bw_hq_capacity(const bw_hq *q);

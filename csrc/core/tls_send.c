@@ -1,6 +1,8 @@
 #define _POSIX_C_SOURCE 200809L /* pthread_sigmask, sigtimedwait */
 #include "tls_send.h"
 
+#include "fork_origin.h"
+
 #ifdef BW_HAVE_OPENSSL
 #include "socket_send.h"
 
@@ -26,6 +28,7 @@
 
 struct bw_tls_config {
     SSL_CTX *ctx;
+    bw_origin origin;  /* the process that made it */
 };
 
 struct bw_tls {
@@ -34,6 +37,7 @@ struct bw_tls {
     int broken;        /* a fatal error happened: no close_notify at the end */
     int pending;       /* an error the early-answer check met, reported by the next call */
     int verify_failed;
+    bw_origin origin;  /* the process that made it: the session is that process's */
     char message[BW_TLS_MESSAGE_MAX];
 };
 
@@ -152,6 +156,7 @@ bw_tls_config *bw_tls_config_new(const char *cert_file, const char *key_file,
         snprintf(message, BW_TLS_MESSAGE_MAX, "out of memory");
         return NULL;
     }
+    bw_origin_record(&config->origin);
     config->ctx = SSL_CTX_new(TLS_client_method());
     if (config->ctx == NULL)
         return config_fail(config, BW_TLS_ARG_NONE, bad, message, "cannot create a TLS context");
@@ -209,10 +214,15 @@ bw_tls_config *bw_tls_config_new(const char *cert_file, const char *key_file,
     return config;
 }
 
+int bw_tls_config_inherited(const bw_tls_config *config) {
+    return bw_origin_inherited(&config->origin);
+}
+
 void bw_tls_config_free(bw_tls_config *config) {
     if (config == NULL)
         return;
-    SSL_CTX_free(config->ctx);
+    if (!bw_tls_config_inherited(config)) /* a child leaves the parent's context alone */
+        SSL_CTX_free(config->ctx);
     free(config);
 }
 
@@ -234,6 +244,7 @@ bw_tls *bw_tls_new(bw_tls_config *config, int fd, const char *host,
         snprintf(message, BW_TLS_MESSAGE_MAX, "out of memory");
         return NULL;
     }
+    bw_origin_record(&tls->origin);
     tls->fd = fd;
     tls->ssl = SSL_new(config->ctx);
     if (tls->ssl == NULL || SSL_set_fd(tls->ssl, fd) != 1)
@@ -252,10 +263,16 @@ fail:
     return NULL;
 }
 
+int bw_tls_inherited(const bw_tls *tls) { return bw_origin_inherited(&tls->origin); }
+
 void bw_tls_free(bw_tls *tls) {
     if (tls == NULL)
         return;
-    if (tls->ssl != NULL) {
+    /* A forked child's copy of a session: a close_notify would be written into the parent's
+       session on the shared socket (the server would take it for the parent's end), and
+       SSL_free may take locks that the parent's threads held. The child's copy of the memory
+       is left as it is. */
+    if (tls->ssl != NULL && !bw_tls_inherited(tls)) {
         if (!tls->broken && SSL_is_init_finished(tls->ssl)) {
             sigpipe_guard guard;
             sigpipe_block(&guard);

@@ -43,7 +43,12 @@ typedef enum {
 bw_tls_config *bw_tls_config_new(const char *cert_file, const char *key_file,
                                  const char *ca_file, int verify, bw_tls_arg *bad,
                                  char message[BW_TLS_MESSAGE_MAX]);
+/* Frees the configuration; in a forked child of the process that made it, only its own
+   memory (OpenSSL's context, whose locks that process's threads may hold, is left alone). */
 void bw_tls_config_free(bw_tls_config *config);
+/* 1 in a forked child of the process that made the configuration: no session may be made
+   with it there. */
+int bw_tls_config_inherited(const bw_tls_config *config);
 
 /* A session on the connected socket fd (made non-blocking: every wait is a poll), for the
    server host (a name or an IP literal: sent as SNI when a name, and checked against the
@@ -52,8 +57,12 @@ bw_tls *bw_tls_new(bw_tls_config *config, int fd, const char *host,
                    char message[BW_TLS_MESSAGE_MAX]);
 
 /* Ends the session: a close_notify when the connection is still good (never waiting), then
-   frees it. NULL is accepted. */
+   frees it. NULL is accepted. In a forked child of the process that made the session, only
+   its own memory is freed: no close_notify, nothing written to the socket, OpenSSL's state
+   left alone (the parent still uses the session on the same connection). */
 void bw_tls_free(bw_tls *tls);
+/* 1 in a forked child of the process that made the session: it may not be used there. */
+int bw_tls_inherited(const bw_tls *tls);
 
 /* The handshake, resumable: 0 done; ETIMEDOUT when nothing moved for timeout_ms (< 0: no
    limit); EINTR when a wait was interrupted by a signal (call again to go on); another

@@ -1,5 +1,7 @@
 #include "zstd_stream.h"
 
+#include "fork_origin.h"
+
 #include <stdlib.h>
 
 #ifdef BW_HAVE_ZSTD
@@ -18,6 +20,8 @@
 
 struct bw_zstd_stream {
     ZSTD_CCtx *cctx;
+    int threads;      /* libzstd's workers (0: none) */
+    bw_origin origin; /* the process that made it: its workers are that process's */
     int finished;
     size_t total_in, total_out;
     size_t last_error;
@@ -41,6 +45,7 @@ bw_zstd_stream *bw_zs_new_parallel(int level, int threads) {
     bw_zstd_stream *zs = calloc(1, sizeof *zs);
     if (zs == NULL)
         return NULL;
+    bw_origin_record(&zs->origin);
     zs->cctx = ZSTD_createCCtx();
     /* a checksum lets the receiver tell a damaged body from a short one */
     if (zs->cctx == NULL ||
@@ -57,16 +62,24 @@ bw_zstd_stream *bw_zs_new_parallel(int level, int threads) {
         (ZSTD_isError(ZSTD_CCtx_setParameter(zs->cctx, ZSTD_c_nbWorkers, threads)) ||
          ZSTD_isError(ZSTD_CCtx_setParameter(zs->cctx, ZSTD_c_jobSize, BW_ZSTD_JOB_SIZE))))
         goto fail;
+    zs->threads = threads > 1 ? threads : 0;
     return zs;
 fail:
     bw_zs_free(zs);
     return NULL;
 }
 
+/* A forked child's copy of a stream with workers: libzstd's context holds the parent's
+   worker threads, which the child does not have. */
+int bw_zs_inherited(const bw_zstd_stream *zs) {
+    return zs->threads > 0 && bw_origin_inherited(&zs->origin);
+}
+
 void bw_zs_free(bw_zstd_stream *zs) {
     if (zs == NULL)
         return;
-    ZSTD_freeCCtx(zs->cctx);
+    if (!bw_zs_inherited(zs)) /* the child's copy of the context is left as it is */
+        ZSTD_freeCCtx(zs->cctx);
     free(zs);
 }
 
@@ -80,6 +93,8 @@ const char *bw_zs_error_text(const bw_zstd_stream *zs) {
 bw_zs_result bw_zs_write(bw_zstd_stream *zs, const void *data, size_t n, int finish, bw_buf *out) {
     if (zs->finished)
         return BW_ZS_ALREADY_FINISHED;
+    if (bw_zs_inherited(zs))
+        return BW_ZS_INHERITED;
     size_t before = out->len;
     ZSTD_inBuffer in = {data, n, 0};
     ZSTD_EndDirective mode = finish ? ZSTD_e_end : ZSTD_e_flush;
@@ -173,6 +188,7 @@ bw_zstd_stream *bw_zs_new_parallel(int level, int threads) { (void)level, (void)
 int bw_zs_min_level(void) { return 0; }
 int bw_zs_max_level(void) { return 0; }
 void bw_zs_free(bw_zstd_stream *zs) { (void)zs; }
+int bw_zs_inherited(const bw_zstd_stream *zs) { (void)zs; return 0; }
 size_t bw_zs_total_in(const bw_zstd_stream *zs) { (void)zs; return 0; }
 size_t bw_zs_total_out(const bw_zstd_stream *zs) { (void)zs; return 0; }
 const char *bw_zs_error_text(const bw_zstd_stream *zs) { (void)zs; return "no libzstd"; }

@@ -32,6 +32,7 @@ typedef enum {
     BW_ZS_FAILED = -2,          /* the library refused: see bw_zs_error_text */
     BW_ZS_ALREADY_FINISHED = -3,
     BW_ZS_AFTER_END = -4,       /* decoder: bytes after the end of the frame */
+    BW_ZS_INHERITED = -5,       /* a stream on several threads, in a forked child */
 } bw_zs_result;
 
 /* 1 when libzstd was compiled in. */
@@ -45,12 +46,16 @@ bw_zstd_stream *bw_zs_new(int level);
    into jobs of BW_ZSTD_JOB_SIZE compressed at once, and the output is still ONE frame (each
    job primed with the input before it), so any streaming decoder takes it as before; separate
    frames, though valid, are not what every server's decoder reads past. NULL also when
-   libzstd was built without threads. */
+   libzstd was built without threads. Such a stream belongs to the process that made it
+   (fork_origin.h): in a forked child bw_zs_write returns BW_ZS_INHERITED, and bw_zs_free
+   leaves libzstd's context alone (freeing it would join workers the child does not have). */
 bw_zstd_stream *bw_zs_new_parallel(int level, int threads);
 /* The range of levels libzstd takes (0..0 without libzstd). */
 int bw_zs_min_level(void);
 int bw_zs_max_level(void);
 void bw_zs_free(bw_zstd_stream *zs);
+/* 1 for a stream on several threads in a forked child of the process that made it. */
+int bw_zs_inherited(const bw_zstd_stream *zs);
 
 /* Compresses n bytes, then flushes (finish=0) or ends the frame (finish=1), appending
    everything produced to out. On an error out may hold part of the output: discard it, and

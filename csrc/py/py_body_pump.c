@@ -363,6 +363,10 @@ static void pump_run(pump_state *st) {
         bw_hq_result rc = bw_hq_get(st->q, &got, BW_WAIT_SLICE_MS);
         if (rc == BW_HQ_TIMEOUT)
             continue;
+        if (rc == BW_HQ_INHERITED) { /* refused before the loop (pump_parse_args) */
+            st->outcome = PUMP_CLOSED;
+            return;
+        }
         if (rc == BW_HQ_CLOSED) {
             pump_send_end(st);
             return;
@@ -384,8 +388,18 @@ static int pump_parse_args(PyObject *args, PyObject *kwargs, PyObject **queue_ob
         PyErr_Format(PyExc_ValueError, "fd must be an open socket's descriptor, not %d", st->fd);
         return -1;
     }
+    /* a forked child's copies: the queue's other side, and the streams' threads, are the
+       parent's */
+    if (bw_hq_inherited(&((bw_queue_object *)*queue_obj)->q)) {
+        bw_queue_raise_inherited();
+        return -1;
+    }
     if (Py_IS_TYPE(gzip_obj, &bw_zstd_type)) {
         st->zs = (bw_zstd_object *)gzip_obj;
+        if (bw_zs_inherited(st->zs->zs)) {
+            bw_zstd_set_error(BW_ZS_INHERITED, st->zs->zs);
+            return -1;
+        }
         if (st->zs->busy || st->zs->finished) {
             PyErr_SetString(PyExc_ValueError, "zstd stream is in use or already finished");
             return -1;
@@ -397,6 +411,10 @@ static int pump_parse_args(PyObject *args, PyObject *kwargs, PyObject **queue_ob
             return -1;
         }
         st->gz = (bw_gzip_object *)gzip_obj;
+        if (bw_gz_inherited(st->gz->gz)) {
+            bw_gzip_raise_inherited();
+            return -1;
+        }
         if (st->gz->busy || st->gz->finished) {
             PyErr_SetString(PyExc_ValueError, "gzip stream is in use or already finished");
             return -1;

@@ -9,6 +9,7 @@
 #include "py_bulk_writer.h"
 #include "py_chunk.h"
 #include "py_conventions.h"
+#include "py_fork_origin.h"
 #include "py_handover_queue.h"
 
 #include "bulk_commands.h"
@@ -21,9 +22,11 @@ typedef struct {
     PyObject_HEAD
     bw_command_writer w;
     int ready;
-    int busy;
+    int busy;                  /* a producer call is under way (see command_writer_enter) */
+    PyObject *held;            /* what holds the writer (hold()): a Python call's name */
     int owned;
     unsigned long owner;       /* the producer's thread: the first to call a store method */
+    bw_origin origin;          /* the process that made it */
     bw_queue_object *queue;    /* where full buffers go (store); NULL: put() returns them */
     PyObject *class_info;      /* class_info(cls) -> (id prefix, metadata defaults[, excluded]) */
     PyObject *default_hook;    /* the walker's callable default hook, or NULL */
@@ -37,11 +40,21 @@ typedef struct {
 
 static PyTypeObject WriterType;
 
+/* A writer belongs to the process that made it: in a forked child its queue's consumer (the
+   parent's sender), the request and the connection are the parent's. 0, or -1 with
+   RuntimeError set. */
+static int command_writer_check_process(WriterObject *self) {
+    return bw_check_origin(&self->origin, "this BulkWriter (or BulkInsert)",
+                           "its body, its sender thread, its request and its connection");
+}
+
 /* A writer takes documents from one thread. Checking only for overlapping calls caught a
    second thread at random (only when the GIL switched inside a call); the owner check
    refuses every call from another thread, before anything changes. It runs with the GIL
    held, so claiming cannot race. 0, or -1 with RuntimeError set. */
 static int command_writer_check_thread(WriterObject *self) {
+    if (command_writer_check_process(self) < 0)
+        return -1;
     unsigned long me = PyThread_get_thread_ident();
     if (!self->owned) {
         self->owner = me;
@@ -57,14 +70,52 @@ static int command_writer_check_thread(WriterObject *self) {
     return -1;
 }
 
-/* The checks every store method makes first. 0, or -1 with RuntimeError set. */
+/* RuntimeError for a call made while another call of the same writer is under way: from its
+   own thread, so from inside it (a hook, a to_json, a __del__, a gc or weakref callback, a
+   signal handler). -1. */
+static int command_writer_refuse_reentry(WriterObject *self) {
+    if (self->held != NULL && !self->busy)
+        PyErr_Format(PyExc_RuntimeError,
+                     "this BulkWriter (or BulkInsert) is in the middle of %U: a call from inside "
+                     "it (a hook, to_json, __del__, a gc or weakref callback, a signal handler) "
+                     "cannot use the same writer", self->held);
+    else
+        PyErr_SetString(PyExc_RuntimeError,
+                        "this BulkWriter (or BulkInsert) is in the middle of another call: a call "
+                        "from inside it (a hook, to_json, __del__, a gc or weakref callback, a "
+                        "signal handler) cannot use the same writer");
+    return -1;
+}
+
+/* The checks of every producer call, made before anything changes: the process, the thread,
+   no other call under way (a call from inside one would write into the middle of its
+   command). On success the call is under way (busy) until command_writer_leave. 0, or -1
+   with RuntimeError set. */
 static int command_writer_enter(WriterObject *self) {
     if (command_writer_check_thread(self) < 0)
         return -1;
-    if (self->busy) {
-        PyErr_SetString(PyExc_RuntimeError, "bulk insert store methods cannot run concurrently");
+    if (self->busy || self->held != NULL)
+        return command_writer_refuse_reentry(self);
+    self->busy = 1;
+    return 0;
+}
+
+static void command_writer_leave(WriterObject *self) { self->busy = 0; }
+
+/* The checks of put_encoded and put_external: those of command_writer_enter, except that they
+   are the parts of a Python call that holds the writer (store_encoded's pieces, between
+   hold() and release()). 0 (the call is under way), or -1 with RuntimeError set. */
+static int command_writer_enter_piece(WriterObject *self) {
+    if (command_writer_check_thread(self) < 0)
+        return -1;
+    if (self->busy)
+        return command_writer_refuse_reentry(self);
+    if (self->held == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "put_encoded() and put_external() come between "
+                                            "hold() and release()");
         return -1;
     }
+    self->busy = 1;
     return 0;
 }
 
@@ -117,6 +168,7 @@ static PyObject *Writer_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
         return NULL;
     }
     self->ready = 1;
+    bw_origin_record(&self->origin);
     self->w.pending_floats = defer_float_text;
     self->classes = PyDict_New();
     if (self->classes == NULL) {
@@ -150,6 +202,7 @@ static int Writer_clear(WriterObject *self) {
     Py_CLEAR(self->counters_id);
     Py_CLEAR(self->series_id);
     Py_CLEAR(self->series_name);
+    Py_CLEAR(self->held);
     return 0;
 }
 
@@ -298,15 +351,12 @@ static PyObject *command_writer_document_id(WriterObject *self, PyObject *id,
    because the consumer is gone (the body is incomplete). Raises the conventions' and the
    encoder's errors (nothing of the document is kept), and Ctrl-C while waiting for room in
    the queue (handover_interrupted). */
-static PyObject *Writer_store(WriterObject *self, PyObject *const *args,
-                                      Py_ssize_t nargs) {
+static PyObject *store_call(WriterObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs < 1 || nargs > 3) {
         PyErr_Format(PyExc_TypeError, "store() takes 1 to 3 arguments (entity, id=None, "
                                       "metadata=None), %zd given", nargs);
         return NULL;
     }
-    if (command_writer_enter(self) < 0)
-        return NULL;
     if (self->queue == NULL || self->class_info == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "store() needs a writer made with queue= and "
                                             "class_info=");
@@ -333,14 +383,12 @@ static PyObject *Writer_store(WriterObject *self, PyObject *const *args,
             goto cleanup;
         document_metadata = merged;
     }
-    self->busy = 1;
     int handed_over = 1; /* or nothing to hand over */
     PyObject *excluded = PyTuple_GET_SIZE(info) == 3 ? PyTuple_GET_ITEM(info, 2)
                                                      : bw_body_excluded_keys();
     int rc = bw_command_writer_put(&self->w, id, entity, document_metadata, excluded);
     if (rc == 0 && bw_command_writer_over_threshold(&self->w))
         handed_over = command_writer_hand_over(self);
-    self->busy = 0;
     if (rc < 0 || handed_over < 0)
         goto cleanup;
     result = Py_NewRef(handed_over ? id : Py_None);
@@ -355,15 +403,12 @@ cleanup:
 
 /* put(id, entity, metadata) -> Chunk | None. New reference. The command as given (no
    conventions); the full buffer is returned, not handed over. */
-static PyObject *Writer_put(WriterObject *self, PyObject *const *args,
-                                    Py_ssize_t nargs) {
+static PyObject *put_call(WriterObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 3) {
         PyErr_Format(PyExc_TypeError, "put() takes 3 arguments (id, entity, metadata), %zd given",
                      nargs);
         return NULL;
     }
-    if (command_writer_enter(self) < 0)
-        return NULL;
     if (!PyUnicode_Check(args[0])) {
         PyErr_Format(PyExc_TypeError, "id must be a str, not %.100s", Py_TYPE(args[0])->tp_name);
         return NULL;
@@ -373,9 +418,7 @@ static PyObject *Writer_put(WriterObject *self, PyObject *const *args,
                      Py_TYPE(args[2])->tp_name);
         return NULL;
     }
-    self->busy = 1;
     int rc = bw_command_writer_put(&self->w, args[0], args[1], args[2], bw_body_excluded_keys());
-    self->busy = 0;
     if (rc < 0)
         return NULL;
     if (!bw_command_writer_over_threshold(&self->w))
@@ -384,10 +427,8 @@ static PyObject *Writer_put(WriterObject *self, PyObject *const *args,
 }
 
 /* finish() -> Chunk. New reference. Ends the array; returns what is left. */
-static PyObject *Writer_finish(WriterObject *self, PyObject *unused) {
-    (void)unused;
-    if (command_writer_enter(self) < 0)
-        return NULL;
+static PyObject *finish_call(WriterObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)args, (void)nargs;
     if (bw_command_writer_finish(&self->w) < 0)
         return NULL;
     return command_writer_take(self);
@@ -408,11 +449,10 @@ static PyObject *Writer_put_encoded(WriterObject *self, PyObject *args,
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*n|p:put_encoded", keywords, &view, &count,
                                      &continued))
         return NULL;
-    if (command_writer_enter(self) < 0)
+    if (command_writer_enter_piece(self) < 0)
         goto cleanup;
-    self->busy = 1;
     int rc = bw_command_writer_put_encoded(&self->w, view.buf, (size_t)view.len, count, continued);
-    self->busy = 0;
+    command_writer_leave(self);
     if (rc < 0)
         goto cleanup;
     if (bw_command_writer_over_threshold(&self->w))
@@ -439,11 +479,13 @@ static PyObject *Writer_put_external(WriterObject *self, PyObject *args,
         PyErr_Format(PyExc_ValueError, "length must be positive, not %zd", length);
         return NULL;
     }
-    if (command_writer_enter(self) < 0)
+    if (command_writer_enter_piece(self) < 0)
         return NULL;
-    if (bw_command_writer_put_external(&self->w, (size_t)length, count, continued) < 0)
-        return NULL;
-    return command_writer_take(self);
+    PyObject *result = NULL;
+    if (bw_command_writer_put_external(&self->w, (size_t)length, count, continued) == 0)
+        result = command_writer_take(self);
+    command_writer_leave(self);
+    return result;
 }
 
 /* ---- counters, time series and attachments (bulk_commands.h frames them) ---- */
@@ -508,13 +550,13 @@ static int same_counters_document(PyObject *open_id, PyObject *id) {
 }
 
 /* increment(id, name, delta) -> True | None (a new reference; see command_writer_written). */
-static PyObject *Writer_increment(WriterObject *self, PyObject *const *args, Py_ssize_t nargs) {
+static PyObject *increment_call(WriterObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 3) {
         PyErr_Format(PyExc_TypeError, "increment() takes 3 arguments (id, name, delta), %zd given",
                      nargs);
         return NULL;
     }
-    if (command_writer_enter(self) < 0 || command_writer_can_write(self) < 0)
+    if (command_writer_can_write(self) < 0)
         return NULL;
     PyObject *id = args[0];
     Py_ssize_t id_len, name_len;
@@ -564,12 +606,12 @@ error:
 /* series_begin(id, name) -> True (a new reference). The time series opens; nothing is written
    before its first entry, but an open counters command is closed now, as the official client
    closes it. */
-static PyObject *Writer_series_begin(WriterObject *self, PyObject *const *args, Py_ssize_t nargs) {
+static PyObject *series_begin_call(WriterObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 2) {
         PyErr_Format(PyExc_TypeError, "series_begin() takes 2 arguments (id, name), %zd given", nargs);
         return NULL;
     }
-    if (command_writer_enter(self) < 0 || command_writer_can_write(self) < 0)
+    if (command_writer_can_write(self) < 0)
         return NULL;
     Py_ssize_t len;
     if (bw_command_text(args[0], "id", &len) == NULL || bw_command_text(args[1], "name", &len) == NULL)
@@ -597,13 +639,13 @@ static PyObject *Writer_series_begin(WriterObject *self, PyObject *const *args, 
 
 /* series_append(timestamp, values, tag) -> True | None (a new reference; see
    command_writer_written): one entry of the open time series. */
-static PyObject *Writer_series_append(WriterObject *self, PyObject *const *args, Py_ssize_t nargs) {
+static PyObject *series_append_call(WriterObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 3) {
         PyErr_Format(PyExc_TypeError, "series_append() takes 3 arguments (timestamp, values, tag), "
                                       "%zd given", nargs);
         return NULL;
     }
-    if (command_writer_enter(self) < 0 || command_writer_can_write(self) < 0)
+    if (command_writer_can_write(self) < 0)
         return NULL;
     bw_command_writer *w = &self->w;
     if (w->open != BW_OPEN_SERIES) {
@@ -615,9 +657,7 @@ static PyObject *Writer_series_append(WriterObject *self, PyObject *const *args,
     Py_ssize_t tag_len = 0, id_len, name_len;
     const char *tag_text = NULL;
     /* a tzinfo's utcoffset() is Python code: a call back into this writer from it is refused */
-    self->busy = 1;
     int converted = bw_timestamp_unix_ms(args[0], &unix_ms);
-    self->busy = 0;
     if (converted < 0)
         return NULL;
     if (!PyList_Check(values) && !PyTuple_Check(values)) {
@@ -662,10 +702,8 @@ error:
 }
 
 /* series_end() -> None (a new reference): closes the open time series' command, if any. */
-static PyObject *Writer_series_end(WriterObject *self, PyObject *unused) {
-    (void)unused;
-    if (command_writer_enter(self) < 0)
-        return NULL;
+static PyObject *series_end_call(WriterObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)args, (void)nargs;
     bw_command_writer *w = &self->w;
     if (w->open != BW_OPEN_SERIES)
         Py_RETURN_NONE;
@@ -739,13 +777,13 @@ failed:
 
 /* attachment(id, name, data, content_type) -> True | None (a new reference; see
    command_writer_written): the AttachmentPUT command, then data's raw bytes. */
-static PyObject *Writer_attachment(WriterObject *self, PyObject *const *args, Py_ssize_t nargs) {
+static PyObject *attachment_call(WriterObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 4) {
         PyErr_Format(PyExc_TypeError, "attachment() takes 4 arguments (id, name, data, "
                                       "content_type), %zd given", nargs);
         return NULL;
     }
-    if (command_writer_enter(self) < 0 || command_writer_can_write(self) < 0)
+    if (command_writer_can_write(self) < 0)
         return NULL;
     PyObject *data = args[2], *content_type = args[3], *result = NULL;
     Py_ssize_t id_len, name_len, type_len = 0;
@@ -774,7 +812,6 @@ static PyObject *Writer_attachment(WriterObject *self, PyObject *const *args, Py
     bw_command_writer *w = &self->w;
     size_t before = 0;
     int taken = -1;
-    self->busy = 1; /* from here on no Python code runs but the signal handlers of a wait */
     if (bw_command_writer_ensure_buffer(w) < 0)
         goto cleanup;
     before = w->buf.len;
@@ -796,16 +833,92 @@ static PyObject *Writer_attachment(WriterObject *self, PyObject *const *args, Py
     if (taken >= 0)
         result = Py_NewRef(taken ? Py_True : Py_None);
 cleanup:
-    self->busy = 0;
     PyBuffer_Release(&view);
     return result;
 }
 
-/* claim() -> None (a new reference): the calling thread becomes the producer, or
-   RuntimeError when another thread already is. */
-static PyObject *Writer_claim(WriterObject *self, PyObject *unused) {
+/* ---- the methods: each producer call is under way from its checks to its end ---- */
+
+/* A producer call's body, run after command_writer_enter: a new reference, or NULL with an
+   exception set. */
+typedef PyObject *(*writer_call)(WriterObject *self, PyObject *const *args, Py_ssize_t nargs);
+
+/* New reference: call, under command_writer_enter's checks. */
+static PyObject *command_writer_run(WriterObject *self, writer_call call, PyObject *const *args,
+                                    Py_ssize_t nargs) {
+    if (command_writer_enter(self) < 0)
+        return NULL;
+    PyObject *result = call(self, args, nargs);
+    command_writer_leave(self);
+    return result;
+}
+
+/* The methods whose body is a *_call function: Writer_<name>, run under
+   command_writer_run; each returns a new reference (see its *_call). */
+#define WRITER_FASTCALL(name)                                                               \
+    static PyObject *Writer_##name(WriterObject *self, PyObject *const *args,             \
+                                   Py_ssize_t nargs) {                                     \
+        return command_writer_run(self, name##_call, args, nargs);                         \
+    }
+#define WRITER_NOARGS(name)                                                                 \
+    static PyObject *Writer_##name(WriterObject *self, PyObject *unused) {                 \
+        (void)unused;                                                                      \
+        return command_writer_run(self, name##_call, NULL, 0);                             \
+    }
+WRITER_FASTCALL(store)
+WRITER_FASTCALL(put)
+WRITER_NOARGS(finish)
+WRITER_FASTCALL(increment)
+WRITER_FASTCALL(series_begin)
+WRITER_FASTCALL(series_append)
+WRITER_NOARGS(series_end)
+WRITER_FASTCALL(attachment)
+#undef WRITER_FASTCALL
+#undef WRITER_NOARGS
+
+/* hold(what) -> None (a new reference): a producer call made of several steps in Python
+   (`what` names it: store_encoded's pieces, the start of the request) is under way. Until
+   release() every other producer call raises RuntimeError, so that nothing lands between
+   its steps; put_encoded and put_external are its steps. The checks of command_writer_enter
+   come first (the caller becomes the producer). */
+static PyObject *Writer_hold(WriterObject *self, PyObject *what) {
+    if (!PyUnicode_Check(what)) {
+        PyErr_Format(PyExc_TypeError, "what must be a str, not %.100s", Py_TYPE(what)->tp_name);
+        return NULL;
+    }
+    if (command_writer_enter(self) < 0)
+        return NULL;
+    self->held = Py_NewRef(what);
+    command_writer_leave(self);
+    Py_RETURN_NONE;
+}
+
+/* release() -> None (a new reference): the call that held the writer is over (also after
+   a failure). */
+static PyObject *Writer_release(WriterObject *self, PyObject *unused) {
     (void)unused;
     if (command_writer_check_thread(self) < 0)
+        return NULL;
+    Py_CLEAR(self->held);
+    Py_RETURN_NONE;
+}
+
+/* claim() -> None (a new reference): the calling thread becomes the producer; RuntimeError
+   (nothing changes) in a forked child, from another thread, or while a call of this writer
+   is under way (from inside it). */
+static PyObject *Writer_claim(WriterObject *self, PyObject *unused) {
+    (void)unused;
+    if (command_writer_enter(self) < 0)
+        return NULL;
+    command_writer_leave(self);
+    Py_RETURN_NONE;
+}
+
+/* check_process() -> None (a new reference): RuntimeError in a forked child of the process
+   that made the writer (from any thread). */
+static PyObject *Writer_check_process(WriterObject *self, PyObject *unused) {
+    (void)unused;
+    if (command_writer_check_process(self) < 0)
         return NULL;
     Py_RETURN_NONE;
 }
@@ -876,9 +989,20 @@ static PyMethodDef Writer_methods[] = {
     {"attachment", (PyCFunction)(void (*)(void))Writer_attachment, METH_FASTCALL,
      "attachment(id, name, data, content_type) -> True | None\n\nAppend an AttachmentPUT "
      "command and data's raw bytes after it."},
+    {"hold", (PyCFunction)Writer_hold, METH_O,
+     "hold(what) -> None\n\nA producer call made of several Python steps (what names it) is "
+     "under way: until release(), every producer call but put_encoded and put_external (its "
+     "steps) raises RuntimeError."},
+    {"release", (PyCFunction)Writer_release, METH_NOARGS,
+     "release() -> None\n\nThe call that held the writer is over."},
     {"claim", (PyCFunction)Writer_claim, METH_NOARGS,
-     "claim() -> None\n\nMake the calling thread the writer's producer, or raise RuntimeError "
-     "when another thread already is (the first thread to call a store method owns it)."},
+     "claim() -> None\n\nMake the calling thread the writer's producer, or raise RuntimeError, "
+     "changing nothing, when another thread already is (the first thread to call a store "
+     "method owns it), while a call of this writer is under way (from inside it), or in a "
+     "forked child."},
+    {"check_process", (PyCFunction)Writer_check_process, METH_NOARGS,
+     "check_process() -> None\n\nRaise RuntimeError in a forked child of the process that "
+     "made the writer: its body, sender, request and connection are that process's."},
     {NULL, NULL, 0, NULL},
 };
 

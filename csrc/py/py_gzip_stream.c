@@ -2,6 +2,7 @@
    GIL released. */
 #include "py_gzip_stream.h"
 
+#include "py_fork_origin.h"
 #include "py_stream_write.h"
 
 #include <string.h>
@@ -58,7 +59,14 @@ static int gzip_write_core(void *stream, const void *data, size_t n, int finish,
     return (int)bw_gz_write(stream, data, n, finish, out);
 }
 
+PyObject *bw_gzip_raise_inherited(void) {
+    return bw_raise_inherited("this GzipStream (on several threads)",
+                              "its compression threads and their lock");
+}
+
 PyObject *bw_gzip_write(bw_gzip_object *self, PyObject *data, int finish) {
+    if (bw_gz_inherited(self->gz))
+        return bw_gzip_raise_inherited();
     int failure;
     PyObject *piece = bw_stream_write(gzip_write_core, self->gz, &self->busy, &self->finished,
                                       "GzipStream", "gzip", data, finish, &failure);

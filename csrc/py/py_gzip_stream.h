@@ -19,6 +19,9 @@ extern PyTypeObject bw_gzip_type;
 /* New reference: a Chunk with what deflating data gave (data may be NULL: nothing), None
    when it gave nothing; finish ends the member. NULL with an exception set. */
 PyObject *bw_gzip_write(bw_gzip_object *self, PyObject *data, int finish);
+/* Sets the RuntimeError of a parallel stream used in a forked child (bw_gz_inherited) and
+   returns NULL. */
+PyObject *bw_gzip_raise_inherited(void);
 
 /* Adds GzipStream and HAVE_ISAL. 0, or -1 with an exception set. */
 int bw_gzip_add_to_module(PyObject *module);

@@ -1,6 +1,20 @@
 /* HandoverQueue: the binding of the core queue (handover_queue.c). */
 #include "py_handover_queue.h"
 
+#include "py_fork_origin.h"
+
+PyObject *bw_queue_raise_inherited(void) {
+    return bw_raise_inherited("this HandoverQueue", "its producer, its consumer and its lock");
+}
+
+/* 0, or -1 with RuntimeError in a forked child of the process that made the queue. */
+static int queue_check_origin(bw_queue_object *self) {
+    if (!bw_hq_inherited(&self->q))
+        return 0;
+    bw_queue_raise_inherited();
+    return -1;
+}
+
 /* New reference. */
 static PyObject *Queue_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
     static char *keywords[] = {"maxsize", NULL};
@@ -61,6 +75,11 @@ int bw_queue_put_steal(bw_queue_object *queue, PyObject *item) {
             Py_DECREF(item);
             return 0;
         }
+        if (rc == BW_HQ_INHERITED) {
+            Py_DECREF(item);
+            bw_queue_raise_inherited();
+            return -1;
+        }
         if (PyErr_CheckSignals() < 0) {
             Py_DECREF(item);
             return -1;
@@ -81,6 +100,8 @@ PyObject *bw_queue_get(bw_queue_object *queue) {
             return (PyObject *)item; /* the queue's reference becomes the caller's */
         if (rc == BW_HQ_CLOSED)
             Py_RETURN_NONE;
+        if (rc == BW_HQ_INHERITED)
+            return bw_queue_raise_inherited();
         if (PyErr_CheckSignals() < 0)
             return NULL;
     }
@@ -104,6 +125,8 @@ static PyObject *Queue_get(bw_queue_object *self, PyObject *unused) {
 /* New reference (None). */
 static PyObject *Queue_close_producer(bw_queue_object *self, PyObject *unused) {
     (void)unused;
+    if (queue_check_origin(self) < 0)
+        return NULL;
     bw_hq_close_producer(&self->q);
     Py_RETURN_NONE;
 }
@@ -112,6 +135,8 @@ static PyObject *Queue_close_producer(bw_queue_object *self, PyObject *unused) {
    New reference (None). */
 static PyObject *Queue_close_consumer(bw_queue_object *self, PyObject *unused) {
     (void)unused;
+    if (queue_check_origin(self) < 0)
+        return NULL;
     bw_hq_close_consumer(&self->q);
     queue_release_items(self);
     Py_RETURN_NONE;

@@ -22,7 +22,8 @@ extern PyTypeObject bw_queue_type;
 
 /* Queues item (the queue takes a reference of its own), waiting for a free slot with the GIL
    released and running signal handlers between waits. 1 queued; 0 the consumer has closed
-   the queue (item not kept); -1 with the exception a signal handler raised (Ctrl-C). */
+   the queue (item not kept); -1 with the exception a signal handler raised (Ctrl-C), or
+   with RuntimeError in a forked child of the process that made the queue (not kept). */
 int bw_queue_put(bw_queue_object *queue, PyObject *item);
 
 /* As bw_queue_put, but the caller's reference to item is given away whatever the outcome:
@@ -32,8 +33,13 @@ int bw_queue_put_steal(bw_queue_object *queue, PyObject *item);
 
 /* New reference: the next item, or None once the producer has closed and everything was
    taken (or the consumer side was closed). Waits with the GIL released; NULL with the
-   exception a signal handler raised. */
+   exception a signal handler raised, or with RuntimeError in a forked child of the process
+   that made the queue. */
 PyObject *bw_queue_get(bw_queue_object *queue);
+
+/* Sets the RuntimeError of a queue used in a forked child of the process that made it (its
+   producer, its consumer and its lock are that process's) and returns NULL. */
+PyObject *bw_queue_raise_inherited(void);
 
 /* Adds HandoverQueue. 0, or -1 with an exception set. */
 int bw_queue_add_to_module(PyObject *module);

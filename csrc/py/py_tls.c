@@ -4,6 +4,8 @@
    private to it, and it may be linked with another OpenSSL than this module. */
 #include "py_tls.h"
 
+#include "py_fork_origin.h"
+
 #include <errno.h>
 
 static PyObject *tls_error_type; /* _core.TlsError (an OSError) */
@@ -126,6 +128,10 @@ static void connection_close_now(TlsConnectionObject *self) {
 static int connection_enter(TlsConnectionObject *self) {
     if (self->tls == NULL) {
         PyErr_SetString(PyExc_ValueError, "the TLS connection is closed");
+        return -1;
+    }
+    if (bw_tls_inherited(self->tls)) {
+        bw_raise_inherited("this TLS connection", "its session and the connection under it");
         return -1;
     }
     if (self->busy) {
@@ -256,7 +262,9 @@ static PyMethodDef TlsConnection_methods[] = {
      "answered() -> bool\n\nWhether the server already sent something other than TLS records "
      "of its own (an answer, an alert, the end), without waiting or consuming it."},
     {"close", (PyCFunction)TlsConnection_close, METH_NOARGS,
-     "close() -> None\n\nEnd the session (the socket stays open: its owner closes it)."},
+     "close() -> None\n\nEnd the session (the socket stays open: its owner closes it). In a "
+     "forked child of the process that made it, only the child's copy is dropped: nothing is "
+     "sent."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -368,6 +376,8 @@ static PyObject *TlsContext_connect(TlsContextObject *self, PyObject *args, PyOb
     long timeout_ms;
     if (bw_parse_timeout_ms(timeout_obj, &timeout_ms) < 0)
         return NULL;
+    if (bw_tls_config_inherited(self->config))
+        return bw_raise_inherited("this TlsContext", "its OpenSSL context and its locks");
     TlsConnectionObject *conn = PyObject_New(TlsConnectionObject, &TlsConnectionType);
     if (conn == NULL)
         return NULL;

@@ -2,6 +2,7 @@
    released; ZstdDecoder: its bounded decoder, for the loopback server. */
 #include "py_zstd_stream.h"
 
+#include "py_fork_origin.h"
 #include "py_stream_write.h"
 
 static const char no_libzstd[] =
@@ -51,6 +52,9 @@ static void Zstd_dealloc(bw_zstd_object *self) {
 PyObject *bw_zstd_set_error(bw_zs_result rc, const bw_zstd_stream *zs) {
     if (rc == BW_ZS_NO_MEMORY)
         return PyErr_NoMemory();
+    if (rc == BW_ZS_INHERITED)
+        return bw_raise_inherited("this ZstdStream (on several threads)",
+                                  "libzstd's worker threads");
     PyErr_Format(PyExc_RuntimeError, "the zstd stream failed: %s", bw_zs_error_text(zs));
     return NULL;
 }
@@ -61,6 +65,8 @@ static int zstd_write_core(void *stream, const void *data, size_t n, int finish,
 }
 
 PyObject *bw_zstd_write(bw_zstd_object *self, PyObject *data, int finish) {
+    if (bw_zs_inherited(self->zs)) /* before the finished flag: the stream is not this process's */
+        return bw_zstd_set_error(BW_ZS_INHERITED, self->zs);
     int failure;
     PyObject *piece = bw_stream_write(zstd_write_core, self->zs, &self->busy, &self->finished,
                                       "ZstdStream", "zstd", data, finish, &failure);

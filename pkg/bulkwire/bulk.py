@@ -184,7 +184,11 @@ class BulkWriter:
     A writer has one producer thread: the first thread that calls ``store``,
     ``store_many``, ``store_encoded`` or ``close`` owns it, and those calls from any other
     thread raise ``RuntimeError`` (always, before anything changes). The consumer side
-    (``chunks``, ``fail``) belongs to one other thread.
+    (``chunks``, ``fail``) belongs to one other thread. A producer call made from inside
+    another one of the same writer (a hook, ``to_json``, ``__del__``, a gc or weakref
+    callback, a signal handler) raises ``RuntimeError`` before anything changes, and the
+    call it came from goes on. A writer belongs to the process that made it: in a forked
+    child every call raises ``RuntimeError`` (see docs/bulk_insert.md, "Processes").
 
     >>> w = BulkWriter()
     >>> w.store({"Name": "a"}, id="things/1")
@@ -227,13 +231,25 @@ class BulkWriter:
 
     # ---- producer side ----
 
+    def _check_process(self) -> None:
+        """``RuntimeError`` in a forked child of the process that made the writer (its body,
+        sender, request and connection are that process's)."""
+        self._writer.check_process()
+
     def _raise_failure(self) -> None:
         """Raises the failure again (a copy: same class, message and attributes), each time
-        it is asked."""
+        it is asked; ``RuntimeError`` instead in a forked child."""
+        self._writer.check_process()
         failure = self._failure
         if isinstance(failure, BulkInsertError):
             raise failure.with_message(str(failure)) from failure.__cause__
         raise BulkInsertError(f"the bulk insert failed: {failure!r}") from failure
+
+    def _refuse_closed(self, call: str) -> None:
+        """``ValueError`` for ``call`` on a closed writer; ``RuntimeError`` instead in a forked
+        child."""
+        self._writer.check_process()
+        raise ValueError(f"{call} on a closed bulk insert")
 
     def store(self, entity: Any, id: Optional[str] = None,
               metadata: Optional[Mapping[str, Any]] = None) -> str:
@@ -242,7 +258,7 @@ class BulkWriter:
         if self._failure is not None:
             self._raise_failure()
         if self._closed:
-            raise ValueError("store() on a closed bulk insert")
+            self._refuse_closed("store()")
         try:
             stored = self._store(entity, id, metadata)  # the conventions and the hand-over, in C
         except BaseException:
@@ -257,6 +273,7 @@ class BulkWriter:
                    metadata: Optional[Mapping[str, Any]] = None) -> list:
         """Store each entity (``ids[i]`` as its id when given, the same ``metadata`` for all);
         returns the ids."""
+        self._writer.claim()  # also for no entities: the same refusals as store
         store = self.store
         if ids is None:
             return [store(e, None, metadata) for e in entities]
@@ -299,7 +316,7 @@ class BulkWriter:
         if self._failure is not None:
             self._raise_failure()
         if self._closed:
-            raise ValueError("store_encoded() on a closed bulk insert")
+            self._refuse_closed("store_encoded()")
         pieces = _encoded_pieces(commands, count)
         if pieces:
             self._store_pieces(pieces, count)
@@ -313,6 +330,7 @@ class BulkWriter:
         >>> w.counters_for("users/1").increment("likes")
         >>> w.close()
         """
+        self._check_process()
         return CountersBulkInsert(self, id)
 
     def time_series_for(self, id: str, name: str) -> "TimeSeriesBulkInsert":
@@ -342,6 +360,7 @@ class BulkWriter:
         >>> w.attachments_for("users/1").store("a.txt", b"hello", "text/plain")
         >>> w.close()
         """
+        self._check_process()
         return AttachmentsBulkInsert(self, id)
 
     def _command(self, method: Any, *args: Any) -> None:
@@ -350,7 +369,7 @@ class BulkWriter:
         if self._failure is not None:
             self._raise_failure()
         if self._closed:
-            raise ValueError("a command on a closed bulk insert")
+            self._refuse_closed("a command")
         try:
             done = method(*args)
         except BaseException:
@@ -397,14 +416,17 @@ class BulkWriter:
     def _store_pieces(self, pieces: list, count: int, *, whole: bool = False) -> None:
         """Checked pieces (``_encoded_pieces``) into the body: large immutable ones (every
         one when ``whole``) handed over directly, after the buffer holding their separator;
-        the rest copied into buffers that are handed over just past the threshold."""
+        the rest copied into buffers that are handed over just past the threshold. The writer
+        is held meanwhile: a call from inside (a callback between two pieces) would land in
+        the middle of a command the pieces split, so it raises instead."""
         if self._failure is not None:
             self._raise_failure()
         if self._closed:
-            raise ValueError("store_encoded() on a closed bulk insert")
+            self._refuse_closed("store_encoded()")
         w = self._writer
         threshold = self.buffer_size
         continued = False  # the separator is written with the first piece only
+        w.hold("store_encoded()")
         try:
             for piece, immutable in pieces:
                 n = len(piece)
@@ -438,6 +460,8 @@ class BulkWriter:
                 self.fail(BulkInsertAborted("store_encoded() was interrupted part-way: the bulk "
                                             "insert body is incomplete"))
             raise
+        finally:
+            w.release()
 
     def _hand_over(self, chunk: Any) -> None:
         try:
@@ -513,6 +537,7 @@ class BulkWriter:
     def fail(self, error: BaseException) -> None:
         """Called by the consumer: it cannot take more. The producer raises ``error`` (as a
         BulkInsertError) at its next store() or close(); waiting buffers are dropped."""
+        self._check_process()
         if self._failure is None:
             self._failure = error
         self._queue.close_consumer()
@@ -619,6 +644,7 @@ class BulkWriter:
         yield _core.HTTP_LAST_CHUNK
 
     def _start_consuming(self, message: str) -> None:
+        self._check_process()
         if self._consuming:
             raise RuntimeError(message)
         self._consuming = True
@@ -657,7 +683,10 @@ class BulkInsert:
 
     One thread stores (the producer: the first to call ``store``, ``store_many``,
     ``store_encoded`` or ``close``); those calls from another thread raise ``RuntimeError``.
-    ``abort`` may come from any thread.
+    ``abort`` may come from any thread. An insert belongs to the process that made it: in a
+    forked child every call (``with`` included) raises ``RuntimeError`` at once and nothing
+    reaches the parent's request, connection or operation (see docs/bulk_insert.md,
+    "Processes").
 
     ``timeout`` (seconds, or None) bounds every socket operation, including a send to a
     server that stopped reading; ``compress``, ``compress_threads``, ``default``,
@@ -708,19 +737,42 @@ class BulkInsert:
     # ---- lifecycle ----
 
     def __enter__(self) -> "BulkInsert":
+        self._check_process()
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        # in a forked child: RuntimeError, and the parent's operation is left alone
+        self._check_process()
         if exc_type is None:
             self.close()
         else:
             self._abort_quietly()
 
+    def _check_process(self) -> None:
+        """``RuntimeError`` in a forked child of the process that made this insert."""
+        self._writer._check_process()
+
+    def _claim(self) -> None:
+        """The calling thread becomes the producer; ``RuntimeError`` (nothing changes) in a
+        forked child, from another thread, or from inside a call of this insert."""
+        self._writer._writer.claim()
+
     def _start(self) -> None:
+        """Opens the operation and starts the sender. The caller becomes the producer, and
+        until the request is under way a call from inside (a callback run while connecting)
+        raises ``RuntimeError`` rather than start a second request on the same body."""
+        held = self._writer._writer
+        held.hold("the start of its request")
+        try:
+            if self._sender is None:  # not started by a signal handler just before the hold
+                self._open_request()
+        finally:
+            held.release()
+
+    def _open_request(self) -> None:
         from .transport import BodySender
 
         writer = self._writer
-        writer._writer.claim()  # the producer's thread from now on
         if writer._failure is not None:
             writer._raise_failure()
         if self._aborted or self._closed:
@@ -815,6 +867,7 @@ class BulkInsert:
         ...     bulk.store_encoded(b'{"Id":"a/1","Type":"PUT","Document":{"@metadata": '
         ...                        b'{"@collection": "As"}}}', 1)
         """
+        self._check_process()
         pieces = _encoded_pieces(commands, count)  # bad arguments raise before any request
         self._store_pieces(pieces, count)
 
@@ -823,6 +876,7 @@ class BulkInsert:
     def counters_for(self, id: str) -> "CountersBulkInsert":
         """The counters of the document ``id``: ``counters_for(id).increment(name, delta=1)``
         (see :meth:`BulkWriter.counters_for`)."""
+        self._check_process()
         return CountersBulkInsert(self, id)
 
     def time_series_for(self, id: str, name: str) -> "TimeSeriesBulkInsert":
@@ -838,6 +892,7 @@ class BulkInsert:
 
     def attachments_for(self, id: str) -> "AttachmentsBulkInsert":
         """The attachments of the document ``id`` (see :meth:`BulkWriter.attachments_for`)."""
+        self._check_process()
         return AttachmentsBulkInsert(self, id)
 
     def _increment(self, id: str, name: Any, delta: Any) -> None:
@@ -871,6 +926,7 @@ class BulkInsert:
 
     def _store_pieces(self, pieces: list, count: int, *, whole: bool = False) -> None:
         """Pieces as :meth:`BulkWriter._store_pieces` takes them; no pieces, no request."""
+        self._check_process()
         if not pieces:
             if self._writer._failure is not None:
                 self._writer._raise_failure()
@@ -923,7 +979,9 @@ class BulkInsert:
         """Kill the operation on the server and stop sending; later stores and ``close()``
         raise :class:`BulkInsertAborted`. Nothing to do after a successful ``close()``; no
         request before the first store. May be called from another thread (the producer's
-        waiting store then raises). Raises a :class:`BulkInsertError` if the kill failed."""
+        waiting store then raises). Raises a :class:`BulkInsertError` if the kill failed, and
+        ``RuntimeError`` in a forked child (the operation is the parent's: nothing is sent)."""
+        self._check_process()
         if self._aborted or self._succeeded:
             return
         self._aborted = True

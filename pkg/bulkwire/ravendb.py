@@ -101,6 +101,7 @@ class BulkInsertOperation:
             skip_overwrite_if_unchanged=bool(options.skip_overwrite_if_unchanged),
             certificate=store.certificate_pem_path, ca=store.trust_store_path,
             default=default, class_info=self._class_info)
+        self._storing = False  # a store() is under way
 
     # ---- the conventions, once per entity class ----
 
@@ -123,10 +124,12 @@ class BulkInsertOperation:
     # ---- the client's API ----
 
     def __enter__(self) -> "BulkInsertOperation":
+        self._insert._check_process()
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        # as the client does: what was stored is committed, also when the block raised
+        # as the client does: what was stored is committed, also when the block raised (in
+        # a forked child: RuntimeError, and the parent's operation is left alone)
         try:
             self._insert.close()
         except BulkInsertError as error:
@@ -137,12 +140,25 @@ class BulkInsertOperation:
         entity's identity property (``Id``) when it holds a str, else a new id from the
         store's generator (HiLo), which is written into the entity's identity property.
         ``metadata`` (a dict or ``MetadataAsDictionary``) goes into the document's
-        ``@metadata``, with the collection and the Python type added where not given."""
-        if metadata is not None and "@id" in metadata:
-            key = metadata["@id"]
-        else:
-            key = self._get_id(entity)
-        self.store_as(entity, key, metadata)
+        ``@metadata``, with the collection and the Python type added where not given.
+
+        One call at a time: a store from inside another (a callback run while the store's
+        HiLo asks the server for ids) raises ``RuntimeError``, as does any call in a forked
+        child; neither asks the server for anything."""
+        self._insert._claim()
+        if self._storing:
+            raise RuntimeError("this bulk insert is in the middle of a store(): a store from "
+                               "inside it (a hook, __del__, a gc or weakref callback, a signal "
+                               "handler) cannot use the same bulk insert")
+        self._storing = True
+        try:
+            if metadata is not None and "@id" in metadata:
+                key = metadata["@id"]
+            else:
+                key = self._get_id(entity)
+            self.store_as(entity, key, metadata)
+        finally:
+            self._storing = False
         return key
 
     def store_as(self, entity: Any, key: str, metadata: Any = None) -> None:
@@ -158,7 +174,9 @@ class BulkInsertOperation:
 
     def abort(self) -> None:
         """Kill the operation on the server; nothing to do before the first store. Leaving
-        the ``with`` block afterwards raises ``BulkInsertAbortedException``."""
+        the ``with`` block afterwards raises ``BulkInsertAbortedException``; ``RuntimeError``
+        in a forked child (the operation is the parent's)."""
+        self._insert._check_process()
         if self._insert.operation_id is None:
             return  # as the client: nothing was started, nothing to kill, the insert goes on
         try:

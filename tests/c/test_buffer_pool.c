@@ -1,11 +1,15 @@
 /* The buffer pool: keeps at most BW_POOL_SLOTS buffers and only while a writer is alive,
-   hands back the warmest one, grows a recycled buffer that is too small.
+   hands back the warmest one, grows a recycled buffer that is too small, and serves a child
+   forked while another thread was using it.
    sources: buffer_pool.c
    libs: -lpthread */
+#define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
 #include <stdlib.h>
 
 #include "buffer_pool.h"
 #include "check.h"
+#include "fork_child.h"
 
 static void stats(size_t *buffers, size_t *bytes, size_t *users) {
     bw_pool_stats(buffers, bytes, users);
@@ -78,6 +82,47 @@ TEST(retains_nest) {
     CHECK_EQ(users, 0);
 }
 
+static volatile int churning;
+
+/* Another thread's work: the pool's lock taken and released all the time. */
+static void *churn(void *unused) {
+    (void)unused;
+    size_t cap;
+    while (churning)
+        bw_pool_release(bw_pool_acquire(256, &cap), 256);
+    return NULL;
+}
+
+/* In the child: a writer of its own takes and gives back buffers. */
+static int child_uses_the_pool(void *unused) {
+    (void)unused;
+    size_t cap;
+    bw_pool_retain();
+    char *data = bw_pool_acquire(256, &cap);
+    if (data == NULL)
+        return 1;
+    bw_pool_release(data, cap);
+    bw_pool_unretain();
+    return 0;
+}
+
+TEST(a_child_forked_while_another_thread_uses_the_pool_can_use_it) {
+    /* The churning thread holds the pool's lock about half of the time: without the fork
+       handlers, a fork from this thread would leave some child with a copy of the lock that
+       nobody can release. */
+    bw_pool_retain();
+    churning = 1;
+    pthread_t thread;
+    CHECK_EQ(pthread_create(&thread, NULL, churn, NULL), 0);
+    int hung = 0;
+    for (int i = 0; i < 200 && !hung; i++)
+        hung = run_in_child(child_uses_the_pool, NULL, 5000) != 0;
+    churning = 0;
+    pthread_join(thread, NULL);
+    CHECK_EQ(hung, 0);
+    bw_pool_unretain();
+}
+
 RUN_TESTS(without_a_writer_released_buffers_are_freed,
           keeps_at_most_the_slots_and_hands_back_the_warmest, a_small_recycled_buffer_grows,
-          retains_nest)
+          retains_nest, a_child_forked_while_another_thread_uses_the_pool_can_use_it)

@@ -2,14 +2,17 @@
    and sync-flushed, joined into one member): zlib's inflate, as the reference, gives back
    exactly the input for bodies around the 32 KiB and 1 MiB boundaries, written whole or in
    pieces, on 1 to 4 threads, with both backends; each piece decodes on arrival; the CRC
-   combiner agrees with the CRC of the whole; the dictionary is really used.
-   sources: gzip_stream.c out_buffer.c
+   combiner agrees with the CRC of the whole; the dictionary is really used; a forked child
+   neither writes through the parent's helpers nor waits for them when it frees its copy.
+   sources: gzip_stream.c out_buffer.c fork_origin.c
    libs: -DBW_HAVE_ISAL -lisal -lz -lpthread
    requires: isa-l/igzip_lib.h */
+#define _POSIX_C_SOURCE 200809L
 #include <stdlib.h>
 #include <zlib.h>
 
 #include "check.h"
+#include "fork_child.h"
 #include "gzip_stream.h"
 
 #define KIB ((size_t)1 << 10)
@@ -211,8 +214,51 @@ TEST(threads_are_clamped_and_a_missing_backend_refused) {
     bw_gz_free(gz);
 }
 
+/* In the child: the stream refuses to write (its helpers are the parent's) and frees without
+   joining them. */
+static int child_writes_and_frees_a_copy(void *gz) {
+    bw_buf out;
+    if (bw_buf_init(&out, 0) < 0)
+        return 1;
+    int rc = bw_gz_write(gz, "abc", 3, 0, &out) == BW_GZ_INHERITED && out.len == 0 &&
+                     bw_gz_inherited(gz) ? 0 : 2;
+    bw_buf_free(&out);
+    bw_gz_free(gz);
+    return rc;
+}
+
+static void a_forked_child_leaves_the_helpers_alone(bw_gz_backend backend) {
+    size_t n = 3 * MIB;
+    unsigned char *body = malloc(n);
+    CHECK(body != NULL);
+    if (body == NULL)
+        return;
+    fill_body(body, n, 5);
+    bw_gzip_stream *gz = bw_gz_new_parallel(backend, 3);
+    bw_buf out;
+    CHECK(gz != NULL && bw_buf_init(&out, 0) == 0);
+    CHECK_EQ(bw_gz_write(gz, body, n / 2, 0, &out), BW_GZ_OK); /* the helpers run now */
+    CHECK(!bw_gz_inherited(gz));
+    CHECK_EQ(run_in_child(child_writes_and_frees_a_copy, gz, 5000), 0);
+    CHECK_EQ(bw_gz_write(gz, body + n / 2, n - n / 2, 1, &out), BW_GZ_OK); /* the parent goes on */
+    gunzipper g;
+    CHECK_EQ(gunzip_start(&g, n), 0);
+    gunzip_feed(&g, out.data, out.len);
+    CHECK_EQ(g.status, Z_STREAM_END);
+    CHECK(g.len == n && memcmp(g.plain, body, n) == 0);
+    gunzip_end(&g);
+    bw_buf_free(&out);
+    bw_gz_free(gz);
+    free(body);
+}
+
+TEST(a_forked_child_leaves_the_helpers_alone_zlib) { a_forked_child_leaves_the_helpers_alone(BW_GZ_ZLIB); }
+
+TEST(a_forked_child_leaves_the_helpers_alone_isal) { a_forked_child_leaves_the_helpers_alone(BW_GZ_ISAL); }
+
 RUN_TESTS(zlib_blocks_inflate_to_the_body, isal_blocks_inflate_to_the_body,
           the_crc_combiner_agrees_with_the_whole, header_and_end_alone_are_an_empty_member,
           each_block_is_primed_with_the_input_before_it,
           the_next_write_is_primed_with_the_last_32_kib,
-          threads_are_clamped_and_a_missing_backend_refused)
+          threads_are_clamped_and_a_missing_backend_refused,
+          a_forked_child_leaves_the_helpers_alone_zlib, a_forked_child_leaves_the_helpers_alone_isal)

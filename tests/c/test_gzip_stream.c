@@ -1,7 +1,7 @@
 /* The gzip stream (zlib backend): pieces sync-flushed so each decodes on arrival, one member
    over the whole body, totals, and no write after the end.
-   sources: gzip_stream.c out_buffer.c
-   libs: -lz */
+   sources: gzip_stream.c out_buffer.c fork_origin.c
+   libs: -lz -lpthread */
 #include <stdlib.h>
 #include <zlib.h>
 

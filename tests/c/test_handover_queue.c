@@ -1,12 +1,14 @@
-/* The bounded handover queue: FIFO order, the bound, timeouts, both close directions, and a
-   producer and a consumer thread passing many items.
-   sources: handover_queue.c
+/* The bounded handover queue: FIFO order, the bound, timeouts, both close directions, a
+   producer and a consumer thread passing many items, and a forked child's copy, which never
+   waits and never takes the lock (its other side and the lock's holder are the parent's).
+   sources: handover_queue.c fork_origin.c
    libs: -lpthread */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdint.h>
 
 #include "check.h"
+#include "fork_child.h"
 #include "handover_queue.h"
 
 #define ITEM(i) ((void *)(uintptr_t)(i))
@@ -146,6 +148,109 @@ TEST(a_blocked_producer_wakes_when_the_consumer_closes) {
     bw_hq_destroy(&q);
 }
 
+/* ---- a forked child's copy ---- */
+
+typedef struct {
+    bw_hq *q;
+    pthread_mutex_t mu; /* the test's own: holder waits on `go` under it */
+    pthread_cond_t cond;
+    int holding, go;
+} lock_holder;
+
+/* Takes the queue's lock and keeps it until told to let go. */
+static void *hold_the_queue_lock(void *arg) {
+    lock_holder *h = arg;
+    pthread_mutex_lock(&h->q->mu);
+    pthread_mutex_lock(&h->mu);
+    h->holding = 1;
+    pthread_cond_broadcast(&h->cond);
+    while (!h->go)
+        pthread_cond_wait(&h->cond, &h->mu);
+    pthread_mutex_unlock(&h->mu);
+    pthread_mutex_unlock(&h->q->mu);
+    return NULL;
+}
+
+/* In the child: closing the copy both ways (waking a parent's waiter, if any) and
+   destroying it return at once. */
+static int child_closes_and_destroys_the_copy(void *arg) {
+    bw_hq *q = arg;
+    bw_hq_close_producer(q);
+    bw_hq_close_consumer(q);
+    bw_hq_destroy(q);
+    return 0;
+}
+
+/* In the child, with the queue's lock held by a thread it does not have: every call returns
+   at once (put and get refused), and destroying the copy does not touch the lock. */
+static int child_uses_a_locked_copy(void *arg) {
+    bw_hq *q = arg;
+    void *item = NULL;
+    if (!bw_hq_inherited(q))
+        return 1;
+    if (bw_hq_put(q, ITEM(9), 60000) != BW_HQ_INHERITED ||
+        bw_hq_get(q, &item, 60000) != BW_HQ_INHERITED)
+        return 2;
+    if (bw_hq_len(q) != 1 || bw_hq_peak(q) != 1 || bw_hq_drained(q))
+        return 3;
+    if (!bw_hq_pop_any(q, &item) || item != ITEM(1))
+        return 4;
+    return child_closes_and_destroys_the_copy(q);
+}
+
+TEST(a_child_forked_while_another_thread_holds_the_lock_never_waits_on_it) {
+    bw_hq q;
+    CHECK_EQ(bw_hq_init(&q, 2), 0);
+    CHECK_EQ(bw_hq_put(&q, ITEM(1), 0), BW_HQ_OK);
+    lock_holder h = {.q = &q, .holding = 0, .go = 0};
+    pthread_mutex_init(&h.mu, NULL);
+    pthread_cond_init(&h.cond, NULL);
+    pthread_t thread;
+    CHECK_EQ(pthread_create(&thread, NULL, hold_the_queue_lock, &h), 0);
+    pthread_mutex_lock(&h.mu);
+    while (!h.holding)
+        pthread_cond_wait(&h.cond, &h.mu);
+    pthread_mutex_unlock(&h.mu);
+    CHECK_EQ(run_in_child(child_uses_a_locked_copy, &q, 5000), 0);
+    pthread_mutex_lock(&h.mu);
+    h.go = 1;
+    pthread_cond_broadcast(&h.cond);
+    pthread_mutex_unlock(&h.mu);
+    pthread_join(thread, NULL);
+    /* the parent's queue is untouched by the child */
+    CHECK(!bw_hq_inherited(&q));
+    void *item = NULL;
+    CHECK_EQ(bw_hq_get(&q, &item, 0), BW_HQ_OK);
+    CHECK(item == ITEM(1));
+    bw_hq_destroy(&q);
+    pthread_cond_destroy(&h.cond);
+    pthread_mutex_destroy(&h.mu);
+}
+
+static void *wait_for_an_item(void *arg) {
+    void *item = NULL;
+    bw_hq_get(arg, &item, 60000);
+    return item;
+}
+
+TEST(a_child_forked_while_another_thread_waits_on_the_queue_never_blocks) {
+    bw_hq q;
+    CHECK_EQ(bw_hq_init(&q, 2), 0);
+    pthread_t thread;
+    CHECK_EQ(pthread_create(&thread, NULL, wait_for_an_item, &q), 0);
+    struct timespec step = {0, 20000000L}; /* let the thread reach its wait */
+    nanosleep(&step, NULL);
+    /* in the child, waking the parent's waiter (the closes) must not block */
+    CHECK_EQ(run_in_child(child_closes_and_destroys_the_copy, &q, 5000), 0);
+    CHECK_EQ(bw_hq_put(&q, ITEM(7), 0), BW_HQ_OK); /* the parent's waiter gets it */
+    void *got = NULL;
+    pthread_join(thread, &got);
+    CHECK(got == ITEM(7));
+    bw_hq_destroy(&q);
+}
+
 RUN_TESTS(fifo_order_and_the_bound, wraps_around_the_ring, producer_close_drains_then_reports_closed,
           consumer_close_refuses_puts_and_leaves_items_to_drain, zero_capacity_means_one,
-          threads_pass_every_item_in_order, a_blocked_producer_wakes_when_the_consumer_closes)
+          threads_pass_every_item_in_order, a_blocked_producer_wakes_when_the_consumer_closes,
+          a_child_forked_while_another_thread_holds_the_lock_never_waits_on_it,
+          a_child_forked_while_another_thread_waits_on_the_queue_never_blocks)

@@ -1,14 +1,17 @@
 /* The zstd stream: pieces flushed so each decodes on arrival (by libzstd's own one-shot
    streaming decoder as the reference), one frame over the whole body, totals, no write after
    the end; and the bounded decoder: output never past its room, the end of the frame, bytes
-   after it, a corrupt frame.
-   sources: zstd_stream.c out_buffer.c
-   libs: -DBW_HAVE_ZSTD -lzstd
+   after it, a corrupt frame; a forked child's copy of a stream on several threads neither
+   writes nor frees libzstd's context (whose workers are the parent's).
+   sources: zstd_stream.c out_buffer.c fork_origin.c
+   libs: -DBW_HAVE_ZSTD -lzstd -lpthread
    requires: zstd.h */
+#define _POSIX_C_SOURCE 200809L
 #include <stdlib.h>
 #include <zstd.h>
 
 #include "check.h"
+#include "fork_child.h"
 #include "zstd_stream.h"
 
 /* Decodes in[0..n) with a fresh reference decoder: the bytes out, and whether the frame
@@ -111,5 +114,41 @@ TEST(a_corrupt_frame_fails_and_stays_failed) {
     bw_zsd_free(NULL);
 }
 
+/* In the child: the stream refuses to write and frees without joining the workers. */
+static int child_writes_and_frees_a_copy(void *zs) {
+    bw_buf out;
+    if (bw_buf_init(&out, 0) < 0)
+        return 1;
+    int rc = bw_zs_write(zs, "abc", 3, 0, &out) == BW_ZS_INHERITED && out.len == 0 &&
+                     bw_zs_inherited(zs) ? 0 : 2;
+    bw_buf_free(&out);
+    bw_zs_free(zs);
+    return rc;
+}
+
+static char big[3 << 20], big_plain[3 << 20];
+
+TEST(a_forked_child_leaves_the_workers_alone) {
+    bw_zstd_stream *zs = bw_zs_new_parallel(BW_ZSTD_LEVEL, 2);
+    CHECK(zs != NULL);
+    if (zs == NULL)
+        return;
+    unsigned long long state = 7;
+    for (size_t i = 0; i < sizeof big; i++)
+        big[i] = (char)('a' + check_rand(&state) % 20);
+    bw_buf out;
+    CHECK_EQ(bw_buf_init(&out, 0), 0);
+    size_t half = sizeof big / 2;
+    CHECK_EQ(bw_zs_write(zs, big, half, 0, &out), BW_ZS_OK); /* the workers run now */
+    CHECK(!bw_zs_inherited(zs));
+    CHECK_EQ(run_in_child(child_writes_and_frees_a_copy, zs, 5000), 0);
+    CHECK_EQ(bw_zs_write(zs, big + half, sizeof big - half, 1, &out), BW_ZS_OK);
+    size_t plain_len = 0;
+    CHECK(reference_decode(out.data, out.len, big_plain, sizeof big_plain, &plain_len));
+    CHECK(plain_len == sizeof big && memcmp(big_plain, big, sizeof big) == 0);
+    bw_buf_free(&out);
+    bw_zs_free(zs);
+}
+
 RUN_TESTS(pieces_decode_on_arrival_and_end_one_frame, the_decoder_gives_at_most_its_room_and_stops_at_the_end,
-          a_corrupt_frame_fails_and_stays_failed)
+          a_corrupt_frame_fails_and_stays_failed, a_forked_child_leaves_the_workers_alone)
