@@ -7,7 +7,7 @@
    stream; timeouts of the handshake, a write and a read; a peer that hangs up or speaks
    something else; the early-answer check, which takes session tickets in but never an
    answer's bytes, and keeps an error for the next call; a signal ending a wait with EINTR.
-   sources: tls_send.c socket_send.c
+   sources: tls_send.c socket_send.c fork_origin.c
    libs: -DBW_HAVE_OPENSSL -lssl -lcrypto -lpthread
    requires: openssl/ssl.h */
 #define _GNU_SOURCE /* mkdtemp, SA_* flags */
