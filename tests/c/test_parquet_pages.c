@@ -1,16 +1,41 @@
 /* The Thrift compact reader and the Parquet page reader on hand-made metadata and pages:
    fields by delta and by id, skipping nested values, the depth limit, every truncation of a
    header refused (the buffers are heap blocks of exactly their size, so the sanitizers see
-   any read past them), PLAIN pages of scalars and lists, levels both RLE and bit-packed.
+   any read past them), PLAIN pages of scalars and lists, levels both RLE and bit-packed, and
+   headers whose counts and sizes claim far more than their bytes hold: every allocation is
+   recorded (malloc and realloc wrapped at link time), so a test sees the largest one.
    sources: thrift_compact.c parquet_pages.c
-   libs: -DBW_HAVE_ZSTD -DBW_HAVE_SNAPPY -lzstd -lsnappy -lz */
+   libs: -DBW_HAVE_ZSTD -DBW_HAVE_SNAPPY -lzstd -lsnappy -lz -Wl,--wrap=malloc -Wl,--wrap=realloc */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
+#include <snappy-c.h>
+#include <zstd.h>
 
 #include "check.h"
 #include "parquet_pages.h"
 #include "thrift_compact.h"
+
+/* The largest single allocation asked for since it was last set to 0: the core's malloc and
+   realloc calls come here (-Wl,--wrap), then go to the real ones. */
+static size_t largest_allocation;
+void *__real_malloc(size_t size);
+void *__real_realloc(void *p, size_t size);
+void *__wrap_malloc(size_t size);
+void *__wrap_realloc(void *p, size_t size);
+
+void *__wrap_malloc(size_t size) {
+    if (size > largest_allocation)
+        largest_allocation = size;
+    return __real_malloc(size);
+}
+
+void *__wrap_realloc(void *p, size_t size) {
+    if (size > largest_allocation)
+        largest_allocation = size;
+    return __real_realloc(p, size);
+}
 
 /* A copy of n bytes in a block of exactly n bytes. */
 static uint8_t *exact(const uint8_t *p, size_t n) {
@@ -84,20 +109,58 @@ TEST(depth_and_lying_counts) {
     CHECK_EQ(bw_thrift_skip(&t, BW_THRIFT_STRUCT), -1);
 }
 
-/* A v1 PLAIN uncompressed data page header for `values` values and `body` bytes. */
-static size_t page_header(uint8_t *out, int values, int body) {
+static size_t put_varint(uint8_t *out, uint64_t v) {
     size_t n = 0;
-    out[n++] = 0x15; out[n++] = 0x00;                   /* type DATA_PAGE */
-    out[n++] = 0x15; out[n++] = (uint8_t)(2 * body);    /* uncompressed (body < 64) */
-    out[n++] = 0x15; out[n++] = (uint8_t)(2 * body);    /* compressed */
-    out[n++] = 0x2c;                                    /* field 5: data page header */
-    out[n++] = 0x15; out[n++] = (uint8_t)(2 * values);  /* num_values */
-    out[n++] = 0x15; out[n++] = 0x00;                   /* PLAIN */
-    out[n++] = 0x15; out[n++] = 0x06;                   /* definition levels RLE */
-    out[n++] = 0x15; out[n++] = 0x06;                   /* repetition levels RLE */
+    do {
+        uint8_t b = v & 0x7f;
+        v >>= 7;
+        out[n++] = (uint8_t)(b | (v ? 0x80 : 0));
+    } while (v);
+    return n;
+}
+
+/* An i32 field `delta` ids after the previous one, its value zigzag encoded. */
+static size_t put_i32(uint8_t *out, int delta, int64_t v) {
+    out[0] = (uint8_t)(delta << 4 | 5);
+    uint64_t zigzag = v >= 0 ? (uint64_t)v << 1 : ((uint64_t)(-(v + 1)) << 1) | 1;
+    return 1 + put_varint(out + 1, zigzag);
+}
+
+/* A v1 data page header: `values` values, the sizes, the encoding; levels RLE. */
+static size_t data_page(uint8_t *out, int64_t values, int64_t uncompressed, int64_t compressed,
+                        int encoding) {
+    size_t n = 0;
+    n += put_i32(out + n, 1, BW_PQ_DATA_PAGE);
+    n += put_i32(out + n, 1, uncompressed);
+    n += put_i32(out + n, 1, compressed);
+    out[n++] = 0x2c; /* field 5: the data page header */
+    n += put_i32(out + n, 1, values);
+    n += put_i32(out + n, 1, encoding);
+    n += put_i32(out + n, 1, BW_PQ_RLE); /* definition levels */
+    n += put_i32(out + n, 1, BW_PQ_RLE); /* repetition levels */
     out[n++] = 0x00;
     out[n++] = 0x00;
     return n;
+}
+
+/* A v1 PLAIN uncompressed data page header for `values` values and `body` bytes (each < 64:
+   one byte each, at fixed places: the compressed size is byte 5). */
+static size_t page_header(uint8_t *out, int values, int body) {
+    return data_page(out, values, body, body, BW_PQ_PLAIN);
+}
+
+/* An RLE run of the hybrid: `count` times the one-byte `value`. */
+static size_t rle_run(uint8_t *out, uint64_t count, uint8_t value) {
+    size_t n = put_varint(out, count << 1);
+    out[n++] = value;
+    return n;
+}
+
+/* v1 levels: their 4-byte length, then the runs already written at out + 4 (`runs` bytes). */
+static size_t v1_levels(uint8_t *out, size_t runs) {
+    uint32_t n = (uint32_t)runs;
+    memcpy(out, &n, 4);
+    return 4 + runs;
 }
 
 TEST(required_scalar_page) {
@@ -213,18 +276,24 @@ TEST(offset_index_checks) {
     free(buf);
 }
 
-/* A PLAIN dictionary page header for `values` values and `body` bytes (< 64). */
-static size_t dictionary_header(uint8_t *out, int values, int body) {
+/* A PLAIN dictionary page header for `values` values and the sizes. */
+static size_t dictionary_page(uint8_t *out, int64_t values, int64_t uncompressed,
+                              int64_t compressed) {
     size_t n = 0;
-    out[n++] = 0x15; out[n++] = 0x04;                   /* type DICTIONARY_PAGE */
-    out[n++] = 0x15; out[n++] = (uint8_t)(2 * body);
-    out[n++] = 0x15; out[n++] = (uint8_t)(2 * body);
-    out[n++] = 0x4c;                                    /* field 7: dictionary page header */
-    out[n++] = 0x15; out[n++] = (uint8_t)(2 * values);
-    out[n++] = 0x15; out[n++] = 0x00;                   /* PLAIN */
+    n += put_i32(out + n, 1, BW_PQ_DICTIONARY_PAGE);
+    n += put_i32(out + n, 1, uncompressed);
+    n += put_i32(out + n, 1, compressed);
+    out[n++] = 0x4c; /* field 7: the dictionary page header */
+    n += put_i32(out + n, 1, values);
+    n += put_i32(out + n, 1, BW_PQ_PLAIN);
     out[n++] = 0x00;
     out[n++] = 0x00;
     return n;
+}
+
+/* A PLAIN dictionary page header for `values` values and `body` bytes (< 64). */
+static size_t dictionary_header(uint8_t *out, int values, int body) {
+    return dictionary_page(out, values, body, body);
 }
 
 static int walk(const uint8_t *file, size_t file_size, int64_t start, int64_t size,
@@ -367,6 +436,222 @@ TEST(walker_rows_of_list_pages) {
     free(buf);
 }
 
+#define BIG ((int64_t)INT32_MAX) /* the most values a page header can claim */
+/* What any page here may allocate: far less than one byte per claimed value. */
+#define SMALL ((size_t)1 << 20)
+
+/* Reads rows of a one-page chunk made of `size` bytes at file (copied into a block of exactly
+   that size); *out holds the values (free them). */
+static int take_one_page(const uint8_t *file, size_t size, int64_t group_rows, int codec,
+                         int width, int max_rep, int max_def, const int64_t *rows,
+                         size_t row_count, const uint8_t *dictionary, size_t dictionary_size,
+                         bw_bytes *out, int64_t *lengths, char *error) {
+    uint8_t *buf = exact(file, size);
+    bw_page_location loc = {0, 0, (int32_t)size};
+    bw_chunk_take q = {.file = buf, .file_size = size, .pages = &loc, .page_count = 1,
+                       .group_rows = group_rows, .codec = codec, .value_width = width,
+                       .max_rep = max_rep, .max_def = max_def, .rows = rows,
+                       .row_count = row_count, .dictionary = dictionary,
+                       .dictionary_count = width ? dictionary_size / (size_t)width : 0,
+                       .dictionary_size = dictionary_size};
+    size_t pages = 0;
+    *out = (bw_bytes){NULL, 0, 0};
+    largest_allocation = 0;
+    int rc = bw_parquet_take_chunk(&q, out, lengths, &pages, error);
+    free(buf);
+    return rc;
+}
+
+TEST(claimed_values_allocate_nothing) {
+    /* an optional int32 page claiming 2^31 - 1 values, its definition levels one RLE run of
+       as many: for a row group of 4 rows it is refused before anything is sized by it */
+    uint8_t file[128], body[64];
+    size_t runs = rle_run(body + 4, (uint64_t)BIG, 1);
+    size_t b = v1_levels(body, runs);
+    memset(body + b, 0, 16);
+    b += 16;
+    size_t h = data_page(file, BIG, (int64_t)b, (int64_t)b, BW_PQ_PLAIN);
+    memcpy(file + h, body, b);
+    int64_t rows[] = {1, BIG - 2}, lengths[2];
+    bw_bytes out;
+    char error[BW_PAGES_ERROR_SIZE] = "";
+    CHECK_EQ(take_one_page(file, h + b, 4, BW_PQ_UNCOMPRESSED, 4, 0, 1, rows, 1, NULL, 0, &out,
+                           lengths, error), BW_PAGES_MALFORMED);
+    CHECK(strstr(error, "page holds 2147483647 values for 4 rows") != NULL);
+    CHECK(largest_allocation < SMALL);
+    free(out.data);
+    /* the same claim where the row group does have 2^31 - 1 rows: 3 values, then nulls, all
+       in two runs: the rows come back, and nothing was sized by the count */
+    runs = rle_run(body + 4, 3, 1);
+    runs += rle_run(body + 4 + runs, (uint64_t)BIG - 3, 0);
+    b = v1_levels(body, runs);
+    for (int32_t i = 0; i < 3; i++)
+        memcpy(body + b + 4 * (size_t)i, &(int32_t){70 + i}, 4);
+    b += 12;
+    h = data_page(file, BIG, (int64_t)b, (int64_t)b, BW_PQ_PLAIN);
+    memcpy(file + h, body, b);
+    CHECK_EQ(take_one_page(file, h + b, BIG, BW_PQ_UNCOMPRESSED, 4, 0, 1, rows, 2, NULL, 0,
+                           &out, lengths, error), BW_PAGES_OK);
+    int32_t got[2] = {0, -1};
+    CHECK_EQ(out.size, 8);
+    if (out.size == 8)
+        memcpy(got, out.data, 8);
+    CHECK(got[0] == 71 && lengths[0] == 1 && got[1] == 0 && lengths[1] == 0);
+    CHECK(largest_allocation < SMALL);
+    free(out.data);
+}
+
+TEST(claimed_dictionary_indices_allocate_nothing) {
+    /* a required int32 page of 2^31 - 1 rows: one RLE run of dictionary index 3 */
+    static const int32_t dictionary[] = {10, 11, 12, 13};
+    uint8_t file[64];
+    uint8_t body[16] = {2}; /* bit width 2 */
+    size_t b = 1 + rle_run(body + 1, (uint64_t)BIG, 3);
+    size_t h = data_page(file, BIG, (int64_t)b, (int64_t)b, BW_PQ_RLE_DICTIONARY);
+    memcpy(file + h, body, b);
+    int64_t rows[] = {0, 12345, BIG - 1}, lengths[3];
+    bw_bytes out;
+    char error[BW_PAGES_ERROR_SIZE] = "";
+    CHECK_EQ(take_one_page(file, h + b, BIG, BW_PQ_UNCOMPRESSED, 4, 0, 0, rows, 3,
+                           (const uint8_t *)dictionary, sizeof dictionary, &out, lengths,
+                           error), BW_PAGES_OK);
+    int32_t got[3] = {0, 0, 0};
+    CHECK_EQ(out.size, 12);
+    if (out.size == 12)
+        memcpy(got, out.data, 12);
+    CHECK(got[0] == 13 && got[1] == 13 && got[2] == 13 && lengths[2] == 1);
+    CHECK(largest_allocation < SMALL);
+    free(out.data);
+    /* the run's index past the dictionary: refused, whichever rows are asked for */
+    body[1 + put_varint(body + 1, (uint64_t)BIG << 1)] = 3;
+    memcpy(file + h, body, b);
+    CHECK_EQ(take_one_page(file, h + b, BIG, BW_PQ_UNCOMPRESSED, 4, 0, 0, rows, 1,
+                           (const uint8_t *)dictionary, 3 * 4, &out, lengths, error),
+             BW_PAGES_MALFORMED);
+    CHECK(strstr(error, "dictionary index 3 past the 3 values") != NULL);
+    free(out.data);
+}
+
+TEST(claimed_list_levels_allocate_nothing) {
+    /* a page of lists claiming 2^31 - 1 levels: every one starts a row and holds a value */
+    uint8_t file[128], body[64];
+    size_t runs = rle_run(body + 4, (uint64_t)BIG, 0);
+    size_t b = v1_levels(body, runs);
+    runs = rle_run(body + b + 4, (uint64_t)BIG, 1);
+    b += v1_levels(body + b, runs);
+    memset(body + b, 0, 16);
+    b += 16;
+    size_t h = data_page(file, BIG, (int64_t)b, (int64_t)b, BW_PQ_PLAIN);
+    memcpy(file + h, body, b);
+    int64_t rows[] = {1}, lengths[1];
+    bw_bytes out;
+    char error[BW_PAGES_ERROR_SIZE] = "";
+    CHECK_EQ(take_one_page(file, h + b, 2, BW_PQ_UNCOMPRESSED, 4, 1, 1, rows, 1, NULL, 0, &out,
+                           lengths, error), BW_PAGES_MALFORMED);
+    CHECK(strstr(error, "page of 2147483647 values has 16 bytes of values") != NULL);
+    CHECK(largest_allocation < SMALL);
+    free(out.data);
+    /* walked as a chunk without an offset index: its rows counted, none stored */
+    uint8_t *buf = exact(file, h + b);
+    bw_chunk_walk w = {.file = buf, .file_size = h + b, .chunk_start = 0,
+                       .chunk_size = (int64_t)(h + b), .group_rows = 2,
+                       .codec = BW_PQ_UNCOMPRESSED, .max_rep = 1, .null_count = -1};
+    bw_page_location *pages = NULL;
+    size_t count = 0;
+    largest_allocation = 0;
+    CHECK_EQ(bw_parquet_walk_pages(&w, &pages, &count, error), BW_PAGES_MALFORMED);
+    CHECK(strstr(error, "hold more than the row group's 2 rows") != NULL);
+    CHECK(largest_allocation < SMALL);
+    free(buf);
+}
+
+/* body (n bytes) compressed with codec into out (room for `room`); its size. zstd_sized 0:
+   a zstd frame that does not say its content size. */
+static size_t compress_body(int codec, const uint8_t *body, size_t n, uint8_t *out,
+                            size_t room, int zstd_sized) {
+    if (codec == BW_PQ_GZIP) {
+        z_stream z;
+        memset(&z, 0, sizeof z);
+        deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);
+        z.next_in = (Bytef *)(uintptr_t)body;
+        z.avail_in = (uInt)n;
+        z.next_out = out;
+        z.avail_out = (uInt)room;
+        deflate(&z, Z_FINISH);
+        size_t made = z.total_out;
+        deflateEnd(&z);
+        return made;
+    }
+    if (codec == BW_PQ_SNAPPY) {
+        size_t made = room;
+        snappy_compress((const char *)body, n, (char *)out, &made);
+        return made;
+    }
+    ZSTD_CCtx *c = ZSTD_createCCtx();
+    ZSTD_CCtx_setParameter(c, ZSTD_c_contentSizeFlag, zstd_sized);
+    size_t made = ZSTD_compress2(c, out, room, body, n);
+    ZSTD_freeCCtx(c);
+    return made;
+}
+
+TEST(claimed_uncompressed_sizes_allocate_nothing) {
+    /* a required int32 page of 4 values, compressed: with its true size it reads; claiming
+       2^30 - 1 bytes, more than its few compressed bytes can hold, it is refused before the
+       buffer for that is made, by every codec (zstd with and without its content size) */
+    uint8_t body[16], compressed[256], file[512];
+    for (int32_t i = 0; i < 4; i++)
+        memcpy(body + 4 * i, &(int32_t){i + 1}, 4);
+    static const int codecs[] = {BW_PQ_GZIP, BW_PQ_SNAPPY, BW_PQ_ZSTD, BW_PQ_ZSTD};
+    for (int c = 0; c < 4; c++) {
+        size_t n = compress_body(codecs[c], body, sizeof body, compressed, sizeof compressed,
+                                 c != 3);
+        int64_t rows[] = {2}, lengths[1];
+        bw_bytes out;
+        char error[BW_PAGES_ERROR_SIZE] = "";
+        for (int lie = 0; lie <= 1; lie++) {
+            int64_t claimed = lie ? ((int64_t)1 << 30) - 1 : (int64_t)sizeof body;
+            size_t h = data_page(file, 4, claimed, (int64_t)n, BW_PQ_PLAIN);
+            memcpy(file + h, compressed, n);
+            int rc = take_one_page(file, h + n, 4, codecs[c], 4, 0, 0, rows, 1, NULL, 0, &out,
+                                   lengths, error);
+            CHECK_EQ(rc, lie ? BW_PAGES_MALFORMED : BW_PAGES_OK);
+            if (!lie)
+                CHECK(out.size == 4 && memcmp(out.data, body + 8, 4) == 0);
+            CHECK(largest_allocation < SMALL);
+            free(out.data);
+            /* the same bytes as a dictionary page */
+            h = dictionary_page(file, 4, claimed, (int64_t)n);
+            memcpy(file + h, compressed, n);
+            uint8_t *buf = exact(file, h + n), *values = NULL;
+            size_t count = 0;
+            largest_allocation = 0;
+            rc = bw_parquet_dictionary(buf, h + n, 0, -1, codecs[c], 4, &values, &count, error);
+            CHECK_EQ(rc, lie ? BW_PAGES_MALFORMED : BW_PAGES_OK);
+            CHECK(lie || count == 4);
+            CHECK(largest_allocation < SMALL);
+            free(values);
+            free(buf);
+        }
+    }
+}
+
+TEST(page_larger_than_a_page_may_be) {
+    uint8_t file[64];
+    size_t h = data_page(file, 4, ((int64_t)1 << 30) + 1, 16, BW_PQ_PLAIN);
+    memset(file + h, 0, 16);
+    bw_page_header header;
+    size_t header_size;
+    char error[BW_PAGES_ERROR_SIZE] = "";
+    uint8_t *buf = exact(file, h + 16);
+    CHECK_EQ(bw_parquet_page_header(buf, h + 16, &header, &header_size, error),
+             BW_PAGES_MALFORMED);
+    CHECK(strstr(error, "more than the 1073741824 a page may hold") != NULL);
+    free(buf);
+}
+
 RUN_TESTS(fields_by_delta_and_by_id, every_truncation_is_refused, depth_and_lying_counts,
           required_scalar_page, list_page_with_bit_packed_and_rle_levels, offset_index_checks,
-          walker_bounds, walker_rows_of_list_pages, integers_of_another_type_are_refused)
+          walker_bounds, walker_rows_of_list_pages, integers_of_another_type_are_refused,
+          claimed_values_allocate_nothing, claimed_dictionary_indices_allocate_nothing,
+          claimed_list_levels_allocate_nothing, claimed_uncompressed_sizes_allocate_nothing,
+          page_larger_than_a_page_may_be)
