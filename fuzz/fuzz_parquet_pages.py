@@ -12,7 +12,8 @@ Input layout (plain Python over the bytes, no FuzzedDataProvider):
   to PLAIN pages where their dictionary outgrows its limit), bit 3 the same file written
   without a page index (its chunks' page headers walked to find the pages: the spans are the
   same pages, the footer saying where each chunk starts and how long it is);
-- byte 1: how many changes follow (at most 6), each 3 bytes: a 16-bit position into the
+- byte 1: how many changes follow (at most 24: enough to rewrite a page header's fields
+  with longer varints and the level runs after it), each 3 bytes: a 16-bit position into the
   file's metadata (the offset indexes, the first 32 bytes of every page and dictionary page,
   the footer, taken
   one after another) and the byte written there;
@@ -49,6 +50,7 @@ from bulkwire.parquet import TableFile
 ROWS = 40
 GROUP_ROWS = 16
 CODECS = ("none", "snappy", "gzip", "zstd")
+MAX_CHANGES = 24
 _files: dict = {}
 _dir = tempfile.mkdtemp(prefix="fuzz-parquet-pages-")
 
@@ -135,7 +137,7 @@ def test_one_input(data: bytes) -> None:
     indexed = not data[0] & 0x08
     base, spans, kinds, holds = _base(codec, version, bool(data[0] & 0x40), indexed)
     size = sum(length for _, length in spans)
-    changes = min(data[1], 6, (len(data) - 2) // 3)
+    changes = min(data[1], MAX_CHANGES, (len(data) - 2) // 3)
     tampered = bytearray(base)
     changed = []  # (file offset, new byte, the span's rows)
     index_changed = False
