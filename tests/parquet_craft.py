@@ -214,6 +214,19 @@ def with_footer(data: bytes, meta: Struct) -> bytes:
     return data[:start] + encoded + len(encoded).to_bytes(4, "little") + b"PAR1"
 
 
+def with_blob(data: bytes, blob: bytes) -> tuple[bytes, int]:
+    """The file with ``blob`` put between its last page or index and its footer (which
+    nothing points into, so no offset moves), and where the blob starts."""
+    _, start = footer(data)
+    return data[:start] + blob + data[start:], start
+
+
+def column_chunk(meta: Struct, group: int, column: int) -> Struct:
+    """A ColumnChunk of the FileMetaData: its field 4 is the offset index's offset, 5 its
+    length, 3 the ColumnMetaData."""
+    return meta.get(4)[1][group].get(1)[1][column]
+
+
 def chunk_fields(data: bytes) -> Any:
     """parquet_index_locations of the whole file: (row groups, columns, 7)."""
     meta, _ = footer(data)

@@ -244,7 +244,8 @@ def _chunk(path, leaf, group=0):
     locations = _core.parquet_index_locations(data, meta.num_row_groups, meta.num_columns)
     rows = meta.row_group(group).num_rows
     offset, length = (int(v) for v in locations[group, leaf, :2])
-    pages = _core.parquet_offset_index(data, offset, length, rows)
+    pages = _core.parquet_offset_index(data, offset, length, rows,
+                                       *(int(v) for v in locations[group, leaf, 4:6]))
     return data, int(locations[group, leaf, 3]), pages, rows
 
 
@@ -303,7 +304,7 @@ def test_bit_packed_indices_short_of_their_groups_are_malformed(tmp_path):
     meta = pq.ParquetFile(path).metadata
     locations = _core.parquet_index_locations(data, 1, 1)
     first_page = int(_core.parquet_offset_index(data, *(int(v) for v in locations[0, 0, :2]),
-                                                16)[0, 0])
+                                                16, *(int(v) for v in locations[0, 0, 4:6]))[0, 0])
     at = data.index(b"\x03\x05", first_page)  # bit width 3, a bit-packed run of 2 groups
     assert meta.num_rows == 16
     with TableFile(path) as f:

@@ -17,6 +17,8 @@ import sys
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -265,3 +267,130 @@ def test_crafting_leaves_a_file_pyarrow_reads(tmp_path):
         assert pc.write_struct(pc.footer(out)[0]) == pc.write_struct(meta)
         assert _core.parquet_index_locations(out, 1, 2).tolist() == \
             _core.parquet_index_locations(data, 1, 2).tolist()
+
+
+# ---- offset index entries outside their column chunk --------------------------------------------
+
+def _accounts(rows: int = 600) -> pa.Table:
+    rng = np.random.default_rng(7)
+    return pa.table({
+        "id": pa.array(np.arange(rows, dtype=np.int64)),
+        "balance": pa.array(rng.standard_normal(rows) * 1000),
+        "debt": pa.array(rng.standard_normal(rows) * -50),
+        "tags": pa.array([[float(i)] * (i % 3 + 1) for i in range(rows)],
+                         pa.list_(pa.float64())),
+        "name": pa.array([f"n{i % 40}" for i in range(rows)]),
+    })
+
+
+def _offset_index(data: bytes, group: int, column: int) -> pc.Struct:
+    meta, _ = pc.footer(data)
+    chunk = pc.column_chunk(meta, group, column)
+    return pc.read_struct(data, chunk.get(4))[0]
+
+
+def _with_offset_index(data: bytes, group: int, column: int, index: pc.Struct) -> bytes:
+    """The file with one chunk's offset index replaced (the new one put before the footer)."""
+    blob = pc.write_struct(index)
+    data, at = pc.with_blob(data, blob)
+    meta, _ = pc.footer(data)
+    chunk = pc.column_chunk(meta, group, column)
+    chunk.set(4, pc.I64, at)
+    chunk.set(5, pc.I32, len(blob))
+    return pc.with_footer(data, meta)
+
+
+@pytest.mark.parametrize("dictionary", [False, True], ids=["plain", "dictionary"])
+def test_swapped_offset_indexes_are_refused(tmp_path, dictionary):
+    """Two float64 columns' offset indexes swapped in the footer: each now lists the pages of
+    the other column's chunk, which read as values of the right type. pyarrow, which does not
+    read the offset index, reads the file as it was; take refuses it, naming the column,
+    where it returned the debts as balances."""
+    table = _accounts()
+    data = _write(tmp_path / "src.parquet", table, data_page_size=512, write_batch_size=50,
+                  row_group_size=300, use_dictionary=dictionary, compression="snappy")
+    meta, _ = pc.footer(data)
+    balance, debt = pc.column_chunk(meta, 1, 1), pc.column_chunk(meta, 1, 2)
+    for field in (4, 5):
+        b, d = balance.get(field), debt.get(field)
+        balance.set(field, pc.I64 if field == 4 else pc.I32, d)
+        debt.set(field, pc.I64 if field == 4 else pc.I32, b)
+    path = _save(tmp_path, pc.with_footer(data, meta), "swapped.parquet")
+    assert pq.read_table(path).equals(table)
+    from bulkwire.errors import MalformedFileError
+    from bulkwire.parquet import take
+    for column in ("balance", "debt"):
+        with pytest.raises(MalformedFileError, match=rf"swapped\.parquet' is malformed: column "
+                                                     rf"'{column}': offset index: page 0 at "
+                                                     rf"\d+, \d+ bytes, outside its column "
+                                                     rf"chunk") as info:
+            take(path, [310, 450], columns=[column])
+        assert info.value.path == path
+    # the rows of the row group whose indexes are intact still read
+    assert take(path, [5, 299]).equals(table.take([5, 299]))
+
+
+def test_offset_index_entry_pointing_into_another_chunk_is_refused(tmp_path):
+    """One page location of `balance` pointed at a page of `debt` with the same rows."""
+    table = _accounts()
+    data = _write(tmp_path / "src.parquet", table, data_page_size=512, write_batch_size=50,
+                  compression="none")
+    index = _offset_index(data, 0, 1)
+    other = _offset_index(data, 0, 2).get(1)[1]
+    pages = index.get(1)[1]
+    assert pages[2].get(3) == other[2].get(3)  # same first row
+    pages[2].set(1, pc.I64, other[2].get(1)).set(2, pc.I32, other[2].get(2))
+    path = _save(tmp_path, _with_offset_index(data, 0, 1, index), "moved.parquet")
+    assert pq.read_table(path).equals(table)
+    from bulkwire.errors import MalformedFileError
+    from bulkwire.parquet import take
+    with pytest.raises(MalformedFileError, match=r"moved\.parquet' is malformed: column "
+                                                 r"'balance': offset index: page 2 at"):
+        take(path, [0], columns=["balance"])
+
+
+moves = st.one_of(
+    st.tuples(st.just("by"), st.integers(-24, 24), st.integers(-24, 24)),  # bytes, size
+    st.tuples(st.just("to"), st.integers(0, 4), st.integers(0, 40)))      # another page
+
+
+@settings(max_examples=int(os.environ.get("BULKWIRE_HYPOTHESIS_EXAMPLES", "300")) // 2)
+@given(column=st.integers(1, 4), page=st.integers(0, 40), move=moves,
+       first_row=st.integers(-3, 3), dictionary=st.booleans(),
+       rows=st.lists(st.integers(0, 599), min_size=1, max_size=12))
+def test_displaced_page_locations_give_the_rows_or_refuse(tmp_path_factory, column, page, move,
+                                                          first_row, dictionary, rows):
+    """One page location of a chunk moved: by a few bytes (its offset, its size), onto
+    another page of the row group (of its own chunk or another column's), and its first row
+    by a few rows. take gives pyarrow's rows of the file (pyarrow does not read the offset
+    index) or raises MalformedFileError, never other values."""
+    table = _accounts()
+    key = ("accounts", dictionary)
+    if key not in _FILES:
+        _FILES[key] = _write(tmp_path_factory.mktemp("acc") / "a.parquet", table,
+                             data_page_size=512, write_batch_size=50,
+                             use_dictionary=dictionary, compression="snappy")
+    data = _FILES[key]
+    index = _offset_index(data, 0, column)
+    pages = index.get(1)[1]
+    location = pages[page % len(pages)]
+    if move[0] == "by":
+        location.set(1, pc.I64, location.get(1) + move[1])
+        location.set(2, pc.I32, max(1, location.get(2) + move[2]))
+    else:
+        others = _offset_index(data, 0, move[1]).get(1)[1]
+        other = others[move[2] % len(others)]
+        location.set(1, pc.I64, other.get(1)).set(2, pc.I32, other.get(2))
+    location.set(3, pc.I64, max(0, location.get(3) + first_row))
+    path = _save(tmp_path_factory.mktemp("disp"), _with_offset_index(data, 0, column, index))
+    name = table.column_names[column]
+    from bulkwire.errors import MalformedFileError
+    from bulkwire.parquet import take
+    try:
+        got = take(path, rows, columns=[name])
+    except MalformedFileError:
+        return
+    assert got.equals(pq.read_table(path, columns=[name]).take(rows))
+
+
+_FILES: dict = {}

@@ -112,7 +112,8 @@ def _chunk_tables(path: str, walk: bool, plans: dict) -> dict:
                     out[g, leaf] = _core.parquet_walk_pages(m, start, size, rows, codec, max_rep,
                                                             list_size, nulls)
                 else:
-                    out[g, leaf] = _core.parquet_offset_index(m, offset, length, rows)
+                    out[g, leaf] = _core.parquet_offset_index(m, offset, length, rows, start,
+                                                              size)
     return out
 
 

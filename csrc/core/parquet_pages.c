@@ -267,8 +267,8 @@ static int read_page_location(bw_thrift *t, bw_page_location *loc, char *error) 
 }
 
 int bw_parquet_offset_index(const uint8_t *data, size_t size, size_t file_size,
-                            int64_t group_rows, bw_page_location **pages, size_t *count,
-                            char *error) {
+                            int64_t chunk_start, int64_t chunk_size, int64_t group_rows,
+                            bw_page_location **pages, size_t *count, char *error) {
     bw_thrift t;
     bw_thrift_init(&t, data, size);
     bw_page_location *locs = NULL;
@@ -278,6 +278,11 @@ int bw_parquet_offset_index(const uint8_t *data, size_t size, size_t file_size,
     int type;
     *pages = NULL;
     *count = 0;
+    if (chunk_start < 0 || chunk_size < 0 || (uint64_t)chunk_start > file_size ||
+        (uint64_t)chunk_size > file_size - (uint64_t)chunk_start)
+        return malformed(error, "column chunk at %lld, %lld bytes, outside the file (%zu "
+                         "bytes)", (long long)chunk_start, (long long)chunk_size, file_size);
+    const int64_t chunk_end = chunk_start + chunk_size;
     bw_thrift_struct_begin(&t);
     for (;;) {
         if (bw_thrift_field(&t, &last, &type, &id) < 0) {
@@ -304,18 +309,28 @@ int bw_parquet_offset_index(const uint8_t *data, size_t size, size_t file_size,
             rc = BW_PAGES_NO_MEMORY;
             goto cleanup;
         }
+        int64_t previous_end = chunk_start;
         for (uint32_t i = 0; i < n; i++) {
             rc = read_page_location(&t, &locs[i], error);
             if (rc != BW_PAGES_OK)
                 goto cleanup;
             const bw_page_location *p = &locs[i];
-            if ((uint64_t)p->offset > file_size ||
-                (uint64_t)p->compressed_size > file_size - (uint64_t)p->offset) {
-                rc = malformed(error, "offset index: page %u at %lld, %d bytes, outside the "
-                               "file (%zu bytes)", (unsigned)i, (long long)p->offset,
-                               (int)p->compressed_size, file_size);
+            /* inside its own chunk (a page of another chunk would read as this column's),
+               after the page before it */
+            if (p->offset < chunk_start || p->compressed_size > chunk_end - p->offset) {
+                rc = malformed(error, "offset index: page %u at %lld, %d bytes, outside its "
+                               "column chunk (bytes %lld to %lld)", (unsigned)i,
+                               (long long)p->offset, (int)p->compressed_size,
+                               (long long)chunk_start, (long long)chunk_end);
                 goto cleanup;
             }
+            if (p->offset < previous_end) {
+                rc = malformed(error, "offset index: page %u at %lld starts before the end of "
+                               "the page before it (%lld)", (unsigned)i, (long long)p->offset,
+                               (long long)previous_end);
+                goto cleanup;
+            }
+            previous_end = p->offset + p->compressed_size;
             if ((i == 0 ? p->first_row != 0 : p->first_row <= locs[i - 1].first_row) ||
                 p->first_row >= group_rows) {
                 rc = malformed(error, "offset index: page %u starts at row %lld (row group of "

@@ -67,14 +67,16 @@ static PyObject *locations_array(const bw_page_location *pages, size_t count) {
     return result;
 }
 
-/* parquet_offset_index(file, offset, length, group_rows) -> int64 array (pages, 3) of
-   (offset, compressed size, first row), each checked against the file. New reference. */
+/* parquet_offset_index(file, offset, length, group_rows, chunk_start, chunk_size) -> int64
+   array (pages, 3) of (offset, compressed size, first row), each page checked to lie inside
+   its column chunk (chunk_start, chunk_size from parquet_index_locations), in order. New
+   reference. */
 static PyObject *module_parquet_offset_index(PyObject *self, PyObject *args) {
     (void)self;
     Py_buffer file;
-    long long offset, length, group_rows;
-    if (!PyArg_ParseTuple(args, "y*LLL:parquet_offset_index", &file, &offset, &length,
-                          &group_rows))
+    long long offset, length, group_rows, chunk_start, chunk_size;
+    if (!PyArg_ParseTuple(args, "y*LLLLL:parquet_offset_index", &file, &offset, &length,
+                          &group_rows, &chunk_start, &chunk_size))
         return NULL;
     PyObject *result = NULL;
     bw_page_location *pages = NULL;
@@ -87,7 +89,8 @@ static PyObject *module_parquet_offset_index(PyObject *self, PyObject *args) {
         goto cleanup;
     }
     int rc = bw_parquet_offset_index((const uint8_t *)file.buf + offset, (size_t)length,
-                                     (size_t)file.len, group_rows, &pages, &count, error);
+                                     (size_t)file.len, chunk_start, chunk_size, group_rows,
+                                     &pages, &count, error);
     if (rc != BW_PAGES_OK) {
         raise_pages_error(rc, error);
         goto cleanup;
@@ -304,7 +307,8 @@ static PyMethodDef parquet_pages_functions[] = {
      "not located), chunk start, total compressed size and null count (-1: not said), from "
      "the footer."},
     {"parquet_offset_index", module_parquet_offset_index, METH_VARARGS,
-     "parquet_offset_index(file, offset, length, group_rows): the page locations."},
+     "parquet_offset_index(file, offset, length, group_rows, chunk_start, chunk_size): the "
+     "page locations, each inside its column chunk."},
     {"parquet_walk_pages", module_parquet_walk_pages, METH_VARARGS,
      "parquet_walk_pages(file, chunk_start, chunk_size, group_rows, codec, max_rep, list_size, "
      "null_count): the page locations found by walking the chunk's page headers, or None "

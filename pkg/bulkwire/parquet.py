@@ -440,7 +440,8 @@ class TableFile:
                 offset, length, codec, _, start, size, null_count = \
                     self._locations[g, plan.leaf].tolist()
                 if offset >= 0:
-                    pages = _core.parquet_offset_index(self._map, offset, length, group_rows)
+                    pages = _core.parquet_offset_index(self._map, offset, length, group_rows,
+                                                       start, size)
                 else:  # no page index: the chunk's page headers walked, once
                     pages = _core.parquet_walk_pages(self._map, start, size, group_rows, codec,
                                                      plan.max_rep, plan.list_size, null_count)

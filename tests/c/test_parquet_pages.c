@@ -255,24 +255,74 @@ TEST(offset_index_checks) {
     bw_page_location *pages = NULL;
     size_t count = 0;
     char error[BW_PAGES_ERROR_SIZE];
-    CHECK_EQ(bw_parquet_offset_index(buf, sizeof good, 100, 10, &pages, &count, error),
+    /* pages at 4 and 20, 16 bytes each: a chunk of bytes 4 to 36 */
+    CHECK_EQ(bw_parquet_offset_index(buf, sizeof good, 100, 4, 32, 10, &pages, &count, error),
              BW_PAGES_OK);
     CHECK(count == 2 && pages[1].offset == 20 && pages[1].first_row == 5 &&
           pages[0].compressed_size == 16);
     free(pages);
-    /* the second page past the end of a 30-byte file */
-    CHECK_EQ(bw_parquet_offset_index(buf, sizeof good, 30, 10, &pages, &count, error),
+    /* the chunk past the end of a 30-byte file */
+    CHECK_EQ(bw_parquet_offset_index(buf, sizeof good, 30, 4, 32, 10, &pages, &count, error),
              BW_PAGES_MALFORMED);
     CHECK(strstr(error, "outside the file") != NULL);
     /* first rows beyond the row group */
-    CHECK_EQ(bw_parquet_offset_index(buf, sizeof good, 100, 5, &pages, &count, error),
+    CHECK_EQ(bw_parquet_offset_index(buf, sizeof good, 100, 4, 32, 5, &pages, &count, error),
              BW_PAGES_MALFORMED);
     for (size_t n = 0; n < sizeof good; n++) {
         uint8_t *cut = exact(good, n);
-        CHECK_EQ(bw_parquet_offset_index(cut, n, 100, 10, &pages, &count, error),
+        CHECK_EQ(bw_parquet_offset_index(cut, n, 100, 4, 32, 10, &pages, &count, error),
                  BW_PAGES_MALFORMED);
         free(cut);
     }
+    free(buf);
+}
+
+TEST(offset_index_pages_stay_in_their_chunk) {
+    /* pages at 4 and 20, 16 bytes each */
+    static const uint8_t good[] = {0x19, 0x2c, 0x16, 0x08, 0x15, 0x20, 0x16, 0x00, 0x00,
+                                   0x16, 0x28, 0x15, 0x20, 0x16, 0x0a, 0x00, 0x00};
+    uint8_t *buf = exact(good, sizeof good);
+    bw_page_location *pages = NULL;
+    size_t count = 0;
+    char error[BW_PAGES_ERROR_SIZE] = "";
+    /* every chunk range but one that holds both pages: refused (the first page starts
+       before it, or the second ends after it), and so is a chunk outside the file */
+    for (int64_t start = 0; start <= 8; start++)
+        for (int64_t size = 28; size <= 36; size++) {
+            int rc = bw_parquet_offset_index(buf, sizeof good, 100, start, size, 10, &pages,
+                                             &count, error);
+            int holds = start <= 4 && start + size >= 36;
+            CHECK_EQ(rc, holds ? BW_PAGES_OK : BW_PAGES_MALFORMED);
+            if (!holds)
+                CHECK(strstr(error, "outside its column chunk (bytes") != NULL);
+            free(pages);
+            pages = NULL;
+        }
+    CHECK_EQ(bw_parquet_offset_index(buf, sizeof good, 100, -1, 40, 10, &pages, &count, error),
+             BW_PAGES_MALFORMED);
+    CHECK_EQ(bw_parquet_offset_index(buf, sizeof good, 30, 0, 40, 10, &pages, &count, error),
+             BW_PAGES_MALFORMED);
+    CHECK(strstr(error, "column chunk at 0, 40 bytes, outside the file") != NULL);
+    free(buf);
+    /* the second page at 12: it overlaps the first (4 to 20) */
+    uint8_t overlap[sizeof good];
+    memcpy(overlap, good, sizeof good);
+    overlap[10] = 0x18;
+    buf = exact(overlap, sizeof overlap);
+    CHECK_EQ(bw_parquet_offset_index(buf, sizeof overlap, 100, 0, 64, 10, &pages, &count, error),
+             BW_PAGES_MALFORMED);
+    CHECK(strstr(error, "page 1 at 12 starts before the end of the page before it (20)") != NULL);
+    free(buf);
+    /* the pages the other way round */
+    uint8_t swapped[sizeof good];
+    memcpy(swapped, good, sizeof good);
+    swapped[3] = 0x28;
+    swapped[10] = 0x08;
+    swapped[14] = 0x0a;
+    buf = exact(swapped, sizeof swapped);
+    CHECK_EQ(bw_parquet_offset_index(buf, sizeof swapped, 100, 0, 64, 10, &pages, &count, error),
+             BW_PAGES_MALFORMED);
+    CHECK(strstr(error, "starts before the end of the page before it") != NULL);
     free(buf);
 }
 
@@ -651,7 +701,8 @@ TEST(page_larger_than_a_page_may_be) {
 
 RUN_TESTS(fields_by_delta_and_by_id, every_truncation_is_refused, depth_and_lying_counts,
           required_scalar_page, list_page_with_bit_packed_and_rle_levels, offset_index_checks,
-          walker_bounds, walker_rows_of_list_pages, integers_of_another_type_are_refused,
+          offset_index_pages_stay_in_their_chunk, walker_bounds, walker_rows_of_list_pages,
+          integers_of_another_type_are_refused,
           claimed_values_allocate_nothing, claimed_dictionary_indices_allocate_nothing,
           claimed_list_levels_allocate_nothing, claimed_uncompressed_sizes_allocate_nothing,
           page_larger_than_a_page_may_be)

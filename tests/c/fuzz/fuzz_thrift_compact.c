@@ -57,9 +57,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     case 2: {
         bw_page_location *pages = NULL;
         size_t count = 0;
-        if (bw_parquet_offset_index(in, n, 4096, 1000, &pages, &count, error) == BW_PAGES_OK) {
+        /* a chunk of bytes 64 to 3072 of a 4096-byte file */
+        if (bw_parquet_offset_index(in, n, 4096, 64, 3008, 1000, &pages, &count, error) ==
+            BW_PAGES_OK) {
             for (size_t i = 0; i < count; i++) {
-                REQUIRE(pages[i].offset + pages[i].compressed_size <= 4096);
+                REQUIRE(pages[i].offset >= 64 &&
+                        pages[i].offset + pages[i].compressed_size <= 3072);
+                REQUIRE(i == 0 ||
+                        pages[i].offset >= pages[i - 1].offset + pages[i - 1].compressed_size);
                 REQUIRE(pages[i].first_row < 1000 &&
                         (i == 0 ? pages[i].first_row == 0
                                 : pages[i].first_row > pages[i - 1].first_row));
