@@ -26,7 +26,7 @@ from .compression import native_backend
 from .conventions import BODY_EXCLUDED_KEYS, merge_metadata
 from .encoding import dumps
 from .errors import BulkInsertAborted, BulkInsertError, RowError
-from .parquet import PathLike, TableFile, _check_batch, _file_format, _pyarrow
+from .parquet import PathLike, TableFile, _check_batch, _file_format, _open_parquet, _pyarrow
 
 #: Bytes of commands handed over at a time (the bulk insert's buffer threshold).
 DEFAULT_CHUNK_SIZE = 1 << 20
@@ -111,24 +111,29 @@ class _Plan:
     read_columns: list[str]
 
 
-def _empty_batch(schema) -> Any:
-    """A record batch of ``schema`` without rows: what the C encoder judges the columns on.
-    (Made from arrays of nulls: pyarrow's from_pylist and empty_table import pandas, which
-    cost 0.3 s and 45 MB of memory.)"""
+def _empty_batch(schema, names: Sequence[str]) -> Any:
+    """A record batch without rows of the columns ``names`` of ``schema``: what the C encoder
+    judges them on. Only the columns a load reads: the encoder imports every column of the
+    batch it is given, and one it does not read (nested deeper than the import allows, say)
+    must not stop a load that leaves it out. (Made from arrays of nulls: pyarrow's
+    from_pylist and empty_table import pandas, which cost 0.3 s and 45 MB of memory.)"""
     pa = _pyarrow()
-    return pa.RecordBatch.from_arrays([pa.nulls(0, f.type) for f in schema], schema=schema)
+    fields = [schema.field(name) for name in dict.fromkeys(names)]
+    return pa.RecordBatch.from_arrays([pa.nulls(0, f.type) for f in fields],
+                                      schema=pa.schema(fields))
 
 
-def _check_vector(empty, id_column: str, name: str) -> None:
+def _check_vector(schema, id_column: str, name: str) -> None:
     """Raises the C encoder's ``TypeError`` when column ``name`` cannot be the vector column
     (or the id column cannot be an id)."""
-    _core.encode_batch(empty, id_column, [name], vector_column=name)
+    _core.encode_batch(_empty_batch(schema, [id_column, name]), id_column, [name],
+                       vector_column=name)
 
 
-def _can_be_vector(empty, id_column: str, name: str) -> bool:
+def _can_be_vector(schema, id_column: str, name: str) -> bool:
     try:
-        _check_vector(empty, id_column, name)
-    except TypeError:
+        _check_vector(schema, id_column, name)
+    except (TypeError, ValueError):  # ValueError: a type the Arrow import refuses
         return False
     return True
 
@@ -156,10 +161,9 @@ def _plan(schema, source: str, id_column: str, vector_column: str | None,
 
     need(id_column, "id column")
     explicit_vector = vector_column is not None
-    empty = _empty_batch(schema)
     if vector_column is None:
         found = [n for n in names if n != id_column and n not in BODY_EXCLUDED_KEYS
-                 and _can_be_vector(empty, id_column, n)]
+                 and _can_be_vector(schema, id_column, n)]
         if len(found) > 1:
             raise ValueError(f"{source} has several vector columns ({', '.join(found)}): "
                              f"choose one with vector_column= (--vector-column)")
@@ -168,7 +172,7 @@ def _plan(schema, source: str, id_column: str, vector_column: str | None,
         need(vector_column, "vector column")
         if vector_column in BODY_EXCLUDED_KEYS:
             excluded(vector_column, "vector column")
-        _check_vector(empty, id_column, vector_column)
+        _check_vector(schema, id_column, vector_column)
     if columns is None:
         # every column but the id; an "Id" column is left out, as BulkWriter.store leaves a
         # dict's "Id" member out of its document
@@ -243,7 +247,7 @@ def _batches(path: str, plan: _Plan, batch_rows: int, take: Any) -> tuple[Iterat
     if _file_format(path) == "parquet":
         # pre_buffer=False: pyarrow would otherwise buffer ahead up to the whole file (RSS
         # grew with the file size: 540 MB for 470 MB of Parquet); without it, one row group.
-        pf = pa.parquet.ParquetFile(path, pre_buffer=False)
+        pf = _open_parquet(path, pre_buffer=False)
         return (pf.iter_batches(batch_size=batch_rows, columns=plan.read_columns),
                 pf.metadata.num_rows, None)
     f = TableFile(path, columns=plan.read_columns)
@@ -533,7 +537,7 @@ def _dataset_files(source: Any) -> list[str]:
 def _file_schema(path: str) -> Any:
     pa = _pyarrow()
     if _file_format(path) == "parquet":
-        return pa.parquet.ParquetFile(path).schema_arrow
+        return _open_parquet(path).schema_arrow
     return pa.ipc.open_file(pa.memory_map(path, "r")).schema
 
 
@@ -562,7 +566,7 @@ def _row_groups(path: str) -> list[int]:
     """Rows of each row group (Parquet) or record batch (Arrow IPC), from the footer."""
     pa = _pyarrow()
     if _file_format(path) == "parquet":
-        meta = pa.parquet.ParquetFile(path).metadata
+        meta = _open_parquet(path).metadata
         return [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
     reader = pa.ipc.open_file(pa.memory_map(path, "r"))
     return [reader.get_batch(i).num_rows for i in range(reader.num_record_batches)]
@@ -599,7 +603,7 @@ def _units(files: list[str], groups: list[list[int]], done: Mapping[str, set],
 def _unit_batches(unit: _Unit, plan: _Plan, batch_rows: int) -> Iterator[Any]:
     pa = _pyarrow()
     if _file_format(unit.path) == "parquet":
-        pf = pa.parquet.ParquetFile(unit.path, pre_buffer=False)  # see _batches
+        pf = _open_parquet(unit.path, pre_buffer=False)  # see _batches
         yield from pf.iter_batches(batch_size=batch_rows, row_groups=range(unit.first, unit.stop),
                                    columns=plan.read_columns)
         return
@@ -1129,7 +1133,8 @@ def load_parquet(path: Any, *, url: str | Sequence[str] | None = None,
         raise ValueError(f"batch_rows must be positive, got {batch_rows}")
     metadata_json = _metadata_json(collection, python_type, metadata)
     encode = _Encoder(plan, id_prefix, metadata_json, float32, chunk_size)
-    encode(_empty_batch(schema))  # the columns' types, judged before any file or request
+    # the columns' types, judged before any file is written or request made
+    encode(_empty_batch(schema, plan.read_columns))
 
     tls = {name: value for name, value in
            (("certificate", certificate), ("ca", ca), ("ssl_context", ssl_context)) if value is not None}

@@ -84,6 +84,36 @@ def _file_format(path: str) -> str:
                      f"(starts with {head!r})")
 
 
+def _malformed_file(path: str, exc: Any, column: str | None = None):
+    """The MalformedFileError of a file (and column) that cannot be read as it says."""
+    from .errors import MalformedFileError
+    where = f" column {column!r}:" if column is not None else ""
+    return MalformedFileError(f"{path!r} is malformed:{where} {exc}", path)
+
+
+def _refused_by_pyarrow(pa, exc: BaseException) -> bool:
+    """Whether pyarrow raised ``exc`` for what a file holds (its own errors, and the bare
+    ``OSError`` it raises for a schema nested deeper than it reads, which names no file),
+    not for an error of the operating system (no such file, no permission: an errno)."""
+    return isinstance(exc, (pa.ArrowException, UnicodeDecodeError)) or (
+        isinstance(exc, OSError) and exc.errno is None)
+
+
+def _open_parquet(path: str, **options: Any) -> Any:
+    """``pyarrow.parquet.ParquetFile(path, **options)``, its schema read. A file whose footer
+    or schema pyarrow refuses (corrupt, or nested too deeply) raises ``MalformedFileError``
+    naming it."""
+    pa = _pyarrow()
+    try:
+        parquet = pa.parquet.ParquetFile(path, **options)
+        parquet.schema_arrow
+        return parquet
+    except (pa.ArrowException, UnicodeDecodeError, OSError) as exc:
+        if not _refused_by_pyarrow(pa, exc):
+            raise
+        raise _malformed_file(path, exc) from exc
+
+
 def _check_batch(batch: Any, source: str) -> None:
     """pyarrow's checks of a record batch read from a file: the sizes of its buffers against
     the lengths, offsets and last string/list offsets that will be read. The Arrow C Data
@@ -275,7 +305,7 @@ class TableFile:
             try:
                 # buffered reads: the page path maps the file itself, and pyarrow decodes a
                 # whole row group no slower from reads than from a map
-                self._parquet = pa.parquet.ParquetFile(self.path, memory_map=False)
+                self._parquet = _open_parquet(self.path, memory_map=False)
                 meta = self._parquet.metadata
                 counts = np.fromiter((meta.row_group(i).num_rows
                                       for i in range(meta.num_row_groups)),
@@ -307,10 +337,8 @@ class TableFile:
         if self.format == "parquet":
             self._plan_pages(pa)
 
-    def _malformed(self, exc: Exception, column: str | None = None):
-        from .errors import MalformedFileError
-        where = f" column {column!r}:" if column is not None else ""
-        return MalformedFileError(f"{self.path!r} is malformed:{where} {exc}", self.path)
+    def _malformed(self, exc: Any, column: str | None = None):
+        return _malformed_file(self.path, exc, column)
 
     def _plan_pages(self, pa) -> None:
         """Decides, column by column, whether the page reader can read it (see ``paths``)."""
@@ -415,7 +443,12 @@ class TableFile:
                     columns[name] = array
             rest = [name for name in names if name not in columns]
             if rest:
-                group = self._parquet.read_row_group(g, columns=rest)
+                try:
+                    group = self._parquet.read_row_group(g, columns=rest)
+                except (pa.ArrowException, OSError) as exc:  # a chunk pyarrow refuses
+                    if not _refused_by_pyarrow(pa, exc):
+                        raise
+                    raise self._malformed(f"row group {g}: {exc}") from exc
                 taken = group.take(pa.array(local))
                 for name in rest:
                     columns[name] = taken.column(name)
