@@ -282,6 +282,13 @@ static PyObject *module_parquet_take_chunk(PyObject *self, PyObject *args) {
         raise_pages_error(rc, error);
         goto cleanup;
     }
+    /* exactly their size: the buffer grew by doubling from 4 KiB, and a lookup's result may
+       be kept for long (a row from each of many row groups would keep 4 KiB apiece) */
+    if (values.capacity > values.size) {
+        uint8_t *fit = realloc(values.data, values.size ? values.size : 1);
+        if (fit != NULL)
+            values.data = fit;
+    }
     values_array = array_owning(values.data, values.size);
     values.data = NULL; /* array_owning took it, on failure too */
     if (values_array == NULL)
