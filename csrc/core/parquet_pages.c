@@ -608,11 +608,11 @@ typedef struct {
     int64_t *start, *length;
 } page_request;
 
-/* The definition levels of a page of one value per row: `count` levels of the hybrid at p (n
-   bytes), each checked to be at most max_def. Fills each requested row's start (its value's
-   position among the page's values, -1 for a null) and *value_count (the levels at max_def,
-   the page's values). */
-static int scalar_levels(const uint8_t *p, size_t n, int max_def, int64_t count,
+/* The definition levels of a page: `count` levels of the hybrid at p (n bytes), each checked
+   to be at most max_def; *value_count the levels at max_def (the page's values). For a page
+   of one value per row, also each requested row's start: its value's position among the
+   page's values, -1 for a null (`want` asks for no rows where the page has lists). */
+static int definition_levels(const uint8_t *p, size_t n, int max_def, int64_t count,
                          const page_request *want, int64_t *value_count, char *error) {
     const int bit_width = level_bit_width(max_def);
     const unsigned mask = (1u << bit_width) - 1;
@@ -663,39 +663,6 @@ static int scalar_levels(const uint8_t *p, size_t n, int max_def, int64_t count,
         done += r.take;
     }
     *value_count = values;
-    return BW_PAGES_OK;
-}
-
-/* *all: whether every one of the `count` levels at p (n bytes) is max_level, each checked to
-   be no more. */
-static int levels_all_at(const uint8_t *p, size_t n, int max_level, int64_t count, int *all,
-                         char *error) {
-    const int bit_width = level_bit_width(max_level);
-    const unsigned mask = (1u << bit_width) - 1;
-    const uint8_t *end = p + n;
-    int64_t done = 0;
-    *all = 1;
-    while (done < count) {
-        hybrid_run r = {0, 0, NULL, 0, 0};
-        int rc = read_hybrid_run(&p, end, bit_width, "levels", done, count, &r, error);
-        if (rc != BW_PAGES_OK)
-            return rc;
-        if (r.bit_packed && max_level == 1) { /* one bit each: all set */
-            *all &= count_set_bits(r.bits, 0, r.take) == r.take;
-        } else if (r.bit_packed) {
-            for (int64_t i = 0; i < r.take; i++) {
-                unsigned level = packed_level(r.bits, r.present, i, bit_width, mask);
-                if (level > (unsigned)max_level)
-                    return level_too_high(level, max_level, error);
-                *all &= level == (unsigned)max_level;
-            }
-        } else {
-            if (r.value > (unsigned)max_level)
-                return level_too_high((unsigned)r.value, max_level, error);
-            *all &= r.value == (unsigned)max_level;
-        }
-        done += r.take;
-    }
     return BW_PAGES_OK;
 }
 
@@ -1317,7 +1284,7 @@ static int take_from_page(const bw_chunk_take *q, const bw_page_location *loc,
             want.length[j] = 1;
         }
         /* a scalar column's null is a level without a value */
-        if (q->max_def > 0 && (rc = scalar_levels(d.def, d.def_size, q->max_def, count, &want,
+        if (q->max_def > 0 && (rc = definition_levels(d.def, d.def_size, q->max_def, count, &want,
                                                   &value_count, error)) != BW_PAGES_OK)
             return rc;
     } else {
@@ -1326,12 +1293,13 @@ static int take_from_page(const bw_chunk_take *q, const bw_page_location *loc,
         rc = list_levels(d.rep, d.rep_size, count, &l, &rows, error);
         if (rc != BW_PAGES_OK)
             return rc;
-        /* a list's null or empty list is not covered */
-        int all = 1;
-        if (q->max_def > 0 &&
-            (rc = levels_all_at(d.def, d.def_size, q->max_def, count, &all, error)) != 0)
+        /* a list's null or empty list (a level below max_def) is not covered */
+        page_request none = {NULL, 0, 0, NULL, NULL};
+        int64_t values = count;
+        if (q->max_def > 0 && (rc = definition_levels(d.def, d.def_size, q->max_def, count, &none,
+                                                  &values, error)) != BW_PAGES_OK)
             return rc;
-        if (!all)
+        if (values != count)
             return BW_PAGES_NOT_COVERED;
     }
     size_t width = (size_t)q->value_width;

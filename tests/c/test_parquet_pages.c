@@ -126,13 +126,19 @@ static size_t put_i32(uint8_t *out, int delta, int64_t v) {
     return 1 + put_varint(out + 1, zigzag);
 }
 
+/* The fields a page header starts with: its type and sizes. */
+static size_t page_start(uint8_t *out, int type, int64_t uncompressed, int64_t compressed) {
+    size_t n = 0;
+    n += put_i32(out + n, 1, type);
+    n += put_i32(out + n, 1, uncompressed);
+    n += put_i32(out + n, 1, compressed);
+    return n;
+}
+
 /* A v1 data page header: `values` values, the sizes, the encoding; levels RLE. */
 static size_t data_page(uint8_t *out, int64_t values, int64_t uncompressed, int64_t compressed,
                         int encoding) {
-    size_t n = 0;
-    n += put_i32(out + n, 1, BW_PQ_DATA_PAGE);
-    n += put_i32(out + n, 1, uncompressed);
-    n += put_i32(out + n, 1, compressed);
+    size_t n = page_start(out, BW_PQ_DATA_PAGE, uncompressed, compressed);
     out[n++] = 0x2c; /* field 5: the data page header */
     n += put_i32(out + n, 1, values);
     n += put_i32(out + n, 1, encoding);
@@ -154,6 +160,15 @@ static size_t rle_run(uint8_t *out, uint64_t count, uint8_t value) {
     size_t n = put_varint(out, count << 1);
     out[n++] = value;
     return n;
+}
+
+/* An uncompressed page of `values` values (encoding `encoding`) at file: its header, then
+   its body (`size` bytes); the page's size. */
+static size_t uncompressed_page(uint8_t *file, int64_t values, int encoding,
+                                const uint8_t *body, size_t size) {
+    size_t h = data_page(file, values, (int64_t)size, (int64_t)size, encoding);
+    memcpy(file + h, body, size);
+    return h + size;
 }
 
 /* v1 levels: their 4-byte length, then the runs already written at out + 4 (`runs` bytes). */
@@ -247,28 +262,32 @@ TEST(list_page_with_bit_packed_and_rle_levels) {
     free(buf);
 }
 
+/* An offset index: field 1, a list of 2 PageLocation structs {offset, size, first_row}:
+   pages at 4 and 20, 16 bytes each, first rows 0 and 5. */
+static const uint8_t two_pages[] = {0x19, 0x2c, 0x16, 0x08, 0x15, 0x20, 0x16, 0x00, 0x00,
+                                    0x16, 0x28, 0x15, 0x20, 0x16, 0x0a, 0x00, 0x00};
+
 TEST(offset_index_checks) {
-    /* field 1: list of 2 PageLocation structs {offset, size, first_row} */
-    static const uint8_t good[] = {0x19, 0x2c, 0x16, 0x08, 0x15, 0x20, 0x16, 0x00, 0x00,
-                                   0x16, 0x28, 0x15, 0x20, 0x16, 0x0a, 0x00, 0x00};
-    uint8_t *buf = exact(good, sizeof good);
+    const uint8_t *good = two_pages;
+    const size_t size = sizeof two_pages;
+    uint8_t *buf = exact(good, size);
     bw_page_location *pages = NULL;
     size_t count = 0;
     char error[BW_PAGES_ERROR_SIZE];
     /* pages at 4 and 20, 16 bytes each: a chunk of bytes 4 to 36 */
-    CHECK_EQ(bw_parquet_offset_index(buf, sizeof good, 100, 4, 32, 10, &pages, &count, error),
+    CHECK_EQ(bw_parquet_offset_index(buf, size, 100, 4, 32, 10, &pages, &count, error),
              BW_PAGES_OK);
     CHECK(count == 2 && pages[1].offset == 20 && pages[1].first_row == 5 &&
           pages[0].compressed_size == 16);
     free(pages);
     /* the chunk past the end of a 30-byte file */
-    CHECK_EQ(bw_parquet_offset_index(buf, sizeof good, 30, 4, 32, 10, &pages, &count, error),
+    CHECK_EQ(bw_parquet_offset_index(buf, size, 30, 4, 32, 10, &pages, &count, error),
              BW_PAGES_MALFORMED);
     CHECK(strstr(error, "outside the file") != NULL);
     /* first rows beyond the row group */
-    CHECK_EQ(bw_parquet_offset_index(buf, sizeof good, 100, 4, 32, 5, &pages, &count, error),
+    CHECK_EQ(bw_parquet_offset_index(buf, size, 100, 4, 32, 5, &pages, &count, error),
              BW_PAGES_MALFORMED);
-    for (size_t n = 0; n < sizeof good; n++) {
+    for (size_t n = 0; n < size; n++) {
         uint8_t *cut = exact(good, n);
         CHECK_EQ(bw_parquet_offset_index(cut, n, 100, 4, 32, 10, &pages, &count, error),
                  BW_PAGES_MALFORMED);
@@ -277,20 +296,37 @@ TEST(offset_index_checks) {
     free(buf);
 }
 
-TEST(offset_index_pages_stay_in_their_chunk) {
-    /* pages at 4 and 20, 16 bytes each */
-    static const uint8_t good[] = {0x19, 0x2c, 0x16, 0x08, 0x15, 0x20, 0x16, 0x00, 0x00,
-                                   0x16, 0x28, 0x15, 0x20, 0x16, 0x0a, 0x00, 0x00};
-    uint8_t *buf = exact(good, sizeof good);
+/* The offset index `good` (n bytes, at most 64) with bytes changed (byte at[i] to to[i]),
+   for a chunk of bytes 0 to 64: refused, saying `message`. */
+static void offset_index_refused(const uint8_t *good, size_t n, const size_t *at,
+                                 const uint8_t *to, size_t changes, const char *message) {
+    uint8_t changed[64];
+    memcpy(changed, good, n);
+    for (size_t i = 0; i < changes; i++)
+        changed[at[i]] = to[i];
+    uint8_t *buf = exact(changed, n);
     bw_page_location *pages = NULL;
     size_t count = 0;
     char error[BW_PAGES_ERROR_SIZE] = "";
-    /* every chunk range but one that holds both pages: refused (the first page starts
-       before it, or the second ends after it), and so is a chunk outside the file */
+    CHECK_EQ(bw_parquet_offset_index(buf, n, 100, 0, 64, 10, &pages, &count, error),
+             BW_PAGES_MALFORMED);
+    CHECK(strstr(error, message) != NULL);
+    free(pages);
+    free(buf);
+}
+
+TEST(offset_index_pages_stay_in_their_chunk) {
+    uint8_t *buf = exact(two_pages, sizeof two_pages);
+    bw_page_location *pages = NULL;
+    size_t count = 0;
+    char error[BW_PAGES_ERROR_SIZE] = "";
+    /* every chunk range but one that holds both pages (bytes 4 to 36): refused (the first
+       page starts before it, or the second ends after it), and so is a chunk outside the
+       file */
     for (int64_t start = 0; start <= 8; start++)
         for (int64_t size = 28; size <= 36; size++) {
-            int rc = bw_parquet_offset_index(buf, sizeof good, 100, start, size, 10, &pages,
-                                             &count, error);
+            int rc = bw_parquet_offset_index(buf, sizeof two_pages, 100, start, size, 10,
+                                             &pages, &count, error);
             int holds = start <= 4 && start + size >= 36;
             CHECK_EQ(rc, holds ? BW_PAGES_OK : BW_PAGES_MALFORMED);
             if (!holds)
@@ -298,41 +334,27 @@ TEST(offset_index_pages_stay_in_their_chunk) {
             free(pages);
             pages = NULL;
         }
-    CHECK_EQ(bw_parquet_offset_index(buf, sizeof good, 100, -1, 40, 10, &pages, &count, error),
-             BW_PAGES_MALFORMED);
-    CHECK_EQ(bw_parquet_offset_index(buf, sizeof good, 30, 0, 40, 10, &pages, &count, error),
-             BW_PAGES_MALFORMED);
+    CHECK_EQ(bw_parquet_offset_index(buf, sizeof two_pages, 100, -1, 40, 10, &pages, &count,
+                                     error), BW_PAGES_MALFORMED);
+    CHECK_EQ(bw_parquet_offset_index(buf, sizeof two_pages, 30, 0, 40, 10, &pages, &count,
+                                     error), BW_PAGES_MALFORMED);
     CHECK(strstr(error, "column chunk at 0, 40 bytes, outside the file") != NULL);
     free(buf);
     /* the second page at 12: it overlaps the first (4 to 20) */
-    uint8_t overlap[sizeof good];
-    memcpy(overlap, good, sizeof good);
-    overlap[10] = 0x18;
-    buf = exact(overlap, sizeof overlap);
-    CHECK_EQ(bw_parquet_offset_index(buf, sizeof overlap, 100, 0, 64, 10, &pages, &count, error),
-             BW_PAGES_MALFORMED);
-    CHECK(strstr(error, "page 1 at 12 starts before the end of the page before it (20)") != NULL);
-    free(buf);
+    static const size_t second_offset[] = {10};
+    offset_index_refused(two_pages, sizeof two_pages, second_offset, (const uint8_t[]){0x18}, 1,
+                         "page 1 at 12 starts before the end of the page before it (20)");
     /* the pages the other way round */
-    uint8_t swapped[sizeof good];
-    memcpy(swapped, good, sizeof good);
-    swapped[3] = 0x28;
-    swapped[10] = 0x08;
-    swapped[14] = 0x0a;
-    buf = exact(swapped, sizeof swapped);
-    CHECK_EQ(bw_parquet_offset_index(buf, sizeof swapped, 100, 0, 64, 10, &pages, &count, error),
-             BW_PAGES_MALFORMED);
-    CHECK(strstr(error, "starts before the end of the page before it") != NULL);
-    free(buf);
+    static const size_t both_offsets[] = {3, 10, 14};
+    offset_index_refused(two_pages, sizeof two_pages, both_offsets,
+                         (const uint8_t[]){0x28, 0x08, 0x0a}, 3,
+                         "starts before the end of the page before it");
 }
 
 /* A PLAIN dictionary page header for `values` values and the sizes. */
 static size_t dictionary_page(uint8_t *out, int64_t values, int64_t uncompressed,
                               int64_t compressed) {
-    size_t n = 0;
-    n += put_i32(out + n, 1, BW_PQ_DICTIONARY_PAGE);
-    n += put_i32(out + n, 1, uncompressed);
-    n += put_i32(out + n, 1, compressed);
+    size_t n = page_start(out, BW_PQ_DICTIONARY_PAGE, uncompressed, compressed);
     out[n++] = 0x4c; /* field 7: the dictionary page header */
     n += put_i32(out + n, 1, values);
     n += put_i32(out + n, 1, BW_PQ_PLAIN);
@@ -512,6 +534,20 @@ static int take_one_page(const uint8_t *file, size_t size, int64_t group_rows, i
     return rc;
 }
 
+/* Row 1 of a one-page chunk of optional int32 values (or lists of them: max_rep 1) is
+   refused, saying `message`, with nothing allocated near what the page claims. */
+static void refused_without_allocating(const uint8_t *file, size_t size, int64_t group_rows,
+                                       int max_rep, const char *message) {
+    int64_t rows[] = {1}, lengths[1];
+    bw_bytes out;
+    char error[BW_PAGES_ERROR_SIZE] = "";
+    CHECK_EQ(take_one_page(file, size, group_rows, BW_PQ_UNCOMPRESSED, 4, max_rep, 1, rows, 1,
+                           NULL, 0, &out, lengths, error), BW_PAGES_MALFORMED);
+    CHECK(strstr(error, message) != NULL);
+    CHECK(largest_allocation < SMALL);
+    free(out.data);
+}
+
 TEST(claimed_values_allocate_nothing) {
     /* an optional int32 page claiming 2^31 - 1 values, its definition levels one RLE run of
        as many: for a row group of 4 rows it is refused before anything is sized by it */
@@ -519,17 +555,8 @@ TEST(claimed_values_allocate_nothing) {
     size_t runs = rle_run(body + 4, (uint64_t)BIG, 1);
     size_t b = v1_levels(body, runs);
     memset(body + b, 0, 16);
-    b += 16;
-    size_t h = data_page(file, BIG, (int64_t)b, (int64_t)b, BW_PQ_PLAIN);
-    memcpy(file + h, body, b);
-    int64_t rows[] = {1, BIG - 2}, lengths[2];
-    bw_bytes out;
-    char error[BW_PAGES_ERROR_SIZE] = "";
-    CHECK_EQ(take_one_page(file, h + b, 4, BW_PQ_UNCOMPRESSED, 4, 0, 1, rows, 1, NULL, 0, &out,
-                           lengths, error), BW_PAGES_MALFORMED);
-    CHECK(strstr(error, "page holds 2147483647 values for 4 rows") != NULL);
-    CHECK(largest_allocation < SMALL);
-    free(out.data);
+    size_t size = uncompressed_page(file, BIG, BW_PQ_PLAIN, body, b + 16);
+    refused_without_allocating(file, size, 4, 0, "page holds 2147483647 values for 4 rows");
     /* the same claim where the row group does have 2^31 - 1 rows: 3 values, then nulls, all
        in two runs: the rows come back, and nothing was sized by the count */
     runs = rle_run(body + 4, 3, 1);
@@ -537,10 +564,11 @@ TEST(claimed_values_allocate_nothing) {
     b = v1_levels(body, runs);
     for (int32_t i = 0; i < 3; i++)
         memcpy(body + b + 4 * (size_t)i, &(int32_t){70 + i}, 4);
-    b += 12;
-    h = data_page(file, BIG, (int64_t)b, (int64_t)b, BW_PQ_PLAIN);
-    memcpy(file + h, body, b);
-    CHECK_EQ(take_one_page(file, h + b, BIG, BW_PQ_UNCOMPRESSED, 4, 0, 1, rows, 2, NULL, 0,
+    size = uncompressed_page(file, BIG, BW_PQ_PLAIN, body, b + 12);
+    int64_t rows[] = {1, BIG - 2}, lengths[2];
+    bw_bytes out;
+    char error[BW_PAGES_ERROR_SIZE] = "";
+    CHECK_EQ(take_one_page(file, size, BIG, BW_PQ_UNCOMPRESSED, 4, 0, 1, rows, 2, NULL, 0,
                            &out, lengths, error), BW_PAGES_OK);
     int32_t got[2] = {0, -1};
     CHECK_EQ(out.size, 8);
@@ -557,12 +585,11 @@ TEST(claimed_dictionary_indices_allocate_nothing) {
     uint8_t file[64];
     uint8_t body[16] = {2}; /* bit width 2 */
     size_t b = 1 + rle_run(body + 1, (uint64_t)BIG, 3);
-    size_t h = data_page(file, BIG, (int64_t)b, (int64_t)b, BW_PQ_RLE_DICTIONARY);
-    memcpy(file + h, body, b);
+    size_t size = uncompressed_page(file, BIG, BW_PQ_RLE_DICTIONARY, body, b);
     int64_t rows[] = {0, 12345, BIG - 1}, lengths[3];
     bw_bytes out;
     char error[BW_PAGES_ERROR_SIZE] = "";
-    CHECK_EQ(take_one_page(file, h + b, BIG, BW_PQ_UNCOMPRESSED, 4, 0, 0, rows, 3,
+    CHECK_EQ(take_one_page(file, size, BIG, BW_PQ_UNCOMPRESSED, 4, 0, 0, rows, 3,
                            (const uint8_t *)dictionary, sizeof dictionary, &out, lengths,
                            error), BW_PAGES_OK);
     int32_t got[3] = {0, 0, 0};
@@ -574,8 +601,8 @@ TEST(claimed_dictionary_indices_allocate_nothing) {
     free(out.data);
     /* the run's index past the dictionary: refused, whichever rows are asked for */
     body[1 + put_varint(body + 1, (uint64_t)BIG << 1)] = 3;
-    memcpy(file + h, body, b);
-    CHECK_EQ(take_one_page(file, h + b, BIG, BW_PQ_UNCOMPRESSED, 4, 0, 0, rows, 1,
+    size = uncompressed_page(file, BIG, BW_PQ_RLE_DICTIONARY, body, b);
+    CHECK_EQ(take_one_page(file, size, BIG, BW_PQ_UNCOMPRESSED, 4, 0, 0, rows, 1,
                            (const uint8_t *)dictionary, 3 * 4, &out, lengths, error),
              BW_PAGES_MALFORMED);
     CHECK(strstr(error, "dictionary index 3 past the 3 values") != NULL);
@@ -590,24 +617,17 @@ TEST(claimed_list_levels_allocate_nothing) {
     runs = rle_run(body + b + 4, (uint64_t)BIG, 1);
     b += v1_levels(body + b, runs);
     memset(body + b, 0, 16);
-    b += 16;
-    size_t h = data_page(file, BIG, (int64_t)b, (int64_t)b, BW_PQ_PLAIN);
-    memcpy(file + h, body, b);
-    int64_t rows[] = {1}, lengths[1];
-    bw_bytes out;
-    char error[BW_PAGES_ERROR_SIZE] = "";
-    CHECK_EQ(take_one_page(file, h + b, 2, BW_PQ_UNCOMPRESSED, 4, 1, 1, rows, 1, NULL, 0, &out,
-                           lengths, error), BW_PAGES_MALFORMED);
-    CHECK(strstr(error, "page of 2147483647 values has 16 bytes of values") != NULL);
-    CHECK(largest_allocation < SMALL);
-    free(out.data);
+    size_t size = uncompressed_page(file, BIG, BW_PQ_PLAIN, body, b + 16);
+    refused_without_allocating(file, size, 2, 1,
+                               "page of 2147483647 values has 16 bytes of values");
     /* walked as a chunk without an offset index: its rows counted, none stored */
-    uint8_t *buf = exact(file, h + b);
-    bw_chunk_walk w = {.file = buf, .file_size = h + b, .chunk_start = 0,
-                       .chunk_size = (int64_t)(h + b), .group_rows = 2,
+    uint8_t *buf = exact(file, size);
+    bw_chunk_walk w = {.file = buf, .file_size = size, .chunk_start = 0,
+                       .chunk_size = (int64_t)size, .group_rows = 2,
                        .codec = BW_PQ_UNCOMPRESSED, .max_rep = 1, .null_count = -1};
     bw_page_location *pages = NULL;
     size_t count = 0;
+    char error[BW_PAGES_ERROR_SIZE] = "";
     largest_allocation = 0;
     CHECK_EQ(bw_parquet_walk_pages(&w, &pages, &count, error), BW_PAGES_MALFORMED);
     CHECK(strstr(error, "hold more than the row group's 2 rows") != NULL);
