@@ -35,10 +35,11 @@ FLAGS = [*BASE_FLAGS, "-g", "-O1", "-fno-omit-frame-pointer",
 #: few kilobytes can hold is a finding. -malloc_limit_mb stops at the first single allocation
 #: that large, touched or not (libFuzzer's malloc hooks, which need the sanitizer runtime
 #: these targets are built with; RLIMIT_AS cannot be used under ASan, whose shadow memory
-#: reserves terabytes of address space); -rss_limit_mb at the process's peak resident size.
-#: The largest allocation the core may honestly make for a 4 KiB input is a zstd page's
-#: output (32,768 times its compressed bytes when the frame does not say its size): 128 MiB.
-RSS_LIMIT_MB = 1024
+#: reserves terabytes of address space); -rss_limit_mb at the process's peak resident size
+#: (ASan's quarantine and a growing corpus take a target to 500 MB in 20 s). The largest
+#: allocation the core may honestly make for a 4 KiB input is a zstd page's output (32,768
+#: times its compressed bytes when the frame does not say its size): 128 MiB.
+RSS_LIMIT_MB = 2048
 MALLOC_LIMIT_MB = 256
 
 
