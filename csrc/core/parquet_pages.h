@@ -65,11 +65,13 @@ typedef struct {
 int bw_parquet_index_locations(const uint8_t *file, int fd, size_t file_size, size_t groups,
                                size_t columns, int64_t *out, char *error);
 
-/* An OffsetIndex: *pages is malloc'ed (free it), *count entries, each checked against
-   file_size, first rows strictly increasing from 0 and below group_rows. */
+/* An OffsetIndex: *pages is malloc'ed (free it), *count entries. Every page lies inside its
+   column chunk's bytes [chunk_start, chunk_start + chunk_size) (from the footer: where its
+   first page starts, its total_compressed_size; the chunk itself inside file_size), after
+   the page before it; first rows strictly increase from 0 and stay below group_rows. */
 int bw_parquet_offset_index(const uint8_t *data, size_t size, size_t file_size,
-                            int64_t group_rows, bw_page_location **pages, size_t *count,
-                            char *error);
+                            int64_t chunk_start, int64_t chunk_size, int64_t group_rows,
+                            bw_page_location **pages, size_t *count, char *error);
 
 /* A column chunk without an offset index, to be walked page header by page header. */
 typedef struct {
