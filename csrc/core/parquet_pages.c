@@ -17,8 +17,14 @@
 #include <snappy-c.h>
 #endif
 
-/* A page header saying its page is larger than this uncompressed is refused. */
+/* A page larger than this uncompressed, or whose bytes in the file (its header and
+   compressed body) are more than this, is refused before anything is read or allocated for
+   it. */
 #define MAX_PAGE_BYTES ((int64_t)1 << 30)
+
+/* A page header is looked for in at most this many bytes, whatever lengths its fields claim:
+   a longer one is refused, as pyarrow's reader refuses it. */
+#define MAX_PAGE_HEADER_BYTES ((size_t)16 << 20)
 
 static int malformed(char *error, const char *format, ...) {
     va_list args;
@@ -48,6 +54,27 @@ typedef struct {
     size_t capacity;
 } read_buffer;
 
+/* Room for `length` bytes (and one more) in the buffer, what it holds kept. */
+static int buffer_reserve(read_buffer *buffer, size_t length) {
+    if (length + 1 > buffer->capacity) {
+        uint8_t *grown = realloc(buffer->data, length + 1);
+        if (grown == NULL)
+            return BW_PAGES_NO_MEMORY;
+        buffer->data = grown;
+        buffer->capacity = length + 1;
+    }
+    return BW_PAGES_OK;
+}
+
+/* Reads bytes [offset, offset + length) of the file `fd` into out (see file_bytes). */
+static int read_into(int fd, uint8_t *out, size_t length, uint64_t offset, size_t file_size,
+                     char *error) {
+    int rc = bw_read_exact(fd, out, length, offset, file_size, error, BW_PAGES_ERROR_SIZE);
+    if (rc != BW_READ_OK)
+        return rc == BW_READ_SHORT ? BW_PAGES_MALFORMED : BW_PAGES_READ_FAILED;
+    return BW_PAGES_OK;
+}
+
 /* Bytes [offset, offset + length) of the file, which the caller checked lie inside its
    file_size bytes: *bytes points into `file` when the whole file is in memory, else (file
    NULL) at `buffer`, where they were read from `fd`. A file that ends sooner than file_size
@@ -59,19 +86,12 @@ static int file_bytes(const uint8_t *file, int fd, size_t file_size, uint64_t of
         *bytes = file + offset;
         return BW_PAGES_OK;
     }
-    if (length + 1 > buffer->capacity) {
-        uint8_t *grown = realloc(buffer->data, length + 1);
-        if (grown == NULL)
-            return BW_PAGES_NO_MEMORY;
-        buffer->data = grown;
-        buffer->capacity = length + 1;
-    }
-    int rc = bw_read_exact(fd, buffer->data, length, offset, file_size, error,
-                           BW_PAGES_ERROR_SIZE);
-    if (rc != BW_READ_OK)
-        return rc == BW_READ_SHORT ? BW_PAGES_MALFORMED : BW_PAGES_READ_FAILED;
-    *bytes = buffer->data;
-    return BW_PAGES_OK;
+    int rc = buffer_reserve(buffer, length);
+    if (rc == BW_PAGES_OK)
+        rc = read_into(fd, buffer->data, length, offset, file_size, error);
+    if (rc == BW_PAGES_OK)
+        *bytes = buffer->data;
+    return rc;
 }
 
 /* ---- footer ---------------------------------------------------------------------------- */
@@ -476,8 +496,11 @@ static int read_dictionary_header(bw_thrift *t, bw_page_header *h) {
     return bw_thrift_struct_end(t);
 }
 
-int bw_parquet_page_header(const uint8_t *data, size_t size, bw_page_header *h,
-                           size_t *header_size, char *error) {
+/* bw_parquet_page_header; *ran_out set when the header does not parse only because the
+   `size` bytes end inside it (more bytes might hold it), cleared otherwise. */
+static int parse_page_header(const uint8_t *data, size_t size, bw_page_header *h,
+                             size_t *header_size, int *ran_out, char *error) {
+    *ran_out = 0;
     bw_thrift t;
     bw_thrift_init(&t, data, size);
     memset(h, 0, sizeof *h);
@@ -488,8 +511,10 @@ int bw_parquet_page_header(const uint8_t *data, size_t size, bw_page_header *h,
     int type;
     bw_thrift_struct_begin(&t);
     for (;;) {
-        if (bw_thrift_field(&t, &last, &type, &id) < 0)
+        if (bw_thrift_field(&t, &last, &type, &id) < 0) {
+            *ran_out = t.ran_out;
             return thrift_failed(&t, "page header", error);
+        }
         if (type == BW_THRIFT_STOP)
             break;
         int rc;
@@ -511,8 +536,10 @@ int bw_parquet_page_header(const uint8_t *data, size_t size, bw_page_header *h,
             *(id == 8 ? &h->has_v2 : &h->has_v1) = 1;
         } else
             rc = bw_thrift_skip(&t, type);
-        if (rc < 0)
+        if (rc < 0) {
+            *ran_out = t.ran_out;
             return thrift_failed(&t, "page header", error);
+        }
     }
     if (h->type < 0 || h->uncompressed_size < 0 || h->compressed_size < 0)
         return malformed(error, "page header: type or sizes missing or negative");
@@ -523,10 +550,22 @@ int bw_parquet_page_header(const uint8_t *data, size_t size, bw_page_header *h,
     return BW_PAGES_OK;
 }
 
-/* ---- a page whose size is known only from its header ---------------------------------- */
+int bw_parquet_page_header(const uint8_t *data, size_t size, bw_page_header *h,
+                           size_t *header_size, char *error) {
+    int ran_out;
+    return parse_page_header(data, size, h, header_size, &ran_out, error);
+}
+
+static int page_too_large(uint64_t bytes, char *error) {
+    return malformed(error, "page of %llu bytes with its header, more than the %lld a page "
+                     "may hold", (unsigned long long)bytes, (long long)MAX_PAGE_BYTES);
+}
+
+/* ---- a page read from the file --------------------------------------------------------- */
 
 /* Bytes a page header is first looked for in, when the file is read through its descriptor:
-   more are read only while the header does not parse in what was read. */
+   more are read only while the header does not parse in what was read because they end
+   inside it. */
 #define HEADER_WINDOW 4096
 
 /* A page as far as it has been read: `available` bytes at `bytes`, from the file's byte `at`
@@ -537,40 +576,59 @@ typedef struct {
     const uint8_t *bytes;
 } page_read;
 
-/* The page header at `at`, read from at most `room` bytes of the file: a header that would
-   run past them is refused by the header reader, as if the file ended there. Through the
-   descriptor, HEADER_WINDOW bytes are read first, and more only while the header does not
-   parse in those: a page's header, not its body. */
+/* The page header at `at`, read from at most `room` bytes of the file (which the caller
+   checked lie inside it): a header that would run past them is refused by the header reader,
+   as if the file ended there. Through the descriptor, HEADER_WINDOW bytes are read first, and
+   eight times more only while the header runs past what was read, up to
+   MAX_PAGE_HEADER_BYTES: a page's header, not its body, and never more because a field
+   claims it. A header refused for what it says (a size past MAX_PAGE_BYTES, a field of the
+   wrong type) is refused at once. */
 static int read_header_at(const uint8_t *file, int fd, size_t file_size, int64_t at,
                           size_t room, read_buffer *buffer, bw_page_header *h, page_read *p,
                           char *error) {
-    size_t window = file != NULL || room < HEADER_WINDOW ? room : HEADER_WINDOW;
+    const size_t most = room < MAX_PAGE_HEADER_BYTES ? room : MAX_PAGE_HEADER_BYTES;
+    size_t window = file != NULL || most < HEADER_WINDOW ? most : HEADER_WINDOW;
     for (;;) {
         int rc = file_bytes(file, fd, file_size, (uint64_t)at, window, buffer, &p->bytes,
                             error);
         if (rc != BW_PAGES_OK)
             return rc;
-        rc = bw_parquet_page_header(p->bytes, window, h, &p->header_size, error);
-        if (rc != BW_PAGES_MALFORMED || window == room) {
-            p->at = at;
-            p->available = window;
+        int ran_out;
+        rc = parse_page_header(p->bytes, window, h, &p->header_size, &ran_out, error);
+        p->at = at;
+        p->available = window;
+        if (rc == BW_PAGES_MALFORMED && ran_out && window == most && most < room)
+            return malformed(error, "page header longer than the %zu bytes a header may take",
+                             MAX_PAGE_HEADER_BYTES);
+        if (rc != BW_PAGES_MALFORMED || !ran_out || window == most)
             return rc;
-        }
-        window = room / 8 < window ? room : window * 8;
+        window = most / 8 < window ? most : window * 8;
     }
 }
 
 /* *body: the body_size bytes after the page's header, which the caller checked lie inside
-   the room its header was read from; read now when they were not read with the header. */
+   the room its header was read from; read now (only those not read with the header) when
+   they were not. The page, header and body, must be at most MAX_PAGE_BYTES: checked before
+   anything is read or allocated for it. */
 static int page_body(const uint8_t *file, int fd, size_t file_size, page_read *p,
                      size_t body_size, read_buffer *buffer, const uint8_t **body, char *error) {
-    size_t need = p->header_size + body_size;
+    uint64_t need = (uint64_t)p->header_size + body_size;
+    if (need > (uint64_t)MAX_PAGE_BYTES)
+        return page_too_large(need, error);
     if (need > p->available) {
-        int rc = file_bytes(file, fd, file_size, (uint64_t)p->at, need, buffer, &p->bytes,
-                            error);
-        if (rc != BW_PAGES_OK)
-            return rc;
-        p->available = need;
+        if (file != NULL) {
+            p->bytes = file + p->at;
+        } else {
+            /* p->bytes is buffer->data: the bytes read with the header are kept */
+            int rc = buffer_reserve(buffer, (size_t)need);
+            if (rc == BW_PAGES_OK)
+                rc = read_into(fd, buffer->data + p->available, (size_t)need - p->available,
+                               (uint64_t)p->at + p->available, file_size, error);
+            if (rc != BW_PAGES_OK)
+                return rc;
+            p->bytes = buffer->data;
+        }
+        p->available = (size_t)need;
     }
     *body = p->bytes + p->header_size;
     return BW_PAGES_OK;
@@ -1347,16 +1405,15 @@ static int take_from_page(const bw_chunk_take *q, const bw_page_location *loc,
                           int64_t page_rows, size_t first, size_t last, scratch *s,
                           bw_bytes *values, int64_t *lengths, char *error) {
     size_t page_size = (size_t)loc->compressed_size;
-    const uint8_t *page;
-    int rc = file_bytes(q->file, q->fd, q->file_size, (uint64_t)loc->offset, page_size,
-                        &s->page, &page, error);
-    if (rc != BW_PAGES_OK)
-        return rc;
+    if ((uint64_t)page_size > (uint64_t)MAX_PAGE_BYTES) /* before anything is read */
+        return page_too_large(page_size, error);
     bw_page_header h;
-    size_t header_size;
-    rc = bw_parquet_page_header(page, page_size, &h, &header_size, error);
+    page_read page;
+    int rc = read_header_at(q->file, q->fd, q->file_size, loc->offset, page_size, &s->page,
+                            &h, &page, error);
     if (rc != BW_PAGES_OK)
         return rc;
+    size_t header_size = page.header_size;
     if (h.type != BW_PQ_DATA_PAGE && h.type != BW_PQ_DATA_PAGE_V2)
         return malformed(error, "the offset index points at a page of type %d", (int)h.type);
     if ((h.type == BW_PQ_DATA_PAGE ? !h.has_v1 : !h.has_v2) || h.num_values < 0)
@@ -1382,9 +1439,13 @@ static int take_from_page(const bw_chunk_take *q, const bw_page_location *loc,
     if (h.type == BW_PQ_DATA_PAGE_V2 && h.num_rows != page_rows)
         return malformed(error, "v2 page says %d rows, the offset index %lld",
                          (int)h.num_rows, (long long)page_rows);
+    const uint8_t *body;
+    rc = page_body(q->file, q->fd, q->file_size, &page, (size_t)h.compressed_size, &s->page,
+                   &body, error);
+    if (rc != BW_PAGES_OK)
+        return rc;
     page_parts d;
-    rc = read_page_parts(q->codec, &h, page + header_size, q->max_rep, q->max_def, s, &d,
-                         error);
+    rc = read_page_parts(q->codec, &h, body, q->max_rep, q->max_def, s, &d, error);
     if (rc != BW_PAGES_OK)
         return rc;
 

@@ -14,7 +14,10 @@
    header, the footer), `file_size` being its size when it was opened. A file read that way
    which is cut short, even while it is read, gives BW_PAGES_MALFORMED saying the file
    changed, never a fault: a memory map of it would kill the process with SIGBUS at the
-   first byte past its new end. */
+   first byte past its new end. A page header is looked for in 4 KiB first, and in more only
+   while the bytes read end inside it, up to 16 MiB (a longer one is refused, as pyarrow
+   refuses it); a page whose bytes in the file (header and body) or whose uncompressed body
+   are more than 1 GiB is refused before it is read. */
 #ifndef BW_PARQUET_PAGES_H
 #define BW_PARQUET_PAGES_H
 #include <stddef.h>
@@ -96,7 +99,8 @@ typedef struct {
 int bw_parquet_walk_pages(const bw_chunk_walk *walk, bw_page_location **pages, size_t *count,
                           char *error);
 
-/* A PageHeader at the start of data; *header_size is how many bytes it took. */
+/* A PageHeader at the start of data; *header_size is how many bytes it took. One saying
+   more than 1 GiB uncompressed is refused. */
 int bw_parquet_page_header(const uint8_t *data, size_t size, bw_page_header *header,
                            size_t *header_size, char *error);
 

@@ -819,6 +819,121 @@ TEST(page_larger_than_a_page_may_be) {
     free(buf);
 }
 
+/* A file of `size` bytes (sparse: zeros) whose first bytes are `head` (n of them), open for
+   reading through its descriptor. */
+static FILE *sparse_file(const uint8_t *head, size_t n, off_t size) {
+    FILE *tmp = tmpfile();
+    CHECK(tmp != NULL && fwrite(head, 1, n, tmp) == n && fflush(tmp) == 0 &&
+          ftruncate(fileno(tmp), size) == 0);
+    return tmp;
+}
+
+/* The walk, the dictionary reader and a page location of chunk [0, size) of the file at fd,
+   each refused saying `message`, with no allocation near SMALL (`location`: the page
+   location's size). */
+static void every_reader_refuses(int fd, size_t size, int32_t location, const char *message) {
+    char error[BW_PAGES_ERROR_SIZE] = "";
+    bw_chunk_walk w = {.file = NULL, .fd = fd, .file_size = size, .chunk_start = 0,
+                       .chunk_size = (int64_t)size, .group_rows = 4,
+                       .codec = BW_PQ_UNCOMPRESSED, .null_count = -1};
+    bw_page_location *pages = NULL;
+    size_t count = 0;
+    largest_allocation = 0;
+    CHECK_EQ(bw_parquet_walk_pages(&w, &pages, &count, error), BW_PAGES_MALFORMED);
+    CHECK(strstr(error, message) != NULL);
+    CHECK(largest_allocation < SMALL);
+    uint8_t *values = NULL;
+    largest_allocation = 0;
+    CHECK_EQ(bw_parquet_dictionary(NULL, fd, size, 0, -1, BW_PQ_UNCOMPRESSED, 4, &values,
+                                   &count, error), BW_PAGES_MALFORMED);
+    CHECK(strstr(error, message) != NULL);
+    CHECK(largest_allocation < SMALL);
+    bw_page_location loc = {0, 0, location};
+    int64_t rows[] = {0}, lengths[1];
+    bw_chunk_take q = {.file = NULL, .fd = fd, .file_size = size, .pages = &loc,
+                       .page_count = 1, .group_rows = 4, .codec = BW_PQ_UNCOMPRESSED,
+                       .value_width = 4, .rows = rows, .row_count = 1};
+    bw_bytes out = {NULL, 0, 0};
+    size_t pages_read = 0;
+    largest_allocation = 0;
+    CHECK_EQ(bw_parquet_take_chunk(&q, &out, lengths, &pages_read, error), BW_PAGES_MALFORMED);
+    CHECK(strstr(error, message) != NULL);
+    CHECK(largest_allocation < SMALL);
+    free(out.data);
+}
+
+TEST(a_header_refused_for_what_it_says_is_read_no_further) {
+    /* a header saying 2^30 + 1 bytes uncompressed at the start of a 64 MiB chunk read through
+       the descriptor: refused from the first bytes read, the rest of the chunk never read */
+    uint8_t head[64];
+    size_t h = data_page(head, 4, ((int64_t)1 << 30) + 1, 16, BW_PQ_PLAIN);
+    size_t size = (size_t)64 << 20;
+    FILE *tmp = sparse_file(head, h, (off_t)size);
+    every_reader_refuses(fileno(tmp), size, 32 << 20, "more than the 1073741824 a page may hold");
+    fclose(tmp);
+}
+
+TEST(a_header_is_looked_for_in_at_most_16_mib) {
+    /* a header with a field claiming 1 GiB (id 9, binary: skipped) in a 64 MiB chunk: looked
+       for in 16 MiB at most, as pyarrow looks, whatever the field claims */
+    uint8_t head[64];
+    size_t n = page_start(head, BW_PQ_DATA_PAGE, 16, 16);
+    head[n++] = 0x68; /* field 9 (delta 6): binary */
+    n += put_varint(head + n, (uint64_t)1 << 30);
+    size_t size = (size_t)64 << 20;
+    FILE *tmp = sparse_file(head, n, (off_t)size);
+    char error[BW_PAGES_ERROR_SIZE] = "";
+    bw_chunk_walk w = {.file = NULL, .fd = fileno(tmp), .file_size = size, .chunk_start = 0,
+                       .chunk_size = (int64_t)size, .group_rows = 4,
+                       .codec = BW_PQ_UNCOMPRESSED, .null_count = -1};
+    bw_page_location *pages = NULL;
+    size_t count = 0;
+    largest_allocation = 0;
+    CHECK_EQ(bw_parquet_walk_pages(&w, &pages, &count, error), BW_PAGES_MALFORMED);
+    CHECK(strstr(error, "page header longer than the 16777216 bytes a header may take") != NULL);
+    CHECK(largest_allocation <= ((size_t)16 << 20) + 1);
+    fclose(tmp);
+    /* a header of 3 MiB (a field of that many bytes) is found, the window grown to it */
+    size_t pad = (size_t)3 << 20;
+    uint8_t *file = malloc(pad + 64 + 16);
+    size_t ph = padded_page_header(file, 4, 16, pad);
+    for (int32_t i = 0; i < 4; i++)
+        memcpy(file + ph + 4 * (size_t)i, &(int32_t){40 + i}, 4);
+    tmp = sparse_file(file, ph + 16, (off_t)(ph + 16));
+    w.fd = fileno(tmp);
+    w.file_size = ph + 16;
+    w.chunk_size = (int64_t)(ph + 16);
+    CHECK_EQ(bw_parquet_walk_pages(&w, &pages, &count, error), BW_PAGES_OK);
+    CHECK(count == 1 && pages[0].compressed_size == (int32_t)(ph + 16));
+    free(pages);
+    fclose(tmp);
+    free(file);
+}
+
+TEST(a_page_location_past_the_page_limit_is_refused_before_it_is_read) {
+    /* an offset index location of 2^30 + 1 bytes in a file that has them: refused before a
+       byte of it is read or a buffer made for it */
+    uint8_t head[64];
+    size_t h = page_header(head, 4, 16);
+    size_t size = ((size_t)1 << 30) + 4096;
+    FILE *tmp = sparse_file(head, h, (off_t)size);
+    bw_page_location loc = {0, 0, (int32_t)(((int64_t)1 << 30) + 1)};
+    int64_t rows[] = {0}, lengths[1];
+    bw_chunk_take q = {.file = NULL, .fd = fileno(tmp), .file_size = size, .pages = &loc,
+                       .page_count = 1, .group_rows = 4, .codec = BW_PQ_UNCOMPRESSED,
+                       .value_width = 4, .rows = rows, .row_count = 1};
+    bw_bytes out = {NULL, 0, 0};
+    size_t pages_read = 0;
+    char error[BW_PAGES_ERROR_SIZE] = "";
+    largest_allocation = 0;
+    CHECK_EQ(bw_parquet_take_chunk(&q, &out, lengths, &pages_read, error), BW_PAGES_MALFORMED);
+    CHECK(strstr(error, "page of 1073741825 bytes with its header, more than the 1073741824 a "
+                        "page may hold") != NULL);
+    CHECK(largest_allocation < SMALL);
+    free(out.data);
+    fclose(tmp);
+}
+
 RUN_TESTS(fields_by_delta_and_by_id, every_truncation_is_refused, depth_and_lying_counts,
           required_scalar_page, list_page_with_bit_packed_and_rle_levels, offset_index_checks,
           offset_index_pages_stay_in_their_chunk, walker_bounds, walker_rows_of_list_pages,
@@ -826,4 +941,6 @@ RUN_TESTS(fields_by_delta_and_by_id, every_truncation_is_refused, depth_and_lyin
           descriptor_reads_are_the_memory_reads_and_a_cut_file_is_an_error,
           claimed_values_allocate_nothing, claimed_dictionary_indices_allocate_nothing,
           claimed_list_levels_allocate_nothing, claimed_uncompressed_sizes_allocate_nothing,
-          page_larger_than_a_page_may_be)
+          page_larger_than_a_page_may_be, a_header_refused_for_what_it_says_is_read_no_further,
+          a_header_is_looked_for_in_at_most_16_mib,
+          a_page_location_past_the_page_limit_is_refused_before_it_is_read)
