@@ -308,6 +308,39 @@ def test_dictionaries_kept_stay_under_cache_bytes(many_groups, monkeypatch, cach
     assert sum(size for _, size in made) > 10 << 20  # what keeping them all would hold
 
 
+def test_close_lets_go_of_what_the_cache_kept(many_groups, monkeypatch):
+    """close() drops the dictionaries and page tables a TableFile kept (followed through weak
+    references) along with its descriptor, even while the object itself is still held."""
+    import gc
+    import weakref
+
+    path, table = many_groups
+    made = []
+    real_dictionary, real_walk = _core.parquet_dictionary, _core.parquet_walk_pages
+
+    def tracked(real):
+        def call(*args):
+            result = real(*args)
+            made.append(weakref.ref(result))
+            return result
+        return call
+
+    monkeypatch.setattr(_core, "parquet_dictionary", tracked(real_dictionary))
+    monkeypatch.setattr(_core, "parquet_walk_pages", tracked(real_walk))
+    open_before = len(os.listdir("/proc/self/fd"))
+    f = TableFile(path)
+    rows = [3, GROUP_ROWS + 1, 7 * GROUP_ROWS]
+    assert f.take(rows).equals(table.take(rows))
+    gc.collect()
+    assert len(made) == 6 and all(ref() is not None for ref in made)
+    f.close()
+    gc.collect()
+    assert [ref() is None for ref in made] == [True] * 6
+    assert len(os.listdir("/proc/self/fd")) == open_before
+    with pytest.raises(ValueError, match="closed"):
+        f.take(rows)
+
+
 def test_results_hold_only_their_rows(many_groups):
     """3,000 results of one row each, from as many row groups, kept: each holds its 8 bytes
     of values, not the 4 KiB its values buffer started at (~12 MB for all of them)."""

@@ -317,6 +317,11 @@ class _ChunkCache:
         self._entries.move_to_end(key)
         return entry[0]
 
+    def clear(self) -> None:
+        """Drops every entry."""
+        self._entries.clear()
+        self.bytes = 0
+
     def put(self, key: Any, value: Any) -> None:
         size = self.ENTRY_BYTES + getattr(value, "nbytes", 0)
         old = self._entries.pop(key, None)
@@ -659,8 +664,9 @@ class TableFile:
             self._release()
 
     def _release(self) -> None:
-        """Lets go of the readers and the descriptor (each once, whatever was opened; called
-        with ``_state`` held, or before the object is shared)."""
+        """Lets go of the readers, the descriptor and what the cache kept (each once,
+        whatever was opened; called with ``_state`` held, or before the object is shared)."""
+        self._cache.clear()
         parquet, self._parquet = self._parquet, None
         if parquet is not None:
             parquet.close()
