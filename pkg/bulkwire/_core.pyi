@@ -289,21 +289,21 @@ def encode_batch(
 # raises ValueError, a read that fails OSError; None means the chunk's pages are not covered
 # (read through pyarrow).
 
-ParquetFileArg = Buffer | tuple[int, int]
+_ParquetFileArg = Buffer | tuple[int, int]
 
 HAVE_SNAPPY: int
 PARQUET_HAVE_ZSTD: int
 
 def read_ranges(fd: int, size: int, offsets: ArrayLike, lengths: ArrayLike, /) -> NDArray[numpy.uint8]: ...
-def parquet_index_locations(file: ParquetFileArg, groups: int, columns: int, /) -> NDArray[numpy.int64]: ...
-def parquet_offset_index(file: ParquetFileArg, offset: int, length: int, group_rows: int,
+def parquet_index_locations(file: _ParquetFileArg, groups: int, columns: int, /) -> NDArray[numpy.int64]: ...
+def parquet_offset_index(file: _ParquetFileArg, offset: int, length: int, group_rows: int,
                          chunk_start: int, chunk_size: int, /) -> NDArray[numpy.int64]: ...
-def parquet_walk_pages(file: ParquetFileArg, chunk_start: int, chunk_size: int, group_rows: int, codec: int,
+def parquet_walk_pages(file: _ParquetFileArg, chunk_start: int, chunk_size: int, group_rows: int, codec: int,
                        max_rep: int, list_size: int, null_count: int, /) -> NDArray[numpy.int64] | None: ...
-def parquet_dictionary(file: ParquetFileArg, offset: int, next_page: int, codec: int, value_width: int,
+def parquet_dictionary(file: _ParquetFileArg, offset: int, next_page: int, codec: int, value_width: int,
                        /) -> NDArray[numpy.uint8] | None: ...
 def parquet_take_chunk(
-    file: ParquetFileArg,
+    file: _ParquetFileArg,
     pages: NDArray[numpy.int64],
     group_rows: int,
     codec: int,
