@@ -35,6 +35,14 @@ import time
 HERE = pathlib.Path(__file__).resolve().parent
 #: seconds a target may run past its budget (its last input, its exit) before it counts as hung
 HANG_GRACE = 120
+#: Memory limits of every run, so that an input making bulkwire allocate far more than its
+#: few kilobytes can hold is a finding, not a slow run or a killed CI job. -rss_limit_mb
+#: stops at the process's peak resident size (the interpreter, pyarrow and the targets' files
+#: take about 200 MB); -malloc_limit_mb at the first single allocation that large, touched or
+#: not, where libFuzzer's malloc hooks work: with the sanitizer runtime preloaded (the
+#: sanitizer step), not in the normal build, where only what is touched counts.
+RSS_LIMIT_MB = 1536
+MALLOC_LIMIT_MB = 512
 
 
 def targets() -> list[str]:
@@ -87,7 +95,8 @@ def run_target(name: str, seconds: int, artifacts: pathlib.Path,
             else:
                 corpus.mkdir(parents=True)
         prefix = artifacts / f"{name}-"
-        args = [f"-max_total_time={seconds}", "-timeout=20", "-rss_limit_mb=4096",
+        args = [f"-max_total_time={seconds}", "-timeout=20", f"-rss_limit_mb={RSS_LIMIT_MB}",
+                f"-malloc_limit_mb={MALLOC_LIMIT_MB}",
                 "-max_len=4096", "-print_final_stats=1", f"-artifact_prefix={prefix}", str(corpus)]
         started = time.monotonic()
         # The wall-clock guard is a backstop for a hang libFuzzer's own -timeout misses.

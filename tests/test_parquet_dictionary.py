@@ -6,6 +6,8 @@ chunks whose dictionary outgrew its limit and went on with PLAIN pages. The chun
 MalformedFileError naming the file."""
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -236,6 +238,149 @@ def test_dictionary_read_once_per_chunk(files, tables, monkeypatch):
     assert len(calls) == 4 and len(set(calls)) == 4
 
 
+# ---- what a TableFile keeps ----------------------------------------------------------------
+
+GROUPS, GROUP_ROWS = 3000, 1000
+
+
+@pytest.fixture(scope="module")
+def many_groups(tmp_path_factory):
+    """3,000 row groups of an int64 column of ~600 distinct values each: a dictionary page of
+    ~5 KB per chunk, ~15 MB of them in the file."""
+    path = str(tmp_path_factory.mktemp("groups") / "groups.parquet")
+    rng = np.random.default_rng(3)
+    with pq.ParquetWriter(path, pa.schema([("x", pa.int64())]), compression="none") as w:
+        for g in range(GROUPS):
+            x = rng.integers(0, 1000, GROUP_ROWS) + g * 1000
+            w.write_table(pa.table({"x": pa.array(x)}), row_group_size=GROUP_ROWS)
+    return path, pq.read_table(path)
+
+
+def _anonymous_memory() -> int:
+    """The process's resident anonymous memory (the mapped file's pages left out)."""
+    return next(int(line.split()[1]) * 1024 for line in open("/proc/self/status")
+                if line.startswith("RssAnon:"))
+
+
+@pytest.mark.parametrize("cache_bytes", [0, 1 << 20])
+def test_dictionaries_kept_stay_under_cache_bytes(many_groups, monkeypatch, cache_bytes):
+    """Lookups spread over 3,000 row groups of one TableFile: the dictionaries it keeps (the
+    arrays still alive, followed through weak references, not the cache's own count) stay
+    under cache_bytes (or one dictionary), and so does the process's resident anonymous
+    memory, where keeping all of them took ~16 MB. Dictionaries dropped are read again when
+    their chunk is touched again, and the rows stay Table.take's."""
+    import gc
+    import weakref
+
+    path, table = many_groups
+    made = []
+    real = _core.parquet_dictionary
+
+    def tracked(*args):
+        dictionary = real(*args)
+        made.append((weakref.ref(dictionary), dictionary.nbytes))
+        return dictionary
+
+    monkeypatch.setattr(_core, "parquet_dictionary", tracked)
+    rng = np.random.default_rng(5)
+    with TableFile(path, cache_bytes=cache_bytes) as f:
+        assert f.paths == {"x": "walked pages"}
+        f.take([0])
+        gc.collect()
+        before = _anonymous_memory()
+        asked = [(np.arange(first, first + 50) * GROUP_ROWS  # 50 row groups a lookup
+                  + rng.integers(0, GROUP_ROWS, 50)).tolist() for first in range(0, GROUPS, 50)]
+        asked.append([5, 1007, 2_999_999])  # back to the start
+        got = [f.take(rows) for rows in asked]
+        gc.collect()
+        grown = _anonymous_memory() - before
+        for rows, result in zip(asked, got):
+            assert result.equals(table.take(rows))
+        alive = sum(size for ref, size in made if ref() is not None)
+        largest = max(size for _, size in made)
+        assert alive <= max(cache_bytes, largest)
+        assert f._cache.bytes <= max(cache_bytes, largest + f._cache.ENTRY_BYTES)
+        # each read once, and the two dropped ones again (with nothing kept, also any read
+        # before its own page table dropped it)
+        assert len(made) == GROUPS + 2 if cache_bytes else len(made) >= GROUPS + 2
+        if not os.environ.get("BULKWIRE_SANITIZER"):  # ASan keeps freed memory a while
+            assert grown < cache_bytes + (4 << 20)
+    assert sum(size for _, size in made) > 10 << 20  # what keeping them all would hold
+
+
+def test_close_lets_go_of_what_the_cache_kept(many_groups, monkeypatch):
+    """close() drops the dictionaries and page tables a TableFile kept (followed through weak
+    references) along with its descriptor, even while the object itself is still held."""
+    import gc
+    import weakref
+
+    path, table = many_groups
+    made = []
+    real_dictionary, real_walk = _core.parquet_dictionary, _core.parquet_walk_pages
+
+    def tracked(real):
+        def call(*args):
+            result = real(*args)
+            made.append(weakref.ref(result))
+            return result
+        return call
+
+    monkeypatch.setattr(_core, "parquet_dictionary", tracked(real_dictionary))
+    monkeypatch.setattr(_core, "parquet_walk_pages", tracked(real_walk))
+    open_before = len(os.listdir("/proc/self/fd"))
+    f = TableFile(path)
+    rows = [3, GROUP_ROWS + 1, 7 * GROUP_ROWS]
+    assert f.take(rows).equals(table.take(rows))
+    gc.collect()
+    assert len(made) == 6 and all(ref() is not None for ref in made)
+    f.close()
+    gc.collect()
+    assert [ref() is None for ref in made] == [True] * 6
+    assert len(os.listdir("/proc/self/fd")) == open_before
+    with pytest.raises(ValueError, match="closed"):
+        f.take(rows)
+
+
+def test_results_hold_only_their_rows(many_groups):
+    """3,000 results of one row each, from as many row groups, kept: each holds its 8 bytes
+    of values, not the 4 KiB its values buffer started at (~12 MB for all of them)."""
+    import gc
+
+    path, table = many_groups
+    with TableFile(path) as f:
+        f.take([0])
+        for first in range(0, GROUPS, 100):  # every dictionary and page table read, kept
+            f.take((np.arange(first, first + 100) * GROUP_ROWS).tolist())
+        gc.collect()
+        before = _anonymous_memory()
+        kept = [f.take([g * GROUP_ROWS + 1]) for g in range(GROUPS)]
+        gc.collect()
+        grown = _anonymous_memory() - before
+    assert pa.concat_tables(kept).equals(table.take((np.arange(GROUPS) * GROUP_ROWS + 1).tolist()))
+    if not os.environ.get("BULKWIRE_SANITIZER"):  # ASan's allocator pads every block
+        assert grown < 6 << 20
+
+
+def test_default_cache_keeps_every_dictionary_of_a_small_file(many_groups, monkeypatch):
+    """Under the default bound (64 MiB) the 15 MB of dictionaries are all kept: a second pass
+    reads none again."""
+    path, table = many_groups
+    calls = []
+    real = _core.parquet_dictionary
+    monkeypatch.setattr(_core, "parquet_dictionary", lambda *a: calls.append(1) or real(*a))
+    with TableFile(path) as f:
+        for _ in range(2):
+            rows = (np.arange(GROUPS) * GROUP_ROWS + 17).tolist()
+            assert f.take(rows).equals(table.take(rows))
+    assert len(calls) == GROUPS
+
+
+def test_cache_bytes_is_checked():
+    for bad in (-1, 1.5, True, "1"):
+        with pytest.raises(ValueError, match="cache_bytes must be a non-negative int"):
+            TableFile(__file__, cache_bytes=bad)
+
+
 # ---- crafted dictionaries and indices -----------------------------------------------------
 
 def _chunk(path, leaf, group=0):
@@ -244,7 +389,8 @@ def _chunk(path, leaf, group=0):
     locations = _core.parquet_index_locations(data, meta.num_row_groups, meta.num_columns)
     rows = meta.row_group(group).num_rows
     offset, length = (int(v) for v in locations[group, leaf, :2])
-    pages = _core.parquet_offset_index(data, offset, length, rows)
+    pages = _core.parquet_offset_index(data, offset, length, rows,
+                                       *(int(v) for v in locations[group, leaf, 4:6]))
     return data, int(locations[group, leaf, 3]), pages, rows
 
 
@@ -303,7 +449,7 @@ def test_bit_packed_indices_short_of_their_groups_are_malformed(tmp_path):
     meta = pq.ParquetFile(path).metadata
     locations = _core.parquet_index_locations(data, 1, 1)
     first_page = int(_core.parquet_offset_index(data, *(int(v) for v in locations[0, 0, :2]),
-                                                16)[0, 0])
+                                                16, *(int(v) for v in locations[0, 0, 4:6]))[0, 0])
     at = data.index(b"\x03\x05", first_page)  # bit width 3, a bit-packed run of 2 groups
     assert meta.num_rows == 16
     with TableFile(path) as f:

@@ -107,7 +107,9 @@ def _pages_holding(path, leaf, rows):
             g = int(np.searchsorted(offsets, row, side="right") - 1)
             pages = _core.parquet_offset_index(m, int(locations[g, leaf, 0]),
                                                int(locations[g, leaf, 1]),
-                                               int(offsets[g + 1] - offsets[g]))
+                                               int(offsets[g + 1] - offsets[g]),
+                                               int(locations[g, leaf, 4]),
+                                               int(locations[g, leaf, 5]))
             touched.add((g, int(np.searchsorted(pages[:, 2], row - offsets[g], side="right"))))
     return len(touched)
 
@@ -203,9 +205,10 @@ def _offset_index_span(path, leaf=3, group=0):
     data = open(path, "rb").read()
     locations = _core.parquet_index_locations(data, f.metadata.num_row_groups,
                                               f.metadata.num_columns)
-    offset, length = (int(v) for v in locations[group, leaf, :2])
+    offset, length, _, _, start, size, _ = (int(v) for v in locations[group, leaf])
     rows = f.metadata.row_group(group).num_rows
-    return data, offset, length, _core.parquet_offset_index(data, offset, length, rows)
+    return data, offset, length, _core.parquet_offset_index(data, offset, length, rows, start,
+                                                            size)
 
 
 def _patched(tmp_path, data, at, new: bytes, name="c.parquet"):
@@ -245,7 +248,7 @@ def test_crafted_page_sizes_are_caught(tmp_path, page_files):
 def test_crafted_offset_index_outside_the_file(tmp_path, page_files):
     data, offset, length, pages = _offset_index_span(page_files["none", "1.0"])
     with pytest.raises(ValueError, match="outside the file"):
-        _core.parquet_offset_index(data, offset, length + 10 ** 9, 1100)
+        _core.parquet_offset_index(data, offset, length + 10 ** 9, 1100, 4, 100)
     bad = pages.copy()
     bad[1, 0] = len(data) - 2
     with pytest.raises(ValueError, match="bad location"):

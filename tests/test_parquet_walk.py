@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+import parquet_craft as pc
 from bulkwire import _core
 from bulkwire.errors import MalformedFileError
 from bulkwire.parquet import PAGES, WALKED_PAGES, TableFile, take
@@ -112,7 +113,8 @@ def _chunk_tables(path: str, walk: bool, plans: dict) -> dict:
                     out[g, leaf] = _core.parquet_walk_pages(m, start, size, rows, codec, max_rep,
                                                             list_size, nulls)
                 else:
-                    out[g, leaf] = _core.parquet_offset_index(m, offset, length, rows)
+                    out[g, leaf] = _core.parquet_offset_index(m, offset, length, rows, start,
+                                                              size)
     return out
 
 
@@ -225,28 +227,11 @@ def test_page_index_still_preferred(tmp_path, tables):
 
 # ---- crafted files -------------------------------------------------------------------------
 
-def _varint(data, at):
-    """The ULEB128 value at `at` and where it ends."""
-    value, shift = 0, 0
-    while True:
-        b = data[at]
-        value |= (b & 0x7F) << shift
-        at += 1
-        shift += 7
-        if not b & 0x80:
-            return value, at
-
-
 def _zigzag_of_length(value: int, length: int) -> bytes:
     """A zigzag ULEB128 of exactly `length` bytes (padded with continuation bytes)."""
-    n = (value << 1) ^ (value >> 31)
-    out = []
-    for i in range(length):
-        b = n & 0x7F
-        n >>= 7
-        out.append(b | (0x80 if i + 1 < length else 0))
-    assert n == 0, "value too large for the length"
-    return bytes(out)
+    out = pc.varint(pc.zigzag(value), length)
+    assert len(out) == length, "value too large for the length"
+    return out
 
 
 def _header_fields(data: bytes, at: int) -> dict:
@@ -257,14 +242,14 @@ def _header_fields(data: bytes, at: int) -> dict:
     pos = at
     for name in ("type", "uncompressed", "compressed"):
         assert data[pos] == 0x15
-        _, end = _varint(data, pos + 1)
+        _, end = pc.read_varint(data, pos + 1)
         fields[name] = (pos + 1, end - pos - 1)
         pos = end
     if data[pos] == 0x15:  # crc
-        _, pos = _varint(data, pos + 1)
+        _, pos = pc.read_varint(data, pos + 1)
     assert data[pos] & 0x0F == 0x0C  # a struct: the data page header
     assert data[pos + 1] == 0x15  # its field 1, num_values
-    _, end = _varint(data, pos + 2)
+    _, end = pc.read_varint(data, pos + 2)
     fields["num_values"] = (pos + 2, end - pos - 2)
     return fields
 
@@ -337,7 +322,7 @@ def test_page_rows_that_do_not_add_up(tmp_path, tables, leaf, name, message):
     pages = _chunk_tables(source, True, {leaf: LEAF_PLANS[leaf]})[0, leaf]
     at = int(pages[0, 0])
     where, length = _header_fields(data, at)["num_values"]
-    raw, _ = _varint(data, where)
+    raw, _ = pc.read_varint(data, where)
     num_values = (raw >> 1) ^ -(raw & 1)
     if leaf == 4:  # a list page one level longer: its levels run out, or start mid-row
         new = num_values + 1

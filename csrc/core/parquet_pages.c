@@ -17,8 +17,14 @@
 #include <snappy-c.h>
 #endif
 
-/* A page larger than this is refused before anything is allocated for it. */
+/* A page larger than this uncompressed, or whose bytes in the file (its header and
+   compressed body) are more than this, is refused before anything is read or allocated for
+   it. */
 #define MAX_PAGE_BYTES ((int64_t)1 << 30)
+
+/* A page header is looked for in at most this many bytes, whatever lengths its fields claim:
+   a longer one is refused, as pyarrow's reader refuses it. */
+#define MAX_PAGE_HEADER_BYTES ((size_t)16 << 20)
 
 static int malformed(char *error, const char *format, ...) {
     va_list args;
@@ -48,6 +54,27 @@ typedef struct {
     size_t capacity;
 } read_buffer;
 
+/* Room for `length` bytes (and one more) in the buffer, what it holds kept. */
+static int buffer_reserve(read_buffer *buffer, size_t length) {
+    if (length + 1 > buffer->capacity) {
+        uint8_t *grown = realloc(buffer->data, length + 1);
+        if (grown == NULL)
+            return BW_PAGES_NO_MEMORY;
+        buffer->data = grown;
+        buffer->capacity = length + 1;
+    }
+    return BW_PAGES_OK;
+}
+
+/* Reads bytes [offset, offset + length) of the file `fd` into out (see file_bytes). */
+static int read_into(int fd, uint8_t *out, size_t length, uint64_t offset, size_t file_size,
+                     char *error) {
+    int rc = bw_read_exact(fd, out, length, offset, file_size, error, BW_PAGES_ERROR_SIZE);
+    if (rc != BW_READ_OK)
+        return rc == BW_READ_SHORT ? BW_PAGES_MALFORMED : BW_PAGES_READ_FAILED;
+    return BW_PAGES_OK;
+}
+
 /* Bytes [offset, offset + length) of the file, which the caller checked lie inside its
    file_size bytes: *bytes points into `file` when the whole file is in memory, else (file
    NULL) at `buffer`, where they were read from `fd`. A file that ends sooner than file_size
@@ -59,19 +86,12 @@ static int file_bytes(const uint8_t *file, int fd, size_t file_size, uint64_t of
         *bytes = file + offset;
         return BW_PAGES_OK;
     }
-    if (length + 1 > buffer->capacity) {
-        uint8_t *grown = realloc(buffer->data, length + 1);
-        if (grown == NULL)
-            return BW_PAGES_NO_MEMORY;
-        buffer->data = grown;
-        buffer->capacity = length + 1;
-    }
-    int rc = bw_read_exact(fd, buffer->data, length, offset, file_size, error,
-                           BW_PAGES_ERROR_SIZE);
-    if (rc != BW_READ_OK)
-        return rc == BW_READ_SHORT ? BW_PAGES_MALFORMED : BW_PAGES_READ_FAILED;
-    *bytes = buffer->data;
-    return BW_PAGES_OK;
+    int rc = buffer_reserve(buffer, length);
+    if (rc == BW_PAGES_OK)
+        rc = read_into(fd, buffer->data, length, offset, file_size, error);
+    if (rc == BW_PAGES_OK)
+        *bytes = buffer->data;
+    return rc;
 }
 
 /* ---- footer ---------------------------------------------------------------------------- */
@@ -326,8 +346,8 @@ static int read_page_location(bw_thrift *t, bw_page_location *loc, char *error) 
 }
 
 int bw_parquet_offset_index(const uint8_t *data, size_t size, size_t file_size,
-                            int64_t group_rows, bw_page_location **pages, size_t *count,
-                            char *error) {
+                            int64_t chunk_start, int64_t chunk_size, int64_t group_rows,
+                            bw_page_location **pages, size_t *count, char *error) {
     bw_thrift t;
     bw_thrift_init(&t, data, size);
     bw_page_location *locs = NULL;
@@ -337,6 +357,11 @@ int bw_parquet_offset_index(const uint8_t *data, size_t size, size_t file_size,
     int type;
     *pages = NULL;
     *count = 0;
+    if (chunk_start < 0 || chunk_size < 0 || (uint64_t)chunk_start > file_size ||
+        (uint64_t)chunk_size > file_size - (uint64_t)chunk_start)
+        return malformed(error, "column chunk at %lld, %lld bytes, outside the file (%zu "
+                         "bytes)", (long long)chunk_start, (long long)chunk_size, file_size);
+    const int64_t chunk_end = chunk_start + chunk_size;
     bw_thrift_struct_begin(&t);
     for (;;) {
         if (bw_thrift_field(&t, &last, &type, &id) < 0) {
@@ -363,18 +388,28 @@ int bw_parquet_offset_index(const uint8_t *data, size_t size, size_t file_size,
             rc = BW_PAGES_NO_MEMORY;
             goto cleanup;
         }
+        int64_t previous_end = chunk_start;
         for (uint32_t i = 0; i < n; i++) {
             rc = read_page_location(&t, &locs[i], error);
             if (rc != BW_PAGES_OK)
                 goto cleanup;
             const bw_page_location *p = &locs[i];
-            if ((uint64_t)p->offset > file_size ||
-                (uint64_t)p->compressed_size > file_size - (uint64_t)p->offset) {
-                rc = malformed(error, "offset index: page %u at %lld, %d bytes, outside the "
-                               "file (%zu bytes)", (unsigned)i, (long long)p->offset,
-                               (int)p->compressed_size, file_size);
+            /* inside its own chunk (a page of another chunk would read as this column's),
+               after the page before it */
+            if (p->offset < chunk_start || p->compressed_size > chunk_end - p->offset) {
+                rc = malformed(error, "offset index: page %u at %lld, %d bytes, outside its "
+                               "column chunk (bytes %lld to %lld)", (unsigned)i,
+                               (long long)p->offset, (int)p->compressed_size,
+                               (long long)chunk_start, (long long)chunk_end);
                 goto cleanup;
             }
+            if (p->offset < previous_end) {
+                rc = malformed(error, "offset index: page %u at %lld starts before the end of "
+                               "the page before it (%lld)", (unsigned)i, (long long)p->offset,
+                               (long long)previous_end);
+                goto cleanup;
+            }
+            previous_end = p->offset + p->compressed_size;
             if ((i == 0 ? p->first_row != 0 : p->first_row <= locs[i - 1].first_row) ||
                 p->first_row >= group_rows) {
                 rc = malformed(error, "offset index: page %u starts at row %lld (row group of "
@@ -461,8 +496,11 @@ static int read_dictionary_header(bw_thrift *t, bw_page_header *h) {
     return bw_thrift_struct_end(t);
 }
 
-int bw_parquet_page_header(const uint8_t *data, size_t size, bw_page_header *h,
-                           size_t *header_size, char *error) {
+/* bw_parquet_page_header; *ran_out set when the header does not parse only because the
+   `size` bytes end inside it (more bytes might hold it), cleared otherwise. */
+static int parse_page_header(const uint8_t *data, size_t size, bw_page_header *h,
+                             size_t *header_size, int *ran_out, char *error) {
+    *ran_out = 0;
     bw_thrift t;
     bw_thrift_init(&t, data, size);
     memset(h, 0, sizeof *h);
@@ -473,8 +511,10 @@ int bw_parquet_page_header(const uint8_t *data, size_t size, bw_page_header *h,
     int type;
     bw_thrift_struct_begin(&t);
     for (;;) {
-        if (bw_thrift_field(&t, &last, &type, &id) < 0)
+        if (bw_thrift_field(&t, &last, &type, &id) < 0) {
+            *ran_out = t.ran_out;
             return thrift_failed(&t, "page header", error);
+        }
         if (type == BW_THRIFT_STOP)
             break;
         int rc;
@@ -496,16 +536,110 @@ int bw_parquet_page_header(const uint8_t *data, size_t size, bw_page_header *h,
             *(id == 8 ? &h->has_v2 : &h->has_v1) = 1;
         } else
             rc = bw_thrift_skip(&t, type);
-        if (rc < 0)
+        if (rc < 0) {
+            *ran_out = t.ran_out;
             return thrift_failed(&t, "page header", error);
+        }
     }
     if (h->type < 0 || h->uncompressed_size < 0 || h->compressed_size < 0)
         return malformed(error, "page header: type or sizes missing or negative");
+    if ((int64_t)h->uncompressed_size > MAX_PAGE_BYTES)
+        return malformed(error, "page header: %d bytes uncompressed, more than the %lld a "
+                         "page may hold", (int)h->uncompressed_size, (long long)MAX_PAGE_BYTES);
     *header_size = (size_t)(t.pos - data);
     return BW_PAGES_OK;
 }
 
-/* ---- levels ---------------------------------------------------------------------------- */
+int bw_parquet_page_header(const uint8_t *data, size_t size, bw_page_header *h,
+                           size_t *header_size, char *error) {
+    int ran_out;
+    return parse_page_header(data, size, h, header_size, &ran_out, error);
+}
+
+static int page_too_large(uint64_t bytes, char *error) {
+    return malformed(error, "page of %llu bytes with its header, more than the %lld a page "
+                     "may hold", (unsigned long long)bytes, (long long)MAX_PAGE_BYTES);
+}
+
+/* ---- a page read from the file --------------------------------------------------------- */
+
+/* Bytes a page header is first looked for in, when the file is read through its descriptor:
+   more are read only while the header does not parse in what was read because they end
+   inside it. */
+#define HEADER_WINDOW 4096
+
+/* A page as far as it has been read: `available` bytes at `bytes`, from the file's byte `at`
+   on, its header (header_size bytes) among them. */
+typedef struct {
+    int64_t at;
+    size_t header_size, available;
+    const uint8_t *bytes;
+} page_read;
+
+/* The page header at `at`, read from at most `room` bytes of the file (which the caller
+   checked lie inside it): a header that would run past them is refused by the header reader,
+   as if the file ended there. Through the descriptor, HEADER_WINDOW bytes are read first, and
+   eight times more only while the header runs past what was read, up to
+   MAX_PAGE_HEADER_BYTES: a page's header, not its body, and never more because a field
+   claims it. A header refused for what it says (a size past MAX_PAGE_BYTES, a field of the
+   wrong type) is refused at once. */
+static int read_header_at(const uint8_t *file, int fd, size_t file_size, int64_t at,
+                          size_t room, read_buffer *buffer, bw_page_header *h, page_read *p,
+                          char *error) {
+    const size_t most = room < MAX_PAGE_HEADER_BYTES ? room : MAX_PAGE_HEADER_BYTES;
+    size_t window = file != NULL || most < HEADER_WINDOW ? most : HEADER_WINDOW;
+    for (;;) {
+        int rc = file_bytes(file, fd, file_size, (uint64_t)at, window, buffer, &p->bytes,
+                            error);
+        if (rc != BW_PAGES_OK)
+            return rc;
+        int ran_out;
+        rc = parse_page_header(p->bytes, window, h, &p->header_size, &ran_out, error);
+        p->at = at;
+        p->available = window;
+        if (rc == BW_PAGES_MALFORMED && ran_out && window == most && most < room)
+            return malformed(error, "page header longer than the %zu bytes a header may take",
+                             MAX_PAGE_HEADER_BYTES);
+        if (rc != BW_PAGES_MALFORMED || !ran_out || window == most)
+            return rc;
+        window = most / 8 < window ? most : window * 8;
+    }
+}
+
+/* *body: the body_size bytes after the page's header, which the caller checked lie inside
+   the room its header was read from; read now (only those not read with the header) when
+   they were not. The page, header and body, must be at most MAX_PAGE_BYTES: checked before
+   anything is read or allocated for it. */
+static int page_body(const uint8_t *file, int fd, size_t file_size, page_read *p,
+                     size_t body_size, read_buffer *buffer, const uint8_t **body, char *error) {
+    uint64_t need = (uint64_t)p->header_size + body_size;
+    if (need > (uint64_t)MAX_PAGE_BYTES)
+        return page_too_large(need, error);
+    if (need > p->available) {
+        if (file != NULL) {
+            p->bytes = file + p->at;
+        } else {
+            /* p->bytes is buffer->data: the bytes read with the header are kept */
+            int rc = buffer_reserve(buffer, (size_t)need);
+            if (rc == BW_PAGES_OK)
+                rc = read_into(fd, buffer->data + p->available, (size_t)need - p->available,
+                               (uint64_t)p->at + p->available, file_size, error);
+            if (rc != BW_PAGES_OK)
+                return rc;
+            p->bytes = buffer->data;
+        }
+        p->available = (size_t)need;
+    }
+    *body = p->bytes + p->header_size;
+    return BW_PAGES_OK;
+}
+
+/* ---- the RLE/bit-packed hybrid (levels and dictionary indices) ------------------------- */
+
+/* The levels and dictionary indices of a page are read run by run and never stored: an RLE
+   run costs the same whatever length its header claims, a bit-packed run one step per value
+   its bytes hold, so what reading a page costs, in memory and in time, is bounded by its
+   bytes and by the rows asked for, never by the counts its header declares. */
 
 /* The header of one run of the RLE/bit-packed hybrid (a ULEB128 int at *p, advanced past it):
    *run its length (values for an RLE run, groups of 8 for a bit-packed one), *bit_packed
@@ -547,7 +681,7 @@ typedef struct {
    repeated value or the bounds of its packed bytes. A bit-packed run must hold all its
    groups, the last one's padding included, as pyarrow's reader requires of levels and
    dictionary indices alike. `what` names the stream for the error. Shared by the levels and
-   the dictionary indices, which differ only in where the values go and what bounds them. */
+   the dictionary indices, which differ only in what the values mean and what bounds them. */
 static int read_hybrid_run(const uint8_t **p, const uint8_t *end, int bit_width,
                            const char *what, int64_t done, int64_t count, hybrid_run *r,
                            char *error) {
@@ -576,97 +710,292 @@ static int read_hybrid_run(const uint8_t **p, const uint8_t *end, int bit_width,
     return BW_PAGES_OK;
 }
 
-/* Decodes `count` levels of the RLE/bit-packed hybrid at p (n bytes) into out; a level above
-   max_level is malformed. */
-static int decode_levels(const uint8_t *p, size_t n, int max_level, uint8_t *out,
-                         int64_t count, char *error) {
+/* Value i of a bit-packed run of levels (bit_width at most 8: a value spans two bytes at
+   most), `present` bytes at bits. */
+static unsigned packed_level(const uint8_t *bits, size_t present, int64_t i, int bit_width,
+                             unsigned mask) {
+    uint64_t bit = (uint64_t)i * (uint64_t)bit_width;
+    uint64_t byte = bit >> 3;
+    unsigned word = bits[byte];
+    if (byte + 1 < present)
+        word |= (unsigned)bits[byte + 1] << 8;
+    return (word >> (bit & 7)) & mask;
+}
+
+/* Value i of a bit-packed run of dictionary indices (bit_width at most 32: a value starts
+   within its first byte, so one 8-byte load holds it, and only the run's last 7 bytes are
+   read byte by byte). */
+static uint64_t packed_index(const uint8_t *bits, size_t present, int64_t i, int bit_width,
+                             uint64_t mask) {
+    uint64_t bit = (uint64_t)i * (uint64_t)bit_width;
+    size_t byte = (size_t)(bit >> 3);
+    uint64_t word = 0;
+    if (present - byte >= 8)
+        word = read_le64(bits + byte);
+    else
+        for (size_t k = 0; byte + k < present; k++)
+            word |= (uint64_t)bits[byte + k] << (8 * k);
+    return (word >> (bit & 7)) & mask;
+}
+
+static int popcount64(uint64_t x) {
+    x = x - ((x >> 1) & 0x5555555555555555u);
+    x = (x & 0x3333333333333333u) + ((x >> 2) & 0x3333333333333333u);
+    x = (x + (x >> 4)) & 0x0f0f0f0f0f0f0f0fu;
+    return (int)((x * 0x0101010101010101u) >> 56);
+}
+
+/* How many of bits [from, to) of a bit-packed run of one-bit values are set. */
+static int64_t count_set_bits(const uint8_t *bits, int64_t from, int64_t to) {
+    int64_t n = 0;
+    for (; from < to && (from & 7); from++)
+        n += bits[from >> 3] >> (from & 7) & 1;
+    for (; to - from >= 64; from += 64)
+        n += popcount64(read_le64(bits + (from >> 3)));
+    for (; from < to; from++)
+        n += bits[from >> 3] >> (from & 7) & 1;
+    return n;
+}
+
+static int level_bit_width(int max_level) {
     int bit_width = 0;
     while ((1 << bit_width) <= max_level)
         bit_width++;
+    return bit_width;
+}
+
+static int level_too_high(unsigned level, int max_level, char *error) {
+    return malformed(error, "level %u above the maximum %d", level, max_level);
+}
+
+/* The rows asked of one page: rows[0..count), ascending, `first_row` the page's first. For
+   each, where its values are among the page's values: start[j] (-1 for a null) and length[j]
+   of them. */
+typedef struct {
+    const int64_t *rows;
+    int64_t first_row;
+    size_t count;
+    int64_t *start, *length;
+} page_request;
+
+/* The definition levels of a page: `count` levels of the hybrid at p (n bytes), each checked
+   to be at most max_def; *value_count the levels at max_def (the page's values). For a page
+   of one value per row, also each requested row's start: its value's position among the
+   page's values, -1 for a null (`want` asks for no rows where the page has lists). */
+static int definition_levels(const uint8_t *p, size_t n, int max_def, int64_t count,
+                         const page_request *want, int64_t *value_count, char *error) {
+    const int bit_width = level_bit_width(max_def);
+    const unsigned mask = (1u << bit_width) - 1;
     const uint8_t *end = p + n;
-    unsigned mask = (1u << bit_width) - 1;
-    int64_t done = 0;
+    int64_t done = 0, values = 0;
+    size_t j = 0;
     while (done < count) {
-        hybrid_run r;
+        hybrid_run r = {0, 0, NULL, 0, 0};
         int rc = read_hybrid_run(&p, end, bit_width, "levels", done, count, &r, error);
         if (rc != BW_PAGES_OK)
             return rc;
         if (r.bit_packed) {
-            /* locals, not the struct's fields: the byte stores below may alias them */
-            const uint8_t *bits = r.bits;
-            const size_t present = r.present;
-            const int64_t take = r.take;
-            for (int64_t i = 0; i < take; i++) {
-                uint64_t bit = (uint64_t)i * (uint64_t)bit_width;
-                uint64_t byte = bit >> 3;
-                unsigned word = bits[byte];
-                if (byte + 1 < present)
-                    word |= (unsigned)bits[byte + 1] << 8;
-                unsigned value = (word >> (bit & 7)) & mask;
-                if (value > (unsigned)max_level)
-                    return malformed(error, "level %u above the maximum %d", value, max_level);
-                out[done + i] = (uint8_t)value;
+            int64_t i = 0;
+            while (i < r.take) {
+                /* the levels up to the next requested row: counted, and checked */
+                int64_t stop = r.take;
+                if (j < want->count && want->rows[j] - want->first_row - done < stop)
+                    stop = want->rows[j] - want->first_row - done;
+                if (max_def == 1) { /* one bit each: a value where it is set */
+                    values += count_set_bits(r.bits, i, stop);
+                    i = stop;
+                }
+                for (; i < stop; i++) {
+                    unsigned level = packed_level(r.bits, r.present, i, bit_width, mask);
+                    if (level > (unsigned)max_def)
+                        return level_too_high(level, max_def, error);
+                    values += level == (unsigned)max_def;
+                }
+                if (i == r.take)
+                    break;
+                unsigned level = packed_level(r.bits, r.present, i, bit_width, mask);
+                if (level > (unsigned)max_def)
+                    return level_too_high(level, max_def, error);
+                want->start[j++] = level == (unsigned)max_def ? values : -1;
+                values += level == (unsigned)max_def;
+                i++;
             }
         } else {
-            if (r.value > (unsigned)max_level)
-                return malformed(error, "level %u above the maximum %d", (unsigned)r.value,
-                                 max_level);
-            memset(out + done, (int)r.value, (size_t)r.take);
+            if (r.value > (unsigned)max_def)
+                return level_too_high((unsigned)r.value, max_def, error);
+            int present = r.value == (unsigned)max_def;
+            for (; j < want->count && want->rows[j] - want->first_row < done + r.take; j++)
+                want->start[j] = present ? values + (want->rows[j] - want->first_row - done)
+                                         : -1;
+            if (present)
+                values += r.take;
         }
         done += r.take;
     }
+    *value_count = values;
     return BW_PAGES_OK;
 }
 
-/* Decodes `count` dictionary indices of the RLE/bit-packed hybrid at p (n bytes, `bit_width`
-   bits each) into out; an index at or past dictionary_count is malformed. */
-static int decode_indices(const uint8_t *p, size_t n, int bit_width, size_t dictionary_count,
-                          uint32_t *out, int64_t count, char *error) {
+/* Where the rows of a page of lists are, from its repetition levels: a level of 0 starts a
+   row. `row` is the row open (-1 before the first), `row_start` its first level. */
+typedef struct {
+    const page_request *want;
+    int64_t list_size; /* > 0: every row must hold exactly this many levels */
+    int64_t row, row_start;
+    size_t next;       /* the next requested row */
+    int defective;     /* a defect found (the first one is in `defect`) */
+    char defect[BW_PAGES_ERROR_SIZE];
+} list_rows;
+
+/* The open row ends before level `at`. */
+static void end_row(list_rows *l, int64_t at) {
+    if (l->row < 0)
+        return;
+    int64_t n = at - l->row_start;
+    /* every row, not only the requested ones: a page whose levels break the fixed size is
+       corrupt, and pyarrow would read its rows otherwise than we do */
+    if (l->list_size > 0 && n != l->list_size && !l->defective) {
+        l->defective = 1;
+        snprintf(l->defect, sizeof l->defect,
+                 "row %lld of a fixed_size_list of %lld holds %lld values",
+                 (long long)(l->want->first_row + l->row), (long long)l->list_size,
+                 (long long)n);
+    }
+    const page_request *w = l->want;
+    if (l->next < w->count && w->rows[l->next] - w->first_row == l->row) {
+        w->start[l->next] = l->row_start;
+        w->length[l->next++] = n;
+    }
+}
+
+/* The repetition levels of a page of lists (`count` levels at p, n bytes, each 0 or 1): *rows
+   the rows they start, and each requested row's first level and level count. A page that
+   starts inside a row, or whose rows are not list_size long (list_size > 0), is corrupt: the
+   first such defect is kept in l->defect and the levels are still read to their end (and
+   checked), since a page with a null is read another way whatever else is wrong with it. */
+static int list_levels(const uint8_t *p, size_t n, int64_t count, list_rows *l, int64_t *rows,
+                       char *error) {
     const uint8_t *end = p + n;
+    const page_request *w = l->want;
     int64_t done = 0;
-    uint64_t mask = bit_width == 32 ? 0xffffffffu : ((uint64_t)1 << bit_width) - 1;
+    l->row = -1;
+    l->row_start = 0;
+    l->next = 0;
+    l->defective = 0;
     while (done < count) {
-        hybrid_run r;
-        int rc = read_hybrid_run(&p, end, bit_width, "dictionary indices", done, count, &r,
-                                 error);
+        hybrid_run r = {0, 0, NULL, 0, 0};
+        int rc = read_hybrid_run(&p, end, 1, "levels", done, count, &r, error);
         if (rc != BW_PAGES_OK)
             return rc;
         if (r.bit_packed) {
-            const uint8_t *bits = r.bits;
-            const size_t present = r.present;
-            const int64_t take = r.take;
-            /* Every index of the page is decoded (a page with one past the dictionary is
-               refused whichever rows are asked for), so this loop runs over whole pages:
-               one 8-byte load per value (a value of up to 32 bits starts within its first
-               byte), and byte by byte only within the run's last 7 bytes. */
-            for (int64_t i = 0; i < take; i++) {
-                uint64_t bit = (uint64_t)i * (uint64_t)bit_width;
-                size_t byte = (size_t)(bit >> 3);
-                uint64_t word = 0;
-                if (present - byte >= 8)
-                    word = read_le64(bits + byte);
-                else
-                    for (size_t k = 0; byte + k < present; k++)
-                        word |= (uint64_t)bits[byte + k] << (8 * k);
-                uint64_t value = (word >> (bit & 7)) & mask;
-                if (value >= dictionary_count)
-                    return malformed(error, "dictionary index %llu past the %zu values",
-                                     (unsigned long long)value, dictionary_count);
-                out[done + i] = (uint32_t)value;
+            for (int64_t i = 0; i < r.take; i++) {
+                /* eight levels that go on the open row, at once (a long list's) */
+                while ((i & 7) == 0 && r.take - i >= 8 && r.bits[i >> 3] == 0xff && done + i > 0)
+                    i += 8;
+                if (i == r.take)
+                    break;
+                if (packed_level(r.bits, r.present, i, 1, 1) == 0) {
+                    end_row(l, done + i);
+                    l->row++;
+                    l->row_start = done + i;
+                } else if (done + i == 0) {
+                    l->defective = 1;
+                    snprintf(l->defect, sizeof l->defect, "page starts inside a row");
+                }
             }
-        } else {
-            if (r.value >= dictionary_count)
-                return malformed(error, "dictionary index %llu past the %zu values",
-                                 (unsigned long long)r.value, dictionary_count);
-            for (int64_t i = 0; i < r.take; i++)
-                out[done + i] = (uint32_t)r.value;
+        } else if (r.value > 1) {
+            return level_too_high((unsigned)r.value, 1, error);
+        } else if (r.value == 1) {
+            if (done == 0) {
+                l->defective = 1;
+                snprintf(l->defect, sizeof l->defect, "page starts inside a row");
+            }
+        } else { /* r.take rows of one level each, the last one left open */
+            end_row(l, done);
+            l->row++;
+            l->row_start = done;
+            if (r.take > 1) {
+                const int64_t last_closed = l->row + r.take - 2;
+                if (l->list_size > 0 && l->list_size != 1 && !l->defective) {
+                    l->defective = 1;
+                    snprintf(l->defect, sizeof l->defect,
+                             "row %lld of a fixed_size_list of %lld holds 1 values",
+                             (long long)(w->first_row + l->row), (long long)l->list_size);
+                }
+                for (; l->next < w->count && w->rows[l->next] - w->first_row <= last_closed;
+                     l->next++) {
+                    w->start[l->next] = done + (w->rows[l->next] - w->first_row - l->row);
+                    w->length[l->next] = 1;
+                }
+                l->row += r.take - 1;
+                l->row_start = done + r.take - 1;
+            }
         }
         done += r.take;
     }
+    end_row(l, count); /* the page's end ends its last row */
+    *rows = l->row + 1;
     return BW_PAGES_OK;
 }
 
 /* ---- decompression --------------------------------------------------------------------- */
+
+/* The most bytes one compressed byte can become: deflate codes a match of 258 bytes in two
+   bits at best; a zstd block of at most 128 KiB takes at least 4 bytes (an RLE block). */
+#define DEFLATE_MAX_RATIO 1032
+#define ZSTD_MAX_RATIO 32768
+
+/* Checks, before anything is allocated for it, that `plain_size` bytes (what a page header
+   says its `in_size` bytes at `in` decompress to) can come out of them: equal for an
+   uncompressed page, the size a snappy or zstd stream says of itself where it says it, and
+   never more than the codec's best ratio (and never more than MAX_PAGE_BYTES: the header
+   reader refuses that). So a page cannot make the reader allocate more than its own bytes
+   can hold. BW_PAGES_NOT_COVERED for a codec this build does not read. */
+static int check_plain_size(int codec, const uint8_t *in, size_t in_size, size_t plain_size,
+                            char *error) {
+    switch (codec) {
+    case BW_PQ_UNCOMPRESSED:
+        if (in_size != plain_size)
+            return malformed(error, "uncompressed page of %zu bytes says %zu", in_size,
+                             plain_size);
+        return BW_PAGES_OK;
+    case BW_PQ_GZIP:
+        if ((uint64_t)plain_size > (uint64_t)in_size * DEFLATE_MAX_RATIO)
+            return malformed(error, "gzip page of %zu bytes cannot inflate to the %zu its "
+                             "header says", in_size, plain_size);
+        return BW_PAGES_OK;
+#ifdef BW_HAVE_ZSTD
+    case BW_PQ_ZSTD: {
+        /* a single frame that says its size must say the header's; otherwise the ratio */
+        unsigned long long said = ZSTD_getFrameContentSize(in, in_size);
+        if (said == ZSTD_CONTENTSIZE_ERROR)
+            return malformed(error, "zstd page does not start with a zstd frame");
+        if (said != ZSTD_CONTENTSIZE_UNKNOWN &&
+            ZSTD_findFrameCompressedSize(in, in_size) == in_size) {
+            if (said != (unsigned long long)plain_size)
+                return malformed(error, "zstd page holds %llu bytes, its header says %zu",
+                                 said, plain_size);
+        } else if ((uint64_t)plain_size > (uint64_t)in_size * ZSTD_MAX_RATIO) {
+            return malformed(error, "zstd page of %zu bytes cannot decompress to the %zu its "
+                             "header says", in_size, plain_size);
+        }
+        return BW_PAGES_OK;
+    }
+#endif
+#ifdef BW_HAVE_SNAPPY
+    case BW_PQ_SNAPPY: {
+        size_t said = 0;
+        if (snappy_uncompressed_length((const char *)in, in_size, &said) != SNAPPY_OK ||
+            said != plain_size)
+            return malformed(error, "snappy page does not decompress to the %zu bytes its "
+                             "header says", plain_size);
+        return BW_PAGES_OK;
+    }
+#endif
+    default:
+        return BW_PAGES_NOT_COVERED;
+    }
+}
 
 static int decompress(int codec, const uint8_t *in, size_t in_size, uint8_t *out,
                       size_t out_size, char *error) {
@@ -698,7 +1027,9 @@ static int decompress(int codec, const uint8_t *in, size_t in_size, uint8_t *out
 #ifdef BW_HAVE_SNAPPY
     case BW_PQ_SNAPPY: {
         size_t produced = out_size;
-        if (snappy_uncompress((const char *)in, in_size, (char *)out, &produced) != SNAPPY_OK ||
+        if (snappy_uncompressed_length((const char *)in, in_size, &produced) != SNAPPY_OK ||
+            produced != out_size ||
+            snappy_uncompress((const char *)in, in_size, (char *)out, &produced) != SNAPPY_OK ||
             produced != out_size)
             return malformed(error, "snappy page does not decompress to its %zu bytes",
                              out_size);
@@ -732,18 +1063,21 @@ static int append(bw_bytes *b, const uint8_t *p, size_t n) {
     return BW_PAGES_OK;
 }
 
+/* Buffers reused from page to page: the decompressed page, and two int64 per requested row of
+   a page (page_request's start and length). Neither is sized by what a page header says:
+   the first by what the page's compressed bytes can hold (check_plain_size), the second by
+   the rows asked for. */
 typedef struct {
-    uint8_t *plain;   /* decompressed page */
-    uint8_t *rep, *def;
-    uint32_t *index; /* dictionary indices of a dictionary encoded page */
-    size_t plain_capacity, rep_capacity, def_capacity, index_count;
+    uint8_t *plain;
+    int64_t *spans;
+    size_t plain_capacity, spans_capacity; /* bytes */
     read_buffer page; /* the page's bytes, read from the file's descriptor */
 } scratch;
 
-static int grow(uint8_t **p, size_t *capacity, size_t need) {
+static int grow(void **p, size_t *capacity, size_t need) {
     if (need <= *capacity)
         return BW_PAGES_OK;
-    uint8_t *grown = realloc(*p, need);
+    void *grown = realloc(*p, need);
     if (grown == NULL)
         return BW_PAGES_NO_MEMORY;
     *p = grown;
@@ -751,40 +1085,97 @@ static int grow(uint8_t **p, size_t *capacity, size_t need) {
     return BW_PAGES_OK;
 }
 
-/* Appends values [start, start + n) of a page: straight from its PLAIN bytes, or through its
-   dictionary indices when index is not NULL. */
-static int append_values(const bw_chunk_take *q, const uint8_t *plain, const uint32_t *index,
-                         size_t start, size_t n, bw_bytes *values) {
-    size_t width = (size_t)q->value_width;
-    if (index == NULL)
-        return append(values, plain + start * width, n * width);
-    size_t at = values->size;
-    int rc = append(values, NULL, n * width); /* room first, then the gather */
-    if (rc != BW_PAGES_OK)
-        return rc;
-    for (size_t i = 0; i < n; i++)
-        memcpy(values->data + at + i * width, q->dictionary + (size_t)index[start + i] * width,
-               width);
-    return BW_PAGES_OK;
+static void scratch_free(scratch *s) {
+    free(s->plain);
+    free(s->spans);
+    free(s->page.data);
 }
 
-/* Levels of a v1 page: a 4-byte length, then the hybrid encoding. */
-static int v1_levels(const uint8_t **p, size_t *left, int max_level, uint8_t *out,
-                     int64_t count, const char *what, char *error) {
+/* Where a v1 page's levels are: a 4-byte length, then that many bytes of the hybrid. */
+static int v1_level_bytes(const uint8_t **p, size_t *left, const uint8_t **levels,
+                          size_t *size, const char *what, char *error) {
     if (*left < 4)
         return malformed(error, "page ends before its %s levels", what);
     uint32_t n = read_le32(*p);
     if (n > *left - 4)
         return malformed(error, "%s levels of %u bytes overrun the page", what, (unsigned)n);
-    int rc = decode_levels(*p + 4, n, max_level, out, count, error);
+    *levels = *p + 4;
+    *size = n;
     *p += 4 + (size_t)n;
     *left -= 4 + (size_t)n;
-    return rc;
+    return BW_PAGES_OK;
+}
+
+/* A data page's parts, after decompression: its repetition and definition levels (those the
+   column has) and its values. */
+typedef struct {
+    const uint8_t *rep, *def, *values;
+    size_t rep_size, def_size, values_size;
+} page_parts;
+
+/* The parts of the data page whose header is h and whose compressed_size bytes are at body,
+   decompressed into s->plain when compressed (after check_plain_size). */
+static int read_page_parts(int codec, const bw_page_header *h, const uint8_t *body,
+                           int max_rep, int max_def, scratch *s, page_parts *d, char *error) {
+    size_t body_size = (size_t)h->compressed_size, plain_size = (size_t)h->uncompressed_size;
+    memset(d, 0, sizeof *d);
+    int rc;
+    if (h->type == BW_PQ_DATA_PAGE_V2) { /* levels first, never compressed */
+        if (h->rep_bytes < 0 || h->def_bytes < 0 ||
+            (uint64_t)h->rep_bytes + (uint64_t)h->def_bytes > body_size ||
+            (uint64_t)h->rep_bytes + (uint64_t)h->def_bytes > plain_size)
+            return malformed(error, "v2 page levels overrun the page");
+        size_t levels = (size_t)h->rep_bytes + (size_t)h->def_bytes;
+        d->rep = body;
+        d->rep_size = (size_t)h->rep_bytes;
+        d->def = body + h->rep_bytes;
+        d->def_size = (size_t)h->def_bytes;
+        int compressed = h->is_compressed && codec != BW_PQ_UNCOMPRESSED;
+        rc = check_plain_size(compressed ? codec : BW_PQ_UNCOMPRESSED, body + levels,
+                              body_size - levels, plain_size - levels, error);
+        if (rc != BW_PAGES_OK)
+            return rc;
+        if (!compressed) {
+            d->values = body + levels;
+        } else {
+            if (grow((void **)&s->plain, &s->plain_capacity, plain_size - levels + 1) != 0)
+                return BW_PAGES_NO_MEMORY;
+            rc = decompress(codec, body + levels, body_size - levels, s->plain,
+                            plain_size - levels, error);
+            if (rc != BW_PAGES_OK)
+                return rc;
+            d->values = s->plain;
+        }
+        d->values_size = plain_size - levels;
+        return BW_PAGES_OK;
+    }
+    const uint8_t *p = body;
+    rc = check_plain_size(codec, body, body_size, plain_size, error);
+    if (rc != BW_PAGES_OK)
+        return rc;
+    if (codec != BW_PQ_UNCOMPRESSED) {
+        if (grow((void **)&s->plain, &s->plain_capacity, plain_size + 1) != BW_PAGES_OK)
+            return BW_PAGES_NO_MEMORY;
+        rc = decompress(codec, body, body_size, s->plain, plain_size, error);
+        if (rc != BW_PAGES_OK)
+            return rc;
+        p = s->plain;
+    }
+    size_t left = plain_size;
+    if (max_rep > 0 &&
+        (rc = v1_level_bytes(&p, &left, &d->rep, &d->rep_size, "repetition", error)) != 0)
+        return rc;
+    if (max_def > 0 &&
+        (rc = v1_level_bytes(&p, &left, &d->def, &d->def_size, "definition", error)) != 0)
+        return rc;
+    d->values = p;
+    d->values_size = left;
+    return BW_PAGES_OK;
 }
 
 /* Entry i of a BYTE_ARRAY dictionary (bw_parquet_dictionary's layout: a uint64 count, count
    + 1 uint64 offsets, the bytes), already checked by check_byte_dictionary. */
-static void byte_dictionary_entry(const bw_chunk_take *q, uint32_t i, const uint8_t **data,
+static void byte_dictionary_entry(const bw_chunk_take *q, uint64_t i, const uint8_t **data,
                                   size_t *size) {
     const uint8_t *offsets = q->dictionary + 8;
     uint64_t from, to;
@@ -796,7 +1187,8 @@ static void byte_dictionary_entry(const bw_chunk_take *q, uint32_t i, const uint
 
 /* Checks that the page's value_count PLAIN BYTE_ARRAY values (each a 4-byte length and its
    bytes) all lie inside its `left` bytes, so that a page another reader would refuse is
-   refused here too, whichever of its rows are asked for. */
+   refused here too, whichever of its rows are asked for. Stops at the first value that does
+   not fit: at most left / 4 steps. */
 static int check_plain_byte_arrays(const uint8_t *p, size_t left, int64_t value_count,
                                    char *error) {
     size_t at_byte = 0;
@@ -813,52 +1205,171 @@ static int check_plain_byte_arrays(const uint8_t *p, size_t left, int64_t value_
     return BW_PAGES_OK;
 }
 
-/* The BYTE_ARRAY rows rows[first..last) of a page (one value per row): the value bytes
-   appended, lengths[i] the byte length or -1 for a null. PLAIN values have no stride, so the
-   values are walked up to the last requested row; check_plain_byte_arrays has already
-   checked every length. */
-static int take_byte_arrays(const bw_chunk_take *q, const scratch *s, const uint8_t *p,
-                            size_t left, const uint32_t *index, int64_t count,
-                            int64_t value_count, int64_t first_row, size_t first, size_t last,
-                            bw_bytes *values, int64_t *lengths, char *error) {
-    if (index == NULL) {
-        int rc = check_plain_byte_arrays(p, left, value_count, error);
-        if (rc != BW_PAGES_OK)
-            return rc;
-    }
-    int64_t level = 0, value = 0;
+/* A null row of the page: a zeroed slot of length 0 for a fixed width, length -1 for a byte
+   array. */
+static int append_null(const bw_chunk_take *q, bw_bytes *values, int64_t *length) {
+    static const uint8_t zeros[8];
+    *length = q->value_width ? 0 : -1;
+    return append(values, zeros, (size_t)q->value_width);
+}
+
+/* The requested rows of a PLAIN page (value_count values in n bytes at p, checked to hold
+   them), their values copied out: a fixed width straight from its place, byte arrays by
+   walking the value lengths up to the last one asked for. */
+static int take_plain(const bw_chunk_take *q, const uint8_t *p, size_t n, int64_t value_count,
+                      const page_request *want, bw_bytes *values, int64_t *lengths,
+                      char *error) {
+    size_t width = (size_t)q->value_width;
+    int rc;
+    if (width == 0 && (rc = check_plain_byte_arrays(p, n, value_count, error)) != BW_PAGES_OK)
+        return rc;
+    int64_t value = 0;
     size_t at_byte = 0;
-    for (size_t i = first; i < last; i++) {
-        int64_t at = q->rows[i] - first_row;
-        /* the values of the levels before this row, skipped */
-        for (; level < at; level++) {
-            if (value_count != count && s->def[level] != q->max_def)
-                continue;
-            if (index == NULL)
+    for (size_t j = 0; j < want->count; j++) {
+        if (want->start[j] < 0) {
+            rc = append_null(q, values, &lengths[j]);
+        } else if (width > 0) {
+            lengths[j] = want->length[j];
+            rc = append(values, p + (size_t)want->start[j] * width,
+                        (size_t)want->length[j] * width);
+        } else {
+            for (; value < want->start[j]; value++)
                 at_byte += 4 + (size_t)read_le32(p + at_byte);
+            size_t size = read_le32(p + at_byte);
+            lengths[j] = (int64_t)size;
+            rc = append(values, p + at_byte + 4, size);
+            at_byte += 4 + size;
             value++;
         }
-        level = at + 1;
-        if (value_count != count && s->def[at] != q->max_def) {
-            lengths[i] = -1;
-            continue;
-        }
-        const uint8_t *data;
-        size_t size;
-        if (index == NULL) {
-            size = read_le32(p + at_byte);
-            data = p + at_byte + 4;
-            at_byte += 4 + size;
-        } else {
-            byte_dictionary_entry(q, index[value], &data, &size);
-        }
-        value++;
-        int rc = append(values, data, size);
         if (rc != BW_PAGES_OK)
             return rc;
-        lengths[i] = (int64_t)size;
     }
     return BW_PAGES_OK;
+}
+
+/* Appends `n` copies of dictionary value `index` (n is 1 for a byte array; *length its size). */
+static int append_dictionary_value(const bw_chunk_take *q, uint64_t index, int64_t n,
+                                   bw_bytes *values, int64_t *length) {
+    size_t width = (size_t)q->value_width;
+    if (width == 0) {
+        const uint8_t *data;
+        size_t size;
+        byte_dictionary_entry(q, index, &data, &size);
+        *length = (int64_t)size;
+        return append(values, data, size);
+    }
+    size_t at = values->size;
+    int rc = append(values, NULL, (size_t)n * width); /* room first, then the copies */
+    if (rc != BW_PAGES_OK)
+        return rc;
+    const uint8_t *value = q->dictionary + (size_t)index * width;
+    for (int64_t i = 0; i < n; i++)
+        memcpy(values->data + at + (size_t)i * width, value, width);
+    return BW_PAGES_OK;
+}
+
+/* The requested row being filled from a dictionary encoded page: row `next`, whose values
+   from position `at` on are still wanted, `left` of them. */
+typedef struct {
+    const bw_chunk_take *q;
+    const page_request *want;
+    bw_bytes *values;
+    int64_t *lengths;
+    size_t next;
+    int64_t at, left;
+} gather;
+
+/* Moves to the next requested row that has values, appending the nulls on the way. */
+static int gather_settle(gather *g) {
+    const page_request *w = g->want;
+    for (; g->next < w->count; g->next++) {
+        int64_t start = w->start[g->next], length = w->length[g->next];
+        if (start >= 0 && length > 0) {
+            g->at = start;
+            g->left = length;
+            if (g->q->value_width) /* a byte array's length is its value's, once read */
+                g->lengths[g->next] = length;
+            return BW_PAGES_OK;
+        }
+        if (start >= 0) {
+            g->lengths[g->next] = 0;
+        } else {
+            int rc = append_null(g->q, g->values, &g->lengths[g->next]);
+            if (rc != BW_PAGES_OK)
+                return rc;
+        }
+    }
+    return BW_PAGES_OK;
+}
+
+/* n values of the row being filled are `index`. */
+static int gather_take(gather *g, uint64_t index, int64_t n) {
+    int rc = append_dictionary_value(g->q, index, n, g->values, &g->lengths[g->next]);
+    if (rc != BW_PAGES_OK)
+        return rc;
+    g->at += n;
+    g->left -= n;
+    if (g->left > 0)
+        return BW_PAGES_OK;
+    g->next++;
+    return gather_settle(g);
+}
+
+static int index_past_dictionary(uint64_t index, size_t dictionary_count, char *error) {
+    return malformed(error, "dictionary index %llu past the %zu values",
+                     (unsigned long long)index, dictionary_count);
+}
+
+/* A dictionary encoded page's value_count indices (the hybrid at p, n bytes, bit_width bits
+   each) every one checked against the dictionary (a page with one index past it is refused,
+   whichever rows are asked for, as other readers of the whole page find it), and as they
+   pass, the values of the requested rows appended. */
+static int take_dictionary(const bw_chunk_take *q, const uint8_t *p, size_t n, int bit_width,
+                           int64_t value_count, const page_request *want, bw_bytes *values,
+                           int64_t *lengths, char *error) {
+    const uint8_t *end = p + n;
+    const uint64_t mask = bit_width == 32 ? 0xffffffffu : ((uint64_t)1 << bit_width) - 1;
+    const size_t dictionary_count = q->dictionary_count;
+    gather g = {q, want, values, lengths, 0, 0, 0};
+    int rc = gather_settle(&g);
+    int64_t done = 0;
+    while (rc == BW_PAGES_OK && done < value_count) {
+        hybrid_run r = {0, 0, NULL, 0, 0};
+        rc = read_hybrid_run(&p, end, bit_width, "dictionary indices", done, value_count, &r,
+                             error);
+        if (rc != BW_PAGES_OK)
+            return rc;
+        if (r.bit_packed) {
+            int64_t i = 0;
+            while (i < r.take && rc == BW_PAGES_OK) {
+                /* the indices up to the next one wanted: checked only */
+                int64_t stop = r.take;
+                if (g.next < want->count && g.at - done < stop)
+                    stop = g.at - done;
+                for (; i < stop; i++) {
+                    uint64_t index = packed_index(r.bits, r.present, i, bit_width, mask);
+                    if (index >= dictionary_count)
+                        return index_past_dictionary(index, dictionary_count, error);
+                }
+                if (i == r.take)
+                    break;
+                uint64_t index = packed_index(r.bits, r.present, i, bit_width, mask);
+                if (index >= dictionary_count)
+                    return index_past_dictionary(index, dictionary_count, error);
+                rc = gather_take(&g, index, 1);
+                i++;
+            }
+        } else {
+            if (r.value >= dictionary_count)
+                return index_past_dictionary(r.value, dictionary_count, error);
+            while (rc == BW_PAGES_OK && g.next < want->count && g.at < done + r.take) {
+                int64_t n_here = done + r.take - g.at;
+                rc = gather_take(&g, r.value, n_here < g.left ? n_here : g.left);
+            }
+        }
+        done += r.take;
+    }
+    return rc;
 }
 
 /* A BYTE_ARRAY dictionary handed in from outside: its count, offsets and bytes agree with its
@@ -885,22 +1396,24 @@ static int check_byte_dictionary(bw_chunk_take *q, char *error) {
     return BW_PAGES_OK;
 }
 
-/* Reads page `page` and appends the values of rows[first..last) (page-relative
-   `page_first_row`, `page_rows` rows). */
+/* Reads page `loc` and appends the values of rows[first..last) (`page_rows` rows in the
+   page). Everything the header says is checked against the page's bytes and rows before
+   anything is allocated for it: the header and body fill the location exactly; a page of one
+   value per row holds as many values as rows, a v2 page says as many rows; the uncompressed
+   size is what the compressed bytes can hold (check_plain_size). */
 static int take_from_page(const bw_chunk_take *q, const bw_page_location *loc,
                           int64_t page_rows, size_t first, size_t last, scratch *s,
                           bw_bytes *values, int64_t *lengths, char *error) {
     size_t page_size = (size_t)loc->compressed_size;
-    const uint8_t *page;
-    int rc = file_bytes(q->file, q->fd, q->file_size, (uint64_t)loc->offset, page_size,
-                        &s->page, &page, error);
-    if (rc != BW_PAGES_OK)
-        return rc;
+    if ((uint64_t)page_size > (uint64_t)MAX_PAGE_BYTES) /* before anything is read */
+        return page_too_large(page_size, error);
     bw_page_header h;
-    size_t header_size;
-    rc = bw_parquet_page_header(page, page_size, &h, &header_size, error);
+    page_read page;
+    int rc = read_header_at(q->file, q->fd, q->file_size, loc->offset, page_size, &s->page,
+                            &h, &page, error);
     if (rc != BW_PAGES_OK)
         return rc;
+    size_t header_size = page.header_size;
     if (h.type != BW_PQ_DATA_PAGE && h.type != BW_PQ_DATA_PAGE_V2)
         return malformed(error, "the offset index points at a page of type %d", (int)h.type);
     if ((h.type == BW_PQ_DATA_PAGE ? !h.has_v1 : !h.has_v2) || h.num_values < 0)
@@ -908,8 +1421,9 @@ static int take_from_page(const bw_chunk_take *q, const bw_page_location *loc,
     if ((uint64_t)h.compressed_size > page_size - header_size)
         return malformed(error, "page of %d bytes overruns its %zu bytes in the offset index",
                          (int)h.compressed_size, page_size);
-    if ((int64_t)h.uncompressed_size > MAX_PAGE_BYTES)
-        return malformed(error, "page of %d bytes uncompressed", (int)h.uncompressed_size);
+    if ((uint64_t)h.compressed_size != page_size - header_size)
+        return malformed(error, "page of %zu bytes with its header, %zu in the offset index",
+                         header_size + (size_t)h.compressed_size, page_size);
     int dictionary_encoded =
         h.encoding == BW_PQ_PLAIN_DICTIONARY || h.encoding == BW_PQ_RLE_DICTIONARY;
     if (h.encoding != BW_PQ_PLAIN && !(dictionary_encoded && q->dictionary != NULL))
@@ -918,170 +1432,76 @@ static int take_from_page(const bw_chunk_take *q, const bw_page_location *loc,
         ((q->max_rep > 0 && h.rep_encoding != BW_PQ_RLE) ||
          (q->max_def > 0 && h.def_encoding != BW_PQ_RLE)))
         return BW_PAGES_NOT_COVERED;
-    int64_t count = h.num_values;
-    /* one more repetition level than the page has: the end-of-page sentinel */
-    if (grow(&s->rep, &s->rep_capacity, (size_t)count + 1) != BW_PAGES_OK ||
-        grow(&s->def, &s->def_capacity, (size_t)count + 1) != BW_PAGES_OK)
-        return BW_PAGES_NO_MEMORY;
-
-    const uint8_t *body = page + header_size;
-    size_t body_size = (size_t)h.compressed_size, plain_size = (size_t)h.uncompressed_size;
-    const uint8_t *p;
-    size_t left;
-    if (h.type == BW_PQ_DATA_PAGE_V2) {
-        if (h.rep_bytes < 0 || h.def_bytes < 0 ||
-            (uint64_t)h.rep_bytes + (uint64_t)h.def_bytes > body_size ||
-            (uint64_t)h.rep_bytes + (uint64_t)h.def_bytes > plain_size)
-            return malformed(error, "v2 page levels overrun the page");
-        size_t levels = (size_t)h.rep_bytes + (size_t)h.def_bytes;
-        if (q->max_rep > 0) {
-            rc = decode_levels(body, (size_t)h.rep_bytes, q->max_rep, s->rep, count, error);
-            if (rc != BW_PAGES_OK)
-                return rc;
-        }
-        if (q->max_def > 0) {
-            rc = decode_levels(body + h.rep_bytes, (size_t)h.def_bytes, q->max_def, s->def,
-                               count, error);
-            if (rc != BW_PAGES_OK)
-                return rc;
-        }
-        if (!h.is_compressed || q->codec == BW_PQ_UNCOMPRESSED) {
-            if (body_size != plain_size)
-                return malformed(error, "uncompressed page of %zu bytes says %zu", body_size,
-                                 plain_size);
-            p = body + levels;
-            left = body_size - levels;
-        } else {
-            if (grow(&s->plain, &s->plain_capacity, plain_size - levels + 1) != BW_PAGES_OK)
-                return BW_PAGES_NO_MEMORY;
-            rc = decompress(q->codec, body + levels, body_size - levels, s->plain,
-                            plain_size - levels, error);
-            if (rc != BW_PAGES_OK)
-                return rc;
-            p = s->plain;
-            left = plain_size - levels;
-        }
-    } else {
-        if (q->codec == BW_PQ_UNCOMPRESSED) {
-            if (body_size != plain_size)
-                return malformed(error, "uncompressed page of %zu bytes says %zu", body_size,
-                                 plain_size);
-            p = body;
-        } else {
-            if (grow(&s->plain, &s->plain_capacity, plain_size + 1) != BW_PAGES_OK)
-                return BW_PAGES_NO_MEMORY;
-            rc = decompress(q->codec, body, body_size, s->plain, plain_size, error);
-            if (rc != BW_PAGES_OK)
-                return rc;
-            p = s->plain;
-        }
-        left = plain_size;
-        if (q->max_rep > 0 &&
-            (rc = v1_levels(&p, &left, q->max_rep, s->rep, count, "repetition", error)) != 0)
-            return rc;
-        if (q->max_def > 0 &&
-            (rc = v1_levels(&p, &left, q->max_def, s->def, count, "definition", error)) != 0)
-            return rc;
-    }
-    /* a scalar column's null is a level without a value; a list's null or empty list is not
-       covered */
-    int64_t value_count = count;
-    if (q->max_def > 0) {
-        if (q->max_rep > 0) {
-            for (int64_t i = 0; i < count; i++)
-                if (s->def[i] != q->max_def)
-                    return BW_PAGES_NOT_COVERED;
-        } else {
-            value_count = 0;
-            for (int64_t i = 0; i < count; i++)
-                value_count += s->def[i] == q->max_def;
-        }
-    }
-    int64_t first_row = loc->first_row;
+    const int64_t count = h.num_values;
     if (q->max_rep == 0 && count != page_rows)
         return malformed(error, "page holds %lld values for %lld rows", (long long)count,
                          (long long)page_rows);
-    size_t width = (size_t)q->value_width;
-    const uint32_t *index = NULL;
-    if (dictionary_encoded) {
-        if (left < 1 || p[0] > 32)
-            return malformed(error, "dictionary page indices without a bit width up to 32");
-        if (s->index_count < (size_t)count + 1) {
-            uint32_t *grown = realloc(s->index, ((size_t)count + 1) * sizeof *grown);
-            if (grown == NULL)
-                return BW_PAGES_NO_MEMORY;
-            s->index = grown;
-            s->index_count = (size_t)count + 1;
+    if (h.type == BW_PQ_DATA_PAGE_V2 && h.num_rows != page_rows)
+        return malformed(error, "v2 page says %d rows, the offset index %lld",
+                         (int)h.num_rows, (long long)page_rows);
+    const uint8_t *body;
+    rc = page_body(q->file, q->fd, q->file_size, &page, (size_t)h.compressed_size, &s->page,
+                   &body, error);
+    if (rc != BW_PAGES_OK)
+        return rc;
+    page_parts d;
+    rc = read_page_parts(q->codec, &h, body, q->max_rep, q->max_def, s, &d, error);
+    if (rc != BW_PAGES_OK)
+        return rc;
+
+    size_t wanted = last - first;
+    if (grow((void **)&s->spans, &s->spans_capacity, 2 * wanted * sizeof *s->spans) != 0)
+        return BW_PAGES_NO_MEMORY;
+    page_request want = {q->rows + first, loc->first_row, wanted, s->spans,
+                         s->spans + wanted};
+    int64_t value_count = count;
+    list_rows l = {.defective = 0};
+    int64_t rows = 0;
+    if (q->max_rep == 0) {
+        for (size_t j = 0; j < wanted; j++) {
+            want.start[j] = q->rows[first + j] - loc->first_row;
+            want.length[j] = 1;
         }
-        /* every index of the page is decoded, not only up to the last row asked for: an
-           index past the dictionary anywhere makes the page malformed, as other readers of
-           the whole page find it */
-        rc = decode_indices(p + 1, left - 1, p[0], q->dictionary_count, s->index, value_count,
-                            error);
+        /* a scalar column's null is a level without a value */
+        if (q->max_def > 0 && (rc = definition_levels(d.def, d.def_size, q->max_def, count, &want,
+                                                  &value_count, error)) != BW_PAGES_OK)
+            return rc;
+    } else {
+        l.want = &want;
+        l.list_size = q->list_size;
+        rc = list_levels(d.rep, d.rep_size, count, &l, &rows, error);
         if (rc != BW_PAGES_OK)
             return rc;
-        index = s->index;
-    } else if (width > 0 && (uint64_t)value_count > left / width) {
+        /* a list's null or empty list (a level below max_def) is not covered */
+        page_request none = {NULL, 0, 0, NULL, NULL};
+        int64_t values = count;
+        if (q->max_def > 0 && (rc = definition_levels(d.def, d.def_size, q->max_def, count, &none,
+                                                  &values, error)) != BW_PAGES_OK)
+            return rc;
+        if (values != count)
+            return BW_PAGES_NOT_COVERED;
+    }
+    size_t width = (size_t)q->value_width;
+    if (dictionary_encoded) {
+        if (d.values_size < 1 || d.values[0] > 32)
+            return malformed(error, "dictionary page indices without a bit width up to 32");
+    } else if (width > 0 && (uint64_t)value_count > d.values_size / width) {
         return malformed(error, "page of %lld values has %zu bytes of values",
-                         (long long)value_count, left);
+                         (long long)value_count, d.values_size);
     }
-    if (width == 0)
-        return take_byte_arrays(q, s, p, left, index, count, value_count, first_row, first,
-                                last, values, lengths, error);
-    if (q->max_rep == 0) {
-        /* levels before the requested row counted once, rows in order: the value of a row is
-           the number of non-null levels before it */
-        int64_t level = 0, value = 0;
-        for (size_t i = first; i < last; i++) {
-            int64_t at = q->rows[i] - first_row;
-            if (value_count != count) {
-                for (; level < at; level++)
-                    value += s->def[level] == q->max_def;
-                if (s->def[at] != q->max_def) { /* null: a zeroed slot, length 0 */
-                    static const uint8_t zeros[8];
-                    if ((rc = append(values, zeros, width)) != 0)
-                        return rc;
-                    lengths[i] = 0;
-                    continue;
-                }
-            } else {
-                value = at;
-            }
-            if ((rc = append_values(q, p, index, (size_t)value, 1, values)) != 0)
-                return rc;
-            lengths[i] = 1;
-        }
-        return BW_PAGES_OK;
+    if (q->max_rep > 0) {
+        /* the whole page is counted, so an offset index that disagrees with it is caught */
+        if (l.defective)
+            return malformed(error, "%s", l.defect);
+        if (rows != page_rows)
+            return malformed(error, "page holds %lld rows, the offset index says %lld",
+                             (long long)rows, (long long)page_rows);
     }
-    if (count > 0 && s->rep[0] != 0)
-        return malformed(error, "page starts inside a row");
-    /* one pass over the repetition levels, copying each requested row as it ends; the whole
-       page is counted, so an offset index that disagrees with it is caught */
-    int64_t row = -1, start = 0;
-    size_t next = first;
-    s->rep[count] = 0; /* a sentinel: the page's end ends its last row */
-    for (int64_t i = 0; i <= count; i++) {
-        if (s->rep[i] != 0)
-            continue;
-        int64_t n = i - start;
-        /* every row, not only the requested ones: a page whose levels break the fixed size
-           is corrupt, and pyarrow would read its rows otherwise than we do */
-        if (row >= 0 && q->list_size > 0 && n != q->list_size)
-            return malformed(error, "row %lld of a fixed_size_list of %lld holds %lld values",
-                             (long long)(first_row + row), (long long)q->list_size,
-                             (long long)n);
-        if (row >= 0 && next < last && first_row + row == q->rows[next]) {
-            if ((rc = append_values(q, p, index, (size_t)start, (size_t)n, values)) != 0)
-                return rc;
-            lengths[next++] = n;
-        }
-        row++;
-        start = i;
-    }
-    if (row != page_rows || next < last)
-        return malformed(error, "page holds %lld rows, the offset index says %lld",
-                         (long long)row, (long long)page_rows);
-    return BW_PAGES_OK;
+    if (dictionary_encoded)
+        return take_dictionary(q, d.values + 1, d.values_size - 1, d.values[0], value_count,
+                               &want, values, lengths + first, error);
+    return take_plain(q, d.values, d.values_size, value_count, &want, values, lengths + first,
+                      error);
 }
 
 int bw_parquet_take_chunk(const bw_chunk_take *q, bw_bytes *values, int64_t *lengths,
@@ -1125,65 +1545,8 @@ int bw_parquet_take_chunk(const bw_chunk_take *q, bw_bytes *values, int64_t *len
         i = last;
     }
 cleanup:
-    free(s.plain);
-    free(s.rep);
-    free(s.def);
-    free(s.index);
-    free(s.page.data);
+    scratch_free(&s);
     return rc;
-}
-
-/* ---- a page whose size is known only from its header ---------------------------------- */
-
-/* Bytes a page header is first looked for in, when the file is read through its descriptor:
-   more are read only while the header does not parse in what was read. */
-#define HEADER_WINDOW 4096
-
-/* A page as far as it has been read: `available` bytes at `bytes`, from the file's byte `at`
-   on, its header (header_size bytes) among them. */
-typedef struct {
-    int64_t at;
-    size_t header_size, available;
-    const uint8_t *bytes;
-} page_read;
-
-/* The page header at `at`, read from at most `room` bytes of the file: a header that would
-   run past them is refused by the header reader, as if the file ended there. Through the
-   descriptor, HEADER_WINDOW bytes are read first, and more only while the header does not
-   parse in those: a page's header, not its body. */
-static int read_header_at(const uint8_t *file, int fd, size_t file_size, int64_t at,
-                          size_t room, read_buffer *buffer, bw_page_header *h, page_read *p,
-                          char *error) {
-    size_t window = file != NULL || room < HEADER_WINDOW ? room : HEADER_WINDOW;
-    for (;;) {
-        int rc = file_bytes(file, fd, file_size, (uint64_t)at, window, buffer, &p->bytes,
-                            error);
-        if (rc != BW_PAGES_OK)
-            return rc;
-        rc = bw_parquet_page_header(p->bytes, window, h, &p->header_size, error);
-        if (rc != BW_PAGES_MALFORMED || window == room) {
-            p->at = at;
-            p->available = window;
-            return rc;
-        }
-        window = room / 8 < window ? room : window * 8;
-    }
-}
-
-/* *body: the body_size bytes after the page's header, which the caller checked lie inside
-   the room its header was read from; read now when they were not read with the header. */
-static int page_body(const uint8_t *file, int fd, size_t file_size, page_read *p,
-                     size_t body_size, read_buffer *buffer, const uint8_t **body, char *error) {
-    size_t need = p->header_size + body_size;
-    if (need > p->available) {
-        int rc = file_bytes(file, fd, file_size, (uint64_t)p->at, need, buffer, &p->bytes,
-                            error);
-        if (rc != BW_PAGES_OK)
-            return rc;
-        p->available = need;
-    }
-    *body = p->bytes + p->header_size;
-    return BW_PAGES_OK;
 }
 
 /* ---- a chunk without an offset index --------------------------------------------------- */
@@ -1195,40 +1558,21 @@ static int count_list_page_rows(const bw_chunk_walk *w, const bw_page_header *h,
                                 page_read *page, scratch *s, int64_t *rows, char *error) {
     if (h->rep_encoding != BW_PQ_RLE)
         return BW_PAGES_NOT_COVERED;
-    if ((int64_t)h->uncompressed_size > MAX_PAGE_BYTES)
-        return malformed(error, "page of %d bytes uncompressed", (int)h->uncompressed_size);
-    size_t body_size = (size_t)h->compressed_size, plain_size = (size_t)h->uncompressed_size;
     const uint8_t *body;
-    int read = page_body(w->file, w->fd, w->file_size, page, body_size, &s->page, &body, error);
-    if (read != BW_PAGES_OK)
-        return read;
-    const uint8_t *p = body;
-    if (w->codec == BW_PQ_UNCOMPRESSED) {
-        if (body_size != plain_size)
-            return malformed(error, "uncompressed page of %zu bytes says %zu", body_size,
-                             plain_size);
-    } else {
-        if (grow(&s->plain, &s->plain_capacity, plain_size + 1) != BW_PAGES_OK)
-            return BW_PAGES_NO_MEMORY;
-        int rc = decompress(w->codec, body, body_size, s->plain, plain_size, error);
-        if (rc != BW_PAGES_OK)
-            return rc;
-        p = s->plain;
-    }
-    int64_t count = h->num_values;
-    if (grow(&s->rep, &s->rep_capacity, (size_t)count + 1) != BW_PAGES_OK)
-        return BW_PAGES_NO_MEMORY;
-    size_t left = plain_size;
-    int rc = v1_levels(&p, &left, w->max_rep, s->rep, count, "repetition", error);
+    int rc = page_body(w->file, w->fd, w->file_size, page, (size_t)h->compressed_size,
+                       &s->page, &body, error);
     if (rc != BW_PAGES_OK)
         return rc;
-    if (count > 0 && s->rep[0] != 0)
-        return malformed(error, "page starts inside a row");
-    int64_t starts = 0;
-    for (int64_t i = 0; i < count; i++)
-        starts += s->rep[i] == 0;
-    *rows = starts;
-    return BW_PAGES_OK;
+    page_parts d;
+    rc = read_page_parts(w->codec, h, body, 1, 0, s, &d, error);
+    if (rc != BW_PAGES_OK)
+        return rc;
+    page_request none = {NULL, 0, 0, NULL, NULL};
+    list_rows l = {.want = &none, .list_size = 0};
+    rc = list_levels(d.rep, d.rep_size, h->num_values, &l, rows, error);
+    if (rc == BW_PAGES_OK && l.defective)
+        rc = malformed(error, "%s", l.defect);
+    return rc;
 }
 
 /* *rows: how many of the row group's rows the data page holds (see bw_parquet_walk_pages). */
@@ -1356,11 +1700,7 @@ int bw_parquet_walk_pages(const bw_chunk_walk *w, bw_page_location **pages, size
     locs = NULL;
 cleanup:
     free(locs);
-    free(s.plain);
-    free(s.rep);
-    free(s.def);
-    free(s.index);
-    free(s.page.data);
+    scratch_free(&s);
     return rc;
 }
 
@@ -1436,11 +1776,6 @@ int bw_parquet_dictionary(const uint8_t *file, int fd, size_t file_size, int64_t
                        (long long)next_page);
         goto cleanup;
     }
-    if ((int64_t)h.uncompressed_size > MAX_PAGE_BYTES) {
-        rc = malformed(error, "dictionary page of %d bytes uncompressed",
-                       (int)h.uncompressed_size);
-        goto cleanup;
-    }
     size_t plain_size = (size_t)h.uncompressed_size;
     size_t width = value_width ? (size_t)value_width : 4; /* a byte array: its length at least */
     if ((uint64_t)h.num_values > plain_size / width) {
@@ -1453,17 +1788,15 @@ int bw_parquet_dictionary(const uint8_t *file, int fd, size_t file_size, int64_t
                    error);
     if (rc != BW_PAGES_OK)
         goto cleanup;
+    rc = check_plain_size(codec, body, (size_t)h.compressed_size, plain_size, error);
+    if (rc != BW_PAGES_OK)
+        goto cleanup;
     plain = malloc(plain_size ? plain_size : 1);
     if (plain == NULL) {
         rc = BW_PAGES_NO_MEMORY;
         goto cleanup;
     }
     if (codec == BW_PQ_UNCOMPRESSED) {
-        if ((size_t)h.compressed_size != plain_size) {
-            rc = malformed(error, "uncompressed dictionary page of %d bytes says %zu",
-                           (int)h.compressed_size, plain_size);
-            goto cleanup;
-        }
         memcpy(plain, body, plain_size);
     } else if ((rc = decompress(codec, body, (size_t)h.compressed_size, plain, plain_size,
                                 error)) != BW_PAGES_OK) {

@@ -14,7 +14,10 @@
    header, the footer), `file_size` being its size when it was opened. A file read that way
    which is cut short, even while it is read, gives BW_PAGES_MALFORMED saying the file
    changed, never a fault: a memory map of it would kill the process with SIGBUS at the
-   first byte past its new end. */
+   first byte past its new end. A page header is looked for in 4 KiB first, and in more only
+   while the bytes read end inside it, up to 16 MiB (a longer one is refused, as pyarrow
+   refuses it); a page whose bytes in the file (header and body) or whose uncompressed body
+   are more than 1 GiB is refused before it is read. */
 #ifndef BW_PARQUET_PAGES_H
 #define BW_PARQUET_PAGES_H
 #include <stddef.h>
@@ -65,11 +68,13 @@ typedef struct {
 int bw_parquet_index_locations(const uint8_t *file, int fd, size_t file_size, size_t groups,
                                size_t columns, int64_t *out, char *error);
 
-/* An OffsetIndex: *pages is malloc'ed (free it), *count entries, each checked against
-   file_size, first rows strictly increasing from 0 and below group_rows. */
+/* An OffsetIndex: *pages is malloc'ed (free it), *count entries. Every page lies inside its
+   column chunk's bytes [chunk_start, chunk_start + chunk_size) (from the footer: where its
+   first page starts, its total_compressed_size; the chunk itself inside file_size), after
+   the page before it; first rows strictly increase from 0 and stay below group_rows. */
 int bw_parquet_offset_index(const uint8_t *data, size_t size, size_t file_size,
-                            int64_t group_rows, bw_page_location **pages, size_t *count,
-                            char *error);
+                            int64_t chunk_start, int64_t chunk_size, int64_t group_rows,
+                            bw_page_location **pages, size_t *count, char *error);
 
 /* A column chunk without an offset index, to be walked page header by page header. */
 typedef struct {
@@ -94,7 +99,8 @@ typedef struct {
 int bw_parquet_walk_pages(const bw_chunk_walk *walk, bw_page_location **pages, size_t *count,
                           char *error);
 
-/* A PageHeader at the start of data; *header_size is how many bytes it took. */
+/* A PageHeader at the start of data; *header_size is how many bytes it took. One saying
+   more than 1 GiB uncompressed is refused. */
 int bw_parquet_page_header(const uint8_t *data, size_t size, bw_page_header *header,
                            size_t *header_size, char *error);
 

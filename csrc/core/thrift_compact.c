@@ -6,6 +6,7 @@ void bw_thrift_init(bw_thrift *t, const uint8_t *data, size_t size) {
     t->end = data + size;
     t->depth = 0;
     t->error = NULL;
+    t->ran_out = 0;
 }
 
 static int fail(bw_thrift *t, const char *why) {
@@ -14,11 +15,18 @@ static int fail(bw_thrift *t, const char *why) {
     return -1;
 }
 
+/* A failure because the data ends before what it says is there. */
+static int ran_out(bw_thrift *t, const char *why) {
+    if (t->error == NULL)
+        t->ran_out = 1;
+    return fail(t, why);
+}
+
 static int read_varint(bw_thrift *t, uint64_t *value) {
     uint64_t v = 0;
     for (int shift = 0; shift < 64; shift += 7) {
         if (t->pos >= t->end)
-            return fail(t, "metadata ends inside a varint");
+            return ran_out(t, "metadata ends inside a varint");
         uint8_t b = *t->pos++;
         v |= (uint64_t)(b & 0x7f) << shift;
         if (!(b & 0x80)) {
@@ -53,7 +61,7 @@ int bw_thrift_field(bw_thrift *t, int16_t *last_id, int *type, int16_t *id) {
     if (t->error)
         return -1;
     if (t->pos >= t->end)
-        return fail(t, "metadata ends inside a struct");
+        return ran_out(t, "metadata ends inside a struct");
     uint8_t header = *t->pos++;
     *type = header & 0x0f;
     if (*type == BW_THRIFT_STOP) {
@@ -111,7 +119,7 @@ int bw_thrift_list(bw_thrift *t, int *elem_type, uint32_t *count) {
     if (t->error)
         return -1;
     if (t->pos >= t->end)
-        return fail(t, "metadata ends inside a list header");
+        return ran_out(t, "metadata ends inside a list header");
     uint8_t header = *t->pos++;
     *elem_type = header & 0x0f;
     uint64_t n = header >> 4;
@@ -121,14 +129,14 @@ int bw_thrift_list(bw_thrift *t, int *elem_type, uint32_t *count) {
         return fail(t, "unknown list element type in metadata");
     /* every element takes at least one byte, so a count above what is left is a lie */
     if (n > (uint64_t)(t->end - t->pos))
-        return fail(t, "list longer than the metadata holding it");
+        return ran_out(t, "list longer than the metadata holding it");
     *count = (uint32_t)n;
     return 0;
 }
 
 static int skip_bytes(bw_thrift *t, uint64_t n) {
     if (n > (uint64_t)(t->end - t->pos))
-        return fail(t, "metadata ends inside a value");
+        return ran_out(t, "metadata ends inside a value");
     t->pos += n;
     return 0;
 }
@@ -173,9 +181,9 @@ int bw_thrift_skip(bw_thrift *t, int type) {
         if (raw == 0)
             return 0;
         if (raw > (uint64_t)(t->end - t->pos))
-            return fail(t, "map longer than the metadata holding it");
+            return ran_out(t, "map longer than the metadata holding it");
         if (t->pos >= t->end)
-            return fail(t, "metadata ends inside a map header");
+            return ran_out(t, "metadata ends inside a map header");
         uint8_t kinds = *t->pos++;
         int key = kinds >> 4, value = kinds & 0x0f;
         if (key == BW_THRIFT_STOP || key > BW_THRIFT_STRUCT || value == BW_THRIFT_STOP ||

@@ -31,6 +31,8 @@ typedef struct {
     const uint8_t *pos, *end;
     int depth;         /* structs entered and not yet left */
     const char *error; /* the first failure; reads after it fail at once */
+    int ran_out;       /* the first failure was the data ending where more was needed: the
+                          same bytes followed by more might have read */
 } bw_thrift;
 
 void bw_thrift_init(bw_thrift *t, const uint8_t *data, size_t size);

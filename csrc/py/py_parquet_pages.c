@@ -77,15 +77,17 @@ static PyObject *locations_array(const bw_page_location *pages, size_t count) {
     return result;
 }
 
-/* parquet_offset_index(file, offset, length, group_rows) -> int64 array (pages, 3) of
-   (offset, compressed size, first row), each checked against the file. New reference. */
+/* parquet_offset_index(file, offset, length, group_rows, chunk_start, chunk_size) -> int64
+   array (pages, 3) of (offset, compressed size, first row), each page checked to lie inside
+   its column chunk (chunk_start, chunk_size from parquet_index_locations), in order. New
+   reference. */
 static PyObject *module_parquet_offset_index(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *file_arg;
     bw_file_arg file;
-    long long offset, length, group_rows;
-    if (!PyArg_ParseTuple(args, "OLLL:parquet_offset_index", &file_arg, &offset, &length,
-                          &group_rows) ||
+    long long offset, length, group_rows, chunk_start, chunk_size;
+    if (!PyArg_ParseTuple(args, "OLLLLL:parquet_offset_index", &file_arg, &offset, &length,
+                          &group_rows, &chunk_start, &chunk_size) ||
         bw_file_arg_get(file_arg, &file) < 0)
         return NULL;
     PyObject *result = NULL;
@@ -117,8 +119,8 @@ static PyObject *module_parquet_offset_index(PyObject *self, PyObject *args) {
         }
         index = read;
     }
-    int rc = bw_parquet_offset_index(index, (size_t)length, file.size, group_rows, &pages,
-                                     &count, error);
+    int rc = bw_parquet_offset_index(index, (size_t)length, file.size, chunk_start,
+                                     chunk_size, group_rows, &pages, &count, error);
     if (rc != BW_PAGES_OK) {
         raise_pages_error(rc, error);
         goto cleanup;
@@ -318,6 +320,13 @@ static PyObject *module_parquet_take_chunk(PyObject *self, PyObject *args) {
         raise_pages_error(rc, error);
         goto cleanup;
     }
+    /* exactly their size: the buffer grew by doubling from 4 KiB, and a lookup's result may
+       be kept for long (a row from each of many row groups would keep 4 KiB apiece) */
+    if (values.capacity > values.size) {
+        uint8_t *fit = realloc(values.data, values.size ? values.size : 1);
+        if (fit != NULL)
+            values.data = fit;
+    }
     values_array = array_owning(values.data, values.size);
     values.data = NULL; /* array_owning took it, on failure too */
     if (values_array == NULL)
@@ -343,7 +352,8 @@ static PyMethodDef parquet_pages_functions[] = {
      "not located), chunk start, total compressed size and null count (-1: not said), from "
      "the footer."},
     {"parquet_offset_index", module_parquet_offset_index, METH_VARARGS,
-     "parquet_offset_index(file, offset, length, group_rows): the page locations."},
+     "parquet_offset_index(file, offset, length, group_rows, chunk_start, chunk_size): the "
+     "page locations, each inside its column chunk."},
     {"parquet_walk_pages", module_parquet_walk_pages, METH_VARARGS,
      "parquet_walk_pages(file, chunk_start, chunk_size, group_rows, codec, max_rep, list_size, "
      "null_count): the page locations found by walking the chunk's page headers, or None "

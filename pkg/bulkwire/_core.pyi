@@ -286,21 +286,27 @@ def encode_batch(
 ) -> list[bytes]: ...
 
 # ---- Parquet random access: csrc/core/parquet_pages.c, csrc/py/py_parquet_pages.c ----
-# `file` is the whole file's bytes (bulkwire.parquet passes a read-only mmap). A malformed
-# file raises ValueError; None means the chunk's pages are not covered (read through pyarrow).
+# `file` is (fd, size): an open descriptor, read with pread, and the file's size when it was
+# opened (bulkwire.parquet passes its SourceFile's); or an object exporting a buffer holding
+# the whole file. A malformed file (or one cut short since: "changed since it was opened")
+# raises ValueError, a read that fails OSError; None means the chunk's pages are not covered
+# (read through pyarrow).
+
+_ParquetFileArg = Buffer | tuple[int, int]
 
 HAVE_SNAPPY: int
 PARQUET_HAVE_ZSTD: int
 
 def read_ranges(fd: int, size: int, offsets: ArrayLike, lengths: ArrayLike, /) -> NDArray[numpy.uint8]: ...
-def parquet_index_locations(file: Buffer, groups: int, columns: int, /) -> NDArray[numpy.int64]: ...
-def parquet_offset_index(file: Buffer, offset: int, length: int, group_rows: int, /) -> NDArray[numpy.int64]: ...
-def parquet_walk_pages(file: Buffer, chunk_start: int, chunk_size: int, group_rows: int, codec: int,
+def parquet_index_locations(file: _ParquetFileArg, groups: int, columns: int, /) -> NDArray[numpy.int64]: ...
+def parquet_offset_index(file: _ParquetFileArg, offset: int, length: int, group_rows: int,
+                         chunk_start: int, chunk_size: int, /) -> NDArray[numpy.int64]: ...
+def parquet_walk_pages(file: _ParquetFileArg, chunk_start: int, chunk_size: int, group_rows: int, codec: int,
                        max_rep: int, list_size: int, null_count: int, /) -> NDArray[numpy.int64] | None: ...
-def parquet_dictionary(file: Buffer, offset: int, next_page: int, codec: int, value_width: int,
+def parquet_dictionary(file: _ParquetFileArg, offset: int, next_page: int, codec: int, value_width: int,
                        /) -> NDArray[numpy.uint8] | None: ...
 def parquet_take_chunk(
-    file: Buffer,
+    file: _ParquetFileArg,
     pages: NDArray[numpy.int64],
     group_rows: int,
     codec: int,

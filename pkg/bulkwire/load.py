@@ -29,7 +29,8 @@ from .encoding import dumps
 from .errors import (BulkInsertAborted, BulkInsertError, RowError, _add_note,
                      _mark_unconfirmed)
 from ._source import SourceFile
-from .parquet import PathLike, TableFile, _check_batch, _pyarrow, _source_format
+from .parquet import (PathLike, TableFile, _check_batch, _open_parquet, _pyarrow,
+                      _pyarrow_error, _source_format)
 from .topology import open_servers
 from .urls import normalize_url
 
@@ -116,24 +117,29 @@ class _Plan:
     read_columns: list[str]
 
 
-def _empty_batch(schema) -> Any:
-    """A record batch of ``schema`` without rows: what the C encoder judges the columns on.
-    (Made from arrays of nulls: pyarrow's from_pylist and empty_table import pandas, which
-    cost 0.3 s and 45 MB of memory.)"""
+def _empty_batch(schema, names: Sequence[str]) -> Any:
+    """A record batch without rows of the columns ``names`` of ``schema``: what the C encoder
+    judges them on. Only the columns a load reads: the encoder imports every column of the
+    batch it is given, and one it does not read (nested deeper than the import allows, say)
+    must not stop a load that leaves it out. (Made from arrays of nulls: pyarrow's
+    from_pylist and empty_table import pandas, which cost 0.3 s and 45 MB of memory.)"""
     pa = _pyarrow()
-    return pa.RecordBatch.from_arrays([pa.nulls(0, f.type) for f in schema], schema=schema)
+    fields = [schema.field(name) for name in dict.fromkeys(names)]
+    return pa.RecordBatch.from_arrays([pa.nulls(0, f.type) for f in fields],
+                                      schema=pa.schema(fields))
 
 
-def _check_vector(empty, id_column: str, name: str) -> None:
+def _check_vector(schema, id_column: str, name: str) -> None:
     """Raises the C encoder's ``TypeError`` when column ``name`` cannot be the vector column
     (or the id column cannot be an id)."""
-    _core.encode_batch(empty, id_column, [name], vector_column=name)
+    _core.encode_batch(_empty_batch(schema, [id_column, name]), id_column, [name],
+                       vector_column=name)
 
 
-def _can_be_vector(empty, id_column: str, name: str) -> bool:
+def _can_be_vector(schema, id_column: str, name: str) -> bool:
     try:
-        _check_vector(empty, id_column, name)
-    except TypeError:
+        _check_vector(schema, id_column, name)
+    except (TypeError, ValueError):  # ValueError: a type the Arrow import refuses
         return False
     return True
 
@@ -161,10 +167,9 @@ def _plan(schema, source: str, id_column: str, vector_column: str | None,
 
     need(id_column, "id column")
     explicit_vector = vector_column is not None
-    empty = _empty_batch(schema)
     if vector_column is None:
         found = [n for n in names if n != id_column and n not in BODY_EXCLUDED_KEYS
-                 and _can_be_vector(empty, id_column, n)]
+                 and _can_be_vector(schema, id_column, n)]
         if len(found) > 1:
             raise ValueError(f"{source} has several vector columns ({', '.join(found)}): "
                              f"choose one with vector_column= (--vector-column)")
@@ -173,7 +178,7 @@ def _plan(schema, source: str, id_column: str, vector_column: str | None,
         need(vector_column, "vector column")
         if vector_column in BODY_EXCLUDED_KEYS:
             excluded(vector_column, "vector column")
-        _check_vector(empty, id_column, vector_column)
+        _check_vector(schema, id_column, vector_column)
     if columns is None:
         # every column but the id; an "Id" column is left out, as BulkWriter.store leaves a
         # dict's "Id" member out of its document
@@ -263,7 +268,7 @@ def _file_batches(path: str, plan: _Plan, batch_rows: int, first: int = 0,
                     # pre_buffer=False: pyarrow would otherwise buffer ahead up to the whole
                     # file (RSS grew with the file size: 540 MB for 470 MB of Parquet);
                     # without it, one row group.
-                    pf = pa.parquet.ParquetFile(pyfile, pre_buffer=False)
+                    pf = _open_parquet(source, pyfile, pre_buffer=False)
                     groups = range(first, pf.metadata.num_row_groups if stop is None else stop)
                     batches = pf.iter_batches(batch_size=batch_rows, row_groups=groups,
                                               columns=plan.read_columns)
@@ -275,7 +280,7 @@ def _file_batches(path: str, plan: _Plan, batch_rows: int, first: int = 0,
                         source.check_unchanged()
                         yield batch
                 except (pa.ArrowException, OSError) as exc:
-                    raise source.read_error(exc) from exc
+                    raise _pyarrow_error(source, exc) from exc
         from ._ipc import IpcFile
 
         ipc = IpcFile(source, pa)
@@ -689,12 +694,12 @@ def _file_footer(path: str) -> tuple:
         if _source_format(source) == "parquet":
             with source.python_file() as pyfile:
                 try:
-                    pf = pa.parquet.ParquetFile(pyfile)
+                    pf = _open_parquet(source, pyfile)
                     meta = pf.metadata
                     groups = [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
                     return pf.schema_arrow, groups, source.identity
                 except (pa.ArrowException, OSError) as exc:
-                    raise source.read_error(exc) from exc
+                    raise _pyarrow_error(source, exc) from exc
         from ._ipc import IpcFile
 
         ipc = IpcFile(source, pa)
@@ -1526,7 +1531,8 @@ def load_parquet(path: Any, *, url: str | Sequence[str] | None = None,
         raise ValueError(f"batch_rows must be positive, got {batch_rows}")
     metadata_json = _metadata_json(collection, python_type, metadata)
     encode = _Encoder(plan, id_prefix, metadata_json, float32, chunk_size)
-    encode(_empty_batch(schema))  # the columns' types, judged before any file or request
+    # the columns' types, judged before any file is written or request made
+    encode(_empty_batch(schema, plan.read_columns))
 
     if tls and url is None:
         raise ValueError(f"{', '.join(tls)} need url (an https:// server)")

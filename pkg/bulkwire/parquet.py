@@ -15,6 +15,7 @@ from __future__ import annotations
 import operator
 import os
 import threading
+from collections import OrderedDict
 from typing import Any, Sequence, Union
 
 import numpy as np
@@ -106,6 +107,32 @@ def _file_format(path: str) -> str:
 
     with SourceFile(path) as source:
         return _source_format(source)
+
+
+def _pyarrow_error(source: Any, exc: BaseException, where: str = "") -> Exception:
+    """The error to raise for what pyarrow raised reading the open
+    :class:`._source.SourceFile` ``source`` (``where``: what it was reading, for the
+    message), naming the file: an ``OSError`` with an errno is the system's; pyarrow's own
+    errors, and the bare ``OSError`` (no errno, no file named) it raises for some files it
+    refuses (a schema nested deeper than it reads), say the file is malformed, or that it
+    changed since it was opened when it did (see :meth:`._source.SourceFile.read_error`)."""
+    if isinstance(exc, OSError) and exc.errno:
+        return source.read_error(exc)
+    return source.read_error(f"{where}{exc}")
+
+
+def _open_parquet(source: Any, pyfile: Any, **options: Any) -> Any:
+    """``pyarrow.parquet.ParquetFile`` on ``pyfile`` (a file object of the open
+    :class:`._source.SourceFile` ``source``), its schema read. A footer or schema pyarrow
+    refuses (corrupt, or nested too deeply) raises :class:`~bulkwire.errors.MalformedFileError`
+    naming the file (see :func:`_pyarrow_error`)."""
+    pa = _pyarrow()
+    try:
+        parquet = pa.parquet.ParquetFile(pyfile, **options)
+        parquet.schema_arrow
+        return parquet
+    except (pa.ArrowException, UnicodeDecodeError, OSError) as exc:
+        raise _pyarrow_error(source, exc) from exc
 
 
 def _check_batch(batch: Any, source: str) -> None:
@@ -258,6 +285,55 @@ def _page_plan(pa, field: Any, leaves: list, pq_schema: Any) -> "tuple[_PagePlan
                      t), ""
 
 
+#: The bytes of column chunk dictionaries and page tables a TableFile keeps for its later
+#: lookups (``cache_bytes=``): 64 of pyarrow's largest default dictionary pages (1 MiB).
+DEFAULT_CACHE_BYTES = 64 << 20
+
+_MISSING = object()
+
+
+class _ChunkCache:
+    """What a TableFile keeps of the column chunks it has read (their page tables and
+    dictionaries, NumPy arrays), the least recently used dropped first once it holds more
+    than ``limit`` bytes: each entry counts its array's bytes and ENTRY_BYTES for the objects
+    around it. The entry put last always stays, so it holds at most ``limit`` bytes or that
+    one entry."""
+
+    ENTRY_BYTES = 256
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self.bytes = 0
+        self._entries: OrderedDict = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, key: Any) -> Any:
+        """The value kept for ``key`` (made the most recently used), or ``_MISSING``."""
+        entry = self._entries.get(key)
+        if entry is None:
+            return _MISSING
+        self._entries.move_to_end(key)
+        return entry[0]
+
+    def clear(self) -> None:
+        """Drops every entry."""
+        self._entries.clear()
+        self.bytes = 0
+
+    def put(self, key: Any, value: Any) -> None:
+        size = self.ENTRY_BYTES + getattr(value, "nbytes", 0)
+        old = self._entries.pop(key, None)
+        if old is not None:
+            self.bytes -= old[1]
+        self._entries[key] = (value, size)
+        self.bytes += size
+        while self.bytes > self.limit and len(self._entries) > 1:
+            _, (_, dropped) = self._entries.popitem(last=False)
+            self.bytes -= dropped
+
+
 class TableFile:
     """An open Parquet or Arrow IPC file for repeated lookups (the benchmark's cached mode).
 
@@ -268,7 +344,9 @@ class TableFile:
     page: only the pages holding the requested rows are read and decompressed, and only those
     rows copied out. The pages are found through the file's page index
     (``write_page_index=True``) or, in a file without one, by walking each touched column
-    chunk's page headers once (the table kept for later lookups). Every other column is read
+    chunk's page headers once (the table kept for later lookups). What is kept of the chunks
+    read (dictionaries, page tables) stays under ``cache_bytes`` (64 MiB by default), the
+    least recently used dropped first (and read again when needed). Every other column is read
     a whole row group at a time, one group at a time, for the touched groups only. ``paths``
     says which way each column goes (and why), ``stats`` counts what each lookup did. Arrow
     IPC: the footer and every record batch's metadata are read once; a lookup reads only the
@@ -292,9 +370,13 @@ class TableFile:
     ([3, 1], {'id': 'pages'}, 1)
     """
 
-    def __init__(self, path: PathLike, columns: Sequence[str] | None = None):
+    def __init__(self, path: PathLike, columns: Sequence[str] | None = None, *,
+                 cache_bytes: int = DEFAULT_CACHE_BYTES):
         from ._source import SourceFile
 
+        if isinstance(cache_bytes, bool) or not isinstance(cache_bytes, int) or cache_bytes < 0:
+            raise ValueError(f"cache_bytes must be a non-negative int, got {cache_bytes!r}")
+        self._cache = _ChunkCache(cache_bytes)
         pa = _pyarrow()
         self.path = os.fspath(path)
         self.columns = list(columns) if columns is not None else None
@@ -324,7 +406,7 @@ class TableFile:
             try:
                 # pyarrow reads the row groups it decodes through the same open file
                 self._pyfile = self._source.python_file()
-                self._parquet = pa.parquet.ParquetFile(self._pyfile)
+                self._parquet = _open_parquet(self._source, self._pyfile)
                 meta = self._parquet.metadata
                 counts = np.fromiter((meta.row_group(i).num_rows
                                       for i in range(meta.num_row_groups)),
@@ -374,8 +456,6 @@ class TableFile:
             top = pq_schema.column(i).path.split(".")[0]
             if top in leaves:
                 leaves[top].append(i)
-        self._index_cache: dict = {}
-        self._dictionary_cache: dict = {}  # each chunk's dictionary, read once
         self._locations = None
         candidates = {}
         for name in names:
@@ -477,8 +557,8 @@ class TableFile:
             if rest:
                 try:
                     group = self._parquet.read_row_group(g, columns=rest)
-                except (pa.ArrowException, OSError) as exc:
-                    raise self._malformed(exc) from exc
+                except (pa.ArrowException, OSError) as exc:  # a chunk pyarrow refuses
+                    raise _pyarrow_error(self._source, exc, f"row group {g}: ") from exc
                 taken = group.take(pa.array(local))
                 for name in rest:
                     columns[name] = taken.column(name)
@@ -496,31 +576,32 @@ class TableFile:
         from . import _core
 
         group_rows = int(self.offsets[g + 1] - self.offsets[g])
-        key = (g, plan.leaf)
-        pages = self._index_cache.get(key)
+        pages = self._cache.get(("pages", g, plan.leaf))
         try:
-            if pages is None:
+            if pages is _MISSING:
                 offset, length, codec, _, start, size, null_count = \
                     self._locations[g, plan.leaf].tolist()
                 if offset >= 0:
-                    pages = _core.parquet_offset_index(self._file, offset, length, group_rows)
+                    pages = _core.parquet_offset_index(self._file, offset, length, group_rows,
+                                                       start, size)
                 else:  # no page index: the chunk's page headers walked, once
                     pages = _core.parquet_walk_pages(self._file, start, size, group_rows, codec,
                                                      plan.max_rep, plan.list_size, null_count)
                     self.stats[name]["walks"] += 1
                     if pages is None:  # levels of an encoding the page reader does not cover
                         pages = _NOT_WALKED
-                self._index_cache[key] = pages
+                self._cache.put(("pages", g, plan.leaf), pages)
             if pages is _NOT_WALKED:
                 return None
             codec = int(self._locations[g, plan.leaf, 2])
             dictionary_offset = int(self._locations[g, plan.leaf, 3])
             dictionary = None
             if dictionary_offset >= 0:
-                if key not in self._dictionary_cache:
-                    self._dictionary_cache[key] = _core.parquet_dictionary(
+                dictionary = self._cache.get(("dictionary", g, plan.leaf))
+                if dictionary is _MISSING:
+                    dictionary = _core.parquet_dictionary(
                         self._file, dictionary_offset, int(pages[0, 0]), codec, plan.width)
-                dictionary = self._dictionary_cache[key]
+                    self._cache.put(("dictionary", g, plan.leaf), dictionary)
                 if dictionary is None:  # an encoding the page reader does not cover
                     return None
             result = _core.parquet_take_chunk(self._file, pages, group_rows, codec, plan.width,
@@ -583,8 +664,9 @@ class TableFile:
             self._release()
 
     def _release(self) -> None:
-        """Lets go of the readers and the descriptor (each once, whatever was opened; called
-        with ``_state`` held, or before the object is shared)."""
+        """Lets go of the readers, the descriptor and what the cache kept (each once,
+        whatever was opened; called with ``_state`` held, or before the object is shared)."""
+        self._cache.clear()
         parquet, self._parquet = self._parquet, None
         if parquet is not None:
             parquet.close()

@@ -1,9 +1,12 @@
 /* The Thrift compact reader and the Parquet page reader on hand-made metadata and pages:
    fields by delta and by id, skipping nested values, the depth limit, every truncation of a
    header refused (the buffers are heap blocks of exactly their size, so the sanitizers see
-   any read past them), PLAIN pages of scalars and lists, levels both RLE and bit-packed.
+   any read past them), PLAIN pages of scalars and lists, levels both RLE and bit-packed,
+   headers whose counts and sizes claim far more than their bytes hold (every allocation is
+   recorded: malloc and realloc wrapped at link time, so a test sees the largest one), and
+   files read through a descriptor as in memory, cut short under the reader.
    sources: thrift_compact.c parquet_pages.c file_read.c
-   libs: -DBW_HAVE_ZSTD -DBW_HAVE_SNAPPY -lzstd -lsnappy -lz
+   libs: -DBW_HAVE_ZSTD -DBW_HAVE_SNAPPY -lzstd -lsnappy -lz -Wl,--wrap=malloc -Wl,--wrap=realloc
    requires: zstd.h snappy-c.h */
 #define _POSIX_C_SOURCE 200809L /* fileno, ftruncate */
 #include <stdint.h>
@@ -11,10 +14,33 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <zlib.h>
+#include <snappy-c.h>
+#include <zstd.h>
 
 #include "check.h"
 #include "parquet_pages.h"
 #include "thrift_compact.h"
+
+/* The largest single allocation asked for since it was last set to 0: the core's malloc and
+   realloc calls come here (-Wl,--wrap), then go to the real ones. */
+static size_t largest_allocation;
+void *__real_malloc(size_t size);
+void *__real_realloc(void *p, size_t size);
+void *__wrap_malloc(size_t size);
+void *__wrap_realloc(void *p, size_t size);
+
+void *__wrap_malloc(size_t size) {
+    if (size > largest_allocation)
+        largest_allocation = size;
+    return __real_malloc(size);
+}
+
+void *__wrap_realloc(void *p, size_t size) {
+    if (size > largest_allocation)
+        largest_allocation = size;
+    return __real_realloc(p, size);
+}
 
 /* A copy of n bytes in a block of exactly n bytes. */
 static uint8_t *exact(const uint8_t *p, size_t n) {
@@ -88,20 +114,73 @@ TEST(depth_and_lying_counts) {
     CHECK_EQ(bw_thrift_skip(&t, BW_THRIFT_STRUCT), -1);
 }
 
-/* A v1 PLAIN uncompressed data page header for `values` values and `body` bytes. */
-static size_t page_header(uint8_t *out, int values, int body) {
+static size_t put_varint(uint8_t *out, uint64_t v) {
     size_t n = 0;
-    out[n++] = 0x15; out[n++] = 0x00;                   /* type DATA_PAGE */
-    out[n++] = 0x15; out[n++] = (uint8_t)(2 * body);    /* uncompressed (body < 64) */
-    out[n++] = 0x15; out[n++] = (uint8_t)(2 * body);    /* compressed */
-    out[n++] = 0x2c;                                    /* field 5: data page header */
-    out[n++] = 0x15; out[n++] = (uint8_t)(2 * values);  /* num_values */
-    out[n++] = 0x15; out[n++] = 0x00;                   /* PLAIN */
-    out[n++] = 0x15; out[n++] = 0x06;                   /* definition levels RLE */
-    out[n++] = 0x15; out[n++] = 0x06;                   /* repetition levels RLE */
+    do {
+        uint8_t b = v & 0x7f;
+        v >>= 7;
+        out[n++] = (uint8_t)(b | (v ? 0x80 : 0));
+    } while (v);
+    return n;
+}
+
+/* An i32 field `delta` ids after the previous one, its value zigzag encoded. */
+static size_t put_i32(uint8_t *out, int delta, int64_t v) {
+    out[0] = (uint8_t)(delta << 4 | 5);
+    uint64_t zigzag = v >= 0 ? (uint64_t)v << 1 : ((uint64_t)(-(v + 1)) << 1) | 1;
+    return 1 + put_varint(out + 1, zigzag);
+}
+
+/* The fields a page header starts with: its type and sizes. */
+static size_t page_start(uint8_t *out, int type, int64_t uncompressed, int64_t compressed) {
+    size_t n = 0;
+    n += put_i32(out + n, 1, type);
+    n += put_i32(out + n, 1, uncompressed);
+    n += put_i32(out + n, 1, compressed);
+    return n;
+}
+
+/* A v1 data page header: `values` values, the sizes, the encoding; levels RLE. */
+static size_t data_page(uint8_t *out, int64_t values, int64_t uncompressed, int64_t compressed,
+                        int encoding) {
+    size_t n = page_start(out, BW_PQ_DATA_PAGE, uncompressed, compressed);
+    out[n++] = 0x2c; /* field 5: the data page header */
+    n += put_i32(out + n, 1, values);
+    n += put_i32(out + n, 1, encoding);
+    n += put_i32(out + n, 1, BW_PQ_RLE); /* definition levels */
+    n += put_i32(out + n, 1, BW_PQ_RLE); /* repetition levels */
     out[n++] = 0x00;
     out[n++] = 0x00;
     return n;
+}
+
+/* A v1 PLAIN uncompressed data page header for `values` values and `body` bytes (each < 64:
+   one byte each, at fixed places: the compressed size is byte 5). */
+static size_t page_header(uint8_t *out, int values, int body) {
+    return data_page(out, values, body, body, BW_PQ_PLAIN);
+}
+
+/* An RLE run of the hybrid: `count` times the one-byte `value`. */
+static size_t rle_run(uint8_t *out, uint64_t count, uint8_t value) {
+    size_t n = put_varint(out, count << 1);
+    out[n++] = value;
+    return n;
+}
+
+/* An uncompressed page of `values` values (encoding `encoding`) at file: its header, then
+   its body (`size` bytes); the page's size. */
+static size_t uncompressed_page(uint8_t *file, int64_t values, int encoding,
+                                const uint8_t *body, size_t size) {
+    size_t h = data_page(file, values, (int64_t)size, (int64_t)size, encoding);
+    memcpy(file + h, body, size);
+    return h + size;
+}
+
+/* v1 levels: their 4-byte length, then the runs already written at out + 4 (`runs` bytes). */
+static size_t v1_levels(uint8_t *out, size_t runs) {
+    uint32_t n = (uint32_t)runs;
+    memcpy(out, &n, 4);
+    return 4 + runs;
 }
 
 TEST(required_scalar_page) {
@@ -188,47 +267,110 @@ TEST(list_page_with_bit_packed_and_rle_levels) {
     free(buf);
 }
 
+/* An offset index: field 1, a list of 2 PageLocation structs {offset, size, first_row}:
+   pages at 4 and 20, 16 bytes each, first rows 0 and 5. */
+static const uint8_t two_pages[] = {0x19, 0x2c, 0x16, 0x08, 0x15, 0x20, 0x16, 0x00, 0x00,
+                                    0x16, 0x28, 0x15, 0x20, 0x16, 0x0a, 0x00, 0x00};
+
 TEST(offset_index_checks) {
-    /* field 1: list of 2 PageLocation structs {offset, size, first_row} */
-    static const uint8_t good[] = {0x19, 0x2c, 0x16, 0x08, 0x15, 0x20, 0x16, 0x00, 0x00,
-                                   0x16, 0x28, 0x15, 0x20, 0x16, 0x0a, 0x00, 0x00};
-    uint8_t *buf = exact(good, sizeof good);
+    const uint8_t *good = two_pages;
+    const size_t size = sizeof two_pages;
+    uint8_t *buf = exact(good, size);
     bw_page_location *pages = NULL;
     size_t count = 0;
     char error[BW_PAGES_ERROR_SIZE];
-    CHECK_EQ(bw_parquet_offset_index(buf, sizeof good, 100, 10, &pages, &count, error),
+    /* pages at 4 and 20, 16 bytes each: a chunk of bytes 4 to 36 */
+    CHECK_EQ(bw_parquet_offset_index(buf, size, 100, 4, 32, 10, &pages, &count, error),
              BW_PAGES_OK);
     CHECK(count == 2 && pages[1].offset == 20 && pages[1].first_row == 5 &&
           pages[0].compressed_size == 16);
     free(pages);
-    /* the second page past the end of a 30-byte file */
-    CHECK_EQ(bw_parquet_offset_index(buf, sizeof good, 30, 10, &pages, &count, error),
+    /* the chunk past the end of a 30-byte file */
+    CHECK_EQ(bw_parquet_offset_index(buf, size, 30, 4, 32, 10, &pages, &count, error),
              BW_PAGES_MALFORMED);
     CHECK(strstr(error, "outside the file") != NULL);
     /* first rows beyond the row group */
-    CHECK_EQ(bw_parquet_offset_index(buf, sizeof good, 100, 5, &pages, &count, error),
+    CHECK_EQ(bw_parquet_offset_index(buf, size, 100, 4, 32, 5, &pages, &count, error),
              BW_PAGES_MALFORMED);
-    for (size_t n = 0; n < sizeof good; n++) {
+    for (size_t n = 0; n < size; n++) {
         uint8_t *cut = exact(good, n);
-        CHECK_EQ(bw_parquet_offset_index(cut, n, 100, 10, &pages, &count, error),
+        CHECK_EQ(bw_parquet_offset_index(cut, n, 100, 4, 32, 10, &pages, &count, error),
                  BW_PAGES_MALFORMED);
         free(cut);
     }
     free(buf);
 }
 
-/* A PLAIN dictionary page header for `values` values and `body` bytes (< 64). */
-static size_t dictionary_header(uint8_t *out, int values, int body) {
-    size_t n = 0;
-    out[n++] = 0x15; out[n++] = 0x04;                   /* type DICTIONARY_PAGE */
-    out[n++] = 0x15; out[n++] = (uint8_t)(2 * body);
-    out[n++] = 0x15; out[n++] = (uint8_t)(2 * body);
-    out[n++] = 0x4c;                                    /* field 7: dictionary page header */
-    out[n++] = 0x15; out[n++] = (uint8_t)(2 * values);
-    out[n++] = 0x15; out[n++] = 0x00;                   /* PLAIN */
+/* The offset index `good` (n bytes, at most 64) with bytes changed (byte at[i] to to[i]),
+   for a chunk of bytes 0 to 64: refused, saying `message`. */
+static void offset_index_refused(const uint8_t *good, size_t n, const size_t *at,
+                                 const uint8_t *to, size_t changes, const char *message) {
+    uint8_t changed[64];
+    memcpy(changed, good, n);
+    for (size_t i = 0; i < changes; i++)
+        changed[at[i]] = to[i];
+    uint8_t *buf = exact(changed, n);
+    bw_page_location *pages = NULL;
+    size_t count = 0;
+    char error[BW_PAGES_ERROR_SIZE] = "";
+    CHECK_EQ(bw_parquet_offset_index(buf, n, 100, 0, 64, 10, &pages, &count, error),
+             BW_PAGES_MALFORMED);
+    CHECK(strstr(error, message) != NULL);
+    free(pages);
+    free(buf);
+}
+
+TEST(offset_index_pages_stay_in_their_chunk) {
+    uint8_t *buf = exact(two_pages, sizeof two_pages);
+    bw_page_location *pages = NULL;
+    size_t count = 0;
+    char error[BW_PAGES_ERROR_SIZE] = "";
+    /* every chunk range but one that holds both pages (bytes 4 to 36): refused (the first
+       page starts before it, or the second ends after it), and so is a chunk outside the
+       file */
+    for (int64_t start = 0; start <= 8; start++)
+        for (int64_t size = 28; size <= 36; size++) {
+            int rc = bw_parquet_offset_index(buf, sizeof two_pages, 100, start, size, 10,
+                                             &pages, &count, error);
+            int holds = start <= 4 && start + size >= 36;
+            CHECK_EQ(rc, holds ? BW_PAGES_OK : BW_PAGES_MALFORMED);
+            if (!holds)
+                CHECK(strstr(error, "outside its column chunk (bytes") != NULL);
+            free(pages);
+            pages = NULL;
+        }
+    CHECK_EQ(bw_parquet_offset_index(buf, sizeof two_pages, 100, -1, 40, 10, &pages, &count,
+                                     error), BW_PAGES_MALFORMED);
+    CHECK_EQ(bw_parquet_offset_index(buf, sizeof two_pages, 30, 0, 40, 10, &pages, &count,
+                                     error), BW_PAGES_MALFORMED);
+    CHECK(strstr(error, "column chunk at 0, 40 bytes, outside the file") != NULL);
+    free(buf);
+    /* the second page at 12: it overlaps the first (4 to 20) */
+    static const size_t second_offset[] = {10};
+    offset_index_refused(two_pages, sizeof two_pages, second_offset, (const uint8_t[]){0x18}, 1,
+                         "page 1 at 12 starts before the end of the page before it (20)");
+    /* the pages the other way round */
+    static const size_t both_offsets[] = {3, 10, 14};
+    offset_index_refused(two_pages, sizeof two_pages, both_offsets,
+                         (const uint8_t[]){0x28, 0x08, 0x0a}, 3,
+                         "starts before the end of the page before it");
+}
+
+/* A PLAIN dictionary page header for `values` values and the sizes. */
+static size_t dictionary_page(uint8_t *out, int64_t values, int64_t uncompressed,
+                              int64_t compressed) {
+    size_t n = page_start(out, BW_PQ_DICTIONARY_PAGE, uncompressed, compressed);
+    out[n++] = 0x4c; /* field 7: the dictionary page header */
+    n += put_i32(out + n, 1, values);
+    n += put_i32(out + n, 1, BW_PQ_PLAIN);
     out[n++] = 0x00;
     out[n++] = 0x00;
     return n;
+}
+
+/* A PLAIN dictionary page header for `values` values and `body` bytes (< 64). */
+static size_t dictionary_header(uint8_t *out, int values, int body) {
+    return dictionary_page(out, values, body, body);
 }
 
 static int walk(const uint8_t *file, size_t file_size, int64_t start, int64_t size,
@@ -465,7 +607,340 @@ TEST(descriptor_reads_are_the_memory_reads_and_a_cut_file_is_an_error) {
     free(read);
 }
 
+#define BIG ((int64_t)INT32_MAX) /* the most values a page header can claim */
+/* What any page here may allocate: far less than one byte per claimed value. */
+#define SMALL ((size_t)1 << 20)
+
+/* Reads rows of a one-page chunk made of `size` bytes at file (copied into a block of exactly
+   that size); *out holds the values (free them). */
+static int take_one_page(const uint8_t *file, size_t size, int64_t group_rows, int codec,
+                         int width, int max_rep, int max_def, const int64_t *rows,
+                         size_t row_count, const uint8_t *dictionary, size_t dictionary_size,
+                         bw_bytes *out, int64_t *lengths, char *error) {
+    uint8_t *buf = exact(file, size);
+    bw_page_location loc = {0, 0, (int32_t)size};
+    bw_chunk_take q = {.file = buf, .file_size = size, .pages = &loc, .page_count = 1,
+                       .group_rows = group_rows, .codec = codec, .value_width = width,
+                       .max_rep = max_rep, .max_def = max_def, .rows = rows,
+                       .row_count = row_count, .dictionary = dictionary,
+                       .dictionary_count = width ? dictionary_size / (size_t)width : 0,
+                       .dictionary_size = dictionary_size};
+    size_t pages = 0;
+    *out = (bw_bytes){NULL, 0, 0};
+    largest_allocation = 0;
+    int rc = bw_parquet_take_chunk(&q, out, lengths, &pages, error);
+    free(buf);
+    return rc;
+}
+
+/* Row 1 of a one-page chunk of optional int32 values (or lists of them: max_rep 1) is
+   refused, saying `message`, with nothing allocated near what the page claims. */
+static void refused_without_allocating(const uint8_t *file, size_t size, int64_t group_rows,
+                                       int max_rep, const char *message) {
+    int64_t rows[] = {1}, lengths[1];
+    bw_bytes out;
+    char error[BW_PAGES_ERROR_SIZE] = "";
+    CHECK_EQ(take_one_page(file, size, group_rows, BW_PQ_UNCOMPRESSED, 4, max_rep, 1, rows, 1,
+                           NULL, 0, &out, lengths, error), BW_PAGES_MALFORMED);
+    CHECK(strstr(error, message) != NULL);
+    CHECK(largest_allocation < SMALL);
+    free(out.data);
+}
+
+TEST(claimed_values_allocate_nothing) {
+    /* an optional int32 page claiming 2^31 - 1 values, its definition levels one RLE run of
+       as many: for a row group of 4 rows it is refused before anything is sized by it */
+    uint8_t file[128], body[64];
+    size_t runs = rle_run(body + 4, (uint64_t)BIG, 1);
+    size_t b = v1_levels(body, runs);
+    memset(body + b, 0, 16);
+    size_t size = uncompressed_page(file, BIG, BW_PQ_PLAIN, body, b + 16);
+    refused_without_allocating(file, size, 4, 0, "page holds 2147483647 values for 4 rows");
+    /* the same claim where the row group does have 2^31 - 1 rows: 3 values, then nulls, all
+       in two runs: the rows come back, and nothing was sized by the count */
+    runs = rle_run(body + 4, 3, 1);
+    runs += rle_run(body + 4 + runs, (uint64_t)BIG - 3, 0);
+    b = v1_levels(body, runs);
+    for (int32_t i = 0; i < 3; i++)
+        memcpy(body + b + 4 * (size_t)i, &(int32_t){70 + i}, 4);
+    size = uncompressed_page(file, BIG, BW_PQ_PLAIN, body, b + 12);
+    int64_t rows[] = {1, BIG - 2}, lengths[2];
+    bw_bytes out;
+    char error[BW_PAGES_ERROR_SIZE] = "";
+    CHECK_EQ(take_one_page(file, size, BIG, BW_PQ_UNCOMPRESSED, 4, 0, 1, rows, 2, NULL, 0,
+                           &out, lengths, error), BW_PAGES_OK);
+    int32_t got[2] = {0, -1};
+    CHECK_EQ(out.size, 8);
+    if (out.size == 8)
+        memcpy(got, out.data, 8);
+    CHECK(got[0] == 71 && lengths[0] == 1 && got[1] == 0 && lengths[1] == 0);
+    CHECK(largest_allocation < SMALL);
+    free(out.data);
+}
+
+TEST(claimed_dictionary_indices_allocate_nothing) {
+    /* a required int32 page of 2^31 - 1 rows: one RLE run of dictionary index 3 */
+    static const int32_t dictionary[] = {10, 11, 12, 13};
+    uint8_t file[64];
+    uint8_t body[16] = {2}; /* bit width 2 */
+    size_t b = 1 + rle_run(body + 1, (uint64_t)BIG, 3);
+    size_t size = uncompressed_page(file, BIG, BW_PQ_RLE_DICTIONARY, body, b);
+    int64_t rows[] = {0, 12345, BIG - 1}, lengths[3];
+    bw_bytes out;
+    char error[BW_PAGES_ERROR_SIZE] = "";
+    CHECK_EQ(take_one_page(file, size, BIG, BW_PQ_UNCOMPRESSED, 4, 0, 0, rows, 3,
+                           (const uint8_t *)dictionary, sizeof dictionary, &out, lengths,
+                           error), BW_PAGES_OK);
+    int32_t got[3] = {0, 0, 0};
+    CHECK_EQ(out.size, 12);
+    if (out.size == 12)
+        memcpy(got, out.data, 12);
+    CHECK(got[0] == 13 && got[1] == 13 && got[2] == 13 && lengths[2] == 1);
+    CHECK(largest_allocation < SMALL);
+    free(out.data);
+    /* the run's index past the dictionary: refused, whichever rows are asked for */
+    body[1 + put_varint(body + 1, (uint64_t)BIG << 1)] = 3;
+    size = uncompressed_page(file, BIG, BW_PQ_RLE_DICTIONARY, body, b);
+    CHECK_EQ(take_one_page(file, size, BIG, BW_PQ_UNCOMPRESSED, 4, 0, 0, rows, 1,
+                           (const uint8_t *)dictionary, 3 * 4, &out, lengths, error),
+             BW_PAGES_MALFORMED);
+    CHECK(strstr(error, "dictionary index 3 past the 3 values") != NULL);
+    free(out.data);
+}
+
+TEST(claimed_list_levels_allocate_nothing) {
+    /* a page of lists claiming 2^31 - 1 levels: every one starts a row and holds a value */
+    uint8_t file[128], body[64];
+    size_t runs = rle_run(body + 4, (uint64_t)BIG, 0);
+    size_t b = v1_levels(body, runs);
+    runs = rle_run(body + b + 4, (uint64_t)BIG, 1);
+    b += v1_levels(body + b, runs);
+    memset(body + b, 0, 16);
+    size_t size = uncompressed_page(file, BIG, BW_PQ_PLAIN, body, b + 16);
+    refused_without_allocating(file, size, 2, 1,
+                               "page of 2147483647 values has 16 bytes of values");
+    /* walked as a chunk without an offset index: its rows counted, none stored */
+    uint8_t *buf = exact(file, size);
+    bw_chunk_walk w = {.file = buf, .file_size = size, .chunk_start = 0,
+                       .chunk_size = (int64_t)size, .group_rows = 2,
+                       .codec = BW_PQ_UNCOMPRESSED, .max_rep = 1, .null_count = -1};
+    bw_page_location *pages = NULL;
+    size_t count = 0;
+    char error[BW_PAGES_ERROR_SIZE] = "";
+    largest_allocation = 0;
+    CHECK_EQ(bw_parquet_walk_pages(&w, &pages, &count, error), BW_PAGES_MALFORMED);
+    CHECK(strstr(error, "hold more than the row group's 2 rows") != NULL);
+    CHECK(largest_allocation < SMALL);
+    free(buf);
+}
+
+/* body (n bytes) compressed with codec into out (room for `room`); its size. zstd_sized 0:
+   a zstd frame that does not say its content size. */
+static size_t compress_body(int codec, const uint8_t *body, size_t n, uint8_t *out,
+                            size_t room, int zstd_sized) {
+    if (codec == BW_PQ_GZIP) {
+        z_stream z;
+        memset(&z, 0, sizeof z);
+        deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);
+        z.next_in = (Bytef *)(uintptr_t)body;
+        z.avail_in = (uInt)n;
+        z.next_out = out;
+        z.avail_out = (uInt)room;
+        deflate(&z, Z_FINISH);
+        size_t made = z.total_out;
+        deflateEnd(&z);
+        return made;
+    }
+    if (codec == BW_PQ_SNAPPY) {
+        size_t made = room;
+        snappy_compress((const char *)body, n, (char *)out, &made);
+        return made;
+    }
+    ZSTD_CCtx *c = ZSTD_createCCtx();
+    ZSTD_CCtx_setParameter(c, ZSTD_c_contentSizeFlag, zstd_sized);
+    size_t made = ZSTD_compress2(c, out, room, body, n);
+    ZSTD_freeCCtx(c);
+    return made;
+}
+
+TEST(claimed_uncompressed_sizes_allocate_nothing) {
+    /* a required int32 page of 4 values, compressed: with its true size it reads; claiming
+       2^30 - 1 bytes, more than its few compressed bytes can hold, it is refused before the
+       buffer for that is made, by every codec (zstd with and without its content size) */
+    uint8_t body[16], compressed[256], file[512];
+    for (int32_t i = 0; i < 4; i++)
+        memcpy(body + 4 * i, &(int32_t){i + 1}, 4);
+    static const int codecs[] = {BW_PQ_GZIP, BW_PQ_SNAPPY, BW_PQ_ZSTD, BW_PQ_ZSTD};
+    for (int c = 0; c < 4; c++) {
+        size_t n = compress_body(codecs[c], body, sizeof body, compressed, sizeof compressed,
+                                 c != 3);
+        int64_t rows[] = {2}, lengths[1];
+        bw_bytes out;
+        char error[BW_PAGES_ERROR_SIZE] = "";
+        for (int lie = 0; lie <= 1; lie++) {
+            int64_t claimed = lie ? ((int64_t)1 << 30) - 1 : (int64_t)sizeof body;
+            size_t h = data_page(file, 4, claimed, (int64_t)n, BW_PQ_PLAIN);
+            memcpy(file + h, compressed, n);
+            int rc = take_one_page(file, h + n, 4, codecs[c], 4, 0, 0, rows, 1, NULL, 0, &out,
+                                   lengths, error);
+            CHECK_EQ(rc, lie ? BW_PAGES_MALFORMED : BW_PAGES_OK);
+            if (!lie)
+                CHECK(out.size == 4 && memcmp(out.data, body + 8, 4) == 0);
+            CHECK(largest_allocation < SMALL);
+            free(out.data);
+            /* the same bytes as a dictionary page */
+            h = dictionary_page(file, 4, claimed, (int64_t)n);
+            memcpy(file + h, compressed, n);
+            uint8_t *buf = exact(file, h + n), *values = NULL;
+            size_t count = 0;
+            largest_allocation = 0;
+            rc = bw_parquet_dictionary(buf, -1, h + n, 0, -1, codecs[c], 4, &values, &count,
+                                       error);
+            CHECK_EQ(rc, lie ? BW_PAGES_MALFORMED : BW_PAGES_OK);
+            CHECK(lie || count == 4);
+            CHECK(largest_allocation < SMALL);
+            free(values);
+            free(buf);
+        }
+    }
+}
+
+TEST(page_larger_than_a_page_may_be) {
+    uint8_t file[64];
+    size_t h = data_page(file, 4, ((int64_t)1 << 30) + 1, 16, BW_PQ_PLAIN);
+    memset(file + h, 0, 16);
+    bw_page_header header;
+    size_t header_size;
+    char error[BW_PAGES_ERROR_SIZE] = "";
+    uint8_t *buf = exact(file, h + 16);
+    CHECK_EQ(bw_parquet_page_header(buf, h + 16, &header, &header_size, error),
+             BW_PAGES_MALFORMED);
+    CHECK(strstr(error, "more than the 1073741824 a page may hold") != NULL);
+    free(buf);
+}
+
+/* A file of `size` bytes (sparse: zeros) whose first bytes are `head` (n of them), open for
+   reading through its descriptor. */
+static FILE *sparse_file(const uint8_t *head, size_t n, off_t size) {
+    FILE *tmp = tmpfile();
+    CHECK(tmp != NULL && fwrite(head, 1, n, tmp) == n && fflush(tmp) == 0 &&
+          ftruncate(fileno(tmp), size) == 0);
+    return tmp;
+}
+
+/* The walk, the dictionary reader and a page location of chunk [0, size) of the file at fd,
+   each refused saying `message`, with no allocation near SMALL (`location`: the page
+   location's size). */
+static void every_reader_refuses(int fd, size_t size, int32_t location, const char *message) {
+    char error[BW_PAGES_ERROR_SIZE] = "";
+    bw_chunk_walk w = {.file = NULL, .fd = fd, .file_size = size, .chunk_start = 0,
+                       .chunk_size = (int64_t)size, .group_rows = 4,
+                       .codec = BW_PQ_UNCOMPRESSED, .null_count = -1};
+    bw_page_location *pages = NULL;
+    size_t count = 0;
+    largest_allocation = 0;
+    CHECK_EQ(bw_parquet_walk_pages(&w, &pages, &count, error), BW_PAGES_MALFORMED);
+    CHECK(strstr(error, message) != NULL);
+    CHECK(largest_allocation < SMALL);
+    uint8_t *values = NULL;
+    largest_allocation = 0;
+    CHECK_EQ(bw_parquet_dictionary(NULL, fd, size, 0, -1, BW_PQ_UNCOMPRESSED, 4, &values,
+                                   &count, error), BW_PAGES_MALFORMED);
+    CHECK(strstr(error, message) != NULL);
+    CHECK(largest_allocation < SMALL);
+    bw_page_location loc = {0, 0, location};
+    int64_t rows[] = {0}, lengths[1];
+    bw_chunk_take q = {.file = NULL, .fd = fd, .file_size = size, .pages = &loc,
+                       .page_count = 1, .group_rows = 4, .codec = BW_PQ_UNCOMPRESSED,
+                       .value_width = 4, .rows = rows, .row_count = 1};
+    bw_bytes out = {NULL, 0, 0};
+    size_t pages_read = 0;
+    largest_allocation = 0;
+    CHECK_EQ(bw_parquet_take_chunk(&q, &out, lengths, &pages_read, error), BW_PAGES_MALFORMED);
+    CHECK(strstr(error, message) != NULL);
+    CHECK(largest_allocation < SMALL);
+    free(out.data);
+}
+
+TEST(a_header_refused_for_what_it_says_is_read_no_further) {
+    /* a header saying 2^30 + 1 bytes uncompressed at the start of a 64 MiB chunk read through
+       the descriptor: refused from the first bytes read, the rest of the chunk never read */
+    uint8_t head[64];
+    size_t h = data_page(head, 4, ((int64_t)1 << 30) + 1, 16, BW_PQ_PLAIN);
+    size_t size = (size_t)64 << 20;
+    FILE *tmp = sparse_file(head, h, (off_t)size);
+    every_reader_refuses(fileno(tmp), size, 32 << 20, "more than the 1073741824 a page may hold");
+    fclose(tmp);
+}
+
+TEST(a_header_is_looked_for_in_at_most_16_mib) {
+    /* a header with a field claiming 1 GiB (id 9, binary: skipped) in a 64 MiB chunk: looked
+       for in 16 MiB at most, as pyarrow looks, whatever the field claims */
+    uint8_t head[64];
+    size_t n = page_start(head, BW_PQ_DATA_PAGE, 16, 16);
+    head[n++] = 0x68; /* field 9 (delta 6): binary */
+    n += put_varint(head + n, (uint64_t)1 << 30);
+    size_t size = (size_t)64 << 20;
+    FILE *tmp = sparse_file(head, n, (off_t)size);
+    char error[BW_PAGES_ERROR_SIZE] = "";
+    bw_chunk_walk w = {.file = NULL, .fd = fileno(tmp), .file_size = size, .chunk_start = 0,
+                       .chunk_size = (int64_t)size, .group_rows = 4,
+                       .codec = BW_PQ_UNCOMPRESSED, .null_count = -1};
+    bw_page_location *pages = NULL;
+    size_t count = 0;
+    largest_allocation = 0;
+    CHECK_EQ(bw_parquet_walk_pages(&w, &pages, &count, error), BW_PAGES_MALFORMED);
+    CHECK(strstr(error, "page header longer than the 16777216 bytes a header may take") != NULL);
+    CHECK(largest_allocation <= ((size_t)16 << 20) + 1);
+    fclose(tmp);
+    /* a header of 3 MiB (a field of that many bytes) is found, the window grown to it */
+    size_t pad = (size_t)3 << 20;
+    uint8_t *file = malloc(pad + 64 + 16);
+    size_t ph = padded_page_header(file, 4, 16, pad);
+    for (int32_t i = 0; i < 4; i++)
+        memcpy(file + ph + 4 * (size_t)i, &(int32_t){40 + i}, 4);
+    tmp = sparse_file(file, ph + 16, (off_t)(ph + 16));
+    w.fd = fileno(tmp);
+    w.file_size = ph + 16;
+    w.chunk_size = (int64_t)(ph + 16);
+    CHECK_EQ(bw_parquet_walk_pages(&w, &pages, &count, error), BW_PAGES_OK);
+    CHECK(count == 1 && pages[0].compressed_size == (int32_t)(ph + 16));
+    free(pages);
+    fclose(tmp);
+    free(file);
+}
+
+TEST(a_page_location_past_the_page_limit_is_refused_before_it_is_read) {
+    /* an offset index location of 2^30 + 1 bytes in a file that has them: refused before a
+       byte of it is read or a buffer made for it */
+    uint8_t head[64];
+    size_t h = page_header(head, 4, 16);
+    size_t size = ((size_t)1 << 30) + 4096;
+    FILE *tmp = sparse_file(head, h, (off_t)size);
+    bw_page_location loc = {0, 0, (int32_t)(((int64_t)1 << 30) + 1)};
+    int64_t rows[] = {0}, lengths[1];
+    bw_chunk_take q = {.file = NULL, .fd = fileno(tmp), .file_size = size, .pages = &loc,
+                       .page_count = 1, .group_rows = 4, .codec = BW_PQ_UNCOMPRESSED,
+                       .value_width = 4, .rows = rows, .row_count = 1};
+    bw_bytes out = {NULL, 0, 0};
+    size_t pages_read = 0;
+    char error[BW_PAGES_ERROR_SIZE] = "";
+    largest_allocation = 0;
+    CHECK_EQ(bw_parquet_take_chunk(&q, &out, lengths, &pages_read, error), BW_PAGES_MALFORMED);
+    CHECK(strstr(error, "page of 1073741825 bytes with its header, more than the 1073741824 a "
+                        "page may hold") != NULL);
+    CHECK(largest_allocation < SMALL);
+    free(out.data);
+    fclose(tmp);
+}
+
 RUN_TESTS(fields_by_delta_and_by_id, every_truncation_is_refused, depth_and_lying_counts,
           required_scalar_page, list_page_with_bit_packed_and_rle_levels, offset_index_checks,
-          walker_bounds, walker_rows_of_list_pages, integers_of_another_type_are_refused,
-          descriptor_reads_are_the_memory_reads_and_a_cut_file_is_an_error)
+          offset_index_pages_stay_in_their_chunk, walker_bounds, walker_rows_of_list_pages,
+          integers_of_another_type_are_refused,
+          descriptor_reads_are_the_memory_reads_and_a_cut_file_is_an_error,
+          claimed_values_allocate_nothing, claimed_dictionary_indices_allocate_nothing,
+          claimed_list_levels_allocate_nothing, claimed_uncompressed_sizes_allocate_nothing,
+          page_larger_than_a_page_may_be, a_header_refused_for_what_it_says_is_read_no_further,
+          a_header_is_looked_for_in_at_most_16_mib,
+          a_page_location_past_the_page_limit_is_refused_before_it_is_read)

@@ -4,7 +4,8 @@
    BW_THRIFT_MAX_DEPTH), every failure message, the first error kept and every read after it
    refused, and random nested values written by a compact writer here (from the protocol's
    description) skipped to their exact end, every truncation of them refused. Buffers are
-   heap blocks of exactly their size, so the sanitizers see any read past them.
+   heap blocks of exactly their size, so the sanitizers see any read past them. A failure says
+   whether the bytes ran out (more of them might read) or what they hold is refused.
    sources: thrift_compact.c */
 #include <stdint.h>
 #include <stdlib.h>
@@ -500,6 +501,17 @@ static void put_random(writer *w, int type, int depth, unsigned long long *rng) 
     }
 }
 
+/* Whether skipping a value of `type` in p (n bytes) failed because the bytes ended. */
+static int ran_out_skipping(const uint8_t *p, size_t n, int type) {
+    reading r;
+    start(&r, p, n);
+    int rc = bw_thrift_skip(&r.t, type);
+    int ran_out = r.t.ran_out;
+    CHECK(rc < 0 || !ran_out);
+    done(&r);
+    return ran_out;
+}
+
 TEST(random_values_are_skipped_to_their_end_and_every_cut_is_refused) {
     unsigned long long rng = 0xdecafbadULL;
     static const int containers[] = {BW_THRIFT_STRUCT, BW_THRIFT_LIST, BW_THRIFT_SET, BW_THRIFT_MAP};
@@ -516,8 +528,11 @@ TEST(random_values_are_skipped_to_their_end_and_every_cut_is_refused) {
         w.data[w.len] = 0xee;
         CHECK_EQ(skip_all(w.data, w.len + 1, type, &error, &used), 0);
         CHECK_EQ(used, w.len);
+        /* every cut is refused, as having run out of bytes (more of them would read it) */
+        CHECK(!ran_out_skipping(w.data, w.len, type));
         for (size_t n = 0; n < w.len; n++) {
-            if (skip_all(w.data, n, type, &error, &used) != -1 || error == NULL) {
+            if (skip_all(w.data, n, type, &error, &used) != -1 || error == NULL ||
+                !ran_out_skipping(w.data, n, type)) {
                 CHECK(0);
                 break;
             }
@@ -525,9 +540,40 @@ TEST(random_values_are_skipped_to_their_end_and_every_cut_is_refused) {
     }
 }
 
+TEST(running_out_of_bytes_is_told_apart_from_what_the_bytes_say) {
+    /* (every cut of a random value runs out: see the test above) a list or map counting
+       more elements than the bytes left, a binary longer than them */
+    static const uint8_t long_list[] = {0xf5, 0x10, 0x00};
+    CHECK(ran_out_skipping(long_list, sizeof long_list, BW_THRIFT_LIST));
+    static const uint8_t long_map[] = {0x10, 0x55, 0x00};
+    CHECK(ran_out_skipping(long_map, sizeof long_map, BW_THRIFT_MAP));
+    static const uint8_t long_binary[] = {0x80, 0x80, 0x04, 'a'};
+    CHECK(ran_out_skipping(long_binary, sizeof long_binary, BW_THRIFT_BINARY));
+    /* what no more bytes would change: an unknown type, an 11-byte varint, the depth limit,
+       an element type past struct, an i32 field holding an i64 */
+    static const uint8_t unknown[] = {0x1d, 0x00};
+    CHECK(!ran_out_skipping(unknown, sizeof unknown, BW_THRIFT_STRUCT));
+    static const uint8_t varint[] = {0x16, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+                                     0xff, 0xff, 0x01, 0x00};
+    CHECK(!ran_out_skipping(varint, sizeof varint, BW_THRIFT_STRUCT));
+    uint8_t deep[64];
+    memset(deep, 0x1c, sizeof deep);
+    CHECK(!ran_out_skipping(deep, sizeof deep, BW_THRIFT_STRUCT));
+    static const uint8_t bad_element[] = {0x1d, 0x00};
+    CHECK(!ran_out_skipping(bad_element, sizeof bad_element, BW_THRIFT_LIST));
+    reading r;
+    static const uint8_t i64_value[] = {0x02};
+    start(&r, i64_value, sizeof i64_value);
+    int32_t v;
+    CHECK_EQ(bw_thrift_i32(&r.t, BW_THRIFT_I64, &v), -1);
+    CHECK(!r.t.ran_out);
+    done(&r);
+}
+
 RUN_TESTS(field_ids_by_delta_and_long_form, field_types_past_struct_are_refused,
           a_struct_or_field_that_ends_early, integers_at_their_extremes,
           an_integer_of_another_type_is_refused, varints_of_ten_bytes_and_longer,
           list_headers_and_their_counts, the_depth_limit_is_exact,
           the_first_error_stays_and_every_read_after_it_fails, skipping_each_type,
-          skipping_maps, random_values_are_skipped_to_their_end_and_every_cut_is_refused)
+          skipping_maps, random_values_are_skipped_to_their_end_and_every_cut_is_refused,
+          running_out_of_bytes_is_told_apart_from_what_the_bytes_say)

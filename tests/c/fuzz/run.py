@@ -7,8 +7,9 @@ bounded time from its checked-in seeds.
 
 A target names the core sources it links in a ``sources:`` comment line (and libraries in a
 ``libs:`` line); sources are found by name in csrc/core/, then csrc/. Built with
--fsanitize=fuzzer,address,undefined: an out-of-bounds read, undefined behaviour or a failed
-oracle check (abort) stops the run and leaves the input in the artifacts folder, printed as
+-fsanitize=fuzzer,address,undefined: an out-of-bounds read, undefined behaviour, an
+allocation or a resident size past the memory limits (RSS_LIMIT_MB, MALLOC_LIMIT_MB) or a
+failed oracle check (abort) stops the run and leaves the input in the artifacts folder, printed as
 hex. The seeds are ``corpus/<name>/``; the run works on a copy, so they never change.
 Clang is taken from CLANG, else the first of clang, clang-19 ... clang-14 on PATH; without
 it the runner fails (exit 2), it does not skip. Exit status: 0 when every target ran its
@@ -30,6 +31,16 @@ from run import BASE_FLAGS, compile_program  # noqa: E402  (the unit test runner
 
 FLAGS = [*BASE_FLAGS, "-g", "-O1", "-fno-omit-frame-pointer",
          "-fsanitize=fuzzer,address,undefined", "-fno-sanitize-recover=undefined"]
+#: Memory limits of every run, so that an input making the core allocate far more than its
+#: few kilobytes can hold is a finding. -malloc_limit_mb stops at the first single allocation
+#: that large, touched or not (libFuzzer's malloc hooks, which need the sanitizer runtime
+#: these targets are built with; RLIMIT_AS cannot be used under ASan, whose shadow memory
+#: reserves terabytes of address space); -rss_limit_mb at the process's peak resident size
+#: (ASan's quarantine and a growing corpus take a target to 500 MB in 20 s). The largest
+#: allocation the core may honestly make for a 4 KiB input is a zstd page's output (32,768
+#: times its compressed bytes when the frame does not say its size): 128 MiB.
+RSS_LIMIT_MB = 2048
+MALLOC_LIMIT_MB = 256
 
 
 def targets() -> list[str]:
@@ -70,7 +81,8 @@ def run(exe: pathlib.Path, name: str, seconds: int, work: pathlib.Path,
     env.pop("LD_PRELOAD", None)
     env.setdefault("ASAN_OPTIONS", "abort_on_error=1:detect_leaks=1")
     env.setdefault("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1")
-    args = [str(exe), f"-max_total_time={seconds}", "-timeout=10", "-rss_limit_mb=2048",
+    args = [str(exe), f"-max_total_time={seconds}", "-timeout=10",
+            f"-rss_limit_mb={RSS_LIMIT_MB}", f"-malloc_limit_mb={MALLOC_LIMIT_MB}",
             "-max_len=4096", "-print_final_stats=1", f"-artifact_prefix={prefix}", str(corpus)]
     try:
         rc = subprocess.run(args, env=env, timeout=seconds + 120).returncode
