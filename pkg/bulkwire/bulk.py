@@ -896,6 +896,7 @@ class BulkInsert:
         return AttachmentsBulkInsert(self, id)
 
     def _increment(self, id: str, name: Any, delta: Any) -> None:
+        self._check_process()  # before anything that may ask the server
         if self._sender is None:
             self._start()
         self._require("counters")
@@ -905,6 +906,7 @@ class BulkInsert:
         self._writer._series_begin(series, id, name)
 
     def _series_append(self, series: Any, timestamp: Any, values: Any, tag: Any) -> None:
+        self._check_process()  # before anything that may ask the server
         if self._sender is None:
             self._start()
         self._require("time series")
@@ -914,6 +916,7 @@ class BulkInsert:
         self._writer._series_end(series)
 
     def _attachment(self, id: str, name: Any, data: Any, content_type: Any) -> None:
+        self._check_process()  # before anything that may ask the server
         if self._sender is None:
             self._start()
         self._require("attachments")
