@@ -102,6 +102,9 @@ def test_the_type_stub_matches_the_extension_module(tmp_path):
     package_root = pathlib.Path(bulkwire.__file__).resolve().parent.parent
     if package_root == ROOT / "pkg":  # the checkout (PYTHONPATH=pkg), not an installed copy
         env["MYPYPATH"] = str(package_root)
+        # the child runs elsewhere: a relative PYTHONPATH would find another copy, or none
+        env["PYTHONPATH"] = os.pathsep.join(
+            [str(package_root)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     result = subprocess.run([sys.executable, "-m", "mypy.stubtest", "bulkwire._core",
                              "--mypy-config-file", str(tmp_path / "mypy.ini")],
                             capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
