@@ -42,7 +42,8 @@ QUICK = 2.0
 #: Every refusal says why: the object was made by the process this one was forked from.
 FORKED = "was made by the process this one was forked from"
 HERE = os.path.dirname(os.path.abspath(__file__))
-PKG = os.path.join(os.path.dirname(HERE), "pkg")
+# where the bulkwire under test is (the checkout with PYTHONPATH=pkg, or the installed copy)
+PKG = os.path.dirname(os.path.dirname(os.path.abspath(bulkwire.__file__)))
 
 
 class Pulse:
