@@ -534,7 +534,7 @@ def test_bulk_insert_with_an_open_series_never_returns_normally():
             bulk.close()
         with pytest.raises(BulkInsertError):
             bulk.close()
-        assert server.counters == {} and all(r.status != 200 for r in server.requests)
+        assert server.counters == {} and all(r.status != 201 for r in server.requests)
 
 
 def test_commands_after_close_and_after_a_failure():

@@ -68,7 +68,7 @@ def test_a_failing_worker_stops_the_others_and_raises_its_error(tmp_path):
         assert "part-003.parquet" in str(info.value)
         assert multiprocessing.active_children() == []
         # the failing worker's request was not answered as a success
-        assert any(request.status != 200 for request in server.requests)
+        assert any(request.status != 201 for request in server.requests)
 
 
 def test_a_server_failure_in_a_worker_is_raised(tmp_path):
@@ -152,7 +152,7 @@ def test_ctrl_c_stops_every_worker_within_a_second(tmp_path):
         print(f"stopped in {stopped:.2f} s")
         assert stopped < 1.0, f"stopped in {stopped:.2f} s"
         time.sleep(0.2)
-        assert all(q.status != 200 for q in server.requests)
+        assert all(q.status != 201 for q in server.requests)
 
 
 def test_arguments(tmp_path):

@@ -96,7 +96,7 @@ def test_units_are_recorded_only_once_the_server_answered(tmp_path):
         recorded = json.load(open(state))
         ok = [q for q in server.requests if q.status == 201]
         assert confirmed_rows(state, row_group) == sum(len(q.commands) for q in ok)
-        assert any(q.status != 200 for q in server.requests)
+        assert any(q.status != 201 for q in server.requests)
         assert recorded["version"] == 1 and confirmed_rows(state, row_group) == 1000
         assert [n for n in os.listdir(tmp_path) if n.endswith(".tmp")] == []
         server.fail_after_bytes = None
@@ -178,7 +178,7 @@ def test_stopped_anywhere_then_resumed_every_document_arrives(tmp_path_factory, 
                                   batch_rows=batch_rows, progress=interrupt)
         except KeyboardInterrupt:
             pass
-        confirmed = {c["Id"] for q in server.requests if q.status == 200 for c in q.commands}
+        confirmed = {c["Id"] for q in server.requests if q.status == 201 for c in q.commands}
         r = bulkwire.load_parquet(str(folder / "d"), url=server.url, database="db", resume=state,
                                   batch_rows=batch_rows)
         assert r.skipped_rows == len(confirmed) and r.rows + r.skipped_rows == sum(sizes)
