@@ -5,13 +5,18 @@
 #include <poll.h>
 #include <sys/socket.h>
 
-/* Waits until fd accepts more. 0, or ETIMEDOUT / errno. */
-static int wait_writable(int fd, long timeout_ms) {
-    struct pollfd p = {.fd = fd, .events = POLLOUT};
+/* 1 when poll's revents say the peer sent something, or hung up. */
+static int peer_spoke(short revents) { return (revents & (POLLIN | POLLHUP | POLLERR)) != 0; }
+
+/* Waits until fd accepts more; watch: or until the peer answers. 0, BW_SEND_ANSWERED, or
+   ETIMEDOUT / errno. */
+static int wait_writable(int fd, long timeout_ms, int watch) {
+    struct pollfd p = {.fd = fd, .events = (short)(POLLOUT | (watch ? POLLIN : 0))};
     for (;;) {
         int rc = poll(&p, 1, timeout_ms < 0 ? -1 : (int)timeout_ms);
         if (rc > 0)
-            return 0; /* writable, or an error the next send reports */
+            return watch && peer_spoke(p.revents) ? BW_SEND_ANSWERED
+                                                  : 0; /* writable, or an error the next send reports */
         if (rc == 0)
             return ETIMEDOUT;
         if (errno != EINTR)
@@ -19,7 +24,7 @@ static int wait_writable(int fd, long timeout_ms) {
     }
 }
 
-int bw_send_all(int fd, struct iovec *iov, int count, long timeout_ms) {
+int bw_send_all(int fd, struct iovec *iov, int count, long timeout_ms, int watch) {
     while (count > 0 && iov[0].iov_len == 0) {
         iov++;
         count--;
@@ -32,7 +37,7 @@ int bw_send_all(int fd, struct iovec *iov, int count, long timeout_ms) {
             if (errno == EINTR)
                 continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK) { /* Python sockets with a timeout are non-blocking */
-                int rc = wait_writable(fd, timeout_ms);
+                int rc = wait_writable(fd, timeout_ms, watch);
                 if (rc != 0)
                     return rc;
                 continue;
@@ -55,5 +60,5 @@ int bw_send_all(int fd, struct iovec *iov, int count, long timeout_ms) {
 
 int bw_peer_answered(int fd) {
     struct pollfd p = {.fd = fd, .events = POLLIN};
-    return poll(&p, 1, 0) > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR)) != 0;
+    return poll(&p, 1, 0) > 0 && peer_spoke(p.revents);
 }

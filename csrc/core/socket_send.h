@@ -6,10 +6,16 @@
 #include <stddef.h>
 #include <sys/uio.h>
 
+/* Returned by a watching write (bw_send_all, bw_tls_write_all) when the peer answered while
+   the write waited for room: the rest of iov was not sent. Neither 0 nor an errno value. */
+#define BW_SEND_ANSWERED (-2)
+
 /* Sends every byte of iov[0..count) (the array is consumed: entries are advanced).
-   timeout_ms < 0 waits forever. 0, or an errno value: ETIMEDOUT when the socket accepted
-   nothing for timeout_ms, EPIPE / ECONNRESET when the peer is gone. */
-int bw_send_all(int fd, struct iovec *iov, int count, long timeout_ms);
+   timeout_ms < 0 waits forever. watch: each wait for room also watches for an answer from
+   the peer (bw_peer_answered), and stops the write with BW_SEND_ANSWERED when one comes. 0,
+   or an errno value: ETIMEDOUT when the socket accepted nothing for timeout_ms, EPIPE /
+   ECONNRESET when the peer is gone. */
+int bw_send_all(int fd, struct iovec *iov, int count, long timeout_ms, int watch);
 
 /* 1 when the peer already sent something (on a request socket: a response before the end
    of the body), 0 otherwise. */

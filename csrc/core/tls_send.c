@@ -1,6 +1,8 @@
 #include "tls_send.h"
 
 #ifdef BW_HAVE_OPENSSL
+#include "socket_send.h" /* BW_SEND_ANSWERED */
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -27,7 +29,8 @@ struct bw_tls {
     SSL *ssl;
     int fd;
     int broken;        /* a fatal error happened: no close_notify at the end */
-    int pending;       /* an error the early-answer check met, reported by the next call */
+    int pending;       /* an error the early-answer check met: every write reports it, and
+                          the next read (which takes it) */
     int verify_failed;
     char message[BW_TLS_MESSAGE_MAX];
 };
@@ -309,13 +312,38 @@ static int alert_behind(bw_tls *tls, int rc) {
     return rc;
 }
 
-/* Writes len bytes (OpenSSL completes the whole write before it reports success). */
-static int write_whole(bw_tls *tls, const void *data, size_t len, long timeout_ms) {
+/* A write that wants room, watching: waits until the socket takes more (0) or the server
+   answered (BW_SEND_ANSWERED); a readable socket holding only TLS records of the protocol's
+   own (taken in by the check) is waited past. Or ETIMEDOUT / EINTR / errno. */
+static int wait_room_watching(bw_tls *tls, long timeout_ms) {
+    for (;;) {
+        struct pollfd p = {.fd = tls->fd, .events = POLLIN | POLLOUT};
+        int rc = poll(&p, 1, timeout_ms < 0 ? -1 : (int)(timeout_ms > 0x7fffffffL ? 0x7fffffffL : timeout_ms));
+        if (rc == 0)
+            return ETIMEDOUT;
+        if (rc < 0)
+            return errno;
+        if ((p.revents & (POLLIN | POLLHUP | POLLERR)) != 0 && bw_tls_peer_answered(tls))
+            return BW_SEND_ANSWERED;
+        if ((p.revents & POLLOUT) != 0)
+            return 0;
+    }
+}
+
+/* Writes len bytes (OpenSSL completes the whole write before it reports success); watch:
+   see bw_tls_write_all. */
+static int write_whole(bw_tls *tls, const void *data, size_t len, long timeout_ms, int watch) {
     for (;;) {
         size_t written;
         int r = SSL_write_ex(tls->ssl, data, len, &written);
         if (r == 1)
             return 0;
+        if (watch && SSL_get_error(tls->ssl, r) == SSL_ERROR_WANT_WRITE) {
+            int rc = wait_room_watching(tls, timeout_ms);
+            if (rc != 0)
+                return rc;
+            continue;
+        }
         int rc = settle(tls, r, timeout_ms);
         if (rc == EPIPE || rc == ECONNRESET)
             return alert_behind(tls, rc);
@@ -324,9 +352,9 @@ static int write_whole(bw_tls *tls, const void *data, size_t len, long timeout_m
     }
 }
 
-int bw_tls_write_all(bw_tls *tls, struct iovec *iov, int count, long timeout_ms) {
-    if (tls->pending != 0)
-        return take_pending(tls);
+int bw_tls_write_all(bw_tls *tls, struct iovec *iov, int count, long timeout_ms, int watch) {
+    if (tls->pending != 0) /* left for the read of the answer, which must see it too */
+        return tls->pending;
     ERR_clear_error();
     char gather[GATHER_MAX];
     while (count > 0) {
@@ -346,7 +374,7 @@ int bw_tls_write_all(bw_tls *tls, struct iovec *iov, int count, long timeout_ms)
             }
             data = gather;
         }
-        int rc = write_whole(tls, data, len, timeout_ms);
+        int rc = write_whole(tls, data, len, timeout_ms, watch);
         if (rc != 0)
             return rc;
         while (len > 0) { /* the entries just written, whole or in part */
