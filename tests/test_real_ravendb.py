@@ -539,7 +539,7 @@ def test_the_topology_comes_from_the_nodes_and_the_insert_goes_where_it_says(nod
     with bulkwire.BulkInsert(urls, database, timeout=30) as bulk:
         for i in range(500):
             bulk.store({"N": i}, id=f"n/{i}")
-    assert [node.url for node in bulk._servers.nodes] == [second.url]
+    assert [str(node.url) for node in bulk._servers.nodes] == [second.url]
     assert bulk._transport.origin == second.url
     assert [first.count(database), second.count(database), third.count(database)] == [0, 500, 0]
     state = second.json("GET", f"/databases/{database}/operations/state?id={bulk.operation_id}")
