@@ -177,7 +177,7 @@ def test_serve_counts_prints_a_line_per_request_and_stops_on_ctrl_c(tmp_path):
             for i in range(3):
                 bulk.store({"n": i}, id=f"things/{i}")
         line = server.stdout.readline()
-        assert line.startswith("bulk insert ") and "3 documents" in line and "answered 200" in line
+        assert line.startswith("bulk insert ") and "3 documents" in line and "answered 201" in line
         server.send_signal(signal.SIGINT)
         assert server.wait(timeout=10) == 0
     finally:

@@ -643,7 +643,7 @@ def _parser_outcome(wire: bytes, compress: bool):
 
 
 def test_random_and_mutated_bodies_get_the_parsers_answer_from_the_server():
-    """Whatever the body, the server answers 200 exactly when decode_body accepts it, else the
+    """Whatever the body, the server answers 201 exactly when decode_body accepts it, else the
     4xx status and message decode_body raises; it never fails inside."""
     with LoopbackServer() as server:
         @settings(max_examples=min(settings().max_examples, 150),
