@@ -20,6 +20,18 @@ Steps: ``next-operation-id``, ``bulk_insert`` (the POST), ``state`` (``operation
   another shape (``{"Id": "x"}``, ``[]``, ``{"Status": "Faulted", "Result": 5}``, 100,000
   nested arrays).
 
+Two more for the POST alone (``BODY_FAULTS``), once the decoded body holds the whole JSON
+array (its closing ``]``), before the rest of the body (a compressed stream's end, the
+terminating chunk) is read; then the rest is read (``PostRecord.end_after_answer``):
+
+- ``2xx_at_array_end``: 201, not a fault but what RavenDB does;
+- ``garbage_at_array_end``: bytes that are neither HTTP nor TLS, written on the socket itself
+  (under the TLS session when there is one).
+
+And ``2xx_mid_chunk`` (the POST alone, for a body whose first chunk is large): 64 KiB of the
+first chunk's data read, then 200 and a pause (the client's write waits for room meanwhile),
+then the rest read and dropped, the connection closed.
+
 The server is bounded: raw sockets on 127.0.0.1, at most ``max_connections`` at a time, every
 read with a timeout, every wait shorter than ``stall_seconds``, and it stops accepting by
 itself after ``lifetime`` seconds. ``posts`` records what each POST received and what it was
@@ -28,6 +40,7 @@ answered, so a test can tell whether the server answered 2xx to the complete bod
 from __future__ import annotations
 
 import json
+import os
 import socket
 import ssl
 import struct
@@ -37,9 +50,13 @@ import urllib.parse
 import zlib
 from typing import Dict, List, Optional
 
+from bulkwire.testing import holds_whole_array
+
 STEPS = ("next-operation-id", "bulk_insert", "state", "kill")
 FAULTS = ("4xx", "5xx", "garbage", "not_http", "early_2xx", "early_5xx", "disconnect", "reset",
           "stall", "shape_id_str", "shape_list", "shape_result_int", "shape_nested")
+BODY_FAULTS = ("2xx_at_array_end", "garbage_at_array_end")
+POST_FAULTS = BODY_FAULTS + ("2xx_mid_chunk",)
 
 SHAPES = {
     "shape_id_str": b'{"Id": "x", "NodeTag": "A"}',
@@ -49,7 +66,8 @@ SHAPES = {
 }
 GARBAGE_BODY = b"<html><body>502 Bad Gateway (not JSON)</body></html>"
 NOT_HTTP = b"\x00\xffthis is not an HTTP answer\r\n\r\n"
-_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 500: "Internal Server Error"}
+_REASONS = {200: "OK", 201: "Created", 400: "Bad Request", 404: "Not Found",
+            500: "Internal Server Error"}
 
 
 class _ZstdDecoder:
@@ -77,7 +95,11 @@ class PostRecord:
         self.op_id = op_id
         self.encoding = encoding     # "gzip", "zstd" or "" (Content-Encoding)
         self.body = bytearray()      # decoded
-        self.complete = False        # terminating chunk read, gzip/zstd ended, a JSON array
+        # the whole JSON array read: the terminating chunk too and gzip/zstd ended, unless
+        # answered at the array's end
+        self.complete = False
+        self.answered_before_end = False  # 2xx_at_array_end: 201 went out before the rest
+        self.end_after_answer = False     # ... which then arrived, well formed
         self.status: Optional[int] = None  # what the server answered (None: no HTTP answer)
         self.documents = 0
 
@@ -106,7 +128,8 @@ class FaultServer:
                  io_timeout: float = 5.0, ssl_context: Optional[ssl.SSLContext] = None) -> None:
         faults = dict(faults or {})
         for step, fault in faults.items():
-            if step not in STEPS or fault not in FAULTS:
+            if step not in STEPS or fault not in FAULTS and not (
+                    step == "bulk_insert" and fault in POST_FAULTS):
                 raise ValueError(f"unknown step or fault: {step!r}: {fault!r}")
         self.faults = faults
         self.ssl_context = ssl_context  # HTTPS: every fault, over TLS
@@ -123,6 +146,7 @@ class FaultServer:
         self._next_op = 0
         self._stop = threading.Event()
         self.answered_early = threading.Event()  # an early answer to a POST went out
+        self.answered_at_array_end = threading.Event()  # a BODY_FAULTS answer went out
         self._conns: set = set()
         self._threads: List[threading.Thread] = []
         self._deadline = time.monotonic() + lifetime
@@ -376,6 +400,18 @@ class FaultServer:
                 self._json(conn, 200, {"Message": "fault injected: finished early"})
             self.answered_early.set()
             return self._drain_and_close(conn, reader)
+        if fault in BODY_FAULTS:
+            return self._answer_at_array_end(conn, reader, record, fault)
+        if fault == "2xx_mid_chunk":
+            reader.readline(1024)  # the first chunk's size line
+            reader.read(64 << 10)  # a part of its data
+            with self._lock:
+                self.states[op] = {"Status": "Completed", "Result": {"Total": 0}}
+            record.status = 200
+            self._json(conn, 200, {"Message": "fault injected: finished in the middle of a chunk"})
+            self.answered_early.set()
+            self._wait(0.5)  # the client's write is waiting for room
+            return self._drain_and_close(conn, reader)
         self._read_body(reader, record, request.headers)
         if fault == "disconnect":
             return
@@ -400,36 +436,80 @@ class FaultServer:
             return self._send(conn, 200, SHAPES[fault])
         return self._send(conn, 200)
 
-    def _read_body(self, reader, record: PostRecord, headers: Dict[str, str]) -> None:
-        """Reads a chunked body to its end (or until the client stops); decodes it."""
-        decoder = (zlib.decompressobj(31) if record.encoding == "gzip"
-                   else _ZstdDecoder() if record.encoding == "zstd" else None)
+    @staticmethod
+    def _decoder(record: PostRecord) -> object:
+        return (zlib.decompressobj(31) if record.encoding == "gzip"
+                else _ZstdDecoder() if record.encoding == "zstd" else None)
+
+    def _read_chunks(self, reader, record: PostRecord, decoder, until_array_end: bool = False,
+                     after_data: bool = False) -> Optional[bool]:
+        """Reads chunks into ``record.body`` (decoded): True at the terminating chunk, None
+        when the client stopped first; with ``until_array_end``, False once the body holds a
+        whole JSON array (the rest unread, from the CRLF that ends its last chunk on: read
+        it with ``after_data``)."""
         while not self._stop.is_set():
+            if after_data:  # the CRLF ending a chunk may come in front of the next one
+                reader.readline(1024)
             size_line = reader.readline(1024)
             if not size_line:
-                return  # closed before the terminating chunk
+                return None  # closed before the terminating chunk
             size = int(size_line.split(b";")[0].strip() or b"0", 16)
             if size == 0:
                 reader.readline(1024)
-                break
+                return True
             data = reader.read(size)
             if len(data) < size:
-                return
-            reader.readline(1024)
+                return None
+            after_data = True
             record.body += decoder.decompress(data) if decoder is not None else data
-        else:
+            if until_array_end and self._whole_array(record):
+                return False
+        return None
+
+    @staticmethod
+    def _whole_array(record: PostRecord) -> bool:
+        """The body read so far is a whole JSON array: record it complete."""
+        if not holds_whole_array(record.body):
+            return False
+        record.documents = len(json.loads(record.body))
+        record.complete = True
+        return True
+
+    def _read_body(self, reader, record: PostRecord, headers: Dict[str, str]) -> None:
+        """Reads a chunked body to its end (or until the client stops); decodes it."""
+        decoder = self._decoder(record)
+        if not self._read_chunks(reader, record, decoder):
             return
         if decoder is not None:
             record.body += decoder.flush()
             if not decoder.eof:
                 return
-        try:
-            commands = json.loads(bytes(record.body))
-        except ValueError:
-            return
-        if isinstance(commands, list):
-            record.documents = len(commands)
-            record.complete = True
+        self._whole_array(record)
+
+    def _answer_at_array_end(self, conn: socket.socket, reader, record: PostRecord,
+                             fault: str) -> None:
+        """The answer of ``fault`` (``BODY_FAULTS``) once the body holds the whole array,
+        before its rest is read; then the rest."""
+        decoder = self._decoder(record)
+        if self._read_chunks(reader, record, decoder, until_array_end=True) is not False:
+            record.status = 400  # the array never ended
+            self._fault_state(record.op_id, "the body was incomplete")
+            return self._json(conn, 400, {"Message": "the body was incomplete"})
+        if fault == "garbage_at_array_end":
+            os.write(conn.fileno(), NOT_HTTP)  # under TLS, if any: no TLS record either
+        else:
+            with self._lock:
+                if self.states.get(record.op_id, {}).get("Status") == "InProgress":
+                    self.states[record.op_id] = {"Status": "Completed",
+                                                 "Result": {"Total": record.documents}}
+            record.status = 201
+            self._send(conn, 201)
+        record.answered_before_end = True
+        self.answered_at_array_end.set()
+        whole = len(record.body)
+        ended = self._read_chunks(reader, record, decoder, after_data=True)
+        record.end_after_answer = bool(ended and len(record.body) == whole
+                                       and (decoder is None or decoder.eof))
 
 
 def shrink_send_buffers(monkeypatch) -> None:
@@ -452,3 +532,36 @@ def shrink_send_buffers(monkeypatch) -> None:
         return conn
 
     monkeypatch.setattr(bulkwire.transport.HttpTransport, "connect", connect)
+
+
+def hold_the_end_until(bulk, answered, limit: float = 10.0) -> None:
+    """Makes ``bulk`` end its body as a quick sender often does, here every time: the sender
+    takes the last buffer (the one with the closing ``]``) before the producer has said it
+    was the last, and the producer says so only once ``answered()`` is true (the server
+    answered the array's end) or ``limit`` seconds passed. The server's answer then arrives
+    after the last byte of the body's data but before the terminating chunk (and, gzip or
+    zstd, before the stream's end when it comes as a piece of its own)."""
+    writer = bulk._writer
+    put = writer._put
+
+    def put_then_hold(chunk):
+        taken = put(chunk)
+        if writer._closed:  # close() is handing over the body's last buffer
+            deadline = time.monotonic() + limit
+            while (len(writer._queue) or not answered()) and time.monotonic() < deadline:
+                time.sleep(0.005)
+            time.sleep(0.05)  # the answer's bytes reach the client's socket
+        return taken
+
+    writer._put = put_then_hold
+
+
+def eventually(predicate, limit: float = 10.0) -> bool:
+    """Whether ``predicate()`` became true within ``limit`` seconds (what a server thread
+    records after the client has already moved on)."""
+    deadline = time.monotonic() + limit
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.005)
+    return True

@@ -6,6 +6,7 @@ import os
 import gzip
 import json
 import signal
+import ssl
 import threading
 import time
 import zlib
@@ -16,7 +17,8 @@ import bulkwire
 from bulkwire import _core
 from bulkwire.bulk import BulkInsertAborted, BulkInsertError, compression_backends
 from bulkwire.testing import LoopbackServer
-from fault_server import FaultServer
+from bulkwire.testing_pki import make_pki, server_context
+from fault_server import FaultServer, eventually, hold_the_end_until
 
 TIMEOUT = 30.0  # socket timeout for every test client: nothing can hang for long
 
@@ -307,6 +309,53 @@ def test_early_finish_raises(server):
     exc, _ = _store_until_error(bulk)
     assert isinstance(exc, BulkInsertError)
     assert "finished" in str(exc) or "early" in str(exc) or "no longer" in str(exc)
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory):
+    return make_pki(str(tmp_path_factory.mktemp("pki")))
+
+
+def _tls_options(sender, pki):
+    """The BulkInsert arguments of each sender: plain HTTP (the C pump on the socket),
+    bulkwire's own TLS (the C pump through its session), Python's ssl (the Python sender)."""
+    if sender == "http":
+        return {}
+    if sender == "https":
+        return {"certificate": pki.client, "ca": pki.ca}
+    context = ssl.create_default_context(cafile=pki.ca)
+    context.load_cert_chain(pki.client_cert, pki.client_key)
+    return {"ssl_context": context}
+
+
+@pytest.mark.parametrize("documents", [3, 400])  # the body in one buffer, in several
+@pytest.mark.parametrize("compress", [False, "zlib", "zstd", *(["python-isal"] if "python-isal" in
+                                                            compression_backends() else [])])
+@pytest.mark.parametrize("sender", ["http", "https", "https-ssl-context"])
+def test_a_201_after_the_last_data_byte_but_before_the_terminating_chunk_is_a_success(
+        pki, sender, compress, documents):
+    """RavenDB answers 201 once it has parsed the array's closing "]", which can come before
+    the terminating chunk (and, compressed, the stream's end) leaves the client: the insert
+    returns normally, every document stored, and the body's end is still sent."""
+    context = None if sender == "http" else server_context(pki)
+    with LoopbackServer(ssl_context=context, answer_at_array_end=True) as server:
+        bulk = bulkwire.BulkInsert(server.url, server.database, compress=compress,
+                                   buffer_size=4096, max_buffers=2, timeout=TIMEOUT,
+                                   **_tls_options(sender, pki))
+        hold_the_end_until(bulk, lambda: any(r.answered_before_end for r in server.requests))
+        for i in range(documents):
+            bulk.store(make_doc(i), id=f"d/{i}")
+        bulk.close()
+        request, = server.requests
+        assert request.answered_before_end and request.status == 201
+        assert eventually(lambda: request.end_after_answer)  # the body's end was still sent
+        # compressed, the sender took the last buffer before the producer closed: the
+        # stream's end came as a piece of its own, after the answer
+        assert bulk.stats.chunks == len(request.wire_chunks) + (1 if compress else 0)
+        assert server.documents == {f"d/{i}": expected_document(make_doc(i), DICT_MD)
+                                    for i in range(documents)}
+        assert bulk.stats.buffers == (1 if documents == 3 else bulk.stats.buffers) > 0
+        assert server.unexpected_errors == []
 
 
 def _blocking_document(kind, i):

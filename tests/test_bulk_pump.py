@@ -3,6 +3,7 @@ socketpair against an HTTP chunked-body decoder written here, and through BulkIn
 the pump on and off (the pieces path that TLS sockets take)."""
 import gzip
 import json
+import select
 import socket
 import threading
 import time
@@ -13,6 +14,7 @@ from hypothesis import given, settings, strategies as st
 
 import bulkwire
 from bulkwire import _core
+import bulkwire.testing
 from bulkwire.bulk import BulkWriter
 from bulkwire.testing import LoopbackServer
 
@@ -128,6 +130,63 @@ def test_pump_stops_when_the_peer_answered_or_hung_up():
         b.recv(100)  # nothing was sent
     a.close()
     b.close()
+
+
+def _stream(backend):
+    if backend == "zstd":
+        return _core.ZstdStream()
+    return _core.GzipStream(backend=backend) if backend else None
+
+
+def _decoded(backend, pieces):
+    if backend == "zstd":
+        return b"".join(bulkwire.testing.ZstdInflater(backend="zstd").feed(b"".join(pieces)))
+    return gzip.decompress(b"".join(pieces)) if backend else b"".join(pieces)
+
+
+@pytest.mark.parametrize("peer_closes", [False, True])
+@pytest.mark.parametrize("backend", [None, "zlib", *(["zstd"] if _core.HAVE_ZSTD else [])])
+def test_an_answer_after_the_last_data_byte_is_the_answer_to_the_whole_body(backend, peer_closes):
+    """The pump has sent the body's last buffer, and the producer has not said yet that it
+    was the last, when the server answers (as a server that answers once it has parsed the
+    closing ']' does): outcome 3, not an early answer; the rest (the compressed stream's end,
+    the terminating chunk) still goes out, and a failure to send it (the server closed its
+    side) is not an error: the answer is in."""
+    a, b = socket.socketpair()
+    a.settimeout(TIMEOUT)
+    b.settimeout(TIMEOUT)
+    q = _core.HandoverQueue(2)
+    result = {}
+    pump = threading.Thread(target=lambda: result.setdefault(
+        "r", _core.pump_body(q, a.fileno(), _stream(backend), TIMEOUT)))
+    pump.start()
+    body = b'[{"Id":"a/1"}]'
+    q.put(_core._chunk_for_testing(body))
+    wire = bytearray()
+    while b"\r\n" not in wire or len(wire) < wire.index(b"\r\n") + 2 + int(wire[:wire.index(b"\r\n")], 16):
+        # the size line and the whole piece (its CRLF comes later); a peer that closes
+        # leaves them unread, so that its close resets the connection
+        wire = bytearray(b.recv(1 << 16, socket.MSG_PEEK)) if peer_closes else wire + b.recv(1 << 16)
+    answer = b"HTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n"
+    b.sendall(answer)
+    if peer_closes:
+        b.close()  # unread bytes: a reset, the pump's next write fails
+    assert select.select([a], [], [], TIMEOUT)[0]  # the answer is there before the end
+    q.close_producer()
+    pump.join(TIMEOUT)
+    outcome, buffers, body_bytes, pieces, wire_bytes = result["r"]
+    assert outcome == 3 and buffers == 1 and body_bytes == len(body)
+    assert a.recv(1 << 10) == answer  # still there to be read
+    if not peer_closes:
+        a.shutdown(socket.SHUT_WR)
+        wire += read_all(b)
+        sent = dechunk(bytes(wire))  # terminated, well formed
+        assert _decoded(backend, sent) == body
+        assert pieces == len(sent) == (2 if backend else 1)  # compressed: the end alone, after
+        b.close()
+    else:  # the write of the rest failed (compressed: its piece was not counted), ignored
+        assert pieces == 1
+    a.close()
 
 
 def test_pump_send_error_raises_oserror():

@@ -13,7 +13,8 @@ import bulkwire
 import bulkwire.transport
 from bulkwire import errors
 from bulkwire.bulk import compression_backends
-from fault_server import FAULTS, STEPS, FaultServer, shrink_send_buffers
+from fault_server import (BODY_FAULTS, FAULTS, STEPS, FaultServer, eventually,
+                          hold_the_end_until, shrink_send_buffers)
 
 CELL_LIMIT = 10.0   # seconds a cell may take; a hang is interrupted and fails the test
 SHORT_TIMEOUT = 0.5  # the client's timeout where the server stalls
@@ -38,9 +39,10 @@ if "python-isal" in compression_backends():  # the consumer that iterates chunks
 
 # What each cell must end in: close() returns normally only in these cells, where the POST
 # was answered 2xx after the whole body (whatever that answer's body is: the protocol does
-# not read it); in every other cell a BulkInsertError escapes.
+# not read it), or after the last byte of its data, before the terminating chunk
+# (2xx_at_array_end); in every other cell a BulkInsertError escapes.
 SUCCEEDS = {("bulk_insert", f) for f in ("garbage", "shape_id_str", "shape_list",
-                                         "shape_result_int", "shape_nested")}
+                                         "shape_result_int", "shape_nested", "2xx_at_array_end")}
 # Cells where the server stops reading the body before it fails (the state cells' POST
 # fails early too): with several buffers, the producer is blocked when the failure comes.
 HOLDING = ({("bulk_insert", f) for f in ("early_2xx", "early_5xx", "reset", "stall")}
@@ -142,7 +144,8 @@ def run_insert(bulk, documents, *, abort=False, before_close=None):
     return closed, raised
 
 
-CELLS = [(step, fault) for step in STEPS for fault in FAULTS]
+CELLS = [(step, fault) for step in STEPS for fault in FAULTS] + [("bulk_insert", fault)
+                                                                 for fault in BODY_FAULTS]
 
 
 @pytest.mark.parametrize("variant", list(VARIANTS))
@@ -169,6 +172,9 @@ def test_every_fault_at_every_step_fails_cleanly(step, fault, variant):
             # looks, to any client, like the answer to the whole body: let it arrive first,
             # so that it is early for the client too.
             before_close = lambda: server.answered_early.wait(CELL_LIMIT / 2)  # noqa: E731
+        if fault in BODY_FAULTS:
+            # the answer comes after the last data byte, before the terminating chunk
+            hold_the_end_until(bulk, server.answered_at_array_end.is_set, CELL_LIMIT / 2)
         with Watchdog(CELL_LIMIT), ReleaseWhenBlocked(bulk, release):
             closed, raised = run_insert(bulk, documents, abort=step == "kill",
                                         before_close=before_close)
@@ -192,6 +198,29 @@ def test_every_fault_at_every_step_fails_cleanly(step, fault, variant):
             assert isinstance(raised[0][1], errors.TransportTimeoutError), raised
         if step == "bulk_insert" and fault in ("early_2xx", "early_5xx"):
             assert isinstance(raised[0][1], (errors.EarlyResponse, errors.ServerError)), raised
+        if fault in BODY_FAULTS:  # answered before the end; the end was still sent
+            post, = server.posts
+            assert post.answered_before_end and eventually(lambda: post.end_after_answer)
+            assert post.documents == documents
+        if fault == "garbage_at_array_end":  # after the data or not, it is no answer
+            assert isinstance(raised[0][1], errors.ProtocolError), raised
+
+
+@pytest.mark.parametrize("compress", [False, "zlib", *(["python-isal"] if "python-isal" in
+                                                       compression_backends() else [])])
+def test_a_2xx_while_the_last_data_chunk_is_being_written_is_early(compress):
+    """The body's one data chunk (so its last) is large; the server reads a part of it,
+    answers 2xx, then reads the rest. The answer came before the chunk's last byte was sent,
+    while the write waited for room: EarlyResponse (from the C pump, and from the Python
+    sender with python-isal), never a normal close once the write could finish."""
+    with FaultServer({"bulk_insert": "2xx_mid_chunk"}) as server:
+        bulk = bulkwire.BulkInsert(server.url, server.database, compress=compress,
+                                   buffer_size=8 << 20, timeout=TIMEOUT)
+        with Watchdog(CELL_LIMIT):
+            closed, raised = run_insert(bulk, 1000)
+        assert not closed and isinstance(raised[0][1], errors.EarlyResponse), raised
+        assert bulk.stats.buffers == 1 and server.answered_early.is_set()
+        assert not server.ok_to_whole_body(bulk.operation_id)
 
 
 def test_the_fault_server_answers_a_good_insert():

@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 import bulkwire
 from bulkwire import testing
 from bulkwire.testing import LoopbackServer, RequestError, decode_body, parse_commands
+from fault_server import eventually
 
 TIMEOUT = 10.0
 
@@ -398,6 +399,55 @@ def test_a_completed_operation_stays_completed_when_the_client_leaves_before_the
     assert server.unexpected_errors == []
 
 
+@pytest.mark.parametrize("encoding", ["", "gzip", "zstd"])
+@pytest.mark.parametrize("split", [1, 3])  # the array in one chunk, in three
+def test_answer_at_array_end_answers_once_the_closing_bracket_arrived(encoding, split):
+    """With answer_at_array_end the server answers 201 as soon as the decoded body holds the
+    whole array, before the CRLF ending its last chunk, the compressed stream's end and the
+    terminating chunk have come (here they come only once the answer was read); then it
+    reads them and records that they came."""
+    if encoding == "zstd":
+        stream = bulkwire._core.ZstdStream()
+        pieces = [stream.compress(GOOD[len(GOOD) * i // split:len(GOOD) * (i + 1) // split])
+                  for i in range(split)]
+        end = stream.finish()
+    elif encoding == "gzip":
+        stream = zlib.compressobj(1, zlib.DEFLATED, 31)
+        pieces = [stream.compress(GOOD[len(GOOD) * i // split:len(GOOD) * (i + 1) // split])
+                  + stream.flush(zlib.Z_SYNC_FLUSH) for i in range(split)]
+        end = stream.flush()
+    else:
+        pieces = [GOOD[len(GOOD) * i // split:len(GOOD) * (i + 1) // split] for i in range(split)]
+        end = b""
+    headers = ("Transfer-Encoding: chunked",) + ((f"Content-Encoding: {encoding}",) if encoding else ())
+    with LoopbackServer(answer_at_array_end=True) as server:
+        op = next_op(server)
+        data = b"".join(b"%s%x\r\n%s" % (b"\r\n" if i else b"", len(p), p) for i, p in enumerate(pieces))
+        with socket.create_connection(server._httpd.server_address[:2], timeout=TIMEOUT) as s:
+            s.sendall(post(op, data, headers))  # the last chunk's data, without its CRLF
+            raw = b""
+            while b"\r\n\r\n" not in raw:
+                got = s.recv(1 << 16)
+                assert got, "the server closed without answering"
+                raw += got
+            answer = Answer(raw)
+            assert answer.status == 201 and answer.headers["connection"] == "close"
+            request = server.requests[-1]
+            assert eventually(lambda: request.answered_before_end)  # recorded after the answer
+            assert not request.end_after_answer
+            s.sendall(b"\r\n" + (b"%x\r\n%s\r\n" % (len(end), end) if end else b"") + b"0\r\n\r\n")
+            s.shutdown(socket.SHUT_WR)
+            assert s.recv(1 << 16) == b""  # then the server closes
+        assert eventually(lambda: request.end_after_answer) and request.commands == GOOD_COMMANDS
+        assert server.operations[op]["Status"] == "Completed" and "a/2" in server.documents
+        assert server.unexpected_errors == []
+
+
+def test_answer_at_array_end_needs_the_body_kept():
+    with pytest.raises(ValueError, match="keep_body"):
+        LoopbackServer(answer_at_array_end=True, keep_body=False)
+
+
 # ---- operations: ids reused, limits, the last resort ----
 
 def test_a_finished_operation_id_is_refused_and_stays_as_it_was(server):
@@ -627,7 +677,7 @@ def _parser_outcome(wire: bytes, compress: bool):
 
 
 def test_random_and_mutated_bodies_get_the_parsers_answer_from_the_server():
-    """Whatever the body, the server answers 200 exactly when decode_body accepts it, else the
+    """Whatever the body, the server answers 201 exactly when decode_body accepts it, else the
     4xx status and message decode_body raises; it never fails inside."""
     with LoopbackServer() as server:
         @settings(max_examples=min(settings().max_examples, 150),

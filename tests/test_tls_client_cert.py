@@ -16,7 +16,7 @@ import bulkwire.transport
 from bulkwire import _core, errors
 from bulkwire.bulk import BulkWriter, compression_backends
 from bulkwire.testing import LoopbackServer
-from fault_server import FaultServer, shrink_send_buffers
+from fault_server import FaultServer, hold_the_end_until, shrink_send_buffers
 from bulkwire.testing_pki import make_pki, server_context
 
 TIMEOUT = 10.0
@@ -468,6 +468,58 @@ def test_a_failing_server_never_lets_a_tls_insert_return_normally(tls_faults, pk
         assert time.monotonic() - started < 8.0
         with pytest.raises(errors.BulkInsertError):
             bulk.close()
+
+
+@pytest.mark.parametrize("compress", [False, "zlib"])
+@pytest.mark.parametrize("fault, error", [("2xx_at_array_end", None),
+                                          ("garbage_at_array_end", errors.TLSError)])
+def test_what_the_server_sends_after_the_last_data_byte_is_read_as_its_answer(
+        tls_faults, pki, fault, error, compress):
+    """Over bulkwire's TLS, something arrives after the last data byte and before the
+    terminating chunk: a 201 is the answer to the whole body (the insert succeeds); bytes
+    that are no TLS record are a TLSError naming OpenSSL's reason, which the terminating
+    chunk, still sent, must not take away from the read of the answer."""
+    with tls_faults({"bulk_insert": fault}) as server:
+        bulk = bulkwire.BulkInsert(server.url, server.database, certificate=pki.client, ca=pki.ca,
+                                   compress=compress, buffer_size=16 << 10, max_buffers=2,
+                                   timeout=TIMEOUT)
+        hold_the_end_until(bulk, server.answered_at_array_end.is_set)
+        for i in range(300):
+            bulk.store({"i": i, "text": NOISE[i % 1000:][:1400]}, id=f"d/{i}")
+        if error is None:
+            bulk.close()
+            assert server.ok_to_whole_body(bulk.operation_id)
+        else:
+            with pytest.raises(error, match="TLS failed: .*(version|record)"):
+                bulk.close()
+        post, = server.posts
+        assert post.answered_before_end and post.documents == 300
+
+
+@pytest.mark.parametrize("sender", ["pump", "python-isal", "ssl_context"])
+def test_a_2xx_while_the_last_data_chunk_is_being_written_over_tls_is_early(tls_faults, pki, sender):
+    """As over HTTP (test_faults.py): the one, large data chunk is being written when the
+    server answers 2xx, then reads the rest; bulkwire's TLS (the pump, and its session's
+    sendall under the Python sender) and Python's ssl see the answer while the write waits."""
+    if sender == "python-isal" and "python-isal" not in compression_backends():
+        pytest.skip("the isal package is not installed")
+    options = {"compress": "python-isal"} if sender == "python-isal" else {}
+    if sender == "ssl_context":
+        context = ssl.create_default_context(cafile=pki.ca)
+        context.load_cert_chain(pki.client_cert, pki.client_key)
+        options["ssl_context"] = context
+    else:
+        options.update(certificate=pki.client, ca=pki.ca)
+    with tls_faults({"bulk_insert": "2xx_mid_chunk"}) as server:
+        bulk = bulkwire.BulkInsert(server.url, server.database, buffer_size=8 << 20,
+                                   timeout=TIMEOUT, **options)
+        with pytest.raises(errors.EarlyResponse):
+            for i in range(1000):  # text gzip cannot shrink much: the chunk stays large
+                bulk.store({"i": i, "text": NOISE[(i * 1400) % (len(NOISE) - 1400):][:1400]},
+                           id=f"d/{i}")
+            bulk.close()
+        assert bulk.stats.buffers == 1 and server.answered_early.is_set()
+        assert not server.ok_to_whole_body(bulk.operation_id)
 
 
 def test_a_good_fault_server_over_tls_takes_the_whole_body(tls_faults, pki):

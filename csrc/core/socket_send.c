@@ -16,15 +16,18 @@ int bw_wait_fd(int fd, short events, long timeout_ms) {
     return errno;
 }
 
-/* Waits until fd accepts more, through signals. 0, or ETIMEDOUT / errno. */
-static int wait_writable(int fd, long timeout_ms) {
+/* Waits until fd accepts more, through signals; watch: or until the peer answers (sends
+   something or hangs up). 0, BW_SEND_ANSWERED, or ETIMEDOUT / errno. */
+static int wait_writable(int fd, long timeout_ms, int watch) {
     int rc;
-    while ((rc = bw_wait_fd(fd, POLLOUT, timeout_ms)) == EINTR) {
+    while ((rc = bw_wait_fd(fd, (short)(POLLOUT | (watch ? POLLIN : 0)), timeout_ms)) == EINTR) {
     }
+    if (rc == 0 && watch && bw_peer_answered(fd))
+        return BW_SEND_ANSWERED;
     return rc;
 }
 
-int bw_send_all(int fd, struct iovec *iov, int count, long timeout_ms) {
+int bw_send_all(int fd, struct iovec *iov, int count, long timeout_ms, int watch) {
     while (count > 0 && iov[0].iov_len == 0) {
         iov++;
         count--;
@@ -37,7 +40,7 @@ int bw_send_all(int fd, struct iovec *iov, int count, long timeout_ms) {
             if (errno == EINTR)
                 continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK) { /* Python sockets with a timeout are non-blocking */
-                int rc = wait_writable(fd, timeout_ms);
+                int rc = wait_writable(fd, timeout_ms, watch);
                 if (rc != 0)
                     return rc;
                 continue;

@@ -4,7 +4,7 @@
 #include "fork_origin.h"
 
 #ifdef BW_HAVE_OPENSSL
-#include "socket_send.h"
+#include "socket_send.h" /* bw_wait_fd, BW_SEND_ANSWERED */
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -35,7 +35,8 @@ struct bw_tls {
     SSL *ssl;
     int fd;
     int broken;        /* a fatal error happened: no close_notify at the end */
-    int pending;       /* an error the early-answer check met, reported by the next call */
+    int pending;       /* an error the early-answer check met: every write reports it, and
+                          the next read (which takes it) */
     int verify_failed;
     bw_origin origin;  /* the process that made it: the session is that process's */
     char message[BW_TLS_MESSAGE_MAX];
@@ -357,13 +358,32 @@ static int alert_behind(bw_tls *tls, int rc) {
     return rc;
 }
 
-/* Writes len bytes (OpenSSL completes the whole write before it reports success). */
-static int write_whole(bw_tls *tls, const void *data, size_t len, long timeout_ms) {
+static int peer_answered(bw_tls *tls);
+
+/* A write that wants room, watching: waits until the socket takes more (0) or the server
+   answered (BW_SEND_ANSWERED); a readable socket holding only TLS records of the protocol's
+   own (taken in by the check) is waited past. Or ETIMEDOUT / EINTR / errno. */
+static int wait_room_watching(bw_tls *tls, long timeout_ms) {
+    int rc = bw_wait_fd(tls->fd, POLLIN | POLLOUT, timeout_ms);
+    if (rc == 0 && peer_answered(tls))
+        return BW_SEND_ANSWERED;
+    return rc;
+}
+
+/* Writes len bytes (OpenSSL completes the whole write before it reports success); watch:
+   see bw_tls_write_all. */
+static int write_whole(bw_tls *tls, const void *data, size_t len, long timeout_ms, int watch) {
     for (;;) {
         size_t written;
         int r = SSL_write_ex(tls->ssl, data, len, &written);
         if (r == 1)
             return 0;
+        if (watch && SSL_get_error(tls->ssl, r) == SSL_ERROR_WANT_WRITE) {
+            int rc = wait_room_watching(tls, timeout_ms);
+            if (rc != 0)
+                return rc;
+            continue;
+        }
         int rc = settle(tls, r, timeout_ms);
         if (rc == EPIPE || rc == ECONNRESET)
             return alert_behind(tls, rc);
@@ -372,9 +392,9 @@ static int write_whole(bw_tls *tls, const void *data, size_t len, long timeout_m
     }
 }
 
-static int write_all(bw_tls *tls, struct iovec *iov, int count, long timeout_ms) {
-    if (tls->pending != 0)
-        return take_pending(tls);
+static int write_all(bw_tls *tls, struct iovec *iov, int count, long timeout_ms, int watch) {
+    if (tls->pending != 0) /* left for the read of the answer, which must see it too */
+        return tls->pending;
     ERR_clear_error();
     char gather[GATHER_MAX];
     while (count > 0) {
@@ -394,7 +414,7 @@ static int write_all(bw_tls *tls, struct iovec *iov, int count, long timeout_ms)
             }
             data = gather;
         }
-        int rc = write_whole(tls, data, len, timeout_ms);
+        int rc = write_whole(tls, data, len, timeout_ms, watch);
         if (rc != 0)
             return rc;
         while (len > 0) { /* the entries just written, whole or in part */
@@ -470,10 +490,10 @@ int bw_tls_handshake(bw_tls *tls, long timeout_ms) {
     return rc;
 }
 
-int bw_tls_write_all(bw_tls *tls, struct iovec *iov, int count, long timeout_ms) {
+int bw_tls_write_all(bw_tls *tls, struct iovec *iov, int count, long timeout_ms, int watch) {
     sigpipe_guard guard;
     sigpipe_block(&guard);
-    int rc = write_all(tls, iov, count, timeout_ms);
+    int rc = write_all(tls, iov, count, timeout_ms, watch);
     sigpipe_restore(&guard);
     return rc;
 }

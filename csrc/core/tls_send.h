@@ -72,9 +72,11 @@ int bw_tls_handshake(bw_tls *tls, long timeout_ms);
 
 /* Writes every byte of iov[0..count) (the array is consumed: entries are advanced, so a
    call that returned EINTR is resumed by calling again with the same array). Small entries
-   are gathered into one TLS record. Results as for bw_tls_handshake; EPIPE / ECONNRESET
-   when the peer is gone. */
-int bw_tls_write_all(bw_tls *tls, struct iovec *iov, int count, long timeout_ms);
+   are gathered into one TLS record. watch: each wait for room also watches for an answer
+   from the server (bw_tls_peer_answered), and stops the write with BW_SEND_ANSWERED
+   (socket_send.h) when one comes; the session is then only read. Results as for
+   bw_tls_handshake; EPIPE / ECONNRESET when the peer is gone. */
+int bw_tls_write_all(bw_tls *tls, struct iovec *iov, int count, long timeout_ms, int watch);
 
 /* Reads at most len bytes into buf: *got is 0 when the server ended the connection
    (close_notify or end of stream). Results as for bw_tls_handshake. */
@@ -82,7 +84,8 @@ int bw_tls_read(bw_tls *tls, void *buf, size_t len, long timeout_ms, size_t *got
 
 /* 1 when the server already sent something other than TLS records of its own (TLS 1.3
    session tickets follow the handshake): an answer, an alert or the end of the
-   connection; 0 otherwise. Never waits, never consumes an answer's bytes. */
+   connection; 0 otherwise. Never waits, never consumes an answer's bytes. An alert or a
+   socket error met here is returned by every later write and by the next read. */
 int bw_tls_peer_answered(bw_tls *tls);
 
 /* The reason of the last BW_TLS_FAILED on this session. */

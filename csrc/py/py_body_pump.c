@@ -22,7 +22,15 @@
    same piece; if the end comes after a buffer that did not end it, a last piece holds the
    trailer alone. BulkWriter.chunks() (any transport)
    takes the pieces one by one with next_piece; BulkInsert's sender sends them with the
-   pump. Both decide with body_last_buffer / body_needs_trailer. */
+   pump. Both decide with body_last_buffer / body_needs_trailer.
+
+   Where the body's data ends: once the queue has ended (the producer closed it, the consumer
+   did not), every buffer has been taken, and every piece sent from them carried all of its
+   data decodable (a plain buffer as it is; compressed, flushed or ending the stream), the
+   last one up to the array's closing ']'. What is left then carries no data: the trailer
+   piece (the compressed stream's end) and the terminating chunk. next_piece marks the
+   trailer piece (consumed None) and the pump sends both in pump_send_end, so each sender
+   knows when an answer comes after the last data byte (see pump_send_end). */
 
 /* The buffer just taken is the body's last: its piece ends the gzip member. */
 static int body_last_buffer(bw_hq *q) { return bw_hq_drained(q); }
@@ -63,8 +71,9 @@ static int foreign_gzip_finished(PyObject *gzip_obj) {
 
 /* next_piece(queue, gzip=None) -> (piece, consumed) | None. New reference. Waits for the
    next buffer with the GIL released (Ctrl-C raises). piece: the buffer itself (plain), or
-   what compressing it gave (None when nothing), or the gzip trailer (consumed 0); consumed:
-   the buffer's length. None at the end of the body, or when the consumer side was closed.
+   what compressing it gave (None when nothing), or the gzip trailer (consumed None: it
+   carries none of the body's data); consumed: the buffer's length. None at the end of the
+   body, or when the consumer side was closed.
    gzip: a GzipStream or ZstdStream (compressed with the GIL released) or an object with the same
    compress(data) / finish(data=None) methods and a finished attribute. */
 static PyObject *module_next_piece(PyObject *module, PyObject *args) {
@@ -92,7 +101,7 @@ static PyObject *module_next_piece(PyObject *module, PyObject *args) {
                                    : PyObject_CallMethod(gzip_obj, "finish", NULL);
         if (trailer == NULL)
             return NULL;
-        return Py_BuildValue("(Nn)", trailer, (Py_ssize_t)0);
+        return Py_BuildValue("(NO)", trailer, Py_None);
     }
     if (Py_IS_TYPE(item, &bw_chunk_type) &&
         atomic_load_explicit(&((bw_chunk_object *)item)->pending, memory_order_acquire) !=
@@ -138,7 +147,16 @@ typedef struct {
     Py_buffer view;  /* for items that are not Chunks (view.obj set) */
 } pump_held;
 
-typedef enum { PUMP_DONE = 0, PUMP_ANSWERED = 1, PUMP_CLOSED = 2 } pump_outcome;
+/* How the pump ended. An answer before the last data byte was sent (PUMP_ANSWERED) is early:
+   the server cannot have read the whole array. One after it (PUMP_ANSWERED_AT_END), with at
+   most the trailer and the terminating chunk left, is the server's answer to the whole body. */
+typedef enum {
+    PUMP_DONE = 0,             /* sent whole, the terminating chunk last, no answer before */
+    PUMP_ANSWERED = 1,         /* the server answered before the last data byte: nothing more sent */
+    PUMP_CLOSED = 2,           /* the consumer side was closed (failure or abort) */
+    PUMP_ANSWERED_AT_END = 3,  /* the server answered after the last data byte; the rest was
+                                  still tried, its failure ignored */
+} pump_outcome;
 
 typedef struct {
     /* what to send, and where */
@@ -201,19 +219,20 @@ static int pump_give_back(pump_state *st) {
     return kept;
 }
 
-/* Without the GIL: every byte of iov, on the socket or through its TLS session. 0, or an errno
-   value (BW_TLS_FAILED: the session's message says why). */
-static int pump_write(pump_state *st, struct iovec *iov, int count) {
+/* Without the GIL: every byte of iov, on the socket or through its TLS session; watch: unless
+   the server answers while the write waits for room (BW_SEND_ANSWERED). 0, or an errno value
+   (BW_TLS_FAILED: the session's message says why). */
+static int pump_write(const pump_state *st, struct iovec *iov, int count, int watch) {
 #ifdef BW_HAVE_OPENSSL
     if (st->tls != NULL) {
         int rc;
         /* a signal is the main thread's to handle; the consumed array resumes the write */
-        while ((rc = bw_tls_write_all(st->tls, iov, count, st->timeout_ms)) == EINTR)
+        while ((rc = bw_tls_write_all(st->tls, iov, count, st->timeout_ms, watch)) == EINTR)
             ;
         return rc;
     }
 #endif
-    return bw_send_all(st->fd, iov, count, st->timeout_ms);
+    return bw_send_all(st->fd, iov, count, st->timeout_ms, watch);
 }
 
 /* Without the GIL: the server already sent something (an answer before the end of the body,
@@ -226,13 +245,20 @@ static int pump_peer_answered(pump_state *st) {
     return bw_peer_answered(st->fd);
 }
 
-/* Sends one HTTP chunk holding payload (the CRLF ending the previous chunk rides in front).
-   0, or -1 with st->sock_error set. */
+/* Sends one HTTP chunk holding payload, a piece of the body's data (the CRLF ending the
+   previous chunk rides in front). An answer that comes while the write waits for room came
+   before the piece's last byte was sent: early. 0, or -1 with st->sock_error or the outcome
+   set. */
 static int pump_send_chunk(pump_state *st, const char *payload, size_t len) {
     char head[BW_CHUNK_HEAD_MAX];
     size_t head_len = bw_chunk_head(head, len, st->pieces > 0);
     struct iovec iov[2] = {{head, head_len}, {(void *)payload, len}};
-    st->sock_error = pump_write(st, iov, 2);
+    int rc = pump_write(st, iov, 2, 1);
+    if (rc == BW_SEND_ANSWERED) {
+        st->outcome = PUMP_ANSWERED;
+        return -1;
+    }
+    st->sock_error = rc;
     if (st->sock_error != 0)
         return -1;
     st->pieces++;
@@ -266,22 +292,29 @@ static int pump_compress(pump_state *st, const char *data, size_t len, int finis
 }
 
 /* Without the GIL, at the end of the queue: the gzip trailer when the last buffer did not
-   carry it, then the terminating chunk. An answer that came before the end means the server
-   did not take the whole body: the terminating chunk would make it look complete. */
+   carry it, then the terminating chunk. Every data byte is out by now (see "Where the body's
+   data ends"): an answer that came meanwhile is the server's answer to the whole body, which
+   a server may give once it has parsed the closing ']' (RavenDB does). The rest is still
+   sent, as a courtesy to a server that goes on reading, and a failure to send it (the server
+   may have closed its side) is ignored: the answer is in, and the caller reads it. */
 static void pump_send_end(pump_state *st) {
     if (bw_hq_consumer_closed(st->q)) {
         st->outcome = PUMP_CLOSED;
         return;
     }
-    if (pump_peer_answered(st)) {
-        st->outcome = PUMP_ANSWERED;
-        return;
-    }
+    int answered = pump_peer_answered(st);
     const char *tail = NULL;
     size_t tail_len = 0;
     if (body_needs_trailer(st->gz != NULL || st->zs != NULL, st->gz_finished, st->q) &&
-        pump_compress(st, NULL, 0, 1, &tail, &tail_len) < 0)
-        return;
+        pump_compress(st, NULL, 0, 1, &tail, &tail_len) < 0) {
+        if (!answered)
+            return;
+        /* the stream cannot end: it is not used again, and the answer stands */
+        st->gz_error = BW_GZ_OK;
+        st->zs_error = BW_ZS_OK;
+        st->gz_finished = 1;
+        tail_len = 0;
+    }
     /* one write: the trailer's chunk, then the terminating chunk (the CRLF ending the
        previous chunk rides in front of each) */
     char head[BW_CHUNK_HEAD_MAX];
@@ -289,11 +322,15 @@ static void pump_send_end(pump_state *st) {
     size_t end_len;
     const char *end = bw_chunk_end(st->pieces > 0 || tail_len > 0, &end_len);
     struct iovec iov[3] = {{head, head_len}, {(void *)tail, tail_len}, {(void *)end, end_len}};
-    st->sock_error = pump_write(st, iov, 3);
-    if (st->sock_error == 0 && tail_len > 0) {
+    int rc = pump_write(st, iov, 3, 0);
+    if (rc == 0 && tail_len > 0) {
         st->pieces++;
         st->wire_bytes += tail_len;
     }
+    if (answered)
+        st->outcome = PUMP_ANSWERED_AT_END;
+    else
+        st->sock_error = rc;
 }
 
 /* Without the GIL (retaken only for a bytes-like that is neither a Chunk nor bytes): holds
@@ -325,8 +362,9 @@ static int pump_hold(pump_state *st, PyObject *item, const char **data, size_t *
 }
 
 /* Without the GIL: one buffer from the queue, compressed and sent as one HTTP chunk (none
-   when compressing gave nothing: an empty chunk would end the body). 0 to go on, -1 to
-   stop (the outcome or an error is set). */
+   when compressing gave nothing: an empty chunk would end the body). An answer before it is
+   early: this buffer's data (maybe the array's end) is not out yet. 0 to go on, -1 to stop
+   (the outcome or an error is set). */
 static int pump_send_buffer(pump_state *st, PyObject *item) {
     pump_give_back(st); /* before a send that may block: the memory bound counts on it */
     const char *data, *payload;
@@ -461,9 +499,11 @@ static PyObject *pump_result(pump_state *st) {
 
 /* pump_body(queue, fd, gzip=None, timeout=None, tls=None) -> (outcome, buffers, body_bytes,
    pieces, wire_bytes). New reference. tls: a TlsConnection on the socket fd, through which
-   the body goes. outcome: 0 the body was sent whole (with the terminating
-   chunk), 1 the server answered first (nothing more sent), 2 the consumer side was closed
-   (failure or abort). Raises OSError / TimeoutError("timed out") from the socket. */
+   the body goes. outcome (pump_outcome): 0 the body was sent whole (with the terminating
+   chunk), 1 the server answered before the last data byte (nothing more sent), 2 the
+   consumer side was closed (failure or abort), 3 the server answered after the last data
+   byte (the trailer and terminating chunk were still tried). Raises OSError /
+   TimeoutError("timed out") from the socket. */
 static PyObject *module_pump_body(PyObject *module, PyObject *args, PyObject *kwargs) {
     (void)module;
     PyObject *queue_obj;
@@ -529,8 +569,9 @@ static PyMethodDef pump_functions[] = {
      "next_piece(queue, gzip=None) -> (piece, consumed) | None\n\nThe body's next piece for a "
      "consumer (BulkWriter.chunks): the next buffer, compressed when gzip (a gzip or zstd "
      "stream) is given (the last "
-     "buffer ends the member; a trailer-only piece follows when it could not), waiting with "
-     "the GIL released. None at the end or when the consumer side was closed."},
+     "buffer ends the member; a trailer-only piece, consumed None, follows when it could "
+     "not), waiting with the GIL released. None at the end or when the consumer side was "
+     "closed."},
     {"http_chunk", module_http_chunk, METH_O,
      "http_chunk(piece) -> bytes\n\nThe piece (a non-empty bytes-like) as one whole HTTP chunk: "
      "size line, data, CRLF, framed as the body pump frames it (for senders that cannot run the "
@@ -540,8 +581,9 @@ static PyMethodDef pump_functions[] = {
      "wire_bytes)\n\nSend the queue's buffers on the connected socket fd (through its "
      "TlsConnection tls when given) as HTTP chunks (through gzip, a GzipStream or ZstdStream, "
      "when given), with the GIL released, until the producer closes the queue; "
-     "then the terminating chunk. outcome: 0 sent whole, 1 the server answered first, 2 the "
-     "consumer side was closed."},
+     "then the terminating chunk. outcome: 0 sent whole, 1 the server answered before the "
+     "last data byte, 2 the consumer side was closed, 3 the server answered after the last "
+     "data byte (the body's end was still tried)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -5,6 +5,7 @@
 #include "py_tls.h"
 
 #include "py_fork_origin.h"
+#include "socket_send.h"
 
 #include <errno.h>
 
@@ -80,8 +81,19 @@ static int call_handshake(bw_tls *tls, void *arg, long timeout_ms) {
     return bw_tls_handshake(tls, timeout_ms);
 }
 
+typedef struct {
+    struct iovec iov;
+    int watch;
+    int answered; /* watching, the server answered before the end (the rest unsent) */
+} write_args;
+
 static int call_write(bw_tls *tls, void *arg, long timeout_ms) {
-    return bw_tls_write_all(tls, (struct iovec *)arg, 1, timeout_ms);
+    write_args *w = arg;
+    int rc = bw_tls_write_all(tls, &w->iov, 1, timeout_ms, w->watch);
+    if (rc != BW_SEND_ANSWERED)
+        return rc;
+    w->answered = 1;
+    return 0;
 }
 
 typedef struct {
@@ -162,19 +174,22 @@ bw_tls *bw_tls_connection_acquire(PyObject *obj) {
 
 void bw_tls_connection_release(PyObject *obj) { connection_leave((TlsConnectionObject *)obj); }
 
-/* sendall(data) -> None. New reference. Every byte, with the GIL released. */
-static PyObject *TlsConnection_sendall(TlsConnectionObject *self, PyObject *data) {
+/* sendall(data, watch=False) -> bool. New reference. Every byte, with the GIL released;
+   watch: unless the server answers while the write waits for room. True when it did (the
+   rest of data unsent), else False. */
+static PyObject *TlsConnection_sendall(TlsConnectionObject *self, PyObject *args) {
     Py_buffer view;
-    if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0)
+    int watch = 0;
+    if (!PyArg_ParseTuple(args, "y*|p:sendall", &view, &watch))
         return NULL;
     PyObject *result = NULL;
     if (connection_enter(self) < 0)
         goto cleanup;
-    struct iovec iov = {view.buf, (size_t)view.len};
-    int failed = run_call(self, call_write, &iov);
+    write_args w = {{view.buf, (size_t)view.len}, watch, 0};
+    int failed = run_call(self, call_write, &w);
     connection_leave(self);
     if (!failed)
-        result = Py_NewRef(Py_None);
+        result = PyBool_FromLong(w.answered);
 cleanup:
     PyBuffer_Release(&view);
     return result;
@@ -253,8 +268,10 @@ static void TlsConnection_dealloc(TlsConnectionObject *self) {
 }
 
 static PyMethodDef TlsConnection_methods[] = {
-    {"sendall", (PyCFunction)TlsConnection_sendall, METH_O,
-     "sendall(data) -> None\n\nEncrypt and send every byte of data, with the GIL released."},
+    {"sendall", (PyCFunction)TlsConnection_sendall, METH_VARARGS,
+     "sendall(data, watch=False) -> bool\n\nEncrypt and send every byte of data, with the GIL "
+     "released; with watch, unless the server answers while the write waits for room. True "
+     "when it did (the rest unsent), else False."},
     {"recv_into", (PyCFunction)TlsConnection_recv_into, METH_VARARGS,
      "recv_into(buffer, nbytes=0) -> int\n\nRead at most nbytes (0: the buffer's length) into "
      "buffer; 0 when the server ended the connection."},

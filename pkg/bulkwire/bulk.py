@@ -224,6 +224,9 @@ class BulkWriter:
         self._closed = False
         self._finished = False  # the end of the body (its last buffer) was handed over
         self._consuming = False
+        # chunks() has yielded every piece of the body's data (up to the closing "]",
+        # decodable): what it and http_chunks() yield from now on carries none
+        self.data_taken = False
         self._series: Any = None  # the open TimeSeriesBulkInsert
         self.buffer_size = buffer_size
         self.max_buffers = max_buffers
@@ -555,14 +558,16 @@ class BulkWriter:
     def _can_pump(self) -> bool:
         return self._compression in (None, "zlib", "isal", "zstd")
 
-    def pump(self, fd: int, timeout: Optional[float], tls: Any = None) -> Optional[bool]:
+    def pump(self, fd: int, timeout: Optional[float], tls: Any = None) -> Optional[int]:
         """Consumer side for a connected socket the caller owns: sends the whole body on
         ``fd`` (through ``tls``, a ``_core.TlsConnection`` on it, when given) as HTTP chunks
         (then the terminating chunk) from C with the GIL released,
         instead of iterating :meth:`chunks`. None when this body cannot be pumped (a gzip
         backend outside the C core): nothing was consumed, send :meth:`http_chunks` instead.
-        True when the server answered before the end (nothing more was sent), False when
-        the body went out whole. Socket errors raise; the caller reports them (``fail``)."""
+        Otherwise how the sending ended (:class:`bulkwire.transport.Sent`): the body went
+        out whole, or the server answered before its last data byte (nothing more was sent),
+        or after it (the rest was still tried). Socket errors raise; the caller reports them
+        (``fail``)."""
         if not self._can_pump:
             return None
         self._start_consuming("the body may be consumed once")
@@ -581,7 +586,7 @@ class BulkWriter:
         stats.wire_bytes += wire
         if outcome == 2:  # stopped by fail(): the body must not look complete
             raise BulkInsertAborted(f"the bulk insert body was cut short: {self._failure}")
-        return outcome == 1
+        return outcome
 
     def chunks(self) -> Iterator[Any]:
         """The body, piece by piece, for one consumer: objects supporting the buffer protocol
@@ -606,7 +611,9 @@ class BulkWriter:
             while (got := next_piece(queue, gz)) is not None:
                 piece, consumed = got
                 del got
-                if consumed:
+                if consumed is None:  # the compressed stream's end alone
+                    self.data_taken = True
+                elif consumed:
                     stats.buffers += 1
                     stats.body_bytes += consumed
                 if piece is not None and len(piece):
@@ -616,7 +623,7 @@ class BulkWriter:
                 del piece
             if self._failure is not None:  # stopped by fail(): the body must not look complete
                 raise BulkInsertAborted(f"the bulk insert body was cut short: {self._failure}")
-            complete = True
+            self.data_taken = complete = True
         finally:
             self._record_queue_stats()
             if not complete:

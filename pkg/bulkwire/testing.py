@@ -9,7 +9,9 @@
 It listens on 127.0.0.1 (an ephemeral port), reads the chunked (and gzip or zstd) body as it
 arrives, chunk by chunk, parses the command stream and keeps the documents. On request it
 stalls (stops reading the body until :meth:`resume`), fails mid-stream (HTTP 500 with an
-error body that ``operations/state`` then reports), or finishes the request early.
+error body that ``operations/state`` then reports), finishes the request early, or answers
+as soon as the array's closing ``]`` has arrived, before the rest of the body
+(``answer_at_array_end``, as RavenDB does).
 
 Every request it cannot accept (bad framing, a corrupt or truncated gzip or zstd stream, a body that
 is not an array of PUT commands, a bad ``id`` parameter, an unknown database or path, a
@@ -40,7 +42,7 @@ from typing import Any, BinaryIO, Dict, Iterator, List, Optional, Tuple, Union
 
 __all__ = ["LoopbackServer", "LoopbackCluster", "ReceivedRequest", "RequestError",
            "ChunkedReader", "LengthReader", "GzipInflater", "ZstdInflater", "parse_commands",
-           "decode_body"]
+           "decode_body", "holds_whole_array"]
 
 MAX_SIZE_LINE = 1024          # bytes in a chunk size line, extensions and CRLF included
 MAX_CHUNK_SIZE = 64 << 20     # the largest chunk accepted (read whole, so it bounds memory)
@@ -96,7 +98,10 @@ class ChunkedReader:
 
     Strict: a size is hex digits only, every line ends with CRLF, a size line is at most
     ``max_size_line`` bytes, a chunk at most ``max_chunk_size`` bytes (413 beyond), and the
-    last chunk is followed by CRLF alone (trailer fields are refused).
+    last chunk is followed by CRLF alone (trailer fields are refused). A chunk's data is
+    returned as soon as it has arrived; the CRLF that ends it is checked at the next call (a
+    client may send it in front of the next chunk, as bulkwire's sender does, and a server
+    that parses the body as it comes has the data before it).
 
     >>> reader = ChunkedReader(io.BytesIO(b"3\\r\\n[1]\\r\\n0\\r\\n\\r\\n"))
     >>> reader.read_chunk(), reader.read_chunk()
@@ -109,6 +114,7 @@ class ChunkedReader:
         self._max_size_line = max_size_line
         self._max_chunk_size = max_chunk_size
         self._scratch: Optional[bytearray] = bytearray(0) if reuse_buffer else None
+        self._data_end: Optional[int] = None  # the size of the chunk whose CRLF is unread
         self.done = False
 
     def read_chunk(self) -> Optional[Union[bytes, memoryview]]:
@@ -116,6 +122,9 @@ class ChunkedReader:
         a view of a buffer the next call overwrites (counting mode: no allocation per chunk)."""
         if self.done:
             return None
+        if self._data_end is not None:
+            self._end_of_data(self._data_end)
+            self._data_end = None
         line = self._stream.readline(self._max_size_line + 1)
         if not line:
             raise RequestError("the body ends before its last chunk (the connection was closed)")
@@ -135,13 +144,16 @@ class ChunkedReader:
             self._end_of_body()
             return None
         data = self._read_exactly(size)
+        self._data_end = size
+        return data
+
+    def _end_of_data(self, size: int) -> None:
         after = self._stream.read(2)
         if after != b"\r\n":
             if len(after) < 2 and b"\r\n".startswith(after):
                 raise RequestError("the body ends after a chunk's data, before its CRLF")
             raise RequestError(f"a chunk of {size} bytes is not followed by CRLF (the chunk is "
                                f"longer than its size line says)")
-        return data
 
     def _read_exactly(self, size: int) -> Union[bytes, memoryview]:
         if self._scratch is None:
@@ -578,6 +590,21 @@ def _walk_commands(body: bytes) -> List[dict]:
     return commands
 
 
+def holds_whole_array(body: Union[bytes, bytearray]) -> bool:
+    """Whether ``body``, a decoded bulk insert body so far, is one whole JSON array: its
+    closing ``]`` has arrived, so a server that parses the stream as it comes can answer.
+
+    >>> holds_whole_array(b'[{"a": [1]}'), holds_whole_array(b'[{"a": [1]}]')
+    (False, True)
+    """
+    if not bytes(body[-64:]).rstrip(_JSON_SPACE.encode()).endswith(b"]"):
+        return False  # cheap: only a body that ends in "]" is parsed
+    try:
+        return isinstance(json.loads(body), list)
+    except (ValueError, RecursionError):
+        return False
+
+
 def decode_body(wire: Union[bytes, bytearray], *, gzip: bool = False, chunked: bool = True,
                 max_size_line: int = MAX_SIZE_LINE,
                 max_chunk_size: int = MAX_CHUNK_SIZE, zstd: bool = False) -> List[dict]:
@@ -643,7 +670,10 @@ class ReceivedRequest:
         self.body = bytearray()               # the decoded (uncompressed) body
         self.body_bytes = 0                   # its length (also when the body is not kept)
         self.put_commands = 0                 # PUT commands counted (when the body is not kept)
-        self.complete = False                 # the terminating chunk arrived
+        self.complete = False                 # the terminating chunk arrived (or, answered at
+                                              # the array's end, its closing "]")
+        self.answered_before_end = False      # 201 went out before the terminating chunk was read
+        self.end_after_answer = False         # ... and then the body's end arrived, well formed
         self.commands: Optional[list] = None  # parsed commands, when complete
         self.error: Optional[str] = None
         self.status: Optional[int] = None     # the status the server answered
@@ -725,6 +755,11 @@ class LoopbackServer:
     ``ssl_context`` (a server-side :class:`ssl.SSLContext`): the server speaks HTTPS (``url``
     says ``https://``); with ``verify_mode = ssl.CERT_REQUIRED`` it requires a client
     certificate. Handshakes that fail are listed in ``tls_failures`` (OpenSSL's reasons).
+
+    ``answer_at_array_end`` (needs ``keep_body``): a bulk insert is answered 201 as soon as
+    the decoded body holds the whole JSON array (its closing ``]``), before the rest of the
+    body (a compressed stream's end, the terminating chunk) is read, as RavenDB answers; the
+    rest is read afterwards (``ReceivedRequest.answered_before_end``, ``end_after_answer``).
     """
 
     HILO_RANGE = 32  #: ids per HiLo range (small, so that clients ask again and again)
@@ -733,7 +768,11 @@ class LoopbackServer:
                  parse: bool = True, keep_wire: bool = False, keep_body: bool = True,
                  recv_buffer: Optional[int] = None, port: int = 0, timeout: float = 30.0,
                  max_chunk_size: int = MAX_CHUNK_SIZE, max_body_bytes: int = MAX_BODY_BYTES,
-                 ssl_context: Optional[ssl.SSLContext] = None) -> None:
+                 ssl_context: Optional[ssl.SSLContext] = None,
+                 answer_at_array_end: bool = False) -> None:
+        if answer_at_array_end and not keep_body:
+            raise ValueError("answer_at_array_end needs keep_body: the array's end is found "
+                             "in the body it keeps")
         self.database = database
         self.ssl_context = ssl_context
         self.tls_failures: List[str] = []
@@ -767,6 +806,7 @@ class LoopbackServer:
         self.fail_message = "Simulated failure on the server"
         self.finish_after_bytes: Optional[int] = None
         self.read_delay = 0.0  # seconds to sleep after each chunk (a slow server)
+        self.answer_at_array_end = answer_at_array_end
         self.keep_wire = keep_wire  # keep each request's body exactly as it came off the wire
         self.node_tag = "A"  # its cluster tag: in next-operation-id's answer and the topology
         self.version = "7.2.0"  # the RavenDB version GET /build/version reports
@@ -1204,6 +1244,8 @@ class LoopbackServer:
                 self._complete(op)
                 return self._reply(h, 200, {"Message": "The server finished the bulk insert early"},
                                    close=True)
+            if self.answer_at_array_end and holds_whole_array(request.body):
+                return self._answer_at_array_end(h, request, reader, inflater)
         if not self._running.is_set():  # closed while reading: the body did not end
             request.error = "the server shut down before the end of the body"
             h.close_connection = True
@@ -1220,6 +1262,34 @@ class LoopbackServer:
         self._complete(op, request)
         request.status = 201  # Created, with no body: what RavenDB answers a bulk insert
         self._reply(h, 201, None)
+
+    def _answer_at_array_end(self, h: BaseHTTPRequestHandler, request: ReceivedRequest,
+                             reader: Union[ChunkedReader, LengthReader],
+                             inflater: Union[GzipInflater, ZstdInflater, None]) -> None:
+        """The body's array has ended: its commands are kept and 201 goes out at once, before
+        the rest of the body is read; then the rest (a compressed stream's end, the
+        terminating chunk) is read, as the server's HTTP layer reads it, and the connection
+        closed. ``request.end_after_answer`` says whether that rest arrived, well formed."""
+        request.complete = True
+        commands = parse_commands(request.body) if self.parse else None
+        request.commands = commands
+        with self._lock:
+            for command in commands or ():
+                self._record(command)
+        self._complete(request.op_id, request)
+        request.status = 201
+        h.loopback_unread_body = False  # type: ignore[attr-defined]  # read below, not lingered
+        self._reply(h, 201, None, close=True)
+        request.answered_before_end = True
+        try:
+            while (data := reader.read_chunk()) is not None:
+                if any(inflater.feed(data) if inflater is not None else (data,)):
+                    return  # data after the array's end
+            if inflater is not None:
+                inflater.finish()
+        except (RequestError, OSError):
+            return  # the client stopped sending: the answer was in
+        request.end_after_answer = True
 
     def _record(self, command: dict) -> None:
         """Keeps what a parsed command did (with the lock held)."""

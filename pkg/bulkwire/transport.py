@@ -24,6 +24,7 @@ re-exported here under their old names (``ServerError``, ``EarlyResponse``).
 """
 from __future__ import annotations
 
+import enum
 import http.client
 import io
 import json
@@ -41,8 +42,8 @@ from .errors import (BulkInsertError, ConnectError, ConnectionLostError, EarlyRe
 from .tls import TlsSettings, TlsSocket
 from .urls import ServerUrl, parse_server_url
 
-__all__ = ["HttpTransport", "Body", "BodySender", "ServerError", "ProtocolError", "EarlyResponse",
-           "TransportError", "error_message", "transport_error"]
+__all__ = ["HttpTransport", "Body", "BodySender", "Sent", "ServerError", "ProtocolError",
+           "EarlyResponse", "TransportError", "error_message", "transport_error"]
 
 # The protocol's answers (an id, an operation's state, an error) are small: reading more than
 # this is a server that does not speak it, and must not fill the client's memory.
@@ -286,22 +287,42 @@ class HttpTransport:
         return f"/bulk_insert?id={op_id}&skipOverwriteIfUnchanged={flag}"
 
 
+class Sent(enum.IntEnum):
+    """How the sending of a body ended (the values are ``_core.pump_body``'s outcomes).
+
+    The body's data ends with the last byte of the piece holding the array's closing ``]``
+    (compressed, that piece is flushed or ends the stream, so it decodes whole on arrival);
+    what may follow (a compressed stream's end, the terminating chunk) carries none of it.
+    An answer that arrives before the last data byte is sent is early: the server cannot
+    have read the whole array. One that arrives after it is the server's answer to the whole
+    body: a server may answer once it has parsed the ``]`` (RavenDB does)."""
+
+    WHOLE = 0            #: every byte went out, the terminating chunk last; no answer before
+    ANSWERED_EARLY = 1   #: the server answered before the last data byte: nothing more sent
+    ANSWERED_AT_END = 3  #: the server answered after the last data byte; the rest was tried
+
+
 class Body(Protocol):
     """What :class:`BodySender` sends: one request body, consumed once, by one of two means
     (:class:`~bulkwire.bulk.BulkWriter` is one).
 
     ``compression``: the compression backend, or None (``Content-Encoding``). ``pump(fd, timeout,
     tls=None)`` sends the whole body on a connected plain socket (through the
-    ``_core.TlsConnection`` tls on it when given), HTTP chunks and terminating chunk included, and returns True when the server answered before the end, False when the
-    body went out whole, or None when this body cannot pump (nothing consumed). Otherwise
-    ``http_chunks()`` yields the body as the bytes of a chunked body, the terminating chunk
-    last. ``fail(error)``: the sender cannot take more; the producer raises ``error``.
+    ``_core.TlsConnection`` tls on it when given), HTTP chunks and terminating chunk
+    included, and returns how that ended (a :class:`Sent` value), or None when this body
+    cannot pump (nothing consumed). Otherwise ``http_chunks()`` yields the body as the bytes
+    of a chunked body, the terminating chunk last; ``data_taken`` is true once it has yielded
+    every chunk of the body's data (those it yields afterwards carry none).
+    ``fail(error)``: the sender cannot take more; the producer raises ``error``.
     """
 
     @property
     def compression(self) -> Optional[str]: ...
 
-    def pump(self, fd: int, timeout: Optional[float], tls: Any = None) -> Optional[bool]: ...
+    @property
+    def data_taken(self) -> bool: ...
+
+    def pump(self, fd: int, timeout: Optional[float], tls: Any = None) -> Optional[int]: ...
 
     def http_chunks(self) -> Iterator[bytes]: ...
 
@@ -312,7 +333,7 @@ class BodySender(threading.Thread):
     """Streams the body on its own thread: one chunked POST, one HTTP chunk per piece.
 
     Success is recorded, never inferred: ``result`` holds ``(status, body)`` only when the
-    server answered 2xx after the whole body (its terminating chunk included) was sent. In
+    server answered 2xx after every data byte of the body was sent (see :class:`Sent`). In
     every other case, however the thread ends (any exception, in the request or in
     ``explain``, or no answer at all), ``body.fail(error)`` is called once with a
     :class:`~bulkwire.errors.BulkInsertError`, which makes the producer raise it.
@@ -331,14 +352,14 @@ class BodySender(threading.Thread):
         self._lock = threading.Lock()
         self._sock: Optional[socket.socket] = None
         self._cancelled = False
-        self.body_sent = False  # the terminating chunk went out
+        self.data_sent = False  # every data byte of the body went out before the answer came
         self.result: Optional[Tuple[int, bytes]] = None
         self.error: Optional[BaseException] = None
 
     @property
     def succeeded(self) -> bool:
         """The server answered 2xx to the complete body."""
-        return self.result is not None and self.body_sent
+        return self.result is not None and self.data_sent
 
     def cancel(self) -> None:
         """Abort the request: shut the socket down so that a blocked send returns."""
@@ -412,41 +433,65 @@ class BodySender(threading.Thread):
             cancelled = self._cancelled
         if cancelled:
             raise ConnectionAbortedError("the bulk insert was aborted")
+        taken = b""
         try:
             # the pump needs the socket's own descriptor, or bulkwire's own TLS session on it:
             # Python's ssl encrypts where the pump cannot reach
             if type(sock) is socket.socket:
-                answered = self._body.pump(sock.fileno(), sock.gettimeout())
+                outcome = self._body.pump(sock.fileno(), sock.gettimeout())
             elif isinstance(sock, TlsSocket):
-                answered = self._body.pump(sock.fileno(), sock.gettimeout(), tls=sock.session)
+                outcome = self._body.pump(sock.fileno(), sock.gettimeout(), tls=sock.session)
             else:
-                answered = None
-            if answered is None:
-                self._send_http_chunks(conn, sock)
-            elif answered:
-                raise self._early(conn)
+                outcome = None
+            if outcome is None:
+                outcome, taken = self._send_http_chunks(sock)
         except (BrokenPipeError, ConnectionResetError) as exc:
-            # the server closed its side: read what it said, if anything
+            # the server closed its side before the last data byte: read what it said, if anything
             try:
                 early = self._early(conn)
             except Exception:  # noqa: BLE001
                 raise exc from None
             raise early from exc
-        self.body_sent = True
+        return self._answer(conn, Sent(outcome), taken)
+
+    def _answer(self, conn: http.client.HTTPConnection, sent: Sent, taken: bytes) -> Tuple[int, bytes]:
+        """The one place either sender's outcome is judged: an answer before the last data
+        byte is early (raised); otherwise the server's ``(status, body)`` to the whole body,
+        read whole (``taken``: its first bytes, already read from the socket)."""
+        if sent is Sent.ANSWERED_EARLY:
+            raise self._early(conn, taken)
+        self.data_sent = True
+        if taken:
+            conn.sock = _PutBack(conn.sock, taken)
         response = conn.getresponse()
         return response.status, response.read(MAX_ANSWER_BYTES)
 
-    def _send_http_chunks(self, conn: http.client.HTTPConnection, sock: socket.socket) -> None:
+    def _send_http_chunks(self, sock: socket.socket) -> Tuple[Sent, bytes]:
         """The body from its HTTP chunks, framed in C (Python's ssl, or a body that cannot
-        pump)."""
-        self._chunks = self._body.http_chunks()
-        for chunk in self._chunks:
-            # before the terminating chunk too: an answer now means the body was not taken
+        pump); how that ended, and the answer's first bytes when they had to be read to see
+        it. Before each chunk: an answer now is early while the chunk still carries data,
+        and the answer to the whole body once only the stream's end and the terminating
+        chunk are left (which are still sent, a failure to send them ignored)."""
+        self._chunks = chunks = self._body.http_chunks()
+        for chunk in chunks:
+            carries_data = not self._body.data_taken
             taken = _early_answer(sock)
+            if taken is None and carries_data:
+                taken = _send_watching(sock, chunk)
+            elif taken is None:
+                sock.sendall(chunk)
             if taken is not None:
-                raise self._early(conn, taken)
-            sock.sendall(chunk)
+                if carries_data:
+                    return Sent.ANSWERED_EARLY, taken
+                try:
+                    sock.sendall(chunk)
+                    for rest in chunks:
+                        sock.sendall(rest)
+                except OSError:
+                    pass  # the answer is in
+                return Sent.ANSWERED_AT_END, taken
             del chunk
+        return Sent.WHOLE, b""
 
     def _early(self, conn: http.client.HTTPConnection, taken: bytes = b"") -> BulkInsertError:
         """The error for an answer that came before the whole body was sent (``taken``: its
@@ -467,6 +512,37 @@ def _answered(sock: socket.socket) -> bool:
     """True when the server already sent something (a response) mid-body."""
     readable, _, _ = select.select([sock], [], [], 0)
     return bool(readable)
+
+
+def _send_watching(sock: Any, data: bytes) -> Optional[bytes]:
+    """Sends every byte of ``data`` (a chunk of the body's data) unless the server answers
+    while the send waits for room, as the C pump's watching writes do: None when it was
+    sent, else the answer's first bytes already taken (see :func:`_early_answer`); the rest
+    of ``data`` is then unsent. Each wait is bounded by the socket's timeout."""
+    if isinstance(sock, TlsSocket):  # bulkwire's own TLS watches in C
+        return b"" if sock.session.sendall(data, True) else None
+    timeout = sock.gettimeout()
+    view = memoryview(data)
+    poller = select.poll()
+    poller.register(sock, select.POLLIN | select.POLLOUT)
+    sock.settimeout(0)  # every wait is the poll's
+    try:
+        while view:
+            try:
+                view = view[sock.send(view):]  # Python's ssl: all of it, or SSLWantWriteError
+                continue
+            except (BlockingIOError, ssl.SSLWantWriteError, ssl.SSLWantReadError):
+                pass
+            events = poller.poll(None if timeout is None else timeout * 1000)
+            if not events:
+                raise TimeoutError("timed out")
+            if events[0][1] & (select.POLLIN | select.POLLHUP | select.POLLERR):
+                taken = _early_answer(sock)  # None: TLS records of Python's ssl's own
+                if taken is not None:
+                    return taken
+    finally:
+        sock.settimeout(timeout)
+    return None
 
 
 def _early_answer(sock: socket.socket) -> Optional[bytes]:

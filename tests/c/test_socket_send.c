@@ -2,8 +2,8 @@
    anywhere, more entries than one sendmsg takes, partial sends on a non-blocking socket with
    a small send buffer), the timeout when the peer reads nothing (and a timeout too large for
    poll's int is not cut short), a gone peer is EPIPE / ECONNRESET and never SIGPIPE, a bad
-   descriptor its errno, signals during a wait, and the early-answer check, which never takes
-   the answer's bytes.
+   descriptor its errno, signals during a wait, the early-answer check, which never takes
+   the answer's bytes, and a watching write, which an answer stops while it waits for room.
    sources: socket_send.c
    libs: -lpthread */
 #define _GNU_SOURCE /* pipe2, SA_* flags */
@@ -102,7 +102,7 @@ TEST(every_byte_arrives_in_order_through_partial_sends) {
         cut(iov, ENTRIES, data, TOTAL, &rng);
         reader r;
         start_reader(&r, fds[1], 0, 0, 777, TOTAL); /* small reads: many partial sends */
-        CHECK_EQ(bw_send_all(fds[0], iov, ENTRIES, 10000), 0);
+        CHECK_EQ(bw_send_all(fds[0], iov, ENTRIES, 10000, 0), 0);
         close(fds[0]);
         join_reader(&r);
         CHECK_EQ(r.len, TOTAL);
@@ -118,14 +118,14 @@ TEST(empty_entries_anywhere_and_nothing_to_send) {
     make_pair(fds, 1, 0);
     char a[] = "ab", b[] = "cde";
     struct iovec iov[] = {{a, 0}, {a, 2}, {b, 0}, {b, 0}, {b, 3}, {a, 0}};
-    CHECK_EQ(bw_send_all(fds[0], iov, 6, 1000), 0);
+    CHECK_EQ(bw_send_all(fds[0], iov, 6, 1000, 0), 0);
     char got[8] = {0};
     CHECK_EQ(read(fds[1], got, sizeof got), 5);
     CHECK_BYTES(got, 5, "abcde");
     /* nothing to send makes no call at all: even a closed descriptor is fine */
     struct iovec none[] = {{a, 0}, {b, 0}};
-    CHECK_EQ(bw_send_all(-1, none, 2, 1000), 0);
-    CHECK_EQ(bw_send_all(-1, none, 0, 1000), 0);
+    CHECK_EQ(bw_send_all(-1, none, 2, 1000, 0), 0);
+    CHECK_EQ(bw_send_all(-1, none, 0, 1000, 0), 0);
     close(fds[0]);
     close(fds[1]);
 }
@@ -145,7 +145,7 @@ TEST(more_entries_than_one_sendmsg_takes) {
     make_pair(fds, 1, 0);
     reader r;
     start_reader(&r, fds[1], 0, 0, 1 << 16, sizeof data);
-    CHECK_EQ(bw_send_all(fds[0], iov, ENTRIES, 5000), 0);
+    CHECK_EQ(bw_send_all(fds[0], iov, ENTRIES, 5000, 0), 0);
     close(fds[0]);
     join_reader(&r);
     CHECK_EQ(r.len, sizeof data);
@@ -161,7 +161,7 @@ TEST(a_peer_that_reads_nothing_times_out) {
     char *data = calloc(1, TOTAL);
     struct iovec iov = {data, TOTAL};
     double start = now_ms();
-    CHECK_EQ(bw_send_all(fds[0], &iov, 1, 150), ETIMEDOUT);
+    CHECK_EQ(bw_send_all(fds[0], &iov, 1, 150, 0), ETIMEDOUT);
     double took = now_ms() - start;
     CHECK(took >= 140 && took < 5000);
     CHECK(iov.iov_len < TOTAL); /* the entry says what is left */
@@ -180,7 +180,7 @@ TEST(a_timeout_past_what_poll_takes_is_not_cut_short) {
     reader r;
     start_reader(&r, fds[1], 300, 0, 1 << 16, TOTAL);
     long long huge = (1LL << 32) + 1;
-    CHECK_EQ(bw_send_all(fds[0], &iov, 1, (long)huge), 0);
+    CHECK_EQ(bw_send_all(fds[0], &iov, 1, (long)huge, 0), 0);
     close(fds[0]);
     join_reader(&r);
     CHECK_EQ(r.len, TOTAL);
@@ -197,7 +197,7 @@ TEST(a_gone_peer_is_epipe_or_econnreset_never_sigpipe) {
     make_pair(fds, 1, 0);
     close(fds[1]);
     struct iovec iov = {data, sizeof data};
-    CHECK_EQ(bw_send_all(fds[0], &iov, 1, 1000), EPIPE);
+    CHECK_EQ(bw_send_all(fds[0], &iov, 1, 1000, 0), EPIPE);
     close(fds[0]);
     /* TCP on loopback: a peer that closed with unread data resets the connection */
     int listener = socket(AF_INET, SOCK_STREAM, 0);
@@ -211,7 +211,7 @@ TEST(a_gone_peer_is_epipe_or_econnreset_never_sigpipe) {
     int server = accept(listener, NULL, NULL);
     iov.iov_base = data;
     iov.iov_len = sizeof data;
-    CHECK_EQ(bw_send_all(client, &iov, 1, 1000), 0);
+    CHECK_EQ(bw_send_all(client, &iov, 1, 1000, 0), 0);
     sleep_ms(50);
     close(server); /* unread data: the kernel answers with a reset */
     sleep_ms(50);
@@ -219,7 +219,7 @@ TEST(a_gone_peer_is_epipe_or_econnreset_never_sigpipe) {
     for (int i = 0; i < 100 && rc == 0; i++) {
         iov.iov_base = data;
         iov.iov_len = sizeof data;
-        rc = bw_send_all(client, &iov, 1, 1000);
+        rc = bw_send_all(client, &iov, 1, 1000, 0);
     }
     CHECK(rc == EPIPE || rc == ECONNRESET);
     close(client);
@@ -229,12 +229,12 @@ TEST(a_gone_peer_is_epipe_or_econnreset_never_sigpipe) {
 TEST(not_a_socket_is_its_errno) {
     char data[] = "x";
     struct iovec iov = {data, 1};
-    CHECK_EQ(bw_send_all(-1, &iov, 1, 100), EBADF);
+    CHECK_EQ(bw_send_all(-1, &iov, 1, 100, 0), EBADF);
     int p[2];
     CHECK_EQ(pipe(p), 0);
     iov.iov_base = data;
     iov.iov_len = 1;
-    CHECK_EQ(bw_send_all(p[1], &iov, 1, 100), ENOTSOCK);
+    CHECK_EQ(bw_send_all(p[1], &iov, 1, 100, 0), ENOTSOCK);
     close(p[0]);
     close(p[1]);
 }
@@ -263,7 +263,7 @@ TEST(signals_during_a_wait_do_not_end_it) {
         struct iovec iov = {data, TOTAL};
         alarms = 0;
         setitimer(ITIMER_REAL, &every, NULL);
-        CHECK_EQ(bw_send_all(fds[0], &iov, 1, 5000), 0);
+        CHECK_EQ(bw_send_all(fds[0], &iov, 1, 5000, 0), 0);
         setitimer(ITIMER_REAL, &off, NULL);
         CHECK(alarms > 0);
         close(fds[0]);
@@ -294,8 +294,30 @@ TEST(the_early_answer_check_never_takes_the_answer) {
     close(fds[0]);
 }
 
+TEST(a_watching_write_stops_when_the_peer_answers_while_it_waits_for_room) {
+    int fds[2];
+    make_pair(fds, 1, 1);
+    enum { TOTAL = 1 << 20 };
+    char *data = calloc(1, TOTAL);
+    CHECK_EQ(write(fds[1], "HTTP/1.1 2", 10), 10); /* the peer answers and reads nothing */
+    struct iovec iov = {data, TOTAL};
+    double start = now_ms();
+    CHECK_EQ(bw_send_all(fds[0], &iov, 1, 5000, 1), BW_SEND_ANSWERED);
+    CHECK(now_ms() - start < 2500);
+    CHECK(iov.iov_len > 0 && iov.iov_len < TOTAL); /* what fitted went, the rest is left */
+    /* not watching, the same write waits for room until its timeout */
+    CHECK_EQ(bw_send_all(fds[0], &iov, 1, 150, 0), ETIMEDOUT);
+    char got[16];
+    CHECK_EQ(read(fds[0], got, sizeof got), 10); /* the answer untouched */
+    CHECK_BYTES(got, 10, "HTTP/1.1 2");
+    free(data);
+    close(fds[0]);
+    close(fds[1]);
+}
+
 RUN_TESTS(every_byte_arrives_in_order_through_partial_sends,
           empty_entries_anywhere_and_nothing_to_send, more_entries_than_one_sendmsg_takes,
           a_peer_that_reads_nothing_times_out, a_timeout_past_what_poll_takes_is_not_cut_short,
           a_gone_peer_is_epipe_or_econnreset_never_sigpipe, not_a_socket_is_its_errno,
-          signals_during_a_wait_do_not_end_it, the_early_answer_check_never_takes_the_answer)
+          signals_during_a_wait_do_not_end_it, the_early_answer_check_never_takes_the_answer,
+          a_watching_write_stops_when_the_peer_answers_while_it_waits_for_room)

@@ -374,7 +374,7 @@ TEST(gathered_writes_arrive_whole_and_the_answer_is_read_to_its_end) {
         }
         peer p = {.expect = TOTAL};
         bw_tls *tls = session_with(&p, c, versions[v], read_then_answer);
-        CHECK_EQ(bw_tls_write_all(tls, iov, ENTRIES, 5000), 0);
+        CHECK_EQ(bw_tls_write_all(tls, iov, ENTRIES, 5000, 0), 0);
         for (int i = 0; i < ENTRIES; i++)
             CHECK_EQ(iov[i].iov_len, 0); /* every entry consumed */
         char answer[64];
@@ -455,7 +455,7 @@ TEST(a_client_certificate_is_sent_and_its_absence_reported_from_the_alert) {
     CHECK(!q.accepted);
     char byte = 'x';
     struct iovec iov = {&byte, 1};
-    CHECK_EQ(bw_tls_write_all(tls, &iov, 1, 1000), BW_TLS_FAILED);
+    CHECK_EQ(bw_tls_write_all(tls, &iov, 1, 1000, 0), BW_TLS_FAILED);
     CHECK(strstr(bw_tls_message(tls), "certificate required") != NULL);
     CHECK_EQ(bw_tls_verify_failed(tls), 0);
     bw_tls_free(tls);
@@ -491,7 +491,7 @@ TEST(a_silent_peer_times_out) {
     char *data = calloc(1, TOTAL);
     struct iovec iov = {data, TOTAL};
     start = now_ms();
-    CHECK_EQ(bw_tls_write_all(tls, &iov, 1, 150), ETIMEDOUT);
+    CHECK_EQ(bw_tls_write_all(tls, &iov, 1, 150, 0), ETIMEDOUT);
     CHECK(now_ms() - start >= 140);
     CHECK(iov.iov_len > 0); /* not all of it went */
     free(data);
@@ -610,7 +610,7 @@ TEST(an_error_the_check_meets_is_reported_by_the_next_call_once) {
     CHECK_EQ(bw_tls_peer_answered(tls), 1); /* still pending: said again, not lost */
     char byte = 'x';
     struct iovec iov = {&byte, 1};
-    CHECK_EQ(bw_tls_write_all(tls, &iov, 1, 1000), BW_TLS_FAILED);
+    CHECK_EQ(bw_tls_write_all(tls, &iov, 1, 1000, 0), BW_TLS_FAILED);
     CHECK(strlen(bw_tls_message(tls)) > 0);
     CHECK_EQ(iov.iov_len, 1); /* nothing was written */
     let_the_server_go_on(&p);
@@ -634,7 +634,7 @@ TEST(a_peer_that_hung_up_is_an_error_never_sigpipe) {
         int rc = 0;
         for (int i = 0; i < 10 && rc == 0; i++) {
             struct iovec iov = {data, sizeof data};
-            rc = bw_tls_write_all(tls, &iov, 1, 1000);
+            rc = bw_tls_write_all(tls, &iov, 1, 1000, 0);
         }
         CHECK(rc == EPIPE || rc == ECONNRESET || rc == BW_TLS_FAILED);
         bw_tls_free(tls);
