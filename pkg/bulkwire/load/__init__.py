@@ -23,9 +23,9 @@ The package's modules, along the path of a load:
 from __future__ import annotations
 
 from .datasets import DATA_SUFFIXES, RESUME_UNIT_ROWS
-from .entry import DEFAULT_CHUNK_SIZE, LoadResult, load_arrow, load_parquet
+from .entry import LoadResult, load_arrow, load_parquet
 from .resume import RESUME_VERSION
-from .targets import default_out
+from .targets import DEFAULT_CHUNK_SIZE, default_out
 
 __all__ = ["DATA_SUFFIXES", "DEFAULT_CHUNK_SIZE", "LoadResult", "RESUME_UNIT_ROWS",
            "RESUME_VERSION", "default_out", "load_arrow", "load_parquet"]

@@ -12,10 +12,10 @@ from typing import Any, Callable, Iterator
 
 from .._source import SourceFile
 from ..parquet import _open_parquet, _pyarrow, _pyarrow_error, _source_format, TableFile
-from .plan import _Plan
+from .targets import ColumnPlan
 
 
-def _taken_batches(path: str, plan: _Plan, batch_rows: int,
+def _taken_batches(path: str, plan: ColumnPlan, batch_rows: int,
                    take: Any) -> tuple[Iterator[Any], int, Any]:
     """The rows of a file at ``take``: (record batches, total rows, index array)."""
     from ..parquet import _check_indices
@@ -26,7 +26,7 @@ def _taken_batches(path: str, plan: _Plan, batch_rows: int,
     return iter(table.to_batches(max_chunksize=batch_rows)), table.num_rows, idx
 
 
-def _file_batches(path: str, plan: _Plan, batch_rows: int, first: int = 0,
+def _file_batches(path: str, plan: ColumnPlan, batch_rows: int, first: int = 0,
                   stop: int | None = None, identity: tuple | None = None) -> Iterator[Any]:
     """Record batches of row groups (Arrow IPC: record batches) [first, stop) of a file, of
     at most ``batch_rows`` rows, read through one open descriptor. The file must still be
@@ -332,7 +332,7 @@ def _as_reader(data: Any, columns: list[str] | None = None) -> Any | None:
                     f"pyarrow.dataset, RecordBatches), not {type(data).__name__}")
 
 
-def _reader_batches(reader: Any, plan: _Plan, batch_rows: int) -> Iterator[Any]:
+def _reader_batches(reader: Any, plan: ColumnPlan, batch_rows: int) -> Iterator[Any]:
     """The reader's batches, cut to ``batch_rows`` and to the plan's columns (a stream's
     batches can be of any size: memory stays bounded by ``batch_rows``)."""
     for batch in reader:

@@ -1,6 +1,8 @@
 """The entry points :func:`load_parquet` and :func:`load_arrow`: the arguments judged before
-anything is read or sent, the parts composed (plan, sources, target, resume state, workers),
-progress reported, and the :class:`LoadResult`."""
+anything is read or sent, the target they name described (:func:`_target_of`), the parts
+composed (plan, sources, target, resume state, workers), progress reported, and the
+:class:`LoadResult`. From the description on, a load knows its target only through
+:class:`~bulkwire.load.targets.TargetDescription`."""
 from __future__ import annotations
 
 import os
@@ -13,17 +15,14 @@ from typing import Any, Callable, Mapping, Sequence
 from ..errors import _mark_unconfirmed
 from ..parquet import PathLike, _pyarrow
 from ..topology import open_servers
-from .plan import _default_batch_rows, _empty_batch, _Encoder, _metadata_json, _plan
+from .plan import _default_batch_rows, _empty_batch
 from .datasets import (_as_reader, _check_schemas, _dataset_files, _file_footer, _reader_batches,
                        RESUME_UNIT_ROWS, _taken_batches, _Unit, _units)
-from .targets import default_out, _encoding, _FileTarget
-from .resume import _resume_target, _ResumeState
-from .pipeline import _encoded_in_order, _Job, _one_request, _send, _server_target
+from .targets import (DEFAULT_CHUNK_SIZE, FileDescription, ServerDescription,
+                      TargetDescription, _encoding)
+from .resume import _ResumeState
+from .pipeline import _encoded_in_order, _Job, _one_request, _send
 from .workers import _run_workers, _share
-
-
-#: Bytes of commands handed over at a time (the bulk insert's buffer threshold).
-DEFAULT_CHUNK_SIZE = 1 << 20
 
 
 @dataclass
@@ -128,13 +127,18 @@ class _Report:
             self.bar.stream.write("\n")
 
 
-def _default_out(path: Any, files: list[str] | None, compress: bool | str) -> str:
-    if files is not None and not isinstance(path, (list, tuple)) and os.path.isdir(path):
-        return default_out(os.path.normpath(os.fspath(path)), compress)
-    if files is not None and len(files) == 1:
-        return default_out(files[0], compress)
-    raise ValueError("out is needed to write the request body of a dataset of several files "
-                     "or of Arrow data (or give url to load into a server)")
+def _target_of(url: str | Sequence[str] | None, database: str | None, out: PathLike | None,
+               compress: bool | str, chunk_size: int,
+               tls: Mapping[str, Any]) -> TargetDescription:
+    """The target :func:`load_parquet`'s arguments name: with ``url``, the RavenDB database
+    ``database`` (the URLs, the database and the TLS files judged now, before anything is
+    read); else the request body written to ``out`` (or next to the source)."""
+    if url is None:
+        return FileDescription(compress, chunk_size, out=out)
+    if database is None:
+        raise ValueError("database is required with url")
+    open_servers(url, database, **tls)
+    return ServerDescription(compress, chunk_size, url=url, database=database, tls=dict(tls))
 
 
 def load_parquet(path: Any, *, url: str | Sequence[str] | None = None,
@@ -220,11 +224,7 @@ def load_parquet(path: Any, *, url: str | Sequence[str] | None = None,
     _encoding(compress)  # a bad value is refused before anything is read
     tls = {name: value for name, value in
            (("certificate", certificate), ("ca", ca), ("ssl_context", ssl_context)) if value is not None}
-    servers = None
-    if url is not None:  # the URLs, the database and the TLS files, before anything is read
-        if database is None:
-            raise ValueError("database is required with url")
-        servers = open_servers(url, database, **tls)
+    target = _target_of(url, database, out, compress, chunk_size, tls)
     if not isinstance(collection, str) or not collection:
         raise ValueError("collection must be a non-empty str")
     if chunk_size <= 0:
@@ -244,16 +244,15 @@ def load_parquet(path: Any, *, url: str | Sequence[str] | None = None,
     else:
         schema = reader.schema
         source = f"a {type(path).__module__.split('.')[0]}.{type(path).__name__}"
-    plan = _plan(schema, files[0] if files else source, id_column, vector_column, columns)
-    if id_prefix is None:
-        is_integer = pa.types.is_integer(schema.field(id_column).type)
-        id_prefix = f"{collection.lower()}/" if is_integer else ""
+    options = {"collection": collection, "id_column": id_column, "id_prefix": id_prefix,
+               "vector_column": vector_column, "columns": columns, "float32": float32,
+               "metadata": metadata, "python_type": python_type}
+    plan = target.plan(schema, files[0] if files else source, options)
     if batch_rows is None:
         batch_rows = _default_batch_rows(schema, plan)
     if batch_rows <= 0:
         raise ValueError(f"batch_rows must be positive, got {batch_rows}")
-    metadata_json = _metadata_json(collection, python_type, metadata)
-    encode = _Encoder(plan, id_prefix, metadata_json, float32, chunk_size)
+    encode = target.encoder(schema, plan, options)
     # the columns' types, judged before any file is written or request made
     encode(_empty_batch(schema, plan.read_columns))
 
@@ -264,7 +263,7 @@ def load_parquet(path: Any, *, url: str | Sequence[str] | None = None,
     for name, value in (("workers", workers > 1), ("resume", resume is not None)):
         if not value:
             continue
-        if url is None:
+        if not target.units:
             raise ValueError(f"{name} needs url: worker processes and resumed runs load into a "
                              f"server, each unit in its own request")
         if files is None:
@@ -282,10 +281,8 @@ def load_parquet(path: Any, *, url: str | Sequence[str] | None = None,
 
         # every index checked against the file's rows before any output is opened
         take = _check_indices(take, sum(footers[0][1]), name="take")
-    if servers is not None:
-        where = f"{', '.join(map(str, servers.urls))} (database {database})"
-    else:
-        where = os.fspath(out) if out is not None else _default_out(path, files, compress)
+    target = target.placed(path, files)
+    where = target.describe()
     # the files' row groups, from their footers (a resume state is checked against them)
     groups = [footer[1] for footer in footers] if files is not None and take is None else None
     stream_rows = (path.num_rows if take is None and isinstance(path, (pa.Table, pa.RecordBatch))
@@ -293,30 +290,20 @@ def load_parquet(path: Any, *, url: str | Sequence[str] | None = None,
 
     state = None
     if resume is not None:
-        options = {"collection": collection, "id_column": id_column, "id_prefix": id_prefix,
-                   "fields": plan.fields, "vector_column": plan.vector_column,
-                   "float32": float32, "metadata": metadata_json.decode()}
-        state = _ResumeState(os.fspath(resume), files, groups, options,
-                             _resume_target(url, database))
+        state = _ResumeState(os.fspath(resume), files, groups,
+                             target.resume_options(encode, options), target)
     try:
-        job = _Job(url, database, compress, chunk_size, tls, encode, batch_rows, threads,
-                   skip_overwrite=state is not None and state.resumed,
-                   request_per_unit=state is not None)
+        if state is not None and state.resumed:
+            target = target.resuming()
+        # the target's sessions are opened by the pipeline, once every argument was checked;
+        # a session that fails is aborted (a file's output removed)
+        job = _Job(target, encode, batch_rows, threads,
+                   request_per_unit=target.request_per_unit(state is not None))
         if files is not None:
             # each unit's file must be read as it was planned from: its size and mtime
             job.identities = {f: footer[2] for f, footer in zip(files, footers)}
-        if url is not None:
-            return _load_units(job, files, groups, state, workers, progress, source, where,
-                               start, lambda: _server_target(job), reader, take, stream_rows)
-        # the output is opened last, once every argument was checked; any failure from here
-        # on removes it (the file target's abort)
-        file_target = _FileTarget(where, compress, chunk_size)
-        try:
-            return _load_units(job, files, groups, state, workers, progress, source, where,
-                               start, lambda: file_target, reader, take, stream_rows)
-        except BaseException:
-            file_target.abort()
-            raise
+        return _load_units(job, files, groups, state, workers, progress, source, where,
+                           start, reader, take, stream_rows, compress)
     finally:
         if state is not None:
             state.close()
@@ -324,19 +311,18 @@ def load_parquet(path: Any, *, url: str | Sequence[str] | None = None,
 
 def _load_units(job: _Job, files: list[str] | None, groups: list[list[int]] | None,
                 state: _ResumeState | None, workers: int, progress: Any, source: str,
-                where: str, start: float, make_target: Callable[[], Any], reader: Any,
-                take: Any, stream_rows: int | None) -> LoadResult:
+                where: str, start: float, reader: Any, take: Any, stream_rows: int | None,
+                compress: bool | str) -> LoadResult:
     """The sending half of :func:`load_parquet`, once its arguments are checked: Arrow data
     or ``take`` in one request from this process; files as units of work, by this process
-    or by ``workers`` processes. An exception that escapes a load into a server carries, in
-    a note and in its ``unconfirmed`` attribute, the rows of the files that no request
-    confirmed."""
-    compress = job.compress
+    or by ``workers`` processes. An exception that escapes a load into a target whose
+    sessions are confirmed each on its own (a server) carries, in a note and in its
+    ``unconfirmed`` attribute, the rows of the files that no request confirmed."""
     ok = False
     if groups is None:
         report = _Report(progress, stream_rows)
         try:
-            rows, body, wire = _send_stream(job, reader, files, take, make_target, report)
+            rows, body, wire = _send_stream(job, reader, files, take, report)
             ok = True
         finally:
             report.end(report.body, ok)
@@ -367,10 +353,10 @@ def _load_units(job: _Job, files: list[str] | None, groups: list[list[int]] | No
         if len(shares) > 1:
             rows, body, wire = _run_workers(job, shares, report, confirm)
         else:
-            rows, body, wire = _send(job, units, make_target, report, confirm)
+            rows, body, wire = _send(job, units, report, confirm)
         ok = True
     except BaseException as exc:
-        if job.url is not None:  # a file's body is written whole or removed: nothing to say
+        if job.target.units:  # a file's body is written whole or removed: nothing to say
             _note_unconfirmed(exc, list(unconfirmed), total - skipped)
         raise
     finally:
@@ -398,7 +384,7 @@ def _note_unconfirmed(exc: BaseException, units: list[_Unit], rows: int) -> None
 
 
 def _send_stream(job: _Job, reader: Any, files: list[str] | None, take: Any,
-                 make_target: Callable[[], Any], report: _Report) -> tuple[int, int, int]:
+                 report: _Report) -> tuple[int, int, int]:
     """Arrow data, or a file's rows at ``take``: one request, in this process."""
     plan = job.encode.plan
     if take is not None:
@@ -411,7 +397,7 @@ def _send_stream(job: _Job, reader: Any, files: list[str] | None, take: Any,
         batches, idx, source = _reader_batches(reader, plan, job.batch_rows), None, "Arrow data"
     pool = (ThreadPoolExecutor(job.threads, thread_name_prefix="bulkwire-encode")
             if job.threads > 1 else None)
-    target = make_target()
+    target = job.target.open()
     try:
         rows = _one_request(target, _encoded_in_order(batches, job.encode, source, plan, pool,
                                                       job.threads, idx), pool, report)

@@ -1,7 +1,8 @@
 """The sending half of a load in one process: record batches encoded in file order (on
-encoding threads), stored into a target as one request, closed or aborted whole
+encoding threads), stored into a target's session as one request, closed or aborted whole
 (:func:`_one_request`); units of work sent one request each or all in one (:func:`_send`);
-and :class:`_Job`, everything a worker process needs for that."""
+and :class:`_Job`, everything a worker process needs for that. A target is known only
+through :class:`~bulkwire.load.targets.TargetDescription` and its sessions."""
 from __future__ import annotations
 
 from collections import deque
@@ -11,12 +12,11 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from ..errors import RowError
 from ..parquet import _check_batch, _pyarrow
-from .plan import _Encoder, _Plan
 from .datasets import _file_batches, _Unit
-from .targets import _ServerTarget
+from .targets import BatchEncoder, ColumnPlan, TargetDescription, TargetSession
 
 
-def _vector_dim(pa, batch, plan: _Plan) -> int:
+def _vector_dim(pa, batch, plan: ColumnPlan) -> int:
     if plan.vector_column is None:
         return -1
     t = batch.schema.field(plan.vector_column).type
@@ -30,7 +30,8 @@ def _vector_dim(pa, batch, plan: _Plan) -> int:
     return int(pc.list_value_length(column.slice(0, 1))[0].as_py())
 
 
-def _encoded_in_order(batches: Iterator[Any], encode: _Encoder, source: str, plan: _Plan,
+def _encoded_in_order(batches: Iterator[Any], encode: BatchEncoder, source: str,
+                      plan: ColumnPlan,
                       pool: ThreadPoolExecutor | None, ahead: int,
                       idx: Any, first_row: int = 0) -> Iterator[tuple[list, int]]:
     """``(commands, rows)`` of each batch, in file order. Encoding runs in C without the GIL:
@@ -80,15 +81,11 @@ def _encoded_in_order(batches: Iterator[Any], encode: _Encoder, source: str, pla
 class _Job:
     """Everything a worker needs to send its units: picklable, for a spawned process."""
 
-    url: Any
-    database: str | None
-    compress: bool | str
-    chunk_size: int
-    tls: dict
-    encode: _Encoder
+    #: where the units go: the worker opens its sessions from it
+    target: TargetDescription
+    encode: BatchEncoder
     batch_rows: int
     threads: int
-    skip_overwrite: bool
     request_per_unit: bool
     #: each file's identity (size, modification time) when its footer was read
     identities: dict = dataclass_field(default_factory=dict)
@@ -98,7 +95,7 @@ class _Stopped(Exception):
     """The parent asked a worker to stop (another worker failed, or Ctrl-C)."""
 
 
-def _one_request(target: Any, encoded: Iterable[tuple[Any, int]], pool: Any,
+def _one_request(target: TargetSession, encoded: Iterable[tuple[Any, int]], pool: Any,
                  on_batch: Callable[[int, int], None], stop: Any = None) -> int:
     """Stores every encoded batch ``(commands, rows)`` into ``target`` and closes it: one
     request, complete, or aborted (the encoders stopped first) and the error raised, so that
@@ -121,18 +118,18 @@ def _one_request(target: Any, encoded: Iterable[tuple[Any, int]], pool: Any,
     return rows
 
 
-def _send(job: _Job, units: Sequence[_Unit], make_target: Callable[[], Any],
-          on_batch: Callable[[int, int], None], on_confirmed: Callable[[_Unit], None],
-          stop: Any = None) -> tuple[int, int, int]:
-    """Sends ``units`` (one request each with ``request_per_unit``, else one for all);
-    ``on_confirmed`` after each request the server answered. (rows, body, wire bytes)."""
+def _send(job: _Job, units: Sequence[_Unit], on_batch: Callable[[int, int], None],
+          on_confirmed: Callable[[_Unit], None], stop: Any = None) -> tuple[int, int, int]:
+    """Sends ``units`` (one request each with ``request_per_unit``, else one for all), each
+    request a session of ``job.target``; ``on_confirmed`` after each request the target
+    confirmed. (rows, body, wire bytes)."""
     rows = body = wire = 0
     pool = (ThreadPoolExecutor(job.threads, thread_name_prefix="bulkwire-encode")
             if job.threads > 1 else None)
     groups = [[u] for u in units] if job.request_per_unit else [list(units)]
     try:
         for group in groups:
-            target = make_target()
+            target = job.target.open()
             encoded = (batch for unit in group
                        for batch in _encoded_in_order(
                            _file_batches(unit.path, job.encode.plan, job.batch_rows, unit.first,
@@ -148,8 +145,3 @@ def _send(job: _Job, units: Sequence[_Unit], make_target: Callable[[], Any],
         if pool is not None:
             pool.shutdown(wait=True)
     return rows, body, wire
-
-
-def _server_target(job: _Job) -> "_ServerTarget":
-    return _ServerTarget(job.url, job.database, job.compress, job.chunk_size, job.tls,
-                         skip_overwrite=job.skip_overwrite)

@@ -7,42 +7,13 @@ import json
 import os
 from typing import Any, Mapping, Sequence
 
-from ..urls import normalize_url
 from .datasets import _Unit
-from .targets import _remove
+from .targets import TargetDescription, _remove, _short
 
 
 #: The resume state's format. Version 2 records the target (database and servers) and keeps
 #: each file's confirmed row groups with the file; a state of version 1 is refused.
 RESUME_VERSION = 2
-
-
-def _resume_target(url: Any, database: str) -> dict:
-    """The target a resume state belongs to: the database, and the set of its servers'
-    normalized URLs (:func:`bulkwire.urls.normalize_url`: one spelling per server, never
-    credentials), sorted: a cluster given with its nodes in another order is the same target."""
-    from ..urls import server_urls
-
-    return {"database": database, "servers": sorted({str(u) for u in server_urls(url)})}
-
-
-def _describe_target(target: Mapping[str, Any]) -> str:
-    return f"database {target['database']!r} at {', '.join(target['servers'])}"
-
-
-def _cut(text: str, limit: int) -> str:
-    """``text``, cut to ``limit`` characters."""
-    return text if len(text) <= limit else text[:limit - 3] + "..."
-
-
-def _short(value: Any, limit: int = 80) -> str:
-    """``repr(value)`` cut to ``limit`` characters (a hand-edited state can hold anything,
-    nested as deep as JSON goes: reprlib does not descend far)."""
-    import reprlib
-
-    shortened = reprlib.Repr()
-    shortened.maxstring = shortened.maxother = limit
-    return _cut(shortened.repr(value), limit)
 
 
 class _Ranges:
@@ -88,11 +59,13 @@ def _is_int(value: Any) -> bool:
     return type(value) is int  # a JSON integer: not a bool, not a float
 
 
-def _checked_state(path: str, state: Any, target: Mapping[str, Any], options: Mapping[str, Any],
+def _checked_state(path: str, state: Any, target: TargetDescription,
+                   options: Mapping[str, Any],
                    sources: Mapping[str, tuple[str, dict, list[int]]]) -> dict[str, _Ranges]:
     """The one judge of a resume state read from ``path``: its whole shape (the type of
-    every member, every range well formed and within its file's row groups), then whether
-    it belongs to this load (target, options, files unchanged). Returns each file's
+    every member, every range well formed and within its file's row groups; the recorded
+    target as ``target``'s kind judges it), then whether it belongs to this load (target,
+    options, files unchanged). Returns each file's
     confirmed ranges (by absolute path); anything else raises :class:`ResumeStateError`
     naming the state file and what is wrong. Work and memory follow the state's size."""
     from ..errors import ResumeStateError
@@ -118,22 +91,12 @@ def _checked_state(path: str, state: Any, target: Mapping[str, Any], options: Ma
         if name not in members:
             raise refuse(f"has an unknown member {_short(name)}")
 
-    recorded = state["target"]
-    if not (isinstance(recorded, dict) and set(recorded) == {"database", "servers"}
-            and isinstance(recorded["database"], str) and recorded["database"]
-            and isinstance(recorded["servers"], list) and recorded["servers"]):
-        raise refuse(f"target is {_short(recorded)}, not an object of a database name and a "
-                     f"list of server URLs")
     try:
-        servers = sorted({normalize_url(url, f"target.servers[{i}]")
-                          for i, url in enumerate(recorded["servers"])})
-    except (TypeError, ValueError) as exc:
+        recorded = target.checked_identity(state["target"])
+    except ValueError as exc:
         raise refuse(str(exc)) from None
-    recorded = {"database": recorded["database"], "servers": servers}
-    if recorded != target:
-        raise refuse(f"was written by a load into {_cut(_describe_target(recorded), 300)}; "
-                     f"this load is into {_describe_target(target)}: a state file belongs to "
-                     f"one database on one server or cluster (give this load its own state file)")
+    if recorded != target.resume_identity():
+        raise refuse(target.identity_mismatch(recorded))
 
     if not isinstance(state["options"], dict):
         raise refuse(f"options are {_short(state['options'])}, not an object")
@@ -227,14 +190,16 @@ class _ResumeState:
     """The units of work the server confirmed, in a JSON file rewritten atomically (a
     temporary file, fsync, rename, fsync of the folder) after each confirmation, so a run
     killed at any moment leaves either the old or the new state, never a torn one. The
-    state belongs to one target (database and servers), one set of options and one set of
-    files; it is locked for the load's whole life (:meth:`close` unlocks it)."""
+    state belongs to one target (its :meth:`~TargetDescription.resume_identity`: for RavenDB
+    the database and servers), one set of options and one set of files; it is locked for the
+    load's whole life (:meth:`close` unlocks it)."""
 
     def __init__(self, path: str, files: list[str], groups: list[list[int]],
-                 options: dict, target: dict) -> None:
+                 options: dict, target: TargetDescription) -> None:
         self.path = path
         self.options = options
         self.target = target
+        self.target_identity = target.resume_identity()
         # absolute path -> (the user's path, identity, rows of each row group), in file order
         self.sources: dict[str, tuple[str, dict, list[int]]] = {}
         for name, sizes in zip(files, groups):
@@ -285,7 +250,8 @@ class _ResumeState:
         self._write()
 
     def _write(self) -> None:
-        state = {"version": RESUME_VERSION, "target": self.target, "options": self.options,
+        state = {"version": RESUME_VERSION, "target": self.target_identity,
+                 "options": self.options,
                  "sources": [{**identity, "done": self.done[name].pairs()}
                              for name, (_, identity, _) in self.sources.items()]}
         text = json.dumps(state, indent=1)

@@ -1,16 +1,165 @@
-"""Where a load's encoded batches go: the exact request body written to a file
-(:class:`_FileTarget`), or a RavenDB bulk insert (:class:`_ServerTarget`); and the ``compress``
-values a load takes."""
+"""Where a load goes: the interface every kind of target implements, and its two kinds here.
+
+A load is described by a :class:`TargetDescription`: a small picklable value (a worker
+process receives it) that judges the Arrow schema and makes the plan and the encoder of its
+kind, opens sessions (:class:`TargetSession`: one request, or one session, each) into which
+the pipeline stores encoded batches, and says what a resume state binds to. The pipeline
+(:mod:`bulkwire.load.pipeline`, :mod:`bulkwire.load.workers`, :mod:`bulkwire.load.entry`)
+talks to nothing else of a target.
+
+The kinds here: a RavenDB database (:class:`ServerDescription`; its session,
+:class:`_ServerTarget`, is a bulk insert), and the exact request body written to a file
+(:class:`FileDescription`; its session, :class:`_FileTarget`). Both write documents, with
+one plan and encoder (:class:`_DocumentDescription`); and the ``compress`` values they take.
+"""
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
-from typing import Any, Mapping, Sequence
+from dataclasses import dataclass, field as dataclass_field
+from typing import Any, Mapping, Protocol, Sequence
 
 from ..bulk import BulkInsert, BulkWriter
 from ..compression import native_backend
 from ..errors import BulkInsertAborted, BulkInsertError
-from ..parquet import PathLike
+from ..parquet import PathLike, _pyarrow
+from ..urls import normalize_url
+from .plan import _Encoder, _metadata_json, _Plan, _plan
+
+#: Bytes of commands handed over at a time (the bulk insert's buffer threshold).
+DEFAULT_CHUNK_SIZE = 1 << 20
+
+
+class ColumnPlan(Protocol):
+    """What the pipeline reads of a kind's plan: the columns to read from the source (in
+    the order the encoder wants them), and the column whose vectors' dimension is given to
+    the encoder (None: no vector column)."""
+
+    read_columns: list[str]
+    vector_column: str | None
+
+
+class BatchEncoder(Protocol):
+    """A kind's encoder: called (on encoding threads, in any order; the pipeline keeps the
+    file order) with a record batch of the plan's columns, the vector dimension found in the
+    first batch (-1: none or unknown) and the source row number of the batch's first row.
+    It returns the batch's encoded pieces, which the pipeline hands, as they are, to
+    :meth:`TargetSession.store`, and raises :class:`~bulkwire.errors.RowError` for a bad
+    row (the batch's row number: the pipeline names the source's row). It is also the one
+    judge of the columns' types: called on a batch without rows, it raises what it would
+    raise on the first batch. Picklable (sent to worker processes)."""
+
+    plan: ColumnPlan
+
+    def __call__(self, batch: Any, dim: int = -1, row_base: int = 0) -> list: ...
+
+
+class TargetSession(Protocol):
+    """One request into a target (one session: a bulk insert request, one file written
+    whole): the encoded batches of one or more units of work, stored in order. Either
+    :meth:`close` returns (the target confirmed every row stored) or :meth:`abort` is
+    called (the pipeline then raises): a session never ends normally with batches
+    missing."""
+
+    def store(self, chunks: list, rows: int) -> int:
+        """Stores one batch's encoded pieces (``rows`` rows); returns the body bytes they
+        add. Raises (naming the target) when the target refuses or cannot be reached."""
+        ...
+
+    def close(self) -> None:
+        """Ends the session; returns once the target confirmed it, else raises."""
+        ...
+
+    def abort(self) -> None:
+        """Stops the session, so the target does not take it as complete (again: a no-op).
+        Raises nothing: the load's own error is the one that matters."""
+        ...
+
+    @property
+    def body_bytes(self) -> int:
+        """The encoded bytes stored."""
+        ...
+
+    @property
+    def wire_bytes(self) -> int:
+        """The bytes that went out (compressed, where the kind compresses)."""
+        ...
+
+
+class TargetDescription(Protocol):
+    """What a load goes into, as :func:`~bulkwire.load.load_parquet` (or another entry) built
+    it from its arguments, with every argument judged: a picklable value, which a worker
+    process receives in its job and opens its own sessions from.
+
+    The pipeline calls, in this order: :meth:`plan` and :meth:`encoder` (the schema judged,
+    before any row is read), :meth:`placed` once the sources are known, :meth:`describe`,
+    :meth:`resume_identity` / :meth:`checked_identity` / :meth:`identity_mismatch` (with
+    ``resume``), :meth:`resuming` (when the state file records earlier work), then
+    :meth:`open` once per session: per unit of work when :meth:`request_per_unit` says so,
+    else once for all the units of a process. A kind without :attr:`units` is never
+    resumed: it need not define :meth:`resuming` and the three identity members."""
+
+    #: Whether each session is confirmed by the target on its own (a database): the units of
+    #: work can then go in sessions of their own (worker processes, ``resume``), and the rows
+    #: of a failed load that no session confirmed are named. False for one output written
+    #: whole or not at all (a file): one session, in this process.
+    units: bool
+
+    def plan(self, schema: Any, source: str, options: Mapping[str, Any]) -> ColumnPlan:
+        """Judges ``schema`` (the Arrow schema of ``source``, named in errors) with the load's
+        ``options`` (its keyword arguments: ``id_column``, ``columns``, ...): which columns
+        are read, and how. Raises ``ValueError`` or ``TypeError`` naming the column."""
+        ...
+
+    def encoder(self, schema: Any, plan: Any, options: Mapping[str, Any]) -> BatchEncoder:
+        """The encoder of ``plan``'s batches, with ``options``. The pipeline calls it on a
+        batch without rows before any row is read."""
+        ...
+
+    def resume_options(self, encode: Any, options: Mapping[str, Any]) -> dict:
+        """The options a resume state records (JSON): a state written with other options is
+        refused, since the rows it confirmed were written otherwise."""
+        ...
+
+    def placed(self, path: Any, files: list[str] | None) -> "TargetDescription":
+        """This description for the sources of the load (``path`` as given, ``files`` its
+        data files, or None for Arrow data): a target whose place follows from them (the
+        file's default name) takes it now. Raises ``ValueError`` when it cannot."""
+        ...
+
+    def describe(self) -> str:
+        """The target for messages and :attr:`~bulkwire.load.LoadResult.target`."""
+        ...
+
+    def request_per_unit(self, resume: bool) -> bool:
+        """Whether each unit of work needs a session of its own (with ``resume``, a unit is
+        recorded once its session is confirmed)."""
+        ...
+
+    def resuming(self) -> "TargetDescription":
+        """This description for a load that resumes an earlier one: rows that session may
+        send again are written so that repeating them changes nothing the target holds."""
+        ...
+
+    def open(self) -> TargetSession:
+        """A new session (in the process that calls it: a worker opens its own)."""
+        ...
+
+    def resume_identity(self) -> dict:
+        """What a resume state binds to (JSON; never a credential), in one spelling: two
+        descriptions of the same target give equal identities."""
+        ...
+
+    def checked_identity(self, recorded: Any) -> dict:
+        """A state file's recorded identity (any JSON), judged and spelled as
+        :meth:`resume_identity` spells it; ``ValueError`` saying what is wrong with it."""
+        ...
+
+    def identity_mismatch(self, recorded: dict) -> str:
+        """Why a state recorded for ``recorded`` is not this load's (the rest of the
+        sentence "resume state <path> ...")."""
+        ...
 
 
 class _FileTarget:
@@ -186,3 +335,152 @@ def default_out(path: PathLike, compress: bool | str) -> str:
     root, _ = os.path.splitext(os.fspath(path))
     encoding = _encoding(compress)
     return root + {None: ".bulk.json", "gzip": ".bulk.json.gz", "zstd": ".bulk.json.zst"}[encoding]
+
+
+def _default_out(path: Any, files: list[str] | None, compress: bool | str) -> str:
+    if files is not None and not isinstance(path, (list, tuple)) and os.path.isdir(path):
+        return default_out(os.path.normpath(os.fspath(path)), compress)
+    if files is not None and len(files) == 1:
+        return default_out(files[0], compress)
+    raise ValueError("out is needed to write the request body of a dataset of several files "
+                     "or of Arrow data (or give url to load into a server)")
+
+
+def _cut(text: str, limit: int) -> str:
+    """``text``, cut to ``limit`` characters."""
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    """``repr(value)`` cut to ``limit`` characters (a hand-edited state can hold anything,
+    nested as deep as JSON goes: reprlib does not descend far)."""
+    import reprlib
+
+    shortened = reprlib.Repr()
+    shortened.maxstring = shortened.maxother = limit
+    return _cut(shortened.repr(value), limit)
+
+
+# ------------------------------------------------------------------------------ descriptions
+
+@dataclass(frozen=True)
+class _DocumentDescription:
+    """The plan and encoder of the kinds that write RavenDB documents (a server, a file of
+    the request body): each row a PUT command of the columns and ``@metadata``
+    (:func:`~bulkwire.load.plan._plan`, :class:`~bulkwire.load.plan._Encoder`)."""
+
+    compress: bool | str = False
+    chunk_size: int = DEFAULT_CHUNK_SIZE
+
+    def plan(self, schema: Any, source: str, options: Mapping[str, Any]) -> _Plan:
+        return _plan(schema, source, options["id_column"], options["vector_column"],
+                     options["columns"])
+
+    def encoder(self, schema: Any, plan: _Plan, options: Mapping[str, Any]) -> _Encoder:
+        collection, id_prefix = options["collection"], options["id_prefix"]
+        if id_prefix is None:
+            is_integer = _pyarrow().types.is_integer(schema.field(plan.id_column).type)
+            id_prefix = f"{collection.lower()}/" if is_integer else ""
+        metadata_json = _metadata_json(collection, options["python_type"], options["metadata"])
+        return _Encoder(plan, id_prefix, metadata_json, options["float32"], self.chunk_size)
+
+    def resume_options(self, encode: _Encoder, options: Mapping[str, Any]) -> dict:
+        return {"collection": options["collection"], "id_column": encode.plan.id_column,
+                "id_prefix": encode.id_prefix, "fields": encode.plan.fields,
+                "vector_column": encode.plan.vector_column, "float32": encode.float32,
+                "metadata": encode.metadata.decode()}
+
+
+@dataclass(frozen=True)
+class ServerDescription(_DocumentDescription):
+    """A RavenDB database (``url``: one server's URL or a cluster's node URLs, judged by
+    :func:`bulkwire.topology.open_servers` before this is made): each session a bulk insert
+    request (:class:`_ServerTarget`)."""
+
+    url: Any = None
+    database: str | None = None
+    #: certificate= and ca= (ssl_context= too, in this process: it cannot be pickled)
+    tls: Mapping[str, Any] = dataclass_field(default_factory=dict)
+    #: a resumed load: documents the server holds unchanged are not written again
+    skip_overwrite: bool = False
+
+    units = True
+
+    def placed(self, path: Any, files: list[str] | None) -> "ServerDescription":
+        return self
+
+    def describe(self) -> str:
+        from ..urls import server_urls
+
+        return f"{', '.join(map(str, server_urls(self.url)))} (database {self.database})"
+
+    def request_per_unit(self, resume: bool) -> bool:
+        return resume
+
+    def resuming(self) -> "ServerDescription":
+        return dataclasses.replace(self, skip_overwrite=True)
+
+    def open(self) -> "_ServerTarget":
+        return _ServerTarget(self.url, self.database, self.compress, self.chunk_size, self.tls,
+                             skip_overwrite=self.skip_overwrite)
+
+    def resume_identity(self) -> dict:
+        return _resume_target(self.url, self.database)
+
+    def checked_identity(self, recorded: Any) -> dict:
+        """``{"database": name, "servers": [URL, ...]}``, the URLs normalized and sorted."""
+        if not (isinstance(recorded, dict) and set(recorded) == {"database", "servers"}
+                and isinstance(recorded["database"], str) and recorded["database"]
+                and isinstance(recorded["servers"], list) and recorded["servers"]):
+            raise ValueError(f"target is {_short(recorded)}, not an object of a database name "
+                             f"and a list of server URLs")
+        try:
+            servers = sorted({normalize_url(url, f"target.servers[{i}]")
+                              for i, url in enumerate(recorded["servers"])})
+        except TypeError as exc:  # a server that is not a str: a state of the wrong shape
+            raise ValueError(str(exc)) from None
+        return {"database": recorded["database"], "servers": servers}
+
+    def identity_mismatch(self, recorded: dict) -> str:
+        return (f"was written by a load into {_cut(_describe_target(recorded), 300)}; this "
+                f"load is into {_describe_target(self.resume_identity())}: a state file "
+                f"belongs to one database on one server or cluster (give this load its own "
+                f"state file)")
+
+
+@dataclass(frozen=True)
+class FileDescription(_DocumentDescription):
+    """The exact request body, written to the file ``out`` (by default, once the sources are
+    known, ``<name>.bulk.json[.gz|.zst]`` next to them): one session, written whole or
+    removed (:class:`_FileTarget`)."""
+
+    out: Any = None
+
+    units = False
+
+    def placed(self, path: Any, files: list[str] | None) -> "FileDescription":
+        out = (os.fspath(self.out) if self.out is not None
+               else _default_out(path, files, self.compress))
+        return dataclasses.replace(self, out=out)
+
+    def describe(self) -> str:
+        return self.out
+
+    def request_per_unit(self, resume: bool) -> bool:
+        return False
+
+    def open(self) -> "_FileTarget":
+        return _FileTarget(self.out, self.compress, self.chunk_size)
+
+
+def _resume_target(url: Any, database: str) -> dict:
+    """The target a resume state belongs to: the database, and the set of its servers'
+    normalized URLs (:func:`bulkwire.urls.normalize_url`: one spelling per server, never
+    credentials), sorted: a cluster given with its nodes in another order is the same target."""
+    from ..urls import server_urls
+
+    return {"database": database, "servers": sorted({str(u) for u in server_urls(url)})}
+
+
+def _describe_target(target: Mapping[str, Any]) -> str:
+    return f"database {target['database']!r} at {', '.join(target['servers'])}"

@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 from ..errors import _add_note, BulkInsertError
 from .datasets import _Unit
-from .pipeline import _Job, _send, _server_target, _Stopped
+from .pipeline import _Job, _send, _Stopped
 
 
 class _StopOrOrphaned:
@@ -37,7 +37,7 @@ def _worker_main(job: _Job, units: list[_Unit], worker: int, messages: Any, stop
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         try:
-            rows, body, wire = _send(job, units, lambda: _server_target(job),
+            rows, body, wire = _send(job, units,
                                      lambda n, added: messages.send(("batch", worker, n, added)),
                                      lambda unit: messages.send(("confirmed", worker, unit)),
                                      _StopOrOrphaned(stop, parent))
