@@ -21,6 +21,8 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 @pytest.mark.parametrize("module,call,package,extra", [
     ("pyarrow", lambda: bulkwire.take("x.parquet", [0]), "pyarrow", "parquet"),
     ("cassandra", lambda: __import__("bulkwire.cql").cql.install(), "scylla-driver", "cql"),
+    ("ravendb", lambda: __import__("bulkwire.ravendb").ravendb.install(), "ravendb", "ravendb"),
+    ("ravendb", lambda: __import__("bulkwire.ravendb").ravendb.uninstall(), "ravendb", "ravendb"),
 ])
 def test_a_missing_optional_dependency_names_what_to_install(monkeypatch, module, call,
                                                                package, extra):
