@@ -134,11 +134,12 @@ def _target_of(url: str | Sequence[str] | None, database: str | None, out: PathL
     ``database`` (the URLs, the database and the TLS files judged now, before anything is
     read); else the request body written to ``out`` (or next to the source)."""
     if url is None:
-        return FileDescription(compress, chunk_size, out=out)
+        return FileDescription(compress=compress, chunk_size=chunk_size, out=out)
     if database is None:
         raise ValueError("database is required with url")
     open_servers(url, database, **tls)
-    return ServerDescription(compress, chunk_size, url=url, database=database, tls=dict(tls))
+    return ServerDescription(compress=compress, chunk_size=chunk_size, url=url,
+                             database=database, tls=dict(tls))
 
 
 def load_parquet(path: Any, *, url: str | Sequence[str] | None = None,
@@ -356,7 +357,7 @@ def _load_units(job: _Job, files: list[str] | None, groups: list[list[int]] | No
             rows, body, wire = _send(job, units, report, confirm)
         ok = True
     except BaseException as exc:
-        if job.target.units:  # a file's body is written whole or removed: nothing to say
+        if job.target.units:  # else one output, written whole or removed: nothing to say
             _note_unconfirmed(exc, list(unconfirmed), total - skipped)
         raise
     finally:

@@ -65,9 +65,9 @@ def _checked_state(path: str, state: Any, target: TargetDescription,
     """The one judge of a resume state read from ``path``: its whole shape (the type of
     every member, every range well formed and within its file's row groups; the recorded
     target as ``target``'s kind judges it), then whether it belongs to this load (target,
-    options, files unchanged). Returns each file's
-    confirmed ranges (by absolute path); anything else raises :class:`ResumeStateError`
-    naming the state file and what is wrong. Work and memory follow the state's size."""
+    options, files unchanged). Returns each file's confirmed ranges (by absolute path);
+    anything else raises :class:`ResumeStateError` naming the state file and what is wrong.
+    Work and memory follow the state's size."""
     from ..errors import ResumeStateError
 
     def refuse(what: str) -> ResumeStateError:

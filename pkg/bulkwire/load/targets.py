@@ -24,7 +24,7 @@ from ..bulk import BulkInsert, BulkWriter
 from ..compression import native_backend
 from ..errors import BulkInsertAborted, BulkInsertError
 from ..parquet import PathLike, _pyarrow
-from ..urls import normalize_url
+from ..urls import normalize_url, server_urls
 from .plan import _Encoder, _metadata_json, _Plan, _plan
 
 #: Bytes of commands handed over at a time (the bulk insert's buffer threshold).
@@ -138,8 +138,8 @@ class TargetDescription(Protocol):
         ...
 
     def resuming(self) -> "TargetDescription":
-        """This description for a load that resumes an earlier one: rows that session may
-        send again are written so that repeating them changes nothing the target holds."""
+        """This description for a load that resumes an earlier one, whose sessions may send
+        rows again that the target already holds (RavenDB: they are skipped when unchanged)."""
         ...
 
     def open(self) -> TargetSession:
@@ -363,7 +363,7 @@ def _short(value: Any, limit: int = 80) -> str:
 
 # ------------------------------------------------------------------------------ descriptions
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class _DocumentDescription:
     """The plan and encoder of the kinds that write RavenDB documents (a server, a file of
     the request body): each row a PUT command of the columns and ``@metadata``
@@ -391,14 +391,14 @@ class _DocumentDescription:
                 "metadata": encode.metadata.decode()}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ServerDescription(_DocumentDescription):
     """A RavenDB database (``url``: one server's URL or a cluster's node URLs, judged by
     :func:`bulkwire.topology.open_servers` before this is made): each session a bulk insert
     request (:class:`_ServerTarget`)."""
 
-    url: Any = None
-    database: str | None = None
+    url: str | Sequence[str]
+    database: str
     #: certificate= and ca= (ssl_context= too, in this process: it cannot be pickled)
     tls: Mapping[str, Any] = dataclass_field(default_factory=dict)
     #: a resumed load: documents the server holds unchanged are not written again
@@ -410,8 +410,6 @@ class ServerDescription(_DocumentDescription):
         return self
 
     def describe(self) -> str:
-        from ..urls import server_urls
-
         return f"{', '.join(map(str, server_urls(self.url)))} (database {self.database})"
 
     def request_per_unit(self, resume: bool) -> bool:
@@ -448,13 +446,14 @@ class ServerDescription(_DocumentDescription):
                 f"state file)")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class FileDescription(_DocumentDescription):
     """The exact request body, written to the file ``out`` (by default, once the sources are
     known, ``<name>.bulk.json[.gz|.zst]`` next to them): one session, written whole or
     removed (:class:`_FileTarget`)."""
 
-    out: Any = None
+    #: the path given (None: the default, once :meth:`placed`), then the file's name
+    out: Any
 
     units = False
 
@@ -477,8 +476,6 @@ def _resume_target(url: Any, database: str) -> dict:
     """The target a resume state belongs to: the database, and the set of its servers'
     normalized URLs (:func:`bulkwire.urls.normalize_url`: one spelling per server, never
     credentials), sorted: a cluster given with its nodes in another order is the same target."""
-    from ..urls import server_urls
-
     return {"database": database, "servers": sorted({str(u) for u in server_urls(url)})}
 
 
