@@ -10,18 +10,18 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence, cast
 
 from ..errors import _mark_unconfirmed
 from ..parquet import PathLike, _pyarrow
 from ..topology import open_servers
-from .plan import _default_batch_rows, _empty_batch
+from .plan import _empty_batch
 from .datasets import (_as_reader, _check_schemas, _dataset_files, _file_footer, _reader_batches,
                        RESUME_UNIT_ROWS, _taken_batches, _Unit, _units)
-from .targets import (DEFAULT_CHUNK_SIZE, FileDescription, ServerDescription,
+from .targets import (DEFAULT_CHUNK_SIZE, FileDescription, ResumableTarget, ServerDescription,
                       TargetDescription, _encoding)
 from .resume import _ResumeState
-from .pipeline import _encoded_in_order, _Job, _one_request, _send
+from .pipeline import _default_batch_rows, _encoded_in_order, _Job, _one_request, _send
 from .workers import _run_workers, _share
 
 
@@ -290,12 +290,13 @@ def load_parquet(path: Any, *, url: str | Sequence[str] | None = None,
                    else None)
 
     state = None
-    if resume is not None:
+    if resume is not None:  # a target with units (checked above): a ResumableTarget
+        resumable = cast(ResumableTarget, target)
         state = _ResumeState(os.fspath(resume), files, groups,
-                             target.resume_options(encode, options), target)
+                             resumable.resume_options(encode, options), resumable)
     try:
         if state is not None and state.resumed:
-            target = target.resuming()
+            target = resumable.resuming()
         # the target's sessions are opened by the pipeline, once every argument was checked;
         # a session that fails is aborted (a file's output removed)
         job = _Job(target, encode, batch_rows, threads,

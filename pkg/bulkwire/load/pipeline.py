@@ -77,6 +77,16 @@ def _encoded_in_order(batches: Iterator[Any], encode: BatchEncoder, source: str,
         yield result(pending.popleft())
 
 
+def _default_batch_rows(schema, plan: ColumnPlan) -> int:
+    """About 4 MiB of commands per batch."""
+    pa = _pyarrow()
+    per_row = 64
+    if plan.vector_column is not None:
+        t = schema.field(plan.vector_column).type
+        per_row += 20 * (t.list_size if pa.types.is_fixed_size_list(t) else 1024)
+    return max(64, min(65536, (4 << 20) // per_row))
+
+
 @dataclass
 class _Job:
     """Everything a worker needs to send its units: picklable, for a spawned process."""

@@ -138,13 +138,3 @@ class _Encoder:
             batch, plan.id_column, plan.fields, vector_column=plan.vector_column,
             id_prefix=self.id_prefix, metadata=self.metadata, float32=self.float32, dim=dim,
             first=True, row_base=row_base, chunk_size=self.chunk_size)
-
-
-def _default_batch_rows(schema, plan: _Plan) -> int:
-    """About 4 MiB of commands per batch."""
-    pa = _pyarrow()
-    per_row = 64
-    if plan.vector_column is not None:
-        t = schema.field(plan.vector_column).type
-        per_row += 20 * (t.list_size if pa.types.is_fixed_size_list(t) else 1024)
-    return max(64, min(65536, (4 << 20) // per_row))

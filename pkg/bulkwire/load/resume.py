@@ -8,7 +8,7 @@ import os
 from typing import Any, Mapping, Sequence
 
 from .datasets import _Unit
-from .targets import TargetDescription, _remove, _short
+from .targets import ResumableTarget, _remove, _short
 
 
 #: The resume state's format. Version 2 records the target (database and servers) and keeps
@@ -59,7 +59,7 @@ def _is_int(value: Any) -> bool:
     return type(value) is int  # a JSON integer: not a bool, not a float
 
 
-def _checked_state(path: str, state: Any, target: TargetDescription,
+def _checked_state(path: str, state: Any, target: ResumableTarget,
                    options: Mapping[str, Any],
                    sources: Mapping[str, tuple[str, dict, list[int]]]) -> dict[str, _Ranges]:
     """The one judge of a resume state read from ``path``: its whole shape (the type of
@@ -190,12 +190,12 @@ class _ResumeState:
     """The units of work the server confirmed, in a JSON file rewritten atomically (a
     temporary file, fsync, rename, fsync of the folder) after each confirmation, so a run
     killed at any moment leaves either the old or the new state, never a torn one. The
-    state belongs to one target (its :meth:`~TargetDescription.resume_identity`: for RavenDB
-    the database and servers), one set of options and one set of files; it is locked for the
-    load's whole life (:meth:`close` unlocks it)."""
+    state belongs to one target (its resume identity: for RavenDB the database and
+    servers), one set of options and one set of files; it is locked for the load's whole
+    life (:meth:`close` unlocks it)."""
 
     def __init__(self, path: str, files: list[str], groups: list[list[int]],
-                 options: dict, target: TargetDescription) -> None:
+                 options: dict, target: ResumableTarget) -> None:
         self.path = path
         self.options = options
         self.target = target

@@ -3,7 +3,8 @@
 A load is described by a :class:`TargetDescription`: a small picklable value (a worker
 process receives it) that judges the Arrow schema and makes the plan and the encoder of its
 kind, opens sessions (:class:`TargetSession`: one request, or one session, each) into which
-the pipeline stores encoded batches, and says what a resume state binds to. The pipeline
+the pipeline stores encoded batches, and, when its sessions are confirmed each on its own
+(a :class:`ResumableTarget`), says what a resume state binds to. The pipeline
 (:mod:`bulkwire.load.pipeline`, :mod:`bulkwire.load.workers`, :mod:`bulkwire.load.entry`)
 talks to nothing else of a target.
 
@@ -36,8 +37,11 @@ class ColumnPlan(Protocol):
     the order the encoder wants them), and the column whose vectors' dimension is given to
     the encoder (None: no vector column)."""
 
-    read_columns: list[str]
-    vector_column: str | None
+    @property
+    def read_columns(self) -> list[str]: ...
+
+    @property
+    def vector_column(self) -> str | None: ...
 
 
 class BatchEncoder(Protocol):
@@ -50,7 +54,8 @@ class BatchEncoder(Protocol):
     judge of the columns' types: called on a batch without rows, it raises what it would
     raise on the first batch. Picklable (sent to worker processes)."""
 
-    plan: ColumnPlan
+    @property
+    def plan(self) -> ColumnPlan: ...
 
     def __call__(self, batch: Any, dim: int = -1, row_base: int = 0) -> list: ...
 
@@ -94,17 +99,18 @@ class TargetDescription(Protocol):
 
     The pipeline calls, in this order: :meth:`plan` and :meth:`encoder` (the schema judged,
     before any row is read), :meth:`placed` once the sources are known, :meth:`describe`,
-    :meth:`resume_identity` / :meth:`checked_identity` / :meth:`identity_mismatch` (with
-    ``resume``), :meth:`resuming` (when the state file records earlier work), then
-    :meth:`open` once per session: per unit of work when :meth:`request_per_unit` says so,
-    else once for all the units of a process. A kind without :attr:`units` is never
-    resumed: it need not define :meth:`resuming` and the three identity members."""
+    with ``resume`` the members of :class:`ResumableTarget`, then :meth:`open` once per
+    session: per unit of work when :meth:`request_per_unit` says so, else once for all the
+    units of a process. A kind with :attr:`units` is a :class:`ResumableTarget`; one without
+    is never resumed."""
 
-    #: Whether each session is confirmed by the target on its own (a database): the units of
-    #: work can then go in sessions of their own (worker processes, ``resume``), and the rows
-    #: of a failed load that no session confirmed are named. False for one output written
-    #: whole or not at all (a file): one session, in this process.
-    units: bool
+    @property
+    def units(self) -> bool:
+        """Whether each session is confirmed by the target on its own (a database): the
+        units of work can then go in sessions of their own (worker processes, ``resume``),
+        and the rows of a failed load that no session confirmed are named. False for one
+        output written whole or not at all (a file): one session, in this process."""
+        ...
 
     def plan(self, schema: Any, source: str, options: Mapping[str, Any]) -> ColumnPlan:
         """Judges ``schema`` (the Arrow schema of ``source``, named in errors) with the load's
@@ -115,11 +121,6 @@ class TargetDescription(Protocol):
     def encoder(self, schema: Any, plan: Any, options: Mapping[str, Any]) -> BatchEncoder:
         """The encoder of ``plan``'s batches, with ``options``. The pipeline calls it on a
         batch without rows before any row is read."""
-        ...
-
-    def resume_options(self, encode: Any, options: Mapping[str, Any]) -> dict:
-        """The options a resume state records (JSON): a state written with other options is
-        refused, since the rows it confirmed were written otherwise."""
         ...
 
     def placed(self, path: Any, files: list[str] | None) -> "TargetDescription":
@@ -137,13 +138,25 @@ class TargetDescription(Protocol):
         recorded once its session is confirmed)."""
         ...
 
-    def resuming(self) -> "TargetDescription":
+    def open(self) -> TargetSession:
+        """A new session (in the process that calls it: a worker opens its own)."""
+        ...
+
+
+class ResumableTarget(TargetDescription, Protocol):
+    """A target with :attr:`~TargetDescription.units`: a load into it can record its units
+    in a resume state, and a later load resume from there. Called with ``resume``:
+    :meth:`resume_options`, :meth:`resume_identity`, and :meth:`checked_identity` / :meth:`identity_mismatch` when
+    the state file exists; then :meth:`resuming` when it records earlier work."""
+
+    def resuming(self) -> "ResumableTarget":
         """This description for a load that resumes an earlier one, whose sessions may send
         rows again that the target already holds (RavenDB: they are skipped when unchanged)."""
         ...
 
-    def open(self) -> TargetSession:
-        """A new session (in the process that calls it: a worker opens its own)."""
+    def resume_options(self, encode: Any, options: Mapping[str, Any]) -> dict:
+        """The options a resume state records (JSON): a state written with other options is
+        refused, since the rows it confirmed were written otherwise."""
         ...
 
     def resume_identity(self) -> dict:
