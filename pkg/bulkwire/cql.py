@@ -42,6 +42,7 @@ ValueError: numpy_results must be False, True or "native", not 'little'
 """
 from __future__ import annotations
 
+import os
 import threading
 import warnings
 from typing import Any
@@ -52,6 +53,18 @@ from .vectors import VectorCodec
 __all__ = ["install", "uninstall", "installed"]
 
 _lock = threading.Lock()
+
+
+def _new_lock_in_child() -> None:
+    """A child forked while another thread of its parent held the lock would wait for it
+    forever: the thread that would release it does not exist in the child. The child gets
+    a lock of its own."""
+    global _lock
+    _lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_lock_in_child)
 _state: dict[str, Any] = {}
 
 # ndarray dtype kinds the fast path takes per subtype: exactly those for which the driver's
