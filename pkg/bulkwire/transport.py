@@ -297,9 +297,9 @@ class Sent(enum.IntEnum):
     have read the whole array. One that arrives after it is the server's answer to the whole
     body: a server may answer once it has parsed the ``]`` (RavenDB does)."""
 
-    WHOLE = 0            #: every byte went out, the terminating chunk last; no answer before
-    ANSWERED_EARLY = 1   #: the server answered before the last data byte: nothing more sent
-    ANSWERED_AT_END = 3  #: the server answered after the last data byte; the rest was tried
+    WHOLE = _core.PUMP_DONE  #: every byte went out, the terminating chunk last; no answer before
+    ANSWERED_EARLY = _core.PUMP_ANSWERED  #: the server answered before the last data byte: nothing more sent
+    ANSWERED_AT_END = _core.PUMP_ANSWERED_AT_END  #: the server answered after the last data byte; the rest was tried
 
 
 class Body(Protocol):
