@@ -340,11 +340,14 @@ def test_crafted_ipc_file_is_refused_naming_file_and_column(tmp_path):
     assert table.num_rows == 3
     for kwargs in ({}, {"take": [2, 0]}, {"columns": ["name"]}, {"url": "http://127.0.0.1:9",
                                                                   "database": "db"}):
-        with pytest.raises(ValueError, match=r"crafted\.arrow' is malformed: column 'name': "
-                                             r".*(?i:offset).*(larger than|out of bounds)"):
+        # the batch check raises what TableFile raises: MalformedFileError (a ValueError)
+        with pytest.raises(bulkwire.MalformedFileError,
+                           match=r"crafted\.arrow' is malformed: column 'name': "
+                                 r".*(?i:offset).*(larger than|out of bounds)") as caught:
             bulkwire.load_parquet(src, **kwargs)
+        assert caught.value.path == src and isinstance(caught.value, ValueError)
     assert not os.path.exists(tmp_path / "crafted.bulk.json")
-    with pytest.raises(ValueError, match=r"crafted\.arrow' is malformed: column 'name'"):
+    with pytest.raises(bulkwire.MalformedFileError, match=r"crafted\.arrow' is malformed: column 'name'"):
         bulkwire.take(src, [0])
     # an unpatched file loads
     ok = crafted_ipc(tmp_path / "ok.arrow", last_offset=6)
