@@ -242,6 +242,10 @@ PUMP_CLOSED: int
 PUMP_ANSWERED_AT_END: int
 @final
 class PumpResult(tuple[int, int, int, int, int]):
+    n_fields: int
+    n_sequence_fields: int
+    n_unnamed_fields: int
+    __match_args__: tuple[str, ...]
     @property
     def outcome(self) -> int: ...
     @property
