@@ -264,14 +264,36 @@ def test_server_failure_and_bad_rows(tmp_path, capsys):
 
 
 def test_unknown_database_is_a_server_error(tmp_path, capsys):
+    """The server's refusal reaches the caller as the server's own ServerError: its status,
+    its body, the server's URL in the message (not a plain BulkInsertError without them)."""
     from bulkwire.testing import LoopbackServer
 
     src = bulkwire.sample_parquet(tmp_path / "s.parquet", rows=50, dim=4)
     with LoopbackServer() as server:
-        with pytest.raises(bulkwire.BulkInsertError, match="refused the bulk insert: HTTP 404"):
+        with pytest.raises(bulkwire.ServerError) as caught:
             bulkwire.load_parquet(src, url=server.url, database="nope")
+        error = caught.value
+        assert error.status == 404 and b"nope" in error.body
+        assert f"HTTP 404 from GET {server.url}/databases/nope/" in str(error)
+        assert isinstance(error, bulkwire.BulkwireError) and isinstance(error, RuntimeError)
         code, out, err = run_cli(["load", src, "--url", server.url, "--database", "nope", "-q"], capsys)
-        assert code == 3 and "refused the bulk insert" in err
+        assert code == 3 and f"HTTP 404 from GET {server.url}/databases/nope/" in err
+
+
+@pytest.mark.parametrize("status", [400, 403, 500, 503])
+def test_server_error_status_reaches_load_caller(tmp_path, status):
+    """Whatever error status the server answers, load_parquet raises its ServerError with
+    that status and the server's message and URL."""
+    from bulkwire.testing import LoopbackServer
+
+    src = bulkwire.sample_parquet(tmp_path / "s.parquet", rows=20, dim=2)
+    with LoopbackServer() as server:
+        server.down_status = status
+        with pytest.raises(bulkwire.ServerError) as caught:
+            bulkwire.load_parquet(src, url=server.url, database="db")
+    error = caught.value
+    assert error.status == status
+    assert b"is failing" in error.body and server.url in str(error)
 
 
 def test_interrupted_load_aborts_the_operation(tmp_path):
