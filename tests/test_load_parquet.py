@@ -355,6 +355,22 @@ def crafted_ipc(path, last_offset=60):
     return str(path)
 
 
+def test_the_batch_check_raises_malformed_file_error(tmp_path):
+    """The check of a record batch read from a file (its buffers against its offsets) raises
+    what TableFile raises for a malformed file: MalformedFileError, a ValueError naming the
+    file (path) and the column."""
+    from bulkwire.parquet import _check_batch
+
+    src = crafted_ipc(tmp_path / "crafted.arrow")
+    batch = pyarrow.ipc.open_file(pa.memory_map(src)).get_batch(0)  # pyarrow reads it as is
+    with pytest.raises(bulkwire.MalformedFileError, match=r"crafted\.arrow' is malformed: "
+                                                          r"column 'name': ") as caught:
+        _check_batch(batch, src)
+    assert caught.value.path == src and isinstance(caught.value, ValueError)
+    _check_batch(pyarrow.ipc.open_file(crafted_ipc(tmp_path / "ok.arrow", last_offset=6))
+                 .get_batch(0), src)  # a sound batch passes
+
+
 def test_crafted_ipc_file_is_refused_naming_file_and_column(tmp_path):
     src = crafted_ipc(tmp_path / "crafted.arrow")
     # pyarrow itself reads the file without complaint: the check is ours
