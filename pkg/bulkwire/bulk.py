@@ -584,7 +584,8 @@ class BulkWriter:
         stats.body_bytes += sent.body_bytes
         stats.chunks += sent.pieces
         stats.wire_bytes += sent.wire_bytes
-        if sent.outcome == _core.PUMP_CLOSED:  # stopped by fail(): the body must not look complete
+        # stopped by fail(): the body must not look complete
+        if sent.outcome == _core.PUMP_CLOSED:
             raise BulkInsertAborted(f"the bulk insert body was cut short: {self._failure}")
         return sent.outcome
 

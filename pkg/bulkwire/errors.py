@@ -13,9 +13,19 @@ catch the ones they always caught::
      └── ResumeStateError     (ValueError)     a resume state that does not fit the load
 
 A call that is wrong in itself (an argument of the wrong type or out of its range, a closed
-object, a call from a second thread) raises the builtin ``TypeError``, ``ValueError`` or
-``RuntimeError`` naming the argument, before anything was done; a file that cannot be opened
-or read raises the operating system's ``OSError`` naming it.
+object, a call from a second thread, an object a forked child inherited) raises the builtin
+``TypeError``, ``ValueError`` or ``RuntimeError`` naming the argument, before anything was
+done; a file that cannot be opened or read raises the operating system's ``OSError`` naming
+it. Whatever else fails while a bulk insert sends its body (a compressor, the socket) reaches
+the caller as a :class:`BulkInsertError` with the failure as its ``__cause__``.
+:class:`bulkwire.VectorCodec` raises ``ValueError`` for bytes that are no vector of its type,
+as the Cassandra driver's codec does.
+
+The C core raises these classes through one mapper (``csrc/py/py_errors.c``), which looks
+them up once, when ``bulkwire._core`` is imported. Its own ``_core.TlsError`` (a TLS session
+that failed, which :mod:`bulkwire.transport` turns into :class:`TLSError`) is an ``OSError``
+and a :class:`BulkwireError`. Every class pickles with its attributes, so an error raised in
+a worker process reaches the caller whole.
 
 Every failure of :class:`bulkwire.BulkInsert` reaches the caller as one of these, raised by
 ``store``/``store_many``/``store_encoded``, ``close`` or ``abort`` (``__cause__`` holds the
