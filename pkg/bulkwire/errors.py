@@ -21,8 +21,8 @@ the caller as a :class:`BulkInsertError` with the failure as its ``__cause__``.
 :class:`bulkwire.VectorCodec` raises ``ValueError`` for bytes that are no vector of its type,
 as the Cassandra driver's codec does.
 
-The C core raises these classes through one mapper (``csrc/py/py_errors.c``), which looks
-them up once, when ``bulkwire._core`` is imported. Its own ``_core.TlsError`` (a TLS session
+The C core raises these classes through one mapper (``csrc/py/common/py_errors.c``), which
+looks them up once, when ``bulkwire._core`` is imported. Its own ``_core.TlsError`` (a TLS session
 that failed, which :mod:`bulkwire.transport` turns into :class:`TLSError`) is an ``OSError``
 and a :class:`BulkwireError`. Every class pickles with its attributes, so an error raised in
 a worker process reaches the caller whole.
