@@ -272,22 +272,15 @@ class _ServerTarget:
         self.bulk = BulkInsert(url, database, compress=_backend(compress),
                                buffer_size=chunk_size, skip_overwrite_if_unchanged=skip_overwrite,
                                **tls)
-        self.url = ", ".join(map(str, self.bulk._servers.urls))  # for messages
 
     def store(self, chunks: list, rows: int) -> int:
-        """One batch's commands; returns the body bytes they add (the separator included)."""
-        from ..transport import ServerError
-
+        """One batch's commands; returns the body bytes they add (the separator included).
+        The bulk insert's own errors pass as they are: a server's refusal is its
+        :class:`~bulkwire.errors.ServerError` (``status``, ``body``, the request's URL in the
+        message), a network failure its :class:`~bulkwire.errors.TransportError`."""
         if not rows:
             return 0
-        try:
-            self.bulk._store_batch(chunks, rows)
-        except OSError as exc:
-            if self.bulk.operation_id is None:  # the first request of all failed
-                raise ConnectionError(f"cannot reach the server at {self.url}: {exc}") from exc
-            raise
-        except ServerError as exc:  # the operation id was refused (no such database, ...)
-            raise BulkInsertError(f"the server at {self.url} refused the bulk insert: {exc}") from exc
+        self.bulk._store_batch(chunks, rows)
         return 1 + sum(map(len, chunks))
 
     def close(self) -> None:
