@@ -97,10 +97,45 @@ def test_a_worker_that_dies_is_a_failure_not_a_success(tmp_path):
 
     with LoopbackServer() as server:
         server.read_delay = 0.002
-        with pytest.raises(bulkwire.BulkInsertError, match=r"load worker \d .*died with exit code -9"):
+        with pytest.raises(bulkwire.BulkInsertError,
+                           match=r"load worker \d .*died with exit code -9") as raised:
             bulkwire.load_parquet(str(tmp_path / "d"), url=server.url, database="db", workers=2,
                                   batch_rows=20, progress=progress)
         assert killed and multiprocessing.active_children() == []
+        assert "while starting" not in str(raised.value)  # it had started: no guard hint
+
+
+_SCRIPT = """
+import bulkwire
+from bulkwire.testing import LoopbackServer
+
+def load():
+    with LoopbackServer() as server:
+        result = bulkwire.load_parquet({data!r}, url=server.url, database="db", workers=2)
+        print("rows", result.rows)
+
+{call}
+"""
+
+
+@pytest.mark.parametrize("guarded", [False, True])
+def test_a_script_without_the_main_guard_is_told_so(tmp_path, guarded):
+    """A worker process imports the main script first: without the guard, the script's load
+    starts again in each worker, which fails at once. The load's error says why."""
+    write_parts(str(tmp_path / "d"), [500, 500], row_group=100)
+    call = 'if __name__ == "__main__":\n    load()' if guarded else "load()"
+    (tmp_path / "script.py").write_text(_SCRIPT.format(data=str(tmp_path / "d"), call=call))
+    env = dict(os.environ, PYTHONPATH=PKG + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    done = subprocess.run([sys.executable, "script.py"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    if guarded:
+        assert done.returncode == 0 and "rows 1000" in done.stdout, done.stderr
+    else:
+        assert done.returncode == 1
+        last = done.stderr.strip().splitlines()
+        message = next(line for line in last if line.startswith("bulkwire.errors.BulkInsertError"))
+        assert "died with exit code 1 while starting" in message
+        assert "if __name__ == \"__main__\":" in message
 
 
 def _children(pid: int) -> list[int]:

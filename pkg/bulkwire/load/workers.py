@@ -26,16 +26,17 @@ class _StopOrOrphaned:
 def _worker_main(job: _Job, units: list[_Unit], worker: int, messages: Any, stop: Any,
                  parent: int) -> None:
     """A worker process: sends its units and reports to the parent through ``messages``, the
-    write end of a pipe of its own: ("batch", worker, rows, body), ("confirmed", worker,
-    unit), then ("done", worker, rows, body, wire) or ("error", worker, pickled error or
-    None, text). A parent that is gone ends the worker at its next message (a broken pipe)
-    or batch (:class:`_StopOrOrphaned`)."""
+    write end of a pipe of its own: ("started", worker) first, ("batch", worker, rows, body),
+    ("confirmed", worker, unit), then ("done", worker, rows, body, wire) or ("error", worker,
+    pickled error or None, text). A parent that is gone ends the worker at its next message
+    (a broken pipe) or batch (:class:`_StopOrOrphaned`)."""
     import pickle
     import signal
 
     # Ctrl-C reaches the whole process group: the parent alone decides, and stops the workers
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
+        messages.send(("started", worker))  # the process came up and imported what it needs
         try:
             rows, body, wire = _send(job, units,
                                      lambda n, added: messages.send(("batch", worker, n, added)),
@@ -56,6 +57,14 @@ def _worker_main(job: _Job, units: list[_Unit], worker: int, messages: Any, stop
         pass
     finally:
         messages.close()
+
+
+#: Why a worker dies before its first message, most of the time.
+_DIED_STARTING = (
+    " while starting, before it ran any of the load: a worker process starts by importing the "
+    "main script, so a script that loads with workers must put its work under "
+    "'if __name__ == \"__main__\":' (without it, each worker would start the load again; "
+    "its own error is above, on standard error)")
 
 
 def _share(units: list[_Unit], workers: int) -> list[list[_Unit]]:
@@ -93,6 +102,7 @@ def _run_workers(job: _Job, shares: list[list[_Unit]], on_batch: Callable[[int, 
                  for i, share in enumerate(shares)]
     readers = {reader: i for i, (reader, _) in enumerate(pipes)}
     finished: dict[int, tuple[int, int, int]] = {}
+    started: set[int] = set()
     try:
         for process, (_, writer) in zip(processes, pipes):
             process.start()
@@ -109,9 +119,12 @@ def _run_workers(job: _Job, shares: list[list[_Unit]], on_batch: Callable[[int, 
                     processes[worker].join(timeout=1)
                     raise BulkInsertError(
                         f"load worker {worker} (files {_files_of(shares[worker])}) died with "
-                        f"exit code {processes[worker].exitcode}") from None
+                        f"exit code {processes[worker].exitcode}"
+                        f"{'' if worker in started else _DIED_STARTING}") from None
                 kind = message[0]
-                if kind == "batch":
+                if kind == "started":
+                    started.add(worker)
+                elif kind == "batch":
                     on_batch(message[2], message[3])
                 elif kind == "confirmed":
                     on_confirmed(message[2])
