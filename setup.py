@@ -11,11 +11,11 @@ The library probes use the same flags, so a library found under CFLAGS=-I... LDF
 is probed where it is built.
 
 The optional libraries (the LIBRARIES table below): ISA-L (faster gzip), libzstd (zstd
-bodies and Parquet pages), libsnappy (snappy Parquet pages; bulkwire has its own decoder
-too) and OpenSSL (the C sender's TLS). Each is found with pkg-config where pkg-config knows
+bodies and Parquet pages) and OpenSSL (the C sender's TLS). Snappy needs none: bulkwire
+decodes it itself (csrc/core/snappy.c). Each is found with pkg-config where pkg-config knows
 it, else with the compiler's default paths, and proved by a program that includes its
 header and links. The build log says, one line each, what was found and its version.
-  BULKWIRE_WITHOUT=isal,zstd,snappy,openssl  builds without the named ones (any subset)
+  BULKWIRE_WITHOUT=isal,zstd,openssl  builds without the named ones (any subset)
   BULKWIRE_REQUIRE_EXTRAS=1                  fails the build when one is missing
   BULKWIRE_<NAME>=0 / =1                     the same for one library (e.g. BULKWIRE_ZSTD=0)
 
@@ -78,11 +78,6 @@ LIBRARIES = {
         "  ZSTD_outBuffer o = {0, 0, 0}; ZSTD_compressStream2(c, &o, &i, ZSTD_e_flush);\n"
         "  ZSTD_freeCCtx(c); printf(\"%s\", ZSTD_versionString()); return 0; }\n",
         "libzstd-dev", False),
-    "snappy": Library(
-        "libsnappy", "BW_HAVE_SNAPPY", "snappy", ["-lsnappy"],
-        "#include <stddef.h>\n#include <snappy-c.h>\n"
-        "int main(void) { size_t n = 0; return snappy_uncompressed_length(\"\", 0, &n) == SNAPPY_OK; }\n",
-        "libsnappy-dev", False),
     # OpenSSL 1.1.1 or later
     "openssl": Library(
         "OpenSSL", "BW_HAVE_OPENSSL", "openssl", ["-lssl", "-lcrypto"],
@@ -92,6 +87,11 @@ LIBRARIES = {
         "  printf(\"%s\", OPENSSL_VERSION_TEXT); return 0; }\n",
         "libssl-dev", True),
 }
+#: What bulkwire does itself, with no library to find: snappy (its own decoder reads snappy
+#: Parquet pages; it runs no more instructions than libsnappy's on pyarrow's pages, see
+#: benchmarks/callgrind_snappy.py). Listed so that --version says so; BULKWIRE_WITHOUT may
+#: name it (there is nothing to leave out).
+BUILT_IN = {"snappy": "bulkwire's own decoder"}
 ZLIB = Library("zlib", "", "zlib", ["-lz"],
                _PRINTF + "#include <zlib.h>\nint main(void) { printf(\"%s\", zlibVersion()); return 0; }\n",
                "zlib1g-dev", False)
@@ -163,10 +163,11 @@ def _choices() -> tuple:
     """(the libraries to build without, the libraries whose absence fails the build)."""
     without = {name.strip().lower() for name in os.environ.get("BULKWIRE_WITHOUT", "").split(",")
                if name.strip()}
-    unknown = without - set(LIBRARIES)
+    unknown = without - set(LIBRARIES) - set(BUILT_IN)
     if unknown:
         sys.exit(f"BULKWIRE_WITHOUT names {', '.join(sorted(unknown))}: the optional libraries "
-                 f"are {', '.join(LIBRARIES)}")
+                 f"are {', '.join([*LIBRARIES, *BUILT_IN])}")
+    without -= set(BUILT_IN)
     required = set(LIBRARIES) - without if os.environ.get("BULKWIRE_REQUIRE_EXTRAS") == "1" else set()
     for name in LIBRARIES:
         choice = os.environ.get(f"BULKWIRE_{name.upper()}", "auto")
@@ -190,6 +191,8 @@ def probe_all() -> dict:
             found[name] = Found(False, "", "left out (BULKWIRE_WITHOUT)", [])
         else:
             found[name] = probe(library)
+    for name, how in BUILT_IN.items():
+        print(f"bulkwire build: {name:10} built in ({how}; no library needed)", flush=True)
     for name, result in found.items():
         title = LIBRARIES[name].title if name in LIBRARIES else ZLIB.title
         state = f"found {result.version or '(version unknown)'} ({result.how})" if result.found \
@@ -220,6 +223,9 @@ def write_config_header(found: dict, flags: list) -> None:
         lines.append(f"    BW_BUILD_LIBRARY({_c_string(name)}, {_c_string(title)}, "
                      f"{int(result.found)}, {_c_string(result.version)}, "
                      f"{_c_string(result.how)}, {_c_string(package)}) \\")
+    for name, how in BUILT_IN.items():
+        lines.append(f"    BW_BUILD_LIBRARY({_c_string(name)}, {_c_string(name)}, 1, \"\", "
+                     f"{_c_string('built in: ' + how)}, \"\") \\")
     lines += ["", "#endif", ""]
     text = "\n".join(lines)
     try:

@@ -22,15 +22,16 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 def test_build_config_agrees_with_the_extensions_flags():
     config = bulkwire.build_config()
     libs = config.libraries
-    assert list(libs) == ["zlib", "isal", "zstd", "snappy", "openssl"]
+    assert list(libs) == ["zlib", "isal", "zstd", "openssl", "snappy"]
     assert libs["zlib"].found and libs["zlib"].version
     assert libs["isal"].found == bool(_core.HAVE_ISAL)
     assert libs["zstd"].found == bool(_core.HAVE_ZSTD) == bool(_core.PARQUET_HAVE_ZSTD)
-    assert libs["snappy"].found == bool(_core.HAVE_SNAPPY)
+    assert libs["snappy"].found and _core.HAVE_SNAPPY  # built in, every build
+    assert libs["snappy"].how.startswith("built in") and not libs["snappy"].package
     assert libs["openssl"].found == (_core.TLS_LIBRARY is not None)
     for info in libs.values():
         assert info.found == bool(info.version) or info.found  # found ones may lack a version
-        if not info.found:
+        if not info.found and info.name != "snappy":
             assert info.version == "" and info.package.endswith("-dev")
     assert config.version == bulkwire.__version__
 
@@ -49,7 +50,7 @@ def test_backends_follow_the_build():
     from bulkwire.compression import compression_backends
 
     assert backends["gzip bodies"].split()[0] == compression_backends()[0]
-    assert ("libsnappy" == backends["snappy Parquet pages"]) == bool(_core.HAVE_SNAPPY)
+    assert backends["snappy Parquet pages"] == "bulkwire's snappy decoder"
     assert backends["TLS sender"].startswith("C (") == (_core.TLS_LIBRARY is not None)
 
 
@@ -60,8 +61,11 @@ def test_version_prints_every_library(capsys):
     assert lines[0] == f"bulkwire {bulkwire.__version__}"
     for info in bulkwire.build_config().libraries.values():
         (line,) = [text for text in lines if text.strip().startswith(info.title + ":")]
-        assert ("found " + info.version in line) if info.found else (info.package in line or
-                                                                     "BULKWIRE_WITHOUT" in line)
+        if info.how.startswith("built in"):
+            assert "built in" in line
+        else:
+            assert ("found " + info.version in line) if info.found else (
+                info.package in line or "BULKWIRE_WITHOUT" in line)
     bulkwire.show_config()
     assert capsys.readouterr().out.splitlines() == lines
 
@@ -108,7 +112,7 @@ def test_without_names_an_unknown_library(tmp_path):
     tree = _tree(tmp_path)
     done = _setup(tree, "--name", BULKWIRE_WITHOUT="snappy,lz4")
     assert done.returncode != 0
-    assert "BULKWIRE_WITHOUT names lz4" in done.stderr and "isal, zstd, snappy, openssl" in done.stderr
+    assert "BULKWIRE_WITHOUT names lz4" in done.stderr and "isal, zstd, openssl, snappy" in done.stderr
 
 
 def test_the_probes_use_the_environments_linker_flags(tmp_path):
@@ -121,22 +125,22 @@ def test_the_probes_use_the_environments_linker_flags(tmp_path):
 
 @pytest.mark.packaging
 def test_a_rebuild_in_the_same_checkout_follows_the_libraries(tmp_path):
-    """Built without snappy and ISA-L, then again in the same tree without leaving anything
+    """Built without libzstd and ISA-L, then again in the same tree without leaving anything
     out: the second build links them (every object depends on the generated config header),
     and a third build with nothing changed compiles nothing."""
-    if not (_core.HAVE_SNAPPY and _core.HAVE_ISAL):
-        pytest.skip("needs libsnappy and ISA-L installed (apt-get install libsnappy-dev libisal-dev)")
+    if not (_core.HAVE_ZSTD and _core.HAVE_ISAL):
+        pytest.skip("needs libzstd and ISA-L installed (apt-get install libzstd-dev libisal-dev)")
     tree = _tree(tmp_path)
     build = ("build_ext", "--inplace", "-j2")
-    first = _setup(tree, *build, BULKWIRE_WITHOUT="snappy,isal")
+    first = _setup(tree, *build, BULKWIRE_WITHOUT="zstd,isal,snappy")
     assert first.returncode == 0, first.stderr[-3000:]
-    assert "libsnappy  left out (BULKWIRE_WITHOUT)" in first.stdout
+    assert "libzstd    left out (BULKWIRE_WITHOUT)" in first.stdout
     found = _linked(tree)
-    assert not found["snappy"] and not found["isal"] and found["zlib"]
+    assert not found["zstd"] and not found["isal"] and found["zlib"] and found["snappy"]
     second = _setup(tree, *build)
     assert second.returncode == 0, second.stderr[-3000:]
-    assert "libsnappy  found" in second.stdout
+    assert "libzstd    found" in second.stdout
     found = _linked(tree)
-    assert found["snappy"] and found["isal"]
+    assert found["zstd"] and found["isal"]
     third = _setup(tree, *build)
     assert third.returncode == 0 and " -c " not in third.stdout + third.stderr

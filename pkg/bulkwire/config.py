@@ -2,8 +2,9 @@
 versions), and the backend each feature runs on because of them.
 
 A build without a library still works: each feature falls back (zlib for ISA-L, Python's
-``ssl`` for OpenSSL, the ``zstandard`` package for libzstd, bulkwire's own snappy decoder
-for libsnappy), and :func:`show_config` and ``bulkwire --version`` say which. Rebuilding
+``ssl`` for OpenSSL, the ``zstandard`` package for libzstd), and :func:`show_config` and
+``bulkwire --version`` say which. Snappy needs no library: bulkwire decodes it itself, on
+every build. Rebuilding
 after installing a library (``pip install .`` again) links it: see docs/install.md.
 
 >>> config = build_config()
@@ -30,14 +31,15 @@ class LibraryInfo:
     name: str
     #: its name for people (``"ISA-L"``)
     title: str
-    #: linked into this build
+    #: linked into this build (or, for snappy, built in)
     found: bool
     #: the version: what the library says at run time where it can, else the headers' at build
     #: time; ``""`` when not found or unknown
     version: str
-    #: how setup.py found it (``"pkg-config"``, ``"compiler defaults"``), or why not
+    #: how setup.py found it (``"pkg-config"``, ``"compiler defaults"``, ``"built in: ..."``),
+    #: or why not
     how: str
-    #: the Debian package whose headers the build needs
+    #: the Debian package whose headers the build needs (``""`` for what is built in)
     package: str
 
 
@@ -65,7 +67,7 @@ def _backends(have: dict) -> dict:
         "gzip bodies": gzip if gzip != "python-isal" else "python-isal (the isal package; "
                        "ISA-L not linked)",
         "zstd bodies": zstd[0] if zstd else "none (neither libzstd nor the zstandard package)",
-        "snappy Parquet pages": "libsnappy" if have["snappy"] else "bulkwire's snappy decoder",
+        "snappy Parquet pages": "bulkwire's snappy decoder",
         "zstd Parquet pages": "libzstd" if have["zstd"] else
         "row groups through pyarrow (libzstd not linked)",
         "TLS sender": f"C ({_core.TLS_LIBRARY})" if _core.TLS_LIBRARY else
@@ -94,7 +96,8 @@ def config_lines(config: Optional[BuildConfig] = None) -> list:
     lines = [f"bulkwire {config.version}"]
     width = max(len(info.title) for info in config.libraries.values())
     for info in config.libraries.values():
-        state = f"found {info.version or '(version unknown)'}" if info.found else \
+        state = f"{info.how} (no library needed)" if info.how.startswith("built in") else \
+            f"found {info.version or '(version unknown)'}" if info.found else \
             f"not found ({info.how}; apt-get install {info.package} and rebuild)" \
             if info.how.startswith("not found") else f"not linked ({info.how})"
         lines.append(f"  {info.title + ':':{width + 1}} {state}")
