@@ -16,12 +16,40 @@ True
 from __future__ import annotations
 
 import sys
+import threading
+import warnings
 from dataclasses import dataclass, field
 from typing import Optional, TextIO
 
 from . import _core
 
-__all__ = ["BuildConfig", "LibraryInfo", "build_config", "show_config"]
+__all__ = ["BuildConfig", "BuildWarning", "LibraryInfo", "build_config", "show_config",
+           "warn_missing"]
+
+
+class BuildWarning(RuntimeWarning):
+    """A feature runs on a much slower fallback because this build of bulkwire lacks a C
+    library (see :func:`warn_missing`); the message names the library and its package."""
+
+
+_warned: set = set()
+_warned_lock = threading.Lock()
+
+
+def warn_missing(library: str, feature: str, fallback: str) -> None:
+    """Warns (:class:`BuildWarning`), once per process and library, that ``feature`` runs on
+    ``fallback`` because this build lacks ``library`` (a name of :func:`build_config`'s
+    libraries), and how to get it: the Debian package, then a rebuild."""
+    with _warned_lock:
+        if library in _warned:
+            return
+        _warned.add(library)
+    row = next(r for r in _core.build_config()["libraries"] if r[0] == library)
+    title, package = row[1], row[6]
+    warnings.warn(f"bulkwire was built without {title}: {feature} {fallback}. To build it "
+                  f"in: apt-get install {package}, then reinstall bulkwire (pip install . "
+                  f"again, no cleaning needed); bulkwire --version shows what a build has",
+                  BuildWarning, stacklevel=3)
 
 
 @dataclass(frozen=True)
@@ -99,7 +127,7 @@ def config_lines(config: Optional[BuildConfig] = None) -> list:
         state = f"{info.how} (no library needed)" if info.how.startswith("built in") else \
             f"found {info.version or '(version unknown)'}" if info.found else \
             f"not found ({info.how}; apt-get install {info.package} and rebuild)" \
-            if info.how.startswith("not found") else f"not linked ({info.how})"
+            if info.how.startswith("not found") else f"not linked: {info.how}"
         lines.append(f"  {info.title + ':':{width + 1}} {state}")
     width = max(len(name) for name in config.backends)
     for name, backend in config.backends.items():
