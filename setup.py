@@ -33,9 +33,34 @@ import sys
 import tempfile
 from typing import NamedTuple, Optional
 
-import numpy
-from setuptools import Extension, setup
-from setuptools.command.build_ext import build_ext
+
+def _check_build_requirements() -> None:
+    """pyproject.toml's build requirements, checked before they are used: a direct
+    `python setup.py ...` does not install them, and an older setuptools fails on the
+    license field with an error that does not say so."""
+    try:
+        import setuptools
+        version = tuple(int(part) for part in setuptools.__version__.split(".")[:1])
+    except (ImportError, ValueError):
+        version = (0,)
+    try:
+        import numpy  # noqa: F401
+        have_numpy = True
+    except ImportError:
+        have_numpy = False
+    if version < (77,) or not have_numpy:
+        sys.exit("bulkwire's build needs setuptools 77 or later and NumPy (found "
+                 f"setuptools {'.'.join(map(str, version)) if version != (0,) else 'none'}, "
+                 f"NumPy {'yes' if have_numpy else 'none'}): run "
+                 "pip install --upgrade 'setuptools>=77' wheel numpy, then this command again "
+                 "(pip install . installs them by itself)")
+
+
+_check_build_requirements()
+
+import numpy  # noqa: E402
+from setuptools import Extension, setup  # noqa: E402
+from setuptools.command.build_ext import build_ext  # noqa: E402
 
 CORE_DIR = os.path.join("csrc", "core")
 PY_DIR = os.path.join("csrc", "py")

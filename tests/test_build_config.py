@@ -144,3 +144,21 @@ def test_a_rebuild_in_the_same_checkout_follows_the_libraries(tmp_path):
     assert found["zstd"] and found["isal"]
     third = _setup(tree, *build)
     assert third.returncode == 0 and " -c " not in third.stdout + third.stderr
+
+
+def test_setup_py_in_a_fresh_venv_says_what_to_install(tmp_path):
+    """`python setup.py build_ext --inplace` in a fresh virtual environment (whose setuptools,
+    if any, is older than 77, and which has no NumPy) stops with the command that makes it
+    work, not setuptools' error about the license field."""
+    import venv
+
+    tree = _tree(tmp_path)
+    env_dir = tmp_path / "venv"
+    venv.EnvBuilder(with_pip=False).create(env_dir)
+    python = env_dir / "bin" / "python"
+    environ = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "PYTHONPATH")}
+    done = subprocess.run([str(python), "setup.py", "build_ext", "--inplace"], cwd=tree,
+                          capture_output=True, text=True, timeout=300, env=environ)
+    assert done.returncode != 0
+    assert "pip install --upgrade 'setuptools>=77' wheel numpy" in done.stderr, done.stderr
+    assert "license" not in done.stderr.lower()
