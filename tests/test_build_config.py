@@ -162,3 +162,55 @@ def test_setup_py_in_a_fresh_venv_says_what_to_install(tmp_path):
     assert done.returncode != 0
     assert "pip install --upgrade 'setuptools>=77' wheel numpy" in done.stderr, done.stderr
     assert "license" not in done.stderr.lower()
+
+
+@pytest.fixture
+def fresh_warnings(monkeypatch):
+    """Each library's warning not yet given in this process."""
+    from bulkwire import config
+
+    monkeypatch.setattr(config, "_warned", set())
+
+
+def test_gzip_without_isal_warns_once_naming_the_library(monkeypatch, fresh_warnings):
+    from bulkwire import compression
+    from bulkwire.config import BuildWarning
+
+    monkeypatch.setattr(_core, "HAVE_ISAL", 0)  # as built without ISA-L
+    monkeypatch.setitem(sys.modules, "isal", None)  # and without the isal package
+    monkeypatch.setitem(sys.modules, "isal.isal_zlib", None)
+    with pytest.warns(BuildWarning) as caught:
+        assert compression.resolve_compress(True) == "zlib"
+    (warning,) = caught
+    text = str(warning.message)
+    assert "built without ISA-L" in text and "apt-get install libisal-dev" in text
+    assert warning.filename == __file__  # points at the caller's line
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert compression.resolve_compress(True) == "zlib"  # once per process
+
+
+def test_https_without_openssl_warns_once_naming_the_library(monkeypatch, fresh_warnings):
+    from bulkwire.config import BuildWarning
+    from bulkwire.tls import TlsSettings
+
+    monkeypatch.setattr(_core, "TLS_LIBRARY", None)  # as built without OpenSSL
+    with pytest.warns(BuildWarning, match="built without OpenSSL.*apt-get install libssl-dev"):
+        settings = TlsSettings()
+    assert not settings.native and settings.ssl_context is not None
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        TlsSettings()
+
+
+def test_zstd_without_any_backend_raises_at_once_naming_both(monkeypatch):
+    from bulkwire import compression
+
+    monkeypatch.setattr(_core, "HAVE_ZSTD", 0)
+    monkeypatch.setitem(sys.modules, "zstandard", None)
+    with pytest.raises(ValueError, match="built without libzstd.*libzstd-dev.*pip install zstandard"):
+        compression.resolve_compress("zstd")
