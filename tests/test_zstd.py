@@ -46,6 +46,7 @@ def test_both_backends_are_available():
     assert compression.zstd_backends() == BACKENDS
 
 
+@needs("zstd")
 def test_backend_choice(monkeypatch):
     assert compression.resolve_compress("zstd") == "zstd"
     assert compression.resolve_compress("python-zstd") == "python-zstd"
@@ -89,7 +90,7 @@ def test_each_piece_decodes_on_arrival_and_the_whole_is_one_frame(backend, paylo
     assert stream.total_in == len(b"".join(payloads))
     assert stream.total_out == sum(map(len, present))
     # the server's decoder (both backends) gives the same bytes
-    for decoder_backend in BACKENDS:
+    for decoder_backend in compression.zstd_backends():
         inflater = ZstdInflater(step=1000, backend=decoder_backend)
         out = b"".join(b"".join(inflater.feed(p)) for p in present)
         inflater.finish()
@@ -126,6 +127,7 @@ def test_misuse_is_refused(backend):
             _core.ZstdStream(level=10**6)
 
 
+@needs("zstd")
 def test_both_backends_write_their_level_with_a_checksum():
     body = json.dumps([make_doc(i) for i in range(200)]).encode()
     for backend in BACKENDS:
@@ -151,6 +153,7 @@ def small_body(count=4000):
                         "l": -3} for i in range(count)]).encode()
 
 
+@needs("zstd")
 @pytest.mark.parametrize("body", [float_body(), small_body()], ids=["floats", "small"])
 def test_the_default_level_is_no_larger_than_gzip_level_1(body):
     """The fast negative level keeps its literals Huffman-coded: without them float text
@@ -208,6 +211,7 @@ def test_a_writers_zstd_body_decodes_to_exactly_the_plain_body(backend, docs, bu
 
 @settings(max_examples=min(EXAMPLES, 15), deadline=None)
 @given(payloads=st.lists(st.binary(min_size=1, max_size=5000), min_size=1, max_size=8))
+@needs("zstd")
 def test_the_pump_sends_one_frame_each_piece_decodable_on_arrival(payloads):
     items = [_core._chunk_for_testing(p) for p in payloads]
     stream = _core.ZstdStream()
@@ -222,6 +226,7 @@ def test_the_pump_sends_one_frame_each_piece_decodable_on_arrival(payloads):
     assert body == sum(map(len, payloads)) and buffers == len(payloads)
 
 
+@needs("zstd")
 def test_the_pump_refuses_a_used_zstd_stream():
     stream = _core.ZstdStream()
     stream.finish(b"x")

@@ -126,7 +126,7 @@ def config_lines(config: Optional[BuildConfig] = None) -> list:
     for info in config.libraries.values():
         state = f"{info.how} (no library needed)" if info.how.startswith("built in") else \
             f"found {info.version or '(version unknown)'}" if info.found else \
-            f"not found ({info.how}; apt-get install {info.package} and rebuild)" \
+            f"not found (apt-get install {info.package}, then reinstall bulkwire)" \
             if info.how.startswith("not found") else f"not linked: {info.how}"
         lines.append(f"  {info.title + ':':{width + 1}} {state}")
     width = max(len(name) for name in config.backends)
