@@ -4,8 +4,8 @@
 #define BW_LIB_VERSIONS_H
 
 /* The run-time version of the library `name` ("zlib", "zstd", "openssl"), or NULL when this
-   build does not link it or the library has no way to say it at run time (ISA-L, libsnappy:
-   their build-time version is what there is). */
+   build does not link it or the library has no way to say it at run time (ISA-L: its
+   build-time version is what there is). */
 const char *bw_runtime_version(const char *name);
 
 #endif
