@@ -8,13 +8,11 @@
 #include <zlib.h>
 
 #include "file_read.h"
+#include "snappy.h"
 #include "thrift_compact.h"
 
 #ifdef BW_HAVE_ZSTD
 #include <zstd.h>
-#endif
-#ifdef BW_HAVE_SNAPPY
-#include <snappy-c.h>
 #endif
 
 /* A page larger than this uncompressed, or whose bytes in the file (its header and
@@ -982,16 +980,13 @@ static int check_plain_size(int codec, const uint8_t *in, size_t in_size, size_t
         return BW_PAGES_OK;
     }
 #endif
-#ifdef BW_HAVE_SNAPPY
     case BW_PQ_SNAPPY: {
         size_t said = 0;
-        if (snappy_uncompressed_length((const char *)in, in_size, &said) != SNAPPY_OK ||
-            said != plain_size)
+        if (bw_snappy_length(in, in_size, &said) != 0 || said != plain_size)
             return malformed(error, "snappy page does not decompress to the %zu bytes its "
                              "header says", plain_size);
         return BW_PAGES_OK;
     }
-#endif
     default:
         return BW_PAGES_NOT_COVERED;
     }
@@ -1024,18 +1019,13 @@ static int decompress(int codec, const uint8_t *in, size_t in_size, uint8_t *out
         return BW_PAGES_OK;
     }
 #endif
-#ifdef BW_HAVE_SNAPPY
     case BW_PQ_SNAPPY: {
-        size_t produced = out_size;
-        if (snappy_uncompressed_length((const char *)in, in_size, &produced) != SNAPPY_OK ||
-            produced != out_size ||
-            snappy_uncompress((const char *)in, in_size, (char *)out, &produced) != SNAPPY_OK ||
-            produced != out_size)
-            return malformed(error, "snappy page does not decompress to its %zu bytes",
-                             out_size);
+        const char *why = NULL;
+        if (bw_snappy_decompress(in, in_size, out, out_size, &why) != 0)
+            return malformed(error, "snappy page does not decompress to its %zu bytes: %s",
+                             out_size, why);
         return BW_PAGES_OK;
     }
-#endif
     default:
         return BW_PAGES_NOT_COVERED;
     }
@@ -1817,13 +1807,7 @@ cleanup:
     return rc;
 }
 
-int bw_parquet_have_snappy(void) {
-#ifdef BW_HAVE_SNAPPY
-    return 1;
-#else
-    return 0;
-#endif
-}
+int bw_parquet_have_snappy(void) { return 1; }
 
 int bw_parquet_have_zstd(void) {
 #ifdef BW_HAVE_ZSTD

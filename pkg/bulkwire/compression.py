@@ -154,11 +154,18 @@ def resolve_compress(compress: Compress) -> Optional[str]:
     if compress is False or compress is None:
         return None
     if compress is True or compress == "auto":
-        return compression_backends()[0]
+        backend = compression_backends()[0]
+        if backend == "zlib":
+            from .config import warn_missing
+
+            warn_missing("isal", "gzip bodies are compressed with zlib,",
+                         "several times slower than ISA-L (or pip install isal)")
+        return backend
     if compress == "zstd":
         found = zstd_backends()
         if not found:
-            raise ValueError("compress='zstd': bulkwire was built without libzstd and the "
+            raise ValueError("compress='zstd': bulkwire was built without libzstd "
+                             "(apt-get install libzstd-dev, then reinstall bulkwire) and the "
                              "zstandard package is not installed (pip install zstandard)")
         return found[0]
     if compress == "python-zstd":

@@ -508,7 +508,9 @@ class TableFile:
                     return "no page index"
                 path = WALKED_PAGES
             if not have.get(codec, False):
-                return f"{names[codec].lower()} pages not covered by this build" \
+                return f"{names[codec].lower()} pages not covered by this build (built without " \
+                    f"lib{names[codec].lower()}: apt-get install lib{names[codec].lower()}-dev, " \
+                    f"reinstall bulkwire)" \
                     if codec in have else f"{_CODEC_NAMES.get(codec, codec)} not covered"
             if chunk.dictionary == _core.PARQUET_DICTIONARY_UNLOCATED:
                 return "dictionary page not located"
