@@ -17,7 +17,7 @@ import bulkwire
 from bulkwire import _core
 from bulkwire.bulk import BulkInsertAborted, BulkInsertError, compression_backends
 from bulkwire.testing import LoopbackServer
-from bulkwire.testing_pki import make_pki, server_context
+from bulkwire.testing.pki import make_pki, server_context
 from fault_server import FaultServer, eventually, hold_the_end_until
 
 TIMEOUT = 30.0  # socket timeout for every test client: nothing can hang for long
