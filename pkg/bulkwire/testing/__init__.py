@@ -28,7 +28,7 @@ against it. :class:`LoopbackCluster` runs several of them as the nodes of one cl
 Its modules: :mod:`.wire` (the body readers and inflaters), :mod:`.commands` (the command
 checker), :mod:`.server`, :mod:`.cluster`, and :mod:`.pki` (a small PKI for TLS, with the
 ``cryptography`` package; imported on its own: ``from bulkwire.testing.pki import make_pki``).
-``python -m bulkwire.testing`` runs a loopback server until interrupted.
+``python -m bulkwire.testing`` runs ``bulkwire serve``.
 """
 from __future__ import annotations
 

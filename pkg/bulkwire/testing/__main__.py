@@ -1,12 +1,9 @@
-"""``python -m bulkwire.testing``: runs a loopback server until interrupted."""
-import argparse
+"""``python -m bulkwire.testing``: the loopback server's command line, the same command as
+``bulkwire serve`` (its options, their defaults and its output are defined once, in
+:mod:`bulkwire.cli`)."""
+import sys
 
-from .server import serve
+from ..cli import main
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description="bulkwire's loopback bulk insert server")
-    parser.add_argument("--port", type=int, default=0)
-    parser.add_argument("--database", default="db")
-    parser.add_argument("--count-only", action="store_true", help="count bytes and commands, keep nothing")
-    args = parser.parse_args()
-    serve(args.port, args.database, keep_body=not args.count_only)
+    sys.exit(main(["serve", *sys.argv[1:]]))

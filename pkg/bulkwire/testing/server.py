@@ -713,8 +713,9 @@ class LoopbackServer:
 
 
 def serve(port: int = 0, database: str = "db", **options: Any) -> None:
-    """Run a server until interrupted, printing its URL first (benchmarks run it in its own
-    process so that it does not share the client's GIL)."""
+    """Run a server until interrupted, printing its URL first; ``options`` are
+    :class:`LoopbackServer`'s. The command line (``bulkwire serve``, which ``python -m
+    bulkwire.testing`` also runs) has its own defaults, defined once in :mod:`bulkwire.cli`."""
     with LoopbackServer(database, port=port, **options) as server:
         print(server.url, flush=True)
         try:
