@@ -1,11 +1,14 @@
-"""The package's modules import each other without a circle: of any two modules, at most one
-depends on the other. Every import counts, those inside functions too (an import deferred
-to call time hides a circle from the interpreter, not from the reader), and so do the
-imports of subpackages (``bulkwire.testing``, ``bulkwire.load``)."""
+"""Dependencies run one way. The package's modules import each other without a circle: of any
+two modules, at most one depends on the other. Every import counts, those inside functions
+too (an import deferred to call time hides a circle from the interpreter, not from the
+reader), and so do the imports of subpackages (``bulkwire.testing``, ``bulkwire.load``).
+Likewise the binding's C files (csrc/py/) call each other's functions without a circle, but
+for the walker, whose recursion over nested values is one circle by design."""
 from __future__ import annotations
 
 import ast
 import pathlib
+import re
 from typing import Dict, List, Set
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -101,3 +104,35 @@ def test_no_two_modules_import_each_other():
     found = circles(import_graph())
     assert found == [], "modules that import each other, directly or through others: " + \
         "; ".join(" <-> ".join(component) for component in found)
+
+
+# ---- the binding's C files ----
+
+#: a function defined at the start of a line: its name, then its parameters and a body
+C_DEFINITION = re.compile(r"^[A-Za-z][^;{}()]*?\b(bw_\w+)\([^;]*?\)\s*\{", re.M)
+C_COMMENT = re.compile(r"/\*.*?\*/", re.S)
+#: the walker: a value's conventions (entity) and NumPy object arrays hold values it walks
+WALKER = ["py_encode_entity", "py_encode_numpy", "py_encode_walk"]
+
+
+def call_graph() -> Dict[str, Set[str]]:
+    """Binding file (its stem) -> the binding files whose bw_* functions it calls."""
+    files = sorted((ROOT / "csrc" / "py").rglob("*.c"))
+    texts = {path.stem: C_COMMENT.sub("", path.read_text(encoding="utf-8")) for path in files}
+    defined = {name: stem for stem, text in texts.items() for name in C_DEFINITION.findall(text)}
+    return {stem: {defined[name] for name in set(re.findall(r"\b(bw_\w+)\s*\(", text))
+                   if defined.get(name, stem) != stem}
+            for stem, text in texts.items()}
+
+
+def test_the_call_reader_finds_the_calls_it_must():
+    graph = call_graph()
+    assert "py_encode_vector_memory" in graph["py_encode_vector_batch"]
+    assert "py_encode_vector_memory" in graph["py_encode_vector_json"]
+    assert "py_arrow" in graph["py_encode_batch"]
+    assert "py_encode_walk" in graph["py_encoder"]
+
+
+def test_no_two_binding_files_call_each_other_but_the_walkers():
+    assert circles(call_graph()) == [WALKER], \
+        "binding files that call each other, directly or through others (beyond the walker)"
