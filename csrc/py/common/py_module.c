@@ -13,10 +13,10 @@
 #include "py_encoder.h"
 #include "py_encode_batch.h"
 #include "py_bulk.h"
-#include "py_float_text.h"
 #include "py_vectors.h"
 #include "py_file_read.h"
 #include "py_parquet_pages.h"
+#include "py_testing.h"
 
 static struct PyModuleDef core_module = {
     PyModuleDef_HEAD_INIT,
@@ -31,7 +31,7 @@ PyMODINIT_FUNC PyInit__core(void) {
     if (module == NULL)
         return NULL;
     if (bw_entity_init() < 0 || bw_encoder_add_to_module(module) < 0 ||
-        bw_float_text_add_functions(module) < 0 || bw_vectors_add_to_module(module) < 0 ||
+        bw_testing_add_to_module(module) < 0 || bw_vectors_add_to_module(module) < 0 ||
         bw_bulk_add_to_module(module) < 0 || bw_encode_batch_add_to_module(module) < 0 ||
         bw_parquet_pages_add_to_module(module) < 0 ||
         bw_file_read_add_to_module(module) < 0) {
