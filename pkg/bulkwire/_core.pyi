@@ -91,7 +91,7 @@ class VectorRows:
         def __buffer__(self, flags: int, /) -> memoryview: ...
 
 
-# ---- Bulk insert: csrc/py/bulk/py_bulk.c (its rooms), csrc/py/bulk/py_bulk_writer.c ------
+# ---- Bulk insert: csrc/py/bulk/py_bulk.c (its rooms), csrc/py/bulk/py_command_writer.c ---
 
 HAVE_ISAL: int
 
