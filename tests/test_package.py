@@ -117,3 +117,24 @@ def test_the_type_stub_matches_the_extension_module(tmp_path):
                              "--mypy-config-file", str(tmp_path / "mypy.ini")],
                             capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_test_hooks_live_outside_the_extension_modules_api():
+    """The extension's only private name is ``_testing``, the module object of the test hooks
+    (float text in bulk, vints, the Arrow view, memory accounting): none of them is a name
+    of ``bulkwire._core`` itself, nor of its stub."""
+    import types
+
+    from bulkwire import _core
+    from bulkwire._core import _testing
+
+    private = sorted(name for name in vars(_core) if name.startswith("_")
+                     and not (name.startswith("__") and name.endswith("__")))
+    assert private == ["_testing"]
+    assert isinstance(_testing, types.ModuleType) and _testing.__name__ == "bulkwire._core._testing"
+    hooks = {name for name in vars(_testing) if not name.startswith("__")}
+    assert hooks == {"format_doubles", "format_floats32", "vint_pack", "vint_unpack",
+                     "arrow_vectors_info", "chunk_memory", "pool_memory", "reset_chunk_peak",
+                     "make_chunk"}
+    stub = (ROOT / "pkg" / "bulkwire" / "_core.pyi").read_text()
+    assert not [hook for hook in hooks if hook in stub]

@@ -14,6 +14,8 @@ import weakref
 from datetime import datetime
 from typing import Any, Optional, Sequence, Tuple
 
+from .conventions import collection_name
+
 __all__ = ["CountersBulkInsert", "TimeSeriesBulkInsert", "TypedTimeSeriesBulkInsert",
            "AttachmentsBulkInsert"]
 
@@ -160,7 +162,6 @@ class TypedTimeSeriesBulkInsert(TimeSeriesBulkInsert):
         if not isinstance(object_type, type):
             raise TypeError(f"object_type must be a class, not {type(object_type).__name__}")
         if name is None:
-            from .bulk import collection_name
             name = collection_name(object_type)
         self._object_type = object_type
         super().__init__(sink, id, name)

@@ -1,12 +1,12 @@
 /* CommandWriter: the C half of a bulk insert's producer side. It applies the document
-   conventions (py_conventions.c), frames each PUT command into its buffer (bulk_writer.c)
+   conventions (py_conventions.c), frames each PUT command into its buffer (py_command_framing.c)
    and hands every full buffer over to its queue itself, so that a stored document's bytes
    go from the walker to the consumer without a trip through Python. BulkWriter (Python)
    wraps it with the body's lifecycle: failure, close, compression, consumers. */
 #include "py_command_writer.h"
 
 #include "py_bulk_commands.h"
-#include "py_bulk_writer.h"
+#include "py_command_framing.h"
 #include "py_chunk.h"
 #include "py_conventions.h"
 #include "py_fork_origin.h"

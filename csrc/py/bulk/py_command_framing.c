@@ -1,4 +1,4 @@
-#include "py_bulk_writer.h"
+#include "py_command_framing.h"
 
 #include "buffer_pool.h"
 #include "bulk_commands.h"

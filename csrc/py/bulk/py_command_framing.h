@@ -1,4 +1,5 @@
-/* The CommandWriter: bulk insert PUT commands framed into buffers, with the size threshold.
+/* Command framing, the state a CommandWriter (py_command_writer.c) writes with: bulk insert
+   commands framed into buffers, with the size threshold.
 
    The body is one JSON array of commands, `[` cmd `,` cmd ... `]`, each command exactly
    {"Id":<id>,"Type":"PUT","Document":<document>} where the document is the entity's JSON
@@ -6,8 +7,8 @@
    are encoded straight into the current buffer; once it holds more than `threshold` bytes
    the caller detaches it (the memory itself moves; nothing is copied) and the next command
    starts a fresh one. Binding layer: it drives the object walker. */
-#ifndef BW_COMMAND_WRITER_H
-#define BW_COMMAND_WRITER_H
+#ifndef BW_PY_COMMAND_FRAMING_H
+#define BW_PY_COMMAND_FRAMING_H
 #include "py_encoder.h"
 
 /* A counters or time series command stays open across calls: its operations are appended
