@@ -9,6 +9,7 @@
 #include "py_bulk_writer.h"
 #include "py_chunk.h"
 #include "py_conventions.h"
+#include "py_encode_batch.h"
 #include "py_fork_origin.h"
 #include "py_handover_queue.h"
 
@@ -484,6 +485,86 @@ static PyObject *Writer_put_external(WriterObject *self, PyObject *args,
     PyObject *result = NULL;
     if (bw_command_writer_put_external(&self->w, (size_t)length, count, continued) == 0)
         result = command_writer_take(self);
+    command_writer_leave(self);
+    return result;
+}
+
+/* ---- Arrow record batches (load_parquet, load_arrow) ---- */
+
+/* What put_batch's sink needs: the writer, the body bytes its buffer held when the last
+   hand-over (or the call) began, and whether a buffer of the batch was handed over. */
+typedef struct {
+    WriterObject *self;
+    size_t mark;
+    int handed_over;
+} batch_sink;
+
+/* bw_batch_sink of put_batch: the full buffer goes to the queue; the next rows go into a
+   fresh one. 1, 0 (the consumer is gone), or -1 (handover_interrupted is set). */
+static int hand_over_batch_buffer(void *ctx, bw_buf *out) {
+    batch_sink *sink = ctx;
+    bw_command_writer *w = &sink->self->w;
+    w->bytes += out->len - sink->mark;
+    sink->mark = 0;
+    sink->handed_over = 1;
+    int taken = command_writer_hand_over(sink->self);
+    if (taken > 0 && bw_command_writer_ensure_buffer(w) < 0) {
+        sink->self->handover_interrupted = 1;
+        return -1;
+    }
+    return taken;
+}
+
+/* put_batch(prepared) -> int | None. New reference: the rows written; None when the
+   consumer is gone (a full buffer was dropped). prepared (prepare_batch's) was validated
+   whole, so writing it cannot fail on a row; the rows go straight into the writer's buffers,
+   with the GIL released, each buffer handed over once it holds more than the threshold. A
+   failure before a buffer of the batch was handed over leaves the body as it was; after
+   (Ctrl-C while the queue was full, out of memory) it sets handover_interrupted: the body is
+   incomplete. */
+static PyObject *Writer_put_batch(WriterObject *self, PyObject *prepared) {
+    if (command_writer_enter(self) < 0)
+        return NULL;
+    PyObject *result = NULL;
+    bw_command_writer *w = &self->w;
+    bw_batch_job *job = bw_prepared_batch_job(prepared);
+    if (job == NULL)
+        goto done;
+    if (self->queue == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "put_batch() needs a writer made with queue=");
+        goto done;
+    }
+    int64_t rows = bw_batch_job_rows(job);
+    if (rows == 0) {
+        result = PyLong_FromLong(0);
+        goto done;
+    }
+    if (bw_command_writer_ensure_buffer(w) < 0)
+        goto done;
+    size_t start = w->buf.len;
+    int started = w->started;
+    bw_open_command open = w->open;
+    /* '[' or ',' (and the end of an open counters command) into the same buffer as the rows */
+    if (bw_command_writer_begin_command(w) < 0)
+        goto done;
+    bw_command_writer_command_done(w);
+    batch_sink sink = {self, start, 0};
+    int rc = bw_batch_job_write(job, &w->buf, 1, w->threshold, hand_over_batch_buffer, &sink);
+    if (rc < 0 && !sink.handed_over) { /* nothing of the batch left the writer: take it back */
+        w->buf.len = start;
+        w->started = started;
+        w->open = open;
+        goto done;
+    }
+    w->commands += (Py_ssize_t)rows;
+    if (rc < 0) {
+        self->handover_interrupted = 1;
+        goto done;
+    }
+    if (rc > 0) /* what is left (at most the threshold) waits for the next command */
+        w->bytes += w->buf.len - sink.mark;
+    result = rc > 0 ? PyLong_FromLongLong((long long)rows) : Py_NewRef(Py_None);
+done:
     command_writer_leave(self);
     return result;
 }
@@ -974,6 +1055,12 @@ static PyMethodDef Writer_methods[] = {
      "put_external(length, count, continued=False) -> Chunk | None\n\nThe caller sends length "
      "bytes of commands as a piece of its own: the separator is written into the buffer, which is "
      "handed over (returned; None when empty) and must go out right before that piece."},
+    {"put_batch", (PyCFunction)Writer_put_batch, METH_O,
+     "put_batch(prepared) -> int | None\n\nAppend one PUT command per row of a PreparedBatch "
+     "(prepare_batch validated every row), encoded as encode_batch encodes them, straight into "
+     "the writer's buffers (GIL released), each handed over to the queue once it holds more "
+     "than the threshold; the separator ('[' or ',') goes into the same buffer. Returns the "
+     "rows; None when the consumer is gone."},
     {"increment", (PyCFunction)(void (*)(void))Writer_increment, METH_FASTCALL,
      "increment(id, name, delta) -> True | None\n\nAppend a counter increment: to the open "
      "counters command of the same document, else in a new one (at most 1024 per command). "

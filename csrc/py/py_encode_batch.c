@@ -557,6 +557,64 @@ done:
     return result;
 }
 
+/* ---- PreparedBatch: a job as a Python object, for CommandWriter.put_batch ---- */
+
+typedef struct {
+    PyObject_HEAD
+    bw_batch_job *job;
+} prepared_object;
+
+static void Prepared_dealloc(prepared_object *self) {
+    bw_batch_job_free(self->job);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* New reference. */
+static PyObject *Prepared_get_rows(prepared_object *self, void *unused) {
+    (void)unused;
+    return PyLong_FromLongLong((long long)bw_batch_job_rows(self->job));
+}
+
+static PyGetSetDef Prepared_getset[] = {
+    {"rows", (getter)Prepared_get_rows, NULL, "Rows of the batch.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject PreparedType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "bulkwire._core.PreparedBatch",
+    .tp_basicsize = sizeof(prepared_object),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "An Arrow record batch (or stream of them) imported, planned and validated by "
+              "prepare_batch, ready for CommandWriter.put_batch.",
+    .tp_dealloc = (destructor)Prepared_dealloc,
+    .tp_getset = Prepared_getset,
+};
+
+bw_batch_job *bw_prepared_batch_job(PyObject *prepared) {
+    if (!Py_IS_TYPE(prepared, &PreparedType)) {
+        PyErr_Format(PyExc_TypeError, "expected a PreparedBatch (from prepare_batch), not %.100s",
+                     Py_TYPE(prepared)->tp_name);
+        return NULL;
+    }
+    return ((prepared_object *)prepared)->job;
+}
+
+/* New reference: the PreparedBatch, or NULL with an exception set. */
+static PyObject *module_prepare_batch(PyObject *module, PyObject *args, PyObject *kwargs) {
+    (void)module;
+    bw_batch_job *job = bw_batch_job_open(args, kwargs);
+    if (job == NULL)
+        return NULL;
+    prepared_object *self = PyObject_New(prepared_object, &PreparedType);
+    if (self == NULL) {
+        bw_batch_job_free(job);
+        return NULL;
+    }
+    self->job = job;
+    return (PyObject *)self;
+}
+
 static PyMethodDef encode_batch_functions[] = {
     {"encode_batch", (PyCFunction)(void (*)(void))module_encode_batch, METH_VARARGS | METH_KEYWORDS,
      "encode_batch(batch, id_column, fields, *, vector_column=None, id_prefix='', metadata=b'{}', "
@@ -565,9 +623,18 @@ static PyMethodDef encode_batch_functions[] = {
      "(with a leading ',' unless first), in chunks of more than chunk_size bytes (the last may be "
      "smaller), cut where CommandWriter.put_batch hands its buffers over. Every row is validated before anything is written: a bad row raises "
      "bulkwire.errors.RowError (a ValueError) with its column, row and reason as attributes."},
+    {"prepare_batch", (PyCFunction)(void (*)(void))module_prepare_batch, METH_VARARGS | METH_KEYWORDS,
+     "prepare_batch(batch, id_column, fields, *, vector_column=None, id_prefix='', metadata=b'{}', "
+     "float32='widen', dim=-1, row_base=0) -> PreparedBatch\n\n"
+     "Imports, plans and validates an Arrow record batch (or stream of them) as encode_batch "
+     "does, without writing anything (the validation runs with the GIL released): a bad row "
+     "raises bulkwire.errors.RowError. CommandWriter.put_batch writes it."},
     {NULL, NULL, 0, NULL},
 };
 
 int bw_encode_batch_add_to_module(PyObject *module) {
+    if (PyType_Ready(&PreparedType) < 0 ||
+        PyModule_AddObjectRef(module, "PreparedBatch", (PyObject *)&PreparedType) < 0)
+        return -1;
     return PyModule_AddFunctions(module, encode_batch_functions);
 }

@@ -35,6 +35,10 @@ typedef int (*bw_batch_sink)(void *ctx, bw_buf *out);
 int bw_batch_job_write(bw_batch_job *job, bw_buf *out, int first, size_t threshold,
                        bw_batch_sink full, void *ctx);
 
-/* Adds encode_batch (Arrow record batch -> bulk insert commands) to the module. */
+/* The job of a PreparedBatch (prepare_batch's result; the object owns it), or NULL with
+   TypeError when `prepared` is something else. */
+bw_batch_job *bw_prepared_batch_job(PyObject *prepared);
+
+/* Adds encode_batch, prepare_batch and PreparedBatch (Arrow record batch -> bulk insert commands) to the module. */
 int bw_encode_batch_add_to_module(PyObject *module);
 #endif

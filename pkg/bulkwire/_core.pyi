@@ -197,6 +197,7 @@ class CommandWriter:
     def finish(self) -> Chunk | None: ...
     def put_encoded(self, data: Buffer, count: int, continued: bool = ...) -> Chunk | None: ...
     def put_external(self, length: int, count: int, continued: bool = ...) -> Chunk | None: ...
+    def put_batch(self, prepared: PreparedBatch, /) -> int | None: ...
     # The counters, time series and attachment commands (a writer made with queue=): True
     # once written, None when a full buffer could not be handed over (the consumer is gone).
     def increment(self, id: str, name: str, delta: int, /) -> Literal[True] | None: ...
@@ -284,6 +285,23 @@ def encode_batch(
     row_base: int = ...,
     chunk_size: int = ...,
 ) -> list[bytes]: ...
+
+class PreparedBatch:
+    @property
+    def rows(self) -> int: ...
+
+def prepare_batch(
+    batch: Any,
+    id_column: str,
+    fields: Sequence[str],
+    *,
+    vector_column: str | None = ...,
+    id_prefix: str = ...,
+    metadata: Buffer = ...,
+    float32: Literal["widen", "shortest"] = ...,
+    dim: int = ...,
+    row_base: int = ...,
+) -> PreparedBatch: ...
 
 # ---- Parquet random access: csrc/core/parquet_pages.c, csrc/py/py_parquet_pages.c ----
 # `file` is (fd, size): an open descriptor, read with pread, and the file's size when it was

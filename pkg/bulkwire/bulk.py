@@ -409,16 +409,30 @@ class BulkWriter:
     def _attachment(self, id: str, name: Any, data: Any, content_type: Any) -> None:
         self._command(self._writer.attachment, id, name, data, content_type)
 
-    def _store_batch(self, chunks: list, count: int) -> None:
-        """``count`` commands that ``_core.encode_batch`` just wrote (non-empty ``bytes``,
-        joined by ',' without a leading one), each chunk handed over as it is, after the
-        buffer holding the separator: C wrote them, so they are neither checked again nor
-        copied."""
-        self._store_pieces([(chunk, True) for chunk in chunks], count, whole=True)
+    def _store_prepared(self, prepared: Any) -> int:
+        """The rows of a batch that ``_core.prepare_batch`` validated, in one call into C: it
+        encodes them straight into the writer's buffers (the separator in the same buffer,
+        the GIL released) and hands each full buffer over. Returns the body bytes they added
+        (the separator included). Interrupted after a buffer of the batch was handed over
+        (Ctrl-C while the queue was full), the writer is failed: its body is incomplete."""
+        if self._failure is not None:
+            self._raise_failure()
+        if self._closed:
+            self._refuse_closed("a batch store")
+        before = self._writer.bytes
+        try:
+            rows = self._writer.put_batch(prepared)
+        except BaseException:
+            if self._writer.handover_interrupted:
+                self._buffer_lost(interrupted=True)
+            raise
+        if rows is None:  # the consumer is gone: that buffer never reached it
+            self._buffer_lost(interrupted=False)
+        return self._writer.bytes - before
 
-    def _store_pieces(self, pieces: list, count: int, *, whole: bool = False) -> None:
-        """Checked pieces (``_encoded_pieces``) into the body: large immutable ones (every
-        one when ``whole``) handed over directly, after the buffer holding their separator;
+    def _store_pieces(self, pieces: list, count: int) -> None:
+        """Checked pieces (``_encoded_pieces``) into the body: large immutable ones handed
+        over directly, after the buffer holding their separator;
         the rest copied into buffers that are handed over just past the threshold. The writer
         is held meanwhile: a call from inside (a callback between two pieces) would land in
         the middle of a command the pieces split, so it raises instead."""
@@ -433,8 +447,8 @@ class BulkWriter:
         try:
             for piece, immutable in pieces:
                 n = len(piece)
-                if immutable and (whole or n >= threshold):
-                    view = memoryview(piece) if n >= 2 * threshold and not whole else None
+                if immutable and n >= threshold:
+                    view = memoryview(piece) if n >= 2 * threshold else None
                     offset = 0
                     while offset < n:
                         size = threshold if view is not None and n - offset >= 2 * threshold else n - offset
@@ -929,12 +943,19 @@ class BulkInsert:
         self._require("attachments")
         self._writer._attachment(id, name, data, content_type)
 
-    def _store_batch(self, chunks: list, count: int) -> None:
-        """``count`` commands ``_core.encode_batch`` just wrote (see
-        :meth:`BulkWriter._store_batch`); the request starts on the first non-empty call."""
-        self._store_pieces([(chunk, True) for chunk in chunks], count, whole=True)
+    def _store_prepared(self, prepared: Any) -> int:
+        """A batch ``_core.prepare_batch`` validated (see :meth:`BulkWriter._store_prepared`);
+        the request starts with the first batch that has rows. The body bytes added."""
+        self._check_process()
+        if not prepared.rows:
+            if self._writer._failure is not None:
+                self._writer._raise_failure()
+            return 0
+        if self._sender is None:
+            self._start()
+        return self._writer._store_prepared(prepared)
 
-    def _store_pieces(self, pieces: list, count: int, *, whole: bool = False) -> None:
+    def _store_pieces(self, pieces: list, count: int) -> None:
         """Pieces as :meth:`BulkWriter._store_pieces` takes them; no pieces, no request."""
         self._check_process()
         if not pieces:
@@ -943,7 +964,7 @@ class BulkInsert:
             return
         if self._sender is None:
             self._start()
-        self._writer._store_pieces(pieces, count, whole=whole)
+        self._writer._store_pieces(pieces, count)
 
     def close(self) -> None:
         """Finish the body and wait for the server's answer. Returns normally only when the
