@@ -1,10 +1,10 @@
 """Parquet / Arrow IPC -> bulk insert: :func:`load_parquet` and the ``bulkwire load`` command.
 
-The file is read batch by batch with pyarrow; each record batch goes to the C encoder
-(``bulkwire._core.encode_batch``) through the Arrow PyCapsule interface, which writes one
-bulk insert command per row straight from the Arrow buffers — no Python object per row or
-per float. The commands go, as C wrote them, into a :class:`bulkwire.BulkWriter`, which
-frames the body; its pieces go either to a file holding the exact request body (replayable
+The file is read batch by batch with pyarrow; each record batch is imported and validated
+in C (``bulkwire._core.prepare_batch``) through the Arrow PyCapsule interface, and handed to
+a :class:`bulkwire.BulkWriter` in one call, which writes one bulk insert command per row
+straight from the Arrow buffers into its own buffers — no Python object per row or per
+float, no copy of the commands. The writer frames the body; its pieces go either to a file holding the exact request body (replayable
 to a server later) or, with ``url``, to the server through :class:`bulkwire.BulkInsert`.
 """
 from __future__ import annotations
@@ -218,7 +218,7 @@ def _metadata_json(collection: str, python_type: str | None, metadata: Mapping[s
 
 @dataclass
 class _Encoder:
-    """``_core.encode_batch`` with the load's arguments. It is also the one judge of the
+    """``_core.prepare_batch`` with the load's arguments. It is also the one judge of the
     columns' types: called on a batch without rows, it raises what it would raise on the
     first batch, before any file is written or request made."""
 
@@ -226,15 +226,15 @@ class _Encoder:
     id_prefix: str
     metadata: bytes
     float32: str
-    chunk_size: int
 
-    def __call__(self, batch: Any, dim: int = -1, row_base: int = 0) -> list:
-        """The batch's commands, joined by ',' (no leading one: the writer frames the body)."""
+    def __call__(self, batch: Any, dim: int = -1, row_base: int = 0) -> Any:
+        """The batch imported and every row validated (a ``PreparedBatch``): the writer
+        encodes it into its own buffers in one call (``_store_prepared``)."""
         plan = self.plan
-        return _core.encode_batch(
+        return _core.prepare_batch(
             batch, plan.id_column, plan.fields, vector_column=plan.vector_column,
             id_prefix=self.id_prefix, metadata=self.metadata, float32=self.float32, dim=dim,
-            first=True, row_base=row_base, chunk_size=self.chunk_size)
+            row_base=row_base)
 
 
 # ------------------------------------------------------------------------------ batches
@@ -308,14 +308,14 @@ def _vector_dim(pa, batch, plan: _Plan) -> int:
 
 def _encoded_in_order(batches: Iterator[Any], encode: _Encoder, source: str, plan: _Plan,
                       pool: ThreadPoolExecutor | None, ahead: int,
-                      idx: Any, first_row: int = 0) -> Iterator[tuple[list, int]]:
-    """``(commands, rows)`` of each batch, in file order. Encoding runs in C without the GIL:
-    with a pool, up to ``ahead`` batches are encoded (each validated whole before any of its
-    bytes are returned) while the caller reads Parquet and hands the commands on. A bad row
+                      idx: Any, first_row: int = 0) -> Iterator[tuple[Any, int]]:
+    """``(prepared batch, rows)`` of each batch, in file order. Validation runs in C without
+    the GIL: with a pool, up to ``ahead`` batches are validated while the caller reads
+    Parquet and hands the prepared batches to the writer, which encodes them. A bad row
     raises :class:`~bulkwire.errors.RowError` naming the file's row (with ``take``, the
     index taken)."""
     pa = _pyarrow()
-    pending: deque = deque()  # (future or commands, rows), in file order
+    pending: deque = deque()  # (future or prepared batch, rows), in file order
     dim = None
     submitted = first_row  # row numbers in errors are the file's, whatever the unit
 
@@ -325,7 +325,7 @@ def _encoded_in_order(batches: Iterator[Any], encode: _Encoder, source: str, pla
         return RowError(exc.column, int(idx[exc.row]), exc.reason, take_index=exc.row,
                         source=source)
 
-    def result(job: tuple) -> tuple[list, int]:
+    def result(job: tuple) -> tuple[Any, int]:
         done, rows = job
         try:
             return (done.result() if pool is not None else done), rows
@@ -398,17 +398,16 @@ class _FileTarget:
         if self._error is not None and not isinstance(self._error, BulkInsertError):
             raise self._error
 
-    def store(self, chunks: list, rows: int) -> int:
-        """One batch's commands; returns the body bytes they add (the separator included)."""
+    def store(self, prepared: Any, rows: int) -> int:
+        """One prepared batch; returns the body bytes it adds (the separator included)."""
         if not rows:
             return 0
         try:
-            self.writer._store_batch(chunks, rows)
+            return self.writer._store_prepared(prepared)
         except BulkInsertError:
             self._thread.join()
             self._raise_file_error()
             raise
-        return 1 + sum(map(len, chunks))
 
     def close(self) -> None:
         try:
@@ -453,21 +452,21 @@ class _ServerTarget:
                                **tls)
         self.url = ", ".join(map(str, self.bulk._servers.urls))  # for messages
 
-    def store(self, chunks: list, rows: int) -> int:
-        """One batch's commands; returns the body bytes they add (the separator included)."""
+    def store(self, prepared: Any, rows: int) -> int:
+        """One prepared batch; returns the body bytes it adds (the separator included)."""
         from .transport import ServerError
 
         if not rows:
             return 0
         try:
-            self.bulk._store_batch(chunks, rows)
+            added = self.bulk._store_prepared(prepared)
         except OSError as exc:
             if self.bulk.operation_id is None:  # the first request of all failed
                 raise ConnectionError(f"cannot reach the server at {self.url}: {exc}") from exc
             raise
         except ServerError as exc:  # the operation id was refused (no such database, ...)
             raise BulkInsertError(f"the server at {self.url} refused the bulk insert: {exc}") from exc
-        return 1 + sum(map(len, chunks))
+        return added
 
     def close(self) -> None:
         self.bulk.close()
@@ -1148,16 +1147,16 @@ class _Stopped(Exception):
 
 def _one_request(target: Any, encoded: Iterable[tuple[Any, int]], pool: Any,
                  on_batch: Callable[[int, int], None], stop: Any = None) -> int:
-    """Stores every encoded batch ``(commands, rows)`` into ``target`` and closes it: one
+    """Stores every prepared batch ``(prepared, rows)`` into ``target`` and closes it: one
     request, complete, or aborted (the encoders stopped first) and the error raised, so that
     the server never sees a request end normally with batches missing. The rows sent."""
     rows = 0
     try:
-        for commands, n in encoded:
+        for prepared, n in encoded:
             if stop is not None and stop.is_set():
                 raise _Stopped
-            added = target.store(commands, n)
-            del commands
+            added = target.store(prepared, n)
+            del prepared
             rows += n
             on_batch(n, added)
         target.close()
@@ -1530,7 +1529,7 @@ def load_parquet(path: Any, *, url: str | Sequence[str] | None = None,
     if batch_rows <= 0:
         raise ValueError(f"batch_rows must be positive, got {batch_rows}")
     metadata_json = _metadata_json(collection, python_type, metadata)
-    encode = _Encoder(plan, id_prefix, metadata_json, float32, chunk_size)
+    encode = _Encoder(plan, id_prefix, metadata_json, float32)
     # the columns' types, judged before any file is written or request made
     encode(_empty_batch(schema, plan.read_columns))
 
