@@ -73,8 +73,8 @@ Encoded = Union[bytes, bytearray, memoryview, Sequence[Any]]
 
 
 def _encoded_pieces(commands: Any, count: Any) -> list:
-    """Checks a ``store_encoded`` argument pair; returns its non-empty pieces as
-    ``(piece, immutable)`` pairs, each piece ``bytes`` or a 1-D byte ``memoryview``."""
+    """Checks a ``store_encoded`` argument pair; returns its non-empty pieces, each ``bytes``
+    or a 1-D byte ``memoryview``."""
     if isinstance(count, bool) or not isinstance(count, int):
         raise TypeError(f"count must be an int, not {type(count).__name__}")
     if count < 0:
@@ -89,7 +89,6 @@ def _encoded_pieces(commands: Any, count: Any) -> list:
         name = f"commands[{i}]" if several else "commands"
         if type(item) is bytes:
             piece: Any = item
-            immutable = True
         else:
             if isinstance(item, str):
                 raise TypeError(f"{name} must be a bytes-like object, not str (encode it to UTF-8)")
@@ -103,14 +102,12 @@ def _encoded_pieces(commands: Any, count: Any) -> list:
                 raise ValueError(f"{name} must be a contiguous buffer")
             if piece.format != "B" or piece.ndim != 1:
                 piece = piece.cast("B")
-            # a read-only view of a bytes object cannot change after the call either
-            immutable = piece.readonly and type(piece.obj) is bytes
         n = len(piece)
         if n:
-            if pieces and piece[0] == 0x7B and pieces[-1][0][-1] == 0x7D:  # '}' then '{'
+            if pieces and piece[0] == 0x7B and pieces[-1][-1] == 0x7D:  # '}' then '{'
                 raise ValueError(f"{name} starts with '{{' right after a '}}': the pieces are "
                                  f"concatenated as they are, so join the commands with ','")
-            pieces.append((piece, immutable))
+            pieces.append(piece)
             total += n
     if not total:
         if count:
@@ -118,7 +115,7 @@ def _encoded_pieces(commands: Any, count: Any) -> list:
         return pieces
     if not count:
         raise ValueError("count must be the number of commands in commands (at least 1), not 0")
-    first, last = pieces[0][0][0], pieces[-1][0][-1]
+    first, last = pieces[0][0], pieces[-1][-1]
     if first != 0x7B:  # '{'
         if first == 0x2C:
             raise ValueError("commands must not start with ',': the writer writes the separators")
@@ -431,54 +428,23 @@ class BulkWriter:
         return self._writer.bytes - before
 
     def _store_pieces(self, pieces: list, count: int) -> None:
-        """Checked pieces (``_encoded_pieces``) into the body: large immutable ones handed
-        over directly, after the buffer holding their separator;
-        the rest copied into buffers that are handed over just past the threshold. The writer
-        is held meanwhile: a call from inside (a callback between two pieces) would land in
-        the middle of a command the pieces split, so it raises instead."""
+        """Checked pieces (``_encoded_pieces``) into the body in one call into C, through the
+        writer's one size-threshold slicer: ``bytes`` pieces of at least the threshold handed
+        over without a copy, the rest copied into buffers handed over past the threshold.
+        Interrupted part-way (Ctrl-C while the queue was full), the writer is failed: its body
+        holds some of the commands, not all."""
         if self._failure is not None:
             self._raise_failure()
         if self._closed:
             self._refuse_closed("store_encoded()")
-        w = self._writer
-        threshold = self.buffer_size
-        continued = False  # the separator is written with the first piece only
-        w.hold("store_encoded()")
         try:
-            for piece, immutable in pieces:
-                n = len(piece)
-                if immutable and n >= threshold:
-                    view = memoryview(piece) if n >= 2 * threshold else None
-                    offset = 0
-                    while offset < n:
-                        size = threshold if view is not None and n - offset >= 2 * threshold else n - offset
-                        part = piece if size == n else view[offset:offset + size]  # type: ignore[index]
-                        chunk = w.put_external(size, count, continued)
-                        count, continued = 0, True
-                        if chunk is not None:
-                            self._hand_over(chunk)
-                        self._hand_over(part)
-                        offset += size
-                else:
-                    view = piece if type(piece) is memoryview else memoryview(piece)
-                    offset = 0
-                    while offset < n:
-                        # fill the buffer just past the threshold: it is then handed over
-                        room = max(threshold - w.buffered, 0) + 1
-                        part = piece if offset == 0 and room >= n else view[offset:offset + room]
-                        chunk = w.put_encoded(part, count, continued)
-                        count, continued = 0, True
-                        offset += len(part)
-                        if chunk is not None:
-                            self._hand_over(chunk)
+            done = self._writer.put_pieces(pieces, count)
         except BaseException:
-            if continued and self._failure is None:
-                # some of the commands are in the body, not all: it must not look complete
-                self.fail(BulkInsertAborted("store_encoded() was interrupted part-way: the bulk "
-                                            "insert body is incomplete"))
+            if self._writer.handover_interrupted:
+                self._buffer_lost(interrupted=True)
             raise
-        finally:
-            w.release()
+        if done is None:  # the consumer is gone: a buffer never reached it
+            self._buffer_lost(interrupted=False)
 
     def _hand_over(self, chunk: Any) -> None:
         try:
