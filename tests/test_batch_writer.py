@@ -241,3 +241,40 @@ def test_the_batch_call_keeps_the_writer_rules():
     with pytest.raises(ValueError, match="closed"):
         w._store_prepared(prepared(TABLE.slice(0, 2)))
     assert b"".join(bytes(c) for c in w.chunks()) == reference([TABLE.slice(0, 2)])
+
+
+# ------------------------------------------------------------------ the one slicer
+
+def _slices(length: int, threshold: int) -> list:
+    """The slicer's rule for immutable bytes of at least the threshold: whole below twice
+    the threshold, else threshold-sized slices, the last up to twice that."""
+    sizes, left = [], length
+    while left >= 2 * threshold:
+        sizes.append(threshold)
+        left -= threshold
+    return sizes + [left]
+
+
+def _contains_run(sizes: list, run: list) -> bool:
+    return any(sizes[i:i + len(run)] == run for i in range(len(sizes) - len(run) + 1))
+
+
+@pytest.mark.parametrize("factor", [1, 1.5, 2, 3.7, 6])
+def test_store_encoded_and_attachment_bytes_are_sliced_by_one_rule(factor):
+    """The bytes the body carries as they are, a store_encoded piece or an attachment's
+    bytes, go through the same slicer: no copy, the same slices."""
+    threshold = 1000
+    length = int(threshold * factor)
+    command = b'{"Id":"e/1","Type":"PUT","Document":{"x":"'
+    command += b"y" * (length - len(command) - 3) + b'"}}'
+    assert len(command) == length
+    encoded = bulkwire.BulkWriter(buffer_size=threshold, max_buffers=1000)
+    encoded.store({"a": 1}, id="p/1")
+    encoded.store_encoded(command, 1)
+    encoded.close()
+    attached = bulkwire.BulkWriter(buffer_size=threshold, max_buffers=1000)
+    attached.attachments_for("p/1").store("n", b"z" * length)
+    attached.close()
+    for w in (encoded, attached):
+        sizes = [len(bytes(c)) for c in w.chunks()]
+        assert _contains_run(sizes, _slices(length, threshold)), sizes
