@@ -295,8 +295,9 @@ class BulkWriter:
         ``store_encoded`` mix freely in one body.
 
         The content is trusted: only its first and last byte are checked (``{`` and ``}``).
-        ``bytes`` pieces of at least ``buffer_size`` bytes are handed over as they are (no
-        copy; slices of about ``buffer_size`` when longer than twice that); other pieces are
+        ``bytes`` pieces (or read-only views of ``bytes``) of at least ``buffer_size`` bytes are
+        handed over as they are (no copy; slices of ``buffer_size`` when longer than twice
+        that), as an attachment's bytes are; other pieces are
         copied into the writer's buffers, so a mutable buffer may be reused after the call.
         Hand-over waits on the bounded queue like ``store``; the sender's error raises here.
         If the call is interrupted part-way (Ctrl-C while waiting), the writer is marked as
