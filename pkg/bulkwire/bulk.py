@@ -364,13 +364,14 @@ class BulkWriter:
         self._check_process()
         return AttachmentsBulkInsert(self, id)
 
-    def _command(self, method: Any, *args: Any) -> None:
-        """One counters, time series or attachment call of the C writer, with ``store``'s
-        failure rules."""
+    def _command(self, method: Any, *args: Any, call: str = "a command") -> Any:
+        """One producer call of the C writer other than ``store`` (counters, time series,
+        attachments, encoded pieces, batches), with ``store``'s failure rules; ``call`` names
+        it when the writer is closed. Returns what it returned."""
         if self._failure is not None:
             self._raise_failure()
         if self._closed:
-            self._refuse_closed("a command")
+            self._refuse_closed(call)
         try:
             done = method(*args)
         except BaseException:
@@ -379,6 +380,7 @@ class BulkWriter:
             raise
         if done is None:  # the consumer is gone: that buffer never reached it
             self._buffer_lost(interrupted=False)
+        return done
 
     def _increment(self, id: str, name: Any, delta: Any) -> None:
         self._command(self._writer.increment, id, name, delta)
@@ -413,19 +415,8 @@ class BulkWriter:
         the GIL released) and hands each full buffer over. Returns the body bytes they added
         (the separator included). Interrupted after a buffer of the batch was handed over
         (Ctrl-C while the queue was full), the writer is failed: its body is incomplete."""
-        if self._failure is not None:
-            self._raise_failure()
-        if self._closed:
-            self._refuse_closed("a batch store")
         before = self._writer.bytes
-        try:
-            rows = self._writer.put_batch(prepared)
-        except BaseException:
-            if self._writer.handover_interrupted:
-                self._buffer_lost(interrupted=True)
-            raise
-        if rows is None:  # the consumer is gone: that buffer never reached it
-            self._buffer_lost(interrupted=False)
+        self._command(self._writer.put_batch, prepared, call="a batch store")
         return self._writer.bytes - before
 
     def _store_pieces(self, pieces: list, count: int) -> None:
@@ -434,18 +425,7 @@ class BulkWriter:
         over without a copy, the rest copied into buffers handed over past the threshold.
         Interrupted part-way (Ctrl-C while the queue was full), the writer is failed: its body
         holds some of the commands, not all."""
-        if self._failure is not None:
-            self._raise_failure()
-        if self._closed:
-            self._refuse_closed("store_encoded()")
-        try:
-            done = self._writer.put_pieces(pieces, count)
-        except BaseException:
-            if self._writer.handover_interrupted:
-                self._buffer_lost(interrupted=True)
-            raise
-        if done is None:  # the consumer is gone: a buffer never reached it
-            self._buffer_lost(interrupted=False)
+        self._command(self._writer.put_pieces, pieces, count, call="store_encoded()")
 
     def _hand_over(self, chunk: Any) -> None:
         try:
