@@ -124,7 +124,9 @@ def test_ctrl_c_stops_every_worker_within_a_second(tmp_path):
     it and both workers are gone within a second, exit 130, and no request succeeded."""
     write_parts(str(tmp_path / "d"), [20_000, 20_000], row_group=500)
     with LoopbackServer(keep_body=False) as server:
-        server.read_delay = 0.01  # slow: the load is far from done when Ctrl-C comes
+        # slow: the load is far from done when Ctrl-C comes (each worker's ~4.8 MB go out in
+        # pieces of ~1 MiB, each followed by this pause)
+        server.read_delay = 0.3
         env = dict(os.environ, PYTHONPATH=PKG + os.pathsep + os.environ.get("PYTHONPATH", ""))
         load = subprocess.Popen([sys.executable, "-m", "bulkwire", "load", str(tmp_path / "d"),
                                  "--url", server.url, "--database", "db", "--workers", "2",
