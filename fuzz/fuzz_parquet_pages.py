@@ -47,6 +47,7 @@ import pyarrow.parquet as pq
 
 from bulkwire import _core
 from bulkwire.errors import MalformedFileError
+from bulkwire.parquet import _ChunkLocation
 from bulkwire.parquet import TableFile
 
 ROWS = 40
@@ -92,14 +93,15 @@ def _base(codec: str, version: str, dictionary: bool,
         for g in range(meta.num_row_groups):
             group_rows = meta.row_group(g).num_rows
             for c in range(meta.num_columns):
-                offset, length, number, _, start, chunk_size, nulls = (
-                    int(v) for v in locations[g, c])
+                chunk = _ChunkLocation._make(locations[g, c].tolist())
+                offset, length, number = chunk.index_offset, chunk.index_length, chunk.codec
+                start, chunk_size, nulls = chunk.start, chunk.size, chunk.null_count
                 if indexed:
                     spans.append((offset, length))
                     kinds.append("index")
                     holds.append(None)
-                if locations[g, c, 3] >= 0:  # the dictionary page's header and first values
-                    spans.append((int(locations[g, c, 3]), 32))
+                if chunk.dictionary >= 0:  # the dictionary page's header and first values
+                    spans.append((chunk.dictionary, 32))
                     kinds.append("page")
                     holds.append((g, c, 0, group_rows))
                 if indexed:

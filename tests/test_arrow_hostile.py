@@ -196,7 +196,9 @@ BATCH_DEFECTS = {
 @pytest.mark.parametrize("case", sorted(BATCH_DEFECTS))
 def test_batch_defects_raise_naming_the_column(case):
     build, fields, vector_column, pattern = BATCH_DEFECTS[case]
-    encoder_error(build(), fields, ValueError, "malformed Arrow data: " + pattern, vector_column)
+    # MalformedFileError: a ValueError, and the class a malformed file's data raises
+    encoder_error(build(), fields, bulkwire.MalformedFileError, "malformed Arrow data: " + pattern,
+                  vector_column)
 
 
 # the same defects in a vector column alone, through VectorCodec

@@ -83,7 +83,7 @@ def test_plain_pump_sends_each_item_as_one_chunk(payloads, kind):
     items = [(_core._chunk_for_testing(p) if kind == "chunk" or (kind == "mixed" and i % 2) else p)
              for i, p in enumerate(payloads)]
     (outcome, buffers, body, pieces, wire_bytes), wire = pump_items(items)
-    assert outcome == 0
+    assert outcome == _core.PUMP_DONE
     assert dechunk(wire) == payloads
     assert (buffers, body, pieces, wire_bytes) == (len(payloads), sum(map(len, payloads)),
                                                    len(payloads), sum(map(len, payloads)))
@@ -96,7 +96,7 @@ def test_gzip_pump_sends_one_member_each_piece_decodable_on_arrival(backend, pay
     items = [_core._chunk_for_testing(p) for p in payloads]
     gz = _core.GzipStream(backend=backend)
     (outcome, buffers, body, pieces, wire_bytes), wire = pump_items(items, gz)
-    assert outcome == 0
+    assert outcome == _core.PUMP_DONE
     parts = dechunk(wire)
     assert all(parts) and pieces == len(parts) and wire_bytes == sum(map(len, parts))
     assert gzip.decompress(b"".join(parts)) == b"".join(payloads)
@@ -112,7 +112,7 @@ def test_pump_reports_a_closed_consumer_and_frees_what_it_held():
     live = _core._chunk_memory()[2]
     result, _ = pump_items([_core._chunk_for_testing(b"x" * 1000) for _ in range(3)],
                            close_consumer=True)
-    assert result[0] == 2
+    assert result.outcome == _core.PUMP_CLOSED
     assert _core._chunk_memory()[2] == live
 
 
@@ -124,7 +124,7 @@ def test_pump_stops_when_the_peer_answered_or_hung_up():
     q = _core.HandoverQueue(2)
     q.put(b"data")
     q.close_producer()
-    assert _core.pump_body(q, a.fileno(), None, 5)[0] == 1
+    assert _core.pump_body(q, a.fileno(), None, 5).outcome == _core.PUMP_ANSWERED
     b.setblocking(False)
     with pytest.raises(BlockingIOError):
         b.recv(100)  # nothing was sent
@@ -149,7 +149,7 @@ def _decoded(backend, pieces):
 def test_an_answer_after_the_last_data_byte_is_the_answer_to_the_whole_body(backend, peer_closes):
     """The pump has sent the body's last buffer, and the producer has not said yet that it
     was the last, when the server answers (as a server that answers once it has parsed the
-    closing ']' does): outcome 3, not an early answer; the rest (the compressed stream's end,
+    closing ']' does): PUMP_ANSWERED_AT_END, not an early answer; the rest (the compressed stream's end,
     the terminating chunk) still goes out, and a failure to send it (the server closed its
     side) is not an error: the answer is in."""
     a, b = socket.socketpair()
@@ -175,7 +175,7 @@ def test_an_answer_after_the_last_data_byte_is_the_answer_to_the_whole_body(back
     q.close_producer()
     pump.join(TIMEOUT)
     outcome, buffers, body_bytes, pieces, wire_bytes = result["r"]
-    assert outcome == 3 and buffers == 1 and body_bytes == len(body)
+    assert outcome == _core.PUMP_ANSWERED_AT_END and buffers == 1 and body_bytes == len(body)
     assert a.recv(1 << 10) == answer  # still there to be read
     if not peer_closes:
         a.shutdown(socket.SHUT_WR)
@@ -240,7 +240,7 @@ def test_a_timeout_of_weeks_is_not_cut_short():
         reader.join(TIMEOUT)
         a.close()
         b.close()
-    assert (outcome, buffers, body) == (0, 1, len(data))
+    assert (outcome, buffers, body) == (_core.PUMP_DONE, 1, len(data))
     assert b"".join(dechunk(wire["bytes"])) == data
 
 
@@ -322,7 +322,7 @@ def test_pump_releases_other_bytes_likes_promptly():
     a.close()
     reader.join(TIMEOUT)
     b.close()
-    assert result[:2] == (0, 40)
+    assert (result.outcome, result.buffers) == (_core.PUMP_DONE, 40)
     assert most_alive[0] <= 2 + 1 + 2  # queue + in flight + one held + the producer's newest
     assert all(r() is None for r in refs)
 
@@ -360,7 +360,7 @@ def test_pump_and_next_piece_cut_the_same_pieces(backend, payloads):
     reader.join(TIMEOUT)
     a.close()
     b.close()
-    assert result[0] == 0
+    assert result.outcome == _core.PUMP_DONE
     assert dechunk(wire["bytes"]) == pieces
     # one framing: the chunks C frames for senders without the pump (TLS) are the pump's bytes
     assert wire["bytes"] == b"".join(map(_core.http_chunk, pieces)) + _core.HTTP_LAST_CHUNK
@@ -389,7 +389,7 @@ def test_http_chunk_refuses_what_is_not_one_chunk():
 
 def test_an_empty_body_is_framed_alike_by_both_senders():
     (outcome, *_), wire = pump_items([])
-    assert outcome == 0 and wire == _core.HTTP_LAST_CHUNK
+    assert outcome == _core.PUMP_DONE and wire == _core.HTTP_LAST_CHUNK
 
 
 @pytest.mark.parametrize("compress", [False, "zlib"])

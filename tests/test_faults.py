@@ -362,8 +362,9 @@ def test_the_hierarchy_is_one_module_and_the_old_names_still_import():
 
     classes = [getattr(errors, name) for name in errors.__all__]
     for cls in classes:
-        if cls not in (errors.RowError, errors.MalformedFileError,  # a row's, a file's,
-                       errors.ResumeStateError):  # a resume state's
+        assert issubclass(cls, errors.BulkwireError)  # the one root
+        if cls not in (errors.BulkwireError, errors.RowError,  # the root, a row's,
+                       errors.MalformedFileError, errors.ResumeStateError):  # a file's, a state's
 
             assert issubclass(cls, errors.BulkInsertError) and issubclass(cls, RuntimeError)
         assert cls.__name__ in errors.__doc__  # the module docstring draws every class

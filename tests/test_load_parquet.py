@@ -264,14 +264,36 @@ def test_server_failure_and_bad_rows(tmp_path, capsys):
 
 
 def test_unknown_database_is_a_server_error(tmp_path, capsys):
+    """The server's refusal reaches the caller as the server's own ServerError: its status,
+    its body, the server's URL in the message (not a plain BulkInsertError without them)."""
     from bulkwire.testing import LoopbackServer
 
     src = bulkwire.sample_parquet(tmp_path / "s.parquet", rows=50, dim=4)
     with LoopbackServer() as server:
-        with pytest.raises(bulkwire.BulkInsertError, match="refused the bulk insert: HTTP 404"):
+        with pytest.raises(bulkwire.ServerError) as caught:
             bulkwire.load_parquet(src, url=server.url, database="nope")
+        error = caught.value
+        assert error.status == 404 and b"nope" in error.body
+        assert f"HTTP 404 from GET {server.url}/databases/nope/" in str(error)
+        assert isinstance(error, bulkwire.BulkwireError) and isinstance(error, RuntimeError)
         code, out, err = run_cli(["load", src, "--url", server.url, "--database", "nope", "-q"], capsys)
-        assert code == 3 and "refused the bulk insert" in err
+        assert code == 3 and f"HTTP 404 from GET {server.url}/databases/nope/" in err
+
+
+@pytest.mark.parametrize("status", [400, 403, 500, 503])
+def test_server_error_status_reaches_load_caller(tmp_path, status):
+    """Whatever error status the server answers, load_parquet raises its ServerError with
+    that status and the server's message and URL."""
+    from bulkwire.testing import LoopbackServer
+
+    src = bulkwire.sample_parquet(tmp_path / "s.parquet", rows=20, dim=2)
+    with LoopbackServer() as server:
+        server.down_status = status
+        with pytest.raises(bulkwire.ServerError) as caught:
+            bulkwire.load_parquet(src, url=server.url, database="db")
+    error = caught.value
+    assert error.status == status
+    assert b"is failing" in error.body and server.url in str(error)
 
 
 def test_interrupted_load_aborts_the_operation(tmp_path):
@@ -333,6 +355,22 @@ def crafted_ipc(path, last_offset=60):
     return str(path)
 
 
+def test_the_batch_check_raises_malformed_file_error(tmp_path):
+    """The check of a record batch read from a file (its buffers against its offsets) raises
+    what TableFile raises for a malformed file: MalformedFileError, a ValueError naming the
+    file (path) and the column."""
+    from bulkwire.parquet import _check_batch
+
+    src = crafted_ipc(tmp_path / "crafted.arrow")
+    batch = pyarrow.ipc.open_file(pa.memory_map(src)).get_batch(0)  # pyarrow reads it as is
+    with pytest.raises(bulkwire.MalformedFileError, match=r"crafted\.arrow' is malformed: "
+                                                          r"column 'name': ") as caught:
+        _check_batch(batch, src)
+    assert caught.value.path == src and isinstance(caught.value, ValueError)
+    _check_batch(pyarrow.ipc.open_file(crafted_ipc(tmp_path / "ok.arrow", last_offset=6))
+                 .get_batch(0), src)  # a sound batch passes
+
+
 def test_crafted_ipc_file_is_refused_naming_file_and_column(tmp_path):
     src = crafted_ipc(tmp_path / "crafted.arrow")
     # pyarrow itself reads the file without complaint: the check is ours
@@ -340,11 +378,14 @@ def test_crafted_ipc_file_is_refused_naming_file_and_column(tmp_path):
     assert table.num_rows == 3
     for kwargs in ({}, {"take": [2, 0]}, {"columns": ["name"]}, {"url": "http://127.0.0.1:9",
                                                                   "database": "db"}):
-        with pytest.raises(ValueError, match=r"crafted\.arrow' is malformed: column 'name': "
-                                             r".*(?i:offset).*(larger than|out of bounds)"):
+        # the batch check raises what TableFile raises: MalformedFileError (a ValueError)
+        with pytest.raises(bulkwire.MalformedFileError,
+                           match=r"crafted\.arrow' is malformed: column 'name': "
+                                 r".*(?i:offset).*(larger than|out of bounds)") as caught:
             bulkwire.load_parquet(src, **kwargs)
+        assert caught.value.path == src and isinstance(caught.value, ValueError)
     assert not os.path.exists(tmp_path / "crafted.bulk.json")
-    with pytest.raises(ValueError, match=r"crafted\.arrow' is malformed: column 'name'"):
+    with pytest.raises(bulkwire.MalformedFileError, match=r"crafted\.arrow' is malformed: column 'name'"):
         bulkwire.take(src, [0])
     # an unpatched file loads
     ok = crafted_ipc(tmp_path / "ok.arrow", last_offset=6)
@@ -523,7 +564,7 @@ def test_load_hands_the_encoders_chunks_over_unchecked(tmp_path, monkeypatch):
 def test_a_file_that_cannot_be_written_raises_its_own_error(tmp_path, monkeypatch, compress):
     import errno
 
-    import bulkwire.load
+    import bulkwire.load.targets
 
     class Full:
         def __init__(self, f):
@@ -538,7 +579,7 @@ def test_a_file_that_cannot_be_written_raises_its_own_error(tmp_path, monkeypatc
         def close(self):
             self.f.close()
 
-    monkeypatch.setattr(bulkwire.load, "open", lambda path, mode: Full(open(path, mode)),
+    monkeypatch.setattr(bulkwire.load.targets, "open", lambda path, mode: Full(open(path, mode)),
                         raising=False)
     src = bulkwire.sample_parquet(tmp_path / "s.parquet", rows=2000, dim=16)
     with pytest.raises(OSError, match="No space left on device"):

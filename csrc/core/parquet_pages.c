@@ -194,22 +194,22 @@ static int read_column_chunk(bw_thrift *t, size_t file_size, int64_t *where, cha
     } else {
         offset = length = -1;
     }
-    where[0] = offset;
-    where[1] = length;
-    where[2] = m.codec;
+    where[BW_CHUNK_INDEX_OFFSET] = offset;
+    where[BW_CHUNK_INDEX_LENGTH] = length;
+    where[BW_CHUNK_CODEC] = m.codec;
     /* a dictionary page must lie inside the file; its header is checked when it is read */
     if (m.dictionary && (m.dictionary_offset < 0 || (uint64_t)m.dictionary_offset >= file_size))
-        where[3] = BW_DICTIONARY_UNLOCATED;
+        where[BW_CHUNK_DICTIONARY] = BW_DICTIONARY_UNLOCATED;
     else
-        where[3] = m.dictionary ? m.dictionary_offset : BW_NO_DICTIONARY;
+        where[BW_CHUNK_DICTIONARY] = m.dictionary ? m.dictionary_offset : BW_NO_DICTIONARY;
     /* the chunk starts at its dictionary page when it has one before the data pages; offset 0
        is the file's magic, which some writers leave there to mean none */
     int64_t start = m.data_page_offset;
     if (m.dictionary_offset > 0 && (start < 0 || m.dictionary_offset < start))
         start = m.dictionary_offset;
-    where[4] = start;
-    where[5] = m.total_compressed_size;
-    where[6] = m.null_count;
+    where[BW_CHUNK_START] = start;
+    where[BW_CHUNK_SIZE] = m.total_compressed_size;
+    where[BW_CHUNK_NULL_COUNT] = m.null_count;
     return BW_PAGES_OK;
 }
 

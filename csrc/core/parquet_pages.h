@@ -62,7 +62,16 @@ typedef struct {
    total_compressed_size and its statistics' null count (each -1 when the footer does not say;
    not checked against the file here, the walk checks them). From the footer of the whole
    file at `file`, which must hold exactly `groups` row groups of `columns` chunks. */
-#define BW_CHUNK_FIELDS 7
+enum {
+    BW_CHUNK_INDEX_OFFSET,     /* the offset index's offset */
+    BW_CHUNK_INDEX_LENGTH,     /* and length */
+    BW_CHUNK_CODEC,
+    BW_CHUNK_DICTIONARY,       /* the dictionary page's offset, or one of the two below */
+    BW_CHUNK_START,
+    BW_CHUNK_SIZE,             /* total_compressed_size */
+    BW_CHUNK_NULL_COUNT,
+    BW_CHUNK_FIELDS            /* how many */
+};
 #define BW_NO_DICTIONARY (-1)
 #define BW_DICTIONARY_UNLOCATED (-2)
 int bw_parquet_index_locations(const uint8_t *file, int fd, size_t file_size, size_t groups,

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from . import load as _load
-from .load import DEFAULT_CHUNK_SIZE, LoadResult, _encoding
+from .load import DEFAULT_CHUNK_SIZE, LoadResult
+from .load.targets import _encoding
 from .errors import RowError, _add_note
 from .parquet import _pyarrow
 from .urls import server_urls

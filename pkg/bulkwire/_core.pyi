@@ -9,6 +9,8 @@ from typing import Any, Callable, Literal, Sequence, final, type_check_only
 
 import numpy
 from numpy.typing import ArrayLike, NDArray
+
+from .errors import BulkwireError
 from typing_extensions import Buffer, disjoint_base
 
 # ---- JSON: csrc/py/py_encoder.c ---------------------------------------------------------
@@ -234,13 +236,33 @@ class CommandWriter:
 def next_piece(queue: HandoverQueue, gzip: GzipStream | ZstdStream | None = ..., /) -> tuple[Any, int | None] | None: ...
 def http_chunk(piece: Buffer, /) -> bytes: ...
 HTTP_LAST_CHUNK: bytes
+PUMP_DONE: int
+PUMP_ANSWERED: int
+PUMP_CLOSED: int
+PUMP_ANSWERED_AT_END: int
+@final
+class PumpResult(tuple[int, int, int, int, int]):
+    n_fields: int
+    n_sequence_fields: int
+    n_unnamed_fields: int
+    __match_args__: tuple[str, ...]
+    @property
+    def outcome(self) -> int: ...
+    @property
+    def buffers(self) -> int: ...
+    @property
+    def body_bytes(self) -> int: ...
+    @property
+    def pieces(self) -> int: ...
+    @property
+    def wire_bytes(self) -> int: ...
 def pump_body(queue: HandoverQueue, fd: int, gzip: GzipStream | ZstdStream | None = ...,
-              timeout: float | None = ..., tls: TlsConnection | None = ...) -> tuple[int, int, int, int, int]: ...
+              timeout: float | None = ..., tls: TlsConnection | None = ...) -> PumpResult: ...
 
 # ---- TLS of bulkwire's own csrc/core/tls_send.c, csrc/py/py_tls.c (absent without OpenSSL) ----
 
 TLS_LIBRARY: str | None
-class TlsError(OSError):
+class TlsError(OSError, BulkwireError):
     verify_failed: bool
 
 @final
@@ -315,6 +337,9 @@ HAVE_SNAPPY: int
 PARQUET_HAVE_ZSTD: int
 
 def read_ranges(fd: int, size: int, offsets: ArrayLike, lengths: ArrayLike, /) -> NDArray[numpy.uint8]: ...
+PARQUET_CHUNK_FIELDS: tuple[str, ...]
+PARQUET_NO_DICTIONARY: int
+PARQUET_DICTIONARY_UNLOCATED: int
 def parquet_index_locations(file: _ParquetFileArg, groups: int, columns: int, /) -> NDArray[numpy.int64]: ...
 def parquet_offset_index(file: _ParquetFileArg, offset: int, length: int, group_rows: int,
                          chunk_start: int, chunk_size: int, /) -> NDArray[numpy.int64]: ...

@@ -538,16 +538,17 @@ class BulkWriter:
             gz = body_compressor(self._compression, self.compress_threads)
             stats.compression = gz.backend
         try:
-            outcome, buffers, body, pieces, wire = _core.pump_body(self._queue, fd, gz, timeout, tls)
+            sent = _core.pump_body(self._queue, fd, gz, timeout, tls)
         finally:
             self._record_queue_stats()
-        stats.buffers += buffers
-        stats.body_bytes += body
-        stats.chunks += pieces
-        stats.wire_bytes += wire
-        if outcome == 2:  # stopped by fail(): the body must not look complete
+        stats.buffers += sent.buffers
+        stats.body_bytes += sent.body_bytes
+        stats.chunks += sent.pieces
+        stats.wire_bytes += sent.wire_bytes
+        # stopped by fail(): the body must not look complete
+        if sent.outcome == _core.PUMP_CLOSED:
             raise BulkInsertAborted(f"the bulk insert body was cut short: {self._failure}")
-        return outcome
+        return sent.outcome
 
     def chunks(self) -> Iterator[Any]:
         """The body, piece by piece, for one consumer: objects supporting the buffer protocol

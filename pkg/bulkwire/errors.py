@@ -1,11 +1,37 @@
-"""The exceptions of bulkwire, all in one place: a bulk insert's, and a row's that cannot
-be encoded.
+"""The exceptions of bulkwire, all in one place: a bulk insert's, a row's that cannot be
+encoded, a source file's, a resume state's.
+
+Every exception bulkwire raises for an operation that failed is a :class:`BulkwireError`, and
+also the builtin exception it stands for (as pyarrow's ``ArrowInvalid`` is a ``ValueError``):
+``except BulkwireError`` catches them all, ``except RuntimeError`` / ``except ValueError``
+catch the ones they always caught::
+
+    BulkwireError
+     ├── BulkInsertError      (RuntimeError)   the bulk insert did not complete
+     ├── RowError             (ValueError)     a row that cannot be encoded
+     ├── MalformedFileError   (ValueError)     a source file or batch whose data is inconsistent
+     └── ResumeStateError     (ValueError)     a resume state that does not fit the load
+
+A call that is wrong in itself (an argument of the wrong type or out of its range, a closed
+object, a call from a second thread, an object a forked child inherited) raises the builtin
+``TypeError``, ``ValueError`` or ``RuntimeError`` naming the argument, before anything was
+done; a file that cannot be opened or read raises the operating system's ``OSError`` naming
+it. Whatever else fails while a bulk insert sends its body (a compressor, the socket) reaches
+the caller as a :class:`BulkInsertError` with the failure as its ``__cause__``.
+:class:`bulkwire.VectorCodec` raises ``ValueError`` for bytes that are no vector of its type,
+as the Cassandra driver's codec does.
+
+The C core raises these classes through one mapper (``csrc/py/common/py_errors.c``), which
+looks them up once, when ``bulkwire._core`` is imported. Its own ``_core.TlsError`` (a TLS session
+that failed, which :mod:`bulkwire.transport` turns into :class:`TLSError`) is an ``OSError``
+and a :class:`BulkwireError`. Every class pickles with its attributes, so an error raised in
+a worker process reaches the caller whole.
 
 Every failure of :class:`bulkwire.BulkInsert` reaches the caller as one of these, raised by
 ``store``/``store_many``/``store_encoded``, ``close`` or ``abort`` (``__cause__`` holds the
 lower-level exception: the socket's, ``http.client``'s, the JSON decoder's)::
 
-    RuntimeError
+    RuntimeError, BulkwireError
      └── BulkInsertError               the bulk insert did not complete
           ├── BulkInsertAborted         it was stopped before its body was complete:
           │    │                        abort(), Ctrl-C while waiting, an interrupted store
@@ -33,7 +59,7 @@ lower-level exception: the socket's, ``http.client``'s, the JSON decoder's)::
 A row of an Arrow batch that cannot become a command (``bulkwire.load_parquet``,
 ``_core.encode_batch``) raises, before any byte of its batch is written or sent::
 
-    ValueError
+    ValueError, BulkwireError
      └── RowError                   column, row: a null or invalid id, a null or ragged
                                     vector, invalid UTF-8, a timestamp out of range
 
@@ -42,14 +68,14 @@ corrupt Parquet or Arrow IPC file: an offset outside the file, a page header tha
 parse, offsets that decrease), or that changed since it was opened (cut short, rewritten,
 grown)::
 
-    ValueError
+    ValueError, BulkwireError
      └── MalformedFileError         path: the file; the message names the column and what
 
 A resume state file (``load_parquet(resume=)``, ``bulkwire load --resume``) that does not fit
 the load given it: unreadable, of another shape or version, written for another target,
 other options or other files, or in use by another load::
 
-    ValueError
+    ValueError, BulkwireError
      └── ResumeStateError           path: the state file; the message says what is wrong
 
 Errors name the request (``GET http://host/databases/db/operations/next-operation-id``) and,
@@ -66,13 +92,23 @@ from __future__ import annotations
 
 from typing import Optional
 
-__all__ = ["BulkInsertError", "BulkInsertAborted", "EarlyResponse", "TransportError",
+__all__ = ["BulkwireError", "BulkInsertError", "BulkInsertAborted", "EarlyResponse", "TransportError",
            "ConnectError", "TLSError", "TLSFileError", "ConnectionLostError", "TransportTimeoutError",
            "ServerError", "ProtocolError", "UnsupportedByServer", "RowError", "MalformedFileError",
            "ResumeStateError"]
 
 
-class BulkInsertError(RuntimeError):
+class BulkwireError(Exception):
+    """The root of every exception bulkwire raises for an operation that failed. Each subclass
+    is also the builtin exception it stands for (``RuntimeError``, ``ValueError``), so either
+    ``except`` clause catches it.
+
+    >>> issubclass(RowError, BulkwireError), issubclass(RowError, ValueError)
+    (True, True)
+    """
+
+
+class BulkInsertError(RuntimeError, BulkwireError):
     """The bulk insert failed on the server or in the transport, or could not complete. The
     message is the server's when it gave one; ``__cause__`` holds the underlying exception."""
 
@@ -184,7 +220,7 @@ class UnsupportedByServer(BulkInsertError):
         self.server_version = server_version
 
 
-class RowError(ValueError):
+class RowError(ValueError, BulkwireError):
     """A row of an Arrow batch that cannot be encoded as a command: ``column`` names the
     column, ``row`` the row (the file's row number; counted from the ``row_base`` given to
     the encoder), ``reason`` says what is wrong. With ``take``, ``take_index`` is the position
@@ -227,7 +263,7 @@ def _rebuild_row_error(cls: type, column: str, row: int, reason: str,
     return error
 
 
-class MalformedFileError(ValueError):
+class MalformedFileError(ValueError, BulkwireError):
     """A source file whose own metadata is inconsistent: an offset or length outside the file,
     a page header or index that cannot be parsed, offsets that decrease or point past their
     buffer; or a file that changed since it was opened (cut short, rewritten, grown: "changed
@@ -239,7 +275,7 @@ class MalformedFileError(ValueError):
         self.path = path
 
 
-class ResumeStateError(ValueError):
+class ResumeStateError(ValueError, BulkwireError):
     """A resume state file that does not fit the load it was given to: it cannot be read, is
     not a state of this version or of this shape, records another target (database and
     servers), other options or other files, or another load is using it. ``path`` names the

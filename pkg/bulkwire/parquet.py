@@ -15,12 +15,14 @@ from __future__ import annotations
 import operator
 import os
 import threading
-from collections import OrderedDict
+from collections import OrderedDict, namedtuple
 from typing import Any, Sequence, Union
 
 import numpy as np
 
+from . import _core
 from ._extras import missing_extra
+from .errors import MalformedFileError
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -139,14 +141,17 @@ def _check_batch(batch: Any, source: str) -> None:
     """pyarrow's checks of a record batch read from a file: the sizes of its buffers against
     the lengths, offsets and last string/list offsets that will be read. The Arrow C Data
     Interface carries no buffer sizes, so the C readers (which check everything else: see
-    ``csrc/arrow_c.h``) cannot; a crafted or corrupt file is refused here, naming the file
-    and the column. Constant time per column (``Array.validate()``, not ``full=True``)."""
+    ``csrc/arrow_c.h``) cannot; a crafted or corrupt file is refused here with
+    :class:`~bulkwire.errors.MalformedFileError` (as :class:`TableFile` refuses it), naming
+    the file and the column. Constant time per column (``Array.validate()``, not
+    ``full=True``)."""
     pa = _pyarrow()
     for name, column in zip(batch.schema.names, batch.columns):
         try:
             column.validate()
         except pa.ArrowException as exc:
-            raise ValueError(f"{source!r} is malformed: column {name!r}: {exc}") from None
+            raise MalformedFileError(f"{source!r} is malformed: column {name!r}: {exc}",
+                                     source) from None
 
 
 def _check_indices(indices: Any, num_rows: int, name: str = "indices") -> np.ndarray:
@@ -201,8 +206,11 @@ def _check_indices(indices: Any, num_rows: int, name: str = "indices") -> np.nda
 #: Parquet codecs the page reader decompresses itself (Parquet's CompressionCodec numbers)
 _CODECS = {"UNCOMPRESSED": 0, "SNAPPY": 1, "GZIP": 2, "ZSTD": 6}
 _CODEC_NAMES = {3: "LZO", 4: "BROTLI", 5: "LZ4", 7: "LZ4_RAW"}
-#: the footer's dictionary page offset when it names none, or a place outside the file
-_NO_DICTIONARY, _DICTIONARY_UNLOCATED = -1, -2
+#: A column chunk as the footer describes it: a row of ``_core.parquet_index_locations``,
+#: its fields named by the C reader (``dictionary`` is an offset, or
+#: ``_core.PARQUET_NO_DICTIONARY`` when the chunk names none, or
+#: ``_core.PARQUET_DICTIONARY_UNLOCATED`` when the footer places it nowhere in the file)
+_ChunkLocation = namedtuple("_ChunkLocation", _core.PARQUET_CHUNK_FIELDS)
 #: a chunk without a page index whose pages could not be walked: read by row groups
 _NOT_WALKED = np.empty((0, 3), dtype=np.int64)
 _PHYSICAL_WIDTH = {"INT32": 4, "INT64": 8, "FLOAT": 4, "DOUBLE": 8}
@@ -486,22 +494,23 @@ class TableFile:
 
     @staticmethod
     def _chunks_path(chunks: np.ndarray, _core: Any) -> str:
-        """How a column's chunks (rows of parquet_index_locations: offset index offset and
-        length, codec, dictionary page offset, chunk start, size, null count) are read:
+        """How a column's chunks (rows of parquet_index_locations, :data:`_ChunkLocation`)
+        are read:
         ``PAGES``, ``WALKED_PAGES`` when some chunk has no page index, or why some chunk
         cannot be read page by page."""
         names = {v: k for k, v in _CODECS.items()}
         have = {0: True, 2: True, 1: bool(_core.HAVE_SNAPPY), 6: bool(_core.PARQUET_HAVE_ZSTD)}
         path = PAGES
-        for offset, _, codec, dictionary, start, size, _ in chunks.tolist():
-            if offset < 0:
-                if start < 0 or size < 0:  # nothing to find its pages with
+        for chunk in map(_ChunkLocation._make, chunks.tolist()):
+            codec = chunk.codec
+            if chunk.index_offset < 0:
+                if chunk.start < 0 or chunk.size < 0:  # nothing to find its pages with
                     return "no page index"
                 path = WALKED_PAGES
             if not have.get(codec, False):
                 return f"{names[codec].lower()} pages not covered by this build" \
                     if codec in have else f"{_CODEC_NAMES.get(codec, codec)} not covered"
-            if dictionary == _DICTIONARY_UNLOCATED:
+            if chunk.dictionary == _core.PARQUET_DICTIONARY_UNLOCATED:
                 return "dictionary page not located"
         return path
 
@@ -577,24 +586,24 @@ class TableFile:
 
         group_rows = int(self.offsets[g + 1] - self.offsets[g])
         pages = self._cache.get(("pages", g, plan.leaf))
+        chunk = _ChunkLocation._make(self._locations[g, plan.leaf].tolist())
         try:
             if pages is _MISSING:
-                offset, length, codec, _, start, size, null_count = \
-                    self._locations[g, plan.leaf].tolist()
-                if offset >= 0:
-                    pages = _core.parquet_offset_index(self._file, offset, length, group_rows,
-                                                       start, size)
+                if chunk.index_offset >= 0:
+                    pages = _core.parquet_offset_index(self._file, chunk.index_offset,
+                                                       chunk.index_length, group_rows,
+                                                       chunk.start, chunk.size)
                 else:  # no page index: the chunk's page headers walked, once
-                    pages = _core.parquet_walk_pages(self._file, start, size, group_rows, codec,
-                                                     plan.max_rep, plan.list_size, null_count)
+                    pages = _core.parquet_walk_pages(self._file, chunk.start, chunk.size,
+                                                     group_rows, chunk.codec, plan.max_rep,
+                                                     plan.list_size, chunk.null_count)
                     self.stats[name]["walks"] += 1
                     if pages is None:  # levels of an encoding the page reader does not cover
                         pages = _NOT_WALKED
                 self._cache.put(("pages", g, plan.leaf), pages)
             if pages is _NOT_WALKED:
                 return None
-            codec = int(self._locations[g, plan.leaf, 2])
-            dictionary_offset = int(self._locations[g, plan.leaf, 3])
+            codec, dictionary_offset = chunk.codec, chunk.dictionary
             dictionary = None
             if dictionary_offset >= 0:
                 dictionary = self._cache.get(("dictionary", g, plan.leaf))

@@ -288,7 +288,8 @@ class HttpTransport:
 
 
 class Sent(enum.IntEnum):
-    """How the sending of a body ended (the values are ``_core.pump_body``'s outcomes).
+    """How the sending of a body ended (the values are ``_core.pump_body``'s outcomes, the
+    C pump's own ``_core.PUMP_*`` constants).
 
     The body's data ends with the last byte of the piece holding the array's closing ``]``
     (compressed, that piece is flushed or ends the stream, so it decodes whole on arrival);
@@ -297,9 +298,12 @@ class Sent(enum.IntEnum):
     have read the whole array. One that arrives after it is the server's answer to the whole
     body: a server may answer once it has parsed the ``]`` (RavenDB does)."""
 
-    WHOLE = 0            #: every byte went out, the terminating chunk last; no answer before
-    ANSWERED_EARLY = 1   #: the server answered before the last data byte: nothing more sent
-    ANSWERED_AT_END = 3  #: the server answered after the last data byte; the rest was tried
+    #: every byte went out, the terminating chunk last; no answer before
+    WHOLE = _core.PUMP_DONE
+    #: the server answered before the last data byte: nothing more sent
+    ANSWERED_EARLY = _core.PUMP_ANSWERED
+    #: the server answered after the last data byte; the rest was tried
+    ANSWERED_AT_END = _core.PUMP_ANSWERED_AT_END
 
 
 class Body(Protocol):

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include "file_read.h"
+#include "py_errors.h"
 #include "py_file_read.h"
 
 /* Error messages of reads fit in this many bytes. */
@@ -47,7 +48,9 @@ void bw_file_arg_release(bw_file_arg *file) {
 }
 
 PyObject *bw_raise_read_error(int rc, const char *error) {
-    PyErr_SetString(rc == BW_READ_SHORT ? PyExc_ValueError : PyExc_OSError, error);
+    if (rc == BW_READ_SHORT)
+        return bw_raise_format(BW_ERROR_MALFORMED, "%s", error);
+    PyErr_SetString(PyExc_OSError, error);
     return NULL;
 }
 
@@ -55,7 +58,7 @@ PyObject *bw_raise_read_error(int rc, const char *error) {
    [offsets[i], offsets[i] + lengths[i]) of the file, one after another (ranges that follow
    one another in the file read at once), each range checked to lie inside the file's `size`
    bytes (its size when it was opened). A file that ends
-   sooner raises ValueError (it changed), a read that fails OSError. The reads run with the
+   sooner raises MalformedFileError (it changed), a read that fails OSError. The reads run with the
    GIL released. New reference. */
 static PyObject *module_read_ranges(PyObject *self, PyObject *args) {
     (void)self;

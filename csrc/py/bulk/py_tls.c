@@ -4,12 +4,11 @@
    private to it, and it may be linked with another OpenSSL than this module. */
 #include "py_tls.h"
 
+#include "py_errors.h"
 #include "py_fork_origin.h"
 #include "socket_send.h"
 
 #include <errno.h>
-
-static PyObject *tls_error_type; /* _core.TlsError (an OSError) */
 
 int bw_parse_timeout_ms(PyObject *obj, long *ms) {
     if (obj == Py_None) {
@@ -48,12 +47,12 @@ static PyTypeObject TlsConnectionType;
 
 /* Raises TlsError(message) with its verify_failed attribute. Returns NULL. */
 static PyObject *raise_tls_error(const char *message, int verify_failed) {
-    PyObject *exc = PyObject_CallFunction(tls_error_type, "s", message);
-    if (exc == NULL)
-        return NULL;
-    if (PyObject_SetAttrString(exc, "verify_failed", verify_failed ? Py_True : Py_False) == 0)
-        PyErr_SetObject(tls_error_type, exc);
-    Py_DECREF(exc);
+    PyObject *args = Py_BuildValue("(s)", message);
+    PyObject *attrs = Py_BuildValue("{sO}", "verify_failed", verify_failed ? Py_True : Py_False);
+    if (args != NULL && attrs != NULL)
+        bw_raise(BW_ERROR_TLS, args, attrs);
+    Py_XDECREF(args);
+    Py_XDECREF(attrs);
     return NULL;
 }
 
@@ -303,29 +302,19 @@ static PyTypeObject TlsConnectionType = {
     .tp_getset = TlsConnection_getset,
 };
 
-/* Sets ValueError("<argument>=<path!r>: <message>") for a file that cannot be used, with the
-   attributes argument ("certificate", "key" or "ca"), path (as given) and reason (message).
-   Returns NULL. */
+/* Raises TLSFileError("<argument>=<path!r>: <message>") (a ValueError) for a file that
+   cannot be used, with the attributes argument ("certificate", "key" or "ca"), path (as
+   given) and reason (message). Returns NULL. */
 static PyObject *raise_file_error(bw_tls_arg bad, PyObject *path, const char *message) {
     static const char *names[] = {"", "certificate", "key", "ca"};
-    PyObject *text = NULL, *exc = NULL, *argument = NULL, *reason = NULL;
-    text = PyUnicode_FromFormat("%s=%R: %s", names[bad], path, message);
-    if (text == NULL)
-        goto cleanup;
-    exc = PyObject_CallOneArg(PyExc_ValueError, text);
-    argument = PyUnicode_FromString(names[bad]);
-    reason = PyUnicode_FromString(message);
-    if (exc == NULL || argument == NULL || reason == NULL)
-        goto cleanup;
-    if (PyObject_SetAttrString(exc, "argument", argument) == 0 &&
-        PyObject_SetAttrString(exc, "path", path) == 0 &&
-        PyObject_SetAttrString(exc, "reason", reason) == 0)
-        PyErr_SetObject(PyExc_ValueError, exc);
-cleanup:
-    Py_XDECREF(text);
-    Py_XDECREF(exc);
-    Py_XDECREF(argument);
-    Py_XDECREF(reason);
+    PyObject *args = Py_BuildValue("(N)", PyUnicode_FromFormat("%s=%R: %s", names[bad], path,
+                                                               message));
+    PyObject *attrs = Py_BuildValue("{sssOss}", "argument", names[bad], "path", path, "reason",
+                                    message);
+    if (args != NULL && attrs != NULL)
+        bw_raise(BW_ERROR_TLS_FILE, args, attrs);
+    Py_XDECREF(args);
+    Py_XDECREF(attrs);
     return NULL;
 }
 
@@ -475,13 +464,5 @@ static int add_types(PyObject *module) { return PyModule_AddObjectRef(module, "T
 
 #endif
 
-int bw_tls_add_to_module(PyObject *module) {
-    tls_error_type = PyErr_NewExceptionWithDoc(
-        "bulkwire._core.TlsError",
-        "TLS failed: the handshake (verify_failed: the server's certificate did not verify), "
-        "or an alert from the server (e.g. it refused the client certificate).",
-        PyExc_OSError, NULL);
-    if (tls_error_type == NULL || PyModule_AddObjectRef(module, "TlsError", tls_error_type) < 0)
-        return -1;
-    return add_types(module);
-}
+/* TlsError is made with the other error classes (py_errors.c). */
+int bw_tls_add_to_module(PyObject *module) { return add_types(module); }

@@ -1,8 +1,9 @@
 /* The binding of csrc/core/parquet_pages.c: a file comes in as a tuple (fd, size), read with
    pread (bulkwire.parquet passes its open descriptor: a file cut short under it gives an
    error, never SIGBUS), or as any object exporting a buffer holding the whole file; arrays go
-   out as NumPy arrays. A malformed file raises ValueError with the core's message, a read
-   that fails OSError; the caller names the file. */
+   out as NumPy arrays. A malformed file raises bulkwire.errors.MalformedFileError (a
+   ValueError) with the core's message, a read that fails OSError; the caller names the
+   file. */
 #define PY_SSIZE_T_CLEAN
 #include "py_numpy.h" /* must precede any other NumPy header */
 #include <Python.h>
@@ -11,6 +12,7 @@
 
 #include "file_read.h"
 #include "parquet_pages.h"
+#include "py_errors.h"
 #include "py_file_read.h"
 #include "py_parquet_pages.h"
 
@@ -18,14 +20,18 @@
 static PyObject *raise_pages_error(int rc, const char *error) {
     if (rc == BW_PAGES_NO_MEMORY)
         return PyErr_NoMemory();
-    PyErr_SetString(rc == BW_PAGES_READ_FAILED ? PyExc_OSError : PyExc_ValueError, error);
-    return NULL;
+    if (rc == BW_PAGES_READ_FAILED) {
+        PyErr_SetString(PyExc_OSError, error);
+        return NULL;
+    }
+    return bw_raise_format(BW_ERROR_MALFORMED, "%s", error);
 }
 
-/* parquet_index_locations(file, groups, columns) -> int64 array (groups, columns, 7): each
-   chunk's offset index offset and length (-1 where it has none), codec, dictionary page
-   offset (-1: none, -2: not located), the chunk's start, total compressed size and null
-   count (-1: not said).
+/* parquet_index_locations(file, groups, columns) -> int64 array (groups, columns,
+   len(PARQUET_CHUNK_FIELDS)): each chunk's fields, named in that order (see
+   parquet_pages.h): offset index offset and length (-1 where it has none), codec, dictionary
+   page offset (PARQUET_NO_DICTIONARY, PARQUET_DICTIONARY_UNLOCATED), the chunk's start,
+   total compressed size and null count (-1: not said).
    New reference. */
 static PyObject *module_parquet_index_locations(PyObject *self, PyObject *args) {
     (void)self;
@@ -97,8 +103,8 @@ static PyObject *module_parquet_offset_index(PyObject *self, PyObject *args) {
     char error[BW_PAGES_ERROR_SIZE];
     if (offset < 0 || length < 0 || (unsigned long long)offset > file.size ||
         (unsigned long long)length > file.size - (unsigned long long)offset) {
-        PyErr_Format(PyExc_ValueError, "offset index at %lld, %lld bytes, outside the file "
-                     "(%zu bytes)", offset, length, file.size);
+        bw_raise_format(BW_ERROR_MALFORMED, "offset index at %lld, %lld bytes, outside the "
+                        "file (%zu bytes)", offset, length, file.size);
         goto cleanup;
     }
     const uint8_t *index = file.data != NULL ? file.data + offset : NULL;
@@ -283,7 +289,7 @@ static PyObject *module_parquet_take_chunk(PyObject *self, PyObject *args) {
         if (offset < 0 || size <= 0 || size > INT32_MAX || (uint64_t)offset > file.size ||
             (uint64_t)size > file.size - (uint64_t)offset || first >= group_rows ||
             (i == 0 ? first != 0 : first <= in[3 * (i - 1) + 2])) {
-            PyErr_Format(PyExc_ValueError, "page %zd: bad location", (Py_ssize_t)i);
+            bw_raise_format(BW_ERROR_MALFORMED, "page %zd: bad location", (Py_ssize_t)i);
             goto cleanup;
         }
         pages[i].offset = offset;
@@ -347,10 +353,10 @@ cleanup:
 
 static PyMethodDef parquet_pages_functions[] = {
     {"parquet_index_locations", module_parquet_index_locations, METH_VARARGS,
-     "parquet_index_locations(file, groups, columns): each column chunk's offset index "
-     "(offset, length; -1 where absent), codec, dictionary page offset (-1: none, -2: "
-     "not located), chunk start, total compressed size and null count (-1: not said), from "
-     "the footer."},
+     "parquet_index_locations(file, groups, columns): each column chunk's fields, named by "
+     "PARQUET_CHUNK_FIELDS in their order: offset index (offset, length; -1 where absent), "
+     "codec, dictionary page offset (PARQUET_NO_DICTIONARY, PARQUET_DICTIONARY_UNLOCATED), "
+     "chunk start, total compressed size and null count (-1: not said), from the footer."},
     {"parquet_offset_index", module_parquet_offset_index, METH_VARARGS,
      "parquet_offset_index(file, offset, length, group_rows, chunk_start, chunk_size): the "
      "page locations, each inside its column chunk."},
@@ -367,8 +373,40 @@ static PyMethodDef parquet_pages_functions[] = {
     {NULL, NULL, 0, NULL},
 };
 
+/* The names of a chunk's fields in parquet_index_locations, by their index. */
+static const char *const chunk_field_names[BW_CHUNK_FIELDS] = {
+    [BW_CHUNK_INDEX_OFFSET] = "index_offset",
+    [BW_CHUNK_INDEX_LENGTH] = "index_length",
+    [BW_CHUNK_CODEC] = "codec",
+    [BW_CHUNK_DICTIONARY] = "dictionary",
+    [BW_CHUNK_START] = "start",
+    [BW_CHUNK_SIZE] = "size",
+    [BW_CHUNK_NULL_COUNT] = "null_count",
+};
+
+/* Adds PARQUET_CHUNK_FIELDS, the tuple of chunk_field_names. 0, or -1 with an exception. */
+static int add_chunk_fields(PyObject *module) {
+    PyObject *names = PyTuple_New(BW_CHUNK_FIELDS); /* new reference */
+    if (names == NULL)
+        return -1;
+    for (Py_ssize_t i = 0; i < BW_CHUNK_FIELDS; i++) {
+        PyObject *name = PyUnicode_InternFromString(chunk_field_names[i]);
+        if (name == NULL) {
+            Py_DECREF(names);
+            return -1;
+        }
+        PyTuple_SET_ITEM(names, i, name);
+    }
+    int rc = PyModule_AddObjectRef(module, "PARQUET_CHUNK_FIELDS", names);
+    Py_DECREF(names);
+    return rc;
+}
+
 int bw_parquet_pages_add_to_module(PyObject *module) {
-    if (PyModule_AddFunctions(module, parquet_pages_functions) < 0 ||
+    if (PyModule_AddFunctions(module, parquet_pages_functions) < 0 || add_chunk_fields(module) < 0 ||
+        PyModule_AddIntConstant(module, "PARQUET_NO_DICTIONARY", BW_NO_DICTIONARY) < 0 ||
+        PyModule_AddIntConstant(module, "PARQUET_DICTIONARY_UNLOCATED",
+                                BW_DICTIONARY_UNLOCATED) < 0 ||
         PyModule_AddIntConstant(module, "HAVE_SNAPPY", bw_parquet_have_snappy()) < 0 ||
         PyModule_AddIntConstant(module, "PARQUET_HAVE_ZSTD", bw_parquet_have_zstd()) < 0)
         return -1;

@@ -16,6 +16,7 @@
 #include "json_string.h"
 #include "py_arrow.h"
 #include "py_encode_batch.h"
+#include "py_errors.h"
 #include "py_float32_mode.h"
 
 /* One record batch being encoded: its struct array (owned, moved out of the import path),
@@ -255,19 +256,12 @@ static int build_plan(const struct ArrowSchema *schema, batch_part *part, const 
    caller that numbers rows otherwise (load_parquet's take) renames it without parsing text.
    Always -1. */
 static int set_row_error(const char *column, int64_t row, const char *reason) {
-    PyObject *errors = NULL, *cls = NULL, *name = NULL, *exc = NULL;
-    if ((errors = PyImport_ImportModule("bulkwire.errors")) == NULL ||
-        (cls = PyObject_GetAttrString(errors, "RowError")) == NULL ||
-        (name = PyUnicode_DecodeUTF8(column, (Py_ssize_t)strlen(column), "replace")) == NULL)
-        goto cleanup;
-    exc = PyObject_CallFunction(cls, "OLs", name, (long long)row, reason);
-    if (exc != NULL)
-        PyErr_SetObject(cls, exc);
-cleanup:
-    Py_XDECREF(exc);
-    Py_XDECREF(name);
-    Py_XDECREF(cls);
-    Py_XDECREF(errors);
+    PyObject *name = PyUnicode_DecodeUTF8(column, (Py_ssize_t)strlen(column), "replace");
+    PyObject *args = name != NULL ? Py_BuildValue("(NLs)", name, (long long)row, reason) : NULL;
+    if (args != NULL) {
+        bw_raise(BW_ERROR_ROW, args, NULL);
+        Py_DECREF(args);
+    }
     return -1;
 }
 

@@ -1,5 +1,7 @@
 #include "py_arrow.h"
 
+#include "py_errors.h"
+
 #include <string.h>
 
 static PyObject *name_array;  /* "__arrow_c_array__", interned, immortal for the module */
@@ -131,8 +133,8 @@ cleanup:
 
 static int stream_error(bw_arrow_source *src, int code, const char *what) {
     const char *msg = src->stream.get_last_error ? src->stream.get_last_error(&src->stream) : NULL;
-    PyErr_Format(PyExc_ValueError, "Arrow stream %s failed (error %d): %.400s", what, code,
-                 msg ? msg : "no message");
+    bw_raise_format(BW_ERROR_MALFORMED, "Arrow stream %s failed (error %d): %.400s", what,
+                    code, msg ? msg : "no message");
     return -1;
 }
 
@@ -153,7 +155,7 @@ static int open_stream(PyObject *method, bw_arrow_source *src) {
     stream->release = NULL;
     src->is_stream = 1;
     if (src->stream.get_schema == NULL || src->stream.get_next == NULL) {
-        PyErr_SetString(PyExc_ValueError, "malformed Arrow stream: get_schema or get_next is NULL");
+        bw_raise_format(BW_ERROR_MALFORMED, "malformed Arrow stream: get_schema or get_next is NULL");
         goto fail;
     }
     int code = src->stream.get_schema(&src->stream, &src->schema);
@@ -163,7 +165,7 @@ static int open_stream(PyObject *method, bw_arrow_source *src) {
         goto fail;
     }
     if (src->schema.release == NULL) {
-        PyErr_SetString(PyExc_ValueError, "malformed Arrow stream: get_schema gave a released "
+        bw_raise_format(BW_ERROR_MALFORMED, "malformed Arrow stream: get_schema gave a released "
                         "schema");
         goto fail;
     }
@@ -219,7 +221,7 @@ static int validate_chunk(bw_arrow_source *src) {
     char err[320];
     if (bw_arrow_validate(&src->schema, &src->array, err, sizeof err) == 0)
         return 0;
-    PyErr_Format(PyExc_ValueError, "malformed Arrow data: %s", err);
+    bw_raise_format(BW_ERROR_MALFORMED, "malformed Arrow data: %s", err);
     return -1;
 }
 

@@ -470,7 +470,26 @@ static int pump_parse_args(PyObject *args, PyObject *kwargs, PyObject **queue_ob
     return 0;
 }
 
-/* New reference: the outcome and counts, or NULL with the error the loop ended with. */
+/* PumpResult: what pump_body gives back, by name. */
+static PyStructSequence_Field pump_result_fields[] = {
+    {"outcome", "how the sending ended: PUMP_DONE, PUMP_ANSWERED, PUMP_CLOSED or "
+                "PUMP_ANSWERED_AT_END"},
+    {"buffers", "the buffers taken from the queue"},
+    {"body_bytes", "their bytes"},
+    {"pieces", "the HTTP chunks sent"},
+    {"wire_bytes", "the bytes sent on the connection"},
+    {NULL, NULL},
+};
+
+static PyStructSequence_Desc pump_result_desc = {
+    "bulkwire._core.PumpResult", "What pump_body did: how it ended, and what it sent.",
+    pump_result_fields, 5,
+};
+
+static PyTypeObject *pump_result_type; /* made at module init, kept */
+
+/* New reference: the outcome and counts (a PumpResult), or NULL with the error the loop
+   ended with. */
 static PyObject *pump_result(pump_state *st) {
     if (st->py_error)
         return NULL;
@@ -492,18 +511,35 @@ static PyObject *pump_result(pump_state *st) {
         errno = st->sock_error;
         return PyErr_SetFromErrno(PyExc_OSError);
     }
-    return Py_BuildValue("(innnn)", (int)st->outcome, (Py_ssize_t)st->buffers,
-                         (Py_ssize_t)st->body_bytes, (Py_ssize_t)st->pieces,
-                         (Py_ssize_t)st->wire_bytes);
+    PyObject *result = PyStructSequence_New(pump_result_type); /* new reference */
+    if (result == NULL)
+        return NULL;
+    Py_ssize_t counts[] = {(Py_ssize_t)st->buffers, (Py_ssize_t)st->body_bytes,
+                           (Py_ssize_t)st->pieces, (Py_ssize_t)st->wire_bytes};
+    PyObject *outcome = PyLong_FromLong((long)st->outcome);
+    if (outcome == NULL)
+        goto fail;
+    PyStructSequence_SET_ITEM(result, 0, outcome);
+    for (Py_ssize_t i = 0; i < 4; i++) {
+        PyObject *count = PyLong_FromSsize_t(counts[i]);
+        if (count == NULL)
+            goto fail;
+        PyStructSequence_SET_ITEM(result, i + 1, count);
+    }
+    return result;
+fail:
+    Py_DECREF(result);
+    return NULL;
 }
 
-/* pump_body(queue, fd, gzip=None, timeout=None, tls=None) -> (outcome, buffers, body_bytes,
-   pieces, wire_bytes). New reference. tls: a TlsConnection on the socket fd, through which
-   the body goes. outcome (pump_outcome): 0 the body was sent whole (with the terminating
-   chunk), 1 the server answered before the last data byte (nothing more sent), 2 the
-   consumer side was closed (failure or abort), 3 the server answered after the last data
-   byte (the trailer and terminating chunk were still tried). Raises OSError /
-   TimeoutError("timed out") from the socket. */
+/* pump_body(queue, fd, gzip=None, timeout=None, tls=None) -> PumpResult(outcome, buffers,
+   body_bytes, pieces, wire_bytes). New reference. tls: a TlsConnection on the socket fd,
+   through which the body goes. outcome (pump_outcome, exported as the module's PUMP_*
+   constants): PUMP_DONE the body was sent whole (with the terminating chunk), PUMP_ANSWERED
+   the server answered before the last data byte (nothing more sent), PUMP_CLOSED the
+   consumer side was closed (failure or abort), PUMP_ANSWERED_AT_END the server answered
+   after the last data byte (the trailer and terminating chunk were still tried). Raises
+   OSError / TimeoutError("timed out") from the socket. */
 static PyObject *module_pump_body(PyObject *module, PyObject *args, PyObject *kwargs) {
     (void)module;
     PyObject *queue_obj;
@@ -577,13 +613,14 @@ static PyMethodDef pump_functions[] = {
      "size line, data, CRLF, framed as the body pump frames it (for senders that cannot run the "
      "pump, e.g. TLS). The body then ends with HTTP_LAST_CHUNK."},
     {"pump_body", (PyCFunction)(void (*)(void))module_pump_body, METH_VARARGS | METH_KEYWORDS,
-     "pump_body(queue, fd, gzip=None, timeout=None, tls=None) -> (outcome, buffers, body_bytes, pieces, "
-     "wire_bytes)\n\nSend the queue's buffers on the connected socket fd (through its "
+     "pump_body(queue, fd, gzip=None, timeout=None, tls=None) -> PumpResult(outcome, buffers, "
+     "body_bytes, pieces, wire_bytes)\n\nSend the queue's buffers on the connected socket fd (through its "
      "TlsConnection tls when given) as HTTP chunks (through gzip, a GzipStream or ZstdStream, "
      "when given), with the GIL released, until the producer closes the queue; "
-     "then the terminating chunk. outcome: 0 sent whole, 1 the server answered before the "
-     "last data byte, 2 the consumer side was closed, 3 the server answered after the last "
-     "data byte (the body's end was still tried)."},
+     "then the terminating chunk. outcome: PUMP_DONE sent whole, PUMP_ANSWERED the server "
+     "answered before the last data byte, PUMP_CLOSED the consumer side was closed, "
+     "PUMP_ANSWERED_AT_END the server answered after the last data byte (the body's end was "
+     "still tried)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -596,6 +633,15 @@ int bw_body_pump_add_to_module(PyObject *module) {
     int added = PyModule_AddObjectRef(module, "HTTP_LAST_CHUNK", last_chunk);
     Py_DECREF(last_chunk);
     if (added < 0 || bw_tls_add_to_module(module) < 0)
+        return -1;
+    if (pump_result_type == NULL &&
+        (pump_result_type = PyStructSequence_NewType(&pump_result_desc)) == NULL)
+        return -1;
+    if (PyModule_AddObjectRef(module, "PumpResult", (PyObject *)pump_result_type) < 0 ||
+        PyModule_AddIntConstant(module, "PUMP_DONE", PUMP_DONE) < 0 ||
+        PyModule_AddIntConstant(module, "PUMP_ANSWERED", PUMP_ANSWERED) < 0 ||
+        PyModule_AddIntConstant(module, "PUMP_CLOSED", PUMP_CLOSED) < 0 ||
+        PyModule_AddIntConstant(module, "PUMP_ANSWERED_AT_END", PUMP_ANSWERED_AT_END) < 0)
         return -1;
     return PyModule_AddFunctions(module, pump_functions);
 }

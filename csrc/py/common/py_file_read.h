@@ -21,8 +21,8 @@ int bw_file_arg_get(PyObject *arg, bw_file_arg *file);
 /* Releases what bw_file_arg_get took. */
 void bw_file_arg_release(bw_file_arg *file);
 
-/* Sets the exception of a failed bw_read_exact (rc BW_READ_SHORT: ValueError, the file
-   changed; BW_READ_FAILED: OSError) with its message; returns NULL. */
+/* Sets the exception of a failed bw_read_exact (rc BW_READ_SHORT: MalformedFileError, the
+   file changed; BW_READ_FAILED: OSError) with its message; returns NULL. */
 PyObject *bw_raise_read_error(int rc, const char *error);
 
 /* Adds read_ranges. 0, or -1 with an exception set. */

@@ -11,6 +11,7 @@
 #include "py_numpy.h"
 
 #include "py_encoder.h"
+#include "py_errors.h"
 #include "py_encode_batch.h"
 #include "py_bulk.h"
 #include "py_float_text.h"
@@ -30,7 +31,8 @@ PyMODINIT_FUNC PyInit__core(void) {
     PyObject *module = PyModule_Create(&core_module);
     if (module == NULL)
         return NULL;
-    if (bw_entity_init() < 0 || bw_encoder_add_to_module(module) < 0 ||
+    if (bw_errors_add_to_module(module) < 0 || bw_entity_init() < 0 ||
+        bw_encoder_add_to_module(module) < 0 ||
         bw_float_text_add_functions(module) < 0 || bw_vectors_add_to_module(module) < 0 ||
         bw_bulk_add_to_module(module) < 0 || bw_encode_batch_add_to_module(module) < 0 ||
         bw_parquet_pages_add_to_module(module) < 0 ||

@@ -1,0 +1,91 @@
+/* The map from a C failure to bulkwire's exception classes: see py_errors.h. */
+#include "py_errors.h"
+
+#include <stdarg.h>
+
+/* The classes by kind, strong references held for the life of the process (the module is
+   single-phase: it is made once). */
+static PyObject *error_classes[BW_ERROR_KINDS];
+
+/* The names in bulkwire.errors of the kinds whose class lives there (NULL: made here). */
+static const char *const error_names[BW_ERROR_KINDS] = {
+    [BW_ERROR_ROW] = "RowError",
+    [BW_ERROR_MALFORMED] = "MalformedFileError",
+    [BW_ERROR_TLS_FILE] = "TLSFileError",
+    [BW_ERROR_TLS] = NULL,
+};
+
+PyObject *bw_raise(bw_error_kind kind, PyObject *args, PyObject *attrs) {
+    PyObject *cls = error_classes[kind];
+    PyObject *exc = PyObject_CallObject(cls, args); /* new reference */
+    if (exc == NULL)
+        return NULL;
+    if (attrs != NULL) {
+        PyObject *key, *value;
+        Py_ssize_t pos = 0;
+        while (PyDict_Next(attrs, &pos, &key, &value))
+            if (PyObject_SetAttr(exc, key, value) < 0)
+                goto cleanup;
+    }
+    PyErr_SetObject(cls, exc);
+cleanup:
+    Py_DECREF(exc);
+    return NULL;
+}
+
+PyObject *bw_raise_format(bw_error_kind kind, const char *format, ...) {
+    va_list vargs;
+    va_start(vargs, format);
+    PyObject *message = PyUnicode_FromFormatV(format, vargs); /* new reference */
+    va_end(vargs);
+    if (message == NULL)
+        return NULL;
+    PyObject *args = PyTuple_Pack(1, message);
+    Py_DECREF(message);
+    if (args == NULL)
+        return NULL;
+    bw_raise(kind, args, NULL);
+    Py_DECREF(args);
+    return NULL;
+}
+
+/* New reference: _core.TlsError, an OSError (what the socket layer raises) that is also a
+   bulkwire.errors.BulkwireError (root, borrowed). */
+static PyObject *make_tls_error(PyObject *root) {
+    PyObject *bases = PyTuple_Pack(2, PyExc_OSError, root);
+    if (bases == NULL)
+        return NULL;
+    PyObject *cls = PyErr_NewExceptionWithDoc(
+        "bulkwire._core.TlsError",
+        "TLS failed: the handshake (verify_failed: the server's certificate did not verify), "
+        "or an alert from the server (e.g. it refused the client certificate).",
+        bases, NULL);
+    Py_DECREF(bases);
+    return cls;
+}
+
+int bw_errors_add_to_module(PyObject *module) {
+    int rc = -1;
+    PyObject *errors = PyImport_ImportModule("bulkwire.errors"); /* new reference */
+    if (errors == NULL)
+        return -1;
+    PyObject *root = PyObject_GetAttrString(errors, "BulkwireError"); /* new reference */
+    if (root == NULL)
+        goto cleanup;
+    for (int kind = 0; kind < BW_ERROR_KINDS; kind++) {
+        if (error_classes[kind] != NULL)
+            continue;
+        error_classes[kind] = error_names[kind] != NULL
+                                  ? PyObject_GetAttrString(errors, error_names[kind])
+                                  : make_tls_error(root);
+        if (error_classes[kind] == NULL)
+            goto cleanup;
+    }
+    if (PyModule_AddObjectRef(module, "TlsError", error_classes[BW_ERROR_TLS]) < 0)
+        goto cleanup;
+    rc = 0;
+cleanup:
+    Py_XDECREF(root);
+    Py_DECREF(errors);
+    return rc;
+}

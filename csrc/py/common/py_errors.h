@@ -1,0 +1,36 @@
+/* The one place the binding maps a failure of the C code to a Python exception class of
+   bulkwire's (binding layer; knows Python). The classes are looked up once, when the module
+   is made, and kept; every C file that raises a bulkwire error goes through bw_raise. */
+#ifndef BW_PY_ERRORS_H
+#define BW_PY_ERRORS_H
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+/* What failed, each kind one class:
+   BW_ERROR_ROW        bulkwire.errors.RowError(column, row, reason): a row of a batch
+   BW_ERROR_MALFORMED  bulkwire.errors.MalformedFileError(message): a file's or a batch's data
+                       that is inconsistent (the caller names the file)
+   BW_ERROR_TLS_FILE   bulkwire.errors.TLSFileError(message): a certificate, key or CA file
+   BW_ERROR_TLS        bulkwire._core.TlsError(message): a TLS session failed; an OSError and
+                       a bulkwire.errors.BulkwireError (bulkwire.transport maps it to TLSError) */
+typedef enum {
+    BW_ERROR_ROW,
+    BW_ERROR_MALFORMED,
+    BW_ERROR_TLS_FILE,
+    BW_ERROR_TLS,
+    BW_ERROR_KINDS
+} bw_error_kind;
+
+/* Raises kind(*args) with each item of attrs (a dict, or NULL) set as an attribute of the
+   exception. args and attrs are borrowed. Always NULL, with the exception set (the
+   failure's own, e.g. MemoryError, when the exception could not be made). */
+PyObject *bw_raise(bw_error_kind kind, PyObject *args, PyObject *attrs);
+
+/* Raises kind(message) for a kind that takes the message alone, the message made as
+   PyUnicode_FromFormat makes it. Always NULL. */
+PyObject *bw_raise_format(bw_error_kind kind, const char *format, ...);
+
+/* Imports bulkwire.errors and keeps its classes; makes TlsError and adds it to module. Call
+   it first: every other part may raise through bw_raise. 0, or -1 with an exception set. */
+int bw_errors_add_to_module(PyObject *module);
+#endif

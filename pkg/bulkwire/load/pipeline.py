@@ -1,0 +1,158 @@
+"""The sending half of a load in one process: record batches encoded in file order (on
+encoding threads), stored into a target's session as one request, closed or aborted whole
+(:func:`_one_request`); units of work sent one request each or all in one (:func:`_send`);
+and :class:`_Job`, everything a worker process needs for that. A target is known only
+through :class:`~bulkwire.load.targets.TargetDescription` and its sessions."""
+from __future__ import annotations
+
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field as dataclass_field
+from typing import Any, Callable, Iterable, Iterator, Sequence
+
+from ..errors import RowError
+from ..parquet import _check_batch, _pyarrow
+from .datasets import _file_batches, _Unit
+from .targets import BatchEncoder, ColumnPlan, TargetDescription, TargetSession
+
+
+def _vector_dim(pa, batch, plan: ColumnPlan) -> int:
+    if plan.vector_column is None:
+        return -1
+    t = batch.schema.field(plan.vector_column).type
+    if pa.types.is_fixed_size_list(t):
+        return t.list_size
+    column = batch.column(plan.vector_column)
+    if len(column) == 0 or not column[0].is_valid:
+        return -1  # the encoder reports the null first row
+    import pyarrow.compute as pc
+
+    return int(pc.list_value_length(column.slice(0, 1))[0].as_py())
+
+
+def _encoded_in_order(batches: Iterator[Any], encode: BatchEncoder, source: str,
+                      plan: ColumnPlan,
+                      pool: ThreadPoolExecutor | None, ahead: int,
+                      idx: Any, first_row: int = 0) -> Iterator[tuple[Any, int]]:
+    """``(encoded, rows)`` of each batch, in file order: what the encoder gave (for the bulk
+    insert kinds a batch validated in C without the GIL, which the writer encodes in one
+    call). With a pool, up to ``ahead`` batches are encoded while the caller reads Parquet
+    and hands the encoded batches on. A bad row
+    raises :class:`~bulkwire.errors.RowError` naming the file's row (with ``take``, the
+    index taken)."""
+    pa = _pyarrow()
+    pending: deque = deque()  # (future or encoded batch, rows), in file order
+    dim = None
+    submitted = first_row  # row numbers in errors are the file's, whatever the unit
+
+    def named(exc: RowError) -> RowError:
+        if idx is None:
+            return RowError(exc.column, exc.row, exc.reason, source=source)
+        return RowError(exc.column, int(idx[exc.row]), exc.reason, take_index=exc.row,
+                        source=source)
+
+    def result(job: tuple) -> tuple[Any, int]:
+        done, rows = job
+        try:
+            return (done.result() if pool is not None else done), rows
+        except RowError as exc:
+            raise named(exc) from None
+
+    for batch in batches:
+        _check_batch(batch, source)  # buffer sizes: what the C reader cannot know
+        if dim is None or dim < 0:
+            dim = _vector_dim(pa, batch, plan)
+        args = (batch, dim, submitted)
+        if pool is not None:
+            pending.append((pool.submit(encode, *args), batch.num_rows))
+        else:
+            try:
+                pending.append((encode(*args), batch.num_rows))
+            except RowError as exc:
+                raise named(exc) from None
+        submitted += batch.num_rows
+        del batch
+        while len(pending) > (ahead if pool is not None else 0):
+            yield result(pending.popleft())
+    while pending:
+        yield result(pending.popleft())
+
+
+def _default_batch_rows(schema, plan: ColumnPlan) -> int:
+    """About 4 MiB of commands per batch."""
+    pa = _pyarrow()
+    per_row = 64
+    if plan.vector_column is not None:
+        t = schema.field(plan.vector_column).type
+        per_row += 20 * (t.list_size if pa.types.is_fixed_size_list(t) else 1024)
+    return max(64, min(65536, (4 << 20) // per_row))
+
+
+@dataclass
+class _Job:
+    """Everything a worker needs to send its units: picklable, for a spawned process."""
+
+    #: where the units go: the worker opens its sessions from it
+    target: TargetDescription
+    encode: BatchEncoder
+    batch_rows: int
+    threads: int
+    request_per_unit: bool
+    #: each file's identity (size, modification time) when its footer was read
+    identities: dict = dataclass_field(default_factory=dict)
+
+
+class _Stopped(Exception):
+    """The parent asked a worker to stop (another worker failed, or Ctrl-C)."""
+
+
+def _one_request(target: TargetSession, encoded: Iterable[tuple[Any, int]], pool: Any,
+                 on_batch: Callable[[int, int], None], stop: Any = None) -> int:
+    """Stores every encoded batch ``(encoded, rows)`` into ``target`` and closes it: one
+    request, complete, or aborted (the encoders stopped first) and the error raised, so that
+    the server never sees a request end normally with batches missing. The rows sent."""
+    rows = 0
+    try:
+        for batch, n in encoded:
+            if stop is not None and stop.is_set():
+                raise _Stopped
+            added = target.store(batch, n)
+            del batch
+            rows += n
+            on_batch(n, added)
+        target.close()
+    except BaseException:
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+        target.abort()
+        raise
+    return rows
+
+
+def _send(job: _Job, units: Sequence[_Unit], on_batch: Callable[[int, int], None],
+          on_confirmed: Callable[[_Unit], None], stop: Any = None) -> tuple[int, int, int]:
+    """Sends ``units`` (one request each with ``request_per_unit``, else one for all), each
+    request a session of ``job.target``; ``on_confirmed`` after each request the target
+    confirmed. (rows, body, wire bytes)."""
+    rows = body = wire = 0
+    pool = (ThreadPoolExecutor(job.threads, thread_name_prefix="bulkwire-encode")
+            if job.threads > 1 else None)
+    groups = [[u] for u in units] if job.request_per_unit else [list(units)]
+    try:
+        for group in groups:
+            target = job.target.open()
+            encoded = (batch for unit in group
+                       for batch in _encoded_in_order(
+                           _file_batches(unit.path, job.encode.plan, job.batch_rows, unit.first,
+                                         unit.stop, job.identities.get(unit.path)), job.encode,
+                           unit.path, job.encode.plan, pool, job.threads, None,
+                           unit.first_row))
+            rows += _one_request(target, encoded, pool, on_batch, stop)
+            body += target.body_bytes
+            wire += target.wire_bytes
+            for unit in group:
+                on_confirmed(unit)
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True)
+    return rows, body, wire
