@@ -75,19 +75,9 @@ char *bw_command_writer_detach(bw_command_writer *w, size_t *len, size_t *cap);
 static inline size_t bw_command_writer_first_run(const bw_command_writer *w) {
     return w->runs.first;
 }
-/* ---- pre-encoded commands (BulkWriter.store_encoded) ----
-   `continued` = 0 starts a new run of commands: the separator ('[' for the first command of
-   the body, ',' otherwise) is written first; 1 continues the run of the previous call (no
-   separator; an error when nothing was started). The bytes themselves are trusted: the
-   caller checked that the run is complete commands joined by ','. */
-
-/* Copies len bytes of commands into the current buffer after the separator; count is added
-   to the command count. 0, or -1 with an exception set (the buffer then unchanged). */
-int bw_command_writer_put_encoded(bw_command_writer *w, const char *data, size_t len, Py_ssize_t count,
-                               int continued);
-
-/* Accounts for len bytes of commands the caller sends as a piece of its own, right after the
-   current buffer: writes the separator into the buffer (which the caller then detaches and
-   hands over before the piece). 0, or -1 with an exception set. */
-int bw_command_writer_put_external(bw_command_writer *w, size_t len, Py_ssize_t count, int continued);
+/* Before commands already encoded (BulkWriter.store_encoded): writes the separator ('[' for
+   the body's first command, ',' otherwise; an open counters command is ended first) and
+   counts `count` commands; the caller then appends or hands over their bytes. 0, or -1 with
+   an exception set (the buffer then unchanged). */
+int bw_command_writer_begin_encoded(bw_command_writer *w, Py_ssize_t count);
 #endif
