@@ -74,8 +74,36 @@ def test_every_option_has_help_and_defaults_are_shown(command, capsys):
     code, out, _ = run([command, "-h"], capsys)
     assert code == 0 and out.startswith(f"usage: bulkwire {command}")
     for action in made._actions:
-        if action.default not in (None, False, argparse_suppress()) and action.option_strings:
+        if (action.default not in (None, False, argparse_suppress()) and action.option_strings
+                and action.nargs != 0 and "default" not in action.help):
             assert f"(default: {action.default})" in " ".join(out.split()), action.dest
+
+
+def subparsers() -> dict:
+    """Each subcommand's parser, by name."""
+    import argparse
+
+    parser = cli.build_parser()
+    return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+
+
+@pytest.mark.parametrize("command", sorted(subparsers()))
+def test_help_says_each_default_once_and_a_flag_shows_no_value(command):
+    made = subparsers()[command]
+    for action in made._actions:
+        shown = " ".join(made._get_formatter()._expand_help(action).split()) if action.help else ""
+        assert shown.lower().count("default") <= 1, (command, action.option_strings, shown)
+        if action.nargs == 0:  # a flag: its default is its destination's, not a value to give
+            assert "(default: True)" not in shown and "(default: False)" not in shown, shown
+
+
+@pytest.mark.parametrize("command, args", [
+    ("load", ["x.parquet"]), ("sample", ["x.parquet"]), ("serve", []), ("demo", [])])
+def test_an_unknown_option_is_reported_with_the_subcommands_usage(command, args, capsys):
+    code, out, err = run([command, *args, "--bogus"], capsys)
+    assert code == 2 and out == ""
+    assert err.startswith(f"usage: bulkwire {command} "), err
+    assert err.rstrip().endswith(f"bulkwire {command}: error: unrecognized arguments: --bogus")
 
 
 def argparse_suppress():

@@ -313,11 +313,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
-    """Shows each option's default, except where there is none to show."""
+    """Shows each option's default, except where there is none to show: no default, a flag
+    (whose ``default`` is the value of its destination when absent, not a value to give it:
+    ``--count-only`` stores False into ``keep``, whose default True is not its own), or a help
+    text that already says its default."""
 
     def _get_help_string(self, action: argparse.Action) -> str:
-        if action.default in (None, False) or action.default is argparse.SUPPRESS:
-            return action.help or ""
+        text = action.help or ""
+        if (action.default in (None, False) or action.default is argparse.SUPPRESS
+                or action.nargs == 0 or "default" in text):
+            return text
         return super()._get_help_string(action)
 
 
@@ -452,7 +457,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     0
     """
     parser = build_parser()
-    args = parser.parse_args(argv)
+    # a subcommand's parser hands the arguments it does not know up to this one, which would
+    # report them with the top-level usage: the subcommand's own parser reports them
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        getattr(args, "parser", parser).error(f"unrecognized arguments: {' '.join(unknown)}")
     if args.command is None:
         parser.print_usage(sys.stderr)
         print("bulkwire: error: give a command: sample, load, serve or demo "
