@@ -357,3 +357,31 @@ def test_an_interrupted_sample_leaves_no_file_and_keeps_an_earlier_one(tmp_path,
                           "--row-group", "10"], capsys)
     assert code == 130 and os.listdir(".") == ["a.parquet"]
     assert (tmp_path / "a.parquet").read_bytes() == b"earlier"
+
+
+def test_samples_with_disjoint_id_starts_load_side_by_side(tmp_path, monkeypatch, capsys):
+    from bulkwire.testing import LoopbackServer
+
+    monkeypatch.chdir(tmp_path)
+    for name, start in (("a.parquet", 0), ("b.parquet", 7)):
+        code, _, err = run(["sample", name, "--rows", "7", "--dim", "2", "--id-start", str(start),
+                            "--seed", str(start)], capsys)
+        assert code == 0, err
+    ids = [pq.read_table(name)["id"].to_pylist() for name in ("a.parquet", "b.parquet")]
+    assert ids == [list(range(0, 7)), list(range(7, 14))]
+    with LoopbackServer() as server:
+        code, _, err = run(["load", "a.parquet", "b.parquet", "--url", server.url,
+                            "--database", server.database], capsys)
+        assert code == 0, err
+    assert len(server.documents) == 14  # no sample replaced the other's documents
+    vectors = {row["id"]: row["emb"] for name in ("a.parquet", "b.parquet")
+               for row in pq.read_table(name).to_pylist()}
+    assert sorted(server.documents) == sorted(f"embeddings/{i}" for i in vectors)
+
+
+@pytest.mark.parametrize("id_start, error", [
+    (2**63 - 5, ValueError), (-2**63 - 1, ValueError), (1.5, TypeError), (True, TypeError)])
+def test_sample_parquet_refuses_an_id_start_whose_ids_do_not_fit_int64(tmp_path, id_start, error):
+    with pytest.raises(error, match="id_start"):
+        bulkwire.sample_parquet(tmp_path / "s.parquet", rows=10, dim=2, id_start=id_start)
+    assert os.listdir(tmp_path) == []

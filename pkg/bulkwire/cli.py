@@ -167,7 +167,7 @@ def cmd_sample(args: argparse.Namespace) -> int:
         start = time.perf_counter()
         with _sigterm_stops():
             path = sample_parquet(args.path, rows=args.rows, dim=args.dim, seed=args.seed,
-                                  row_group_rows=args.row_group)
+                                  row_group_rows=args.row_group, id_start=args.id_start)
     except _Terminated:
         return _fail("terminated", EXIT_TERMINATED)
     except KeyboardInterrupt:
@@ -355,7 +355,8 @@ def build_parser() -> argparse.ArgumentParser:
         return made
 
     sample = command("sample", "write a seeded sample Parquet file of embeddings",
-                     "Write PATH: an int64 'id' and a fixed_size_list<float32>[DIM] column "
+                     "Write PATH: an int64 'id' (from ID_START) and a "
+                     "fixed_size_list<float32>[DIM] column "
                      "'emb' with values uniform in [0, 1), the same for the same seed.",
                      cmd_sample)
     sample.add_argument("path", metavar="PATH", help="the Parquet file to write")
@@ -364,6 +365,9 @@ def build_parser() -> argparse.ArgumentParser:
     sample.add_argument("--seed", type=int, default=42, help="seed of the random values")
     sample.add_argument("--row-group", type=_positive_int, default=1024,
                         help="rows per Parquet row group")
+    sample.add_argument("--id-start", type=_int, default=0,
+                        help="the first id (the ids are ID_START .. ID_START + ROWS - 1): give "
+                             "samples written side by side disjoint ids")
 
     load = command(
         "load", "load Parquet / Arrow IPC files with bulk insert",

@@ -49,7 +49,9 @@ def sample_parquet(path: PathLike, rows: int = 10_000, dim: int = 1024, seed: in
                    vector_column: str = "emb", compression: str = "snappy") -> str:
     """Write a seeded sample shaped like the feature-vectors dataset: an int64 ``id``
     (``id_start`` .. ``id_start + rows - 1``) and a ``fixed_size_list<float32>[dim]`` column
-    of values uniform in [0, 1) from ``numpy.random.default_rng(seed)``. It is written one
+    of values uniform in [0, 1) from ``numpy.random.default_rng(seed)``; samples with
+    disjoint id ranges (``id_start``) load side by side without replacing each other's
+    documents. It is written one
     row group at a time, so memory stays at one row group whatever ``rows`` is. Returns the
     path as a string.
     """
@@ -60,6 +62,11 @@ def sample_parquet(path: PathLike, rows: int = 10_000, dim: int = 1024, seed: in
         if value < (0 if name == "rows" else 1):
             raise ValueError(f"{name} must be {'non-negative' if name == 'rows' else 'positive'}, "
                              f"got {value}")
+    if isinstance(id_start, bool) or not isinstance(id_start, int):
+        raise TypeError(f"id_start must be an int, not {type(id_start).__name__}")
+    if not -2**63 <= id_start <= 2**63 - 1 - max(rows - 1, 0):
+        raise ValueError(f"id_start={id_start}: the ids id_start .. id_start + rows - 1 must fit "
+                         f"an int64")
     rng = np.random.default_rng(seed)
     schema = pa.schema([("id", pa.int64()),
                         (vector_column, pa.list_(pa.float32(), dim))])
