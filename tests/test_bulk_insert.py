@@ -737,3 +737,61 @@ def test_a_bulk_insert_belongs_to_its_producer_but_abort_may_come_from_another_t
         assert len(server.operations) == 1  # the refused calls started nothing
         with pytest.raises(BulkInsertAborted):
             bulk.close()
+
+
+@pytest.mark.parametrize("compress", [False, "zstd"])
+def test_stats_are_live_before_close(server, compress):
+    n = 5000
+    with bulkwire.BulkInsert(server.url, server.database, compress=compress,
+                             buffer_size=16 << 10, timeout=TIMEOUT) as bulk:
+        for i in range(n):
+            bulk.store(make_doc(i), id=f"docs/{i}")
+        assert bulk.stats.documents == n  # before close: what was stored so far
+        # the sender (the C body pump, on its own thread) counts what it took and sent as it goes
+        assert eventually(lambda: bulk.stats.buffers > 10 and bulk.stats.chunks > 10)
+        live = bulk.stats
+        assert live.sender == "c" and 0 < live.wire_bytes and 16 << 10 <= live.body_bytes
+        assert live.body_bytes <= bulk._writer._writer.bytes  # never more than was written
+    request = server.requests[-1]
+    final = bulk.stats  # close gives the final figures
+    assert final.documents == n and final.body_bytes == len(request.body)
+    assert final.wire_bytes == sum(request.wire_chunks) and final.chunks == len(request.wire_chunks)
+
+
+def test_stats_are_live_while_a_stalled_server_holds_the_queue_full():
+    max_buffers = 2
+    with LoopbackServer(recv_buffer=32 << 10, keep_decoded_chunks=False) as server:
+        server.stall(after_bytes=128 << 10)
+        bulk = bulkwire.BulkInsert(server.url, server.database, buffer_size=16 << 10,
+                                   max_buffers=max_buffers, timeout=TIMEOUT)
+        stored = []
+        stop = threading.Event()
+
+        def produce():  # the producer thread: blocks on the full queue while the server stalls
+            i = 0
+            while not stop.is_set() and i < 20_000:
+                bulk.store(make_doc(i), id=f"docs/{i}")
+                i += 1
+                stored.append(i)
+            bulk.close()  # by the thread that owns the insert
+        producer = threading.Thread(target=produce)
+        producer.start()
+        try:
+            # the queue may fill for a moment before the server reaches its stall point
+            assert eventually(lambda: server.stalled and _blocked(bulk, timeout=0.2), limit=60), \
+                "the producer never blocked on the stalled server"
+            stats = bulk.stats  # read from this thread, while the producer waits
+            # the documents written so far: those stored, and the one whose store is waiting
+            # to hand its full buffer over
+            assert stats.documents == bulk._writer._writer.commands
+            assert 0 < stored[-1] <= stats.documents <= stored[-1] + 1
+            assert 0 < stats.body_bytes and 0 < stats.wire_bytes
+            assert stats.blocked_puts > 0 and stats.queue_peak == max_buffers
+        finally:
+            stop.set()
+            server.resume()
+            producer.join(60)
+        assert not producer.is_alive()
+        request = server.requests[-1]
+        assert bulk.stats.documents == stored[-1] == len(server.documents)
+        assert bulk.stats.body_bytes == request.body_bytes

@@ -231,7 +231,7 @@ class BulkWriter:
         self._series: Any = None  # the open TimeSeriesBulkInsert
         self.buffer_size = buffer_size
         self.max_buffers = max_buffers
-        self.stats = BulkStats(compression=self._compression)
+        self._stats = BulkStats(compression=self._compression)
 
     # ---- producer side ----
 
@@ -545,11 +545,7 @@ class BulkWriter:
         try:
             sent = _core.pump_body(self._queue, fd, gz, timeout, tls)
         finally:
-            self._record_queue_stats()
-        stats.buffers += sent.buffers
-        stats.body_bytes += sent.body_bytes
-        stats.chunks += sent.pieces
-        stats.wire_bytes += sent.wire_bytes
+            self._record_queue_stats()  # the pump's counts in the queue: its result's
         # stopped by fail(): the body must not look complete
         if sent.outcome == _core.PUMP_CLOSED:
             raise BulkInsertAborted(f"the bulk insert body was cut short: {self._failure}")
@@ -625,10 +621,22 @@ class BulkWriter:
         self._consuming = True
 
     def _record_queue_stats(self) -> None:
-        stats = self.stats
+        stats = self._stats
         stats.documents = self._writer.commands
         stats.queue_peak = self._queue.peak
         stats.blocked_puts = self._queue.waits
+        if stats.sender == "c":  # the pump counts in the queue as it goes, without the GIL
+            queue = self._queue
+            stats.buffers, stats.body_bytes = queue.taken_buffers, queue.taken_bytes
+            stats.chunks, stats.wire_bytes = queue.sent_pieces, queue.sent_bytes
+
+    @property
+    def stats(self) -> BulkStats:
+        """What the bulk insert did so far, read live from any thread: the documents stored,
+        the queue's peak and blocked puts, and what the sender took and sent (the C body pump
+        counts as it goes; :meth:`chunks` as it yields); final once the body was sent."""
+        self._record_queue_stats()
+        return self._stats
 
 
 class BulkInsert:

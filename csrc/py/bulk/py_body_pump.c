@@ -161,6 +161,7 @@ typedef enum {
 typedef struct {
     /* what to send, and where */
     bw_hq *q;
+    bw_queue_object *queue; /* q's object: its live counts of what was taken and sent */
     bw_gzip_object *gz; /* NULL: not gzip */
     bw_zstd_object *zs; /* NULL: not zstd (both NULL: plain) */
     int fd;
@@ -263,6 +264,7 @@ static int pump_send_chunk(pump_state *st, const char *payload, size_t len) {
         return -1;
     st->pieces++;
     st->wire_bytes += len;
+    bw_queue_count_sent(st->queue, len);
     return 0;
 }
 
@@ -326,6 +328,7 @@ static void pump_send_end(pump_state *st) {
     if (rc == 0 && tail_len > 0) {
         st->pieces++;
         st->wire_bytes += tail_len;
+        bw_queue_count_sent(st->queue, tail_len);
     }
     if (answered)
         st->outcome = PUMP_ANSWERED_AT_END;
@@ -373,6 +376,7 @@ static int pump_send_buffer(pump_state *st, PyObject *item) {
         return -1;
     st->buffers++;
     st->body_bytes += len;
+    bw_queue_count_taken(st->queue, len);
     if (pump_compress(st, data, len, body_last_buffer(st->q), &payload, &payload_len) < 0)
         return -1;
     if (pump_peer_answered(st)) {
@@ -460,7 +464,8 @@ static int pump_parse_args(PyObject *args, PyObject *kwargs, PyObject **queue_ob
     }
     if (bw_parse_timeout_ms(timeout_obj, &st->timeout_ms) < 0)
         return -1;
-    st->q = &((bw_queue_object *)*queue_obj)->q;
+    st->queue = (bw_queue_object *)*queue_obj;
+    st->q = &st->queue->q;
     if (tls_obj != Py_None) { /* last: nothing fails after it is held */
         st->tls = bw_tls_connection_acquire(tls_obj);
         if (st->tls == NULL)

@@ -33,6 +33,10 @@ static PyObject *Queue_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
         Py_DECREF(self);
         return PyErr_NoMemory();
     }
+    atomic_init(&self->taken_buffers, 0);
+    atomic_init(&self->taken_bytes, 0);
+    atomic_init(&self->sent_pieces, 0);
+    atomic_init(&self->sent_bytes, 0);
     self->ready = 1;
     return (PyObject *)self;
 }
@@ -152,6 +156,10 @@ typedef enum {
     QUEUE_PRODUCER_CLOSED,
     QUEUE_CONSUMER_CLOSED,
     QUEUE_DRAINED,
+    QUEUE_TAKEN_BUFFERS,
+    QUEUE_TAKEN_BYTES,
+    QUEUE_SENT_PIECES,
+    QUEUE_SENT_BYTES,
 } queue_field;
 
 /* New reference. */
@@ -163,6 +171,14 @@ static PyObject *Queue_get_field(bw_queue_object *self, void *closure) {
     case QUEUE_PRODUCER_CLOSED: return PyBool_FromLong(bw_hq_producer_closed(&self->q));
     case QUEUE_CONSUMER_CLOSED: return PyBool_FromLong(bw_hq_consumer_closed(&self->q));
     case QUEUE_DRAINED: return PyBool_FromLong(bw_hq_drained(&self->q));
+    case QUEUE_TAKEN_BUFFERS:
+        return PyLong_FromSize_t(atomic_load_explicit(&self->taken_buffers, memory_order_relaxed));
+    case QUEUE_TAKEN_BYTES:
+        return PyLong_FromSize_t(atomic_load_explicit(&self->taken_bytes, memory_order_relaxed));
+    case QUEUE_SENT_PIECES:
+        return PyLong_FromSize_t(atomic_load_explicit(&self->sent_pieces, memory_order_relaxed));
+    case QUEUE_SENT_BYTES:
+        return PyLong_FromSize_t(atomic_load_explicit(&self->sent_bytes, memory_order_relaxed));
     }
     Py_UNREACHABLE();
 }
@@ -189,6 +205,12 @@ static PyGetSetDef Queue_getset[] = {
     QUEUE_FIELD("producer_closed", "close_producer() was called.", QUEUE_PRODUCER_CLOSED),
     QUEUE_FIELD("consumer_closed", "close_consumer() was called.", QUEUE_CONSUMER_CLOSED),
     QUEUE_FIELD("drained", "Producer closed and nothing left.", QUEUE_DRAINED),
+    QUEUE_FIELD("taken_buffers", "Buffers the body pump took so far (live).",
+                QUEUE_TAKEN_BUFFERS),
+    QUEUE_FIELD("taken_bytes", "Their bytes (live).", QUEUE_TAKEN_BYTES),
+    QUEUE_FIELD("sent_pieces", "Pieces the body pump sent so far (live).", QUEUE_SENT_PIECES),
+    QUEUE_FIELD("sent_bytes", "Their payload bytes, compressed when compressing (live).",
+                QUEUE_SENT_BYTES),
     {NULL, NULL, NULL, NULL, NULL},
 };
 

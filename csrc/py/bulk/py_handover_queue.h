@@ -4,6 +4,7 @@
 #define BW_PY_HANDOVER_QUEUE_H
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stdatomic.h>
 
 #include "handover_queue.h"
 
@@ -16,7 +17,23 @@ typedef struct {
     bw_hq q;
     int ready;
     size_t waits; /* puts that found the queue full (changed with the GIL held) */
+    /* What the body pump took from the queue (buffers, their bytes) and sent (pieces, their
+       payload bytes), added as it goes, without the GIL: any thread may read them at any
+       time (bw_queue_count_*). */
+    _Atomic size_t taken_buffers, taken_bytes, sent_pieces, sent_bytes;
 } bw_queue_object;
+
+/* The consumer took a buffer of len bytes from the queue. Any thread, GIL or not. */
+static inline void bw_queue_count_taken(bw_queue_object *queue, size_t len) {
+    atomic_fetch_add_explicit(&queue->taken_buffers, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&queue->taken_bytes, len, memory_order_relaxed);
+}
+
+/* The consumer sent a piece whose payload is len bytes. Any thread, GIL or not. */
+static inline void bw_queue_count_sent(bw_queue_object *queue, size_t len) {
+    atomic_fetch_add_explicit(&queue->sent_pieces, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&queue->sent_bytes, len, memory_order_relaxed);
+}
 
 extern PyTypeObject bw_queue_type;
 
