@@ -11,6 +11,7 @@ import sys
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, strategies as st
 
 import bulkwire
 from bulkwire import cli
@@ -385,3 +386,35 @@ def test_sample_parquet_refuses_an_id_start_whose_ids_do_not_fit_int64(tmp_path,
     with pytest.raises(error, match="id_start"):
         bulkwire.sample_parquet(tmp_path / "s.parquet", rows=10, dim=2, id_start=id_start)
     assert os.listdir(tmp_path) == []
+
+
+def test_zstd_without_a_zstd_backend_names_the_option_not_the_python_argument(sample, capsys,
+                                                                              monkeypatch):
+    import bulkwire.compression
+
+    monkeypatch.setattr(bulkwire.compression, "zstd_backends", lambda: [])
+    with pytest.raises(ValueError, match="^compress='zstd': "):  # the Python API's words
+        bulkwire.compression.resolve_compress("zstd")
+    code, _, err = run(["load", "s.parquet", "--zstd"], capsys)
+    assert code == 1
+    assert err.startswith("bulkwire: error: --zstd: bulkwire was built without libzstd"), err
+    assert "compress=" not in err
+
+
+def test_an_error_of_the_python_api_names_the_option(sample, capsys):
+    import re
+
+    code, _, err = run(["load", "s.parquet", "--collection", ""], capsys)
+    assert code == 1 and err.startswith("bulkwire: error: --collection must be a non-empty str")
+    assert not re.search(r"(?<![-\w])collection must", err)
+
+
+@given(data=st.data(),
+       value=st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=12),
+       reason=st.text(min_size=1, max_size=20))
+def test_in_cli_words_names_the_option_for_every_argument(data, value, reason):
+    name = data.draw(st.sampled_from(sorted(cli.OPTIONS)))
+    said = cli.in_cli_words(f"{name}={value!r}: {reason}")
+    assert said == f"{cli.OPTIONS[name]} {value}: {reason}"
+    assert cli.in_cli_words(f"{name} must be {reason}") == f"{cli.OPTIONS[name]} must be {reason}"
+    assert cli.in_cli_words(f"not_an_option_{name}={value!r}: {reason}").startswith("not_an")

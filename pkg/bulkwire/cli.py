@@ -8,8 +8,10 @@ output stays, the bulk insert is aborted, worker processes are stopped."""
 from __future__ import annotations
 
 import argparse
+import ast
 import contextlib
 import os
+import re
 import signal
 import sys
 import time
@@ -77,9 +79,60 @@ DESCRIPTION = ("Fast, exact, memory-bounded bulk loading of documents and embedd
                "describes each.")
 
 
+#: The option of each argument of the Python API that an option of the command line sets
+#: (``compress`` is ``--gzip`` or ``--zstd``, by its value: :func:`_option`).
+OPTIONS = {"url": "--url", "database": "--database", "certificate": "--certificate",
+           "ca": "--ca", "out": "--out", "collection": "--collection",
+           "id_column": "--id-column", "id_prefix": "--id-prefix",
+           "vector_column": "--vector-column", "columns": "--columns",
+           "batch_rows": "--batch-rows", "take": "--take", "float32": "--float32",
+           "workers": "--workers", "threads": "--threads", "resume": "--resume",
+           "rows": "--rows", "dim": "--dim", "seed": "--seed", "row_group_rows": "--row-group",
+           "id_start": "--id-start"}
+
+#: An error of the Python API that begins by naming its argument: ``compress='zstd': ...``,
+#: ``columns[2] is ...``, ``batch_rows must be ...``, ``take needs ...``, ``database is required ...``.
+_ARGUMENT_FIRST = re.compile(r"^(?P<name>[a-z_0-9]+)(?:=(?P<value>'[^']*'|\"[^\"]*\"|[^\s:]+)"
+                             r"|(?P<index>\[\d+\]))?(?=:| must | needs | is )")
+
+
+def _option(name: str, value: str | None) -> str:
+    """How the command line says ``name=value`` of the Python API (``value`` its repr, or
+    None): ``--zstd`` for ``compress='zstd'``, ``--id-column x`` for ``id_column='x'``."""
+    if name == "compress":
+        return "--zstd" if value is not None and "zstd" in value else "--gzip"
+    if value is None:
+        return OPTIONS[name]
+    try:
+        given = ast.literal_eval(value)
+    except (ValueError, SyntaxError):
+        given = value
+    return f"{OPTIONS[name]} {given}"
+
+
+def in_cli_words(message: str) -> str:
+    """``message`` (an error of the Python API) naming the command line's option where it
+    names the Python argument that option sets; as it is otherwise.
+
+    >>> in_cli_words("compress='zstd': bulkwire was built without libzstd")
+    '--zstd: bulkwire was built without libzstd'
+    >>> in_cli_words("batch_rows must be positive, got 0")
+    '--batch-rows must be positive, got 0'
+    """
+    found = _ARGUMENT_FIRST.match(message)
+    if found is None or (found["name"] not in OPTIONS and found["name"] != "compress"):
+        return message
+    option = _option(found["name"], found["value"])
+    if found["index"]:  # columns[2]: the third name given to --columns
+        option = f"{option} (name {int(found['index'][1:-1]) + 1})"
+    return option + message[found.end():]
+
+
 def _fail(message: str, code: int = EXIT_INPUT, error: BaseException | None = None) -> int:
     """Prints ``message`` (and the notes of ``error``: which worker, which rows were not
-    confirmed) on stderr; returns ``code``."""
+    confirmed) on stderr, naming the command line's options where the Python API's errors
+    name its arguments (:func:`in_cli_words`); returns ``code``."""
+    message = in_cli_words(message)
     print(f"bulkwire: error: {message}", file=sys.stderr)
     for note in getattr(error, "__notes__", None) or ():
         print(f"  {note}", file=sys.stderr)
