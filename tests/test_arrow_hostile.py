@@ -338,7 +338,7 @@ def test_release_running_python_keeps_the_real_error(consumer, failure):
     elif failure == "type":
         node = A.Node(b"+w:2", 3, [None], [A.Node(b"i", 6, [None, i32(*range(6))], name=b"item")],
                       name=b"v")
-        kind, pattern = TypeError, "Arrow format 'i'"
+        kind, pattern = TypeError, "got fixed_size_list<int32, 2>"
     else:
         node = fsl(null_count=1)
         node.buffers[0] = bytes([0b110])  # row 0 null

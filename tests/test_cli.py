@@ -181,6 +181,7 @@ def test_a_file_without_a_vector_column_says_so_and_loads(tmp_path, monkeypatch,
     code, out, err = run(["load", "plain.parquet"], capsys)
     assert code == 0 and out.startswith("loaded 2 rows")
     assert err.count("\n") == 1 and "no vector column found in plain.parquet" in err
+    assert "loaded the other columns" in err
     assert [d["Document"]["name"] for d in json.load(open("plain.bulk.json"))] == ["a", "b"]
 
 
@@ -418,3 +419,12 @@ def test_in_cli_words_names_the_option_for_every_argument(data, value, reason):
     assert said == f"{cli.OPTIONS[name]} {value}: {reason}"
     assert cli.in_cli_words(f"{name} must be {reason}") == f"{cli.OPTIONS[name]} must be {reason}"
     assert cli.in_cli_words(f"not_an_option_{name}={value!r}: {reason}").startswith("not_an")
+
+
+def test_a_load_that_fails_on_a_column_type_reports_that_alone(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    pq.write_table(pa.table({"id": [1, 2], "day": pa.array([1, 2], pa.date32())}), "d.parquet")
+    code, out, err = run(["load", "d.parquet"], capsys)
+    assert code == 1 and out == ""
+    assert err.startswith("bulkwire: error: column 'day' has Arrow type date32[day], "), err
+    assert "no vector column" not in err and "tdD" not in err

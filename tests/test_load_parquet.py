@@ -532,7 +532,7 @@ def test_column_types_are_judged_by_the_encoder_before_any_row(tmp_path):
     assert not os.path.exists(tmp_path / "e.bulk.json")
     assert not os.path.exists(tmp_path / "e.bulk.json.partial")
     dates = write(pa.table({"id": [1], "d": pa.array([1], pa.date32())}), tmp_path / "d.parquet")
-    with pytest.raises(TypeError, match=r"column 'd' has Arrow type 'tdD', which cannot be a document field"):
+    with pytest.raises(TypeError, match=r"column 'd' has Arrow type date32\[day\], which cannot be a document field"):
         bulkwire.load_parquet(dates)
     floats = write(pa.table({"id": [1.5], "x": [1]}), tmp_path / "f.parquet")
     with pytest.raises(TypeError, match=r"id column 'id' must hold integers or strings"):
@@ -540,7 +540,7 @@ def test_column_types_are_judged_by_the_encoder_before_any_row(tmp_path):
     # the vector column found automatically is one the encoder takes as a vector
     two = write(pa.table({"id": [1], "a": pa.array([[1.0]], pa.large_list(pa.float32())),
                           "b": pa.array([[1]], pa.list_(pa.int64()))}), tmp_path / "two.parquet")
-    with pytest.raises(TypeError, match=r"column 'b' has Arrow type '\+l'"):
+    with pytest.raises(TypeError, match=r"column 'b' has Arrow type list<int64>"):
         bulkwire.load_parquet(two)  # a is the vector; b, a list of integers, cannot be a field
     r = bulkwire.load_parquet(two, columns=["a"])
     assert parsed(r.target)[1][0]["Document"]["a"] == [1.0]

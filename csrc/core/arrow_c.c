@@ -52,6 +52,77 @@ int64_t bw_arrow_fixed_list_size(const char *format) {
     return *p == '\0' ? n : -1;
 }
 
+/* The words of a format that needs no parameter or child, or NULL. */
+static const char *plain_type_words(const char *f) {
+    static const struct { const char *format, *words; } names[] = {
+        {"n", "null"}, {"b", "bool"}, {"c", "int8"}, {"C", "uint8"}, {"s", "int16"},
+        {"S", "uint16"}, {"i", "int32"}, {"I", "uint32"}, {"l", "int64"}, {"L", "uint64"},
+        {"e", "float16"}, {"f", "float32"}, {"g", "float64"}, {"z", "binary"},
+        {"Z", "large_binary"}, {"vz", "binary_view"}, {"u", "string"}, {"U", "large_string"},
+        {"vu", "string_view"}, {"tdD", "date32[day]"}, {"tdm", "date64[ms]"},
+        {"tts", "time32[s]"}, {"ttm", "time32[ms]"}, {"ttu", "time64[us]"},
+        {"ttn", "time64[ns]"}, {"tDs", "duration[s]"}, {"tDm", "duration[ms]"},
+        {"tDu", "duration[us]"}, {"tDn", "duration[ns]"}, {"tiM", "month_interval"},
+        {"tiD", "day_time_interval"}, {"tin", "month_day_nano_interval"}, {"+s", "struct"},
+        {"+m", "map"}, {"+ud", "dense_union"}, {"+us", "sparse_union"}, {"+r", "run_end_encoded"},
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(f, names[i].format) == 0)
+            return names[i].words;
+    return NULL;
+}
+
+void bw_arrow_type_words(const char *format, const char *child_format, char *out,
+                         size_t out_size) {
+    if (out_size == 0)
+        return;
+    const char *f = format != NULL ? format : "";
+    const char *plain = plain_type_words(f);
+    char value[64] = "?";
+    if (child_format != NULL) {
+        const char *child = plain_type_words(child_format);
+        snprintf(value, sizeof value, child != NULL ? "%s" : "Arrow format '%.30s'",
+                 child != NULL ? child : child_format);
+    }
+    if (plain != NULL)
+        snprintf(out, out_size, "%s", plain);
+    else if (strcmp(f, "+l") == 0 || strcmp(f, "+L") == 0 || strcmp(f, "+vl") == 0 ||
+             strcmp(f, "+vL") == 0)
+        snprintf(out, out_size, "%s<%s>", f[1] == 'v' ? (f[2] == 'l' ? "list_view" : "large_list_view")
+                                                      : (f[1] == 'l' ? "list" : "large_list"), value);
+    else if (bw_arrow_fixed_list_size(f) >= 0)
+        snprintf(out, out_size, "fixed_size_list<%s, %lld>", value,
+                 (long long)bw_arrow_fixed_list_size(f));
+    else if (strncmp(f, "w:", 2) == 0)
+        snprintf(out, out_size, "fixed_size_binary[%.20s]", f + 2);
+    else if (strncmp(f, "d:", 2) == 0)
+        snprintf(out, out_size, "decimal(%.40s)", f + 2);
+    else if (strncmp(f, "ts", 2) == 0 && strchr("smun", f[2]) != NULL && f[2] != '\0' &&
+             f[3] == ':') {
+        const char *unit = f[2] == 's' ? "s" : f[2] == 'm' ? "ms" : f[2] == 'u' ? "us" : "ns";
+        if (f[4] != '\0')
+            snprintf(out, out_size, "timestamp[%s, tz=%.40s]", unit, f + 4);
+        else
+            snprintf(out, out_size, "timestamp[%s]", unit);
+    } else
+        snprintf(out, out_size, "Arrow format '%.40s'", f);
+}
+
+void bw_arrow_schema_words(const struct ArrowSchema *schema, char *out, size_t out_size) {
+    if (schema != NULL && schema->dictionary != NULL && out_size > 0) {
+        char values[64], indices[32];
+        bw_arrow_schema_words(schema->dictionary, values, sizeof values);
+        bw_arrow_type_words(schema->format, NULL, indices, sizeof indices);
+        snprintf(out, out_size, "dictionary<values=%s, indices=%s>", values, indices);
+        return;
+    }
+    const char *child = NULL;
+    if (schema != NULL && schema->n_children == 1 && schema->children != NULL &&
+        schema->children[0] != NULL)
+        child = schema->children[0]->format;
+    bw_arrow_type_words(schema != NULL ? schema->format : NULL, child, out, out_size);
+}
+
 int bw_arrow_vectors_view(const struct ArrowSchema *schema, const struct ArrowArray *array,
                           bw_arrow_vectors *v, char *err, size_t err_size) {
     memset(v, 0, sizeof *v);
@@ -64,22 +135,27 @@ int bw_arrow_vectors_view(const struct ArrowSchema *schema, const struct ArrowAr
     } else if ((list_size = bw_arrow_fixed_list_size(fmt)) >= 0) {
         v->kind = BW_ARROW_FIXED_SIZE_LIST;
     } else {
+        char words[96];
+        bw_arrow_schema_words(schema, words, sizeof words);
         snprintf(err, err_size, "expected an Arrow fixed_size_list, list or large_list of "
-                 "float32/float64, got Arrow format '%.40s'", fmt);
+                 "float32/float64, got %s", words);
         return -1;
     }
     if (schema->n_children != 1 || array->n_children != 1 || schema->children == NULL ||
         array->children == NULL || schema->children[0] == NULL || array->children[0] == NULL) {
-        snprintf(err, err_size, "malformed Arrow list array (format '%.40s'): expected one child",
-                 fmt);
+        char words[96];
+        bw_arrow_type_words(fmt, NULL, words, sizeof words);
+        snprintf(err, err_size, "malformed Arrow %s array: expected one child", words);
         return -1;
     }
     const struct ArrowSchema *child_schema = schema->children[0];
     const struct ArrowArray *child = array->children[0];
     const char *cfmt = child_schema->format ? child_schema->format : "";
     if (strcmp(cfmt, "f") != 0 && strcmp(cfmt, "g") != 0) {
-        snprintf(err, err_size, "expected Arrow list values of float32 ('f') or float64 ('g'), "
-                 "got Arrow format '%.40s'", cfmt);
+        char words[96];
+        bw_arrow_schema_words(schema, words, sizeof words);
+        snprintf(err, err_size, "expected Arrow list values of float32 or float64, got %s",
+                 words);
         return -1;
     }
     if (child_schema->dictionary != NULL) {
@@ -90,7 +166,9 @@ int bw_arrow_vectors_view(const struct ArrowSchema *schema, const struct ArrowAr
     if (array->n_buffers != expected_buffers || child->n_buffers != 2 || array->buffers == NULL ||
         child->buffers == NULL || array->length < 0 || array->offset < 0 || child->offset < 0 ||
         child->length < 0) {
-        snprintf(err, err_size, "malformed Arrow array (format '%.40s')", fmt);
+        char words[96];
+        bw_arrow_schema_words(schema, words, sizeof words);
+        snprintf(err, err_size, "malformed Arrow %s array", words);
         return -1;
     }
     v->value_format = cfmt[0];

@@ -97,6 +97,19 @@ int bw_arrow_primitive_width(const char *format);
 /* N of a "+w:N" format, or -1 when format is not a fixed_size_list (or N is malformed). */
 int64_t bw_arrow_fixed_list_size(const char *format);
 
+/* The Arrow type of format in words, as pyarrow and Parquet users name it ("int32",
+   "string", "date32[day]", "timestamp[ms, tz=UTC]", "fixed_size_list<float32, 4>"), into out
+   (NUL-ended, truncated to out_size): the one description of an Arrow type that every error
+   uses. child_format: a list's value format, or NULL. A format it does not know is quoted
+   as it is ("Arrow format '...'"). format may be NULL. */
+void bw_arrow_type_words(const char *format, const char *child_format, char *out,
+                         size_t out_size);
+
+/* bw_arrow_type_words of a schema node, its first child's format taken as the value format
+   of a list; a dictionary-encoded node is "dictionary<values=..., indices=...>". schema may
+   be NULL. */
+void bw_arrow_schema_words(const struct ArrowSchema *schema, char *out, size_t out_size);
+
 typedef enum {
     BW_ARROW_FIXED_SIZE_LIST, /* "+w:N" */
     BW_ARROW_LIST,            /* "+l", 32-bit offsets */

@@ -232,11 +232,12 @@ def cmd_sample(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _say_when_no_vector_column(args: argparse.Namespace) -> None:
-    """One line on stderr when the file has no column that can be the vector (the load goes
-    on with the other columns)."""
+def _no_vector_column_notice(args: argparse.Namespace) -> str | None:
+    """The line to print when the file has no column that can be the vector (the load goes
+    on with the other columns), or None. It is printed once the load succeeded: a load that
+    fails (on a column's type, say) reports that alone."""
     if args.vector_column is not None:
-        return
+        return None
     from .load.datasets import _dataset_files, _schema
     from .load.plan import _plan
 
@@ -245,10 +246,11 @@ def _say_when_no_vector_column(args: argparse.Namespace) -> None:
         plan = _plan(_schema(first), first, args.id_column, None,
                      None if args.columns is None else args.columns.split(","))
     except Exception:  # the load itself reports what is wrong with the file
-        return
-    if plan.vector_column is None:
-        print(f"bulkwire: no vector column found in {first} (a list of float32/float64): "
-              f"loading the other columns", file=sys.stderr)
+        return None
+    if plan.vector_column is not None:
+        return None
+    return (f"bulkwire: no vector column found in {first} (a list of float32/float64): "
+            f"loaded the other columns")
 
 
 def _source(args: argparse.Namespace) -> str | list:
@@ -294,7 +296,7 @@ def cmd_load(args: argparse.Namespace) -> int:
         except ValueError as exc:  # PATH holds what cannot be data: a FIFO, a device, a loop
             return _fail(str(exc), EXIT_USAGE)
         take = _parse_take(args.take)
-        _say_when_no_vector_column(args)
+        notice = _no_vector_column_notice(args)
         if (args.workers > 1 or args.resume is not None) and url is None:
             args.parser.error(f"{'--workers' if args.workers > 1 else '--resume'} needs --url")
         with _sigterm_stops():
@@ -323,6 +325,8 @@ def cmd_load(args: argparse.Namespace) -> int:
     except (ValueError, TypeError, KeyError, IndexError, OSError) as exc:
         return _fail(str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc),
                      error=exc)
+    if notice is not None:
+        print(notice, file=sys.stderr)
     print(result.summary())
     return EXIT_OK
 

@@ -29,8 +29,11 @@ typedef struct {
 
 static const char *column_name(const struct ArrowSchema *s) { return s->name ? s->name : ""; }
 
-static int set_type_error(const char *column, const char *format, const char *why) {
-    PyErr_Format(PyExc_TypeError, "column '%s' has Arrow type '%s', %s", column, format, why);
+/* TypeError: the column's Arrow type (in words), and why it cannot be used. -1. */
+static int set_type_error(const char *column, const struct ArrowSchema *s, const char *why) {
+    char words[128];
+    bw_arrow_schema_words(s, words, sizeof words);
+    PyErr_Format(PyExc_TypeError, "column '%s' has Arrow type %s, %s", column, words, why);
     return -1;
 }
 
@@ -97,7 +100,7 @@ static int resolve_column(const struct ArrowSchema *s, const struct ArrowArray *
     c->validity = validity_of(a);
     const char *f = s->format;
     if (s->dictionary != NULL)
-        return set_type_error(c->name, f, "dictionary-encoded columns are not supported: decode it first");
+        return set_type_error(c->name, s, "dictionary-encoded columns are not supported: decode it first");
     if (as_vector) {
         /* The vectors reader applies the array's own offsets; a record batch's children also
            start at the struct's offset, so read the column as if sliced there. */
@@ -150,14 +153,14 @@ static int resolve_column(const struct ArrowSchema *s, const struct ArrowArray *
         case 'm': c->per_second = 1000; break;
         case 'u': c->per_second = 1000000; break;
         case 'n': c->per_second = 1000000000; break;
-        default: return set_type_error(c->name, f, "which is not a timestamp unit bulkwire knows");
+        default: return set_type_error(c->name, s, "which is not a timestamp unit bulkwire knows");
         }
         c->kind = BW_COL_TIMESTAMP;
         c->width = 8;
         c->values = a->buffers[1];
         return parse_tz(f + 4, c);
     }
-    return set_type_error(c->name, f,
+    return set_type_error(c->name, s,
                           "which cannot be a document field (supported: integers, floats, booleans, "
                           "strings, timestamps; lists only as the vector column): leave it out with "
                           "columns=, or cast it");
@@ -197,8 +200,10 @@ static void part_clear(batch_part *part) {
 static int build_plan(const struct ArrowSchema *schema, batch_part *part, const options *o) {
     const struct ArrowArray *a = &part->array;
     if (strcmp(schema->format, "+s") != 0 || schema->n_children != a->n_children) {
-        PyErr_Format(PyExc_TypeError, "expected a record batch (an Arrow struct array), got Arrow type '%s'",
-                     schema->format);
+        char words[128];
+        bw_arrow_schema_words(schema, words, sizeof words);
+        PyErr_Format(PyExc_TypeError, "expected a record batch (an Arrow struct array), got Arrow type %s",
+                     words);
         return -1;
     }
     bw_batch_plan *p = &part->plan;
@@ -220,8 +225,10 @@ static int build_plan(const struct ArrowSchema *schema, batch_part *part, const 
         return -1;
     if (p->id.kind != BW_COL_INT && p->id.kind != BW_COL_UINT && p->id.kind != BW_COL_UTF8 &&
         p->id.kind != BW_COL_LARGE_UTF8) {
-        PyErr_Format(PyExc_TypeError, "id column '%s' must hold integers or strings, not Arrow type '%s'",
-                     o->id_column, schema->children[idx]->format);
+        char words[128];
+        bw_arrow_schema_words(schema->children[idx], words, sizeof words);
+        PyErr_Format(PyExc_TypeError, "id column '%s' must hold integers or strings, not Arrow type %s",
+                     o->id_column, words);
         return -1;
     }
     Py_ssize_t n = PyTuple_GET_SIZE(o->fields);
