@@ -293,6 +293,8 @@ def encode_batch(
     chunk_size: int = ...,
 ) -> list[bytes]: ...
 
+@final
+@disjoint_base
 class PreparedBatch:
     @property
     def rows(self) -> int: ...
