@@ -294,7 +294,6 @@ def encode_batch(
 ) -> list[bytes]: ...
 
 @final
-@disjoint_base
 class PreparedBatch:
     @property
     def rows(self) -> int: ...
