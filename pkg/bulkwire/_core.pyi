@@ -301,6 +301,7 @@ def encode_batch(
     chunk_size: int = ...,
 ) -> list[bytes]: ...
 
+@final
 class PreparedBatch:
     @property
     def rows(self) -> int: ...

@@ -156,7 +156,7 @@ def resolve_compress(compress: Compress) -> Optional[str]:
     if compress is True or compress == "auto":
         backend = compression_backends()[0]
         if backend == "zlib":
-            from .config import warn_missing
+            from ._fallbacks import warn_missing
 
             warn_missing("isal", "gzip bodies are compressed with zlib,",
                          "several times slower than ISA-L (or pip install isal)")
