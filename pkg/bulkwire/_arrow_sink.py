@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from . import load as _load
-from .load import DEFAULT_CHUNK_SIZE, LoadResult, _encoding
+from .compression import compress_value
+from .load import DEFAULT_CHUNK_SIZE, LoadResult
 from .errors import RowError, _add_note
 from .parquet import _pyarrow
 from .urls import server_urls
@@ -57,7 +58,7 @@ class SinkConfig:
             if isinstance(self.columns, str):
                 raise TypeError("columns must be a sequence of column names, not a str")
             object.__setattr__(self, "columns", tuple(self.columns))
-        _encoding(self.compress)
+        object.__setattr__(self, "compress", compress_value(self.compress))
         if self.float32 not in ("widen", "shortest"):
             raise ValueError(f"float32 must be 'widen' or 'shortest', not {self.float32!r}")
         if isinstance(self.chunk_size, bool) or not isinstance(self.chunk_size, int) \

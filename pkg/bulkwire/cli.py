@@ -247,7 +247,7 @@ def cmd_load(args: argparse.Namespace) -> int:
                 _source(args), url=url, database=args.database, collection=args.collection,
                 id_column=args.id_column, id_prefix=args.id_prefix,
                 vector_column=args.vector_column, columns=columns,
-                compress="zstd" if args.zstd else args.gzip, batch_rows=args.batch_rows,
+                compress=args.compress, batch_rows=args.batch_rows,
                 take=take, out=args.out, float32=args.float32,
                 progress=progress and not args.quiet, certificate=certificate,
                 workers=args.workers, threads=args.threads, resume=args.resume,
@@ -321,6 +321,7 @@ class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
 
 def build_parser() -> argparse.ArgumentParser:
     from . import __version__
+    from .compression import COMPRESS_NAMES
 
     parser = argparse.ArgumentParser(prog="bulkwire", description=DESCRIPTION,
                                      formatter_class=_HelpFormatter)
@@ -377,9 +378,14 @@ def build_parser() -> argparse.ArgumentParser:
     load.add_argument("--vector-column", help="the vector column (default: the only list column)")
     load.add_argument("--columns", help="comma-separated document fields (default: all but the id)")
     encoding = load.add_mutually_exclusive_group()
-    encoding.add_argument("--gzip", action="store_true", help="gzip the body (fastest level)")
-    encoding.add_argument("--zstd", action="store_true", help="zstd the body (Content-Encoding: "
-                                                              "zstd; a fast level)")
+    encoding.add_argument("--compress", choices=COMPRESS_NAMES, default=False,
+                          help="compress the body: an encoding (gzip, zstd) or a backend, as "
+                               "load_parquet's compress= takes it")
+    encoding.add_argument("--gzip", dest="compress", action="store_const", const="gzip",
+                          help="gzip the body (fastest level): --compress gzip")
+    encoding.add_argument("--zstd", dest="compress", action="store_const", const="zstd",
+                          help="zstd the body (Content-Encoding: zstd; a fast level): "
+                               "--compress zstd")
     load.add_argument("--batch-rows", type=_positive_int,
                       help="rows per Arrow batch (default: about 4 MiB of text)")
     load.add_argument("--take", help="only these row indices, in this order: 1,5,9 or @FILE "

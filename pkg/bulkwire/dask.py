@@ -107,7 +107,7 @@ def to_bulk_insert(ddf: Any, url: str | Sequence[str], database: str, *,
     frames = _partition_stats(tasks, dict(compute_kwargs or {}))
     parts = [LoadResult(rows=int(r.rows), body_bytes=int(r.body_bytes),
                         wire_bytes=int(r.wire_bytes), seconds=float(r.seconds), source="",
-                        target=config.target, compress=compress)
+                        target=config.target, compress=config.compress)
              for frame in frames for r in frame.itertuples(index=False)]
     if len(parts) != ddf.npartitions:  # every partition reports once: anything else is a bug
         raise RuntimeError(f"{len(parts)} partition results for {ddf.npartitions} partitions")
