@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from . import _core
 from .bulk import BulkInsert, BulkWriter
-from .compression import native_backend
+from .compression import compress_encoding, compress_value
 from .conventions import BODY_EXCLUDED_KEYS, merge_metadata
 from .encoding import dumps
 from .errors import (BulkInsertAborted, BulkInsertError, RowError, _add_note,
@@ -64,7 +64,7 @@ class LoadResult:
         return self.body_bytes / self.seconds / 1e6 if self.seconds > 0 else float("inf")
 
     def summary(self) -> str:
-        wire = f" ({self.wire_bytes:,} {_encoding(self.compress)})" if self.compress else ""
+        wire = f" ({self.wire_bytes:,} {compress_encoding(self.compress)})" if self.compress else ""
         workers = f" by {self.workers} worker processes" if self.workers > 1 else ""
         skipped = (f"; {self.skipped_rows:,} rows confirmed by an earlier run were not sent again"
                    if self.skipped_rows else "")
@@ -370,7 +370,7 @@ class _FileTarget:
         except OSError as exc:  # named by the path the user gave, not the temporary one
             raise type(exc)(exc.errno, exc.strerror, path) from None
         try:
-            self.writer = BulkWriter(compress=_backend(compress),
+            self.writer = BulkWriter(compress=compress,
                                      buffer_size=chunk_size)
             self._error: BaseException | None = None  # the consumer's: the file's own error
             self._thread = threading.Thread(target=self._write_pieces, name="bulkwire-file",
@@ -448,7 +448,7 @@ class _ServerTarget:
                  chunk_size: int, tls: Mapping[str, Any], skip_overwrite: bool = False):
         if database is None:
             raise ValueError("database is required with url")
-        self.bulk = BulkInsert(url, database, compress=_backend(compress),
+        self.bulk = BulkInsert(url, database, compress=compress,
                                buffer_size=chunk_size, skip_overwrite_if_unchanged=skip_overwrite,
                                **tls)
         self.url = ", ".join(map(str, self.bulk._servers.urls))  # for messages
@@ -497,26 +497,6 @@ def _remove(path: str) -> None:
         pass
 
 
-def _encoding(compress: bool | str) -> str | None:
-    """The body's encoding for load's ``compress``: None, "gzip" or "zstd"."""
-    if compress is False or compress is None:
-        return None
-    if compress is True or compress == "gzip":
-        return "gzip"
-    if compress == "zstd":
-        return "zstd"
-    raise ValueError(f"compress must be False, True, 'gzip' or 'zstd', not {compress!r}")
-
-
-def _backend(compress: bool | str) -> str | bool:
-    """The writer's ``compress=`` for load's ``compress``: gzip by the C core's own
-    compressor, zstd by the fastest backend available."""
-    encoding = _encoding(compress)
-    if encoding is None:
-        return False
-    return native_backend() if encoding == "gzip" else "zstd"
-
-
 def default_out(path: PathLike, compress: bool | str) -> str:
     """``<name>.bulk.json`` (``.bulk.json.gz`` with gzip, ``.bulk.json.zst`` with zstd) next
     to the source file.
@@ -525,7 +505,7 @@ def default_out(path: PathLike, compress: bool | str) -> str:
     'data/points.bulk.json.zst'
     """
     root, _ = os.path.splitext(os.fspath(path))
-    encoding = _encoding(compress)
+    encoding = compress_encoding(compress)
     return root + {None: ".bulk.json", "gzip": ".bulk.json.gz", "zstd": ".bulk.json.zst"}[encoding]
 
 
@@ -1454,8 +1434,9 @@ def load_parquet(path: Any, *, url: str | Sequence[str] | None = None,
     encoded commands go, as they are, into a :class:`bulkwire.BulkWriter`, which frames the
     body. Without ``url``, its pieces are written to ``out`` (default
     ``<name>.bulk.json[.gz|.zst]`` next to the source file or directory): the exact request
-    body (a JSON array of commands; ``compress``: False, True or "gzip" for one gzip stream,
-    "zstd" for one zstd frame, as the server would receive it). With ``url`` (and
+    body (a JSON array of commands; ``compress``: as for :class:`bulkwire.BulkWriter`, e.g.
+    True or "gzip" for one gzip stream, "zstd" for one zstd frame, as the server would
+    receive it). With ``url`` (and
     ``database``), the writer is a :class:`bulkwire.BulkInsert`'s: the same body, streamed;
     with no rows, no request is made. An error (or Ctrl-C) aborts the operation on the
     server. ``url`` is one server's URL or a list of a cluster's node URLs, as
@@ -1494,7 +1475,7 @@ def load_parquet(path: Any, *, url: str | Sequence[str] | None = None,
     3
     """
     start = time.perf_counter()
-    _encoding(compress)  # a bad value is refused before anything is read
+    compress = compress_value(compress)  # a bad value is refused before anything is read
     tls = {name: value for name, value in
            (("certificate", certificate), ("ca", ca), ("ssl_context", ssl_context)) if value is not None}
     servers = None
