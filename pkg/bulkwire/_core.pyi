@@ -297,7 +297,7 @@ def encode_batch(
 _ParquetFileArg = Buffer | tuple[int, int]
 
 HAVE_SNAPPY: int
-PARQUET_HAVE_ZSTD: int
+PARQUET_CODECS: dict[int, tuple[str, bool, str | None]]
 
 def read_ranges(fd: int, size: int, offsets: ArrayLike, lengths: ArrayLike, /) -> NDArray[numpy.uint8]: ...
 def parquet_index_locations(file: _ParquetFileArg, groups: int, columns: int, /) -> NDArray[numpy.int64]: ...

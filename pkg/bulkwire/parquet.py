@@ -198,9 +198,6 @@ def _check_indices(indices: Any, num_rows: int, name: str = "indices") -> np.nda
     return arr
 
 
-#: Parquet codecs the page reader decompresses itself (Parquet's CompressionCodec numbers)
-_CODECS = {"UNCOMPRESSED": 0, "SNAPPY": 1, "GZIP": 2, "ZSTD": 6}
-_CODEC_NAMES = {3: "LZO", 4: "BROTLI", 5: "LZ4", 7: "LZ4_RAW"}
 #: the footer's dictionary page offset when it names none, or a place outside the file
 _NO_DICTIONARY, _DICTIONARY_UNLOCATED = -1, -2
 #: a chunk without a page index whose pages could not be walked: read by row groups
@@ -490,17 +487,17 @@ class TableFile:
         length, codec, dictionary page offset, chunk start, size, null count) are read:
         ``PAGES``, ``WALKED_PAGES`` when some chunk has no page index, or why some chunk
         cannot be read page by page."""
-        names = {v: k for k, v in _CODECS.items()}
-        have = {0: True, 2: True, 1: bool(_core.HAVE_SNAPPY), 6: bool(_core.PARQUET_HAVE_ZSTD)}
+        codecs = _core.PARQUET_CODECS  # {number: (name, covered here, library it needs)}
         path = PAGES
         for offset, _, codec, dictionary, start, size, _ in chunks.tolist():
             if offset < 0:
                 if start < 0 or size < 0:  # nothing to find its pages with
                     return "no page index"
                 path = WALKED_PAGES
-            if not have.get(codec, False):
-                return f"{names[codec].lower()} pages not covered by this build" \
-                    if codec in have else f"{_CODEC_NAMES.get(codec, codec)} not covered"
+            name, covered, library = codecs.get(codec, (str(codec), False, None))
+            if not covered:
+                return f"{name.lower()} pages not covered by this build" \
+                    if library is not None else f"{name} not covered"
             if dictionary == _DICTIONARY_UNLOCATED:
                 return "dictionary page not located"
         return path
