@@ -23,7 +23,8 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from . import _core
 from .bulk import BulkInsert, BulkWriter
-from .compression import compress_encoding, compress_value
+from .compression import compress_encoding
+from .load_options import DEFAULT_CHUNK_SIZE, LoadOptions
 from .conventions import BODY_EXCLUDED_KEYS, merge_metadata
 from .encoding import dumps
 from .errors import (BulkInsertAborted, BulkInsertError, RowError, _add_note,
@@ -33,9 +34,6 @@ from .parquet import (PathLike, TableFile, _check_batch, _open_parquet, _pyarrow
                       _pyarrow_error, _source_format)
 from .topology import open_servers
 from .urls import normalize_url
-
-#: Bytes of commands handed over at a time (the bulk insert's buffer threshold).
-DEFAULT_CHUNK_SIZE = 1 << 20
 
 
 @dataclass
@@ -186,15 +184,7 @@ def _plan(schema, source: str, id_column: str, vector_column: str | None,
         if "@metadata" in fields:
             excluded("@metadata", "column")
     else:
-        if isinstance(columns, str):
-            raise TypeError("columns must be a sequence of column names, not a str")
-        columns = list(columns)
-        for pos, name in enumerate(columns):
-            if not isinstance(name, str):
-                raise TypeError(f"columns[{pos}] must be a str, not {type(name).__name__}")
-            if not name:
-                raise ValueError(f"columns[{pos}] is an empty column name")
-        fields = list(dict.fromkeys(columns))
+        fields = list(dict.fromkeys(columns))  # names checked by LoadOptions
         for name in fields:
             need(name, "column")
             if name in BODY_EXCLUDED_KEYS:
@@ -1395,18 +1385,19 @@ def _default_out(path: Any, files: list[str] | None, compress: bool | str) -> st
 
 
 def load_parquet(path: Any, *, url: str | Sequence[str] | None = None,
-                 database: str | None = None,
-                 collection: str = "Embeddings", id_column: str = "id",
-                 id_prefix: str | None = None, vector_column: str | None = None,
-                 columns: Sequence[str] | None = None, compress: bool | str = False,
-                 batch_rows: int | None = None, take: Any = None, out: PathLike | None = None,
-                 float32: str = "widen", metadata: Mapping[str, Any] | None = None,
-                 python_type: str | None = "builtins.dict", chunk_size: int = DEFAULT_CHUNK_SIZE,
+                 database: str | None = None, options: LoadOptions | None = None,
+                 take: Any = None, out: PathLike | None = None,
                  progress: bool | Callable[[int, int], None] = False,
                  workers: int = 1, threads: int | None = None, resume: PathLike | None = None,
-                 certificate: Any = None, ca: Any = None, ssl_context: Any = None) -> LoadResult:
+                 certificate: Any = None, ca: Any = None, ssl_context: Any = None,
+                 **fields: Any) -> LoadResult:
     """Load Parquet / Arrow IPC files (or any Arrow data) of documents/embeddings with bulk
     insert.
+
+    ``options`` (a :class:`bulkwire.LoadOptions`) say how rows become documents and how they
+    are sent; ``fields`` are keyword arguments that replace its values (``collection=``,
+    ``id_column=``, ``compress=``, ...: the names of its fields, with the same defaults). Every
+    option is checked when the object is made, before anything is read.
 
     ``path``: a file; a directory (its ``.parquet``, ``.pq``, ``.arrow``, ``.ipc`` and
     ``.feather`` files, recursively, in name order); a glob (``"data/*.parquet"``); a list of
@@ -1475,7 +1466,13 @@ def load_parquet(path: Any, *, url: str | Sequence[str] | None = None,
     3
     """
     start = time.perf_counter()
-    compress = compress_value(compress)  # a bad value is refused before anything is read
+    # every option checked (LoadOptions) before anything is read
+    options = LoadOptions.of(options, **fields)
+    collection, id_column, id_prefix = options.collection, options.id_column, options.id_prefix
+    vector_column, compress, float32 = options.vector_column, options.compress, options.float32
+    columns = None if options.columns is None else list(options.columns)
+    metadata, python_type = options.metadata, options.python_type
+    chunk_size, batch_rows = options.chunk_size, options.batch_rows
     tls = {name: value for name, value in
            (("certificate", certificate), ("ca", ca), ("ssl_context", ssl_context)) if value is not None}
     servers = None
@@ -1483,10 +1480,6 @@ def load_parquet(path: Any, *, url: str | Sequence[str] | None = None,
         if database is None:
             raise ValueError("database is required with url")
         servers = open_servers(url, database, **tls)
-    if not isinstance(collection, str) or not collection:
-        raise ValueError("collection must be a non-empty str")
-    if chunk_size <= 0:
-        raise ValueError(f"chunk_size must be positive, got {chunk_size}")
     workers = _count(workers, "workers", 1)
     threads = _count(threads, "threads", max(1, min(2, (os.cpu_count() or 1) // workers)))
     pa = _pyarrow()
@@ -1508,8 +1501,6 @@ def load_parquet(path: Any, *, url: str | Sequence[str] | None = None,
         id_prefix = f"{collection.lower()}/" if is_integer else ""
     if batch_rows is None:
         batch_rows = _default_batch_rows(schema, plan)
-    if batch_rows <= 0:
-        raise ValueError(f"batch_rows must be positive, got {batch_rows}")
     metadata_json = _metadata_json(collection, python_type, metadata)
     encode = _Encoder(plan, id_prefix, metadata_json, float32, chunk_size)
     # the columns' types, judged before any file is written or request made
