@@ -97,7 +97,7 @@ def via_ray(value, tmp_path):
     import bulkwire.ray
 
     sink = bulkwire.ray.BulkInsertDatasink("http://127.0.0.1:9", "db", compress=value)
-    return compression.parse_compress(sink.config.compress)
+    return compression.parse_compress(sink.config.options.compress)
 
 
 ENTRY_POINTS = {"BulkWriter": via_bulk_writer, "BulkInsert": via_bulk_insert,
