@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence, Tuple, Union
 
+from . import _core
 from .compression import compress_value
 
 __all__ = ["LoadOptions", "DEFAULT_CHUNK_SIZE", "FLOAT32_MODES"]
@@ -29,8 +30,9 @@ __all__ = ["LoadOptions", "DEFAULT_CHUNK_SIZE", "FLOAT32_MODES"]
 DEFAULT_CHUNK_SIZE = 1 << 20
 
 #: How float32 values are written: ``"widen"`` (the repr of the double, as ``json.dumps``
-#: of the float) or ``"shortest"`` (the shortest text that reads back as the float32).
-FLOAT32_MODES: Tuple[str, ...] = ("widen", "shortest")
+#: of the float) or ``"shortest"`` (the shortest text that reads back as the float32); the
+#: C writers' own list.
+FLOAT32_MODES: Tuple[str, ...] = _core.FLOAT32_MODES
 
 
 def _name(value: Any, what: str, *, optional: bool) -> None:
