@@ -2,8 +2,9 @@
 
 csrc/core/ knows no Python: it is compiled on its own into a static library with only
 csrc/core/ on the include path (no Python or NumPy headers), so a stray #include <Python.h>
-there breaks the build. csrc/py/ is the binding (the CPython and NumPy C APIs); it sees both
-directories and is linked with the core library into the extension module.
+there breaks the build. csrc/py/ is the binding (the CPython and NumPy C APIs), one folder per
+room; it sees its folders and csrc/core/ and is linked with the core library into the
+extension module.
 
 Extra compiler flags come from BULKWIRE_CFLAGS and apply to both layers (CI uses it for
 -Werror and for the sanitizer build); BULKWIRE_LDFLAGS is appended to the link line.
@@ -31,6 +32,10 @@ from setuptools.command.build_ext import build_ext
 
 CORE_DIR = os.path.join("csrc", "core")
 PY_DIR = os.path.join("csrc", "py")
+# the binding's rooms, one folder each (docs/architecture.md); headers are included by bare
+# name, so every folder is on the binding's include path
+PY_FOLDERS = sorted(os.path.join(PY_DIR, d) for d in os.listdir(PY_DIR)
+                    if os.path.isdir(os.path.join(PY_DIR, d)))
 CORE_LIBRARY = "bulkwire_core"
 
 extra_compile = ["-std=c11", "-O3", "-Wall", "-Wextra", "-fno-strict-aliasing"]
@@ -160,9 +165,9 @@ class BuildExtWithCore(build_ext):
 
 core = Extension(
     "bulkwire._core",
-    sources=sorted(glob.glob(os.path.join(PY_DIR, "*.c"))),
-    depends=sorted(glob.glob(os.path.join(PY_DIR, "*.h"))) + core_headers,
-    include_dirs=[PY_DIR, CORE_DIR, numpy.get_include()],
+    sources=sorted(glob.glob(os.path.join(PY_DIR, "*", "*.c"))),
+    depends=sorted(glob.glob(os.path.join(PY_DIR, "*", "*.h"))) + core_headers,
+    include_dirs=[*PY_FOLDERS, CORE_DIR, numpy.get_include()],
     libraries=libraries,
     define_macros=binding_macros,
     extra_compile_args=extra_compile,

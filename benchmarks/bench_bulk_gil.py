@@ -8,6 +8,7 @@ the GIL, the short interval would be clearly faster and the long one would show 
 """
 from __future__ import annotations
 
+import argparse
 import statistics
 import sys
 import time
@@ -21,9 +22,13 @@ import bulkwire.transport  # noqa: F401  (http.client, imported before the clock
 
 
 def main() -> None:
-    dim = int(sys.argv[1]) if len(sys.argv) > 1 else 384
-    runs = int(sys.argv[2]) if len(sys.argv) > 2 else 7
-    compress = len(sys.argv) > 3 and sys.argv[3] == "gzip"
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("dim", type=int, nargs="?", default=384, help="dimensions (default: 384)")
+    parser.add_argument("runs", type=int, nargs="?", default=7, help="rounds (default: 7)")
+    parser.add_argument("body", nargs="?", choices=("plain", "gzip"), default="plain",
+                        help="the body's encoding (default: plain)")
+    options = parser.parse_args()
+    dim, runs, compress = options.dim, options.runs, options.body == "gzip"
     entities = make_entities(10_000, dim)
     rates: dict = {}
     blocked: dict = {}

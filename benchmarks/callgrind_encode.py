@@ -22,6 +22,7 @@ costs (the first call's imports and caches) fall out. ``orjson`` in place of ``s
 the small and dim1024 documents with ``orjson.dumps(d, option=OPT_SERIALIZE_NUMPY)`` instead,
 the same count for the library the benchmarks compare with.
 """
+import argparse
 import datetime
 import sys
 
@@ -61,13 +62,20 @@ def documents(kind: str, count: int) -> list:
 
 
 def main(argv: list) -> int:
+    parser = argparse.ArgumentParser(
+        description="A fixed encoding workload for instruction counts (see the module's text).")
+    parser.add_argument("kind", choices=list(KINDS), help="the documents encoded")
+    parser.add_argument("rest", nargs="*", metavar="[skip|orjson] [N]",
+                        help="skip: build the documents only; orjson: encode them with orjson; "
+                             "N: the number of documents (default: the kind's)")
+    options = parser.parse_args(argv)
+    rest = list(options.rest)
     count = None
-    if len(argv) >= 2 and argv[-1].isdigit():  # a count of documents other than the kind's
-        count = int(argv[-1])
-        argv = argv[:-1]
-    if not argv or argv[0] not in KINDS or argv[1:] not in ([], ["skip"], ["orjson"]):
-        print(f"usage: callgrind_encode.py {{{','.join(KINDS)}}} [skip|orjson]", file=sys.stderr)
-        return 2
+    if rest and rest[-1].isdigit():  # a count of documents other than the kind's
+        count = int(rest.pop())
+    if rest not in ([], ["skip"], ["orjson"]):
+        parser.error(f"after the kind: [skip|orjson] [N], not {' '.join(options.rest)!r}")
+    argv = [options.kind, *rest]
     kind = argv[0]
     docs = documents(kind, KINDS[kind] if count is None else count)
     if kind.startswith("vector_"):

@@ -12,18 +12,24 @@ A fourth argument ``nodefer`` writes float text on the producer thread
 """
 from __future__ import annotations
 
+import argparse
 import resource
-import sys
 
 from _common import writer_seconds
 from bench_bulk_insert import make_entities
 
 
 def main() -> None:
-    dim = int(sys.argv[1]) if len(sys.argv) > 1 else 384
-    docs = int(sys.argv[2]) if len(sys.argv) > 2 else 10_000
-    runs = int(sys.argv[3]) if len(sys.argv) > 3 else 5
-    defer = not (len(sys.argv) > 4 and sys.argv[4] == "nodefer")
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("dim", type=int, nargs="?", default=384, help="dimensions (default: 384)")
+    parser.add_argument("docs", type=int, nargs="?", default=10_000,
+                        help="documents per run (default: 10,000)")
+    parser.add_argument("runs", type=int, nargs="?", default=5, help="runs (default: 5)")
+    parser.add_argument("float_text", nargs="?", choices=("defer", "nodefer"), default="defer",
+                        help="nodefer: float text on the producer thread (default: defer)")
+    options = parser.parse_args()
+    dim, docs, runs = options.dim, options.docs, options.runs
+    defer = options.float_text == "defer"
     entities = make_entities(docs, dim)
     faults_before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     best, _ = writer_seconds(entities, runs, defer)

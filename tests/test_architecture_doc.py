@@ -1,6 +1,6 @@
 """docs/architecture.md stays true: it names every C source of both layers, every C file it
-names exists in the layer it is drawn in, and every file of the core has its own unit test
-file that builds it."""
+names exists in the layer (and the binding's folder) it is drawn in, and every file of the core
+has its own unit test file that builds it."""
 import fnmatch
 import importlib.util
 import pathlib
@@ -23,13 +23,13 @@ def named_patterns():
 def test_every_c_source_is_in_the_doc():
     patterns = named_patterns()
     missing = [f"{layer}/{path.name}" for layer, folder in LAYERS.items()
-               for path in sorted(folder.glob("*.c"))
+               for path in sorted(folder.rglob("*.c"))
                if not any(fnmatch.fnmatch(path.name, p) for p in patterns)]
     assert not missing, f"docs/architecture.md does not mention: {', '.join(missing)}"
 
 
 def test_every_c_file_the_doc_names_exists():
-    existing = {p.name for folder in LAYERS.values() for p in folder.iterdir()}
+    existing = {p.name for folder in LAYERS.values() for p in folder.rglob("*") if p.is_file()}
     existing |= {p.name for p in (ROOT / "tests" / "c").rglob("*.[ch]")}
     existing.add("Python.h")  # the header the core must not include
     stale = sorted(p for p in named_patterns() if "*" not in p and p not in existing)
@@ -37,14 +37,23 @@ def test_every_c_file_the_doc_names_exists():
 
 
 def test_the_layers_are_drawn_where_they_are():
-    """A file drawn under csrc/core/ in the diagram is in csrc/core/, likewise csrc/py/."""
+    """A file drawn under csrc/core/ in the diagram is in csrc/core/; one drawn under a folder
+    heading of csrc/py/ (``  bulk/``) is in that folder, and every folder of csrc/py/ is drawn."""
     diagram = DOC[DOC.index("```text"):]
     diagram = diagram[:diagram.index("```", 7)]
     core_part = diagram[diagram.index("csrc/core/"):]
     py_part = diagram[diagram.index("csrc/py/"):diagram.index("csrc/core/")]
-    for part, layer in ((py_part, "py"), (core_part, "core")):
-        for name in re.findall(r"\b([a-z_0-9]+\.c)\b", part):
-            assert (LAYERS[layer] / name).exists(), f"{name} is drawn in csrc/{layer}/ but is not there"
+    for name in re.findall(r"\b([a-z_0-9]+\.c)\b", core_part):
+        assert (LAYERS["core"] / name).exists(), f"{name} is drawn in csrc/core/ but is not there"
+    sections = re.split(r"^  ([a-z_]+)/", py_part, flags=re.M)
+    drawn = sections[1::2]
+    for folder, text in zip(drawn, sections[2::2]):
+        for name in re.findall(r"\b([a-z_0-9]+\.c)\b", text):
+            assert (LAYERS["py"] / folder / name).exists(), \
+                f"{name} is drawn in csrc/py/{folder}/ but is not there"
+    folders = sorted(p.name for p in LAYERS["py"].iterdir() if p.is_dir())
+    assert sorted(drawn) == folders, f"csrc/py/ has folders {folders}; the diagram draws {drawn}"
+    assert not list(LAYERS["py"].glob("*.[ch]")), "every binding file lives in a folder of csrc/py/"
 
 
 def c_test_runner():

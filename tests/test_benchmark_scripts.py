@@ -165,3 +165,18 @@ def test_bench_real_server_runs():
         assert rows["official"][1] == "1.00x"
         assert all(float(values[0].replace(",", "")) > 0 and float(values[2]) >= 0
                    for values in rows.values())
+
+
+@pytest.mark.parametrize("workload", ["take", "load"])
+def test_profile_reads_runs(tmp_path, workload):
+    """profile_reads checks what each repetition returned, and reports per repetition."""
+    out = run_script("profile_reads.py", workload, "--repeat", "1", "--data", str(tmp_path))
+    assert out.startswith(f"{workload}: 1 repetitions, per repetition wall ")
+    assert "CPU" in out and "load average" in out
+
+
+def test_profile_reads_refuses_a_negative_repeat(tmp_path):
+    done = subprocess.run([sys.executable, os.path.join(BENCH, "profile_reads.py"), "take",
+                           "--repeat", "-1", "--data", str(tmp_path)], cwd=BENCH,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "--repeat must not be negative" in done.stderr

@@ -294,7 +294,7 @@ def test_globs_match_what_glob_matches(tmp_path):
     in name order, each once."""
     import glob
 
-    from bulkwire.load import _dataset_files
+    from bulkwire.load.datasets import _dataset_files
 
     for name in ("a/x.parquet", "a/b/y.parquet", "a/_u/z.parquet", "a/.h/h.parquet",
                  "a/.dot.parquet", "c/w.pq", "top.parquet"):

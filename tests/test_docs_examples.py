@@ -1,17 +1,25 @@
 """Every fenced Python example in README.md and docs/*.md runs as written.
 
-Each block is executed on its own, in a fresh namespace and an empty working directory, so an
-example that leans on a name it does not define, a file it does not create or a server it does
-not start fails here. Examples that need a server start bulkwire's loopback server themselves,
-as a reader would."""
+Each block is saved as a script of its own and run with ``python example.py`` in a fresh
+process and an empty working directory, as a reader who pastes it would: an example that leans
+on a name it does not define, a file it does not create, a server it does not start, or a
+``if __name__ == "__main__":`` guard that worker processes need, fails here. Examples that
+need a server start bulkwire's loopback server themselves, as a reader would."""
 from __future__ import annotations
 
+import os
 import pathlib
 import re
+import subprocess
+import sys
 
 import pytest
 
+import bulkwire
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
+# where the bulkwire under test is (the checkout with PYTHONPATH=pkg, or the installed copy)
+PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(bulkwire.__file__)))
 FENCE = re.compile(r"^```python[^\n]*\n(.*?)^```", re.S | re.M)
 
 
@@ -37,10 +45,14 @@ def test_the_collector_finds_the_examples():
 
 
 @pytest.mark.parametrize("where,code", examples(), ids=[where for where, _ in examples()])
-def test_example_runs(where, code, tmp_path, monkeypatch, capsys):
-    monkeypatch.chdir(tmp_path)
-    compiled = compile(code, where, "exec")
-    exec(compiled, {"__name__": "__docs_example__"})
+def test_example_runs(where, code, tmp_path):
+    script = tmp_path / "example.py"
+    script.write_text(code, encoding="utf-8")
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1",
+               PYTHONPATH=os.pathsep.join(filter(None, [PACKAGE_DIR, os.environ.get("PYTHONPATH")])))
+    done = subprocess.run([sys.executable, "example.py"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, f"{where} failed as a script:\n{done.stdout}\n{done.stderr}"
 
 
 def test_every_c_source_the_docs_name_exists():

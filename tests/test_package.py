@@ -21,6 +21,8 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 @pytest.mark.parametrize("module,call,package,extra", [
     ("pyarrow", lambda: bulkwire.take("x.parquet", [0]), "pyarrow", "parquet"),
     ("cassandra", lambda: __import__("bulkwire.cql").cql.install(), "scylla-driver", "cql"),
+    ("ravendb", lambda: __import__("bulkwire.ravendb").ravendb.install(), "ravendb", "ravendb"),
+    ("ravendb", lambda: __import__("bulkwire.ravendb").ravendb.uninstall(), "ravendb", "ravendb"),
 ])
 def test_a_missing_optional_dependency_names_what_to_install(monkeypatch, module, call,
                                                                package, extra):
@@ -59,10 +61,14 @@ def test_the_version_is_the_distributions():
 
 def package_modules() -> list[str]:
     """Every module of the package, found from its files (a module added later is included
-    without a change here): the package itself, its Python modules and the extension."""
-    names = [f"bulkwire.{found.name}" for found in pkgutil.iter_modules(bulkwire.__path__)]
-    files = {path.stem for path in (ROOT / "pkg" / "bulkwire").glob("*.py")} - {"__init__"}
-    assert {f"bulkwire.{stem}" for stem in files} <= set(names)
+    without a change here): the package itself, its Python modules, those of its
+    subpackages (``bulkwire.load``), and the extension."""
+    names = [found.name for found in pkgutil.walk_packages(bulkwire.__path__, "bulkwire.")]
+    folder = ROOT / "pkg" / "bulkwire"
+    files = {".".join(("bulkwire", *path.relative_to(folder).with_suffix("").parts))
+             for path in folder.rglob("*.py")}
+    files = {name.removesuffix(".__init__") for name in files} - {"bulkwire"}
+    assert files <= set(names)
     assert "bulkwire._core" in names
     return ["bulkwire", *sorted(names)]
 

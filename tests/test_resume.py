@@ -257,7 +257,7 @@ def test_the_same_cluster_in_another_order_is_the_same_target(tmp_path):
     ("http://host:8080/raven/", "http://host:8080/raven"),
 ])
 def test_a_server_is_recorded_by_scheme_host_port_and_root(url, key):
-    from bulkwire.load import _resume_target
+    from bulkwire.load.resume import _resume_target
 
     assert _resume_target(url, "db") == {"database": "db", "servers": [key]}
 
@@ -265,7 +265,8 @@ def test_a_server_is_recorded_by_scheme_host_port_and_root(url, key):
 def test_a_state_never_records_credentials(tmp_path):
     """A URL with a password is refused before a state is opened, and the refusal does not
     repeat it; what a state records is the servers' normalized URLs."""
-    from bulkwire.load import _ResumeState, _resume_target, _row_groups
+    from bulkwire.load.datasets import _row_groups
+    from bulkwire.load.resume import _ResumeState, _resume_target
 
     with pytest.raises(ValueError) as refused:
         _resume_target(["http://user:secret@Node-B:8080/", "http://node-a"], "db")
@@ -565,7 +566,8 @@ def test_a_second_load_sharing_the_state_file_is_refused(tmp_path):
 # ------------------------------------------------------------------------------ failed writes
 
 def a_state(tmp_path):
-    from bulkwire.load import _ResumeState, _row_groups, _Unit
+    from bulkwire.load.datasets import _row_groups, _Unit
+    from bulkwire.load.resume import _ResumeState
 
     write_parts(str(tmp_path / "d"), [300], row_group=100)
     files = [str(tmp_path / "d" / "part-000.parquet")]
@@ -612,7 +614,7 @@ def test_a_failed_state_write_keeps_the_old_state_and_no_temporary_file(tmp_path
     disk is the one before (or, when only the folder's fsync failed, the new one)."""
     import builtins
 
-    from bulkwire import load
+    from bulkwire.load import resume as load
 
     state, path, unit = a_state(tmp_path)
     try:

@@ -190,6 +190,48 @@ def test_numpy_results_on_request():
     assert same.deserialize(ORIG_SER(same, ["a"], PV), PV) == ["a"]  # not numeric: driver's list
 
 
+@pytest.mark.parametrize("subtype,dtype", [("float", "f4"), ("double", "f8"), ("int", "i4"),
+                                            ("bigint", "i8"), ("smallint", "i2"),
+                                            ("tinyint", "i1")])
+def test_numpy_results_in_either_byte_order(subtype, dtype):
+    """True: arrays viewing the big-endian bytes received; "native": the machine's order.
+    Both hold the driver's values."""
+    T = vtype(subtype, 4)
+    values = [1, -2, 3, 100] if dtype[0] == "i" else [1.5, -2.25, 3.0, 1e-3]
+    payload = ORIG_SER(T, values, PV)
+    expected = ORIG_DES(T, payload, PV)
+    bulkwire.cql.install(numpy_results=True)
+    big = T.deserialize(payload, PV)
+    # float, double, int and bigint elements have a fixed size: views of the received bytes;
+    # smallint and tinyint are written with a length each, so they are decoded into new arrays
+    viewed = subtype in ("float", "double", "int", "bigint")
+    assert big.dtype == np.dtype((">" if viewed else "=") + dtype) and big.tolist() == expected
+    bulkwire.cql.install(numpy_results="native")
+    native = T.deserialize(payload, PV)
+    assert native.dtype == np.dtype(dtype) and native.dtype.isnative
+    assert native.tolist() == expected
+    bulkwire.cql.install()
+    assert T.deserialize(payload, PV) == expected
+
+
+@pytest.mark.parametrize("bad", ["little", "big", ""])
+def test_numpy_results_refuses_other_words(bad):
+    bulkwire.cql.uninstall()
+    with pytest.raises(ValueError, match="numpy_results must be False, True or \"native\""):
+        bulkwire.cql.install(numpy_results=bad)
+    assert not bulkwire.cql.installed()  # nothing was patched
+    bulkwire.cql.install()
+
+
+def test_numpy_results_of_another_type_warns_and_keeps_its_truth():
+    T = vtype("float", 2)
+    payload = ORIG_SER(T, [1.0, 2.0], PV)
+    with pytest.warns(DeprecationWarning, match="numpy_results=\\[1\\] is read as True"):
+        bulkwire.cql.install(numpy_results=[1])
+    assert isinstance(T.deserialize(payload, PV), np.ndarray)
+    bulkwire.cql.install()
+
+
 def test_unknown_subtypes_use_the_driver():
     T = ct.lookup_casstype("org.apache.cassandra.db.marshal.VectorType("
                            "org.apache.cassandra.db.marshal.DecimalType, 2)")
@@ -447,3 +489,39 @@ def test_deserialize_then_serialize_round_trips(subtype, values):
     back = codec.deserialize(payload)
     assert codec.serialize(back) == payload
     assert codec.serialize_many(codec.deserialize_many([payload, payload])) == [payload, payload]
+
+
+def _forked_child_runs(lock_owner, name, calls):
+    """Forks while this process holds the module's lock (as another thread would), and
+    checks the child can take it: install and uninstall there return within seconds."""
+    import os
+    import time
+
+    lock = getattr(lock_owner, name)
+    lock.acquire()
+    try:
+        pid = os.fork()
+        if pid == 0:  # the child: no pytest, no output, only the exit status
+            try:
+                calls()
+                os._exit(0)
+            except BaseException:  # noqa: BLE001
+                os._exit(1)
+    finally:
+        lock.release()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        time.sleep(0.02)
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    return "hung"
+
+
+def test_install_in_a_child_forked_while_the_lock_was_held():
+    def calls():
+        bulkwire.cql.install()
+        bulkwire.cql.uninstall()
+    assert _forked_child_runs(bulkwire.cql, "_lock", calls) == 0

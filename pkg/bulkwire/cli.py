@@ -184,7 +184,8 @@ def _say_when_no_vector_column(args: argparse.Namespace) -> None:
     on with the other columns)."""
     if args.vector_column is not None:
         return
-    from .load import _dataset_files, _plan, _schema
+    from .load.datasets import _dataset_files, _schema
+    from .load.plan import _plan
 
     try:
         first = _dataset_files(_source(args))[0]
@@ -251,7 +252,8 @@ def cmd_load(args: argparse.Namespace) -> int:
         except (OSError, ValueError, TypeError) as exc:  # a TLSFileError is a ValueError
             return _fail(str(exc), EXIT_USAGE)
     try:
-        from .load import _dataset_files, load_parquet
+        from .load import load_parquet
+        from .load.datasets import _dataset_files
 
         try:
             _dataset_files(_source(args))

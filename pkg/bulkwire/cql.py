@@ -23,11 +23,28 @@ versions that hand the subtypes bulkwire covers to ``bulkwire.VectorCodec``. The
   driver's code.
 
 Decoding returns what the driver returns (lists) unless ``install(numpy_results=True)``,
-which makes numeric vectors come back as NumPy arrays (zero-copy, big-endian dtypes).
+which makes numeric vectors come back as NumPy arrays. Arrays of float, double, int and
+bigint are views of the received bytes, without a copy, so their dtypes are big-endian as
+the protocol writes them (``>f4``, ``>i8``, ...): they compare and compute as any array, but
+``arr.dtype == numpy.float32`` is false and some libraries copy or refuse non-native arrays.
+(smallint and tinyint elements each carry a length on the wire: they are decoded into new
+arrays, in the machine's order.)
+``install(numpy_results="native")`` returns arrays in the machine's own byte order instead
+(``float32``, ``int64``, ...), at the cost of one copy per vector.
+
+>>> import bulkwire.cql
+>>> bulkwire.cql._result_order("native")
+'native'
+>>> bulkwire.cql._result_order("little")
+Traceback (most recent call last):
+...
+ValueError: numpy_results must be False, True or "native", not 'little'
 """
 from __future__ import annotations
 
+import os
 import threading
+import warnings
 from typing import Any
 
 from ._extras import missing_extra
@@ -36,6 +53,18 @@ from .vectors import VectorCodec
 __all__ = ["install", "uninstall", "installed"]
 
 _lock = threading.Lock()
+
+
+def _new_lock_in_child() -> None:
+    """A child forked while another thread of its parent held the lock would wait for it
+    forever: the thread that would release it does not exist in the child. The child gets
+    a lock of its own."""
+    global _lock
+    _lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_lock_in_child)
 _state: dict[str, Any] = {}
 
 # ndarray dtype kinds the fast path takes per subtype: exactly those for which the driver's
@@ -64,9 +93,26 @@ def _subtype_names(ct: Any) -> dict[Any, str]:
     return {getattr(ct, cls): name for cls, name in names.items() if hasattr(ct, cls)}
 
 
-def install(*, numpy_results: bool = False) -> None:
+def _result_order(numpy_results: bool | str) -> str | None:
+    """What ``numpy_results`` asks for: None (the driver's lists), "big" (arrays viewing the
+    received bytes) or "native" (arrays in the machine's byte order)."""
+    if isinstance(numpy_results, str):
+        if numpy_results == "native":
+            return "native"
+        raise ValueError(f'numpy_results must be False, True or "native", not {numpy_results!r}')
+    if numpy_results is None or (isinstance(numpy_results, (bool, int)) and numpy_results in (0, 1)):
+        return "big" if numpy_results else None
+    warnings.warn(f"numpy_results={numpy_results!r} is read as {bool(numpy_results)}; pass "
+                  f'False, True or "native"', DeprecationWarning, stacklevel=3)
+    return "big" if numpy_results else None
+
+
+def install(*, numpy_results: bool | str = False) -> None:
     """Patch ``cassandra.cqltypes.VectorType``. Idempotent; a second call only updates
-    ``numpy_results``."""
+    ``numpy_results``: False (lists, as the driver), True (NumPy arrays viewing the received
+    big-endian bytes) or ``"native"`` (NumPy arrays in the machine's byte order, one copy
+    each)."""
+    order = _result_order(numpy_results)
     try:
         import cassandra.cqltypes as ct
     except ImportError as exc:
@@ -77,7 +123,7 @@ def install(*, numpy_results: bool = False) -> None:
         if not _state:
             _state["serialize"] = vt.__dict__["serialize"]
             _state["deserialize"] = vt.__dict__["deserialize"]
-        _state["numpy_results"] = bool(numpy_results)
+        _state["numpy_results"] = order
         names = _subtype_names(ct)
         # (subtype class, size) -> (codec, ndarray kinds it takes, decodes lists) or None
         entries: dict[tuple[Any, Any], Any] = {}
@@ -113,8 +159,11 @@ def install(*, numpy_results: bool = False) -> None:
         def deserialize(cls: Any, byts: Any, protocol_version: Any) -> Any:
             entry = entry_for(cls)
             if entry is not None and entry[2]:
-                out = entry[0]._driver_deserialize(byts, _state.get("numpy_results"))
+                order = _state.get("numpy_results")
+                out = entry[0]._driver_deserialize(byts, order is not None)
                 if out is not None:
+                    if order == "native" and not out.dtype.isnative:
+                        out = out.astype(out.dtype.newbyteorder("="))
                     return out
             return orig_deserialize(cls, byts, protocol_version)
 

@@ -25,10 +25,13 @@ The ``ravendb`` package itself is needed only by this module.
 """
 from __future__ import annotations
 
+import importlib
+import os
 import threading
 from typing import Any, Optional, Tuple
 
 from . import _core
+from ._extras import missing_extra
 from .bulk import BulkInsert
 from .conventions import check_id, id_problem
 from .errors import BulkInsertError
@@ -38,21 +41,39 @@ __all__ = ["BulkInsertOperation", "bulk_insert", "install", "uninstall", "instal
            "AttachmentsBulkInsert"]
 
 _install_lock = threading.Lock()
+
+
+def _new_lock_in_child() -> None:
+    """A child forked while another thread of its parent held the lock would wait for it
+    forever: the thread that would release it does not exist in the child. The child gets
+    a lock of its own."""
+    global _install_lock
+    _install_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_lock_in_child)
 _original: Optional[Tuple[bool, Any]] = None  # (defined on DocumentStore itself, the method)
 
 
-def _client() -> Any:
-    """The client's modules this one uses, imported on first need."""
-    from ravendb.documents import bulk_insert_operation as client
+def _client_module(name: str) -> Any:
+    """One of the official client's modules (``name`` is its dotted path), imported on first
+    need; without the ``ravendb`` package, an ``ImportError`` that says how to install it."""
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        raise missing_extra("RavenDB drop-in", "ravendb", "ravendb") from exc
 
-    return client
+
+def _client() -> Any:
+    """The client's bulk insert module."""
+    return _client_module("ravendb.documents.bulk_insert_operation")
 
 
 def _aborted(error: BaseException) -> Exception:
     """The client's exception for a bulk insert that failed, with bulkwire's as its cause."""
-    from ravendb.exceptions.documents.bulkinsert import BulkInsertAbortedException
-
-    exc = BulkInsertAbortedException(str(error), error)
+    aborted = _client_module("ravendb.exceptions.documents.bulkinsert").BulkInsertAbortedException
+    exc = aborted(str(error), error)
     exc.__cause__ = error
     return exc
 
@@ -80,8 +101,9 @@ class BulkInsertOperation:
                 "operate on. Database name can be passed as an argument when bulk insert is being "
                 "created or default database can be defined using 'DocumentStore.database' "
                 "property.")
-        from ravendb.documents.conventions import DocumentConventions
-        from ravendb.documents.identity.hilo import GenerateEntityIdOnTheClient
+        DocumentConventions = _client_module("ravendb.documents.conventions").DocumentConventions
+        GenerateEntityIdOnTheClient = _client_module(
+            "ravendb.documents.identity.hilo").GenerateEntityIdOnTheClient
 
         options = options if options is not None else _client().BulkInsertOptions()
         self.use_compression = bool(options.use_compression)
@@ -363,7 +385,7 @@ def install() -> None:
     >>> bulkwire.ravendb.install()                             # doctest: +SKIP
     """
     global _original
-    from ravendb.documents.store.definition import DocumentStore
+    DocumentStore = _client_module("ravendb.documents.store.definition").DocumentStore
 
     with _install_lock:
         if _original is not None:
@@ -381,7 +403,7 @@ def uninstall() -> None:
     >>> bulkwire.ravendb.uninstall()                           # doctest: +SKIP
     """
     global _original
-    from ravendb.documents.store.definition import DocumentStore
+    DocumentStore = _client_module("ravendb.documents.store.definition").DocumentStore
 
     with _install_lock:
         if _original is None:

@@ -1,0 +1,31 @@
+"""Parquet / Arrow IPC -> bulk insert: :func:`load_parquet` and the ``bulkwire load`` command.
+
+The file is read batch by batch with pyarrow; each record batch goes to the C encoder
+(``bulkwire._core.encode_batch``) through the Arrow PyCapsule interface, which writes one
+bulk insert command per row straight from the Arrow buffers — no Python object per row or
+per float. The commands go, as C wrote them, into a :class:`bulkwire.BulkWriter`, which
+frames the body; its pieces go either to a file holding the exact request body (replayable
+to a server later) or, with ``url``, to the server through :class:`bulkwire.BulkInsert`.
+
+The package's modules, along the path of a load:
+
+- :mod:`bulkwire.load.entry`: :func:`load_parquet`, :func:`load_arrow`, :class:`LoadResult`,
+  progress; the arguments judged and the parts composed.
+- :mod:`bulkwire.load.plan`: the schema judged, the plan of columns, the encoder.
+- :mod:`bulkwire.load.datasets`: files, directories and globs; footers; units of work;
+  record batches read from files or from Arrow data.
+- :mod:`bulkwire.load.pipeline`: batches encoded in order, stored into a target as one
+  request; units sent.
+- :mod:`bulkwire.load.targets`: the file and the RavenDB server targets.
+- :mod:`bulkwire.load.resume`: the resume state file.
+- :mod:`bulkwire.load.workers`: worker processes.
+"""
+from __future__ import annotations
+
+from .datasets import DATA_SUFFIXES, RESUME_UNIT_ROWS
+from .entry import DEFAULT_CHUNK_SIZE, LoadResult, load_arrow, load_parquet
+from .resume import RESUME_VERSION
+from .targets import default_out
+
+__all__ = ["DATA_SUFFIXES", "DEFAULT_CHUNK_SIZE", "LoadResult", "RESUME_UNIT_ROWS",
+           "RESUME_VERSION", "default_out", "load_arrow", "load_parquet"]

@@ -1,0 +1,451 @@
+"""The entry points :func:`load_parquet` and :func:`load_arrow`: the arguments judged before
+anything is read or sent, the parts composed (plan, sources, target, resume state, workers),
+progress reported, and the :class:`LoadResult`."""
+from __future__ import annotations
+
+import os
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
+
+from ..errors import _mark_unconfirmed
+from ..parquet import PathLike, _pyarrow
+from ..topology import open_servers
+from .plan import _default_batch_rows, _empty_batch, _Encoder, _metadata_json, _plan
+from .datasets import (_as_reader, _check_schemas, _dataset_files, _file_footer, _reader_batches,
+                       RESUME_UNIT_ROWS, _taken_batches, _Unit, _units)
+from .targets import default_out, _FileTarget
+from .resume import _resume_target, _ResumeState
+from .pipeline import _encoded_in_order, _Job, _one_request, _send, _server_target
+from .workers import _run_workers, _share
+from ..compression import compress_encoding
+from ..load_options import DEFAULT_CHUNK_SIZE, LoadOptions  # noqa: F401 - bulkwire.load's name
+
+
+@dataclass
+class LoadResult:
+    """What a load did. ``body_bytes`` is the JSON request body; ``wire_bytes`` what went out
+    (the gzip or zstd stream's size when compressing, else the same)."""
+
+    rows: int
+    body_bytes: int
+    wire_bytes: int
+    seconds: float
+    source: str
+    target: str
+    compress: bool | str
+    #: rows a resumed load found confirmed by an earlier run, and did not send again
+    skipped_rows: int = 0
+    #: worker processes that sent the rows
+    workers: int = 1
+
+    @property
+    def rows_per_second(self) -> float:
+        return self.rows / self.seconds if self.seconds > 0 else float("inf")
+
+    @property
+    def mb_per_second(self) -> float:
+        return self.body_bytes / self.seconds / 1e6 if self.seconds > 0 else float("inf")
+
+    def summary(self) -> str:
+        wire = f" ({self.wire_bytes:,} {compress_encoding(self.compress)})" if self.compress else ""
+        workers = f" by {self.workers} worker processes" if self.workers > 1 else ""
+        skipped = (f"; {self.skipped_rows:,} rows confirmed by an earlier run were not sent again"
+                   if self.skipped_rows else "")
+        return (f"loaded {self.rows:,} rows from {self.source} into {self.target}{workers}: "
+                f"{self.body_bytes:,} bytes{wire} in {self.seconds:.2f} s, "
+                f"{self.rows_per_second:,.0f} rows/s, {self.mb_per_second:,.1f} MB/s{skipped}")
+
+
+class _Progress:
+    """A one-line progress bar on a stream (stderr), redrawn at most every 0.2 s."""
+
+    def __init__(self, total: int | None, stream=None, width: int = 24):
+        self.total = total
+        self.stream = stream if stream is not None else sys.stderr
+        self.width = width
+        self.start = time.perf_counter()
+        self.last = 0.0
+        self.drawn = False
+
+    def update(self, rows: int, body_bytes: int, final: bool = False) -> None:
+        now = time.perf_counter()
+        if not final and now - self.last < 0.2:
+            return
+        self.last = now
+        elapsed = max(now - self.start, 1e-9)
+        if self.total:
+            frac = min(rows / self.total, 1.0)
+            filled = int(frac * self.width)
+            bar = f"[{'#' * filled}{'.' * (self.width - filled)}] {frac * 100:3.0f}% "
+            count = f"{rows:,}/{self.total:,} rows"
+        else:
+            bar, count = "", f"{rows:,} rows"
+        self.stream.write(f"\r{bar}{count}  {rows / elapsed:,.0f} rows/s  "
+                          f"{body_bytes / elapsed / 1e6:,.1f} MB/s ")
+        self.drawn = True
+        if final:
+            self.stream.write("\n")
+        self.stream.flush()
+
+
+def _count(value: Any, name: str, default: int) -> int:
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive int, got {value!r}")
+    return value
+
+
+class _Report:
+    """Adds up the batches of every worker for ``progress`` (the bar, or the caller's
+    callable, called with the running totals)."""
+
+    def __init__(self, progress: bool | Callable[[int, int], None], total: int | None) -> None:
+        self.rows = self.body = 0
+        self.total = total
+        self.bar = _Progress(total) if progress is True else None
+        self.callback = progress if callable(progress) else None
+
+    def __call__(self, rows: int, body: int) -> None:
+        self.rows += rows
+        self.body += body
+        if self.bar is not None and (self.total is None or self.rows < self.total):
+            self.bar.update(self.rows, self.body)  # the final line is drawn once, at the end
+        if self.callback is not None:
+            self.callback(self.rows, self.body)
+
+    def end(self, body: int, ok: bool) -> None:
+        if self.bar is None:
+            return
+        if ok:
+            self.bar.update(self.rows, body, final=True)
+        elif self.bar.drawn:
+            self.bar.stream.write("\n")
+
+
+def _default_out(path: Any, files: list[str] | None, compress: bool | str) -> str:
+    if files is not None and not isinstance(path, (list, tuple)) and os.path.isdir(path):
+        return default_out(os.path.normpath(os.fspath(path)), compress)
+    if files is not None and len(files) == 1:
+        return default_out(files[0], compress)
+    raise ValueError("out is needed to write the request body of a dataset of several files "
+                     "or of Arrow data (or give url to load into a server)")
+
+
+def load_parquet(path: Any, *, url: str | Sequence[str] | None = None,
+                 database: str | None = None, options: LoadOptions | None = None,
+                 take: Any = None, out: PathLike | None = None,
+                 progress: bool | Callable[[int, int], None] = False,
+                 workers: int = 1, threads: int | None = None, resume: PathLike | None = None,
+                 certificate: Any = None, ca: Any = None, ssl_context: Any = None,
+                 **fields: Any) -> LoadResult:
+    """Load Parquet / Arrow IPC files (or any Arrow data) of documents/embeddings with bulk
+    insert.
+
+    ``options`` (a :class:`bulkwire.LoadOptions`) say how rows become documents and how they
+    are sent; ``fields`` are keyword arguments that replace its values (``collection=``,
+    ``id_column=``, ``compress=``, ...: the names of its fields, with the same defaults). Every
+    option is checked when the object is made, before anything is read.
+
+    ``path``: a file; a directory (its ``.parquet``, ``.pq``, ``.arrow``, ``.ipc`` and
+    ``.feather`` files, recursively, in name order); a glob (``"data/*.parquet"``); a list of
+    these; or Arrow data: a ``pyarrow.Table``, ``RecordBatch``, ``RecordBatchReader``, a
+    ``pyarrow.dataset``, any object with ``__arrow_c_stream__`` (a polars DataFrame, a DuckDB
+    result) or an iterable of RecordBatches. Every file's schema is read, and compared with
+    the first file's, before any document is sent: a file whose columns differ raises
+    ``ValueError`` naming the file and the column.
+
+    Each row becomes a document ``<id_prefix><id>`` holding the ``columns`` (default: every
+    column but the id and a column named ``Id``) and ``@metadata``, as
+    :meth:`bulkwire.BulkWriter.store` writes the equivalent dict (:mod:`bulkwire.conventions`):
+    the ``metadata`` entries, then ``@collection`` (``collection``) and ``Raven-Python-Type``
+    (``python_type``) where ``metadata`` does not give them. A column named ``Id`` or
+    ``@metadata`` cannot be a field, and a string id must pass
+    :func:`bulkwire.conventions.check_id` (prefix included). The vector column
+    (``fixed_size_list`` or ``list`` of float32/float64; found automatically when there is
+    exactly one) is written as a JSON array, float32 elements widened (the repr of the double,
+    as ``bulkwire.dumps`` writes a float32 ndarray) or, with ``float32="shortest"``, with the
+    shortest text that round-trips as float32. ``id_prefix`` defaults to
+    ``collection.lower() + "/"`` for integer ids and to ``""`` for string ids. Ids come from
+    the id column alone, so a load that is repeated writes the same documents.
+
+    The columns' types are checked (by the C encoder) before any row is read. Each batch's
+    encoded commands go, as they are, into a :class:`bulkwire.BulkWriter`, which frames the
+    body. Without ``url``, its pieces are written to ``out`` (default
+    ``<name>.bulk.json[.gz|.zst]`` next to the source file or directory): the exact request
+    body (a JSON array of commands; ``compress``: as for :class:`bulkwire.BulkWriter`, e.g.
+    True or "gzip" for one gzip stream, "zstd" for one zstd frame, as the server would
+    receive it). With ``url`` (and
+    ``database``), the writer is a :class:`bulkwire.BulkInsert`'s: the same body, streamed;
+    with no rows, no request is made. An error (or Ctrl-C) aborts the operation on the
+    server. ``url`` is one server's URL or a list of a cluster's node URLs, as
+    :class:`bulkwire.BulkInsert` takes it; the URLs, ``database`` and the TLS files are
+    judged before anything is read, and ``LoadResult.target`` names the normalized URLs.
+
+    ``certificate``, ``ca``, ``ssl_context`` (with an ``https://`` ``url``): TLS, as for
+    :class:`bulkwire.BulkInsert`.
+
+    ``workers`` (with ``url`` and files): processes, each sending a disjoint share of the row
+    groups in its own bulk insert request (default 1: this process). The first failure
+    stops the others and raises that worker's error; Ctrl-C stops them all.
+    ``threads``: threads encoding batches ahead, in each process (default: 2 on a single
+    worker, fewer when the workers would outnumber the cores); the output is the same
+    whatever the number.
+
+    ``resume`` (with ``url`` and files): a state file. Each unit of work (a file's run of row
+    groups, one request each) is recorded there once the server confirmed its request; a
+    load given the same state file again skips those, and sends the rest with
+    ``skip_overwrite_if_unchanged``. A file that changed since (size or modification time)
+    is refused, naming it.
+
+    ``take``: load only the rows at these indices of a single file, in that order (see
+    :func:`bulkwire.take`). Every batch is checked before any of its bytes are written or
+    sent: buffers that do not hold what the batch's offsets and lengths say (a crafted or
+    corrupt file) raise ``ValueError`` naming the file and the column; a null or blank id, a
+    null or ragged vector, a null vector element, invalid UTF-8 raise
+    :class:`bulkwire.errors.RowError` (a ``ValueError``) naming the file, the column and the
+    row (the file's row number; with ``take``, also the position in ``take``), also as its
+    attributes ``source``, ``column``, ``row``, ``take_index``.
+
+    >>> import tempfile, os
+    >>> from bulkwire import sample_parquet
+    >>> src = sample_parquet(os.path.join(tempfile.mkdtemp(), "s.parquet"), rows=3, dim=2)
+    >>> load_parquet(src, metadata={"@collection": "Points"}).rows
+    3
+    """
+    start = time.perf_counter()
+    # every option checked (LoadOptions) before anything is read
+    options = LoadOptions.of(options, **fields)
+    collection, id_column, id_prefix = options.collection, options.id_column, options.id_prefix
+    vector_column, compress, float32 = options.vector_column, options.compress, options.float32
+    columns = None if options.columns is None else list(options.columns)
+    metadata, python_type = options.metadata, options.python_type
+    chunk_size, batch_rows = options.chunk_size, options.batch_rows
+    tls = {name: value for name, value in
+           (("certificate", certificate), ("ca", ca), ("ssl_context", ssl_context)) if value is not None}
+    servers = None
+    if url is not None:  # the URLs, the database and the TLS files, before anything is read
+        if database is None:
+            raise ValueError("database is required with url")
+        servers = open_servers(url, database, **tls)
+    workers = _count(workers, "workers", 1)
+    threads = _count(threads, "threads", max(1, min(2, (os.cpu_count() or 1) // workers)))
+    pa = _pyarrow()
+    reader = _as_reader(path)
+    files: list[str] | None = None
+    if reader is None:
+        files = _dataset_files(path)
+        footers = [_file_footer(f) for f in files]
+        schemas = [footer[0] for footer in footers]
+        _check_schemas(files, schemas)
+        schema = schemas[0]
+        source = files[0] if len(files) == 1 else f"{len(files)} files ({files[0]}, ...)"
+    else:
+        schema = reader.schema
+        source = f"a {type(path).__module__.split('.')[0]}.{type(path).__name__}"
+    plan = _plan(schema, files[0] if files else source, id_column, vector_column, columns)
+    if id_prefix is None:
+        is_integer = pa.types.is_integer(schema.field(id_column).type)
+        id_prefix = f"{collection.lower()}/" if is_integer else ""
+    if batch_rows is None:
+        batch_rows = _default_batch_rows(schema, plan)
+    metadata_json = _metadata_json(collection, python_type, metadata)
+    encode = _Encoder(plan, id_prefix, metadata_json, float32, chunk_size)
+    # the columns' types, judged before any file is written or request made
+    encode(_empty_batch(schema, plan.read_columns))
+
+    if tls and url is None:
+        raise ValueError(f"{', '.join(tls)} need url (an https:// server)")
+    if url is not None and database is None:
+        raise ValueError("database is required with url")
+    for name, value in (("workers", workers > 1), ("resume", resume is not None)):
+        if not value:
+            continue
+        if url is None:
+            raise ValueError(f"{name} needs url: worker processes and resumed runs load into a "
+                             f"server, each unit in its own request")
+        if files is None:
+            raise ValueError(f"{name} needs files (a path, directory, glob or list of them): "
+                             f"Arrow data given as a stream is read once, by one process")
+        if take is not None:
+            raise ValueError(f"{name} and take exclude each other")
+    if workers > 1 and ssl_context is not None:
+        raise ValueError("ssl_context cannot be sent to worker processes: give certificate= "
+                         "and ca= instead")
+    if take is not None:
+        if files is None or len(files) != 1:
+            raise ValueError("take needs a single file")
+        from ..parquet import _check_indices
+
+        # every index checked against the file's rows before any output is opened
+        take = _check_indices(take, sum(footers[0][1]), name="take")
+    if servers is not None:
+        where = f"{', '.join(map(str, servers.urls))} (database {database})"
+    else:
+        where = os.fspath(out) if out is not None else _default_out(path, files, compress)
+    # the files' row groups, from their footers (a resume state is checked against them)
+    groups = [footer[1] for footer in footers] if files is not None and take is None else None
+    stream_rows = (path.num_rows if take is None and isinstance(path, (pa.Table, pa.RecordBatch))
+                   else None)
+
+    state = None
+    if resume is not None:
+        options = {"collection": collection, "id_column": id_column, "id_prefix": id_prefix,
+                   "fields": plan.fields, "vector_column": plan.vector_column,
+                   "float32": float32, "metadata": metadata_json.decode()}
+        state = _ResumeState(os.fspath(resume), files, groups, options,
+                             _resume_target(url, database))
+    try:
+        job = _Job(url, database, compress, chunk_size, tls, encode, batch_rows, threads,
+                   skip_overwrite=state is not None and state.resumed,
+                   request_per_unit=state is not None)
+        if files is not None:
+            # each unit's file must be read as it was planned from: its size and mtime
+            job.identities = {f: footer[2] for f, footer in zip(files, footers)}
+        if url is not None:
+            return _load_units(job, files, groups, state, workers, progress, source, where,
+                               start, lambda: _server_target(job), reader, take, stream_rows)
+        # the output is opened last, once every argument was checked; any failure from here
+        # on removes it (the file target's abort)
+        file_target = _FileTarget(where, compress, chunk_size)
+        try:
+            return _load_units(job, files, groups, state, workers, progress, source, where,
+                               start, lambda: file_target, reader, take, stream_rows)
+        except BaseException:
+            file_target.abort()
+            raise
+    finally:
+        if state is not None:
+            state.close()
+
+
+def _load_units(job: _Job, files: list[str] | None, groups: list[list[int]] | None,
+                state: _ResumeState | None, workers: int, progress: Any, source: str,
+                where: str, start: float, make_target: Callable[[], Any], reader: Any,
+                take: Any, stream_rows: int | None) -> LoadResult:
+    """The sending half of :func:`load_parquet`, once its arguments are checked: Arrow data
+    or ``take`` in one request from this process; files as units of work, by this process
+    or by ``workers`` processes. An exception that escapes a load into a server carries, in
+    a note and in its ``unconfirmed`` attribute, the rows of the files that no request
+    confirmed."""
+    compress = job.compress
+    ok = False
+    if groups is None:
+        report = _Report(progress, stream_rows)
+        try:
+            rows, body, wire = _send_stream(job, reader, files, take, make_target, report)
+            ok = True
+        finally:
+            report.end(report.body, ok)
+        return LoadResult(rows=rows, body_bytes=body, wire_bytes=wire,
+                          seconds=time.perf_counter() - start, source=source, target=where,
+                          compress=compress)
+
+    total = sum(map(sum, groups))
+    skipped = state.skipped_rows() if state is not None else 0
+    if state is not None:  # one request per unit: what a dead run repeats at most
+        unit_rows = min(-(-max(total, 1) // (workers * 4)), RESUME_UNIT_ROWS)
+    elif workers > 1:  # enough units to share out evenly
+        unit_rows = -(-max(total, 1) // (workers * 4))
+    else:  # a unit per file: encoding ahead never drains in the middle of a file
+        unit_rows = max(total, 1)
+    units = _units(files, groups, state.ranges if state is not None else None,
+                   max(1, unit_rows))
+    report = _Report(progress, total - skipped)
+    unconfirmed = dict.fromkeys(units)  # in file order; a unit leaves once its request is answered
+
+    def confirm(unit: _Unit) -> None:
+        unconfirmed.pop(unit, None)
+        if state is not None:
+            state.confirm(unit)
+
+    shares = _share(units, workers) if workers > 1 else [units]
+    try:
+        if len(shares) > 1:
+            rows, body, wire = _run_workers(job, shares, report, confirm)
+        else:
+            rows, body, wire = _send(job, units, make_target, report, confirm)
+        ok = True
+    except BaseException as exc:
+        if job.url is not None:  # a file's body is written whole or removed: nothing to say
+            _note_unconfirmed(exc, list(unconfirmed), total - skipped)
+        raise
+    finally:
+        report.end(report.body if not ok else body, ok)
+    return LoadResult(rows=rows, body_bytes=body, wire_bytes=wire,
+                      seconds=time.perf_counter() - start, source=source, target=where,
+                      compress=compress, skipped_rows=skipped, workers=len(shares))
+
+
+def _note_unconfirmed(exc: BaseException, units: list[_Unit], rows: int) -> None:
+    """Says on ``exc`` which rows no request confirmed: ``exc.unconfirmed``, a list of
+    ``(file, first row, stop row)`` (adjacent units merged), and a note listing them."""
+    ranges: list[tuple[str, int, int]] = []
+    for unit in units:
+        if ranges and ranges[-1][0] == unit.path and ranges[-1][2] == unit.first_row:
+            ranges[-1] = (unit.path, ranges[-1][1], unit.first_row + unit.rows)
+        else:
+            ranges.append((unit.path, unit.first_row, unit.first_row + unit.rows))
+    missing = sum(stop - first for _, first, stop in ranges)
+    listed = ", ".join(f"{name!r} rows {first}-{stop - 1}" for name, first, stop in ranges[:5])
+    more = f", and {len(ranges) - 5} more ranges" if len(ranges) > 5 else ""
+    _mark_unconfirmed(exc, ranges, f"not confirmed by the server: {missing:,} of the {rows:,} "
+                                  f"rows this load was to send" +
+                     (f" ({listed}{more})" if ranges else ""))
+
+
+def _send_stream(job: _Job, reader: Any, files: list[str] | None, take: Any,
+                 make_target: Callable[[], Any], report: _Report) -> tuple[int, int, int]:
+    """Arrow data, or a file's rows at ``take``: one request, in this process."""
+    plan = job.encode.plan
+    if take is not None:
+        batches, total, idx = _taken_batches(files[0], plan, job.batch_rows, take)
+        report.total = total
+        if report.bar is not None:
+            report.bar.total = total
+        source = files[0]
+    else:
+        batches, idx, source = _reader_batches(reader, plan, job.batch_rows), None, "Arrow data"
+    pool = (ThreadPoolExecutor(job.threads, thread_name_prefix="bulkwire-encode")
+            if job.threads > 1 else None)
+    target = make_target()
+    try:
+        rows = _one_request(target, _encoded_in_order(batches, job.encode, source, plan, pool,
+                                                      job.threads, idx), pool, report)
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True)
+    return rows, target.body_bytes, target.wire_bytes
+
+
+def load_arrow(data: Any, *, url: str | Sequence[str] | None = None, database: str | None = None,
+               **options: Any) -> LoadResult:
+    """Load Arrow data (a ``pyarrow.Table``, a ``RecordBatch``, a ``RecordBatchReader``, an
+    iterable of RecordBatches, a ``pyarrow.dataset`` or any object with
+    ``__arrow_c_stream__``) with ONE bulk insert request from this process, and return what
+    it did. The ids come from the id column, so a task that is retried repeats the same
+    PUTs. ``options`` are :func:`load_parquet`'s (``collection``, ``id_column``, ``compress``,
+    ``metadata``, ``threads``, ...). This is the sink for one partition of a distributed
+    engine.
+
+    >>> import pyarrow as pa
+    >>> from bulkwire.testing import LoopbackServer
+    >>> table = pa.table({"id": [1, 2], "v": pa.array([[0.5], [1.0]], pa.list_(pa.float32()))})
+    >>> with LoopbackServer() as server:
+    ...     load_arrow(table, url=server.url, database=server.database).rows
+    2
+    """
+    if _as_reader_kind(data) == "path":
+        raise TypeError(f"data must be Arrow data, not a path ({type(data).__name__}): use "
+                        f"load_parquet for files")
+    for name in ("workers", "resume", "take"):
+        if options.get(name) not in (None, 1):
+            raise ValueError(f"{name} is load_parquet's: load_arrow sends one request")
+    return load_parquet(data, url=url, database=database, **options)
+
+
+def _as_reader_kind(data: Any) -> str:
+    return "path" if isinstance(data, (str, bytes, os.PathLike, list, tuple)) else "data"

@@ -1,0 +1,142 @@
+"""The plan of a load: which columns are the id, the fields and the vector, judged against
+the Arrow schema before any row is read (:func:`_plan`), and the encoder that turns a record
+batch into bulk insert commands in C (:class:`_Encoder`)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+from .. import _core
+from ..conventions import BODY_EXCLUDED_KEYS, merge_metadata
+from ..encoding import dumps
+from ..parquet import _pyarrow
+
+
+@dataclass
+class _Plan:
+    id_column: str
+    vector_column: str | None
+    fields: list[str]
+    read_columns: list[str]
+
+
+def _empty_batch(schema, names: Sequence[str]) -> Any:
+    """A record batch without rows of the columns ``names`` of ``schema``: what the C encoder
+    judges them on. Only the columns a load reads: the encoder imports every column of the
+    batch it is given, and one it does not read (nested deeper than the import allows, say)
+    must not stop a load that leaves it out. (Made from arrays of nulls: pyarrow's
+    from_pylist and empty_table import pandas, which cost 0.3 s and 45 MB of memory.)"""
+    pa = _pyarrow()
+    fields = [schema.field(name) for name in dict.fromkeys(names)]
+    return pa.RecordBatch.from_arrays([pa.nulls(0, f.type) for f in fields],
+                                      schema=pa.schema(fields))
+
+
+def _check_vector(schema, id_column: str, name: str) -> None:
+    """Raises the C encoder's ``TypeError`` when column ``name`` cannot be the vector column
+    (or the id column cannot be an id)."""
+    _core.encode_batch(_empty_batch(schema, [id_column, name]), id_column, [name],
+                       vector_column=name)
+
+
+def _can_be_vector(schema, id_column: str, name: str) -> bool:
+    try:
+        _check_vector(schema, id_column, name)
+    except (TypeError, ValueError):  # ValueError: a type the Arrow import refuses
+        return False
+    return True
+
+
+def _plan(schema, source: str, id_column: str, vector_column: str | None,
+          columns: Sequence[str] | None) -> _Plan:
+    """Checks the arguments against the file's schema, before any row is read. The columns'
+    types are the C encoder's to judge (see :class:`_Encoder`)."""
+    names = schema.names
+
+    def need(name: str, what: str) -> None:
+        if name not in names:
+            raise ValueError(f"{what} {name!r} is not a column of {source} "
+                             f"(its columns: {', '.join(names)})")
+
+    def excluded(name: str, what: str) -> None:
+        if name == "@metadata":
+            raise TypeError(f"{what} '@metadata' of {source} cannot be a document field: a "
+                            f"document's @metadata is a mapping, written last from metadata= "
+                            f"(with @collection and Raven-Python-Type); leave the column out "
+                            f"with columns= (--columns)")
+        raise ValueError(f"{what} 'Id' of {source} cannot be a document field: a document body "
+                         f"never holds an Id member (its id is the command's Id); use it as the "
+                         f"id with id_column='Id' (--id-column Id)")
+
+    need(id_column, "id column")
+    explicit_vector = vector_column is not None
+    if vector_column is None:
+        found = [n for n in names if n != id_column and n not in BODY_EXCLUDED_KEYS
+                 and _can_be_vector(schema, id_column, n)]
+        if len(found) > 1:
+            raise ValueError(f"{source} has several vector columns ({', '.join(found)}): "
+                             f"choose one with vector_column= (--vector-column)")
+        vector_column = found[0] if found else None
+    else:
+        need(vector_column, "vector column")
+        if vector_column in BODY_EXCLUDED_KEYS:
+            excluded(vector_column, "vector column")
+        _check_vector(schema, id_column, vector_column)
+    if columns is None:
+        # every column but the id; an "Id" column is left out, as BulkWriter.store leaves a
+        # dict's "Id" member out of its document
+        fields = [n for n in names if n != id_column and n != "Id"]
+        if "@metadata" in fields:
+            excluded("@metadata", "column")
+    else:
+        fields = list(dict.fromkeys(columns))  # names checked by LoadOptions
+        for name in fields:
+            need(name, "column")
+            if name in BODY_EXCLUDED_KEYS:
+                excluded(name, "column")
+        if explicit_vector and vector_column not in fields:
+            fields.append(vector_column)
+    if vector_column not in fields:
+        vector_column = None  # found, but not asked for
+    read = list(dict.fromkeys([id_column, *fields]))
+    return _Plan(id_column, vector_column, fields, read)
+
+
+def _metadata_json(collection: str, python_type: str | None, metadata: Mapping[str, Any] | None) -> bytes:
+    """The ``@metadata`` object, merged as ``BulkWriter.store`` merges it: ``metadata``, then
+    ``@collection`` and ``Raven-Python-Type`` where ``metadata`` does not give them."""
+    defaults = {"@collection": collection}
+    if python_type:
+        defaults["Raven-Python-Type"] = python_type
+    return dumps(merge_metadata(None, metadata, defaults))
+
+
+@dataclass
+class _Encoder:
+    """``_core.encode_batch`` with the load's arguments. It is also the one judge of the
+    columns' types: called on a batch without rows, it raises what it would raise on the
+    first batch, before any file is written or request made."""
+
+    plan: _Plan
+    id_prefix: str
+    metadata: bytes
+    float32: str
+    chunk_size: int
+
+    def __call__(self, batch: Any, dim: int = -1, row_base: int = 0) -> list:
+        """The batch's commands, joined by ',' (no leading one: the writer frames the body)."""
+        plan = self.plan
+        return _core.encode_batch(
+            batch, plan.id_column, plan.fields, vector_column=plan.vector_column,
+            id_prefix=self.id_prefix, metadata=self.metadata, float32=self.float32, dim=dim,
+            first=True, row_base=row_base, chunk_size=self.chunk_size)
+
+
+def _default_batch_rows(schema, plan: _Plan) -> int:
+    """About 4 MiB of commands per batch."""
+    pa = _pyarrow()
+    per_row = 64
+    if plan.vector_column is not None:
+        t = schema.field(plan.vector_column).type
+        per_row += 20 * (t.list_size if pa.types.is_fixed_size_list(t) else 1024)
+    return max(64, min(65536, (4 << 20) // per_row))

@@ -1,0 +1,163 @@
+"""Worker processes: each sends a disjoint share of the units through :func:`_send` and
+reports its batches, confirmations and outcome to the parent through a pipe of its own; the
+parent stops them all at the first failure (:func:`_run_workers`)."""
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Callable
+
+from ..errors import _add_note, BulkInsertError
+from .datasets import _Unit
+from .pipeline import _Job, _send, _server_target, _Stopped
+
+
+class _StopOrOrphaned:
+    """Set when the parent asks to stop, or has died (killed: no one would ever ask)."""
+
+    def __init__(self, stop: Any, parent: int) -> None:
+        self.stop = stop
+        self.parent = parent
+
+    def is_set(self) -> bool:
+        return self.stop.is_set() or os.getppid() != self.parent
+
+
+def _worker_main(job: _Job, units: list[_Unit], worker: int, messages: Any, stop: Any,
+                 parent: int) -> None:
+    """A worker process: sends its units and reports to the parent through ``messages``, the
+    write end of a pipe of its own: ("batch", worker, rows, body), ("confirmed", worker,
+    unit), then ("done", worker, rows, body, wire) or ("error", worker, pickled error or
+    None, text). A parent that is gone ends the worker at its next message (a broken pipe)
+    or batch (:class:`_StopOrOrphaned`)."""
+    import pickle
+    import signal
+
+    # Ctrl-C reaches the whole process group: the parent alone decides, and stops the workers
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        try:
+            rows, body, wire = _send(job, units, lambda: _server_target(job),
+                                     lambda n, added: messages.send(("batch", worker, n, added)),
+                                     lambda unit: messages.send(("confirmed", worker, unit)),
+                                     _StopOrOrphaned(stop, parent))
+        except _Stopped:
+            messages.send(("stopped", worker))
+        except BaseException as exc:  # noqa: BLE001 - the parent raises it
+            try:
+                pickled = pickle.dumps(exc)
+                pickle.loads(pickled)
+            except Exception:  # noqa: BLE001 - sent as text
+                pickled = None
+            messages.send(("error", worker, pickled, f"{type(exc).__name__}: {exc}"))
+        else:
+            messages.send(("done", worker, rows, body, wire))
+    except OSError:  # the parent is gone: no one to tell
+        pass
+    finally:
+        messages.close()
+
+
+def _share(units: list[_Unit], workers: int) -> list[list[_Unit]]:
+    """Disjoint sets of units, about the same rows each (each unit to the least loaded)."""
+    shares: list[list[_Unit]] = [[] for _ in range(workers)]
+    loads = [0] * workers
+    for unit in sorted(units, key=lambda u: -u.rows):
+        least = loads.index(min(loads))
+        shares[least].append(unit)
+        loads[least] += unit.rows
+    order = {unit: position for position, unit in enumerate(units)}
+    return [sorted(share, key=order.__getitem__) for share in shares if share]
+
+
+def _run_workers(job: _Job, shares: list[list[_Unit]], on_batch: Callable[[int, int], None],
+                 on_confirmed: Callable[[_Unit], None]) -> tuple[int, int, int]:
+    """Runs one spawned process per share; (rows, body, wire) once all succeeded. The first
+    failure (or Ctrl-C, or a worker that dies) stops the others and raises.
+
+    Each worker writes to a pipe of its own, and the parent waits on all of them at once: a
+    worker that dies (killed, crashed) closes its pipe, which the parent sees at once, even
+    while the other workers keep it busy with their messages. No lock is shared between
+    workers (one killed while holding it could not block the others), and a message cut
+    short by a kill is an end of file, not a wait."""
+    import multiprocessing
+    import multiprocessing.connection
+    import pickle
+
+    context = multiprocessing.get_context("spawn")  # no fork after threads
+    stop = context.Event()
+    pipes = [context.Pipe(duplex=False) for _ in shares]  # (parent's end, worker's end)
+    processes = [context.Process(target=_worker_main,
+                                 args=(job, share, i, pipes[i][1], stop, os.getpid()),
+                                 name=f"bulkwire-load-{i}", daemon=True)
+                 for i, share in enumerate(shares)]
+    readers = {reader: i for i, (reader, _) in enumerate(pipes)}
+    finished: dict[int, tuple[int, int, int]] = {}
+    try:
+        for process, (_, writer) in zip(processes, pipes):
+            process.start()
+            writer.close()  # the worker holds its end now: its pipe ends when it does
+        while len(finished) < len(processes):
+            for reader in multiprocessing.connection.wait(list(readers)):
+                worker = readers[reader]
+                try:
+                    message = reader.recv()
+                except (EOFError, OSError):  # the worker is gone (a message cut short too)
+                    del readers[reader]
+                    if worker in finished:
+                        continue
+                    processes[worker].join(timeout=1)
+                    raise BulkInsertError(
+                        f"load worker {worker} (files {_files_of(shares[worker])}) died with "
+                        f"exit code {processes[worker].exitcode}") from None
+                kind = message[0]
+                if kind == "batch":
+                    on_batch(message[2], message[3])
+                elif kind == "confirmed":
+                    on_confirmed(message[2])
+                elif kind == "done":
+                    finished[worker] = message[2:]
+                elif kind == "error":
+                    pickled, text = message[2], message[3]
+                    error = pickle.loads(pickled) if pickled is not None else None
+                    if not isinstance(error, BaseException):
+                        error = BulkInsertError(f"load worker {worker} "
+                                                f"(files {_files_of(shares[worker])}): {text}")
+                    else:
+                        _add_note(error, f"in load worker {worker}, sending "
+                                        f"{_files_of(shares[worker])}")
+                    raise error
+                elif kind == "stopped":  # only after the parent asked: a failure is on its way
+                    finished.setdefault(worker, (0, 0, 0))
+    except BaseException:
+        _stop_workers(processes, stop)
+        raise
+    finally:
+        for process in processes:
+            process.join(timeout=1)
+        for reader, writer in pipes:
+            reader.close()
+            writer.close()
+    return tuple(sum(values) for values in zip(*finished.values()))  # type: ignore[return-value]
+
+
+def _files_of(units: list[_Unit]) -> str:
+    return ", ".join(dict.fromkeys(repr(u.path) for u in units))
+
+
+def _stop_workers(processes: list, stop: Any) -> None:
+    """Asks the workers to stop (each aborts its operation on the server at its next batch),
+    and ends those still running after 0.3 s (one blocked on a slow server's full queue):
+    all are gone well within a second."""
+    stop.set()
+    deadline = time.monotonic() + 0.3
+    for process in processes:
+        process.join(timeout=max(0.0, deadline - time.monotonic()))
+    for process in processes:
+        if process.is_alive():
+            process.terminate()
+    for process in processes:
+        process.join(timeout=0.3)
+        if process.is_alive():
+            process.kill()
+            process.join()
