@@ -48,8 +48,14 @@ def test_the_version_is_the_distributions():
     import importlib.metadata
     import re
 
-    declared = re.search(r'^version = "([^"]+)"', (ROOT / "pyproject.toml").read_text(), re.M)
-    assert bulkwire.__version__ == declared.group(1)
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    # written once: the distribution's version is read from bulkwire.__version__
+    assert re.search(r'^version = "', pyproject, re.M) is None
+    assert re.search(r'^dynamic = \["version"\]$', pyproject, re.M)
+    assert re.search(r'^version = \{ attr = "bulkwire.__version__" \}$', pyproject, re.M)
+    written = re.findall(r'^__version__ = "([^"]+)"$', (ROOT / "pkg" / "bulkwire" / "__init__.py")
+                         .read_text(), re.M)
+    assert written == [bulkwire.__version__]
     assert importlib.metadata.version("bulkwire") == bulkwire.__version__
 
 

@@ -176,8 +176,8 @@ typedef struct {
     PyObject *fields;          /* tuple of str */
     const char *prefix;
     size_t prefix_len;         /* escaped */
+    const char *prefix_raw;    /* UTF-8, unescaped (the str's own) */
     size_t prefix_raw_len;
-    int prefix_blank;          /* empty or only whitespace */
     const char *metadata;
     Py_ssize_t metadata_len;
     int shortest;
@@ -206,8 +206,8 @@ static int build_plan(const struct ArrowSchema *schema, batch_part *part, const 
     p->length = a->length;
     p->prefix = o->prefix;
     p->prefix_len = o->prefix_len;
+    p->prefix_raw = o->prefix_raw;
     p->prefix_raw_len = o->prefix_raw_len;
-    p->prefix_blank = o->prefix_blank;
     p->metadata = o->metadata;
     p->metadata_len = (size_t)o->metadata_len;
     p->float32_shortest = o->shortest;
@@ -414,17 +414,11 @@ static PyObject *module_encode_batch(PyObject *module, PyObject *args, PyObject 
         }
         memmove(prefix.data, prefix.data + 1, prefix.len - 2); /* drop the quotes */
         prefix.len -= 2;
+        o.prefix_raw = s;
         o.prefix_raw_len = (size_t)n;
     }
     o.prefix = prefix.data;
     o.prefix_len = prefix.len;
-    o.prefix_blank = 1;
-    if (prefix_obj != NULL) {
-        int kind = PyUnicode_KIND(prefix_obj);
-        const void *data = PyUnicode_DATA(prefix_obj);
-        for (Py_ssize_t i = 0; o.prefix_blank && i < PyUnicode_GET_LENGTH(prefix_obj); i++)
-            o.prefix_blank = Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, i));
-    }
 
     /* Collect the record batches (one for __arrow_c_array__, all of a stream), each
        validated by the import path before it is looked at. */
