@@ -40,6 +40,13 @@ def _raised_by_importorskip(excinfo: pytest.ExceptionInfo[BaseException] | None)
     return False
 
 
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    """The run's header says what the build under test has (``bulkwire --version``)."""
+    from bulkwire.config import config_lines
+
+    return config_lines()
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_make_collect_report(collector: pytest.Collector):
     report = yield

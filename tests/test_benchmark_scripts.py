@@ -6,6 +6,8 @@ import sys
 
 import pytest
 
+from build_extras import needs
+
 BENCH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks")
 
 
@@ -93,6 +95,7 @@ def test_stall_memory_and_the_figures(tmp_path):
         assert (tmp_path / "img" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@needs("zstd", "isal")  # it compares libzstd's and ISA-L's bodies
 def test_bench_zstd_runs():
     out = run_script("bench_zstd.py", "--docs", "30", "--rounds", "1", "--bodies", "384", "small")
     assert out.count("compression alone, body") == 2 and out.count("end to end, body") == 2

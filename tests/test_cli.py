@@ -49,7 +49,10 @@ def test_the_installed_command_without_arguments_exits_2(tmp_path):
 
 def test_version(capsys):
     code, out, _ = run(["--version"], capsys)
-    assert code == 0 and out.strip() == f"bulkwire {bulkwire.__version__}"
+    assert code == 0 and out.splitlines()[0] == f"bulkwire {bulkwire.__version__}"
+    from bulkwire.config import config_lines
+
+    assert out.splitlines() == config_lines()  # then what the build has
 
 
 def test_top_level_help_says_what_each_command_is_for(capsys):

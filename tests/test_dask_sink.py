@@ -13,14 +13,16 @@ import pickle
 import subprocess
 import sys
 
-import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings, strategies as st
 
-import dask.dataframe as dd
-from distributed import Client, LocalCluster
+# the dask extra (in test-all, not in the light test extra): a skip naming it without
+pd = pytest.importorskip("pandas")
+dd = pytest.importorskip("dask.dataframe")
+distributed = pytest.importorskip("distributed")
+Client, LocalCluster = distributed.Client, distributed.LocalCluster
 
 import bulkwire
 import bulkwire.dask

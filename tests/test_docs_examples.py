@@ -44,6 +44,11 @@ def test_the_collector_finds_the_examples():
     assert fences == len(examples()) > 0
 
 
+#: Packages of the extras the light test extra leaves out (dask, ray): an example that imports
+#: one skips naming it where it is not installed (a failure under BULKWIRE_REQUIRE_EXTRAS=1).
+OPTIONAL_PACKAGES = {"dask", "distributed", "pandas", "ray"}
+
+
 @pytest.mark.parametrize("where,code", examples(), ids=[where for where, _ in examples()])
 def test_example_runs(where, code, tmp_path):
     script = tmp_path / "example.py"
@@ -52,6 +57,10 @@ def test_example_runs(where, code, tmp_path):
                PYTHONPATH=os.pathsep.join(filter(None, [PACKAGE_DIR, os.environ.get("PYTHONPATH")])))
     done = subprocess.run([sys.executable, "example.py"], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=600)
+    if done.returncode != 0:
+        missing = re.search(r"ModuleNotFoundError: No module named '([\w.]+)'", done.stderr)
+        if missing and missing.group(1).split(".")[0] in OPTIONAL_PACKAGES:
+            pytest.importorskip(missing.group(1))  # skips naming it (fails if it is there)
     assert done.returncode == 0, f"{where} failed as a script:\n{done.stdout}\n{done.stderr}"
 
 

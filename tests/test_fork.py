@@ -35,6 +35,7 @@ from bulkwire import _core
 from bulkwire.testing import LoopbackCluster, LoopbackServer, ZstdInflater
 from bulkwire.testing_pki import make_pki, server_context
 from bulkwire.tls import TlsSettings
+from build_extras import needs
 
 TIMEOUT = 20.0
 #: A refusal is immediate; the bound leaves room for a loaded machine and sanitizer builds.
@@ -449,6 +450,7 @@ def _http_get(conn, path):
     return response.status, response.read()
 
 
+@needs("openssl")  # bulkwire's own TLS session and context
 def test_a_child_closing_an_inherited_tls_session_sends_nothing_on_it(pki):
     """bulkwire's own TLS session, inherited: the child's calls on it raise, and its close
     (explicit, then by collection) drops the child's copy without a close_notify, which the
@@ -480,6 +482,7 @@ def test_a_child_closing_an_inherited_tls_session_sends_nothing_on_it(pki):
         assert server.tls_failures == [] and server.unexpected_errors == []
 
 
+@needs("openssl")  # bulkwire's own TLS session and context
 def test_an_inherited_tls_context_makes_no_session_in_the_child(pki):
     settings = TlsSettings(pki.client, pki.ca)
 

@@ -21,8 +21,9 @@ import threading
 import pyarrow as pa
 import pytest
 
-import ray
-import ray.data
+# the ray extra (in test-all, not in the light test extra): a skip naming it without
+ray = pytest.importorskip("ray")
+pytest.importorskip("ray.data")
 
 import bulkwire
 import bulkwire.ray

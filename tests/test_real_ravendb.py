@@ -343,9 +343,10 @@ def test_server_killed_mid_load_fails_then_resume_stores_every_row_once(own_rave
 
 
 def test_dask_sink_every_row(raven, tmp_path):
-    import dask.dataframe as dd
-    import pandas as pd
-    from distributed import Client, LocalCluster
+    dd = pytest.importorskip("dask.dataframe")
+    pd = pytest.importorskip("pandas")
+    distributed = pytest.importorskip("distributed")
+    Client, LocalCluster = distributed.Client, distributed.LocalCluster
 
     import bulkwire.dask
 
@@ -369,8 +370,8 @@ def test_dask_sink_every_row(raven, tmp_path):
 
 
 def test_ray_sink_every_row(raven, tmp_path):
-    import ray
-    import ray.data
+    ray = pytest.importorskip("ray")
+    pytest.importorskip("ray.data")
 
     import bulkwire.ray
 

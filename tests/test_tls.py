@@ -16,6 +16,7 @@ import bulkwire
 from bulkwire import _core
 from bulkwire.bulk import BulkWriter, compression_backends
 from bulkwire.testing import LoopbackServer
+from build_extras import needs
 from test_tls_client_cert import pump_calls  # noqa: F401 - the fixture
 
 TIMEOUT = 30
@@ -77,6 +78,7 @@ def https(certificate, monkeypatch):
 
 
 
+@needs("openssl")
 @pytest.mark.parametrize("compress", [False, *compression_backends()])
 def test_bulk_insert_over_tls_sends_the_c_framed_chunks(https, pump_calls, compress):
     server, url = https
@@ -94,6 +96,7 @@ def test_bulk_insert_over_tls_sends_the_c_framed_chunks(https, pump_calls, compr
     assert len(pump_calls) == 1 and isinstance(pump_calls[0], _core.TlsConnection)
 
 
+@needs("openssl")
 def test_load_parquet_over_tls_sends_the_file_targets_body(https, pump_calls, tmp_path):
     server, url = https
     src = bulkwire.sample_parquet(tmp_path / "s.parquet", rows=400, dim=8)

@@ -18,6 +18,11 @@ from bulkwire.bulk import BulkWriter, compression_backends
 from bulkwire.testing import LoopbackServer
 from fault_server import FaultServer, hold_the_end_until, shrink_send_buffers
 from bulkwire.testing_pki import make_pki, server_context
+from build_extras import needs
+
+# bulkwire's own TLS client, its pump and its file errors: a build without OpenSSL has none
+# of them (its HTTPS goes through Python's ssl module, tested with ssl_context= here too)
+pytestmark = needs("openssl")
 
 TIMEOUT = 10.0
 NOISE = os.urandom(1 << 16).hex()  # text gzip cannot shrink much

@@ -8,13 +8,11 @@
 #include <zlib.h>
 
 #include "file_read.h"
+#include "snappy.h"
 #include "thrift_compact.h"
 
 #ifdef BW_HAVE_ZSTD
 #include <zstd.h>
-#endif
-#ifdef BW_HAVE_SNAPPY
-#include <snappy-c.h>
 #endif
 
 /* A page larger than this uncompressed, or whose bytes in the file (its header and
@@ -982,16 +980,13 @@ static int check_plain_size(int codec, const uint8_t *in, size_t in_size, size_t
         return BW_PAGES_OK;
     }
 #endif
-#ifdef BW_HAVE_SNAPPY
     case BW_PQ_SNAPPY: {
         size_t said = 0;
-        if (snappy_uncompressed_length((const char *)in, in_size, &said) != SNAPPY_OK ||
-            said != plain_size)
+        if (bw_snappy_length(in, in_size, &said) != 0 || said != plain_size)
             return malformed(error, "snappy page does not decompress to the %zu bytes its "
                              "header says", plain_size);
         return BW_PAGES_OK;
     }
-#endif
     default:
         return BW_PAGES_NOT_COVERED;
     }
@@ -1024,18 +1019,13 @@ static int decompress(int codec, const uint8_t *in, size_t in_size, uint8_t *out
         return BW_PAGES_OK;
     }
 #endif
-#ifdef BW_HAVE_SNAPPY
     case BW_PQ_SNAPPY: {
-        size_t produced = out_size;
-        if (snappy_uncompressed_length((const char *)in, in_size, &produced) != SNAPPY_OK ||
-            produced != out_size ||
-            snappy_uncompress((const char *)in, in_size, (char *)out, &produced) != SNAPPY_OK ||
-            produced != out_size)
-            return malformed(error, "snappy page does not decompress to its %zu bytes",
-                             out_size);
+        const char *why = NULL;
+        if (bw_snappy_decompress(in, in_size, out, out_size, &why) != 0)
+            return malformed(error, "snappy page does not decompress to its %zu bytes: %s",
+                             out_size, why);
         return BW_PAGES_OK;
     }
-#endif
     default:
         return BW_PAGES_NOT_COVERED;
     }
@@ -1817,11 +1807,6 @@ cleanup:
     return rc;
 }
 
-#ifdef BW_HAVE_SNAPPY
-#define SNAPPY_COVERED 1
-#else
-#define SNAPPY_COVERED 0
-#endif
 #ifdef BW_HAVE_ZSTD
 #define ZSTD_COVERED 1
 #else
@@ -1830,7 +1815,7 @@ cleanup:
 
 static const bw_parquet_codec codecs[] = {
     {BW_PQ_UNCOMPRESSED, "UNCOMPRESSED", 1, NULL},
-    {BW_PQ_SNAPPY, "SNAPPY", SNAPPY_COVERED, "libsnappy"},
+    {BW_PQ_SNAPPY, "SNAPPY", 1, NULL}, /* bulkwire's own decompressor (snappy.c) */
     {BW_PQ_GZIP, "GZIP", 1, NULL},
     {3, "LZO", 0, NULL},
     {4, "BROTLI", 0, NULL},

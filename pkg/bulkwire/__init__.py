@@ -17,6 +17,11 @@ from .vectors import VectorCodec, VectorRows  # noqa: E402
 
 __all__ += ["VectorCodec", "VectorRows"]
 
+# What this build has: the optional C libraries and each feature's backend.
+from .config import BuildConfig, build_config, show_config  # noqa: E402
+
+__all__ += ["BuildConfig", "build_config", "show_config"]
+
 # Bulk insert; its exceptions, one hierarchy under BulkInsertError: bulkwire.errors
 from .bulk import BulkInsert, BulkStats, BulkWriter  # noqa: E402
 from .errors import (BulkInsertAborted, BulkInsertError, ConnectError,  # noqa: E402

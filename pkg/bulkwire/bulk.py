@@ -144,6 +144,10 @@ class BulkStats:
     chunks: int = 0
     buffers: int = 0
     compression: Optional[str] = None
+    #: what sent the body: ``"c"`` (the C body pump, plain or through bulkwire's own TLS),
+    #: ``"python"`` (the body iterated in Python: a gzip backend outside the C core, or TLS
+    #: through Python's ssl module); None before sending
+    sender: Optional[str] = None
     queue_peak: int = 0
     blocked_puts: int = 0
     seconds: float = 0.0
@@ -573,6 +577,7 @@ class BulkWriter:
             return None
         self._start_consuming("the body may be consumed once")
         stats = self.stats
+        stats.sender = "c"
         gz = None
         if self._compression is not None:
             gz = body_compressor(self._compression, self.compress_threads)
@@ -602,6 +607,7 @@ class BulkWriter:
         """
         self._start_consuming("chunks() may be iterated once")
         stats = self.stats
+        stats.sender = "python"
         gz: Any = None
         if self._compression is not None:
             gz = body_compressor(self._compression, self.compress_threads)

@@ -336,16 +336,30 @@ class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
         return super()._get_help_string(action)
 
 
+class _VersionAction(argparse.Action):
+    """``--version``: bulkwire's version, then what the build has (:func:`bulkwire.show_config`)."""
+
+    def __init__(self, option_strings: list, dest: str = argparse.SUPPRESS,
+                 default: str = argparse.SUPPRESS, help: str | None = None) -> None:
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object) -> None:
+        from .config import show_config
+
+        show_config()
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
-    from . import __version__
     from .compression import COMPRESS_NAMES
     from .load_options import FLOAT32_MODES, LoadOptions
 
     defaults = LoadOptions()  # the load options' defaults and choices are the class's
-
     parser = argparse.ArgumentParser(prog="bulkwire", description=DESCRIPTION,
                                      formatter_class=_HelpFormatter)
-    parser.add_argument("--version", action="version", version=f"bulkwire {__version__}")
+    parser.add_argument("--version", action=_VersionAction,
+                        help="print the version, the optional C libraries this build has and "
+                             "the backend of each feature, and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     def command(name: str, summary: str, description: str, func) -> argparse.ArgumentParser:

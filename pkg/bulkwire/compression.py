@@ -201,11 +201,18 @@ def parse_compress(value: Compress, name: str = "compress") -> Optional[str]:
                       DeprecationWarning, stacklevel=3)
         value = replacement
     if value == "gzip":
-        return default_gzip_backend()
+        backend = default_gzip_backend()
+        if backend == "zlib":
+            from .config import warn_missing
+
+            warn_missing("isal", "gzip bodies are compressed with zlib,",
+                         "several times slower than ISA-L (or pip install isal)")
+        return backend
     if value == "zstd":
         found = zstd_backends()
         if not found:
-            raise ValueError(f"{name}='zstd': bulkwire was built without libzstd and the "
+            raise ValueError(f"{name}='zstd': bulkwire was built without libzstd "
+                             "(apt-get install libzstd-dev, then reinstall bulkwire) and the "
                              "zstandard package is not installed (pip install zstandard)")
         return found[0]
     if value == "python-zstd":
@@ -239,13 +246,9 @@ def compress_value(value: Compress, name: str = "compress") -> Union[bool, str]:
     return DEPRECATED_COMPRESS_NAMES.get(value, value)
 
 
-def resolve_compress(compress: Compress) -> Optional[str]:
-    """:func:`parse_compress` of ``compress`` (the name this module had for it first).
-
-    >>> resolve_compress(False) is None
-    True
-    """
-    return parse_compress(compress)
+#: :func:`parse_compress`, by the name this module had for it first (the same function, so
+#: that its warnings point at the caller's line as they do when it is called by that name).
+resolve_compress = parse_compress
 
 
 def compress_encoding(value: Compress, name: str = "compress") -> Optional[str]:

@@ -505,7 +505,8 @@ class TableFile:
                 path = WALKED_PAGES
             name, covered, library = codecs.get(codec, (str(codec), False, None))
             if not covered:
-                return f"{name.lower()} pages not covered by this build" \
+                return f"{name.lower()} pages not covered by this build (built without " \
+                    f"{library}: apt-get install {library}-dev, reinstall bulkwire)" \
                     if library is not None else f"{name} not covered"
             if chunk.dictionary == _core.PARQUET_DICTIONARY_UNLOCATED:
                 return "dictionary page not located"

@@ -142,6 +142,10 @@ class TlsSettings:
                 raise _file_error(argument, getattr(exc, "path", None),
                                   getattr(exc, "reason", str(exc))) from None
         elif ssl_context is None:
+            from .config import warn_missing
+
+            warn_missing("openssl", "HTTPS bodies are sent by a Python sender through Python's "
+                         "ssl module,", "slower than bulkwire's C sender")
             self.ssl_context = self._python_context()
 
     def _python_context(self) -> ssl.SSLContext:

@@ -5,8 +5,8 @@
    headers whose counts and sizes claim far more than their bytes hold (every allocation is
    recorded: malloc and realloc wrapped at link time, so a test sees the largest one), and
    files read through a descriptor as in memory, cut short under the reader.
-   sources: thrift_compact.c parquet_pages.c file_read.c
-   libs: -DBW_HAVE_ZSTD -DBW_HAVE_SNAPPY -lzstd -lsnappy -lz -Wl,--wrap=malloc -Wl,--wrap=realloc
+   sources: thrift_compact.c parquet_pages.c file_read.c snappy.c
+   libs: -DBW_HAVE_ZSTD -lzstd -lsnappy -lz -Wl,--wrap=malloc -Wl,--wrap=realloc
    requires: zstd.h snappy-c.h */
 #define _POSIX_C_SOURCE 200809L /* fileno, ftruncate */
 #include <stdint.h>

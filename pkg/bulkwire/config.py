@@ -1,0 +1,146 @@
+"""What this build of bulkwire has: the optional C libraries setup.py found (with their
+versions), and the backend each feature runs on because of them.
+
+A build without a library still works: each feature falls back (zlib for ISA-L, Python's
+``ssl`` for OpenSSL, the ``zstandard`` package for libzstd), and :func:`show_config` and
+``bulkwire --version`` say which. Snappy needs no library: bulkwire decodes it itself, on
+every build. Rebuilding
+after installing a library (``pip install .`` again) links it: see docs/install.md.
+
+>>> config = build_config()
+>>> config.libraries["zlib"].found
+True
+>>> sorted(config.libraries)
+['isal', 'openssl', 'snappy', 'zlib', 'zstd']
+"""
+from __future__ import annotations
+
+import sys
+import threading
+import warnings
+from dataclasses import dataclass, field
+from typing import Optional, TextIO
+
+from . import _core
+
+__all__ = ["BuildConfig", "BuildWarning", "LibraryInfo", "build_config", "show_config",
+           "warn_missing"]
+
+
+class BuildWarning(RuntimeWarning):
+    """A feature runs on a much slower fallback because this build of bulkwire lacks a C
+    library (see :func:`warn_missing`); the message names the library and its package."""
+
+
+_warned: set = set()
+_warned_lock = threading.Lock()
+
+
+def warn_missing(library: str, feature: str, fallback: str) -> None:
+    """Warns (:class:`BuildWarning`), once per process and library, that ``feature`` runs on
+    ``fallback`` because this build lacks ``library`` (a name of :func:`build_config`'s
+    libraries), and how to get it: the Debian package, then a rebuild."""
+    with _warned_lock:
+        if library in _warned:
+            return
+        _warned.add(library)
+    row = next(r for r in _core.build_config()["libraries"] if r[0] == library)
+    title, package = row[1], row[6]
+    warnings.warn(f"bulkwire was built without {title}: {feature} {fallback}. To build it "
+                  f"in: apt-get install {package}, then reinstall bulkwire (pip install . "
+                  f"again, no cleaning needed); bulkwire --version shows what a build has",
+                  BuildWarning, stacklevel=3)
+
+
+@dataclass(frozen=True)
+class LibraryInfo:
+    """One C library as this build found it."""
+    #: its short name: ``"zlib"``, ``"isal"``, ``"zstd"``, ``"snappy"``, ``"openssl"``
+    name: str
+    #: its name for people (``"ISA-L"``)
+    title: str
+    #: linked into this build (or, for snappy, built in)
+    found: bool
+    #: the version: what the library says at run time where it can, else the headers' at build
+    #: time; ``""`` when not found or unknown
+    version: str
+    #: how setup.py found it (``"pkg-config"``, ``"compiler defaults"``, ``"built in: ..."``),
+    #: or why not
+    how: str
+    #: the Debian package whose headers the build needs (``""`` for what is built in)
+    package: str
+
+
+@dataclass(frozen=True)
+class BuildConfig:
+    """What this build of bulkwire has (see :func:`build_config`)."""
+    #: bulkwire's version
+    version: str
+    #: the C compiler and linker flags the extension was built with (beyond setuptools' own)
+    flags: str
+    #: every library by short name, zlib first
+    libraries: dict = field(default_factory=dict)
+    #: each feature's backend here: ``{"gzip bodies": "isal", ...}`` (see :func:`backends`)
+    backends: dict = field(default_factory=dict)
+
+
+def _backends(have: dict) -> dict:
+    """The backend of each feature that an optional library speeds up, in this build and
+    this environment (Python packages that a fallback uses are looked for here)."""
+    from .compression import compression_backends, zstd_backends
+
+    zstd = zstd_backends()
+    gzip = compression_backends()[0]
+    return {
+        "gzip bodies": gzip if gzip != "python-isal" else "python-isal (the isal package; "
+                       "ISA-L not linked)",
+        "zstd bodies": zstd[0] if zstd else "none (neither libzstd nor the zstandard package)",
+        "snappy Parquet pages": "bulkwire's snappy decoder",
+        "zstd Parquet pages": "libzstd" if have["zstd"] else
+        "row groups through pyarrow (libzstd not linked)",
+        "TLS sender": f"C ({_core.TLS_LIBRARY})" if _core.TLS_LIBRARY else
+        "Python's ssl module (OpenSSL not linked)",
+    }
+
+
+def build_config() -> BuildConfig:
+    """What this build has: :class:`BuildConfig` with each library's :class:`LibraryInfo`
+    and each feature's backend."""
+    from . import __version__
+
+    raw = _core.build_config()
+    libraries = {}
+    for name, title, found, build_version, runtime_version, how, package in raw["libraries"]:
+        libraries[name] = LibraryInfo(name, title, found, (runtime_version or build_version)
+                                      if found else "", how, package)
+    have = {name: info.found for name, info in libraries.items()}
+    return BuildConfig(__version__, raw["flags"], libraries, _backends(have))
+
+
+def config_lines(config: Optional[BuildConfig] = None) -> list:
+    """The lines :func:`show_config` prints: the version, one line per library (found or
+    not, its version, or the package that provides it), then each feature's backend."""
+    config = config or build_config()
+    lines = [f"bulkwire {config.version}"]
+    width = max(len(info.title) for info in config.libraries.values())
+    for info in config.libraries.values():
+        state = f"{info.how} (no library needed)" if info.how.startswith("built in") else \
+            f"found {info.version or '(version unknown)'}" if info.found else \
+            f"not found (apt-get install {info.package}, then reinstall bulkwire)" \
+            if info.how.startswith("not found") else f"not linked: {info.how}"
+        lines.append(f"  {info.title + ':':{width + 1}} {state}")
+    width = max(len(name) for name in config.backends)
+    for name, backend in config.backends.items():
+        lines.append(f"  {name + ':':{width + 1}} {backend}")
+    return lines
+
+
+def show_config(file: Optional[TextIO] = None) -> None:
+    """Prints what this build has (the same as ``bulkwire --version``): bulkwire's version,
+    each optional C library (found or not, and its version), and each feature's backend.
+
+    >>> show_config()  # doctest: +ELLIPSIS
+    bulkwire ...
+      zlib: ...
+    """
+    print("\n".join(config_lines()), file=file or sys.stdout)
