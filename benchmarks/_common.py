@@ -6,6 +6,7 @@ import contextlib
 import importlib.machinery
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -64,18 +65,23 @@ def print_command() -> None:
 
 @contextlib.contextmanager
 def loopback_server(database: str = "bench") -> Iterator[str]:
-    """The loopback bulk insert server (``bulkwire.testing --count-only``) in a process of its
-    own, so that serving does not share the measured client's GIL; yields its URL and stops it
-    on the way out."""
+    """The loopback bulk insert server (``python -m bulkwire.testing``, which is ``bulkwire
+    serve``: counting only) in a process of its own, so that serving does not share the
+    measured client's GIL; yields its URL and stops it on the way out."""
     # the child imports the same bulkwire as this process (the checkout's build, or installed)
     package_parent = os.path.dirname(os.path.dirname(sys.modules["bulkwire"].__file__)) \
         if "bulkwire" in sys.modules else (PKG if PKG in sys.path else "")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         p for p in (package_parent, os.environ.get("PYTHONPATH", "")) if p)}
-    server = subprocess.Popen([sys.executable, "-m", "bulkwire.testing", "--database", database,
-                               "--count-only"], stdout=subprocess.PIPE, text=True, env=env)
+    server = subprocess.Popen([sys.executable, "-m", "bulkwire.testing", "--port", "0",
+                               "--database", database, "--count-only"],
+                              stdout=subprocess.PIPE, text=True, env=env)
     try:
-        yield server.stdout.readline().strip()
+        first = server.stdout.readline()  # "serving database 'bench' at <URL> (counting only)..."
+        found = re.search(r" at (https?://\S+) ", first)
+        if found is None:
+            raise RuntimeError(f"the loopback server did not start: {first!r}")
+        yield found.group(1)
     finally:
         server.terminate()
         server.wait(10)

@@ -81,7 +81,7 @@ def run_bulkwire(url: str, entities: list, compress: bool, threads: int | None =
     import bulkwire
     from bulkwire import _core
 
-    _core._reset_chunk_peak()
+    _core._testing.reset_chunk_peak()
     start = time.perf_counter()
     with bulkwire.BulkInsert(url, "bench", compress=compress, timeout=120,
                              compress_threads=threads) as bulk:
@@ -91,7 +91,7 @@ def run_bulkwire(url: str, entities: list, compress: bool, threads: int | None =
     seconds = time.perf_counter() - start
     stats = bulk.stats
     return {"seconds": seconds, "compression": stats.compression,
-            "buffer_peak": _core._chunk_memory()[1], "queue_peak": stats.queue_peak,
+            "buffer_peak": _core._testing.chunk_memory()[1], "queue_peak": stats.queue_peak,
             "blocked_puts": stats.blocked_puts}
 
 

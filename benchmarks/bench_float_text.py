@@ -60,11 +60,11 @@ def main():
     normal = rng.standard_normal(args.n)  # embedding-like: mostly 16-17 significant digits
 
     cases = [
-        ("random float64 bit patterns", doubles, _core._format_doubles),
-        ("uniform [0,1) float64", uniform, _core._format_doubles),
-        ("standard normal float64", normal, _core._format_doubles),
-        ("float32 widened to float64", f32.astype(np.float64), _core._format_doubles),
-        ("float32, shortest float32 digits", f32, _core._format_floats32),
+        ("random float64 bit patterns", doubles, _core._testing.format_doubles),
+        ("uniform [0,1) float64", uniform, _core._testing.format_doubles),
+        ("standard normal float64", normal, _core._testing.format_doubles),
+        ("float32 widened to float64", f32.astype(np.float64), _core._testing.format_doubles),
+        ("float32, shortest float32 digits", f32, _core._testing.format_floats32),
     ]
     print("%-34s %12s %12s %12s %10s %10s" % ("case", "bulkwire", "repr", "orjson", "x repr", "x orjson"))
     for name, arr, hook in cases:

@@ -11,7 +11,7 @@ the body pump writing through it with the GIL released) and ``tls-ssl_context`` 
 in an order that rotates from round to round, on the same entities (class instances with a
 1024-float vector, as in bench_bulk_insert.py); the figure is the median documents/s, and the
 ratio the median of the per-round ratios to ``http`` in the same round. The certificates are made for the run
-(``bulkwire.testing_pki``, EC P-256; the handshake negotiates TLS 1.3 with AES-GCM).
+(``bulkwire.testing.pki``, EC P-256; the handshake negotiates TLS 1.3 with AES-GCM).
 """
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def serve(pki_dir: str, tls: bool) -> None:
     from types import SimpleNamespace
 
     from bulkwire.testing import LoopbackServer
-    from bulkwire.testing_pki import server_context
+    from bulkwire.testing.pki import server_context
 
     context = None
     if tls:
@@ -92,7 +92,7 @@ def main() -> None:
         return
 
     from bulkwire import _core
-    from bulkwire.testing_pki import make_pki
+    from bulkwire.testing.pki import make_pki
 
     print_command()
     print(f"{args.docs:,} documents of {args.dim} dims, {args.rounds} rounds; "

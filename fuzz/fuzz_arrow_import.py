@@ -4,7 +4,7 @@ The bytes drive a generator of hand-made ArrowSchema/ArrowArray trees (fuzz/arro
 random formats (known, unknown, NULL, malformed), lengths and offsets (small, negative,
 overflowing), validity bitmaps, offsets (mostly increasing, sometimes not), children and
 dictionaries, NULL pointers, released children and roots, streams of chunks. Each tree goes to
-every consumer of the import path: ``_core._arrow_vectors_info``, ``VectorCodec``'s
+every consumer of the import path: ``_core._testing.arrow_vectors_info``, ``VectorCodec``'s
 ``serialize_many``/``serialize_into``/``to_json_many``, and ``_core.encode_batch`` (the tree as a
 column of a record batch), each on a fresh copy.
 
@@ -206,7 +206,7 @@ def is_vector(node: A.Node) -> bool:
 
 def consumers(node: A.Node):
     vector = is_vector(node)
-    yield "info", node, lambda e: _core._arrow_vectors_info(e)
+    yield "info", node, lambda e: _core._testing.arrow_vectors_info(e)
     for subtype in ("float", "double"):
         for dim in (2, 3):
             codec = VectorCodec(subtype, dim)

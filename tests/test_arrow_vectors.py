@@ -32,7 +32,7 @@ def test_kinds_and_value_types(kind, value):
     arr = {"fsl": lambda: fsl(a, vt),
            "list": lambda: pa.array(list(a), pa.list_(vt)),
            "large_list": lambda: pa.array(list(a), pa.large_list(vt))}[kind]()
-    info = _core._arrow_vectors_info(arr)
+    info = _core._testing.arrow_vectors_info(arr)
     assert info[0]["kind"] == {"fsl": "fixed_size_list", "list": "list", "large_list": "large_list"}[kind]
     assert info[0]["value_width"] == int(value[1])
     double = VectorCodec("double", DIM)
@@ -73,7 +73,7 @@ def test_chunked_streams_and_tables():
     buf, _ = codec.serialize_into(ca)
     assert bytes(buf) == b"".join(expected(a))
     assert codec.to_json_many(ca) == [bulkwire.dumps(r) for r in a]
-    assert len(_core._arrow_vectors_info(ca)) == 4
+    assert len(_core._testing.arrow_vectors_info(ca)) == 4
     table = pa.table({"v": ca})
     with pytest.raises(TypeError, match=r"Arrow format '\+s'"):
         codec.serialize_many(table)  # a table is a struct stream: pick the column

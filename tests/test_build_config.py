@@ -167,9 +167,9 @@ def test_setup_py_in_a_fresh_venv_says_what_to_install(tmp_path):
 @pytest.fixture
 def fresh_warnings(monkeypatch):
     """Each library's warning not yet given in this process."""
-    from bulkwire import config
+    from bulkwire import _fallbacks
 
-    monkeypatch.setattr(config, "_warned", set())
+    monkeypatch.setattr(_fallbacks, "_warned", set())
 
 
 def test_gzip_without_isal_warns_once_naming_the_library(monkeypatch, fresh_warnings):

@@ -607,8 +607,8 @@ def test_a_huge_attachment_keeps_memory_bounded(kind):
             "bytearray": lambda: bytearray(os.urandom(1024) * (size // 1024)),
             "memoryview": lambda: memoryview(bytearray(size)).cast("B")}[kind]()
     gc.collect()
-    live_before = _core._chunk_memory()[0]
-    _core._reset_chunk_peak()
+    live_before = _core._testing.chunk_memory()[0]
+    _core._testing.reset_chunk_peak()
     w = BulkWriter(buffer_size=buffer_size, max_buffers=max_buffers)
     sink: list = []
     t = _drain_slowly(w, sink)
@@ -617,7 +617,7 @@ def test_a_huge_attachment_keeps_memory_bounded(kind):
     w.counters_for("a").increment("c")
     w.close()
     t.join(60)
-    peak = _core._chunk_memory()[1]
+    peak = _core._testing.chunk_memory()[1]
     assert sum(sink) == w.stats.body_bytes > size
     assert peak - live_before < (max_buffers + 3) * 2 * buffer_size, peak - live_before
 

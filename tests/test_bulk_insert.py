@@ -17,7 +17,7 @@ import bulkwire
 from bulkwire import _core
 from bulkwire.bulk import BulkInsertAborted, BulkInsertError, compression_backends
 from bulkwire.testing import LoopbackServer
-from bulkwire.testing_pki import make_pki, server_context
+from bulkwire.testing.pki import make_pki, server_context
 from fault_server import FaultServer, eventually, hold_the_end_until
 
 TIMEOUT = 30.0  # socket timeout for every test client: nothing can hang for long
@@ -205,8 +205,8 @@ def test_backpressure_holds_memory_within_the_bound_and_resumes(compress, kind):
     with LoopbackServer(recv_buffer=32 << 10, keep_decoded_chunks=False) as server:
         server.stall(after_bytes=128 << 10)
         gc.collect()
-        _core._reset_chunk_peak()
-        base_live = _core._chunk_memory()[0]
+        _core._testing.reset_chunk_peak()
+        base_live = _core._testing.chunk_memory()[0]
         seen = {}
         stores_done = threading.Event()
 
@@ -222,7 +222,7 @@ def test_backpressure_holds_memory_within_the_bound_and_resumes(compress, kind):
                     if server.stalled and _blocked(bulk, timeout=0.5, give_up=stores_done):
                         stored = bulk._writer._writer.commands
                         time.sleep(0.3)  # hold the stall a little: the producer must stay blocked
-                        live = _core._chunk_memory()[0] - base_live
+                        live = _core._testing.chunk_memory()[0] - base_live
                         still = (server.stalled and bulk._writer._writer.commands == stored
                                  and len(bulk._writer._queue) == max_buffers)
                         if still:
@@ -247,7 +247,7 @@ def test_backpressure_holds_memory_within_the_bound_and_resumes(compress, kind):
         finally:
             stores_done.set()
             watcher.join(30)
-        peak = _core._chunk_memory()[1] - base_live
+        peak = _core._testing.chunk_memory()[1] - base_live
         assert seen.get("stalled"), "the producer never stayed blocked on the stalled server"
         bound = (max_buffers + 2) * buffer_size
         slack = (max_buffers + 2) * doc_size_bound  # a buffer ends with the command that took it over

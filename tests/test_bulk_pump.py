@@ -80,7 +80,7 @@ def pump_items(items, gz=None, close_consumer=False, maxsize=4):
 @given(st.lists(st.binary(min_size=1, max_size=3000), min_size=1, max_size=12),
        st.sampled_from(["chunk", "bytes", "mixed"]))
 def test_plain_pump_sends_each_item_as_one_chunk(payloads, kind):
-    items = [(_core._chunk_for_testing(p) if kind == "chunk" or (kind == "mixed" and i % 2) else p)
+    items = [(_core._testing.make_chunk(p) if kind == "chunk" or (kind == "mixed" and i % 2) else p)
              for i, p in enumerate(payloads)]
     (outcome, buffers, body, pieces, wire_bytes), wire = pump_items(items)
     assert outcome == _core.PUMP_DONE
@@ -93,7 +93,7 @@ def test_plain_pump_sends_each_item_as_one_chunk(payloads, kind):
 @settings(max_examples=15, deadline=None)
 @given(payloads=st.lists(st.binary(min_size=1, max_size=5000), min_size=1, max_size=8))
 def test_gzip_pump_sends_one_member_each_piece_decodable_on_arrival(backend, payloads):
-    items = [_core._chunk_for_testing(p) for p in payloads]
+    items = [_core._testing.make_chunk(p) for p in payloads]
     gz = _core.GzipStream(backend=backend)
     (outcome, buffers, body, pieces, wire_bytes), wire = pump_items(items, gz)
     assert outcome == _core.PUMP_DONE
@@ -109,11 +109,11 @@ def test_gzip_pump_sends_one_member_each_piece_decodable_on_arrival(backend, pay
 
 
 def test_pump_reports_a_closed_consumer_and_frees_what_it_held():
-    live = _core._chunk_memory()[2]
-    result, _ = pump_items([_core._chunk_for_testing(b"x" * 1000) for _ in range(3)],
+    live = _core._testing.chunk_memory()[2]
+    result, _ = pump_items([_core._testing.make_chunk(b"x" * 1000) for _ in range(3)],
                            close_consumer=True)
     assert result.outcome == _core.PUMP_CLOSED
-    assert _core._chunk_memory()[2] == live
+    assert _core._testing.chunk_memory()[2] == live
 
 
 def test_pump_stops_when_the_peer_answered_or_hung_up():
@@ -161,7 +161,7 @@ def test_an_answer_after_the_last_data_byte_is_the_answer_to_the_whole_body(back
         "r", _core.pump_body(q, a.fileno(), _stream(backend), TIMEOUT)))
     pump.start()
     body = b'[{"Id":"a/1"}]'
-    q.put(_core._chunk_for_testing(body))
+    q.put(_core._testing.make_chunk(body))
     wire = bytearray()
     while b"\r\n" not in wire or len(wire) < wire.index(b"\r\n") + 2 + int(wire[:wire.index(b"\r\n")], 16):
         # the size line and the whole piece (its CRLF comes later); a peer that closes
@@ -193,7 +193,7 @@ def test_pump_send_error_raises_oserror():
     a, b = socket.socketpair()
     a.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
     q = _core.HandoverQueue(2)
-    big = _core._chunk_for_testing(b"z" * (4 << 20))
+    big = _core._testing.make_chunk(b"z" * (4 << 20))
     q.put(big)
     q.close_producer()
     threading.Timer(0.2, b.close).start()  # the peer goes away in the middle of the send
@@ -207,7 +207,7 @@ def test_pump_send_timeout_raises_timeout_error():
     a.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
     a.settimeout(0.2)  # non-blocking descriptor, as Python sockets with a timeout are
     q = _core.HandoverQueue(2)
-    q.put(_core._chunk_for_testing(b"z" * (4 << 20)))
+    q.put(_core._testing.make_chunk(b"z" * (4 << 20)))
     q.close_producer()
     with pytest.raises(TimeoutError, match="timed out"):
         _core.pump_body(q, a.fileno(), None, 0.2)
@@ -223,7 +223,7 @@ def test_a_timeout_of_weeks_is_not_cut_short():
     a.setblocking(False)
     q = _core.HandoverQueue(2)
     data = b"w" * (4 << 20)
-    q.put(_core._chunk_for_testing(data))
+    q.put(_core._testing.make_chunk(data))
     q.close_producer()
     wire = {}
 
@@ -337,7 +337,7 @@ def test_pump_and_next_piece_cut_the_same_pieces(backend, payloads):
     def queued():
         q = _core.HandoverQueue(len(payloads))
         for p in payloads:
-            q.put(_core._chunk_for_testing(p))
+            q.put(_core._testing.make_chunk(p))
         q.close_producer()
         return q
 
@@ -375,7 +375,7 @@ def test_http_chunk_frames_one_whole_chunk(size):
     data = bytes(range(256)) * (size // 256 + 1)
     data = data[:size]
     assert _core.http_chunk(data) == b"%x\r\n" % size + data + b"\r\n"
-    assert _core.http_chunk(memoryview(data)) == _core.http_chunk(_core._chunk_for_testing(data))
+    assert _core.http_chunk(memoryview(data)) == _core.http_chunk(_core._testing.make_chunk(data))
     assert dechunk(_core.http_chunk(data) + _core.HTTP_LAST_CHUNK) == [data]
     assert _core.HTTP_LAST_CHUNK == b"0\r\n\r\n"
 

@@ -253,12 +253,12 @@ def test_no_reference_leaks_over_repeated_stores():
     gc.collect()
     assert refs() == before
     writer.close()
-    live_before = _core._chunk_memory()[2]
+    live_before = _core._testing.chunk_memory()[2]
     got = list(writer.chunks())
     assert len(got) > 10
     del got
     gc.collect()
-    assert _core._chunk_memory()[2] < live_before
+    assert _core._testing.chunk_memory()[2] < live_before
 
 
 @pytest.mark.parametrize("name, plural", [
@@ -318,36 +318,36 @@ def test_buffer_pool_reuses_sent_buffers_and_stays_bounded():
     buffer; the pool keeps at most 4 and is emptied when the last writer goes away; the bytes
     of a reused buffer are entirely the new commands'."""
     gc.collect()
-    assert _core._pool_memory() == (0, 0, 0)  # no writer leaked by another test
+    assert _core._testing.pool_memory() == (0, 0, 0)  # no writer leaked by another test
     writer = _core.CommandWriter(buffer_size=64 * 1024)
     payload = "x" * 1000
     first, i = _fill_until_handover(writer, payload)
     first_text = bytes(first)
     del first  # the consumer drops it: its memory is kept for the writer
-    buffers, nbytes, writers = _core._pool_memory()
+    buffers, nbytes, writers = _core._testing.pool_memory()
     assert writers == 1 and buffers == 1 and nbytes >= 64 * 1024
     second, i = _fill_until_handover(writer, "y" * 1000, i)  # the writer took it back...
-    assert _core._pool_memory()[0] == 0
+    assert _core._testing.pool_memory()[0] == 0
     body = bytes(second)
     assert body.startswith(b',{"Id":"docs/') and b"x" not in body  # ...and overwrote it all
     json.loads(b"[" + body[1:] + b"]")
     assert first_text.startswith(b'[{"Id":"docs/0"')
     chunks = [_fill_until_handover(writer, payload)[0] for _ in range(10)]
     del chunks, second
-    assert _core._pool_memory()[0] == 4  # bounded: the other 7 were freed
+    assert _core._testing.pool_memory()[0] == 4  # bounded: the other 7 were freed
     del writer
     gc.collect()
-    assert _core._pool_memory() == (0, 0, 0)  # no writer left: nothing is kept
+    assert _core._testing.pool_memory() == (0, 0, 0)  # no writer left: nothing is kept
 
 
 def test_buffer_pool_frees_buffers_released_after_the_last_writer():
     gc.collect()
-    assert _core._pool_memory()[2] == 0
+    assert _core._testing.pool_memory()[2] == 0
     writer = _core.CommandWriter(buffer_size=4096)
     chunk, _ = _fill_until_handover(writer, "z" * 100)
-    live = _core._chunk_memory()[2]
+    live = _core._testing.chunk_memory()[2]
     del writer
     gc.collect()
     del chunk  # outlived its writer: freed, not pooled
-    assert _core._chunk_memory()[2] == live - 1
-    assert _core._pool_memory() == (0, 0, 0)
+    assert _core._testing.chunk_memory()[2] == live - 1
+    assert _core._testing.pool_memory() == (0, 0, 0)

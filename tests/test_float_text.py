@@ -1,6 +1,6 @@
 """Differential tests of the float-to-text core (csrc/float_text.c) against float.__repr__.
 
-Everything goes through the test hooks bulkwire._core._format_doubles / _format_floats32,
+Everything goes through the test hooks bulkwire._core._testing.format_doubles / _format_floats32,
 which format a whole array into newline-terminated text. The oracle for float64 is repr (with
 json's NaN / Infinity names); for float32 it is NumPy's shortest unique digits
 (np.format_float_scientific(unique=True)) laid out with repr's rules, plus a round-trip check.
@@ -50,7 +50,7 @@ def check_doubles(values):
     a = np.ascontiguousarray(values, dtype=np.float64).ravel()
     for start in range(0, len(a), CHUNK):
         part = a[start:start + CHUNK]
-        got = _core._format_doubles(part)
+        got = _core._testing.format_doubles(part)
         want = ("\n".join(map(json_repr, part.tolist())) + "\n").encode() if len(part) else b""
         if got != want:
             pytest.fail(first_difference(part.tolist(), got.decode().split("\n"), want.decode().split("\n")))
@@ -90,7 +90,7 @@ def check_floats32(values):
     a = np.ascontiguousarray(values, dtype=np.float32).ravel()
     for start in range(0, len(a), CHUNK):
         part = a[start:start + CHUNK]
-        got_lines = _core._format_floats32(part).decode().split("\n")
+        got_lines = _core._testing.format_floats32(part).decode().split("\n")
         assert got_lines[-1] == ""
         got_lines.pop()
         want_lines = [float32_oracle(x) for x in part]
@@ -137,7 +137,7 @@ LAYOUT_CASES = [
 
 @pytest.mark.parametrize("value,text", LAYOUT_CASES)
 def test_known_texts(value, text):
-    assert _core._format_doubles(np.array([value])) == (text + "\n").encode()
+    assert _core._testing.format_doubles(np.array([value])) == (text + "\n").encode()
     if value == value:
         assert json_repr(value) == text  # the table itself agrees with the oracle
 
@@ -267,7 +267,7 @@ F32_CASES = [
 
 @pytest.mark.parametrize("value,text", F32_CASES)
 def test_float32_known_texts(value, text):
-    assert _core._format_floats32(np.array([value], dtype=np.float32)) == (text + "\n").encode()
+    assert _core._testing.format_floats32(np.array([value], dtype=np.float32)) == (text + "\n").encode()
 
 
 def test_float32_random_bit_patterns():
@@ -296,33 +296,33 @@ def test_float32_edges():
 
 def test_hooks_validate_arguments():
     with pytest.raises(TypeError):
-        _core._format_doubles([1.0, 2.0])
+        _core._testing.format_doubles([1.0, 2.0])
     with pytest.raises(TypeError):
-        _core._format_doubles(np.zeros(3, dtype=np.float32))
+        _core._testing.format_doubles(np.zeros(3, dtype=np.float32))
     with pytest.raises(TypeError):
-        _core._format_floats32(np.zeros(3, dtype=np.float64))
+        _core._testing.format_floats32(np.zeros(3, dtype=np.float64))
     with pytest.raises(TypeError):
-        _core._format_doubles(np.zeros(3, dtype=">f8"))
+        _core._testing.format_doubles(np.zeros(3, dtype=">f8"))
     with pytest.raises(ValueError):
-        _core._format_doubles(np.zeros((2, 2)))
+        _core._testing.format_doubles(np.zeros((2, 2)))
     with pytest.raises(ValueError):
-        _core._format_doubles(np.zeros(10)[::2])
+        _core._testing.format_doubles(np.zeros(10)[::2])
     with pytest.raises(ValueError):
-        _core._format_floats32(np.zeros(10, dtype=np.float32)[::3])
+        _core._testing.format_floats32(np.zeros(10, dtype=np.float32)[::3])
 
 
 def test_hooks_empty_and_unaligned():
-    assert _core._format_doubles(np.zeros(0)) == b""
-    assert _core._format_floats32(np.zeros(0, dtype=np.float32)) == b""
+    assert _core._testing.format_doubles(np.zeros(0)) == b""
+    assert _core._testing.format_floats32(np.zeros(0, dtype=np.float32)) == b""
     raw = bytes(1) + struct.pack("<3d", 1.5, -2.0, 1e300)
     unaligned = np.frombuffer(raw, dtype="<f8", offset=1)
-    assert _core._format_doubles(unaligned) == b"1.5\n-2.0\n1e+300\n"
+    assert _core._testing.format_doubles(unaligned) == b"1.5\n-2.0\n1e+300\n"
     raw32 = bytes(1) + struct.pack("<2f", 0.1, 3.0)
-    assert _core._format_floats32(np.frombuffer(raw32, dtype="<f4", offset=1)) == b"0.1\n3.0\n"
+    assert _core._testing.format_floats32(np.frombuffer(raw32, dtype="<f4", offset=1)) == b"0.1\n3.0\n"
 
 
 def test_hook_output_length_bound():
     rng = np.random.default_rng(31)
     vals = random_bits64(rng, 100000)
-    lines = _core._format_doubles(vals).split(b"\n")[:-1]
+    lines = _core._testing.format_doubles(vals).split(b"\n")[:-1]
     assert max(map(len, lines)) <= 32

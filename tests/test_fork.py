@@ -33,7 +33,7 @@ import pytest
 import bulkwire
 from bulkwire import _core
 from bulkwire.testing import LoopbackCluster, LoopbackServer, ZstdInflater
-from bulkwire.testing_pki import make_pki, server_context
+from bulkwire.testing.pki import make_pki, server_context
 from bulkwire.tls import TlsSettings
 from build_extras import needs
 
@@ -367,7 +367,7 @@ CHILD_EXIT_SCRIPT = textwrap.dedent('''
     import gc, json, os, ssl, sys, time
     import bulkwire
     from bulkwire.testing import LoopbackServer
-    from bulkwire.testing_pki import make_pki, server_context
+    from bulkwire.testing.pki import make_pki, server_context
 
     transport, compress, pki_dir, tests = sys.argv[1:5]
     sys.path.insert(0, tests)

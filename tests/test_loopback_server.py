@@ -485,7 +485,7 @@ def test_a_failure_inside_the_server_is_answered_500_recorded_and_faults_the_ope
     def broken(body):
         raise RuntimeError("parser bug")
 
-    monkeypatch.setattr(testing, "parse_commands", broken)
+    monkeypatch.setattr("bulkwire.testing.server.parse_commands", broken)  # the server's use of it
     op = next_op(server)
     error = assert_error_shape(request_raw(server, post(op, frame(GOOD))), 500, "RuntimeError('parser bug')")
     state = op_state(server, op)
@@ -544,6 +544,64 @@ def test_an_idle_connection_is_closed_after_the_timeout():
         assert send_raw(server, b"", half_close=False) == b""  # closed, nothing to answer
         assert time.monotonic() - started < 5
         assert_serves_a_good_bulk_insert(server)
+
+
+def test_a_kept_alive_connection_is_answered_at_once(server):
+    """Every answer leaves whole as soon as it is written: 40 requests, one after the other
+    on one kept-alive connection, take well under the 40 delayed acknowledgements (about
+    40 ms each) a server holding an answer's second write back for them would wait for. A
+    bound, not a measurement: at the loopback's usual pace they take a few milliseconds."""
+    conn = http.client.HTTPConnection(*server._httpd.server_address[:2], timeout=TIMEOUT)
+    try:
+        conn.request("GET", "/build/version")
+        conn.getresponse().read()
+        connection = conn.sock
+        started = time.monotonic()
+        for _ in range(40):
+            conn.request("GET", "/databases/db/operations/next-operation-id")
+            response = conn.getresponse()
+            assert response.status == 200 and not response.will_close
+            assert json.loads(response.read())["NodeTag"] == "A"
+        elapsed = time.monotonic() - started
+        assert conn.sock is connection  # one connection throughout, never reopened
+    finally:
+        conn.close()
+    assert elapsed < 0.8, f"40 answers on one kept-alive connection took {elapsed:.3f} s"
+    assert server.unexpected_errors == []
+
+
+#: every public name the loopback server's module had before it became a package
+PUBLIC_NAMES = ["LoopbackServer", "LoopbackCluster", "ReceivedRequest", "RequestError",
+                "ChunkedReader", "LengthReader", "GzipInflater", "ZstdInflater", "parse_commands",
+                "decode_body", "holds_whole_array", "serve", "MAX_SIZE_LINE", "MAX_CHUNK_SIZE",
+                "MAX_BODY_BYTES"]
+
+
+def test_every_public_name_of_bulkwire_testing_is_there():
+    """``bulkwire.testing`` is a package of rooms (wire readers, command checker, server,
+    cluster, PKI); each name it had as one module is still one of its attributes, the same
+    object its room defines, and its ``__all__`` names only what it has."""
+    from bulkwire.testing import cluster, commands, server as server_room, wire
+
+    rooms = (wire, commands, server_room, cluster)
+    for name in PUBLIC_NAMES:
+        value = getattr(testing, name)
+        homes = [room for room in rooms if room.__dict__.get(name) is value]
+        assert homes, f"bulkwire.testing.{name} is not the object of any room"
+    assert set(testing.__all__) <= set(PUBLIC_NAMES)
+
+
+def test_bulkwire_testing_pki_still_imports_with_a_deprecation_warning(monkeypatch):
+    import importlib
+    import sys
+
+    pytest.importorskip("cryptography")
+    import bulkwire.testing.pki as pki
+
+    monkeypatch.delitem(sys.modules, "bulkwire.testing_pki", raising=False)
+    with pytest.warns(DeprecationWarning, match="bulkwire.testing.pki"):
+        old = importlib.import_module("bulkwire.testing_pki")
+    assert old.make_pki is pki.make_pki and old.server_context is pki.server_context
 
 
 def test_a_client_that_resets_its_idle_connection_is_gone_not_a_server_failure():

@@ -50,12 +50,15 @@ def test_the_version_is_the_distributions():
     import re
 
     pyproject = (ROOT / "pyproject.toml").read_text()
-    # written once: the distribution's version is read from bulkwire.__version__
+    # written once: the distribution's version is read from bulkwire._version, which the
+    # package imports
     assert re.search(r'^version = "', pyproject, re.M) is None
     assert re.search(r'^dynamic = \["version"\]$', pyproject, re.M)
-    assert re.search(r'^version = \{ attr = "bulkwire.__version__" \}$', pyproject, re.M)
-    written = re.findall(r'^__version__ = "([^"]+)"$', (ROOT / "pkg" / "bulkwire" / "__init__.py")
+    assert re.search(r'^version = \{ attr = "bulkwire._version.__version__" \}$', pyproject,
+                     re.M)
+    written = re.findall(r'^__version__ = "([^"]+)"$', (ROOT / "pkg" / "bulkwire" / "_version.py")
                          .read_text(), re.M)
+    assert "__version__ = " not in (ROOT / "pkg" / "bulkwire" / "__init__.py").read_text()
     assert written == [bulkwire.__version__]
     assert importlib.metadata.version("bulkwire") == bulkwire.__version__
 
@@ -123,3 +126,24 @@ def test_the_type_stub_matches_the_extension_module(tmp_path):
                              "--mypy-config-file", str(tmp_path / "mypy.ini")],
                             capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_test_hooks_live_outside_the_extension_modules_api():
+    """The extension's only private name is ``_testing``, the module object of the test hooks
+    (float text in bulk, vints, the Arrow view, memory accounting): none of them is a name
+    of ``bulkwire._core`` itself, nor of its stub."""
+    import types
+
+    from bulkwire import _core
+    from bulkwire._core import _testing
+
+    private = sorted(name for name in vars(_core) if name.startswith("_")
+                     and not (name.startswith("__") and name.endswith("__")))
+    assert private == ["_testing"]
+    assert isinstance(_testing, types.ModuleType) and _testing.__name__ == "bulkwire._core._testing"
+    hooks = {name for name in vars(_testing) if not name.startswith("__")}
+    assert hooks == {"format_doubles", "format_floats32", "vint_pack", "vint_unpack",
+                     "arrow_vectors_info", "chunk_memory", "pool_memory", "reset_chunk_peak",
+                     "make_chunk"}
+    stub = (ROOT / "pkg" / "bulkwire" / "_core.pyi").read_text()
+    assert not [hook for hook in hooks if hook in stub]

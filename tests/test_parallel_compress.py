@@ -96,7 +96,7 @@ def test_blocks_cost_little_against_the_serial_stream(backend):
 @needs("isal")
 def test_the_pump_sends_the_parallel_member_in_order():
     payloads = [text_body(MIB + 17 * i, seed=i) for i in range(5)]
-    items = [_core._chunk_for_testing(p) for p in payloads]
+    items = [_core._testing.make_chunk(p) for p in payloads]
     gz = _core.GzipStream(backend="isal", threads=3)
     (outcome, buffers, body, pieces, wire_bytes), wire = pump_items(items, gz)
     assert outcome == 0 and buffers == 5 and body == sum(map(len, payloads))

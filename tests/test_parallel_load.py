@@ -165,7 +165,9 @@ def test_ctrl_c_stops_every_worker_within_a_second(tmp_path):
     it and both workers are gone within a second, exit 130, and no request succeeded."""
     write_parts(str(tmp_path / "d"), [20_000, 20_000], row_group=500)
     with LoopbackServer(keep_body=False) as server:
-        server.read_delay = 0.01  # slow: the load is far from done when Ctrl-C comes
+        # slow: the load is far from done when Ctrl-C comes (each worker's ~4.8 MB go out in
+        # pieces of ~1 MiB, each followed by this pause)
+        server.read_delay = 0.3
         env = dict(os.environ, PYTHONPATH=PKG + os.pathsep + os.environ.get("PYTHONPATH", ""))
         load = subprocess.Popen([sys.executable, "-m", "bulkwire", "load", str(tmp_path / "d"),
                                  "--url", server.url, "--database", "db", "--workers", "2",
@@ -301,11 +303,13 @@ def test_a_worker_killed_while_the_other_keeps_sending_stops_the_load_at_once(tm
     worker would have finished, and no request is answered as a success."""
     write_parts(str(tmp_path / "d"), [4000] * 4, row_group=100)
     with LoopbackServer() as server:
-        server.read_delay = 0.01  # each worker's share takes seconds
+        # each worker's share takes seconds: hundreds of chunks (the body is cut only at the
+        # threshold), each read slowly
+        server.read_delay = 0.01
         killer = kill_a_sender(server, resume=False)
         with pytest.raises(bulkwire.BulkInsertError, match=r"died with exit code -9") as info:
             bulkwire.load_parquet(str(tmp_path / "d"), url=server.url, database="db", workers=2,
-                                  batch_rows=20)
+                                  batch_rows=20, chunk_size=1000)
         stopped = time.monotonic() - killer.killed[0][1]
         killer.join()
         assert stopped < 1.0, f"stopped {stopped:.2f} s after the kill"

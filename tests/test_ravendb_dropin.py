@@ -500,7 +500,7 @@ def test_a_cluster_store_goes_to_the_node_that_issued_the_operation_id():
 
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory):
-    from bulkwire.testing_pki import make_pki
+    from bulkwire.testing.pki import make_pki
 
     return make_pki(str(tmp_path_factory.mktemp("pki")))
 
@@ -515,7 +515,7 @@ def _tls_store(server, pki, certificate):
 
 
 def test_the_stores_client_certificate_and_trust_store_are_used(pki):
-    from bulkwire.testing_pki import server_context
+    from bulkwire.testing.pki import server_context
 
     bodies = []
     for accelerated in (False, True):
@@ -534,7 +534,7 @@ def test_the_stores_client_certificate_and_trust_store_are_used(pki):
 
 
 def test_a_refused_client_certificate_raises_the_clients_exception(pki):
-    from bulkwire.testing_pki import server_context
+    from bulkwire.testing.pki import server_context
 
     with LoopbackServer(ssl_context=server_context(pki)) as server:
         store = _tls_store(server, pki, pki.rogue_client)

@@ -159,8 +159,8 @@ def test_bounded_memory_for_a_large_encoded_input():
     assert len(data) > 40 * bs
     w = BulkWriter(buffer_size=bs, max_buffers=max_buffers)
     gc.collect()
-    _core._reset_chunk_peak()
-    base = _core._chunk_memory()[0]
+    _core._testing.reset_chunk_peak()
+    base = _core._testing.chunk_memory()[0]
     done = threading.Event()
     errors = []
 
@@ -179,13 +179,13 @@ def test_bounded_memory_for_a_large_encoded_input():
     while not (w._queue.waits and len(w._queue) == max_buffers) and time.monotonic() < deadline:
         time.sleep(0.01)
     assert w._queue.waits and not done.is_set(), "the producer never blocked on the full queue"
-    live = _core._chunk_memory()[0] - base + w._writer.capacity
+    live = _core._testing.chunk_memory()[0] - base + w._writer.capacity
     bound = (max_buffers + 2) * (bs + 2)
     assert live <= bound + (64 << 10)  # the buffer being filled may keep its initial slack
     body = b"".join(bytes(c) for c in w.chunks())  # consume: the producer resumes
     producer.join(30)
     assert not errors and done.is_set()
-    peak = _core._chunk_memory()[1] - base
+    peak = _core._testing.chunk_memory()[1] - base
     assert peak <= bound + (64 << 10) + bs
     assert body == b"[" + bytes(data) + b"]" and w.documents == len(cmds)
 

@@ -17,7 +17,7 @@ from bulkwire import _core, errors
 from bulkwire.bulk import BulkWriter, compression_backends
 from bulkwire.testing import LoopbackServer
 from fault_server import FaultServer, hold_the_end_until, shrink_send_buffers
-from bulkwire.testing_pki import make_pki, server_context
+from bulkwire.testing.pki import make_pki, server_context
 from build_extras import needs
 
 # bulkwire's own TLS client, its pump and its file errors: a build without OpenSSL has none

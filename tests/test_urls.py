@@ -19,7 +19,7 @@ from bulkwire import cli
 from bulkwire._arrow_sink import SinkConfig
 from bulkwire.errors import ProtocolError
 from bulkwire.testing import LoopbackCluster, LoopbackServer
-from bulkwire.testing_pki import make_pki, server_context
+from bulkwire.testing.pki import make_pki, server_context
 from bulkwire.topology import parse_topology
 from bulkwire.urls import ServerUrl, normalize_url, parse_server_url, server_urls
 

@@ -153,7 +153,7 @@ def test_fast_path_covers_the_common_inputs():
                    ("time", [1, 2, 3]), ("blob", [b"a", b"b", b"c"]), ("double", [0.1, 0.2, 0.3])):
         assert fast(sub, 3, v) == ORIG_SER(vtype(sub, 3), v, PV)
     payload = ORIG_SER(f, [1.0, 2.0, 3.0], PV)
-    assert VectorCodec("float", 3)._deserialize_list(payload) == [1.0, 2.0, 3.0]
+    assert VectorCodec("float", 3)._driver_deserialize(payload, False) == [1.0, 2.0, 3.0]
 
 
 @pytest.mark.parametrize("n", [127, 128, 16383, 16384])

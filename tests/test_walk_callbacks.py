@@ -539,9 +539,10 @@ def test_gc_callbacks_during_vector_encoding(threshold, actions, mutate, rows):
 # ---------------------------------------------------------------- the writer's own steps
 
 def test_a_callback_between_store_encodeds_pieces_lands_nowhere_in_them():
-    """store_encoded writes a command split across pieces in several steps: a store from a
-    callback between two of them would have gone into the middle of that command (an invalid
-    body). It raises instead, and the body holds every command whole."""
+    """store_encoded writes a command split across pieces: a store from a callback run while
+    it writes them would go into the middle of that command (an invalid body). The pieces go
+    in one C call, which runs no Python code between them (a store from inside it would
+    raise); callbacks run before or after it, and the body holds every command whole."""
     writer = BulkWriter(buffer_size=64, max_buffers=10_000)
     writer.store({"a": 0}, id="d/0")
     command = b'{"Id":"e/1","Type":"PUT","Document":{"x": "' + b"y" * 300 + b'"}}'
@@ -554,11 +555,11 @@ def test_a_callback_between_store_encodeds_pieces_lands_nowhere_in_them():
                 writer.store({"inner": len(inner)}, id=f"in/{len(inner)}")
                 inner.append("stored")
             except RuntimeError as exc:
-                inner.append("refused" if "store_encoded()" in str(exc) else str(exc))
+                inner.append("refused" if "in the middle of" in str(exc) else str(exc))
 
     with collecting_at_every_allocation(callback):
         writer.store_encoded(pieces, 1)
-    assert "refused" in inner  # a callback did run between the pieces
+    assert inner and set(inner) <= {"stored", "refused"}, inner  # callbacks did run
     writer.close()
     commands = parse_commands(b"".join(bytes(c) for c in writer.chunks()))
     ids = [c["Id"] for c in commands]

@@ -213,7 +213,7 @@ def test_a_writers_zstd_body_decodes_to_exactly_the_plain_body(backend, docs, bu
 @given(payloads=st.lists(st.binary(min_size=1, max_size=5000), min_size=1, max_size=8))
 @needs("zstd")
 def test_the_pump_sends_one_frame_each_piece_decodable_on_arrival(payloads):
-    items = [_core._chunk_for_testing(p) for p in payloads]
+    items = [_core._testing.make_chunk(p) for p in payloads]
     stream = _core.ZstdStream()
     (outcome, buffers, body, pieces, wire_bytes), wire = pump_items(items, stream)
     assert outcome == 0 and stream.finished

@@ -10,7 +10,7 @@ from ._core import ENTITY, MAX_DEPTH
 from .encoding import Encoder, dumps, to_builtins
 
 __all__ = ["ENTITY", "MAX_DEPTH", "Encoder", "dumps", "to_builtins"]
-__version__ = "0.1.0"
+from ._version import __version__  # noqa: E402
 
 # Vectors: the CQL vector codec; the driver drop-in is bulkwire.cql.
 from .vectors import VectorCodec, VectorRows  # noqa: E402

@@ -2,7 +2,8 @@
 # `python -m mypy.stubtest bulkwire._core` (tests/test_package.py runs it). Types whose C
 # definition does not allow subclassing are @final; the others hold C state of their own and
 # are @disjoint_base (PEP 800). Functions whose C definition takes no keywords are
-# positional-only here (`/`).
+# positional-only here (`/`). The test hooks are not part of the module's API: they live in
+# the module object `_testing` (csrc/py/common/py_testing.c), which this stub leaves out.
 import datetime
 import sys
 from typing import Any, Callable, Literal, Sequence, final, type_check_only
@@ -13,7 +14,7 @@ from numpy.typing import ArrayLike, NDArray
 from .errors import BulkwireError
 from typing_extensions import Buffer, disjoint_base
 
-# ---- JSON: csrc/py/py_encoder.c ---------------------------------------------------------
+# ---- JSON: csrc/py/walker/py_encoder.c --------------------------------------------------
 
 MAX_DEPTH: int
 
@@ -49,12 +50,7 @@ def dumps(
     float32: Literal["widen", "shortest"] = ...,
 ) -> bytes: ...
 
-# Float text test hooks (csrc/py/py_float_text.c): each value of a 1-D contiguous array as
-# text, each followed by a newline.
-def _format_doubles(a: NDArray[numpy.float64], /) -> bytes: ...
-def _format_floats32(a: NDArray[numpy.float32], /) -> bytes: ...
-
-# ---- Vectors: csrc/py/py_vectors.c, py_vector_rows.c ------------------------------------
+# ---- Vectors: csrc/py/vectors/py_vectors.c, py_vector_rows.c ----------------------------
 
 VECTOR_SUBTYPES: tuple[str, ...]
 
@@ -76,7 +72,6 @@ class VectorCodec:
     def deserialize(self, b: Buffer, /) -> numpy.ndarray: ...
     def deserialize_many(self, items: Sequence[Buffer], /) -> numpy.ndarray: ...
     def to_json_many(self, batch: Any, *, float32: Literal["widen", "shortest"] = ...) -> list[bytes]: ...
-    def _deserialize_list(self, b: Buffer, /) -> list[Any]: ...
     def _driver_serialize(self, v: Any, kinds: str, /) -> bytes | memoryview | None: ...
     def _driver_deserialize(self, b: Any, as_numpy: Any, /) -> list[Any] | numpy.ndarray | None: ...
 
@@ -95,12 +90,8 @@ class VectorRows:
     if sys.version_info >= (3, 12):
         def __buffer__(self, flags: int, /) -> memoryview: ...
 
-# Test hooks of the vint reader and the Arrow vector view.
-def _vint_pack(n: int, /) -> bytes: ...
-def _vint_unpack(b: Buffer, /) -> tuple[int, int]: ...
-def _arrow_vectors_info(obj: Any, /) -> list[dict[str, Any]]: ...
 
-# ---- Bulk insert: csrc/py/py_bulk.c (its rooms), csrc/py/py_bulk_writer.c ----------------
+# ---- Bulk insert: csrc/py/bulk/py_bulk.c (its rooms), csrc/py/bulk/py_command_writer.c ---
 
 HAVE_ISAL: int
 
@@ -200,8 +191,8 @@ class CommandWriter:
     def store(self, entity: Any, id: str | None = ..., metadata: Any = ..., /) -> str | None: ...
     def put(self, id: str, entity: Any, metadata: dict[str, Any], /) -> Chunk | None: ...
     def finish(self) -> Chunk | None: ...
-    def put_encoded(self, data: Buffer, count: int, continued: bool = ...) -> Chunk | None: ...
-    def put_external(self, length: int, count: int, continued: bool = ...) -> Chunk | None: ...
+    def put_pieces(self, pieces: list[Buffer], count: int, /) -> Literal[True] | None: ...
+    def put_batch(self, prepared: PreparedBatch, /) -> int | None: ...
     # The counters, time series and attachment commands (a writer made with queue=): True
     # once written, None when a full buffer could not be handed over (the consumer is gone).
     def increment(self, id: str, name: str, delta: int, /) -> Literal[True] | None: ...
@@ -262,7 +253,7 @@ class PumpResult(tuple[int, int, int, int, int]):
 def pump_body(queue: HandoverQueue, fd: int, gzip: GzipStream | ZstdStream | None = ...,
               timeout: float | None = ..., tls: TlsConnection | None = ...) -> PumpResult: ...
 
-# ---- TLS of bulkwire's own csrc/core/tls_send.c, csrc/py/py_tls.c (absent without OpenSSL) ----
+# ---- TLS of bulkwire's own csrc/core/tls_send.c, csrc/py/bulk/py_tls.c (absent without OpenSSL) ----
 
 TLS_LIBRARY: str | None
 class TlsError(OSError, BulkwireError):
@@ -287,13 +278,8 @@ class TlsContext:
                 verify: bool = ...) -> TlsContext: ...
     def connect(self, fd: int, server_hostname: str, timeout: float | None = ...) -> TlsConnection: ...
 
-# Memory accounting test hooks (csrc/py/py_chunk.c).
-def _chunk_memory() -> tuple[int, int, int]: ...
-def _pool_memory() -> tuple[int, int, int]: ...
-def _reset_chunk_peak() -> None: ...
-def _chunk_for_testing(data: Buffer, /) -> Chunk: ...
 
-# ---- Arrow record batch -> bulk insert commands csrc/core/encode_batch.c, csrc/py/py_encode_batch.c ----
+# ---- Arrow record batch -> bulk insert commands csrc/core/encode_batch.c, csrc/py/arrow/py_encode_batch.c ----
 
 def encode_batch(
     batch: Any,
@@ -310,7 +296,25 @@ def encode_batch(
     chunk_size: int = ...,
 ) -> list[bytes]: ...
 
-# ---- Parquet random access: csrc/core/parquet_pages.c, csrc/py/py_parquet_pages.c ----
+@final
+class PreparedBatch:
+    @property
+    def rows(self) -> int: ...
+
+def prepare_batch(
+    batch: Any,
+    id_column: str,
+    fields: Sequence[str],
+    *,
+    vector_column: str | None = ...,
+    id_prefix: str = ...,
+    metadata: Buffer = ...,
+    float32: Literal["widen", "shortest"] = ...,
+    dim: int = ...,
+    row_base: int = ...,
+) -> PreparedBatch: ...
+
+# ---- Parquet random access: csrc/core/parquet_pages.c, csrc/py/arrow/py_parquet_pages.c ----
 # `file` is (fd, size): an open descriptor, read with pread, and the file's size when it was
 # opened (bulkwire.parquet passes its SourceFile's); or an object exporting a buffer holding
 # the whole file. A malformed file (or one cut short since: "changed since it was opened")

@@ -73,8 +73,8 @@ Encoded = Union[bytes, bytearray, memoryview, Sequence[Any]]
 
 
 def _encoded_pieces(commands: Any, count: Any) -> list:
-    """Checks a ``store_encoded`` argument pair; returns its non-empty pieces as
-    ``(piece, immutable)`` pairs, each piece ``bytes`` or a 1-D byte ``memoryview``."""
+    """Checks a ``store_encoded`` argument pair; returns its non-empty pieces, each ``bytes``
+    or a 1-D byte ``memoryview``."""
     if isinstance(count, bool) or not isinstance(count, int):
         raise TypeError(f"count must be an int, not {type(count).__name__}")
     if count < 0:
@@ -89,7 +89,6 @@ def _encoded_pieces(commands: Any, count: Any) -> list:
         name = f"commands[{i}]" if several else "commands"
         if type(item) is bytes:
             piece: Any = item
-            immutable = True
         else:
             if isinstance(item, str):
                 raise TypeError(f"{name} must be a bytes-like object, not str (encode it to UTF-8)")
@@ -103,14 +102,12 @@ def _encoded_pieces(commands: Any, count: Any) -> list:
                 raise ValueError(f"{name} must be a contiguous buffer")
             if piece.format != "B" or piece.ndim != 1:
                 piece = piece.cast("B")
-            # a read-only view of a bytes object cannot change after the call either
-            immutable = piece.readonly and type(piece.obj) is bytes
         n = len(piece)
         if n:
-            if pieces and piece[0] == 0x7B and pieces[-1][0][-1] == 0x7D:  # '}' then '{'
+            if pieces and piece[0] == 0x7B and pieces[-1][-1] == 0x7D:  # '}' then '{'
                 raise ValueError(f"{name} starts with '{{' right after a '}}': the pieces are "
                                  f"concatenated as they are, so join the commands with ','")
-            pieces.append((piece, immutable))
+            pieces.append(piece)
             total += n
     if not total:
         if count:
@@ -118,7 +115,7 @@ def _encoded_pieces(commands: Any, count: Any) -> list:
         return pieces
     if not count:
         raise ValueError("count must be the number of commands in commands (at least 1), not 0")
-    first, last = pieces[0][0][0], pieces[-1][0][-1]
+    first, last = pieces[0][0], pieces[-1][-1]
     if first != 0x7B:  # '{'
         if first == 0x2C:
             raise ValueError("commands must not start with ',': the writer writes the separators")
@@ -303,8 +300,9 @@ class BulkWriter:
         ``store_encoded`` mix freely in one body.
 
         The content is trusted: only its first and last byte are checked (``{`` and ``}``).
-        ``bytes`` pieces of at least ``buffer_size`` bytes are handed over as they are (no
-        copy; slices of about ``buffer_size`` when longer than twice that); other pieces are
+        ``bytes`` pieces (or read-only views of ``bytes``) of at least ``buffer_size`` bytes are
+        handed over as they are (no copy; slices of ``buffer_size`` when longer than twice
+        that), as an attachment's bytes are; other pieces are
         copied into the writer's buffers, so a mutable buffer may be reused after the call.
         Hand-over waits on the bounded queue like ``store``; the sender's error raises here.
         If the call is interrupted part-way (Ctrl-C while waiting), the writer is marked as
@@ -371,13 +369,14 @@ class BulkWriter:
         self._check_process()
         return AttachmentsBulkInsert(self, id)
 
-    def _command(self, method: Any, *args: Any) -> None:
-        """One counters, time series or attachment call of the C writer, with ``store``'s
-        failure rules."""
+    def _command(self, method: Any, *args: Any, call: str = "a command") -> Any:
+        """One producer call of the C writer other than ``store`` (counters, time series,
+        attachments, encoded pieces, batches), with ``store``'s failure rules; ``call`` names
+        it when the writer is closed. Returns what it returned."""
         if self._failure is not None:
             self._raise_failure()
         if self._closed:
-            self._refuse_closed("a command")
+            self._refuse_closed(call)
         try:
             done = method(*args)
         except BaseException:
@@ -386,6 +385,7 @@ class BulkWriter:
             raise
         if done is None:  # the consumer is gone: that buffer never reached it
             self._buffer_lost(interrupted=False)
+        return done
 
     def _increment(self, id: str, name: Any, delta: Any) -> None:
         self._command(self._writer.increment, id, name, delta)
@@ -414,62 +414,23 @@ class BulkWriter:
     def _attachment(self, id: str, name: Any, data: Any, content_type: Any) -> None:
         self._command(self._writer.attachment, id, name, data, content_type)
 
-    def _store_batch(self, chunks: list, count: int) -> None:
-        """``count`` commands that ``_core.encode_batch`` just wrote (non-empty ``bytes``,
-        joined by ',' without a leading one), each chunk handed over as it is, after the
-        buffer holding the separator: C wrote them, so they are neither checked again nor
-        copied."""
-        self._store_pieces([(chunk, True) for chunk in chunks], count, whole=True)
+    def _store_prepared(self, prepared: Any) -> int:
+        """The rows of a batch that ``_core.prepare_batch`` validated, in one call into C: it
+        encodes them straight into the writer's buffers (the separator in the same buffer,
+        the GIL released) and hands each full buffer over. Returns the body bytes they added
+        (the separator included). Interrupted after a buffer of the batch was handed over
+        (Ctrl-C while the queue was full), the writer is failed: its body is incomplete."""
+        before = self._writer.bytes
+        self._command(self._writer.put_batch, prepared, call="a batch store")
+        return self._writer.bytes - before
 
-    def _store_pieces(self, pieces: list, count: int, *, whole: bool = False) -> None:
-        """Checked pieces (``_encoded_pieces``) into the body: large immutable ones (every
-        one when ``whole``) handed over directly, after the buffer holding their separator;
-        the rest copied into buffers that are handed over just past the threshold. The writer
-        is held meanwhile: a call from inside (a callback between two pieces) would land in
-        the middle of a command the pieces split, so it raises instead."""
-        if self._failure is not None:
-            self._raise_failure()
-        if self._closed:
-            self._refuse_closed("store_encoded()")
-        w = self._writer
-        threshold = self.buffer_size
-        continued = False  # the separator is written with the first piece only
-        w.hold("store_encoded()")
-        try:
-            for piece, immutable in pieces:
-                n = len(piece)
-                if immutable and (whole or n >= threshold):
-                    view = memoryview(piece) if n >= 2 * threshold and not whole else None
-                    offset = 0
-                    while offset < n:
-                        size = threshold if view is not None and n - offset >= 2 * threshold else n - offset
-                        part = piece if size == n else view[offset:offset + size]  # type: ignore[index]
-                        chunk = w.put_external(size, count, continued)
-                        count, continued = 0, True
-                        if chunk is not None:
-                            self._hand_over(chunk)
-                        self._hand_over(part)
-                        offset += size
-                else:
-                    view = piece if type(piece) is memoryview else memoryview(piece)
-                    offset = 0
-                    while offset < n:
-                        # fill the buffer just past the threshold: it is then handed over
-                        room = max(threshold - w.buffered, 0) + 1
-                        part = piece if offset == 0 and room >= n else view[offset:offset + room]
-                        chunk = w.put_encoded(part, count, continued)
-                        count, continued = 0, True
-                        offset += len(part)
-                        if chunk is not None:
-                            self._hand_over(chunk)
-        except BaseException:
-            if continued and self._failure is None:
-                # some of the commands are in the body, not all: it must not look complete
-                self.fail(BulkInsertAborted("store_encoded() was interrupted part-way: the bulk "
-                                            "insert body is incomplete"))
-            raise
-        finally:
-            w.release()
+    def _store_pieces(self, pieces: list, count: int) -> None:
+        """Checked pieces (``_encoded_pieces``) into the body in one call into C, through the
+        writer's one size-threshold slicer: ``bytes`` pieces of at least the threshold handed
+        over without a copy, the rest copied into buffers handed over past the threshold.
+        Interrupted part-way (Ctrl-C while the queue was full), the writer is failed: its body
+        holds some of the commands, not all."""
+        self._command(self._writer.put_pieces, pieces, count, call="store_encoded()")
 
     def _hand_over(self, chunk: Any) -> None:
         try:
@@ -937,12 +898,19 @@ class BulkInsert:
         self._require("attachments")
         self._writer._attachment(id, name, data, content_type)
 
-    def _store_batch(self, chunks: list, count: int) -> None:
-        """``count`` commands ``_core.encode_batch`` just wrote (see
-        :meth:`BulkWriter._store_batch`); the request starts on the first non-empty call."""
-        self._store_pieces([(chunk, True) for chunk in chunks], count, whole=True)
+    def _store_prepared(self, prepared: Any) -> int:
+        """A batch ``_core.prepare_batch`` validated (see :meth:`BulkWriter._store_prepared`);
+        the request starts with the first batch that has rows. The body bytes added."""
+        self._check_process()
+        if not prepared.rows:
+            if self._writer._failure is not None:
+                self._writer._raise_failure()
+            return 0
+        if self._sender is None:
+            self._start()
+        return self._writer._store_prepared(prepared)
 
-    def _store_pieces(self, pieces: list, count: int, *, whole: bool = False) -> None:
+    def _store_pieces(self, pieces: list, count: int) -> None:
         """Pieces as :meth:`BulkWriter._store_pieces` takes them; no pieces, no request."""
         self._check_process()
         if not pieces:
@@ -951,7 +919,7 @@ class BulkInsert:
             return
         if self._sender is None:
             self._start()
-        self._writer._store_pieces(pieces, count, whole=whole)
+        self._writer._store_pieces(pieces, count)
 
     def close(self) -> None:
         """Finish the body and wait for the server's answer. Returns normally only when the

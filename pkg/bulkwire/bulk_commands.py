@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any, Optional, Sequence, Tuple
 
 from . import _core
+from .conventions import collection_name
 
 __all__ = ["CountersBulkInsert", "TimeSeriesBulkInsert", "TypedTimeSeriesBulkInsert",
            "AttachmentsBulkInsert"]
@@ -159,7 +160,6 @@ class TypedTimeSeriesBulkInsert(TimeSeriesBulkInsert):
         if not isinstance(object_type, type):
             raise TypeError(f"object_type must be a class, not {type(object_type).__name__}")
         if name is None:
-            from .bulk import collection_name
             name = collection_name(object_type)
         self._object_type = object_type
         super().__init__(sink, id, name)

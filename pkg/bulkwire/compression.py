@@ -203,7 +203,7 @@ def parse_compress(value: Compress, name: str = "compress") -> Optional[str]:
     if value == "gzip":
         backend = default_gzip_backend()
         if backend == "zlib":
-            from .config import warn_missing
+            from ._fallbacks import warn_missing
 
             warn_missing("isal", "gzip bodies are compressed with zlib,",
                          "several times slower than ISA-L (or pip install isal)")

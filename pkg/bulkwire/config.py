@@ -16,40 +16,15 @@ True
 from __future__ import annotations
 
 import sys
-import threading
-import warnings
 from dataclasses import dataclass, field
 from typing import Optional, TextIO
 
 from . import _core
+from ._fallbacks import BuildWarning, warn_missing
+from ._version import __version__
 
 __all__ = ["BuildConfig", "BuildWarning", "LibraryInfo", "build_config", "show_config",
            "warn_missing"]
-
-
-class BuildWarning(RuntimeWarning):
-    """A feature runs on a much slower fallback because this build of bulkwire lacks a C
-    library (see :func:`warn_missing`); the message names the library and its package."""
-
-
-_warned: set = set()
-_warned_lock = threading.Lock()
-
-
-def warn_missing(library: str, feature: str, fallback: str) -> None:
-    """Warns (:class:`BuildWarning`), once per process and library, that ``feature`` runs on
-    ``fallback`` because this build lacks ``library`` (a name of :func:`build_config`'s
-    libraries), and how to get it: the Debian package, then a rebuild."""
-    with _warned_lock:
-        if library in _warned:
-            return
-        _warned.add(library)
-    row = next(r for r in _core.build_config()["libraries"] if r[0] == library)
-    title, package = row[1], row[6]
-    warnings.warn(f"bulkwire was built without {title}: {feature} {fallback}. To build it "
-                  f"in: apt-get install {package}, then reinstall bulkwire (pip install . "
-                  f"again, no cleaning needed); bulkwire --version shows what a build has",
-                  BuildWarning, stacklevel=3)
 
 
 @dataclass(frozen=True)
@@ -106,8 +81,6 @@ def _backends(have: dict) -> dict:
 def build_config() -> BuildConfig:
     """What this build has: :class:`BuildConfig` with each library's :class:`LibraryInfo`
     and each feature's backend."""
-    from . import __version__
-
     raw = _core.build_config()
     libraries = {}
     for name, title, found, build_version, runtime_version, how, package in raw["libraries"]:

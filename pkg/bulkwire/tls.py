@@ -142,7 +142,7 @@ class TlsSettings:
                 raise _file_error(argument, getattr(exc, "path", None),
                                   getattr(exc, "reason", str(exc))) from None
         elif ssl_context is None:
-            from .config import warn_missing
+            from ._fallbacks import warn_missing
 
             warn_missing("openssl", "HTTPS bodies are sent by a Python sender through Python's "
                          "ssl module,", "slower than bulkwire's C sender")

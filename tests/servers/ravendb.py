@@ -16,7 +16,7 @@ Three topologies:
 - :class:`RavenServer`: one node, ``http://127.0.0.1:<port>``;
 - :meth:`RavenServer.secured`: one node on HTTPS (its certificate set by
   ``Security.Certificate.Path``) that admits only the client certificate it is given
-  (``Security.WellKnownCertificates.Admin``), with the PKI of :mod:`bulkwire.testing_pki`;
+  (``Security.WellKnownCertificates.Admin``), with the PKI of :mod:`bulkwire.testing.pki`;
 - :class:`RavenNodes`: several nodes on 127.0.0.1, .2, .3, ... Without a license RavenDB 4.1
   runs clusters of one node only (``GET /license/status``: ``"Type": "None"``,
   ``"MaxClusterSize": 1``, ``"DistributedCluster": false``; ``PUT /admin/cluster/node``
@@ -172,14 +172,14 @@ def fetch() -> Distribution:
 # ---- the secured node's certificates ----
 
 def secured_pki(directory: str) -> SimpleNamespace:
-    """:func:`bulkwire.testing_pki.make_pki`'s files, plus what the server reads: ``server_pfx``
+    """:func:`bulkwire.testing.pki.make_pki`'s files, plus what the server reads: ``server_pfx``
     (its certificate, key and the CA in PKCS#12, no password) and ``client_thumbprint`` (the
     SHA-1 of the client certificate, which the server admits as an administrator)."""
     from cryptography import x509
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.serialization import pkcs12
 
-    from bulkwire.testing_pki import make_pki
+    from bulkwire.testing.pki import make_pki
 
     pki = make_pki(directory)
     with open(pki.server_cert, "rb") as f:

@@ -281,32 +281,185 @@ static int validate_part(batch_part *part, int64_t row_base) {
     return set_row_error(err.column, row_base + err.row, err.message);
 }
 
-static int flush(bw_buf *out, PyObject *list) {
-    PyObject *chunk = PyBytes_FromStringAndSize(out->data, (Py_ssize_t)out->len);
-    if (chunk == NULL)
-        return -1;
-    int rc = PyList_Append(list, chunk);
-    Py_DECREF(chunk);
-    out->len = 0;
-    return rc;
+struct bw_batch_job {
+    bw_arrow_source src;
+    int opened;
+    batch_part *parts;
+    size_t n_parts, cap_parts;
+    int64_t rows;
+    bw_buf prefix;
+    PyObject *prefix_str; /* the prefix str (new reference): its UTF-8 is each plan's prefix_raw */
+    PyObject *fields;
+    Py_buffer metadata;
+};
+
+void bw_batch_job_free(bw_batch_job *job) {
+    if (job == NULL)
+        return;
+    for (size_t k = 0; k < job->cap_parts; k++)
+        part_clear(&job->parts[k]);
+    PyMem_Free(job->parts);
+    if (job->opened)
+        bw_arrow_source_close(&job->src);
+    Py_XDECREF(job->fields);
+    Py_XDECREF(job->prefix_str);
+    bw_buf_free(&job->prefix);
+    if (job->metadata.buf != NULL)
+        PyBuffer_Release(&job->metadata);
+    PyMem_Free(job);
 }
 
-/* Writes the rows of every part; commands after the first of the body get a ','. */
-static int write_parts(batch_part *parts, size_t n_parts, int first, Py_ssize_t chunk_size, PyObject *list) {
-    bw_buf out;
-    size_t cap = (size_t)chunk_size + (chunk_size / 4) + 4096;
-    if (bw_buf_init(&out, cap) < 0) {
+int64_t bw_batch_job_rows(const bw_batch_job *job) { return job->rows; }
+
+/* Checks fields (a sequence of column names, none a member the body writes itself, none
+   twice); job->fields becomes their tuple. 0, or -1 with an exception set. */
+static int take_fields(bw_batch_job *job, PyObject *fields_arg) {
+    PyObject *fields = job->fields = PySequence_Tuple(fields_arg);
+    if (fields == NULL)
+        return -1;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(fields); i++) {
+        PyObject *name = PyTuple_GET_ITEM(fields, i);
+        if (!PyUnicode_Check(name)) {
+            PyErr_SetString(PyExc_TypeError, "fields must be a sequence of column names (str)");
+            return -1;
+        }
+        /* Each would be a second member of that name in the document: the body never holds
+           an "Id" member and writes "@metadata" itself (bulkwire.conventions). */
+        if (PyUnicode_CompareWithASCIIString(name, "Id") == 0 ||
+            PyUnicode_CompareWithASCIIString(name, "@metadata") == 0) {
+            PyErr_Format(PyExc_ValueError, "fields[%zd] is %R, which a document body cannot hold "
+                         "as a field (see bulkwire.conventions)", i, name);
+            return -1;
+        }
+        for (Py_ssize_t j = 0; j < i; j++) {
+            int same = PyUnicode_Compare(name, PyTuple_GET_ITEM(fields, j));
+            if (same == -1 && PyErr_Occurred())
+                return -1;
+            if (same == 0) {
+                PyErr_Format(PyExc_ValueError, "fields[%zd] repeats column %R", i, name);
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* The id prefix, escaped as the id is (raw UTF-8), into job->prefix; o gets its lengths and
+   its unescaped UTF-8 (the id rule judges prefix and id together). 0, or -1 with an
+   exception set. */
+static int take_prefix(bw_batch_job *job, PyObject *prefix_obj, options *o) {
+    if (bw_buf_init(&job->prefix, 32) < 0) {
         PyErr_NoMemory();
         return -1;
     }
-    int rc = 0;
-    for (size_t k = 0; rc == 0 && k < n_parts; k++) {
-        const bw_batch_plan *p = &parts[k].plan;
+    if (prefix_obj != NULL) {
+        Py_ssize_t n;
+        const char *s = PyUnicode_AsUTF8AndSize(prefix_obj, &n);
+        if (s == NULL)
+            return -1;
+        if (bw_json_string_utf8(&job->prefix, s, (size_t)n) != 0) { /* raw UTF-8, as the id */
+            PyErr_NoMemory();
+            return -1;
+        }
+        memmove(job->prefix.data, job->prefix.data + 1, job->prefix.len - 2); /* drop the quotes */
+        job->prefix.len -= 2;
+        job->prefix_str = Py_NewRef(prefix_obj); /* keeps s alive as long as the job */
+        o->prefix_raw = s;
+        o->prefix_raw_len = (size_t)n;
+    }
+    o->prefix = job->prefix.data;
+    o->prefix_len = job->prefix.len;
+    return 0;
+}
+
+/* Collects the record batches (one for __arrow_c_array__, all of a stream), each validated
+   by the import path before it is looked at. 0, or -1 with an exception set. */
+static int take_parts(bw_batch_job *job, PyObject *batch) {
+    if (bw_arrow_source_open(batch, &job->src) < 0)
+        return -1;
+    job->opened = 1;
+    int more;
+    while ((more = bw_arrow_source_next(&job->src)) == 1) {
+        if (job->n_parts == job->cap_parts) {
+            size_t new_cap = job->cap_parts ? job->cap_parts * 2 : 4;
+            batch_part *grown = PyMem_Realloc(job->parts, new_cap * sizeof *grown);
+            if (grown == NULL) {
+                PyErr_NoMemory();
+                return -1;
+            }
+            memset(grown + job->cap_parts, 0, (new_cap - job->cap_parts) * sizeof *grown);
+            job->parts = grown;
+            job->cap_parts = new_cap;
+        }
+        bw_arrow_source_take(&job->src, &job->parts[job->n_parts].array);
+        job->n_parts++;
+    }
+    return more < 0 ? -1 : 0;
+}
+
+bw_batch_job *bw_batch_job_open(PyObject *args, PyObject *kwargs) {
+    static char *kwlist[] = {"batch", "id_column", "fields", "vector_column", "id_prefix",
+                             "metadata", "float32", "dim", "row_base", NULL};
+    PyObject *batch, *fields_arg, *vector_obj = Py_None, *prefix_obj = NULL;
+    const char *id_column;
+    long long dim = -1, row_base = 0;
+    int shortest = 0;
+    bw_batch_job *job = PyMem_Calloc(1, sizeof *job);
+    if (job == NULL)
+        return (bw_batch_job *)PyErr_NoMemory();
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OsO|$OUy*O&LL", kwlist, &batch, &id_column,
+                                     &fields_arg, &vector_obj, &prefix_obj, &job->metadata,
+                                     bw_float32_mode_converter, &shortest, &dim, &row_base))
+        goto failed;
+    options o = {0};
+    o.id_column = id_column;
+    o.dim = dim;
+    o.shortest = shortest;
+    if (job->metadata.buf == NULL) {
+        o.metadata = "{}";
+        o.metadata_len = 2;
+    } else {
+        o.metadata = job->metadata.buf;
+        o.metadata_len = job->metadata.len;
+    }
+    if (vector_obj != Py_None) {
+        if (!PyUnicode_Check(vector_obj)) {
+            PyErr_SetString(PyExc_TypeError, "vector_column must be a str or None");
+            goto failed;
+        }
+        if ((o.vector_column = PyUnicode_AsUTF8(vector_obj)) == NULL)
+            goto failed;
+    }
+    if (take_fields(job, fields_arg) < 0)
+        goto failed;
+    o.fields = job->fields;
+    if (take_prefix(job, prefix_obj, &o) < 0 || take_parts(job, batch) < 0)
+        goto failed;
+    /* Plan and validate everything before writing anything. */
+    int64_t base = row_base;
+    for (size_t k = 0; k < job->n_parts; k++) {
+        if (build_plan(&job->src.schema, &job->parts[k], &o) < 0 ||
+            validate_part(&job->parts[k], base) < 0)
+            goto failed;
+        base += job->parts[k].plan.length;
+        job->rows += job->parts[k].plan.length;
+    }
+    return job;
+failed:
+    bw_batch_job_free(job);
+    return NULL;
+}
+
+int bw_batch_job_write(bw_batch_job *job, bw_buf *out, int first, size_t threshold,
+                       bw_batch_sink full, void *ctx) {
+    for (size_t k = 0; k < job->n_parts; k++) {
+        const bw_batch_plan *p = &job->parts[k].plan;
         int64_t row = 0;
-        while (rc == 0 && row < p->length) {
+        while (row < p->length) {
+            int rc = 0;
             Py_BEGIN_ALLOW_THREADS
-            for (; row < p->length && out.len < (size_t)chunk_size; row++) {
-                if ((!first && bw_buf_append(&out, ",", 1) < 0) || bw_batch_write_row(p, row, &out) < 0) {
+            for (; row < p->length && out->len <= threshold; row++) {
+                if ((!first && bw_buf_append(out, ",", 1) < 0) || bw_batch_write_row(p, row, out) < 0) {
                     rc = -1;
                     break;
                 }
@@ -315,160 +468,145 @@ static int write_parts(batch_part *parts, size_t n_parts, int first, Py_ssize_t 
             Py_END_ALLOW_THREADS
             if (rc < 0) {
                 PyErr_NoMemory();
-            } else if (out.len >= (size_t)chunk_size) {
-                rc = flush(&out, list);
+                return -1;
             }
+            if (out->len > threshold && (rc = full(ctx, out)) <= 0)
+                return rc;
         }
     }
-    if (rc == 0 && out.len > 0)
-        rc = flush(&out, list);
-    bw_buf_free(&out);
-    return rc;
+    return 1;
 }
 
+/* bw_batch_sink of encode_batch: the buffer's bytes become the next item of the list. */
+static int append_chunk(void *list, bw_buf *out) {
+    PyObject *chunk = PyBytes_FromStringAndSize(out->data, (Py_ssize_t)out->len);
+    if (chunk == NULL)
+        return -1;
+    int rc = PyList_Append(list, chunk);
+    Py_DECREF(chunk);
+    out->len = 0;
+    return rc < 0 ? -1 : 1;
+}
+
+/* Takes the keyword `name` out of kwargs (a dict of the caller's own): 0 when absent (*keep
+   untouched), 1 with *keep a new reference to its value, or -1 with an exception set. */
+static int pop_keyword(PyObject *kwargs, const char *name, PyObject **keep) {
+    PyObject *value = PyDict_GetItemString(kwargs, name);
+    if (value == NULL)
+        return 0;
+    *keep = Py_NewRef(value);
+    return PyDict_DelItemString(kwargs, name) < 0 ? -1 : 1;
+}
+
+/* New reference: the list of chunks, or NULL with an exception set. */
 static PyObject *module_encode_batch(PyObject *module, PyObject *args, PyObject *kwargs) {
     (void)module;
-    static char *kwlist[] = {"batch", "id_column", "fields", "vector_column", "id_prefix", "metadata",
-                             "float32", "dim", "first", "row_base", "chunk_size", NULL};
-    PyObject *batch, *fields_arg, *vector_obj = Py_None, *prefix_obj = NULL;
-    const char *id_column;
-    Py_buffer metadata = {0};
-    long long dim = -1, row_base = 0;
-    int first = 0;
     Py_ssize_t chunk_size = 1 << 20;
-    int shortest = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OsO|$OUy*O&LpLn", kwlist, &batch, &id_column,
-                                     &fields_arg, &vector_obj, &prefix_obj, &metadata,
-                                     bw_float32_mode_converter, &shortest, &dim, &first, &row_base,
-                                     &chunk_size))
-        return NULL;
-    PyObject *result = NULL, *fields = NULL;
-    bw_arrow_source src;
-    int opened = 0;
-    batch_part *parts = NULL;
-    size_t n_parts = 0, cap_parts = 0;
-    bw_buf prefix = {0};
-    options o = {0};
-    o.id_column = id_column;
-    o.dim = dim;
-    o.shortest = shortest;
+    int first = 0;
+    PyObject *rest = NULL, *first_obj = NULL, *size_obj = NULL, *result = NULL;
+    bw_batch_job *job = NULL;
+    bw_buf out = {0};
+    /* first and chunk_size are this function's own; the rest describe the batch */
+    if (kwargs != NULL) {
+        if ((rest = PyDict_Copy(kwargs)) == NULL || pop_keyword(rest, "first", &first_obj) < 0 ||
+            pop_keyword(rest, "chunk_size", &size_obj) < 0)
+            goto done;
+        if (first_obj != NULL && (first = PyObject_IsTrue(first_obj)) < 0)
+            goto done;
+        if (size_obj != NULL) {
+            if (!PyLong_Check(size_obj)) {
+                PyErr_Format(PyExc_TypeError, "chunk_size must be an int, not %.100s",
+                             Py_TYPE(size_obj)->tp_name);
+                goto done;
+            }
+            if ((chunk_size = PyLong_AsSsize_t(size_obj)) == -1 && PyErr_Occurred())
+                goto done;
+        }
+    }
     if (chunk_size <= 0) {
         PyErr_SetString(PyExc_ValueError, "chunk_size must be positive");
         goto done;
     }
-    if (metadata.buf == NULL) {
-        o.metadata = "{}";
-        o.metadata_len = 2;
-    } else {
-        o.metadata = metadata.buf;
-        o.metadata_len = metadata.len;
-    }
-    if (vector_obj != Py_None) {
-        if (!PyUnicode_Check(vector_obj)) {
-            PyErr_SetString(PyExc_TypeError, "vector_column must be a str or None");
-            goto done;
-        }
-        if ((o.vector_column = PyUnicode_AsUTF8(vector_obj)) == NULL)
-            goto done;
-    }
-    fields = PySequence_Tuple(fields_arg);
-    if (fields == NULL)
+    if ((job = bw_batch_job_open(args, rest)) == NULL)
         goto done;
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(fields); i++) {
-        PyObject *name = PyTuple_GET_ITEM(fields, i);
-        if (!PyUnicode_Check(name)) {
-            PyErr_SetString(PyExc_TypeError, "fields must be a sequence of column names (str)");
-            goto done;
-        }
-        /* Each would be a second member of that name in the document: the body never holds
-           an "Id" member and writes "@metadata" itself (bulkwire.conventions). */
-        if (PyUnicode_CompareWithASCIIString(name, "Id") == 0 ||
-            PyUnicode_CompareWithASCIIString(name, "@metadata") == 0) {
-            PyErr_Format(PyExc_ValueError, "fields[%zd] is %R, which a document body cannot hold "
-                         "as a field (see bulkwire.conventions)", i, name);
-            goto done;
-        }
-        for (Py_ssize_t j = 0; j < i; j++) {
-            int same = PyUnicode_Compare(name, PyTuple_GET_ITEM(fields, j));
-            if (same == -1 && PyErr_Occurred())
-                goto done;
-            if (same == 0) {
-                PyErr_Format(PyExc_ValueError, "fields[%zd] repeats column %R", i, name);
-                goto done;
-            }
-        }
-    }
-    o.fields = fields;
-    if (bw_buf_init(&prefix, 32) < 0) {
+    if ((result = PyList_New(0)) == NULL)
+        goto done;
+    size_t threshold = (size_t)chunk_size;
+    if (bw_buf_init(&out, threshold + threshold / 4 + 4096) < 0) {
         PyErr_NoMemory();
-        goto done;
+        goto failed;
     }
-    if (prefix_obj != NULL) {
-        Py_ssize_t n;
-        const char *s = PyUnicode_AsUTF8AndSize(prefix_obj, &n);
-        if (s == NULL)
-            goto done;
-        if (bw_json_string_utf8(&prefix, s, (size_t)n) != 0) { /* raw UTF-8, as the id */
-            PyErr_NoMemory();
-            goto done;
-        }
-        memmove(prefix.data, prefix.data + 1, prefix.len - 2); /* drop the quotes */
-        prefix.len -= 2;
-        o.prefix_raw = s;
-        o.prefix_raw_len = (size_t)n;
-    }
-    o.prefix = prefix.data;
-    o.prefix_len = prefix.len;
-
-    /* Collect the record batches (one for __arrow_c_array__, all of a stream), each
-       validated by the import path before it is looked at. */
-    if (bw_arrow_source_open(batch, &src) < 0)
-        goto done;
-    opened = 1;
-    int more;
-    while ((more = bw_arrow_source_next(&src)) == 1) {
-        if (n_parts == cap_parts) {
-            size_t new_cap = cap_parts ? cap_parts * 2 : 4;
-            batch_part *grown = PyMem_Realloc(parts, new_cap * sizeof *parts);
-            if (grown == NULL) {
-                PyErr_NoMemory();
-                goto done;
-            }
-            memset(grown + cap_parts, 0, (new_cap - cap_parts) * sizeof *parts);
-            parts = grown;
-            cap_parts = new_cap;
-        }
-        bw_arrow_source_take(&src, &parts[n_parts].array);
-        n_parts++;
-    }
-    if (more < 0)
-        goto done;
-    const struct ArrowSchema *schema = &src.schema;
-
-    /* Plan and validate everything before writing anything. */
-    int64_t base = row_base;
-    for (size_t k = 0; k < n_parts; k++) {
-        if (build_plan(schema, &parts[k], &o) < 0 || validate_part(&parts[k], base) < 0)
-            goto done;
-        base += parts[k].plan.length;
-    }
-    result = PyList_New(0);
-    if (result == NULL)
-        goto done;
-    if (write_parts(parts, n_parts, first, chunk_size, result) < 0)
-        Py_CLEAR(result);
-
+    if (bw_batch_job_write(job, &out, first, threshold, append_chunk, result) < 0 ||
+        (out.len > 0 && append_chunk(result, &out) < 0))
+        goto failed;
+    goto done;
+failed:
+    Py_CLEAR(result);
 done:
-    for (size_t k = 0; k < cap_parts; k++)
-        part_clear(&parts[k]);
-    PyMem_Free(parts);
-    if (opened)
-        bw_arrow_source_close(&src);
-    Py_XDECREF(fields);
-    bw_buf_free(&prefix);
-    if (metadata.buf != NULL)
-        PyBuffer_Release(&metadata);
+    bw_batch_job_free(job);
+    bw_buf_free(&out);
+    Py_XDECREF(rest);
+    Py_XDECREF(first_obj);
+    Py_XDECREF(size_obj);
     return result;
+}
+
+/* ---- PreparedBatch: a job as a Python object, for CommandWriter.put_batch ---- */
+
+typedef struct {
+    PyObject_HEAD
+    bw_batch_job *job;
+} prepared_object;
+
+static void Prepared_dealloc(prepared_object *self) {
+    bw_batch_job_free(self->job);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* New reference. */
+static PyObject *Prepared_get_rows(prepared_object *self, void *unused) {
+    (void)unused;
+    return PyLong_FromLongLong((long long)bw_batch_job_rows(self->job));
+}
+
+static PyGetSetDef Prepared_getset[] = {
+    {"rows", (getter)Prepared_get_rows, NULL, "Rows of the batch.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject PreparedType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "bulkwire._core.PreparedBatch",
+    .tp_basicsize = sizeof(prepared_object),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "An Arrow record batch (or stream of them) imported, planned and validated by "
+              "prepare_batch, ready for CommandWriter.put_batch.",
+    .tp_dealloc = (destructor)Prepared_dealloc,
+    .tp_getset = Prepared_getset,
+};
+
+bw_batch_job *bw_prepared_batch_job(PyObject *prepared) {
+    if (!Py_IS_TYPE(prepared, &PreparedType)) {
+        PyErr_Format(PyExc_TypeError, "expected a PreparedBatch (from prepare_batch), not %.100s",
+                     Py_TYPE(prepared)->tp_name);
+        return NULL;
+    }
+    return ((prepared_object *)prepared)->job;
+}
+
+/* New reference: the PreparedBatch, or NULL with an exception set. */
+static PyObject *module_prepare_batch(PyObject *module, PyObject *args, PyObject *kwargs) {
+    (void)module;
+    bw_batch_job *job = bw_batch_job_open(args, kwargs);
+    if (job == NULL)
+        return NULL;
+    prepared_object *self = PyObject_New(prepared_object, &PreparedType);
+    if (self == NULL) {
+        bw_batch_job_free(job);
+        return NULL;
+    }
+    self->job = job;
+    return (PyObject *)self;
 }
 
 static PyMethodDef encode_batch_functions[] = {
@@ -476,12 +614,21 @@ static PyMethodDef encode_batch_functions[] = {
      "encode_batch(batch, id_column, fields, *, vector_column=None, id_prefix='', metadata=b'{}', "
      "float32='widen', dim=-1, first=False, row_base=0, chunk_size=1 << 20) -> list[bytes]\n\n"
      "Bulk insert commands for every row of an Arrow record batch (or stream of them), joined by ',' "
-     "(with a leading ',' unless first), in chunks of at least chunk_size bytes (the last may be "
-     "smaller). Every row is validated before anything is written: a bad row raises "
+     "(with a leading ',' unless first), in chunks of more than chunk_size bytes (the last may be "
+     "smaller), cut where CommandWriter.put_batch hands its buffers over. Every row is validated before anything is written: a bad row raises "
      "bulkwire.errors.RowError (a ValueError) with its column, row and reason as attributes."},
+    {"prepare_batch", (PyCFunction)(void (*)(void))module_prepare_batch, METH_VARARGS | METH_KEYWORDS,
+     "prepare_batch(batch, id_column, fields, *, vector_column=None, id_prefix='', metadata=b'{}', "
+     "float32='widen', dim=-1, row_base=0) -> PreparedBatch\n\n"
+     "Imports, plans and validates an Arrow record batch (or stream of them) as encode_batch "
+     "does, without writing anything (the validation runs with the GIL released): a bad row "
+     "raises bulkwire.errors.RowError. CommandWriter.put_batch writes it."},
     {NULL, NULL, 0, NULL},
 };
 
 int bw_encode_batch_add_to_module(PyObject *module) {
+    if (PyType_Ready(&PreparedType) < 0 ||
+        PyModule_AddObjectRef(module, "PreparedBatch", (PyObject *)&PreparedType) < 0)
+        return -1;
     return PyModule_AddFunctions(module, encode_batch_functions);
 }

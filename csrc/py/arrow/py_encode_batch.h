@@ -1,6 +1,44 @@
+/* Arrow record batch -> bulk insert commands: the encode_batch function, and the batch job
+   that it and CommandWriter.put_batch share (one planner, one validator, one encode loop
+   that cuts the output where the size threshold is passed). */
 #ifndef BW_PY_ENCODE_BATCH_H
 #define BW_PY_ENCODE_BATCH_H
 #include <Python.h>
-/* Adds encode_batch (Arrow record batch -> bulk insert commands) to the module. */
+
+#include <stdint.h>
+
+#include "out_buffer.h"
+
+/* A batch imported through the Arrow PyCapsule interface, planned and validated whole. */
+typedef struct bw_batch_job bw_batch_job;
+
+/* Reads (batch, id_column, fields, *, vector_column=None, id_prefix='', metadata=b'{}',
+   float32='widen', dim=-1, row_base=0) as encode_batch documents them, imports the batch
+   (a record batch, or a stream of them) and validates every row before anything is written:
+   a bad row raises bulkwire.errors.RowError naming its column and row (row_base + its index).
+   The job, or NULL with an exception set. GIL held. */
+bw_batch_job *bw_batch_job_open(PyObject *args, PyObject *kwargs);
+/* Releases the batch's Arrow memory. NULL is fine. GIL held. */
+void bw_batch_job_free(bw_batch_job *job);
+/* Rows of the job. */
+int64_t bw_batch_job_rows(const bw_batch_job *job);
+
+/* Called, with the GIL, each time `out` holds more than the threshold: it takes the buffer's
+   content away (leaving `out` ready for more). 1 go on, 0 stop (nothing more is written),
+   -1 with an exception set. */
+typedef int (*bw_batch_sink)(void *ctx, bw_buf *out);
+
+/* Appends the commands of every row to `out`, joined by ',' (a ',' before the first too
+   unless `first`), with the GIL released while it writes; `full` gets the buffer each time it
+   passes `threshold` bytes. Returns 1 (done: what is left stays in `out`), 0 (the sink said
+   stop) or -1 with an exception set (MemoryError, or the sink's). GIL held on entry. */
+int bw_batch_job_write(bw_batch_job *job, bw_buf *out, int first, size_t threshold,
+                       bw_batch_sink full, void *ctx);
+
+/* The job of a PreparedBatch (prepare_batch's result; the object owns it), or NULL with
+   TypeError when `prepared` is something else. */
+bw_batch_job *bw_prepared_batch_job(PyObject *prepared);
+
+/* Adds encode_batch, prepare_batch and PreparedBatch (Arrow record batch -> bulk insert commands) to the module. */
 int bw_encode_batch_add_to_module(PyObject *module);
 #endif

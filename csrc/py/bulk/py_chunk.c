@@ -135,9 +135,9 @@ PyTypeObject bw_chunk_type = {
     .tp_getset = Chunk_getset,
 };
 
-/* chunk_for_testing(data) -> Chunk: a chunk holding a copy of data (tests only). New
+/* make_chunk(data) -> Chunk: a chunk holding a copy of data (tests only). New
    reference. */
-static PyObject *module_chunk_for_testing(PyObject *module, PyObject *arg) {
+static PyObject *module_make_chunk(PyObject *module, PyObject *arg) {
     (void)module;
     Py_buffer view;
     if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
@@ -161,7 +161,7 @@ static PyObject *module_chunk_memory(PyObject *module, PyObject *args) {
                          (Py_ssize_t)peak_chunk_bytes, (Py_ssize_t)atomic_load(&live_chunks));
 }
 
-/* _pool_memory() -> (buffers, bytes, writers): what the buffer pool holds for reuse, and the
+/* pool_memory() -> (buffers, bytes, writers): what the buffer pool holds for reuse, and the
    writers alive (the pool keeps nothing without one). New reference. */
 static PyObject *module_pool_memory(PyObject *module, PyObject *args) {
     (void)module;
@@ -179,15 +179,15 @@ static PyObject *module_reset_chunk_peak(PyObject *module, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-static PyMethodDef chunk_functions[] = {
-    {"_chunk_memory", module_chunk_memory, METH_NOARGS,
-     "_chunk_memory() -> (live_bytes, peak_bytes, live_chunks) of Chunk objects."},
-    {"_pool_memory", module_pool_memory, METH_NOARGS,
-     "_pool_memory() -> (buffers, bytes, writers): what the body buffer pool keeps for reuse."},
-    {"_reset_chunk_peak", module_reset_chunk_peak, METH_NOARGS,
+static PyMethodDef chunk_test_hooks[] = {
+    {"chunk_memory", module_chunk_memory, METH_NOARGS,
+     "chunk_memory() -> (live_bytes, peak_bytes, live_chunks) of Chunk objects."},
+    {"pool_memory", module_pool_memory, METH_NOARGS,
+     "pool_memory() -> (buffers, bytes, writers): what the body buffer pool keeps for reuse."},
+    {"reset_chunk_peak", module_reset_chunk_peak, METH_NOARGS,
      "Restart the peak of live chunk bytes from the current value."},
-    {"_chunk_for_testing", module_chunk_for_testing, METH_O,
-     "_chunk_for_testing(data) -> Chunk holding a copy of data."},
+    {"make_chunk", module_make_chunk, METH_O,
+     "make_chunk(data) -> Chunk holding a copy of data."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -195,5 +195,9 @@ int bw_chunk_add_to_module(PyObject *module) {
     if (PyType_Ready(&bw_chunk_type) < 0 ||
         PyModule_AddObjectRef(module, "Chunk", (PyObject *)&bw_chunk_type) < 0)
         return -1;
-    return PyModule_AddFunctions(module, chunk_functions);
+    return 0;
+}
+
+int bw_chunk_add_test_hooks(PyObject *testing) {
+    return PyModule_AddFunctions(testing, chunk_test_hooks);
 }

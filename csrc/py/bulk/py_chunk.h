@@ -39,6 +39,8 @@ void bw_chunk_settle(bw_chunk_object *chunk);
    chunk is left empty (the object itself is released later, with the GIL). */
 void bw_chunk_give_back(bw_chunk_object *chunk);
 
-/* Adds Chunk and the memory accounting functions. 0, or -1 with an exception set. */
+/* Adds Chunk. 0, or -1 with an exception set. */
 int bw_chunk_add_to_module(PyObject *module);
+/* Adds the memory accounting hooks to the test hooks' namespace. 0, or -1. */
+int bw_chunk_add_test_hooks(PyObject *testing);
 #endif

@@ -1,14 +1,15 @@
 /* CommandWriter: the C half of a bulk insert's producer side. It applies the document
-   conventions (py_conventions.c), frames each PUT command into its buffer (bulk_writer.c)
+   conventions (py_conventions.c), frames each PUT command into its buffer (py_command_framing.c)
    and hands every full buffer over to its queue itself, so that a stored document's bytes
    go from the walker to the consumer without a trip through Python. BulkWriter (Python)
    wraps it with the body's lifecycle: failure, close, compression, consumers. */
 #include "py_command_writer.h"
 
 #include "py_bulk_commands.h"
-#include "py_bulk_writer.h"
+#include "py_command_framing.h"
 #include "py_chunk.h"
 #include "py_conventions.h"
+#include "py_encode_batch.h"
 #include "py_fork_origin.h"
 #include "py_handover_queue.h"
 
@@ -101,23 +102,6 @@ static int command_writer_enter(WriterObject *self) {
 }
 
 static void command_writer_leave(WriterObject *self) { self->busy = 0; }
-
-/* The checks of put_encoded and put_external: those of command_writer_enter, except that they
-   are the parts of a Python call that holds the writer (store_encoded's pieces, between
-   hold() and release()). 0 (the call is under way), or -1 with RuntimeError set. */
-static int command_writer_enter_piece(WriterObject *self) {
-    if (command_writer_check_thread(self) < 0)
-        return -1;
-    if (self->busy)
-        return command_writer_refuse_reentry(self);
-    if (self->held == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "put_encoded() and put_external() come between "
-                                            "hold() and release()");
-        return -1;
-    }
-    self->busy = 1;
-    return 0;
-}
 
 /* New reference. */
 static PyObject *Writer_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
@@ -434,56 +418,82 @@ static PyObject *finish_call(WriterObject *self, PyObject *const *args, Py_ssize
     return command_writer_take(self);
 }
 
-/* ---- pre-encoded commands (BulkWriter.store_encoded) ---- */
+/* ---- Arrow record batches (load_parquet, load_arrow) ---- */
 
-/* put_encoded(data, count, continued=False) -> Chunk | None (a new reference): copies data
-   (any contiguous bytes-like) into the current buffer after the separator; returns the buffer
-   when it went over the threshold. */
-static PyObject *Writer_put_encoded(WriterObject *self, PyObject *args,
-                                            PyObject *kwargs) {
-    static char *keywords[] = {"data", "count", "continued", NULL};
-    Py_buffer view = {0};
-    Py_ssize_t count = 0;
-    int continued = 0;
-    PyObject *result = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*n|p:put_encoded", keywords, &view, &count,
-                                     &continued))
-        return NULL;
-    if (command_writer_enter_piece(self) < 0)
-        goto cleanup;
-    int rc = bw_command_writer_put_encoded(&self->w, view.buf, (size_t)view.len, count, continued);
-    command_writer_leave(self);
-    if (rc < 0)
-        goto cleanup;
-    if (bw_command_writer_over_threshold(&self->w))
-        result = command_writer_take(self);
-    else
-        result = Py_NewRef(Py_None);
-cleanup:
-    PyBuffer_Release(&view);
-    return result;
+/* What put_batch's sink needs: the writer, the body bytes its buffer held when the last
+   hand-over (or the call) began, and whether a buffer of the batch was handed over. */
+typedef struct {
+    WriterObject *self;
+    size_t mark;
+    int handed_over;
+} batch_sink;
+
+/* bw_batch_sink of put_batch: the full buffer goes to the queue; the next rows go into a
+   fresh one. 1, 0 (the consumer is gone), or -1 (handover_interrupted is set). */
+static int hand_over_batch_buffer(void *ctx, bw_buf *out) {
+    batch_sink *sink = ctx;
+    bw_command_writer *w = &sink->self->w;
+    w->bytes += out->len - sink->mark;
+    sink->mark = 0;
+    sink->handed_over = 1;
+    int taken = command_writer_hand_over(sink->self);
+    if (taken > 0 && bw_command_writer_ensure_buffer(w) < 0) {
+        sink->self->handover_interrupted = 1;
+        return -1;
+    }
+    return taken;
 }
 
-/* put_external(length, count, continued=False) -> Chunk | None (a new reference): the caller
-   sends `length` bytes of commands as a piece of its own; the separator goes into the current
-   buffer, which is handed over (returned; None when empty) to go out before that piece. */
-static PyObject *Writer_put_external(WriterObject *self, PyObject *args,
-                                             PyObject *kwargs) {
-    static char *keywords[] = {"length", "count", "continued", NULL};
-    Py_ssize_t length = 0, count = 0;
-    int continued = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "nn|p:put_external", keywords, &length, &count,
-                                     &continued))
-        return NULL;
-    if (length <= 0) {
-        PyErr_Format(PyExc_ValueError, "length must be positive, not %zd", length);
-        return NULL;
-    }
-    if (command_writer_enter_piece(self) < 0)
+/* put_batch(prepared) -> int | None. New reference: the rows written; None when the
+   consumer is gone (a full buffer was dropped). prepared (prepare_batch's) was validated
+   whole, so writing it cannot fail on a row; the rows go straight into the writer's buffers,
+   with the GIL released, each buffer handed over once it holds more than the threshold. A
+   failure before a buffer of the batch was handed over leaves the body as it was; after
+   (Ctrl-C while the queue was full, out of memory) it sets handover_interrupted: the body is
+   incomplete. */
+static PyObject *Writer_put_batch(WriterObject *self, PyObject *prepared) {
+    if (command_writer_enter(self) < 0)
         return NULL;
     PyObject *result = NULL;
-    if (bw_command_writer_put_external(&self->w, (size_t)length, count, continued) == 0)
-        result = command_writer_take(self);
+    bw_command_writer *w = &self->w;
+    bw_batch_job *job = bw_prepared_batch_job(prepared);
+    if (job == NULL)
+        goto done;
+    if (self->queue == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "put_batch() needs a writer made with queue=");
+        goto done;
+    }
+    int64_t rows = bw_batch_job_rows(job);
+    if (rows == 0) {
+        result = PyLong_FromLong(0);
+        goto done;
+    }
+    if (bw_command_writer_ensure_buffer(w) < 0)
+        goto done;
+    size_t start = w->buf.len;
+    int started = w->started;
+    bw_open_command open = w->open;
+    /* '[' or ',' (and the end of an open counters command) into the same buffer as the rows */
+    if (bw_command_writer_begin_command(w) < 0)
+        goto done;
+    bw_command_writer_command_done(w);
+    batch_sink sink = {self, start, 0};
+    int rc = bw_batch_job_write(job, &w->buf, 1, w->threshold, hand_over_batch_buffer, &sink);
+    if (rc < 0 && !sink.handed_over) { /* nothing of the batch left the writer: take it back */
+        w->buf.len = start;
+        w->started = started;
+        w->open = open;
+        goto done;
+    }
+    w->commands += (Py_ssize_t)rows;
+    if (rc < 0) {
+        self->handover_interrupted = 1;
+        goto done;
+    }
+    if (rc > 0) /* what is left (at most the threshold) waits for the next command */
+        w->bytes += w->buf.len - sink.mark;
+    result = rc > 0 ? PyLong_FromLongLong((long long)rows) : Py_NewRef(Py_None);
+done:
     command_writer_leave(self);
     return result;
 }
@@ -732,21 +742,53 @@ static int command_writer_hand_over_item(WriterObject *self, PyObject *item) {
     return taken;
 }
 
-/* The attachment's bytes after its command. bytes of at least the threshold go out as they
-   are, after the current buffer (no copy: bytes cannot change); anything else is copied: at
-   once when smaller than the threshold, as the official client does, otherwise in slices
-   that fill each buffer just past the threshold, so memory stays bounded. 1, 0 (the consumer
-   is gone) or -1 with an exception set; on -1 the body is incomplete (handover_interrupted). */
-static int command_writer_attachment_bytes(WriterObject *self, PyObject *data, const Py_buffer *view) {
+/* 1 when the bytes of `data` cannot change: a bytes object, or a read-only view of one. */
+static int is_immutable(PyObject *data) {
+    if (PyBytes_CheckExact(data))
+        return 1;
+    if (!PyMemoryView_Check(data))
+        return 0;
+    const Py_buffer *view = PyMemoryView_GET_BUFFER(data);
+    PyObject *base = PyMemoryView_GET_BASE(data);
+    return view->readonly && base != NULL && PyBytes_CheckExact(base) &&
+           PyBuffer_IsContiguous(view, 'C');
+}
+
+/* The one size-threshold slicer of bytes the body carries as they are (store_encoded's
+   pieces, an attachment's bytes). Immutable data (is_immutable) of at least the threshold
+   goes out without a copy, after the current buffer: whole below twice the threshold, else
+   in views of `threshold` bytes (the last one up to twice that). Anything else is copied: at
+   once when smaller than the threshold (as the official client writes an attachment),
+   otherwise in parts that fill each buffer just past the threshold, so memory stays bounded.
+   1, 0 (the consumer is gone) or -1 with an exception set; on -1 the body is incomplete
+   (handover_interrupted). */
+static int command_writer_put_slices(WriterObject *self, PyObject *data, const Py_buffer *view) {
     bw_command_writer *w = &self->w;
     const char *bytes = view->buf;
     size_t remaining = (size_t)view->len, threshold = w->threshold;
-    if (remaining >= threshold && PyBytes_CheckExact(data)) {
-        int taken = w->buf.len > 0 ? command_writer_hand_over(self) : 1;
-        if (taken <= 0)
+    int taken = 1;
+    if (remaining >= threshold && is_immutable(data)) {
+        if (w->buf.len > 0 && (taken = command_writer_hand_over(self)) <= 0)
             return taken;
         w->bytes += remaining;
-        return command_writer_hand_over_item(self, data);
+        if (remaining < 2 * threshold)
+            return command_writer_hand_over_item(self, data);
+        PyObject *whole = PyMemoryView_FromObject(data);
+        if (whole == NULL)
+            goto failed;
+        for (size_t offset = 0; taken > 0 && offset < remaining;) {
+            size_t size = remaining - offset >= 2 * threshold ? threshold : remaining - offset;
+            PyObject *part = PySequence_GetSlice(whole, (Py_ssize_t)offset, (Py_ssize_t)(offset + size));
+            if (part == NULL) {
+                Py_DECREF(whole);
+                goto failed;
+            }
+            taken = command_writer_hand_over_item(self, part);
+            Py_DECREF(part);
+            offset += size;
+        }
+        Py_DECREF(whole);
+        return taken;
     }
     while (remaining > 0) {
         if (bw_command_writer_ensure_buffer(w) < 0)
@@ -763,16 +805,51 @@ static int command_writer_attachment_bytes(WriterObject *self, PyObject *data, c
         bytes += part;
         remaining -= part;
         w->bytes += part;
-        if (bw_command_writer_over_threshold(w)) {
-            int taken = command_writer_hand_over(self);
-            if (taken <= 0)
-                return taken;
-        }
+        if (bw_command_writer_over_threshold(w) && (taken = command_writer_hand_over(self)) <= 0)
+            return taken;
     }
     return 1;
 failed:
     self->handover_interrupted = 1;
     return -1;
+}
+
+/* put_pieces(pieces, count) -> True | None (a new reference; see command_writer_written):
+   commands already encoded (BulkWriter.store_encoded checked them: a list of non-empty
+   bytes-like pieces whose concatenation is complete commands joined by ','), after the
+   separator, through the slicer (command_writer_put_slices). Once the separator is written
+   the body holds part of them: a failure then sets handover_interrupted. */
+static PyObject *put_pieces_call(WriterObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || !PyList_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "put_pieces() takes a list of pieces and a count");
+        return NULL;
+    }
+    Py_ssize_t count = PyLong_AsSsize_t(args[1]);
+    if ((count == -1 && PyErr_Occurred()) || command_writer_can_write(self) < 0)
+        return NULL;
+    PyObject *pieces = Py_NewRef(args[0]), *result = NULL;
+    if (bw_command_writer_begin_encoded(&self->w, count) < 0)
+        goto done;
+    int taken = 1;
+    for (Py_ssize_t i = 0; taken > 0 && i < PyList_GET_SIZE(pieces); i++) {
+        PyObject *piece = Py_NewRef(PyList_GET_ITEM(pieces, i));
+        Py_buffer view;
+        if (PyObject_GetBuffer(piece, &view, PyBUF_SIMPLE) < 0) {
+            self->handover_interrupted = 1;
+            taken = -1;
+        } else {
+            taken = command_writer_put_slices(self, piece, &view);
+            PyBuffer_Release(&view);
+        }
+        Py_DECREF(piece);
+    }
+    if (taken > 0)
+        result = command_writer_written(self);
+    else if (taken == 0)
+        result = Py_NewRef(Py_None);
+done:
+    Py_DECREF(pieces);
+    return result;
 }
 
 /* attachment(id, name, data, content_type) -> True | None (a new reference; see
@@ -829,7 +906,7 @@ static PyObject *attachment_call(WriterObject *self, PyObject *const *args, Py_s
     if (bw_command_writer_over_threshold(w))
         taken = command_writer_hand_over(self);
     if (taken > 0)
-        taken = command_writer_attachment_bytes(self, data, &view);
+        taken = command_writer_put_slices(self, data, &view);
     if (taken >= 0)
         result = Py_NewRef(taken ? Py_True : Py_None);
 cleanup:
@@ -873,13 +950,14 @@ WRITER_FASTCALL(series_begin)
 WRITER_FASTCALL(series_append)
 WRITER_NOARGS(series_end)
 WRITER_FASTCALL(attachment)
+WRITER_FASTCALL(put_pieces)
 #undef WRITER_FASTCALL
 #undef WRITER_NOARGS
 
 /* hold(what) -> None (a new reference): a producer call made of several steps in Python
    (`what` names it: store_encoded's pieces, the start of the request) is under way. Until
    release() every other producer call raises RuntimeError, so that nothing lands between
-   its steps; put_encoded and put_external are its steps. The checks of command_writer_enter
+   its steps. The checks of command_writer_enter
    come first (the caller becomes the producer). */
 static PyObject *Writer_hold(WriterObject *self, PyObject *what) {
     if (!PyUnicode_Check(what)) {
@@ -964,16 +1042,18 @@ static PyMethodDef Writer_methods[] = {
      "of the command stays in the buffer."},
     {"finish", (PyCFunction)Writer_finish, METH_NOARGS,
      "finish() -> Chunk\n\nEnd the array and return the last buffer."},
-    {"put_encoded", (PyCFunction)(void (*)(void))Writer_put_encoded,
-     METH_VARARGS | METH_KEYWORDS,
-     "put_encoded(data, count, continued=False) -> Chunk | None\n\nCopy already encoded commands "
-     "(joined by ',', no leading ',') into the buffer after the separator ('[' or ','; none when "
-     "continued); returns the buffer when it went over the threshold. The bytes are trusted."},
-    {"put_external", (PyCFunction)(void (*)(void))Writer_put_external,
-     METH_VARARGS | METH_KEYWORDS,
-     "put_external(length, count, continued=False) -> Chunk | None\n\nThe caller sends length "
-     "bytes of commands as a piece of its own: the separator is written into the buffer, which is "
-     "handed over (returned; None when empty) and must go out right before that piece."},
+    {"put_pieces", (PyCFunction)(void (*)(void))Writer_put_pieces, METH_FASTCALL,
+     "put_pieces(pieces, count) -> True | None\n\nAppend count commands already encoded (a list "
+     "of non-empty bytes-like pieces whose concatenation is complete commands joined by ','; "
+     "trusted) after the separator ('[' or ','). Immutable pieces (bytes) of at least the "
+     "threshold are handed over without a copy, in slices of about the threshold when longer "
+     "than twice that; the rest is copied. Returns True; None when the consumer is gone."},
+    {"put_batch", (PyCFunction)Writer_put_batch, METH_O,
+     "put_batch(prepared) -> int | None\n\nAppend one PUT command per row of a PreparedBatch "
+     "(prepare_batch validated every row), encoded as encode_batch encodes them, straight into "
+     "the writer's buffers (GIL released), each handed over to the queue once it holds more "
+     "than the threshold; the separator ('[' or ',') goes into the same buffer. Returns the "
+     "rows; None when the consumer is gone."},
     {"increment", (PyCFunction)(void (*)(void))Writer_increment, METH_FASTCALL,
      "increment(id, name, delta) -> True | None\n\nAppend a counter increment: to the open "
      "counters command of the same document, else in a new one (at most 1024 per command). "
@@ -991,8 +1071,7 @@ static PyMethodDef Writer_methods[] = {
      "command and data's raw bytes after it."},
     {"hold", (PyCFunction)Writer_hold, METH_O,
      "hold(what) -> None\n\nA producer call made of several Python steps (what names it) is "
-     "under way: until release(), every producer call but put_encoded and put_external (its "
-     "steps) raises RuntimeError."},
+     "under way: until release(), every producer call raises RuntimeError."},
     {"release", (PyCFunction)Writer_release, METH_NOARGS,
      "release() -> None\n\nThe call that held the writer is over."},
     {"claim", (PyCFunction)Writer_claim, METH_NOARGS,

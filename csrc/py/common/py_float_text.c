@@ -1,4 +1,4 @@
-/* Test hooks: bulkwire._core._format_doubles / _format_floats32 format every element of a 1-D
+/* Test hooks: bulkwire._core._testing.format_doubles / format_floats32 format every element of a 1-D
    contiguous float64 / float32 array and return the texts, each followed by '\n', as bytes.
    They exist so the tests and benchmarks can drive csrc/core/float_text.c in bulk. */
 #define PY_SSIZE_T_CLEAN
@@ -77,21 +77,21 @@ static PyObject *format_vector(PyObject *arg, int type_num, const char *fname, c
 static PyObject *module_format_doubles(PyObject *self, PyObject *arg)
 {
     (void)self;
-    return format_vector(arg, NPY_FLOAT64, "_format_doubles", "float64");
+    return format_vector(arg, NPY_FLOAT64, "format_doubles", "float64");
 }
 
 static PyObject *module_format_floats32(PyObject *self, PyObject *arg)
 {
     (void)self;
-    return format_vector(arg, NPY_FLOAT32, "_format_floats32", "float32");
+    return format_vector(arg, NPY_FLOAT32, "format_floats32", "float32");
 }
 
 static PyMethodDef float_text_functions[] = {
-    {"_format_doubles", module_format_doubles, METH_O,
-     "_format_doubles(a, /)\n--\n\nTest hook: each float64 of the 1-D contiguous array a as "
+    {"format_doubles", module_format_doubles, METH_O,
+     "format_doubles(a, /)\n--\n\nTest hook: each float64 of the 1-D contiguous array a as "
      "float.__repr__ text (NaN/Infinity for non-finite), each followed by a newline, as bytes."},
-    {"_format_floats32", module_format_floats32, METH_O,
-     "_format_floats32(a, /)\n--\n\nTest hook: each float32 of the 1-D contiguous array a with "
+    {"format_floats32", module_format_floats32, METH_O,
+     "format_floats32(a, /)\n--\n\nTest hook: each float32 of the 1-D contiguous array a with "
      "its shortest float32 round-trip digits, laid out like float.__repr__, each followed by a "
      "newline, as bytes."},
     {NULL, NULL, 0, NULL},

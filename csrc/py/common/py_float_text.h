@@ -3,6 +3,6 @@
 #define BW_PY_FLOAT_TEXT_H
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
-/* Adds _format_doubles and _format_floats32 to the module. 0, or -1 with an exception set. */
+/* Adds format_doubles and format_floats32 to the test hooks' namespace. 0, or -1 with an exception set. */
 int bw_float_text_add_functions(PyObject *module);
 #endif

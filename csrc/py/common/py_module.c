@@ -14,11 +14,11 @@
 #include "py_errors.h"
 #include "py_encode_batch.h"
 #include "py_bulk.h"
-#include "py_float_text.h"
 #include "py_vectors.h"
 #include "py_file_read.h"
 #include "py_parquet_pages.h"
 #include "py_build_config.h"
+#include "py_testing.h"
 
 static struct PyModuleDef core_module = {
     PyModuleDef_HEAD_INIT,
@@ -34,7 +34,7 @@ PyMODINIT_FUNC PyInit__core(void) {
         return NULL;
     if (bw_errors_add_to_module(module) < 0 || bw_entity_init() < 0 ||
         bw_encoder_add_to_module(module) < 0 ||
-        bw_float_text_add_functions(module) < 0 || bw_vectors_add_to_module(module) < 0 ||
+        bw_testing_add_to_module(module) < 0 || bw_vectors_add_to_module(module) < 0 ||
         bw_bulk_add_to_module(module) < 0 || bw_encode_batch_add_to_module(module) < 0 ||
         bw_parquet_pages_add_to_module(module) < 0 ||
         bw_file_read_add_to_module(module) < 0 || bw_build_config_add_to_module(module) < 0) {

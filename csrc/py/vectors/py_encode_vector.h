@@ -86,6 +86,26 @@ int bw_vec_emit_rows_list(bw_vector_codec *c, const bw_row_source *s, Py_ssize_t
                           PyObject *list);
 int bw_vec_emit_rows_into(bw_vector_codec *c, const bw_row_source *s, Py_ssize_t rows,
                           PyObject *bytearray);
+/* How one caller reads Arrow vectors through bw_vec_arrow_rows: serialize_many/_into (CQL
+   rows) and to_json_many (JSON arrays) each have their own. */
+typedef struct {
+    /* Refuses a batch before its rows are checked: 0, or -1 with an exception (NULL: every
+       batch is read). */
+    int (*refuse)(const bw_vector_codec *c, const bw_arrow_vectors *v);
+    /* Sets the exception for a row bw_arrow_vectors_check refused (row counted from the first
+       batch's first row, len the row's number of values). */
+    void (*row_error)(const bw_vector_codec *c, int64_t row, bw_arrow_row_problem why,
+                      int64_t len);
+    /* Hands on `rows` checked rows of s (first_row rows came before them). 0, or -1 with an
+       exception. */
+    int (*emit)(void *ctx, bw_vector_codec *c, const bw_row_source *s, Py_ssize_t rows,
+                Py_ssize_t first_row);
+} bw_vec_arrow_reader;
+/* Reads an Arrow array or stream batch by batch: each batch's vectors are viewed, refused or
+   checked for c's dimension, then handed to reader->emit with ctx. 0, or -1 with an
+   exception. */
+int bw_vec_arrow_rows(bw_vector_codec *c, PyObject *obj, const bw_vec_arrow_reader *reader,
+                      void *ctx);
 /* The values of a 1-D (one row) or 2-D array as a row source over *held, a new reference to
    arr or to its safe cast that the caller releases. 0, or -1 with a TypeError. */
 int bw_vec_array_source(bw_vector_codec *c, PyArrayObject *arr, bw_row_source *s,
@@ -110,14 +130,4 @@ typedef struct {
     PyObject *bytearray; /* contiguous output, or NULL */
 } bw_vec_sink;
 
-/* Reads an Arrow array/stream batch by batch: each checked batch as CQL rows to the sink k,
-   or, when json_list is not NULL, as the JSON text of each row appended to it. 0 or -1. */
-int bw_vec_rows_from_arrow(bw_vector_codec *c, PyObject *obj, bw_vec_sink *k,
-                           PyObject *json_list, int shortest);
-
-/* ---- encode_vector_json.c ---- */
-
-/* Appends the JSON text of `rows` rows to list, one bytes object per row. 0 or -1. */
-int bw_vec_emit_json(const bw_row_source *s, Py_ssize_t rows, Py_ssize_t dim, int shortest,
-                     PyObject *list);
 #endif

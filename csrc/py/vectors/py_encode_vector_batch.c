@@ -28,17 +28,10 @@ static int many_from_ndarray(bw_vector_codec *c, PyArrayObject *arr, bw_vec_sink
     return rc;
 }
 
-/* A row that bw_arrow_vectors_check refused, as a ValueError. to_json_many (terse) keeps its
-   own short wording apart from serialize_many/_into's: each is what its callers match on. */
+/* A row that bw_arrow_vectors_check refused, as the ValueError serialize_many/_into raise. */
 static void arrow_row_error(const bw_vector_codec *c, int64_t row, bw_arrow_row_problem why,
-                            int64_t len, int terse) {
-    if (terse)
-        PyErr_Format(PyExc_ValueError, "row %lld: %s", (long long)row,
-                     why == BW_ARROW_ROW_NULL ? "null vector"
-                     : why == BW_ARROW_ROW_WRONG_LENGTH ? "wrong number of values"
-                     : why == BW_ARROW_ROW_NULL_VALUE ? "null value inside the vector"
-                     : "malformed Arrow offsets");
-    else if (why == BW_ARROW_ROW_NULL)
+                            int64_t len) {
+    if (why == BW_ARROW_ROW_NULL)
         PyErr_Format(PyExc_ValueError, "row %lld is null: CQL vectors cannot be null here",
                      (long long)row);
     else if (why == BW_ARROW_ROW_WRONG_LENGTH)
@@ -52,59 +45,26 @@ static void arrow_row_error(const bw_vector_codec *c, int64_t row, bw_arrow_row_
         PyErr_Format(PyExc_ValueError, "row %lld: malformed Arrow offsets", (long long)row);
 }
 
-/* Reads an Arrow array/stream batch by batch and hands each checked batch on: as CQL rows
-   to the sink k (serialize_many/_into), or, when json_list is not NULL, as the JSON text of
-   each row appended to json_list (to_json_many, float32 as `shortest` asks). 0 or -1. */
-int bw_vec_rows_from_arrow(bw_vector_codec *c, PyObject *obj, bw_vec_sink *k,
-                           PyObject *json_list, int shortest) {
-    bw_arrow_source src;
-    if (bw_arrow_source_open(obj, &src) < 0)
+/* CQL float rows would have to narrow float64 values, which NumPy input refuses too. */
+static int refuse_narrowing(const bw_vector_codec *c, const bw_arrow_vectors *v) {
+    if (v->value_width == 8 && c->st->kind == BW_V_F32) {
+        PyErr_Format(PyExc_TypeError, "cannot cast Arrow float64 values to float (float32) "
+                     "under NumPy's 'safe' casting rule; cast the column explicitly, e.g. "
+                     "pyarrow.compute.cast(col, pyarrow.list_(pyarrow.float32(), %zd))",
+                     c->dim);
         return -1;
-    int rc;
-    int64_t base_row = 0;
-    char err[200];
-    while ((rc = bw_arrow_source_next(&src)) == 1) {
-        bw_arrow_vectors v;
-        if (bw_arrow_vectors_view(&src.schema, &src.array, &v, err, sizeof err) < 0) {
-            PyErr_SetString(PyExc_TypeError, err);
-            rc = -1;
-            break;
-        }
-        /* JSON text is written from either width as it stands; CQL float rows would have to
-           narrow float64 values, which NumPy input refuses too */
-        if (json_list == NULL && v.value_width == 8 && c->st->kind == BW_V_F32) {
-            PyErr_Format(PyExc_TypeError, "cannot cast Arrow float64 values to float (float32) "
-                         "under NumPy's 'safe' casting rule; cast the column explicitly, e.g. "
-                         "pyarrow.compute.cast(col, pyarrow.list_(pyarrow.float32(), %zd))",
-                         c->dim);
-            rc = -1;
-            break;
-        }
-        int64_t bad_row = 0, bad_len = 0;
-        bw_arrow_row_problem why = BW_ARROW_ROW_OK;
-        if (bw_arrow_vectors_check(&v, c->dim, &bad_row, &why, &bad_len) < 0) {
-            arrow_row_error(c, bad_row + base_row, why, bad_len, json_list != NULL);
-            rc = -1;
-            break;
-        }
-        if (v.length > 0 && v.values == NULL) {
-            PyErr_SetString(PyExc_ValueError, "malformed Arrow array: no values buffer");
-            rc = -1;
-            break;
-        }
-        bw_row_source s = {.arrow = &v, .elem_stride = v.value_width, .src_width = v.value_width,
-                           .swap = !BW_NATIVE_BIG_ENDIAN}; /* Arrow memory is native order */
-        Py_ssize_t rows = (Py_ssize_t)v.length;
-        if ((json_list != NULL ? bw_vec_emit_json(&s, rows, c->dim, shortest, json_list)
-                               : emit(c, &s, rows, (Py_ssize_t)base_row, k)) < 0) {
-            rc = -1;
-            break;
-        }
-        base_row += v.length;
     }
-    bw_arrow_source_close(&src);
-    return rc < 0 ? -1 : 0;
+    return 0;
 }
+
+/* bw_vec_arrow_reader.emit: the rows as CQL values into the sink (ctx). */
+static int emit_to_sink(void *ctx, bw_vector_codec *c, const bw_row_source *s, Py_ssize_t rows,
+                        Py_ssize_t first_row) {
+    return emit(c, s, rows, first_row, (bw_vec_sink *)ctx);
+}
+
+static const bw_vec_arrow_reader cql_rows_reader = {
+    .refuse = refuse_narrowing, .row_error = arrow_row_error, .emit = emit_to_sink};
 
 static int many_from_arrow(bw_vector_codec *c, PyObject *obj, bw_vec_sink *k) {
     if (c->st->kind != BW_V_F32 && c->st->kind != BW_V_F64) {
@@ -112,7 +72,7 @@ static int many_from_arrow(bw_vector_codec *c, PyObject *obj, bw_vec_sink *k) {
                      "not %s", c->st->name);
         return -1;
     }
-    return bw_vec_rows_from_arrow(c, obj, k, NULL, 0);
+    return bw_vec_arrow_rows(c, obj, &cql_rows_reader, k);
 }
 
 static int many_from_sequence(bw_vector_codec *c, PyObject *batch, bw_vec_sink *k) {

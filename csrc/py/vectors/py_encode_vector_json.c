@@ -28,8 +28,8 @@ static int json_rows(const json_job *j) {
     return 0;
 }
 
-/* Appends the JSON text of `rows` rows to list, one bytes object per row. */
-int bw_vec_emit_json(const bw_row_source *s, Py_ssize_t rows, Py_ssize_t dim, int shortest,
+/* Appends the JSON text of `rows` rows to list, one bytes object per row. 0 or -1. */
+static int emit_json(const bw_row_source *s, Py_ssize_t rows, Py_ssize_t dim, int shortest,
                      PyObject *list) {
     bw_buf out;
     int rc = -1;
@@ -70,6 +70,36 @@ cleanup:
     return rc;
 }
 
+/* A row that bw_arrow_vectors_check refused, as the ValueError to_json_many raises: shorter
+   wording than serialize_many's, each what its callers match on. */
+static void arrow_row_error(const bw_vector_codec *c, int64_t row, bw_arrow_row_problem why,
+                            int64_t len) {
+    (void)c;
+    (void)len;
+    PyErr_Format(PyExc_ValueError, "row %lld: %s", (long long)row,
+                 why == BW_ARROW_ROW_NULL ? "null vector"
+                 : why == BW_ARROW_ROW_WRONG_LENGTH ? "wrong number of values"
+                 : why == BW_ARROW_ROW_NULL_VALUE ? "null value inside the vector"
+                 : "malformed Arrow offsets");
+}
+
+/* Where to_json_many puts an Arrow batch's rows. */
+typedef struct {
+    PyObject *list;
+    int shortest;
+} json_sink;
+
+/* bw_vec_arrow_reader.emit: the rows as JSON text (either float width as it stands). */
+static int emit_json_rows(void *ctx, bw_vector_codec *c, const bw_row_source *s,
+                          Py_ssize_t rows, Py_ssize_t first_row) {
+    (void)first_row;
+    const json_sink *sink = ctx;
+    return emit_json(s, rows, c->dim, sink->shortest, sink->list);
+}
+
+static const bw_vec_arrow_reader json_reader = {
+    .refuse = NULL, .row_error = arrow_row_error, .emit = emit_json_rows};
+
 PyObject *bw_vec_to_json_many(bw_vector_codec *c, PyObject *batch, int float32_shortest) {
     PyObject *list = PyList_New(0);
     if (list == NULL)
@@ -91,10 +121,11 @@ PyObject *bw_vec_to_json_many(bw_vector_codec *c, PyObject *batch, int float32_s
                             .src_width = (int)PyDataType_ELSIZE(d),
                             .swap = BW_NATIVE_BIG_ENDIAN ? PyArray_ISBYTESWAPPED(arr)
                                                          : !PyArray_ISBYTESWAPPED(arr)};
-            rc = bw_vec_emit_json(&s, PyArray_DIM(arr, 0), c->dim, float32_shortest, list);
+            rc = emit_json(&s, PyArray_DIM(arr, 0), c->dim, float32_shortest, list);
         }
     } else if (bw_arrow_source_check(batch)) {
-        rc = bw_vec_rows_from_arrow(c, batch, NULL, list, float32_shortest);
+        json_sink sink = {.list = list, .shortest = float32_shortest};
+        rc = bw_vec_arrow_rows(c, batch, &json_reader, &sink);
     } else {
         PyErr_Format(PyExc_TypeError, "to_json_many expects a 2-D float numpy array or an Arrow "
                      "vector array/stream, got %.80s", Py_TYPE(batch)->tp_name);

@@ -1,6 +1,8 @@
 /* Vector encoding: rows read from NumPy or Arrow memory, no Python object per value. */
 #include "py_encode_vector.h"
 
+#include "py_arrow.h"
+
 /* The datetime64/timedelta64 dtype a subtype also reads, as int64 values with NaT refused:
    timestamp <- datetime64[ms], date <- datetime64[D] (what deserialize gives for each),
    time <- timedelta64[ns]. Native and swapped byte order. */
@@ -302,4 +304,48 @@ PyObject *bw_vec_shape_error(PyArrayObject *arr, const char *expected, Py_ssize_
                  dim, expected[0] == '1' ? ",)" : ")", shape);
     Py_DECREF(shape);
     return NULL;
+}
+
+/* See py_encode_vector.h: the one reader of Arrow vectors, batch by batch. */
+int bw_vec_arrow_rows(bw_vector_codec *c, PyObject *obj, const bw_vec_arrow_reader *reader,
+                      void *ctx) {
+    bw_arrow_source src;
+    if (bw_arrow_source_open(obj, &src) < 0)
+        return -1;
+    int rc;
+    int64_t base_row = 0;
+    char err[200];
+    while ((rc = bw_arrow_source_next(&src)) == 1) {
+        bw_arrow_vectors v;
+        if (bw_arrow_vectors_view(&src.schema, &src.array, &v, err, sizeof err) < 0) {
+            PyErr_SetString(PyExc_TypeError, err);
+            rc = -1;
+            break;
+        }
+        if (reader->refuse != NULL && reader->refuse(c, &v) < 0) {
+            rc = -1;
+            break;
+        }
+        int64_t bad_row = 0, bad_len = 0;
+        bw_arrow_row_problem why = BW_ARROW_ROW_OK;
+        if (bw_arrow_vectors_check(&v, c->dim, &bad_row, &why, &bad_len) < 0) {
+            reader->row_error(c, bad_row + base_row, why, bad_len);
+            rc = -1;
+            break;
+        }
+        if (v.length > 0 && v.values == NULL) {
+            PyErr_SetString(PyExc_ValueError, "malformed Arrow array: no values buffer");
+            rc = -1;
+            break;
+        }
+        bw_row_source s = {.arrow = &v, .elem_stride = v.value_width, .src_width = v.value_width,
+                           .swap = !BW_NATIVE_BIG_ENDIAN}; /* Arrow memory is native order */
+        if (reader->emit(ctx, c, &s, (Py_ssize_t)v.length, (Py_ssize_t)base_row) < 0) {
+            rc = -1;
+            break;
+        }
+        base_row += v.length;
+    }
+    bw_arrow_source_close(&src);
+    return rc < 0 ? -1 : 0;
 }

@@ -104,9 +104,6 @@ static PyObject *VectorCodec_deserialize(PyObject *self, PyObject *b) {
 static PyObject *VectorCodec_deserialize_many(PyObject *self, PyObject *items) {
     return bw_vec_deserialize_many((bw_vector_codec *)self, items);
 }
-static PyObject *VectorCodec_deserialize_list(PyObject *self, PyObject *b) {
-    return bw_vec_deserialize_list((bw_vector_codec *)self, b);
-}
 
 /* The drop-in's fast path in one call: the codec's bytes for an exact list/tuple, or an
    exact ndarray whose dtype kind is in `kinds`; None when the input is not taken or the codec
@@ -192,9 +189,6 @@ static PyMethodDef VectorCodec_methods[] = {
      METH_VARARGS | METH_KEYWORDS,
      "to_json_many(batch, *, float32='widen') -> list[bytes]: each row as a JSON array, "
      "byte-identical to bulkwire.dumps(row)."},
-    {"_deserialize_list", VectorCodec_deserialize_list, METH_O,
-     "_deserialize_list(b) -> list: the driver's own decoding (numeric subtypes), for the "
-     "drop-in."},
     {"_driver_serialize", (PyCFunction)(void (*)(void))VectorCodec_driver_serialize, METH_FASTCALL,
      "_driver_serialize(v, kinds) -> bytes | memoryview | None: bulkwire.cql's fast path."},
     {"_driver_deserialize", (PyCFunction)(void (*)(void))VectorCodec_driver_deserialize,
@@ -314,10 +308,10 @@ static PyObject *module_arrow_vectors_info(PyObject *module, PyObject *obj) {
     return out;
 }
 
-static PyMethodDef vectors_functions[] = {
-    {"_vint_pack", module_vint_pack, METH_O, "CQL unsigned vint of n (test hook)."},
-    {"_vint_unpack", module_vint_unpack, METH_O, "(value, bytes used) of a vint (test hook)."},
-    {"_arrow_vectors_info", module_arrow_vectors_info, METH_O,
+static PyMethodDef vectors_test_hooks[] = {
+    {"vint_pack", module_vint_pack, METH_O, "CQL unsigned vint of n (test hook)."},
+    {"vint_unpack", module_vint_unpack, METH_O, "(value, bytes used) of a vint (test hook)."},
+    {"arrow_vectors_info", module_arrow_vectors_info, METH_O,
      "What the C Arrow reader sees in each chunk (test hook)."},
     {NULL, NULL, 0, NULL},
 };
@@ -349,5 +343,9 @@ int bw_vectors_add_to_module(PyObject *module) {
         Py_DECREF(names);
         return -1;
     }
-    return PyModule_AddFunctions(module, vectors_functions);
+    return 0;
+}
+
+int bw_vectors_add_test_hooks(PyObject *testing) {
+    return PyModule_AddFunctions(testing, vectors_test_hooks);
 }

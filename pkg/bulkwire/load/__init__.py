@@ -1,10 +1,10 @@
 """Parquet / Arrow IPC -> bulk insert: :func:`load_parquet` and the ``bulkwire load`` command.
 
-The file is read batch by batch with pyarrow; each record batch goes to the C encoder
-(``bulkwire._core.encode_batch``) through the Arrow PyCapsule interface, which writes one
-bulk insert command per row straight from the Arrow buffers — no Python object per row or
-per float. The commands go, as C wrote them, into a :class:`bulkwire.BulkWriter`, which
-frames the body; its pieces go either to a file holding the exact request body (replayable
+The file is read batch by batch with pyarrow; each record batch is imported and validated
+in C (``bulkwire._core.prepare_batch``) through the Arrow PyCapsule interface, and handed to
+a :class:`bulkwire.BulkWriter` in one call, which writes one bulk insert command per row
+straight from the Arrow buffers into its own buffers — no Python object per row or per
+float, no copy of the commands. The writer frames the body; its pieces go either to a file holding the exact request body (replayable
 to a server later) or, with ``url``, to the server through :class:`bulkwire.BulkInsert`.
 
 The package's modules, along the path of a load:

@@ -33,14 +33,15 @@ def _vector_dim(pa, batch, plan: ColumnPlan) -> int:
 def _encoded_in_order(batches: Iterator[Any], encode: BatchEncoder, source: str,
                       plan: ColumnPlan,
                       pool: ThreadPoolExecutor | None, ahead: int,
-                      idx: Any, first_row: int = 0) -> Iterator[tuple[list, int]]:
-    """``(commands, rows)`` of each batch, in file order. Encoding runs in C without the GIL:
-    with a pool, up to ``ahead`` batches are encoded (each validated whole before any of its
-    bytes are returned) while the caller reads Parquet and hands the commands on. A bad row
+                      idx: Any, first_row: int = 0) -> Iterator[tuple[Any, int]]:
+    """``(encoded, rows)`` of each batch, in file order: what the encoder gave (for the bulk
+    insert kinds a batch validated in C without the GIL, which the writer encodes in one
+    call). With a pool, up to ``ahead`` batches are encoded while the caller reads Parquet
+    and hands the encoded batches on. A bad row
     raises :class:`~bulkwire.errors.RowError` naming the file's row (with ``take``, the
     index taken)."""
     pa = _pyarrow()
-    pending: deque = deque()  # (future or commands, rows), in file order
+    pending: deque = deque()  # (future or encoded batch, rows), in file order
     dim = None
     submitted = first_row  # row numbers in errors are the file's, whatever the unit
 
@@ -50,7 +51,7 @@ def _encoded_in_order(batches: Iterator[Any], encode: BatchEncoder, source: str,
         return RowError(exc.column, int(idx[exc.row]), exc.reason, take_index=exc.row,
                         source=source)
 
-    def result(job: tuple) -> tuple[list, int]:
+    def result(job: tuple) -> tuple[Any, int]:
         done, rows = job
         try:
             return (done.result() if pool is not None else done), rows
@@ -107,16 +108,16 @@ class _Stopped(Exception):
 
 def _one_request(target: TargetSession, encoded: Iterable[tuple[Any, int]], pool: Any,
                  on_batch: Callable[[int, int], None], stop: Any = None) -> int:
-    """Stores every encoded batch ``(commands, rows)`` into ``target`` and closes it: one
+    """Stores every encoded batch ``(encoded, rows)`` into ``target`` and closes it: one
     request, complete, or aborted (the encoders stopped first) and the error raised, so that
     the server never sees a request end normally with batches missing. The rows sent."""
     rows = 0
     try:
-        for commands, n in encoded:
+        for batch, n in encoded:
             if stop is not None and stop.is_set():
                 raise _Stopped
-            added = target.store(commands, n)
-            del commands
+            added = target.store(batch, n)
+            del batch
             rows += n
             on_batch(n, added)
         target.close()

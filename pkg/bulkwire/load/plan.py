@@ -1,6 +1,6 @@
 """The plan of a load: which columns are the id, the fields and the vector, judged against
 the Arrow schema before any row is read (:func:`_plan`), and the encoder that turns a record
-batch into bulk insert commands in C (:class:`_Encoder`)."""
+batch into a batch the writer encodes in C (:class:`_Encoder`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -113,7 +113,7 @@ def _metadata_json(collection: str, python_type: str | None, metadata: Mapping[s
 
 @dataclass
 class _Encoder:
-    """``_core.encode_batch`` with the load's arguments. It is also the one judge of the
+    """``_core.prepare_batch`` with the load's arguments. It is also the one judge of the
     columns' types: called on a batch without rows, it raises what it would raise on the
     first batch, before any file is written or request made."""
 
@@ -121,12 +121,12 @@ class _Encoder:
     id_prefix: str
     metadata: bytes
     float32: str
-    chunk_size: int
 
-    def __call__(self, batch: Any, dim: int = -1, row_base: int = 0) -> list:
-        """The batch's commands, joined by ',' (no leading one: the writer frames the body)."""
+    def __call__(self, batch: Any, dim: int = -1, row_base: int = 0) -> Any:
+        """The batch imported and every row validated (a ``PreparedBatch``): the writer
+        encodes it into its own buffers in one call (``_store_prepared``)."""
         plan = self.plan
-        return _core.encode_batch(
+        return _core.prepare_batch(
             batch, plan.id_column, plan.fields, vector_column=plan.vector_column,
             id_prefix=self.id_prefix, metadata=self.metadata, float32=self.float32, dim=dim,
-            first=True, row_base=row_base, chunk_size=self.chunk_size)
+            row_base=row_base)

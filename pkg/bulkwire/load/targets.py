@@ -48,7 +48,8 @@ class BatchEncoder(Protocol):
     """A kind's encoder: called (on encoding threads, in any order; the pipeline keeps the
     file order) with a record batch of the plan's columns, the vector dimension found in the
     first batch (-1: none or unknown) and the source row number of the batch's first row.
-    It returns the batch's encoded pieces, which the pipeline hands, as they are, to
+    It returns the batch made ready for the target (for the bulk insert kinds, validated:
+    the writer encodes it in one call), which the pipeline hands, as it is, to
     :meth:`TargetSession.store`, and raises :class:`~bulkwire.errors.RowError` for a bad
     row (the batch's row number: the pipeline names the source's row). It is also the one
     judge of the columns' types: called on a batch without rows, it raises what it would
@@ -57,7 +58,7 @@ class BatchEncoder(Protocol):
     @property
     def plan(self) -> ColumnPlan: ...
 
-    def __call__(self, batch: Any, dim: int = -1, row_base: int = 0) -> list: ...
+    def __call__(self, batch: Any, dim: int = -1, row_base: int = 0) -> Any: ...
 
 
 class TargetSession(Protocol):
@@ -67,9 +68,9 @@ class TargetSession(Protocol):
     called (the pipeline then raises): a session never ends normally with batches
     missing."""
 
-    def store(self, chunks: list, rows: int) -> int:
-        """Stores one batch's encoded pieces (``rows`` rows); returns the body bytes they
-        add. Raises (naming the target) when the target refuses or cannot be reached."""
+    def store(self, encoded: Any, rows: int) -> int:
+        """Stores one batch as the encoder gave it (``rows`` rows); returns the body bytes it
+        adds. Raises (naming the target) when the target refuses or cannot be reached."""
         ...
 
     def close(self) -> None:
@@ -221,17 +222,16 @@ class _FileTarget:
         if self._error is not None and not isinstance(self._error, BulkInsertError):
             raise self._error
 
-    def store(self, chunks: list, rows: int) -> int:
-        """One batch's commands; returns the body bytes they add (the separator included)."""
+    def store(self, encoded: Any, rows: int) -> int:
+        """One prepared batch; returns the body bytes it adds (the separator included)."""
         if not rows:
             return 0
         try:
-            self.writer._store_batch(chunks, rows)
+            return self.writer._store_prepared(encoded)
         except BulkInsertError:
             self._thread.join()
             self._raise_file_error()
             raise
-        return 1 + sum(map(len, chunks))
 
     def close(self) -> None:
         try:
@@ -275,15 +275,14 @@ class _ServerTarget:
                                buffer_size=chunk_size, skip_overwrite_if_unchanged=skip_overwrite,
                                **tls)
 
-    def store(self, chunks: list, rows: int) -> int:
-        """One batch's commands; returns the body bytes they add (the separator included).
+    def store(self, encoded: Any, rows: int) -> int:
+        """One prepared batch; returns the body bytes it adds (the separator included).
         The bulk insert's own errors pass as they are: a server's refusal is its
         :class:`~bulkwire.errors.ServerError` (``status``, ``body``, the request's URL in the
         message), a network failure its :class:`~bulkwire.errors.TransportError`."""
         if not rows:
             return 0
-        self.bulk._store_batch(chunks, rows)
-        return 1 + sum(map(len, chunks))
+        return self.bulk._store_prepared(encoded)
 
     def close(self) -> None:
         self.bulk.close()
@@ -369,7 +368,7 @@ class _DocumentDescription:
             is_integer = _pyarrow().types.is_integer(schema.field(plan.id_column).type)
             id_prefix = f"{collection.lower()}/" if is_integer else ""
         metadata_json = _metadata_json(collection, options.python_type, options.metadata)
-        return _Encoder(plan, id_prefix, metadata_json, options.float32, self.chunk_size)
+        return _Encoder(plan, id_prefix, metadata_json, options.float32)
 
     def resume_options(self, encode: _Encoder, options: LoadOptions) -> dict:
         return {"collection": options.collection, "id_column": encode.plan.id_column,

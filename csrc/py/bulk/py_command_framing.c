@@ -1,4 +1,4 @@
-#include "py_bulk_writer.h"
+#include "py_command_framing.h"
 
 #include "buffer_pool.h"
 #include "bulk_commands.h"
@@ -189,57 +189,16 @@ char *bw_command_writer_detach(bw_command_writer *w, size_t *len, size_t *cap) {
 
 /* ---- pre-encoded commands (BulkWriter.store_encoded) ---- */
 
-/* 0 when the writer may take more commands (continuing a run only after one was started),
-   -1 with an exception set. */
-static int check_encoded(const bw_command_writer *w, Py_ssize_t count, int continued) {
-    if (w->finished) {
-        PyErr_SetString(PyExc_RuntimeError, "the bulk insert body is already finished");
-        return -1;
-    }
+int bw_command_writer_begin_encoded(bw_command_writer *w, Py_ssize_t count) {
     if (count < 0) {
         PyErr_Format(PyExc_ValueError, "count must not be negative, not %zd", count);
         return -1;
     }
-    if (continued && !w->started) {
-        PyErr_SetString(PyExc_ValueError, "continued=True before any command was written");
+    size_t start = w->buf.data != NULL ? w->buf.len : 0;
+    if (bw_command_writer_begin_command(w) < 0)
         return -1;
-    }
-    return 0;
-}
-
-int bw_command_writer_put_encoded(bw_command_writer *w, const char *data, size_t len, Py_ssize_t count,
-                               int continued) {
-    if (check_encoded(w, count, continued) < 0)
-        return -1;
-    if (bw_command_writer_ensure_buffer(w) < 0)
-        return -1;
-    size_t start = w->buf.len;
-    if (!continued && bw_command_writer_begin_command(w) < 0)
-        return -1;
-    if (bw_buf_append(&w->buf, data, len) < 0) {
-        w->buf.len = start;
-        goto nomem;
-    }
     bw_command_writer_command_done(w);
     w->commands += count;
     w->bytes += w->buf.len - start;
-    return 0;
-nomem:
-    PyErr_NoMemory();
-    return -1;
-}
-
-int bw_command_writer_put_external(bw_command_writer *w, size_t len, Py_ssize_t count, int continued) {
-    if (check_encoded(w, count, continued) < 0)
-        return -1;
-    if (!continued) {
-        size_t start = w->buf.data != NULL ? w->buf.len : 0;
-        if (bw_command_writer_begin_command(w) < 0)
-            return -1;
-        w->bytes += w->buf.len - start;
-    }
-    bw_command_writer_command_done(w);
-    w->commands += count;
-    w->bytes += len;
     return 0;
 }

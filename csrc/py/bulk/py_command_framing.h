@@ -1,4 +1,5 @@
-/* The CommandWriter: bulk insert PUT commands framed into buffers, with the size threshold.
+/* Command framing, the state a CommandWriter (py_command_writer.c) writes with: bulk insert
+   commands framed into buffers, with the size threshold.
 
    The body is one JSON array of commands, `[` cmd `,` cmd ... `]`, each command exactly
    {"Id":<id>,"Type":"PUT","Document":<document>} where the document is the entity's JSON
@@ -6,8 +7,8 @@
    are encoded straight into the current buffer; once it holds more than `threshold` bytes
    the caller detaches it (the memory itself moves; nothing is copied) and the next command
    starts a fresh one. Binding layer: it drives the object walker. */
-#ifndef BW_COMMAND_WRITER_H
-#define BW_COMMAND_WRITER_H
+#ifndef BW_PY_COMMAND_FRAMING_H
+#define BW_PY_COMMAND_FRAMING_H
 #include "py_encoder.h"
 
 /* A counters or time series command stays open across calls: its operations are appended
@@ -74,19 +75,9 @@ char *bw_command_writer_detach(bw_command_writer *w, size_t *len, size_t *cap);
 static inline size_t bw_command_writer_first_run(const bw_command_writer *w) {
     return w->runs.first;
 }
-/* ---- pre-encoded commands (BulkWriter.store_encoded) ----
-   `continued` = 0 starts a new run of commands: the separator ('[' for the first command of
-   the body, ',' otherwise) is written first; 1 continues the run of the previous call (no
-   separator; an error when nothing was started). The bytes themselves are trusted: the
-   caller checked that the run is complete commands joined by ','. */
-
-/* Copies len bytes of commands into the current buffer after the separator; count is added
-   to the command count. 0, or -1 with an exception set (the buffer then unchanged). */
-int bw_command_writer_put_encoded(bw_command_writer *w, const char *data, size_t len, Py_ssize_t count,
-                               int continued);
-
-/* Accounts for len bytes of commands the caller sends as a piece of its own, right after the
-   current buffer: writes the separator into the buffer (which the caller then detaches and
-   hands over before the piece). 0, or -1 with an exception set. */
-int bw_command_writer_put_external(bw_command_writer *w, size_t len, Py_ssize_t count, int continued);
+/* Before commands already encoded (BulkWriter.store_encoded): writes the separator ('[' for
+   the body's first command, ',' otherwise; an open counters command is ended first) and
+   counts `count` commands; the caller then appends or hands over their bytes. 0, or -1 with
+   an exception set (the buffer then unchanged). */
+int bw_command_writer_begin_encoded(bw_command_writer *w, Py_ssize_t count);
 #endif
