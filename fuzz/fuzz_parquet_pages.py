@@ -53,7 +53,7 @@ from bulkwire.parquet import TableFile
 ROWS = 40
 GROUP_ROWS = 16
 # the codecs this build reads page by page: zstd only with libzstd linked (else gzip twice)
-CODECS = ("none", "snappy", "gzip", "zstd" if _core.PARQUET_HAVE_ZSTD else "gzip")
+CODECS = ("none", "snappy", "gzip", "zstd" if _core.PARQUET_CODECS[6][1] else "gzip")
 MAX_CHANGES = 24
 _files: dict = {}
 _dir = tempfile.mkdtemp(prefix="fuzz-parquet-pages-")

@@ -16,7 +16,7 @@ from bulkwire import _core
 #: each optional library: (is it in this build, its name, its Debian package)
 LIBRARIES = {
     "isal": (lambda: bool(_core.HAVE_ISAL), "ISA-L", "libisal-dev"),
-    "zstd": (lambda: bool(_core.HAVE_ZSTD and _core.PARQUET_HAVE_ZSTD), "libzstd", "libzstd-dev"),
+    "zstd": (lambda: bool(_core.HAVE_ZSTD and _core.PARQUET_CODECS[6][1]), "libzstd", "libzstd-dev"),
     "openssl": (lambda: _core.TLS_LIBRARY is not None, "OpenSSL", "libssl-dev"),
 }
 

@@ -25,7 +25,7 @@ def test_build_config_agrees_with_the_extensions_flags():
     assert list(libs) == ["zlib", "isal", "zstd", "openssl", "snappy"]
     assert libs["zlib"].found and libs["zlib"].version
     assert libs["isal"].found == bool(_core.HAVE_ISAL)
-    assert libs["zstd"].found == bool(_core.HAVE_ZSTD) == bool(_core.PARQUET_HAVE_ZSTD)
+    assert libs["zstd"].found == bool(_core.HAVE_ZSTD) == _core.PARQUET_CODECS[6][1]
     assert libs["snappy"].found and _core.HAVE_SNAPPY  # built in, every build
     assert libs["snappy"].how.startswith("built in") and not libs["snappy"].package
     assert libs["openssl"].found == (_core.TLS_LIBRARY is not None)

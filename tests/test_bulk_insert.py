@@ -531,9 +531,9 @@ def test_bad_arguments(args, kwargs, error, match):
 
 def test_bad_ids_raise_before_anything_is_written(server):
     with bulkwire.BulkInsert(server.url, server.database, timeout=TIMEOUT) as bulk:
-        with pytest.raises(ValueError, match=r"end with '\|'"):
+        with pytest.raises(ValueError, match=r"id ends with '\|'"):
             bulk.store({"a": 1}, id="users|")
-        with pytest.raises(ValueError, match="non-empty"):
+        with pytest.raises(ValueError, match="id is empty"):
             bulk.store({"a": 1}, id="")
         bulk.store({"a": 1}, id="fine/1")
     assert list(server.documents) == ["fine/1"]

@@ -176,9 +176,9 @@ def test_an_unencodable_document_leaves_nothing_behind():
 
 
 @pytest.mark.parametrize("bad_id, error, match", [
-    ("", ValueError, "non-empty"),
-    ("   ", ValueError, "non-empty"),
-    ("users|", ValueError, r"end with '\|'"),
+    ("", ValueError, "is empty"),
+    ("   ", ValueError, "is only whitespace"),
+    ("users|", ValueError, r"ends with '\|'"),
     (5, TypeError, "id must be a str"),
     (b"bytes", TypeError, "id must be a str"),
 ])

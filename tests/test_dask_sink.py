@@ -196,7 +196,8 @@ def test_any_split_sends_the_reference_bytes(tmp_path_factory, rows, dim, cuts, 
     pieces = [table.slice(a, b - a) for a, b in zip(edges, edges[1:])]
     reference = reference_commands(table, tmp_path_factory.mktemp("ref")) if rows else {}
     with LoopbackServer() as srv:
-        config = _arrow_sink.SinkConfig(srv.url, srv.database, batch_rows=batch_rows)
+        config = _arrow_sink.SinkConfig(srv.url, srv.database,
+                                        bulkwire.LoadOptions(batch_rows=batch_rows))
         for n, piece in enumerate(pieces):
             data = piece if n % 2 else iter(piece.to_batches(max_chunksize=7))
             result = _arrow_sink.load_arrow(data, config, source=f"piece {n}")

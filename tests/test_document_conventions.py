@@ -25,11 +25,16 @@ from oracle import round_trip
 def reference_check_id(value, name):
     if not isinstance(value, str):
         raise TypeError(f"{name} must be a str, not {type(value).__name__}")
-    if value == "" or value.isspace():
-        raise ValueError(f"{name} must be a non-empty string, not {value!r}")
+    if value == "":
+        raise ValueError(f"{name} is empty: {value!r}")
     if value.endswith("|"):
-        raise ValueError(f"{name} must not end with '|' (server-side identity ids are not "
-                         f"supported in bulk insert): {value!r}")
+        raise ValueError(f"{name} ends with '|' (the server would generate the id): {value!r}")
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        raise ValueError(f"{name} is not valid UTF-8: {value!r}") from None
+    if value.isspace():
+        raise ValueError(f"{name} is only whitespace: {value!r}")
     return value
 
 

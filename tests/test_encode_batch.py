@@ -111,7 +111,7 @@ def test_strings_escaping_and_ids():
     table = pa.table({"key": names, "s": pa.array(names, pa.large_string()),
                       "n": list(range(len(names)))})
     batch = table.to_batches()[0]
-    with pytest.raises(ValueError, match=r"column 'key', row 6: empty id"):
+    with pytest.raises(ValueError, match=r"column 'key', row 6: id is empty"):
         encode(batch, id_column="key")
     assert encode(batch, id_column="key", prefix="docs/") == oracle(table, "key", prefix="docs/")
     large = table.cast(pa.schema([("key", pa.large_string()), ("s", pa.string()), ("n", pa.int64())]))

@@ -10,7 +10,7 @@ import dataclasses
 import json
 import os
 import uuid
-from typing import Any, Mapping
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 pa = pytest.importorskip("pyarrow")
 
 import bulkwire  # noqa: E402
+from bulkwire import LoadOptions  # noqa: E402
 from bulkwire.errors import ResumeStateError  # noqa: E402
 from bulkwire.load import entry  # noqa: E402
 from test_datasets import write_parts  # noqa: E402
@@ -34,14 +35,16 @@ class LinesPlan:
 
 @dataclasses.dataclass(frozen=True)
 class LinesEncoder:
-    """A row -> ``{"id", "name", "row", "dim"}`` as a JSON line; ``row``: the row in its file
-    (the pipeline's ``row_base``), ``dim``: the vector dimension the pipeline found."""
+    """A row -> ``{"id", "name", "row", "dim", "collection"}`` as a JSON line; ``row``: the
+    row in its file (the pipeline's ``row_base``), ``dim``: the vector dimension the pipeline
+    found, ``collection``: the load's option (:class:`bulkwire.LoadOptions`)."""
 
     plan: LinesPlan
+    collection: str
 
     def __call__(self, batch: Any, dim: int = -1, row_base: int = 0) -> list:
         return [json.dumps({"id": row["id"], "name": row["name"], "row": row_base + i,
-                            "dim": dim}).encode() + b"\n"
+                            "dim": dim, "collection": self.collection}).encode() + b"\n"
                 for i, row in enumerate(batch.select(["id", "name"]).to_pylist())]
 
 
@@ -86,17 +89,20 @@ class LinesTarget:
 
     units = True
 
-    def plan(self, schema: Any, source: str, options: Mapping[str, Any]) -> LinesPlan:
+    def plan(self, schema: Any, source: str, options: LoadOptions) -> LinesPlan:
+        assert isinstance(options, LoadOptions)
         for name in ("id", "name", "emb"):
             if name not in schema.names:
                 raise ValueError(f"{source} has no column {name!r}")
         return LinesPlan(["id", "name", "emb"], "emb")
 
-    def encoder(self, schema: Any, plan: LinesPlan, options: Mapping[str, Any]) -> LinesEncoder:
-        return LinesEncoder(plan)
+    def encoder(self, schema: Any, plan: LinesPlan, options: LoadOptions) -> LinesEncoder:
+        assert isinstance(options, LoadOptions)
+        return LinesEncoder(plan, options.collection)
 
-    def resume_options(self, encode: LinesEncoder, options: Mapping[str, Any]) -> dict:
-        return {"columns": encode.plan.read_columns}
+    def resume_options(self, encode: LinesEncoder, options: LoadOptions) -> dict:
+        assert isinstance(options, LoadOptions)
+        return {"columns": encode.plan.read_columns, "collection": options.collection}
 
     def placed(self, path: Any, files: list[str] | None) -> "LinesTarget":
         return self
@@ -138,10 +144,10 @@ def into(monkeypatch):
 
 # ------------------------------------------------------------------------------ checks
 
-def expected_lines(tables) -> list[dict]:
-    """Each source row's line, from the tables pyarrow wrote."""
+def expected_lines(tables, collection: str = LoadOptions().collection) -> list[dict]:
+    """Each source row's line, from the tables pyarrow wrote (``collection``: the load's)."""
     return [{"id": row["id"], "name": row["name"], "row": i,
-             "dim": table.schema.field("emb").type.list_size}
+             "dim": table.schema.field("emb").type.list_size, "collection": collection}
             for table in tables for i, row in enumerate(table.select(["id", "name"]).to_pylist())]
 
 
@@ -191,6 +197,36 @@ def test_worker_processes_open_their_own_sessions_from_the_description(tmp_path,
     assert result.target == f"lines in {out}"
     assert f"loaded {len(expected):,} rows from " in result.summary()
     assert f"into lines in {out} by 2 worker processes" in result.summary()
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_the_loads_options_reach_the_target_as_one_load_options(tmp_path, into, workers):
+    """``options=`` and the keyword arguments that replace its fields become one
+    :class:`bulkwire.LoadOptions`, which the description's plan, encoder (in worker processes
+    too) and resume options are given; a resume state written with other options is refused,
+    naming the option. A bad option is refused by LoadOptions, with its message, before the
+    target is asked anything."""
+    tables = write_parts(str(tmp_path / "d"), [70, 33], row_group=16)
+    out, state = tmp_path / "out", str(tmp_path / "state.json")
+    out.mkdir()
+    into(LinesTarget(str(out)))
+    result = bulkwire.load_parquet(str(tmp_path / "d"), options=LoadOptions(collection="Points"),
+                                   collection="Lines", workers=workers, resume=state,
+                                   batch_rows=16)
+    assert result.rows == 103
+    assert lines_of(str(out)) == expected_lines(tables, "Lines")
+    with open(state) as f:
+        assert json.load(f)["options"] == {"columns": ["id", "name", "emb"], "collection": "Lines"}
+    with pytest.raises(ResumeStateError, match="other options \\(collection: 'Lines' then, "
+                                               "'Other' now\\)"):
+        bulkwire.load_parquet(str(tmp_path / "d"), collection="Other", workers=workers,
+                              resume=state)
+    with pytest.raises(ValueError) as refused:
+        bulkwire.load_parquet(str(tmp_path / "d"), batch_rows=0, workers=workers)
+    with pytest.raises(ValueError) as by_options:
+        LoadOptions(batch_rows=0)
+    assert str(refused.value) == str(by_options.value)
+    assert len(lines_of(str(out))) == 103
 
 
 @pytest.mark.parametrize("workers", [1, 2])

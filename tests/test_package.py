@@ -49,8 +49,17 @@ def test_the_version_is_the_distributions():
     import importlib.metadata
     import re
 
-    declared = re.search(r'^version = "([^"]+)"', (ROOT / "pyproject.toml").read_text(), re.M)
-    assert bulkwire.__version__ == declared.group(1)
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    # written once: the distribution's version is read from bulkwire._version, which the
+    # package imports
+    assert re.search(r'^version = "', pyproject, re.M) is None
+    assert re.search(r'^dynamic = \["version"\]$', pyproject, re.M)
+    assert re.search(r'^version = \{ attr = "bulkwire._version.__version__" \}$', pyproject,
+                     re.M)
+    written = re.findall(r'^__version__ = "([^"]+)"$', (ROOT / "pkg" / "bulkwire" / "_version.py")
+                         .read_text(), re.M)
+    assert "__version__ = " not in (ROOT / "pkg" / "bulkwire" / "__init__.py").read_text()
+    assert written == [bulkwire.__version__]
     assert importlib.metadata.version("bulkwire") == bulkwire.__version__
 
 

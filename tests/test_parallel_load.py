@@ -91,6 +91,12 @@ def test_a_worker_that_dies_is_a_failure_not_a_success(tmp_path):
 
     def progress(rows, body):
         if not killed:
+            # a worker asks for its operation id after it reported that it started: once both
+            # have, whichever is killed had started (the first batch may be the other one's)
+            deadline = time.monotonic() + 60
+            while len(server.operations) < 2 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert len(server.operations) == 2
             victim = multiprocessing.active_children()[0]
             os.kill(victim.pid, signal.SIGKILL)
             killed.append(victim.pid)

@@ -31,7 +31,30 @@ def test_this_build_decompresses_every_codec():
     test only the fallback for it (snappy is bulkwire's own, on every build)."""
     assert _core.HAVE_SNAPPY
     skip_without("zstd")
-    assert _core.PARQUET_HAVE_ZSTD
+    assert _core.HAVE_ZSTD
+    assert all(covered for name, covered, _ in _core.PARQUET_CODECS.values()
+               if name in ("SNAPPY", "ZSTD"))
+
+
+def test_the_flags_say_what_the_codec_table_says():
+    """One fact each: the build's zstd flag is the page reader's, snappy's flag is read from
+    the codec table (and snappy, bulkwire's own, needs no library)."""
+    assert _core.PARQUET_CODECS[6][:2] == ("ZSTD", bool(_core.HAVE_ZSTD))
+    assert _core.PARQUET_CODECS[1] == ("SNAPPY", True, None) and _core.HAVE_SNAPPY
+
+
+@pytest.mark.parametrize("compression", ["none", "snappy", "gzip", "zstd", "brotli", "lz4"])
+def test_the_codec_tables_names_are_the_files_own(compression, tmp_path):
+    """The number a footer holds, named by the table, is the name pyarrow reads for it (LZ4
+    is written as LZ4_RAW, which pyarrow calls LZ4)."""
+    path = tmp_path / "c.parquet"
+    pq.write_table(pa.table({"x": pa.array(range(100), pa.int64())}), path,
+                   compression=compression)
+    data = path.read_bytes()
+    number = int(_core.parquet_index_locations(data, 1, 1)[0, 0, 2])
+    name = _core.PARQUET_CODECS[number][0]
+    said = pq.ParquetFile(path).metadata.row_group(0).column(0).compression
+    assert name == said or (said, name) == ("LZ4", "LZ4_RAW")
 
 
 def _table(rows: int = ROWS, seed: int = 3, nullable: bool = True) -> pa.Table:

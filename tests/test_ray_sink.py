@@ -145,7 +145,8 @@ def test_only_the_configuration_is_pickled(server):
     forbidden = (socket.socket, threading.Thread, type(threading.Lock()), bulkwire.BulkInsert,
                  bulkwire.BulkWriter)
     assert not [t for t in seen if issubclass(t, forbidden)], seen
-    assert {t.__name__ for t in seen} <= {"BulkInsertDatasink", "SinkConfig", "dict", "str",
+    assert {t.__name__ for t in seen} <= {"BulkInsertDatasink", "SinkConfig", "LoadOptions",
+                                          "dict", "str",
                                           "int", "bool", "NoneType", "tuple", "type"}, seen
     data = pickle.dumps(sink)
     assert len(data) < 1024, len(data)

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "datetime_text.h"
+#include "document_id.h"
 #include "float_text.h"
 #include "int_text.h"
 #include "json_array.h"
@@ -91,53 +92,24 @@ static int fail(bw_batch_error *err, const bw_col *c, int64_t row, int type_erro
     return -1;
 }
 
-/* Whether the UTF-8 text holds only characters that str.isspace() calls whitespace (none:
-   1). The text must be valid UTF-8 (checked before). Most ids fail on their first byte. */
-static int utf8_all_space(const char *text, size_t n) {
-    const unsigned char *s = (const unsigned char *)text;
-    size_t i = 0;
-    while (i < n) {
-        unsigned char c = s[i];
-        if (c < 0x80) {
-            if (!((c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x20)))
-                return 0;
-            i += 1;
-        } else if (c == 0xc2 && i + 1 < n) { /* U+0085, U+00A0 */
-            if (s[i + 1] != 0x85 && s[i + 1] != 0xa0)
-                return 0;
-            i += 2;
-        } else if ((c == 0xe1 || c == 0xe2 || c == 0xe3) && i + 2 < n) {
-            uint32_t cp = ((uint32_t)(c & 0x0f) << 12) | ((uint32_t)(s[i + 1] & 0x3f) << 6) |
-                          (uint32_t)(s[i + 2] & 0x3f);
-            if (!(cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200a) || cp == 0x2028 || cp == 0x2029 ||
-                  cp == 0x202f || cp == 0x205f || cp == 0x3000))
-                return 0;
-            i += 3;
-        } else {
-            return 0;
-        }
-    }
-    return 1;
-}
-
 static int validate_id(const bw_batch_plan *p, bw_batch_error *err) {
     const bw_col *c = &p->id;
     for (int64_t r = 0; r < p->length; r++) {
         if (is_null(c, r))
             return fail(err, c, r, 0, "null id", 0, 0);
         if (c->kind != BW_COL_UTF8 && c->kind != BW_COL_LARGE_UTF8)
-            continue;
+            continue; /* digits after the prefix: never empty, blank or ending in '|' */
         const char *s;
         size_t n;
         string_at(c, r, &s, &n);
-        if (n == 0 && p->prefix_raw_len == 0)
-            return fail(err, c, r, 0, "empty id", 0, 0);
-        if ((n > 0 && s[n - 1] == '|') || (n == 0 && p->prefix_len > 0 && p->prefix[p->prefix_len - 1] == '|'))
-            return fail(err, c, r, 0, "id ends with '|' (the server would generate the id)", 0, 0);
-        if (!bw_utf8_valid(s, n))
-            return fail(err, c, r, 0, "id is not valid UTF-8", 0, 0);
-        if (p->prefix_blank && utf8_all_space(s, n))
-            return fail(err, c, r, 0, "id is only whitespace", 0, 0);
+        bw_id_problem problem = bw_document_id_check(p->prefix_raw, p->prefix_raw_len, s, n);
+        if (problem != BW_ID_OK) {
+            err->row = r;
+            err->column = c->name;
+            err->is_type_error = 0;
+            snprintf(err->message, sizeof err->message, "id %s", bw_document_id_problem_text(problem));
+            return -1;
+        }
     }
     return 0;
 }

@@ -54,8 +54,8 @@ typedef struct {
     size_t n_fields;
     const char *prefix;  /* the id prefix, already JSON-escaped (no quotes) */
     size_t prefix_len;
-    size_t prefix_raw_len; /* unescaped length: an empty id needs both to be empty */
-    int prefix_blank;      /* the prefix is empty or only whitespace (as str.isspace) */
+    const char *prefix_raw; /* the prefix as UTF-8, unescaped: the id rule judges it */
+    size_t prefix_raw_len;
     const char *metadata;  /* JSON text of the @metadata object */
     size_t metadata_len;
     int float32_shortest;  /* vectors of float32: shortest round-trip text instead of widening */
@@ -69,8 +69,8 @@ typedef struct {
 } bw_batch_error;
 
 /* Checks every row for what would make it unencodable: a null id, a string id that is not
-   a valid document id by bulkwire.conventions.check_id (prefix + id empty, only whitespace,
-   or ending in '|'), a null vector, a vector of the wrong length or with a null element, invalid UTF-8,
+   a valid document id (prefix + id) by the one id rule, bw_document_id_check (document_id.h),
+   a null vector, a vector of the wrong length or with a null element, invalid UTF-8,
    a timestamp outside datetime's years 1..9999. 0, or -1 with *err filled: the first bad row
    of the id column, else of the first field (in the plan's order) that has one. */
 int bw_batch_validate(const bw_batch_plan *plan, bw_batch_error *err);

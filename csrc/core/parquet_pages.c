@@ -1807,12 +1807,24 @@ cleanup:
     return rc;
 }
 
-int bw_parquet_have_snappy(void) { return 1; }
-
-int bw_parquet_have_zstd(void) {
 #ifdef BW_HAVE_ZSTD
-    return 1;
+#define ZSTD_COVERED 1
 #else
-    return 0;
+#define ZSTD_COVERED 0
 #endif
+
+static const bw_parquet_codec codecs[] = {
+    {BW_PQ_UNCOMPRESSED, "UNCOMPRESSED", 1, NULL},
+    {BW_PQ_SNAPPY, "SNAPPY", 1, NULL}, /* bulkwire's own decompressor (snappy.c) */
+    {BW_PQ_GZIP, "GZIP", 1, NULL},
+    {3, "LZO", 0, NULL},
+    {4, "BROTLI", 0, NULL},
+    {5, "LZ4", 0, NULL},
+    {BW_PQ_ZSTD, "ZSTD", ZSTD_COVERED, "libzstd"},
+    {7, "LZ4_RAW", 0, NULL},
+};
+
+const bw_parquet_codec *bw_parquet_codecs(size_t *count) {
+    *count = sizeof codecs / sizeof codecs[0];
+    return codecs;
 }

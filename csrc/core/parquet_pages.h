@@ -152,8 +152,18 @@ int bw_parquet_dictionary(const uint8_t *file, int fd, size_t file_size, int64_t
                           int64_t next_page, int codec, int value_width, uint8_t **values,
                           size_t *count, char *error);
 
-/* 1 when this build decompresses the codec itself, 0 when such pages are not covered. */
-int bw_parquet_have_snappy(void);
-int bw_parquet_have_zstd(void);
+/* Parquet's CompressionCodec numbers, in the one table of them: each codec's number, its
+   name in the format, whether this build reads such pages itself (1) or not (0: such chunks
+   are read by row groups), and the library a build needs for that (NULL: none; a codec
+   without a library and not covered is never read page by page). */
+typedef struct {
+    int number;
+    const char *name;
+    int covered;
+    const char *library;
+} bw_parquet_codec;
+
+/* The table, in the order of the numbers (0 .. *count - 1). Static. */
+const bw_parquet_codec *bw_parquet_codecs(size_t *count);
 
 #endif

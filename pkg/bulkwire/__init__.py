@@ -36,11 +36,12 @@ __all__ += ["BulkInsert", "BulkInsertAborted", "BulkInsertError", "BulkStats", "
 
 # Parquet and Arrow sources; pyarrow itself is imported only when they are used.
 from .load import LoadResult, load_arrow, load_parquet  # noqa: E402
+from .load_options import LoadOptions  # noqa: E402
 from .parquet import TableFile, sample_parquet, take  # noqa: E402
 
 from .errors import BulkwireError, MalformedFileError, ResumeStateError, RowError  # noqa: E402
 
 # every exception of an operation that failed is a BulkwireError: bulkwire.errors
 __all__ += ["BulkwireError"]
-__all__ += ["LoadResult", "MalformedFileError", "ResumeStateError", "RowError", "TableFile", "load_arrow",
+__all__ += ["LoadOptions", "LoadResult", "MalformedFileError", "ResumeStateError", "RowError", "TableFile", "load_arrow",
             "load_parquet", "sample_parquet", "take"]

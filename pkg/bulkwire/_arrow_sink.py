@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from . import load as _load
-from .load import DEFAULT_CHUNK_SIZE, LoadResult
-from .load.targets import _encoding
+from .load import LoadResult
+from .load_options import LoadOptions
 from .errors import RowError, _add_note
 from .parquet import _pyarrow
 from .urls import server_urls
@@ -24,21 +24,12 @@ from .urls import server_urls
 @dataclass(frozen=True)
 class SinkConfig:
     """Everything a worker needs to send its rows, and nothing else: it is what an engine
-    pickles (no connection, thread or buffer lives here; each task opens its own request)."""
+    pickles (no connection, thread or buffer lives here; each task opens its own request).
+    ``options`` are the load's (:class:`bulkwire.LoadOptions`, checked when made)."""
 
     url: str | tuple[str, ...]
     database: str
-    collection: str = "Embeddings"
-    id_column: str = "id"
-    id_prefix: str | None = None
-    vector_column: str | None = None
-    columns: tuple[str, ...] | None = None
-    compress: bool | str = False
-    float32: str = "widen"
-    metadata: Mapping[str, Any] | None = field(default=None, hash=False)
-    python_type: str | None = "builtins.dict"
-    chunk_size: int = DEFAULT_CHUNK_SIZE
-    batch_rows: int | None = None
+    options: LoadOptions = field(default_factory=LoadOptions)
     certificate: Any = None
     ca: Any = None
 
@@ -50,24 +41,8 @@ class SinkConfig:
         object.__setattr__(self, "url", urls[0] if isinstance(self.url, str) else tuple(urls))
         if not isinstance(self.database, str) or not self.database:
             raise ValueError("database must be a non-empty str")
-        if not isinstance(self.collection, str) or not self.collection:
-            raise ValueError("collection must be a non-empty str")
-        if not isinstance(self.id_column, str) or not self.id_column:
-            raise ValueError("id_column must be a non-empty str")
-        if self.columns is not None:
-            if isinstance(self.columns, str):
-                raise TypeError("columns must be a sequence of column names, not a str")
-            object.__setattr__(self, "columns", tuple(self.columns))
-        _encoding(self.compress)
-        if self.float32 not in ("widen", "shortest"):
-            raise ValueError(f"float32 must be 'widen' or 'shortest', not {self.float32!r}")
-        if isinstance(self.chunk_size, bool) or not isinstance(self.chunk_size, int) \
-                or self.chunk_size <= 0:
-            raise ValueError(f"chunk_size must be a positive int, got {self.chunk_size!r}")
-        if self.batch_rows is not None and (isinstance(self.batch_rows, bool) or
-                                            not isinstance(self.batch_rows, int) or
-                                            self.batch_rows <= 0):
-            raise ValueError(f"batch_rows must be a positive int, got {self.batch_rows!r}")
+        if not isinstance(self.options, LoadOptions):
+            raise TypeError(f"options must be a LoadOptions, not {type(self.options).__name__}")
 
     @property
     def target(self) -> str:
@@ -78,10 +53,11 @@ class SinkConfig:
     def check_columns(self, names: Sequence[str], source: str) -> None:
         """Raises ``ValueError`` naming the argument when a column it names is not in
         ``names`` (the engine's schema, known on the client before any task runs)."""
-        wanted = [("id column", self.id_column)]
-        if self.vector_column is not None:
-            wanted.append(("vector column", self.vector_column))
-        wanted += [("column", name) for name in self.columns or ()]
+        options = self.options
+        wanted = [("id column", options.id_column)]
+        if options.vector_column is not None:
+            wanted.append(("vector column", options.vector_column))
+        wanted += [("column", name) for name in options.columns or ()]
         for what, name in wanted:
             if name not in names:
                 raise ValueError(f"{what} {name!r} is not a column of {source} "
@@ -111,22 +87,17 @@ def load_arrow(data: Any, config: SinkConfig, source: str) -> LoadResult:
     error (or Ctrl-C) aborts the operation and propagates, with ``source`` naming where the
     rows came from."""
     start = time.perf_counter()
-    batches = _non_empty_batches(data, config.batch_rows)
+    options = config.options
+    batches = _non_empty_batches(data, options.batch_rows)
     first = next(batches, None)
     if first is None:
         return LoadResult(rows=0, body_bytes=0, wire_bytes=0, seconds=time.perf_counter() - start,
-                          source=source, target=config.target, compress=config.compress)
+                          source=source, target=config.target, compress=options.compress)
     config.check_columns(first.schema.names, source)  # named after the partition, not its data
     try:
         result = _load.load_arrow(
             itertools.chain([first], batches), url=config.url, database=config.database,
-            collection=config.collection, id_column=config.id_column, id_prefix=config.id_prefix,
-            vector_column=config.vector_column,
-            columns=None if config.columns is None else list(config.columns),
-            compress=config.compress, batch_rows=config.batch_rows, float32=config.float32,
-            metadata=config.metadata, python_type=config.python_type,
-            chunk_size=config.chunk_size, threads=1, certificate=config.certificate,
-            ca=config.ca)
+            options=options, threads=1, certificate=config.certificate, ca=config.ca)
     except RowError as exc:
         # its row counts from the partition's first row: say which partition (a note, which
         # travels with the pickled error back to the engine's client)
@@ -144,4 +115,4 @@ def summed(results: Iterable[LoadResult], seconds: float, source: str, config: S
         body += result.body_bytes
         wire += result.wire_bytes
     return LoadResult(rows=rows, body_bytes=body, wire_bytes=wire, seconds=seconds, source=source,
-                      target=config.target, compress=config.compress)
+                      target=config.target, compress=config.options.compress)

@@ -180,6 +180,9 @@ class ZstdDecoder:
 BODY_EXCLUDED_KEYS: tuple[str, str]
 
 def check_id(value: Any, name: str = ...) -> str: ...
+def id_problem(value: str) -> str | None: ...
+ID_PROBLEMS: dict[str, str]
+FLOAT32_MODES: tuple[str, str]
 def merge_metadata(own: Any, metadata: Any, defaults: dict[str, Any], /) -> dict[str, Any]: ...
 
 @final
@@ -329,7 +332,7 @@ def prepare_batch(
 _ParquetFileArg = Buffer | tuple[int, int]
 
 HAVE_SNAPPY: int
-PARQUET_HAVE_ZSTD: int
+PARQUET_CODECS: dict[int, tuple[str, bool, str | None]]
 
 def read_ranges(fd: int, size: int, offsets: ArrayLike, lengths: ArrayLike, /) -> NDArray[numpy.uint8]: ...
 PARQUET_CHUNK_FIELDS: tuple[str, ...]

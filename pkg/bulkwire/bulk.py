@@ -28,7 +28,7 @@ from . import _core
 from . import compression as _compression
 from .compression import Compress, body_compressor, check_compress_threads, compression_backends
 from .compression import _PythonIsal  # noqa: F401 - importable here as before
-from .compression import resolve_compress as _resolve_compress
+from .compression import parse_compress as _resolve_compress
 from .bulk_commands import (AttachmentsBulkInsert, CountersBulkInsert, TimeSeriesBulkInsert,
                             TypedTimeSeriesBulkInsert)
 from .errors import BulkInsertAborted, BulkInsertError
@@ -165,9 +165,10 @@ class BulkWriter:
 
     ``buffer_size``: a buffer is handed over once it holds more than this many bytes.
     ``max_buffers``: how many finished buffers may wait for the consumer; a full queue makes
-    ``store`` wait (GIL released). ``compress``: False, True/"auto" (fastest gzip available),
-    "zlib", "isal" or "python-isal" (one gzip stream), or "zstd" / "python-zstd" (one zstd
-    frame; see :mod:`bulkwire.compression`). ``compress_threads``: how many threads compress
+    ``store`` wait (GIL released). ``compress``: False/None, True or "gzip" (one gzip
+    stream by the C core's own gzip), "zstd" (one zstd frame), or a backend: "isal",
+    "python-isal", "zlib", "python-zstd" (the one vocabulary of every entry point:
+    :func:`bulkwire.compression.parse_compress`). ``compress_threads``: how many threads compress
     each buffer at once (C core backends; still one gzip member or zstd frame); None: for
     gzip the CPUs this process may use, at most 4
     (:func:`bulkwire.compression.default_compress_threads`), for zstd one.

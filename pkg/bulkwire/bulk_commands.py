@@ -14,6 +14,7 @@ import weakref
 from datetime import datetime
 from typing import Any, Optional, Sequence, Tuple
 
+from . import _core
 from .conventions import collection_name
 
 __all__ = ["CountersBulkInsert", "TimeSeriesBulkInsert", "TypedTimeSeriesBulkInsert",
@@ -21,11 +22,8 @@ __all__ = ["CountersBulkInsert", "TimeSeriesBulkInsert", "TypedTimeSeriesBulkIns
 
 
 def _check_document_id(id: Any) -> str:
-    if not isinstance(id, str):
-        raise TypeError(f"id must be a str, not {type(id).__name__}")
-    if not id or id.isspace():
-        raise ValueError("id must be a non-empty document id")
-    return id
+    """``id`` when the one id rule (:func:`bulkwire.conventions.check_id`) accepts it."""
+    return _core.check_id(id, "id")
 
 
 def _check_name(name: Any, what: str) -> str:

@@ -258,6 +258,24 @@ def _source(args: argparse.Namespace) -> str | list:
     return args.path[0] if len(args.path) == 1 else list(args.path)
 
 
+#: ``bulkwire load``'s options that are :class:`bulkwire.LoadOptions` fields (the argparse
+#: dest of each is the field's name)
+LOAD_OPTION_ARGUMENTS = ("collection", "id_column", "id_prefix", "vector_column", "compress",
+                         "float32", "batch_rows")
+
+
+def _load_options(args: argparse.Namespace, columns: list | None):
+    """The load's :class:`bulkwire.LoadOptions` from the arguments; a value it refuses is a
+    usage error (exit 2) with its message."""
+    from .load_options import LoadOptions
+
+    try:
+        return LoadOptions(columns=columns,
+                           **{name: getattr(args, name) for name in LOAD_OPTION_ARGUMENTS})
+    except (TypeError, ValueError) as exc:
+        args.parser.error(str(exc))
+
+
 def cmd_load(args: argparse.Namespace) -> int:
     """Load Parquet / Arrow IPC files with bulk insert (or write the request body to a file)."""
     from .errors import BulkInsertError, ResumeStateError
@@ -274,6 +292,7 @@ def cmd_load(args: argparse.Namespace) -> int:
         args.parser.error("--ca and --insecure exclude each other")
     if args.key is not None and args.certificate is None:
         args.parser.error("--key needs --certificate")
+    options = _load_options(args, columns)
     certificate = args.certificate if args.key is None else (args.certificate, args.key)
     progress = sys.stderr.isatty() if args.progress is None else args.progress
     url = None
@@ -301,14 +320,10 @@ def cmd_load(args: argparse.Namespace) -> int:
             args.parser.error(f"{'--workers' if args.workers > 1 else '--resume'} needs --url")
         with _sigterm_stops():
             result = load_parquet(
-                _source(args), url=url, database=args.database, collection=args.collection,
-                id_column=args.id_column, id_prefix=args.id_prefix,
-                vector_column=args.vector_column, columns=columns,
-                compress="zstd" if args.zstd else args.gzip, batch_rows=args.batch_rows,
-                take=take, out=args.out, float32=args.float32,
-                progress=progress and not args.quiet, certificate=certificate,
-                workers=args.workers, threads=args.threads, resume=args.resume,
-                ca=False if args.insecure else args.ca)
+                _source(args), url=url, database=args.database, options=options,
+                take=take, out=args.out, progress=progress and not args.quiet,
+                certificate=certificate, workers=args.workers, threads=args.threads,
+                resume=args.resume, ca=False if args.insecure else args.ca)
     except _Terminated as exc:
         return _fail("terminated", EXIT_TERMINATED, exc)
     except KeyboardInterrupt as exc:
@@ -398,6 +413,10 @@ class _VersionAction(argparse.Action):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from .compression import COMPRESS_NAMES
+    from .load_options import FLOAT32_MODES, LoadOptions
+
+    defaults = LoadOptions()  # the load options' defaults and choices are the class's
     parser = argparse.ArgumentParser(prog="bulkwire", description=DESCRIPTION,
                                      formatter_class=_HelpFormatter)
     parser.add_argument("--version", action=_VersionAction,
@@ -452,21 +471,28 @@ def build_parser() -> argparse.ArgumentParser:
                       help="do not verify the server's certificate (encrypted, not authenticated)")
     load.add_argument("--out", help="output file (default: <name>.bulk.json, or .bulk.json.gz "
                                     "with --gzip, .bulk.json.zst with --zstd, next to PATH)")
-    load.add_argument("--collection", default="Embeddings", help="the documents' @collection")
-    load.add_argument("--id-column", default="id", help="the column holding each document's id")
-    load.add_argument("--id-prefix", help="prefix of every id (default: <collection in lower "
+    load.add_argument("--collection", default=defaults.collection,
+                      help="the documents' @collection")
+    load.add_argument("--id-column", default=defaults.id_column,
+                      help="the column holding each document's id")
+    load.add_argument("--id-prefix", default=defaults.id_prefix, help="prefix of every id (default: <collection in lower "
                                           "case>/ for integer ids, none for strings)")
-    load.add_argument("--vector-column", help="the vector column (default: the only list column)")
+    load.add_argument("--vector-column", default=defaults.vector_column, help="the vector column (default: the only list column)")
     load.add_argument("--columns", help="comma-separated document fields (default: all but the id)")
     encoding = load.add_mutually_exclusive_group()
-    encoding.add_argument("--gzip", action="store_true", help="gzip the body (fastest level)")
-    encoding.add_argument("--zstd", action="store_true", help="zstd the body (Content-Encoding: "
-                                                              "zstd; a fast level)")
-    load.add_argument("--batch-rows", type=_positive_int,
+    encoding.add_argument("--compress", choices=COMPRESS_NAMES, default=defaults.compress,
+                          help="compress the body: an encoding (gzip, zstd) or a backend, as "
+                               "load_parquet's compress= takes it")
+    encoding.add_argument("--gzip", dest="compress", action="store_const", const="gzip",
+                          help="gzip the body (fastest level): --compress gzip")
+    encoding.add_argument("--zstd", dest="compress", action="store_const", const="zstd",
+                          help="zstd the body (Content-Encoding: zstd; a fast level): "
+                               "--compress zstd")
+    load.add_argument("--batch-rows", type=_positive_int, default=defaults.batch_rows,
                       help="rows per Arrow batch (default: about 4 MiB of text)")
     load.add_argument("--take", help="only these row indices, in this order: 1,5,9 or @FILE "
                                      "(indices separated by commas or whitespace)")
-    load.add_argument("--float32", choices=["widen", "shortest"], default="widen",
+    load.add_argument("--float32", choices=FLOAT32_MODES, default=defaults.float32,
                       help="float32 text: widen writes the double's repr (as json.dumps of the "
                            "float), shortest the shortest text that reads back as the float32")
     load.add_argument("--workers", type=_positive_int, default=1,
@@ -504,7 +530,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--docs", type=_positive_int, default=10_000, help="documents to encode")
     demo.add_argument("--dim", type=_positive_int, default=1024, help="vector dimension")
     demo.add_argument("--seed", type=int, default=42, help="seed of the random vectors")
-    demo.add_argument("--float32", choices=["widen", "shortest"], default="widen",
+    demo.add_argument("--float32", choices=FLOAT32_MODES, default=defaults.float32,
                       help="float32 text (see 'bulkwire load -h')")
     return parser
 

@@ -28,7 +28,9 @@ from typing import Any, Optional, Union
 
 from . import _core
 
-__all__ = ["Compress", "compression_backends", "resolve_compress", "native_backend", "gzip_stream",
+__all__ = ["Compress", "COMPRESS_NAMES", "DEPRECATED_COMPRESS_NAMES", "parse_compress",
+           "compress_encoding", "compress_value", "default_gzip_backend",
+           "compression_backends", "resolve_compress", "native_backend", "gzip_stream",
            "zstd_backends", "content_encoding", "body_compressor", "ZSTD_LEVEL",
            "PYTHON_ZSTD_LEVEL", "default_compress_threads", "check_compress_threads"]
 
@@ -81,9 +83,8 @@ def check_compress_threads(threads: Optional[int]) -> int:
         raise ValueError(f"compress_threads must be 1 to {_core.GZIP_THREADS_MAX}, not {threads}")
     return threads
 
-#: What ``compress=`` accepts: False, True/"auto" (the fastest gzip available), "zstd" (the
-#: fastest zstd available), or a backend name.
-Compress = Union[bool, str]
+#: What ``compress=`` accepts: False/None, True, or a name (see :func:`parse_compress`).
+Compress = Union[bool, str, None]
 
 
 def compression_backends() -> list:
@@ -142,44 +143,123 @@ def native_backend() -> str:
     return "isal" if _core.HAVE_ISAL else "zlib"
 
 
-def resolve_compress(compress: Compress) -> Optional[str]:
-    """The backend ``compress`` names, or None for no compression; ``ValueError`` for a value
-    that is not one, or a backend that is not available here.
+#: The names ``compress=`` takes (and ``bulkwire load --compress``), besides False/None (no
+#: compression) and True (the same as ``"gzip"``): ``"gzip"`` and ``"zstd"`` name an
+#: encoding, compressed by its default backend; the others name a backend.
+COMPRESS_NAMES: tuple = ("gzip", "zstd", "isal", "python-isal", "zlib", "python-zstd")
 
-    >>> resolve_compress("zlib")
-    'zlib'
-    >>> resolve_compress("zstd") in zstd_backends()
+#: Names that still work, with a ``DeprecationWarning``, and the value they stand for.
+DEPRECATED_COMPRESS_NAMES: dict = {"auto": "gzip"}
+
+
+def default_gzip_backend() -> str:
+    """The backend of ``compress=True`` / ``"gzip"`` everywhere: the C core's own gzip
+    (:func:`native_backend`: ISA-L when linked in, else zlib), which compresses on
+    ``compress_threads`` threads with the GIL released and which the C body pump drives.
+    ``"python-isal"`` is used only when asked for by name.
+
+    >>> default_gzip_backend() == native_backend()
     True
     """
-    if compress is False or compress is None:
+    return native_backend()
+
+
+def parse_compress(value: Compress, name: str = "compress") -> Optional[str]:
+    """The one reading of a ``compress`` value, for every entry point (``BulkWriter``,
+    ``BulkInsert``, ``load_parquet``, ``load_arrow``, the Dask and Ray sinks, the CLI, the
+    drop-in): the backend it names, or None for no compression.
+
+    False or None: no compression. True or ``"gzip"``: gzip by :func:`default_gzip_backend`.
+    ``"zstd"``: zstd by the fastest zstd backend here (libzstd linked in, else the
+    ``zstandard`` package). ``"isal"``, ``"python-isal"``, ``"zlib"``, ``"python-zstd"``: that
+    backend. ``"auto"`` (deprecated): ``"gzip"``, with a ``DeprecationWarning``.
+    ``TypeError`` for a value of another type, ``ValueError`` for another name or a backend
+    that is not available here; both name ``name``.
+
+    >>> parse_compress("zlib")
+    'zlib'
+    >>> parse_compress(True) == parse_compress("gzip") == default_gzip_backend()
+    True
+    >>> parse_compress("zstd") in zstd_backends()
+    True
+    >>> parse_compress("lz4")
+    Traceback (most recent call last):
+    ...
+    ValueError: compress must be False, True or one of 'gzip', 'zstd', 'isal', 'python-isal', 'zlib', 'python-zstd', not 'lz4'
+    """
+    if value is None or value is False:
         return None
-    if compress is True or compress == "auto":
-        backend = compression_backends()[0]
+    if value is True:
+        value = "gzip"
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a bool, None or a str, not {type(value).__name__}")
+    if value in DEPRECATED_COMPRESS_NAMES:
+        import warnings
+
+        replacement = DEPRECATED_COMPRESS_NAMES[value]
+        warnings.warn(f"{name}={value!r} is deprecated: use {name}={replacement!r} (or True)",
+                      DeprecationWarning, stacklevel=3)
+        value = replacement
+    if value == "gzip":
+        backend = default_gzip_backend()
         if backend == "zlib":
             from ._fallbacks import warn_missing
 
             warn_missing("isal", "gzip bodies are compressed with zlib,",
                          "several times slower than ISA-L (or pip install isal)")
         return backend
-    if compress == "zstd":
+    if value == "zstd":
         found = zstd_backends()
         if not found:
-            raise ValueError("compress='zstd': bulkwire was built without libzstd "
+            raise ValueError(f"{name}='zstd': bulkwire was built without libzstd "
                              "(apt-get install libzstd-dev, then reinstall bulkwire) and the "
                              "zstandard package is not installed (pip install zstandard)")
         return found[0]
-    if compress == "python-zstd":
-        if compress not in zstd_backends():
-            raise ValueError("compress='python-zstd': the zstandard package is not installed "
+    if value == "python-zstd":
+        if value not in zstd_backends():
+            raise ValueError(f"{name}='python-zstd': the zstandard package is not installed "
                              "(pip install zstandard)")
-        return compress
-    if compress in ("zlib", "isal", "python-isal"):
-        if compress not in compression_backends():
-            raise ValueError(f"compress={compress!r}: that backend is not available here "
+        return value
+    if value in ("zlib", "isal", "python-isal"):
+        if value not in compression_backends():
+            raise ValueError(f"{name}={value!r}: that backend is not available here "
                              f"(available: {', '.join(compression_backends())})")
-        return compress
-    raise ValueError(f"compress must be False, True, 'auto', 'zlib', 'isal', 'python-isal', "
-                     f"'zstd' or 'python-zstd', not {compress!r}")
+        return value
+    raise ValueError(f"{name} must be False, True or one of "
+                     f"{', '.join(map(repr, COMPRESS_NAMES))}, not {value!r}")
+
+
+def compress_value(value: Compress, name: str = "compress") -> Union[bool, str]:
+    """``value`` judged by :func:`parse_compress` (which warns of a deprecated name), in its
+    canonical form: False, or a name of :data:`COMPRESS_NAMES` (True and deprecated names
+    replaced by what they stand for). This is what travels to worker processes and
+    engines: the backend is picked where the body is compressed.
+
+    >>> compress_value(True), compress_value(None), compress_value("zlib")
+    ('gzip', False, 'zlib')
+    """
+    parse_compress(value, name)
+    if value is None or value is False:
+        return False
+    if value is True:
+        return "gzip"
+    return DEPRECATED_COMPRESS_NAMES.get(value, value)
+
+
+#: :func:`parse_compress`, by the name this module had for it first (the same function, so
+#: that its warnings point at the caller's line as they do when it is called by that name).
+resolve_compress = parse_compress
+
+
+def compress_encoding(value: Compress, name: str = "compress") -> Optional[str]:
+    """The ``Content-Encoding`` a ``compress`` value gives the body: None, ``"gzip"`` or
+    ``"zstd"`` (:func:`parse_compress` judges the value).
+
+    >>> compress_encoding("isal"), compress_encoding(False)
+    ('gzip', None)
+    """
+    backend = parse_compress(value, name)
+    return None if backend is None else content_encoding(backend)
 
 
 class _PythonStream:

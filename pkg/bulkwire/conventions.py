@@ -20,7 +20,8 @@ from typing import Any, Mapping, Optional
 
 from . import _core
 
-__all__ = ["BODY_EXCLUDED_KEYS", "check_id", "collection_name", "merge_metadata"]
+__all__ = ["BODY_EXCLUDED_KEYS", "ID_PROBLEMS", "check_id", "collection_name", "id_problem",
+           "merge_metadata"]
 
 #: Members of an entity that its document body never holds: ``Id`` is the document id (the
 #: official client removes the identity property too), and ``@metadata`` is written last,
@@ -28,17 +29,39 @@ __all__ = ["BODY_EXCLUDED_KEYS", "check_id", "collection_name", "merge_metadata"
 BODY_EXCLUDED_KEYS: tuple = _core.BODY_EXCLUDED_KEYS
 
 
+#: The problems an id can have, by name (what :func:`id_problem` answers), with the words
+#: that follow the id's name in an error: ``"empty"``, ``"blank"`` (only whitespace),
+#: ``"ends_with_pipe"`` and ``"not_utf8"`` (a lone surrogate).
+ID_PROBLEMS: dict = _core.ID_PROBLEMS
+
+
 def check_id(value: Any, name: str = "id") -> str:
     """``value`` when it is a valid document id: a ``str`` that is not empty, not only
-    whitespace (``str.isspace``) and does not end with ``|`` (the server would make up the
-    id). Raises ``TypeError`` or ``ValueError`` naming ``name`` otherwise.
+    whitespace (``str.isspace``), does not end with ``|`` (the server would make up the id)
+    and holds no lone surrogate (UTF-8 cannot carry it). Raises ``TypeError`` or
+    ``ValueError`` naming ``name`` and the problem otherwise.
+
+    This is the one id rule of bulkwire (``bw_document_id_check`` in the C core): the
+    entity store path, the Arrow row encoder, counters, time series, attachments and the
+    official client's drop-in all ask it.
 
     >>> check_id("  ")
     Traceback (most recent call last):
     ...
-    ValueError: id must be a non-empty string, not '  '
+    ValueError: id is only whitespace: '  '
     """
     return _core.check_id(value, name)
+
+
+def id_problem(value: str) -> Optional[str]:
+    """None when the ``str`` ``value`` is a valid document id (as :func:`check_id` judges it),
+    else the name of its problem, a key of :data:`ID_PROBLEMS`; ``TypeError`` for a value
+    that is not a ``str``.
+
+    >>> id_problem("users|"), id_problem("users/1")
+    ('ends_with_pipe', None)
+    """
+    return _core.id_problem(value)
 
 
 def merge_metadata(own: Optional[Mapping[str, Any]], metadata: Optional[Mapping[str, Any]],

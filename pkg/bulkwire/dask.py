@@ -15,7 +15,8 @@ from typing import Any, Mapping, Sequence
 from ._arrow_sink import SinkConfig, load_arrow, summed
 from ._extras import missing_extra
 from .errors import _mark_unconfirmed
-from .load import DEFAULT_CHUNK_SIZE, LoadResult
+from .load import LoadResult
+from .load_options import LoadOptions
 
 __all__ = ["to_bulk_insert"]
 
@@ -55,20 +56,15 @@ def _load_partition(frame: Any, config: SinkConfig, partition_info: dict | None 
 
 
 def to_bulk_insert(ddf: Any, url: str | Sequence[str], database: str, *,
-                   collection: str = "Embeddings", id_column: str = "id",
-                   id_prefix: str | None = None, vector_column: str | None = None,
-                   columns: Sequence[str] | None = None, compress: bool | str = False,
-                   float32: str = "widen", metadata: Mapping[str, Any] | None = None,
-                   python_type: str | None = "builtins.dict",
-                   chunk_size: int = DEFAULT_CHUNK_SIZE, batch_rows: int | None = None,
-                   certificate: Any = None, ca: Any = None,
-                   compute_kwargs: Mapping[str, Any] | None = None) -> LoadResult:
+                   options: LoadOptions | None = None, certificate: Any = None, ca: Any = None,
+                   compute_kwargs: Mapping[str, Any] | None = None, **fields: Any) -> LoadResult:
     """Bulk insert every row of the Dask DataFrame ``ddf``: each partition is sent by the
     worker that holds it, as one bulk insert request (through ``map_partitions``); returns
     the requests' stats summed (``seconds``: the whole run's wall time).
 
     Rows become documents exactly as :func:`bulkwire.load_parquet` writes them (the same
-    arguments, the same bytes): the id is ``<id_prefix><id column>``, so the same row always
+    options, the same bytes: ``options``, a :class:`bulkwire.LoadOptions`, and ``fields``,
+    keyword arguments that replace its values, e.g. ``collection=``): the id is ``<id_prefix><id column>``, so the same row always
     has the same id, and an engine that runs a partition again repeats the same PUTs.
     Each partition is converted with ``pyarrow.Table.from_pandas(preserve_index=False)``:
     Arrow-backed columns (``dtype_backend="pyarrow"``, e.g. a ``fixed_size_list`` vector)
@@ -90,16 +86,9 @@ def to_bulk_insert(ddf: Any, url: str | Sequence[str], database: str, *,
     dd = _dask_dataframe()
     if not isinstance(ddf, dd.DataFrame):
         raise TypeError(f"ddf must be a dask.dataframe.DataFrame, not {type(ddf).__name__}")
-    if isinstance(columns, str):
-        raise TypeError("columns must be a sequence of column names, not a str")
     config = SinkConfig(url=url if isinstance(url, str) else tuple(url), database=database,
-                        collection=collection, id_column=id_column, id_prefix=id_prefix,
-                        vector_column=vector_column,
-                        columns=None if columns is None else tuple(columns),
-                        compress=compress, float32=float32,
-                        metadata=None if metadata is None else dict(metadata),
-                        python_type=python_type, chunk_size=chunk_size, batch_rows=batch_rows,
-                        certificate=certificate, ca=ca)
+                        options=LoadOptions.of(options, **fields), certificate=certificate,
+                        ca=ca)
     config.check_columns(list(ddf.columns), "the Dask DataFrame")
     start = time.perf_counter()
     tasks = ddf.map_partitions(_load_partition, config, meta=_stats_frame(None),
@@ -107,7 +96,7 @@ def to_bulk_insert(ddf: Any, url: str | Sequence[str], database: str, *,
     frames = _partition_stats(tasks, dict(compute_kwargs or {}))
     parts = [LoadResult(rows=int(r.rows), body_bytes=int(r.body_bytes),
                         wire_bytes=int(r.wire_bytes), seconds=float(r.seconds), source="",
-                        target=config.target, compress=compress)
+                        target=config.target, compress=config.options.compress)
              for frame in frames for r in frame.itertuples(index=False)]
     if len(parts) != ddf.npartitions:  # every partition reports once: anything else is a bug
         raise RuntimeError(f"{len(parts)} partition results for {ddf.npartitions} partitions")

@@ -210,9 +210,6 @@ def _check_indices(indices: Any, num_rows: int, name: str = "indices") -> np.nda
     return arr
 
 
-#: Parquet codecs the page reader decompresses itself (Parquet's CompressionCodec numbers)
-_CODECS = {"UNCOMPRESSED": 0, "SNAPPY": 1, "GZIP": 2, "ZSTD": 6}
-_CODEC_NAMES = {3: "LZO", 4: "BROTLI", 5: "LZ4", 7: "LZ4_RAW"}
 #: A column chunk as the footer describes it: a row of ``_core.parquet_index_locations``,
 #: its fields named by the C reader (``dictionary`` is an offset, or
 #: ``_core.PARQUET_NO_DICTIONARY`` when the chunk names none, or
@@ -505,8 +502,7 @@ class TableFile:
         are read:
         ``PAGES``, ``WALKED_PAGES`` when some chunk has no page index, or why some chunk
         cannot be read page by page."""
-        names = {v: k for k, v in _CODECS.items()}
-        have = {0: True, 2: True, 1: bool(_core.HAVE_SNAPPY), 6: bool(_core.PARQUET_HAVE_ZSTD)}
+        codecs = _core.PARQUET_CODECS  # {number: (name, covered here, library it needs)}
         path = PAGES
         for chunk in map(_ChunkLocation._make, chunks.tolist()):
             codec = chunk.codec
@@ -514,11 +510,11 @@ class TableFile:
                 if chunk.start < 0 or chunk.size < 0:  # nothing to find its pages with
                     return "no page index"
                 path = WALKED_PAGES
-            if not have.get(codec, False):
-                return f"{names[codec].lower()} pages not covered by this build (built without " \
-                    f"lib{names[codec].lower()}: apt-get install lib{names[codec].lower()}-dev, " \
-                    f"reinstall bulkwire)" \
-                    if codec in have else f"{_CODEC_NAMES.get(codec, codec)} not covered"
+            name, covered, library = codecs.get(codec, (str(codec), False, None))
+            if not covered:
+                return f"{name.lower()} pages not covered by this build (built without " \
+                    f"{library}: apt-get install {library}-dev, reinstall bulkwire)" \
+                    if library is not None else f"{name} not covered"
             if chunk.dictionary == _core.PARQUET_DICTIONARY_UNLOCATED:
                 return "dictionary page not located"
         return path

@@ -33,6 +33,7 @@ from typing import Any, Optional, Tuple
 from . import _core
 from ._extras import missing_extra
 from .bulk import BulkInsert
+from .conventions import check_id, id_problem
 from .errors import BulkInsertError
 
 __all__ = ["BulkInsertOperation", "bulk_insert", "install", "uninstall", "installed",
@@ -185,10 +186,7 @@ class BulkInsertOperation:
 
     def store_as(self, entity: Any, key: str, metadata: Any = None) -> None:
         """Store ``entity`` under the id ``key``; ``metadata`` as for :meth:`store`."""
-        if not key or key.isspace():
-            raise ValueError("Document id must have a non empty value")
-        if key.endswith("|"):
-            raise RuntimeError(f"Document ids cannot end with '|', but was called with {key}")
+        _check_key(key, "Document id must have a non empty value")
         try:
             self._insert.store(entity, key, metadata)
         except BulkInsertError as error:
@@ -208,15 +206,13 @@ class BulkInsertOperation:
 
     def counters_for(self, id_: str) -> "CountersBulkInsert":
         """The counters of the document ``id_``: ``counters_for(id_).increment(name, delta=1)``."""
-        if not id_:
-            raise ValueError("Document id cannot be None or empty.")
+        _check_key(id_, "Document id cannot be None or empty.")
         return CountersBulkInsert(self._insert.counters_for(id_))
 
     def time_series_for(self, id_: str, name: str) -> "TimeSeriesBulkInsert":
         """The time series ``name`` of the document ``id_``, as a context manager:
         ``append_single(timestamp, value, tag=None)``, ``append(timestamp, values, tag=None)``."""
-        if not id_:
-            raise ValueError("Document id cannot be None or empty")
+        _check_key(id_, "Document id cannot be None or empty")
         if not name:
             raise ValueError("Time series name cannot be None or empty")
         return TimeSeriesBulkInsert(_client_call(self._insert.time_series_for, id_, name))
@@ -226,8 +222,7 @@ class BulkInsertOperation:
         """A time series of ``object_type`` entries (the client's ``ITimeSeriesValuesBindable``:
         ``get_time_series_mapping()``); ``name`` defaults to what the store's conventions
         name the type's collection."""
-        if not id_:
-            raise ValueError("Document id cannot be None or empty")
+        _check_key(id_, "Document id cannot be None or empty")
         if name is None:
             name = self._conventions.find_collection_name(object_type)
         if not name:
@@ -238,8 +233,7 @@ class BulkInsertOperation:
     def attachments_for(self, key: str) -> "AttachmentsBulkInsert":
         """The attachments of the document ``key``:
         ``attachments_for(key).store(name, attachment_bytes, content_type=None)``."""
-        if not key or key.isspace():
-            raise ValueError("Document id cannot be None or empty.")
+        _check_key(key, "Document id cannot be None or empty.")
         return AttachmentsBulkInsert(self._insert.attachments_for(key))
 
     def _get_id(self, entity: Any) -> str:
@@ -257,6 +251,26 @@ class BulkInsertOperation:
     def stats(self) -> Any:
         """bulkwire's :class:`~bulkwire.BulkStats` of this insert."""
         return self._insert.stats
+
+
+def _check_key(key: Any, empty_message: str) -> None:
+    """The one id rule (:func:`bulkwire.conventions.check_id`) on a document id given to the
+    drop-in, refusing with the client's own exception and words where the client has them:
+    ``ValueError(empty_message)`` (the calling method's) for None, an empty or a blank id, the
+    client's ``RuntimeError`` for an id ending with ``|`` (from every method: the client
+    refuses it in ``store`` only, and the server could not use it elsewhere either);
+    bulkwire's ``TypeError`` / ``ValueError`` otherwise."""
+    if key is None:
+        raise ValueError(empty_message)
+    if not isinstance(key, str):
+        check_id(key)  # TypeError naming the id's type
+    problem = id_problem(key)
+    if problem in ("empty", "blank"):
+        raise ValueError(empty_message)
+    if problem == "ends_with_pipe":
+        raise RuntimeError(f"Document ids cannot end with '|', but was called with {key}")
+    if problem is not None:
+        check_id(key)  # bulkwire's ValueError, naming the problem
 
 
 def _client_call(method: Any, *args: Any) -> Any:

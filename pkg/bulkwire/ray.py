@@ -13,12 +13,13 @@ Ray, and neither does this module until :class:`BulkInsertDatasink` is first use
 from __future__ import annotations
 
 import time
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Sequence
 
 from ._arrow_sink import SinkConfig, load_arrow, summed
 from ._extras import missing_extra
 from .errors import BulkInsertError, _add_note
-from .load import DEFAULT_CHUNK_SIZE, LoadResult
+from .load import LoadResult
+from .load_options import LoadOptions
 
 __all__ = ["BulkInsertDatasink"]
 
@@ -41,7 +42,8 @@ def _define_datasink() -> type:
         wall time).
 
         Rows become documents exactly as :func:`bulkwire.load_parquet` writes them (the same
-        arguments, the same bytes): the id is ``<id_prefix><id column>``, so a task Ray runs
+        options, the same bytes: ``options``, a :class:`bulkwire.LoadOptions`, and
+        ``fields``, keyword arguments that replace its values): the id is ``<id_prefix><id column>``, so a task Ray runs
         again repeats the same PUTs. Blocks are read as Arrow tables (Ray's own
         ``BlockAccessor.to_arrow``), so Arrow columns are sent from their buffers.
 
@@ -58,20 +60,11 @@ def _define_datasink() -> type:
         """
 
         def __init__(self, url: str | Sequence[str], database: str, *,
-                     collection: str = "Embeddings", id_column: str = "id",
-                     id_prefix: str | None = None, vector_column: str | None = None,
-                     columns: Sequence[str] | None = None, compress: bool | str = False,
-                     float32: str = "widen", metadata: Mapping[str, Any] | None = None,
-                     python_type: str | None = "builtins.dict",
-                     chunk_size: int = DEFAULT_CHUNK_SIZE, batch_rows: int | None = None,
-                     certificate: Any = None, ca: Any = None) -> None:
+                     options: LoadOptions | None = None, certificate: Any = None,
+                     ca: Any = None, **fields: Any) -> None:
             self._config = SinkConfig(
                 url=url if isinstance(url, str) else tuple(url), database=database,
-                collection=collection, id_column=id_column, id_prefix=id_prefix,
-                vector_column=vector_column, columns=columns, compress=compress,
-                float32=float32, metadata=None if metadata is None else dict(metadata),
-                python_type=python_type, chunk_size=chunk_size, batch_rows=batch_rows,
-                certificate=certificate, ca=ca)
+                options=LoadOptions.of(options, **fields), certificate=certificate, ca=ca)
             self.result: LoadResult | None = None
             self._started = 0.0
 

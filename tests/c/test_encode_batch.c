@@ -5,7 +5,7 @@
    order in which failures are found, timestamps at the ends of years 1..9999 in every unit
    and time zone offset (and int64's own ends, read without overflow), vectors with their
    float32 texts, and an allocation failure at every point of a row.
-   sources: encode_batch.c arrow_c.c datetime_text.c float_text.c int_text.c json_array.c json_string.c out_buffer.c
+   sources: encode_batch.c document_id.c arrow_c.c datetime_text.c float_text.c int_text.c json_array.c json_string.c out_buffer.c
    libs: -lm */
 #include <stdint.h>
 #include <stdlib.h>
@@ -27,7 +27,7 @@ static bw_batch_plan plan_of(int64_t length, const int64_t *ids, bw_col *fields,
     p.id.values = ids;
     p.fields = fields;
     p.n_fields = n_fields;
-    p.prefix = "things/";
+    p.prefix = p.prefix_raw = "things/";
     p.prefix_len = p.prefix_raw_len = strlen(p.prefix);
     p.metadata = METADATA;
     p.metadata_len = strlen(METADATA);
@@ -200,19 +200,15 @@ static bw_batch_plan string_id_plan(const char *id, size_t id_len, const char *p
     offsets[0] = 0;
     offsets[1] = (int32_t)id_len;
     p.id = strings("id", "", offsets, id);
-    p.prefix = prefix;
+    p.prefix = p.prefix_raw = prefix;
     p.prefix_len = p.prefix_raw_len = strlen(prefix);
-    p.prefix_blank = 1;
-    for (const char *c = prefix; *c; c++)
-        if (!((*c >= 0x09 && *c <= 0x0d) || (*c >= 0x1c && *c <= 0x20)))
-            p.prefix_blank = 0;
     return p;
 }
 
 TEST(the_id_rules) {
     int32_t offsets[2];
     bw_batch_plan p = string_id_plan("", 0, "", offsets);
-    CHECK_REFUSED(&p, 0, "id", "empty id");
+    CHECK_REFUSED(&p, 0, "id", "id is empty");
     p = string_id_plan("", 0, "users/", offsets); /* the prefix alone is an id */
     CHECK(accepted(&p));
     CHECK_ROW(&p, 0, "{\"Id\":\"users/\",\"Type\":\"PUT\",\"Document\":{\"@metadata\": " METADATA "}}");

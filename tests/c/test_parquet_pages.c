@@ -934,6 +934,18 @@ TEST(a_page_location_past_the_page_limit_is_refused_before_it_is_read) {
     fclose(tmp);
 }
 
+TEST(the_codec_table_is_indexed_by_number_and_covers_what_the_build_reads) {
+    size_t count = 0;
+    const bw_parquet_codec *codecs = bw_parquet_codecs(&count);
+    CHECK_EQ(count, 8);
+    for (size_t i = 0; i < count; i++)
+        CHECK_EQ(codecs[i].number, i);
+    CHECK(codecs[BW_PQ_UNCOMPRESSED].covered && codecs[BW_PQ_GZIP].covered);
+    CHECK(codecs[BW_PQ_SNAPPY].covered && codecs[BW_PQ_ZSTD].covered); /* built with both here */
+    CHECK(strcmp(codecs[BW_PQ_ZSTD].name, "ZSTD") == 0 && codecs[4].library == NULL &&
+          !codecs[4].covered);
+}
+
 RUN_TESTS(fields_by_delta_and_by_id, every_truncation_is_refused, depth_and_lying_counts,
           required_scalar_page, list_page_with_bit_packed_and_rle_levels, offset_index_checks,
           offset_index_pages_stay_in_their_chunk, walker_bounds, walker_rows_of_list_pages,
@@ -943,4 +955,5 @@ RUN_TESTS(fields_by_delta_and_by_id, every_truncation_is_refused, depth_and_lyin
           claimed_list_levels_allocate_nothing, claimed_uncompressed_sizes_allocate_nothing,
           page_larger_than_a_page_may_be, a_header_refused_for_what_it_says_is_read_no_further,
           a_header_is_looked_for_in_at_most_16_mib,
-          a_page_location_past_the_page_limit_is_refused_before_it_is_read)
+          a_page_location_past_the_page_limit_is_refused_before_it_is_read,
+          the_codec_table_is_indexed_by_number_and_covers_what_the_build_reads)

@@ -179,8 +179,8 @@ typedef struct {
     PyObject *fields;          /* tuple of str */
     const char *prefix;
     size_t prefix_len;         /* escaped */
+    const char *prefix_raw;    /* UTF-8, unescaped (the str's own) */
     size_t prefix_raw_len;
-    int prefix_blank;          /* empty or only whitespace */
     const char *metadata;
     Py_ssize_t metadata_len;
     int shortest;
@@ -211,8 +211,8 @@ static int build_plan(const struct ArrowSchema *schema, batch_part *part, const 
     p->length = a->length;
     p->prefix = o->prefix;
     p->prefix_len = o->prefix_len;
+    p->prefix_raw = o->prefix_raw;
     p->prefix_raw_len = o->prefix_raw_len;
-    p->prefix_blank = o->prefix_blank;
     p->metadata = o->metadata;
     p->metadata_len = (size_t)o->metadata_len;
     p->float32_shortest = o->shortest;
@@ -295,6 +295,7 @@ struct bw_batch_job {
     size_t n_parts, cap_parts;
     int64_t rows;
     bw_buf prefix;
+    PyObject *prefix_str; /* the prefix str (new reference): its UTF-8 is each plan's prefix_raw */
     PyObject *fields;
     Py_buffer metadata;
 };
@@ -308,6 +309,7 @@ void bw_batch_job_free(bw_batch_job *job) {
     if (job->opened)
         bw_arrow_source_close(&job->src);
     Py_XDECREF(job->fields);
+    Py_XDECREF(job->prefix_str);
     bw_buf_free(&job->prefix);
     if (job->metadata.buf != NULL)
         PyBuffer_Release(&job->metadata);
@@ -349,14 +351,14 @@ static int take_fields(bw_batch_job *job, PyObject *fields_arg) {
     return 0;
 }
 
-/* The id prefix, escaped as the id is (raw UTF-8), into job->prefix; o gets its lengths. 0,
-   or -1 with an exception set. */
+/* The id prefix, escaped as the id is (raw UTF-8), into job->prefix; o gets its lengths and
+   its unescaped UTF-8 (the id rule judges prefix and id together). 0, or -1 with an
+   exception set. */
 static int take_prefix(bw_batch_job *job, PyObject *prefix_obj, options *o) {
     if (bw_buf_init(&job->prefix, 32) < 0) {
         PyErr_NoMemory();
         return -1;
     }
-    o->prefix_blank = 1;
     if (prefix_obj != NULL) {
         Py_ssize_t n;
         const char *s = PyUnicode_AsUTF8AndSize(prefix_obj, &n);
@@ -368,11 +370,9 @@ static int take_prefix(bw_batch_job *job, PyObject *prefix_obj, options *o) {
         }
         memmove(job->prefix.data, job->prefix.data + 1, job->prefix.len - 2); /* drop the quotes */
         job->prefix.len -= 2;
+        job->prefix_str = Py_NewRef(prefix_obj); /* keeps s alive as long as the job */
+        o->prefix_raw = s;
         o->prefix_raw_len = (size_t)n;
-        int kind = PyUnicode_KIND(prefix_obj);
-        const void *data = PyUnicode_DATA(prefix_obj);
-        for (Py_ssize_t i = 0; o->prefix_blank && i < PyUnicode_GET_LENGTH(prefix_obj); i++)
-            o->prefix_blank = Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, i));
     }
     o->prefix = job->prefix.data;
     o->prefix_len = job->prefix.len;

@@ -402,13 +402,43 @@ static int add_chunk_fields(PyObject *module) {
     return rc;
 }
 
+/* New reference: {number: (name, covered, library or None)} of the core's codec table. */
+static PyObject *codec_table(int *snappy_covered) {
+    size_t count;
+    const bw_parquet_codec *codecs = bw_parquet_codecs(&count);
+    PyObject *table = PyDict_New();
+    if (table == NULL)
+        return NULL;
+    for (size_t i = 0; i < count; i++) {
+        PyObject *number = PyLong_FromLong(codecs[i].number);
+        PyObject *entry = Py_BuildValue("(sOz)", codecs[i].name,
+                                        codecs[i].covered ? Py_True : Py_False, codecs[i].library);
+        int rc = number == NULL || entry == NULL ? -1 : PyDict_SetItem(table, number, entry);
+        Py_XDECREF(number);
+        Py_XDECREF(entry);
+        if (rc < 0) {
+            Py_DECREF(table);
+            return NULL;
+        }
+        if (codecs[i].number == BW_PQ_SNAPPY)
+            *snappy_covered = codecs[i].covered;
+    }
+    return table;
+}
+
 int bw_parquet_pages_add_to_module(PyObject *module) {
-    if (PyModule_AddFunctions(module, parquet_pages_functions) < 0 || add_chunk_fields(module) < 0 ||
+    int snappy = 0;
+    PyObject *table = codec_table(&snappy);
+    if (table == NULL)
+        return -1;
+    int rc = PyModule_AddObjectRef(module, "PARQUET_CODECS", table);
+    Py_DECREF(table);
+    if (rc < 0 || PyModule_AddFunctions(module, parquet_pages_functions) < 0 ||
+        add_chunk_fields(module) < 0 ||
         PyModule_AddIntConstant(module, "PARQUET_NO_DICTIONARY", BW_NO_DICTIONARY) < 0 ||
         PyModule_AddIntConstant(module, "PARQUET_DICTIONARY_UNLOCATED",
                                 BW_DICTIONARY_UNLOCATED) < 0 ||
-        PyModule_AddIntConstant(module, "HAVE_SNAPPY", bw_parquet_have_snappy()) < 0 ||
-        PyModule_AddIntConstant(module, "PARQUET_HAVE_ZSTD", bw_parquet_have_zstd()) < 0)
+        PyModule_AddIntConstant(module, "HAVE_SNAPPY", snappy) < 0)
         return -1;
     return 0;
 }

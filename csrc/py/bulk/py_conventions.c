@@ -1,6 +1,7 @@
 /* The document conventions of bulk insert (see py_conventions.h). */
 #include "py_conventions.h"
 
+#include "document_id.h"
 #include "py_encoder.h"
 
 static PyObject *body_excluded_keys; /* ("Id", "@metadata") */
@@ -25,31 +26,31 @@ static int raise_with_type_name(PyObject *error, const char *name, const char *m
     return -1;
 }
 
-/* 1 when the str holds only whitespace (and something), as str.isspace. */
-static int only_whitespace(PyObject *text) {
-    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
-    if (n == 0)
+/* The verdict of the one id rule (document_id.h) on a str: 0 with *problem set (a str that
+   UTF-8 cannot hold, with a lone surrogate, is BW_ID_NOT_UTF8), or -1 with another
+   exception set. */
+static int str_id_problem(PyObject *id, bw_id_problem *problem) {
+    Py_ssize_t n;
+    const char *s = PyUnicode_AsUTF8AndSize(id, &n);
+    if (s == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError))
+            return -1;
+        PyErr_Clear();
+        *problem = BW_ID_NOT_UTF8;
         return 0;
-    int kind = PyUnicode_KIND(text);
-    const void *data = PyUnicode_DATA(text);
-    for (Py_ssize_t i = 0; i < n; i++)
-        if (!Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, i)))
-            return 0;
-    return 1;
+    }
+    *problem = bw_document_id_check(NULL, 0, s, (size_t)n);
+    return 0;
 }
 
 int bw_check_id(PyObject *id, const char *name) {
     if (!PyUnicode_Check(id))
         return raise_with_type_name(PyExc_TypeError, name, "must be a str", id);
-    Py_ssize_t n = PyUnicode_GET_LENGTH(id);
-    if (n == 0 || only_whitespace(id)) {
-        PyErr_Format(PyExc_ValueError, "%s must be a non-empty string, not %R", name, id);
+    bw_id_problem problem;
+    if (str_id_problem(id, &problem) < 0)
         return -1;
-    }
-    if (PyUnicode_READ_CHAR(id, n - 1) == '|') {
-        PyErr_Format(PyExc_ValueError,
-                     "%s must not end with '|' (server-side identity ids are not supported in "
-                     "bulk insert): %R", name, id);
+    if (problem != BW_ID_OK) {
+        PyErr_Format(PyExc_ValueError, "%s %s: %R", name, bw_document_id_problem_text(problem), id);
         return -1;
     }
     return 0;
@@ -198,6 +199,50 @@ static PyObject *module_check_id(PyObject *module, PyObject *args, PyObject *kwa
     return Py_NewRef(value);
 }
 
+/* The name of each problem of the id rule, as id_problem() answers it. */
+static const struct {
+    bw_id_problem problem;
+    const char *name;
+} id_problem_names[] = {
+    {BW_ID_EMPTY, "empty"},
+    {BW_ID_BLANK, "blank"},
+    {BW_ID_ENDS_WITH_PIPE, "ends_with_pipe"},
+    {BW_ID_NOT_UTF8, "not_utf8"},
+};
+
+/* id_problem(value) -> None or the problem's name. New reference. */
+static PyObject *module_id_problem(PyObject *module, PyObject *value) {
+    (void)module;
+    if (!PyUnicode_Check(value)) {
+        raise_with_type_name(PyExc_TypeError, "id", "must be a str", value);
+        return NULL;
+    }
+    bw_id_problem problem;
+    if (str_id_problem(value, &problem) < 0)
+        return NULL;
+    for (size_t i = 0; i < sizeof id_problem_names / sizeof id_problem_names[0]; i++)
+        if (id_problem_names[i].problem == problem)
+            return PyUnicode_FromString(id_problem_names[i].name);
+    return Py_NewRef(Py_None);
+}
+
+/* A new dict {problem name: its words}. */
+static PyObject *id_problem_words(void) {
+    PyObject *words = PyDict_New();
+    if (words == NULL)
+        return NULL;
+    for (size_t i = 0; i < sizeof id_problem_names / sizeof id_problem_names[0]; i++) {
+        PyObject *text = PyUnicode_FromString(bw_document_id_problem_text(id_problem_names[i].problem));
+        if (text == NULL || PyDict_SetItemString(words, id_problem_names[i].name, text) < 0) {
+            Py_XDECREF(text);
+            Py_DECREF(words);
+            return NULL;
+        }
+        Py_DECREF(text);
+    }
+    return words;
+}
+
 /* merge_metadata(own, metadata, defaults) -> dict. New reference. */
 static PyObject *module_merge_metadata(PyObject *module, PyObject *args) {
     (void)module;
@@ -212,6 +257,9 @@ static PyMethodDef conventions_functions[] = {
     {"check_id", (PyCFunction)(void (*)(void))module_check_id, METH_VARARGS | METH_KEYWORDS,
      "check_id(value, name='id') -> value\n\nvalue when it is a valid document id; TypeError or "
      "ValueError naming name otherwise."},
+    {"id_problem", module_id_problem, METH_O,
+     "id_problem(value) -> str | None\n\nNone when value (a str) is a valid document id, else "
+     "the name of its problem, a key of ID_PROBLEMS."},
     {"merge_metadata", module_merge_metadata, METH_VARARGS,
      "merge_metadata(own, metadata, defaults) -> dict\n\nThe @metadata of a document as a new "
      "dict: own, then metadata, then each of defaults (a dict) where not already given."},
@@ -231,6 +279,13 @@ int bw_conventions_add_to_module(PyObject *module) {
     body_excluded_keys = PyTuple_Pack(2, key_id, key_metadata);
     if (body_excluded_keys == NULL ||
         PyModule_AddObjectRef(module, "BODY_EXCLUDED_KEYS", body_excluded_keys) < 0)
+        return -1;
+    PyObject *words = id_problem_words();
+    if (words == NULL)
+        return -1;
+    int added = PyModule_AddObjectRef(module, "ID_PROBLEMS", words);
+    Py_DECREF(words);
+    if (added < 0)
         return -1;
     return PyModule_AddFunctions(module, conventions_functions);
 }

@@ -10,9 +10,10 @@
 /* Borrowed: ("Id", "@metadata"), the members an entity's document body never holds. */
 PyObject *bw_body_excluded_keys(void);
 
-/* 0 when id is a valid document id: a str that is not empty, not only whitespace
-   (str.isspace) and does not end with '|'. Otherwise -1 with TypeError or ValueError naming
-   `name` ("id", "entity's Id"). */
+/* 0 when id is a valid document id by the one id rule (bw_document_id_check, document_id.h):
+   a str that is not empty, not only whitespace (str.isspace), does not end with '|' and
+   holds no lone surrogate. Otherwise -1 with TypeError or ValueError naming `name` ("id",
+   "entity's Id") and the problem. */
 int bw_check_id(PyObject *id, const char *name);
 
 /* The entity's own members: its @metadata (NULL when it has none) and, when want_id, its Id
@@ -25,6 +26,6 @@ int bw_entity_members(PyObject *entity, int want_id, PyObject **own_metadata, Py
    given. Anything else than a mapping raises TypeError naming it. */
 PyObject *bw_merge_metadata(PyObject *own, PyObject *metadata, PyObject *defaults);
 
-/* Adds check_id, merge_metadata and BODY_EXCLUDED_KEYS. 0, or -1 with an exception set. */
+/* Adds check_id, id_problem, merge_metadata, BODY_EXCLUDED_KEYS and ID_PROBLEMS. 0, or -1 with an exception set. */
 int bw_conventions_add_to_module(PyObject *module);
 #endif

@@ -10,8 +10,13 @@ int bw_float32_mode_converter(PyObject *value, void *shortest) {
             return 1;
         }
     }
-    PyErr_Format(PyExc_ValueError, "float32 must be 'widen' or 'shortest', not %R", value);
+    PyErr_Format(PyExc_ValueError, "float32 must be '%s' or '%s', not %R", mode_names[0],
+                 mode_names[1], value);
     return 0;
+}
+
+PyObject *bw_float32_modes(void) {
+    return Py_BuildValue("(ss)", mode_names[0], mode_names[1]);
 }
 
 PyObject *bw_float32_mode_name(int shortest) {

@@ -9,6 +9,9 @@
    1, or 0 with ValueError for any other value. */
 int bw_float32_mode_converter(PyObject *value, void *shortest);
 
+/* New reference: the option's values, ("widen", "shortest") (FLOAT32_MODES), or NULL. */
+PyObject *bw_float32_modes(void);
+
 /* The option's value for a flag set by the converter: a new reference, or NULL. */
 PyObject *bw_float32_mode_name(int shortest);
 #endif

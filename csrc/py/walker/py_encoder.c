@@ -307,5 +307,12 @@ int bw_encoder_add_to_module(PyObject *module) {
         PyModule_AddObjectRef(module, "Encoder", (PyObject *)&EncoderType) < 0 ||
         PyModule_AddIntConstant(module, "MAX_DEPTH", BW_MAX_DEPTH) < 0)
         return -1;
+    PyObject *modes = bw_float32_modes(); /* the float32 option's values, for Python's checks */
+    if (modes == NULL)
+        return -1;
+    int added = PyModule_AddObjectRef(module, "FLOAT32_MODES", modes);
+    Py_DECREF(modes);
+    if (added < 0)
+        return -1;
     return PyModule_AddFunctions(module, encoder_functions);
 }

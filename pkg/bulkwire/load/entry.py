@@ -18,11 +18,12 @@ from ..topology import open_servers
 from .plan import _empty_batch
 from .datasets import (_as_reader, _check_schemas, _dataset_files, _file_footer, _reader_batches,
                        RESUME_UNIT_ROWS, _taken_batches, _Unit, _units)
-from .targets import (DEFAULT_CHUNK_SIZE, FileDescription, ResumableTarget, ServerDescription,
-                      TargetDescription, _encoding)
+from .targets import (FileDescription, ResumableTarget, ServerDescription, TargetDescription)
 from .resume import _ResumeState
 from .pipeline import _default_batch_rows, _encoded_in_order, _Job, _one_request, _send
 from .workers import _run_workers, _share
+from ..compression import compress_encoding
+from ..load_options import LoadOptions
 
 
 @dataclass
@@ -51,7 +52,7 @@ class LoadResult:
         return self.body_bytes / self.seconds / 1e6 if self.seconds > 0 else float("inf")
 
     def summary(self) -> str:
-        wire = f" ({self.wire_bytes:,} {_encoding(self.compress)})" if self.compress else ""
+        wire = f" ({self.wire_bytes:,} {compress_encoding(self.compress)})" if self.compress else ""
         workers = f" by {self.workers} worker processes" if self.workers > 1 else ""
         skipped = (f"; {self.skipped_rows:,} rows confirmed by an earlier run were not sent again"
                    if self.skipped_rows else "")
@@ -143,18 +144,19 @@ def _target_of(url: str | Sequence[str] | None, database: str | None, out: PathL
 
 
 def load_parquet(path: Any, *, url: str | Sequence[str] | None = None,
-                 database: str | None = None,
-                 collection: str = "Embeddings", id_column: str = "id",
-                 id_prefix: str | None = None, vector_column: str | None = None,
-                 columns: Sequence[str] | None = None, compress: bool | str = False,
-                 batch_rows: int | None = None, take: Any = None, out: PathLike | None = None,
-                 float32: str = "widen", metadata: Mapping[str, Any] | None = None,
-                 python_type: str | None = "builtins.dict", chunk_size: int = DEFAULT_CHUNK_SIZE,
+                 database: str | None = None, options: LoadOptions | None = None,
+                 take: Any = None, out: PathLike | None = None,
                  progress: bool | Callable[[int, int], None] = False,
                  workers: int = 1, threads: int | None = None, resume: PathLike | None = None,
-                 certificate: Any = None, ca: Any = None, ssl_context: Any = None) -> LoadResult:
+                 certificate: Any = None, ca: Any = None, ssl_context: Any = None,
+                 **fields: Any) -> LoadResult:
     """Load Parquet / Arrow IPC files (or any Arrow data) of documents/embeddings with bulk
     insert.
+
+    ``options`` (a :class:`bulkwire.LoadOptions`) say how rows become documents and how they
+    are sent; ``fields`` are keyword arguments that replace its values (``collection=``,
+    ``id_column=``, ``compress=``, ...: the names of its fields, with the same defaults). Every
+    option is checked when the object is made, before anything is read.
 
     ``path``: a file; a directory (its ``.parquet``, ``.pq``, ``.arrow``, ``.ipc`` and
     ``.feather`` files, recursively, in name order); a glob (``"data/*.parquet"``); a list of
@@ -182,8 +184,9 @@ def load_parquet(path: Any, *, url: str | Sequence[str] | None = None,
     encoded commands go, as they are, into a :class:`bulkwire.BulkWriter`, which frames the
     body. Without ``url``, its pieces are written to ``out`` (default
     ``<name>.bulk.json[.gz|.zst]`` next to the source file or directory): the exact request
-    body (a JSON array of commands; ``compress``: False, True or "gzip" for one gzip stream,
-    "zstd" for one zstd frame, as the server would receive it). With ``url`` (and
+    body (a JSON array of commands; ``compress``: as for :class:`bulkwire.BulkWriter`, e.g.
+    True or "gzip" for one gzip stream, "zstd" for one zstd frame, as the server would
+    receive it). With ``url`` (and
     ``database``), the writer is a :class:`bulkwire.BulkInsert`'s: the same body, streamed;
     with no rows, no request is made. An error (or Ctrl-C) aborts the operation on the
     server. ``url`` is one server's URL or a list of a cluster's node URLs, as
@@ -222,14 +225,11 @@ def load_parquet(path: Any, *, url: str | Sequence[str] | None = None,
     3
     """
     start = time.perf_counter()
-    _encoding(compress)  # a bad value is refused before anything is read
+    # every option checked (LoadOptions) before anything is read
+    options = LoadOptions.of(options, **fields)
     tls = {name: value for name, value in
            (("certificate", certificate), ("ca", ca), ("ssl_context", ssl_context)) if value is not None}
-    target = _target_of(url, database, out, compress, chunk_size, tls)
-    if not isinstance(collection, str) or not collection:
-        raise ValueError("collection must be a non-empty str")
-    if chunk_size <= 0:
-        raise ValueError(f"chunk_size must be positive, got {chunk_size}")
+    target = _target_of(url, database, out, options.compress, options.chunk_size, tls)
     workers = _count(workers, "workers", 1)
     threads = _count(threads, "threads", max(1, min(2, (os.cpu_count() or 1) // workers)))
     pa = _pyarrow()
@@ -245,14 +245,10 @@ def load_parquet(path: Any, *, url: str | Sequence[str] | None = None,
     else:
         schema = reader.schema
         source = f"a {type(path).__module__.split('.')[0]}.{type(path).__name__}"
-    options = {"collection": collection, "id_column": id_column, "id_prefix": id_prefix,
-               "vector_column": vector_column, "columns": columns, "float32": float32,
-               "metadata": metadata, "python_type": python_type}
+    # the target judges the schema with the load's options (and makes its encoder of them)
     plan = target.plan(schema, files[0] if files else source, options)
-    if batch_rows is None:
-        batch_rows = _default_batch_rows(schema, plan)
-    if batch_rows <= 0:
-        raise ValueError(f"batch_rows must be positive, got {batch_rows}")
+    batch_rows = (options.batch_rows if options.batch_rows is not None
+                  else _default_batch_rows(schema, plan))
     encode = target.encoder(schema, plan, options)
     # the columns' types, judged before any file is written or request made
     encode(_empty_batch(schema, plan.read_columns))
@@ -305,7 +301,7 @@ def load_parquet(path: Any, *, url: str | Sequence[str] | None = None,
             # each unit's file must be read as it was planned from: its size and mtime
             job.identities = {f: footer[2] for f, footer in zip(files, footers)}
         return _load_units(job, files, groups, state, workers, progress, source, where,
-                           start, reader, take, stream_rows, compress)
+                           start, reader, take, stream_rows, options.compress)
     finally:
         if state is not None:
             state.close()

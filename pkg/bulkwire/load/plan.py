@@ -89,15 +89,7 @@ def _plan(schema, source: str, id_column: str, vector_column: str | None,
         if "@metadata" in fields:
             excluded("@metadata", "column")
     else:
-        if isinstance(columns, str):
-            raise TypeError("columns must be a sequence of column names, not a str")
-        columns = list(columns)
-        for pos, name in enumerate(columns):
-            if not isinstance(name, str):
-                raise TypeError(f"columns[{pos}] must be a str, not {type(name).__name__}")
-            if not name:
-                raise ValueError(f"columns[{pos}] is an empty column name")
-        fields = list(dict.fromkeys(columns))
+        fields = list(dict.fromkeys(columns))  # names checked by LoadOptions
         for name in fields:
             need(name, "column")
             if name in BODY_EXCLUDED_KEYS:

@@ -11,7 +11,9 @@ talks to nothing else of a target.
 The kinds here: a RavenDB database (:class:`ServerDescription`; its session,
 :class:`_ServerTarget`, is a bulk insert), and the exact request body written to a file
 (:class:`FileDescription`; its session, :class:`_FileTarget`). Both write documents, with
-one plan and encoder (:class:`_DocumentDescription`); and the ``compress`` values they take.
+one plan and encoder (:class:`_DocumentDescription`). A description's ``compress`` is a
+value of :mod:`bulkwire.compression`'s vocabulary, read by it (the load's
+:class:`~bulkwire.LoadOptions` hold it in its canonical form).
 """
 from __future__ import annotations
 
@@ -22,14 +24,12 @@ from dataclasses import dataclass, field as dataclass_field
 from typing import Any, Mapping, Protocol, Sequence
 
 from ..bulk import BulkInsert, BulkWriter
-from ..compression import native_backend
+from ..compression import compress_encoding
 from ..errors import BulkInsertAborted, BulkInsertError
+from ..load_options import DEFAULT_CHUNK_SIZE, LoadOptions
 from ..parquet import PathLike, _pyarrow
 from ..urls import normalize_url, server_urls
 from .plan import _Encoder, _metadata_json, _Plan, _plan
-
-#: Bytes of commands handed over at a time (the bulk insert's buffer threshold).
-DEFAULT_CHUNK_SIZE = 1 << 20
 
 
 class ColumnPlan(Protocol):
@@ -113,15 +113,16 @@ class TargetDescription(Protocol):
         output written whole or not at all (a file): one session, in this process."""
         ...
 
-    def plan(self, schema: Any, source: str, options: Mapping[str, Any]) -> ColumnPlan:
+    def plan(self, schema: Any, source: str, options: LoadOptions) -> ColumnPlan:
         """Judges ``schema`` (the Arrow schema of ``source``, named in errors) with the load's
-        ``options`` (its keyword arguments: ``id_column``, ``columns``, ...): which columns
-        are read, and how. Raises ``ValueError`` or ``TypeError`` naming the column."""
+        ``options`` (its :class:`~bulkwire.LoadOptions`, every value already checked there:
+        ``id_column``, ``columns``, ...): which columns are read, and how. Raises
+        ``ValueError`` or ``TypeError`` naming the column."""
         ...
 
-    def encoder(self, schema: Any, plan: Any, options: Mapping[str, Any]) -> BatchEncoder:
-        """The encoder of ``plan``'s batches, with ``options``. The pipeline calls it on a
-        batch without rows before any row is read."""
+    def encoder(self, schema: Any, plan: Any, options: LoadOptions) -> BatchEncoder:
+        """The encoder of ``plan``'s batches, with the load's ``options``. The pipeline calls
+        it on a batch without rows before any row is read."""
         ...
 
     def placed(self, path: Any, files: list[str] | None) -> "TargetDescription":
@@ -155,9 +156,10 @@ class ResumableTarget(TargetDescription, Protocol):
         rows again that the target already holds (RavenDB: they are skipped when unchanged)."""
         ...
 
-    def resume_options(self, encode: Any, options: Mapping[str, Any]) -> dict:
-        """The options a resume state records (JSON): a state written with other options is
-        refused, since the rows it confirmed were written otherwise."""
+    def resume_options(self, encode: Any, options: LoadOptions) -> dict:
+        """The options a resume state records (JSON), from the encoder and the load's
+        :class:`~bulkwire.LoadOptions`: a state written with other options is refused, since
+        the rows it confirmed were written otherwise."""
         ...
 
     def resume_identity(self) -> dict:
@@ -192,7 +194,7 @@ class _FileTarget:
         except OSError as exc:  # named by the path the user gave, not the temporary one
             raise type(exc)(exc.errno, exc.strerror, path) from None
         try:
-            self.writer = BulkWriter(compress=_backend(compress),
+            self.writer = BulkWriter(compress=compress,
                                      buffer_size=chunk_size)
             self._error: BaseException | None = None  # the consumer's: the file's own error
             self._thread = threading.Thread(target=self._write_pieces, name="bulkwire-file",
@@ -269,7 +271,7 @@ class _ServerTarget:
                  chunk_size: int, tls: Mapping[str, Any], skip_overwrite: bool = False):
         if database is None:
             raise ValueError("database is required with url")
-        self.bulk = BulkInsert(url, database, compress=_backend(compress),
+        self.bulk = BulkInsert(url, database, compress=compress,
                                buffer_size=chunk_size, skip_overwrite_if_unchanged=skip_overwrite,
                                **tls)
 
@@ -310,26 +312,6 @@ def _remove(path: str) -> None:
         pass
 
 
-def _encoding(compress: bool | str) -> str | None:
-    """The body's encoding for load's ``compress``: None, "gzip" or "zstd"."""
-    if compress is False or compress is None:
-        return None
-    if compress is True or compress == "gzip":
-        return "gzip"
-    if compress == "zstd":
-        return "zstd"
-    raise ValueError(f"compress must be False, True, 'gzip' or 'zstd', not {compress!r}")
-
-
-def _backend(compress: bool | str) -> str | bool:
-    """The writer's ``compress=`` for load's ``compress``: gzip by the C core's own
-    compressor, zstd by the fastest backend available."""
-    encoding = _encoding(compress)
-    if encoding is None:
-        return False
-    return native_backend() if encoding == "gzip" else "zstd"
-
-
 def default_out(path: PathLike, compress: bool | str) -> str:
     """``<name>.bulk.json`` (``.bulk.json.gz`` with gzip, ``.bulk.json.zst`` with zstd) next
     to the source file.
@@ -338,7 +320,7 @@ def default_out(path: PathLike, compress: bool | str) -> str:
     'data/points.bulk.json.zst'
     """
     root, _ = os.path.splitext(os.fspath(path))
-    encoding = _encoding(compress)
+    encoding = compress_encoding(compress)
     return root + {None: ".bulk.json", "gzip": ".bulk.json.gz", "zstd": ".bulk.json.zst"}[encoding]
 
 
@@ -377,20 +359,19 @@ class _DocumentDescription:
     compress: bool | str = False
     chunk_size: int = DEFAULT_CHUNK_SIZE
 
-    def plan(self, schema: Any, source: str, options: Mapping[str, Any]) -> _Plan:
-        return _plan(schema, source, options["id_column"], options["vector_column"],
-                     options["columns"])
+    def plan(self, schema: Any, source: str, options: LoadOptions) -> _Plan:
+        return _plan(schema, source, options.id_column, options.vector_column, options.columns)
 
-    def encoder(self, schema: Any, plan: _Plan, options: Mapping[str, Any]) -> _Encoder:
-        collection, id_prefix = options["collection"], options["id_prefix"]
+    def encoder(self, schema: Any, plan: _Plan, options: LoadOptions) -> _Encoder:
+        collection, id_prefix = options.collection, options.id_prefix
         if id_prefix is None:
             is_integer = _pyarrow().types.is_integer(schema.field(plan.id_column).type)
             id_prefix = f"{collection.lower()}/" if is_integer else ""
-        metadata_json = _metadata_json(collection, options["python_type"], options["metadata"])
-        return _Encoder(plan, id_prefix, metadata_json, options["float32"])
+        metadata_json = _metadata_json(collection, options.python_type, options.metadata)
+        return _Encoder(plan, id_prefix, metadata_json, options.float32)
 
-    def resume_options(self, encode: _Encoder, options: Mapping[str, Any]) -> dict:
-        return {"collection": options["collection"], "id_column": encode.plan.id_column,
+    def resume_options(self, encode: _Encoder, options: LoadOptions) -> dict:
+        return {"collection": options.collection, "id_column": encode.plan.id_column,
                 "id_prefix": encode.id_prefix, "fields": encode.plan.fields,
                 "vector_column": encode.plan.vector_column, "float32": encode.float32,
                 "metadata": encode.metadata.decode()}
