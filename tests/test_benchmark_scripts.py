@@ -214,6 +214,16 @@ def test_real_server_replay_pieces_are_the_senders_body(compress):
                                         "bench_real_server.Person"}}}
 
 
+@pytest.mark.parametrize("args", [("small", "plain", "30"), ("dim384", "gzip", "4", "--runs", "2"),
+                                  ("small", "gzip", "5", "official")])
+def test_callgrind_client_runs(args):
+    """The client-side workload for instruction counts stores every document (it checks the
+    loopback server's count itself)."""
+    out = run_script("callgrind_client.py", *args)
+    assert out.startswith(f"{args[0]}, {args[1]}, ") and "the last insert complete" in out
+    assert run_script("callgrind_client.py", *args[:3], "skip") == ""
+
+
 def test_real_server_summary_and_table():
     """The records of one workload: medians per contender, the ratio as the median of the
     per-round ratios to the official client, CPU per 1,000 documents; the table prints them."""
