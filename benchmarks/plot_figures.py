@@ -4,12 +4,18 @@ matplotlib, in the ``bench`` extra).
     python benchmarks/bench_load_parquet.py --rows 5000 --runs 3 --json load.json
     python benchmarks/bench_stall_memory.py --json stall.json
     python benchmarks/plot_figures.py --load load.json --stall stall.json --out docs/img
+    python benchmarks/bench_real_server.py --docs 2000 --rounds 3 --json real_server.json
+    python benchmarks/plot_figures.py --real-server real_server.json --out docs/img
 
 - ``throughput.png``: documents per second of bulkwire and of the baseline (the official
   client's way: a dict per row, the JSON round trip, the command text), plain and gzip, into
   the loopback server, with the ratio over each pair.
 - ``stall_memory.png``: the body's live buffers and the process's resident set over time while
   the server stalls, with the bound the queue keeps and the documents stored.
+- ``real_server.png``: client CPU seconds per 1,000 documents of each contender of
+  bench_real_server.py (the official client, bulkwire, the replay of a prebuilt body) per
+  workload and body, into a real RavenDB node, with the official client's CPU over bulkwire's
+  above each pair (a log scale: the contenders are orders of magnitude apart).
 """
 from __future__ import annotations
 
@@ -80,14 +86,61 @@ def plot_stall(stall: dict, path: str) -> None:
     plt.close(fig)
 
 
+REAL_SERVER_CONTENDERS = (("official", "official client", "#9a9a9a"),
+                          ("bulkwire", "bulkwire", "#1f6fb4"),
+                          ("replay", "replay (the server's ceiling)", "#27ae60"))
+
+
+def real_server_groups(report: dict) -> tuple[list, dict]:
+    """The (workload, body) groups of a bench_real_server.py report in the order measured, and
+    each contender's client CPU seconds per 1,000 documents by (contender, workload, body)."""
+    groups: list = []
+    cpu: dict = {}
+    for r in report["results"]:
+        group = (r["workload"], r["mode"])
+        if group not in groups:
+            groups.append(group)
+        cpu[(r["contender"], *group)] = r["cpu_s_per_1000_docs"]
+    return groups, cpu
+
+
+def plot_real_server(report: dict, path: str) -> None:
+    import matplotlib.pyplot as plt
+
+    groups, cpu = real_server_groups(report)
+    fig, ax = plt.subplots(figsize=(7.6, 4.0), dpi=110)
+    width = 0.27
+    for k, (name, label, colour) in enumerate(REAL_SERVER_CONTENDERS):
+        xs = [i + (k - 1) * width for i in range(len(groups))]
+        ys = [cpu.get((name, *g), 0) * 1000 for g in groups]  # ms per 1,000 documents
+        ax.bar(xs, ys, width, label=label, color=colour)
+    for i, group in enumerate(groups):
+        ours, theirs = cpu.get(("bulkwire", *group)), cpu.get(("official", *group))
+        if ours and theirs:
+            ax.annotate(f"{theirs / ours:.0f}x", (i, ours * 1000), ha="center", va="bottom",
+                        fontsize="small")
+    ax.set_yscale("log")
+    ax.set_xticks(range(len(groups)), [f"{w}\n{m}" for w, m in groups])
+    ax.set_ylabel("client CPU ms per 1,000 documents")
+    docs = report.get("args", {}).get("docs")
+    ax.set_title(f"Bulk insert into RavenDB {report.get('server', '')}"
+                 + (f", {docs:,} documents per run" if isinstance(docs, int) else ""))
+    ax.legend(frameon=False, fontsize="small")
+    ax.spines[["top", "right"]].set_visible(False)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--load", help="bench_load_parquet.py --json output")
     parser.add_argument("--stall", help="bench_stall_memory.py --json output")
+    parser.add_argument("--real-server", help="bench_real_server.py --json output")
     parser.add_argument("--out", default="docs/img", help="folder for the PNG files (default docs/img)")
     args = parser.parse_args(argv)
-    if not (args.load or args.stall):
-        parser.error("give --load, --stall or both")
+    if not (args.load or args.stall or args.real_server):
+        parser.error("give --load, --stall, --real-server or several")
     import matplotlib
 
     matplotlib.use("Agg")
@@ -101,6 +154,10 @@ def main(argv: list[str] | None = None) -> int:
         with open(args.stall) as f:
             plot_stall(json.load(f), os.path.join(args.out, "stall_memory.png"))
         written.append("stall_memory.png")
+    if args.real_server:
+        with open(args.real_server) as f:
+            plot_real_server(json.load(f), os.path.join(args.out, "real_server.png"))
+        written.append("real_server.png")
     print(f"wrote {', '.join(written)} in {args.out}")
     return 0
 

@@ -155,12 +155,17 @@ def test_dictionary_pages_runs(tmp_path):
 
 
 @pytest.mark.ravendb_server
-def test_bench_real_server_runs():
+def test_bench_real_server_runs(tmp_path):
     """The real-server benchmark (a RavenDB 4.1 node of its own): every contender, every
     workload's table, every document stored (the script checks the count itself)."""
+    report = tmp_path / "real.json"
     out = run_script("bench_real_server.py", "--docs", "20", "--rounds", "1",
-                     "--workloads", "dim384,small", "--modes", "plain,gzip")
+                     "--workloads", "dim384,small", "--modes", "plain,gzip", "--json", str(report))
     assert "server: RavenDB 4.1.0" in out and "load average" in out
+    results = json.loads(report.read_text())["results"]
+    assert {(r["workload"], r["mode"], r["contender"]) for r in results} == {
+        (w, m, c) for w in ("dim384", "small") for m in ("plain", "gzip")
+        for c in ("official", "bulkwire", "replay")}
     for section in ("dim384, plain", "dim384, gzip", "small, plain", "small, gzip"):
         table = out.split(f"\n{section} (20 documents")[1].split("\n\n")[0].splitlines()[2:5]
         rows = {line.split()[0]: line.split()[1:] for line in table}
@@ -168,6 +173,103 @@ def test_bench_real_server_runs():
         assert rows["official"][1] == "1.00x"
         assert all(float(values[0].replace(",", "")) > 0 and float(values[2]) >= 0
                    for values in rows.values())
+
+
+def _bench_module(name: str):
+    """A benchmark script imported as a module (its folder first on the path, as when run)."""
+    import importlib
+
+    if BENCH not in sys.path:
+        sys.path.insert(0, BENCH)
+    return importlib.import_module(name)
+
+
+@pytest.mark.parametrize("compress", [False, True])
+def test_real_server_replay_pieces_are_the_senders_body(compress):
+    """The replay's prebuilt pieces are the chunks bulkwire.BulkInsert sends for the same
+    entities (the loopback server records each chunk's size), and decoded, the commands of
+    every entity with its id."""
+    import zlib
+
+    import bulkwire
+    from bulkwire.testing import LoopbackServer
+
+    bench = _bench_module("bench_real_server")
+    items = bench.entities("small", 6000)  # more than one buffer of body
+    pieces = bench.prebuilt_pieces(items, compress)
+    with LoopbackServer() as server:
+        with bulkwire.BulkInsert(server.url, server.database, compress=compress) as bulk:
+            for i, item in enumerate(items):
+                bulk.store(item, id=f"docs/{i}")
+        sent = server.requests[-1]
+        assert sent.complete and sent.error is None
+        assert sent.wire_chunks == [len(p) for p in pieces] and len(pieces) >= 2
+    body = b"".join(pieces)
+    if compress:
+        body = zlib.decompress(body, 31)
+    commands = json.loads(body)
+    assert [c["Id"] for c in commands] == [f"docs/{i}" for i in range(len(items))]
+    assert commands[7]["Document"] == {**vars(items[7]), "@metadata": {
+        "@collection": "People", "Raven-Python-Type": "bench_real_server.Person"}}
+
+
+@pytest.mark.parametrize("args", [("small", "plain", "30"), ("dim384", "gzip", "4", "--runs", "2"),
+                                  ("small", "gzip", "5", "official")])
+def test_callgrind_client_runs(args):
+    """The client-side workload for instruction counts stores every document (it checks the
+    loopback server's count itself)."""
+    out = run_script("callgrind_client.py", *args)
+    assert out.startswith(f"{args[0]}, {args[1]}, ") and "the last insert complete" in out
+    assert run_script("callgrind_client.py", *args[:3], "skip") == ""
+
+
+def test_real_server_summary_and_table():
+    """The records of one workload: medians per contender, the ratio as the median of the
+    per-round ratios to the official client, CPU per 1,000 documents; the table prints them."""
+    bench = _bench_module("bench_real_server")
+    seconds = {"official": [2.0, 4.0, 3.0], "bulkwire": [1.0, 1.0, 2.0], "replay": [0.5, 1.0, 1.0]}
+    cpu = {"official": [1.0, 3.0, 2.0], "bulkwire": [0.1, 0.3, 0.2], "replay": [0.0, 0.0, 0.01]}
+    records = bench.summarize("small", "gzip", 500, 1234, seconds, cpu, "1.50")
+    by_name = {r["contender"]: r for r in records}
+    assert list(by_name) == ["official", "bulkwire", "replay"]
+    assert by_name["bulkwire"]["docs_per_s"] == 500 / 1.0
+    assert by_name["bulkwire"]["vs_official"] == 2.0  # ratios 2, 4, 1.5
+    assert by_name["official"]["vs_official"] == 1.0
+    assert abs(by_name["official"]["cpu_s_per_1000_docs"] - 4.0) < 1e-12
+    assert json.loads(json.dumps(records)) == records
+    text = bench.table(records).splitlines()
+    assert text[0] == "small, gzip (500 documents, body 1,234 bytes gzip); load average 1.50"
+    assert text[3].split() == ["bulkwire", "500", "2.00x", "0.4000"]
+
+
+def test_real_server_arguments():
+    bench = _bench_module("bench_real_server")
+    args = bench.parse_args(["--docs", "30", "--modes", "gzip", "--json", "out.json"])
+    assert (args.docs, args.rounds, args.modes, args.workloads, args.json) == (
+        30, 5, "gzip", "dim1024,dim384,small", "out.json")
+    for bad in (["--modes", "zip"], ["--workloads", "small,dim7"], ["--docs", "0"]):
+        with pytest.raises(SystemExit):
+            bench.parse_args(bad)
+
+
+def test_real_server_figure(tmp_path):
+    """plot_figures draws real_server.png from bench_real_server.py's JSON."""
+    pytest.importorskip("matplotlib")
+    results = [{"workload": w, "mode": m, "contender": c, "docs": 10, "body_bytes": 1,
+                "load_average": "1.0", "docs_per_s": 1.0, "vs_official": 1.0,
+                "cpu_s_per_1000_docs": cpu}
+               for w in ("dim1024", "small") for m in ("plain", "gzip")
+               for c, cpu in (("official", 0.04), ("bulkwire", 0.002), ("replay", 0.0001))]
+    report = tmp_path / "real.json"
+    report.write_text(json.dumps({"args": {"docs": 10, "rounds": 1}, "server": "4.1.0",
+                                  "results": results}))
+    plot = _bench_module("plot_figures")
+    groups, cpu = plot.real_server_groups(json.loads(report.read_text()))
+    assert groups == [("dim1024", "plain"), ("dim1024", "gzip"), ("small", "plain"), ("small", "gzip")]
+    assert cpu[("bulkwire", "small", "gzip")] == 0.002
+    out = run_script("plot_figures.py", "--real-server", str(report), "--out", str(tmp_path / "img"))
+    assert "real_server.png" in out
+    assert (tmp_path / "img" / "real_server.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.mark.parametrize("workload", ["take", "load"])

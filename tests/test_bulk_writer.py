@@ -351,3 +351,49 @@ def test_buffer_pool_frees_buffers_released_after_the_last_writer():
     del chunk  # outlived its writer: freed, not pooled
     assert _core._testing.chunk_memory()[2] == live - 1
     assert _core._testing.pool_memory() == (0, 0, 0)
+
+
+class _Plain:
+    def __init__(self, i):
+        self.Name = f"n{i}"
+        self.Rank = i
+
+
+_metadata_text = st.text(alphabet=st.characters(codec="utf-8"), max_size=12)
+
+
+@settings(max_examples=60, deadline=None)
+@given(defaults=st.dictionaries(_metadata_text, _metadata_text | st.integers() | st.none()
+                                | st.lists(st.floats(allow_nan=False), max_size=3), max_size=4),
+       stored=st.integers(1, 4))
+def test_class_metadata_is_written_as_the_walker_writes_it(defaults, stored):
+    """A class's @metadata defaults, whatever they hold (the text written once for a dict of
+    strings, walked per command otherwise), give each command the bytes put() writes when it
+    walks the same dict; the per-call metadata is merged over them as before."""
+    writer = BulkWriter(class_info=lambda cls: ("plain/", defaults))
+    reference = _core.CommandWriter(1 << 20)
+    for i in range(stored):
+        metadata = {"More": i} if i == 2 else None
+        writer.store(_Plain(i), id=f"p/{i}", metadata=metadata)
+        merged = defaults if metadata is None else {  # the call's first, then the defaults
+            **metadata, **{k: v for k, v in defaults.items() if k not in metadata}}
+        reference.put(f"p/{i}", {"Name": f"n{i}", "Rank": i}, merged)
+    writer.close()
+    body = b"".join(bytes(c) for c in writer.chunks())
+    assert body == bytes(reference.finish())
+
+
+def test_class_metadata_is_the_answer_class_info_gave_once():
+    """class_info is asked once per class: a later change to the dict it answered does not
+    reach the commands of that class."""
+    shared = {"@collection": "Plains"}
+    asked = []
+    writer = BulkWriter(class_info=lambda cls: (asked.append(cls) or "plain/", shared))
+    writer.store(_Plain(1), id="p/1")
+    shared["@collection"] = "Changed"
+    shared["Extra"] = "x"
+    writer.store(_Plain(2), id="p/2")
+    writer.close()
+    commands = json.loads(b"".join(bytes(c) for c in writer.chunks()))
+    assert asked == [_Plain]
+    assert [c["Document"]["@metadata"] for c in commands] == [{"@collection": "Plains"}] * 2

@@ -73,14 +73,16 @@ static int write_command_id(bw_buf *out, PyObject *id) {
 }
 
 int bw_command_writer_put(bw_command_writer *w, PyObject *id, PyObject *entity, PyObject *metadata,
-                           PyObject *skip_keys) {
+                          PyObject *metadata_text, PyObject *skip_keys) {
     if (w->finished) {
         PyErr_SetString(PyExc_RuntimeError, "the bulk insert body is already finished");
         return -1;
     }
     if (!PyUnicode_Check(id) || !PyDict_Check(metadata) ||
+        (metadata_text != NULL && !PyBytes_CheckExact(metadata_text)) ||
         (skip_keys != NULL && !PyTuple_Check(skip_keys))) {
-        PyErr_SetString(PyExc_TypeError, "id must be str, metadata a dict, skip_keys a tuple");
+        PyErr_SetString(PyExc_TypeError, "id must be str, metadata a dict, metadata_text bytes, "
+                                         "skip_keys a tuple");
         return -1;
     }
     if (bw_command_writer_check_no_series(w) < 0 || bw_command_writer_ensure_buffer(w) < 0)
@@ -107,8 +109,13 @@ int bw_command_writer_put(bw_command_writer *w, PyObject *id, PyObject *entity, 
         goto error;
     if (bw_put_command_metadata(out, members > 0) < 0)
         goto nomem;
-    if (bw_walk(walker, metadata) < 0)
+    if (metadata_text != NULL) {
+        if (bw_buf_append(out, PyBytes_AS_STRING(metadata_text),
+                          (size_t)PyBytes_GET_SIZE(metadata_text)) < 0)
+            goto nomem;
+    } else if (bw_walk(walker, metadata) < 0) {
         goto error;
+    }
     if (bw_put_command_close(out) < 0)
         goto nomem;
     bw_command_writer_command_done(w);
@@ -121,6 +128,27 @@ error:
     bw_json_runs_rollback(&w->runs, out->data, runs_before);
     out->len = start; /* nothing half-written stays behind */
     return -1;
+}
+
+PyObject *bw_command_writer_metadata_text(bw_command_writer *w, PyObject *metadata) {
+    if (!PyDict_Check(metadata)) {
+        PyErr_SetString(PyExc_TypeError, "metadata must be a dict");
+        return NULL;
+    }
+    Py_ssize_t pos = 0;
+    PyObject *key, *value;
+    while (PyDict_Next(metadata, &pos, &key, &value))
+        if (!PyUnicode_CheckExact(key) || !PyUnicode_CheckExact(value))
+            Py_RETURN_NONE;
+    bw_buf text;
+    if (bw_buf_init(&text, 128) < 0)
+        return PyErr_NoMemory();
+    PyObject *result = NULL;
+    bw_walker_init(w->walker, &w->opts, &text); /* strings only: no pending float runs */
+    if (bw_walk(w->walker, metadata) == 0)
+        result = PyBytes_FromStringAndSize(text.data, (Py_ssize_t)text.len);
+    bw_buf_free(&text);
+    return result;
 }
 
 int bw_command_writer_check_no_series(const bw_command_writer *w) {

@@ -39,11 +39,19 @@ typedef struct {
 int bw_command_writer_init(bw_command_writer *w, size_t threshold, const bw_encode_options *opts);
 void bw_command_writer_free(bw_command_writer *w);
 
-/* Appends one PUT command. id is a str; metadata a dict walked as the "@metadata" value;
-   skip_keys a tuple of str left out of the entity's top-level object. 0, or -1 with an
-   exception set, and then the buffer is exactly as it was before the call. */
+/* Appends one PUT command. id is a str; metadata a dict walked as the "@metadata" value, or
+   when metadata_text (bytes from bw_command_writer_metadata_text of that dict) is not NULL,
+   that text written as it is; skip_keys a tuple of str left out of the entity's top-level
+   object. 0, or -1 with an exception set, and then the buffer is exactly as it was before
+   the call. */
 int bw_command_writer_put(bw_command_writer *w, PyObject *id, PyObject *entity, PyObject *metadata,
-                       PyObject *skip_keys);
+                          PyObject *metadata_text, PyObject *skip_keys);
+
+/* The "@metadata" value bw_command_writer_put writes for metadata, written once: a new
+   reference to its bytes when every key and value of the dict is an exact str (its text is
+   then the same for every command), else a new reference to None (walked per command). NULL
+   with an exception set. */
+PyObject *bw_command_writer_metadata_text(bw_command_writer *w, PyObject *metadata);
 
 /* A current buffer to write into (a fresh one after a hand-over). 0, or -1 with MemoryError. */
 int bw_command_writer_ensure_buffer(bw_command_writer *w);

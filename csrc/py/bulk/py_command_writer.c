@@ -266,23 +266,52 @@ static int class_info_is_valid(PyObject *info) {
     return 1;
 }
 
-/* New reference: (id prefix, metadata defaults[, excluded members]) for entities of cls,
-   asked of class_info once per class. */
+/* The items of the conventions of a class the writer keeps (command_writer_class_info). */
+enum { INFO_PREFIX, INFO_METADATA, INFO_EXCLUDED, INFO_METADATA_TEXT, INFO_ITEMS };
+
+/* New reference: what the writer keeps of class_info(cls)'s answer, a tuple (id prefix, a
+   copy of the metadata defaults, the excluded members (BODY_EXCLUDED_KEYS when not given),
+   the defaults' "@metadata" text when it is the same for every command, else None). The
+   defaults are copied: class_info is asked once per class, and what it answered then is
+   what every command of the class gets, the text written once included. */
+static PyObject *class_info_kept(WriterObject *self, PyObject *info) {
+    PyObject *metadata = NULL, *text = NULL, *kept = NULL;
+    metadata = PyDict_Copy(PyTuple_GET_ITEM(info, 1));
+    if (metadata == NULL)
+        goto cleanup;
+    text = bw_command_writer_metadata_text(&self->w, metadata);
+    if (text == NULL)
+        goto cleanup;
+    PyObject *excluded = PyTuple_GET_SIZE(info) == 3 ? PyTuple_GET_ITEM(info, 2)
+                                                     : bw_body_excluded_keys();
+    kept = PyTuple_Pack(INFO_ITEMS, PyTuple_GET_ITEM(info, 0), metadata, excluded, text);
+cleanup:
+    Py_XDECREF(metadata);
+    Py_XDECREF(text);
+    return kept;
+}
+
+/* New reference: class_info_kept's tuple for entities of cls, class_info asked once per
+   class. */
 static PyObject *command_writer_class_info(WriterObject *self, PyTypeObject *cls) {
     PyObject *info = PyDict_GetItemWithError(self->classes, (PyObject *)cls);
     if (info != NULL)
         return Py_NewRef(info);
     if (PyErr_Occurred())
         return NULL;
-    info = PyObject_CallOneArg(self->class_info, (PyObject *)cls);
-    if (info == NULL)
+    PyObject *answer = PyObject_CallOneArg(self->class_info, (PyObject *)cls);
+    if (answer == NULL)
         return NULL;
-    if (!class_info_is_valid(info)) {
+    if (!class_info_is_valid(answer)) {
         PyErr_SetString(PyExc_TypeError, "class_info() must return (id prefix: str, metadata "
                                          "defaults: dict[, excluded members: tuple of str])");
-        Py_DECREF(info);
+        Py_DECREF(answer);
         return NULL;
     }
+    info = class_info_kept(self, answer);
+    Py_DECREF(answer);
+    if (info == NULL)
+        return NULL;
     if (PyDict_SetItem(self->classes, (PyObject *)cls, info) < 0) {
         Py_DECREF(info);
         return NULL;
@@ -323,7 +352,7 @@ static PyObject *command_writer_document_id(WriterObject *self, PyObject *id,
     }
     if (id == NULL) {
         self->generated++; /* counted before encoding: a failed store keeps its number used */
-        return generated_id(PyTuple_GET_ITEM(info, 0), self->generated);
+        return generated_id(PyTuple_GET_ITEM(info, INFO_PREFIX), self->generated);
     }
     if (bw_check_id(id, source) < 0)
         return NULL;
@@ -360,17 +389,21 @@ static PyObject *store_call(WriterObject *self, PyObject *const *args, Py_ssize_
     id = command_writer_document_id(self, id_arg, own_id, info);
     if (id == NULL)
         goto cleanup;
-    PyObject *document_metadata = PyTuple_GET_ITEM(info, 1);
+    PyObject *document_metadata = PyTuple_GET_ITEM(info, INFO_METADATA);
+    PyObject *metadata_text = PyTuple_GET_ITEM(info, INFO_METADATA_TEXT);
+    if (metadata_text == Py_None)
+        metadata_text = NULL;
     if (metadata != NULL || own_metadata != NULL) {
         merged = bw_merge_metadata(own_metadata, metadata, document_metadata);
         if (merged == NULL)
             goto cleanup;
         document_metadata = merged;
+        metadata_text = NULL; /* this document's own */
     }
     int handed_over = 1; /* or nothing to hand over */
-    PyObject *excluded = PyTuple_GET_SIZE(info) == 3 ? PyTuple_GET_ITEM(info, 2)
-                                                     : bw_body_excluded_keys();
-    int rc = bw_command_writer_put(&self->w, id, entity, document_metadata, excluded);
+    PyObject *excluded = PyTuple_GET_ITEM(info, INFO_EXCLUDED);
+    int rc = bw_command_writer_put(&self->w, id, entity, document_metadata, metadata_text,
+                                   excluded);
     if (rc == 0 && bw_command_writer_over_threshold(&self->w))
         handed_over = command_writer_hand_over(self);
     if (rc < 0 || handed_over < 0)
@@ -402,7 +435,8 @@ static PyObject *put_call(WriterObject *self, PyObject *const *args, Py_ssize_t 
                      Py_TYPE(args[2])->tp_name);
         return NULL;
     }
-    int rc = bw_command_writer_put(&self->w, args[0], args[1], args[2], bw_body_excluded_keys());
+    int rc = bw_command_writer_put(&self->w, args[0], args[1], args[2], NULL,
+                                   bw_body_excluded_keys());
     if (rc < 0)
         return NULL;
     if (!bw_command_writer_over_threshold(&self->w))
