@@ -99,10 +99,10 @@ def test_the_clis_defaults_and_choices_are_the_options():
     assert set(LOAD_OPTION_ARGUMENTS) <= {f.name for f in dataclasses.fields(LoadOptions)}
 
 
-@pytest.mark.parametrize("flags, message", [
-    (["--collection", ""], "collection must not be empty"),
-    (["--id-column", ""], "id_column must not be empty"),
-    (["--vector-column", ""], "vector_column must not be empty"),
+@pytest.mark.parametrize("flags, message", [  # the options' message, in the CLI's words
+    (["--collection", ""], "--collection must not be empty"),
+    (["--id-column", ""], "--id-column must not be empty"),
+    (["--vector-column", ""], "--vector-column must not be empty"),
 ])
 def test_the_cli_refuses_a_bad_option_as_usage_with_the_options_message(flags, message, tmp_path,
                                                                        capsys):

@@ -273,7 +273,7 @@ def _load_options(args: argparse.Namespace, columns: list | None):
         return LoadOptions(columns=columns,
                            **{name: getattr(args, name) for name in LOAD_OPTION_ARGUMENTS})
     except (TypeError, ValueError) as exc:
-        args.parser.error(str(exc))
+        args.parser.error(in_cli_words(str(exc)))
 
 
 def cmd_load(args: argparse.Namespace) -> int:
