@@ -199,8 +199,8 @@ def load_parquet(path: Any, *, url: str | Sequence[str] | None = None,
     ``workers`` (with ``url`` and files): processes, each sending a disjoint share of the row
     groups in its own bulk insert request (default 1: this process). The first failure
     stops the others and raises that worker's error; Ctrl-C stops them all.
-    ``threads``: threads encoding batches ahead, in each process (default: 2 on a single
-    worker, fewer when the workers would outnumber the cores); the output is the same
+    ``threads``: threads validating batches ahead of the writer, in each process (default:
+    1, none ahead: the writer writes each batch's text itself); the output is the same
     whatever the number.
 
     ``resume`` (with ``url`` and files): a state file. Each unit of work (a file's run of row
@@ -231,7 +231,10 @@ def load_parquet(path: Any, *, url: str | Sequence[str] | None = None,
            (("certificate", certificate), ("ca", ca), ("ssl_context", ssl_context)) if value is not None}
     target = _target_of(url, database, out, options.compress, options.chunk_size, tls)
     workers = _count(workers, "workers", 1)
-    threads = _count(threads, "threads", max(1, min(2, (os.cpu_count() or 1) // workers)))
+    # One by default: a batch's text is written by this thread straight into the writer's
+    # buffer, so threads ahead only validate, and handing their batches over cost more than
+    # it saved (docs/performance.md, "The Parquet batch handed over in C")
+    threads = _count(threads, "threads", 1)
     pa = _pyarrow()
     reader = _as_reader(path)
     files: list[str] | None = None
