@@ -220,7 +220,8 @@ def test_the_urls_given_never_mix_schemes(sample):
             make()
     code, said = run_cli(["load", sample, "--url", "https://127.0.0.1:9,http://127.0.0.1:8",
                           "--database", "db", "-q"])
-    assert code == 2 and "url[1] is http://127.0.0.1:8, whose scheme" in said, said
+    # the same message, in the command line's words: the second of --url's URLs
+    assert code == 2 and "--url (name 2) is http://127.0.0.1:8, whose scheme" in said, said
 
 
 @pytest.fixture
