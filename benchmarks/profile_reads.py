@@ -32,23 +32,13 @@ import tempfile
 import time
 
 import _common  # noqa: F401 - the checkout's in-place build first, when there is one
+from bench_load_parquet import prepare as _data_file  # the sample file, made once
 from random_access import patterns
 
 
 def _cpu_seconds() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
-
-
-def _data_file(data: str, rows: int, dim: int) -> str:
-    from bulkwire.parquet import sample_parquet
-
-    os.makedirs(data, exist_ok=True)
-    path = os.path.join(data, f"profile-{rows}x{dim}-rg1024.parquet")
-    if not os.path.exists(path):
-        sample_parquet(path + ".tmp", rows=rows, dim=dim, seed=42, row_group_rows=1024)
-        os.replace(path + ".tmp", path)
-    return path
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -75,7 +75,7 @@ def test_chunked_streams_and_tables():
     assert codec.to_json_many(ca) == [bulkwire.dumps(r) for r in a]
     assert len(_core._testing.arrow_vectors_info(ca)) == 4
     table = pa.table({"v": ca})
-    with pytest.raises(TypeError, match=r"Arrow format '\+s'"):
+    with pytest.raises(TypeError, match=r"of float32/float64, got struct$"):
         codec.serialize_many(table)  # a table is a struct stream: pick the column
     assert codec.serialize_many(table.column("v")) == expected(a)
 
@@ -103,9 +103,9 @@ def test_nulls_and_ragged_rows_name_the_row():
 
 def test_unsupported_arrow_types():
     codec = VectorCodec("float", 3)
-    with pytest.raises(TypeError, match="Arrow format 'i'"):
+    with pytest.raises(TypeError, match=r"float32 or float64, got fixed_size_list<int32, 3>$"):
         codec.serialize_many(pa.array([[1, 2, 3]], pa.list_(pa.int32(), 3)))
-    with pytest.raises(TypeError, match="Arrow format 'f'"):
+    with pytest.raises(TypeError, match=r"got float32$"):
         codec.serialize_many(pa.array([1.0, 2.0, 3.0], pa.float32()))
     with pytest.raises(TypeError, match="float and double vectors only"):
         VectorCodec("int", 3).serialize_many(pa.array([[1, 2, 3]], pa.list_(pa.float32(), 3)))

@@ -7,6 +7,8 @@ import json
 import string
 
 import pytest
+
+from forked import forked_child_exit_code
 from hypothesis import given, settings, strategies as st
 
 import bulkwire
@@ -575,34 +577,6 @@ def test_the_default_hook_is_the_walkers():
     assert b'"Price": {"cents": 5}' in b"".join(bytes(c) for c in writer.chunks())
 
 
-def _forked_child_runs(lock_owner, name, calls):
-    """Forks while this process holds the module's lock (as another thread would), and
-    checks the child can take it: install and uninstall there return within seconds."""
-    import os
-    import time
-
-    lock = getattr(lock_owner, name)
-    lock.acquire()
-    try:
-        pid = os.fork()
-        if pid == 0:  # the child: no pytest, no output, only the exit status
-            try:
-                calls()
-                os._exit(0)
-            except BaseException:  # noqa: BLE001
-                os._exit(1)
-    finally:
-        lock.release()
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            return os.waitstatus_to_exitcode(status)
-        time.sleep(0.02)
-    os.kill(pid, 9)
-    os.waitpid(pid, 0)
-    return "hung"
-
 
 def test_install_in_a_child_forked_while_the_lock_was_held():
     import bulkwire.ravendb
@@ -610,4 +584,4 @@ def test_install_in_a_child_forked_while_the_lock_was_held():
     def calls():
         bulkwire.ravendb.install()
         bulkwire.ravendb.uninstall()
-    assert _forked_child_runs(bulkwire.ravendb, "_install_lock", calls) == 0
+    assert forked_child_exit_code(bulkwire.ravendb, "_install_lock", calls) == 0

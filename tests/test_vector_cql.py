@@ -6,6 +6,8 @@ import uuid
 
 import numpy as np
 import pytest
+
+from forked import forked_child_exit_code
 from hypothesis import given, strategies as st
 from hypothesis.extra import numpy as hnp
 
@@ -491,37 +493,9 @@ def test_deserialize_then_serialize_round_trips(subtype, values):
     assert codec.serialize_many(codec.deserialize_many([payload, payload])) == [payload, payload]
 
 
-def _forked_child_runs(lock_owner, name, calls):
-    """Forks while this process holds the module's lock (as another thread would), and
-    checks the child can take it: install and uninstall there return within seconds."""
-    import os
-    import time
-
-    lock = getattr(lock_owner, name)
-    lock.acquire()
-    try:
-        pid = os.fork()
-        if pid == 0:  # the child: no pytest, no output, only the exit status
-            try:
-                calls()
-                os._exit(0)
-            except BaseException:  # noqa: BLE001
-                os._exit(1)
-    finally:
-        lock.release()
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            return os.waitstatus_to_exitcode(status)
-        time.sleep(0.02)
-    os.kill(pid, 9)
-    os.waitpid(pid, 0)
-    return "hung"
-
 
 def test_install_in_a_child_forked_while_the_lock_was_held():
     def calls():
         bulkwire.cql.install()
         bulkwire.cql.uninstall()
-    assert _forked_child_runs(bulkwire.cql, "_lock", calls) == 0
+    assert forked_child_exit_code(bulkwire.cql, "_lock", calls) == 0

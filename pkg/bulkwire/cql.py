@@ -42,29 +42,18 @@ ValueError: numpy_results must be False, True or "native", not 'little'
 """
 from __future__ import annotations
 
-import os
 import threading
 import warnings
 from typing import Any
 
 from ._extras import missing_extra
+from ._fork_locks import renew_in_child
 from .vectors import VectorCodec
 
 __all__ = ["install", "uninstall", "installed"]
 
 _lock = threading.Lock()
-
-
-def _new_lock_in_child() -> None:
-    """A child forked while another thread of its parent held the lock would wait for it
-    forever: the thread that would release it does not exist in the child. The child gets
-    a lock of its own."""
-    global _lock
-    _lock = threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_new_lock_in_child)
+renew_in_child(globals(), "_lock")  # a forked child gets a lock of its own
 _state: dict[str, Any] = {}
 
 # ndarray dtype kinds the fast path takes per subtype: exactly those for which the driver's

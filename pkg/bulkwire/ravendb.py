@@ -26,12 +26,12 @@ The ``ravendb`` package itself is needed only by this module.
 from __future__ import annotations
 
 import importlib
-import os
 import threading
 from typing import Any, Optional, Tuple
 
 from . import _core
 from ._extras import missing_extra
+from ._fork_locks import renew_in_child
 from .bulk import BulkInsert
 from .conventions import check_id, id_problem
 from .errors import BulkInsertError
@@ -41,18 +41,7 @@ __all__ = ["BulkInsertOperation", "bulk_insert", "install", "uninstall", "instal
            "AttachmentsBulkInsert"]
 
 _install_lock = threading.Lock()
-
-
-def _new_lock_in_child() -> None:
-    """A child forked while another thread of its parent held the lock would wait for it
-    forever: the thread that would release it does not exist in the child. The child gets
-    a lock of its own."""
-    global _install_lock
-    _install_lock = threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_new_lock_in_child)
+renew_in_child(globals(), "_install_lock")  # a forked child gets a lock of its own
 _original: Optional[Tuple[bool, Any]] = None  # (defined on DocumentStore itself, the method)
 
 
