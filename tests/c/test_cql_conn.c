@@ -118,7 +118,8 @@ static void srv_error(int fd, int16_t stream, int32_t code, const char *message,
     bw_buf_init(&b, 64);
     bw_cql_put_int(&b, code);
     bw_cql_put_string(&b, message, strlen(message));
-    bw_buf_append(&b, extra, extra_len);
+    if (extra_len)
+        bw_buf_append(&b, extra, extra_len);
     srv_send(fd, 0, stream, BW_CQL_OP_ERROR, b.data, b.len);
     bw_buf_free(&b);
 }
