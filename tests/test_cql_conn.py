@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import ssl
 import struct
 import threading
 import time
@@ -23,7 +24,7 @@ import pytest
 
 from bulkwire import _core
 from bulkwire.errors import (ConnectError, ConnectionLostError, CqlServerError, ServerError,
-                             TransportTimeoutError)
+                             TLSError, TransportTimeoutError)
 
 QUERY, PREPARE, EXECUTE, RESULT = (_core.CQL_OP_QUERY, _core.CQL_OP_PREPARE,
                                    _core.CQL_OP_EXECUTE, _core.CQL_OP_RESULT)
@@ -203,15 +204,23 @@ def _error(code: int, message: str, extra: bytes = b"") -> bytes:
     return struct.pack(">iH", code, len(raw)) + raw + extra
 
 
-def fake_server(answer: Callable[[int, bytes, dict], bytes | None]):
-    """A one-connection server on 127.0.0.1 that does the handshake, then answers each
-    request with ``answer(opcode, body, state)``: an ERROR body (sent as ERROR) or None (a
-    RESULT Void). Yields (port, state); state["bodies"] lists every request body seen."""
+def fake_server(answer: Callable[[int, bytes, dict], bytes | None],
+                tls: ssl.SSLContext | None = None):
+    """A one-connection server on 127.0.0.1 (over TLS with ``tls``) that does the handshake,
+    then answers each request with ``answer(opcode, body, state)``: an ERROR body (sent as
+    ERROR) or None (a RESULT Void). Returns (listener, thread, state); state["bodies"] lists
+    every request body seen, state["ended"] says how the connection ended."""
     listener = socket.create_server(("127.0.0.1", 0))
     state: dict = {"bodies": []}
 
     def serve() -> None:
         conn, _ = listener.accept()
+        if tls is not None:
+            try:
+                conn = tls.wrap_socket(conn, server_side=True)
+            except (ssl.SSLError, OSError) as exc:
+                state["ended"] = repr(exc)
+                return
         with conn:
             try:
                 stream, _, _ = _frame(conn)  # OPTIONS
@@ -226,8 +235,8 @@ def fake_server(answer: Callable[[int, bytes, dict], bytes | None]):
                         _send(conn, stream, RESULT, struct.pack(">i", 1))
                     else:
                         _send(conn, stream, 0x00, error)
-            except (EOFError, OSError):
-                pass
+            except (EOFError, OSError) as exc:
+                state["ended"] = repr(exc)
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
@@ -305,3 +314,76 @@ def test_arguments_are_checked_before_anything_is_sent():
     assert state["bodies"] == []
     with pytest.raises(ValueError, match="username and password"):
         _core.CqlConnection("127.0.0.1", 1, username="u")
+
+
+@pytest.fixture(scope="module")
+def certificate(tmp_path_factory):
+    """(certificate, key) of a self-signed certificate for 127.0.0.1."""
+    from test_tls import make_certificate
+
+    return make_certificate(str(tmp_path_factory.mktemp("cql-tls")))
+
+
+def server_tls(certificate) -> ssl.SSLContext:
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(*certificate)
+    return context
+
+
+def test_a_pipelined_run_over_tls(certificate):
+    listener, thread, state = fake_server(lambda opcode, body, state: None,
+                                          tls=server_tls(certificate))
+    bodies = [b"tls row %d" % i + b"x" * (i % 300) for i in range(500)]
+    with listener:
+        context = _core.TlsContext(ca=certificate[0])
+        with _core.CqlConnection("127.0.0.1", listener.getsockname()[1], tls=context,
+                                 timeout=5.0) as conn:
+            assert conn.run(EXECUTE, bodies, window=8) == (500, 0)
+    thread.join(5)
+    assert state["bodies"] == bodies
+
+
+def test_a_server_certificate_that_does_not_verify_is_refused(certificate):
+    listener, thread, state = fake_server(lambda opcode, body, state: None,
+                                          tls=server_tls(certificate))
+    with listener:
+        with pytest.raises(TLSError, match="127.0.0.1:.*certificate verify failed"):
+            _core.CqlConnection("127.0.0.1", listener.getsockname()[1],
+                                tls=_core.TlsContext(), timeout=5.0)
+    thread.join(5)
+    assert state["bodies"] == []
+
+
+@pytest.mark.parametrize("over_tls", [False, True])
+def test_a_forked_child_cannot_use_an_inherited_connection_and_the_parent_goes_on(
+        certificate, over_tls):
+    from test_fork import FORKED, run_in_child
+
+    listener, thread, state = fake_server(lambda opcode, body, state: None,
+                                          tls=server_tls(certificate) if over_tls else None)
+    with listener:
+        context = _core.TlsContext(ca=certificate[0]) if over_tls else None
+        conn = _core.CqlConnection("127.0.0.1", listener.getsockname()[1], tls=context,
+                                   timeout=5.0)
+        assert conn.run(EXECUTE, [b"before"]) == (1, 0)
+        holder = [conn]
+
+        def child() -> list[str]:
+            said = []
+            for call in (lambda: holder[0].run(EXECUTE, [b"child"]),
+                         lambda: holder[0].request(QUERY, b"child")):
+                try:
+                    call()
+                    said.append("returned")
+                except RuntimeError as exc:
+                    said.append(str(exc))
+            holder.clear()  # the child's copy is released: nothing may reach the socket
+            return said
+
+        said = run_in_child(child)
+        assert len(said) == 2 and all(FORKED in s for s in said), said
+        # the parent's stream is intact: the child wrote nothing to it, not even a TLS close
+        assert conn.run(EXECUTE, [b"after %d" % i for i in range(50)], window=4) == (50, 0)
+        conn.close()
+    thread.join(5)
+    assert state["bodies"] == [b"before"] + [b"after %d" % i for i in range(50)]
