@@ -387,3 +387,32 @@ def test_a_forked_child_cannot_use_an_inherited_connection_and_the_parent_goes_o
         conn.close()
     thread.join(5)
     assert state["bodies"] == [b"before"] + [b"after %d" % i for i in range(50)]
+
+
+class _Alarm(Exception):
+    pass
+
+
+def test_a_signal_handler_that_raises_stops_a_waiting_run():
+    """Ctrl-C (here SIGALRM whose handler raises) ends a run that waits for a slow server
+    long before its timeout; the connection is unusable afterwards, and says why."""
+    listener, thread, state = fake_server(lambda opcode, body, state: time.sleep(2) or None)
+
+    def alarm(signum, frame):
+        raise _Alarm()
+
+    previous = signal.signal(signal.SIGALRM, alarm)
+    try:
+        with listener:
+            with _core.CqlConnection("127.0.0.1", listener.getsockname()[1], timeout=30.0) as conn:
+                started = time.monotonic()
+                signal.setitimer(signal.ITIMER_REAL, 0.2)
+                with pytest.raises(_Alarm):
+                    conn.run(EXECUTE, [b"a", b"b"], window=2)
+                assert time.monotonic() - started < 1.5
+                with pytest.raises(ConnectionLostError, match="interrupted"):
+                    conn.run(EXECUTE, [b"a"])
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    thread.join(5)
