@@ -148,6 +148,30 @@ def test_an_invalid_row_in_the_middle_is_named(auth_node):
 
 
 @pytest.mark.cassandra_server
+def test_a_vector_indexed_table_loads_with_the_default_window(auth_node):
+    """The default window (2) is within what Cassandra 5.0.9 takes for a table with a vector
+    index (its processors + 1); the driver reads every vector back."""
+    rows = {k: [float(k), k / 2, -k / 4, 1.5] for k in range(800)}
+    with connect(auth_node) as conn:
+        conn.request(QUERY, query_body("CREATE KEYSPACE IF NOT EXISTS ks WITH replication = "
+                                       "{'class': 'SimpleStrategy', 'replication_factor': 1}"))
+        conn.request(QUERY, query_body("CREATE TABLE IF NOT EXISTS ks.t_vectors "
+                                       "(k int PRIMARY KEY, v vector<float, 4>)"))
+        conn.request(QUERY, query_body("CREATE CUSTOM INDEX IF NOT EXISTS ON ks.t_vectors (v) "
+                                       "USING 'StorageAttachedIndex'"))
+        _, answer = conn.request(PREPARE, long_string("INSERT INTO ks.t_vectors (k, v) VALUES (?, ?)"))
+        insert = prepared_id(answer)
+        bodies = [execute_body(insert, [struct.pack(">i", k), struct.pack(">4f", *v)])
+                  for k, v in rows.items()]
+        assert conn.run(EXECUTE, bodies)[0] == len(rows)
+    from servers.cassandra import connect as driver
+
+    with driver([auth_node.address], credentials=auth_node.credentials) as session:
+        stored = {r.k: list(r.v) for r in session.execute("SELECT k, v FROM ks.t_vectors")}
+    assert stored == rows
+
+
+@pytest.mark.cassandra_server
 def test_killed_node_names_the_unacknowledged_rows(auth_node):
     """Last in this module: the node does not come back."""
     with connect(auth_node) as conn:
@@ -416,3 +440,4 @@ def test_a_signal_handler_that_raises_stops_a_waiting_run():
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
     thread.join(5)
+

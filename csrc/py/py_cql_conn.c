@@ -310,14 +310,16 @@ static int bodies_consume(void *ctx, uint64_t tag, uint8_t opcode, const uint8_t
     return -1;
 }
 
-/* run(opcode, bodies, *, window=32, max_retries=5, backoff=0.05, backoff_max=2.0)
+/* run(opcode, bodies, *, window=2, max_retries=5, backoff=0.05, backoff_max=2.0)
    -> (answered, retries): a new reference. */
 static PyObject *CqlConnection_run(CqlConnectionObject *self, PyObject *args, PyObject *kwargs) {
     static char *keywords[] = {"opcode", "bodies", "window", "max_retries", "backoff",
                                "backoff_max", NULL};
     int opcode;
     PyObject *bodies_obj;
-    int window = 32, max_retries = 5;
+    /* 2 by default: Cassandra 5.0.9 fails inserts into a table with a vector index when
+       more than its processors + 1 are in flight, and no node has fewer than one */
+    int window = 2, max_retries = 5;
     double backoff = 0.05, backoff_max = 2.0;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "iO|$iidd:run", keywords, &opcode,
                                      &bodies_obj, &window, &max_retries, &backoff, &backoff_max))
@@ -442,7 +444,7 @@ static PyMethodDef CqlConnection_methods[] = {
     {"request", (PyCFunction)CqlConnection_request, METH_VARARGS,
      "request(opcode, body) -> (opcode, bytes): one request, its answer (not retried)."},
     {"run", (PyCFunction)(void (*)(void))CqlConnection_run, METH_VARARGS | METH_KEYWORDS,
-     "run(opcode, bodies, *, window=32, max_retries=5, backoff=0.05, backoff_max=2.0) -> "
+     "run(opcode, bodies, *, window=2, max_retries=5, backoff=0.05, backoff_max=2.0) -> "
      "(answered, retries): every body sent as a request of opcode, at most window in flight; "
      "overloaded, write timeout and unavailable re-sent up to max_retries times after a "
      "doubling pause. Raises with row and unacknowledged on any other failure."},
