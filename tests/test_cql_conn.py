@@ -229,12 +229,13 @@ def _error(code: int, message: str, extra: bytes = b"") -> bytes:
 
 
 def fake_server(answer: Callable[[int, bytes, dict], bytes | None],
-                tls: ssl.SSLContext | None = None):
-    """A one-connection server on 127.0.0.1 (over TLS with ``tls``) that does the handshake,
+                tls: ssl.SSLContext | None = None, host: str = "127.0.0.1"):
+    """A one-connection server on ``host`` (over TLS with ``tls``) that does the handshake,
     then answers each request with ``answer(opcode, body, state)``: an ERROR body (sent as
     ERROR) or None (a RESULT Void). Returns (listener, thread, state); state["bodies"] lists
     every request body seen, state["ended"] says how the connection ended."""
-    listener = socket.create_server(("127.0.0.1", 0))
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listener = socket.create_server((host, 0), family=family)
     state: dict = {"bodies": []}
 
     def serve() -> None:
@@ -441,3 +442,14 @@ def test_a_signal_handler_that_raises_stops_a_waiting_run():
         signal.signal(signal.SIGALRM, previous)
     thread.join(5)
 
+
+
+def test_an_ipv6_server():
+    listener, thread, state = fake_server(lambda opcode, body, state: None, host="::1")
+    with listener:
+        port = listener.getsockname()[1]
+        with _core.CqlConnection("::1", port, timeout=5.0) as conn:
+            assert conn.peer == f"[::1]:{port}"
+            assert conn.run(EXECUTE, [b"six"], window=1) == (1, 0)
+    thread.join(5)
+    assert state["bodies"] == [b"six"]
