@@ -90,6 +90,7 @@ int bw_cql_error_parse(const uint8_t *body, size_t len, bw_cql_error *out) {
     if (bw_cql_get_int(&c, &e.code) < 0 || bw_cql_get_string(&c, &s, &n) < 0)
         return -1;
     e.message_cut = copy_text(e.message, sizeof e.message, s, n);
+    int32_t failures;
     switch (e.code) {
     case BW_CQL_ERR_UNAVAILABLE:
         if (bw_cql_get_short(&c, &e.consistency) < 0 || bw_cql_get_int(&c, &e.required) < 0 ||
@@ -98,26 +99,23 @@ int bw_cql_error_parse(const uint8_t *body, size_t len, bw_cql_error *out) {
         e.has_consistency = 1;
         break;
     case BW_CQL_ERR_WRITE_TIMEOUT:
-    case BW_CQL_ERR_WRITE_FAILURE: {
-        int32_t failures;
-        if (bw_cql_get_short(&c, &e.consistency) < 0 || bw_cql_get_int(&c, &e.received) < 0 ||
-            bw_cql_get_int(&c, &e.blockfor) < 0)
-            return -1;
-        if (e.code == BW_CQL_ERR_WRITE_FAILURE && bw_cql_get_int(&c, &failures) < 0)
-            return -1;
-        if (bw_cql_get_string(&c, &s, &n) < 0)
-            return -1;
-        e.has_consistency = 1;
-        e.has_write_type = 1;
-        copy_text(e.write_type, sizeof e.write_type, s, n);
-        break;
-    }
+    case BW_CQL_ERR_WRITE_FAILURE:
     case BW_CQL_ERR_READ_TIMEOUT:
     case BW_CQL_ERR_READ_FAILURE:
+        /* consistency, received, blockfor; then a failure's count, a write's type */
         if (bw_cql_get_short(&c, &e.consistency) < 0 || bw_cql_get_int(&c, &e.received) < 0 ||
             bw_cql_get_int(&c, &e.blockfor) < 0)
             return -1;
         e.has_consistency = 1;
+        if ((e.code == BW_CQL_ERR_WRITE_FAILURE || e.code == BW_CQL_ERR_READ_FAILURE) &&
+            bw_cql_get_int(&c, &failures) < 0)
+            return -1;
+        if (e.code == BW_CQL_ERR_WRITE_TIMEOUT || e.code == BW_CQL_ERR_WRITE_FAILURE) {
+            if (bw_cql_get_string(&c, &s, &n) < 0)
+                return -1;
+            e.has_write_type = 1;
+            copy_text(e.write_type, sizeof e.write_type, s, n);
+        }
         break;
     default:
         break; /* overloaded carries nothing more; the others' fields are not needed */
