@@ -61,12 +61,17 @@ def prepared_id(answer: bytes) -> bytes:
 # a real node with PasswordAuthenticator
 
 
+#: The node's native transport rate limit: a pipelined run goes faster than this.
+RATE_LIMIT = 1000
+
+
 @pytest.fixture(scope="module")
 def auth_node():
-    """One Cassandra 5.0 node on 127.0.0.21 with PasswordAuthenticator (its own cluster)."""
+    """One Cassandra 5.0 node on 127.0.0.21 with PasswordAuthenticator and a rate limit of
+    RATE_LIMIT requests per second (its own cluster)."""
     from servers.cassandra import running
 
-    with running(1, first=21, password_auth=True) as nodes:
+    with running(1, first=21, password_auth=True, max_requests_per_second=RATE_LIMIT) as nodes:
         yield nodes[0]
 
 
@@ -169,6 +174,25 @@ def test_a_vector_indexed_table_loads_with_the_default_window(auth_node):
     with driver([auth_node.address], credentials=auth_node.credentials) as session:
         stored = {r.k: list(r.v) for r in session.execute("SELECT k, v FROM ks.t_vectors")}
     assert stored == rows
+
+
+@pytest.mark.cassandra_server
+def test_an_overloaded_node_is_retried_until_every_row_is_stored(auth_node):
+    """With THROW_ON_OVERLOAD the node answers requests beyond its rate limit with an
+    overloaded error: without retries the run fails naming the row, with them every row is
+    stored."""
+    rows = {k: f"busy {k}" for k in range(3000)}
+    with connect(auth_node, throw_on_overload=True) as conn:
+        insert = make_table(conn, "t_overloaded")
+        bodies = [execute_body(insert, [struct.pack(">i", k), v.encode()]) for k, v in rows.items()]
+        with pytest.raises(CqlServerError) as caught:
+            conn.run(EXECUTE, bodies, window=64, max_retries=0)
+        assert caught.value.code == 0x1001 and caught.value.name == "Overloaded"
+        assert caught.value.row in caught.value.unacknowledged
+        answered, retries = conn.run(EXECUTE, bodies, window=64, max_retries=100,
+                                     backoff=0.01, backoff_max=0.2)
+    assert answered == len(rows) and retries > 0
+    assert rows_in(auth_node, "t_overloaded") == rows
 
 
 @pytest.mark.cassandra_server

@@ -743,9 +743,9 @@ static int handshake(bw_cql_conn *conn, const bw_cql_options *opt, bw_cql_status
     }
     free(answer);
     answer = NULL;
-    static const char *const keys[] = {"CQL_VERSION"};
-    static const char *const values[] = {"3.0.0"};
-    if (bw_cql_put_string_map(&body, keys, values, 1) < 0) {
+    static const char *const keys[] = {"CQL_VERSION", "THROW_ON_OVERLOAD"};
+    static const char *const values[] = {"3.0.0", "1"};
+    if (bw_cql_put_string_map(&body, keys, values, opt->throw_on_overload ? 2 : 1) < 0) {
         fail(conn, status, BW_CQL_E_NOMEM, ENOMEM, "out of memory");
         goto cleanup;
     }

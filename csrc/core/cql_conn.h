@@ -80,6 +80,9 @@ typedef struct {
     const char *password;
     bw_tls_config *tls;      /* NULL: plain TCP */
     uint32_t max_frame;      /* the largest answer body taken; 0: BW_CQL_MAX_BODY */
+    int throw_on_overload;   /* asks the server (STARTUP THROW_ON_OVERLOAD) to answer a
+                                request over its limits with an overloaded error rather than
+                                to stop reading the connection for a while */
 } bw_cql_options;
 
 typedef struct bw_cql_conn bw_cql_conn;

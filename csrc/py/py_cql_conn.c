@@ -1,5 +1,5 @@
 /* CqlConnection(host, port=9042, *, username=None, password=None, tls=None,
-   connect_timeout=10.0, timeout=30.0, max_frame=0): one connection of the core's CQL engine.
+   connect_timeout=10.0, timeout=30.0, max_frame=0, throw_on_overload=False): one connection of the core's CQL engine.
    request(opcode, body) sends one request; run(opcode, bodies, ...) sends many through the
    pipeline. The GIL is released around the connect and every exchange; the bodies of a run
    are bytes objects held by the call, so no Python object is touched while it runs.
@@ -164,15 +164,16 @@ static int enter(CqlConnectionObject *self) {
 /* tp_new: a new reference, or NULL. */
 static PyObject *CqlConnection_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
     static char *keywords[] = {"host", "port", "username", "password", "tls", "connect_timeout",
-                               "timeout", "max_frame", NULL};
+                               "timeout", "max_frame", "throw_on_overload", NULL};
     const char *host;
     int port = 9042;
     const char *username = NULL, *password = NULL;
     PyObject *tls = Py_None, *connect_timeout = NULL, *timeout = NULL;
     unsigned long max_frame = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "s|i$zzOOOk:CqlConnection", keywords, &host,
+    int throw_on_overload = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "s|i$zzOOOkp:CqlConnection", keywords, &host,
                                      &port, &username, &password, &tls, &connect_timeout,
-                                     &timeout, &max_frame))
+                                     &timeout, &max_frame, &throw_on_overload))
         return NULL;
     if (port < 1 || port > 65535) {
         PyErr_Format(PyExc_ValueError, "port must be 1..65535, not %d", port);
@@ -194,6 +195,7 @@ static PyObject *CqlConnection_new(PyTypeObject *type, PyObject *args, PyObject 
     o.username = username;
     o.password = password;
     o.max_frame = (uint32_t)max_frame;
+    o.throw_on_overload = throw_on_overload;
     o.connect_timeout_ms = 10000;
     o.timeout_ms = 30000;
     if ((connect_timeout != NULL && bw_parse_timeout_ms(connect_timeout, &o.connect_timeout_ms) < 0) ||
@@ -468,7 +470,8 @@ static PyTypeObject CqlConnectionType = {
     .tp_basicsize = sizeof(CqlConnectionObject),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "CqlConnection(host, port=9042, *, username=None, password=None, tls=None, "
-              "connect_timeout=10.0, timeout=30.0, max_frame=0): a CQL native protocol v4 "
+              "connect_timeout=10.0, timeout=30.0, max_frame=0, throw_on_overload=False): a CQL "
+              "native protocol v4 "
               "connection (handshake and PasswordAuthenticator done).",
     .tp_new = CqlConnection_new,
     .tp_dealloc = (destructor)CqlConnection_dealloc,
