@@ -143,7 +143,7 @@ def test_an_invalid_row_in_the_middle_is_named(auth_node):
             conn.run(EXECUTE, bodies, window=8)
         error = caught.value
         assert error.code == 0x2200 and error.row == 137
-        assert 137 in error.unacknowledged
+        assert 137 in error.unacknowledged and 137 < error.sent <= 137 + 8
         # the connection is still usable: the requests in flight were answered first
         assert conn.run(EXECUTE, bodies[:5], window=2) == (5, 0)
     stored = rows_in(auth_node, "t_invalid")
@@ -221,6 +221,7 @@ def test_killed_node_names_the_unacknowledged_rows(auth_node):
     assert isinstance(error, (ConnectionLostError, TransportTimeoutError)), repr(error)
     assert 1 <= len(error.unacknowledged) <= 8
     assert error.unacknowledged == sorted(error.unacknowledged)
+    assert error.unacknowledged[-1] < error.sent < len(bodies)
     assert "not acknowledged" in str(error)
 
 
@@ -328,6 +329,7 @@ def test_retries_are_bounded_and_the_error_names_the_row():
     assert (error.code, error.name, error.row, error.unacknowledged) == (0x1100, "Write timeout", 3, [3])
     assert (error.consistency, error.received, error.blockfor, error.write_type) == (6, 0, 1, "SIMPLE")
     assert "row 3" in str(error) and "Operation timed out" in str(error)
+    assert error.sent == 4  # rows 0..3: the window of 1 took nothing after the failed row
     assert state["bodies"].count(b"row 3") == 4  # the first send and three retries
     assert b"row 4" not in state["bodies"]  # nothing after the failed row with a window of 1
 
@@ -341,7 +343,7 @@ def test_a_stalled_server_times_out_with_the_rows_in_flight():
                 conn.run(EXECUTE, [b"a", b"b", b"c"], window=2)
             assert time.monotonic() - started < 2.5
             assert caught.value.unacknowledged == [0, 1]
-            assert caught.value.row is None
+            assert caught.value.row is None and caught.value.sent == 2
             with pytest.raises(TransportTimeoutError):  # the connection stays failed
                 conn.run(EXECUTE, [b"a"], window=1)
     thread.join(5)

@@ -540,6 +540,7 @@ int bw_cql_run(bw_cql_conn *conn, const bw_cql_run_options *options, bw_cql_prod
                 begin_stop(&rs);
                 break;
             }
+            outcome->taken++;
             int id = rs.free_ids[--rs.free_count];
             rs.busy++;
             rs.slots[id].request = req;

@@ -5,8 +5,9 @@
    are bytes objects held by the call, so no Python object is touched while it runs.
    Failures are bulkwire.errors exceptions: CqlServerError (the server's ERROR), ConnectError,
    TLSError, ConnectionLostError, TransportTimeoutError, ProtocolError; a run's carries `row`
-   (the index of the body whose error stopped it, or None) and `unacknowledged` (the sorted
-   indexes of the bodies sent whose answers did not arrive). A signal handler that raises
+   (the index of the body whose error stopped it, or None), `unacknowledged` (the sorted
+   indexes of the bodies sent whose answers did not arrive) and `sent` (how many bodies, from
+   the first, were taken: those not unacknowledged were acknowledged). A signal handler that raises
    while a run waits (Ctrl-C) stops the run with its exception; the connection is then
    unusable (ConnectionLostError: interrupted). */
 #include "py_cql_conn.h"
@@ -130,6 +131,8 @@ static PyObject *raise_status(const bw_cql_status *status, bw_cql_outcome *outco
         PyList_SET_ITEM(rows, (Py_ssize_t)i, v);
     }
     if (PyObject_SetAttrString(exc, "unacknowledged", rows) < 0 ||
+        set_attr(exc, "sent", outcome != NULL ? PyLong_FromUnsignedLongLong(outcome->taken)
+                                              : PyLong_FromLong(0)) < 0 ||
         set_attr(exc, "row", outcome != NULL && outcome->has_failed_tag
                                  ? PyLong_FromUnsignedLongLong(outcome->failed_tag)
                                  : Py_NewRef(Py_None)) < 0)

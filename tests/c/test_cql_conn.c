@@ -419,6 +419,7 @@ static void run_pipeline(int window, int total, size_t body_len) {
         CHECK_EQ(bw_cql_run(conn, &ro, client_produce, client_consume, &c, &out, &st), 0);
         CHECK_EQ(st.kind, BW_CQL_OK);
         CHECK_EQ(out.answered, total);
+        CHECK_EQ(out.taken, total);
         CHECK_EQ(out.unanswered_count, 0);
         for (int i = 0; i < total; i++)
             CHECK_EQ(c.answered[i], 1);
@@ -600,6 +601,7 @@ TEST(error_in_the_middle_stops_after_the_others_are_answered) {
     CHECK(out.has_failed_tag && out.failed_tag == 1002);
     CHECK(contains(&out, 1002));
     CHECK_EQ(out.answered, 4);
+    CHECK_EQ(out.taken, 5);
     bw_cql_outcome_free(&out);
 }
 
