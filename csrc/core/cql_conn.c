@@ -517,7 +517,7 @@ int bw_cql_run(bw_cql_conn *conn, const bw_cql_run_options *options, bw_cql_prod
         rs.free_ids[i] = window - 1 - i; /* stream id 0 first */
     rs.free_count = window;
     int producer_done = 0;
-    long long quiet_since = now_ms(); /* the last time bytes moved */
+    long long quiet_since = now_ms(); /* the last time bytes moved, either way */
     for (;;) {
         /* new requests while the window has room */
         while (!rs.stopping && !producer_done && rs.free_count > 0) {
@@ -573,7 +573,10 @@ int bw_cql_run(bw_cql_conn *conn, const bw_cql_run_options *options, bw_cql_prod
         }
         if (rs.busy == 0 && (producer_done || rs.stopping))
             break;
+        size_t unwritten = conn->out.len - conn->out_sent;
         int wrote = write_pending(conn);
+        if (conn->out.len - conn->out_sent < unwritten)
+            quiet_since = now_ms(); /* the server took bytes: it is not stalled */
         if (wrote != 0 && wrote != BW_SEND_ANSWERED) {
             bw_cql_status scratch;
             fail_io(conn, status->kind == BW_CQL_OK ? status : &scratch, wrote,

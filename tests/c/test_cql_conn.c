@@ -628,6 +628,53 @@ TEST(events_and_warnings_are_not_answers) {
     bw_cql_outcome_free(&out);
 }
 
+/* Takes one request slowly (256 KiB every 20 ms), then answers it. */
+static void script_slow_reader(int fd, void *arg) {
+    server_state *s = arg;
+    if (srv_handshake(fd, NULL, 0) < 0)
+        return;
+    uint8_t head[BW_CQL_HEADER_SIZE];
+    bw_cql_header h;
+    if (srv_read(fd, head, sizeof head) < 0 || bw_cql_header_read(head, &h) < 0)
+        return;
+    static uint8_t piece[256 << 10];
+    for (size_t left = h.length; left > 0;) {
+        size_t n = left < sizeof piece ? left : sizeof piece;
+        if (srv_read(fd, piece, n) < 0)
+            return;
+        left -= n;
+        sleep_ms(20);
+    }
+    s->handshake_ok = 1;
+    srv_result(fd, h.stream, piece[0]);
+    char byte;
+    (void)srv_read(fd, &byte, 1);
+}
+
+TEST(a_slow_but_moving_write_is_not_a_timeout) {
+    /* 32 MiB taken at about 12 MiB/s with a timeout of 1 s: every wait is short, the whole
+       write is not; the timeout counts from the last byte that moved either way */
+    server_state s;
+    fake f;
+    bw_cql_status st;
+    bw_cql_conn *conn = serve_and_connect(&f, script_slow_reader, &s, 1, 0, 1000, &st);
+    if (conn != NULL) {
+        client c;
+        client_init(&c, 1, (size_t)32 << 20);
+        bw_cql_run_options ro = {1, 0, 1, 10, NULL};
+        bw_cql_outcome out;
+        CHECK_EQ(bw_cql_run(conn, &ro, client_produce, client_consume, &c, &out, &st), 0);
+        if (st.kind != BW_CQL_OK)
+            fprintf(stderr, "%s\n", st.message);
+        CHECK_EQ(out.answered, 1);
+        bw_cql_outcome_free(&out);
+        free(c.bodies);
+    }
+    bw_cql_close(conn);
+    fake_join(&f);
+    CHECK(s.handshake_ok);
+}
+
 /* Retries: each request is answered `mode` times with a retryable error (overloaded, write
    timeout, unavailable in turn), then with a RESULT; every resent body is compared with the
    first. */
@@ -780,4 +827,5 @@ RUN_TESTS(handshake_without_authentication, handshake_with_sasl_plain,
           close_in_the_middle_of_a_frame_is_a_lost_connection,
           error_in_the_middle_stops_after_the_others_are_answered, a_stalled_server_times_out,
           events_and_warnings_are_not_answers, retryable_errors_are_sent_again_with_the_same_bytes,
-          retries_are_bounded, error_bodies_parse_with_their_fields_and_every_cut_fails)
+          retries_are_bounded, a_slow_but_moving_write_is_not_a_timeout,
+          error_bodies_parse_with_their_fields_and_every_cut_fails)
