@@ -203,6 +203,8 @@ static layout layout_of(const char *f, int64_t *list_size) {
         return LAYOUT_FIXED_LIST;
     if (f[0] == 't' && f[1] == 's' && f[2] != '\0' && strchr("smun", f[2]) != NULL && f[3] == ':')
         return LAYOUT_FIXED; /* timestamps: int64 */
+    if (!strcmp(f, "tdD") || !strcmp(f, "tdm") || !strcmp(f, "w:16"))
+        return LAYOUT_FIXED; /* date32, date64, 16-byte fixed binary (uuids) */
     return LAYOUT_OTHER;
 }
 

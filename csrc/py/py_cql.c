@@ -1,0 +1,489 @@
+/* The CQL statement layer's functions: partition tokens, the schema check of an Arrow
+   schema against a prepared statement's columns, and an Arrow batch's rows as EXECUTE
+   bodies with their tokens (core: cql_values.c, cql_statement.c, murmur3.c). */
+#include "py_cql.h"
+
+#include "py_arrow.h"
+#include "py_encode_vector.h"
+
+#include "cql_statement.h"
+#include "murmur3.h"
+
+static PyObject *vector_codec_type; /* bulkwire._core.VectorCodec; a reference held */
+
+/* ---------------------------------------------------------------- the bound columns */
+
+/* What a statement's bound columns need while a batch is encoded. */
+typedef struct {
+    Py_ssize_t n;
+    bw_cql_column *cols;
+    const char **names;   /* UTF-8 of the `names` items (borrowed from them) */
+    PyObject **codecs;    /* a VectorCodec per vector column, else NULL (owned) */
+    int *pk;
+    int n_pk;
+} bound_columns;
+
+static void bound_free(bound_columns *b) {
+    for (Py_ssize_t i = 0; b->codecs != NULL && i < b->n; i++)
+        Py_XDECREF(b->codecs[i]);
+    PyMem_Free(b->cols);
+    PyMem_Free(b->names);
+    PyMem_Free(b->codecs);
+    PyMem_Free(b->pk);
+    memset(b, 0, sizeof *b);
+}
+
+/* Raises bulkwire.errors.SchemaMismatchError(message, column, arrow_type, cql_type). */
+static void schema_mismatch(const char *message, const char *column, const char *arrow_type,
+                            const char *cql_type) {
+    PyObject *errors = PyImport_ImportModule("bulkwire.errors"); /* new reference */
+    PyObject *cls = errors ? PyObject_GetAttrString(errors, "SchemaMismatchError") : NULL;
+    PyObject *exc = cls ? PyObject_CallFunction(cls, "ssss", message, column, arrow_type,
+                                                cql_type)
+                        : NULL;
+    if (exc != NULL)
+        PyErr_SetObject(cls, exc);
+    Py_XDECREF(exc);
+    Py_XDECREF(cls);
+    Py_XDECREF(errors);
+}
+
+/* The vector serializer of VectorCodec (driver_compat: float32 as the driver writes it)
+   over one Arrow row. */
+static void fill_vector(const void *ctx, const bw_arrow_vectors *v, int64_t first, char *dst) {
+    const bw_vector_codec *codec = ctx;
+    bw_row_source s = {.arrow = v, .elem_stride = v->value_width, .src_width = v->value_width,
+                       .swap = !BW_NATIVE_BIG_ENDIAN}; /* Arrow memory is native order */
+    bw_vec_fill_row(codec, &s, v->values + first * v->value_width, dst);
+}
+
+/* The child of struct schema `schema` named `name`, or -1. */
+static int64_t child_named(const struct ArrowSchema *schema, const char *name) {
+    for (int64_t i = 0; i < schema->n_children; i++)
+        if (schema->children[i]->name != NULL && strcmp(schema->children[i]->name, name) == 0)
+            return i;
+    return -1;
+}
+
+/* Reads names (a sequence of str), types (CQL text each) and pk_indexes, and checks the
+   record batch schema against them: every name a column of the schema, each Arrow type
+   bindable to its CQL type. 0, or -1 with an exception (SchemaMismatchError for a column). */
+static int bound_plan(bound_columns *b, const struct ArrowSchema *schema, PyObject *names,
+                      PyObject *types, PyObject *pk_indexes) {
+    memset(b, 0, sizeof *b);
+    PyObject *n_seq = NULL, *t_seq = NULL, *k_seq = NULL;
+    int rc = -1;
+    if ((n_seq = PySequence_Fast(names, "names must be a sequence of str")) == NULL ||
+        (t_seq = PySequence_Fast(types, "types must be a sequence of str")) == NULL ||
+        (k_seq = PySequence_Fast(pk_indexes, "pk_indexes must be a sequence of int")) == NULL)
+        goto cleanup;
+    b->n = PySequence_Fast_GET_SIZE(n_seq);
+    if (PySequence_Fast_GET_SIZE(t_seq) != b->n) {
+        PyErr_Format(PyExc_ValueError, "names has %zd items, types %zd: one type per name", b->n,
+                     PySequence_Fast_GET_SIZE(t_seq));
+        goto cleanup;
+    }
+    if (b->n > 65535) {
+        PyErr_Format(PyExc_ValueError, "%zd bound columns: a statement binds at most 65535",
+                     b->n);
+        goto cleanup;
+    }
+    Py_ssize_t n_pk = PySequence_Fast_GET_SIZE(k_seq);
+    if (n_pk > b->n) {
+        PyErr_SetString(PyExc_ValueError, "pk_indexes has more items than names");
+        goto cleanup;
+    }
+    b->cols = PyMem_Calloc((size_t)b->n + 1, sizeof *b->cols);
+    b->names = PyMem_Calloc((size_t)b->n + 1, sizeof *b->names);
+    b->codecs = PyMem_Calloc((size_t)b->n + 1, sizeof *b->codecs);
+    b->pk = PyMem_Calloc((size_t)n_pk + 1, sizeof *b->pk);
+    if (b->cols == NULL || b->names == NULL || b->codecs == NULL || b->pk == NULL) {
+        PyErr_NoMemory();
+        goto cleanup;
+    }
+    for (Py_ssize_t k = 0; k < n_pk; k++) {
+        long v = PyLong_AsLong(PySequence_Fast_GET_ITEM(k_seq, k));
+        if (v == -1 && PyErr_Occurred())
+            goto cleanup;
+        if (v < 0 || v >= b->n) {
+            PyErr_Format(PyExc_ValueError, "pk_indexes[%zd] = %ld is not the index of a bound "
+                         "column (0 to %zd)", k, v, b->n - 1);
+            goto cleanup;
+        }
+        b->pk[k] = (int)v;
+    }
+    b->n_pk = (int)n_pk;
+    if (schema->format == NULL || strcmp(schema->format, "+s") != 0) {
+        PyErr_SetString(PyExc_TypeError, "expected a record batch or table (an Arrow struct of "
+                        "columns)");
+        goto cleanup;
+    }
+    for (Py_ssize_t i = 0; i < b->n; i++) {
+        PyObject *name = PySequence_Fast_GET_ITEM(n_seq, i);
+        PyObject *type = PySequence_Fast_GET_ITEM(t_seq, i);
+        if (!PyUnicode_Check(name) || !PyUnicode_Check(type)) {
+            PyErr_Format(PyExc_TypeError, "names[%zd] and types[%zd] must be str", i, i);
+            goto cleanup;
+        }
+        Py_ssize_t tlen;
+        const char *tname = PyUnicode_AsUTF8AndSize(type, &tlen);
+        b->names[i] = PyUnicode_AsUTF8(name);
+        if (tname == NULL || b->names[i] == NULL)
+            goto cleanup;
+        bw_cql_type t;
+        char err[400];
+        if (bw_cql_type_parse(tname, (size_t)tlen, &t, err, sizeof err) < 0) {
+            PyErr_Format(PyExc_ValueError, "column '%s': %s", b->names[i], err);
+            goto cleanup;
+        }
+        int64_t c = child_named(schema, b->names[i]);
+        char cql[64];
+        bw_cql_type_text(&t, cql, sizeof cql);
+        if (c < 0) {
+            snprintf(err, sizeof err, "column '%.100s' (CQL %s) is not a column of the Arrow "
+                     "data", b->names[i], cql);
+            schema_mismatch(err, b->names[i], "", cql);
+            goto cleanup;
+        }
+        const struct ArrowSchema *cs = schema->children[c];
+        const char *child_format = cs->n_children == 1 && cs->children[0] != NULL
+                                       ? cs->children[0]->format : NULL;
+        if (cs->dictionary != NULL) {
+            snprintf(err, sizeof err, "column '%.100s': Arrow dictionary-encoded data cannot be "
+                     "bound to CQL %s: decode it first (pyarrow.compute.cast to the value type)",
+                     b->names[i], cql);
+            schema_mismatch(err, b->names[i], "dictionary", cql);
+            goto cleanup;
+        }
+        if (bw_cql_column_plan(b->names[i], cs->format, child_format, &t, &b->cols[i], err,
+                               sizeof err) < 0) {
+            char words[128];
+            bw_arrow_type_words(cs->format, child_format, words, sizeof words);
+            schema_mismatch(err, b->names[i], words, cql);
+            goto cleanup;
+        }
+        if (t.id == BW_CQL_T_VECTOR) {
+            PyObject *kw = Py_BuildValue("{s:O}", "driver_compat", Py_True); /* new ref */
+            PyObject *args = kw ? Py_BuildValue("(si)", bw_cql_type_name(t.element),
+                                                (int)t.dimension) : NULL;
+            b->codecs[i] = args ? PyObject_Call(vector_codec_type, args, kw) : NULL;
+            Py_XDECREF(args);
+            Py_XDECREF(kw);
+            if (b->codecs[i] == NULL)
+                goto cleanup;
+            b->cols[i].fill = fill_vector;
+            b->cols[i].fill_ctx = b->codecs[i];
+        }
+    }
+    rc = 0;
+cleanup:
+    Py_XDECREF(n_seq);
+    Py_XDECREF(t_seq);
+    Py_XDECREF(k_seq);
+    if (rc < 0)
+        bound_free(b);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- module functions */
+
+/* cql_check_schema(schema, names, types) -> None. Raises SchemaMismatchError naming the
+   first column whose Arrow type cannot be bound. Returns a new reference (None). */
+static PyObject *module_cql_check_schema(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *schema_obj, *names, *types;
+    if (!PyArg_ParseTuple(args, "OOO:cql_check_schema", &schema_obj, &names, &types))
+        return NULL;
+    PyObject *capsule = PyObject_CallMethod(schema_obj, "__arrow_c_schema__", NULL); /* new */
+    if (capsule == NULL)
+        return NULL;
+    struct ArrowSchema *schema = PyCapsule_GetPointer(capsule, "arrow_schema");
+    PyObject *result = NULL;
+    if (schema != NULL) {
+        bound_columns b;
+        PyObject *none = PyTuple_New(0); /* new reference: no partition key here */
+        if (none != NULL && bound_plan(&b, schema, names, types, none) == 0) {
+            bound_free(&b);
+            result = Py_NewRef(Py_None);
+        }
+        Py_XDECREF(none);
+    }
+    Py_DECREF(capsule);
+    return result;
+}
+
+/* Raises bulkwire.errors.RowError for a row the core refused, MemoryError for -1. */
+static void raise_row_error(int rc, const bw_cql_row_error *e, const bound_columns *b) {
+    if (rc == -1 || e->column < 0) {
+        PyErr_NoMemory();
+        return;
+    }
+    PyObject *errors = PyImport_ImportModule("bulkwire.errors"); /* new reference */
+    PyObject *cls = errors ? PyObject_GetAttrString(errors, "RowError") : NULL;
+    PyObject *exc = cls ? PyObject_CallFunction(cls, "sLs", b->names[e->column],
+                                                (long long)e->row, e->reason)
+                        : NULL;
+    if (exc != NULL)
+        PyErr_SetObject(cls, exc);
+    Py_XDECREF(exc);
+    Py_XDECREF(cls);
+    Py_XDECREF(errors);
+}
+
+/* Grows an int64 array held in a bw_buf by n items; a pointer to the first new one, or NULL
+   (out of memory). */
+static int64_t *grow_i64(bw_buf *b, int64_t n) {
+    if ((uint64_t)n > SIZE_MAX / 8 || bw_buf_reserve(b, (size_t)n * 8) < 0)
+        return NULL;
+    int64_t *p = (int64_t *)(void *)(b->data + b->len);
+    b->len += (size_t)n * 8;
+    return p;
+}
+
+/* cql_execute_bodies(batch, prepared_id, names, types, pk_indexes, consistency, *,
+   first_row=0, serial_consistency=0, timestamp=None) -> (bodies, ends, tokens).
+   Every row of the Arrow record batch / table / stream as the body of an EXECUTE of the
+   prepared statement `prepared_id`, binding column names[i] (CQL type types[i]) to bind
+   marker i. bodies: a bytearray of the bodies back to back; ends: bytes of native int64,
+   the end of each row's body in bodies; tokens: bytes of native int64, each row's partition
+   token (None when pk_indexes is empty). The GIL is released over the rows. Returns a new
+   reference. */
+static PyObject *module_cql_execute_bodies(PyObject *self, PyObject *args, PyObject *kwargs) {
+    (void)self;
+    static char *kwlist[] = {"batch", "prepared_id", "names", "types", "pk_indexes",
+                             "consistency", "first_row", "serial_consistency", "timestamp",
+                             NULL};
+    PyObject *batch, *names, *types, *pk_indexes, *timestamp = Py_None;
+    Py_buffer id = {0};
+    int consistency, serial = 0;
+    long long first_row = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "Oy*OOOi|$LiO:cql_execute_bodies", kwlist,
+                                     &batch, &id, &names, &types, &pk_indexes, &consistency,
+                                     &first_row, &serial, &timestamp))
+        return NULL;
+    bw_arrow_source src;
+    bound_columns b;
+    int planned = 0, opened = 0;
+    bw_buf out = {0}, ends = {0}, tokens = {0};
+    PyObject *result = NULL;
+    bw_cql_bound st;
+    memset(&st, 0, sizeof st);
+    if (id.len > 65535) {
+        PyErr_SetString(PyExc_ValueError, "prepared_id is longer than 65535 bytes");
+        goto cleanup;
+    }
+    if (consistency < 0 || consistency > 0xffff || serial < 0 || serial > 0xffff) {
+        PyErr_SetString(PyExc_ValueError, "consistency levels are 0 to 65535");
+        goto cleanup;
+    }
+    st.id = id.buf;
+    st.id_len = (size_t)id.len;
+    st.params.consistency = (uint16_t)consistency;
+    st.params.serial_consistency = (uint16_t)serial;
+    if (timestamp != Py_None) {
+        st.params.has_timestamp = 1;
+        st.params.timestamp = PyLong_AsLongLong(timestamp);
+        if (st.params.timestamp == -1 && PyErr_Occurred())
+            goto cleanup;
+    }
+    if (bw_arrow_source_open(batch, &src) < 0)
+        goto cleanup;
+    opened = 1;
+    int rc;
+    int64_t row = first_row;
+    while ((rc = bw_arrow_source_next(&src)) == 1) {
+        if (!planned) {
+            if (bound_plan(&b, &src.schema, names, types, pk_indexes) < 0)
+                goto cleanup;
+            planned = 1;
+            st.columns = b.cols;
+            st.names = b.names;
+            st.n_columns = (int)b.n;
+            st.pk = b.pk;
+            st.n_pk = b.n_pk;
+        }
+        char err[300];
+        for (Py_ssize_t i = 0; i < b.n; i++) {
+            int64_t c = child_named(&src.schema, b.names[i]);
+            if (bw_cql_column_bind(&b.cols[i], src.schema.children[c], src.array.children[c],
+                                   src.array.offset, err, sizeof err) < 0) {
+                PyErr_SetString(PyExc_ValueError, err);
+                goto cleanup;
+            }
+        }
+        int64_t rows = src.array.length;
+        int64_t *e = grow_i64(&ends, rows), *t = st.n_pk ? grow_i64(&tokens, rows) : NULL;
+        if (e == NULL || (st.n_pk && t == NULL)) {
+            PyErr_NoMemory();
+            goto cleanup;
+        }
+        bw_cql_row_error re;
+        int w;
+        Py_BEGIN_ALLOW_THREADS
+        w = bw_cql_encode_rows(&st, rows, row, &out, e, t, &re);
+        Py_END_ALLOW_THREADS
+        if (w < 0) {
+            raise_row_error(w, &re, &b);
+            goto cleanup;
+        }
+        row += rows;
+    }
+    if (rc < 0)
+        goto cleanup;
+    if (!planned) { /* a stream without batches: nothing to check the names against */
+        Py_ssize_t n_pk = PyObject_Length(pk_indexes);
+        if (n_pk < 0)
+            goto cleanup;
+        result = n_pk ? Py_BuildValue("(Ny#y#)", PyByteArray_FromStringAndSize("", 0), "",
+                                      (Py_ssize_t)0, "", (Py_ssize_t)0)
+                      : Py_BuildValue("(Ny#O)", PyByteArray_FromStringAndSize("", 0), "",
+                                      (Py_ssize_t)0, Py_None);
+        goto cleanup;
+    }
+    {
+        PyObject *bodies = PyByteArray_FromStringAndSize(out.data ? out.data : "",
+                                                         (Py_ssize_t)out.len); /* new */
+        PyObject *ends_b = bodies ? PyBytes_FromStringAndSize(ends.data ? ends.data : "",
+                                                              (Py_ssize_t)ends.len) : NULL;
+        PyObject *tok_b = NULL;
+        if (ends_b != NULL)
+            tok_b = st.n_pk ? PyBytes_FromStringAndSize(tokens.data ? tokens.data : "",
+                                                        (Py_ssize_t)tokens.len)
+                            : Py_NewRef(Py_None);
+        if (tok_b != NULL)
+            result = PyTuple_Pack(3, bodies, ends_b, tok_b);
+        Py_XDECREF(bodies);
+        Py_XDECREF(ends_b);
+        Py_XDECREF(tok_b);
+    }
+cleanup:
+    if (opened)
+        bw_arrow_source_close(&src);
+    if (planned)
+        bound_free(&b);
+    bw_buf_free(&out);
+    bw_buf_free(&ends);
+    bw_buf_free(&tokens);
+    PyBuffer_Release(&id);
+    return result;
+}
+
+/* cql_partition_token(components) -> int: the Murmur3 token of a partition key given as its
+   components' serialized values (a sequence of bytes-like; one component: the token of its
+   bytes). Returns a new reference. */
+static PyObject *module_cql_partition_token(PyObject *self, PyObject *arg) {
+    (void)self;
+    PyObject *seq = PySequence_Fast(arg, "components must be a sequence of bytes"); /* new */
+    if (seq == NULL)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    PyObject *result = NULL;
+    Py_buffer *views = NULL;
+    const uint8_t **parts = NULL;
+    int32_t *lens = NULL;
+    Py_ssize_t got = 0;
+    bw_buf scratch = {0};
+    if (n < 1 || n > 65535) {
+        PyErr_SetString(PyExc_ValueError, "a partition key has 1 to 65535 components");
+        goto cleanup;
+    }
+    views = PyMem_Calloc((size_t)n, sizeof *views);
+    parts = PyMem_Calloc((size_t)n, sizeof *parts);
+    lens = PyMem_Calloc((size_t)n, sizeof *lens);
+    if (views == NULL || parts == NULL || lens == NULL) {
+        PyErr_NoMemory();
+        goto cleanup;
+    }
+    for (; got < n; got++) {
+        if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(seq, got), &views[got],
+                               PyBUF_SIMPLE) < 0)
+            goto cleanup;
+        if (views[got].len > INT32_MAX) {
+            got++;
+            PyErr_SetString(PyExc_ValueError, "a component is longer than 2**31 - 1 bytes");
+            goto cleanup;
+        }
+        parts[got] = views[got].buf;
+        lens[got] = (int32_t)views[got].len;
+    }
+    int64_t token;
+    int rc = bw_cql_partition_token(parts, lens, (int)n, &scratch, &token);
+    if (rc == -1)
+        PyErr_NoMemory();
+    else if (rc == -2)
+        PyErr_SetString(PyExc_ValueError, "a component of a composite partition key is longer "
+                        "than 65535 bytes");
+    else
+        result = PyLong_FromLongLong(token);
+cleanup:
+    for (Py_ssize_t i = 0; i < got; i++)
+        PyBuffer_Release(&views[i]);
+    PyMem_Free(views);
+    PyMem_Free(parts);
+    PyMem_Free(lens);
+    bw_buf_free(&scratch);
+    Py_DECREF(seq);
+    return result;
+}
+
+/* cql_murmur3_hash(key) -> int: the first half of MurmurHash3 as Murmur3Partitioner
+   computes it, before the minimum is mapped (the driver's cassandra.murmur3.murmur3).
+   Returns a new reference. */
+static PyObject *module_cql_murmur3_hash(PyObject *self, PyObject *arg) {
+    (void)self;
+    Py_buffer key;
+    if (PyObject_GetBuffer(arg, &key, PyBUF_SIMPLE) < 0)
+        return NULL;
+    int64_t h = bw_murmur3_hash(key.buf, (size_t)key.len);
+    PyBuffer_Release(&key);
+    return PyLong_FromLongLong(h);
+}
+
+/* cql_type_text(text) -> str: the CQL type text in its canonical form ("vector<float, 3>"),
+   or ValueError. Returns a new reference. */
+static PyObject *module_cql_type_text(PyObject *self, PyObject *arg) {
+    (void)self;
+    Py_ssize_t n;
+    const char *text = PyUnicode_Check(arg) ? PyUnicode_AsUTF8AndSize(arg, &n) : NULL;
+    if (text == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "expected the CQL type as str");
+        return NULL;
+    }
+    bw_cql_type t;
+    char err[400], out[64];
+    if (bw_cql_type_parse(text, (size_t)n, &t, err, sizeof err) < 0) {
+        PyErr_SetString(PyExc_ValueError, err);
+        return NULL;
+    }
+    bw_cql_type_text(&t, out, sizeof out);
+    return PyUnicode_FromString(out);
+}
+
+static PyMethodDef cql_functions[] = {
+    {"cql_execute_bodies", (PyCFunction)(void (*)(void))module_cql_execute_bodies,
+     METH_VARARGS | METH_KEYWORDS,
+     "cql_execute_bodies(batch, prepared_id, names, types, pk_indexes, consistency, *, "
+     "first_row=0, serial_consistency=0, timestamp=None) -> (bytearray bodies, bytes ends, "
+     "bytes tokens or None)\n\nEvery row of an Arrow batch as an EXECUTE body (protocol v4) "
+     "of the prepared statement, with its partition token (native int64 arrays)."},
+    {"cql_check_schema", module_cql_check_schema, METH_VARARGS,
+     "cql_check_schema(schema, names, types): raises SchemaMismatchError naming the first "
+     "column whose Arrow type cannot be bound to its CQL type."},
+    {"cql_partition_token", module_cql_partition_token, METH_O,
+     "cql_partition_token(components) -> int: the Murmur3Partitioner token of a partition "
+     "key from its components' serialized values."},
+    {"cql_murmur3_hash", module_cql_murmur3_hash, METH_O,
+     "cql_murmur3_hash(key) -> int: Murmur3Partitioner's hash of the bytes, before the "
+     "minimum long is mapped to the maximum."},
+    {"cql_type_text", module_cql_type_text, METH_O,
+     "cql_type_text(text) -> str: a CQL type's text in canonical form."},
+    {NULL, NULL, 0, NULL},
+};
+
+int bw_cql_add_to_module(PyObject *module) {
+    vector_codec_type = PyObject_GetAttrString(module, "VectorCodec"); /* new reference */
+    if (vector_codec_type == NULL)
+        return -1;
+    return PyModule_AddFunctions(module, cql_functions);
+}
