@@ -230,10 +230,10 @@ static void raise_row_error(int rc, const bw_cql_row_error *e, const bound_colum
     Py_XDECREF(errors);
 }
 
-/* Grows an int64 array held in a bw_buf by n items; a pointer to the first new one, or NULL
-   (out of memory). */
+/* Grows an int64 array held in a bw_buf by n items; a pointer to the first new one (never
+   NULL, also for n == 0), or NULL when out of memory. */
 static int64_t *grow_i64(bw_buf *b, int64_t n) {
-    if ((uint64_t)n > SIZE_MAX / 8 || bw_buf_reserve(b, (size_t)n * 8) < 0)
+    if ((uint64_t)n > SIZE_MAX / 8 - 1 || bw_buf_reserve(b, (size_t)n * 8 + 8) < 0)
         return NULL;
     int64_t *p = (int64_t *)(void *)(b->data + b->len);
     b->len += (size_t)n * 8;
