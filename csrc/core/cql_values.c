@@ -140,6 +140,13 @@ void bw_cql_type_text(const bw_cql_type *t, char *out, size_t out_size) {
         return;
     }
     const char *name = bw_cql_type_name(t->id);
+    static const struct { uint16_t id; const char *name; } others[] = {
+        {BW_CQL_T_CUSTOM, "custom"}, {BW_CQL_T_LIST, "list"}, {BW_CQL_T_MAP, "map"},
+        {BW_CQL_T_SET, "set"}, {BW_CQL_T_UDT, "udt"}, {BW_CQL_T_TUPLE, "tuple"},
+    };
+    for (size_t i = 0; name == NULL && i < sizeof others / sizeof others[0]; i++)
+        if (others[i].id == t->id)
+            name = others[i].name;
     if (name != NULL)
         snprintf(out, out_size, "%s", name);
     else

@@ -64,7 +64,9 @@ const char *bw_cql_type_name(uint16_t id);
    0, or -1 with a message in err naming the text. */
 int bw_cql_type_parse(const char *text, size_t n, bw_cql_type *t, char *err, size_t err_size);
 
-/* Writes the type's CQL text ("vector<float, 4>") into out (NUL-ended, truncated to fit). */
+/* Writes the type's CQL text ("vector<float, 4>") into out (NUL-ended, truncated to fit);
+   collections and other types bulkwire does not bind by their kind alone ("set", "map",
+   "list", "tuple", "udt", "custom"). */
 void bw_cql_type_text(const bw_cql_type *t, char *out, size_t out_size);
 
 /* Describes an Arrow format string in words, as Parquet and pyarrow users know the types:
