@@ -586,6 +586,62 @@ static PyObject *module_cql_parse_result(PyObject *self, PyObject *arg) {
     return d;
 }
 
+/* ---------------------------------------------------------------- QUERY and PREPARE */
+
+/* cql_query_body(query, consistency, *, page_size=0, paging_state=None) -> bytes: a QUERY
+   body without values (protocol v4). Returns a new reference. */
+static PyObject *module_cql_query_body(PyObject *self, PyObject *args, PyObject *kwargs) {
+    (void)self;
+    static char *kwlist[] = {"query", "consistency", "page_size", "paging_state", NULL};
+    const char *query;
+    Py_ssize_t n;
+    int consistency, page_size = 0;
+    PyObject *paging = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "s#i|$iO:cql_query_body", kwlist, &query, &n,
+                                     &consistency, &page_size, &paging))
+        return NULL;
+    if (consistency < 0 || consistency > 0xffff || page_size < 0) {
+        PyErr_SetString(PyExc_ValueError, "consistency is 0 to 65535, page_size not negative");
+        return NULL;
+    }
+    Py_buffer state = {0};
+    if (paging != Py_None && PyObject_GetBuffer(paging, &state, PyBUF_SIMPLE) < 0)
+        return NULL;
+    bw_cql_params p = {.consistency = (uint16_t)consistency, .page_size = page_size,
+                       .paging_state = paging != Py_None ? state.buf : NULL,
+                       .paging_state_len = (size_t)state.len};
+    bw_buf out = {0};
+    PyObject *result = NULL;
+    if (bw_cql_put_query(&out, query, (size_t)n, &p) < 0)
+        PyErr_NoMemory();
+    else
+        result = PyBytes_FromStringAndSize(out.data, (Py_ssize_t)out.len);
+    bw_buf_free(&out);
+    if (paging != Py_None)
+        PyBuffer_Release(&state);
+    return result;
+}
+
+/* cql_prepare_body(query) -> bytes: a PREPARE body (protocol v4). Returns a new reference. */
+static PyObject *module_cql_prepare_body(PyObject *self, PyObject *arg) {
+    (void)self;
+    Py_ssize_t n;
+    const char *query = PyUnicode_Check(arg) ? PyUnicode_AsUTF8AndSize(arg, &n) : NULL;
+    if (query == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "expected the query as str");
+        return NULL;
+    }
+    bw_buf out = {0};
+    PyObject *result = NULL;
+    if (bw_cql_put_prepare(&out, query, (size_t)n) < 0)
+        PyErr_NoMemory();
+    else
+        result = PyBytes_FromStringAndSize(out.data, (Py_ssize_t)out.len);
+    bw_buf_free(&out);
+    return result;
+}
+
 static PyMethodDef cql_functions[] = {
     {"cql_execute_bodies", (PyCFunction)(void (*)(void))module_cql_execute_bodies,
      METH_VARARGS | METH_KEYWORDS,
@@ -602,6 +658,12 @@ static PyMethodDef cql_functions[] = {
     {"cql_murmur3_hash", module_cql_murmur3_hash, METH_O,
      "cql_murmur3_hash(key) -> int: Murmur3Partitioner's hash of the bytes, before the "
      "minimum long is mapped to the maximum."},
+    {"cql_query_body", (PyCFunction)(void (*)(void))module_cql_query_body,
+     METH_VARARGS | METH_KEYWORDS,
+     "cql_query_body(query, consistency, *, page_size=0, paging_state=None) -> bytes: a "
+     "QUERY body without values (protocol v4)."},
+    {"cql_prepare_body", module_cql_prepare_body, METH_O,
+     "cql_prepare_body(query) -> bytes: a PREPARE body (protocol v4)."},
     {"cql_parse_result", module_cql_parse_result, METH_O,
      "cql_parse_result(body) -> dict: a RESULT body (protocol v4) read with every length "
      "checked; ValueError when malformed."},

@@ -13,6 +13,7 @@
 #include "py_encoder.h"
 #include "py_encode_batch.h"
 #include "py_bulk.h"
+#include "py_cql_conn.h"
 #include "py_float_text.h"
 #include "py_vectors.h"
 #include "py_file_read.h"
@@ -35,7 +36,8 @@ PyMODINIT_FUNC PyInit__core(void) {
         bw_float_text_add_functions(module) < 0 || bw_vectors_add_to_module(module) < 0 ||
         bw_bulk_add_to_module(module) < 0 || bw_encode_batch_add_to_module(module) < 0 ||
         bw_parquet_pages_add_to_module(module) < 0 ||
-        bw_file_read_add_to_module(module) < 0 || bw_cql_add_to_module(module) < 0) {
+        bw_file_read_add_to_module(module) < 0 || bw_cql_conn_add_to_module(module) < 0 ||
+        bw_cql_add_to_module(module) < 0) {
         Py_DECREF(module);
         return NULL;
     }

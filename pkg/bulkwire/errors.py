@@ -269,6 +269,35 @@ def _add_note(error: BaseException, note: str) -> None:
         error.__notes__ = [note]  # type: ignore[attr-defined]
 
 
+class CqlServerError(ServerError):
+    """A CQL server answered a request with ERROR (``bulkwire._core.CqlConnection``).
+
+    ``code`` is the protocol's error code (``0x1001`` overloaded, ``0x2200`` invalid, ...),
+    ``name`` its name, ``server_message`` the server's own words; the message also names
+    the server (``host:port``). The codes that carry more set ``consistency``, ``required``,
+    ``alive`` (unavailable), ``received``, ``blockfor`` and ``write_type`` (write timeout).
+    Raised by a pipelined run, it also has ``row`` (the index of the body the server refused)
+    and ``unacknowledged`` (the sorted indexes of every body sent whose answer did not
+    arrive, ``row`` among them); the connection's other failures (``ConnectionLostError``,
+    ``TransportTimeoutError``, ``ProtocolError``) carry the same two attributes.
+
+    >>> error = CqlServerError("127.0.0.1:9042: error 0x2200 (Invalid): bad", code=0x2200,
+    ...                        server_message="bad", name="Invalid")
+    >>> error.code, error.name, error.server_message, isinstance(error, ServerError)
+    (8704, 'Invalid', 'bad', True)
+    """
+
+    def __init__(self, message: str, *, code: int, server_message: str = "",
+                 name: str = "") -> None:
+        super().__init__(message)
+        self.code = code
+        self.name = name
+        self.server_message = server_message
+        self.row: Optional[int] = None
+        self.unacknowledged: list[int] = []
+
+
+__all__ += ["CqlServerError"]
 class SchemaMismatchError(ValueError):
     """An Arrow/Parquet column whose type cannot be bound to the CQL column of the same name
     (or a CQL column the data does not have), found before any row is sent. ``column`` is
