@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import ssl
 import struct
 import threading
 import time
@@ -23,7 +24,7 @@ import pytest
 
 from bulkwire import _core
 from bulkwire.errors import (ConnectError, ConnectionLostError, CqlServerError, ServerError,
-                             TransportTimeoutError)
+                             TLSError, TransportTimeoutError)
 
 QUERY, PREPARE, EXECUTE, RESULT = (_core.CQL_OP_QUERY, _core.CQL_OP_PREPARE,
                                    _core.CQL_OP_EXECUTE, _core.CQL_OP_RESULT)
@@ -147,6 +148,30 @@ def test_an_invalid_row_in_the_middle_is_named(auth_node):
 
 
 @pytest.mark.cassandra_server
+def test_a_vector_indexed_table_loads_with_the_default_window(auth_node):
+    """The default window (2) is within what Cassandra 5.0.9 takes for a table with a vector
+    index (its processors + 1); the driver reads every vector back."""
+    rows = {k: [float(k), k / 2, -k / 4, 1.5] for k in range(800)}
+    with connect(auth_node) as conn:
+        conn.request(QUERY, query_body("CREATE KEYSPACE IF NOT EXISTS ks WITH replication = "
+                                       "{'class': 'SimpleStrategy', 'replication_factor': 1}"))
+        conn.request(QUERY, query_body("CREATE TABLE IF NOT EXISTS ks.t_vectors "
+                                       "(k int PRIMARY KEY, v vector<float, 4>)"))
+        conn.request(QUERY, query_body("CREATE CUSTOM INDEX IF NOT EXISTS ON ks.t_vectors (v) "
+                                       "USING 'StorageAttachedIndex'"))
+        _, answer = conn.request(PREPARE, long_string("INSERT INTO ks.t_vectors (k, v) VALUES (?, ?)"))
+        insert = prepared_id(answer)
+        bodies = [execute_body(insert, [struct.pack(">i", k), struct.pack(">4f", *v)])
+                  for k, v in rows.items()]
+        assert conn.run(EXECUTE, bodies)[0] == len(rows)
+    from servers.cassandra import connect as driver
+
+    with driver([auth_node.address], credentials=auth_node.credentials) as session:
+        stored = {r.k: list(r.v) for r in session.execute("SELECT k, v FROM ks.t_vectors")}
+    assert stored == rows
+
+
+@pytest.mark.cassandra_server
 def test_killed_node_names_the_unacknowledged_rows(auth_node):
     """Last in this module: the node does not come back."""
     with connect(auth_node) as conn:
@@ -203,15 +228,24 @@ def _error(code: int, message: str, extra: bytes = b"") -> bytes:
     return struct.pack(">iH", code, len(raw)) + raw + extra
 
 
-def fake_server(answer: Callable[[int, bytes, dict], bytes | None]):
-    """A one-connection server on 127.0.0.1 that does the handshake, then answers each
-    request with ``answer(opcode, body, state)``: an ERROR body (sent as ERROR) or None (a
-    RESULT Void). Yields (port, state); state["bodies"] lists every request body seen."""
-    listener = socket.create_server(("127.0.0.1", 0))
+def fake_server(answer: Callable[[int, bytes, dict], bytes | None],
+                tls: ssl.SSLContext | None = None, host: str = "127.0.0.1"):
+    """A one-connection server on ``host`` (over TLS with ``tls``) that does the handshake,
+    then answers each request with ``answer(opcode, body, state)``: an ERROR body (sent as
+    ERROR) or None (a RESULT Void). Returns (listener, thread, state); state["bodies"] lists
+    every request body seen, state["ended"] says how the connection ended."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listener = socket.create_server((host, 0), family=family)
     state: dict = {"bodies": []}
 
     def serve() -> None:
         conn, _ = listener.accept()
+        if tls is not None:
+            try:
+                conn = tls.wrap_socket(conn, server_side=True)
+            except (ssl.SSLError, OSError) as exc:
+                state["ended"] = repr(exc)
+                return
         with conn:
             try:
                 stream, _, _ = _frame(conn)  # OPTIONS
@@ -226,8 +260,8 @@ def fake_server(answer: Callable[[int, bytes, dict], bytes | None]):
                         _send(conn, stream, RESULT, struct.pack(">i", 1))
                     else:
                         _send(conn, stream, 0x00, error)
-            except (EOFError, OSError):
-                pass
+            except (EOFError, OSError) as exc:
+                state["ended"] = repr(exc)
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
@@ -305,3 +339,117 @@ def test_arguments_are_checked_before_anything_is_sent():
     assert state["bodies"] == []
     with pytest.raises(ValueError, match="username and password"):
         _core.CqlConnection("127.0.0.1", 1, username="u")
+
+
+@pytest.fixture(scope="module")
+def certificate(tmp_path_factory):
+    """(certificate, key) of a self-signed certificate for 127.0.0.1."""
+    from test_tls import make_certificate
+
+    return make_certificate(str(tmp_path_factory.mktemp("cql-tls")))
+
+
+def server_tls(certificate) -> ssl.SSLContext:
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(*certificate)
+    return context
+
+
+def test_a_pipelined_run_over_tls(certificate):
+    listener, thread, state = fake_server(lambda opcode, body, state: None,
+                                          tls=server_tls(certificate))
+    bodies = [b"tls row %d" % i + b"x" * (i % 300) for i in range(500)]
+    with listener:
+        context = _core.TlsContext(ca=certificate[0])
+        with _core.CqlConnection("127.0.0.1", listener.getsockname()[1], tls=context,
+                                 timeout=5.0) as conn:
+            assert conn.run(EXECUTE, bodies, window=8) == (500, 0)
+    thread.join(5)
+    assert state["bodies"] == bodies
+
+
+def test_a_server_certificate_that_does_not_verify_is_refused(certificate):
+    listener, thread, state = fake_server(lambda opcode, body, state: None,
+                                          tls=server_tls(certificate))
+    with listener:
+        with pytest.raises(TLSError, match="127.0.0.1:.*certificate verify failed"):
+            _core.CqlConnection("127.0.0.1", listener.getsockname()[1],
+                                tls=_core.TlsContext(), timeout=5.0)
+    thread.join(5)
+    assert state["bodies"] == []
+
+
+@pytest.mark.parametrize("over_tls", [False, True])
+def test_a_forked_child_cannot_use_an_inherited_connection_and_the_parent_goes_on(
+        certificate, over_tls):
+    from test_fork import FORKED, run_in_child
+
+    listener, thread, state = fake_server(lambda opcode, body, state: None,
+                                          tls=server_tls(certificate) if over_tls else None)
+    with listener:
+        context = _core.TlsContext(ca=certificate[0]) if over_tls else None
+        conn = _core.CqlConnection("127.0.0.1", listener.getsockname()[1], tls=context,
+                                   timeout=5.0)
+        assert conn.run(EXECUTE, [b"before"]) == (1, 0)
+        holder = [conn]
+
+        def child() -> list[str]:
+            said = []
+            for call in (lambda: holder[0].run(EXECUTE, [b"child"]),
+                         lambda: holder[0].request(QUERY, b"child")):
+                try:
+                    call()
+                    said.append("returned")
+                except RuntimeError as exc:
+                    said.append(str(exc))
+            holder.clear()  # the child's copy is released: nothing may reach the socket
+            return said
+
+        said = run_in_child(child)
+        assert len(said) == 2 and all(FORKED in s for s in said), said
+        # the parent's stream is intact: the child wrote nothing to it, not even a TLS close
+        assert conn.run(EXECUTE, [b"after %d" % i for i in range(50)], window=4) == (50, 0)
+        conn.close()
+    thread.join(5)
+    assert state["bodies"] == [b"before"] + [b"after %d" % i for i in range(50)]
+
+
+class _Alarm(Exception):
+    pass
+
+
+def test_a_signal_handler_that_raises_stops_a_waiting_run():
+    """Ctrl-C (here SIGALRM whose handler raises) ends a run that waits for a slow server
+    long before its timeout; the connection is unusable afterwards, and says why."""
+    listener, thread, state = fake_server(lambda opcode, body, state: time.sleep(2) or None)
+
+    def alarm(signum, frame):
+        raise _Alarm()
+
+    previous = signal.signal(signal.SIGALRM, alarm)
+    try:
+        with listener:
+            with _core.CqlConnection("127.0.0.1", listener.getsockname()[1], timeout=30.0) as conn:
+                started = time.monotonic()
+                signal.setitimer(signal.ITIMER_REAL, 0.2)
+                with pytest.raises(_Alarm):
+                    conn.run(EXECUTE, [b"a", b"b"], window=2)
+                assert time.monotonic() - started < 1.5
+                with pytest.raises(ConnectionLostError, match="interrupted"):
+                    conn.run(EXECUTE, [b"a"])
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    thread.join(5)
+
+
+
+def test_an_ipv6_server():
+    listener, thread, state = fake_server(lambda opcode, body, state: None, host="::1")
+    with listener:
+        port = listener.getsockname()[1]
+        with _core.CqlConnection("::1", port, timeout=5.0) as conn:
+            assert conn.peer == f"[::1]:{port}"
+            assert conn.run(EXECUTE, [b"six"], window=1) == (1, 0)
+    thread.join(5)
+    assert state["bodies"] == [b"six"]

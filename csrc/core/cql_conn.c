@@ -263,9 +263,12 @@ static int write_pending(bw_cql_conn *conn) {
     return rc;
 }
 
+/* read_some found the socket readable but nothing to take (a spurious wakeup). */
+#define NOTHING_YET (-3)
+
 /* Reads what the server sent, waiting at most wait_ms (< 0: no limit). 0 with *got bytes
-   appended to conn->in (0: the server ended the connection), or ETIMEDOUT, EINTR, another
-   transport result. */
+   appended to conn->in (0: the server ended the connection), or ETIMEDOUT, EINTR,
+   NOTHING_YET, another transport result. */
 static int read_some(bw_cql_conn *conn, long wait_ms, size_t *got) {
     *got = 0;
     if (bw_buf_reserve(&conn->in, READ_STEP) < 0)
@@ -284,7 +287,7 @@ static int read_some(bw_cql_conn *conn, long wait_ms, size_t *got) {
         return rc;
     ssize_t n = recv(conn->fd, conn->in.data + conn->in.len, room, MSG_DONTWAIT);
     if (n < 0)
-        return errno == EAGAIN || errno == EWOULDBLOCK ? EINTR : errno;
+        return errno == EAGAIN || errno == EWOULDBLOCK ? NOTHING_YET : errno;
     conn->in.len += (size_t)n;
     *got = (size_t)n;
     return 0;
@@ -607,8 +610,18 @@ int bw_cql_run(bw_cql_conn *conn, const bw_cql_run_options *options, bw_cql_prod
             }
             continue;
         }
-        if (rc == EINTR)
+        if (rc == NOTHING_YET)
             continue;
+        if (rc == EINTR) {
+            if (options->interrupted != NULL && options->interrupted(ctx)) {
+                bw_cql_status scratch;
+                fail(conn, status->kind == BW_CQL_OK ? status : &scratch, BW_CQL_E_INTERRUPTED,
+                     EINTR, "interrupted with %d request(s) unanswered", rs.busy);
+                abandon_all(&rs);
+                goto done;
+            }
+            continue;
+        }
         if (rc == ETIMEDOUT) {
             if (rs.sent > 0 && deadline >= 0 && now_ms() >= deadline) {
                 bw_cql_status scratch;
@@ -686,7 +699,7 @@ int bw_cql_request_one(bw_cql_conn *conn, uint8_t opcode, const uint8_t *body, s
                        uint8_t *answer_opcode, uint8_t **answer_body, size_t *answer_len,
                        bw_cql_status *status) {
     single one = {opcode, body, len, 0, 0, NULL, 0, 0};
-    bw_cql_run_options options = {1, 0, 0, 0};
+    bw_cql_run_options options = {1, 0, 0, 0, NULL};
     bw_cql_outcome outcome;
     int rc = bw_cql_run(conn, &options, single_produce, single_consume, &one, &outcome, status);
     bw_cql_outcome_free(&outcome);

@@ -35,7 +35,8 @@ typedef enum {
                            authentication exchange this client does not speak */
     BW_CQL_E_NOMEM,
     BW_CQL_E_CALLBACK,  /* the producer or the consumer said stop */
-    BW_CQL_E_INHERITED  /* the connection belongs to the process this one was forked from */
+    BW_CQL_E_INHERITED, /* the connection belongs to the process this one was forked from */
+    BW_CQL_E_INTERRUPTED /* the run's interrupted callback said stop after a signal */
 } bw_cql_failure;
 
 /* An ERROR body. The fields after `message` are those of the codes that carry them
@@ -90,8 +91,9 @@ bw_cql_conn *bw_cql_connect(const bw_cql_options *options, bw_cql_status *status
 void bw_cql_close(bw_cql_conn *conn);
 /* 1 in a forked child of the process that made the connection. */
 int bw_cql_inherited(const bw_cql_conn *conn);
-/* 1 once a call failed in a way that leaves the stream unusable (everything but E_SERVER
-   and E_CALLBACK after a whole answer): later calls fail at once with that status. */
+/* 1 once a call failed in a way that leaves the stream unusable (every failure but
+   E_SERVER, E_CALLBACK and E_AUTH, which come after whole answers): later calls fail at once
+   with that status. */
 int bw_cql_broken(const bw_cql_conn *conn);
 /* "host:port" of the server. */
 const char *bw_cql_peer(const bw_cql_conn *conn);
@@ -121,6 +123,10 @@ typedef struct {
     int max_retries;     /* times one request is sent again after a retryable error (>= 0) */
     long backoff_ms;     /* the pause before the first retry; doubled each time */
     long backoff_max_ms; /* the longest pause */
+    /* Called (with the run's ctx) when a wait was cut short by a signal: nonzero stops the
+       run at once (E_INTERRUPTED; the connection is then unusable, as answers are still
+       due). NULL: signals do not stop a run. */
+    int (*interrupted)(void *ctx);
 } bw_cql_run_options;
 
 /* What a run did. unanswered: the tags of the requests sent (or waiting to be sent again)

@@ -6,7 +6,9 @@
    Failures are bulkwire.errors exceptions: CqlServerError (the server's ERROR), ConnectError,
    TLSError, ConnectionLostError, TransportTimeoutError, ProtocolError; a run's carries `row`
    (the index of the body whose error stopped it, or None) and `unacknowledged` (the sorted
-   indexes of the bodies sent whose answers did not arrive). */
+   indexes of the bodies sent whose answers did not arrive). A signal handler that raises
+   while a run waits (Ctrl-C) stops the run with its exception; the connection is then
+   unusable (ConnectionLostError: interrupted). */
 #include "py_cql_conn.h"
 
 #include "cql_conn.h"
@@ -37,7 +39,8 @@ static PyObject *error_class(bw_cql_failure kind) {
     switch (kind) {
     case BW_CQL_E_SERVER: name = "CqlServerError"; break;
     case BW_CQL_E_TLS: name = "TLSError"; break;
-    case BW_CQL_E_LOST: name = "ConnectionLostError"; break;
+    case BW_CQL_E_LOST:
+    case BW_CQL_E_INTERRUPTED: name = "ConnectionLostError"; break;
     case BW_CQL_E_TIMEOUT: name = "TransportTimeoutError"; break;
     case BW_CQL_E_PROTOCOL:
     case BW_CQL_E_CALLBACK: name = "ProtocolError"; break;
@@ -266,7 +269,21 @@ typedef struct {
     size_t *lens;
     int not_result;    /* an answer other than RESULT came */
     uint8_t seen_opcode;
+    PyThreadState *released; /* the thread's state while the run holds no GIL */
+    int interrupted;         /* a signal handler raised: its exception is set */
 } run_bodies;
+
+/* A wait of the run was cut short by a signal: runs Python's handlers (taking the GIL for
+   that moment). 1 when one raised (Ctrl-C: KeyboardInterrupt), which stops the run. */
+static int bodies_interrupted(void *ctx) {
+    run_bodies *b = ctx;
+    PyEval_RestoreThread(b->released);
+    int raised = PyErr_CheckSignals() < 0;
+    b->released = PyEval_SaveThread();
+    if (raised)
+        b->interrupted = 1;
+    return raised;
+}
 
 static int bodies_produce(void *ctx, bw_cql_request *request) {
     run_bodies *b = ctx;
@@ -293,14 +310,16 @@ static int bodies_consume(void *ctx, uint64_t tag, uint8_t opcode, const uint8_t
     return -1;
 }
 
-/* run(opcode, bodies, *, window=32, max_retries=5, backoff=0.05, backoff_max=2.0)
+/* run(opcode, bodies, *, window=2, max_retries=5, backoff=0.05, backoff_max=2.0)
    -> (answered, retries): a new reference. */
 static PyObject *CqlConnection_run(CqlConnectionObject *self, PyObject *args, PyObject *kwargs) {
     static char *keywords[] = {"opcode", "bodies", "window", "max_retries", "backoff",
                                "backoff_max", NULL};
     int opcode;
     PyObject *bodies_obj;
-    int window = 32, max_retries = 5;
+    /* 2 by default: Cassandra 5.0.9 fails inserts into a table with a vector index when
+       more than its processors + 1 are in flight, and no node has fewer than one */
+    int window = 2, max_retries = 5;
     double backoff = 0.05, backoff_max = 2.0;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "iO|$iidd:run", keywords, &opcode,
                                      &bodies_obj, &window, &max_retries, &backoff, &backoff_max))
@@ -347,15 +366,17 @@ static PyObject *CqlConnection_run(CqlConnectionObject *self, PyObject *args, Py
     if (enter(self) < 0)
         goto cleanup;
     bw_cql_run_options ro = {window, max_retries, (long)(backoff * 1000.0),
-                             (long)(backoff_max * 1000.0)};
+                             (long)(backoff_max * 1000.0), bodies_interrupted};
     bw_cql_outcome outcome;
     bw_cql_status status;
-    int rc;
-    Py_BEGIN_ALLOW_THREADS
-    rc = bw_cql_run(self->conn, &ro, bodies_produce, bodies_consume, &b, &outcome, &status);
-    Py_END_ALLOW_THREADS
+    b.released = PyEval_SaveThread();
+    int rc = bw_cql_run(self->conn, &ro, bodies_produce, bodies_consume, &b, &outcome, &status);
+    PyEval_RestoreThread(b.released);
     self->busy = 0;
-    if (rc == 0) {
+    if (b.interrupted) {
+        /* the handler's exception (KeyboardInterrupt) stands; the connection is broken */
+        assert(PyErr_Occurred());
+    } else if (rc == 0) {
         result = Py_BuildValue("(KK)", (unsigned long long)outcome.answered,
                                (unsigned long long)outcome.retries);
     } else {
@@ -423,7 +444,7 @@ static PyMethodDef CqlConnection_methods[] = {
     {"request", (PyCFunction)CqlConnection_request, METH_VARARGS,
      "request(opcode, body) -> (opcode, bytes): one request, its answer (not retried)."},
     {"run", (PyCFunction)(void (*)(void))CqlConnection_run, METH_VARARGS | METH_KEYWORDS,
-     "run(opcode, bodies, *, window=32, max_retries=5, backoff=0.05, backoff_max=2.0) -> "
+     "run(opcode, bodies, *, window=2, max_retries=5, backoff=0.05, backoff_max=2.0) -> "
      "(answered, retries): every body sent as a request of opcode, at most window in flight; "
      "overloaded, write timeout and unavailable re-sent up to max_retries times after a "
      "doubling pause. Raises with row and unacknowledged on any other failure."},

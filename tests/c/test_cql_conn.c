@@ -401,7 +401,7 @@ static void run_pipeline(int window, int total, size_t body_len) {
     if (conn != NULL) {
         client c;
         client_init(&c, total, body_len);
-        bw_cql_run_options ro = {window, 0, 1, 10};
+        bw_cql_run_options ro = {window, 0, 1, 10, NULL};
         bw_cql_outcome out;
         CHECK_EQ(bw_cql_run(conn, &ro, client_produce, client_consume, &c, &out, &st), 0);
         CHECK_EQ(st.kind, BW_CQL_OK);
@@ -514,7 +514,7 @@ static bw_cql_failure hostile_run(int mode, int total, long timeout_ms, bw_cql_o
     bw_cql_failure kind = BW_CQL_E_CONNECT;
     if (conn != NULL) {
         client_init(c, total, 1);
-        bw_cql_run_options ro = {8, 0, 1, 10};
+        bw_cql_run_options ro = {8, 0, 1, 10, NULL};
         double t0 = now_ms();
         int rc = bw_cql_run(conn, &ro, client_produce, client_consume, c, out, st);
         *took_ms = now_ms() - t0;
@@ -691,7 +691,7 @@ static bw_cql_failure retry_run(int failures_each, int max_retries, int total,
     if (conn != NULL) {
         client c;
         client_init(&c, total, 1);
-        bw_cql_run_options ro = {4, max_retries, 20, 40};
+        bw_cql_run_options ro = {4, max_retries, 20, 40, NULL};
         double t0 = now_ms();
         bw_cql_run(conn, &ro, client_produce, client_consume, &c, out, st);
         *took = now_ms() - t0;
