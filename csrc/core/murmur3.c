@@ -5,6 +5,12 @@
 
 static inline uint64_t rotl64(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
 
+static const uint64_t C1 = 0x87c37b91114253d5ULL, C2 = 0x4cf5ad432745937fULL;
+
+/* The scrambles of a block's two halves before they enter h1 and h2. */
+static inline uint64_t mix_k1(uint64_t k1) { return rotl64(k1 * C1, 31) * C2; }
+static inline uint64_t mix_k2(uint64_t k2) { return rotl64(k2 * C2, 33) * C1; }
+
 static inline uint64_t fmix64(uint64_t k) {
     k ^= k >> 33;
     k *= 0xff51afd7ed558ccdULL;
@@ -29,22 +35,14 @@ static inline uint64_t tail_byte(const uint8_t *tail, int i) {
 }
 
 int64_t bw_murmur3_hash(const uint8_t *key, size_t len) {
-    const uint64_t c1 = 0x87c37b91114253d5ULL, c2 = 0x4cf5ad432745937fULL;
     uint64_t h1 = 0, h2 = 0;
     size_t nblocks = len / 16;
     for (size_t i = 0; i < nblocks; i++) {
-        uint64_t k1 = block64(key + 16 * i), k2 = block64(key + 16 * i + 8);
-        k1 *= c1;
-        k1 = rotl64(k1, 31);
-        k1 *= c2;
-        h1 ^= k1;
+        h1 ^= mix_k1(block64(key + 16 * i));
         h1 = rotl64(h1, 27);
         h1 += h2;
         h1 = h1 * 5 + 0x52dce729;
-        k2 *= c2;
-        k2 = rotl64(k2, 33);
-        k2 *= c1;
-        h2 ^= k2;
+        h2 ^= mix_k2(block64(key + 16 * i + 8));
         h2 = rotl64(h2, 31);
         h2 += h1;
         h2 = h2 * 5 + 0x38495ab5;
@@ -54,20 +52,12 @@ int64_t bw_murmur3_hash(const uint8_t *key, size_t len) {
     uint64_t k1 = 0, k2 = 0;
     for (int i = rest - 1; i >= 8; i--)
         k2 ^= tail_byte(tail, i);
-    if (rest > 8) {
-        k2 *= c2;
-        k2 = rotl64(k2, 33);
-        k2 *= c1;
-        h2 ^= k2;
-    }
+    if (rest > 8)
+        h2 ^= mix_k2(k2);
     for (int i = (rest < 8 ? rest : 8) - 1; i >= 0; i--)
         k1 ^= tail_byte(tail, i);
-    if (rest > 0) {
-        k1 *= c1;
-        k1 = rotl64(k1, 31);
-        k1 *= c2;
-        h1 ^= k1;
-    }
+    if (rest > 0)
+        h1 ^= mix_k1(k1);
     h1 ^= (uint64_t)len;
     h2 ^= (uint64_t)len;
     h1 += h2;

@@ -13,6 +13,24 @@
 
 static PyObject *vector_codec_type; /* bulkwire._core.VectorCodec; a reference held */
 
+/* The UTF-8 of a str argument (*n bytes), or NULL with a TypeError naming `what`. */
+static const char *str_arg(PyObject *arg, Py_ssize_t *n, const char *what) {
+    const char *text = PyUnicode_Check(arg) ? PyUnicode_AsUTF8AndSize(arg, n) : NULL;
+    if (text == NULL && !PyErr_Occurred())
+        PyErr_Format(PyExc_TypeError, "expected %s as str", what);
+    return text;
+}
+
+/* The bytes a writer put in out (rc 0), or MemoryError (rc < 0); out is freed. New
+   reference, or NULL. */
+static PyObject *written_bytes(int rc, bw_buf *out) {
+    PyObject *result = rc < 0 ? PyErr_NoMemory()
+                              : PyBytes_FromStringAndSize(out->data ? out->data : "",
+                                                          (Py_ssize_t)out->len);
+    bw_buf_free(out);
+    return result;
+}
+
 /* ---------------------------------------------------------------- the bound columns */
 
 /* What a statement's bound columns need while a batch is encoded. */
@@ -35,19 +53,25 @@ static void bound_free(bound_columns *b) {
     memset(b, 0, sizeof *b);
 }
 
-/* Raises bulkwire.errors.SchemaMismatchError(message, column, arrow_type, cql_type). */
-static void schema_mismatch(const char *message, const char *column, const char *arrow_type,
-                            const char *cql_type) {
-    PyObject *errors = PyImport_ImportModule("bulkwire.errors"); /* new reference */
-    PyObject *cls = errors ? PyObject_GetAttrString(errors, "SchemaMismatchError") : NULL;
-    PyObject *exc = cls ? PyObject_CallFunction(cls, "ssss", message, column, arrow_type,
-                                                cql_type)
-                        : NULL;
+/* Raises bulkwire.errors.<name>(*args); args (a new reference, or NULL when building it
+   failed) is released. */
+static void raise_errors_class(const char *name, PyObject *args) {
+    PyObject *errors = args ? PyImport_ImportModule("bulkwire.errors") : NULL; /* new ref */
+    PyObject *cls = errors ? PyObject_GetAttrString(errors, name) : NULL;
+    PyObject *exc = cls ? PyObject_CallObject(cls, args) : NULL;
     if (exc != NULL)
         PyErr_SetObject(cls, exc);
     Py_XDECREF(exc);
     Py_XDECREF(cls);
     Py_XDECREF(errors);
+    Py_XDECREF(args);
+}
+
+/* Raises bulkwire.errors.SchemaMismatchError(message, column, arrow_type, cql_type). */
+static void schema_mismatch(const char *message, const char *column, const char *arrow_type,
+                            const char *cql_type) {
+    raise_errors_class("SchemaMismatchError",
+                       Py_BuildValue("(ssss)", message, column, arrow_type, cql_type));
 }
 
 /* The vector serializer of VectorCodec (driver_compat: float32 as the driver writes it)
@@ -220,16 +244,8 @@ static void raise_row_error(int rc, const bw_cql_row_error *e, const bound_colum
         PyErr_NoMemory();
         return;
     }
-    PyObject *errors = PyImport_ImportModule("bulkwire.errors"); /* new reference */
-    PyObject *cls = errors ? PyObject_GetAttrString(errors, "RowError") : NULL;
-    PyObject *exc = cls ? PyObject_CallFunction(cls, "sLs", b->names[e->column],
-                                                (long long)e->row, e->reason)
-                        : NULL;
-    if (exc != NULL)
-        PyErr_SetObject(cls, exc);
-    Py_XDECREF(exc);
-    Py_XDECREF(cls);
-    Py_XDECREF(errors);
+    raise_errors_class("RowError", Py_BuildValue("(sLs)", b->names[e->column],
+                                                 (long long)e->row, e->reason));
 }
 
 /* Grows an int64 array held in a bw_buf by n items; a pointer to the first new one (never
@@ -446,12 +462,9 @@ static PyObject *module_cql_murmur3_hash(PyObject *self, PyObject *arg) {
 static PyObject *module_cql_type_text(PyObject *self, PyObject *arg) {
     (void)self;
     Py_ssize_t n;
-    const char *text = PyUnicode_Check(arg) ? PyUnicode_AsUTF8AndSize(arg, &n) : NULL;
-    if (text == NULL) {
-        if (!PyErr_Occurred())
-            PyErr_SetString(PyExc_TypeError, "expected the CQL type as str");
+    const char *text = str_arg(arg, &n, "the CQL type");
+    if (text == NULL)
         return NULL;
-    }
     bw_cql_type t;
     char err[400], out[64];
     if (bw_cql_type_parse(text, (size_t)n, &t, err, sizeof err) < 0) {
@@ -612,12 +625,7 @@ static PyObject *module_cql_query_body(PyObject *self, PyObject *args, PyObject 
                        .paging_state = paging != Py_None ? state.buf : NULL,
                        .paging_state_len = (size_t)state.len};
     bw_buf out = {0};
-    PyObject *result = NULL;
-    if (bw_cql_put_query(&out, query, (size_t)n, &p) < 0)
-        PyErr_NoMemory();
-    else
-        result = PyBytes_FromStringAndSize(out.data, (Py_ssize_t)out.len);
-    bw_buf_free(&out);
+    PyObject *result = written_bytes(bw_cql_put_query(&out, query, (size_t)n, &p), &out);
     if (paging != Py_None)
         PyBuffer_Release(&state);
     return result;
@@ -627,20 +635,11 @@ static PyObject *module_cql_query_body(PyObject *self, PyObject *args, PyObject 
 static PyObject *module_cql_prepare_body(PyObject *self, PyObject *arg) {
     (void)self;
     Py_ssize_t n;
-    const char *query = PyUnicode_Check(arg) ? PyUnicode_AsUTF8AndSize(arg, &n) : NULL;
-    if (query == NULL) {
-        if (!PyErr_Occurred())
-            PyErr_SetString(PyExc_TypeError, "expected the query as str");
+    const char *query = str_arg(arg, &n, "the query");
+    if (query == NULL)
         return NULL;
-    }
     bw_buf out = {0};
-    PyObject *result = NULL;
-    if (bw_cql_put_prepare(&out, query, (size_t)n) < 0)
-        PyErr_NoMemory();
-    else
-        result = PyBytes_FromStringAndSize(out.data, (Py_ssize_t)out.len);
-    bw_buf_free(&out);
-    return result;
+    return written_bytes(bw_cql_put_prepare(&out, query, (size_t)n), &out);
 }
 
 /* ---------------------------------------------------------------- CqlRing */
