@@ -431,3 +431,29 @@ def test_cql_type_text(text: str, canonical: str) -> None:
 def test_unknown_cql_type_text_is_refused(text: str) -> None:
     with pytest.raises(ValueError, match="unsupported CQL type"):
         _core.cql_type_text(text)
+
+
+def test_an_empty_batch_gives_no_bodies() -> None:
+    batch = pa.record_batch({"k": pa.array([], pa.int32())})
+    bodies, ends, tokens = _core.cql_execute_bodies(batch, b"id", ["k"], ["int"], [0], 1)
+    assert (bytes(bodies), ends, tokens) == (b"", b"", b"")
+
+
+def test_a_sliced_struct_starts_at_its_offset() -> None:
+    # a sliced StructArray is exported with the struct's own offset and its children whole
+    k = pa.array([1, 2, 3, 4], pa.int32())
+    v = pa.array([[1.0], [2.0], None, [4.0]], pa.list_(pa.float32(), 1))
+    sliced = pa.StructArray.from_arrays([k, v], names=["k", "v"]).slice(2)
+    assert sliced.__arrow_c_array__ and sliced.offset == 2
+    args = (b"id", ["k", "v"], ["int", "vector<float, 1>"], [0], 1)
+    got = _core.cql_execute_bodies(sliced, *args)
+    want = _core.cql_execute_bodies(pa.record_batch({"k": k.slice(2), "v": v.slice(2)}), *args)
+    assert (bytes(got[0]), got[1], got[2]) == (bytes(want[0]), want[1], want[2])
+    check_columns({"k": (k.slice(2), "int"), "v": (v.slice(2), "vector<float, 1>")}, pk=(0,))
+
+
+def test_names_from_a_generator_are_held_while_rows_are_written() -> None:
+    batch = pa.record_batch({"k": pa.array([None], pa.int32())})
+    with pytest.raises(RowError) as info:
+        _core.cql_execute_bodies(batch, b"id", (n for n in ["k"]), ["int"], [0], 1)
+    assert info.value.column == "k"

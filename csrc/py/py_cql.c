@@ -37,7 +37,9 @@ static PyObject *written_bytes(int rc, bw_buf *out) {
 typedef struct {
     Py_ssize_t n;
     bw_cql_column *cols;
-    const char **names;   /* UTF-8 of the `names` items (borrowed from them) */
+    PyObject *name_tuple; /* the names, held: a tuple, so that no other thread can drop an
+                             item while the GIL is released (owned) */
+    const char **names;   /* UTF-8 of name_tuple's items (borrowed from them) */
     PyObject **codecs;    /* a VectorCodec per vector column, else NULL (owned) */
     int *pk;
     int n_pk;
@@ -50,6 +52,7 @@ static void bound_free(bound_columns *b) {
     PyMem_Free(b->names);
     PyMem_Free(b->codecs);
     PyMem_Free(b->pk);
+    Py_XDECREF(b->name_tuple);
     memset(b, 0, sizeof *b);
 }
 
@@ -99,7 +102,8 @@ static int bound_plan(bound_columns *b, const struct ArrowSchema *schema, PyObje
     memset(b, 0, sizeof *b);
     PyObject *n_seq = NULL, *t_seq = NULL, *k_seq = NULL;
     int rc = -1;
-    if ((n_seq = PySequence_Fast(names, "names must be a sequence of str")) == NULL ||
+    if ((b->name_tuple = PySequence_Tuple(names)) == NULL ||
+        (n_seq = PySequence_Fast(b->name_tuple, "names must be a sequence of str")) == NULL ||
         (t_seq = PySequence_Fast(types, "types must be a sequence of str")) == NULL ||
         (k_seq = PySequence_Fast(pk_indexes, "pk_indexes must be a sequence of int")) == NULL)
         goto cleanup;
