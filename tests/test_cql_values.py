@@ -457,3 +457,48 @@ def test_names_from_a_generator_are_held_while_rows_are_written() -> None:
     with pytest.raises(RowError) as info:
         _core.cql_execute_bodies(batch, b"id", (n for n in ["k"]), ["int"], [0], 1)
     assert info.value.column == "k"
+
+
+def _arrow_structs():
+    import os
+    import sys
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                    "fuzz"))
+    import arrow_structs
+    return arrow_structs
+
+
+def test_hand_made_buffers_of_exact_size_give_the_same_bodies() -> None:
+    # every buffer its own allocation of exactly pyarrow's size: a read past one is seen by
+    # AddressSanitizer in the sanitizer build
+    A = _arrow_structs()
+    batch = pa.record_batch({
+        "k": pa.array([1, None, 3], pa.int32()), "s": pa.array(["a", "", None]),
+        "u": pa.array([b"\x01" * 16, None, b"\x02" * 16], pa.binary(16)),
+        "v": pa.array([[1.0, 2.0], None, [5.0, 6.0]], pa.list_(pa.float32())),
+        "t": pa.array([1, 2, None], pa.int64()).cast(pa.timestamp("ms")),
+        "d": pa.array([1, None, -3], pa.int32()).cast(pa.date32()),
+    }).slice(1)
+    args = (b"id", list(batch.schema.names),
+            ["int", "text", "uuid", "vector<float, 2>", "timestamp", "date"], [], 1)
+    want = _core.cql_execute_bodies(batch, *args)
+    exported = A.Exported(A.from_pyarrow(batch))
+    try:
+        got = _core.cql_execute_bodies(exported, *args)
+        assert exported.released == {"schema": 1, "array": 1}
+    finally:
+        exported.free()
+    assert (bytes(got[0]), got[1]) == (bytes(want[0]), want[1])
+
+
+def test_malformed_arrow_is_refused_and_released_once() -> None:
+    A = _arrow_structs()
+    child = A.Node(b"f", 4, [None, struct.pack("<4f", 1, 2, 3, 4)], name=b"item")
+    column = A.Node(b"+l", 2, [None, struct.pack("<3i", 0, 2, 9)], [child], name=b"v")
+    exported = A.Exported(A.Node(b"+s", 2, [None], [column]))
+    try:
+        with pytest.raises(ValueError, match="'v'.*past the 4 values"):
+            _core.cql_execute_bodies(exported, b"id", ["v"], ["vector<float, 2>"], [], 1)
+        assert exported.released == {"schema": 1, "array": 1}
+    finally:
+        exported.free()

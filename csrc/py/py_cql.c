@@ -88,8 +88,9 @@ static void fill_vector(const void *ctx, const bw_arrow_vectors *v, int64_t firs
 
 /* The child of struct schema `schema` named `name`, or -1. */
 static int64_t child_named(const struct ArrowSchema *schema, const char *name) {
-    for (int64_t i = 0; i < schema->n_children; i++)
-        if (schema->children[i]->name != NULL && strcmp(schema->children[i]->name, name) == 0)
+    for (int64_t i = 0; schema->children != NULL && i < schema->n_children; i++)
+        if (schema->children[i] != NULL && schema->children[i]->name != NULL &&
+            strcmp(schema->children[i]->name, name) == 0)
             return i;
     return -1;
 }
@@ -176,7 +177,8 @@ static int bound_plan(bound_columns *b, const struct ArrowSchema *schema, PyObje
             goto cleanup;
         }
         const struct ArrowSchema *cs = schema->children[c];
-        const char *child_format = cs->n_children == 1 && cs->children[0] != NULL
+        const char *child_format = cs->n_children == 1 && cs->children != NULL &&
+                                           cs->children[0] != NULL
                                        ? cs->children[0]->format : NULL;
         if (cs->dictionary != NULL) {
             snprintf(err, sizeof err, "column '%.100s': Arrow dictionary-encoded data cannot be "
