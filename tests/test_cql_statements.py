@@ -41,6 +41,8 @@ COLUMNS = {  # name: (CQL type, Arrow type)
     "u": ("uuid", pa.binary(16)), "tu": ("timeuuid", pa.binary(16)),
     "v": ("vector<float, 3>", pa.list_(pa.float32(), 3)),
     "vd": ("vector<double, 2>", pa.list_(pa.float32())),
+    "vs": ("vector<smallint, 2>", pa.list_(pa.int16(), 2)),
+    "vb": ("vector<bigint, 2>", pa.large_list(pa.int64())),
 }
 ROWS = 300
 
@@ -102,6 +104,10 @@ def arrow_batch(seed: int) -> pa.RecordBatch:
                for _ in range(ROWS)],
         "v": [maybe([rng.uniform(-1, 1) for _ in range(3)]) for _ in range(ROWS)],
         "vd": [maybe([rng.uniform(-1, 1) for _ in range(2)]) for _ in range(ROWS)],
+        "vs": [maybe([rng.randint(-(1 << 15), (1 << 15) - 1) for _ in range(2)])
+               for _ in range(ROWS)],
+        "vb": [maybe([rng.randint(-(1 << 63), (1 << 63) - 1) for _ in range(2)])
+               for _ in range(ROWS)],
     }
     arrays = {}
     for name, (_, arrow_type) in COLUMNS.items():

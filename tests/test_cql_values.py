@@ -241,9 +241,22 @@ def date_column():
         lambda v: (pa.array(v, pa.int32()).cast(pa.date32()), "date"))
 
 
+VECTOR_INTS = {"tinyint": (pa.int8(), 8), "smallint": (pa.int16(), 16), "int": (pa.int32(), 32),
+               "bigint": (pa.int64(), 64)}
+
+
 @st.composite
 def vector_column(draw):
     dim = draw(st.integers(1, 6))
+    if draw(st.booleans()):
+        sub = draw(st.sampled_from(sorted(VECTOR_INTS)))
+        vt, bits = VECTOR_INTS[sub]
+        element = st.integers(-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
+        rows = draw(st.lists(nullable(st.lists(element, min_size=dim, max_size=dim)),
+                             max_size=12))
+        kind = draw(st.sampled_from(["fixed", "list", "large"]))
+        t = {"fixed": pa.list_(vt, dim), "list": pa.list_(vt), "large": pa.large_list(vt)}[kind]
+        return pa.array(rows, t), f"vector<{sub}, {dim}>"
     wide_values = draw(st.booleans())
     cql_sub = "double" if wide_values else draw(st.sampled_from(["float", "double"]))
     vt = pa.float64() if wide_values else pa.float32()
@@ -364,15 +377,19 @@ ACCEPTED = [
     # a variable-size list binds to any dimension: each row's length is checked as it is read
     (pa.list_(pa.float32()), ["vector<float, 3>", "vector<double, 3>", "vector<float, 4>"]),
     (pa.large_list(pa.float64()), ["vector<double, 3>"]),
+    (pa.list_(pa.int32(), 3), ["vector<int, 3>"]),
+    (pa.list_(pa.int8(), 3), ["vector<tinyint, 3>"]),
+    (pa.large_list(pa.int64()), ["vector<bigint, 3>"]),
 ]
 CQL_TYPES = ["tinyint", "smallint", "int", "bigint", "float", "double", "boolean", "text",
              "varchar", "ascii", "blob", "uuid", "timeuuid", "timestamp", "date", "time",
              "varint", "decimal", "inet", "duration", "counter", "vector<float, 3>",
-             "vector<double, 3>", "vector<int, 3>", "vector<float, 4>"]
+             "vector<double, 3>", "vector<int, 3>", "vector<float, 4>", "vector<tinyint, 3>",
+             "vector<bigint, 3>", "vector<boolean, 3>", "vector<text, 3>"]
 ARROW_TYPES = [a for a, _ in ACCEPTED] + [
     pa.uint8(), pa.uint32(), pa.uint64(), pa.float16(), pa.timestamp("us"),
     pa.timestamp("ns", "UTC"), pa.time64("us"), pa.decimal128(10, 2), pa.null(),
-    pa.list_(pa.int32(), 3), pa.struct([("a", pa.int32())]), pa.binary(8),
+    pa.list_(pa.int16(), 3), pa.struct([("a", pa.int32())]), pa.binary(8),
     pa.dictionary(pa.int32(), pa.string()),
 ]
 

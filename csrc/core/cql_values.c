@@ -330,14 +330,28 @@ static int plan_of(const char *f, const char *child, const bw_cql_type *t, bw_cq
         int64_t n = bw_arrow_fixed_list_size(f);
         if (n < 0 && !is_format(f, "+l", "+L"))
             return -1;
-        if (t->element != BW_CQL_T_FLOAT && t->element != BW_CQL_T_DOUBLE) {
-            *why = "vectors are bound from Arrow for float and double elements only";
-            return -1;
-        }
-        if (child == NULL || !(strcmp(child, "f") == 0 ||
-                               (strcmp(child, "g") == 0 && t->element == BW_CQL_T_DOUBLE))) {
-            if (child != NULL && strcmp(child, "g") == 0)
-                *why = "float64 values would be rounded; cast the values to float32";
+        int element_width = int_width_of(t->element);
+        const char *c = child != NULL ? child : "";
+        if (element_width > 0) {
+            /* integers as they are: the element's own width, no conversion */
+            if (signed_int_width(c) != element_width) {
+                if (signed_int_width(c) > 0)
+                    *why = "the list's integers must have the element's width (int8 for "
+                           "tinyint, int16 smallint, int32 int, int64 bigint)";
+                return -1;
+            }
+            /* tinyint and smallint elements are each behind a one-byte vint length */
+            element_width += element_width < 4;
+        } else if (t->element == BW_CQL_T_FLOAT || t->element == BW_CQL_T_DOUBLE) {
+            if (!(strcmp(c, "f") == 0 || (strcmp(c, "g") == 0 && t->element == BW_CQL_T_DOUBLE))) {
+                if (strcmp(c, "g") == 0)
+                    *why = "float64 values would be rounded; cast the values to float32";
+                return -1;
+            }
+            element_width = t->element == BW_CQL_T_FLOAT ? 4 : 8;
+        } else {
+            *why = "vectors are bound from Arrow for float, double, tinyint, smallint, int and "
+                   "bigint elements";
             return -1;
         }
         if (n >= 0 && n != t->dimension) {
@@ -345,7 +359,7 @@ static int plan_of(const char *f, const char *child, const bw_cql_type *t, bw_cq
             return -1;
         }
         col->read = BW_CQL_READ_VECTOR;
-        col->wire_width = t->dimension * (t->element == BW_CQL_T_FLOAT ? 4 : 8);
+        col->wire_width = t->dimension * element_width;
         return 0;
     }
     default:
@@ -380,7 +394,7 @@ int bw_cql_column_bind(bw_cql_column *col, const struct ArrowSchema *schema,
         snprintf(err, err_size, "no vector serializer for a vector column");
         return -1;
     }
-    return bw_arrow_vectors_view(schema, array, &col->vectors, err, err_size);
+    return bw_arrow_numeric_lists_view(schema, array, &col->vectors, err, err_size);
 }
 
 /* ------------------------------------------------------------------ values */

@@ -81,8 +81,9 @@ static void schema_mismatch(const char *message, const char *column, const char 
    over one Arrow row. */
 static void fill_vector(const void *ctx, const bw_arrow_vectors *v, int64_t first, char *dst) {
     const bw_vector_codec *codec = ctx;
+    /* Arrow memory is native order; single bytes are never swapped */
     bw_row_source s = {.arrow = v, .elem_stride = v->value_width, .src_width = v->value_width,
-                       .swap = !BW_NATIVE_BIG_ENDIAN}; /* Arrow memory is native order */
+                       .swap = v->value_width > 1 && !BW_NATIVE_BIG_ENDIAN};
     bw_vec_fill_row(codec, &s, v->values + first * v->value_width, dst);
 }
 
@@ -203,6 +204,13 @@ static int bound_plan(bound_columns *b, const struct ArrowSchema *schema, PyObje
             Py_XDECREF(kw);
             if (b->codecs[i] == NULL)
                 goto cleanup;
+            if (((bw_vector_codec *)b->codecs[i])->row_size != b->cols[i].wire_width) {
+                PyErr_Format(PyExc_SystemError, "column '%s': a %s row is %zd bytes, the "
+                             "plan says %d", b->names[i], cql,
+                             ((bw_vector_codec *)b->codecs[i])->row_size,
+                             b->cols[i].wire_width);
+                goto cleanup;
+            }
             b->cols[i].fill = fill_vector;
             b->cols[i].fill_ctx = b->codecs[i];
         }
