@@ -52,8 +52,23 @@ int64_t bw_arrow_fixed_list_size(const char *format) {
     return *p == '\0' ? n : -1;
 }
 
+static int list_view(const struct ArrowSchema *schema, const struct ArrowArray *array,
+                     bw_arrow_vectors *v, int integers, char *err, size_t err_size);
+
 int bw_arrow_vectors_view(const struct ArrowSchema *schema, const struct ArrowArray *array,
                           bw_arrow_vectors *v, char *err, size_t err_size) {
+    return list_view(schema, array, v, 0, err, err_size);
+}
+
+int bw_arrow_numeric_lists_view(const struct ArrowSchema *schema,
+                                const struct ArrowArray *array, bw_arrow_vectors *v, char *err,
+                                size_t err_size) {
+    return list_view(schema, array, v, 1, err, err_size);
+}
+
+/* The view of both: float32/float64 values, and with `integers` also int8..int64. */
+static int list_view(const struct ArrowSchema *schema, const struct ArrowArray *array,
+                     bw_arrow_vectors *v, int integers, char *err, size_t err_size) {
     memset(v, 0, sizeof *v);
     const char *fmt = schema->format ? schema->format : "";
     int64_t list_size = -1;
@@ -77,9 +92,11 @@ int bw_arrow_vectors_view(const struct ArrowSchema *schema, const struct ArrowAr
     const struct ArrowSchema *child_schema = schema->children[0];
     const struct ArrowArray *child = array->children[0];
     const char *cfmt = child_schema->format ? child_schema->format : "";
-    if (strcmp(cfmt, "f") != 0 && strcmp(cfmt, "g") != 0) {
-        snprintf(err, err_size, "expected Arrow list values of float32 ('f') or float64 ('g'), "
-                 "got Arrow format '%.40s'", cfmt);
+    int is_float = strcmp(cfmt, "f") == 0 || strcmp(cfmt, "g") == 0;
+    int is_int = cfmt[0] != '\0' && cfmt[1] == '\0' && strchr("csil", cfmt[0]) != NULL;
+    if (!is_float && !(integers && is_int)) {
+        snprintf(err, err_size, "expected Arrow list values of float32 ('f') or float64 ('g')%s, "
+                 "got Arrow format '%.40s'", integers ? " or signed integers" : "", cfmt);
         return -1;
     }
     if (child_schema->dictionary != NULL) {
@@ -94,7 +111,7 @@ int bw_arrow_vectors_view(const struct ArrowSchema *schema, const struct ArrowAr
         return -1;
     }
     v->value_format = cfmt[0];
-    v->value_width = cfmt[0] == 'f' ? 4 : 8;
+    v->value_width = bw_arrow_primitive_width(cfmt);
     v->length = array->length;
     v->list_size = list_size;
     v->validity = array->null_count == 0 ? NULL : (const uint8_t *)array->buffers[0];
@@ -203,6 +220,8 @@ static layout layout_of(const char *f, int64_t *list_size) {
         return LAYOUT_FIXED_LIST;
     if (f[0] == 't' && f[1] == 's' && f[2] != '\0' && strchr("smun", f[2]) != NULL && f[3] == ':')
         return LAYOUT_FIXED; /* timestamps: int64 */
+    if (!strcmp(f, "tdD") || !strcmp(f, "tdm") || !strcmp(f, "w:16"))
+        return LAYOUT_FIXED; /* date32, date64, 16-byte fixed binary (uuids) */
     return LAYOUT_OTHER;
 }
 

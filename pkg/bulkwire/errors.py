@@ -337,3 +337,23 @@ class CqlServerError(ServerError):
 
 
 __all__ += ["CqlServerError"]
+class SchemaMismatchError(ValueError):
+    """An Arrow/Parquet column whose type cannot be bound to the CQL column of the same name
+    (or a CQL column the data does not have), found before any row is sent. ``column`` is
+    the column's name, ``arrow_type`` its Arrow type in words ("int64",
+    "fixed_size_list<float32, 4>"; empty when the data lacks the column), ``cql_type`` the
+    CQL type ("vector<float, 3>").
+
+    >>> str(SchemaMismatchError("column 'n': Arrow int64 cannot be bound to CQL int", "n",
+    ...                         "int64", "int"))
+    "column 'n': Arrow int64 cannot be bound to CQL int"
+    """
+
+    def __init__(self, message: str, column: str, arrow_type: str, cql_type: str) -> None:
+        super().__init__(message)
+        self.column = column
+        self.arrow_type = arrow_type
+        self.cql_type = cql_type
+
+    def __reduce__(self) -> tuple:
+        return (type(self), (self.args[0], self.column, self.arrow_type, self.cql_type))

@@ -19,6 +19,7 @@
 #include "py_vectors.h"
 #include "py_file_read.h"
 #include "py_parquet_pages.h"
+#include "py_cql.h"
 
 static struct PyModuleDef core_module = {
     PyModuleDef_HEAD_INIT,
@@ -37,7 +38,8 @@ PyMODINIT_FUNC PyInit__core(void) {
         bw_float_text_add_functions(module) < 0 || bw_vectors_add_to_module(module) < 0 ||
         bw_bulk_add_to_module(module) < 0 || bw_encode_batch_add_to_module(module) < 0 ||
         bw_parquet_pages_add_to_module(module) < 0 ||
-        bw_file_read_add_to_module(module) < 0 || bw_cql_conn_add_to_module(module) < 0) {
+        bw_file_read_add_to_module(module) < 0 || bw_cql_conn_add_to_module(module) < 0 ||
+        bw_cql_add_to_module(module) < 0) {
         Py_DECREF(module);
         return NULL;
     }
