@@ -21,6 +21,8 @@ import time
 from typing import Callable
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bulkwire import _core
 from bulkwire.errors import (ConnectError, ConnectionLostError, CqlServerError, ServerError,
@@ -365,6 +367,70 @@ def test_arguments_are_checked_before_anything_is_sent():
     assert state["bodies"] == []
     with pytest.raises(ValueError, match="username and password"):
         _core.CqlConnection("127.0.0.1", 1, username="u")
+
+
+def packed(bodies: list[bytes]) -> tuple[bytearray, bytes]:
+    """``bodies`` back to back, and the int64 end of each."""
+    ends, at = [], 0
+    for body in bodies:
+        at += len(body)
+        ends.append(at)
+    return bytearray(b"".join(bodies)), struct.pack(f"={len(ends)}q", *ends)
+
+
+@given(st.lists(st.binary(max_size=40), max_size=30), st.data())
+@settings(max_examples=25, deadline=None)
+def test_a_packed_run_sends_the_selected_bodies_in_order(bodies, data):
+    """run_packed sends, of the bodies packed in one buffer, those at ``rows`` in that order,
+    each exactly as run would send it as bytes."""
+    rows = data.draw(st.none() | st.lists(st.integers(0, max(len(bodies) - 1, 0)),
+                                          max_size=30) if bodies else st.none())
+    listener, thread, state = fake_server(lambda opcode, body, state: None)
+    buffer, ends = packed(bodies)
+    with listener:
+        with _core.CqlConnection("127.0.0.1", listener.getsockname()[1], timeout=5.0) as conn:
+            selection = None if rows is None else struct.pack(f"={len(rows)}i", *rows)
+            sent = bodies if rows is None else [bodies[r] for r in rows]
+            assert conn.run_packed(EXECUTE, buffer, ends, selection, window=3) == (len(sent), 0)
+    thread.join(5)
+    assert state["bodies"] == sent
+
+
+def test_a_packed_run_names_the_failed_body_by_its_index():
+    def answer(opcode: int, body: bytes, state: dict) -> bytes | None:
+        return _error(0x2200, "Invalid row") if body == b"row 5" else None
+
+    listener, thread, state = fake_server(answer)
+    buffer, ends = packed([b"row %d" % i for i in range(8)])
+    with listener:
+        with _core.CqlConnection("127.0.0.1", listener.getsockname()[1], timeout=5.0) as conn:
+            with pytest.raises(CqlServerError) as caught:
+                conn.run_packed(EXECUTE, buffer, ends, struct.pack("=3i", 1, 5, 7), window=1)
+    thread.join(5)
+    assert caught.value.row == 5 and caught.value.unacknowledged == [5]
+    assert "row 5" in str(caught.value) and "Invalid row" in str(caught.value)
+
+
+def test_a_packed_run_checks_its_buffers_before_anything_is_sent():
+    listener, thread, state = fake_server(lambda opcode, body, state: None)
+    buffer, ends = packed([b"ab", b"cd"])
+    with listener:
+        with _core.CqlConnection("127.0.0.1", listener.getsockname()[1], timeout=5.0) as conn:
+            with pytest.raises(ValueError, match=r"ends\[1\] = 5"):
+                conn.run_packed(EXECUTE, buffer, struct.pack("=2q", 2, 5))
+            with pytest.raises(ValueError, match=r"ends\[1\] = 1 is not between"):
+                conn.run_packed(EXECUTE, buffer, struct.pack("=2q", 2, 1))
+            with pytest.raises(ValueError, match=r"rows\[1\] = 2 is not a body"):
+                conn.run_packed(EXECUTE, buffer, ends, struct.pack("=2i", 0, 2))
+            with pytest.raises(ValueError, match=r"rows\[0\] = -1 is not a body"):
+                conn.run_packed(EXECUTE, buffer, ends, struct.pack("=i", -1))
+            with pytest.raises(ValueError, match="whole number"):
+                conn.run_packed(EXECUTE, buffer, ends[:-1])
+            with pytest.raises(ValueError, match="window"):
+                conn.run_packed(EXECUTE, buffer, ends, window=0)
+            assert conn.run_packed(EXECUTE, b"", b"") == (0, 0)
+    thread.join(5)
+    assert state["bodies"] == []
 
 
 @pytest.fixture(scope="module")

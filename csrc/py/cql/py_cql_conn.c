@@ -2,7 +2,10 @@
    connect_timeout=10.0, timeout=30.0, max_frame=0, throw_on_overload=False): one connection of the core's CQL engine.
    request(opcode, body) sends one request; run(opcode, bodies, ...) sends many through the
    pipeline. The GIL is released around the connect and every exchange; the bodies of a run
-   are bytes objects held by the call, so no Python object is touched while it runs.
+   are bytes objects held by the call, so no Python object is touched while it runs;
+   run_packed(opcode, bodies, ends, rows=None, ...) sends bodies packed in one buffer (a row
+   selection of them), with no Python object per body: its errors name a body by its index
+   in `ends`, and its `sent` counts the selected bodies taken.
    Failures are bulkwire.errors exceptions: CqlServerError (the server's ERROR), ConnectError,
    TLSError, ConnectionLostError, TransportTimeoutError, ProtocolError; a run's carries `row`
    (the index of the body whose error stopped it, or None), `unacknowledged` (the sorted
@@ -272,6 +275,7 @@ typedef struct {
     Py_ssize_t next;
     const char **data; /* their memory, read with the GIL before the run */
     size_t *lens;
+    const int32_t *tags; /* each body's tag (its row), or NULL: its index */
     int not_result;    /* an answer other than RESULT came */
     uint8_t seen_opcode;
     PyThreadState *released; /* the thread's state while the run holds no GIL */
@@ -297,7 +301,7 @@ static int bodies_produce(void *ctx, bw_cql_request *request) {
     request->opcode = b->opcode;
     request->body = (const uint8_t *)b->data[b->next];
     request->len = b->lens[b->next];
-    request->tag = (uint64_t)b->next;
+    request->tag = b->tags != NULL ? (uint64_t)b->tags[b->next] : (uint64_t)b->next;
     b->next++;
     return 1;
 }
@@ -315,6 +319,58 @@ static int bodies_consume(void *ctx, uint64_t tag, uint8_t opcode, const uint8_t
     return -1;
 }
 
+/* The run's options, judged: 0, or -1 with ValueError. */
+static int check_run_options(int opcode, int window, int max_retries, double backoff,
+                             double backoff_max) {
+    if (opcode < 0 || opcode > 255) {
+        PyErr_Format(PyExc_ValueError, "opcode must be 0..255, not %d", opcode);
+        return -1;
+    }
+    if (window < 1 || window > 32768) {
+        PyErr_Format(PyExc_ValueError, "window must be 1..32768, not %d", window);
+        return -1;
+    }
+    if (max_retries < 0 || !(backoff >= 0 && backoff <= 3600) ||
+        !(backoff_max >= backoff && backoff_max <= 3600)) {
+        PyErr_SetString(PyExc_ValueError, "max_retries must be >= 0 and 0 <= backoff <= "
+                        "backoff_max <= 3600 seconds");
+        return -1;
+    }
+    return 0;
+}
+
+/* Sends b's bodies through the pipeline with the GIL released: (answered, retries), a new
+   reference, or NULL with the run's exception. */
+static PyObject *run_bodies_now(CqlConnectionObject *self, run_bodies *b, int window,
+                                int max_retries, double backoff, double backoff_max) {
+    if (enter(self) < 0)
+        return NULL;
+    PyObject *result = NULL;
+    bw_cql_run_options ro = {window, max_retries, (long)(backoff * 1000.0),
+                             (long)(backoff_max * 1000.0), bodies_interrupted};
+    bw_cql_outcome outcome;
+    bw_cql_status status;
+    b->released = PyEval_SaveThread();
+    int rc = bw_cql_run(self->conn, &ro, bodies_produce, bodies_consume, b, &outcome, &status);
+    PyEval_RestoreThread(b->released);
+    self->busy = 0;
+    if (b->interrupted) {
+        /* the handler's exception (KeyboardInterrupt) stands; the connection is broken */
+        assert(PyErr_Occurred());
+    } else if (rc == 0) {
+        result = Py_BuildValue("(KK)", (unsigned long long)outcome.answered,
+                               (unsigned long long)outcome.retries);
+    } else {
+        if (b->not_result)
+            snprintf(status.message, sizeof status.message,
+                     "%s: answered a request with opcode 0x%02x, not RESULT",
+                     bw_cql_peer(self->conn), (unsigned)b->seen_opcode);
+        raise_status(&status, &outcome);
+    }
+    bw_cql_outcome_free(&outcome);
+    return result;
+}
+
 /* run(opcode, bodies, *, window=2, max_retries=5, backoff=0.05, backoff_max=2.0)
    -> (answered, retries): a new reference. */
 static PyObject *CqlConnection_run(CqlConnectionObject *self, PyObject *args, PyObject *kwargs) {
@@ -329,20 +385,8 @@ static PyObject *CqlConnection_run(CqlConnectionObject *self, PyObject *args, Py
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "iO|$iidd:run", keywords, &opcode,
                                      &bodies_obj, &window, &max_retries, &backoff, &backoff_max))
         return NULL;
-    if (opcode < 0 || opcode > 255) {
-        PyErr_Format(PyExc_ValueError, "opcode must be 0..255, not %d", opcode);
+    if (check_run_options(opcode, window, max_retries, backoff, backoff_max) < 0)
         return NULL;
-    }
-    if (window < 1 || window > 32768) {
-        PyErr_Format(PyExc_ValueError, "window must be 1..32768, not %d", window);
-        return NULL;
-    }
-    if (max_retries < 0 || !(backoff >= 0 && backoff <= 3600) ||
-        !(backoff_max >= backoff && backoff_max <= 3600)) {
-        PyErr_SetString(PyExc_ValueError, "max_retries must be >= 0 and 0 <= backoff <= "
-                        "backoff_max <= 3600 seconds");
-        return NULL;
-    }
     run_bodies b;
     memset(&b, 0, sizeof b);
     b.opcode = (uint8_t)opcode;
@@ -368,34 +412,100 @@ static PyObject *CqlConnection_run(CqlConnectionObject *self, PyObject *args, Py
         b.data[i] = PyBytes_AS_STRING(item);
         b.lens[i] = (size_t)PyBytes_GET_SIZE(item);
     }
-    if (enter(self) < 0)
-        goto cleanup;
-    bw_cql_run_options ro = {window, max_retries, (long)(backoff * 1000.0),
-                             (long)(backoff_max * 1000.0), bodies_interrupted};
-    bw_cql_outcome outcome;
-    bw_cql_status status;
-    b.released = PyEval_SaveThread();
-    int rc = bw_cql_run(self->conn, &ro, bodies_produce, bodies_consume, &b, &outcome, &status);
-    PyEval_RestoreThread(b.released);
-    self->busy = 0;
-    if (b.interrupted) {
-        /* the handler's exception (KeyboardInterrupt) stands; the connection is broken */
-        assert(PyErr_Occurred());
-    } else if (rc == 0) {
-        result = Py_BuildValue("(KK)", (unsigned long long)outcome.answered,
-                               (unsigned long long)outcome.retries);
-    } else {
-        if (b.not_result)
-            snprintf(status.message, sizeof status.message,
-                     "%s: answered a request with opcode 0x%02x, not RESULT",
-                     bw_cql_peer(self->conn), (unsigned)b.seen_opcode);
-        raise_status(&status, &outcome);
-    }
-    bw_cql_outcome_free(&outcome);
+    result = run_bodies_now(self, &b, window, max_retries, backoff, backoff_max);
 cleanup:
     PyMem_Free(b.data);
     PyMem_Free(b.lens);
     Py_DECREF(b.items);
+    return result;
+}
+
+/* run_packed(opcode, bodies, ends, rows=None, *, window=2, max_retries=5, backoff=0.05,
+   backoff_max=2.0) -> (answered, retries): a new reference. `bodies` holds the bodies back to
+   back, `ends` (int64, native order) the end of each; `rows` (int32), when given, the bodies
+   to send, in order (else every body). Each body's tag, in errors, is its index in `ends`.
+   The buffers are held (a bytearray cannot be resized) until the run returns; no Python
+   object is made per body. */
+static PyObject *CqlConnection_run_packed(CqlConnectionObject *self, PyObject *args,
+                                          PyObject *kwargs) {
+    static char *keywords[] = {"opcode", "bodies", "ends", "rows", "window", "max_retries",
+                               "backoff", "backoff_max", NULL};
+    int opcode;
+    Py_buffer bodies = {0}, ends = {0}, rows = {0};
+    int have_rows = 0;
+    PyObject *rows_obj = Py_None;
+    int window = 2, max_retries = 5;
+    double backoff = 0.05, backoff_max = 2.0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "iy*y*|O$iidd:run_packed", keywords, &opcode,
+                                     &bodies, &ends, &rows_obj, &window, &max_retries,
+                                     &backoff, &backoff_max))
+        return NULL;
+    run_bodies b;
+    memset(&b, 0, sizeof b);
+    b.opcode = (uint8_t)opcode;
+    int64_t *end_at = NULL;
+    int32_t *tags = NULL;
+    PyObject *result = NULL;
+    if (check_run_options(opcode, window, max_retries, backoff, backoff_max) < 0)
+        goto cleanup;
+    if (rows_obj != Py_None) {
+        if (PyObject_GetBuffer(rows_obj, &rows, PyBUF_SIMPLE) < 0)
+            goto cleanup;
+        have_rows = 1;
+    }
+    if (ends.len % (Py_ssize_t)sizeof(int64_t) != 0 ||
+        (have_rows && rows.len % (Py_ssize_t)sizeof(int32_t) != 0)) {
+        PyErr_SetString(PyExc_ValueError, "ends must hold int64 values and rows int32 values "
+                        "(a whole number of them)");
+        goto cleanup;
+    }
+    Py_ssize_t n_ends = ends.len / (Py_ssize_t)sizeof(int64_t);
+    /* the ends and rows copied out: a buffer's memory need not be aligned for its items */
+    end_at = PyMem_Malloc((size_t)(n_ends ? n_ends : 1) * sizeof *end_at);
+    b.count = have_rows ? rows.len / (Py_ssize_t)sizeof(int32_t) : n_ends;
+    tags = PyMem_Malloc((size_t)(b.count ? b.count : 1) * sizeof *tags);
+    b.data = PyMem_Malloc((size_t)(b.count ? b.count : 1) * sizeof *b.data);
+    b.lens = PyMem_Malloc((size_t)(b.count ? b.count : 1) * sizeof *b.lens);
+    if (end_at == NULL || tags == NULL || b.data == NULL || b.lens == NULL) {
+        PyErr_NoMemory();
+        goto cleanup;
+    }
+    memcpy(end_at, ends.buf, (size_t)n_ends * sizeof *end_at);
+    int64_t previous = 0;
+    for (Py_ssize_t i = 0; i < n_ends; i++) {
+        if (end_at[i] < previous || end_at[i] > (int64_t)bodies.len) {
+            PyErr_Format(PyExc_ValueError, "ends[%zd] = %lld is not between the previous end "
+                         "(%lld) and the bodies' length (%zd)", i, (long long)end_at[i],
+                         (long long)previous, bodies.len);
+            goto cleanup;
+        }
+        previous = end_at[i];
+    }
+    if (have_rows)
+        memcpy(tags, rows.buf, (size_t)b.count * sizeof *tags);
+    for (Py_ssize_t i = 0; i < b.count; i++) {
+        if (!have_rows)
+            tags[i] = (int32_t)i;
+        else if (tags[i] < 0 || tags[i] >= n_ends) {
+            PyErr_Format(PyExc_ValueError, "rows[%zd] = %d is not a body (there are %zd)", i,
+                         (int)tags[i], n_ends);
+            goto cleanup;
+        }
+        int64_t start = tags[i] > 0 ? end_at[tags[i] - 1] : 0;
+        b.data[i] = (const char *)bodies.buf + start;
+        b.lens[i] = (size_t)(end_at[tags[i]] - start);
+    }
+    b.tags = tags;
+    result = run_bodies_now(self, &b, window, max_retries, backoff, backoff_max);
+cleanup:
+    PyMem_Free(b.data);
+    PyMem_Free(b.lens);
+    PyMem_Free(tags);
+    PyMem_Free(end_at);
+    if (have_rows)
+        PyBuffer_Release(&rows);
+    PyBuffer_Release(&ends);
+    PyBuffer_Release(&bodies);
     return result;
 }
 
@@ -453,6 +563,12 @@ static PyMethodDef CqlConnection_methods[] = {
      "(answered, retries): every body sent as a request of opcode, at most window in flight; "
      "overloaded, write timeout and unavailable re-sent up to max_retries times after a "
      "doubling pause. Raises with row and unacknowledged on any other failure."},
+    {"run_packed", (PyCFunction)(void (*)(void))CqlConnection_run_packed,
+     METH_VARARGS | METH_KEYWORDS,
+     "run_packed(opcode, bodies, ends, rows=None, *, window=2, max_retries=5, backoff=0.05, "
+     "backoff_max=2.0) -> (answered, retries): as run, the bodies packed back to back in one "
+     "buffer, ends (int64) the end of each, rows (int32) the ones to send (default: all); a "
+     "body's row in errors is its index in ends."},
     {"close", (PyCFunction)CqlConnection_close, METH_NOARGS, "Closes the connection."},
     {"__enter__", (PyCFunction)CqlConnection_enter, METH_NOARGS, NULL},
     {"__exit__", (PyCFunction)CqlConnection_exit, METH_VARARGS, NULL},
