@@ -1,0 +1,298 @@
+"""Parquet and Arrow into a CQL table through the load pipeline (``bulkwire.cql.load_parquet``,
+``load_arrow``, ``bulkwire load --cql``), against a real Cassandra 5.0 node
+(``--server cassandra``): every bound type read back by the official driver equal to what
+pyarrow holds, a 768-dimension vector table with an SAI index, the schema checked before any
+row, resume, worker processes, the server's errors, the command line, and a node killed in
+the middle of a load.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import bulkwire.cql
+from bulkwire.errors import ConnectionLostError, CqlServerError, SchemaMismatchError, \
+    TransportTimeoutError
+from bulkwire.load.cql_target import CqlDescription, parse_host
+from servers.cassandra import connect
+from test_cql_statements import COLUMNS, arrow_batch, expected
+
+server = pytest.mark.cassandra_server
+
+KEYSPACE = "bulkwire_load"
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(scope="module")
+def session(cassandra_node):
+    with connect([cassandra_node.address], timeout=60.0) as s:
+        s.execute(f"CREATE KEYSPACE IF NOT EXISTS {KEYSPACE} WITH replication = "
+                  "{'class': 'SimpleStrategy', 'replication_factor': 1}")
+        yield s
+
+
+def make_table(session, name: str, columns: str) -> str:
+    session.execute(f"DROP TABLE IF EXISTS {KEYSPACE}.{name}")
+    session.execute(f"CREATE TABLE {KEYSPACE}.{name} ({columns})")
+    return name
+
+
+def every_type_table(session, name: str) -> str:
+    columns = ", ".join(f"{n} {t}" for n, (t, _) in COLUMNS.items())
+    return make_table(session, name, f"{columns}, PRIMARY KEY ((s, k), ti)")
+
+
+def read_back(session, table: str, names: list[str]) -> dict:
+    rows = session.execute(f"SELECT {', '.join(names)} FROM {KEYSPACE}.{table}")
+    return {(row[0], row[1]): row for row in rows}
+
+
+def test_the_host_spelling_is_normalized():
+    assert parse_host(" LocalHost ") == ("localhost", 9042)
+    assert parse_host("[0:0::1]:9142") == ("::1", 9142)
+    for bad in ("", "h:0", "h:x", "[::1", ":9042"):
+        with pytest.raises(ValueError):
+            parse_host(bad)
+    a = CqlDescription.of(["127.0.0.1", "127.0.0.1:9042"], "k", "t")
+    assert a.resume_identity() == {"hosts": ["127.0.0.1:9042"], "keyspace": "k", "table": "t"}
+    with pytest.raises(ValueError, match="consistency"):
+        CqlDescription.of("h", "k", "t", consistency="SERIAL")
+
+
+@server
+@given(seed=st.integers(0, 2**32 - 1), rows=st.integers(0, 40))
+@settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
+def test_every_type_is_read_back_as_pyarrow_holds_it(cassandra_node, session, tmp_path_factory,
+                                                    seed, rows):
+    """Parquet of every bound type (nulls included), loaded, read back by the driver: each
+    cell equals what pyarrow reads from the file."""
+    table = every_type_table(session, "every_type")
+    batch = arrow_batch(seed).slice(0, rows)
+    path = str(tmp_path_factory.mktemp("p") / "t.parquet")
+    pq.write_table(pa.Table.from_batches([batch]), path, row_group_size=16)
+    result = bulkwire.cql.load_parquet(path, cassandra_node.address, KEYSPACE, table,
+                                       batch_rows=7)
+    assert result.rows == rows
+    assert result.target == f"{KEYSPACE}.{table} at {cassandra_node.address}:9042"
+    written = pq.read_table(path).to_batches()
+    names = ["s", "k", *[n for n in COLUMNS if n not in ("s", "k")]]
+    found = read_back(session, table, names)
+    assert len(found) == rows
+    back = pa.Table.from_batches(written, schema=batch.schema).combine_chunks().to_batches()
+    source = back[0] if back else batch
+    for i in range(rows):
+        row = found[(source.column("s")[i].as_py(), source.column("k")[i].as_py())]
+        for j, name in enumerate(names):
+            assert row[j] == expected(source, name, i), (name, i)
+
+
+def vector_table(session, name: str, dim: int = 768) -> str:
+    make_table(session, name, f"id bigint PRIMARY KEY, emb vector<float, {dim}>")
+    session.execute(f"CREATE CUSTOM INDEX IF NOT EXISTS {name}_ann ON {KEYSPACE}.{name}(emb) "
+                    "USING 'StorageAttachedIndex'")
+    return name
+
+
+def vector_file(path: str, rows: int, dim: int = 768, row_group: int = 500, start: int = 0):
+    import numpy as np
+
+    rng = np.random.default_rng(rows + start)
+    values = rng.standard_normal((rows, dim), dtype=np.float32)
+    table = pa.table({"id": pa.array(range(start, start + rows), pa.int64()),
+                      "emb": pa.FixedSizeListArray.from_arrays(pa.array(values.ravel()), dim)})
+    pq.write_table(table, path, row_group_size=row_group)
+    return table
+
+
+@server
+def test_a_768_dim_vector_table_with_an_sai_index(cassandra_node, session, tmp_path):
+    table = vector_table(session, "vectors")
+    source = vector_file(str(tmp_path / "v.parquet"), 3000)
+    result = bulkwire.cql.load_parquet(str(tmp_path / "v.parquet"), cassandra_node.address,
+                                       KEYSPACE, table)
+    assert result.rows == 3000
+    got = {row.id: row.emb for row in session.execute(f"SELECT id, emb FROM {KEYSPACE}.{table}")}
+    assert len(got) == 3000
+    emb = source.column("emb").combine_chunks()
+    for i in (0, 1, 1499, 2999):
+        assert got[i] == pytest.approx(emb[i].as_py(), abs=0, rel=0)
+
+
+@server
+def test_the_schema_is_checked_before_any_row(cassandra_node, session, tmp_path):
+    table = make_table(session, "small", "id bigint PRIMARY KEY, name text, n int")
+    path = str(tmp_path / "s.parquet")
+    pq.write_table(pa.table({"id": pa.array([1, 2], pa.int64()), "name": ["a", "b"],
+                             "n": pa.array([1, 2], pa.int64())}), path)
+    with pytest.raises(SchemaMismatchError) as caught:
+        bulkwire.cql.load_parquet(path, cassandra_node.address, KEYSPACE, table)
+    assert (caught.value.column, caught.value.arrow_type, caught.value.cql_type) == (
+        "n", "int64", "int")
+    pq.write_table(pa.table({"id": pa.array([1], pa.int64()), "other": [1]}), path)
+    with pytest.raises(ValueError, match="'other' of .* is not a column of bulkwire_load.small"):
+        bulkwire.cql.load_parquet(path, cassandra_node.address, KEYSPACE, table)
+    pq.write_table(pa.table({"name": ["a"]}), path)
+    with pytest.raises(ValueError, match="no column 'id', a primary key column"):
+        bulkwire.cql.load_parquet(path, cassandra_node.address, KEYSPACE, table)
+    # a regular column the data lacks is left unset; columns= picks the data's columns
+    pq.write_table(pa.table({"id": pa.array([1, 2], pa.int64()), "name": ["a", None],
+                             "junk": [1.5, 2.5]}), path)
+    assert bulkwire.cql.load_parquet(path, cassandra_node.address, KEYSPACE, table,
+                                     columns=["id", "name"]).rows == 2
+    assert sorted(session.execute(f"SELECT id, name, n FROM {KEYSPACE}.{table}")) == [
+        (1, "a", None), (2, None, None)]
+    assert session.execute(f"SELECT count(*) FROM {KEYSPACE}.{table}").one()[0] == 2
+
+
+@server
+def test_a_server_error_names_the_server(cassandra_node, tmp_path):
+    path = str(tmp_path / "s.parquet")
+    pq.write_table(pa.table({"id": pa.array([1], pa.int64())}), path)
+    with pytest.raises(ValueError, match=f"table no_such_keyspace.t does not exist at "
+                                         f"{cassandra_node.address}:9042"):
+        bulkwire.cql.load_parquet(path, cassandra_node.address, "no_such_keyspace", "t")
+
+
+@server
+def test_a_row_the_server_refuses_fails_the_load_naming_its_source_row(cassandra_node,
+                                                                        session, tmp_path):
+    """A text key longer than 64 KiB: the server refuses that row; the load raises the
+    server's message and the row's number in the file, never returns."""
+    table = make_table(session, "refused", "k text PRIMARY KEY, v int")
+    path = str(tmp_path / "r.parquet")
+    keys = [f"k{i}" for i in range(50)]
+    keys[37] = "x" * 70000
+    pq.write_table(pa.table({"k": keys, "v": pa.array(range(50), pa.int32())}), path,
+                   row_group_size=20)
+    with pytest.raises(CqlServerError) as caught:
+        bulkwire.cql.load_parquet(path, cassandra_node.address, KEYSPACE, table, batch_rows=8)
+    assert caught.value.source_row == 37
+    assert f"{cassandra_node.address}:9042" in str(caught.value)
+    assert "source row 37" in "\n".join(getattr(caught.value, "__notes__", []))
+    assert caught.value.unconfirmed
+
+
+@server
+def test_resume_sends_exactly_the_missing_units(cassandra_node, session, tmp_path):
+    """A load stopped midway (its progress callback raises) leaves a state; the resumed load
+    sends the units not confirmed, and every row is in the table."""
+    table = vector_table(session, "resumed", dim=8)
+    folder = tmp_path / "d"
+    folder.mkdir()
+    for part in range(3):
+        vector_file(str(folder / f"part-{part}.parquet"), 400, dim=8, row_group=100,
+                    start=part * 400)
+    state = str(tmp_path / "state.json")
+
+    def stop_after(rows: int, body: int) -> None:
+        if rows >= 500:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        bulkwire.cql.load_parquet(str(folder), cassandra_node.address, KEYSPACE, table,
+                                  resume=state, batch_rows=50, progress=stop_after)
+    first = session.execute(f"SELECT count(*) FROM {KEYSPACE}.{table}").one()[0]
+    assert 500 <= first < 1200
+    result = bulkwire.cql.load_parquet(str(folder), cassandra_node.address, KEYSPACE, table,
+                                       resume=state, batch_rows=50)
+    assert result.skipped_rows >= 500 - 100 and result.skipped_rows % 100 == 0
+    assert result.rows == 1200 - result.skipped_rows
+    assert session.execute(f"SELECT count(*) FROM {KEYSPACE}.{table}").one()[0] == 1200
+
+
+@server
+def test_worker_processes(cassandra_node, session, tmp_path):
+    table = vector_table(session, "workers", dim=8)
+    folder = tmp_path / "d"
+    folder.mkdir()
+    for part in range(2):
+        vector_file(str(folder / f"part-{part}.parquet"), 700, dim=8, row_group=100,
+                    start=part * 700)
+    result = bulkwire.cql.load_parquet(str(folder), cassandra_node.address, KEYSPACE, table,
+                                       workers=2)
+    assert (result.rows, result.workers) == (1400, 2)
+    ids = sorted(row.id for row in session.execute(f"SELECT id FROM {KEYSPACE}.{table}"))
+    assert ids == list(range(1400))
+
+
+@server
+def test_load_arrow(cassandra_node, session):
+    table = make_table(session, "arrow", "id bigint PRIMARY KEY, name text")
+    data = pa.table({"id": pa.array([5, 6], pa.int64()), "name": ["five", "six"]})
+    assert bulkwire.cql.load_arrow(data, cassandra_node.address, KEYSPACE, table).rows == 2
+    assert sorted(session.execute(f"SELECT id, name FROM {KEYSPACE}.{table}")) == [
+        (5, "five"), (6, "six")]
+    with pytest.raises(ValueError, match="workers is load_parquet's"):
+        bulkwire.cql.load_arrow(data, cassandra_node.address, KEYSPACE, table, workers=2)
+
+
+@server
+def test_the_command_line(cassandra_node, session, tmp_path):
+    table = vector_table(session, "cli", dim=8)
+    path = str(tmp_path / "c.parquet")
+    vector_file(path, 250, dim=8)
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "pkg"))
+    done = subprocess.run([sys.executable, "-m", "bulkwire", "load", path, "--cql",
+                           cassandra_node.address, "--keyspace", KEYSPACE, "--table", table,
+                           "--consistency", "one"], capture_output=True, text=True, env=env,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert f"loaded 250 rows from {path} into {KEYSPACE}.{table}" in done.stdout + done.stderr
+    assert session.execute(f"SELECT count(*) FROM {KEYSPACE}.{table}").one()[0] == 250
+    refused = subprocess.run([sys.executable, "-m", "bulkwire", "load", path, "--cql",
+                              cassandra_node.address, "--url", "http://x", "--keyspace",
+                              KEYSPACE, "--table", table], capture_output=True, text=True,
+                             env=env, timeout=300)
+    assert refused.returncode != 0 and "--cql excludes --url" in refused.stderr
+
+
+@pytest.fixture(scope="module")
+def own_node():
+    """A node of this module's own (it is killed)."""
+    from servers.cassandra import running
+
+    with running(1, first=31) as nodes:
+        yield nodes[0]
+
+
+@server
+def test_a_killed_node_fails_the_load_naming_the_unacknowledged_rows(own_node, tmp_path):
+    with connect([own_node.address], timeout=60.0) as s:
+        s.execute(f"CREATE KEYSPACE IF NOT EXISTS {KEYSPACE} WITH replication = "
+                  "{'class': 'SimpleStrategy', 'replication_factor': 1}")
+        table = make_table(s, "killed", "id bigint PRIMARY KEY, emb vector<float, 8>")
+    path = str(tmp_path / "k.parquet")
+    vector_file(path, 400_000, dim=8, row_group=50_000)
+    caught: list[BaseException] = []
+    returned: list = []
+
+    def load() -> None:
+        try:
+            returned.append(bulkwire.cql.load_parquet(path, own_node.address, KEYSPACE, table,
+                                                      timeout=10.0))
+        except BaseException as exc:  # handed to the test thread
+            caught.append(exc)
+
+    worker = threading.Thread(target=load)
+    worker.start()
+    time.sleep(4.0)
+    assert worker.is_alive(), "the load ended before the node was killed"
+    os.killpg(own_node.process.pid, signal.SIGKILL)
+    worker.join(120)
+    assert not worker.is_alive() and not returned
+    assert len(caught) == 1
+    error = caught[0]
+    assert isinstance(error, (ConnectionLostError, TransportTimeoutError)), repr(error)
+    notes = "\n".join(getattr(error, "__notes__", []))
+    assert "not acknowledged" in notes
+    assert error.unconfirmed and error.unconfirmed[0][0] == path
