@@ -296,3 +296,83 @@ def test_a_killed_node_fails_the_load_naming_the_unacknowledged_rows(own_node, t
     notes = "\n".join(getattr(error, "__notes__", []))
     assert "not acknowledged" in notes
     assert error.unconfirmed and error.unconfirmed[0][0] == path
+
+
+MEASURE = r"""
+import resource, sys
+import bulkwire.cql
+path, host, keyspace, table, small = sys.argv[1:]
+bulkwire.cql.load_parquet(small, host, keyspace, table, batch_rows=500)  # every import made
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+result = bulkwire.cql.load_parquet(path, host, keyspace, table, batch_rows=500)
+after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+print(result.rows, before, after)
+"""
+
+
+@server
+def test_memory_stays_bounded_on_a_file_much_larger_than_the_window(cassandra_node, session,
+                                                                   tmp_path):
+    """A file of about 100 MB of vectors, read in row groups of 2,000 rows and batches of
+    500: the peak memory of the loading process grows by far less than the file."""
+    table = vector_table(session, "memory", dim=256)
+    path, small = str(tmp_path / "big.parquet"), str(tmp_path / "small.parquet")
+    vector_file(path, 100_000, dim=256, row_group=2000)
+    vector_file(small, 1000, dim=256, row_group=500, start=100_000)
+    size = os.path.getsize(path)
+    assert size > 90e6
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "pkg"))
+    done = subprocess.run([sys.executable, "-c", MEASURE, path, cassandra_node.address,
+                           KEYSPACE, table, small], capture_output=True, text=True, env=env,
+                          timeout=900)
+    assert done.returncode == 0, done.stderr
+    rows, before, after = map(int, done.stdout.split())
+    assert rows == 100_000
+    assert after - before < size / 4, (before, after, size)
+
+
+# --------------------------------------------------------------------------------------------
+# three nodes
+
+
+@server
+def test_each_row_goes_to_the_node_the_driver_routes_it_to(cassandra_cluster, tmp_path,
+                                                           monkeypatch):
+    """Against three nodes: the rows each node was sent are counted, per node, equal to the
+    driver's count of the rows whose token that node owns (its token map)."""
+    import collections
+    import struct
+
+    from cassandra.metadata import Murmur3Token
+
+    from bulkwire.load import cql_target
+
+    hosts = [node.address for node in cassandra_cluster]
+    sent: list[tuple[str, int]] = []
+    run = cql_target._CqlSession._run
+
+    def counted(self, node, chunks, rows):
+        done = run(self, node, chunks, rows)
+        sent.append((self.nodes[node][0], len(chunks[1]) // 8 if rows is None else len(rows)))
+        return done
+
+    monkeypatch.setattr(cql_target._CqlSession, "_run", counted)
+    path = str(tmp_path / "c.parquet")
+    vector_file(path, 3000, dim=8)
+    with connect(hosts, timeout=60.0) as s:
+        s.execute(f"CREATE KEYSPACE IF NOT EXISTS {KEYSPACE} WITH replication = "
+                  "{'class': 'SimpleStrategy', 'replication_factor': 1}")
+        table = make_table(s, "routed", "id bigint PRIMARY KEY, emb vector<float, 8>")
+        result = bulkwire.cql.load_parquet(path, hosts[0], KEYSPACE, table, batch_rows=256)
+        assert result.rows == 3000
+        token_map = s.cluster.metadata.token_map
+        s.cluster.refresh_schema_metadata()
+        expected_counts = collections.Counter(
+            next(iter(token_map.get_replicas(KEYSPACE, Murmur3Token.from_key(
+                struct.pack(">q", i))))).address for i in range(3000))
+        assert s.execute(f"SELECT count(*) FROM {KEYSPACE}.{table}").one()[0] == 3000
+    got: collections.Counter = collections.Counter()
+    for address, count in sent:
+        got[address] += count
+    assert got == expected_counts
+    assert len(got) == 3
