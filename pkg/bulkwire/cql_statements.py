@@ -126,6 +126,8 @@ class TokenRing:
 
     def __init__(self, nodes: Mapping[str, Sequence[int]], replication_factor: int) -> None:
         self.addresses = list(nodes)
+        #: each node's tokens, as given (a ring of some of the nodes is made from them)
+        self.tokens = {a: list(nodes[a]) for a in self.addresses}
         tokens = [t for a in self.addresses for t in nodes[a]]
         owners = [i for i, a in enumerate(self.addresses) for _ in nodes[a]]
         self._ring = _core.CqlRing(tokens, owners, len(self.addresses), replication_factor)
@@ -156,6 +158,14 @@ class TokenRing:
     def replication_factor(self) -> int:
         """Replicas per token: the one asked for, at most the nodes owning tokens."""
         return self._ring.rf
+
+    def without(self, addresses: Sequence[str]) -> "TokenRing":
+        """The ring of the other nodes (their tokens and replication factor): where a token
+        goes when ``addresses`` cannot be reached. ``ValueError`` when none is left."""
+        nodes = {a: t for a, t in self.tokens.items() if a not in set(addresses)}
+        if not nodes:
+            raise ValueError("no node of the ring is left")
+        return TokenRing(nodes, self.replication_factor)
 
     def replicas(self, token: int) -> list[str]:
         """The addresses of the replicas of ``token``, primary first."""
