@@ -17,7 +17,7 @@ import time
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import bulkwire.cql
@@ -379,3 +379,24 @@ def test_each_row_goes_to_the_node_the_driver_routes_it_to(cassandra_cluster, tm
         got[address] += count
     assert got == expected_counts
     assert len(got) == 3
+
+
+@given(st.dictionaries(st.sampled_from("abcdef"),
+                       st.lists(st.integers(-(1 << 63) + 1, (1 << 63) - 1), min_size=1,
+                                max_size=4), min_size=2),
+       st.integers(-(1 << 63) + 1, (1 << 63) - 1))
+def test_a_ring_without_a_tokens_primary_routes_it_to_its_next_replica(nodes, token):
+    """Where a row goes when its primary replica is down: the second replica
+    (SimpleStrategy) of the whole ring."""
+    import struct
+
+    from bulkwire.cql_statements import TokenRing
+
+    tokens = [t for values in nodes.values() for t in values]
+    assume(len(set(tokens)) == len(tokens))  # a token is owned by one node
+    ring = TokenRing(nodes, replication_factor=2)
+    primary, second = ring.replicas(token)
+    rest = ring.without([primary])
+    assert rest.addresses[rest.primaries(struct.pack("=q", token))[0]] == second
+    with pytest.raises(ValueError, match="no node"):
+        ring.without(list(nodes))
