@@ -227,6 +227,10 @@ def cmd_load(args: argparse.Namespace) -> int:
                             args.zstd or None)):
             if value is not None:
                 args.parser.error(f"--cql excludes {name} (a CQL table is the target)")
+        for name in ("collection", "id_column", "id_prefix", "vector_column", "float32"):
+            if getattr(args, name) != args.parser.get_default(name):
+                args.parser.error(f"--cql excludes --{name.replace('_', '-')} (a RavenDB "
+                                  f"document's option; a row's columns are the table's)")
     elif args.keyspace is not None or args.table is not None:
         args.parser.error("--keyspace and --table need --cql")
     if args.cql is not None and (args.keyspace is None or args.table is None):
@@ -267,7 +271,8 @@ def cmd_load(args: argparse.Namespace) -> int:
         except ValueError as exc:  # PATH holds what cannot be data: a FIFO, a device, a loop
             return _fail(str(exc), EXIT_USAGE)
         take = _parse_take(args.take)
-        _say_when_no_vector_column(args)
+        if args.cql is None:
+            _say_when_no_vector_column(args)
         if (args.workers > 1 or args.resume is not None) and url is None and args.cql is None:
             args.parser.error(f"{'--workers' if args.workers > 1 else '--resume'} needs --url")
         with _sigterm_stops():
