@@ -25,6 +25,7 @@ from bulkwire.errors import ConnectionLostError, CqlServerError, SchemaMismatchE
     TransportTimeoutError
 from bulkwire.load.cql_target import CqlDescription, parse_host
 from servers.cassandra import connect
+from cassandra import ConsistencyLevel
 from test_cql_statements import COLUMNS, arrow_batch, expected
 
 server = pytest.mark.cassandra_server
@@ -400,3 +401,89 @@ def test_a_ring_without_a_tokens_primary_routes_it_to_its_next_replica(nodes, to
     assert rest.addresses[rest.primaries(struct.pack("=q", token))[0]] == second
     with pytest.raises(ValueError, match="no node"):
         ring.without(list(nodes))
+
+
+@server
+def test_a_node_killed_mid_load_with_rf_2_and_one_leaves_every_row_stored(cassandra_cluster,
+                                                                           tmp_path):
+    """Three nodes, replication factor 2, consistency ONE: a node killed in the middle of the
+    load is left out of the ring, its rows not acknowledged go to their next replica, and the
+    load returns; once the node is back, every row is in the table. (Last of the cluster's
+    tests.)"""
+    hosts = [node.address for node in cassandra_cluster]
+    path = str(tmp_path / "k.parquet")
+    vector_file(path, 300_000, dim=8, row_group=50_000)
+    with connect(hosts, timeout=60.0) as s:
+        s.execute("CREATE KEYSPACE IF NOT EXISTS bulkwire_rf2 WITH replication = "
+                  "{'class': 'SimpleStrategy', 'replication_factor': 2}")
+        s.execute("DROP TABLE IF EXISTS bulkwire_rf2.t")
+        s.execute("CREATE TABLE bulkwire_rf2.t (id bigint PRIMARY KEY, emb vector<float, 8>)")
+    done: list = []
+
+    def load() -> None:
+        try:
+            done.append(bulkwire.cql.load_parquet(path, hosts[0], "bulkwire_rf2", "t",
+                                                  consistency="ONE", timeout=10.0))
+        except BaseException as exc:  # handed to the test thread
+            done.append(exc)
+
+    worker = threading.Thread(target=load)
+    worker.start()
+    time.sleep(4.0)
+    assert worker.is_alive(), "the load ended before the node was killed"
+    os.killpg(cassandra_cluster[2].process.pid, signal.SIGKILL)
+    worker.join(300)
+    assert not worker.is_alive()
+    assert len(done) == 1 and not isinstance(done[0], BaseException), repr(done[0])
+    assert done[0].rows == 300_000
+    # a row the killed node acknowledged (at ONE) is in its commit log: it comes back with it
+    cassandra_cluster[2].start()
+    cassandra_cluster[2].wait_ready(time.monotonic() + 300)
+    with connect(hosts, timeout=120.0) as s:
+        query = s.prepare("SELECT count(*) FROM bulkwire_rf2.t WHERE token(id) >= ? AND "
+                          "token(id) <= ?")
+        query.consistency_level = ConsistencyLevel.QUORUM  # both replicas of each row
+        step = (1 << 64) // 16
+        total = 0
+        for low in range(-(1 << 63), (1 << 63) - 1, step):  # short range reads
+            total += s.execute(query, [low, min(low + step - 1, (1 << 63) - 1)]).one()[0]
+        assert total == 300_000
+
+
+@pytest.mark.parametrize("extra, refused", [
+    (["--url", "http://127.0.0.1:8080", "--database", "db"], "--cql excludes --url"),
+    (["--out", "x.json"], "--cql excludes --out"),
+    (["--zstd"], "--cql excludes --zstd"),
+    (["--collection", "Points"], "--cql excludes --collection"),
+    (["--username", "u"], "--username and --password go together"),
+])
+def test_the_command_line_refuses_what_cql_excludes(tmp_path, extra, refused):
+    from bulkwire.cli import main
+
+    path = str(tmp_path / "s.parquet")
+    pq.write_table(pa.table({"id": [1]}), path)
+    with pytest.raises(SystemExit) as caught:
+        main(["load", path, "--cql", "127.0.0.1", "--keyspace", "k", "--table", "t", *extra])
+    assert caught.value.code == 2
+    with pytest.raises(SystemExit):
+        main(["load", path, "--keyspace", "k", "--table", "t"])
+
+
+def test_a_node_that_is_not_there_is_named(tmp_path, capsys):
+    """Nothing listens: the load fails before any row, naming the host and port, and the
+    command line exits with the server status."""
+    from bulkwire.cli import EXIT_SERVER, main
+    from bulkwire.errors import ConnectError
+
+    import socket
+
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    path = str(tmp_path / "s.parquet")
+    pq.write_table(pa.table({"id": [1]}), path)
+    with pytest.raises(ConnectError, match=f"127.0.0.1:{port}"):
+        bulkwire.cql.load_parquet(path, f"127.0.0.1:{port}", "k", "t")
+    assert main(["load", path, "--cql", f"127.0.0.1:{port}", "--keyspace", "k",
+                 "--table", "t"]) == EXIT_SERVER
+    assert f"127.0.0.1:{port}" in capsys.readouterr().err

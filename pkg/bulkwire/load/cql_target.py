@@ -8,8 +8,9 @@ checks the Arrow schema against the prepared statement (``_core.cql_check_schema
 any row is read. Its encoder (:class:`_CqlEncoder`) writes a batch's rows as EXECUTE bodies
 back to back with their partition tokens, in C (``_core.cql_execute_bodies``: no Python
 object per row). Its session (:class:`_CqlSession`) routes each row to the primary replica of
-its token (the ring read from ``system.local`` and ``system.peers``), one connection per
-node, and sends each node's rows pipelined (``CqlConnection.run_packed``, the GIL released);
+its token (the ring read from ``system.local`` and ``system.peers``; a node found down is
+left out, its rows going to the next node clockwise), one connection per node, and sends
+each node's rows pipelined (``CqlConnection.run_packed``, the GIL released);
 :meth:`_CqlSession.store` returns once every row of the batch was acknowledged, so a unit of
 work is confirmed only when all its rows were.
 """
@@ -24,7 +25,8 @@ from typing import Any, Mapping, Sequence
 
 from .. import _core
 from ..cql_statements import Prepared, TokenRing
-from ..errors import ConnectError, ServerError, TLSError
+from ..errors import (ConnectError, ConnectionLostError, ServerError, TLSError,
+                      TransportTimeoutError)
 from .targets import _cut, _short
 
 #: The write consistency levels by name (the protocol's codes). SERIAL and LOCAL_SERIAL are
@@ -304,7 +306,8 @@ def _tls_context(settings: Mapping[str, Any]) -> Any:
 class _CqlSession:
     """One session into the table: the ring read once, one connection per node opened when a
     row first goes to it (the statement prepared there), each batch's rows sent to their
-    primary replicas in parallel; :meth:`store` returns once every row was acknowledged."""
+    primary replicas in parallel; :meth:`store` returns once every row was acknowledged. A
+    node found down is left out of the session's ring (:meth:`store`)."""
 
     def __init__(self, target: CqlDescription) -> None:
         self.target = target
@@ -315,6 +318,8 @@ class _CqlSession:
         ports = {parse_host(h)[0]: parse_host(h)[1] for h in target.hosts}
         default_port = parse_host(target.hosts[0])[1]
         self.nodes = [(a, ports.get(a, default_port)) for a in self.ring.addresses]
+        self.index = {address: i for i, (address, _) in enumerate(self.nodes)}
+        self.live, self.dead = self.ring, set()  # the ring of the nodes not left out
         self.conns: dict[int, Any] = {}
         self.lock = threading.Lock()
         self.pool = (ThreadPoolExecutor(len(self.nodes), thread_name_prefix="bulkwire-cql")
@@ -347,30 +352,70 @@ class _CqlSession:
 
     def store(self, chunks: list, rows: int) -> int:
         """Sends one batch's rows, each to its partition's primary replica; returns the body
-        bytes once every row was acknowledged. Raises the node's error, with the source rows
-        it names (``source_row``: the row the server refused; a note lists the rows not
-        acknowledged)."""
+        bytes once every row was acknowledged. A node that cannot be reached, or whose
+        connection is lost or times out, is left out of the session's ring while another
+        node is left: its rows not acknowledged go to the next live node clockwise of their
+        token (with SimpleStrategy, their next replica), which coordinates their writes at
+        the load's consistency. Any other failure (and the last node's) raises the node's
+        error, with the source rows it names (``source_row``: the row the server refused;
+        a note lists the rows not acknowledged)."""
         if not rows:
             return 0
         import numpy as np
 
         bodies, ends, tokens, row_base, _ = chunks
-        owners = np.frombuffer(self.ring.primaries(tokens), dtype=np.int32)
-        present = np.unique(owners)
-        jobs = [(int(n), None if len(present) == 1
-                 else np.flatnonzero(owners == n).astype(np.int32)) for n in present]
-        if self.pool is None or len(jobs) == 1:
-            outcomes = [self._outcome(n, chunks, sel) for n, sel in jobs]
-        else:
-            outcomes = list(self.pool.map(lambda job: self._outcome(job[0], chunks, job[1]),
-                                          jobs))
-        failures = [exc for exc in outcomes if isinstance(exc, BaseException)]
-        if failures:
-            raise _named(failures[0], row_base)
-        self.retries += sum(retried for _, retried in outcomes)
+        pending: Any = None  # the batch's rows still to send (None: all of them)
+        while True:
+            jobs = self._jobs(np, tokens, pending)
+            if self.pool is None or len(jobs) == 1:
+                outcomes = [self._outcome(n, chunks, sel) for n, sel in jobs]
+            else:
+                outcomes = list(self.pool.map(lambda job: self._outcome(job[0], chunks, job[1]),
+                                              jobs))
+            failures, again = [], []
+            for (node, selection), outcome in zip(jobs, outcomes):
+                if not isinstance(outcome, BaseException):
+                    self.retries += outcome[1]
+                elif _node_down(outcome) and len(self.live.addresses) > 1:
+                    self._down(node)
+                    again.append(_not_acknowledged(np, outcome, selection, rows))
+                else:
+                    failures.append(outcome)
+            if failures:
+                raise _named(failures[0], row_base)
+            if not again:
+                break
+            pending = np.concatenate(again)
         self.body_bytes += len(bodies)
         self.wire_bytes += len(bodies) + 9 * rows  # each body in a frame of its own
         return len(bodies)
+
+    def _jobs(self, np: Any, tokens: bytes, pending: Any) -> list:
+        """(node, selection) for each live node owning rows: the rows (``pending``, or all)
+        whose token its primary range holds (selection None: every row of the batch)."""
+        if pending is not None:
+            tokens = np.frombuffer(tokens, dtype=np.int64)[pending].tobytes()
+        owners = np.frombuffer(self.live.primaries(tokens), dtype=np.int32)
+        present = np.unique(owners)
+        jobs = []
+        for owner in present:
+            node = self.index[self.live.addresses[int(owner)]]
+            if pending is None and len(present) == 1:
+                jobs.append((node, None))
+            else:
+                chosen = np.flatnonzero(owners == owner)
+                selection = chosen if pending is None else pending[chosen]
+                jobs.append((node, selection.astype(np.int32)))
+        return jobs
+
+    def _down(self, node: int) -> None:
+        """Leaves ``node`` out of the session: its connection closed, the ring without it."""
+        with self.lock:
+            conn = self.conns.pop(node, None)
+        if conn is not None:
+            conn.close()
+        self.dead.add(self.nodes[node][0])
+        self.live = self.ring.without(sorted(self.dead))
 
     def _outcome(self, node: int, chunks: list, rows: Any) -> Any:
         try:
@@ -394,6 +439,22 @@ class _CqlSession:
                 conn.close()
             except Exception:  # noqa: BLE001 - closing what failed says nothing more
                 pass
+
+
+def _node_down(exc: BaseException) -> bool:
+    """Whether ``exc`` says the node is gone (unreachable, connection lost, no answer), not
+    that it refused something: a TLS failure is the configuration's, not the node's."""
+    return (isinstance(exc, (ConnectError, ConnectionLostError, TransportTimeoutError))
+            and not isinstance(exc, TLSError))
+
+
+def _not_acknowledged(np: Any, exc: BaseException, selection: Any, rows: int) -> Any:
+    """The batch's rows of a failed run that were not acknowledged: those in flight
+    (``unacknowledged``) and those never sent (from ``sent`` on; all of them when the
+    connection was never made)."""
+    chosen = np.arange(rows, dtype=np.int32) if selection is None else selection
+    in_flight = np.array(getattr(exc, "unacknowledged", None) or [], dtype=np.int32)
+    return np.concatenate([in_flight, chosen[getattr(exc, "sent", 0) or 0:]])
 
 
 def _named(exc: BaseException, row_base: int) -> BaseException:
