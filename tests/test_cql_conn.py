@@ -61,12 +61,17 @@ def prepared_id(answer: bytes) -> bytes:
 # a real node with PasswordAuthenticator
 
 
+#: The node's native transport rate limit: a pipelined run goes faster than this.
+RATE_LIMIT = 1000
+
+
 @pytest.fixture(scope="module")
 def auth_node():
-    """One Cassandra 5.0 node on 127.0.0.21 with PasswordAuthenticator (its own cluster)."""
+    """One Cassandra 5.0 node on 127.0.0.21 with PasswordAuthenticator and a rate limit of
+    RATE_LIMIT requests per second (its own cluster)."""
     from servers.cassandra import running
 
-    with running(1, first=21, password_auth=True) as nodes:
+    with running(1, first=21, password_auth=True, max_requests_per_second=RATE_LIMIT) as nodes:
         yield nodes[0]
 
 
@@ -138,7 +143,7 @@ def test_an_invalid_row_in_the_middle_is_named(auth_node):
             conn.run(EXECUTE, bodies, window=8)
         error = caught.value
         assert error.code == 0x2200 and error.row == 137
-        assert 137 in error.unacknowledged
+        assert 137 in error.unacknowledged and 137 < error.sent <= 137 + 8
         # the connection is still usable: the requests in flight were answered first
         assert conn.run(EXECUTE, bodies[:5], window=2) == (5, 0)
     stored = rows_in(auth_node, "t_invalid")
@@ -172,6 +177,25 @@ def test_a_vector_indexed_table_loads_with_the_default_window(auth_node):
 
 
 @pytest.mark.cassandra_server
+def test_an_overloaded_node_is_retried_until_every_row_is_stored(auth_node):
+    """With THROW_ON_OVERLOAD the node answers requests beyond its rate limit with an
+    overloaded error: without retries the run fails naming the row, with them every row is
+    stored."""
+    rows = {k: f"busy {k}" for k in range(3000)}
+    with connect(auth_node, throw_on_overload=True) as conn:
+        insert = make_table(conn, "t_overloaded")
+        bodies = [execute_body(insert, [struct.pack(">i", k), v.encode()]) for k, v in rows.items()]
+        with pytest.raises(CqlServerError) as caught:
+            conn.run(EXECUTE, bodies, window=64, max_retries=0)
+        assert caught.value.code == 0x1001 and caught.value.name == "Overloaded"
+        assert caught.value.row in caught.value.unacknowledged
+        answered, retries = conn.run(EXECUTE, bodies, window=64, max_retries=100,
+                                     backoff=0.01, backoff_max=0.2)
+    assert answered == len(rows) and retries > 0
+    assert rows_in(auth_node, "t_overloaded") == rows
+
+
+@pytest.mark.cassandra_server
 def test_killed_node_names_the_unacknowledged_rows(auth_node):
     """Last in this module: the node does not come back."""
     with connect(auth_node) as conn:
@@ -197,6 +221,7 @@ def test_killed_node_names_the_unacknowledged_rows(auth_node):
     assert isinstance(error, (ConnectionLostError, TransportTimeoutError)), repr(error)
     assert 1 <= len(error.unacknowledged) <= 8
     assert error.unacknowledged == sorted(error.unacknowledged)
+    assert error.unacknowledged[-1] < error.sent < len(bodies)
     assert "not acknowledged" in str(error)
 
 
@@ -304,6 +329,7 @@ def test_retries_are_bounded_and_the_error_names_the_row():
     assert (error.code, error.name, error.row, error.unacknowledged) == (0x1100, "Write timeout", 3, [3])
     assert (error.consistency, error.received, error.blockfor, error.write_type) == (6, 0, 1, "SIMPLE")
     assert "row 3" in str(error) and "Operation timed out" in str(error)
+    assert error.sent == 4  # rows 0..3: the window of 1 took nothing after the failed row
     assert state["bodies"].count(b"row 3") == 4  # the first send and three retries
     assert b"row 4" not in state["bodies"]  # nothing after the failed row with a window of 1
 
@@ -317,7 +343,7 @@ def test_a_stalled_server_times_out_with_the_rows_in_flight():
                 conn.run(EXECUTE, [b"a", b"b", b"c"], window=2)
             assert time.monotonic() - started < 2.5
             assert caught.value.unacknowledged == [0, 1]
-            assert caught.value.row is None
+            assert caught.value.row is None and caught.value.sent == 2
             with pytest.raises(TransportTimeoutError):  # the connection stays failed
                 conn.run(EXECUTE, [b"a"], window=1)
     thread.join(5)

@@ -90,6 +90,7 @@ int bw_cql_error_parse(const uint8_t *body, size_t len, bw_cql_error *out) {
     if (bw_cql_get_int(&c, &e.code) < 0 || bw_cql_get_string(&c, &s, &n) < 0)
         return -1;
     e.message_cut = copy_text(e.message, sizeof e.message, s, n);
+    int32_t failures;
     switch (e.code) {
     case BW_CQL_ERR_UNAVAILABLE:
         if (bw_cql_get_short(&c, &e.consistency) < 0 || bw_cql_get_int(&c, &e.required) < 0 ||
@@ -98,26 +99,23 @@ int bw_cql_error_parse(const uint8_t *body, size_t len, bw_cql_error *out) {
         e.has_consistency = 1;
         break;
     case BW_CQL_ERR_WRITE_TIMEOUT:
-    case BW_CQL_ERR_WRITE_FAILURE: {
-        int32_t failures;
-        if (bw_cql_get_short(&c, &e.consistency) < 0 || bw_cql_get_int(&c, &e.received) < 0 ||
-            bw_cql_get_int(&c, &e.blockfor) < 0)
-            return -1;
-        if (e.code == BW_CQL_ERR_WRITE_FAILURE && bw_cql_get_int(&c, &failures) < 0)
-            return -1;
-        if (bw_cql_get_string(&c, &s, &n) < 0)
-            return -1;
-        e.has_consistency = 1;
-        e.has_write_type = 1;
-        copy_text(e.write_type, sizeof e.write_type, s, n);
-        break;
-    }
+    case BW_CQL_ERR_WRITE_FAILURE:
     case BW_CQL_ERR_READ_TIMEOUT:
     case BW_CQL_ERR_READ_FAILURE:
+        /* consistency, received, blockfor; then a failure's count, a write's type */
         if (bw_cql_get_short(&c, &e.consistency) < 0 || bw_cql_get_int(&c, &e.received) < 0 ||
             bw_cql_get_int(&c, &e.blockfor) < 0)
             return -1;
         e.has_consistency = 1;
+        if ((e.code == BW_CQL_ERR_WRITE_FAILURE || e.code == BW_CQL_ERR_READ_FAILURE) &&
+            bw_cql_get_int(&c, &failures) < 0)
+            return -1;
+        if (e.code == BW_CQL_ERR_WRITE_TIMEOUT || e.code == BW_CQL_ERR_WRITE_FAILURE) {
+            if (bw_cql_get_string(&c, &s, &n) < 0)
+                return -1;
+            e.has_write_type = 1;
+            copy_text(e.write_type, sizeof e.write_type, s, n);
+        }
         break;
     default:
         break; /* overloaded carries nothing more; the others' fields are not needed */
@@ -519,7 +517,7 @@ int bw_cql_run(bw_cql_conn *conn, const bw_cql_run_options *options, bw_cql_prod
         rs.free_ids[i] = window - 1 - i; /* stream id 0 first */
     rs.free_count = window;
     int producer_done = 0;
-    long long quiet_since = now_ms(); /* the last time bytes moved */
+    long long quiet_since = now_ms(); /* the last time bytes moved, either way */
     for (;;) {
         /* new requests while the window has room */
         while (!rs.stopping && !producer_done && rs.free_count > 0) {
@@ -542,6 +540,7 @@ int bw_cql_run(bw_cql_conn *conn, const bw_cql_run_options *options, bw_cql_prod
                 begin_stop(&rs);
                 break;
             }
+            outcome->taken++;
             int id = rs.free_ids[--rs.free_count];
             rs.busy++;
             rs.slots[id].request = req;
@@ -574,7 +573,10 @@ int bw_cql_run(bw_cql_conn *conn, const bw_cql_run_options *options, bw_cql_prod
         }
         if (rs.busy == 0 && (producer_done || rs.stopping))
             break;
+        size_t unwritten = conn->out.len - conn->out_sent;
         int wrote = write_pending(conn);
+        if (conn->out.len - conn->out_sent < unwritten)
+            quiet_since = now_ms(); /* the server took bytes: it is not stalled */
         if (wrote != 0 && wrote != BW_SEND_ANSWERED) {
             bw_cql_status scratch;
             fail_io(conn, status->kind == BW_CQL_OK ? status : &scratch, wrote,
@@ -745,9 +747,9 @@ static int handshake(bw_cql_conn *conn, const bw_cql_options *opt, bw_cql_status
     }
     free(answer);
     answer = NULL;
-    static const char *const keys[] = {"CQL_VERSION"};
-    static const char *const values[] = {"3.0.0"};
-    if (bw_cql_put_string_map(&body, keys, values, 1) < 0) {
+    static const char *const keys[] = {"CQL_VERSION", "THROW_ON_OVERLOAD"};
+    static const char *const values[] = {"3.0.0", "1"};
+    if (bw_cql_put_string_map(&body, keys, values, opt->throw_on_overload ? 2 : 1) < 0) {
         fail(conn, status, BW_CQL_E_NOMEM, ENOMEM, "out of memory");
         goto cleanup;
     }

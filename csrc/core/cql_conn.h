@@ -80,6 +80,9 @@ typedef struct {
     const char *password;
     bw_tls_config *tls;      /* NULL: plain TCP */
     uint32_t max_frame;      /* the largest answer body taken; 0: BW_CQL_MAX_BODY */
+    int throw_on_overload;   /* asks the server (STARTUP THROW_ON_OVERLOAD) to answer a
+                                request over its limits with an overloaded error rather than
+                                to stop reading the connection for a while */
 } bw_cql_options;
 
 typedef struct bw_cql_conn bw_cql_conn;
@@ -129,10 +132,12 @@ typedef struct {
     int (*interrupted)(void *ctx);
 } bw_cql_run_options;
 
-/* What a run did. unanswered: the tags of the requests sent (or waiting to be sent again)
+/* What a run did: of the requests taken, those not unanswered were answered. unanswered: the tags of the requests sent (or waiting to be sent again)
    whose answers did not arrive, in no order (malloc'd, the caller frees it; NULL when none).
    failed_tag: the request whose ERROR stopped the run (has_failed_tag). */
 typedef struct {
+    uint64_t taken;    /* requests taken into the window (a body over the protocol's limit
+                          is refused, not taken) */
     uint64_t answered;
     uint64_t retries;
     uint64_t *unanswered;

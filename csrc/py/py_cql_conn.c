@@ -1,12 +1,13 @@
 /* CqlConnection(host, port=9042, *, username=None, password=None, tls=None,
-   connect_timeout=10.0, timeout=30.0, max_frame=0): one connection of the core's CQL engine.
+   connect_timeout=10.0, timeout=30.0, max_frame=0, throw_on_overload=False): one connection of the core's CQL engine.
    request(opcode, body) sends one request; run(opcode, bodies, ...) sends many through the
    pipeline. The GIL is released around the connect and every exchange; the bodies of a run
    are bytes objects held by the call, so no Python object is touched while it runs.
    Failures are bulkwire.errors exceptions: CqlServerError (the server's ERROR), ConnectError,
    TLSError, ConnectionLostError, TransportTimeoutError, ProtocolError; a run's carries `row`
-   (the index of the body whose error stopped it, or None) and `unacknowledged` (the sorted
-   indexes of the bodies sent whose answers did not arrive). A signal handler that raises
+   (the index of the body whose error stopped it, or None), `unacknowledged` (the sorted
+   indexes of the bodies sent whose answers did not arrive) and `sent` (how many bodies, from
+   the first, were taken: those not unacknowledged were acknowledged). A signal handler that raises
    while a run waits (Ctrl-C) stops the run with its exception; the connection is then
    unusable (ConnectionLostError: interrupted). */
 #include "py_cql_conn.h"
@@ -130,6 +131,8 @@ static PyObject *raise_status(const bw_cql_status *status, bw_cql_outcome *outco
         PyList_SET_ITEM(rows, (Py_ssize_t)i, v);
     }
     if (PyObject_SetAttrString(exc, "unacknowledged", rows) < 0 ||
+        set_attr(exc, "sent", outcome != NULL ? PyLong_FromUnsignedLongLong(outcome->taken)
+                                              : PyLong_FromLong(0)) < 0 ||
         set_attr(exc, "row", outcome != NULL && outcome->has_failed_tag
                                  ? PyLong_FromUnsignedLongLong(outcome->failed_tag)
                                  : Py_NewRef(Py_None)) < 0)
@@ -164,15 +167,16 @@ static int enter(CqlConnectionObject *self) {
 /* tp_new: a new reference, or NULL. */
 static PyObject *CqlConnection_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
     static char *keywords[] = {"host", "port", "username", "password", "tls", "connect_timeout",
-                               "timeout", "max_frame", NULL};
+                               "timeout", "max_frame", "throw_on_overload", NULL};
     const char *host;
     int port = 9042;
     const char *username = NULL, *password = NULL;
     PyObject *tls = Py_None, *connect_timeout = NULL, *timeout = NULL;
     unsigned long max_frame = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "s|i$zzOOOk:CqlConnection", keywords, &host,
+    int throw_on_overload = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "s|i$zzOOOkp:CqlConnection", keywords, &host,
                                      &port, &username, &password, &tls, &connect_timeout,
-                                     &timeout, &max_frame))
+                                     &timeout, &max_frame, &throw_on_overload))
         return NULL;
     if (port < 1 || port > 65535) {
         PyErr_Format(PyExc_ValueError, "port must be 1..65535, not %d", port);
@@ -194,6 +198,7 @@ static PyObject *CqlConnection_new(PyTypeObject *type, PyObject *args, PyObject 
     o.username = username;
     o.password = password;
     o.max_frame = (uint32_t)max_frame;
+    o.throw_on_overload = throw_on_overload;
     o.connect_timeout_ms = 10000;
     o.timeout_ms = 30000;
     if ((connect_timeout != NULL && bw_parse_timeout_ms(connect_timeout, &o.connect_timeout_ms) < 0) ||
@@ -468,7 +473,8 @@ static PyTypeObject CqlConnectionType = {
     .tp_basicsize = sizeof(CqlConnectionObject),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "CqlConnection(host, port=9042, *, username=None, password=None, tls=None, "
-              "connect_timeout=10.0, timeout=30.0, max_frame=0): a CQL native protocol v4 "
+              "connect_timeout=10.0, timeout=30.0, max_frame=0, throw_on_overload=False): a CQL "
+              "native protocol v4 "
               "connection (handshake and PasswordAuthenticator done).",
     .tp_new = CqlConnection_new,
     .tp_dealloc = (destructor)CqlConnection_dealloc,

@@ -276,10 +276,12 @@ class CqlServerError(ServerError):
     ``name`` its name, ``server_message`` the server's own words; the message also names
     the server (``host:port``). The codes that carry more set ``consistency``, ``required``,
     ``alive`` (unavailable), ``received``, ``blockfor`` and ``write_type`` (write timeout).
-    Raised by a pipelined run, it also has ``row`` (the index of the body the server refused)
-    and ``unacknowledged`` (the sorted indexes of every body sent whose answer did not
-    arrive, ``row`` among them); the connection's other failures (``ConnectionLostError``,
-    ``TransportTimeoutError``, ``ProtocolError``) carry the same two attributes.
+    Raised by a pipelined run, it also has ``row`` (the index of the body the server refused),
+    ``unacknowledged`` (the sorted indexes of every body sent whose answer did not arrive,
+    ``row`` among them) and ``sent`` (how many bodies, from the first, were sent: those below
+    it and not unacknowledged were acknowledged); the connection's other failures
+    (``ConnectionLostError``, ``TransportTimeoutError``, ``ProtocolError``) carry the same
+    attributes.
 
     >>> error = CqlServerError("127.0.0.1:9042: error 0x2200 (Invalid): bad", code=0x2200,
     ...                        server_message="bad", name="Invalid")
@@ -295,6 +297,7 @@ class CqlServerError(ServerError):
         self.server_message = server_message
         self.row: Optional[int] = None
         self.unacknowledged: list[int] = []
+        self.sent = 0
 
 
 __all__ += ["CqlServerError"]

@@ -216,13 +216,23 @@ def _quote(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+def _rate_limit(per_second: int | None) -> str:
+    """cassandra.yaml's lines limiting the native transport to ``per_second`` requests."""
+    if per_second is None:
+        return ""
+    return ("native_transport_rate_limiting_enabled: true\n"
+            f"native_transport_max_requests_per_second: {per_second}")
+
+
 class Node:
     """One Cassandra process on ``address`` (``127.0.0.N``) with its files in ``folder``."""
 
     def __init__(self, address: str, folder: pathlib.Path, jars: pathlib.Path, *,
                  heap: str | None = None, seed: str = "127.0.0.1",
-                 password_auth: bool = False) -> None:
+                 password_auth: bool = False, max_requests_per_second: int | None = None) -> None:
         self.address = address
+        #: The native transport's rate limit (requests per second), or None: none.
+        self.max_requests_per_second = max_requests_per_second
         #: PasswordAuthenticator on: clients log in as ``SUPERUSER`` (``credentials``).
         self.password_auth = password_auth
         self.seed = seed
@@ -274,6 +284,7 @@ hints_directory: {_quote(str(dirs["hints"]))}
 cdc_raw_directory: {_quote(str(dirs["cdc_raw"]))}
 concurrent_compactors: 1
 {"authenticator: PasswordAuthenticator" if self.password_auth else ""}
+{_rate_limit(self.max_requests_per_second)}
 """)
         (conf / "logback.xml").write_text("""\
 <configuration>
@@ -478,7 +489,8 @@ def addresses(count: int, first: int = 1) -> list[str]:
 def running(count: int = 1, *, first: int = 1, heap: str | None = None,
             keep_files: bool | None = None,
             start_timeout: float | None = None,
-            password_auth: bool = False) -> Iterator[list[Node]]:
+            password_auth: bool = False,
+            max_requests_per_second: int | None = None) -> Iterator[list[Node]]:
     """Start ``count`` nodes in this process's private network namespace and yield them ready.
 
     They listen on ``127.0.0.<first>`` (the seed) and the addresses after it, so two sets of
@@ -488,7 +500,9 @@ def running(count: int = 1, *, first: int = 1, heap: str | None = None,
     once it answers. Ready means: every node answers CQL and lists the other ``count - 1`` as
     peers. On leaving (normally, on an exception, on Ctrl-C) every node is stopped and, unless
     ``keep_files`` (default: whether ``BULKWIRE_CASSANDRA_KEEP_FILES`` is set), its folder
-    removed. ``password_auth`` turns PasswordAuthenticator on (the superuser ``SUPERUSER``).
+    removed. ``password_auth`` turns PasswordAuthenticator on (the superuser ``SUPERUSER``);
+    ``max_requests_per_second`` limits each node's native transport to that rate (a client
+    that asked for THROW_ON_OVERLOAD gets overloaded errors beyond it).
     """
     if keep_files is None:
         keep_files = bool(os.environ.get("BULKWIRE_CASSANDRA_KEEP_FILES"))
@@ -500,7 +514,8 @@ def running(count: int = 1, *, first: int = 1, heap: str | None = None,
     root = pathlib.Path(tempfile.mkdtemp(prefix=_FOLDER_PREFIX))
     (root / "owner.pid").write_text(str(os.getpid()))
     hosts = addresses(count, first)
-    nodes = [Node(addr, root / addr, jars, heap=heap, seed=hosts[0], password_auth=password_auth)
+    nodes = [Node(addr, root / addr, jars, heap=heap, seed=hosts[0], password_auth=password_auth,
+                  max_requests_per_second=max_requests_per_second)
              for addr in hosts]
     try:
         nodes[0].start()
