@@ -519,3 +519,20 @@ def test_malformed_arrow_is_refused_and_released_once() -> None:
         assert exported.released == {"schema": 1, "array": 1}
     finally:
         exported.free()
+
+
+def test_bad_bind_descriptions_are_refused_before_any_row() -> None:
+    batch = pa.record_batch({f"c{i}": pa.array([i], pa.int32()) for i in range(70)})
+    names = [f"c{i}" for i in range(70)]
+    with pytest.raises(ValueError, match="pk_indexes has 65 items"):
+        _core.cql_execute_bodies(batch, b"id", names, ["int"] * 70, list(range(65)), 1)
+    with pytest.raises(ValueError, match=r"pk_indexes\[0\] = 70"):
+        _core.cql_execute_bodies(batch, b"id", names, ["int"] * 70, [70], 1)
+    with pytest.raises(ValueError, match="one type per name"):
+        _core.cql_execute_bodies(batch, b"id", names, ["int"], [], 1)
+    with pytest.raises(ValueError, match="unsupported CQL type 'list<int>'"):
+        _core.cql_execute_bodies(batch, b"id", ["c0"], ["list<int>"], [], 1)
+    with pytest.raises(ValueError, match="65535"):
+        _core.cql_execute_bodies(batch, b"x" * 65536, ["c0"], ["int"], [], 1)
+    # 64 key columns is the most, and their composite token is the driver's
+    check_columns({n: (batch.column(n), "int") for n in names[:64]}, pk=tuple(range(64)))

@@ -82,8 +82,6 @@ int bw_cql_partition_token(const uint8_t *const *parts, const int32_t *lens, int
     return 0;
 }
 
-#define MAX_PK 64
-
 static int row_error(bw_cql_row_error *e, int64_t row, int column, const char *fmt,
                      const char *detail) {
     e->row = row;
@@ -94,14 +92,14 @@ static int row_error(bw_cql_row_error *e, int64_t row, int column, const char *f
 
 int bw_cql_encode_rows(const bw_cql_bound *st, int64_t rows, int64_t first_row, bw_buf *out,
                        int64_t *ends, int64_t *tokens, bw_cql_row_error *e) {
-    const uint8_t *parts[MAX_PK];
-    int32_t len[MAX_PK];
-    size_t at[MAX_PK];
+    const uint8_t *parts[BW_CQL_MAX_PK];
+    int32_t len[BW_CQL_MAX_PK];
+    size_t at[BW_CQL_MAX_PK];
     size_t value_at;
     int32_t value_len;
     bw_buf key = {0};
     int rc = 0;
-    if (st->n_pk > MAX_PK)
+    if (st->n_pk > BW_CQL_MAX_PK)
         return row_error(e, first_row, st->pk[0], "a partition key of more than 64 columns%s",
                          "");
     for (int64_t r = 0; r < rows && rc == 0; r++) {

@@ -44,6 +44,9 @@ int bw_cql_put_query(bw_buf *out, const char *query, size_t n, const bw_cql_para
 /* A PREPARE body (v4): [long string] query. 0, or -1. */
 int bw_cql_put_prepare(bw_buf *out, const char *query, size_t n);
 
+/* Most partition key columns bw_cql_encode_rows takes. */
+#define BW_CQL_MAX_PK 64
+
 /* The prepared statement an Arrow batch is bound to. */
 typedef struct {
     const uint8_t *id; /* the prepared id */

@@ -121,8 +121,9 @@ static int bound_plan(bound_columns *b, const struct ArrowSchema *schema, PyObje
         goto cleanup;
     }
     Py_ssize_t n_pk = PySequence_Fast_GET_SIZE(k_seq);
-    if (n_pk > b->n) {
-        PyErr_SetString(PyExc_ValueError, "pk_indexes has more items than names");
+    if (n_pk > b->n || n_pk > BW_CQL_MAX_PK) {
+        PyErr_Format(PyExc_ValueError, "pk_indexes has %zd items: more than names or than %d",
+                     n_pk, BW_CQL_MAX_PK);
         goto cleanup;
     }
     b->cols = PyMem_Calloc((size_t)b->n + 1, sizeof *b->cols);
