@@ -269,6 +269,27 @@ def own_node():
         yield nodes[0]
 
 
+def load_killing(node, path: str, *args, **kwargs):
+    """``bulkwire.cql.load_parquet(path, *args, **kwargs)`` in a thread, ``node`` killed
+    (SIGKILL) 4 s in: what the load returned, or the exception it raised."""
+    outcome: list = []
+
+    def load() -> None:
+        try:
+            outcome.append(bulkwire.cql.load_parquet(path, *args, timeout=10.0, **kwargs))
+        except BaseException as exc:  # handed to the test thread
+            outcome.append(exc)
+
+    worker = threading.Thread(target=load)
+    worker.start()
+    time.sleep(4.0)
+    assert worker.is_alive(), "the load ended before the node was killed"
+    os.killpg(node.process.pid, signal.SIGKILL)
+    worker.join(300)
+    assert not worker.is_alive() and len(outcome) == 1
+    return outcome[0]
+
+
 @server
 def test_a_killed_node_fails_the_load_naming_the_unacknowledged_rows(own_node, tmp_path):
     with connect([own_node.address], timeout=60.0) as s:
@@ -277,25 +298,8 @@ def test_a_killed_node_fails_the_load_naming_the_unacknowledged_rows(own_node, t
         table = make_table(s, "killed", "id bigint PRIMARY KEY, emb vector<float, 8>")
     path = str(tmp_path / "k.parquet")
     vector_file(path, 400_000, dim=8, row_group=50_000)
-    caught: list[BaseException] = []
-    returned: list = []
-
-    def load() -> None:
-        try:
-            returned.append(bulkwire.cql.load_parquet(path, own_node.address, KEYSPACE, table,
-                                                      timeout=10.0))
-        except BaseException as exc:  # handed to the test thread
-            caught.append(exc)
-
-    worker = threading.Thread(target=load)
-    worker.start()
-    time.sleep(4.0)
-    assert worker.is_alive(), "the load ended before the node was killed"
-    os.killpg(own_node.process.pid, signal.SIGKILL)
-    worker.join(120)
-    assert not worker.is_alive() and not returned
-    assert len(caught) == 1
-    error = caught[0]
+    error = load_killing(own_node, path, own_node.address, KEYSPACE, table)
+    assert isinstance(error, BaseException), "the load returned normally"
     assert isinstance(error, (ConnectionLostError, TransportTimeoutError)), repr(error)
     notes = "\n".join(getattr(error, "__notes__", []))
     assert "not acknowledged" in notes
@@ -418,24 +422,10 @@ def test_a_node_killed_mid_load_with_rf_2_and_one_leaves_every_row_stored(cassan
                   "{'class': 'SimpleStrategy', 'replication_factor': 2}")
         s.execute("DROP TABLE IF EXISTS bulkwire_rf2.t")
         s.execute("CREATE TABLE bulkwire_rf2.t (id bigint PRIMARY KEY, emb vector<float, 8>)")
-    done: list = []
-
-    def load() -> None:
-        try:
-            done.append(bulkwire.cql.load_parquet(path, hosts[0], "bulkwire_rf2", "t",
-                                                  consistency="ONE", timeout=10.0))
-        except BaseException as exc:  # handed to the test thread
-            done.append(exc)
-
-    worker = threading.Thread(target=load)
-    worker.start()
-    time.sleep(4.0)
-    assert worker.is_alive(), "the load ended before the node was killed"
-    os.killpg(cassandra_cluster[2].process.pid, signal.SIGKILL)
-    worker.join(300)
-    assert not worker.is_alive()
-    assert len(done) == 1 and not isinstance(done[0], BaseException), repr(done[0])
-    assert done[0].rows == 300_000
+    result = load_killing(cassandra_cluster[2], path, hosts[0], "bulkwire_rf2", "t",
+                          consistency="ONE")
+    assert not isinstance(result, BaseException), repr(result)
+    assert result.rows == 300_000
     # a row the killed node acknowledged (at ONE) is in its commit log: it comes back with it
     cassandra_cluster[2].start()
     cassandra_cluster[2].wait_ready(time.monotonic() + 300)

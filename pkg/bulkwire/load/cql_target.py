@@ -16,7 +16,6 @@ work is confirmed only when all its rows were.
 """
 from __future__ import annotations
 
-import dataclasses
 import ipaddress
 import threading
 from concurrent.futures import ThreadPoolExecutor
