@@ -454,14 +454,14 @@ def test_a_node_killed_mid_load_with_rf_2_and_one_leaves_every_row_stored(cassan
     (["--collection", "Points"], "--cql excludes --collection"),
     (["--username", "u"], "--username and --password go together"),
 ])
-def test_the_command_line_refuses_what_cql_excludes(tmp_path, extra, refused):
+def test_the_command_line_refuses_what_cql_excludes(tmp_path, capsys, extra, refused):
     from bulkwire.cli import main
 
     path = str(tmp_path / "s.parquet")
     pq.write_table(pa.table({"id": [1]}), path)
     with pytest.raises(SystemExit) as caught:
         main(["load", path, "--cql", "127.0.0.1", "--keyspace", "k", "--table", "t", *extra])
-    assert caught.value.code == 2
+    assert caught.value.code == 2 and refused in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["load", path, "--keyspace", "k", "--table", "t"])
 
