@@ -26,6 +26,7 @@ BUILTIN_OF = {
     "TransportTimeoutError": RuntimeError, "ServerError": RuntimeError,
     "ProtocolError": RuntimeError, "UnsupportedByServer": RuntimeError,
     "RowError": ValueError, "MalformedFileError": ValueError, "ResumeStateError": ValueError,
+    "CqlServerError": RuntimeError, "SchemaMismatchError": ValueError,
 }
 
 
@@ -92,6 +93,12 @@ def _instance(cls, message, number, data):
         return cls(message, path="c.pem", argument="certificate", reason=message)
     if issubclass(cls, errors.TLSError):
         return cls(message, reason=message, verify_failed=bool(number % 2))
+    if cls is errors.CqlServerError:
+        error = cls(message, code=number, server_message=message, name="Invalid")
+        error.row, error.unacknowledged, error.sent = number, [number, number + 1], number
+        return error
+    if cls is errors.SchemaMismatchError:
+        return cls(message, "col", "int64", "vector<float, 3>")
     if issubclass(cls, (errors.ServerError, errors.EarlyResponse)):
         return cls(message, status=number, body=data)
     if cls is errors.UnsupportedByServer:

@@ -123,8 +123,23 @@ void bw_arrow_schema_words(const struct ArrowSchema *schema, char *out, size_t o
     bw_arrow_type_words(schema != NULL ? schema->format : NULL, child, out, out_size);
 }
 
+static int list_view(const struct ArrowSchema *schema, const struct ArrowArray *array,
+                     bw_arrow_vectors *v, int integers, char *err, size_t err_size);
+
 int bw_arrow_vectors_view(const struct ArrowSchema *schema, const struct ArrowArray *array,
                           bw_arrow_vectors *v, char *err, size_t err_size) {
+    return list_view(schema, array, v, 0, err, err_size);
+}
+
+int bw_arrow_numeric_lists_view(const struct ArrowSchema *schema,
+                                const struct ArrowArray *array, bw_arrow_vectors *v, char *err,
+                                size_t err_size) {
+    return list_view(schema, array, v, 1, err, err_size);
+}
+
+/* The view of both: float32/float64 values, and with `integers` also int8..int64. */
+static int list_view(const struct ArrowSchema *schema, const struct ArrowArray *array,
+                     bw_arrow_vectors *v, int integers, char *err, size_t err_size) {
     memset(v, 0, sizeof *v);
     const char *fmt = schema->format ? schema->format : "";
     int64_t list_size = -1;
@@ -151,11 +166,13 @@ int bw_arrow_vectors_view(const struct ArrowSchema *schema, const struct ArrowAr
     const struct ArrowSchema *child_schema = schema->children[0];
     const struct ArrowArray *child = array->children[0];
     const char *cfmt = child_schema->format ? child_schema->format : "";
-    if (strcmp(cfmt, "f") != 0 && strcmp(cfmt, "g") != 0) {
+    int is_float = strcmp(cfmt, "f") == 0 || strcmp(cfmt, "g") == 0;
+    int is_int = cfmt[0] != '\0' && cfmt[1] == '\0' && strchr("csil", cfmt[0]) != NULL;
+    if (!is_float && !(integers && is_int)) {
         char words[96];
         bw_arrow_schema_words(schema, words, sizeof words);
-        snprintf(err, err_size, "expected Arrow list values of float32 or float64, got %s",
-                 words);
+        snprintf(err, err_size, "expected Arrow list values of float32 or float64%s, got %s",
+                 integers ? " or signed integers" : "", words);
         return -1;
     }
     if (child_schema->dictionary != NULL) {
@@ -172,7 +189,7 @@ int bw_arrow_vectors_view(const struct ArrowSchema *schema, const struct ArrowAr
         return -1;
     }
     v->value_format = cfmt[0];
-    v->value_width = cfmt[0] == 'f' ? 4 : 8;
+    v->value_width = bw_arrow_primitive_width(cfmt);
     v->length = array->length;
     v->list_size = list_size;
     v->validity = array->null_count == 0 ? NULL : (const uint8_t *)array->buffers[0];
@@ -281,6 +298,8 @@ static layout layout_of(const char *f, int64_t *list_size) {
         return LAYOUT_FIXED_LIST;
     if (f[0] == 't' && f[1] == 's' && f[2] != '\0' && strchr("smun", f[2]) != NULL && f[3] == ':')
         return LAYOUT_FIXED; /* timestamps: int64 */
+    if (!strcmp(f, "tdD") || !strcmp(f, "tdm") || !strcmp(f, "w:16"))
+        return LAYOUT_FIXED; /* date32, date64, 16-byte fixed binary (uuids) */
     return LAYOUT_OTHER;
 }
 

@@ -120,8 +120,9 @@ typedef enum {
    the ArrowArray it was made from is not released. */
 typedef struct {
     bw_arrow_list_kind kind;
-    char value_format;         /* 'f' (float32) or 'g' (float64) */
-    int value_width;           /* 4 or 8 */
+    char value_format;         /* 'f' (float32) or 'g' (float64); bw_arrow_numeric_lists_view
+                                  also 'c', 's', 'i', 'l' (signed integers) */
+    int value_width;           /* bytes of one value: 4 or 8 (1 to 8 for integers) */
     int64_t length;            /* rows */
     int64_t list_size;         /* N for a fixed_size_list, else -1 */
     const uint8_t *validity;   /* row validity bitmap or NULL; index with validity_offset + row */
@@ -140,6 +141,12 @@ typedef struct {
    an unsupported type names its format string. */
 int bw_arrow_vectors_view(const struct ArrowSchema *schema, const struct ArrowArray *array,
                           bw_arrow_vectors *v, char *err, size_t err_size);
+
+/* The same view over lists whose values may also be signed integers (int8, int16, int32,
+   int64: value_format 'c', 's', 'i', 'l'), for CQL vectors of integer elements. */
+int bw_arrow_numeric_lists_view(const struct ArrowSchema *schema,
+                                const struct ArrowArray *array, bw_arrow_vectors *v, char *err,
+                                size_t err_size);
 
 /* Row r (0 <= r < v->length). Returns 0 and sets *first (index of the row's first value,
    relative to v->values) and *count; returns 1 when the row is null. */

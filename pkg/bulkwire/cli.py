@@ -186,6 +186,20 @@ def _urls(text: str) -> list:
     return urls
 
 
+def _cql_hosts(text: str) -> list:
+    """One --cql value: HOST[:PORT], or several separated by commas, each judged by
+    :func:`bulkwire.load.cql_target.parse_host`."""
+    from .load.cql_target import parse_host
+
+    hosts = [host.strip() for host in text.split(",")]
+    try:
+        for host in hosts:
+            parse_host(host)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return hosts
+
+
 def _parse_take(text: str | None) -> list | None:
     """``--take 1,5,7`` or ``--take @file`` (whitespace/comma separated indices)."""
     if text is None:
@@ -280,6 +294,24 @@ def cmd_load(args: argparse.Namespace) -> int:
     """Load Parquet / Arrow IPC files with bulk insert (or write the request body to a file)."""
     from .errors import BulkInsertError, ResumeStateError
 
+    if args.cql is not None:
+        for name, value in (("--url", args.url), ("--out", args.out),
+                            ("--database", args.database)):
+            if value is not None:
+                args.parser.error(f"--cql excludes {name} (a CQL table is the target)")
+        if args.compress != args.parser.get_default("compress"):
+            args.parser.error(f"--cql excludes {_option('compress', repr(args.compress))} "
+                              f"(a RavenDB body's option; the CQL frames are not compressed)")
+        for name in ("collection", "id_column", "id_prefix", "vector_column", "float32"):
+            if getattr(args, name) != args.parser.get_default(name):
+                args.parser.error(f"--cql excludes --{name.replace('_', '-')} (a RavenDB "
+                                  f"document's option; a row's columns are the table's)")
+    elif args.keyspace is not None or args.table is not None:
+        args.parser.error("--keyspace and --table need --cql")
+    if args.cql is not None and (args.keyspace is None or args.table is None):
+        args.parser.error("--cql needs --keyspace and --table")
+    if (args.username is None) != (args.password is None):
+        args.parser.error("--username and --password go together")
     if args.url is None and args.database is not None:
         args.parser.error("--database needs --url")
     if args.url is not None and args.database is None:
@@ -315,15 +347,27 @@ def cmd_load(args: argparse.Namespace) -> int:
         except ValueError as exc:  # PATH holds what cannot be data: a FIFO, a device, a loop
             return _fail(str(exc), EXIT_USAGE)
         take = _parse_take(args.take)
-        notice = _no_vector_column_notice(args)
-        if (args.workers > 1 or args.resume is not None) and url is None:
+        notice = _no_vector_column_notice(args) if args.cql is None else None
+        if (args.workers > 1 or args.resume is not None) and url is None and args.cql is None:
             args.parser.error(f"{'--workers' if args.workers > 1 else '--resume'} needs --url")
         with _sigterm_stops():
-            result = load_parquet(
-                _source(args), url=url, database=args.database, options=options,
-                take=take, out=args.out, progress=progress and not args.quiet,
-                certificate=certificate, workers=args.workers, threads=args.threads,
-                resume=args.resume, ca=False if args.insecure else args.ca)
+            if args.cql is not None:
+                from .cql import load_parquet as load_cql
+
+                result = load_cql(
+                    _source(args), [one for value in args.cql for one in value], args.keyspace,
+                    args.table, consistency=args.consistency, username=args.username,
+                    password=args.password, tls=args.cql_tls, certificate=certificate,
+                    ca=False if args.insecure else args.ca, columns=columns,
+                    batch_rows=args.batch_rows, take=take,
+                    progress=progress and not args.quiet, workers=args.workers,
+                    threads=args.threads, resume=args.resume)
+            else:
+                result = load_parquet(
+                    _source(args), url=url, database=args.database, options=options,
+                    take=take, out=args.out, progress=progress and not args.quiet,
+                    certificate=certificate, workers=args.workers, threads=args.threads,
+                    resume=args.resume, ca=False if args.insecure else args.ca)
     except _Terminated as exc:
         return _fail("terminated", EXIT_TERMINATED, exc)
     except KeyboardInterrupt as exc:
@@ -460,6 +504,17 @@ def build_parser() -> argparse.ArgumentParser:
                       help="server URL; repeat it, or separate URLs by commas, for the nodes of "
                            "a cluster; without it the request body goes to --out")
     load.add_argument("--database", help="database name (with --url)")
+    load.add_argument("--cql", type=_cql_hosts, action="append", metavar="HOST[:PORT]",
+                      help="load into a Cassandra/Scylla table instead (contact points, port "
+                           "9042 by default; repeat or separate with commas)")
+    load.add_argument("--keyspace", help="the table's keyspace (with --cql)")
+    load.add_argument("--table", help="the table (with --cql)")
+    load.add_argument("--consistency", default="LOCAL_ONE",
+                      help="write consistency level (with --cql; default LOCAL_ONE)")
+    load.add_argument("--username", help="PasswordAuthenticator user (with --cql)")
+    load.add_argument("--password", help="PasswordAuthenticator password (with --cql)")
+    load.add_argument("--cql-tls", action="store_true",
+                      help="TLS to the CQL nodes (--certificate, --key, --ca as for --url)")
     load.add_argument("--certificate", metavar="PEM",
                       help="client certificate for an https:// --url: a PEM file holding the "
                            "certificate and its private key (or the certificate alone, with --key)")

@@ -44,13 +44,13 @@ from __future__ import annotations
 
 import threading
 import warnings
-from typing import Any
+from typing import Any, Sequence
 
 from ._extras import missing_extra
 from ._fork_locks import renew_in_child
 from .vectors import VectorCodec
 
-__all__ = ["install", "uninstall", "installed"]
+__all__ = ["install", "uninstall", "installed", "load_parquet", "load_arrow"]
 
 _lock = threading.Lock()
 renew_in_child(globals(), "_lock")  # a forked child gets a lock of its own
@@ -178,3 +178,50 @@ def uninstall() -> None:
 def installed() -> bool:
     """Whether ``install()`` is in effect."""
     return bool(_state)
+
+
+def load_parquet(path: Any, hosts: str | Sequence[str], keyspace: str, table: str, *,
+                 consistency: str = "LOCAL_ONE", username: str | None = None,
+                 password: str | None = None, tls: bool = False, certificate: Any = None,
+                 ca: Any = None, window: int = 2, retries: int = 5, timeout: float = 30.0,
+                 columns: Sequence[str] | None = None, batch_rows: int | None = None,
+                 take: Any = None, progress: Any = False, workers: int = 1,
+                 threads: int | None = None, resume: Any = None) -> Any:
+    """Load Parquet / Arrow IPC files (``path`` as :func:`bulkwire.load_parquet` takes it)
+    into the CQL table ``keyspace.table``: each row one prepared INSERT of the data's columns
+    (``columns``: these only), matched to the table's columns by name, and routed to the
+    node owning its partition. Returns a :class:`bulkwire.load.LoadResult`.
+
+    ``hosts``: ``HOST[:PORT]`` (port 9042 by default) or a list of them, the contact points;
+    the other nodes are found in ``system.peers``. ``consistency``: the write consistency
+    (default ``LOCAL_ONE``, the driver's default). ``username``/``password``:
+    PasswordAuthenticator. ``tls`` (or ``certificate``/``ca``, as for the RavenDB target):
+    TLS. ``window``: requests in flight per connection (default 2). ``retries``: overloaded,
+    write timeout and unavailable answers re-sent at most that many times, after a doubling
+    pause.
+
+    The table's columns are read and the Arrow schema checked against the prepared INSERT
+    before any row is read (:class:`bulkwire.errors.SchemaMismatchError` naming the column,
+    its Arrow type and its CQL type; ``ValueError`` for a data column the table lacks or a
+    primary key column the data lacks). ``workers``, ``threads``, ``resume``, ``progress``,
+    ``batch_rows`` and ``take`` are :func:`bulkwire.load_parquet`'s; a unit of work is
+    confirmed only once every row of it was acknowledged."""
+    from .load.cql_target import CqlDescription
+    from .load.entry import load_parquet as _load
+
+    target = CqlDescription.of(hosts, keyspace, table, consistency=consistency,
+                               username=username, password=password, tls=tls,
+                               certificate=certificate, ca=ca, window=window, retries=retries,
+                               timeout=timeout)
+    return _load(path, target=target, columns=columns, batch_rows=batch_rows, take=take,
+                 progress=progress, workers=workers, threads=threads, resume=resume)
+
+
+def load_arrow(data: Any, hosts: str | Sequence[str], keyspace: str, table: str,
+               **options: Any) -> Any:
+    """Load Arrow data (what :func:`bulkwire.load_arrow` takes) into ``keyspace.table`` from
+    this process: :func:`load_parquet`'s options but ``workers``, ``resume`` and ``take``."""
+    from .load.entry import _check_arrow_data
+
+    _check_arrow_data(data, options)
+    return load_parquet(data, hosts, keyspace, table, **options)

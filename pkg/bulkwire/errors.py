@@ -303,3 +303,71 @@ def _add_note(error: BaseException, note: str) -> None:
         notes.append(note)
     else:
         error.__notes__ = [note]  # type: ignore[attr-defined]
+
+
+class CqlServerError(ServerError):
+    """A CQL server answered a request with ERROR (``bulkwire._core.CqlConnection``).
+
+    ``code`` is the protocol's error code (``0x1001`` overloaded, ``0x2200`` invalid, ...),
+    ``name`` its name, ``server_message`` the server's own words; the message also names
+    the server (``host:port``). The codes that carry more set ``consistency``, ``required``,
+    ``alive`` (unavailable), ``received``, ``blockfor`` and ``write_type`` (write timeout).
+    Raised by a pipelined run, it also has ``row`` (the index of the body the server refused),
+    ``unacknowledged`` (the sorted indexes of every body sent whose answer did not arrive,
+    ``row`` among them) and ``sent`` (how many bodies, from the first, were sent: those below
+    it and not unacknowledged were acknowledged); the connection's other failures
+    (``ConnectionLostError``, ``TransportTimeoutError``, ``ProtocolError``) carry the same
+    attributes.
+
+    >>> error = CqlServerError("127.0.0.1:9042: error 0x2200 (Invalid): bad", code=0x2200,
+    ...                        server_message="bad", name="Invalid")
+    >>> error.code, error.name, error.server_message, isinstance(error, ServerError)
+    (8704, 'Invalid', 'bad', True)
+    """
+
+    def __init__(self, message: str, *, code: int, server_message: str = "",
+                 name: str = "") -> None:
+        super().__init__(message)
+        self.code = code
+        self.name = name
+        self.server_message = server_message
+        self.row: Optional[int] = None
+        self.unacknowledged: list[int] = []
+        self.sent = 0
+
+    def __reduce__(self) -> tuple:
+        # the default pickle calls type(self)(*self.args), without the keyword-only code
+        return (_rebuild_cql_server_error, (type(self), self.args[0], self.__dict__))
+
+
+def _rebuild_cql_server_error(cls: type, message: str, state: dict) -> "CqlServerError":
+    """A :class:`CqlServerError` as it was pickled, attributes and all."""
+    error = cls(message, code=state["code"], server_message=state.get("server_message", ""),
+                name=state.get("name", ""))
+    error.__dict__.update(state)
+    return error
+
+
+__all__ += ["CqlServerError"]
+__all__ += ["SchemaMismatchError"]
+class SchemaMismatchError(ValueError, BulkwireError):
+    """An Arrow/Parquet column whose type cannot be bound to the CQL column of the same name
+    (or a CQL column the data does not have), found before any row is sent. ``column`` is
+    the column's name, ``arrow_type`` its Arrow type in words ("int64",
+    "fixed_size_list<float32, 4>"; empty when the data lacks the column), ``cql_type`` the
+    CQL type ("vector<float, 3>").
+
+    >>> str(SchemaMismatchError("column 'n': Arrow int64 cannot be bound to CQL int", "n",
+    ...                         "int64", "int"))
+    "column 'n': Arrow int64 cannot be bound to CQL int"
+    """
+
+    def __init__(self, message: str, column: str, arrow_type: str, cql_type: str) -> None:
+        super().__init__(message)
+        self.column = column
+        self.arrow_type = arrow_type
+        self.cql_type = cql_type
+
+    def __reduce__(self) -> tuple:
+        return (type(self), (self.args[0], self.column, self.arrow_type, self.cql_type),
+                self.__dict__)

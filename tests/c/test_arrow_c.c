@@ -245,8 +245,36 @@ TEST(vector_view_rows) {
     CHECK(strstr(err, "int32") != NULL); /* the type named in words, not its format code */
 }
 
+TEST(numeric_lists_view_reads_signed_integers_too) {
+    node list, item;
+    static const int16_t v[4] = {1, -2, 3, -4};
+    make_node(&list, "+w:2", "vec", 2, 1);
+    make_node(&item, "s", "item", 4, 2);
+    item.buffers[1] = v;
+    add_child(&list, &item);
+    char err[200];
+    CHECK_EQ(validate(&list, err, sizeof err), 0);
+    bw_arrow_vectors view;
+    CHECK_EQ(bw_arrow_numeric_lists_view(&list.schema, &list.array, &view, err, sizeof err), 0);
+    CHECK_EQ(view.value_format, 's');
+    CHECK_EQ(view.value_width, 2);
+    int64_t first = -1, count = -1;
+    CHECK_EQ(bw_arrow_vectors_row(&view, 1, &first, &count), 0);
+    CHECK(first == 2 && count == 2);
+    CHECK_EQ(((const int16_t *)(const void *)view.values)[first], 3);
+    /* the float view of VectorCodec and encode_batch still refuses them */
+    CHECK_EQ(bw_arrow_vectors_view(&list.schema, &list.array, &view, err, sizeof err), -1);
+    /* unsigned integers, half floats and booleans are not numeric list values */
+    static const char *const refused[] = {"S", "e", "b", "C"};
+    for (int i = 0; i < 4; i++) {
+        item.schema.format = refused[i];
+        CHECK_EQ(bw_arrow_numeric_lists_view(&list.schema, &list.array, &view, err, sizeof err),
+                 -1);
+    }
+}
+
 RUN_TESTS(a_well_formed_batch_is_accepted, too_few_fixed_list_values_name_the_column,
           list_offsets_are_checked, generic_rules_are_checked,
           schema_and_array_must_agree_on_children, strings_without_data_are_empty_only,
           a_cycle_stops_at_the_depth_limit, a_small_error_buffer_is_never_overrun, format_helpers,
-          vector_view_rows)
+          vector_view_rows, numeric_lists_view_reads_signed_integers_too)

@@ -408,6 +408,20 @@ static PyObject *TlsContext_connect(TlsContextObject *self, PyObject *args, PyOb
     return (PyObject *)conn;
 }
 
+bw_tls_config *bw_tls_context_config(PyObject *obj) {
+    if (!PyObject_TypeCheck(obj, &TlsContextType)) {
+        PyErr_Format(PyExc_TypeError, "tls must be a bulkwire._core.TlsContext, not %.100s",
+                     Py_TYPE(obj)->tp_name);
+        return NULL;
+    }
+    bw_tls_config *config = ((TlsContextObject *)obj)->config;
+    if (bw_tls_config_inherited(config)) {
+        bw_raise_inherited("this TlsContext", "its OpenSSL context and its locks");
+        return NULL;
+    }
+    return config;
+}
+
 static void TlsContext_dealloc(TlsContextObject *self) {
     bw_tls_config_free(self->config);
     Py_TYPE(self)->tp_free((PyObject *)self);
@@ -461,6 +475,12 @@ PyObject *bw_tls_set_error(PyObject *obj, int rc) {
 }
 
 static int add_types(PyObject *module) { return PyModule_AddObjectRef(module, "TLS_LIBRARY", Py_None); }
+
+bw_tls_config *bw_tls_context_config(PyObject *obj) {
+    (void)obj;
+    PyErr_SetString(PyExc_RuntimeError, "bulkwire was built without OpenSSL: no TLS of its own");
+    return NULL;
+}
 
 #endif
 

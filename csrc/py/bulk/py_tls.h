@@ -17,6 +17,12 @@ void bw_tls_connection_release(PyObject *obj);
    (TimeoutError, TlsError, OSError); returns NULL. */
 PyObject *bw_tls_set_error(PyObject *obj, int rc);
 
+/* The configuration of the TlsContext obj, for a connection the core makes itself (the CQL
+   connection). NULL with an exception set: TypeError when obj is not a TlsContext,
+   RuntimeError when it was made by the process this one was forked from, or when built
+   without OpenSSL. The TlsContext must be kept alive while the configuration is used. */
+bw_tls_config *bw_tls_context_config(PyObject *obj);
+
 /* timeout=: None or a positive number of seconds, as milliseconds (< 0: none). 0, or -1
    with an exception set. */
 int bw_parse_timeout_ms(PyObject *obj, long *ms);

@@ -13,7 +13,18 @@ static const char *const error_names[BW_ERROR_KINDS] = {
     [BW_ERROR_MALFORMED] = "MalformedFileError",
     [BW_ERROR_TLS_FILE] = "TLSFileError",
     [BW_ERROR_TLS] = NULL,
+    [BW_ERROR_SCHEMA_MISMATCH] = "SchemaMismatchError",
+    [BW_ERROR_CQL_SERVER] = "CqlServerError",
+    [BW_ERROR_CONNECT] = "ConnectError",
+    [BW_ERROR_TLS_SESSION] = "TLSError",
+    [BW_ERROR_CONNECTION_LOST] = "ConnectionLostError",
+    [BW_ERROR_TIMEOUT] = "TransportTimeoutError",
+    [BW_ERROR_PROTOCOL] = "ProtocolError",
 };
+
+PyObject *bw_error_class(bw_error_kind kind) {
+    return error_classes[kind];
+}
 
 PyObject *bw_raise(bw_error_kind kind, PyObject *args, PyObject *attrs) {
     PyObject *cls = error_classes[kind];

@@ -12,14 +12,32 @@
                        that is inconsistent (the caller names the file)
    BW_ERROR_TLS_FILE   bulkwire.errors.TLSFileError(message): a certificate, key or CA file
    BW_ERROR_TLS        bulkwire._core.TlsError(message): a TLS session failed; an OSError and
-                       a bulkwire.errors.BulkwireError (bulkwire.transport maps it to TLSError) */
+                       a bulkwire.errors.BulkwireError (bulkwire.transport maps it to TLSError)
+   BW_ERROR_SCHEMA_MISMATCH  bulkwire.errors.SchemaMismatchError(message, column, arrow_type,
+                       cql_type): an Arrow column that cannot be bound to its CQL column
+   BW_ERROR_CQL_SERVER bulkwire.errors.CqlServerError(message, code=, server_message=, name=):
+                       a CQL node's ERROR answer
+   BW_ERROR_CONNECT, BW_ERROR_TLS_SESSION, BW_ERROR_CONNECTION_LOST, BW_ERROR_TIMEOUT,
+   BW_ERROR_PROTOCOL   bulkwire.errors.ConnectError, TLSError, ConnectionLostError,
+                       TransportTimeoutError, ProtocolError (message): a connection's failures */
 typedef enum {
     BW_ERROR_ROW,
     BW_ERROR_MALFORMED,
     BW_ERROR_TLS_FILE,
     BW_ERROR_TLS,
+    BW_ERROR_SCHEMA_MISMATCH,
+    BW_ERROR_CQL_SERVER,
+    BW_ERROR_CONNECT,
+    BW_ERROR_TLS_SESSION,
+    BW_ERROR_CONNECTION_LOST,
+    BW_ERROR_TIMEOUT,
+    BW_ERROR_PROTOCOL,
     BW_ERROR_KINDS
 } bw_error_kind;
+
+/* Borrowed reference: the class of kind, for a caller that makes the exception itself
+   (keyword arguments, attributes set afterwards). */
+PyObject *bw_error_class(bw_error_kind kind);
 
 /* Raises kind(*args) with each item of attrs (a dict, or NULL) set as an attribute of the
    exception. args and attrs are borrowed. Always NULL, with the exception set (the

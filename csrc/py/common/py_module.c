@@ -19,6 +19,8 @@
 #include "py_parquet_pages.h"
 #include "py_build_config.h"
 #include "py_testing.h"
+#include "py_cql_conn.h"
+#include "py_cql.h"
 
 static struct PyModuleDef core_module = {
     PyModuleDef_HEAD_INIT,
@@ -37,7 +39,8 @@ PyMODINIT_FUNC PyInit__core(void) {
         bw_testing_add_to_module(module) < 0 || bw_vectors_add_to_module(module) < 0 ||
         bw_bulk_add_to_module(module) < 0 || bw_encode_batch_add_to_module(module) < 0 ||
         bw_parquet_pages_add_to_module(module) < 0 ||
-        bw_file_read_add_to_module(module) < 0 || bw_build_config_add_to_module(module) < 0) {
+        bw_file_read_add_to_module(module) < 0 || bw_build_config_add_to_module(module) < 0 ||
+        bw_cql_conn_add_to_module(module) < 0 || bw_cql_add_to_module(module) < 0) {
         Py_DECREF(module);
         return NULL;
     }

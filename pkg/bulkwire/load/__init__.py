@@ -17,6 +17,7 @@ The package's modules, along the path of a load:
 - :mod:`bulkwire.load.pipeline`: batches encoded in order, stored into a target as one
   request; units sent.
 - :mod:`bulkwire.load.targets`: the file and the RavenDB server targets.
+- :mod:`bulkwire.load.cql_target`: a CQL table (:func:`bulkwire.cql.load_parquet`).
 - :mod:`bulkwire.load.resume`: the resume state file.
 - :mod:`bulkwire.load.workers`: worker processes.
 """

@@ -149,7 +149,7 @@ def load_parquet(path: Any, *, url: str | Sequence[str] | None = None,
                  progress: bool | Callable[[int, int], None] = False,
                  workers: int = 1, threads: int | None = None, resume: PathLike | None = None,
                  certificate: Any = None, ca: Any = None, ssl_context: Any = None,
-                 **fields: Any) -> LoadResult:
+                 target: TargetDescription | None = None, **fields: Any) -> LoadResult:
     """Load Parquet / Arrow IPC files (or any Arrow data) of documents/embeddings with bulk
     insert.
 
@@ -209,6 +209,9 @@ def load_parquet(path: Any, *, url: str | Sequence[str] | None = None,
     ``skip_overwrite_if_unchanged``. A file that changed since (size or modification time)
     is refused, naming it.
 
+    ``target``: instead of ``url``/``out``, a target another entry described, every
+    argument of it judged (:func:`bulkwire.cql.load_parquet`: a CQL table).
+
     ``take``: load only the rows at these indices of a single file, in that order (see
     :func:`bulkwire.take`). Every batch is checked before any of its bytes are written or
     sent: buffers that do not hold what the batch's offsets and lengths say (a crafted or
@@ -229,7 +232,10 @@ def load_parquet(path: Any, *, url: str | Sequence[str] | None = None,
     options = LoadOptions.of(options, **fields)
     tls = {name: value for name, value in
            (("certificate", certificate), ("ca", ca), ("ssl_context", ssl_context)) if value is not None}
-    target = _target_of(url, database, out, options.compress, options.chunk_size, tls)
+    if target is None:
+        target = _target_of(url, database, out, options.compress, options.chunk_size, tls)
+    elif url is not None or out is not None or tls:
+        raise ValueError("target excludes url, out and the TLS arguments (they name a target)")
     workers = _count(workers, "workers", 1)
     # One by default: a batch's text is written by this thread straight into the writer's
     # buffer, so threads ahead only validate, and handing their batches over cost more than
@@ -425,13 +431,19 @@ def load_arrow(data: Any, *, url: str | Sequence[str] | None = None, database: s
     ...     load_arrow(table, url=server.url, database=server.database).rows
     2
     """
+    _check_arrow_data(data, options)
+    return load_parquet(data, url=url, database=database, **options)
+
+
+def _check_arrow_data(data: Any, options: Mapping[str, Any]) -> None:
+    """A load_arrow's arguments: Arrow data (not a path), without the options of files
+    (``workers``, ``resume``, ``take``): the data is read once, by this process."""
     if _as_reader_kind(data) == "path":
         raise TypeError(f"data must be Arrow data, not a path ({type(data).__name__}): use "
                         f"load_parquet for files")
     for name in ("workers", "resume", "take"):
         if options.get(name) not in (None, 1):
             raise ValueError(f"{name} is load_parquet's: load_arrow sends one request")
-    return load_parquet(data, url=url, database=database, **options)
 
 
 def _as_reader_kind(data: Any) -> str:

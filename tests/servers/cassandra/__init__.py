@@ -38,6 +38,8 @@ from typing import Iterator, Sequence
 HERE = pathlib.Path(__file__).resolve().parent
 POM = HERE / "pom.xml"
 NATIVE_PORT = 9042
+#: The superuser Cassandra creates when PasswordAuthenticator is on (``running(password_auth=)``).
+SUPERUSER = ("cassandra", "cassandra")
 STORAGE_PORT = 7000
 #: JMX listens on loopback only, one port per node: this plus the last byte of its address.
 JMX_PORT_BASE = 7100
@@ -214,12 +216,25 @@ def _quote(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+def _rate_limit(per_second: int | None) -> str:
+    """cassandra.yaml's lines limiting the native transport to ``per_second`` requests."""
+    if per_second is None:
+        return ""
+    return ("native_transport_rate_limiting_enabled: true\n"
+            f"native_transport_max_requests_per_second: {per_second}")
+
+
 class Node:
     """One Cassandra process on ``address`` (``127.0.0.N``) with its files in ``folder``."""
 
     def __init__(self, address: str, folder: pathlib.Path, jars: pathlib.Path, *,
-                 heap: str | None = None, seed: str = "127.0.0.1") -> None:
+                 heap: str | None = None, seed: str = "127.0.0.1",
+                 password_auth: bool = False, max_requests_per_second: int | None = None) -> None:
         self.address = address
+        #: The native transport's rate limit (requests per second), or None: none.
+        self.max_requests_per_second = max_requests_per_second
+        #: PasswordAuthenticator on: clients log in as ``SUPERUSER`` (``credentials``).
+        self.password_auth = password_auth
         self.seed = seed
         self.folder = folder
         self.jars = jars
@@ -268,6 +283,8 @@ saved_caches_directory: {_quote(str(dirs["saved_caches"]))}
 hints_directory: {_quote(str(dirs["hints"]))}
 cdc_raw_directory: {_quote(str(dirs["cdc_raw"]))}
 concurrent_compactors: 1
+{"authenticator: PasswordAuthenticator" if self.password_auth else ""}
+{_rate_limit(self.max_requests_per_second)}
 """)
         (conf / "logback.xml").write_text("""\
 <configuration>
@@ -296,6 +313,8 @@ concurrent_compactors: 1
             f"-Dcassandra.logdir={self.folder}", f"-Dcassandra.storagedir={self.folder}",
             # a test cluster starts empty: no waiting for gossip to settle, no ring delay
             "-Dcassandra.skip_wait_for_gossip_to_settle=0", "-Dcassandra.ring_delay_ms=1000",
+            # the default superuser (cassandra/cassandra) at once, not after 10 s
+            "-Dcassandra.superuser_setup_delay_ms=0",
             "-cp", f"{self.jars}/*", "org.apache.cassandra.service.CassandraDaemon",
         ]
 
@@ -333,7 +352,7 @@ concurrent_compactors: 1
             self.check_alive()
             if _port_open(self.address, NATIVE_PORT):
                 try:
-                    with connect([self.address]) as session:
+                    with connect([self.address], credentials=self.credentials) as session:
                         row = session.execute("SELECT release_version FROM system.local").one()
                 except Exception as exc:  # the driver's errors while the node is still starting
                     last = exc
@@ -348,6 +367,11 @@ concurrent_compactors: 1
                                   f"start timeout (last error: {last!r}; log {self.log_path}):\n"
                                   f"{self.log_tail()}")
             time.sleep(0.5)
+
+    @property
+    def credentials(self) -> tuple[str, str] | None:
+        """(username, password) of the superuser when PasswordAuthenticator is on, else None."""
+        return SUPERUSER if self.password_auth else None
 
     def nodetool(self, *args: str, timeout: float = 120.0) -> str:
         """Run ``nodetool ARGS`` against this node (over its local JMX port); returns its
@@ -422,10 +446,14 @@ def _port_open(address: str, port: int) -> bool:
 
 @contextlib.contextmanager
 def connect(addresses: Sequence[str], *, keyspace: str | None = None,
-            timeout: float = 30.0) -> Iterator["cassandra.cluster.Session"]:  # noqa: F821
+            timeout: float = 30.0,
+            credentials: tuple[str, str] | None = None
+            ) -> Iterator["cassandra.cluster.Session"]:  # noqa: F821
     """A driver session whose requests these nodes coordinate, and no others the driver
-    discovers (protocol v5, which Cassandra 5.0 speaks); shut down on exit."""
+    discovers (protocol v5, which Cassandra 5.0 speaks); shut down on exit. ``credentials``:
+    (username, password) for a node with PasswordAuthenticator."""
     from cassandra import ProtocolVersion
+    from cassandra.auth import PlainTextAuthProvider
     from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
     from cassandra.policies import WhiteListRoundRobinPolicy
 
@@ -433,7 +461,9 @@ def connect(addresses: Sequence[str], *, keyspace: str | None = None,
                                request_timeout=timeout)
     cluster = Cluster(list(addresses), port=NATIVE_PORT, protocol_version=ProtocolVersion.V5,
                       execution_profiles={EXEC_PROFILE_DEFAULT: profile},
-                      connect_timeout=timeout, control_connection_timeout=timeout)
+                      connect_timeout=timeout, control_connection_timeout=timeout,
+                      auth_provider=(PlainTextAuthProvider(*credentials)
+                                     if credentials else None))
     try:
         session = cluster.connect(keyspace)
         yield session
@@ -458,7 +488,9 @@ def addresses(count: int, first: int = 1) -> list[str]:
 @contextlib.contextmanager
 def running(count: int = 1, *, first: int = 1, heap: str | None = None,
             keep_files: bool | None = None,
-            start_timeout: float | None = None) -> Iterator[list[Node]]:
+            start_timeout: float | None = None,
+            password_auth: bool = False,
+            max_requests_per_second: int | None = None) -> Iterator[list[Node]]:
     """Start ``count`` nodes in this process's private network namespace and yield them ready.
 
     They listen on ``127.0.0.<first>`` (the seed) and the addresses after it, so two sets of
@@ -468,7 +500,9 @@ def running(count: int = 1, *, first: int = 1, heap: str | None = None,
     once it answers. Ready means: every node answers CQL and lists the other ``count - 1`` as
     peers. On leaving (normally, on an exception, on Ctrl-C) every node is stopped and, unless
     ``keep_files`` (default: whether ``BULKWIRE_CASSANDRA_KEEP_FILES`` is set), its folder
-    removed.
+    removed. ``password_auth`` turns PasswordAuthenticator on (the superuser ``SUPERUSER``);
+    ``max_requests_per_second`` limits each node's native transport to that rate (a client
+    that asked for THROW_ON_OVERLOAD gets overloaded errors beyond it).
     """
     if keep_files is None:
         keep_files = bool(os.environ.get("BULKWIRE_CASSANDRA_KEEP_FILES"))
@@ -480,7 +514,9 @@ def running(count: int = 1, *, first: int = 1, heap: str | None = None,
     root = pathlib.Path(tempfile.mkdtemp(prefix=_FOLDER_PREFIX))
     (root / "owner.pid").write_text(str(os.getpid()))
     hosts = addresses(count, first)
-    nodes = [Node(addr, root / addr, jars, heap=heap, seed=hosts[0]) for addr in hosts]
+    nodes = [Node(addr, root / addr, jars, heap=heap, seed=hosts[0], password_auth=password_auth,
+                  max_requests_per_second=max_requests_per_second)
+             for addr in hosts]
     try:
         nodes[0].start()
         nodes[0].wait_ready(time.monotonic() + timeout)
@@ -523,7 +559,7 @@ def _wait_peers(nodes: list[Node], deadline: float) -> None:
     for node in nodes:
         while True:
             node.check_alive()
-            with connect([node.address]) as session:
+            with connect([node.address], credentials=node.credentials) as session:
                 peers = {str(r.peer) for r in session.execute("SELECT peer FROM system.peers_v2")}
             if peers == want - {node.address}:
                 break

@@ -1,0 +1,191 @@
+"""Parquet of ids and 768-dimension float32 vectors into one Cassandra/Scylla node, four ways:
+
+- ``driver``: what VectorDBBench's Cassandra client does: the file read with pyarrow, the
+  rows as Python lists, the INSERT prepared once, ``execute_concurrent_with_args``;
+- ``driver+install``: the same with ``bulkwire.cql.install()`` (the driver's VectorType
+  serialization done by bulkwire);
+- ``bulkwire``: ``bulkwire.cql.load_parquet``;
+- ``ceiling``: the node's ceiling for this client: every EXECUTE body written in advance
+  (``_core.cql_execute_bodies``, not timed) and replayed through ``_core.CqlConnection``.
+
+Every run is a fresh process (nothing warm is shared) that times its own load: wall seconds
+and CPU seconds of the process (every thread), from which rows/s and client CPU µs per row.
+Rounds are interleaved, the order rotating each round (``_rounds.interleaved_seconds``'s
+rule); the table is truncated before each run. Reports the median of each, and the load
+average.
+
+    python benchmarks/bench_cql_load.py --host 127.0.0.1 --rows 100000 --rounds 3
+
+needs a node at ``--host`` (``tests/servers/cassandra`` starts one: ``python -m
+servers.cassandra`` from tests/), numpy, pyarrow and scylla-driver (or cassandra-driver).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+from _rounds import load_average
+
+KEYSPACE = "bulkwire_bench"
+TABLE = "vectors"
+CONTENDERS = ["driver", "driver+install", "bulkwire", "ceiling"]
+
+
+def write_file(path: str, rows: int, dim: int) -> None:
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    values = np.random.default_rng(7).standard_normal((rows, dim), dtype=np.float32)
+    pq.write_table(pa.table({"id": pa.array(np.arange(rows, dtype=np.int64)),
+                             "emb": pa.FixedSizeListArray.from_arrays(pa.array(values.ravel()),
+                                                                      dim)}),
+                   path, row_group_size=10_000)
+
+
+def driver_session(host: str, port: int):
+    from cassandra.cluster import Cluster
+
+    cluster = Cluster([host], port=port)
+    return cluster, cluster.connect()
+
+
+def run_driver(path: str, host: str, port: int, window: int, install: bool) -> int:
+    import pyarrow.parquet as pq
+    from cassandra.concurrent import execute_concurrent_with_args
+
+    if install:
+        import bulkwire.cql
+
+        bulkwire.cql.install()
+    cluster, session = driver_session(host, port)
+    try:
+        insert = session.prepare(f"INSERT INTO {KEYSPACE}.{TABLE} (id, emb) VALUES (?, ?)")
+        table = pq.read_table(path)
+        params = list(zip(table.column("id").to_pylist(), table.column("emb").to_pylist()))
+        results = execute_concurrent_with_args(session, insert, params, concurrency=window,
+                                               raise_on_first_error=True)
+        return sum(1 for ok, _ in results if ok)
+    finally:
+        cluster.shutdown()
+
+
+def run_bulkwire(path: str, host: str, port: int, window: int) -> int:
+    import bulkwire.cql
+
+    return bulkwire.cql.load_parquet(path, f"{host}:{port}", KEYSPACE, TABLE,
+                                     window=window).rows
+
+
+def ceiling_bodies(path: str, host: str, port: int):
+    """Every row's EXECUTE body, written before the clock starts."""
+    import pyarrow.parquet as pq
+
+    from bulkwire import _core
+    from bulkwire.load.cql_target import CqlDescription
+
+    target = CqlDescription.of(f"{host}:{port}", KEYSPACE, TABLE)
+    with target.contact() as conn:
+        prepared = target.prepare(conn, ["id", "emb"])
+    table = pq.read_table(path).combine_chunks()
+    bodies, ends, _ = _core.cql_execute_bodies(table, prepared.id, prepared.names,
+                                               prepared.types, list(prepared.pk_indexes),
+                                               0x000A)
+    return target, prepared, bodies, ends, table.num_rows
+
+
+def child(name: str, path: str, host: str, port: int, window: int) -> None:
+    """One timed run; prints JSON {rows, wall, cpu}."""
+    if name == "ceiling":
+        from bulkwire import _core
+
+        target, prepared, bodies, ends, rows = ceiling_bodies(path, host, port)
+        conn = target.connect(host, port)
+        target.prepare(conn, ["id", "emb"])
+    started, cpu = time.perf_counter(), time.process_time()
+    if name == "ceiling":
+        answered, _ = conn.run_packed(_core.CQL_OP_EXECUTE, bodies, ends, window=window)
+        conn.close()
+        done = int(answered)
+    elif name == "bulkwire":
+        done = run_bulkwire(path, host, port, window)
+    else:
+        done = run_driver(path, host, port, window, install=name == "driver+install")
+    print(json.dumps({"rows": done, "wall": time.perf_counter() - started,
+                      "cpu": time.process_time() - cpu}))
+
+
+def truncate(host: str, port: int, dim: int) -> None:
+    cluster, session = driver_session(host, port)
+    try:
+        session.execute(f"CREATE KEYSPACE IF NOT EXISTS {KEYSPACE} WITH replication = "
+                        "{'class': 'SimpleStrategy', 'replication_factor': 1}")
+        session.execute(f"CREATE TABLE IF NOT EXISTS {KEYSPACE}.{TABLE} "
+                        f"(id bigint PRIMARY KEY, emb vector<float, {dim}>)")
+        session.execute(f"TRUNCATE {KEYSPACE}.{TABLE}")
+    finally:
+        cluster.shutdown()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=9042)
+    parser.add_argument("--rows", type=int, default=100_000)
+    parser.add_argument("--dim", type=int, default=768)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--window", type=int, default=2,
+                        help="requests in flight (the driver's concurrency, bulkwire's window)")
+    parser.add_argument("--only", help="comma-separated contenders (default: all)")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--path", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(args.child, args.path, args.host, args.port, args.window)
+        return
+    names = args.only.split(",") if args.only else CONTENDERS
+    unknown = set(names) - set(CONTENDERS)
+    if unknown:
+        parser.error(f"unknown contenders: {', '.join(sorted(unknown))}")
+    folder = tempfile.mkdtemp(prefix="bench-cql-")
+    path = os.path.join(folder, "vectors.parquet")
+    write_file(path, args.rows, args.dim)
+    runs: dict[str, list[dict]] = {name: [] for name in names}
+    loads = []
+    try:
+        for round_index in range(args.rounds):
+            start = round_index % len(names)
+            for name in names[start:] + names[:start]:
+                truncate(args.host, args.port, args.dim)
+                loads.append(load_average())
+                done = subprocess.run(
+                    [sys.executable, os.path.abspath(__file__), "--child", name, "--path", path,
+                     "--host", args.host, "--port", str(args.port), "--window",
+                     str(args.window)], capture_output=True, text=True, timeout=3600)
+                if done.returncode != 0:
+                    sys.exit(f"{name} failed:\n{done.stderr}")
+                result = json.loads(done.stdout.strip().splitlines()[-1])
+                if result["rows"] != args.rows:
+                    sys.exit(f"{name} stored {result['rows']} of {args.rows} rows")
+                runs[name].append(result)
+    finally:
+        os.unlink(path)
+        os.rmdir(folder)
+    print(f"{args.rows:,} rows of id + vector<float, {args.dim}> from Parquet into "
+          f"{args.host}:{args.port}, window {args.window}, {args.rounds} interleaved rounds, "
+          f"a fresh process per run; load average {', '.join(loads)}")
+    print(f"{'contender':<16}{'rows/s':>12}{'client CPU us/row':>20}")
+    for name in names:
+        rate = statistics.median(args.rows / r["wall"] for r in runs[name])
+        cpu = statistics.median(r["cpu"] / args.rows * 1e6 for r in runs[name])
+        print(f"{name:<16}{rate:>12,.0f}{cpu:>20.1f}")
+
+
+if __name__ == "__main__":
+    main()

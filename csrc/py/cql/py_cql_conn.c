@@ -1,0 +1,612 @@
+/* CqlConnection(host, port=9042, *, username=None, password=None, tls=None,
+   connect_timeout=10.0, timeout=30.0, max_frame=0, throw_on_overload=False): one connection of the core's CQL engine.
+   request(opcode, body) sends one request; run(opcode, bodies, ...) sends many through the
+   pipeline. The GIL is released around the connect and every exchange; the bodies of a run
+   are bytes objects held by the call, so no Python object is touched while it runs;
+   run_packed(opcode, bodies, ends, rows=None, ...) sends bodies packed in one buffer (a row
+   selection of them), with no Python object per body: its errors name a body by its index
+   in `ends`, and its `sent` counts the selected bodies taken.
+   Failures are bulkwire.errors exceptions: CqlServerError (the server's ERROR), ConnectError,
+   TLSError, ConnectionLostError, TransportTimeoutError, ProtocolError; a run's carries `row`
+   (the index of the body whose error stopped it, or None), `unacknowledged` (the sorted
+   indexes of the bodies sent whose answers did not arrive) and `sent` (how many bodies, from
+   the first, were taken: those not unacknowledged were acknowledged). A signal handler that raises
+   while a run waits (Ctrl-C) stops the run with its exception; the connection is then
+   unusable (ConnectionLostError: interrupted). */
+#include "py_cql_conn.h"
+
+#include "cql_conn.h"
+#include "py_errors.h"
+#include "py_fork_origin.h"
+#include "py_tls.h"
+
+typedef struct {
+    PyObject_HEAD
+    bw_cql_conn *conn;
+    PyObject *tls; /* the TlsContext whose configuration the connection uses, or NULL */
+    int busy;      /* a call runs with the GIL released */
+} CqlConnectionObject;
+
+static PyTypeObject CqlConnectionType;
+
+/* Sets attr on exc to a new reference `value` (consumed). 0 or -1. */
+static int set_attr(PyObject *exc, const char *attr, PyObject *value) {
+    if (value == NULL)
+        return -1;
+    int rc = PyObject_SetAttrString(exc, attr, value);
+    Py_DECREF(value);
+    return rc;
+}
+
+/* The bulkwire.errors class for a failure kind (new reference), or NULL with an exception. */
+/* New reference: the class of a connection's failure (the one mapper's). */
+static PyObject *error_class(bw_cql_failure kind) {
+    bw_error_kind mapped;
+    switch (kind) {
+    case BW_CQL_E_SERVER: mapped = BW_ERROR_CQL_SERVER; break;
+    case BW_CQL_E_TLS: mapped = BW_ERROR_TLS_SESSION; break;
+    case BW_CQL_E_LOST:
+    case BW_CQL_E_INTERRUPTED: mapped = BW_ERROR_CONNECTION_LOST; break;
+    case BW_CQL_E_TIMEOUT: mapped = BW_ERROR_TIMEOUT; break;
+    case BW_CQL_E_PROTOCOL:
+    case BW_CQL_E_CALLBACK: mapped = BW_ERROR_PROTOCOL; break;
+    default: mapped = BW_ERROR_CONNECT; break; /* no connection, or credentials it needs */
+    }
+    return Py_NewRef(bw_error_class(mapped));
+}
+
+static int compare_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Raises the exception for *status; with an outcome (a run), its rows too. Returns NULL. */
+static PyObject *raise_status(const bw_cql_status *status, bw_cql_outcome *outcome) {
+    if (status->kind == BW_CQL_E_NOMEM)
+        return PyErr_NoMemory();
+    if (status->kind == BW_CQL_E_INHERITED)
+        return bw_raise_inherited("this CqlConnection", "its socket and TLS session");
+    PyObject *cls = error_class(status->kind);
+    if (cls == NULL)
+        return NULL;
+    PyObject *message = NULL, *exc = NULL, *rows = NULL;
+    size_t n = outcome != NULL ? outcome->unanswered_count : 0;
+    if (n > 0)
+        qsort(outcome->unanswered, n, sizeof *outcome->unanswered, compare_u64);
+    if (outcome != NULL && (outcome->has_failed_tag || n > 0)) {
+        char rows_text[160];
+        int at = 0;
+        if (outcome->has_failed_tag)
+            at = snprintf(rows_text, sizeof rows_text, " (row %llu",
+                          (unsigned long long)outcome->failed_tag);
+        else
+            at = snprintf(rows_text, sizeof rows_text, " (");
+        at += snprintf(rows_text + at, sizeof rows_text - (size_t)at, "%s%zu row(s) not "
+                       "acknowledged: ", outcome->has_failed_tag ? "; " : "", n);
+        for (size_t i = 0; i < n && i < 8 && (size_t)at < sizeof rows_text - 24; i++)
+            at += snprintf(rows_text + at, sizeof rows_text - (size_t)at, "%s%llu",
+                           i ? ", " : "", (unsigned long long)outcome->unanswered[i]);
+        snprintf(rows_text + at, sizeof rows_text - (size_t)at, "%s)", n > 8 ? ", ..." : "");
+        message = PyUnicode_FromFormat("%s%s", status->message, rows_text);
+    } else {
+        message = PyUnicode_FromString(status->message);
+    }
+    if (message == NULL)
+        goto cleanup;
+    if (status->kind == BW_CQL_E_SERVER) {
+        const bw_cql_error *e = &status->error;
+        PyObject *kwargs = Py_BuildValue(
+            "{s:i,s:s,s:s}", "code", (int)e->code, "server_message", e->message, "name",
+            bw_cql_error_name(e->code));
+        if (kwargs == NULL)
+            goto cleanup;
+        PyObject *args = PyTuple_Pack(1, message);
+        if (args != NULL)
+            exc = PyObject_Call(cls, args, kwargs);
+        Py_XDECREF(args);
+        Py_DECREF(kwargs);
+        if (exc == NULL)
+            goto cleanup;
+        if (e->has_consistency &&
+            (set_attr(exc, "consistency", PyLong_FromLong(e->consistency)) < 0 ||
+             set_attr(exc, "required", PyLong_FromLong(e->required)) < 0 ||
+             set_attr(exc, "alive", PyLong_FromLong(e->alive)) < 0 ||
+             set_attr(exc, "received", PyLong_FromLong(e->received)) < 0 ||
+             set_attr(exc, "blockfor", PyLong_FromLong(e->blockfor)) < 0))
+            goto cleanup;
+        if (e->has_write_type && set_attr(exc, "write_type", PyUnicode_FromString(e->write_type)) < 0)
+            goto cleanup;
+    } else {
+        exc = PyObject_CallOneArg(cls, message);
+        if (exc == NULL)
+            goto cleanup;
+    }
+    rows = PyList_New((Py_ssize_t)n);
+    if (rows == NULL)
+        goto cleanup;
+    for (size_t i = 0; i < n; i++) {
+        PyObject *v = PyLong_FromUnsignedLongLong(outcome->unanswered[i]);
+        if (v == NULL)
+            goto cleanup;
+        PyList_SET_ITEM(rows, (Py_ssize_t)i, v);
+    }
+    if (PyObject_SetAttrString(exc, "unacknowledged", rows) < 0 ||
+        set_attr(exc, "sent", outcome != NULL ? PyLong_FromUnsignedLongLong(outcome->taken)
+                                              : PyLong_FromLong(0)) < 0 ||
+        set_attr(exc, "row", outcome != NULL && outcome->has_failed_tag
+                                 ? PyLong_FromUnsignedLongLong(outcome->failed_tag)
+                                 : Py_NewRef(Py_None)) < 0)
+        goto cleanup;
+    PyErr_SetObject(cls, exc);
+cleanup:
+    Py_XDECREF(rows);
+    Py_XDECREF(exc);
+    Py_XDECREF(message);
+    Py_DECREF(cls);
+    return NULL;
+}
+
+/* Takes the connection for a call: 0, or -1 with an exception (closed, in use, inherited). */
+static int enter(CqlConnectionObject *self) {
+    if (self->conn == NULL) {
+        PyErr_SetString(PyExc_ValueError, "the CqlConnection is closed");
+        return -1;
+    }
+    if (bw_cql_inherited(self->conn)) {
+        bw_raise_inherited("this CqlConnection", "its socket and TLS session");
+        return -1;
+    }
+    if (self->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "the CqlConnection is in use by another call");
+        return -1;
+    }
+    self->busy = 1;
+    return 0;
+}
+
+/* tp_new: a new reference, or NULL. */
+static PyObject *CqlConnection_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    static char *keywords[] = {"host", "port", "username", "password", "tls", "connect_timeout",
+                               "timeout", "max_frame", "throw_on_overload", NULL};
+    const char *host;
+    int port = 9042;
+    const char *username = NULL, *password = NULL;
+    PyObject *tls = Py_None, *connect_timeout = NULL, *timeout = NULL;
+    unsigned long max_frame = 0;
+    int throw_on_overload = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "s|i$zzOOOkp:CqlConnection", keywords, &host,
+                                     &port, &username, &password, &tls, &connect_timeout,
+                                     &timeout, &max_frame, &throw_on_overload))
+        return NULL;
+    if (port < 1 || port > 65535) {
+        PyErr_Format(PyExc_ValueError, "port must be 1..65535, not %d", port);
+        return NULL;
+    }
+    if ((username == NULL) != (password == NULL)) {
+        PyErr_SetString(PyExc_ValueError, "username and password go together");
+        return NULL;
+    }
+    if (max_frame > BW_CQL_MAX_BODY) {
+        PyErr_Format(PyExc_ValueError, "max_frame must be at most %lu bytes",
+                     (unsigned long)BW_CQL_MAX_BODY);
+        return NULL;
+    }
+    bw_cql_options o;
+    memset(&o, 0, sizeof o);
+    o.host = host;
+    o.port = port;
+    o.username = username;
+    o.password = password;
+    o.max_frame = (uint32_t)max_frame;
+    o.throw_on_overload = throw_on_overload;
+    o.connect_timeout_ms = 10000;
+    o.timeout_ms = 30000;
+    if ((connect_timeout != NULL && bw_parse_timeout_ms(connect_timeout, &o.connect_timeout_ms) < 0) ||
+        (timeout != NULL && bw_parse_timeout_ms(timeout, &o.timeout_ms) < 0))
+        return NULL;
+    if (tls != Py_None && (o.tls = bw_tls_context_config(tls)) == NULL)
+        return NULL;
+    CqlConnectionObject *self = (CqlConnectionObject *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    self->tls = tls != Py_None ? Py_NewRef(tls) : NULL;
+    bw_cql_status status;
+    bw_cql_conn *conn;
+    Py_BEGIN_ALLOW_THREADS
+    conn = bw_cql_connect(&o, &status);
+    Py_END_ALLOW_THREADS
+    if (conn == NULL) {
+        Py_DECREF(self);
+        return raise_status(&status, NULL);
+    }
+    self->conn = conn;
+    return (PyObject *)self;
+}
+
+static void CqlConnection_dealloc(CqlConnectionObject *self) {
+    bw_cql_close(self->conn); /* in a forked child: only its memory */
+    Py_XDECREF(self->tls);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* request(opcode, body) -> (opcode, bytes): a new reference. */
+static PyObject *CqlConnection_request(CqlConnectionObject *self, PyObject *args) {
+    int opcode;
+    Py_buffer body;
+    if (!PyArg_ParseTuple(args, "iy*:request", &opcode, &body))
+        return NULL;
+    PyObject *result = NULL;
+    if (opcode < 0 || opcode > 255) {
+        PyErr_Format(PyExc_ValueError, "opcode must be 0..255, not %d", opcode);
+        goto cleanup;
+    }
+    if (enter(self) < 0)
+        goto cleanup;
+    uint8_t answer_opcode = 0;
+    uint8_t *answer = NULL;
+    size_t answer_len = 0;
+    bw_cql_status status;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = bw_cql_request_one(self->conn, (uint8_t)opcode, body.buf, (size_t)body.len,
+                            &answer_opcode, &answer, &answer_len, &status);
+    Py_END_ALLOW_THREADS
+    self->busy = 0;
+    if (rc < 0) {
+        raise_status(&status, NULL);
+        goto cleanup;
+    }
+    result = Py_BuildValue("(iy#)", (int)answer_opcode, (const char *)answer,
+                           (Py_ssize_t)answer_len);
+    free(answer);
+cleanup:
+    PyBuffer_Release(&body);
+    return result;
+}
+
+/* The bodies of a run, as the producer gives them. */
+typedef struct {
+    uint8_t opcode;
+    PyObject *items; /* the bytes objects (a list or tuple the call holds) */
+    Py_ssize_t count;
+    Py_ssize_t next;
+    const char **data; /* their memory, read with the GIL before the run */
+    size_t *lens;
+    const int32_t *tags; /* each body's tag (its row), or NULL: its index */
+    int not_result;    /* an answer other than RESULT came */
+    uint8_t seen_opcode;
+    PyThreadState *released; /* the thread's state while the run holds no GIL */
+    int interrupted;         /* a signal handler raised: its exception is set */
+} run_bodies;
+
+/* A wait of the run was cut short by a signal: runs Python's handlers (taking the GIL for
+   that moment). 1 when one raised (Ctrl-C: KeyboardInterrupt), which stops the run. */
+static int bodies_interrupted(void *ctx) {
+    run_bodies *b = ctx;
+    PyEval_RestoreThread(b->released);
+    int raised = PyErr_CheckSignals() < 0;
+    b->released = PyEval_SaveThread();
+    if (raised)
+        b->interrupted = 1;
+    return raised;
+}
+
+static int bodies_produce(void *ctx, bw_cql_request *request) {
+    run_bodies *b = ctx;
+    if (b->next == b->count)
+        return 0;
+    request->opcode = b->opcode;
+    request->body = (const uint8_t *)b->data[b->next];
+    request->len = b->lens[b->next];
+    request->tag = b->tags != NULL ? (uint64_t)b->tags[b->next] : (uint64_t)b->next;
+    b->next++;
+    return 1;
+}
+
+static int bodies_consume(void *ctx, uint64_t tag, uint8_t opcode, const uint8_t *body,
+                          size_t len) {
+    (void)tag;
+    (void)body;
+    (void)len;
+    run_bodies *b = ctx;
+    if (opcode == BW_CQL_OP_RESULT)
+        return 0;
+    b->not_result = 1;
+    b->seen_opcode = opcode;
+    return -1;
+}
+
+/* The run's options, judged: 0, or -1 with ValueError. */
+static int check_run_options(int opcode, int window, int max_retries, double backoff,
+                             double backoff_max) {
+    if (opcode < 0 || opcode > 255) {
+        PyErr_Format(PyExc_ValueError, "opcode must be 0..255, not %d", opcode);
+        return -1;
+    }
+    if (window < 1 || window > 32768) {
+        PyErr_Format(PyExc_ValueError, "window must be 1..32768, not %d", window);
+        return -1;
+    }
+    if (max_retries < 0 || !(backoff >= 0 && backoff <= 3600) ||
+        !(backoff_max >= backoff && backoff_max <= 3600)) {
+        PyErr_SetString(PyExc_ValueError, "max_retries must be >= 0 and 0 <= backoff <= "
+                        "backoff_max <= 3600 seconds");
+        return -1;
+    }
+    return 0;
+}
+
+/* Sends b's bodies through the pipeline with the GIL released: (answered, retries), a new
+   reference, or NULL with the run's exception. */
+static PyObject *run_bodies_now(CqlConnectionObject *self, run_bodies *b, int window,
+                                int max_retries, double backoff, double backoff_max) {
+    if (enter(self) < 0)
+        return NULL;
+    PyObject *result = NULL;
+    bw_cql_run_options ro = {window, max_retries, (long)(backoff * 1000.0),
+                             (long)(backoff_max * 1000.0), bodies_interrupted};
+    bw_cql_outcome outcome;
+    bw_cql_status status;
+    b->released = PyEval_SaveThread();
+    int rc = bw_cql_run(self->conn, &ro, bodies_produce, bodies_consume, b, &outcome, &status);
+    PyEval_RestoreThread(b->released);
+    self->busy = 0;
+    if (b->interrupted) {
+        /* the handler's exception (KeyboardInterrupt) stands; the connection is broken */
+        assert(PyErr_Occurred());
+    } else if (rc == 0) {
+        result = Py_BuildValue("(KK)", (unsigned long long)outcome.answered,
+                               (unsigned long long)outcome.retries);
+    } else {
+        if (b->not_result)
+            snprintf(status.message, sizeof status.message,
+                     "%s: answered a request with opcode 0x%02x, not RESULT",
+                     bw_cql_peer(self->conn), (unsigned)b->seen_opcode);
+        raise_status(&status, &outcome);
+    }
+    bw_cql_outcome_free(&outcome);
+    return result;
+}
+
+/* run(opcode, bodies, *, window=2, max_retries=5, backoff=0.05, backoff_max=2.0)
+   -> (answered, retries): a new reference. */
+static PyObject *CqlConnection_run(CqlConnectionObject *self, PyObject *args, PyObject *kwargs) {
+    static char *keywords[] = {"opcode", "bodies", "window", "max_retries", "backoff",
+                               "backoff_max", NULL};
+    int opcode;
+    PyObject *bodies_obj;
+    /* 2 by default: Cassandra 5.0.9 fails inserts into a table with a vector index when
+       more than its processors + 1 are in flight, and no node has fewer than one */
+    int window = 2, max_retries = 5;
+    double backoff = 0.05, backoff_max = 2.0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "iO|$iidd:run", keywords, &opcode,
+                                     &bodies_obj, &window, &max_retries, &backoff, &backoff_max))
+        return NULL;
+    if (check_run_options(opcode, window, max_retries, backoff, backoff_max) < 0)
+        return NULL;
+    run_bodies b;
+    memset(&b, 0, sizeof b);
+    b.opcode = (uint8_t)opcode;
+    PyObject *result = NULL;
+    /* a tuple of its own: the caller's list may change while the GIL is released */
+    b.items = PySequence_Tuple(bodies_obj);
+    if (b.items == NULL)
+        return NULL;
+    b.count = PyTuple_GET_SIZE(b.items);
+    b.data = PyMem_Malloc((size_t)(b.count ? b.count : 1) * sizeof *b.data);
+    b.lens = PyMem_Malloc((size_t)(b.count ? b.count : 1) * sizeof *b.lens);
+    if (b.data == NULL || b.lens == NULL) {
+        PyErr_NoMemory();
+        goto cleanup;
+    }
+    for (Py_ssize_t i = 0; i < b.count; i++) {
+        PyObject *item = PyTuple_GET_ITEM(b.items, i);
+        if (!PyBytes_Check(item)) {
+            PyErr_Format(PyExc_TypeError, "bodies[%zd] must be bytes, not %.100s", i,
+                         Py_TYPE(item)->tp_name);
+            goto cleanup;
+        }
+        b.data[i] = PyBytes_AS_STRING(item);
+        b.lens[i] = (size_t)PyBytes_GET_SIZE(item);
+    }
+    result = run_bodies_now(self, &b, window, max_retries, backoff, backoff_max);
+cleanup:
+    PyMem_Free(b.data);
+    PyMem_Free(b.lens);
+    Py_DECREF(b.items);
+    return result;
+}
+
+/* run_packed(opcode, bodies, ends, rows=None, *, window=2, max_retries=5, backoff=0.05,
+   backoff_max=2.0) -> (answered, retries): a new reference. `bodies` holds the bodies back to
+   back, `ends` (int64, native order) the end of each; `rows` (int32), when given, the bodies
+   to send, in order (else every body). Each body's tag, in errors, is its index in `ends`.
+   The buffers are held (a bytearray cannot be resized) until the run returns; no Python
+   object is made per body. */
+static PyObject *CqlConnection_run_packed(CqlConnectionObject *self, PyObject *args,
+                                          PyObject *kwargs) {
+    static char *keywords[] = {"opcode", "bodies", "ends", "rows", "window", "max_retries",
+                               "backoff", "backoff_max", NULL};
+    int opcode;
+    Py_buffer bodies = {0}, ends = {0}, rows = {0};
+    int have_rows = 0;
+    PyObject *rows_obj = Py_None;
+    int window = 2, max_retries = 5;
+    double backoff = 0.05, backoff_max = 2.0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "iy*y*|O$iidd:run_packed", keywords, &opcode,
+                                     &bodies, &ends, &rows_obj, &window, &max_retries,
+                                     &backoff, &backoff_max))
+        return NULL;
+    run_bodies b;
+    memset(&b, 0, sizeof b);
+    b.opcode = (uint8_t)opcode;
+    int64_t *end_at = NULL;
+    int32_t *tags = NULL;
+    PyObject *result = NULL;
+    if (check_run_options(opcode, window, max_retries, backoff, backoff_max) < 0)
+        goto cleanup;
+    if (rows_obj != Py_None) {
+        if (PyObject_GetBuffer(rows_obj, &rows, PyBUF_SIMPLE) < 0)
+            goto cleanup;
+        have_rows = 1;
+    }
+    if (ends.len % (Py_ssize_t)sizeof(int64_t) != 0 ||
+        (have_rows && rows.len % (Py_ssize_t)sizeof(int32_t) != 0)) {
+        PyErr_SetString(PyExc_ValueError, "ends must hold int64 values and rows int32 values "
+                        "(a whole number of them)");
+        goto cleanup;
+    }
+    Py_ssize_t n_ends = ends.len / (Py_ssize_t)sizeof(int64_t);
+    /* the ends and rows copied out: a buffer's memory need not be aligned for its items */
+    end_at = PyMem_Malloc((size_t)(n_ends ? n_ends : 1) * sizeof *end_at);
+    b.count = have_rows ? rows.len / (Py_ssize_t)sizeof(int32_t) : n_ends;
+    tags = PyMem_Malloc((size_t)(b.count ? b.count : 1) * sizeof *tags);
+    b.data = PyMem_Malloc((size_t)(b.count ? b.count : 1) * sizeof *b.data);
+    b.lens = PyMem_Malloc((size_t)(b.count ? b.count : 1) * sizeof *b.lens);
+    if (end_at == NULL || tags == NULL || b.data == NULL || b.lens == NULL) {
+        PyErr_NoMemory();
+        goto cleanup;
+    }
+    memcpy(end_at, ends.buf, (size_t)n_ends * sizeof *end_at);
+    int64_t previous = 0;
+    for (Py_ssize_t i = 0; i < n_ends; i++) {
+        if (end_at[i] < previous || end_at[i] > (int64_t)bodies.len) {
+            PyErr_Format(PyExc_ValueError, "ends[%zd] = %lld is not between the previous end "
+                         "(%lld) and the bodies' length (%zd)", i, (long long)end_at[i],
+                         (long long)previous, bodies.len);
+            goto cleanup;
+        }
+        previous = end_at[i];
+    }
+    if (have_rows)
+        memcpy(tags, rows.buf, (size_t)b.count * sizeof *tags);
+    for (Py_ssize_t i = 0; i < b.count; i++) {
+        if (!have_rows)
+            tags[i] = (int32_t)i;
+        else if (tags[i] < 0 || tags[i] >= n_ends) {
+            PyErr_Format(PyExc_ValueError, "rows[%zd] = %d is not a body (there are %zd)", i,
+                         (int)tags[i], n_ends);
+            goto cleanup;
+        }
+        int64_t start = tags[i] > 0 ? end_at[tags[i] - 1] : 0;
+        b.data[i] = (const char *)bodies.buf + start;
+        b.lens[i] = (size_t)(end_at[tags[i]] - start);
+    }
+    b.tags = tags;
+    result = run_bodies_now(self, &b, window, max_retries, backoff, backoff_max);
+cleanup:
+    PyMem_Free(b.data);
+    PyMem_Free(b.lens);
+    PyMem_Free(tags);
+    PyMem_Free(end_at);
+    if (have_rows)
+        PyBuffer_Release(&rows);
+    PyBuffer_Release(&ends);
+    PyBuffer_Release(&bodies);
+    return result;
+}
+
+/* close(): None (a new reference). Idempotent. */
+static PyObject *CqlConnection_close(CqlConnectionObject *self, PyObject *unused) {
+    (void)unused;
+    if (self->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "the CqlConnection is in use by another call");
+        return NULL;
+    }
+    bw_cql_close(self->conn);
+    self->conn = NULL;
+    Py_RETURN_NONE;
+}
+
+/* __enter__: self (a new reference). */
+static PyObject *CqlConnection_enter(CqlConnectionObject *self, PyObject *unused) {
+    (void)unused;
+    return Py_NewRef((PyObject *)self);
+}
+
+/* __exit__: None (a new reference). */
+static PyObject *CqlConnection_exit(CqlConnectionObject *self, PyObject *args) {
+    (void)args;
+    return CqlConnection_close(self, NULL);
+}
+
+/* peer: "host:port" (a new reference). */
+static PyObject *CqlConnection_get_peer(CqlConnectionObject *self, void *closure) {
+    (void)closure;
+    if (self->conn == NULL)
+        Py_RETURN_NONE;
+    return PyUnicode_FromString(bw_cql_peer(self->conn));
+}
+
+/* authenticator: the class the server named, or "" (a new reference). */
+static PyObject *CqlConnection_get_authenticator(CqlConnectionObject *self, void *closure) {
+    (void)closure;
+    if (self->conn == NULL)
+        Py_RETURN_NONE;
+    return PyUnicode_FromString(bw_cql_authenticator(self->conn));
+}
+
+/* closed: bool (a new reference). */
+static PyObject *CqlConnection_get_closed(CqlConnectionObject *self, void *closure) {
+    (void)closure;
+    return PyBool_FromLong(self->conn == NULL);
+}
+
+static PyMethodDef CqlConnection_methods[] = {
+    {"request", (PyCFunction)CqlConnection_request, METH_VARARGS,
+     "request(opcode, body) -> (opcode, bytes): one request, its answer (not retried)."},
+    {"run", (PyCFunction)(void (*)(void))CqlConnection_run, METH_VARARGS | METH_KEYWORDS,
+     "run(opcode, bodies, *, window=2, max_retries=5, backoff=0.05, backoff_max=2.0) -> "
+     "(answered, retries): every body sent as a request of opcode, at most window in flight; "
+     "overloaded, write timeout and unavailable re-sent up to max_retries times after a "
+     "doubling pause. Raises with row and unacknowledged on any other failure."},
+    {"run_packed", (PyCFunction)(void (*)(void))CqlConnection_run_packed,
+     METH_VARARGS | METH_KEYWORDS,
+     "run_packed(opcode, bodies, ends, rows=None, *, window=2, max_retries=5, backoff=0.05, "
+     "backoff_max=2.0) -> (answered, retries): as run, the bodies packed back to back in one "
+     "buffer, ends (int64) the end of each, rows (int32) the ones to send (default: all); a "
+     "body's row in errors is its index in ends."},
+    {"close", (PyCFunction)CqlConnection_close, METH_NOARGS, "Closes the connection."},
+    {"__enter__", (PyCFunction)CqlConnection_enter, METH_NOARGS, NULL},
+    {"__exit__", (PyCFunction)CqlConnection_exit, METH_VARARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef CqlConnection_getset[] = {
+    {"peer", (getter)CqlConnection_get_peer, NULL, "host:port of the server", NULL},
+    {"authenticator", (getter)CqlConnection_get_authenticator, NULL,
+     "the authenticator class the server named, or ''", NULL},
+    {"closed", (getter)CqlConnection_get_closed, NULL, "whether close() was called", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject CqlConnectionType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "bulkwire._core.CqlConnection",
+    .tp_basicsize = sizeof(CqlConnectionObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "CqlConnection(host, port=9042, *, username=None, password=None, tls=None, "
+              "connect_timeout=10.0, timeout=30.0, max_frame=0, throw_on_overload=False): a CQL "
+              "native protocol v4 "
+              "connection (handshake and PasswordAuthenticator done).",
+    .tp_new = CqlConnection_new,
+    .tp_dealloc = (destructor)CqlConnection_dealloc,
+    .tp_methods = CqlConnection_methods,
+    .tp_getset = CqlConnection_getset,
+};
+
+int bw_cql_conn_add_to_module(PyObject *module) {
+    if (PyType_Ready(&CqlConnectionType) < 0 ||
+        PyModule_AddObjectRef(module, "CqlConnection", (PyObject *)&CqlConnectionType) < 0)
+        return -1;
+    static const struct {
+        const char *name;
+        int value;
+    } opcodes[] = {{"CQL_OP_QUERY", BW_CQL_OP_QUERY}, {"CQL_OP_PREPARE", BW_CQL_OP_PREPARE},
+                   {"CQL_OP_EXECUTE", BW_CQL_OP_EXECUTE}, {"CQL_OP_RESULT", BW_CQL_OP_RESULT},
+                   {"CQL_OP_OPTIONS", BW_CQL_OP_OPTIONS}, {"CQL_OP_SUPPORTED", BW_CQL_OP_SUPPORTED}};
+    for (size_t i = 0; i < sizeof opcodes / sizeof opcodes[0]; i++)
+        if (PyModule_AddIntConstant(module, opcodes[i].name, opcodes[i].value) < 0)
+            return -1;
+    return 0;
+}

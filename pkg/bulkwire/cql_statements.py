@@ -1,0 +1,176 @@
+"""The CQL statement layer: a prepared statement's description, an Arrow batch's rows as
+EXECUTE bodies with their partition tokens, and the token ring that routes each row to a
+replica. The bytes are written in C (``bulkwire._core``): no Python object per row.
+
+>>> import pyarrow as pa
+>>> prepared = Prepared(id=b"\\x01\\x02", columns=[("ks", "t", "k", "int"), ("ks", "t", "v", "text")],
+...                     pk_indexes=[0])
+>>> batch = pa.record_batch({"k": pa.array([1, 2], pa.int32()), "v": pa.array(["a", None])})
+>>> rows = execute_bodies(batch, prepared, consistency=1)
+>>> len(rows), rows.body(1)[:5]
+(2, b'\\x00\\x02\\x01\\x02\\x00')
+>>> ring = TokenRing({"10.0.0.1": [0], "10.0.0.2": [1 << 62]}, replication_factor=1)
+>>> ring.replicas(5)
+['10.0.0.2']
+"""
+from __future__ import annotations
+
+import array
+import dataclasses
+import ipaddress
+import struct
+from typing import Any, Iterator, Mapping, Sequence
+
+from . import _core
+
+
+@dataclasses.dataclass(frozen=True)
+class Prepared:
+    """A prepared statement: its ``id``, its bind markers' ``columns`` as (keyspace, table,
+    name, CQL type text) in marker order, and the markers holding the partition key
+    (``pk_indexes``, in key order)."""
+
+    id: bytes
+    columns: Sequence[tuple[str, str, str, str]]
+    pk_indexes: Sequence[int]
+
+    @classmethod
+    def from_result(cls, body: bytes) -> "Prepared":
+        """From the RESULT body a PREPARE was answered with (``ValueError`` when it is not a
+        well-formed Prepared result)."""
+        result = _core.cql_parse_result(body)
+        if result["kind"] != "prepared":
+            raise ValueError(f"expected a Prepared RESULT, got {result['kind']!r}")
+        return cls(result["id"], result["columns"], result["pk_indexes"])
+
+    @property
+    def names(self) -> list[str]:
+        """The bind markers' column names."""
+        return [c[2] for c in self.columns]
+
+    @property
+    def types(self) -> list[str]:
+        """The bind markers' CQL types, as CQL text."""
+        return [c[3] for c in self.columns]
+
+
+@dataclasses.dataclass(frozen=True)
+class ExecuteBodies:
+    """The EXECUTE bodies of a batch's rows: ``bodies`` back to back, ``ends[i]`` the end of
+    row i's body, ``tokens[i]`` its partition token (empty without a partition key)."""
+
+    bodies: bytearray
+    ends: array.array
+    tokens: array.array
+
+    def __len__(self) -> int:
+        return len(self.ends)
+
+    def body(self, i: int) -> bytes:
+        """Row i's body (a copy)."""
+        start = self.ends[i - 1] if i > 0 else 0
+        return bytes(self.bodies[start:self.ends[i]])
+
+    def __iter__(self) -> Iterator[bytes]:
+        return (self.body(i) for i in range(len(self)))
+
+
+def check_schema(schema: Any, prepared: Prepared) -> None:
+    """Checks that every bound column is in the Arrow ``schema`` (anything with
+    ``__arrow_c_schema__``) with a type that binds to its CQL type; raises
+    :class:`bulkwire.errors.SchemaMismatchError` naming the first that is not."""
+    _core.cql_check_schema(schema, prepared.names, prepared.types)
+
+
+def execute_bodies(batch: Any, prepared: Prepared, *, consistency: int, first_row: int = 0,
+                   serial_consistency: int = 0, timestamp: int | None = None) -> ExecuteBodies:
+    """Every row of ``batch`` (an Arrow record batch, table or stream) as an EXECUTE body of
+    ``prepared``, binding each marker to the column of its name. The schema is checked first
+    (:class:`~bulkwire.errors.SchemaMismatchError`); a row that cannot be written raises
+    :class:`~bulkwire.errors.RowError` (rows counted from ``first_row``)."""
+    bodies, ends, tokens = _core.cql_execute_bodies(
+        batch, prepared.id, prepared.names, prepared.types, list(prepared.pk_indexes),
+        consistency, first_row=first_row, serial_consistency=serial_consistency,
+        timestamp=timestamp)
+    return ExecuteBodies(bodies, array.array("q", ends), array.array("q", tokens or b""))
+
+
+def decode_inet(value: bytes) -> str:
+    """A CQL ``inet`` value as text."""
+    return str(ipaddress.ip_address(value))
+
+
+def decode_text_set(value: bytes) -> list[str]:
+    """A CQL ``set<text>`` (or ``list<text>``) value: [int n], then n [bytes] UTF-8 items.
+    ``ValueError`` when the bytes do not hold exactly that."""
+    try:
+        (count,), at, items = struct.unpack_from(">i", value), 4, []
+        for _ in range(count):
+            (n,) = struct.unpack_from(">i", value, at)
+            if n < 0 or at + 4 + n > len(value):
+                raise ValueError("an item runs past the value")
+            items.append(value[at + 4:at + 4 + n].decode())
+            at += 4 + n
+    except struct.error as exc:
+        raise ValueError(f"malformed set<text> value: {exc}") from None
+    if at != len(value):
+        raise ValueError("malformed set<text> value: bytes after the last item")
+    return items
+
+
+class TokenRing:
+    """The Murmur3 token ring of a cluster with SimpleStrategy replica placement: the replicas
+    of a token are the first ``replication_factor`` distinct nodes clockwise from the first
+    ring token at or after it. ``nodes`` maps each node's address to its tokens. The lookups
+    are C (``_core.CqlRing``): :meth:`primaries` routes a whole batch's tokens at once."""
+
+    def __init__(self, nodes: Mapping[str, Sequence[int]], replication_factor: int) -> None:
+        self.addresses = list(nodes)
+        #: each node's tokens, as given (a ring of some of the nodes is made from them)
+        self.tokens = {a: list(nodes[a]) for a in self.addresses}
+        tokens = [t for a in self.addresses for t in nodes[a]]
+        owners = [i for i, a in enumerate(self.addresses) for _ in nodes[a]]
+        self._ring = _core.CqlRing(tokens, owners, len(self.addresses), replication_factor)
+
+    @classmethod
+    def from_system_tables(cls, local: Mapping[str, Any], peers: Mapping[str, Any],
+                           replication_factor: int) -> "TokenRing":
+        """From the parsed RESULT Rows (``_core.cql_parse_result``) of
+        ``SELECT rpc_address, tokens FROM system.local`` and
+        ``SELECT peer, rpc_address, tokens FROM system.peers``: each node's client address
+        (its ``rpc_address``, or ``peer`` when that is unset or 0.0.0.0) and tokens."""
+        nodes: dict[str, list[int]] = {}
+        for result in (local, peers):
+            names = [c[2] for c in result["columns"]]
+            for row in result["rows"]:
+                cell = dict(zip(names, row))
+                address = decode_inet(cell["rpc_address"]) if cell.get("rpc_address") else None
+                if address in (None, "0.0.0.0", "::") and cell.get("peer"):
+                    address = decode_inet(cell["peer"])
+                if address is None or cell.get("tokens") is None:
+                    continue
+                nodes[address] = [int(t) for t in decode_text_set(cell["tokens"])]
+        if not nodes:
+            raise ValueError("system.local and system.peers name no node with tokens")
+        return cls(nodes, replication_factor)
+
+    @property
+    def replication_factor(self) -> int:
+        """Replicas per token: the one asked for, at most the nodes owning tokens."""
+        return self._ring.rf
+
+    def without(self, addresses: Sequence[str]) -> "TokenRing":
+        """The ring of the other nodes (their tokens and replication factor): where a token
+        goes when ``addresses`` cannot be reached. ``ValueError`` when none is left."""
+        nodes = {a: t for a, t in self.tokens.items() if a not in set(addresses)}
+        if not nodes:
+            raise ValueError("no node of the ring is left")
+        return TokenRing(nodes, self.replication_factor)
+
+    def replicas(self, token: int) -> list[str]:
+        """The addresses of the replicas of ``token``, primary first."""
+        return [self.addresses[i] for i in self._ring.replicas(token)]
+
+    def primaries(self, tokens: array.array | bytes) -> array.array:
+        """Each token's primary replica as an index into :attr:`addresses` (int32 array)."""
+        return array.array("i", self._ring.primaries(tokens))

@@ -1,0 +1,471 @@
+"""A Cassandra or Scylla table as a load's target: each row of the data one prepared INSERT,
+routed to the node owning its partition.
+
+:class:`CqlDescription` is the target (a :class:`~bulkwire.load.targets.ResumableTarget`):
+its :meth:`~CqlDescription.plan` connects, reads the table's columns from
+``system_schema.columns``, prepares ``INSERT INTO ks.table (columns) VALUES (?, ...)`` and
+checks the Arrow schema against the prepared statement (``_core.cql_check_schema``) before
+any row is read. Its encoder (:class:`_CqlEncoder`) writes a batch's rows as EXECUTE bodies
+back to back with their partition tokens, in C (``_core.cql_execute_bodies``: no Python
+object per row). Its session (:class:`_CqlSession`) routes each row to the primary replica of
+its token (the ring read from ``system.local`` and ``system.peers``; a node found down is
+left out, its rows going to the next node clockwise), one connection per node, and sends
+each node's rows pipelined (``CqlConnection.run_packed``, the GIL released);
+:meth:`_CqlSession.store` returns once every row of the batch was acknowledged, so a unit of
+work is confirmed only when all its rows were.
+"""
+from __future__ import annotations
+
+import ipaddress
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field as dataclass_field
+from typing import Any, Mapping, Sequence
+
+from .. import _core
+from ..cql_statements import Prepared, TokenRing
+from ..errors import (ConnectError, ConnectionLostError, ServerError, TLSError,
+                      TransportTimeoutError)
+from ..load_options import LoadOptions
+from .targets import _cut, _short
+
+#: The write consistency levels by name (the protocol's codes). SERIAL and LOCAL_SERIAL are
+#: for conditional updates, which a load does not make.
+CONSISTENCY_LEVELS = {"ANY": 0x0000, "ONE": 0x0001, "TWO": 0x0002, "THREE": 0x0003,
+                      "QUORUM": 0x0004, "ALL": 0x0005, "LOCAL_QUORUM": 0x0006,
+                      "EACH_QUORUM": 0x0007, "LOCAL_ONE": 0x000A}
+#: The driver's default for a session's statements.
+DEFAULT_CONSISTENCY = "LOCAL_ONE"
+DEFAULT_PORT = 9042
+#: Requests in flight per connection: Cassandra 5.0.9 fails inserts into a table with a
+#: vector index when more than its processors + 1 are in flight, and no node has fewer than
+#: one processor.
+DEFAULT_WINDOW = 2
+DEFAULT_RETRIES = 5
+
+
+def parse_host(host: str) -> tuple[str, int]:
+    """``HOST[:PORT]`` (``[V6]:PORT`` for an IPv6 address with a port) as (host, port),
+    the port 9042 when not given; ``ValueError`` naming the host otherwise.
+
+    >>> parse_host("10.0.0.1"), parse_host("db:9142"), parse_host("[::1]:9043")
+    (('10.0.0.1', 9042), ('db', 9142), ('::1', 9043))
+    """
+    if not isinstance(host, str) or not host.strip():
+        raise ValueError(f"a CQL host must be a non-empty str HOST[:PORT], not {host!r}")
+    text = host.strip()
+    port: Any = DEFAULT_PORT
+    if text.startswith("["):
+        end = text.find("]")
+        if end < 0 or text[end + 1:] not in ("",) and not text[end + 1:].startswith(":"):
+            raise ValueError(f"CQL host {host!r} is not [ADDRESS]:PORT")
+        name, rest = text[1:end], text[end + 1:]
+        if rest:
+            port = rest[1:]
+    elif text.count(":") == 1:
+        name, port = text.split(":")
+    else:
+        name = text  # a name, an IPv4 address or a bare IPv6 address
+    try:
+        port = int(port)
+    except ValueError:
+        raise ValueError(f"CQL host {host!r}: the port {port!r} is not a number") from None
+    if not 0 < port < 65536 or not name:
+        raise ValueError(f"CQL host {host!r}: the port must be 1..65535 and the host named")
+    try:
+        name = str(ipaddress.ip_address(name))  # one spelling per address
+    except ValueError:
+        name = name.lower()
+    return name, port
+
+
+def _spelled(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _quoted(name: str) -> str:
+    """A CQL identifier, quoted (its case kept)."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _text(cell: bytes | None) -> str:
+    return "" if cell is None else cell.decode()
+
+
+@dataclass(frozen=True)
+class _CqlPlan:
+    """The bound columns (in the order of the INSERT's markers: the data's), the prepared
+    statement, and a vector column (for the batch size)."""
+
+    read_columns: list[str]
+    vector_column: str | None
+    prepared: Prepared
+
+
+@dataclass(frozen=True)
+class _CqlEncoder:
+    """A batch's rows as EXECUTE bodies of the plan's statement: ``[bodies, ends, tokens,
+    row_base, prepared]`` (``_core.cql_execute_bodies``; a bad row raises RowError with its source
+    row)."""
+
+    plan: _CqlPlan
+    consistency: int
+
+    def __call__(self, batch: Any, dim: int = -1, row_base: int = 0) -> list:
+        p = self.plan.prepared
+        bodies, ends, tokens = _core.cql_execute_bodies(
+            batch, p.id, p.names, p.types, list(p.pk_indexes), self.consistency,
+            first_row=row_base)
+        return [bodies, ends, tokens or b"", row_base, p]
+
+
+@dataclass(frozen=True, kw_only=True)
+class CqlDescription:
+    """A CQL table: ``hosts`` (``HOST[:PORT]``, normalized; the contact points), ``keyspace``
+    and ``table`` (as the schema stores them), the write ``consistency`` (a name of
+    :data:`CONSISTENCY_LEVELS`), ``username``/``password`` (PasswordAuthenticator),
+    ``tls`` (``{"certificate": ..., "ca": ...}``, or None for plain TCP), ``window`` (requests
+    in flight per connection), ``retries`` (overloaded, write timeout and unavailable answers
+    re-sent at most that many times, after a doubling pause) and ``timeout`` (seconds)."""
+
+    hosts: tuple[str, ...]
+    keyspace: str
+    table: str
+    consistency: str = DEFAULT_CONSISTENCY
+    username: str | None = None
+    password: str | None = dataclass_field(default=None, repr=False)
+    tls: Mapping[str, Any] | None = None
+    window: int = DEFAULT_WINDOW
+    retries: int = DEFAULT_RETRIES
+    timeout: float = 30.0
+
+    units = True
+
+    @classmethod
+    def of(cls, hosts: str | Sequence[str], keyspace: str, table: str, *,
+           consistency: str = DEFAULT_CONSISTENCY, username: str | None = None,
+           password: str | None = None, tls: bool = False, certificate: Any = None,
+           ca: Any = None, window: int = DEFAULT_WINDOW, retries: int = DEFAULT_RETRIES,
+           timeout: float = 30.0) -> "CqlDescription":
+        """The description of a load's arguments, every one judged (``ValueError`` or
+        ``TypeError`` naming it; the TLS files read, as the RavenDB target reads them)."""
+        given = [hosts] if isinstance(hosts, str) else list(hosts)
+        if not given:
+            raise ValueError("hosts must name at least one CQL node")
+        spelled = tuple(sorted({_spelled(*parse_host(h)) for h in given}))
+        for name, value in (("keyspace", keyspace), ("table", table)):
+            if not isinstance(value, str) or not value:
+                raise ValueError(f"{name} must be a non-empty str, not {value!r}")
+        if not isinstance(consistency, str) or consistency.upper() not in CONSISTENCY_LEVELS:
+            raise ValueError(f"consistency must be one of {', '.join(CONSISTENCY_LEVELS)}, "
+                             f"not {consistency!r}")
+        if (username is None) != (password is None):
+            raise ValueError("username and password go together (PasswordAuthenticator)")
+        for name, value, low in (("window", window, 1), ("retries", retries, 0)):
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= 32768:
+                raise ValueError(f"{name} must be an int {low}..32768, not {value!r}")
+        if not isinstance(timeout, (int, float)) or not 0 < timeout <= 3600:
+            raise ValueError(f"timeout must be 0 < seconds <= 3600, not {timeout!r}")
+        settings = None
+        if tls or certificate is not None or ca is not None:
+            settings = {"certificate": certificate, "ca": ca}
+            _tls_context(settings)  # the files judged now, before anything is read
+        return cls(hosts=spelled, keyspace=keyspace, table=table,
+                   consistency=consistency.upper(), username=username, password=password,
+                   tls=settings, window=window, retries=retries, timeout=float(timeout))
+
+    # -------------------------------------------------------------------- connections
+
+    def connect(self, host: str, port: int) -> Any:
+        """A logged-in connection to one node (``ConnectError`` naming it when refused)."""
+        return _core.CqlConnection(host, port, username=self.username, password=self.password,
+                                   tls=_tls_context(self.tls) if self.tls is not None else None,
+                                   timeout=self.timeout, connect_timeout=min(self.timeout, 10.0))
+
+    def contact(self) -> Any:
+        """A connection to the first of :attr:`hosts` that answers; else the last failure,
+        naming every host tried."""
+        failures = []
+        for spelled in self.hosts:
+            try:
+                return self.connect(*parse_host(spelled))
+            except (ConnectError, TLSError) as exc:
+                failures.append(exc)
+        error = failures[-1]
+        if len(failures) > 1:
+            error.add_note("no CQL host answered: " +
+                           "; ".join(str(exc) for exc in failures))
+        raise error
+
+    def query(self, conn: Any, cql: str) -> dict:
+        """The parsed RESULT of one query (at ONE)."""
+        _, answer = conn.request(_core.CQL_OP_QUERY, _core.cql_query_body(cql, 0x0001))
+        return _core.cql_parse_result(answer)
+
+    def prepare(self, conn: Any, names: Sequence[str]) -> Prepared:
+        """PREPARE of the INSERT of ``names`` on ``conn``."""
+        statement = (f"INSERT INTO {_quoted(self.keyspace)}.{_quoted(self.table)} "
+                     f"({', '.join(map(_quoted, names))}) VALUES ({', '.join('?' * len(names))})")
+        _, answer = conn.request(_core.CQL_OP_PREPARE, _core.cql_prepare_body(statement))
+        return Prepared.from_result(answer)
+
+    # -------------------------------------------------------------------- TargetDescription
+
+    def plan(self, schema: Any, source: str, options: LoadOptions) -> _CqlPlan:
+        """The table's columns read, the data's columns (``columns``: these only) matched to
+        them by name, the INSERT prepared and the Arrow types checked against its markers."""
+        wanted = list(options.columns or schema.names)
+        for name in wanted:
+            if name not in schema.names:
+                raise ValueError(f"{source} has no column {name!r}")
+        with self.contact() as conn:
+            result = self.query(conn, "SELECT column_name, kind FROM system_schema.columns "
+                                      f"WHERE keyspace_name = {_literal(self.keyspace)} AND "
+                                      f"table_name = {_literal(self.table)}")
+            kinds = {_text(row[0]): _text(row[1]) for row in result["rows"]}
+            if not kinds:
+                raise ValueError(f"table {self.keyspace}.{self.table} does not exist at "
+                                 f"{conn.peer}")
+            extra = [name for name in wanted if name not in kinds]
+            if extra:
+                raise ValueError(f"column {extra[0]!r} of {source} is not a column of "
+                                 f"{self.keyspace}.{self.table} (leave it out with columns=)")
+            missing = [name for name, kind in kinds.items()
+                       if kind in ("partition_key", "clustering") and name not in wanted]
+            if missing:
+                raise ValueError(f"{source} has no column {missing[0]!r}, a primary key "
+                                 f"column of {self.keyspace}.{self.table}")
+            prepared = self.prepare(conn, wanted)
+        _core.cql_check_schema(schema, prepared.names, prepared.types)
+        vectors = [name for name, t in zip(prepared.names, prepared.types)
+                   if t.startswith("vector<")]
+        return _CqlPlan(wanted, vectors[0] if vectors else None, prepared)
+
+    def encoder(self, schema: Any, plan: _CqlPlan, options: LoadOptions) -> _CqlEncoder:
+        return _CqlEncoder(plan, CONSISTENCY_LEVELS[self.consistency])
+
+    def placed(self, path: Any, files: list[str] | None) -> "CqlDescription":
+        return self
+
+    def describe(self) -> str:
+        return f"{self.keyspace}.{self.table} at {', '.join(self.hosts)}"
+
+    def request_per_unit(self, resume: bool) -> bool:
+        return resume
+
+    def open(self) -> "_CqlSession":
+        return _CqlSession(self)
+
+    # -------------------------------------------------------------------- ResumableTarget
+
+    def resuming(self) -> "CqlDescription":
+        return self  # an INSERT of the same row writes the same cells again
+
+    def resume_options(self, encode: _CqlEncoder, options: LoadOptions) -> dict:
+        return {"columns": list(encode.plan.prepared.names),
+                "types": list(encode.plan.prepared.types), "consistency": self.consistency}
+
+    def resume_identity(self) -> dict:
+        return {"hosts": list(self.hosts), "keyspace": self.keyspace, "table": self.table}
+
+    def checked_identity(self, recorded: Any) -> dict:
+        """``{"hosts": ["HOST:PORT", ...], "keyspace": ..., "table": ...}``, the hosts
+        normalized and sorted."""
+        if not (isinstance(recorded, dict) and set(recorded) == {"hosts", "keyspace", "table"}
+                and all(isinstance(recorded[k], str) and recorded[k]
+                        for k in ("keyspace", "table"))
+                and isinstance(recorded["hosts"], list) and recorded["hosts"]
+                and all(isinstance(h, str) for h in recorded["hosts"])):
+            raise ValueError(f"target is {_short(recorded)}, not an object of CQL hosts, a "
+                             f"keyspace and a table")
+        hosts = sorted({_spelled(*parse_host(h)) for h in recorded["hosts"]})
+        return {"hosts": hosts, "keyspace": recorded["keyspace"], "table": recorded["table"]}
+
+    def identity_mismatch(self, recorded: dict) -> str:
+        theirs = f"{recorded['keyspace']}.{recorded['table']} at {', '.join(recorded['hosts'])}"
+        return (f"was written by a load into {_cut(theirs, 300)}; this load is into "
+                f"{self.describe()}: a state file belongs to one table of one cluster (give "
+                f"this load its own state file)")
+
+
+def _tls_context(settings: Mapping[str, Any]) -> Any:
+    """bulkwire's own TLS context for ``certificate`` and ``ca`` (:class:`bulkwire.tls.TlsSettings`
+    reads and judges the files)."""
+    from ..tls import TlsSettings
+
+    tls = TlsSettings(settings.get("certificate"), settings.get("ca"))
+    if not tls.native:
+        raise TLSError("CQL over TLS needs bulkwire's own TLS client (this build has none)")
+    return tls._native_context
+
+
+class _CqlSession:
+    """One session into the table: the ring read once, one connection per node opened when a
+    row first goes to it (the statement prepared there), each batch's rows sent to their
+    primary replicas in parallel; :meth:`store` returns once every row was acknowledged. A
+    node found down is left out of the session's ring (:meth:`store`)."""
+
+    def __init__(self, target: CqlDescription) -> None:
+        self.target = target
+        with target.contact() as conn:
+            local = target.query(conn, "SELECT rpc_address, tokens FROM system.local")
+            peers = target.query(conn, "SELECT peer, rpc_address, tokens FROM system.peers")
+        self.ring = TokenRing.from_system_tables(local, peers, replication_factor=1)
+        ports = {parse_host(h)[0]: parse_host(h)[1] for h in target.hosts}
+        default_port = parse_host(target.hosts[0])[1]
+        self.nodes = [(a, ports.get(a, default_port)) for a in self.ring.addresses]
+        self.index = {address: i for i, (address, _) in enumerate(self.nodes)}
+        self.live, self.dead = self.ring, set()  # the ring of the nodes not left out
+        self.conns: dict[int, Any] = {}
+        self.lock = threading.Lock()
+        self.pool = (ThreadPoolExecutor(len(self.nodes), thread_name_prefix="bulkwire-cql")
+                     if len(self.nodes) > 1 else None)
+        self.body_bytes = self.wire_bytes = 0
+        self.retries = 0
+
+    def _conn(self, node: int, prepared_id: bytes, names: Sequence[str]) -> Any:
+        with self.lock:
+            conn = self.conns.get(node)
+        if conn is None:
+            conn = self.target.connect(*self.nodes[node])
+            try:
+                prepared = self.target.prepare(conn, names)
+                if prepared.id != prepared_id:
+                    raise ServerError(f"{conn.peer} prepared the INSERT as another statement "
+                                      f"(the table changed during the load?)")
+            except BaseException:
+                conn.close()
+                raise
+            with self.lock:
+                self.conns[node] = conn
+        return conn
+
+    def _run(self, node: int, chunks: list, rows: Any) -> tuple[int, int]:
+        bodies, ends, _, _, p = chunks
+        conn = self._conn(node, p.id, p.names)
+        return conn.run_packed(_core.CQL_OP_EXECUTE, bodies, ends, rows,
+                               window=self.target.window, max_retries=self.target.retries)
+
+    def store(self, chunks: list, rows: int) -> int:
+        """Sends one batch's rows, each to its partition's primary replica; returns the body
+        bytes once every row was acknowledged. A node that cannot be reached, or whose
+        connection is lost or times out, is left out of the session's ring while another
+        node is left: its rows not acknowledged go to the next live node clockwise of their
+        token (with SimpleStrategy, their next replica), which coordinates their writes at
+        the load's consistency. Any other failure (and the last node's) raises the node's
+        error, with the source rows it names (``source_row``: the row the server refused;
+        a note lists the rows not acknowledged)."""
+        if not rows:
+            return 0
+        import numpy as np
+
+        bodies, ends, tokens, row_base, _ = chunks
+        pending: Any = None  # the batch's rows still to send (None: all of them)
+        while True:
+            jobs = self._jobs(np, tokens, pending)
+            if self.pool is None or len(jobs) == 1:
+                outcomes = [self._outcome(n, chunks, sel) for n, sel in jobs]
+            else:
+                outcomes = list(self.pool.map(lambda job: self._outcome(job[0], chunks, job[1]),
+                                              jobs))
+            failures, again = [], []
+            for (node, selection), outcome in zip(jobs, outcomes):
+                if not isinstance(outcome, BaseException):
+                    self.retries += outcome[1]
+                elif _node_down(outcome) and len(self.live.addresses) > 1:
+                    self._down(node)
+                    again.append(_not_acknowledged(np, outcome, selection, rows))
+                else:
+                    failures.append(outcome)
+            if failures:
+                raise _named(failures[0], row_base)
+            if not again:
+                break
+            pending = np.concatenate(again)
+        self.body_bytes += len(bodies)
+        self.wire_bytes += len(bodies) + 9 * rows  # each body in a frame of its own
+        return len(bodies)
+
+    def _jobs(self, np: Any, tokens: bytes, pending: Any) -> list:
+        """(node, selection) for each live node owning rows: the rows (``pending``, or all)
+        whose token its primary range holds (selection None: every row of the batch)."""
+        if pending is not None:
+            tokens = np.frombuffer(tokens, dtype=np.int64)[pending].tobytes()
+        owners = np.frombuffer(self.live.primaries(tokens), dtype=np.int32)
+        present = np.unique(owners)
+        jobs = []
+        for owner in present:
+            node = self.index[self.live.addresses[int(owner)]]
+            if pending is None and len(present) == 1:
+                jobs.append((node, None))
+            else:
+                chosen = np.flatnonzero(owners == owner)
+                selection = chosen if pending is None else pending[chosen]
+                jobs.append((node, selection.astype(np.int32)))
+        return jobs
+
+    def _down(self, node: int) -> None:
+        """Leaves ``node`` out of the session: its connection closed, the ring without it."""
+        with self.lock:
+            conn = self.conns.pop(node, None)
+        if conn is not None:
+            conn.close()
+        self.dead.add(self.nodes[node][0])
+        self.live = self.ring.without(sorted(self.dead))
+
+    def _outcome(self, node: int, chunks: list, rows: Any) -> Any:
+        try:
+            return self._run(node, chunks, rows)
+        except BaseException as exc:  # noqa: BLE001 - raised by store, with its rows
+            return exc
+
+    def close(self) -> None:
+        self._shutdown()
+
+    def abort(self) -> None:
+        self._shutdown()
+
+    def _shutdown(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True)
+        with self.lock:
+            conns, self.conns = list(self.conns.values()), {}
+        for conn in conns:
+            try:
+                conn.close()
+            except Exception:  # noqa: BLE001 - closing what failed says nothing more
+                pass
+
+
+def _node_down(exc: BaseException) -> bool:
+    """Whether ``exc`` says the node is gone (unreachable, connection lost, no answer), not
+    that it refused something: a TLS failure is the configuration's, not the node's."""
+    return (isinstance(exc, (ConnectError, ConnectionLostError, TransportTimeoutError))
+            and not isinstance(exc, TLSError))
+
+
+def _not_acknowledged(np: Any, exc: BaseException, selection: Any, rows: int) -> Any:
+    """The batch's rows of a failed run that were not acknowledged: those in flight
+    (``unacknowledged``) and those never sent (from ``sent`` on; all of them when the
+    connection was never made)."""
+    chosen = np.arange(rows, dtype=np.int32) if selection is None else selection
+    in_flight = np.array(getattr(exc, "unacknowledged", None) or [], dtype=np.int32)
+    return np.concatenate([in_flight, chosen[getattr(exc, "sent", 0) or 0:]])
+
+
+def _named(exc: BaseException, row_base: int) -> BaseException:
+    """``exc`` with the source rows it concerns: ``source_row`` (the refused row, or None)
+    and a note on the rows not acknowledged (rows of the batch counted from ``row_base``)."""
+    row = getattr(exc, "row", None)
+    unacknowledged = getattr(exc, "unacknowledged", None) or []
+    exc.source_row = None if row is None else row_base + row  # type: ignore[attr-defined]
+    if row is not None or unacknowledged:
+        listed = ", ".join(str(row_base + r) for r in unacknowledged[:8])
+        more = ", ..." if len(unacknowledged) > 8 else ""
+        exc.add_note((f"source row {row_base + row}; " if row is not None else "") +
+                     f"{len(unacknowledged)} source row(s) not acknowledged: {listed}{more}")
+    return exc
