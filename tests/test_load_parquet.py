@@ -599,3 +599,14 @@ def test_a_load_does_not_import_pandas(tmp_path):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([package_parent, os.environ.get("PYTHONPATH", "")]))
     p = subprocess.run([sys.executable, "-c", code, src], capture_output=True, text=True, env=env)
     assert p.returncode == 0, p.stderr
+
+
+@pytest.mark.parametrize("tls", [{"certificate": "client.pem"}, {"ca": "ca.pem"},
+                                 {"certificate": "client.pem", "ca": False}])
+def test_tls_arguments_without_url_are_refused_before_the_source_is_read(tls, tmp_path):
+    """certificate/ca name a server's TLS: without url nothing is read or written, and the
+    error names them (the source does not even exist)."""
+    missing = tmp_path / "not-there.parquet"
+    with pytest.raises(ValueError, match=f"^{', '.join(tls)} need url"):
+        bulkwire.load_parquet(missing, **tls)
+    assert list(tmp_path.iterdir()) == []

@@ -135,6 +135,8 @@ def _target_of(url: str | Sequence[str] | None, database: str | None, out: PathL
     ``database`` (the URLs, the database and the TLS files judged now, before anything is
     read); else the request body written to ``out`` (or next to the source)."""
     if url is None:
+        if tls:
+            raise ValueError(f"{', '.join(tls)} need url (an https:// server)")
         return FileDescription(compress=compress, chunk_size=chunk_size, out=out)
     if database is None:
         raise ValueError("database is required with url")
@@ -262,10 +264,6 @@ def load_parquet(path: Any, *, url: str | Sequence[str] | None = None,
     # the columns' types, judged before any file is written or request made
     encode(_empty_batch(schema, plan.read_columns))
 
-    if tls and url is None:
-        raise ValueError(f"{', '.join(tls)} need url (an https:// server)")
-    if url is not None and database is None:
-        raise ValueError("database is required with url")
     for name, value in (("workers", workers > 1), ("resume", resume is not None)):
         if not value:
             continue
