@@ -269,20 +269,29 @@ def own_node():
         yield nodes[0]
 
 
-def load_killing(node, path: str, *args, **kwargs):
+def load_killing(node, path: str, *args, kill_after: int = 20_000, **kwargs):
     """``bulkwire.cql.load_parquet(path, *args, **kwargs)`` in a thread, ``node`` killed
-    (SIGKILL) 4 s in: what the load returned, or the exception it raised."""
+    (SIGKILL) once the load reported ``kill_after`` rows done: what the load returned, or
+    the exception it raised."""
     outcome: list = []
+    reached = threading.Event()
+
+    def progress(done: int, total: int) -> None:
+        if done >= kill_after:
+            reached.set()
 
     def load() -> None:
         try:
-            outcome.append(bulkwire.cql.load_parquet(path, *args, timeout=10.0, **kwargs))
+            outcome.append(bulkwire.cql.load_parquet(path, *args, timeout=10.0,
+                                                     progress=progress, **kwargs))
         except BaseException as exc:  # handed to the test thread
             outcome.append(exc)
+        finally:
+            reached.set()
 
     worker = threading.Thread(target=load)
     worker.start()
-    time.sleep(4.0)
+    assert reached.wait(300), "the load made no progress"
     assert worker.is_alive(), "the load ended before the node was killed"
     os.killpg(node.process.pid, signal.SIGKILL)
     worker.join(300)
@@ -297,7 +306,7 @@ def test_a_killed_node_fails_the_load_naming_the_unacknowledged_rows(own_node, t
                   "{'class': 'SimpleStrategy', 'replication_factor': 1}")
         table = make_table(s, "killed", "id bigint PRIMARY KEY, emb vector<float, 8>")
     path = str(tmp_path / "k.parquet")
-    vector_file(path, 400_000, dim=8, row_group=50_000)
+    vector_file(path, 100_000, dim=8, row_group=10_000)
     error = load_killing(own_node, path, own_node.address, KEYSPACE, table)
     assert isinstance(error, BaseException), "the load returned normally"
     assert isinstance(error, (ConnectionLostError, TransportTimeoutError)), repr(error)
@@ -321,12 +330,15 @@ print(result.rows, before, after)
 @server
 def test_memory_stays_bounded_on_a_file_much_larger_than_the_window(cassandra_node, session,
                                                                    tmp_path):
-    """A file of about 100 MB of vectors, read in row groups of 2,000 rows and batches of
-    500: the peak memory of the loading process grows by far less than the file."""
-    table = vector_table(session, "memory", dim=256)
+    """A file of about 100 MB of vectors (25,000 rows of 1,024 dimensions), read in row groups
+    of 1,000 rows and batches of 500: the peak memory of the loading process grows by far
+    less than the file. The table has no vector index: what is measured is the client, and
+    the node stores plain rows many times faster than it indexes them."""
+    table = "memory"
+    make_table(session, table, "id bigint PRIMARY KEY, emb vector<float, 1024>")
     path, small = str(tmp_path / "big.parquet"), str(tmp_path / "small.parquet")
-    vector_file(path, 100_000, dim=256, row_group=2000)
-    vector_file(small, 1000, dim=256, row_group=500, start=100_000)
+    vector_file(path, 25_000, dim=1024, row_group=1000)
+    vector_file(small, 1000, dim=1024, row_group=500, start=25_000)
     size = os.path.getsize(path)
     assert size > 90e6
     env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "pkg"))
@@ -335,7 +347,7 @@ def test_memory_stays_bounded_on_a_file_much_larger_than_the_window(cassandra_no
                           timeout=900)
     assert done.returncode == 0, done.stderr
     rows, before, after = map(int, done.stdout.split())
-    assert rows == 100_000
+    assert rows == 25_000
     assert after - before < size / 4, (before, after, size)
 
 
@@ -416,7 +428,7 @@ def test_a_node_killed_mid_load_with_rf_2_and_one_leaves_every_row_stored(cassan
     tests.)"""
     hosts = [node.address for node in cassandra_cluster]
     path = str(tmp_path / "k.parquet")
-    vector_file(path, 300_000, dim=8, row_group=50_000)
+    vector_file(path, 100_000, dim=8, row_group=10_000)
     with connect(hosts, timeout=60.0) as s:
         s.execute("CREATE KEYSPACE IF NOT EXISTS bulkwire_rf2 WITH replication = "
                   "{'class': 'SimpleStrategy', 'replication_factor': 2}")
@@ -425,7 +437,7 @@ def test_a_node_killed_mid_load_with_rf_2_and_one_leaves_every_row_stored(cassan
     result = load_killing(cassandra_cluster[2], path, hosts[0], "bulkwire_rf2", "t",
                           consistency="ONE")
     assert not isinstance(result, BaseException), repr(result)
-    assert result.rows == 300_000
+    assert result.rows == 100_000
     # a row the killed node acknowledged (at ONE) is in its commit log: it comes back with it
     cassandra_cluster[2].start()
     cassandra_cluster[2].wait_ready(time.monotonic() + 300)
@@ -444,7 +456,7 @@ def test_a_node_killed_mid_load_with_rf_2_and_one_leaves_every_row_stored(cassan
                 except (ReadTimeout, OperationTimedOut):
                     assert attempt < 5, f"the range {bounds} could not be read"
                     time.sleep(5)
-        assert total == 300_000
+        assert total == 100_000
 
 
 @pytest.mark.parametrize("extra, refused", [
