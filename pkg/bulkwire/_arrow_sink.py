@@ -112,6 +112,16 @@ class SinkConfig:
                                  f"(its columns: {', '.join(map(str, names))})")
 
 
+def pandas_schema(names: Sequence[Any], dtypes: Sequence[Any]) -> Any:
+    """The Arrow schema of pandas columns of these ``names`` and ``dtypes``, as
+    ``pyarrow.Table.from_pandas(preserve_index=False)`` converts a partition of them (the
+    engines' own conversion of a pandas block): Arrow-backed dtypes as they are."""
+    import pandas as pd
+
+    empty = pd.DataFrame({name: pd.Series([], dtype=t) for name, t in zip(names, dtypes)})
+    return _pyarrow().Schema.from_pandas(empty, preserve_index=False)
+
+
 def cql_config(hosts: Any, keyspace: str, table: str, columns: Sequence[str] | None,
                batch_rows: int | None, connection: Mapping[str, Any], entry: str) -> SinkConfig:
     """The configuration of a sink into the CQL table ``keyspace.table``: ``connection`` the

@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from typing import Any, Mapping, Sequence
 
-from ._arrow_sink import SinkConfig, cql_config, load_arrow, summed
+from ._arrow_sink import SinkConfig, cql_config, load_arrow, pandas_schema, summed
 from ._extras import missing_extra
 from .errors import _mark_unconfirmed
 from .load import LoadResult
@@ -110,8 +110,8 @@ def to_cql(ddf: Any, hosts: str | Sequence[str], keyspace: str, table: str, *,
     never in its repr, a message or the result.
 
     Before any task runs, the table's columns are read, the INSERT prepared and the
-    frame's Arrow schema (``pyarrow.Schema.from_pandas`` of ``ddf``'s meta) checked against
-    it: :class:`bulkwire.errors.SchemaMismatchError` names a column whose type cannot be
+    frame's Arrow schema (of its columns' dtypes, as each partition is converted) checked
+    against it: :class:`bulkwire.errors.SchemaMismatchError` names a column whose type cannot be
     bound (give vectors as Arrow-backed columns, ``dtype_backend="pyarrow"``: an object
     column of lists is not one), ``ValueError`` a column the table lacks or a primary key
     column the frame lacks. A partition whose session fails (a bad row, a node's refusal)
@@ -129,21 +129,14 @@ def to_cql(ddf: Any, hosts: str | Sequence[str], keyspace: str, table: str, *,
     return _write(ddf, config, compute_kwargs)
 
 
-def _arrow_schema(ddf: Any) -> Any:
-    """The Arrow schema of ``ddf``'s partitions, as :func:`_load_partition` converts them,
-    from its meta (an empty frame of its columns and dtypes)."""
-    import pyarrow as pa
-
-    return pa.Schema.from_pandas(ddf._meta, preserve_index=False)
-
-
 def _write(ddf: Any, config: SinkConfig, compute_kwargs: Mapping[str, Any] | None) -> LoadResult:
     """Each partition of ``ddf`` in one session of ``config``'s target, once the frame's
     schema passed :meth:`SinkConfig.check`; the sessions' stats summed."""
     dd = _dask_dataframe()
     if not isinstance(ddf, dd.DataFrame):
         raise TypeError(f"ddf must be a dask.dataframe.DataFrame, not {type(ddf).__name__}")
-    config.check("the Dask DataFrame", list(ddf.columns), lambda: _arrow_schema(ddf))
+    config.check("the Dask DataFrame", list(ddf.columns),
+                 lambda: pandas_schema(list(ddf.dtypes.index), list(ddf.dtypes)))
     start = time.perf_counter()
     tasks = ddf.map_partitions(_load_partition, config, meta=_stats_frame(None),
                                enforce_metadata=False)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from typing import Any, Iterable, Sequence
 
-from ._arrow_sink import SinkConfig, cql_config, load_arrow, summed
+from ._arrow_sink import SinkConfig, cql_config, load_arrow, pandas_schema, summed
 from ._extras import missing_extra
 from .errors import BulkInsertError, _add_note
 from .load import LoadResult
