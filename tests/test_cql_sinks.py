@@ -16,6 +16,7 @@ import threading
 
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings, strategies as st
 
 # the dask extra (in test-all, not in the light test extra): a skip naming it without
 pd = pytest.importorskip("pandas")
@@ -79,6 +80,30 @@ def test_the_cql_configuration_pickles_small_with_no_connection_and_no_password_
     for text in (repr(config), repr(copy), str(config), config.target):
         assert PASSWORD not in text, text
     assert config.target == "ks.vectors at 10.0.0.2:9142, 127.0.0.1:9042"
+
+
+@settings(max_examples=60, deadline=None)
+@given(hosts=st.lists(st.tuples(st.integers(1, 254), st.integers(1, 65535)), min_size=1,
+                      max_size=6),
+       consistency=st.sampled_from(["one", "LOCAL_QUORUM", "all", "Each_Quorum"]),
+       window=st.integers(1, 32768), retries=st.integers(0, 32768),
+       password=st.text(alphabet="QWXZqwxz#%&", min_size=12, max_size=64),
+       columns=st.one_of(st.none(), st.lists(st.sampled_from(["id", "emb", "Name"]),
+                                             min_size=1, max_size=3, unique=True)))
+def test_any_cql_configuration_round_trips_through_pickle(hosts, consistency, window, retries,
+                                                          password, columns):
+    spelled = [f"10.1.{a}.{a}:{port}" for a, port in hosts]
+    config = _arrow_sink.cql_config(spelled, "ks", "t", columns, None,
+                                    {"consistency": consistency, "window": window,
+                                     "retries": retries, "username": "u",
+                                     "password": password}, "to_cql")
+    assert {t.__name__ for t in pickled_types(config)} <= CONFIG_TYPES
+    copy = pickle.loads(pickle.dumps(config))
+    assert copy == config and copy.described.password == password
+    assert copy.described.hosts == tuple(sorted(set(spelled)))
+    assert copy.options.columns == (None if columns is None else tuple(columns))
+    for text in (repr(copy), copy.target):
+        assert password not in text
 
 
 def test_a_task_names_itself_on_the_error_that_ends_it():
