@@ -299,3 +299,105 @@ def test_a_write_is_a_success_only_when_the_confirmed_rows_are_ray_s_rows(server
     assert sink.result is None
     sink.on_write_complete(SimpleNamespace(num_rows=999, write_returns=parts))
     assert sink.result.rows == 999
+
+
+# ------------------------------------------------------------------ into a CQL table
+
+from bulkwire.errors import ConnectError, SchemaMismatchError  # noqa: E402
+from test_cql_load import KEYSPACE, make_table as make_cql_table, session  # noqa: E402,F401
+from test_cql_sinks import (CONFIG_TYPES, LOADED, PASSWORD, TABLE_COLUMNS,  # noqa: E402
+                            assert_read_back, closed_port, pickled_types)
+
+
+def test_the_cql_datasink_pickles_only_its_configuration():
+    sink = bulkwire.ray.CqlDatasink(["127.0.0.1"], "ks", "t", username="u", password=PASSWORD,
+                                    batch_rows=64)
+    types = pickled_types(sink)
+    assert {t.__name__ for t in types} <= CONFIG_TYPES | {"CqlDatasink"}, types
+    data = pickle.dumps(sink)
+    assert len(data) < 1024, len(data)
+    copy = pickle.loads(data)
+    assert copy.config == sink.config and copy.result is None
+    assert copy.get_name() == "CqlInsert" and PASSWORD not in repr(copy.config)
+    with pytest.raises(TypeError, match="CqlDatasink\\(\\) got an unexpected keyword argument "
+                                        "'collection'"):
+        bulkwire.ray.CqlDatasink("127.0.0.1", "ks", "t", collection="Points")
+
+
+class Dataset:
+    """What write_cql uses of a Ray Dataset: its schema, and the write it records."""
+
+    def __init__(self, schema):
+        self._schema, self.written = schema, []
+
+    def schema(self):
+        return self._schema
+
+    def write_datasink(self, sink, ray_remote_args=None):
+        self.written.append(sink)
+
+
+def test_write_cql_checks_the_table_before_any_write_task():
+    """The Dataset's schema is checked on the driver before the write starts: with no node
+    listening, the connection's error naming it, and nothing written."""
+    port = closed_port()
+    ds = Dataset(ray.data.from_arrow(make_table(10, 2)).schema())
+    with pytest.raises(ConnectError, match=f"127.0.0.1:{port}"):
+        bulkwire.ray.write_cql(ds, f"127.0.0.1:{port}", "ks", "t")
+    assert ds.written == []
+    with pytest.raises(ValueError, match="window must be"):
+        bulkwire.ray.write_cql(ds, "127.0.0.1", "ks", "t", window=0)
+    assert ds.written == []
+
+
+def test_write_cql_judges_the_datasets_arrow_schema(monkeypatch):
+    """What the driver's check judges: the Dataset's Arrow schema, for Arrow and for pandas
+    blocks (converted as the write tasks convert them)."""
+    from bulkwire.load.cql_target import CqlDescription
+
+    seen = []
+    monkeypatch.setattr(CqlDescription, "plan",
+                        lambda self, schema, source, options: seen.append((schema, source)))
+    table = make_table(10, 2).drop_columns(["count"])
+    for ds in (ray.data.from_arrow(table),
+               ray.data.from_arrow(table).map_batches(lambda f: f, batch_format="pandas")):
+        ds = Dataset(ds.schema())
+        bulkwire.ray.write_cql(ds, "127.0.0.1", "ks", "t")
+        assert len(ds.written) == 1
+    arrow, pandas = seen
+    assert arrow == (table.schema, "the Ray Dataset")
+    assert pandas[0].names == table.schema.names and pandas[1] == "the Ray Dataset"
+
+
+@pytest.mark.cassandra_server
+def test_a_ray_dataset_of_vectors_is_read_back_exactly(cassandra_node, session):
+    table = make_cql_table(session, "ray_sink", TABLE_COLUMNS)
+    source = make_table(2000, 64, seed=21)
+    ds = ray.data.from_arrow(source.select(LOADED)).repartition(3)
+    result = bulkwire.ray.write_cql(ds, cassandra_node.address, KEYSPACE, table, batch_rows=300)
+    assert result.rows == 2000
+    assert result.target == f"{KEYSPACE}.{table} at {cassandra_node.address}:9042"
+    assert_read_back(session, table, source)
+    # the datasink on its own: each write task checks its blocks and loads them
+    sink = bulkwire.ray.CqlDatasink(cassandra_node.address, KEYSPACE, table, columns=LOADED)
+    ray.data.from_arrow(source).repartition(2).write_datasink(sink)
+    assert sink.result.rows == 2000
+    assert_read_back(session, table, source)
+
+
+@pytest.mark.cassandra_server
+def test_a_write_task_with_a_vector_of_the_wrong_length_fails_the_write(cassandra_node,
+                                                                       session):
+    table = make_cql_table(session, "ray_sink_bad", TABLE_COLUMNS)
+    source = make_table(2000, 64, seed=22).select(LOADED)
+    vectors = source.column("emb").to_pylist()
+    vectors[1500] = vectors[1500] + [0.5]  # 65 elements
+    source = source.set_column(3, "emb", pa.array(vectors, pa.list_(pa.float32())))
+    sink = bulkwire.ray.CqlDatasink(cassandra_node.address, KEYSPACE, table)
+    with pytest.raises(RowError, match="column 'emb'") as caught:
+        ray.data.from_arrow(source).repartition(4).write_datasink(sink)
+    assert sink.result is None
+    notes = "\n".join(getattr(caught.value, "__notes__", []))
+    assert "of the Ray Dataset" in notes and "not confirmed by the server" in notes
+    # its row counted from the write task's first row (each task holds a run of 500 rows)
+    assert (1500 - caught.value.row) % 500 == 0

@@ -1,22 +1,27 @@
-"""One partition (or write task) of a distributed engine -> one bulk insert request.
+"""One partition (or write task) of a distributed engine -> one session into the target.
 
 The Dask and Ray sinks share this module: a picklable :class:`SinkConfig` travels to the
-workers, and :func:`load_arrow` turns the Arrow data a worker holds into one bulk insert
-request, with the same encoder and sender as :func:`bulkwire.load_parquet` (so a document's
+workers, and :func:`load_arrow` turns the Arrow data a worker holds into one session of the
+load pipeline (:func:`bulkwire.load_arrow`): one bulk insert request into a RavenDB database,
+or one CQL session (its own connections) into a Cassandra/Scylla table, with the same encoder
+and sender as :func:`bulkwire.load_parquet` / :func:`bulkwire.cql.load_parquet` (so a row's
 bytes do not depend on which engine, or how many partitions, sent it).
 """
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import itertools
 import time
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from . import load as _load
 from .load import LoadResult
+from .load.entry import _target_of
+from .load.targets import TargetDescription
 from .load_options import LoadOptions
-from .errors import RowError, _add_note
+from .errors import _add_note
 from .parquet import _pyarrow
 from .urls import server_urls
 
@@ -24,31 +29,74 @@ from .urls import server_urls
 @dataclass(frozen=True)
 class SinkConfig:
     """Everything a worker needs to send its rows, and nothing else: it is what an engine
-    pickles (no connection, thread or buffer lives here; each task opens its own request).
-    ``options`` are the load's (:class:`bulkwire.LoadOptions`, checked when made)."""
+    pickles (no connection, thread or buffer lives here; each task opens its own session).
+    ``options`` are the load's (:class:`bulkwire.LoadOptions`, checked when made).
 
-    url: str | tuple[str, ...]
-    database: str
+    The target is either a RavenDB database (``url``, ``database``, and the TLS files
+    ``certificate`` and ``ca``), or ``described``: a target another entry described, every
+    argument of it judged (:class:`bulkwire.load.cql_target.CqlDescription`: a CQL table;
+    its credentials are kept out of its repr). Either way each task opens its session from
+    :meth:`description`."""
+
+    url: str | tuple[str, ...] | None = None
+    database: str | None = None
     options: LoadOptions = field(default_factory=LoadOptions)
     certificate: Any = None
     ca: Any = None
+    described: TargetDescription | None = None
 
     def __post_init__(self) -> None:
         # the arguments that need no data are refused on the client, before any task runs
+        if not isinstance(self.options, LoadOptions):
+            raise TypeError(f"options must be a LoadOptions, not {type(self.options).__name__}")
+        if self.described is not None:
+            given = [name for name in ("url", "database", "certificate", "ca")
+                     if getattr(self, name) is not None]
+            if given:
+                raise ValueError(f"a described target excludes {', '.join(given)}")
+            if not getattr(self.described, "units", False):
+                raise ValueError(f"a sink's target must confirm each task's session on its "
+                                 f"own, not {self.described.describe()}")
+            return
+        if self.url is None:
+            raise ValueError("url is required (or a described target)")
         # the URLs through bulkwire.urls (normalized, as the tasks will use them)
         urls = [str(u) for u in server_urls(
             self.url if isinstance(self.url, (str, list, tuple)) else list(self.url))]
         object.__setattr__(self, "url", urls[0] if isinstance(self.url, str) else tuple(urls))
         if not isinstance(self.database, str) or not self.database:
             raise ValueError("database must be a non-empty str")
-        if not isinstance(self.options, LoadOptions):
-            raise TypeError(f"options must be a LoadOptions, not {type(self.options).__name__}")
+
+    def description(self) -> TargetDescription:
+        """The target a task opens its session from (a new description each call: for
+        RavenDB, as :func:`bulkwire.load_arrow` describes its ``url`` and ``database``)."""
+        if self.described is not None:
+            return self.described
+        tls = {name: value for name, value in (("certificate", self.certificate),
+                                               ("ca", self.ca)) if value is not None}
+        return _target_of(self.url, self.database, None, self.options.compress,
+                          self.options.chunk_size, tls)
 
     @property
     def target(self) -> str:
-        """The server(s) and database, for messages and results."""
+        """The server(s) and database, or the table, for messages and results."""
+        if self.described is not None:
+            return self.described.describe()
         url = self.url if isinstance(self.url, str) else ", ".join(self.url)
         return f"{url} (database {self.database})"
+
+    def check(self, source: str, names: Sequence[str], schema: Callable[[], Any]) -> None:
+        """Judges the data (``names``, its columns, and ``schema``, which gives its Arrow
+        schema: the engine's, known on the client before any task runs) as far as the
+        target can without rows: a RavenDB database, the columns the options name
+        (:meth:`check_columns`; their types are judged by each task); a described target,
+        its whole plan (a CQL table: its columns read, the INSERT prepared and every
+        column's type checked, :class:`bulkwire.errors.SchemaMismatchError` naming the
+        column). ``source`` names the data in messages."""
+        if self.described is None:
+            self.check_columns(names, source)
+        else:
+            self.described.plan(schema(), source, self.options)
 
     def check_columns(self, names: Sequence[str], source: str) -> None:
         """Raises ``ValueError`` naming the argument when a column it names is not in
@@ -62,6 +110,37 @@ class SinkConfig:
             if name not in names:
                 raise ValueError(f"{what} {name!r} is not a column of {source} "
                                  f"(its columns: {', '.join(map(str, names))})")
+
+
+def pandas_schema(names: Sequence[Any], dtypes: Sequence[Any]) -> Any:
+    """The Arrow schema of pandas columns of these ``names`` and ``dtypes``, as
+    ``pyarrow.Table.from_pandas(preserve_index=False)`` converts a partition of them (the
+    engines' own conversion of a pandas block): Arrow-backed dtypes as they are."""
+    import pandas as pd
+
+    empty = pd.DataFrame({name: pd.Series([], dtype=t) for name, t in zip(names, dtypes)})
+    return _pyarrow().Schema.from_pandas(empty, preserve_index=False)
+
+
+def cql_config(hosts: Any, keyspace: str, table: str, columns: Sequence[str] | None,
+               batch_rows: int | None, connection: Mapping[str, Any], entry: str) -> SinkConfig:
+    """The configuration of a sink into the CQL table ``keyspace.table``: ``connection`` the
+    keyword arguments of :func:`bulkwire.cql.load_parquet` that describe the table's cluster
+    (``consistency``, ``username``, ``password``, ``tls``, ``certificate``, ``ca``, ``window``,
+    ``retries``, ``timeout``), judged now; another keyword raises ``TypeError`` naming it
+    and ``entry``."""
+    from .load.cql_target import CqlDescription
+
+    known = inspect.signature(CqlDescription.of).parameters
+    unknown = sorted(name for name in connection
+                     if name not in known or known[name].kind is not inspect.Parameter.KEYWORD_ONLY)
+    if unknown:
+        raise TypeError(f"{entry}() got an unexpected keyword argument {unknown[0]!r} (a CQL "
+                        f"sink takes columns, batch_rows and the connection's: "
+                        f"{', '.join(n for n, p in known.items() if p.kind is p.KEYWORD_ONLY)})")
+    described = CqlDescription.of(hosts, keyspace, table, **connection)
+    return SinkConfig(options=LoadOptions(columns=columns, batch_rows=batch_rows),
+                      described=described)
 
 
 def _non_empty_batches(data: Any, batch_rows: int | None) -> Iterator[Any]:
@@ -81,11 +160,13 @@ def _non_empty_batches(data: Any, batch_rows: int | None) -> Iterator[Any]:
 
 
 def load_arrow(data: Any, config: SinkConfig, source: str) -> LoadResult:
-    """Sends the rows of ``data`` (a pyarrow Table, RecordBatch, or an iterable of them) as
-    ONE bulk insert request, through :func:`bulkwire.load_arrow`; returns what it did. No
-    rows, no request. It returns only when the server answered 2xx to the whole body; any
-    error (or Ctrl-C) aborts the operation and propagates, with ``source`` naming where the
-    rows came from."""
+    """Sends the rows of ``data`` (a pyarrow Table, RecordBatch, or an iterable of them) in
+    ONE session of the target (a bulk insert request; a CQL session with its own
+    connections), through :func:`bulkwire.load_arrow`; returns what it did. No rows, no
+    session. It returns only when the target confirmed every row (the server answered 2xx
+    to the whole body; every INSERT was acknowledged); any error (or Ctrl-C) aborts the
+    session and propagates, with a note naming ``source``, where the rows came from (the
+    rows an error names count from its first row)."""
     start = time.perf_counter()
     options = config.options
     batches = _non_empty_batches(data, options.batch_rows)
@@ -93,14 +174,14 @@ def load_arrow(data: Any, config: SinkConfig, source: str) -> LoadResult:
     if first is None:
         return LoadResult(rows=0, body_bytes=0, wire_bytes=0, seconds=time.perf_counter() - start,
                           source=source, target=config.target, compress=options.compress)
-    config.check_columns(first.schema.names, source)  # named after the partition, not its data
+    if config.described is None:
+        config.check_columns(first.schema.names, source)  # named after the partition, not its data
     try:
-        result = _load.load_arrow(
-            itertools.chain([first], batches), url=config.url, database=config.database,
-            options=options, threads=1, certificate=config.certificate, ca=config.ca)
-    except RowError as exc:
-        # its row counts from the partition's first row: say which partition (a note, which
-        # travels with the pickled error back to the engine's client)
+        result = _load.load_arrow(itertools.chain([first], batches), target=config.description(),
+                                  options=options, threads=1)
+    except Exception as exc:
+        # the rows it names count from the partition's first row: say which partition (a
+        # note, which travels with the pickled error back to the engine's client)
         _add_note(exc, f"in {source}")
         raise
     return dataclasses.replace(result, source=source, target=config.target)

@@ -1,7 +1,10 @@
-"""Bulk insert from a Dask DataFrame: one request per partition, sent by the workers.
+"""Load a Dask DataFrame: one session per partition, sent by the workers, into a RavenDB
+database (:func:`to_bulk_insert`: one bulk insert request per partition) or a Cassandra/Scylla
+table (:func:`to_cql`: one CQL session per partition).
 
 >>> import bulkwire.dask
 >>> result = bulkwire.dask.to_bulk_insert(ddf, "http://raven:8080", "db")  # doctest: +SKIP
+>>> result = bulkwire.dask.to_cql(ddf, "10.0.0.1", "ks", "vectors")  # doctest: +SKIP
 >>> result.rows                                                     # doctest: +SKIP
 
 Needs the ``dask`` extra (``pip install 'bulkwire[dask]'``); ``import bulkwire`` does not
@@ -12,13 +15,13 @@ from __future__ import annotations
 import time
 from typing import Any, Mapping, Sequence
 
-from ._arrow_sink import SinkConfig, load_arrow, summed
+from ._arrow_sink import SinkConfig, cql_config, load_arrow, pandas_schema, summed
 from ._extras import missing_extra
 from .errors import _mark_unconfirmed
 from .load import LoadResult
 from .load_options import LoadOptions
 
-__all__ = ["to_bulk_insert"]
+__all__ = ["to_bulk_insert", "to_cql"]
 
 _STATS_COLUMNS = ("rows", "body_bytes", "wire_bytes", "seconds")
 
@@ -44,8 +47,8 @@ def _stats_frame(result: LoadResult | None) -> Any:
 
 
 def _load_partition(frame: Any, config: SinkConfig, partition_info: dict | None = None) -> Any:
-    """Runs on a worker: the partition's rows as one bulk insert request; returns its stats
-    as a one-row frame (a new reference to a new frame)."""
+    """Runs on a worker: the partition's rows as one session of the target; returns its
+    stats as a one-row frame (a new reference to a new frame)."""
     import pyarrow as pa
 
     number = partition_info["number"] if partition_info else "?"
@@ -83,13 +86,57 @@ def to_bulk_insert(ddf: Any, url: str | Sequence[str], database: str, *,
     >>> to_bulk_insert(ddf, "http://127.0.0.1:8080", "db").rows       # doctest: +SKIP
     2200000
     """
-    dd = _dask_dataframe()
-    if not isinstance(ddf, dd.DataFrame):
-        raise TypeError(f"ddf must be a dask.dataframe.DataFrame, not {type(ddf).__name__}")
     config = SinkConfig(url=url if isinstance(url, str) else tuple(url), database=database,
                         options=LoadOptions.of(options, **fields), certificate=certificate,
                         ca=ca)
-    config.check_columns(list(ddf.columns), "the Dask DataFrame")
+    return _write(ddf, config, compute_kwargs)
+
+
+def to_cql(ddf: Any, hosts: str | Sequence[str], keyspace: str, table: str, *,
+           columns: Sequence[str] | None = None, batch_rows: int | None = None,
+           compute_kwargs: Mapping[str, Any] | None = None, **connection: Any) -> LoadResult:
+    """Load every row of the Dask DataFrame ``ddf`` into the CQL table ``keyspace.table``:
+    each partition is sent by the worker that holds it, in one CQL session of its own (its
+    own connections, through ``map_partitions``), each row one prepared INSERT of the
+    frame's columns (``columns``: these only) routed to the node owning its partition, as
+    :func:`bulkwire.cql.load_parquet` writes it; returns the sessions' stats summed
+    (``seconds``: the whole run's wall time).
+
+    ``hosts``, ``keyspace`` and ``table`` are as for :func:`bulkwire.cql.load_parquet`, and
+    so are the keyword arguments of the connection (``connection``: ``consistency``,
+    ``username``, ``password``, ``tls``, ``certificate``, ``ca``, ``window``, ``retries``,
+    ``timeout``) and ``batch_rows``; ``compute_kwargs`` go to ``compute``. Only the judged
+    description of the table (no connection) is sent to the workers; the password is in it,
+    never in its repr, a message or the result.
+
+    Before any task runs, the table's columns are read, the INSERT prepared and the
+    frame's Arrow schema (of its columns' dtypes, as each partition is converted) checked
+    against it: :class:`bulkwire.errors.SchemaMismatchError` names a column whose type cannot be
+    bound (give vectors as Arrow-backed columns, ``dtype_backend="pyarrow"``: an object
+    column of lists is not one), ``ValueError`` a column the table lacks or a primary key
+    column the frame lacks. A partition whose session fails (a bad row, a node's refusal)
+    makes this call raise its error, noted with the partition and the partition's rows not
+    acknowledged; the partitions that completed stay loaded (running it again writes the
+    same rows again). It returns normally only when every row of every partition was
+    acknowledged.
+
+    >>> import dask.dataframe as dd                                  # doctest: +SKIP
+    >>> ddf = dd.read_parquet("embeddings/", dtype_backend="pyarrow")  # doctest: +SKIP
+    >>> to_cql(ddf, "10.0.0.1", "ks", "vectors").rows                # doctest: +SKIP
+    2200000
+    """
+    config = cql_config(hosts, keyspace, table, columns, batch_rows, connection, "to_cql")
+    return _write(ddf, config, compute_kwargs)
+
+
+def _write(ddf: Any, config: SinkConfig, compute_kwargs: Mapping[str, Any] | None) -> LoadResult:
+    """Each partition of ``ddf`` in one session of ``config``'s target, once the frame's
+    schema passed :meth:`SinkConfig.check`; the sessions' stats summed."""
+    dd = _dask_dataframe()
+    if not isinstance(ddf, dd.DataFrame):
+        raise TypeError(f"ddf must be a dask.dataframe.DataFrame, not {type(ddf).__name__}")
+    config.check("the Dask DataFrame", list(ddf.columns),
+                 lambda: pandas_schema(list(ddf.dtypes.index), list(ddf.dtypes)))
     start = time.perf_counter()
     tasks = ddf.map_partitions(_load_partition, config, meta=_stats_frame(None),
                                enforce_metadata=False)
@@ -163,4 +210,4 @@ def _note_unconfirmed(exc: BaseException, unconfirmed: list[int], partitions: in
                      f"not confirmed by the server: {len(unconfirmed)} of the Dask DataFrame's "
                      f"{partitions} partitions ({listed})" + (f": {why}" if why else "") +
                      "; the partitions not listed are stored, and running the load again "
-                     "repeats the same PUTs")
+                     "writes the same rows again")
