@@ -28,7 +28,7 @@ import bulkwire  # noqa: E402
 from bulkwire import VectorCodec, _core  # noqa: E402
 from bulkwire.conventions import check_id  # noqa: E402
 
-EXAMPLES = int(os.environ.get("BULKWIRE_HYPOTHESIS_EXAMPLES", "100"))
+from examples_budget import EXAMPLES  # noqa: E402
 
 
 def i64(*values: int) -> bytes:

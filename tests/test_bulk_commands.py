@@ -37,7 +37,7 @@ from ravendb.documents.session.time_series import ITimeSeriesValuesBindable  # n
 from ravendb.tools.utils import Utils  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-EXAMPLES = int(os.environ.get("BULKWIRE_HYPOTHESIS_EXAMPLES", "300"))
+from examples_budget import EXAMPLES  # noqa: E402
 DIFF_EXAMPLES = max(10, EXAMPLES // 6)  # each example makes four requests
 SLOW = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                       HealthCheck.function_scoped_fixture])

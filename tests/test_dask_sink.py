@@ -31,7 +31,9 @@ from bulkwire.errors import BulkInsertError, RowError
 from bulkwire.testing import LoopbackServer
 from sink_oracle import assert_exactly_once, make_table, received_commands, reference_commands
 
-EXAMPLES = max(10, int(os.environ.get("BULKWIRE_HYPOTHESIS_EXAMPLES", "300")) // 6)
+from examples_budget import EXAMPLES as _EXAMPLES  # noqa: E402
+
+EXAMPLES = max(10, _EXAMPLES // 2)
 PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(bulkwire.__file__)))
 
 

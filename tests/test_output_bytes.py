@@ -19,7 +19,7 @@ import bulkwire
 from _leaks import assert_no_growth, ignoring
 
 SWITCH = 1 << 20  # BW_OUT_BYTES_FROM: outputs past this move into their bytes result
-EXAMPLES = int(os.environ.get("BULKWIRE_HYPOTHESIS_EXAMPLES", "300"))
+from examples_budget import EXAMPLES  # noqa: E402
 
 
 def usable_size(obj):

@@ -25,6 +25,7 @@ import pyarrow.parquet as pq
 
 import parquet_craft as pc
 from build_extras import needs
+from examples_budget import EXAMPLES
 from bulkwire import _core
 
 #: what the lookup may allocate beyond the interpreter's address space before it
@@ -356,7 +357,7 @@ moves = st.one_of(
     st.tuples(st.just("to"), st.integers(0, 4), st.integers(0, 40)))      # another page
 
 
-@settings(max_examples=int(os.environ.get("BULKWIRE_HYPOTHESIS_EXAMPLES", "300")) // 2)
+@settings(max_examples=max(10, EXAMPLES // 2))
 @given(column=st.integers(1, 4), page=st.integers(0, 40), move=moves,
        first_row=st.integers(-3, 3), dictionary=st.booleans(),
        rows=st.lists(st.integers(0, 599), min_size=1, max_size=12))

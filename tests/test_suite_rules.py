@@ -153,9 +153,10 @@ def _run_pytest(folder: pathlib.Path, require: bool) -> subprocess.CompletedProc
 
 @pytest.fixture
 def suite_without_an_extra(tmp_path):
-    """A copy of this suite's conftest beside a test file that skips at import for a missing
-    package, and one whose test skips inside for another."""
-    (tmp_path / "conftest.py").write_text((HERE / "conftest.py").read_text())
+    """A copy of this suite's conftest (and the module it imports) beside a test file that
+    skips at import for a missing package, and one whose test skips inside for another."""
+    for name in ("conftest.py", "examples_budget.py"):
+        (tmp_path / name).write_text((HERE / name).read_text())
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
     (tmp_path / "test_needs_a_package.py").write_text(
         "import pytest\n"

@@ -25,12 +25,14 @@ __all__ += ["BuildConfig", "build_config", "show_config"]
 # Bulk insert; its exceptions, one hierarchy under BulkInsertError: bulkwire.errors
 from .bulk import BulkInsert, BulkStats, BulkWriter  # noqa: E402
 from .errors import (BulkInsertAborted, BulkInsertError, ConnectError,  # noqa: E402
-                     ConnectionLostError, EarlyResponse, ProtocolError, ServerError,
+                     ConnectionLostError, CqlServerError, EarlyResponse, ProtocolError,
+                     SchemaMismatchError, ServerError,
                      TLSError, TLSFileError, TransportError, TransportTimeoutError,
                      UnsupportedByServer)
 
 __all__ += ["BulkInsert", "BulkInsertAborted", "BulkInsertError", "BulkStats", "BulkWriter",
-            "ConnectError", "ConnectionLostError", "EarlyResponse", "ProtocolError", "ServerError",
+            "ConnectError", "ConnectionLostError", "CqlServerError", "EarlyResponse",
+            "ProtocolError", "SchemaMismatchError", "ServerError",
             "TLSError", "TLSFileError", "TransportError", "TransportTimeoutError",
             "UnsupportedByServer"]
 

@@ -10,7 +10,8 @@ catch the ones they always caught::
      ├── BulkInsertError      (RuntimeError)   the bulk insert did not complete
      ├── RowError             (ValueError)     a row that cannot be encoded
      ├── MalformedFileError   (ValueError)     a source file or batch whose data is inconsistent
-     └── ResumeStateError     (ValueError)     a resume state that does not fit the load
+     ├── ResumeStateError     (ValueError)     a resume state that does not fit the load
+     └── SchemaMismatchError  (ValueError)     a column that cannot be bound to its CQL column
 
 A call that is wrong in itself (an argument of the wrong type or out of its range, a closed
 object, a call from a second thread, an object a forked child inherited) raises the builtin
@@ -50,8 +51,10 @@ lower-level exception: the socket's, ``http.client``'s, the JSON decoder's)::
           │    └── TransportTimeoutError  a socket operation waited longer than ``timeout``
           ├── ServerError               the server answered with an error: an error status,
           │    │                        or an operation it reports as faulted
-          │    └── ProtocolError        an answer that is not the protocol's: not HTTP, not
-          │                             JSON, or JSON of another shape
+          │    ├── ProtocolError        an answer that is not the protocol's: not HTTP, not
+          │    │                        JSON, or JSON of another shape
+          │    └── CqlServerError       a CQL node answered ERROR (a load into a CQL table
+          │                             raises the other classes above alike): code, name
           └── UnsupportedByServer       the server's version does not read what the insert
                                         would send (a zstd body, counters, ...): nothing of it
                                         was sent
@@ -77,6 +80,12 @@ other options or other files, or in use by another load::
 
     ValueError, BulkwireError
      └── ResumeStateError           path: the state file; the message says what is wrong
+
+Data whose Arrow schema does not fit the CQL table it is loaded into
+(``bulkwire.cql.load_parquet``), found before any row is sent::
+
+    ValueError, BulkwireError
+     └── SchemaMismatchError        column, arrow_type, cql_type
 
 Errors name the request (``GET http://host/databases/db/operations/next-operation-id``) and,
 for the server's errors, carry its message. ``ServerError.status`` is the HTTP status (None
