@@ -320,7 +320,9 @@ def prepare_batch(
     float32: Literal["widen", "shortest"] = ...,
     dim: int = ...,
     row_base: int = ...,
+    chunk_size: int | None = ...,
 ) -> PreparedBatch: ...
+def _batch_text_memory() -> tuple[int, int]: ...
 
 # ---- Parquet random access: csrc/core/parquet_pages.c, csrc/py/arrow/py_parquet_pages.c ----
 # `file` is (fd, size): an open descriptor, read with pread, and the file's size when it was

@@ -36,8 +36,8 @@ def _encoded_in_order(batches: Iterator[Any], encode: BatchEncoder, source: str,
                       idx: Any, first_row: int = 0) -> Iterator[tuple[Any, int]]:
     """``(encoded, rows)`` of each batch, in file order: what the encoder gave (for the bulk
     insert kinds a batch validated in C without the GIL, which the writer encodes in one
-    call). With a pool, up to ``ahead`` batches are encoded while the caller reads Parquet
-    and hands the encoded batches on. A bad row
+    call). With a pool, up to ``ahead`` batches are encoded, their text written too, while
+    the caller reads Parquet and hands the encoded batches on. A bad row
     raises :class:`~bulkwire.errors.RowError` naming the file's row (with ``take``, the
     index taken)."""
     pa = _pyarrow()
@@ -63,8 +63,8 @@ def _encoded_in_order(batches: Iterator[Any], encode: BatchEncoder, source: str,
         if dim is None or dim < 0:
             dim = _vector_dim(pa, batch, plan)
         args = (batch, dim, submitted)
-        if pool is not None:
-            pending.append((pool.submit(encode, *args), batch.num_rows))
+        if pool is not None:  # the encoding thread writes the batch's text too
+            pending.append((pool.submit(encode, *args, True), batch.num_rows))
         else:
             try:
                 pending.append((encode(*args), batch.num_rows))
