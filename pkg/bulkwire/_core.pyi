@@ -308,6 +308,7 @@ def encode_batch(
 class PreparedBatch:
     @property
     def rows(self) -> int: ...
+    def discard(self) -> None: ...
 
 def prepare_batch(
     batch: Any,
@@ -322,7 +323,6 @@ def prepare_batch(
     row_base: int = ...,
     chunk_size: int | None = ...,
 ) -> PreparedBatch: ...
-def _batch_text_memory() -> tuple[int, int]: ...
 
 # ---- Parquet random access: csrc/core/parquet_pages.c, csrc/py/arrow/py_parquet_pages.c ----
 # `file` is (fd, size): an open descriptor, read with pread, and the file's size when it was

@@ -708,6 +708,22 @@ static PyObject *Prepared_get_rows(prepared_object *self, void *unused) {
     return PyLong_FromLongLong((long long)bw_batch_job_rows(self->job));
 }
 
+/* discard() -> None (a new reference): the text written ahead goes back to the pool now,
+   for a batch that will not be stored (a failed load): whoever still holds the object (a
+   traceback's frame) then holds no text. A later put_batch writes the rows itself. */
+static PyObject *Prepared_discard(prepared_object *self, PyObject *unused) {
+    (void)unused;
+    bw_batch_job_drop_text(self->job);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef Prepared_methods[] = {
+    {"discard", (PyCFunction)Prepared_discard, METH_NOARGS,
+     "discard() -> None\n\nGive the text written ahead (prepare_batch's chunk_size) back to the "
+     "writers' pool now: the batch will not be stored. A later put_batch writes its rows."},
+    {NULL, NULL, 0, NULL},
+};
+
 static PyGetSetDef Prepared_getset[] = {
     {"rows", (getter)Prepared_get_rows, NULL, "Rows of the batch.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
@@ -722,6 +738,7 @@ static PyTypeObject PreparedType = {
               "prepare_batch, ready for CommandWriter.put_batch.",
     .tp_dealloc = (destructor)Prepared_dealloc,
     .tp_getset = Prepared_getset,
+    .tp_methods = Prepared_methods,
 };
 
 bw_batch_job *bw_prepared_batch_job(PyObject *prepared) {
@@ -762,7 +779,7 @@ done:
     return result;
 }
 
-/* _batch_text_memory() -> (buffers, bytes): the text buffers of batches written ahead that
+/* batch_text_memory() -> (buffers, bytes): the text buffers of batches written ahead that
    no writer has taken yet (a PreparedBatch alive holds them). New reference. */
 static PyObject *module_batch_text_memory(PyObject *module, PyObject *unused) {
     (void)module;
@@ -789,11 +806,20 @@ static PyMethodDef encode_batch_functions[] = {
      "with the GIL released, into buffers of the writers' pool cut as encode_batch cuts them "
      "(each but the last past chunk_size; the first starts with ','), which put_batch then "
      "takes over without a copy."},
-    {"_batch_text_memory", module_batch_text_memory, METH_NOARGS,
-     "_batch_text_memory() -> (buffers, bytes)\n\nText buffers of prepared batches that no "
-     "writer has taken yet, and their bytes (tests)."},
+
     {NULL, NULL, 0, NULL},
 };
+
+static PyMethodDef encode_batch_test_hooks[] = {
+    {"batch_text_memory", module_batch_text_memory, METH_NOARGS,
+     "batch_text_memory() -> (buffers, bytes): the text buffers of prepared batches that no "
+     "writer has taken yet, and their bytes."},
+    {NULL, NULL, 0, NULL},
+};
+
+int bw_encode_batch_add_test_hooks(PyObject *testing) {
+    return PyModule_AddFunctions(testing, encode_batch_test_hooks);
+}
 
 int bw_encode_batch_add_to_module(PyObject *module) {
     if (PyType_Ready(&PreparedType) < 0 ||

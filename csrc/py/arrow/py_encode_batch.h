@@ -57,4 +57,6 @@ bw_batch_job *bw_prepared_batch_job(PyObject *prepared);
 
 /* Adds encode_batch, prepare_batch and PreparedBatch (Arrow record batch -> bulk insert commands) to the module. */
 int bw_encode_batch_add_to_module(PyObject *module);
+/* Adds batch_text_memory to bulkwire._core._testing. 0, or -1 with an exception set. */
+int bw_encode_batch_add_test_hooks(PyObject *testing);
 #endif

@@ -231,10 +231,10 @@ def load_parquet(path: Any, *, url: str | Sequence[str] | None = None,
            (("certificate", certificate), ("ca", ca), ("ssl_context", ssl_context)) if value is not None}
     target = _target_of(url, database, out, options.compress, options.chunk_size, tls)
     workers = _count(workers, "workers", 1)
-    # One by default: a batch's text is written by this thread straight into the writer's
-    # buffer, so threads ahead only validate, and handing their batches over cost more than
-    # it saved (docs/performance.md, "The Parquet batch handed over in C")
-    threads = _count(threads, "threads", 1)
+    # Two by default: an encoding thread validates a batch and writes its text into buffers
+    # of the writers' pool, which the writer takes over without a copy, while this thread
+    # reads the file and hands the batches on (docs/performance.md)
+    threads = _count(threads, "threads", 2)
     pa = _pyarrow()
     reader = _as_reader(path)
     files: list[str] | None = None
