@@ -806,7 +806,6 @@ static PyMethodDef encode_batch_functions[] = {
      "with the GIL released, into buffers of the writers' pool cut as encode_batch cuts them "
      "(each but the last past chunk_size; the first starts with ','), which put_batch then "
      "takes over without a copy."},
-
     {NULL, NULL, 0, NULL},
 };
 

@@ -199,8 +199,9 @@ def load_parquet(path: Any, *, url: str | Sequence[str] | None = None,
     ``workers`` (with ``url`` and files): processes, each sending a disjoint share of the row
     groups in its own bulk insert request (default 1: this process). The first failure
     stops the others and raises that worker's error; Ctrl-C stops them all.
-    ``threads``: threads validating batches ahead of the writer, in each process (default:
-    1, none ahead: the writer writes each batch's text itself); the output is the same
+    ``threads``: threads validating batches and writing their text ahead of the writer, in
+    each process (default 2; with 1, none ahead: the writer writes each batch's text
+    itself); at most ``threads`` batches are written ahead, and the body is the same
     whatever the number.
 
     ``resume`` (with ``url`` and files): a state file. Each unit of work (a file's run of row

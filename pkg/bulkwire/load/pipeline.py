@@ -44,6 +44,8 @@ def _encoded_in_order(batches: Iterator[Any], encode: BatchEncoder, source: str,
     pending: deque = deque()  # (future or encoded batch, rows), in file order
     dim = None
     submitted = first_row  # row numbers in errors are the file's, whatever the unit
+    # on an encoding thread, the encoder writes the batch's text too when it can
+    encode_ahead = getattr(encode, "ahead", encode)
 
     def named(exc: RowError) -> RowError:
         if idx is None:
@@ -64,8 +66,8 @@ def _encoded_in_order(batches: Iterator[Any], encode: BatchEncoder, source: str,
             if dim is None or dim < 0:
                 dim = _vector_dim(pa, batch, plan)
             args = (batch, dim, submitted)
-            if pool is not None:  # the encoding thread writes the batch's text too
-                pending.append((pool.submit(encode, *args, True), batch.num_rows))
+            if pool is not None:
+                pending.append((pool.submit(encode_ahead, *args), batch.num_rows))
             else:
                 try:
                     pending.append((encode(*args), batch.num_rows))

@@ -51,17 +51,18 @@ class BatchEncoder(Protocol):
     It returns the batch made ready for the target (for the bulk insert kinds, validated:
     the writer encodes it in one call), which the pipeline hands, as it is, to
     :meth:`TargetSession.store`, and raises :class:`~bulkwire.errors.RowError` for a bad
-    row (the batch's row number: the pipeline names the source's row). With ``ahead`` (on
-    an encoding thread) it also writes the batch's text, as far as the kind can, so that
-    the writer only takes it over; the body is the same either way. It is also the one
+    row (the batch's row number: the pipeline names the source's row). An encoder may also
+    have ``ahead``, called as it is on encoding threads instead (the batch's text written
+    there too, so that the writer only takes it over; the body is the same either way);
+    what either returns may have ``discard()``, called when the batch will not be stored,
+    to give its memory back at once. It is also the one
     judge of the columns' types: called on a batch without rows, it raises what it would
     raise on the first batch. Picklable (sent to worker processes)."""
 
     @property
     def plan(self) -> ColumnPlan: ...
 
-    def __call__(self, batch: Any, dim: int = -1, row_base: int = 0,
-                 ahead: bool = False) -> Any: ...
+    def __call__(self, batch: Any, dim: int = -1, row_base: int = 0) -> Any: ...
 
 
 class TargetSession(Protocol):
