@@ -112,7 +112,9 @@ def test_a_batch_written_ahead_after_counters_and_documents():
         w._store_prepared(prepared(TABLE.slice(40, 9), ahead))
         w.store({"b": 2}, id="x/2")
         w.close()
-        return b"".join(bytes(c) for c in w.chunks()), w.documents
+        data = b"".join(bytes(c) for c in w.chunks())
+        assert w._writer.bytes == w.stats.body_bytes == len(data)  # the counters end counted
+        return data, w.documents
 
     assert body(500) == body(None)
     assert body(500)[1] == 2 + 39

@@ -557,8 +557,10 @@ static PyObject *Writer_put_batch(WriterObject *self, PyObject *prepared) {
         goto done;
     }
     if (bw_batch_job_text_count(job) > 0) { /* written ahead, by an encoding thread */
+        size_t before = w->buf.data != NULL ? w->buf.len : 0;
         if (bw_command_writer_end_open(w) < 0) /* the body as it was */
             goto done;
+        w->bytes += w->buf.len - before; /* the end of an open counters command */
         int rc = command_writer_put_ahead(self, job);
         w->commands += (Py_ssize_t)rows;
         if (rc < 0)
