@@ -23,8 +23,9 @@ import pyarrow.parquet as pq  # noqa: E402
 import bulkwire  # noqa: E402
 from bulkwire import _core  # noqa: E402
 from bulkwire._core import _testing  # noqa: E402
-from bulkwire.errors import BulkInsertAborted, RowError  # noqa: E402
-from test_batch_writer import FIELDS, META_JSON, TABLE, decompressed, reference, slices  # noqa: E402
+from bulkwire.errors import RowError  # noqa: E402
+from test_batch_writer import (FIELDS, META_JSON, TABLE, aborted_while_the_queue_is_full,  # noqa: E402
+                               decompressed, reference, slices)
 
 COMPRESS = {"none": False, "gzip": True, "zstd": "zstd"}
 
@@ -138,18 +139,8 @@ def test_a_writer_that_refuses_the_batch_leaves_its_text_to_the_batch():
 
 
 def test_an_abort_while_the_queue_is_full_gives_the_batchs_buffers_back():
-    w = bulkwire.BulkWriter(buffer_size=200, max_buffers=1)
-    from test_batch_writer import _blocked
-
-    stopper = threading.Thread(
-        target=lambda: _blocked(w) and w.fail(BulkInsertAborted("the load was stopped")))
-    stopper.start()
-    try:
-        with pytest.raises(BulkInsertAborted, match="the load was stopped"):
-            w._store_prepared(prepared(TABLE, ahead=200))
-    finally:
-        stopper.join(30)
-    assert w.failed and no_text_held()
+    assert aborted_while_the_queue_is_full(prepared(TABLE, ahead=200)).failed
+    assert no_text_held()
 
 
 # ------------------------------------------------------------------ load_parquet
