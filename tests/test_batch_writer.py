@@ -213,17 +213,23 @@ def test_ctrl_c_while_the_queue_is_full_leaves_the_writer_failed():
         w.close()
 
 
-def test_an_abort_while_the_queue_is_full_raises_in_the_batch_call():
+def aborted_while_the_queue_is_full(batch) -> bulkwire.BulkWriter:
+    """A writer (one buffer of 200 bytes in its queue) aborted while it waits on its full
+    queue in the call storing ``batch``, which must raise the abort."""
     w = bulkwire.BulkWriter(buffer_size=200, max_buffers=1)
     stopper = threading.Thread(
         target=lambda: _blocked(w) and w.fail(BulkInsertAborted("the load was stopped")))
     stopper.start()
     try:
         with pytest.raises(BulkInsertAborted, match="the load was stopped"):
-            w._store_prepared(prepared(TABLE))
+            w._store_prepared(batch)
     finally:
         stopper.join(30)
-    assert w.failed
+    return w
+
+
+def test_an_abort_while_the_queue_is_full_raises_in_the_batch_call():
+    assert aborted_while_the_queue_is_full(prepared(TABLE)).failed
 
 
 def test_the_batch_call_keeps_the_writer_rules():

@@ -26,6 +26,15 @@ void bw_pool_release(char *data, size_t cap);
    bw_pool_release. */
 char *bw_pool_acquire(size_t capacity, size_t *cap);
 
+/* The capacity a body buffer of `threshold` starts with: room for a full one plus a typical
+   command, so that filling it past the threshold does not reallocate (one huge command grows
+   it by doubling). Every writer of body buffers (a writer's own, a batch's text written
+   ahead) asks the pool for this much, so that the pool's buffers fit them all. */
+static inline size_t bw_pool_body_capacity(size_t threshold) {
+    size_t cap = threshold + threshold / 8 + 4096;
+    return cap < threshold ? threshold : cap; /* overflow guard */
+}
+
 /* Buffers currently held by the pool, their bytes, and the writers alive (tests). */
 void bw_pool_stats(size_t *buffers, size_t *bytes, size_t *users);
 #endif

@@ -308,6 +308,7 @@ def encode_batch(
 class PreparedBatch:
     @property
     def rows(self) -> int: ...
+    def discard(self) -> None: ...
 
 def prepare_batch(
     batch: Any,
@@ -320,6 +321,7 @@ def prepare_batch(
     float32: Literal["widen", "shortest"] = ...,
     dim: int = ...,
     row_base: int = ...,
+    chunk_size: int | None = ...,
 ) -> PreparedBatch: ...
 
 # ---- Parquet random access: csrc/core/parquet_pages.c, csrc/py/arrow/py_parquet_pages.c ----

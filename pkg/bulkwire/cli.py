@@ -554,8 +554,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="processes, each sending a disjoint share of the row groups in its "
                            "own bulk insert request (with --url)")
     load.add_argument("--threads", type=_positive_int,
-                      help="threads validating batches ahead of the writer in each process "
-                           "(default: 1, none ahead)")
+                      help="threads validating batches and writing their text ahead of the "
+                           "writer in each process (default: 2; 1: none ahead)")
     load.add_argument("--resume", metavar="STATE",
                       help="record each unit of work the server confirmed in the JSON file "
                            "STATE; run again with the same STATE to send only the rest (with "

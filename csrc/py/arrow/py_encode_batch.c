@@ -9,9 +9,11 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "buffer_pool.h"
 #include "encode_batch.h"
 #include "json_string.h"
 #include "py_arrow.h"
@@ -288,6 +290,12 @@ static int validate_part(batch_part *part, int64_t row_base) {
     return set_row_error(err.column, row_base + err.row, err.message);
 }
 
+/* One buffer of a batch's text written ahead: memory of the writers' buffer pool. */
+typedef struct {
+    char *data;
+    size_t len, cap;
+} text_buffer;
+
 struct bw_batch_job {
     bw_arrow_source src;
     int opened;
@@ -298,11 +306,39 @@ struct bw_batch_job {
     PyObject *prefix_str; /* the prefix str (new reference): its UTF-8 is each plan's prefix_raw */
     PyObject *fields;
     Py_buffer metadata;
+    /* the text written ahead (bw_batch_job_write_ahead), in order; a buffer taken by the
+       writer is NULL here */
+    text_buffer *text;
+    size_t n_text, cap_text;
 };
+
+/* Text buffers of batches written ahead that no writer has taken yet, and their bytes: a
+   test's measure that every error path gives them back. */
+static atomic_size_t ahead_buffers, ahead_bytes;
+
+/* Gives the buffer back to the pool and forgets it. No GIL needed. */
+static void text_buffer_release(text_buffer *t) {
+    if (t->data == NULL)
+        return;
+    atomic_fetch_sub(&ahead_buffers, 1);
+    atomic_fetch_sub(&ahead_bytes, t->cap);
+    bw_pool_release(t->data, t->cap);
+    t->data = NULL;
+}
+
+/* Gives every text buffer of the job back to the pool. No GIL needed. */
+static void job_text_clear(bw_batch_job *job) {
+    for (size_t i = 0; i < job->n_text; i++)
+        text_buffer_release(&job->text[i]);
+    free(job->text);
+    job->text = NULL;
+    job->n_text = job->cap_text = 0;
+}
 
 void bw_batch_job_free(bw_batch_job *job) {
     if (job == NULL)
         return;
+    job_text_clear(job);
     for (size_t k = 0; k < job->cap_parts; k++)
         part_clear(&job->parts[k]);
     PyMem_Free(job->parts);
@@ -457,31 +493,122 @@ failed:
     return NULL;
 }
 
-int bw_batch_job_write(bw_batch_job *job, bw_buf *out, int first, size_t threshold,
-                       bw_batch_sink full, void *ctx) {
-    for (size_t k = 0; k < job->n_parts; k++) {
-        const bw_batch_plan *p = &job->parts[k].plan;
-        int64_t row = 0;
-        while (row < p->length) {
-            int rc = 0;
-            Py_BEGIN_ALLOW_THREADS
-            for (; row < p->length && out->len <= threshold; row++) {
-                if ((!first && bw_buf_append(out, ",", 1) < 0) || bw_batch_write_row(p, row, out) < 0) {
-                    rc = -1;
-                    break;
-                }
-                first = 0;
-            }
-            Py_END_ALLOW_THREADS
-            if (rc < 0) {
-                PyErr_NoMemory();
+/* Where a job's writing stands: the part, and the row of it, written next. */
+typedef struct {
+    size_t part;
+    int64_t row;
+    int first; /* no ',' before the next row */
+} write_position;
+
+/* The one encode loop, and the one place the output is cut: appends the commands of the
+   rows from *at on, each after a ',' (but the body's first), until `out` holds more than
+   `threshold` bytes or every row is written (at->part == job->n_parts). No Python: run it
+   without the GIL. 0, or -1 out of memory (`out` then ends inside a command). */
+static int write_rows(const bw_batch_job *job, write_position *at, bw_buf *out, size_t threshold) {
+    for (; at->part < job->n_parts; at->part++, at->row = 0) {
+        const bw_batch_plan *p = &job->parts[at->part].plan;
+        for (; at->row < p->length; at->row++) {
+            if (out->len > threshold)
+                return 0;
+            if ((!at->first && bw_buf_append(out, ",", 1) < 0) || bw_batch_write_row(p, at->row, out) < 0)
                 return -1;
-            }
-            if (out->len > threshold && (rc = full(ctx, out)) <= 0)
-                return rc;
+            at->first = 0;
         }
     }
-    return 1;
+    return 0;
+}
+
+int bw_batch_job_write(bw_batch_job *job, bw_buf *out, int first, size_t threshold,
+                       bw_batch_sink full, void *ctx) {
+    write_position at = {0, 0, first};
+    for (;;) {
+        int rc;
+        Py_BEGIN_ALLOW_THREADS
+        rc = write_rows(job, &at, out, threshold);
+        Py_END_ALLOW_THREADS
+        if (rc < 0) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        if (out->len > threshold && (rc = full(ctx, out)) <= 0)
+            return rc;
+        if (at.part == job->n_parts)
+            return 1;
+    }
+}
+
+/* Appends `out`'s memory to the job's text (`out` is then empty, without memory). 0, or -1
+   out of memory (`out` untouched). No GIL needed. */
+static int job_text_push(bw_batch_job *job, bw_buf *out) {
+    if (job->n_text == job->cap_text) {
+        size_t cap = job->cap_text ? job->cap_text * 2 : 8;
+        text_buffer *grown = realloc(job->text, cap * sizeof *grown);
+        if (grown == NULL)
+            return -1;
+        job->text = grown;
+        job->cap_text = cap;
+    }
+    job->text[job->n_text++] = (text_buffer){out->data, out->len, out->cap};
+    out->data = NULL;
+    out->len = out->cap = 0;
+    return 0;
+}
+
+/* Writes the text of every row into buffers of the writers' pool, cut where write_rows cuts
+   at `threshold`, the first starting with ','. No Python: run it without the GIL. 0, or -1
+   out of memory (every buffer then given back). */
+static int job_write_ahead(bw_batch_job *job, size_t threshold) {
+    write_position at = {0, 0, 0};
+    text_buffer cur = {NULL, 0, 0};
+    do {
+        cur.data = bw_pool_acquire(bw_pool_body_capacity(threshold), &cur.cap);
+        if (cur.data == NULL)
+            goto failed;
+        atomic_fetch_add(&ahead_buffers, 1);
+        atomic_fetch_add(&ahead_bytes, cur.cap);
+        bw_buf out = {.data = cur.data, .len = 0, .cap = cur.cap};
+        int rc = write_rows(job, &at, &out, threshold);
+        /* the buffer may have moved as it grew: account for the one it is now */
+        atomic_fetch_sub(&ahead_bytes, cur.cap);
+        atomic_fetch_add(&ahead_bytes, out.cap);
+        cur = (text_buffer){out.data, out.len, out.cap};
+        if (rc < 0 || job_text_push(job, &out) < 0)
+            goto failed;
+        cur.data = NULL;
+    } while (at.part < job->n_parts);
+    return 0;
+failed:
+    text_buffer_release(&cur);
+    job_text_clear(job);
+    return -1;
+}
+
+int bw_batch_job_write_ahead(bw_batch_job *job, size_t threshold) {
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    job_text_clear(job);
+    rc = job->rows > 0 ? job_write_ahead(job, threshold) : 0;
+    Py_END_ALLOW_THREADS
+    if (rc < 0)
+        PyErr_NoMemory();
+    return rc;
+}
+
+size_t bw_batch_job_text_count(const bw_batch_job *job) { return job->n_text; }
+
+void bw_batch_job_drop_text(bw_batch_job *job) { job_text_clear(job); }
+
+char *bw_batch_job_take_text(bw_batch_job *job, size_t i, size_t *len, size_t *cap) {
+    text_buffer *t = &job->text[i];
+    char *data = t->data;
+    *len = t->len;
+    *cap = t->cap;
+    if (data != NULL) {
+        atomic_fetch_sub(&ahead_buffers, 1);
+        atomic_fetch_sub(&ahead_bytes, t->cap);
+    }
+    t->data = NULL;
+    return data;
 }
 
 /* bw_batch_sink of encode_batch: the buffer's bytes become the next item of the list. */
@@ -505,6 +632,22 @@ static int pop_keyword(PyObject *kwargs, const char *name, PyObject **keep) {
     return PyDict_DelItemString(kwargs, name) < 0 ? -1 : 1;
 }
 
+/* Reads chunk_size, an int, which must be positive, into *size. 0, or -1 with an exception
+   set. */
+static int chunk_size_of(PyObject *obj, Py_ssize_t *size) {
+    if (!PyLong_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "chunk_size must be an int, not %.100s", Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    if ((*size = PyLong_AsSsize_t(obj)) == -1 && PyErr_Occurred())
+        return -1;
+    if (*size <= 0) {
+        PyErr_SetString(PyExc_ValueError, "chunk_size must be positive");
+        return -1;
+    }
+    return 0;
+}
+
 /* New reference: the list of chunks, or NULL with an exception set. */
 static PyObject *module_encode_batch(PyObject *module, PyObject *args, PyObject *kwargs) {
     (void)module;
@@ -520,19 +663,8 @@ static PyObject *module_encode_batch(PyObject *module, PyObject *args, PyObject 
             goto done;
         if (first_obj != NULL && (first = PyObject_IsTrue(first_obj)) < 0)
             goto done;
-        if (size_obj != NULL) {
-            if (!PyLong_Check(size_obj)) {
-                PyErr_Format(PyExc_TypeError, "chunk_size must be an int, not %.100s",
-                             Py_TYPE(size_obj)->tp_name);
-                goto done;
-            }
-            if ((chunk_size = PyLong_AsSsize_t(size_obj)) == -1 && PyErr_Occurred())
-                goto done;
-        }
-    }
-    if (chunk_size <= 0) {
-        PyErr_SetString(PyExc_ValueError, "chunk_size must be positive");
-        goto done;
+        if (size_obj != NULL && chunk_size_of(size_obj, &chunk_size) < 0)
+            goto done;
     }
     if ((job = bw_batch_job_open(args, rest)) == NULL)
         goto done;
@@ -576,6 +708,22 @@ static PyObject *Prepared_get_rows(prepared_object *self, void *unused) {
     return PyLong_FromLongLong((long long)bw_batch_job_rows(self->job));
 }
 
+/* discard() -> None (a new reference): the text written ahead goes back to the pool now,
+   for a batch that will not be stored (a failed load): whoever still holds the object (a
+   traceback's frame) then holds no text. A later put_batch writes the rows itself. */
+static PyObject *Prepared_discard(prepared_object *self, PyObject *unused) {
+    (void)unused;
+    bw_batch_job_drop_text(self->job);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef Prepared_methods[] = {
+    {"discard", (PyCFunction)Prepared_discard, METH_NOARGS,
+     "discard() -> None\n\nGive the text written ahead (prepare_batch's chunk_size) back to the "
+     "writers' pool now: the batch will not be stored. A later put_batch writes its rows."},
+    {NULL, NULL, 0, NULL},
+};
+
 static PyGetSetDef Prepared_getset[] = {
     {"rows", (getter)Prepared_get_rows, NULL, "Rows of the batch.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
@@ -590,6 +738,7 @@ static PyTypeObject PreparedType = {
               "prepare_batch, ready for CommandWriter.put_batch.",
     .tp_dealloc = (destructor)Prepared_dealloc,
     .tp_getset = Prepared_getset,
+    .tp_methods = Prepared_methods,
 };
 
 bw_batch_job *bw_prepared_batch_job(PyObject *prepared) {
@@ -604,16 +753,39 @@ bw_batch_job *bw_prepared_batch_job(PyObject *prepared) {
 /* New reference: the PreparedBatch, or NULL with an exception set. */
 static PyObject *module_prepare_batch(PyObject *module, PyObject *args, PyObject *kwargs) {
     (void)module;
-    bw_batch_job *job = bw_batch_job_open(args, kwargs);
-    if (job == NULL)
-        return NULL;
+    PyObject *rest = NULL, *size_obj = NULL, *result = NULL;
+    Py_ssize_t chunk_size = 0;
+    bw_batch_job *job = NULL;
+    /* chunk_size is this function's own; the rest describe the batch */
+    if (kwargs != NULL && ((rest = PyDict_Copy(kwargs)) == NULL ||
+                           pop_keyword(rest, "chunk_size", &size_obj) < 0))
+        goto done;
+    if (size_obj != NULL && size_obj != Py_None && chunk_size_of(size_obj, &chunk_size) < 0)
+        goto done;
+    if ((job = bw_batch_job_open(args, rest)) == NULL)
+        goto done;
+    if (chunk_size > 0 && bw_batch_job_write_ahead(job, (size_t)chunk_size) < 0)
+        goto done;
     prepared_object *self = PyObject_New(prepared_object, &PreparedType);
-    if (self == NULL) {
-        bw_batch_job_free(job);
-        return NULL;
-    }
+    if (self == NULL)
+        goto done;
     self->job = job;
-    return (PyObject *)self;
+    job = NULL;
+    result = (PyObject *)self;
+done:
+    bw_batch_job_free(job);
+    Py_XDECREF(rest);
+    Py_XDECREF(size_obj);
+    return result;
+}
+
+/* batch_text_memory() -> (buffers, bytes): the text buffers of batches written ahead that
+   no writer has taken yet (a PreparedBatch alive holds them). New reference. */
+static PyObject *module_batch_text_memory(PyObject *module, PyObject *unused) {
+    (void)module;
+    (void)unused;
+    return Py_BuildValue("(nn)", (Py_ssize_t)atomic_load(&ahead_buffers),
+                         (Py_ssize_t)atomic_load(&ahead_bytes));
 }
 
 static PyMethodDef encode_batch_functions[] = {
@@ -626,12 +798,27 @@ static PyMethodDef encode_batch_functions[] = {
      "bulkwire.errors.RowError (a ValueError) with its column, row and reason as attributes."},
     {"prepare_batch", (PyCFunction)(void (*)(void))module_prepare_batch, METH_VARARGS | METH_KEYWORDS,
      "prepare_batch(batch, id_column, fields, *, vector_column=None, id_prefix='', metadata=b'{}', "
-     "float32='widen', dim=-1, row_base=0) -> PreparedBatch\n\n"
+     "float32='widen', dim=-1, row_base=0, chunk_size=None) -> PreparedBatch\n\n"
      "Imports, plans and validates an Arrow record batch (or stream of them) as encode_batch "
-     "does, without writing anything (the validation runs with the GIL released): a bad row "
-     "raises bulkwire.errors.RowError. CommandWriter.put_batch writes it."},
+     "does (the validation runs with the GIL released): a bad row raises "
+     "bulkwire.errors.RowError. Without chunk_size nothing is written: CommandWriter.put_batch "
+     "writes the rows into its own buffers. With chunk_size, the rows' text is written here, "
+     "with the GIL released, into buffers of the writers' pool cut as encode_batch cuts them "
+     "(each but the last past chunk_size; the first starts with ','), which put_batch then "
+     "takes over without a copy."},
     {NULL, NULL, 0, NULL},
 };
+
+static PyMethodDef encode_batch_test_hooks[] = {
+    {"batch_text_memory", module_batch_text_memory, METH_NOARGS,
+     "batch_text_memory() -> (buffers, bytes): the text buffers of prepared batches that no "
+     "writer has taken yet, and their bytes."},
+    {NULL, NULL, 0, NULL},
+};
+
+int bw_encode_batch_add_test_hooks(PyObject *testing) {
+    return PyModule_AddFunctions(testing, encode_batch_test_hooks);
+}
 
 int bw_encode_batch_add_to_module(PyObject *module) {
     if (PyType_Ready(&PreparedType) < 0 ||

@@ -35,10 +35,28 @@ typedef int (*bw_batch_sink)(void *ctx, bw_buf *out);
 int bw_batch_job_write(bw_batch_job *job, bw_buf *out, int first, size_t threshold,
                        bw_batch_sink full, void *ctx);
 
+/* Writes the text of every row ahead, with the GIL released, into buffers of the writers'
+   pool (buffer_pool.h), cut where bw_batch_job_write cuts at `threshold`, the first starting
+   with ',' (a writer that has no command yet makes it '['). The job owns them until
+   bw_batch_job_take_text; bw_batch_job_free gives back those not taken. 0, or -1 with
+   MemoryError set (no buffer kept). GIL held on entry. */
+int bw_batch_job_write_ahead(bw_batch_job *job, size_t threshold);
+/* Buffers of text written ahead (0: none: the writer writes the rows itself). */
+size_t bw_batch_job_text_count(const bw_batch_job *job);
+/* Takes text buffer i (i < bw_batch_job_text_count) from the job: its memory (NULL when
+   taken before), length and allocated size; the caller owns it (a chunk of the body, or
+   bw_pool_release). */
+char *bw_batch_job_take_text(bw_batch_job *job, size_t i, size_t *len, size_t *cap);
+/* Gives back to the pool the text buffers not taken, and forgets the text: a later
+   put_batch of the job writes its rows itself. */
+void bw_batch_job_drop_text(bw_batch_job *job);
+
 /* The job of a PreparedBatch (prepare_batch's result; the object owns it), or NULL with
    TypeError when `prepared` is something else. */
 bw_batch_job *bw_prepared_batch_job(PyObject *prepared);
 
 /* Adds encode_batch, prepare_batch and PreparedBatch (Arrow record batch -> bulk insert commands) to the module. */
 int bw_encode_batch_add_to_module(PyObject *module);
+/* Adds batch_text_memory to bulkwire._core._testing. 0, or -1 with an exception set. */
+int bw_encode_batch_add_test_hooks(PyObject *testing);
 #endif

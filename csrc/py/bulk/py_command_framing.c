@@ -8,13 +8,6 @@
 
 #include <stdlib.h>
 
-/* A fresh buffer starts with room for a full one plus a typical document, so that filling
-   it to the threshold does not reallocate; one huge document grows it by doubling. */
-static size_t initial_capacity(size_t threshold) {
-    size_t cap = threshold + threshold / 8 + 4096;
-    return cap < threshold ? threshold : cap; /* overflow guard */
-}
-
 int bw_command_writer_init(bw_command_writer *w, size_t threshold, const bw_encode_options *opts) {
     w->buf.data = NULL;
     w->buf.len = w->buf.cap = 0;
@@ -47,7 +40,7 @@ int bw_command_writer_ensure_buffer(bw_command_writer *w) {
     if (w->buf.data != NULL)
         return 0;
     size_t cap;
-    char *data = bw_pool_acquire(initial_capacity(w->threshold), &cap);
+    char *data = bw_pool_acquire(bw_pool_body_capacity(w->threshold), &cap);
     if (data == NULL) {
         PyErr_NoMemory();
         return -1;
@@ -159,7 +152,7 @@ int bw_command_writer_check_no_series(const bw_command_writer *w) {
     return -1;
 }
 
-int bw_command_writer_begin_command(bw_command_writer *w) {
+int bw_command_writer_end_open(bw_command_writer *w) {
     if (w->finished) { /* checked again here: a caller may have run Python code since */
         PyErr_SetString(PyExc_RuntimeError, "the bulk insert body is already finished");
         return -1;
@@ -167,8 +160,19 @@ int bw_command_writer_begin_command(bw_command_writer *w) {
     if (bw_command_writer_check_no_series(w) < 0 || bw_command_writer_ensure_buffer(w) < 0)
         return -1;
     size_t start = w->buf.len;
-    if ((w->open == BW_OPEN_COUNTERS && bw_command_batch_close(&w->buf) < 0) ||
-        bw_buf_append(&w->buf, w->started ? "," : "[", 1) < 0) {
+    if (w->open == BW_OPEN_COUNTERS && bw_command_batch_close(&w->buf) < 0) {
+        w->buf.len = start;
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
+
+int bw_command_writer_begin_command(bw_command_writer *w) {
+    size_t start = w->buf.data != NULL ? w->buf.len : 0;
+    if (bw_command_writer_end_open(w) < 0)
+        return -1;
+    if (bw_buf_append(&w->buf, w->started ? "," : "[", 1) < 0) {
         w->buf.len = start;
         PyErr_NoMemory();
         return -1;

@@ -60,6 +60,10 @@ int bw_command_writer_ensure_buffer(bw_command_writer *w);
    or ','). 0, or -1 with an exception set. On success the caller, once its command is
    written, calls bw_command_writer_command_done; on failure it rolls the buffer back. */
 int bw_command_writer_begin_command(bw_command_writer *w);
+/* bw_command_writer_begin_command without the separator, for commands whose text brings its
+   own (a batch's text written ahead): the checks, a current buffer, the end of an open
+   counters command. 0, or -1 with an exception set (the buffer then as it was). */
+int bw_command_writer_end_open(bw_command_writer *w);
 static inline void bw_command_writer_command_done(bw_command_writer *w) {
     w->started = 1;
     w->open = BW_OPEN_NONE;

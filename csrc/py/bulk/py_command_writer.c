@@ -13,6 +13,7 @@
 #include "py_fork_origin.h"
 #include "py_handover_queue.h"
 
+#include "buffer_pool.h"
 #include "bulk_commands.h"
 #include "int_text.h"
 
@@ -478,6 +479,59 @@ static int hand_over_batch_buffer(void *ctx, bw_buf *out) {
     return taken;
 }
 
+/* Takes a buffer of text written ahead (`len` bytes of complete commands, each after its
+   separator) into the body without copying it when it holds more than the threshold: what
+   the current buffer holds is handed over first, then the buffer itself. A shorter one (a
+   batch's last) becomes the current buffer when that is empty, else is appended to it (a
+   copy of less than the threshold), handed over once past the threshold. The memory is the
+   writer's from the call on (freed or handed over whatever happens). 1, 0 (the consumer is
+   gone) or -1 with an exception set. */
+static int command_writer_adopt(WriterObject *self, char *data, size_t len, size_t cap) {
+    bw_command_writer *w = &self->w;
+    int taken = 1;
+    w->bytes += len;
+    if (len > w->threshold && w->buf.len > 0 && (taken = command_writer_hand_over(self)) <= 0) {
+        bw_pool_release(data, cap);
+        return taken;
+    }
+    if (w->buf.len == 0) {
+        bw_pool_release(w->buf.data, w->buf.cap);
+        w->buf = (bw_buf){.data = data, .len = len, .cap = cap};
+    } else {
+        int appended = bw_buf_append(&w->buf, data, len);
+        bw_pool_release(data, cap);
+        if (appended < 0) {
+            PyErr_NoMemory();
+            return -1;
+        }
+    }
+    return bw_command_writer_over_threshold(w) ? command_writer_hand_over(self) : 1;
+}
+
+/* put_batch of a batch whose text was written ahead (prepare_batch's chunk_size), after
+   bw_command_writer_end_open: its buffers go into the body in order (command_writer_adopt),
+   its leading ',' made '[' when it holds the body's first command. 1, 0 (the consumer is
+   gone) or -1 with an exception set (the body is then incomplete). Every buffer not taken
+   goes back to the pool. */
+static int command_writer_put_ahead(WriterObject *self, bw_batch_job *job) {
+    bw_command_writer *w = &self->w;
+    int first = !w->started, taken = 1;
+    bw_command_writer_command_done(w);
+    for (size_t i = 0; taken > 0 && i < bw_batch_job_text_count(job); i++) {
+        size_t len, cap;
+        char *data = bw_batch_job_take_text(job, i, &len, &cap);
+        if (data == NULL)
+            continue;
+        if (first) {
+            data[0] = '[';
+            first = 0;
+        }
+        taken = command_writer_adopt(self, data, len, cap);
+    }
+    bw_batch_job_drop_text(job);
+    return taken;
+}
+
 /* put_batch(prepared) -> int | None. New reference: the rows written; None when the
    consumer is gone (a full buffer was dropped). prepared (prepare_batch's) was validated
    whole, so writing it cannot fail on a row; the rows go straight into the writer's buffers,
@@ -500,6 +554,19 @@ static PyObject *Writer_put_batch(WriterObject *self, PyObject *prepared) {
     int64_t rows = bw_batch_job_rows(job);
     if (rows == 0) {
         result = PyLong_FromLong(0);
+        goto done;
+    }
+    if (bw_batch_job_text_count(job) > 0) { /* written ahead, by an encoding thread */
+        size_t before = w->buf.data != NULL ? w->buf.len : 0;
+        if (bw_command_writer_end_open(w) < 0) /* the body as it was */
+            goto done;
+        w->bytes += w->buf.len - before; /* the end of an open counters command */
+        int rc = command_writer_put_ahead(self, job);
+        w->commands += (Py_ssize_t)rows;
+        if (rc < 0)
+            self->handover_interrupted = 1;
+        else
+            result = rc > 0 ? PyLong_FromLongLong((long long)rows) : Py_NewRef(Py_None);
         goto done;
     }
     if (bw_command_writer_ensure_buffer(w) < 0)

@@ -201,8 +201,9 @@ def load_parquet(path: Any, *, url: str | Sequence[str] | None = None,
     ``workers`` (with ``url`` and files): processes, each sending a disjoint share of the row
     groups in its own bulk insert request (default 1: this process). The first failure
     stops the others and raises that worker's error; Ctrl-C stops them all.
-    ``threads``: threads validating batches ahead of the writer, in each process (default:
-    1, none ahead: the writer writes each batch's text itself); the output is the same
+    ``threads``: threads validating batches and writing their text ahead of the writer, in
+    each process (default 2; with 1, none ahead: the writer writes each batch's text
+    itself); at most ``threads`` batches are written ahead, and the body is the same
     whatever the number.
 
     ``resume`` (with ``url`` and files): a state file. Each unit of work (a file's run of row
@@ -239,10 +240,10 @@ def load_parquet(path: Any, *, url: str | Sequence[str] | None = None,
     elif url is not None or out is not None or tls:
         raise ValueError("target excludes url, out and the TLS arguments (they name a target)")
     workers = _count(workers, "workers", 1)
-    # One by default: a batch's text is written by this thread straight into the writer's
-    # buffer, so threads ahead only validate, and handing their batches over cost more than
-    # it saved (docs/performance.md, "The Parquet batch handed over in C")
-    threads = _count(threads, "threads", 1)
+    # Two by default: an encoding thread validates a batch and writes its text into buffers
+    # of the writers' pool, which the writer takes over without a copy, while this thread
+    # reads the file and hands the batches on (docs/performance.md)
+    threads = _count(threads, "threads", 2)
     pa = _pyarrow()
     reader = _as_reader(path)
     files: list[str] | None = None

@@ -6,7 +6,7 @@ through :class:`~bulkwire.load.targets.TargetDescription` and its sessions."""
 from __future__ import annotations
 
 from collections import deque
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field as dataclass_field
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
@@ -36,14 +36,16 @@ def _encoded_in_order(batches: Iterator[Any], encode: BatchEncoder, source: str,
                       idx: Any, first_row: int = 0) -> Iterator[tuple[Any, int]]:
     """``(encoded, rows)`` of each batch, in file order: what the encoder gave (for the bulk
     insert kinds a batch validated in C without the GIL, which the writer encodes in one
-    call). With a pool, up to ``ahead`` batches are encoded while the caller reads Parquet
-    and hands the encoded batches on. A bad row
+    call). With a pool, up to ``ahead`` batches are encoded, their text written too, while
+    the caller reads Parquet and hands the encoded batches on. A bad row
     raises :class:`~bulkwire.errors.RowError` naming the file's row (with ``take``, the
     index taken)."""
     pa = _pyarrow()
     pending: deque = deque()  # (future or encoded batch, rows), in file order
     dim = None
     submitted = first_row  # row numbers in errors are the file's, whatever the unit
+    # on an encoding thread, the encoder writes the batch's text too when it can
+    encode_ahead = getattr(encode, "ahead", encode)
 
     def named(exc: RowError) -> RowError:
         if idx is None:
@@ -58,24 +60,50 @@ def _encoded_in_order(batches: Iterator[Any], encode: BatchEncoder, source: str,
         except RowError as exc:
             raise named(exc) from None
 
-    for batch in batches:
-        _check_batch(batch, source)  # buffer sizes: what the C reader cannot know
-        if dim is None or dim < 0:
-            dim = _vector_dim(pa, batch, plan)
-        args = (batch, dim, submitted)
-        if pool is not None:
-            pending.append((pool.submit(encode, *args), batch.num_rows))
-        else:
-            try:
-                pending.append((encode(*args), batch.num_rows))
-            except RowError as exc:
-                raise named(exc) from None
-        submitted += batch.num_rows
-        del batch
-        while len(pending) > (ahead if pool is not None else 0):
+    try:
+        for batch in batches:
+            _check_batch(batch, source)  # buffer sizes: what the C reader cannot know
+            if dim is None or dim < 0:
+                dim = _vector_dim(pa, batch, plan)
+            args = (batch, dim, submitted)
+            if pool is not None:
+                pending.append((pool.submit(encode_ahead, *args), batch.num_rows))
+            else:
+                try:
+                    pending.append((encode(*args), batch.num_rows))
+                except RowError as exc:
+                    raise named(exc) from None
+            submitted += batch.num_rows
+            del batch
+            while len(pending) > (ahead if pool is not None else 0):
+                yield result(pending.popleft())
+        while pending:
             yield result(pending.popleft())
-    while pending:
-        yield result(pending.popleft())
+    finally:  # an error, or the consumer's (close()): what was encoded ahead is dropped
+        _drop_pending(pending, pool is not None)
+
+
+def _discard(encoded: Any) -> None:
+    """Gives back at once what an encoded batch that will not be stored holds (the text an
+    encoding thread wrote ahead), whoever still refers to it (a traceback's frame)."""
+    discard = getattr(encoded, "discard", None)
+    if discard is not None:
+        discard()
+
+
+def _drop_pending(pending: deque, futures: bool) -> None:
+    """The batches encoded ahead that will not be stored: those not started are cancelled,
+    those under way waited for, and each one's memory given back."""
+    jobs = [job for job, _ in pending]
+    pending.clear()
+    if futures:
+        for future in jobs:
+            future.cancel()
+        wait(jobs)
+        jobs = [f.result() for f in jobs
+                if not f.cancelled() and f.exception() is None]
+    for encoded in jobs:
+        _discard(encoded)
 
 
 def _default_batch_rows(schema, plan: ColumnPlan) -> int:
@@ -112,16 +140,21 @@ def _one_request(target: TargetSession, encoded: Iterable[tuple[Any, int]], pool
     request, complete, or aborted (the encoders stopped first) and the error raised, so that
     the server never sees a request end normally with batches missing. The rows sent."""
     rows = 0
+    batch = None
     try:
         for batch, n in encoded:
             if stop is not None and stop.is_set():
                 raise _Stopped
             added = target.store(batch, n)
-            del batch
+            batch = None
             rows += n
             on_batch(n, added)
         target.close()
     except BaseException:
+        _discard(batch)
+        close = getattr(encoded, "close", None)
+        if close is not None:  # the batches encoded ahead: their memory back at once
+            close()
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
         target.abort()

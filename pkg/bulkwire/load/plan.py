@@ -121,12 +121,23 @@ class _Encoder:
     id_prefix: str
     metadata: bytes
     float32: str
+    #: the writer's buffer size: the text written ahead is cut where the writer would cut it
+    chunk_size: int = 1 << 20
 
     def __call__(self, batch: Any, dim: int = -1, row_base: int = 0) -> Any:
         """The batch imported and every row validated (a ``PreparedBatch``): the writer
         encodes it into its own buffers in one call (``_store_prepared``)."""
+        return self._prepare(batch, dim, row_base, None)
+
+    def ahead(self, batch: Any, dim: int = -1, row_base: int = 0) -> Any:
+        """As calling it, on an encoding thread: the batch's text is written too, without
+        the GIL, into buffers of the writers' pool, cut where the writer would cut them,
+        which the writer takes over without a copy."""
+        return self._prepare(batch, dim, row_base, self.chunk_size)
+
+    def _prepare(self, batch: Any, dim: int, row_base: int, chunk_size: int | None) -> Any:
         plan = self.plan
         return _core.prepare_batch(
             batch, plan.id_column, plan.fields, vector_column=plan.vector_column,
             id_prefix=self.id_prefix, metadata=self.metadata, float32=self.float32, dim=dim,
-            row_base=row_base)
+            row_base=row_base, chunk_size=chunk_size)

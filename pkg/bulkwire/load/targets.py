@@ -51,7 +51,11 @@ class BatchEncoder(Protocol):
     It returns the batch made ready for the target (for the bulk insert kinds, validated:
     the writer encodes it in one call), which the pipeline hands, as it is, to
     :meth:`TargetSession.store`, and raises :class:`~bulkwire.errors.RowError` for a bad
-    row (the batch's row number: the pipeline names the source's row). It is also the one
+    row (the batch's row number: the pipeline names the source's row). An encoder may also
+    have ``ahead``, called as it is on encoding threads instead (the batch's text written
+    there too, so that the writer only takes it over; the body is the same either way);
+    what either returns may have ``discard()``, called when the batch will not be stored,
+    to give its memory back at once. It is also the one
     judge of the columns' types: called on a batch without rows, it raises what it would
     raise on the first batch. Picklable (sent to worker processes)."""
 
@@ -368,7 +372,7 @@ class _DocumentDescription:
             is_integer = _pyarrow().types.is_integer(schema.field(plan.id_column).type)
             id_prefix = f"{collection.lower()}/" if is_integer else ""
         metadata_json = _metadata_json(collection, options.python_type, options.metadata)
-        return _Encoder(plan, id_prefix, metadata_json, options.float32)
+        return _Encoder(plan, id_prefix, metadata_json, options.float32, self.chunk_size)
 
     def resume_options(self, encode: _Encoder, options: LoadOptions) -> dict:
         return {"collection": options.collection, "id_column": encode.plan.id_column,
