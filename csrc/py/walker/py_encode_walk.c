@@ -96,6 +96,9 @@ bw_walker *bw_walker_new(void) {
     }
     w->held = NULL;
     w->held_len = w->held_cap = 0;
+    w->plain_type = NULL;
+    w->plain_version = 0;
+    w->plain_dict_descr = NULL;
     return w;
 }
 
@@ -648,12 +651,23 @@ int bw_walk(bw_walker *w, PyObject *obj) {
     return write_other(w, obj);
 }
 
-int bw_walk_open_object(bw_walker *w, PyObject *obj, PyObject *skip_keys, Py_ssize_t *members) {
+/* write_other for an entity whose members bw_entity_plain_members gave: obj is marked open
+   (as before its hook), then its members' dict is written. */
+static int write_plain_entity(bw_walker *w, PyObject *obj, PyObject *own_members) {
+    if (bw_walker_enter(w, obj) < 0)
+        return -1;
+    int rc = write_dict(w, own_members);
+    bw_walker_leave(w);
+    return rc;
+}
+
+int bw_walk_open_object(bw_walker *w, PyObject *obj, PyObject *own_members, PyObject *skip_keys,
+                        Py_ssize_t *members) {
     w->open_object = 1;
     w->open_start = w->out->len;
     w->skip_keys = skip_keys;
     w->open_members = 0;
-    int rc = bw_walk(w, obj);
+    int rc = own_members != NULL ? write_plain_entity(w, obj, own_members) : bw_walk(w, obj);
     int left_open = !w->open_object;
     w->open_object = 0;
     w->skip_keys = NULL;
