@@ -384,6 +384,24 @@ static int is_skipped(bw_walker *w, PyObject *key) {
    as a call of its own it cost a tenth of a small document's walk. */
 static ALWAYS_INLINE int write_member_key(bw_walker *w, PyObject *key, Py_ssize_t written) {
     bw_buf *out = w->out;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(key);
+    if (PyUnicode_IS_ASCII(key) && n < BW_JSON_SHORT) {
+        /* a short clean key (most are) with its separators in one reservation: `, "key": ` */
+        if (bw_buf_reserve(out, BW_JSON_SHORT + 6) < 0)
+            return bw_out_of_memory();
+        char *p = bw_buf_tail(out), *start = p;
+        if (written > 0) {
+            *p++ = ',';
+            *p++ = ' ';
+        }
+        *p++ = '"';
+        if (bw_json_short_clean(PyUnicode_1BYTE_DATA(key), (size_t)n, p) == (size_t)n) {
+            p += n;
+            memcpy(p, "\": ", 3);
+            out->len += (size_t)(p + 3 - start);
+            return 0;
+        }
+    }
     if (written > 0 && bw_buf_append(out, ", ", 2) < 0)
         return bw_out_of_memory();
     if (write_str(w, key) < 0)
