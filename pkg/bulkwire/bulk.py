@@ -823,8 +823,8 @@ class BulkInsert:
                 raise failure from exc
             raise  # Ctrl-C and the like go on as they are
         self._sender = sender
-        # From now on store() is the writer's own (one Python frame less per document); it
-        # raises after close() and abort() just as this class's would.
+        # From now on store() is the writer's own, the C writer's method (no Python frame per
+        # document); it raises after close() and abort() just as this class's would.
         self.store = writer.store  # type: ignore[method-assign]
 
     def _require(self, feature: str) -> None:
