@@ -115,7 +115,10 @@ int bw_entity_members(PyObject *entity, bw_walker *plain, int want_id, PyObject 
                                                : Py_NewRef(Py_None);
         if (metadata == NULL)
             goto error;
-        if (want_id && (id = attribute_or_none(entity, key_id)) == NULL)
+        /* no AttributeError made for an absent Id (object's own lookup spares it): its
+           allocation could start a collection, whose finalizers could change the members
+           fetched for the walk */
+        if (want_id && (id = bw_optional_attr(entity, key_id)) == NULL && PyErr_Occurred())
             goto error;
         Py_DECREF(attrs);
     }

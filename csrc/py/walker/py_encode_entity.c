@@ -220,11 +220,9 @@ static int walk_and_release(bw_walker *w, PyObject *produced) {
     return rc;
 }
 
-/* getattr(obj, name, None) that lets every error but AttributeError through.
-   New reference, or NULL with no exception (absent) or with one (failure).
-   Most entities have no to_json: the lookup without an AttributeError spares building (and
+/* Most entities have no to_json: the lookup without an AttributeError spares building (and
    formatting the message of) an exception object per entity. */
-static PyObject *optional_attr(PyObject *obj, PyObject *name) {
+PyObject *bw_optional_attr(PyObject *obj, PyObject *name) {
     PyObject *attr = NULL;
 #if PY_VERSION_HEX >= 0x030D0000
     (void)PyObject_GetOptionalAttr(obj, name, &attr);
@@ -262,7 +260,7 @@ int bw_entity_encode(bw_walker *w, PyObject *obj) {
     if (handled != 0)
         return handled < 0 ? -1 : 0;
 
-    PyObject *to_json = optional_attr(obj, name_to_json);
+    PyObject *to_json = bw_optional_attr(obj, name_to_json);
     if (to_json == NULL && PyErr_Occurred())
         return -1;
     if (to_json != NULL) {
@@ -274,7 +272,7 @@ int bw_entity_encode(bw_walker *w, PyObject *obj) {
         Py_DECREF(to_json);
     }
 
-    PyObject *attrs = optional_attr(obj, name_dict);
+    PyObject *attrs = bw_optional_attr(obj, name_dict);
     if (attrs == NULL && PyErr_Occurred())
         return -1;
     if (attrs != NULL) {

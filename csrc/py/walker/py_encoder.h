@@ -89,6 +89,10 @@ int bw_out_of_memory(void);                       /* sets MemoryError, returns -
 /* The entity conventions: writes obj's JSON (walking what the rule gives) or raises the
    conventions' TypeError. obj is already marked as open by the caller. */
 int bw_entity_encode(bw_walker *w, PyObject *obj);
+/* getattr(obj, name, None) that lets every error but AttributeError through, without making
+   the AttributeError where the lookup can spare it (object's own lookup). New reference, or
+   NULL with no exception (absent) or with one (failure). */
+PyObject *bw_optional_attr(PyObject *obj, PyObject *name);
 /* 1 when obj is the official client's MetadataAsDictionary (the conventions write its
    `metadata`), 0 when not, -1 with an exception set. */
 int bw_entity_is_client_metadata(PyObject *obj);
