@@ -397,3 +397,83 @@ def test_class_metadata_is_the_answer_class_info_gave_once():
     commands = json.loads(b"".join(bytes(c) for c in writer.chunks()))
     assert asked == [_Plain]
     assert [c["Document"]["@metadata"] for c in commands] == [{"@collection": "Plains"}] * 2
+
+
+# ---- store is the C writer's method, with the Python method's arguments and refusals ----
+
+class _Inside:
+    """What BulkWriter's Python ``store`` reaches of its writer, standing in for one, so that
+    calling that function shows the words Python gives for its signature."""
+
+    class _writer:  # noqa: N801 - the attribute's name
+        store = staticmethod(lambda entity, id, metadata: id)  # noqa: A002
+
+
+def _bind_error(call):
+    try:
+        call()
+    except TypeError as exc:
+        return str(exc)
+    return None
+
+
+@settings(max_examples=200, deadline=None)
+@given(positional=st.integers(0, 5),
+       keywords=st.lists(st.sampled_from(["entity", "id", "metadata", "ids", "Entity"]),
+                         unique=True, max_size=4))
+def test_store_binds_its_arguments_as_the_python_method_did(positional, keywords):
+    """Any mix of positional and keyword arguments: the same TypeError words as the Python
+    function ``BulkWriter.store(self, entity, id=None, metadata=None)``, or a stored
+    document."""
+    values = {"entity": {"n": 1}, "id": "docs/1", "metadata": {"m": 1}}
+    args = [values[name] for name in ("entity", "id", "metadata")][:positional]
+    args += [None] * (positional - len(args))
+    kwargs = {name: values.get(name, 0) for name in keywords}
+    writer = BulkWriter()
+    expected = _bind_error(lambda: BulkWriter.store(_Inside(), *args, **kwargs))
+    got = _bind_error(lambda: writer.store(*args, **kwargs))
+    assert got == expected
+    writer.close()
+    assert writer.documents == (0 if expected is not None else 1)
+
+
+def test_store_is_the_c_writers_own_method():
+    """No Python frame per document: a writer's store, and a started BulkInsert's, is the C
+    writer's method; a subclass that defines its own store keeps it."""
+    writer = BulkWriter()
+    assert writer.store == writer._writer.store
+    assert type(writer.store).__name__ == "builtin_function_or_method"
+
+    class Own(BulkWriter):
+        def store(self, entity, id=None, metadata=None):  # noqa: A002
+            return "own/" + super().store(entity, id, metadata)
+
+    own = Own()
+    assert own.store({"n": 1}, "d/1") == "own/d/1"
+    own.close()
+    assert json.loads(b"".join(bytes(c) for c in own.chunks()))[0]["Id"] == "d/1"
+
+
+def test_store_refuses_after_close_and_after_a_failure_with_the_same_words():
+    """The checks that were the Python method's, now the C method's: a closed writer raises
+    ValueError, a failed one its failure again (a copy, each time, the cause kept)."""
+    writer = BulkWriter()
+    writer.close()
+    with pytest.raises(ValueError, match=r"^store\(\) on a closed bulk insert$"):
+        writer.store({"n": 1}, id="d/1")
+    failed = BulkWriter()
+    cause = OSError("reset")
+    error = BulkInsertError("the server went away")
+    error.__cause__ = cause
+    failed.fail(error)
+    raised = []
+    for _ in range(2):
+        with pytest.raises(BulkInsertError, match="^the server went away$") as info:
+            failed.store({"n": 1}, id="d/1")
+        raised.append(info.value)
+    assert raised[0] is not raised[1] and raised[0] is not error
+    assert all(r.__cause__ is cause for r in raised)
+    other = BulkWriter()
+    other.fail(RuntimeError("x"))
+    with pytest.raises(BulkInsertError, match=r"^the bulk insert failed: RuntimeError\('x'\)$"):
+        other.store({"n": 1})

@@ -24,7 +24,7 @@ from hypothesis import given, strategies as st
 
 import bulkwire
 from bulkwire.bulk import collection_name
-from oracle import entity_default, oracle_bytes
+from oracle import entity_default, oracle_bytes, round_trip
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "fuzz"))
@@ -607,3 +607,178 @@ def test_one_encoder_shared_by_threads_and_reentered_from_hooks():
 def test_random_hostile_graphs_match_the_round_trip(data):
     fuzz_dumps.test_one_input(data)
 
+
+
+# ---------------------------------------------------------------- plain classes changed between stores
+
+def stored_bodies(documents):
+    """The body BulkWriter.store writes for ``documents`` (a list of (id, entity)), each
+    store's outcome, and the writer's later store of a dict (the writer goes on)."""
+    writer = bulkwire.BulkWriter()
+    outcomes = [outcome(lambda: writer.store(entity, id=doc_id)) for doc_id, entity in documents]
+    writer.store({"after": 1}, id="after/1")
+    writer.close()
+    return outcomes, json.loads(b"".join(bytes(chunk) for chunk in writer.chunks()))
+
+
+def expected_bodies(documents):
+    """The round trip's commands for ``documents`` (the reference, entity by entity, in the
+    state each entity is in when its turn comes), and the outcomes BulkWriter.store gives."""
+    outcomes, commands = [], []
+    for doc_id, entity in documents:
+        result = outcome(lambda: round_trip(entity))
+        if result[1] is not None:
+            outcomes.append(result)
+            continue
+        body = {k: v for k, v in result[0].items() if k not in ("Id", "@metadata")}
+        cls = type(entity)
+        body["@metadata"] = {"@collection": collection_name(cls),
+                             "Raven-Python-Type": f"{cls.__module__}.{cls.__name__}"}
+        commands.append({"Id": doc_id, "Type": "PUT", "Document": body})
+        outcomes.append((doc_id, None))
+    commands.append({"Id": "after/1", "Type": "PUT", "Document": {
+        "after": 1, "@metadata": {"@collection": collection_name(dict),
+                                  "Raven-Python-Type": "builtins.dict"}}})
+    return outcomes, commands
+
+
+def stores_interleaved_with(make_class, changes):
+    """Stores an instance of a fresh class before and after each change of ``changes`` (each
+    a function of the class, run between two stores): ours and the reference, each on its
+    own class and instances, must agree store by store."""
+    def run(store_all):
+        cls = make_class()
+        steps = []
+        for i, change in enumerate([None, *changes]):
+            if change is not None:
+                steps.append(("change", change))
+            steps.append(("store", f"docs/{i}"))
+        return store_all(cls, steps)
+
+    def ours(cls, steps):
+        writer = bulkwire.BulkWriter()
+        outcomes = []
+        for kind, value in steps:
+            if kind == "change":
+                value(cls)
+            else:
+                outcomes.append(outcome(lambda: writer.store(cls(value), id=value)))
+        writer.close()
+        return outcomes, json.loads(b"".join(bytes(chunk) for chunk in writer.chunks()))
+
+    def reference(cls, steps):
+        outcomes, commands = [], []
+        for kind, value in steps:
+            if kind == "change":
+                value(cls)
+            else:
+                got, expected = expected_bodies([(value, cls(value))])
+                outcomes.append(got[0])
+                commands.extend(expected[:-1])
+        return outcomes, commands
+
+    assert run(ours) == run(reference)
+
+
+def plain_class():
+    class Person:
+        def __init__(self, name):
+            self.Name = name
+            self.Age = 42
+
+    return Person
+
+
+def _set(name, value):
+    return lambda cls: setattr(cls, name, value)
+
+
+def _delete(name):
+    return lambda cls: delattr(cls, name)
+
+
+@pytest.mark.parametrize("changes", [
+    pytest.param([_set("to_json", lambda self: {"Json": self.Name}), _delete("to_json")],
+                 id="to_json added then removed"),
+    pytest.param([_set("to_json", lambda self: {"Json": 1}), _set("to_json", "not callable"),
+                  _delete("to_json")], id="to_json replaced by a non-callable"),
+    pytest.param([_set("__getattribute__", lambda self, name: (lambda: {"Via": "getattribute"})
+                       if name == "to_json" else object.__getattribute__(self, name)),
+                  _delete("__getattribute__")], id="__getattribute__ added then removed"),
+    pytest.param([_set("__getattr__", lambda self, name: (lambda: {"Via": "getattr"})
+                       if name == "to_json" else object.__getattribute__(self, name)),
+                  _delete("__getattr__")], id="__getattr__ added then removed"),
+    pytest.param([_set("Id", property(lambda self: "ignored/1"))], id="an Id property"),
+])
+def test_a_class_changed_between_stores_is_judged_again(changes):
+    """A writer remembers that a class is plain (its instances written from their __dict__
+    with no lookup of to_json); any change of the class, between two stores, is seen at the
+    next store, as the round trip sees it."""
+    stores_interleaved_with(plain_class, changes)
+
+
+def test_a_base_class_changed_between_stores_is_seen_by_its_subclass():
+    def make():
+        class Base:
+            pass
+
+        class Person(Base):
+            def __init__(self, name):
+                self.Name = name
+
+        return Person
+
+    def on_base(change):
+        return lambda cls: change(cls.__mro__[1])
+
+    class WithToJson:
+        def to_json(self):
+            return {"Swapped": 1}
+
+    def swap_base(cls):
+        cls.__bases__ = (WithToJson,)
+
+    stores_interleaved_with(make, [on_base(_set("to_json", lambda self: {"FromBase": 1})),
+                                   on_base(_delete("to_json")), swap_base])
+
+
+def test_an_instances_own_to_json_and_odd_members_are_seen():
+    """Instances of one plain class: one with a to_json of its own (callable, then not), one
+    with a non-str key and one with an empty __dict__, stored in turn: each as the round
+    trip writes it."""
+    def documents():
+        Person = plain_class()
+        own = Person("own")
+        own.to_json = lambda: {"Own": 1}
+        not_callable = Person("not callable")
+        not_callable.to_json = 5
+        odd_key = Person("odd key")
+        odd_key.__dict__[1] = "one"
+        empty = Person("empty")
+        empty.__dict__.clear()
+        return [(f"docs/{i}", e) for i, e in enumerate(
+            [Person("a"), own, Person("b"), not_callable, odd_key, Person("c"), empty,
+             Person("d")])]
+
+    assert stored_bodies(documents()) == expected_bodies(documents())
+
+
+@pytest.mark.parametrize("action", [
+    pytest.param(lambda e: e.__dict__.update(Added=1), id="adds a member"),
+    pytest.param(lambda e: e.__dict__.pop("Name"), id="removes a member"),
+    pytest.param(lambda e: e.__dict__.clear(), id="clears the members"),
+    pytest.param(lambda e: setattr(e, "__dict__", {"Other": 2}), id="replaces __dict__"),
+    pytest.param(lambda e: setattr(type(e), "to_json", lambda self: {"Late": 1}),
+                 id="gives the class a to_json"),
+])
+def test_a_hook_that_changes_the_entity_during_its_walk(action):
+    """A member's to_json changes the entity being walked (its __dict__, or its class): the
+    body is the round trip's, and so is the next store of the same entity."""
+    def documents():
+        Person = plain_class()
+        entity = Person("a")
+        entity.Hook = Mutator(entity, action, result="hooked")
+        entity.Tail = "t"
+        return [("docs/0", entity), ("docs/1", entity), ("docs/2", Person("b"))]
+
+    assert stored_bodies(documents()) == expected_bodies(documents())

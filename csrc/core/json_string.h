@@ -12,22 +12,30 @@
 int bw_json_string_ucs1(bw_buf *out, const uint8_t *s, size_t n);
 int bw_json_string_ucs2(bw_buf *out, const uint16_t *s, size_t n);
 int bw_json_string_ucs4(bw_buf *out, const uint32_t *s, size_t n);
+/* Texts shorter than this are copied a byte at a time by bw_json_short_clean. */
+#define BW_JSON_SHORT 16
+/* Copies the bytes of s (n < BW_JSON_SHORT) to dst up to the first that needs an escape in
+   either mode (a control, '"', '\\', DEL and above); returns how many it copied (n when the
+   text is clean). */
+static inline size_t bw_json_short_clean(const uint8_t *s, size_t n, char *dst) {
+    size_t i = 0;
+    for (; i < n; i++) {
+        uint8_t c = s[i];
+        if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\')
+            break;
+        dst[i] = (char)c;
+    }
+    return i;
+}
 /* bw_json_string_ucs1, with short clean text (most keys) written inline by the caller: a
    call's fixed cost is most of the work for a text of a few bytes. */
 static inline int bw_json_string_ucs1_inline(bw_buf *out, const uint8_t *s, size_t n) {
-    if (n < 16) {
-        if (bw_buf_reserve(out, 16 + 2) < 0)
+    if (n < BW_JSON_SHORT) {
+        if (bw_buf_reserve(out, BW_JSON_SHORT + 2) < 0)
             return -1;
         char *p = bw_buf_tail(out);
         p[0] = '"';
-        size_t i = 0;
-        for (; i < n; i++) {
-            uint8_t c = s[i];
-            if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\')
-                break;
-            p[i + 1] = (char)c;
-        }
-        if (i == n) {
+        if (bw_json_short_clean(s, n, p + 1) == n) {
             p[n + 1] = '"';
             out->len += n + 2;
             return 0;

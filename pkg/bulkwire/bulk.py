@@ -22,7 +22,7 @@ import secrets
 import time
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence, Union
+from typing import Any, Iterable, Iterator, Mapping, NoReturn, Optional, Sequence, Union
 
 from . import _core
 from . import compression as _compression
@@ -70,6 +70,50 @@ def _positive_int(name: str, value: Any) -> int:
 
 
 Encoded = Union[bytes, bytearray, memoryview, Sequence[Any]]
+
+
+def _raise_failure(writer: Any) -> NoReturn:
+    """Raises the failure of ``writer`` (a ``_core.CommandWriter``) again (a copy: same class,
+    message and attributes), each time it is asked; ``RuntimeError`` instead in a forked
+    child."""
+    writer.check_process()
+    failure = writer.failure
+    if isinstance(failure, BulkInsertError):
+        raise failure.with_message(str(failure)) from failure.__cause__
+    raise BulkInsertError(f"the bulk insert failed: {failure!r}") from failure
+
+
+def _refuse_closed(writer: Any, call: str) -> NoReturn:
+    """``ValueError`` for ``call`` on a closed writer; ``RuntimeError`` instead in a forked
+    child."""
+    writer.check_process()
+    raise ValueError(f"{call} on a closed bulk insert")
+
+
+def _buffer_lost(writer: Any, interrupted: bool) -> None:
+    """A finished buffer did not reach the queue, so the body can never be whole: say so,
+    never skip it. Interrupted (the caller re-raises): the writer fails. The consumer is
+    gone: its failure raises."""
+    if interrupted:
+        if writer.failure is None:
+            writer.fail(BulkInsertAborted("interrupted while handing a buffer over: the bulk "
+                                          "insert body is incomplete"))
+        return
+    if writer.failure is None:
+        writer.failure = BulkInsertAborted("the bulk insert body is no longer being read")
+    _raise_failure(writer)
+
+
+def _store_refused(writer: Any, event: str) -> None:
+    """The ``on_failure`` hook of a BulkWriter's ``_core.CommandWriter``, whose ``store`` is
+    ``BulkWriter.store``: what it raises for a failed (``"failed"``) or closed (``"closed"``)
+    writer and for a buffer the gone consumer never took (``"lost"``); an interrupted
+    hand-over (``"interrupted"``) fails the writer, and the store's exception goes on."""
+    if event == "failed":
+        _raise_failure(writer)
+    if event == "closed":
+        _refuse_closed(writer, "store()")
+    _buffer_lost(writer, interrupted=event == "interrupted")
 
 
 def _encoded_pieces(commands: Any, count: Any) -> list:
@@ -218,12 +262,14 @@ class BulkWriter:
         # the C writer applies the conventions and hands full buffers over to the queue
         self._writer = _core.CommandWriter(buffer_size, queue=self._queue,
                                            class_info=class_info, default=default,
-                                           defer_float_text=defer_float_text)
+                                           defer_float_text=defer_float_text,
+                                           on_failure=_store_refused)
+        if type(self).store is BulkWriter.store:
+            # store is the C writer's own method, its checks included: no Python frame per
+            # document (a subclass's own store stays its own)
+            self.store = self._writer.store  # type: ignore[method-assign]
         self.defer_float_text = defer_float_text
-        self._store = self._writer.store
         self._put = self._queue.put
-        self._failure: Optional[BaseException] = None
-        self._closed = False
         self._finished = False  # the end of the body (its last buffer) was handed over
         self._consuming = False
         # chunks() has yielded every piece of the body's data (up to the closing "]",
@@ -234,6 +280,24 @@ class BulkWriter:
         self.max_buffers = max_buffers
         self._stats = BulkStats(compression=self._compression)
 
+    @property
+    def _failure(self) -> Optional[BaseException]:
+        """Why the body can no longer be completed (kept by the C writer), or None."""
+        return self._writer.failure
+
+    @_failure.setter
+    def _failure(self, error: Optional[BaseException]) -> None:
+        self._writer.failure = error
+
+    @property
+    def _closed(self) -> bool:
+        """The producer side is closed (kept by the C writer, whose store refuses then)."""
+        return self._writer.closed
+
+    @_closed.setter
+    def _closed(self, closed: bool) -> None:
+        self._writer.closed = closed
+
     # ---- producer side ----
 
     def _check_process(self) -> None:
@@ -241,38 +305,25 @@ class BulkWriter:
         sender, request and connection are that process's)."""
         self._writer.check_process()
 
-    def _raise_failure(self) -> None:
+    def _raise_failure(self) -> NoReturn:
         """Raises the failure again (a copy: same class, message and attributes), each time
         it is asked; ``RuntimeError`` instead in a forked child."""
-        self._writer.check_process()
-        failure = self._failure
-        if isinstance(failure, BulkInsertError):
-            raise failure.with_message(str(failure)) from failure.__cause__
-        raise BulkInsertError(f"the bulk insert failed: {failure!r}") from failure
+        _raise_failure(self._writer)
 
-    def _refuse_closed(self, call: str) -> None:
+    def _refuse_closed(self, call: str) -> NoReturn:
         """``ValueError`` for ``call`` on a closed writer; ``RuntimeError`` instead in a forked
         child."""
-        self._writer.check_process()
-        raise ValueError(f"{call} on a closed bulk insert")
+        _refuse_closed(self._writer, call)
 
     def store(self, entity: Any, id: Optional[str] = None,
               metadata: Optional[Mapping[str, Any]] = None) -> str:
         """Append one document; returns its id. Raises the sender's error if it failed, and
-        the encoder's error (nothing of the document is kept) if it cannot be encoded."""
-        if self._failure is not None:
-            self._raise_failure()
-        if self._closed:
-            self._refuse_closed("store()")
-        try:
-            stored = self._store(entity, id, metadata)  # the conventions and the hand-over, in C
-        except BaseException:
-            if self._writer.handover_interrupted:  # Ctrl-C while a full buffer waited for room
-                self._buffer_lost(interrupted=True)
-            raise
-        if stored is None:  # the consumer is gone: that buffer never reached it
-            self._buffer_lost(interrupted=False)
-        return stored
+        the encoder's error (nothing of the document is kept) if it cannot be encoded.
+
+        On an instance this is the C writer's ``store`` itself (``_core.CommandWriter.store``:
+        the same checks, in the same order, with the same errors), so a document costs no
+        Python frame."""
+        return self._writer.store(entity, id, metadata)
 
     def store_many(self, entities: Iterable[Any], ids: Optional[Sequence[Optional[str]]] = None,
                    metadata: Optional[Mapping[str, Any]] = None) -> list:
@@ -442,17 +493,8 @@ class BulkWriter:
             self._buffer_lost(interrupted=False)
 
     def _buffer_lost(self, interrupted: bool) -> None:
-        """A finished buffer did not reach the queue, so the body can never be whole: say so,
-        never skip it. Interrupted (the caller re-raises): the writer fails. The consumer is
-        gone: its failure raises."""
-        if interrupted:
-            if self._failure is None:
-                self.fail(BulkInsertAborted("interrupted while handing a buffer over: the bulk "
-                                            "insert body is incomplete"))
-            return
-        if self._failure is None:
-            self._failure = BulkInsertAborted("the bulk insert body is no longer being read")
-        self._raise_failure()
+        """A finished buffer did not reach the queue (see :func:`_buffer_lost`)."""
+        _buffer_lost(self._writer, interrupted)
 
     def close(self) -> None:
         """End the body: the last buffer (with the closing ``]``) is handed over and the
@@ -506,10 +548,7 @@ class BulkWriter:
     def fail(self, error: BaseException) -> None:
         """Called by the consumer: it cannot take more. The producer raises ``error`` (as a
         BulkInsertError) at its next store() or close(); waiting buffers are dropped."""
-        self._check_process()
-        if self._failure is None:
-            self._failure = error
-        self._queue.close_consumer()
+        self._writer.fail(error)
 
     @property
     def compression(self) -> Optional[str]:
@@ -784,8 +823,8 @@ class BulkInsert:
                 raise failure from exc
             raise  # Ctrl-C and the like go on as they are
         self._sender = sender
-        # From now on store() is the writer's own (one Python frame less per document); it
-        # raises after close() and abort() just as this class's would.
+        # From now on store() is the writer's own, the C writer's method (no Python frame per
+        # document); it raises after close() and abort() just as this class's would.
         self.store = writer.store  # type: ignore[method-assign]
 
     def _require(self, feature: str) -> None:

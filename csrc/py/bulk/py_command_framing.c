@@ -65,8 +65,9 @@ static int write_command_id(bw_buf *out, PyObject *id) {
     return 0;
 }
 
-int bw_command_writer_put(bw_command_writer *w, PyObject *id, PyObject *entity, PyObject *metadata,
-                          PyObject *metadata_text, PyObject *skip_keys) {
+int bw_command_writer_put(bw_command_writer *w, PyObject *id, PyObject *entity,
+                          PyObject *own_members, PyObject *metadata, PyObject *metadata_text,
+                          PyObject *skip_keys) {
     if (w->finished) {
         PyErr_SetString(PyExc_RuntimeError, "the bulk insert body is already finished");
         return -1;
@@ -98,7 +99,7 @@ int bw_command_writer_put(bw_command_writer *w, PyObject *id, PyObject *entity, 
         goto error;
     if (bw_put_command_document(out) < 0)
         goto nomem;
-    if (bw_walk_open_object(walker, entity, skip_keys, &members) < 0)
+    if (bw_walk_open_object(walker, entity, own_members, skip_keys, &members) < 0)
         goto error;
     if (bw_put_command_metadata(out, members > 0) < 0)
         goto nomem;

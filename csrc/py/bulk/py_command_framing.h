@@ -42,10 +42,12 @@ void bw_command_writer_free(bw_command_writer *w);
 /* Appends one PUT command. id is a str; metadata a dict walked as the "@metadata" value, or
    when metadata_text (bytes from bw_command_writer_metadata_text of that dict) is not NULL,
    that text written as it is; skip_keys a tuple of str left out of the entity's top-level
-   object. 0, or -1 with an exception set, and then the buffer is exactly as it was before
-   the call. */
-int bw_command_writer_put(bw_command_writer *w, PyObject *id, PyObject *entity, PyObject *metadata,
-                          PyObject *metadata_text, PyObject *skip_keys);
+   object; own_members NULL, or the entity's members as bw_entity_plain_members gave them
+   (with the writer's walker), no Python code run since. 0, or -1 with an exception set, and
+   then the buffer is exactly as it was before the call. */
+int bw_command_writer_put(bw_command_writer *w, PyObject *id, PyObject *entity,
+                          PyObject *own_members, PyObject *metadata, PyObject *metadata_text,
+                          PyObject *skip_keys);
 
 /* The "@metadata" value bw_command_writer_put writes for metadata, written once: a new
    reference to its bytes when every key and value of the dict is an exact str (its text is

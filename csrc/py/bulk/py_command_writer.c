@@ -38,6 +38,13 @@ typedef struct {
     PyObject *counters_id;     /* the document of the open counters command */
     PyObject *series_id;       /* the document and name of the open (or next) time series */
     PyObject *series_name;
+    PyObject *failure;         /* why the body can no longer be completed (fail()), or NULL */
+    int closed;                /* the producer side is closed: store() refuses */
+    PyObject *on_failure;      /* on_failure(writer, event): store()'s refusals, or NULL */
+    /* the last class asked and its entry of `classes` (both borrowed: `classes` holds them
+       until the writer is cleared, which clears these too) */
+    PyTypeObject *last_class;
+    PyObject *last_info;
 } WriterObject;
 
 static PyTypeObject WriterType;
@@ -107,13 +114,14 @@ static void command_writer_leave(WriterObject *self) { self->busy = 0; }
 /* New reference. */
 static PyObject *Writer_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
     static char *keywords[] = {"buffer_size", "queue", "class_info", "default",
-                               "defer_float_text", NULL};
+                               "defer_float_text", "on_failure", NULL};
     Py_ssize_t buffer_size = 1 << 20;
     PyObject *queue = Py_None, *class_info = Py_None, *default_hook = bw_entity_sentinel();
+    PyObject *on_failure = Py_None;
     int defer_float_text = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|n$OOOp:CommandWriter", keywords,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|n$OOOpO:CommandWriter", keywords,
                                      &buffer_size, &queue, &class_info, &default_hook,
-                                     &defer_float_text))
+                                     &defer_float_text, &on_failure))
         return NULL;
     if (buffer_size <= 0) {
         PyErr_Format(PyExc_ValueError, "buffer_size must be a positive number of bytes, not %zd",
@@ -128,6 +136,11 @@ static PyObject *Writer_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
     if (class_info != Py_None && !PyCallable_Check(class_info)) {
         PyErr_Format(PyExc_TypeError, "class_info must be callable or None, not %.100s",
                      Py_TYPE(class_info)->tp_name);
+        return NULL;
+    }
+    if (on_failure != Py_None && !PyCallable_Check(on_failure)) {
+        PyErr_Format(PyExc_TypeError, "on_failure must be callable or None, not %.100s",
+                     Py_TYPE(on_failure)->tp_name);
         return NULL;
     }
     int custom_hook = default_hook != bw_entity_sentinel() && default_hook != Py_None;
@@ -164,6 +177,8 @@ static PyObject *Writer_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
         self->queue = (bw_queue_object *)Py_NewRef(queue);
     if (class_info != Py_None)
         self->class_info = Py_NewRef(class_info);
+    if (on_failure != Py_None)
+        self->on_failure = Py_NewRef(on_failure);
     return (PyObject *)self;
 }
 
@@ -176,10 +191,14 @@ static int Writer_traverse(WriterObject *self, visitproc visit, void *arg) {
     Py_VISIT(self->counters_id);
     Py_VISIT(self->series_id);
     Py_VISIT(self->series_name);
+    Py_VISIT(self->failure);
+    Py_VISIT(self->on_failure);
     return 0;
 }
 
 static int Writer_clear(WriterObject *self) {
+    self->last_class = NULL;
+    self->last_info = NULL;
     Py_CLEAR(self->queue);
     Py_CLEAR(self->class_info);
     Py_CLEAR(self->classes);
@@ -188,6 +207,8 @@ static int Writer_clear(WriterObject *self) {
     Py_CLEAR(self->series_id);
     Py_CLEAR(self->series_name);
     Py_CLEAR(self->held);
+    Py_CLEAR(self->failure);
+    Py_CLEAR(self->on_failure);
     return 0;
 }
 
@@ -295,9 +316,14 @@ cleanup:
 /* New reference: class_info_kept's tuple for entities of cls, class_info asked once per
    class. */
 static PyObject *command_writer_class_info(WriterObject *self, PyTypeObject *cls) {
+    if (cls == self->last_class)
+        return Py_NewRef(self->last_info);
     PyObject *info = PyDict_GetItemWithError(self->classes, (PyObject *)cls);
-    if (info != NULL)
+    if (info != NULL) {
+        self->last_class = cls;
+        self->last_info = info;
         return Py_NewRef(info);
+    }
     if (PyErr_Occurred())
         return NULL;
     PyObject *answer = PyObject_CallOneArg(self->class_info, (PyObject *)cls);
@@ -360,32 +386,30 @@ static PyObject *command_writer_document_id(WriterObject *self, PyObject *id,
     return Py_NewRef(id);
 }
 
-/* store(entity, id=None, metadata=None) -> str | None. New reference: the document's id; or
-   None when the document is in the body but its full buffer could not be handed over
-   because the consumer is gone (the body is incomplete). Raises the conventions' and the
-   encoder's errors (nothing of the document is kept), and Ctrl-C while waiting for room in
-   the queue (handover_interrupted). */
+/* The document of store(entity, id=None, metadata=None), its arguments bound (args[1] and
+   args[2] None when not given). New reference: the document's id; or None when the document
+   is in the body but its full buffer could not be handed over because the consumer is gone
+   (the body is incomplete). Raises the conventions' and the encoder's errors (nothing of the
+   document is kept), and Ctrl-C while waiting for room in the queue (handover_interrupted). */
 static PyObject *store_call(WriterObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs < 1 || nargs > 3) {
-        PyErr_Format(PyExc_TypeError, "store() takes 1 to 3 arguments (entity, id=None, "
-                                      "metadata=None), %zd given", nargs);
-        return NULL;
-    }
+    (void)nargs;
     if (self->queue == NULL || self->class_info == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "store() needs a writer made with queue= and "
                                             "class_info=");
         return NULL;
     }
     PyObject *entity = args[0];
-    PyObject *id_arg = nargs > 1 && args[1] != Py_None ? args[1] : NULL;
-    PyObject *metadata = nargs > 2 && args[2] != Py_None ? args[2] : NULL;
+    PyObject *id_arg = args[1] != Py_None ? args[1] : NULL;
+    PyObject *metadata = args[2] != Py_None ? args[2] : NULL;
     PyObject *info = NULL, *own_metadata = NULL, *own_id = NULL, *id = NULL, *merged = NULL;
-    PyObject *result = NULL;
+    PyObject *members = NULL, *result = NULL;
+    /* the entity conventions walk a plain class's instance from the __dict__ found here */
+    bw_walker *plain = self->w.opts.hook_kind == BW_HOOK_ENTITY ? self->w.walker : NULL;
 
     info = command_writer_class_info(self, Py_TYPE(entity));
     if (info == NULL)
         goto cleanup;
-    if (bw_entity_members(entity, id_arg == NULL, &own_metadata, &own_id) < 0)
+    if (bw_entity_members(entity, plain, id_arg == NULL, &own_metadata, &own_id, &members) < 0)
         goto cleanup;
     id = command_writer_document_id(self, id_arg, own_id, info);
     if (id == NULL)
@@ -398,13 +422,14 @@ static PyObject *store_call(WriterObject *self, PyObject *const *args, Py_ssize_
         merged = bw_merge_metadata(own_metadata, metadata, document_metadata);
         if (merged == NULL)
             goto cleanup;
+        Py_CLEAR(members); /* merging may have run Python code: the walk looks again */
         document_metadata = merged;
         metadata_text = NULL; /* this document's own */
     }
     int handed_over = 1; /* or nothing to hand over */
     PyObject *excluded = PyTuple_GET_ITEM(info, INFO_EXCLUDED);
-    int rc = bw_command_writer_put(&self->w, id, entity, document_metadata, metadata_text,
-                                   excluded);
+    int rc = bw_command_writer_put(&self->w, id, entity, members, document_metadata,
+                                   metadata_text, excluded);
     if (rc == 0 && bw_command_writer_over_threshold(&self->w))
         handed_over = command_writer_hand_over(self);
     if (rc < 0 || handed_over < 0)
@@ -416,6 +441,7 @@ cleanup:
     Py_XDECREF(own_id);
     Py_XDECREF(id);
     Py_XDECREF(merged);
+    Py_XDECREF(members);
     return result;
 }
 
@@ -436,7 +462,7 @@ static PyObject *put_call(WriterObject *self, PyObject *const *args, Py_ssize_t 
                      Py_TYPE(args[2])->tp_name);
         return NULL;
     }
-    int rc = bw_command_writer_put(&self->w, args[0], args[1], args[2], NULL,
+    int rc = bw_command_writer_put(&self->w, args[0], args[1], NULL, args[2], NULL,
                                    bw_body_excluded_keys());
     if (rc < 0)
         return NULL;
@@ -1043,7 +1069,6 @@ static PyObject *command_writer_run(WriterObject *self, writer_call call, PyObje
         (void)unused;                                                                      \
         return command_writer_run(self, name##_call, NULL, 0);                             \
     }
-WRITER_FASTCALL(store)
 WRITER_FASTCALL(put)
 WRITER_NOARGS(finish)
 WRITER_FASTCALL(increment)
@@ -1054,6 +1079,163 @@ WRITER_FASTCALL(attachment)
 WRITER_FASTCALL(put_pieces)
 #undef WRITER_FASTCALL
 #undef WRITER_NOARGS
+
+/* ---- store(): BulkWriter.store itself ---- */
+
+/* The name store()'s argument errors give, as Python names the method they stand for. */
+#define STORE_NAME "BulkWriter.store()"
+
+/* store()'s parameters after self, in order, and their names interned (a keyword's name is
+   most often the same object). */
+static const char *const store_parameters[] = {"entity", "id", "metadata"};
+enum { STORE_PARAMETERS = 3 };
+static PyObject *store_parameter_names[STORE_PARAMETERS];
+
+/* Binds store()'s arguments as Python binds those of `def store(self, entity, id=None,
+   metadata=None)`, with the same TypeError words in the same order (keywords, then too many
+   positional arguments, then the missing one). 0 with bound[] set (borrowed references,
+   None for id and metadata when not given), or -1 with TypeError set. */
+static int store_bind(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                      PyObject **bound) {
+    for (int i = 0; i < STORE_PARAMETERS; i++)
+        bound[i] = i < nargs ? args[i] : NULL;
+    Py_ssize_t keywords = kwnames != NULL ? PyTuple_GET_SIZE(kwnames) : 0;
+    for (Py_ssize_t k = 0; k < keywords; k++) {
+        PyObject *name = PyTuple_GET_ITEM(kwnames, k);
+        int slot = -1;
+        for (int i = 0; i < STORE_PARAMETERS && slot < 0; i++)
+            if (name == store_parameter_names[i])
+                slot = i;
+        for (int i = 0; i < STORE_PARAMETERS && slot < 0; i++)
+            if (PyUnicode_CompareWithASCIIString(name, store_parameters[i]) == 0)
+                slot = i;
+        if (slot < 0) {
+            PyErr_Format(PyExc_TypeError, STORE_NAME " got an unexpected keyword argument '%S'",
+                         name);
+            return -1;
+        }
+        if (bound[slot] != NULL) {
+            PyErr_Format(PyExc_TypeError, STORE_NAME " got multiple values for argument '%s'",
+                         store_parameters[slot]);
+            return -1;
+        }
+        bound[slot] = args[nargs + k];
+    }
+    if (nargs > STORE_PARAMETERS) {
+        PyErr_Format(PyExc_TypeError, STORE_NAME " takes from 2 to 4 positional arguments but %zd "
+                     "were given", nargs + 1);
+        return -1;
+    }
+    if (bound[0] == NULL) {
+        PyErr_SetString(PyExc_TypeError,
+                        STORE_NAME " missing 1 required positional argument: 'entity'");
+        return -1;
+    }
+    for (int i = 1; i < STORE_PARAMETERS; i++)
+        if (bound[i] == NULL)
+            bound[i] = Py_None;
+    return 0;
+}
+
+/* NULL with an exception set: on_failure(writer, event) raises what store() raises when the
+   writer failed ("failed"), is closed ("closed") or lost a buffer because its consumer is
+   gone ("lost"). */
+static PyObject *store_refused(WriterObject *self, const char *event) {
+    PyObject *done = PyObject_CallFunction(self->on_failure, "Os", (PyObject *)self, event);
+    if (done != NULL) {
+        Py_DECREF(done);
+        PyErr_Format(PyExc_RuntimeError, "on_failure(writer, '%s') returned instead of raising",
+                     event);
+    }
+    return NULL;
+}
+
+/* A store() interrupted while it handed a buffer over (Ctrl-C while the queue was full):
+   on_failure(writer, "interrupted") records that the body is incomplete, and the store's own
+   exception goes on; an exception of on_failure itself replaces it, with the store's as its
+   __context__, as an exception raised in an except block would. */
+static void store_interrupted(WriterObject *self) {
+#if PY_VERSION_HEX >= 0x030C0000
+    PyObject *raised = PyErr_GetRaisedException();
+#else
+    PyObject *type, *raised, *traceback;
+    PyErr_Fetch(&type, &raised, &traceback);
+    PyErr_NormalizeException(&type, &raised, &traceback);
+#endif
+    PyObject *done = PyObject_CallFunction(self->on_failure, "Os", (PyObject *)self,
+                                           "interrupted");
+    if (done != NULL) {
+        Py_DECREF(done);
+#if PY_VERSION_HEX >= 0x030C0000
+        PyErr_SetRaisedException(raised);
+#else
+        PyErr_Restore(type, raised, traceback);
+#endif
+        return;
+    }
+#if PY_VERSION_HEX >= 0x030C0000
+    PyObject *replaced = PyErr_GetRaisedException();
+    PyException_SetContext(replaced, raised); /* steals raised */
+    PyErr_SetRaisedException(replaced);
+#else
+    if (traceback != NULL)
+        PyException_SetTraceback(raised, traceback);
+    Py_XDECREF(type);
+    Py_XDECREF(traceback);
+    PyObject *new_type, *replaced, *new_traceback;
+    PyErr_Fetch(&new_type, &replaced, &new_traceback);
+    PyErr_NormalizeException(&new_type, &replaced, &new_traceback);
+    PyException_SetContext(replaced, raised); /* steals raised */
+    PyErr_Restore(new_type, replaced, new_traceback);
+#endif
+}
+
+/* store(entity, id=None, metadata=None) -> str | None: BulkWriter.store with nothing of
+   Python around it. New reference: the document's id (see store_call). With on_failure, the
+   writer's lifecycle comes first (after the process check): a failed writer raises its
+   failure and a closed one ValueError, both through on_failure; a buffer the gone consumer
+   never took raises the failure ("lost"), and an interrupted hand-over is recorded
+   ("interrupted") before its exception goes on. Without on_failure: None for the lost
+   buffer, as store_call gives it. */
+static PyObject *Writer_store(WriterObject *self, PyObject *const *args, Py_ssize_t nargs,
+                              PyObject *kwnames) {
+    PyObject *bound[STORE_PARAMETERS];
+    if (store_bind(args, nargs, kwnames, bound) < 0)
+        return NULL;
+    if (self->on_failure == NULL)
+        return command_writer_run(self, store_call, bound, STORE_PARAMETERS);
+    if (command_writer_check_process(self) < 0)
+        return NULL;
+    if (self->failure != NULL)
+        return store_refused(self, "failed");
+    if (self->closed)
+        return store_refused(self, "closed");
+    PyObject *stored = command_writer_run(self, store_call, bound, STORE_PARAMETERS);
+    if (stored == NULL) {
+        if (self->handover_interrupted)
+            store_interrupted(self);
+        return NULL;
+    }
+    if (stored == Py_None) {
+        Py_DECREF(stored);
+        return store_refused(self, "lost");
+    }
+    return stored;
+}
+
+/* fail(error) -> None (a new reference): the body can no longer be completed: error is kept
+   as the writer's failure (the first one stays) and the queue's consumer side is closed
+   (waiting buffers are dropped, the next hand-over finds the consumer gone). RuntimeError in
+   a forked child. */
+static PyObject *Writer_fail(WriterObject *self, PyObject *error) {
+    if (command_writer_check_process(self) < 0)
+        return NULL;
+    if (self->failure == NULL && error != Py_None)
+        self->failure = Py_NewRef(error);
+    if (self->queue == NULL)
+        Py_RETURN_NONE;
+    return PyObject_CallMethod((PyObject *)self->queue, "close_consumer", NULL);
+}
 
 /* hold(what) -> None (a new reference): a producer call made of several steps in Python
    (`what` names it: store_encoded's pieces, the start of the request) is under way. Until
@@ -1129,14 +1311,43 @@ static PyObject *Writer_get_field(WriterObject *self, void *closure) {
     Py_RETURN_NONE;
 }
 
+/* failure: None, or what fail() kept (or was set). New reference. */
+static PyObject *Writer_get_failure(WriterObject *self, void *closure) {
+    (void)closure;
+    return Py_NewRef(self->failure != NULL ? self->failure : Py_None);
+}
+
+static int Writer_set_failure(WriterObject *self, PyObject *value, void *closure) {
+    (void)closure;
+    Py_XSETREF(self->failure, value == NULL || value == Py_None ? NULL : Py_NewRef(value));
+    return 0;
+}
+
+/* closed: a bool. New reference. */
+static PyObject *Writer_get_closed(WriterObject *self, void *closure) {
+    (void)closure;
+    return PyBool_FromLong(self->closed);
+}
+
+static int Writer_set_closed(WriterObject *self, PyObject *value, void *closure) {
+    (void)closure;
+    int closed = value != NULL ? PyObject_IsTrue(value) : 0;
+    if (closed < 0)
+        return -1;
+    self->closed = closed;
+    return 0;
+}
+
 static PyMethodDef Writer_methods[] = {
-    {"store", (PyCFunction)(void (*)(void))Writer_store, METH_FASTCALL,
+    {"store", (PyCFunction)(void (*)(void))Writer_store, METH_FASTCALL | METH_KEYWORDS,
      "store(entity, id=None, metadata=None) -> str | None\n\nAppend one PUT command under the "
      "document conventions (the id argument, else the entity's Id, else a generated one; the "
      "@metadata merged) and hand the buffer over to the queue when it went over the "
      "threshold, waiting for room with the GIL released. Returns the id; None when the "
-     "consumer is gone (the buffer was dropped). On an encoding error nothing of the "
-     "command stays in the buffer."},
+     "consumer is gone (the buffer was dropped) and the writer has no on_failure. On an "
+     "encoding error nothing of the command stays in the buffer. With on_failure, a failed "
+     "or closed writer refuses first, and a lost or interrupted hand-over goes through it "
+     "(BulkWriter.store is this method)."},
     {"put", (PyCFunction)(void (*)(void))Writer_put, METH_FASTCALL,
      "put(id, entity, metadata) -> Chunk | None\n\nAppend one PUT command as given; returns the "
      "buffer when it went over the threshold (the writer starts a new one). On error nothing "
@@ -1170,6 +1381,9 @@ static PyMethodDef Writer_methods[] = {
     {"attachment", (PyCFunction)(void (*)(void))Writer_attachment, METH_FASTCALL,
      "attachment(id, name, data, content_type) -> True | None\n\nAppend an AttachmentPUT "
      "command and data's raw bytes after it."},
+    {"fail", (PyCFunction)Writer_fail, METH_O,
+     "fail(error) -> None\n\nThe body can no longer be completed: keep error as the failure "
+     "(the first one stays) and close the queue's consumer side."},
     {"hold", (PyCFunction)Writer_hold, METH_O,
      "hold(what) -> None\n\nA producer call made of several Python steps (what names it) is "
      "under way: until release(), every producer call raises RuntimeError."},
@@ -1202,6 +1416,10 @@ static PyGetSetDef Writer_getset[] = {
                  "store() was interrupted (Ctrl-C) while it handed a full buffer over: the "
                  "buffer may not have reached the queue.",
                  WRITER_HANDOVER_INTERRUPTED),
+    {"failure", (getter)Writer_get_failure, (setter)Writer_set_failure,
+     "Why the body can no longer be completed (fail()), or None.", NULL},
+    {"closed", (getter)Writer_get_closed, (setter)Writer_set_closed,
+     "The producer side is closed: store() refuses (through on_failure).", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -1211,14 +1429,17 @@ static PyTypeObject WriterType = {
     .tp_basicsize = sizeof(WriterObject),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_doc = "CommandWriter(buffer_size=1 << 20, *, queue=None, class_info=None, "
-              "default=bulkwire.ENTITY, defer_float_text=False)\n\nFrames bulk "
+              "default=bulkwire.ENTITY, defer_float_text=False, on_failure=None)\n\nFrames bulk "
               "insert PUT commands into buffers of about buffer_size bytes. With queue and "
               "class_info (cls -> (id prefix, metadata defaults[, members the body leaves out])), "
               "store() applies the document conventions and hands full buffers over to queue. "
               "default is the walker's default hook (None, bulkwire.ENTITY or a callable). "
               "defer_float_text: documents' lists of floats are copied as doubles and their "
               "text is written when the handed-over buffer is first read (by the body pump, "
-              "without the GIL).",
+              "without the GIL). on_failure(writer, event): raises what store() raises for "
+              "a failed writer (event 'failed'), a closed one ('closed') or a buffer the "
+              "gone consumer never took ('lost'); records an interrupted hand-over "
+              "('interrupted').",
     .tp_new = Writer_new,
     .tp_dealloc = (destructor)Writer_dealloc,
     .tp_traverse = (traverseproc)Writer_traverse,
@@ -1230,5 +1451,8 @@ static PyTypeObject WriterType = {
 int bw_command_writer_add_to_module(PyObject *module) {
     if (bw_bulk_commands_init() < 0 || PyType_Ready(&WriterType) < 0)
         return -1;
+    for (int i = 0; i < STORE_PARAMETERS; i++)
+        if ((store_parameter_names[i] = PyUnicode_InternFromString(store_parameters[i])) == NULL)
+            return -1;
     return PyModule_AddObjectRef(module, "CommandWriter", (PyObject *)&WriterType);
 }

@@ -88,8 +88,9 @@ static PyObject *none_as_null(PyObject *value) {
     return value;
 }
 
-int bw_entity_members(PyObject *entity, int want_id, PyObject **own_metadata, PyObject **own_id) {
-    *own_metadata = *own_id = NULL;
+int bw_entity_members(PyObject *entity, bw_walker *plain, int want_id, PyObject **own_metadata,
+                      PyObject **own_id, PyObject **members) {
+    *own_metadata = *own_id = *members = NULL;
     PyObject *metadata = NULL, *id = NULL, *attrs = NULL;
     if (PyDict_CheckExact(entity)) {
         metadata = mapping_get(entity, key_metadata);
@@ -98,16 +99,26 @@ int bw_entity_members(PyObject *entity, int want_id, PyObject **own_metadata, Py
         if (want_id && (id = mapping_get(entity, key_id)) == NULL)
             goto error;
     } else {
-        attrs = attribute_or_none(entity, name_dict);
-        if (attrs == NULL)
-            goto error;
+        int metadata_key = 0; /* whether a plain dict has the key: no lookup when not */
+        attrs = plain != NULL ? bw_entity_plain_members(plain, entity, &metadata_key) : NULL;
+        if (attrs != NULL) {
+            *members = Py_NewRef(attrs);
+        } else {
+            if (PyErr_Occurred() || (attrs = attribute_or_none(entity, name_dict)) == NULL)
+                goto error;
+            metadata_key = 1; /* any other __dict__ is asked */
+        }
         int has_members = PyObject_IsTrue(attrs);
         if (has_members < 0)
             goto error;
-        metadata = has_members ? mapping_get(attrs, key_metadata) : Py_NewRef(Py_None);
+        metadata = has_members && metadata_key ? mapping_get(attrs, key_metadata)
+                                               : Py_NewRef(Py_None);
         if (metadata == NULL)
             goto error;
-        if (want_id && (id = attribute_or_none(entity, key_id)) == NULL)
+        /* no AttributeError made for an absent Id (object's own lookup spares it): its
+           allocation could start a collection, whose finalizers could change the members
+           fetched for the walk */
+        if (want_id && (id = bw_optional_attr(entity, key_id)) == NULL && PyErr_Occurred())
             goto error;
         Py_DECREF(attrs);
     }
@@ -115,6 +126,7 @@ int bw_entity_members(PyObject *entity, int want_id, PyObject **own_metadata, Py
     *own_id = id != NULL ? none_as_null(id) : NULL;
     return 0;
 error:
+    Py_CLEAR(*members);
     Py_XDECREF(attrs);
     Py_XDECREF(metadata);
     Py_XDECREF(id);

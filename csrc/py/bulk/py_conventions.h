@@ -7,6 +7,8 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include "py_encoder.h"
+
 /* Borrowed: ("Id", "@metadata"), the members an entity's document body never holds. */
 PyObject *bw_body_excluded_keys(void);
 
@@ -17,9 +19,13 @@ PyObject *bw_body_excluded_keys(void);
 int bw_check_id(PyObject *id, const char *name);
 
 /* The entity's own members: its @metadata (NULL when it has none) and, when want_id, its Id
-   (NULL when it has none). A dict's keys, any other object's __dict__ / Id attribute. 0 with
-   new references (or NULL) in *own_metadata and *own_id, or -1 with an exception set. */
-int bw_entity_members(PyObject *entity, int want_id, PyObject **own_metadata, PyObject **own_id);
+   (NULL when it has none). A dict's keys, any other object's __dict__ / Id attribute. With
+   plain (a walker of the entity conventions), an instance of a plain class has its __dict__
+   fetched once, by bw_entity_plain_members, and given in *members for its walk; otherwise
+   *members is NULL. 0 with new references (or NULL) in *own_metadata, *own_id and *members,
+   or -1 with an exception set. */
+int bw_entity_members(PyObject *entity, bw_walker *plain, int want_id, PyObject **own_metadata,
+                      PyObject **own_id, PyObject **members);
 
 /* New reference: a new dict, the entity's own @metadata mapping (own, may be NULL), then
    metadata (may be NULL; a later key wins), then each of defaults (a dict) where not already

@@ -13,6 +13,9 @@ static PyObject *name_dict;      /* "__dict__" */
 static PyObject *name_metadata;  /* "metadata" */
 static PyObject *client_metadata_module; /* "ravendb.json.metadata_as_dictionary" */
 static PyObject *client_metadata_class;  /* its MetadataAsDictionary, once that module is loaded */
+static PyObject *name_id;        /* "Id" */
+static PyObject *key_metadata;   /* "@metadata" */
+static getter instance_dict_getter;      /* the getter of a class's own __dict__ descriptor */
 
 int bw_entity_init(void) {
     PyDateTime_IMPORT;
@@ -30,9 +33,21 @@ int bw_entity_init(void) {
     name_dict = PyUnicode_InternFromString("__dict__");
     name_metadata = PyUnicode_InternFromString("metadata");
     client_metadata_module = PyUnicode_InternFromString("ravendb.json.metadata_as_dictionary");
+    name_id = PyUnicode_InternFromString("Id");
+    key_metadata = PyUnicode_InternFromString("@metadata");
     if (name_value == NULL || name_to_json == NULL || name_dict == NULL || name_metadata == NULL ||
-        client_metadata_module == NULL)
+        client_metadata_module == NULL || name_id == NULL || key_metadata == NULL)
         return -1;
+    /* the __dict__ descriptor every class statement gives its instances, from a class made
+       for the purpose: its getter is shared by all of them */
+    PyObject *sample = PyObject_CallFunction((PyObject *)&PyType_Type, "s(O){}", "sample",
+                                             (PyObject *)&PyBaseObject_Type);
+    if (sample == NULL)
+        return -1;
+    PyObject *descr = _PyType_Lookup((PyTypeObject *)sample, name_dict);
+    if (descr != NULL && Py_IS_TYPE(descr, &PyGetSetDescr_Type))
+        instance_dict_getter = ((PyGetSetDescrObject *)descr)->d_getset->get;
+    Py_DECREF(sample);
     return 0;
 }
 
@@ -58,6 +73,98 @@ int bw_entity_is_client_metadata(PyObject *obj) {
         client_metadata_class = cls;
     }
     return PyObject_TypeCheck(obj, (PyTypeObject *)client_metadata_class);
+}
+
+/* 1 when instances of t are written by the entity conventions as their __dict__ (when it is
+   not empty and holds no "to_json") and finding that dict runs no Python code: a class of a
+   class statement whose attribute lookup is object's own, whose __dict__ is the one every
+   class statement gives, with no class attribute to_json, and no class attribute Id that is
+   a descriptor (the conventions read an entity's Id before its walk); not a str, int, float,
+   list, tuple, dict, datetime, timedelta, Enum or the client's MetadataAsDictionary (the
+   rules before to_json), nor NumPy's (not a class of a class statement). *dict_descr: t's
+   __dict__ descriptor (borrowed). 0 when not, -1 with an exception set. */
+static int plain_type(PyTypeObject *t, PyObject **dict_descr) {
+    unsigned long flags = t->tp_flags;
+    if (!(flags & Py_TPFLAGS_HEAPTYPE) || t->tp_getattro != PyObject_GenericGetAttr ||
+        instance_dict_getter == NULL ||
+        (flags & (Py_TPFLAGS_LONG_SUBCLASS | Py_TPFLAGS_LIST_SUBCLASS | Py_TPFLAGS_TUPLE_SUBCLASS |
+                  Py_TPFLAGS_UNICODE_SUBCLASS | Py_TPFLAGS_DICT_SUBCLASS | Py_TPFLAGS_TYPE_SUBCLASS |
+                  Py_TPFLAGS_BASE_EXC_SUBCLASS | Py_TPFLAGS_BYTES_SUBCLASS)) ||
+        PyType_IsSubtype(t, &PyFloat_Type) || PyType_IsSubtype(t, PyDateTimeAPI->DateTimeType) ||
+        PyType_IsSubtype(t, PyDateTimeAPI->DeltaType) ||
+        PyType_IsSubtype(t, (PyTypeObject *)enum_base))
+        return 0;
+    /* None is no MetadataAsDictionary: asked only to find the client's class when its
+       module is loaded (a class of that module cannot exist before) */
+    if (bw_entity_is_client_metadata(Py_None) < 0)
+        return -1;
+    if (client_metadata_class != NULL && PyType_IsSubtype(t, (PyTypeObject *)client_metadata_class))
+        return 0;
+    if (_PyType_Lookup(t, name_to_json) != NULL)
+        return 0;
+    PyObject *id_attr = _PyType_Lookup(t, name_id);
+    if (id_attr != NULL && Py_TYPE(id_attr)->tp_descr_get != NULL)
+        return 0;
+    PyObject *descr = _PyType_Lookup(t, name_dict);
+    if (descr == NULL || !Py_IS_TYPE(descr, &PyGetSetDescr_Type) ||
+        ((PyGetSetDescrObject *)descr)->d_getset->get != instance_dict_getter)
+        return 0;
+    *dict_descr = descr;
+    return 1;
+}
+
+/* Whether key (an exact str) is name (an interned one): the same object, most often. */
+static int is_name(PyObject *key, PyObject *name) {
+    return key == name || (PyUnicode_GET_LENGTH(key) == PyUnicode_GET_LENGTH(name) &&
+                           PyUnicode_Compare(key, name) == 0);
+}
+
+/* New reference: the __dict__ of obj when it is a non-empty exact dict whose keys are all
+   exact str, none of them "to_json" (so that looking anything up in it runs no code, and an
+   instance's own to_json is not missed); NULL without an exception when not. *metadata_key:
+   whether "@metadata" is one of the keys. */
+static PyObject *plain_dict(PyObject *obj, PyObject *descr, int *metadata_key) {
+    PyGetSetDef *getset = ((PyGetSetDescrObject *)descr)->d_getset;
+    PyObject *dict = getset->get(obj, getset->closure);
+    if (dict == NULL)
+        return NULL;
+    if (!PyDict_CheckExact(dict) || PyDict_GET_SIZE(dict) == 0)
+        goto general;
+    Py_ssize_t pos = 0;
+    PyObject *key, *value;
+    while (PyDict_Next(dict, &pos, &key, &value)) {
+        if (!PyUnicode_CheckExact(key) || is_name(key, name_to_json))
+            goto general;
+        if (is_name(key, key_metadata))
+            *metadata_key = 1;
+    }
+    return dict;
+general:
+    Py_DECREF(dict);
+    return NULL;
+}
+
+PyObject *bw_entity_plain_members(bw_walker *w, PyObject *obj, int *metadata_key) {
+    int has_metadata = 0;
+    if (metadata_key == NULL)
+        metadata_key = &has_metadata;
+    *metadata_key = 0;
+    PyTypeObject *t = Py_TYPE(obj);
+    unsigned int version = t->tp_version_tag;
+    if (t != w->plain_type || version == 0 || version != w->plain_version) {
+        PyObject *descr = NULL;
+        int plain = plain_type(t, &descr);
+        if (plain <= 0)
+            return NULL;
+        /* kept when the class kept one version tag throughout (nothing changed it meanwhile) */
+        if (version != 0 && t->tp_version_tag == version) {
+            w->plain_type = t;
+            w->plain_version = version;
+            w->plain_dict_descr = descr;
+        }
+        return plain_dict(obj, descr, metadata_key);
+    }
+    return plain_dict(obj, w->plain_dict_descr, metadata_key);
 }
 
 /* datetime_text.h's text of the wall clock; tzinfo only decides whether it is naive. */
@@ -113,11 +220,9 @@ static int walk_and_release(bw_walker *w, PyObject *produced) {
     return rc;
 }
 
-/* getattr(obj, name, None) that lets every error but AttributeError through.
-   New reference, or NULL with no exception (absent) or with one (failure).
-   Most entities have no to_json: the lookup without an AttributeError spares building (and
+/* Most entities have no to_json: the lookup without an AttributeError spares building (and
    formatting the message of) an exception object per entity. */
-static PyObject *optional_attr(PyObject *obj, PyObject *name) {
+PyObject *bw_optional_attr(PyObject *obj, PyObject *name) {
     PyObject *attr = NULL;
 #if PY_VERSION_HEX >= 0x030D0000
     (void)PyObject_GetOptionalAttr(obj, name, &attr);
@@ -134,6 +239,11 @@ static int write_set(bw_walker *w, PyObject *set) {
 }
 
 int bw_entity_encode(bw_walker *w, PyObject *obj) {
+    PyObject *members = bw_entity_plain_members(w, obj, NULL);
+    if (members != NULL)
+        return walk_and_release(w, members);
+    if (PyErr_Occurred())
+        return -1;
     if (PyDateTime_Check(obj))
         return write_datetime(w->out, obj);
     if (PyDelta_Check(obj))
@@ -150,7 +260,7 @@ int bw_entity_encode(bw_walker *w, PyObject *obj) {
     if (handled != 0)
         return handled < 0 ? -1 : 0;
 
-    PyObject *to_json = optional_attr(obj, name_to_json);
+    PyObject *to_json = bw_optional_attr(obj, name_to_json);
     if (to_json == NULL && PyErr_Occurred())
         return -1;
     if (to_json != NULL) {
@@ -162,7 +272,7 @@ int bw_entity_encode(bw_walker *w, PyObject *obj) {
         Py_DECREF(to_json);
     }
 
-    PyObject *attrs = optional_attr(obj, name_dict);
+    PyObject *attrs = bw_optional_attr(obj, name_dict);
     if (attrs == NULL && PyErr_Occurred())
         return -1;
     if (attrs != NULL) {

@@ -96,6 +96,9 @@ bw_walker *bw_walker_new(void) {
     }
     w->held = NULL;
     w->held_len = w->held_cap = 0;
+    w->plain_type = NULL;
+    w->plain_version = 0;
+    w->plain_dict_descr = NULL;
     return w;
 }
 
@@ -381,6 +384,24 @@ static int is_skipped(bw_walker *w, PyObject *key) {
    as a call of its own it cost a tenth of a small document's walk. */
 static ALWAYS_INLINE int write_member_key(bw_walker *w, PyObject *key, Py_ssize_t written) {
     bw_buf *out = w->out;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(key);
+    if (PyUnicode_IS_ASCII(key) && n < BW_JSON_SHORT) {
+        /* a short clean key (most are) with its separators in one reservation: `, "key": ` */
+        if (bw_buf_reserve(out, BW_JSON_SHORT + 6) < 0)
+            return bw_out_of_memory();
+        char *p = bw_buf_tail(out), *start = p;
+        if (written > 0) {
+            *p++ = ',';
+            *p++ = ' ';
+        }
+        *p++ = '"';
+        if (bw_json_short_clean(PyUnicode_1BYTE_DATA(key), (size_t)n, p) == (size_t)n) {
+            p += n;
+            memcpy(p, "\": ", 3);
+            out->len += (size_t)(p + 3 - start);
+            return 0;
+        }
+    }
     if (written > 0 && bw_buf_append(out, ", ", 2) < 0)
         return bw_out_of_memory();
     if (write_str(w, key) < 0)
@@ -648,12 +669,23 @@ int bw_walk(bw_walker *w, PyObject *obj) {
     return write_other(w, obj);
 }
 
-int bw_walk_open_object(bw_walker *w, PyObject *obj, PyObject *skip_keys, Py_ssize_t *members) {
+/* write_other for an entity whose members bw_entity_plain_members gave: obj is marked open
+   (as before its hook), then its members' dict is written. */
+static int write_plain_entity(bw_walker *w, PyObject *obj, PyObject *own_members) {
+    if (bw_walker_enter(w, obj) < 0)
+        return -1;
+    int rc = write_dict(w, own_members);
+    bw_walker_leave(w);
+    return rc;
+}
+
+int bw_walk_open_object(bw_walker *w, PyObject *obj, PyObject *own_members, PyObject *skip_keys,
+                        Py_ssize_t *members) {
     w->open_object = 1;
     w->open_start = w->out->len;
     w->skip_keys = skip_keys;
     w->open_members = 0;
-    int rc = bw_walk(w, obj);
+    int rc = own_members != NULL ? write_plain_entity(w, obj, own_members) : bw_walk(w, obj);
     int left_open = !w->open_object;
     w->open_object = 0;
     w->skip_keys = NULL;

@@ -50,6 +50,12 @@ typedef struct bw_walker {
     /* Not NULL: exact lists and tuples of at least BW_PENDING_RUN_MIN exact floats become
        pending runs of out (json_array.h), their text written later by another thread. */
     bw_json_runs *runs;
+    /* The last class judged plain (bw_entity_plain_members), kept across walks: its
+       version tag then, and its __dict__ descriptor (borrowed: the class holds it while its
+       version tag stays the same). plain_type is only compared, never dereferenced. */
+    PyTypeObject *plain_type;
+    unsigned int plain_version;
+    PyObject *plain_dict_descr;
     PyObject *open[BW_MAX_DEPTH]; /* borrowed: what is being walked, for cycle detection */
 } bw_walker;
 
@@ -65,8 +71,11 @@ int bw_walk(bw_walker *w, PyObject *obj);
 
 /* Like bw_walk, for a value that must become a JSON object, which is left open: writes '{'
    and the members, skipping those whose (coerced) key is in skip_keys (a tuple of str, or
-   NULL), and sets *members to how many were written. The caller writes more and '}'. */
-int bw_walk_open_object(bw_walker *w, PyObject *obj, PyObject *skip_keys, Py_ssize_t *members);
+   NULL), and sets *members to how many were written. The caller writes more and '}'.
+   own_members: NULL, or what bw_entity_plain_members gave for obj, with no Python code run
+   since: obj is then written as the entity conventions write it, from that dict. */
+int bw_walk_open_object(bw_walker *w, PyObject *obj, PyObject *own_members, PyObject *skip_keys,
+                        Py_ssize_t *members);
 
 /* Shared by the walker's parts (py_encode_entity.c, py_encode_numpy.c). */
 int bw_walker_enter(bw_walker *w, PyObject *obj); /* cycle, depth, stack check, then push */
@@ -80,9 +89,20 @@ int bw_out_of_memory(void);                       /* sets MemoryError, returns -
 /* The entity conventions: writes obj's JSON (walking what the rule gives) or raises the
    conventions' TypeError. obj is already marked as open by the caller. */
 int bw_entity_encode(bw_walker *w, PyObject *obj);
+/* getattr(obj, name, None) that lets every error but AttributeError through, without making
+   the AttributeError where the lookup can spare it (object's own lookup). New reference, or
+   NULL with no exception (absent) or with one (failure). */
+PyObject *bw_optional_attr(PyObject *obj, PyObject *name);
 /* 1 when obj is the official client's MetadataAsDictionary (the conventions write its
    `metadata`), 0 when not, -1 with an exception set. */
 int bw_entity_is_client_metadata(PyObject *obj);
+/* New reference: the __dict__ the entity conventions write for obj, found without running
+   any Python code, when obj is an instance of a plain class (see py_encode_entity.c) whose
+   __dict__ is a non-empty exact dict of str keys without "to_json"; the verdict on the class
+   is kept in w until the class changes (its version tag). NULL without an exception when
+   the general rule must decide (bw_entity_encode), NULL with one on error. *metadata_key
+   (when not NULL) says whether the dict has the key "@metadata". */
+PyObject *bw_entity_plain_members(bw_walker *w, PyObject *obj, int *metadata_key);
 /* NumPy: ndarrays as ndarray.tolist() would give, scalars as .item(). 1 when obj was
    handled, 0 when it is not a NumPy object (or, with exact_only, not of an exact NumPy
    type), -1 on error. */
