@@ -1,5 +1,7 @@
 """Tests of what an optional C library of the build does skip on a build without it, with a
-reason naming the library and its package; the skip count is pytest's summary.
+reason naming the library and its package; the skip count is pytest's summary. Tests of an
+integration (Dask, Ray) skip naming the package when it is not installed
+(:func:`import_integration`).
 
 Under BULKWIRE_REQUIRE_EXTRAS=1 (CI's full build, which installs every library) a missing
 library is not a skip: the build itself fails first (setup.py), and a test run against a
@@ -43,6 +45,20 @@ def needs(*names: str) -> pytest.MarkDecorator:
     ``names``."""
     missing = [n for n in names if not built_with(n) and _left_out_on_purpose(n)]
     return pytest.mark.skipif(bool(missing), reason="; ".join(reason(n) for n in missing))
+
+
+#: the Python packages each integration imports (its extra, in test-all but not in the light
+#: test extra), by the name of its entry point in the tests
+INTEGRATION_PACKAGES = {"dask.to_bulk_insert": ("pandas", "dask.dataframe", "distributed"),
+                        "ray.BulkInsertDatasink": ("ray.data",)}
+
+
+def import_integration(entry: str) -> None:
+    """Inside a test of the entry point ``entry``: skip it naming the first package of its
+    integration that is missing (``pytest.importorskip``: a failure under
+    BULKWIRE_REQUIRE_EXTRAS=1); nothing for an entry point of no integration."""
+    for package in INTEGRATION_PACKAGES.get(entry, ()):
+        pytest.importorskip(package)
 
 
 def skip_without(name: str) -> None:

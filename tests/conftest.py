@@ -19,7 +19,7 @@ settings.load_profile("default")
 #: same variable for the C tests of optional libraries.
 REQUIRE_EXTRAS = os.environ.get("BULKWIRE_REQUIRE_EXTRAS") == "1"
 REQUIRE_EXTRAS_HINT = ("but BULKWIRE_REQUIRE_EXTRAS=1 requires every optional test dependency "
-                       "(pip install '.[test]')")
+                       "(pip install '.[test-all]')")
 
 
 def _skip_reason(report: pytest.CollectReport | pytest.TestReport) -> str:
@@ -92,7 +92,25 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      help="also run the tests against this real server (started by the tests)")
 
 
+def _check_the_installed_copy_is_tested() -> None:
+    """BULKWIRE_TEST_INSTALLED=1 (CI's run on the installed wheel): the bulkwire under test
+    must be the one installed into this Python's site-packages, not the checkout's pkg/
+    (which a sys.path entry that pytest or PYTHONPATH added would find first)."""
+    if os.environ.get("BULKWIRE_TEST_INSTALLED") != "1":
+        return
+    import sysconfig
+
+    import bulkwire
+
+    where = os.path.realpath(bulkwire.__file__)
+    sites = {os.path.realpath(sysconfig.get_path(key)) for key in ("purelib", "platlib")}
+    if not any(where.startswith(site + os.sep) for site in sites):
+        raise pytest.UsageError(f"BULKWIRE_TEST_INSTALLED=1 but the bulkwire under test is "
+                                f"{where}, not the copy installed in {' or '.join(sorted(sites))}")
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    _check_the_installed_copy_is_tested()
     for kind, marker in REAL_SERVER_MARKERS.items():
         config.addinivalue_line("markers", f"{marker}: needs a real {kind} server (--server {kind})")
 

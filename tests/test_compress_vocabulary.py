@@ -9,7 +9,6 @@ import gzip
 import os
 import warnings
 
-import pandas as pd
 import pyarrow as pa
 import pytest
 
@@ -18,6 +17,7 @@ from bulkwire import compression
 from bulkwire.bulk import BulkWriter
 from bulkwire.cli import build_parser, main
 from bulkwire.testing import LoopbackServer
+from build_extras import import_integration
 
 VALID = [False, None, True, "gzip", "zstd", "isal", "python-isal", "zlib", "python-zstd"]
 DEPRECATED = ["auto"]
@@ -82,6 +82,7 @@ def via_load_arrow(value, tmp_path):
 def via_dask(value, tmp_path):
     import bulkwire.dask
     import dask.dataframe as dd
+    import pandas as pd
 
     frame = pd.DataFrame({"id": [1, 2, 3], "n": [1.0, 2.0, 3.0]})
     with LoopbackServer() as server:
@@ -109,8 +110,7 @@ ENTRY_POINTS = {"BulkWriter": via_bulk_writer, "BulkInsert": via_bulk_insert,
 @pytest.mark.parametrize("value", VALID + INVALID, ids=repr)
 @pytest.mark.parametrize("entry", list(ENTRY_POINTS))
 def test_every_entry_point_reads_compress_as_parse_compress(entry, value, tmp_path):
-    if entry == "ray.BulkInsertDatasink":
-        pytest.importorskip("ray.data")
+    import_integration(entry)
     got = decided(lambda: ENTRY_POINTS[entry](value, tmp_path))
     assert got == reference(value), entry
     if got[1] is not None:
@@ -120,8 +120,7 @@ def test_every_entry_point_reads_compress_as_parse_compress(entry, value, tmp_pa
 @pytest.mark.parametrize("value", DEPRECATED)
 @pytest.mark.parametrize("entry", list(ENTRY_POINTS))
 def test_a_deprecated_name_keeps_its_meaning_and_warns(entry, value, tmp_path):
-    if entry == "ray.BulkInsertDatasink":
-        pytest.importorskip("ray.data")
+    import_integration(entry)
     with pytest.warns(DeprecationWarning, match=rf"compress={value!r} is deprecated"):
         got = ENTRY_POINTS[entry](value, tmp_path)
     assert got == compression.parse_compress(compression.DEPRECATED_COMPRESS_NAMES[value])

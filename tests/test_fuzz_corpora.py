@@ -64,6 +64,7 @@ def test_runner_lists_the_targets():
 def test_runner_reports_a_failing_input(tmp_path):
     """The runner's verdict can fail: a target that breaks on any non-empty input is caught,
     and the input is printed so the log alone reproduces it."""
+    pytest.importorskip("atheris")  # the runner fuzzes with it (test-all, not the test extra)
     import shutil
     import subprocess
     shutil.copy(FUZZ / "run.py", tmp_path / "run.py")

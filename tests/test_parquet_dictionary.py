@@ -18,13 +18,12 @@ import pyarrow.parquet as pq
 
 from bulkwire import _core
 from bulkwire.errors import MalformedFileError
-from build_extras import built_with, needs
 from bulkwire.parquet import PAGES, TableFile
 
 ROWS, DIM = 2500, 4
 CODECS = ["none", "snappy", "gzip", "zstd"]
-#: as test parameters: zstd pages are read page by page only on a build with libzstd
-CODEC_PARAMS = ["none", "snappy", "gzip", pytest.param("zstd", marks=needs("zstd"))]
+#: every build reads zstd pages page by page (libzstd, else pyarrow's zstd codec)
+CODEC_PARAMS = CODECS
 #: small enough that the wide columns outgrow it inside a chunk and go on PLAIN
 DICTIONARY_LIMIT = 2048
 
@@ -145,7 +144,7 @@ def test_nulls_by_pages(files, tables):
     table = tables[True]
     assert table.column("cat").null_count > 0
     rows = list(range(ROWS))
-    paged = "zstd" if built_with("zstd") else "snappy"  # page by page on this build
+    paged = "zstd"  # page by page on every build
     for key in [("none", "1.0", True, False), (paged, "2.0", True, True)]:
         with TableFile(files[key], columns=["cat", "i32", "f32"]) as f:
             f._parquet.read_row_group = None  # no column may fall back
@@ -217,7 +216,7 @@ def test_plain_files_still_plain(tmp_path, tables):
     """use_dictionary=False: no dictionary page, PLAIN pages, the same answers."""
     table = tables[False]
     path = _write(tmp_path / "p.parquet", table, use_dictionary=False,
-                  compression="zstd" if built_with("zstd") else "snappy")
+                  compression="zstd")
     _, offsets = _dictionaries(path)
     assert (offsets == -1).all()
     rows = [4, 2499, 4, 1000, 0]

@@ -195,3 +195,31 @@ def test_a_missing_package_inside_a_test_fails_it_when_extras_are_required(suite
     assert result.returncode == 1, output
     assert "1 failed, 1 passed" in output
     assert "bulkwire_no_other_package" in output and "BULKWIRE_REQUIRE_EXTRAS=1" in output
+
+
+# ---- the installed copy under test ---------------------------------------------------------
+
+def test_a_run_on_the_installed_copy_stops_when_it_imports_another(suite_without_an_extra,
+                                                                  tmp_path_factory):
+    """BULKWIRE_TEST_INSTALLED=1 (CI's run on the installed wheel): a bulkwire imported from
+    anywhere but site-packages (here a stand-in package put first on the path, as the
+    checkout's pkg/ would be) stops the run naming it; the installed copy (or, without the
+    variable, any copy) lets the same run go on."""
+    other = tmp_path_factory.mktemp("elsewhere")
+    (other / "bulkwire").mkdir()
+    (other / "bulkwire" / "__init__.py").write_text("")
+    env = {k: v for k, v in os.environ.items() if k != "BULKWIRE_REQUIRE_EXTRAS"}
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+               str(suite_without_an_extra / "test_needs_one_inside.py")]
+
+    def run(**changes: str) -> subprocess.CompletedProcess:
+        return subprocess.run(command, capture_output=True, text=True, env=dict(env, **changes),
+                              cwd=suite_without_an_extra, timeout=300)
+
+    stopped = run(BULKWIRE_TEST_INSTALLED="1", PYTHONPATH=str(other))
+    output = stopped.stdout + stopped.stderr
+    assert stopped.returncode != 0, output
+    assert "BULKWIRE_TEST_INSTALLED=1 but the bulkwire under test is " in output, output
+    assert str(other / "bulkwire" / "__init__.py") in output and "site-packages" in output
+    went_on = run()  # the bulkwire of this run, wherever it is, and no check
+    assert went_on.returncode == 0 and "1 passed, 1 skipped" in went_on.stdout, went_on.stdout

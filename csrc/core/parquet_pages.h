@@ -166,4 +166,16 @@ typedef struct {
 /* The table, in the order of the numbers (0 .. *count - 1). Static. */
 const bw_parquet_codec *bw_parquet_codecs(size_t *count);
 
+/* A zstd decoder the host supplies where libzstd is not linked: decompresses the in_size
+   bytes at `in` into exactly out_size bytes at `out`. Returns BW_PAGES_OK, BW_PAGES_MALFORMED
+   (the bytes are not a zstd stream of that size; the page reader writes the message) or
+   BW_PAGES_NO_MEMORY. Called from any thread, once per page. */
+typedef int (*bw_zstd_page_decoder)(const uint8_t *in, size_t in_size, uint8_t *out,
+                                    size_t out_size);
+
+/* Sets the zstd decoder (NULL: none) of a build without libzstd: zstd pages are then read
+   page by page like the others, their sizes checked the same way (the table above still says
+   what the build itself covers). With libzstd it does nothing. */
+void bw_parquet_set_zstd_decoder(bw_zstd_page_decoder decoder);
+
 #endif

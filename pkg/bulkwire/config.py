@@ -59,7 +59,19 @@ class BuildConfig:
     backends: dict = field(default_factory=dict)
 
 
-def _backends(have: dict) -> dict:
+def _zstd_pages() -> str:
+    """How zstd Parquet pages are read: page by page through libzstd, or through a Python
+    decompressor where libzstd is not linked, else a row group at a time through pyarrow."""
+    from .parquet import zstd_page_decoder
+
+    decoder = zstd_page_decoder()
+    if decoder == "libzstd":
+        return decoder
+    return f"page by page through {decoder} (libzstd not linked)" if decoder else \
+        "row groups through pyarrow (libzstd not linked, no zstd codec in pyarrow or zstandard)"
+
+
+def _backends() -> dict:
     """The backend of each feature that an optional library speeds up, in this build and
     this environment (Python packages that a fallback uses are looked for here)."""
     from .compression import compression_backends, zstd_backends
@@ -71,8 +83,7 @@ def _backends(have: dict) -> dict:
                        "ISA-L not linked)",
         "zstd bodies": zstd[0] if zstd else "none (neither libzstd nor the zstandard package)",
         "snappy Parquet pages": "bulkwire's snappy decoder",
-        "zstd Parquet pages": "libzstd" if have["zstd"] else
-        "row groups through pyarrow (libzstd not linked)",
+        "zstd Parquet pages": _zstd_pages(),
         "TLS sender": f"C ({_core.TLS_LIBRARY})" if _core.TLS_LIBRARY else
         "Python's ssl module (OpenSSL not linked)",
     }
@@ -86,8 +97,7 @@ def build_config() -> BuildConfig:
     for name, title, found, build_version, runtime_version, how, package in raw["libraries"]:
         libraries[name] = LibraryInfo(name, title, found, (runtime_version or build_version)
                                       if found else "", how, package)
-    have = {name: info.found for name, info in libraries.items()}
-    return BuildConfig(__version__, raw["flags"], libraries, _backends(have))
+    return BuildConfig(__version__, raw["flags"], libraries, _backends())
 
 
 def config_lines(config: Optional[BuildConfig] = None) -> list:

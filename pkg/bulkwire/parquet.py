@@ -99,6 +99,63 @@ def sample_parquet(path: PathLike, rows: int = 10_000, dim: int = 1024, seed: in
     return path
 
 
+#: Parquet's number for zstd pages
+_ZSTD_CODEC = 6
+_ZSTD_UNSEARCHED = object()
+#: how this process decodes zstd pages where libzstd is not linked, once looked for (see
+#: :func:`zstd_page_decoder`): (its name, the function) or None
+_zstd_decoder: Any = _ZSTD_UNSEARCHED
+_zstd_lock = threading.Lock()
+
+
+def _find_zstd_decoder() -> "tuple[str, Any] | None":
+    """(its name, decode(data, size) -> exactly size bytes) of the first zstd decompressor
+    installed: pyarrow's zstd codec, else the ``zstandard`` package; None when neither is."""
+    try:
+        import pyarrow
+        if pyarrow.Codec.is_available("zstd"):
+            codec = pyarrow.Codec("zstd")
+
+            def decode_pyarrow(data: bytes, size: int) -> Any:
+                return codec.decompress(data, decompressed_size=size)
+
+            return "pyarrow's zstd codec", decode_pyarrow
+    except ImportError:
+        pass
+    try:
+        import zstandard
+    except ImportError:
+        return None
+
+    def decode_zstandard(data: bytes, size: int) -> bytes:
+        # a decompressor per call: one is not to be shared between threads. The output is
+        # bounded (a frame that does not say its size, 0 meaning no bound to the package)
+        return zstandard.ZstdDecompressor().decompress(data, max_output_size=max(size, 1))
+
+    return "the zstandard package", decode_zstandard
+
+
+def zstd_page_decoder() -> "str | None":
+    """What decompresses zstd Parquet pages read page by page here: ``"libzstd"`` when the C
+    core links it; else pyarrow's zstd codec or the ``zstandard`` package (one call per
+    page), which this registers with the C core the first time it is asked; None when there
+    is none (zstd chunks are then read a row group at a time).
+
+    >>> zstd_page_decoder() is not None   # pyarrow, the parquet extra, has a zstd codec
+    True
+    """
+    global _zstd_decoder
+    if _core.PARQUET_CODECS[_ZSTD_CODEC][1]:
+        return "libzstd"
+    with _zstd_lock:
+        if _zstd_decoder is _ZSTD_UNSEARCHED:
+            found = _find_zstd_decoder()
+            if found is not None:
+                _core.parquet_zstd_decoder(found[1])
+            _zstd_decoder = found
+        return None if _zstd_decoder is None else _zstd_decoder[0]
+
+
 def _source_format(source: Any) -> str:
     """"parquet" or "ipc", by the magic bytes at the start of an open
     :class:`._source.SourceFile`."""
@@ -511,6 +568,8 @@ class TableFile:
                     return "no page index"
                 path = WALKED_PAGES
             name, covered, library = codecs.get(codec, (str(codec), False, None))
+            if not covered and codec == _ZSTD_CODEC:
+                covered = zstd_page_decoder() is not None
             if not covered:
                 return f"{name.lower()} pages not covered by this build (built without " \
                     f"{library}: apt-get install {library}-dev, reinstall bulkwire)" \

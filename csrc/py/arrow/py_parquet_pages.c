@@ -351,7 +351,72 @@ cleanup:
     return result;
 }
 
+/* ---- zstd pages through a Python decoder, where libzstd is not linked ------------------ */
+
+/* The callable parquet_zstd_decoder set (strong reference; NULL: none). Read and written
+   with the GIL held. */
+static PyObject *zstd_decoder_callable;
+
+/* bw_zstd_page_decoder through zstd_decoder_callable: called by the page reader without the
+   GIL, once per page; takes the GIL, passes a copy of the compressed bytes (the callable may
+   keep what it is given) and the size, and copies out what it returns when it is exactly
+   out_size bytes. Any exception but MemoryError means the bytes are not such a stream. */
+static int zstd_through_python(const uint8_t *in, size_t in_size, uint8_t *out,
+                               size_t out_size) {
+    PyGILState_STATE gil = PyGILState_Ensure();
+    int rc = BW_PAGES_MALFORMED;
+    Py_buffer plain = {0};
+    PyObject *callable = Py_XNewRef(zstd_decoder_callable);
+    PyObject *data = NULL, *result = NULL;
+    if (callable == NULL || in_size > (size_t)PY_SSIZE_T_MAX || out_size > (size_t)PY_SSIZE_T_MAX)
+        goto cleanup;
+    data = PyBytes_FromStringAndSize((const char *)in, (Py_ssize_t)in_size); /* new */
+    if (data != NULL)
+        result = PyObject_CallFunction(callable, "On", data, (Py_ssize_t)out_size); /* new */
+    if (result == NULL || PyObject_GetBuffer(result, &plain, PyBUF_SIMPLE) < 0) {
+        plain.obj = NULL;
+        goto cleanup;
+    }
+    if ((size_t)plain.len == out_size) {
+        memcpy(out, plain.buf, out_size);
+        rc = BW_PAGES_OK;
+    }
+cleanup:
+    if (PyErr_Occurred()) {
+        if (PyErr_ExceptionMatches(PyExc_MemoryError))
+            rc = BW_PAGES_NO_MEMORY;
+        PyErr_Clear();
+    }
+    if (plain.obj != NULL)
+        PyBuffer_Release(&plain);
+    Py_XDECREF(result);
+    Py_XDECREF(data);
+    Py_XDECREF(callable);
+    PyGILState_Release(gil);
+    return rc;
+}
+
+/* parquet_zstd_decoder(decode) -> None: zstd pages are decompressed by decode(data: bytes,
+   size: int) -> a bytes-like object of exactly size bytes, once per page, where libzstd is
+   not linked (with libzstd it is kept and never called); None removes it. New reference. */
+static PyObject *module_parquet_zstd_decoder(PyObject *self, PyObject *decode) {
+    (void)self;
+    if (decode != Py_None && !PyCallable_Check(decode)) {
+        PyErr_Format(PyExc_TypeError, "decode must be callable or None, not %s",
+                     Py_TYPE(decode)->tp_name);
+        return NULL;
+    }
+    PyObject *previous = zstd_decoder_callable;
+    zstd_decoder_callable = decode == Py_None ? NULL : Py_NewRef(decode);
+    bw_parquet_set_zstd_decoder(zstd_decoder_callable != NULL ? zstd_through_python : NULL);
+    Py_XDECREF(previous);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef parquet_pages_functions[] = {
+    {"parquet_zstd_decoder", module_parquet_zstd_decoder, METH_O,
+     "parquet_zstd_decoder(decode): where libzstd is not linked, zstd pages are decompressed "
+     "by decode(data, size), which returns exactly size bytes; None: no zstd pages."},
     {"parquet_index_locations", module_parquet_index_locations, METH_VARARGS,
      "parquet_index_locations(file, groups, columns): each column chunk's fields, named by "
      "PARQUET_CHUNK_FIELDS in their order: offset index (offset, length; -1 where absent), "
