@@ -245,7 +245,7 @@ def test_the_command_line(cassandra_node, session, tmp_path):
     table = vector_table(session, "cli", dim=8)
     path = str(tmp_path / "c.parquet")
     vector_file(path, 250, dim=8)
-    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "pkg"))
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(bulkwire.__file__))))
     done = subprocess.run([sys.executable, "-m", "bulkwire", "load", path, "--cql",
                            cassandra_node.address, "--keyspace", KEYSPACE, "--table", table,
                            "--consistency", "one"], capture_output=True, text=True, env=env,
@@ -341,7 +341,7 @@ def test_memory_stays_bounded_on_a_file_much_larger_than_the_window(cassandra_no
     vector_file(small, 1000, dim=1024, row_group=500, start=25_000)
     size = os.path.getsize(path)
     assert size > 90e6
-    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "pkg"))
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(bulkwire.__file__))))
     done = subprocess.run([sys.executable, "-c", MEASURE, path, cassandra_node.address,
                            KEYSPACE, table, small], capture_output=True, text=True, env=env,
                           timeout=900)
