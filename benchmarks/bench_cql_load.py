@@ -121,6 +121,24 @@ def child(name: str, path: str, host: str, port: int, window: int) -> None:
                       "cpu": time.process_time() - cpu}))
 
 
+def node_cpu_seconds() -> float | None:
+    """CPU seconds (user + system) of the Cassandra JVMs this machine runs (their command line
+    names CassandraDaemon), read from /proc; None when there is none to see (a remote node)."""
+    ticks, found = 0, False
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if b"CassandraDaemon" not in f.read():
+                    continue
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:  # gone meanwhile
+            continue
+        ticks += int(fields[11]) + int(fields[12])  # utime, stime
+        found = True
+    return ticks / os.sysconf("SC_CLK_TCK") if found else None
+
+
 def truncate(host: str, port: int, dim: int) -> None:
     cluster, session = driver_session(host, port)
     try:
@@ -164,6 +182,7 @@ def main() -> None:
             for name in names[start:] + names[:start]:
                 truncate(args.host, args.port, args.dim)
                 loads.append(load_average())
+                node_before = node_cpu_seconds()
                 done = subprocess.run(
                     [sys.executable, os.path.abspath(__file__), "--child", name, "--path", path,
                      "--host", args.host, "--port", str(args.port), "--window",
@@ -171,6 +190,11 @@ def main() -> None:
                 if done.returncode != 0:
                     sys.exit(f"{name} failed:\n{done.stderr}")
                 result = json.loads(done.stdout.strip().splitlines()[-1])
+                node_after = node_cpu_seconds()
+                if node_before is not None and node_after is not None:
+                    # over the child's whole life (its setup too): a floor of the node's
+                    # cores during the timed load
+                    result["node_cpu"] = node_after - node_before
                 if result["rows"] != args.rows:
                     sys.exit(f"{name} stored {result['rows']} of {args.rows} rows")
                 runs[name].append(result)
@@ -180,11 +204,13 @@ def main() -> None:
     print(f"{args.rows:,} rows of id + vector<float, {args.dim}> from Parquet into "
           f"{args.host}:{args.port}, window {args.window}, {args.rounds} interleaved rounds, "
           f"a fresh process per run; load average {', '.join(loads)}")
-    print(f"{'contender':<16}{'rows/s':>12}{'client CPU us/row':>20}")
+    print(f"{'contender':<16}{'rows/s':>12}{'client CPU us/row':>20}{'node CPU us/row':>18}")
     for name in names:
         rate = statistics.median(args.rows / r["wall"] for r in runs[name])
         cpu = statistics.median(r["cpu"] / args.rows * 1e6 for r in runs[name])
-        print(f"{name:<16}{rate:>12,.0f}{cpu:>20.1f}")
+        node = [r["node_cpu"] / args.rows * 1e6 for r in runs[name] if "node_cpu" in r]
+        node_text = f"{statistics.median(node):.1f}" if node else "-"
+        print(f"{name:<16}{rate:>12,.0f}{cpu:>20.1f}{node_text:>18}")
 
 
 if __name__ == "__main__":
