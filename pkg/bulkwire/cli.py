@@ -99,14 +99,16 @@ _ARGUMENT_FIRST = re.compile(r"^(?P<name>[a-z_0-9]+)(?:=(?P<value>'[^']*'|\"[^\"
 def _option(name: str, value: str | None) -> str:
     """How the command line says ``name=value`` of the Python API (``value`` its repr, or
     None): ``--zstd`` for ``compress='zstd'``, ``--id-column x`` for ``id_column='x'``."""
-    if name == "compress":
-        return "--zstd" if value is not None and "zstd" in value else "--gzip"
-    if value is None:
-        return OPTIONS[name]
     try:
-        given = ast.literal_eval(value)
+        given = None if value is None else ast.literal_eval(value)
     except (ValueError, SyntaxError):
         given = value
+    if name == "compress":  # --gzip and --zstd are the two encodings' own flags
+        if given in ("gzip", "zstd"):
+            return f"--{given}"
+        return f"--compress {given}" if isinstance(given, str) else "--gzip"
+    if value is None:
+        return OPTIONS[name]
     return f"{OPTIONS[name]} {given}"
 
 
