@@ -1,4 +1,5 @@
 """The benchmark scripts the docs quote still run (tiny sizes; nothing here is timed)."""
+import itertools
 import json
 import os
 import subprocess
@@ -204,7 +205,12 @@ def test_real_server_replay_pieces_are_the_senders_body(compress):
                 bulk.store(item, id=f"docs/{i}")
         sent = server.requests[-1]
         assert sent.complete and sent.error is None
-        assert sent.wire_chunks == [len(p) for p in pieces] and len(pieces) >= 2
+        # the same bytes, cut where the replay cuts them; the sender may send two pieces that
+        # were ready together (the last data and the gzip trailer) as one chunk
+        assert sum(sent.wire_chunks) == sum(map(len, pieces)) and len(pieces) >= 2
+        assert set(itertools.accumulate(sent.wire_chunks)) <= set(
+            itertools.accumulate(map(len, pieces)))
+        assert len(sent.wire_chunks) >= len(pieces) - 1
     body = b"".join(pieces)
     if compress:
         body = zlib.decompress(body, 31)

@@ -24,6 +24,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from build_extras import needs, skip_without
 from bulkwire import _core
 from bulkwire.errors import (ConnectError, ConnectionLostError, CqlServerError, ServerError,
                              TLSError, TransportTimeoutError)
@@ -451,6 +452,7 @@ def server_tls(certificate) -> ssl.SSLContext:
     return context
 
 
+@needs("openssl")  # the connection's TLS is bulkwire's own (OpenSSL), as the C sender's
 def test_a_pipelined_run_over_tls(certificate):
     listener, thread, state = fake_server(lambda opcode, body, state: None,
                                           tls=server_tls(certificate))
@@ -464,6 +466,7 @@ def test_a_pipelined_run_over_tls(certificate):
     assert state["bodies"] == bodies
 
 
+@needs("openssl")
 def test_a_server_certificate_that_does_not_verify_is_refused(certificate):
     listener, thread, state = fake_server(lambda opcode, body, state: None,
                                           tls=server_tls(certificate))
@@ -480,6 +483,8 @@ def test_a_forked_child_cannot_use_an_inherited_connection_and_the_parent_goes_o
         certificate, over_tls):
     from test_fork import FORKED, run_in_child
 
+    if over_tls:
+        skip_without("openssl")
     listener, thread, state = fake_server(lambda opcode, body, state: None,
                                           tls=server_tls(certificate) if over_tls else None)
     with listener:

@@ -220,7 +220,9 @@ def test_resume_sends_exactly_the_missing_units(cassandra_node, session, tmp_pat
 
 @server
 def test_worker_processes(cassandra_node, session, tmp_path):
-    table = vector_table(session, "workers", dim=8)
+    # no vector index: two workers put twice the window in flight, and Cassandra 5.0.9 fails
+    # index writes past its processors + 1 in flight (docs/cql.md); the workers are the subject
+    table = make_table(session, "workers", "id bigint PRIMARY KEY, emb vector<float, 8>")
     folder = vector_parts(tmp_path / "d", 2, 700)
     result = bulkwire.cql.load_parquet(str(folder), cassandra_node.address, KEYSPACE, table,
                                        workers=2)

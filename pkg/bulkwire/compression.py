@@ -255,7 +255,7 @@ def compress_encoding(value: Compress, name: str = "compress") -> Optional[str]:
     """The ``Content-Encoding`` a ``compress`` value gives the body: None, ``"gzip"`` or
     ``"zstd"`` (:func:`parse_compress` judges the value).
 
-    >>> compress_encoding("isal"), compress_encoding(False)
+    >>> compress_encoding("zlib"), compress_encoding(False)
     ('gzip', None)
     """
     backend = parse_compress(value, name)

@@ -152,6 +152,26 @@ def transport_error(exc: BaseException, what: str, timeout: Optional[float], *,
     return exc
 
 
+def _pending_alert(conn: http.client.HTTPConnection, exc: BaseException) -> BaseException:
+    """The TLS alert the server sent before it closed, when writing to it failed (``exc``):
+    with TLS 1.3 a server that refuses the client's certificate says so after the handshake,
+    and a request written meanwhile meets the closed connection before the alert is read.
+    Reading it tells the refusal from a lost connection; ``exc`` when there is none."""
+    sock = conn.sock
+    if not isinstance(sock, ssl.SSLSocket) or not isinstance(exc, (ssl.SSLEOFError,
+                                                                     ConnectionError)):
+        return exc
+    try:
+        sock.settimeout(1.0)
+        sock.recv(1)
+    except ssl.SSLError as alert:
+        if not isinstance(alert, ssl.SSLEOFError):
+            return alert
+    except OSError:
+        pass
+    return exc
+
+
 def _json_answer(status: int, body: bytes, what: str) -> Any:
     if not 200 <= status < 300:
         raise status_error(status, body, what)
@@ -231,7 +251,7 @@ class HttpTransport:
                 response = conn.getresponse()
                 body = response.read(MAX_ANSWER_BYTES + 1)
             except (OSError, http.client.HTTPException) as exc:
-                raise transport_error(exc, what, conn.timeout) from exc
+                raise transport_error(_pending_alert(conn, exc), what, conn.timeout) from exc
         finally:
             conn.close()
         if len(body) > MAX_ANSWER_BYTES:
