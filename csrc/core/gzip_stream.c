@@ -1,5 +1,6 @@
 #include "gzip_stream.h"
 
+#include "deflate_commas.h"
 #include "fork_origin.h"
 
 #include <limits.h>
@@ -17,6 +18,26 @@
 /* Deflate's window: each block of a parallel stream is primed with this much input before it. */
 #define BW_GZ_WINDOW ((size_t)32 << 10)
 
+/* How a parallel stream codes a block. The backend's matcher (LZ77 and Huffman) pays for
+   itself on text that repeats, as JSON keys do; on float digits it finds little and costs
+   about 23 instructions per byte, while the comma coder (deflate_commas.h) codes the same
+   text to about the same size in a few. So a block is sampled now and then: matched, and the
+   comma block's size computed beside it; the blocks until the next sample are comma blocks
+   when that size was within 1/COMMAS_SLACK of the matched one. */
+typedef enum {
+    BLOCK_MATCHED = 0,
+    BLOCK_COMMAS = 1,
+    BLOCK_SAMPLED = 2, /* matched, and its comma block's size measured */
+} block_kind;
+/* A block is sampled once every SAMPLE_EVERY blocks, the first block included. */
+#define SAMPLE_EVERY 16
+/* Comma blocks may be up to 1/COMMAS_SLACK larger than the matched ones (3%). */
+#define COMMAS_SLACK 32
+/* Blocks shorter than a whole parallel block are always matched: a comma block's header (its
+   codes, up to about 200 bytes) would weigh on them, and a small write after a large one is
+   where the matcher's primed window pays (a repeat of earlier text). */
+#define COMMAS_MIN BW_GZ_BLOCK_MIN
+
 /* One block's compressor in a parallel stream, used by one thread at a time: the job (dict,
    data), then the result (out, crc, rc). */
 typedef struct {
@@ -29,8 +50,11 @@ typedef struct {
 #endif
     const unsigned char *dict, *data;
     size_t dict_len, n;
+    block_kind kind;
     bw_buf out;
     unsigned long crc;
+    size_t comma_size; /* a sampled block's: what its comma block would have taken */
+    bw_comma_code commas; /* its codes and match list, kept from block to block */
     bw_gz_result rc;
 } gz_block_worker;
 
@@ -71,6 +95,9 @@ struct bw_gzip_stream {
     unsigned long crc;
     unsigned char history[BW_GZ_WINDOW]; /* the last input, the next write's first dictionary */
     size_t history_len;
+    int commas;          /* the last sample chose comma blocks */
+    int until_sample;    /* blocks before the next sample */
+    size_t comma_blocks; /* blocks written as comma blocks so far */
 };
 
 static void pool_stop(gz_pool *pool);
@@ -119,6 +146,7 @@ bw_gzip_stream *bw_gz_new(bw_gz_backend backend) {
 }
 
 static void worker_free(gz_block_worker *w) {
+    bw_comma_code_free(&w->commas);
     if (w->z_ready)
         deflateEnd(&w->z);
 #ifdef BW_HAVE_ISAL
@@ -224,6 +252,7 @@ void bw_gz_free(bw_gzip_stream *gz) {
 
 size_t bw_gz_total_in(const bw_gzip_stream *gz) { return gz->total_in; }
 size_t bw_gz_total_out(const bw_gzip_stream *gz) { return gz->total_out; }
+size_t bw_gz_comma_blocks(const bw_gzip_stream *gz) { return gz->comma_blocks; }
 
 /* Room for the output of n input bytes plus a flush marker or trailer; grows on demand. */
 static int reserve_for(bw_buf *out, size_t n) {
@@ -323,6 +352,25 @@ unsigned long bw_gz_crc_combine(unsigned long crc1, unsigned long crc2, size_t l
     return crc32_combine(crc1, crc2, (z_off_t)len2);
 }
 
+/* The CRC-32 of a block's input, by the backend's own routine (ISA-L's is the faster). */
+static unsigned long block_crc(const gz_block_worker *w) {
+#ifdef BW_HAVE_ISAL
+    if (w->backend == BW_GZ_ISAL)
+        return crc32_gzip_refl(0, w->data, (uint64_t)w->n);
+#endif
+    return crc32(0, w->data, (uInt)w->n);
+}
+
+/* One block as a comma block (no dictionary: it refers only to its own bytes), sync-flushed,
+   into w->out; its CRC-32 in w->crc. */
+static bw_gz_result block_commas(gz_block_worker *w) {
+    if (bw_comma_code_make(w->data, w->n, &w->commas) < 0 ||
+        bw_comma_block_write(&w->commas, w->data, w->n, &w->out) < 0)
+        return BW_GZ_NO_MEMORY;
+    w->crc = block_crc(w);
+    return BW_GZ_OK;
+}
+
 /* One block as raw deflate primed with its dictionary, sync-flushed, into w->out; its CRC-32
    in w->crc. n is at most BW_GZ_STEP. */
 static bw_gz_result block_zlib(gz_block_worker *w) {
@@ -346,7 +394,7 @@ static bw_gz_result block_zlib(gz_block_worker *w) {
         if (rc == Z_STREAM_ERROR)
             return BW_GZ_COMPRESSOR_FAILED;
     } while (z->avail_out == 0); /* a full output buffer may hide more pending output */
-    w->crc = crc32(0, w->data, (uInt)w->n);
+    w->crc = block_crc(w);
     return BW_GZ_OK;
 }
 
@@ -377,7 +425,7 @@ static bw_gz_result block_isal(gz_block_worker *w) {
             return BW_GZ_COMPRESSOR_FAILED;
         w->out.len += room - s->avail_out;
     } while (s->avail_out == 0 || s->avail_in != 0); /* not yet all taken and flushed */
-    w->crc = crc32_gzip_refl(0, w->data, (uint64_t)w->n);
+    w->crc = block_crc(w);
     return BW_GZ_OK;
 }
 #endif
@@ -385,13 +433,22 @@ static bw_gz_result block_isal(gz_block_worker *w) {
 static void *block_run(void *arg) {
     gz_block_worker *w = arg;
     w->out.len = 0;
-#ifdef BW_HAVE_ISAL
-    if (w->backend == BW_GZ_ISAL) {
-        w->rc = block_isal(w);
+    if (w->kind == BLOCK_COMMAS) {
+        w->rc = block_commas(w);
         return NULL;
     }
+#ifdef BW_HAVE_ISAL
+    if (w->backend == BW_GZ_ISAL)
+        w->rc = block_isal(w);
+    else
 #endif
-    w->rc = block_zlib(w);
+        w->rc = block_zlib(w);
+    if (w->rc == BW_GZ_OK && w->kind == BLOCK_SAMPLED) {
+        if (bw_comma_code_make(w->data, w->n, &w->commas) < 0)
+            w->rc = BW_GZ_NO_MEMORY;
+        else
+            w->comma_size = bw_comma_block_size(&w->commas);
+    }
     return NULL;
 }
 
@@ -466,6 +523,18 @@ static size_t block_length(size_t n, int threads) {
     return block < BW_GZ_STEP ? block : BW_GZ_STEP;
 }
 
+/* How the next block, of n bytes, is coded (see block_kind). */
+static block_kind next_block_kind(bw_gzip_stream *gz, size_t n) {
+    if (n < COMMAS_MIN)
+        return BLOCK_MATCHED;
+    if (gz->until_sample == 0) {
+        gz->until_sample = SAMPLE_EVERY - 1;
+        return BLOCK_SAMPLED;
+    }
+    gz->until_sample--;
+    return gz->commas ? BLOCK_COMMAS : BLOCK_MATCHED;
+}
+
 /* The last BW_GZ_WINDOW bytes of all input so far, after data[0..n) was written. */
 static void remember_history(bw_gzip_stream *gz, const unsigned char *data, size_t n) {
     if (n == 0) /* data may be NULL */
@@ -505,6 +574,7 @@ static bw_gz_result write_parallel(bw_gzip_stream *gz, const unsigned char *data
                 w->dict = data + done - BW_GZ_WINDOW;
                 w->dict_len = BW_GZ_WINDOW;
             }
+            w->kind = next_block_kind(gz, w->n);
             done += w->n;
         }
         pool_run_wave(gz, count);
@@ -512,6 +582,9 @@ static bw_gz_result write_parallel(bw_gzip_stream *gz, const unsigned char *data
             gz_block_worker *w = &gz->workers[i];
             if (w->rc != BW_GZ_OK)
                 return w->rc;
+            if (w->kind == BLOCK_SAMPLED)
+                gz->commas = w->comma_size <= w->out.len + w->out.len / COMMAS_SLACK;
+            gz->comma_blocks += w->kind == BLOCK_COMMAS;
             if (bw_buf_append(out, w->out.data, w->out.len) < 0)
                 return BW_GZ_NO_MEMORY;
             gz->crc = bw_gz_crc_combine(gz->crc, w->crc, w->n);

@@ -69,4 +69,9 @@ bw_gz_result bw_gz_write(bw_gzip_stream *gz, const void *data, size_t n, int fin
 /* Totals so far: bytes in and bytes out. */
 size_t bw_gz_total_in(const bw_gzip_stream *gz);
 size_t bw_gz_total_out(const bw_gzip_stream *gz);
+/* Blocks a parallel stream wrote with the comma coder (deflate_commas.h) so far: it samples
+   a block now and then and codes the blocks after it that way when, on the sample, the
+   comma block came within 3% of the matched one's size (float arrays do; JSON keys do not).
+   Always 0 for bw_gz_new's streams. */
+size_t bw_gz_comma_blocks(const bw_gzip_stream *gz);
 #endif

@@ -1,6 +1,6 @@
 /* The gzip stream (zlib backend): pieces sync-flushed so each decodes on arrival, one member
    over the whole body, totals, and no write after the end.
-   sources: gzip_stream.c out_buffer.c fork_origin.c
+   sources: gzip_stream.c deflate_commas.c out_buffer.c fork_origin.c
    libs: -lz -lpthread */
 #include <stdlib.h>
 #include <zlib.h>
