@@ -3,6 +3,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
 /* RFC 1951 limits: literal/length and distance codes of at most 15 bits, code-length codes of
    at most 7. */
 #define LITERAL_BITS_MAX 15
@@ -56,6 +60,7 @@ static inline uint64_t load_le64(const unsigned char *p) {
     return v;
 }
 
+#ifndef __SSE2__
 /* 0x80 in each byte of word that is a comma, 0 in the others (exact: no borrow crosses
    bytes, since the high bits are kept out of the addition). */
 static inline uint64_t comma_bytes(uint64_t word) {
@@ -63,13 +68,32 @@ static inline uint64_t comma_bytes(uint64_t word) {
     uint64_t t = word ^ 0x2C2C2C2C2C2C2C2CULL; /* a comma becomes 0 */
     return ~(((t & low7) + low7) | t | low7);
 }
+#endif
 
-/* Where the block's back-references are: walked once to count and once to write. */
+/* Bit k set where p[k] is a comma, for the 64 bytes at p. */
+static inline uint64_t comma_mask64(const unsigned char *p) {
+#ifdef __SSE2__
+    const __m128i comma = _mm_set1_epi8(',');
+    uint64_t mask = 0;
+    for (int k = 0; k < 4; k++) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(p + 16 * k));
+        mask |= (uint64_t)(unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, comma)) << (16 * k);
+    }
+    return mask;
+#else
+    uint64_t mask = 0;
+    for (int k = 0; k < 8; k++) /* each byte's 0x80 gathered into bit k of a byte */
+        mask |= ((comma_bytes(load_le64(p + 8 * k)) >> 7) * 0x0102040810204080ULL >> 56) << (8 * k);
+    return mask;
+#endif
+}
+
+/* Where the block's back-references are: walked once, while counting. */
 typedef struct {
     size_t at;        /* no comma before this is of interest */
     size_t word_at;   /* where the bytes of mask start */
     size_t next_word; /* the first byte not yet loaded into a mask */
-    uint64_t mask;    /* the commas of the last loaded bytes not yet visited */
+    uint64_t mask;    /* the commas of the last loaded bytes not yet visited: bit k, byte k */
     size_t prev;      /* the previous comma, when have_prev */
     int have_prev;
 } comma_scan;
@@ -78,7 +102,7 @@ typedef struct {
 static inline size_t next_comma(const unsigned char *data, size_t n, comma_scan *s) {
     for (;;) {
         while (s->mask != 0) {
-            size_t pos = s->word_at + (size_t)(__builtin_ctzll(s->mask) >> 3);
+            size_t pos = s->word_at + (size_t)__builtin_ctzll(s->mask);
             s->mask &= s->mask - 1;
             if (pos >= s->at)
                 return pos;
@@ -87,13 +111,13 @@ static inline size_t next_comma(const unsigned char *data, size_t n, comma_scan 
         if (from >= n)
             return n;
         s->word_at = from;
-        if (n - from >= 8) {
-            s->mask = comma_bytes(load_le64(data + from));
-            s->next_word = from + 8;
+        if (n - from >= 64) {
+            s->mask = comma_mask64(data + from);
+            s->next_word = from + 64;
         } else {
             for (size_t k = 0; k < n - from; k++)
                 if (data[from + k] == ',')
-                    s->mask |= (uint64_t)0x80 << (8 * k);
+                    s->mask |= (uint64_t)1 << k;
             s->next_word = n;
         }
     }
@@ -441,7 +465,9 @@ size_t bw_comma_block_size(const bw_comma_code *code) {
     return (size_t)((code->block_bits + MARKER_BITS + 7) / 8) + MARKER_TAIL;
 }
 
-/* The block's bits as they are written: fewer than 32 wait in acc between steps. */
+/* The block's bits as they are written: after each flush fewer than 8 wait in acc, so up to
+   56 more may go in before the next (three literal codes of at most 15 bits, or a length
+   and a distance with their extra bits: at most 48). */
 typedef struct {
     unsigned char *at;
     uint64_t acc;
@@ -458,37 +484,39 @@ static inline void put_extra(bit_writer *w, unsigned value, int bits) {
     w->pending += (unsigned)bits;
 }
 
-static inline void drain(bit_writer *w) {
-    if (w->pending >= 32) {
-        w->at[0] = (unsigned char)w->acc;
-        w->at[1] = (unsigned char)(w->acc >> 8);
-        w->at[2] = (unsigned char)(w->acc >> 16);
-        w->at[3] = (unsigned char)(w->acc >> 24);
-        w->at += 4;
-        w->acc >>= 32;
-        w->pending -= 32;
-    }
+/* Writes the whole bytes waiting, without a branch: all eight bytes of acc are stored (the
+   output has room past the block's end for that), and at moves by the whole ones. */
+static inline void flush(bit_writer *w) {
+    uint64_t acc = w->acc;
+    for (int k = 0; k < 8; k++)
+        w->at[k] = (unsigned char)(acc >> (8 * k));
+    w->at += w->pending >> 3;
+    w->acc = acc >> (w->pending & ~7u);
+    w->pending &= 7;
 }
 
-/* data[0..n) as literals. Two codes of at most 15 bits each go in before each drain, onto
-   fewer than 32 waiting: the 64-bit accumulator never overflows. */
+/* data[0..n) as literals, three codes per flush. */
 static inline void put_literals(bit_writer *w, const uint32_t *entry, const unsigned char *data,
-                         size_t n) {
+                                size_t n) {
     size_t i = 0;
-    for (; i + 2 <= n; i += 2) {
+    for (; i + 3 <= n; i += 3) {
         put_entry(w, entry[data[i]]);
         put_entry(w, entry[data[i + 1]]);
-        drain(w);
+        put_entry(w, entry[data[i + 2]]);
+        flush(w);
     }
-    if (i < n) {
+    for (; i < n; i++)
         put_entry(w, entry[data[i]]);
-        drain(w);
-    }
+    flush(w);
 }
+
+/* Room past a block's last byte that flush may write into (and that is then overwritten or
+   left beyond out->len). */
+#define FLUSH_SLACK 8
 
 int bw_comma_block_write(const bw_comma_code *code, const unsigned char *data, size_t n,
                          bw_buf *out) {
-    if (bw_buf_reserve(out, bw_comma_block_size(code)) < 0)
+    if (bw_buf_reserve(out, bw_comma_block_size(code) + FLUSH_SLACK) < 0)
         return -1;
     bit_writer w;
     w.at = (unsigned char *)bw_buf_tail(out);
@@ -502,14 +530,13 @@ int bw_comma_block_write(const bw_comma_code *code, const unsigned char *data, s
     for (size_t i = 0; i < code->match_count; i++) {
         const bw_comma_match *m = &code->matches[i];
         put_literals(&w, code->entry, data + done, m->start - done);
-        /* a length (at most 15 + 5 bits), then a distance (at most 15 + 13) */
-        coded_value l = length_value(m->length), d = distance_value((size_t)m->distance_less_one + 1);
+        coded_value l = length_value(m->length),
+                    d = distance_value((size_t)m->distance_less_one + 1);
         put_entry(&w, code->entry[l.symbol]);
         put_extra(&w, l.extra, l.extra_bits);
-        drain(&w);
         put_entry(&w, code->distance_entry[d.symbol]);
         put_extra(&w, d.extra, d.extra_bits);
-        drain(&w);
+        flush(&w);
         done = (size_t)m->start + m->length;
     }
     put_literals(&w, code->entry, data + done, n - done);
