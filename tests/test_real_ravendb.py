@@ -168,6 +168,33 @@ def test_bulk_insert_stores_what_the_official_client_stores(raven, compress):
     assert first["@metadata"]["@collection"] == "People"
 
 
+def test_gzip_embeddings_in_comma_blocks_are_stored_as_sent(raven, monkeypatch):
+    """Embedding documents gzip-compressed on two threads go mostly through the comma coder
+    (literals, and back-references at commas): the server inflates them to exactly what the
+    plain insert of the same documents stores."""
+    streams = []
+    real_compressor = bulkwire.bulk.body_compressor
+
+    def kept_compressor(*args, **kwargs):
+        streams.append(real_compressor(*args, **kwargs))
+        return streams[-1]
+
+    monkeypatch.setattr(bulkwire.bulk, "body_compressor", kept_compressor)
+    vectors = np.random.default_rng(11).standard_normal((600, 1024)).astype(np.float32)
+    plain, packed = new_database(raven, "plain"), new_database(raven, "commas")
+    for database, compress in ((plain, False), (packed, "gzip")):
+        with bulkwire.BulkInsert(raven.url, database, compress=compress,
+                                 compress_threads=2) as bulk:
+            for i, vector in enumerate(vectors):
+                bulk.store({"Name": f"item {i}", "Vector": vector}, id=f"vectors/{i}")
+    assert len(streams) == 1 and streams[0].comma_blocks > 0
+    stored_plain, stored_packed = raven.documents(plain), raven.documents(packed)
+    assert len(stored_plain) == len(stored_packed) == len(vectors)
+    for doc_id, doc in stored_plain.items():
+        assert held(stored_packed[doc_id]) == held(doc), doc_id
+    assert stored_packed["vectors/5"]["Vector"] == vectors[5].tolist()
+
+
 # ---- the drop-in: HiLo ids from the real server ----
 
 class User:
