@@ -11,8 +11,8 @@
 Every run is a fresh process (nothing warm is shared) that times its own load: wall seconds
 and CPU seconds of the process (every thread), from which rows/s and client CPU µs per row.
 Rounds are interleaved, the order rotating each round (``_rounds.interleaved_seconds``'s
-rule); the table is truncated before each run. Reports the median of each, and the load
-average.
+rule); the table is truncated before each run. Reports the median of each, the median of
+the per-round ratios of each contender's rate to the ceiling's, and the load average.
 
     python benchmarks/bench_cql_load.py --host 127.0.0.1 --rows 100000 --rounds 3
 
@@ -204,13 +204,18 @@ def main() -> None:
     print(f"{args.rows:,} rows of id + vector<float, {args.dim}> from Parquet into "
           f"{args.host}:{args.port}, window {args.window}, {args.rounds} interleaved rounds, "
           f"a fresh process per run; load average {', '.join(loads)}")
-    print(f"{'contender':<16}{'rows/s':>12}{'client CPU us/row':>20}{'node CPU us/row':>18}")
+    ceiling = runs.get("ceiling")
+    print(f"{'contender':<16}{'rows/s':>12}{'client CPU us/row':>20}{'node CPU us/row':>18}"
+          + (f"{'rows/s / ceiling':>18}" if ceiling else ""))
     for name in names:
         rate = statistics.median(args.rows / r["wall"] for r in runs[name])
         cpu = statistics.median(r["cpu"] / args.rows * 1e6 for r in runs[name])
         node = [r["node_cpu"] / args.rows * 1e6 for r in runs[name] if "node_cpu" in r]
         node_text = f"{statistics.median(node):.1f}" if node else "-"
-        print(f"{name:<16}{rate:>12,.0f}{cpu:>20.1f}{node_text:>18}")
+        # the runs of one round are paired: the median of the per-round ratios
+        against = (f"{statistics.median(c['wall'] / r['wall'] for r, c in zip(runs[name], ceiling)):>18.3f}"
+                   if ceiling else "")
+        print(f"{name:<16}{rate:>12,.0f}{cpu:>20.1f}{node_text:>18}{against}")
 
 
 if __name__ == "__main__":
