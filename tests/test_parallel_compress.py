@@ -268,3 +268,17 @@ def test_mixed_bodies_cut_any_way_inflate_to_the_body(backend, parts, cuts, thre
     stream = _core.GzipStream(backend=backend, threads=threads)
     pieces = gzip_pieces_from(stream, body, sorted(set(c for c in cuts if 0 < c < len(body))))
     assert_one_member_decodable_on_arrival(pieces, body)
+
+
+def test_blocks_over_16_mib_stay_matched():
+    """A comma block's list of back-references grows with the block, so blocks over 16 MiB
+    (here 20 MiB: a 40 MiB write on two threads) keep the backend; 8 MiB ones do not."""
+    body = float_array_body(40 * MIB)
+    whole = _core.GzipStream(backend="zlib", threads=2)
+    pieces = gzip_pieces_from(whole, body, [])
+    assert whole.comma_blocks == 0
+    assert zlib.decompress(b"".join(p for p, _ in pieces), wbits=31) == body
+    cut = _core.GzipStream(backend="zlib", threads=2)
+    pieces = gzip_pieces_from(cut, body, list(range(16 * MIB, len(body), 16 * MIB)))
+    assert cut.comma_blocks > 0
+    assert zlib.decompress(b"".join(p for p, _ in pieces), wbits=31) == body

@@ -37,6 +37,9 @@ typedef enum {
    codes, up to about 200 bytes) would weigh on them, and a small write after a large one is
    where the matcher's primed window pays (a repeat of earlier text). */
 #define COMMAS_MIN BW_GZ_BLOCK_MIN
+/* Blocks longer than this are always matched too: a comma block's match list takes up to 8
+   bytes per 3 bytes of block (about 0.4 on float arrays), which stays bounded this way. */
+#define COMMAS_MAX ((size_t)16 << 20)
 
 /* One block's compressor in a parallel stream, used by one thread at a time: the job (dict,
    data), then the result (out, crc, rc). */
@@ -525,7 +528,7 @@ static size_t block_length(size_t n, int threads) {
 
 /* How the next block, of n bytes, is coded (see block_kind). */
 static block_kind next_block_kind(bw_gzip_stream *gz, size_t n) {
-    if (n < COMMAS_MIN)
+    if (n < COMMAS_MIN || n > COMMAS_MAX)
         return BLOCK_MATCHED;
     if (gz->until_sample == 0) {
         gz->until_sample = SAMPLE_EVERY - 1;
