@@ -81,7 +81,7 @@ def run_bulkwire(url: str, entities: list, compress: bool, threads: int | None =
     import bulkwire
     from bulkwire import _core
 
-    _core._testing.reset_chunk_peak()
+    _core._testing.reset_piece_peak()
     start = time.perf_counter()
     with bulkwire.BulkInsert(url, "bench", compress=compress, timeout=120,
                              compress_threads=threads) as bulk:
@@ -91,7 +91,7 @@ def run_bulkwire(url: str, entities: list, compress: bool, threads: int | None =
     seconds = time.perf_counter() - start
     stats = bulk.stats
     return {"seconds": seconds, "compression": stats.compression,
-            "buffer_peak": _core._testing.chunk_memory()[1], "queue_peak": stats.queue_peak,
+            "buffer_peak": _core._testing.piece_memory()[1], "queue_peak": stats.queue_peak,
             "blocked_puts": stats.blocked_puts}
 
 
@@ -247,7 +247,7 @@ def profile_bulkwire(url: str, docs: int, dim: int) -> None:
     encode_s, body = writer_seconds(entities, 3)
     w = BulkWriter()  # the buffers themselves, kept, for compression alone (not timed)
     chunks: list = []
-    t = threading.Thread(target=lambda: chunks.extend(w.chunks()))
+    t = threading.Thread(target=lambda: chunks.extend(w.pieces()))
     t.start()
     for e in entities:
         w.store(e)

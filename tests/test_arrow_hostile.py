@@ -447,5 +447,5 @@ def test_conventions_match_the_bulk_writer():
         with pytest.raises(ValueError):
             check_id(bad)
     w.close()
-    list(w.chunks())
+    list(w.pieces())
 

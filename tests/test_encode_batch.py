@@ -49,11 +49,11 @@ def oracle(table, id_column="id", fields=None, vector_column=None, prefix="", fl
 
 
 def encode(batch, id_column="id", fields=None, vector_column=None, prefix="", float32="widen",
-           first=True, chunk_size=1 << 20, dim=-1) -> bytes:
+           first=True, buffer_size=1 << 20, dim=-1) -> bytes:
     fields = [n for n in batch.schema.names if n != id_column] if fields is None else fields
     chunks = _core.encode_batch(batch, id_column, fields, vector_column=vector_column,
                                 id_prefix=prefix, metadata=META_JSON, float32=float32,
-                                first=first, chunk_size=chunk_size, dim=dim)
+                                first=first, buffer_size=buffer_size, dim=dim)
     return b"".join(chunks)
 
 
@@ -184,7 +184,7 @@ def test_chunks_and_separators():
     table = table_with(fsl(vectors(50, 4)), 50)
     batch = table.to_batches()[0]
     chunks = _core.encode_batch(batch, "id", ["emb", "name"], vector_column="emb",
-                                metadata=META_JSON, chunk_size=1000, first=True)
+                                metadata=META_JSON, buffer_size=1000, first=True)
     assert len(chunks) > 5
     assert all(len(c) >= 1000 for c in chunks[:-1])
     assert b"".join(chunks) == oracle(table, fields=["emb", "name"], vector_column="emb")

@@ -309,7 +309,7 @@ def test_a_worker_killed_while_the_other_keeps_sending_stops_the_load_at_once(tm
         killer = kill_a_sender(server, resume=False)
         with pytest.raises(bulkwire.BulkInsertError, match=r"died with exit code -9") as info:
             bulkwire.load_parquet(str(tmp_path / "d"), url=server.url, database="db", workers=2,
-                                  batch_rows=20, chunk_size=1000)
+                                  batch_rows=20, buffer_size=1000)
         stopped = time.monotonic() - killer.killed[0][1]
         killer.join()
         assert stopped < 1.0, f"stopped {stopped:.2f} s after the kill"

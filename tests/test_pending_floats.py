@@ -37,7 +37,7 @@ def body_of(docs, *, defer, buffer_size=1 << 20, default=_core.ENTITY):
     for doc, doc_id in docs:
         writer.store(doc, id=doc_id)
     writer.close()
-    chunks = [bytes(c) for c in writer.chunks()]
+    chunks = [bytes(c) for c in writer.pieces()]
     return b"".join(chunks), chunks
 
 
@@ -198,7 +198,7 @@ def test_a_failed_document_leaves_no_run_behind():
         writer.store({"v": run, "bad": object()}, id="d/2")
     writer.store(*ok3)
     writer.close()
-    body = b"".join(bytes(c) for c in writer.chunks())
+    body = b"".join(bytes(c) for c in writer.pieces())
     assert body == expected_body([ok1, ok3])
 
 
@@ -346,7 +346,7 @@ def test_a_producer_that_finds_the_queue_full_writes_the_text_itself():
     pieces = []
 
     def consume():
-        for piece in writer.chunks():
+        for piece in writer.pieces():
             time.sleep(0.002)
             pieces.append(bytes(piece))
 
