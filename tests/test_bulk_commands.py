@@ -601,7 +601,7 @@ def _drain_slowly(writer, sink):
 @pytest.mark.parametrize("kind", ["bytes", "bytearray", "memoryview"])
 def test_a_huge_attachment_keeps_memory_bounded(kind):
     """bytes go out as they are (no copy); a mutable buffer is copied a buffer at a time. The
-    writer's buffers (Chunks once handed over) never hold much more than the queue's worth."""
+    writer's buffers (Pieces once handed over) never hold much more than the queue's worth."""
     size, buffer_size, max_buffers = 48 << 20, 1 << 16, 4
     data = {"bytes": lambda: os.urandom(1024) * (size // 1024),
             "bytearray": lambda: bytearray(os.urandom(1024) * (size // 1024)),

@@ -78,9 +78,9 @@ def pump_items(items, gz=None, close_consumer=False, maxsize=4):
 
 @settings(max_examples=40, deadline=None)
 @given(st.lists(st.binary(min_size=1, max_size=3000), min_size=1, max_size=12),
-       st.sampled_from(["chunk", "bytes", "mixed"]))
+       st.sampled_from(["piece", "bytes", "mixed"]))
 def test_plain_pump_sends_each_item_as_one_chunk(payloads, kind):
-    items = [(_core._testing.make_piece(p) if kind == "chunk" or (kind == "mixed" and i % 2) else p)
+    items = [(_core._testing.make_piece(p) if kind == "piece" or (kind == "mixed" and i % 2) else p)
              for i, p in enumerate(payloads)]
     (outcome, buffers, body, pieces, wire_bytes), wire = pump_items(items)
     assert outcome == _core.PUMP_DONE
@@ -259,7 +259,7 @@ def test_pump_bad_arguments():
 @pytest.mark.parametrize("use_pump", [True, False])
 @pytest.mark.parametrize("compress", [False, True])
 def test_bulk_insert_with_and_without_the_pump(monkeypatch, use_pump, compress):
-    """Both consumer paths (the pump on plain sockets, the pieces of chunks() elsewhere)
+    """Both consumer paths (the pump on plain sockets, pieces() elsewhere)
     deliver the same documents."""
     if not use_pump:
         monkeypatch.setattr(BulkWriter, "_can_pump", property(lambda self: False))
@@ -282,7 +282,7 @@ class _Piece(bytearray):
 
 
 def test_pump_releases_other_bytes_likes_promptly():
-    """Bytes-likes other than Chunks are released with the GIL; the pump must not pile them
+    """Bytes-likes other than Pieces are released with the GIL; the pump must not pile them
     up (each may pin a large buffer): at any moment only the queue's items, the one being
     sent and at most one more are alive."""
     import weakref

@@ -52,7 +52,7 @@ def type_metadata(entity):
 
 
 def drain(writer):
-    """Consume on another thread as a transport would; returns the chunk objects."""
+    """Consume on another thread as a transport would; returns the piece objects."""
     got = []
     t = threading.Thread(target=lambda: got.extend(writer.pieces()))
     t.start()
@@ -123,11 +123,11 @@ def test_ownership_buffers_move_once_and_never_change():
     """Every handed-over buffer is a distinct object with its own memory, unchanged at the
     end; the reassembled stream is exactly the stored commands in order."""
     writer = BulkWriter(buffer_size=1000, max_buffers=4)
-    seen = []  # (chunk, bytes at arrival)
+    seen = []  # (piece, bytes at arrival)
 
     def consumer():
-        for chunk in writer.pieces():
-            seen.append((chunk, bytes(chunk)))
+        for piece in writer.pieces():
+            seen.append((piece, bytes(piece)))
 
     t = threading.Thread(target=consumer)
     t.start()
@@ -144,15 +144,15 @@ def test_ownership_buffers_move_once_and_never_change():
     assert len(seen) > 50
     assert len({id(c) for c, _ in seen}) == len(seen)  # all alive, so ids are distinct objects
     assert len({c.address for c, _ in seen}) == len(seen)  # and distinct memory
-    for chunk, at_arrival in seen:
-        assert bytes(chunk) == at_arrival
-        assert isinstance(chunk, _core.Piece) and memoryview(chunk).readonly
+    for piece, at_arrival in seen:
+        assert bytes(piece) == at_arrival
+        assert isinstance(piece, _core.Piece) and memoryview(piece).readonly
     assert b"".join(snapshot for _, snapshot in seen) == b"[" + b",".join(expected) + b"]"
     # flush on size alone: every buffer but the last went over the threshold, by at most
     # the one command that took it over
-    for chunk, _ in seen[:-1]:
-        assert len(chunk) > 1000
-        assert len(chunk) - 1000 < max(len(e) for e in expected) + 1
+    for piece, _ in seen[:-1]:
+        assert len(piece) > 1000
+        assert len(piece) - 1000 < max(len(e) for e in expected) + 1
 
 
 def test_an_unencodable_document_leaves_nothing_behind():
@@ -298,19 +298,19 @@ def test_any_documents_frame_exactly_as_the_oracle(batch, buffer_size):
         writer.store(doc, id=doc_id)
         expected.append(expected_command(doc, doc_id, type_metadata(doc)))
     writer.close()
-    chunks = list(writer.pieces())
-    assert b"".join(bytes(c) for c in chunks) == b"[" + b",".join(expected) + b"]"
-    assert all(len(c) > buffer_size for c in chunks[:-1])
+    pieces = list(writer.pieces())
+    assert b"".join(bytes(c) for c in pieces) == b"[" + b",".join(expected) + b"]"
+    assert all(len(c) > buffer_size for c in pieces[:-1])
 
 
 def _fill_until_handover(writer, payload, start=0):
-    """put() commands until the writer hands a buffer over; returns (chunk, next index)."""
+    """put() commands until the writer hands a buffer over; returns (piece, next index)."""
     i = start
     while True:
-        chunk = writer.put(f"docs/{i}", {"v": payload}, {})
+        piece = writer.put(f"docs/{i}", {"v": payload}, {})
         i += 1
-        if chunk is not None:
-            return chunk, i
+        if piece is not None:
+            return piece, i
 
 
 def test_buffer_pool_reuses_sent_buffers_and_stays_bounded():
@@ -332,8 +332,8 @@ def test_buffer_pool_reuses_sent_buffers_and_stays_bounded():
     assert body.startswith(b',{"Id":"docs/') and b"x" not in body  # ...and overwrote it all
     json.loads(b"[" + body[1:] + b"]")
     assert first_text.startswith(b'[{"Id":"docs/0"')
-    chunks = [_fill_until_handover(writer, payload)[0] for _ in range(10)]
-    del chunks, second
+    pieces = [_fill_until_handover(writer, payload)[0] for _ in range(10)]
+    del pieces, second
     assert _core._testing.pool_memory()[0] == 4  # bounded: the other 7 were freed
     del writer
     gc.collect()
@@ -344,11 +344,11 @@ def test_buffer_pool_frees_buffers_released_after_the_last_writer():
     gc.collect()
     assert _core._testing.pool_memory()[2] == 0
     writer = _core.CommandWriter(buffer_size=4096)
-    chunk, _ = _fill_until_handover(writer, "z" * 100)
+    piece, _ = _fill_until_handover(writer, "z" * 100)
     live = _core._testing.piece_memory()[2]
     del writer
     gc.collect()
-    del chunk  # outlived its writer: freed, not pooled
+    del piece  # outlived its writer: freed, not pooled
     assert _core._testing.piece_memory()[2] == live - 1
     assert _core._testing.pool_memory() == (0, 0, 0)
 

@@ -243,7 +243,7 @@ def test_full_buffers_are_handed_over_in_c():
     """store() puts every full buffer on the queue itself: the Python hand-over is not used."""
     writer = BulkWriter(buffer_size=256, max_buffers=2)
 
-    def no_python_hand_over(chunk):
+    def no_python_hand_over(piece):
         raise AssertionError("a buffer went through Python")
     writer._put = no_python_hand_over
     got = []

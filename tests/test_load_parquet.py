@@ -546,7 +546,7 @@ def test_column_types_are_judged_by_the_encoder_before_any_row(tmp_path):
     assert parsed(r.target)[1][0]["Document"]["a"] == [1.0]
 
 
-def test_load_hands_the_encoders_chunks_over_unchecked(tmp_path, monkeypatch):
+def test_load_hands_the_encoders_buffers_over_unchecked(tmp_path, monkeypatch):
     """The commands C just wrote go to the writer as they are: store_encoded's check of
     user-given bytes is not run on them."""
     import bulkwire.bulk

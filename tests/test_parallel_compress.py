@@ -118,11 +118,11 @@ def test_zstd_workers_write_one_frame(threads):
     d = zstandard.ZstdDecompressor().decompressobj()
     got = b""
     for start in range(0, len(body), MIB):
-        chunk = body[start:start + MIB]
+        part = body[start:start + MIB]
         last = start + MIB >= len(body)
-        piece = bytes(stream.finish(chunk) if last else stream.compress(chunk))
+        piece = bytes(stream.finish(part) if last else stream.compress(part))
         got += d.decompress(piece)
-        assert got == body[:start + len(chunk)]  # each piece decodes on arrival
+        assert got == body[:start + len(part)]  # each piece decodes on arrival
     assert d.eof and d.unused_data == b"" and got == body  # one frame, nothing after it
     wire_stream = _core.ZstdStream(threads=threads)
     wire = bytes(wire_stream.finish(body))

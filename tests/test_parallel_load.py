@@ -303,7 +303,7 @@ def test_a_worker_killed_while_the_other_keeps_sending_stops_the_load_at_once(tm
     worker would have finished, and no request is answered as a success."""
     write_parts(str(tmp_path / "d"), [4000] * 4, row_group=100)
     with LoopbackServer() as server:
-        # each worker's share takes seconds: hundreds of chunks (the body is cut only at the
+        # each worker's share takes seconds: hundreds of pieces (the body is cut only at the
         # threshold), each read slowly
         server.read_delay = 0.01
         killer = kill_a_sender(server, resume=False)

@@ -39,7 +39,7 @@ def drain(writer):
 
 
 def consume(writer):
-    """Drain the writer's chunks on a thread, as a transport would; returns (thread, pieces)."""
+    """Drain the writer's pieces on a thread, as a transport would; returns (thread, pieces)."""
     pieces = []
     thread = threading.Thread(target=lambda: pieces.extend(bytes(c) for c in writer.pieces()))
     thread.start()
@@ -152,7 +152,7 @@ def test_mutable_input_is_copied():
 
 def test_bounded_memory_for_a_large_encoded_input():
     """A bytearray of ~40 buffers, no consumer yet: the writer copies it buffer by buffer and
-    blocks on the full queue; live chunk memory stays within (max_buffers + 2) buffers."""
+    blocks on the full queue; live piece memory stays within (max_buffers + 2) buffers."""
     bs, max_buffers = 32 << 10, 4
     cmds = [command(i, pad=900) for i in range(1400)]
     data = bytearray(b",".join(cmds))

@@ -124,7 +124,7 @@ def assert_the_writer_goes_on(writer, stored, doc_id, expected):
     the body holds exactly the document (when there was one) and the later one."""
     writer.store({"after": 1}, id="after/1")
     writer.close()
-    body = b"".join(bytes(chunk) for chunk in writer.pieces())
+    body = b"".join(bytes(piece) for piece in writer.pieces())
     after = document_body("after/1", {"after": 1})
     if expected[1] is not None:
         assert stored == (None, expected[1]) and body == b"[" + after + b"]"

@@ -116,7 +116,7 @@ def test_flush_per_piece_is_a_prefix_at_every_piece(backend):
 @pytest.mark.parametrize("backend", BACKEND_PARAMS)
 def test_misuse_is_refused(backend):
     stream = compression.body_compressor(backend)
-    assert stream.compress(b"") is None  # no empty chunks
+    assert stream.compress(b"") is None  # no empty pieces
     stream.finish(b"x")
     with pytest.raises((ValueError, zstandard.ZstdError)):
         stream.compress(b"more")
