@@ -179,8 +179,8 @@ def _encoded_pieces(commands: Any, count: Any) -> list:
 @dataclass
 class BulkStats:
     """What a bulk insert did. ``body_bytes`` is the JSON body, ``wire_bytes`` what was
-    handed to the transport (compressed when compressing), ``pieces`` how many pieces of
-    the body that was (each sent as one HTTP chunk)."""
+    handed to the transport (compressed when compressing), ``pieces`` in how many pieces
+    (each sent as one HTTP chunk)."""
 
     documents: int = 0
     body_bytes: int = 0
