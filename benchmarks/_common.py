@@ -47,7 +47,7 @@ def writer_seconds(entities: list, runs: int, defer_float_text: bool = True) -> 
     for _ in range(runs):
         writer = BulkWriter(defer_float_text=defer_float_text)
         sizes: list = []
-        consumer = threading.Thread(target=lambda: sizes.extend(len(c) for c in writer.chunks()))
+        consumer = threading.Thread(target=lambda: sizes.extend(len(c) for c in writer.pieces()))
         consumer.start()
         start = time.perf_counter()
         for entity in entities:

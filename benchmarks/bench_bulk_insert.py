@@ -81,7 +81,7 @@ def run_bulkwire(url: str, entities: list, compress: bool, threads: int | None =
     import bulkwire
     from bulkwire import _core
 
-    _core._testing.reset_chunk_peak()
+    _core._testing.reset_piece_peak()
     start = time.perf_counter()
     with bulkwire.BulkInsert(url, "bench", compress=compress, timeout=120,
                              compress_threads=threads) as bulk:
@@ -91,7 +91,7 @@ def run_bulkwire(url: str, entities: list, compress: bool, threads: int | None =
     seconds = time.perf_counter() - start
     stats = bulk.stats
     return {"seconds": seconds, "compression": stats.compression,
-            "buffer_peak": _core._testing.chunk_memory()[1], "queue_peak": stats.queue_peak,
+            "buffer_peak": _core._testing.piece_memory()[1], "queue_peak": stats.queue_peak,
             "blocked_puts": stats.blocked_puts}
 
 
@@ -246,8 +246,8 @@ def profile_bulkwire(url: str, docs: int, dim: int) -> None:
     # real insert, their memory is recycled by the writer's pool); best of 3
     encode_s, body = writer_seconds(entities, 3)
     w = BulkWriter()  # the buffers themselves, kept, for compression alone (not timed)
-    chunks: list = []
-    t = threading.Thread(target=lambda: chunks.extend(w.chunks()))
+    pieces: list = []
+    t = threading.Thread(target=lambda: pieces.extend(w.pieces()))
     t.start()
     for e in entities:
         w.store(e)
@@ -267,13 +267,13 @@ def profile_bulkwire(url: str, docs: int, dim: int) -> None:
     for backend in [b for b in ("zlib", "isal") if b == "zlib" or _core.HAVE_ISAL]:
         gz = _core.GzipStream(backend=backend)
         start = time.perf_counter()
-        out = sum(len(gz.compress(c) or b"") for c in chunks) + len(gz.finish())
+        out = sum(len(gz.compress(c) or b"") for c in pieces) + len(gz.finish())
         s = time.perf_counter() - start
         print(f"  compression only, {backend}: {body / s / 1e6:,.1f} MB/s "
               f"({docs / s:,.0f} docs/s), {out / docs:,.0f} B/doc")
     # the socket alone: the same body, already encoded, through BulkInsert (C pump, HTTP
     # chunks, loopback TCP, the server reading and counting), best of 3
-    commands = b"".join(bytes(c) for c in chunks)[1:-1]  # without the array's [ ]
+    commands = b"".join(bytes(c) for c in pieces)[1:-1]  # without the array's [ ]
     for mode in ("plain", "gzip"):
         best = float("inf")
         for _ in range(3):

@@ -38,7 +38,7 @@ import zlib
 
 from _common import loopback_server, server_summary  # noqa: E402
 
-CHUNK = 1 << 20
+BUFFER_SIZE = 1 << 20
 META = {"@collection": "Embeddings", "Raven-Python-Type": "builtins.dict"}
 
 
@@ -57,9 +57,9 @@ def run_bulkwire(path: str, out: str, gzip: bool, url: str | None) -> tuple[int,
     import bulkwire
 
     if url:
-        r = bulkwire.load_parquet(path, url=url, database="bench", compress=gzip, chunk_size=CHUNK)
+        r = bulkwire.load_parquet(path, url=url, database="bench", compress=gzip, buffer_size=BUFFER_SIZE)
     else:
-        r = bulkwire.load_parquet(path, out=out, compress=gzip, chunk_size=CHUNK)
+        r = bulkwire.load_parquet(path, out=out, compress=gzip, buffer_size=BUFFER_SIZE)
     return r.rows, r.body_bytes, r.wire_bytes
 
 
@@ -101,7 +101,7 @@ def run_baseline(path: str, out: str, gzip: bool, url: str | None) -> tuple[int,
 
     # server: 1 MiB runs of commands to BulkInsert.store_encoded (it writes '[', ',' and ']');
     # file: the framed body, written 1 MiB at a time (gzip: sync-flushed each time)
-    bulk = (BulkInsert(url, "bench", compress=native_backend() if gzip else False, buffer_size=CHUNK)
+    bulk = (BulkInsert(url, "bench", compress=native_backend() if gzip else False, buffer_size=BUFFER_SIZE)
             if url else None)
     sink = None if url else _BaselineFile(out, gzip)
     buf = bytearray() if url else bytearray(b"[")
@@ -122,7 +122,7 @@ def run_baseline(path: str, out: str, gzip: bool, url: str | None) -> tuple[int,
             first = False
             buf += command.encode()
             pending += 1
-            if len(buf) >= CHUNK:
+            if len(buf) >= BUFFER_SIZE:
                 if bulk is not None:
                     bulk.store_encoded(bytes(buf), pending)
                 else:

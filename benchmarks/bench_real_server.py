@@ -93,7 +93,7 @@ def prebuilt_pieces(items: list, compress: bool) -> list:
 
     writer = BulkWriter(compress=compress)
     pieces: list = []  # a consumer takes the pieces as they come: the queue is bounded
-    consumer = threading.Thread(target=lambda: pieces.extend(bytes(p) for p in writer.chunks()))
+    consumer = threading.Thread(target=lambda: pieces.extend(bytes(p) for p in writer.pieces()))
     consumer.start()
     for i, item in enumerate(items):
         writer.store(item, id=f"docs/{i}")

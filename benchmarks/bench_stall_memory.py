@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
                     stalled_since = now
                 if stalled and now - stalled_since >= args.stall_seconds:
                     server.resume()
-                samples.append({"t": now, "buffers": _core._testing.chunk_memory()[0], "rss": rss_bytes(),
+                samples.append({"t": now, "buffers": _core._testing.piece_memory()[0], "rss": rss_bytes(),
                                 "stored": stored[0], "stalled": stalled})
                 time.sleep(0.01)
 

@@ -52,7 +52,7 @@ def body_buffers(entities: list) -> list:
 
     writer = BulkWriter()
     buffers: list = []
-    consumer = threading.Thread(target=lambda: buffers.extend(bytes(p) for p in writer.chunks()))
+    consumer = threading.Thread(target=lambda: buffers.extend(bytes(p) for p in writer.pieces()))
     consumer.start()
     for entity in entities:
         writer.store(entity)

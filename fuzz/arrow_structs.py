@@ -205,11 +205,11 @@ class Exported:
 
 
 class Stream:
-    """A hand-made ArrowArrayStream over Exported chunks that share one schema (the first's)."""
+    """A hand-made ArrowArrayStream over Exported arrays that share one schema (the first's)."""
 
-    def __init__(self, chunks: List[Exported], fail_at: Optional[int] = None,
+    def __init__(self, arrays: List[Exported], fail_at: Optional[int] = None,
                  on_release: Optional[Callable[[], None]] = None):
-        self.chunks = chunks
+        self.arrays = arrays
         self.fail_at = fail_at
         self.on_release = on_release
         self.position = 0
@@ -224,18 +224,18 @@ class Stream:
             setattr(self.stream, name, ctypes.cast(cb, ctypes.c_void_p).value)
 
     def _get_schema(self, s, out) -> int:
-        ctypes.memmove(out, ctypes.addressof(self.chunks[0].schema), ctypes.sizeof(ArrowSchema))
+        ctypes.memmove(out, ctypes.addressof(self.arrays[0].schema), ctypes.sizeof(ArrowSchema))
         return 0
 
     def _get_next(self, s, out) -> int:
         if self.fail_at is not None and self.position == self.fail_at:
             return 5
-        if self.position == len(self.chunks):
+        if self.position == len(self.arrays):
             out[0].release = None
             return 0
-        chunk = self.chunks[self.position]
+        exported = self.arrays[self.position]
         self.position += 1
-        ctypes.memmove(out, ctypes.addressof(chunk.array), ctypes.sizeof(ArrowArray))
+        ctypes.memmove(out, ctypes.addressof(exported.array), ctypes.sizeof(ArrowArray))
         return 0
 
     def _release(self, s) -> None:

@@ -28,6 +28,6 @@ class Reader:
         return self.byte() < per256
 
     def raw(self, n: int) -> bytes:
-        chunk = bytes(self._at(i) for i in range(self.pos, self.pos + n))
+        taken = bytes(self._at(i) for i in range(self.pos, self.pos + n))
         self.pos += n
-        return chunk
+        return taken

@@ -3,7 +3,7 @@
 The bytes drive a generator of hand-made ArrowSchema/ArrowArray trees (fuzz/arrow_structs.py):
 random formats (known, unknown, NULL, malformed), lengths and offsets (small, negative,
 overflowing), validity bitmaps, offsets (mostly increasing, sometimes not), children and
-dictionaries, NULL pointers, released children and roots, streams of chunks. Each tree goes to
+dictionaries, NULL pointers, released children and roots, streams of arrays. Each tree goes to
 every consumer of the import path: ``_core._testing.arrow_vectors_info``, ``VectorCodec``'s
 ``serialize_many``/``serialize_into``/``to_json_many``, and ``_core.encode_batch`` (the tree as a
 column of a record batch), each on a fresh copy.
@@ -287,14 +287,14 @@ def test_one_input(data: bytes) -> None:
     use_stream = r.chance(24)
     for name, tree, call in consumers(node):
         if use_stream:
-            chunks = [A.Exported(tree) for _ in range(1 + r.below(3))]
-            stream = A.Stream(chunks, fail_at=r.below(4) if r.chance(40) else None)
+            arrays = [A.Exported(tree) for _ in range(1 + r.below(3))]
+            stream = A.Stream(arrays, fail_at=r.below(4) if r.chance(40) else None)
             try:
                 call(stream)
             except (ValueError, TypeError):
                 pass
             assert stream.released == 1, name
-            for c in chunks:
+            for c in arrays:
                 assert c.released["array"] <= 1, name
                 c.free()
             continue

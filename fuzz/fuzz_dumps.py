@@ -382,7 +382,7 @@ def check_store(data: bytes) -> None:
     writer = bulkwire.BulkWriter(buffer_size=1 << 20)
     stored = outcome(lambda: writer.store(ours_graph, id="docs/1"))
     writer.close()
-    body = b"".join(bytes(chunk) for chunk in writer.chunks())
+    body = b"".join(bytes(piece) for piece in writer.pieces())
     try:
         document = json.loads(json.dumps(reference_graph, default=entity_default))
     except Exception as exc:  # noqa: BLE001

@@ -544,8 +544,8 @@ def hold_the_end_until(bulk, answered, limit: float = 10.0) -> None:
     writer = bulk._writer
     put = writer._put
 
-    def put_then_hold(chunk):
-        taken = put(chunk)
+    def put_then_hold(piece):
+        taken = put(piece)
         if writer._closed:  # close() is handing over the body's last buffer
             deadline = time.monotonic() + limit
             while (len(writer._queue) or not answered()) and time.monotonic() < deadline:

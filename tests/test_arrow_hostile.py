@@ -253,7 +253,7 @@ def test_nesting_is_bounded():
     codec_error(node, ValueError, r"nested more than 64 levels deep")
 
 
-def test_stream_chunks_are_validated_and_released():
+def test_stream_arrays_are_validated_and_released():
     good = A.Exported(batch(strings()))
     bad = A.Exported(batch(strings(offsets=[0, 3, 1, 6])))
     stream = A.Stream([good, bad])
@@ -366,14 +366,14 @@ def test_release_raising_does_not_replace_the_real_error():
 
 
 def test_stream_release_running_python_keeps_the_real_error():
-    chunk = A.Exported(batch(strings(offsets=[0, 3, 1, 6])), on_release=python_work)
-    stream = A.Stream([chunk], on_release=python_work)
+    exported = A.Exported(batch(strings(offsets=[0, 3, 1, 6])), on_release=python_work)
+    stream = A.Stream([exported], on_release=python_work)
     try:
         with pytest.raises(ValueError, match="offsets decrease"):
             _core.encode_batch(stream, "id", ["s"])
-        assert stream.released == 1 and chunk.released == {"schema": 1, "array": 1}
+        assert stream.released == 1 and exported.released == {"schema": 1, "array": 1}
     finally:
-        chunk.free()
+        exported.free()
 
 
 # ------------------------------------------------------------------ ids: one rule
@@ -447,5 +447,5 @@ def test_conventions_match_the_bulk_writer():
         with pytest.raises(ValueError):
             check_id(bad)
     w.close()
-    list(w.chunks())
+    list(w.pieces())
 

@@ -66,8 +66,8 @@ def test_slices(kind):
 
 def test_chunked_streams_and_tables():
     a = make(rows=30)
-    chunks = [fsl(a[:10]), fsl(a[10:11]), fsl(a[11:11]), fsl(a[11:])]
-    ca = pa.chunked_array(chunks)
+    arrays = [fsl(a[:10]), fsl(a[10:11]), fsl(a[11:11]), fsl(a[11:])]
+    ca = pa.chunked_array(arrays)
     codec = VectorCodec("float", DIM)
     assert codec.serialize_many(ca) == expected(a)
     buf, _ = codec.serialize_into(ca)
@@ -90,7 +90,7 @@ def test_nulls_and_ragged_rows_name_the_row():
         codec.serialize_many(pa.array([[1, 2, 3], [1, 2]], pa.list_(pa.float32())))
     with pytest.raises(ValueError, match=r"row 0 has 4 values"):
         codec.serialize_many(pa.array([[1, 2, 3, 4]], pa.list_(pa.float32(), 4)))
-    # row numbers count across chunks; nulls outside the slice do not matter
+    # row numbers count across the ChunkedArray's chunks; nulls outside the slice do not matter
     ca = pa.chunked_array([pa.array([[1, 2, 3]] * 4, pa.list_(pa.float32())),
                            pa.array([[1, 2, 3], [1, None, 3]], pa.list_(pa.float32()))])
     with pytest.raises(ValueError, match="row 5 holds a null value"):

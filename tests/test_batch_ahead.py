@@ -1,5 +1,5 @@
 """A Parquet batch's text written ahead by an encoding thread: ``_core.prepare_batch`` with
-``chunk_size`` writes the rows' text (without the GIL) into buffers of the writers' pool,
+``buffer_size`` writes the rows' text (without the GIL) into buffers of the writers' pool,
 and ``CommandWriter.put_batch`` takes them over in order without a copy. The body is byte
 for byte the one the writer writes itself (and the reference body of test_encode_batch's
 oracle), whatever the batch sizes, thresholds, compression and number of threads; every
@@ -32,17 +32,17 @@ COMPRESS = {"none": False, "gzip": True, "zstd": "zstd"}
 
 def prepared(table, ahead=None, row_base=0):
     return _core.prepare_batch(table, "id", FIELDS, vector_column="emb", metadata=META_JSON,
-                               row_base=row_base, chunk_size=ahead)
+                               row_base=row_base, buffer_size=ahead)
 
 
 def body_of(batches, threshold, ahead, compress=False) -> bytes:
-    """The body a BulkWriter writes of the batches, each prepared with chunk_size=ahead[i]
+    """The body a BulkWriter writes of the batches, each prepared with buffer_size=ahead[i]
     (None: written by the writer itself)."""
     w = bulkwire.BulkWriter(compress=compress, buffer_size=threshold, max_buffers=100_000)
     for b, a in zip(batches, ahead):
         w._store_prepared(prepared(b, a))
     w.close()
-    data = b"".join(bytes(c) for c in w.chunks())
+    data = b"".join(bytes(c) for c in w.pieces())
     assert w.stats.body_bytes == len(decompressed(data, compress))
     return data
 
@@ -80,7 +80,7 @@ def test_the_text_is_held_by_the_prepared_batch_until_the_writer_takes_it():
     # a second store of the same batch writes its rows again, as one never written ahead
     w._store_prepared(p)
     w.close()
-    assert b"".join(bytes(c) for c in w.chunks()) == reference([TABLE, TABLE])
+    assert b"".join(bytes(c) for c in w.pieces()) == reference([TABLE, TABLE])
     q = prepared(TABLE.slice(0, 9), ahead=100)
     assert _testing.batch_text_memory()[0] > 0
     del q  # never stored: its buffers go back
@@ -92,11 +92,11 @@ def test_full_buffers_written_ahead_are_handed_over_as_they_are():
     length it was written with: taken over, not copied and cut again."""
     threshold = 700
     expected = [len(b) for b in _core.encode_batch(TABLE, "id", FIELDS, vector_column="emb",
-                                                    metadata=META_JSON, chunk_size=threshold)]
+                                                    metadata=META_JSON, buffer_size=threshold)]
     w = bulkwire.BulkWriter(buffer_size=threshold, max_buffers=10_000)
     w._store_prepared(prepared(TABLE, ahead=threshold))
     w.close()
-    sizes = [len(bytes(c)) for c in w.chunks()]
+    sizes = [len(bytes(c)) for c in w.pieces()]
     # the body's first buffer starts with '[' where the text written ahead had ','; the
     # closing ']' goes into the last buffer when that was not full, else into one of its own
     if expected[-1] > threshold:
@@ -113,7 +113,7 @@ def test_a_batch_written_ahead_after_counters_and_documents():
         w._store_prepared(prepared(TABLE.slice(40, 9), ahead))
         w.store({"b": 2}, id="x/2")
         w.close()
-        data = b"".join(bytes(c) for c in w.chunks())
+        data = b"".join(bytes(c) for c in w.pieces())
         assert w._writer.bytes == w.stats.body_bytes == len(data)  # the counters end counted
         return data, w.documents
 
@@ -134,7 +134,7 @@ def test_a_writer_that_refuses_the_batch_leaves_its_text_to_the_batch():
     del p
     assert no_text_held()
     w.close()
-    body = b"".join(bytes(c) for c in w.chunks())
+    body = b"".join(bytes(c) for c in w.pieces())
     assert body == reference([TABLE.slice(0, 5)])
 
 
@@ -160,12 +160,12 @@ def load_bytes(src, out, threads, **options) -> bytes:
 
 
 @settings(max_examples=25, deadline=None)
-@given(batch_rows=st.integers(1, 130), chunk_size=st.integers(1, 20_000),
+@given(batch_rows=st.integers(1, 130), buffer_size=st.integers(1, 20_000),
        threads=st.integers(2, 4), compress=st.sampled_from(["none", "gzip"]))
 def test_a_load_writes_the_same_body_whatever_the_threads(source, tmp_path_factory, batch_rows,
-                                                           chunk_size, threads, compress):
+                                                           buffer_size, threads, compress):
     out = tmp_path_factory.mktemp("out")
-    options = dict(batch_rows=batch_rows, chunk_size=chunk_size, compress=COMPRESS[compress])
+    options = dict(batch_rows=batch_rows, buffer_size=buffer_size, compress=COMPRESS[compress])
     one = load_bytes(source, out / "one.json", 1, **options)
     many = load_bytes(source, out / "many.json", threads, **options)
     # threads=1: the writer writes every batch itself (test_batch_writer: the reference body)
@@ -191,7 +191,7 @@ def test_a_bad_row_mid_load_raises_and_gives_every_buffer_back(bad_source, tmp_p
     for _ in range(6):
         with pytest.raises(RowError) as info:
             bulkwire.load_parquet(bad_source, batch_rows=10, out=str(out), threads=threads,
-                                  chunk_size=300)
+                                  buffer_size=300)
         assert (info.value.column, info.value.row, info.value.source) == ("id", 87, bad_source)
         assert not out.exists() and not (tmp_path / "bad.json.partial").exists()
         assert no_text_held() and not encoding_threads()
@@ -219,7 +219,7 @@ def test_ctrl_c_while_the_encoding_threads_work_ahead(source, tmp_path, threads,
 
     with pytest.raises(KeyboardInterrupt):
         bulkwire.load_parquet(source, batch_rows=5, out=str(out), threads=threads,
-                              chunk_size=200, progress=progress)
+                              buffer_size=200, progress=progress)
         # the interrupt may land just after the call: never a normal return before it
         raise _Interrupted("the load returned normally")
     assert not out.exists() and not (tmp_path / "ctrl_c.json.partial").exists()
@@ -229,13 +229,13 @@ def test_ctrl_c_while_the_encoding_threads_work_ahead(source, tmp_path, threads,
 def test_no_encoding_thread_outlives_its_load_and_a_forked_child_loads_alike(source, tmp_path):
     """The encoding threads are the load's own: none is left when it returns, so a child
     forked afterwards has nothing of them and loads with threads of its own, the same body."""
-    parent = load_bytes(source, tmp_path / "parent.json", 3, batch_rows=9, chunk_size=800)
+    parent = load_bytes(source, tmp_path / "parent.json", 3, batch_rows=9, buffer_size=800)
     assert not encoding_threads()
     child_out = tmp_path / "child.json"
     pid = os.fork()
     if pid == 0:  # the child: only its exit status
         try:
-            ok = load_bytes(source, child_out, 3, batch_rows=9, chunk_size=800) == parent
+            ok = load_bytes(source, child_out, 3, batch_rows=9, buffer_size=800) == parent
             os._exit(0 if ok and no_text_held() else 2)
         except BaseException:  # noqa: BLE001
             os._exit(1)

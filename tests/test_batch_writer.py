@@ -72,7 +72,7 @@ def written(batches, threshold, compress=False) -> tuple[bytes, list]:
     for b in batches:
         added += w._store_prepared(prepared(b))
     w.close()
-    pieces = [bytes(c) for c in w.chunks()]
+    pieces = [bytes(c) for c in w.pieces()]
     assert w.stats.body_bytes == len(decompressed(b"".join(pieces), compress))
     return b"".join(pieces), pieces
 
@@ -112,8 +112,8 @@ def test_the_load_hands_over_no_short_piece(tmp_path, monkeypatch):
     seen: list = []
 
     class Counting(bulkwire.BulkWriter):
-        def chunks(self):
-            for piece in super().chunks():
+        def pieces(self):
+            for piece in super().pieces():
                 seen.append(len(piece))
                 yield piece
 
@@ -121,7 +121,7 @@ def test_the_load_hands_over_no_short_piece(tmp_path, monkeypatch):
     counts = {}
     for compress in (False, "gzip"):
         seen.clear()
-        result = bulkwire.load_parquet(src, batch_rows=7, chunk_size=900, compress=compress,
+        result = bulkwire.load_parquet(src, batch_rows=7, buffer_size=900, compress=compress,
                                        out=str(tmp_path / f"out{compress}"), threads=1)
         assert result.rows == ROWS and len(seen) > 10
         counts[compress] = len(seen)
@@ -143,7 +143,7 @@ def test_mixed_with_store_and_counters_as_store_encoded_writes_it():
         put(w, TABLE.slice(40, 9))
         w.store({"b": 2}, id="x/2")
         w.close()
-        return b"".join(bytes(c) for c in w.chunks()), w.documents
+        return b"".join(bytes(c) for c in w.pieces()), w.documents
 
     def by_pieces(w, batch):
         w.store_encoded(b"".join(_core.encode_batch(batch, "id", FIELDS, vector_column="emb",
@@ -168,7 +168,7 @@ def test_a_bad_row_raises_naming_it_and_leaves_nothing_behind():
     assert (w._writer.bytes, w._writer.buffered, w.documents) == before
     w._store_prepared(prepared(TABLE.slice(50, 10)))
     w.close()
-    body = b"".join(bytes(c) for c in w.chunks())
+    body = b"".join(bytes(c) for c in w.pieces())
     assert body == reference([TABLE.slice(0, 20), TABLE.slice(50, 10)])
 
 
@@ -181,7 +181,7 @@ def test_a_bad_row_in_a_later_batch_of_a_load_names_the_row_and_leaves_no_file(t
     for threads in (1, 2):
         with pytest.raises(RowError) as info:
             bulkwire.load_parquet(src, batch_rows=10, out=str(out), threads=threads,
-                                  chunk_size=500)
+                                  buffer_size=500)
         assert (info.value.column, info.value.row, info.value.source) == ("id", 87, src)
         assert not out.exists() and not (tmp_path / "bad.json.partial").exists()
 
@@ -246,7 +246,7 @@ def test_the_batch_call_keeps_the_writer_rules():
     w.close()
     with pytest.raises(ValueError, match="closed"):
         w._store_prepared(prepared(TABLE.slice(0, 2)))
-    assert b"".join(bytes(c) for c in w.chunks()) == reference([TABLE.slice(0, 2)])
+    assert b"".join(bytes(c) for c in w.pieces()) == reference([TABLE.slice(0, 2)])
 
 
 # ------------------------------------------------------------------ the one slicer
@@ -282,5 +282,5 @@ def test_store_encoded_and_attachment_bytes_are_sliced_by_one_rule(factor):
     attached.attachments_for("p/1").store("n", b"z" * length)
     attached.close()
     for w in (encoded, attached):
-        sizes = [len(bytes(c)) for c in w.chunks()]
+        sizes = [len(bytes(c)) for c in w.pieces()]
         assert _contains_run(sizes, _slices(length, threshold)), sizes

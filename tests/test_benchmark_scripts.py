@@ -188,8 +188,8 @@ def _bench_module(name: str):
 
 @pytest.mark.parametrize("compress", [False, True])
 def test_real_server_replay_pieces_are_the_senders_body(compress):
-    """The replay's prebuilt pieces are the chunks bulkwire.BulkInsert sends for the same
-    entities (the loopback server records each chunk's size), and decoded, the commands of
+    """The replay's prebuilt pieces are the pieces bulkwire.BulkInsert sends for the same
+    entities (the loopback server records each HTTP chunk's size), and decoded, the commands of
     every entity with its id."""
     import zlib
 
@@ -206,7 +206,7 @@ def test_real_server_replay_pieces_are_the_senders_body(compress):
         sent = server.requests[-1]
         assert sent.complete and sent.error is None
         # the same bytes, cut where the replay cuts them; the sender may send two pieces that
-        # were ready together (the last data and the gzip trailer) as one chunk
+        # were ready together (the last data and the gzip trailer) as one HTTP chunk
         assert sum(sent.wire_chunks) == sum(map(len, pieces)) and len(pieces) >= 2
         assert set(itertools.accumulate(sent.wire_chunks)) <= set(
             itertools.accumulate(map(len, pieces)))

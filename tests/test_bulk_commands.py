@@ -44,7 +44,7 @@ SLOW = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow,
 
 
 def body_of(writer: BulkWriter) -> bytes:
-    return b"".join(bytes(piece) for piece in writer.chunks())
+    return b"".join(bytes(piece) for piece in writer.pieces())
 
 
 def finished_body(calls) -> bytes:
@@ -522,7 +522,7 @@ def test_close_with_an_open_series_fails_the_insert():
     with pytest.raises(BulkInsertAborted):
         w.close()
     with pytest.raises(BulkInsertAborted):
-        list(w.chunks())
+        list(w.pieces())
 
 
 def test_bulk_insert_with_an_open_series_never_returns_normally():
@@ -589,7 +589,7 @@ def test_a_server_failure_raises_at_the_next_command():
 
 def _drain_slowly(writer, sink):
     def run():
-        for piece in writer.chunks():
+        for piece in writer.pieces():
             sink.append(len(piece))
             del piece
             time.sleep(0.0002)
@@ -601,14 +601,14 @@ def _drain_slowly(writer, sink):
 @pytest.mark.parametrize("kind", ["bytes", "bytearray", "memoryview"])
 def test_a_huge_attachment_keeps_memory_bounded(kind):
     """bytes go out as they are (no copy); a mutable buffer is copied a buffer at a time. The
-    writer's buffers (Chunks once handed over) never hold much more than the queue's worth."""
+    writer's buffers (Pieces once handed over) never hold much more than the queue's worth."""
     size, buffer_size, max_buffers = 48 << 20, 1 << 16, 4
     data = {"bytes": lambda: os.urandom(1024) * (size // 1024),
             "bytearray": lambda: bytearray(os.urandom(1024) * (size // 1024)),
             "memoryview": lambda: memoryview(bytearray(size)).cast("B")}[kind]()
     gc.collect()
-    live_before = _core._testing.chunk_memory()[0]
-    _core._testing.reset_chunk_peak()
+    live_before = _core._testing.piece_memory()[0]
+    _core._testing.reset_piece_peak()
     w = BulkWriter(buffer_size=buffer_size, max_buffers=max_buffers)
     sink: list = []
     t = _drain_slowly(w, sink)
@@ -617,7 +617,7 @@ def test_a_huge_attachment_keeps_memory_bounded(kind):
     w.counters_for("a").increment("c")
     w.close()
     t.join(60)
-    peak = _core._testing.chunk_memory()[1]
+    peak = _core._testing.piece_memory()[1]
     assert sum(sink) == w.stats.body_bytes > size
     assert peak - live_before < (max_buffers + 3) * 2 * buffer_size, peak - live_before
 

@@ -85,7 +85,7 @@ def test_a_multi_buffer_load_arrives_intact(server, compress):
     assert [c["Id"] for c in commands] == [f"docs/{i}" for i in range(n)]
     stats = bulk.stats
     assert stats.documents == n and stats.body_bytes == len(request.body)
-    assert stats.wire_bytes == sum(request.wire_chunks) and stats.chunks == len(request.wire_chunks)
+    assert stats.wire_bytes == sum(request.wire_chunks) and stats.pieces == len(request.wire_chunks)
     assert stats.buffers > 15 and all(size > 0 for size in request.wire_chunks)
     if compress:
         assert request.headers["Content-Encoding"] == "gzip"
@@ -107,7 +107,7 @@ def test_gzip_pieces_end_on_boundaries_whichever_thread_wins_the_last_buffer(com
     writer = bulkwire.BulkWriter(compress=compress, buffer_size=2048, max_buffers=4)
     queue = writer._queue
     pieces = []
-    consumer = threading.Thread(target=lambda: pieces.extend(bytes(p) for p in writer.chunks()),
+    consumer = threading.Thread(target=lambda: pieces.extend(bytes(p) for p in writer.pieces()),
                                 daemon=True)
     consumer.start()
     for i in range(100):
@@ -129,7 +129,7 @@ def test_gzip_pieces_end_on_boundaries_whichever_thread_wins_the_last_buffer(com
     decoder = zlib.decompressobj(31)
     decoded = [decoder.decompress(p) for p in pieces]
     assert decoder.eof and not decoder.unused_data
-    assert all(pieces) and writer.stats.chunks == len(pieces)
+    assert all(pieces) and writer.stats.pieces == len(pieces)
     assert_pieces_end_on_command_boundaries(decoded)
     assert json.loads(b"".join(decoded))[-1]["Id"] == "d/99"
     if late_close:  # the consumer took the last buffer first: the trailer came on its own
@@ -205,8 +205,8 @@ def test_backpressure_holds_memory_within_the_bound_and_resumes(compress, kind):
     with LoopbackServer(recv_buffer=32 << 10, keep_decoded_chunks=False) as server:
         server.stall(after_bytes=128 << 10)
         gc.collect()
-        _core._testing.reset_chunk_peak()
-        base_live = _core._testing.chunk_memory()[0]
+        _core._testing.reset_piece_peak()
+        base_live = _core._testing.piece_memory()[0]
         seen = {}
         stores_done = threading.Event()
 
@@ -222,7 +222,7 @@ def test_backpressure_holds_memory_within_the_bound_and_resumes(compress, kind):
                     if server.stalled and _blocked(bulk, timeout=0.5, give_up=stores_done):
                         stored = bulk._writer._writer.commands
                         time.sleep(0.3)  # hold the stall a little: the producer must stay blocked
-                        live = _core._testing.chunk_memory()[0] - base_live
+                        live = _core._testing.piece_memory()[0] - base_live
                         still = (server.stalled and bulk._writer._writer.commands == stored
                                  and len(bulk._writer._queue) == max_buffers)
                         if still:
@@ -247,7 +247,7 @@ def test_backpressure_holds_memory_within_the_bound_and_resumes(compress, kind):
         finally:
             stores_done.set()
             watcher.join(30)
-        peak = _core._testing.chunk_memory()[1] - base_live
+        peak = _core._testing.piece_memory()[1] - base_live
         assert seen.get("stalled"), "the producer never stayed blocked on the stalled server"
         bound = (max_buffers + 2) * buffer_size
         slack = (max_buffers + 2) * doc_size_bound  # a buffer ends with the command that took it over
@@ -351,7 +351,7 @@ def test_a_201_after_the_last_data_byte_but_before_the_terminating_chunk_is_a_su
         assert eventually(lambda: request.end_after_answer)  # the body's end was still sent
         # compressed, the sender took the last buffer before the producer closed: the
         # stream's end came as a piece of its own, after the answer
-        assert bulk.stats.chunks == len(request.wire_chunks) + (1 if compress else 0)
+        assert bulk.stats.pieces == len(request.wire_chunks) + (1 if compress else 0)
         assert server.documents == {f"d/{i}": expected_document(make_doc(i), DICT_MD)
                                     for i in range(documents)}
         assert bulk.stats.buffers == (1 if documents == 3 else bulk.stats.buffers) > 0
@@ -572,7 +572,7 @@ def test_counting_server_mode_and_its_summary_endpoint(compress):
     assert summary["documents"] == 300 and summary["complete"] and summary["error"] is None
     assert summary["wire_bytes"] == bulk.stats.wire_bytes
     assert summary["body_bytes"] == bulk.stats.body_bytes
-    assert summary["wire_chunks"] == bulk.stats.chunks
+    assert summary["wire_chunks"] == bulk.stats.pieces
     assert summary["content_encoding"] == ("gzip" if compress else None)
     assert server.documents == {}
 
@@ -673,7 +673,7 @@ def test_a_writer_refuses_every_call_from_a_second_thread_and_stays_intact():
     assert len(results) == 40 and all(ONE_THREAD in r for r in results), results
     writer.store({"a": 1}, id="a/1")
     writer.close()
-    body = b"".join(bytes(c) for c in writer.chunks())
+    body = b"".join(bytes(c) for c in writer.pieces())
     assert [c["Id"] for c in json.loads(body)] == ["a/0", "a/1"]
     assert writer.documents == 2
 
@@ -700,7 +700,7 @@ def test_concurrent_stores_from_two_threads_fail_deterministically():
     t.join()
     writer.close()
     assert len(refused) == 300 and all(ONE_THREAD in r for r in refused)
-    ids = [c["Id"] for c in json.loads(b"".join(bytes(c) for c in writer.chunks()))]
+    ids = [c["Id"] for c in json.loads(b"".join(bytes(c) for c in writer.pieces()))]
     assert ids == ["main/start"] + [f"main/{i}" for i in range(300)]
 
 
@@ -748,7 +748,7 @@ def test_stats_are_live_before_close(server, compress):
             bulk.store(make_doc(i), id=f"docs/{i}")
         assert bulk.stats.documents == n  # before close: what was stored so far
         # the sender (the C body pump, on its own thread) counts what it took and sent as it goes
-        assert eventually(lambda: bulk.stats.buffers > 10 and bulk.stats.chunks > 10)
+        assert eventually(lambda: bulk.stats.buffers > 10 and bulk.stats.pieces > 10)
         live = bulk.stats
         # zstd bodies on a build without libzstd are compressed in Python (python-zstd), so
         # the Python sender sends them; both count as they go
@@ -758,7 +758,7 @@ def test_stats_are_live_before_close(server, compress):
     request = server.requests[-1]
     final = bulk.stats  # close gives the final figures
     assert final.documents == n and final.body_bytes == len(request.body)
-    assert final.wire_bytes == sum(request.wire_chunks) and final.chunks == len(request.wire_chunks)
+    assert final.wire_bytes == sum(request.wire_chunks) and final.pieces == len(request.wire_chunks)
 
 
 def test_stats_are_live_while_a_stalled_server_holds_the_queue_full():

@@ -78,9 +78,9 @@ def pump_items(items, gz=None, close_consumer=False, maxsize=4):
 
 @settings(max_examples=40, deadline=None)
 @given(st.lists(st.binary(min_size=1, max_size=3000), min_size=1, max_size=12),
-       st.sampled_from(["chunk", "bytes", "mixed"]))
+       st.sampled_from(["piece", "bytes", "mixed"]))
 def test_plain_pump_sends_each_item_as_one_chunk(payloads, kind):
-    items = [(_core._testing.make_chunk(p) if kind == "chunk" or (kind == "mixed" and i % 2) else p)
+    items = [(_core._testing.make_piece(p) if kind == "piece" or (kind == "mixed" and i % 2) else p)
              for i, p in enumerate(payloads)]
     (outcome, buffers, body, pieces, wire_bytes), wire = pump_items(items)
     assert outcome == _core.PUMP_DONE
@@ -93,7 +93,7 @@ def test_plain_pump_sends_each_item_as_one_chunk(payloads, kind):
 @settings(max_examples=15, deadline=None)
 @given(payloads=st.lists(st.binary(min_size=1, max_size=5000), min_size=1, max_size=8))
 def test_gzip_pump_sends_one_member_each_piece_decodable_on_arrival(backend, payloads):
-    items = [_core._testing.make_chunk(p) for p in payloads]
+    items = [_core._testing.make_piece(p) for p in payloads]
     gz = _core.GzipStream(backend=backend)
     (outcome, buffers, body, pieces, wire_bytes), wire = pump_items(items, gz)
     assert outcome == _core.PUMP_DONE
@@ -109,11 +109,11 @@ def test_gzip_pump_sends_one_member_each_piece_decodable_on_arrival(backend, pay
 
 
 def test_pump_reports_a_closed_consumer_and_frees_what_it_held():
-    live = _core._testing.chunk_memory()[2]
-    result, _ = pump_items([_core._testing.make_chunk(b"x" * 1000) for _ in range(3)],
+    live = _core._testing.piece_memory()[2]
+    result, _ = pump_items([_core._testing.make_piece(b"x" * 1000) for _ in range(3)],
                            close_consumer=True)
     assert result.outcome == _core.PUMP_CLOSED
-    assert _core._testing.chunk_memory()[2] == live
+    assert _core._testing.piece_memory()[2] == live
 
 
 def test_pump_stops_when_the_peer_answered_or_hung_up():
@@ -161,7 +161,7 @@ def test_an_answer_after_the_last_data_byte_is_the_answer_to_the_whole_body(back
         "r", _core.pump_body(q, a.fileno(), _stream(backend), TIMEOUT)))
     pump.start()
     body = b'[{"Id":"a/1"}]'
-    q.put(_core._testing.make_chunk(body))
+    q.put(_core._testing.make_piece(body))
     wire = bytearray()
     while b"\r\n" not in wire or len(wire) < wire.index(b"\r\n") + 2 + int(wire[:wire.index(b"\r\n")], 16):
         # the size line and the whole piece (its CRLF comes later); a peer that closes
@@ -193,7 +193,7 @@ def test_pump_send_error_raises_oserror():
     a, b = socket.socketpair()
     a.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
     q = _core.HandoverQueue(2)
-    big = _core._testing.make_chunk(b"z" * (4 << 20))
+    big = _core._testing.make_piece(b"z" * (4 << 20))
     q.put(big)
     q.close_producer()
     threading.Timer(0.2, b.close).start()  # the peer goes away in the middle of the send
@@ -207,7 +207,7 @@ def test_pump_send_timeout_raises_timeout_error():
     a.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
     a.settimeout(0.2)  # non-blocking descriptor, as Python sockets with a timeout are
     q = _core.HandoverQueue(2)
-    q.put(_core._testing.make_chunk(b"z" * (4 << 20)))
+    q.put(_core._testing.make_piece(b"z" * (4 << 20)))
     q.close_producer()
     with pytest.raises(TimeoutError, match="timed out"):
         _core.pump_body(q, a.fileno(), None, 0.2)
@@ -223,7 +223,7 @@ def test_a_timeout_of_weeks_is_not_cut_short():
     a.setblocking(False)
     q = _core.HandoverQueue(2)
     data = b"w" * (4 << 20)
-    q.put(_core._testing.make_chunk(data))
+    q.put(_core._testing.make_piece(data))
     q.close_producer()
     wire = {}
 
@@ -259,7 +259,7 @@ def test_pump_bad_arguments():
 @pytest.mark.parametrize("use_pump", [True, False])
 @pytest.mark.parametrize("compress", [False, True])
 def test_bulk_insert_with_and_without_the_pump(monkeypatch, use_pump, compress):
-    """Both consumer paths (the pump on plain sockets, the pieces of chunks() elsewhere)
+    """Both consumer paths (the pump on plain sockets, pieces() elsewhere)
     deliver the same documents."""
     if not use_pump:
         monkeypatch.setattr(BulkWriter, "_can_pump", property(lambda self: False))
@@ -271,7 +271,7 @@ def test_bulk_insert_with_and_without_the_pump(monkeypatch, use_pump, compress):
         stats = bulk.stats
         request = server.requests[-1]
     assert len(server.documents) == 500 and server.documents["p/499"]["i"] == 499
-    assert stats.wire_bytes == sum(request.wire_chunks) and stats.chunks == len(request.wire_chunks)
+    assert stats.wire_bytes == sum(request.wire_chunks) and stats.pieces == len(request.wire_chunks)
     assert stats.buffers > 10 and stats.documents == 500
     assert (request.headers.get("Content-Encoding") == "gzip") == compress
     json.loads(bytes(request.body))
@@ -282,7 +282,7 @@ class _Piece(bytearray):
 
 
 def test_pump_releases_other_bytes_likes_promptly():
-    """Bytes-likes other than Chunks are released with the GIL; the pump must not pile them
+    """Bytes-likes other than Pieces are released with the GIL; the pump must not pile them
     up (each may pin a large buffer): at any moment only the queue's items, the one being
     sent and at most one more are alive."""
     import weakref
@@ -331,13 +331,13 @@ def test_pump_releases_other_bytes_likes_promptly():
 @settings(max_examples=25, deadline=None)
 @given(payloads=st.lists(st.binary(min_size=1, max_size=4000), min_size=1, max_size=7))
 def test_pump_and_next_piece_cut_the_same_pieces(backend, payloads):
-    """The two consumers (the C pump, and next_piece behind BulkWriter.chunks()) follow one
+    """The two consumers (the C pump, and next_piece behind BulkWriter.pieces()) follow one
     rule: with everything queued and the producer closed first, their pieces are byte for
     byte the same."""
     def queued():
         q = _core.HandoverQueue(len(payloads))
         for p in payloads:
-            q.put(_core._testing.make_chunk(p))
+            q.put(_core._testing.make_piece(p))
         q.close_producer()
         return q
 
@@ -375,7 +375,7 @@ def test_http_chunk_frames_one_whole_chunk(size):
     data = bytes(range(256)) * (size // 256 + 1)
     data = data[:size]
     assert _core.http_chunk(data) == b"%x\r\n" % size + data + b"\r\n"
-    assert _core.http_chunk(memoryview(data)) == _core.http_chunk(_core._testing.make_chunk(data))
+    assert _core.http_chunk(memoryview(data)) == _core.http_chunk(_core._testing.make_piece(data))
     assert dechunk(_core.http_chunk(data) + _core.HTTP_LAST_CHUNK) == [data]
     assert _core.HTTP_LAST_CHUNK == b"0\r\n\r\n"
 
@@ -401,7 +401,7 @@ def test_http_chunks_of_a_writer_are_its_pieces_framed_and_end_only_when_whole(c
     wire = b"".join(w.http_chunks())
     body = b"".join(dechunk(wire))
     assert json.loads(gzip.decompress(body) if compress else body)[29]["Id"] == "h/29"
-    assert w.stats.wire_bytes == len(body) and w.stats.chunks == len(dechunk(wire)) > 1
+    assert w.stats.wire_bytes == len(body) and w.stats.pieces == len(dechunk(wire)) > 1
 
     cut = BulkWriter(compress=compress, buffer_size=256, max_buffers=100)
     cut.store({"i": 1}, id="h/1")

@@ -52,9 +52,9 @@ def type_metadata(entity):
 
 
 def drain(writer):
-    """Consume on another thread as a transport would; returns the chunk objects."""
+    """Consume on another thread as a transport would; returns the piece objects."""
     got = []
-    t = threading.Thread(target=lambda: got.extend(writer.chunks()))
+    t = threading.Thread(target=lambda: got.extend(writer.pieces()))
     t.start()
     return got, t
 
@@ -83,7 +83,7 @@ def test_commands_are_exactly_the_oracles_in_order():
         assert returned == doc_id
         expected.append(expected_command(entity, doc_id, type_metadata(entity)))
     writer.close()
-    body = b"".join(bytes(c) for c in writer.chunks())
+    body = b"".join(bytes(c) for c in writer.pieces())
     assert body == b"[" + b",".join(expected) + b"]"
     assert [c["Id"] for c in json.loads(body)] == [json.loads(e)["Id"] for e in expected]
 
@@ -95,7 +95,7 @@ def test_metadata_is_merged_not_mutated_and_comes_last():
     writer.store(User("a", 1), id="u/1", metadata=user_md)
     writer.store({"x": 1, "@metadata": {"@flags": "x"}}, id="d/1", metadata={"More": 2})
     writer.close()
-    commands = json.loads(b"".join(bytes(c) for c in writer.chunks()))
+    commands = json.loads(b"".join(bytes(c) for c in writer.pieces()))
     assert user_md == snapshot
     doc = commands[0]["Document"]
     assert list(doc)[-1] == "@metadata"
@@ -123,11 +123,11 @@ def test_ownership_buffers_move_once_and_never_change():
     """Every handed-over buffer is a distinct object with its own memory, unchanged at the
     end; the reassembled stream is exactly the stored commands in order."""
     writer = BulkWriter(buffer_size=1000, max_buffers=4)
-    seen = []  # (chunk, bytes at arrival)
+    seen = []  # (piece, bytes at arrival)
 
     def consumer():
-        for chunk in writer.chunks():
-            seen.append((chunk, bytes(chunk)))
+        for piece in writer.pieces():
+            seen.append((piece, bytes(piece)))
 
     t = threading.Thread(target=consumer)
     t.start()
@@ -144,15 +144,15 @@ def test_ownership_buffers_move_once_and_never_change():
     assert len(seen) > 50
     assert len({id(c) for c, _ in seen}) == len(seen)  # all alive, so ids are distinct objects
     assert len({c.address for c, _ in seen}) == len(seen)  # and distinct memory
-    for chunk, at_arrival in seen:
-        assert bytes(chunk) == at_arrival
-        assert isinstance(chunk, _core.Chunk) and memoryview(chunk).readonly
+    for piece, at_arrival in seen:
+        assert bytes(piece) == at_arrival
+        assert isinstance(piece, _core.Piece) and memoryview(piece).readonly
     assert b"".join(snapshot for _, snapshot in seen) == b"[" + b",".join(expected) + b"]"
     # flush on size alone: every buffer but the last went over the threshold, by at most
     # the one command that took it over
-    for chunk, _ in seen[:-1]:
-        assert len(chunk) > 1000
-        assert len(chunk) - 1000 < max(len(e) for e in expected) + 1
+    for piece, _ in seen[:-1]:
+        assert len(piece) > 1000
+        assert len(piece) - 1000 < max(len(e) for e in expected) + 1
 
 
 def test_an_unencodable_document_leaves_nothing_behind():
@@ -171,7 +171,7 @@ def test_an_unencodable_document_leaves_nothing_behind():
     assert (writer._writer.buffered, writer.documents) == before
     writer.store({"b": 2}, id="ok/2")
     writer.close()
-    commands = json.loads(b"".join(bytes(c) for c in writer.chunks()))
+    commands = json.loads(b"".join(bytes(c) for c in writer.pieces()))
     assert [c["Id"] for c in commands] == ["ok/1", "ok/2"]
 
 
@@ -233,7 +233,7 @@ def test_consumer_failure_raises_at_the_next_store_and_at_close():
 def test_empty_body_is_an_empty_array():
     writer = BulkWriter()
     writer.close()
-    assert b"".join(bytes(c) for c in writer.chunks()) == b"[]"
+    assert b"".join(bytes(c) for c in writer.pieces()) == b"[]"
 
 
 def test_no_reference_leaks_over_repeated_stores():
@@ -253,12 +253,12 @@ def test_no_reference_leaks_over_repeated_stores():
     gc.collect()
     assert refs() == before
     writer.close()
-    live_before = _core._testing.chunk_memory()[2]
-    got = list(writer.chunks())
+    live_before = _core._testing.piece_memory()[2]
+    got = list(writer.pieces())
     assert len(got) > 10
     del got
     gc.collect()
-    assert _core._testing.chunk_memory()[2] < live_before
+    assert _core._testing.piece_memory()[2] < live_before
 
 
 @pytest.mark.parametrize("name, plural", [
@@ -298,19 +298,19 @@ def test_any_documents_frame_exactly_as_the_oracle(batch, buffer_size):
         writer.store(doc, id=doc_id)
         expected.append(expected_command(doc, doc_id, type_metadata(doc)))
     writer.close()
-    chunks = list(writer.chunks())
-    assert b"".join(bytes(c) for c in chunks) == b"[" + b",".join(expected) + b"]"
-    assert all(len(c) > buffer_size for c in chunks[:-1])
+    pieces = list(writer.pieces())
+    assert b"".join(bytes(c) for c in pieces) == b"[" + b",".join(expected) + b"]"
+    assert all(len(c) > buffer_size for c in pieces[:-1])
 
 
 def _fill_until_handover(writer, payload, start=0):
-    """put() commands until the writer hands a buffer over; returns (chunk, next index)."""
+    """put() commands until the writer hands a buffer over; returns (piece, next index)."""
     i = start
     while True:
-        chunk = writer.put(f"docs/{i}", {"v": payload}, {})
+        piece = writer.put(f"docs/{i}", {"v": payload}, {})
         i += 1
-        if chunk is not None:
-            return chunk, i
+        if piece is not None:
+            return piece, i
 
 
 def test_buffer_pool_reuses_sent_buffers_and_stays_bounded():
@@ -332,8 +332,8 @@ def test_buffer_pool_reuses_sent_buffers_and_stays_bounded():
     assert body.startswith(b',{"Id":"docs/') and b"x" not in body  # ...and overwrote it all
     json.loads(b"[" + body[1:] + b"]")
     assert first_text.startswith(b'[{"Id":"docs/0"')
-    chunks = [_fill_until_handover(writer, payload)[0] for _ in range(10)]
-    del chunks, second
+    pieces = [_fill_until_handover(writer, payload)[0] for _ in range(10)]
+    del pieces, second
     assert _core._testing.pool_memory()[0] == 4  # bounded: the other 7 were freed
     del writer
     gc.collect()
@@ -344,12 +344,12 @@ def test_buffer_pool_frees_buffers_released_after_the_last_writer():
     gc.collect()
     assert _core._testing.pool_memory()[2] == 0
     writer = _core.CommandWriter(buffer_size=4096)
-    chunk, _ = _fill_until_handover(writer, "z" * 100)
-    live = _core._testing.chunk_memory()[2]
+    piece, _ = _fill_until_handover(writer, "z" * 100)
+    live = _core._testing.piece_memory()[2]
     del writer
     gc.collect()
-    del chunk  # outlived its writer: freed, not pooled
-    assert _core._testing.chunk_memory()[2] == live - 1
+    del piece  # outlived its writer: freed, not pooled
+    assert _core._testing.piece_memory()[2] == live - 1
     assert _core._testing.pool_memory() == (0, 0, 0)
 
 
@@ -379,7 +379,7 @@ def test_class_metadata_is_written_as_the_walker_writes_it(defaults, stored):
             **metadata, **{k: v for k, v in defaults.items() if k not in metadata}}
         reference.put(f"p/{i}", {"Name": f"n{i}", "Rank": i}, merged)
     writer.close()
-    body = b"".join(bytes(c) for c in writer.chunks())
+    body = b"".join(bytes(c) for c in writer.pieces())
     assert body == bytes(reference.finish())
 
 
@@ -394,7 +394,7 @@ def test_class_metadata_is_the_answer_class_info_gave_once():
     shared["Extra"] = "x"
     writer.store(_Plain(2), id="p/2")
     writer.close()
-    commands = json.loads(b"".join(bytes(c) for c in writer.chunks()))
+    commands = json.loads(b"".join(bytes(c) for c in writer.pieces()))
     assert asked == [_Plain]
     assert [c["Document"]["@metadata"] for c in commands] == [{"@collection": "Plains"}] * 2
 
@@ -451,7 +451,7 @@ def test_store_is_the_c_writers_own_method():
     own = Own()
     assert own.store({"n": 1}, "d/1") == "own/d/1"
     own.close()
-    assert json.loads(b"".join(bytes(c) for c in own.chunks()))[0]["Id"] == "d/1"
+    assert json.loads(b"".join(bytes(c) for c in own.pieces()))[0]["Id"] == "d/1"
 
 
 def test_store_refuses_after_close_and_after_a_failure_with_the_same_words():

@@ -44,7 +44,7 @@ def expected_body(docs):
     for i, doc in enumerate(docs):
         writer.store(doc, id=f"things/{i}")
     writer.close()
-    return b"".join(bytes(piece) for piece in writer.chunks())
+    return b"".join(bytes(piece) for piece in writer.pieces())
 
 
 def load(urls, docs, **options):

@@ -55,7 +55,7 @@ def test_ids_json_must_escape_are_escaped(doc_id):
     w = bulkwire.BulkWriter()
     w.store({"n": 1}, id=doc_id)
     w.close()
-    body = b"".join(bytes(c) for c in w.chunks())
+    body = b"".join(bytes(c) for c in w.pieces())
     assert json.loads(body)[0]["Id"] == doc_id
     assert body.startswith(b'[{"Id":' + json.dumps(doc_id, ensure_ascii=False).encode() + b",")
 
@@ -69,4 +69,4 @@ def test_load_parquet_writes_string_ids_as_store_does(tmp_path):
     for i, doc_id in enumerate(ids):
         w.store({"n": i}, id="ü/" + doc_id, metadata={"@collection": "Things"})
     w.close()
-    assert (tmp_path / "t.json").read_bytes() == b"".join(bytes(c) for c in w.chunks())
+    assert (tmp_path / "t.json").read_bytes() == b"".join(bytes(c) for c in w.pieces())

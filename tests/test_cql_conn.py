@@ -239,10 +239,10 @@ def test_killed_node_names_the_unacknowledged_rows(auth_node):
 def _read_exact(sock: socket.socket, n: int) -> bytes:
     data = b""
     while len(data) < n:
-        chunk = sock.recv(n - len(data))
-        if not chunk:
+        received = sock.recv(n - len(data))
+        if not received:
             raise EOFError
-        data += chunk
+        data += received
     return data
 
 

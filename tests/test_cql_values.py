@@ -303,7 +303,7 @@ def test_tokens_equal_the_drivers(cols, data) -> None:
     check_columns(columns, pk=pk)
 
 
-def test_chunk_offsets_inside_columns_are_read() -> None:
+def test_array_offsets_inside_columns_are_read() -> None:
     ints = pa.array([1, None, 3, 4, 5], pa.int32()).slice(2)
     text = pa.array(["a", "bb", None, "dddd", "e"]).slice(2)
     vec = pa.array([[1.0, 2.0], None, [3.0, 4.0], [5.0, 6.0], [7.0, 8.0]],

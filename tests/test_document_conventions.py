@@ -194,7 +194,7 @@ def test_store_follows_the_reference_conventions(stores):
         assert got[1] == doc_id
         expected.append(command(entity, doc_id, doc_metadata))
     writer.close()
-    body = b"".join(bytes(c) for c in writer.chunks())
+    body = b"".join(bytes(c) for c in writer.pieces())
     assert body == b"[" + b",".join(expected) + b"]"
     assert writer.documents == len(expected)
 
@@ -243,11 +243,11 @@ def test_full_buffers_are_handed_over_in_c():
     """store() puts every full buffer on the queue itself: the Python hand-over is not used."""
     writer = BulkWriter(buffer_size=256, max_buffers=2)
 
-    def no_python_hand_over(chunk):
+    def no_python_hand_over(piece):
         raise AssertionError("a buffer went through Python")
     writer._put = no_python_hand_over
     got = []
-    consumer = threading.Thread(target=lambda: got.extend(bytes(c) for c in writer.chunks()))
+    consumer = threading.Thread(target=lambda: got.extend(bytes(c) for c in writer.pieces()))
     consumer.start()
     ids = [writer.store({"n": i, "pad": "x" * 100}) for i in range(200)]
     assert writer._writer.handovers > 50
@@ -284,7 +284,7 @@ def test_a_class_that_refers_to_its_writer_is_collected():
 
 def test_the_conventions_keep_no_memory():
     writer = BulkWriter(buffer_size=4096, max_buffers=2)
-    consumer = threading.Thread(target=lambda: [None for _ in writer.chunks()])
+    consumer = threading.Thread(target=lambda: [None for _ in writer.pieces()])
     consumer.start()
     entity = Plain(Name="n", Id="p/1", **{"@metadata": {"Owner": "me"}})
     keyed = {"Name": "k", "@metadata": Metadata({"a": 1})}

@@ -49,12 +49,12 @@ def oracle(table, id_column="id", fields=None, vector_column=None, prefix="", fl
 
 
 def encode(batch, id_column="id", fields=None, vector_column=None, prefix="", float32="widen",
-           first=True, chunk_size=1 << 20, dim=-1) -> bytes:
+           first=True, buffer_size=1 << 20, dim=-1) -> bytes:
     fields = [n for n in batch.schema.names if n != id_column] if fields is None else fields
-    chunks = _core.encode_batch(batch, id_column, fields, vector_column=vector_column,
+    buffers = _core.encode_batch(batch, id_column, fields, vector_column=vector_column,
                                 id_prefix=prefix, metadata=META_JSON, float32=float32,
-                                first=first, chunk_size=chunk_size, dim=dim)
-    return b"".join(chunks)
+                                first=first, buffer_size=buffer_size, dim=dim)
+    return b"".join(buffers)
 
 
 def vectors(rows, dim, dtype=np.float32, seed=0):
@@ -180,15 +180,15 @@ def test_int64_ends_in_nanoseconds_are_dates(tz, offset):
     assert encode(t.to_batches()[0]) == b",".join(expected)
 
 
-def test_chunks_and_separators():
+def test_buffers_and_separators():
     table = table_with(fsl(vectors(50, 4)), 50)
     batch = table.to_batches()[0]
-    chunks = _core.encode_batch(batch, "id", ["emb", "name"], vector_column="emb",
-                                metadata=META_JSON, chunk_size=1000, first=True)
-    assert len(chunks) > 5
-    assert all(len(c) >= 1000 for c in chunks[:-1])
-    assert b"".join(chunks) == oracle(table, fields=["emb", "name"], vector_column="emb")
-    assert not chunks[0].startswith(b",") and all(c.startswith(b",") for c in chunks[1:])
+    buffers = _core.encode_batch(batch, "id", ["emb", "name"], vector_column="emb",
+                                metadata=META_JSON, buffer_size=1000, first=True)
+    assert len(buffers) > 5
+    assert all(len(c) >= 1000 for c in buffers[:-1])
+    assert b"".join(buffers) == oracle(table, fields=["emb", "name"], vector_column="emb")
+    assert not buffers[0].startswith(b",") and all(c.startswith(b",") for c in buffers[1:])
     assert encode(batch, first=False, vector_column="emb") == \
         oracle(table, vector_column="emb", first=False)
     # a stream (a Table of several batches) is one body fragment

@@ -34,7 +34,7 @@ VARIANTS = {
     "buffers-gzip": (True, "zlib"),
     "buffers-zstd": (True, "zstd"),
 }
-if "python-isal" in compression_backends():  # the consumer that iterates chunks() (as over TLS)
+if "python-isal" in compression_backends():  # the consumer that iterates pieces() (as over TLS)
     VARIANTS["buffers-gzip-pieces"] = (True, "python-isal")
 
 # What each cell must end in: close() returns normally only in these cells, where the POST

@@ -19,7 +19,7 @@ from bulkwire import _core
 
 COUNT = int(os.environ.get("BULKWIRE_FLOAT_TEST_COUNT", "5000000"))
 COUNT32 = max(COUNT // 5, 1000)
-CHUNK = 500_000
+SLICE = 500_000
 
 # Generating NaN/inf/overflowing inputs on purpose makes NumPy warn; that is expected here.
 pytestmark = pytest.mark.filterwarnings("ignore:.*encountered in:RuntimeWarning")
@@ -48,8 +48,8 @@ def first_difference(values, got_lines, want_lines):
 
 def check_doubles(values):
     a = np.ascontiguousarray(values, dtype=np.float64).ravel()
-    for start in range(0, len(a), CHUNK):
-        part = a[start:start + CHUNK]
+    for start in range(0, len(a), SLICE):
+        part = a[start:start + SLICE]
         got = _core._testing.format_doubles(part)
         want = ("\n".join(map(json_repr, part.tolist())) + "\n").encode() if len(part) else b""
         if got != want:
@@ -88,8 +88,8 @@ def float32_oracle(x):
 
 def check_floats32(values):
     a = np.ascontiguousarray(values, dtype=np.float32).ravel()
-    for start in range(0, len(a), CHUNK):
-        part = a[start:start + CHUNK]
+    for start in range(0, len(a), SLICE):
+        part = a[start:start + SLICE]
         got_lines = _core._testing.format_floats32(part).decode().split("\n")
         assert got_lines[-1] == ""
         got_lines.pop()
@@ -236,15 +236,15 @@ def test_seventeen_and_few_digit_decimals():
 def test_random_bit_patterns():
     rng = np.random.default_rng(15)
     n = share(0.45)
-    for start in range(0, n, CHUNK):
-        check_doubles(random_bits64(rng, min(CHUNK, n - start)))
+    for start in range(0, n, SLICE):
+        check_doubles(random_bits64(rng, min(SLICE, n - start)))
 
 
 def test_widened_float32_bit_patterns():
     rng = np.random.default_rng(16)
     n = share(0.18)
-    for start in range(0, n, CHUNK):
-        check_doubles(random_bits32(rng, min(CHUNK, n - start)).astype(np.float64))
+    for start in range(0, n, SLICE):
+        check_doubles(random_bits32(rng, min(SLICE, n - start)).astype(np.float64))
 
 
 def test_random_in_common_ranges():

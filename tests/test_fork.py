@@ -200,7 +200,7 @@ def child_makes_its_own():
     for i, doc in enumerate(docs):
         writer.store(doc, id=f"own/{i}")
     writer.close()
-    body = b"".join(bytes(c) for c in writer.chunks())
+    body = b"".join(bytes(c) for c in writer.pieces())
     got = [(c["Id"], c["Document"]["v"]) for c in json.loads(body)]
     gz = _core.GzipStream(threads=2)
     data = os.urandom(1 << 20).hex().encode()
@@ -307,16 +307,16 @@ def test_a_forked_child_cannot_use_an_inherited_writer():
                  ("time_series_for", lambda: writer.time_series_for("s/1", "S")),
                  ("close", writer.close),
                  ("fail", lambda: writer.fail(RuntimeError("x"))),
-                 ("chunks", lambda: next(iter(writer.chunks()))),
+                 ("pieces", lambda: next(iter(writer.pieces()))),
                  ("pump", lambda: writer.pump(0, 1.0))]
         return attempts(calls)
 
     assert_refused(run_in_child(child), ["store", "store_many", "store_encoded", "counters_for",
                                          "attachments_for", "time_series_for", "close", "fail",
-                                         "chunks", "pump"])
+                                         "pieces", "pump"])
     writer.store({"a": 2}, id="d/2")
     writer.close()
-    ids = [c["Id"] for c in json.loads(b"".join(bytes(c) for c in writer.chunks()))]
+    ids = [c["Id"] for c in json.loads(b"".join(bytes(c) for c in writer.pieces()))]
     assert ids[0] == "d/0" and ids[2] == "d/2" and ids[1].startswith("dicts/")
 
 

@@ -35,12 +35,12 @@ def test_each_piece_decodes_on_arrival_and_the_whole_is_one_member(backend):
     assert gz.backend == backend
     out = []
     decoder = zlib.decompressobj(31)
-    for piece in pieces:
-        chunk = gz.compress(piece)
-        assert chunk is not None and len(chunk) > 0
+    for data in pieces:
+        piece = gz.compress(data)
+        assert piece is not None and len(piece) > 0
         # sync-flushed: everything fed so far comes out of the decoder right now
-        assert decoder.decompress(bytes(chunk)) == piece
-        out.append(bytes(chunk))
+        assert decoder.decompress(bytes(piece)) == data
+        out.append(bytes(piece))
     tail = gz.finish()
     assert len(tail) > 0
     out.append(bytes(tail))
@@ -53,7 +53,7 @@ def test_each_piece_decodes_on_arrival_and_the_whole_is_one_member(backend):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_no_empty_chunks(backend):
+def test_no_empty_pieces(backend):
     gz = _stream(backend)
     assert gz.compress(b"") is None
     last = gz.finish(b"[1]")
@@ -92,9 +92,9 @@ def test_fastest_level_ratio_is_sane(backend):
 
 
 @pytest.mark.parametrize("backend", [b for b in BACKENDS if b != "python-isal"])
-def test_chunks_are_read_only(backend):
-    chunk = _core.GzipStream(backend=backend).compress(b"hello")
-    view = memoryview(chunk)
+def test_pieces_are_read_only(backend):
+    piece = _core.GzipStream(backend=backend).compress(b"hello")
+    view = memoryview(piece)
     assert view.readonly
     with pytest.raises(TypeError):
         view[0] = 0

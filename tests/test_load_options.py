@@ -34,8 +34,8 @@ BAD = [
     ({"float32": "round"}, ValueError, "float32 must be 'widen' or 'shortest', not 'round'"),
     ({"metadata": [("a", 1)]}, TypeError, "metadata must be a mapping or None, not list"),
     ({"python_type": 5}, TypeError, "python_type must be a str or None, not int"),
-    ({"chunk_size": 0}, ValueError, "chunk_size must be a positive int, not 0"),
-    ({"chunk_size": True}, ValueError, "chunk_size must be a positive int, not True"),
+    ({"buffer_size": 0}, ValueError, "buffer_size must be a positive int, not 0"),
+    ({"buffer_size": True}, ValueError, "buffer_size must be a positive int, not True"),
     ({"batch_rows": -1}, ValueError, "batch_rows must be a positive int or None, not -1"),
     ({"batch_rows": 1.5}, ValueError, "batch_rows must be a positive int or None, not 1.5"),
     ({"colection": "x"}, TypeError, "unexpected keyword argument 'colection' (not a load option)"),
@@ -124,14 +124,14 @@ def test_the_cli_refuses_a_bad_option_as_usage_with_the_options_message(flags, m
 
 def test_options_and_keyword_arguments_write_the_same_body(tmp_path):
     options = LoadOptions(collection="Points", float32="shortest", id_prefix="p/",
-                          metadata={"Owner": "me"}, chunk_size=64)
+                          metadata={"Owner": "me"}, buffer_size=64)
     by_object, by_keywords, mixed = (str(tmp_path / n) for n in ("a.json", "b.json", "c.json"))
     bulkwire.load_arrow(table(), out=by_object, options=options)
     bulkwire.load_arrow(table(), out=by_keywords, **{f.name: getattr(options, f.name)
                                                      for f in dataclasses.fields(options)})
     bulkwire.load_arrow(table(), out=mixed, options=LoadOptions(collection="Other"),
                         collection="Points", float32="shortest", id_prefix="p/",
-                        metadata={"Owner": "me"}, chunk_size=64)
+                        metadata={"Owner": "me"}, buffer_size=64)
     bodies = {open(p, "rb").read() for p in (by_object, by_keywords, mixed)}
     assert len(bodies) == 1 and b'"@collection": "Points"' in bodies.pop()
 

@@ -48,7 +48,7 @@ def test_load_file_round_trip(tmp_path, dtype, layout):
     assert result.rows == rows and result.target == str(tmp_path / "src.bulk.json")
     raw, docs = parsed(result.target)
     for workers in (1, 3):  # the same body whatever the number of encoding threads
-        other = bulkwire.load_parquet(src, batch_rows=64, threads=workers, chunk_size=5000,
+        other = bulkwire.load_parquet(src, batch_rows=64, threads=workers, buffer_size=5000,
                                       out=str(tmp_path / f"w{workers}.json"))
         assert parsed(other.target)[0] == raw
     assert result.body_bytes == len(raw) == result.wire_bytes
@@ -197,12 +197,12 @@ def test_bytes_equal_bulkwriter_store(tmp_path):
             doc["emb"] = vec  # a float32 ndarray, as a user would hold it
             w.store(doc, id=f"embeddings/{row['id']}", metadata={"@collection": "Embeddings"})
         w.close()
-        assert open(out, "rb").read() == b"".join(bytes(c) for c in w.chunks())
+        assert open(out, "rb").read() == b"".join(bytes(c) for c in w.pieces())
 
 
-@pytest.mark.parametrize("chunk_size", [1 << 20, 4096])  # small: batches of several pieces
+@pytest.mark.parametrize("buffer_size", [1 << 20, 4096])  # small: batches of several pieces
 @pytest.mark.parametrize("compress", [False, True])
-def test_load_into_loopback_server(tmp_path, compress, chunk_size):
+def test_load_into_loopback_server(tmp_path, compress, buffer_size):
     from bulkwire.testing import LoopbackServer
 
     rows, dim = 900, 16
@@ -210,7 +210,7 @@ def test_load_into_loopback_server(tmp_path, compress, chunk_size):
     table = pq.read_table(src)
     with LoopbackServer() as server:
         r = bulkwire.load_parquet(src, url=server.url, database=server.database, compress=compress,
-                                  batch_rows=100, chunk_size=chunk_size)
+                                  batch_rows=100, buffer_size=buffer_size)
         assert r.rows == rows and len(server.documents) == rows
         request = server.requests[-1]
         assert request.complete and request.error is None
@@ -233,7 +233,7 @@ def test_server_failure_and_bad_rows(tmp_path, capsys):
         server.fail_after_bytes = 1 << 18
         with pytest.raises(bulkwire.BulkInsertError, match="Simulated failure on the server"):
             bulkwire.load_parquet(src, url=server.url, database=server.database, batch_rows=100,
-                                  chunk_size=1 << 16)
+                                  buffer_size=1 << 16)
         server.fail_after_bytes = None
         code, out, err = run_cli(["load", src, "--url", server.url, "--database", "db", "-q"], capsys)
         assert code == 0 and "into http://127.0.0.1" in out
@@ -248,7 +248,7 @@ def test_server_failure_and_bad_rows(tmp_path, capsys):
         before = len(server.requests)
         ops_before = set(server.operations)
         with pytest.raises(ValueError, match="column 'v', row 200: null vector"):
-            bulkwire.load_parquet(bad, url=server.url, database="db", batch_rows=100, chunk_size=100)
+            bulkwire.load_parquet(bad, url=server.url, database="db", batch_rows=100, buffer_size=100)
         (op,) = set(server.operations) - ops_before
         assert op in server.killed and server.operations[op]["Status"] == "Canceled"
         import re
@@ -417,7 +417,7 @@ def store_body(rows, ids, **store_kwargs) -> bytes:
     for row, doc_id in zip(rows, ids):
         w.store(row, id=doc_id, **store_kwargs)
     w.close()
-    return b"".join(bytes(c) for c in w.chunks())
+    return b"".join(bytes(c) for c in w.pieces())
 
 
 def test_id_and_metadata_columns_follow_store(tmp_path):
@@ -546,7 +546,7 @@ def test_column_types_are_judged_by_the_encoder_before_any_row(tmp_path):
     assert parsed(r.target)[1][0]["Document"]["a"] == [1.0]
 
 
-def test_load_hands_the_encoders_chunks_over_unchecked(tmp_path, monkeypatch):
+def test_load_hands_the_encoders_buffers_over_unchecked(tmp_path, monkeypatch):
     """The commands C just wrote go to the writer as they are: store_encoded's check of
     user-given bytes is not run on them."""
     import bulkwire.bulk
@@ -556,7 +556,7 @@ def test_load_hands_the_encoders_chunks_over_unchecked(tmp_path, monkeypatch):
 
     monkeypatch.setattr(bulkwire.bulk, "_encoded_pieces", refused)
     src = bulkwire.sample_parquet(tmp_path / "s.parquet", rows=300, dim=4)
-    r = bulkwire.load_parquet(src, batch_rows=64, chunk_size=1024)
+    r = bulkwire.load_parquet(src, batch_rows=64, buffer_size=1024)
     assert r.rows == 300 and len(parsed(r.target)[1]) == 300
 
 
@@ -583,7 +583,7 @@ def test_a_file_that_cannot_be_written_raises_its_own_error(tmp_path, monkeypatc
                         raising=False)
     src = bulkwire.sample_parquet(tmp_path / "s.parquet", rows=2000, dim=16)
     with pytest.raises(OSError, match="No space left on device"):
-        bulkwire.load_parquet(src, batch_rows=100, chunk_size=1024, compress=compress)
+        bulkwire.load_parquet(src, batch_rows=100, buffer_size=1024, compress=compress)
     assert os.listdir(tmp_path) == ["s.parquet"]
 
 

@@ -59,11 +59,11 @@ class LinesSession:
         self.fail_id = fail_id
         self.body_bytes = self.wire_bytes = 0
 
-    def store(self, chunks: list, rows: int) -> int:
-        assert len(chunks) == rows
-        if self.fail_id is not None and any(json.loads(c)["id"] == self.fail_id for c in chunks):
+    def store(self, encoded: list, rows: int) -> int:
+        assert len(encoded) == rows
+        if self.fail_id is not None and any(json.loads(c)["id"] == self.fail_id for c in encoded):
             raise RuntimeError(f"the lines target refuses id {self.fail_id}")
-        data = b"".join(chunks)
+        data = b"".join(encoded)
         self.file.write(data)
         self.body_bytes += len(data)
         self.wire_bytes += len(data)

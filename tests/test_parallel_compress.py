@@ -96,7 +96,7 @@ def test_blocks_cost_little_against_the_serial_stream(backend):
 @needs("isal")
 def test_the_pump_sends_the_parallel_member_in_order():
     payloads = [text_body(MIB + 17 * i, seed=i) for i in range(5)]
-    items = [_core._testing.make_chunk(p) for p in payloads]
+    items = [_core._testing.make_piece(p) for p in payloads]
     gz = _core.GzipStream(backend="isal", threads=3)
     (outcome, buffers, body, pieces, wire_bytes), wire = pump_items(items, gz)
     assert outcome == 0 and buffers == 5 and body == sum(map(len, payloads))
@@ -118,11 +118,11 @@ def test_zstd_workers_write_one_frame(threads):
     d = zstandard.ZstdDecompressor().decompressobj()
     got = b""
     for start in range(0, len(body), MIB):
-        chunk = body[start:start + MIB]
+        part = body[start:start + MIB]
         last = start + MIB >= len(body)
-        piece = bytes(stream.finish(chunk) if last else stream.compress(chunk))
+        piece = bytes(stream.finish(part) if last else stream.compress(part))
         got += d.decompress(piece)
-        assert got == body[:start + len(chunk)]  # each piece decodes on arrival
+        assert got == body[:start + len(part)]  # each piece decodes on arrival
     assert d.eof and d.unused_data == b"" and got == body  # one frame, nothing after it
     wire_stream = _core.ZstdStream(threads=threads)
     wire = bytes(wire_stream.finish(body))
@@ -140,7 +140,7 @@ def test_writer_bodies_decode_to_the_plain_body(compress, threads):
         for i in range(3000):
             w.store({"Name": f"n{i}", "Vector": [i / 7, -i / 3, 1e-7 * i]}, id=f"e/{i}")
         w.close()
-        return b"".join(bytes(p) for p in w.chunks())
+        return b"".join(bytes(p) for p in w.pieces())
 
     plain = body_of()
     wire = body_of(compress=compress, compress_threads=threads)

@@ -303,13 +303,13 @@ def test_a_worker_killed_while_the_other_keeps_sending_stops_the_load_at_once(tm
     worker would have finished, and no request is answered as a success."""
     write_parts(str(tmp_path / "d"), [4000] * 4, row_group=100)
     with LoopbackServer() as server:
-        # each worker's share takes seconds: hundreds of chunks (the body is cut only at the
+        # each worker's share takes seconds: hundreds of pieces (the body is cut only at the
         # threshold), each read slowly
         server.read_delay = 0.01
         killer = kill_a_sender(server, resume=False)
         with pytest.raises(bulkwire.BulkInsertError, match=r"died with exit code -9") as info:
             bulkwire.load_parquet(str(tmp_path / "d"), url=server.url, database="db", workers=2,
-                                  batch_rows=20, chunk_size=1000)
+                                  batch_rows=20, buffer_size=1000)
         stopped = time.monotonic() - killer.killed[0][1]
         killer.join()
         assert stopped < 1.0, f"stopped {stopped:.2f} s after the kill"

@@ -31,14 +31,14 @@ class Ratio(float):
 
 
 def body_of(docs, *, defer, buffer_size=1 << 20, default=_core.ENTITY):
-    """The whole body of a BulkWriter that stored ``docs`` (dict, id) pairs, and its chunks."""
+    """The whole body of a BulkWriter that stored ``docs`` (dict, id) pairs, and its pieces."""
     writer = BulkWriter(buffer_size=buffer_size, max_buffers=100_000, defer_float_text=defer,
                         default=default)
     for doc, doc_id in docs:
         writer.store(doc, id=doc_id)
     writer.close()
-    chunks = [bytes(c) for c in writer.chunks()]
-    return b"".join(chunks), chunks
+    pieces = [bytes(c) for c in writer.pieces()]
+    return b"".join(pieces), pieces
 
 
 def expected_body(docs):
@@ -124,8 +124,8 @@ def test_runs_at_the_buffer_threshold(shift):
     run = [j / 9 for j in range(1000)]  # 34,002 bytes pending
     docs = [({"pad": "p" * (shift + 31 * i), "v": run, "w": run[:RUN_MIN]}, f"d/{i}")
             for i in range(40)]
-    _, chunks = body_of(docs, defer=True)
-    assert len(chunks) >= 2
+    _, pieces = body_of(docs, defer=True)
+    assert len(pieces) >= 2
     assert_same_body(docs)
 
 
@@ -144,39 +144,39 @@ def test_a_handed_over_buffer_is_bounded_by_the_room_not_the_text():
     document_room = 100 * ROOM + 200
     sizes = []
     while (got := _core.next_piece(q)) is not None:
-        chunk, consumed = got
-        assert chunk.nbytes <= buffer_size + document_room
-        assert len(chunk) == consumed <= chunk.nbytes
+        piece, consumed = got
+        assert piece.nbytes <= buffer_size + document_room
+        assert len(piece) == consumed <= piece.nbytes
         sizes.append(consumed)
     # 100 doubles are about 2,000 bytes of text but took 3,402 bytes of room
     assert all(size < 0.75 * buffer_size for size in sizes[:-1])
 
 
-def test_every_reader_of_a_chunk_sees_the_text():
+def test_every_reader_of_a_piece_sees_the_text():
     run = [j / 3 for j in range(50)]
     w = _core.CommandWriter(1 << 20, defer_float_text=True)
     assert w.put("d/1", {"v": run}, {}) is None
-    chunk = w.finish()
-    assert len(chunk) == w.bytes - (50 * ROOM + 2) + len(json.dumps(run))  # len settles first
-    assert bytes(chunk) == bytes(memoryview(chunk))
-    assert f"{len(chunk)} bytes" in repr(chunk)
+    piece = w.finish()
+    assert len(piece) == w.bytes - (50 * ROOM + 2) + len(json.dumps(run))  # len settles first
+    assert bytes(piece) == bytes(memoryview(piece))
+    assert f"{len(piece)} bytes" in repr(piece)
     for first in (bytes, memoryview, repr):  # whichever reader comes first settles it
         w = _core.CommandWriter(1 << 20, defer_float_text=True)
         w.put("d/1", {"v": run}, {})
-        chunk = w.finish()
-        first(chunk)
-        assert json.loads(bytes(chunk))[0]["Document"]["v"] == run
+        piece = w.finish()
+        first(piece)
+        assert json.loads(bytes(piece))[0]["Document"]["v"] == run
 
 
-def test_two_threads_reading_one_chunk_see_the_same_bytes():
+def test_two_threads_reading_one_piece_see_the_same_bytes():
     run = [j / 3 for j in range(5000)]
     for _ in range(20):
         w = _core.CommandWriter(1 << 24, defer_float_text=True)
         for i in range(20):
             w.put(f"d/{i}", {"v": run}, {})
-        chunk = w.finish()
+        piece = w.finish()
         seen = []
-        threads = [threading.Thread(target=lambda: seen.append(bytes(chunk))) for _ in range(4)]
+        threads = [threading.Thread(target=lambda: seen.append(bytes(piece))) for _ in range(4)]
         for t in threads:
             t.start()
         for t in threads:
@@ -198,7 +198,7 @@ def test_a_failed_document_leaves_no_run_behind():
         writer.store({"v": run, "bad": object()}, id="d/2")
     writer.store(*ok3)
     writer.close()
-    body = b"".join(bytes(c) for c in writer.chunks())
+    body = b"".join(bytes(c) for c in writer.pieces())
     assert body == expected_body([ok1, ok3])
 
 
@@ -346,7 +346,7 @@ def test_a_producer_that_finds_the_queue_full_writes_the_text_itself():
     pieces = []
 
     def consume():
-        for piece in writer.chunks():
+        for piece in writer.pieces():
             time.sleep(0.002)
             pieces.append(bytes(piece))
 

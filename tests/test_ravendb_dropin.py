@@ -362,7 +362,7 @@ def test_bulkwriter_takes_metadata_as_dictionary_as_metadata():
     writer.store({"Name": "a"}, id="things/1",
                  metadata=MetadataAsDictionary({"Owner": "me", "Tags": {"a": [1]}}))
     writer.close()
-    body = b"".join(bytes(c) for c in writer.chunks())
+    body = b"".join(bytes(c) for c in writer.pieces())
     assert json.loads(body)[0]["Document"]["@metadata"] == {
         "Owner": "me", "Tags": {"a": [1]}, "@collection": "dicts", "Raven-Python-Type": "builtins.dict"}
     with pytest.raises(TypeError, match="metadata must be a mapping"):
@@ -556,7 +556,7 @@ def test_class_info_may_name_the_members_the_body_leaves_out():
     writer = bulkwire.BulkWriter(class_info=lambda cls: ("x/", {"@collection": "Xs"}, ("Key", "@metadata")))
     writer.store({"Key": "k", "Id": "stays", "@metadata": {"a": 1}, "v": 1})
     writer.close()
-    body = b"".join(bytes(c) for c in writer.chunks())
+    body = b"".join(bytes(c) for c in writer.pieces())
     assert body == (b'[{"Id":"stays","Type":"PUT","Document":{"Id": "stays", "v": 1, '
                     b'"@metadata": {"a": 1, "@collection": "Xs"}}}]')
 
@@ -574,7 +574,7 @@ def test_the_default_hook_is_the_walkers():
     with pytest.raises(TypeError, match="default must be"):
         bulkwire.BulkWriter(default=42)
     writer.close()
-    assert b'"Price": {"cents": 5}' in b"".join(bytes(c) for c in writer.chunks())
+    assert b'"Price": {"cents": 5}' in b"".join(bytes(c) for c in writer.pieces())
 
 
 

@@ -36,8 +36,8 @@ def _values(draw_bytes: list) -> pa.Table:
 
 # repetitive as well as random bytes: the writer then makes copies of every kind, short and
 # long offsets, overlapping runs
-chunks = st.one_of(st.binary(max_size=40), st.sampled_from([b"ab", b"abc" * 30, b"\0" * 70]))
-values = st.lists(st.lists(chunks, max_size=6).map(b"".join), min_size=1, max_size=120)
+parts = st.one_of(st.binary(max_size=40), st.sampled_from([b"ab", b"abc" * 30, b"\0" * 70]))
+values = st.lists(st.lists(parts, max_size=6).map(b"".join), min_size=1, max_size=120)
 
 
 @given(rows=values, version=st.sampled_from(["1.0", "2.0"]))

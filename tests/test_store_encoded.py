@@ -26,22 +26,22 @@ def command(i, pad=0):
     w = BulkWriter()
     w.store({"i": i, "pad": "x" * pad}, id=f"things/{i}", metadata=MD)
     w.close()
-    body = b"".join(bytes(c) for c in w.chunks())
+    body = b"".join(bytes(c) for c in w.pieces())
     return body[1:-1]
 
 
 def drain(writer):
     """Close the writer and return its body and the pieces (the writer must not block)."""
     writer.close()
-    pieces = [bytes(c) for c in writer.chunks()]
+    pieces = [bytes(c) for c in writer.pieces()]
     assert all(pieces)  # never an empty piece
     return b"".join(pieces), pieces
 
 
 def consume(writer):
-    """Drain the writer's chunks on a thread, as a transport would; returns (thread, pieces)."""
+    """Drain the writer's pieces on a thread, as a transport would; returns (thread, pieces)."""
     pieces = []
-    thread = threading.Thread(target=lambda: pieces.extend(bytes(c) for c in writer.chunks()))
+    thread = threading.Thread(target=lambda: pieces.extend(bytes(c) for c in writer.pieces()))
     thread.start()
     return thread, pieces
 
@@ -130,7 +130,7 @@ def test_large_bytes_are_handed_over_without_a_copy():
     w.store_encoded(big, len(cmds))
     w.store({"last": 1}, id="a/2")
     w.close()
-    items = list(w.chunks())
+    items = list(w.pieces())
     views = [c for c in items if isinstance(c, memoryview)]
     assert views and all(v.obj is big for v in views)  # slices of the caller's bytes
     assert sum(map(len, views)) == len(big)
@@ -152,15 +152,15 @@ def test_mutable_input_is_copied():
 
 def test_bounded_memory_for_a_large_encoded_input():
     """A bytearray of ~40 buffers, no consumer yet: the writer copies it buffer by buffer and
-    blocks on the full queue; live chunk memory stays within (max_buffers + 2) buffers."""
+    blocks on the full queue; live piece memory stays within (max_buffers + 2) buffers."""
     bs, max_buffers = 32 << 10, 4
     cmds = [command(i, pad=900) for i in range(1400)]
     data = bytearray(b",".join(cmds))
     assert len(data) > 40 * bs
     w = BulkWriter(buffer_size=bs, max_buffers=max_buffers)
     gc.collect()
-    _core._testing.reset_chunk_peak()
-    base = _core._testing.chunk_memory()[0]
+    _core._testing.reset_piece_peak()
+    base = _core._testing.piece_memory()[0]
     done = threading.Event()
     errors = []
 
@@ -179,13 +179,13 @@ def test_bounded_memory_for_a_large_encoded_input():
     while not (w._queue.waits and len(w._queue) == max_buffers) and time.monotonic() < deadline:
         time.sleep(0.01)
     assert w._queue.waits and not done.is_set(), "the producer never blocked on the full queue"
-    live = _core._testing.chunk_memory()[0] - base + w._writer.capacity
+    live = _core._testing.piece_memory()[0] - base + w._writer.capacity
     bound = (max_buffers + 2) * (bs + 2)
     assert live <= bound + (64 << 10)  # the buffer being filled may keep its initial slack
-    body = b"".join(bytes(c) for c in w.chunks())  # consume: the producer resumes
+    body = b"".join(bytes(c) for c in w.pieces())  # consume: the producer resumes
     producer.join(30)
     assert not errors and done.is_set()
-    peak = _core._testing.chunk_memory()[1] - base
+    peak = _core._testing.piece_memory()[1] - base
     assert peak <= bound + (64 << 10) + bs
     assert body == b"[" + bytes(data) + b"]" and w.documents == len(cmds)
 

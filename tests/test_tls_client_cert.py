@@ -63,7 +63,7 @@ def expected_body(compress):
     for i, doc in enumerate(DOCS):
         writer.store(doc, id=f"t/{i}")
     writer.close()
-    return b"".join(bytes(piece) for piece in writer.chunks())
+    return b"".join(bytes(piece) for piece in writer.pieces())
 
 
 def test_the_c_core_is_built_with_openssl():
@@ -84,7 +84,7 @@ def test_documents_arrive_byte_exact_through_the_pump(secure, pki, pump_calls, c
     assert request.complete and request.error is None
     assert bytes(request.body) == expected_body(compress)
     assert (request.headers.get("Content-Encoding") == "gzip") == bool(compress)
-    assert bulk.stats.wire_bytes == sum(request.wire_chunks) and bulk.stats.chunks > 10
+    assert bulk.stats.wire_bytes == sum(request.wire_chunks) and bulk.stats.pieces > 10
     if BulkWriter(compress=compress)._can_pump:  # the C sender, through bulkwire's own TLS
         assert len(pump_calls) == 1 and isinstance(pump_calls[0], _core.TlsConnection)
     assert secure.tls_failures == []
@@ -93,7 +93,7 @@ def test_documents_arrive_byte_exact_through_the_pump(secure, pki, pump_calls, c
 def test_load_parquet_and_the_cli_over_tls(secure, pki, tmp_path, capsys):
     src = bulkwire.sample_parquet(tmp_path / "s.parquet", rows=300, dim=8)
     r = bulkwire.load_parquet(src, url=secure.url, database=secure.database, batch_rows=64,
-                              chunk_size=2048, certificate=pki.client, ca=pki.ca)
+                              buffer_size=2048, certificate=pki.client, ca=pki.ca)
     body = open(bulkwire.load_parquet(src, out=str(tmp_path / "b.json")).target, "rb").read()
     assert r.rows == 300 and bytes(secure.requests[-1].body) == body
     from bulkwire.cli import main

@@ -124,7 +124,7 @@ def assert_the_writer_goes_on(writer, stored, doc_id, expected):
     the body holds exactly the document (when there was one) and the later one."""
     writer.store({"after": 1}, id="after/1")
     writer.close()
-    body = b"".join(bytes(chunk) for chunk in writer.chunks())
+    body = b"".join(bytes(piece) for piece in writer.pieces())
     after = document_body("after/1", {"after": 1})
     if expected[1] is not None:
         assert stored == (None, expected[1]) and body == b"[" + after + b"]"
@@ -173,7 +173,7 @@ class Hostile:
         writer = BulkWriter()
         writer.store(OTHER, id="other/1")
         writer.close()
-        if b"".join(bytes(c) for c in writer.chunks()) != b"[" + document_body("other/1", OTHER) + b"]":
+        if b"".join(bytes(c) for c in writer.pieces()) != b"[" + document_body("other/1", OTHER) + b"]":
             self.problems.append("other writer")
 
     def same_writer(self):
@@ -346,7 +346,7 @@ def test_a_gc_callback_mutating_what_is_walked_gives_one_of_its_states(values, p
             assert got in possible
             continue
         writer.close()
-        body = b"".join(bytes(c) for c in writer.chunks())
+        body = b"".join(bytes(c) for c in writer.pieces())
         if got[1] is not None:
             assert got in possible and body == b"[]"
         else:
@@ -486,7 +486,7 @@ def test_weakref_callbacks_of_values_a_hook_removed_run_when_the_dict_is_done():
     assert writer.store(make(writer), id="d/1") == "d/1"
     assert log == ["hook", "died", "refused", "died", "refused"]
     writer.close()
-    body = b"".join(bytes(c) for c in writer.chunks())
+    body = b"".join(bytes(c) for c in writer.pieces())
     assert body == b"[" + document_body("d/1", json.loads(reference)) + b"]"
 
 
@@ -561,7 +561,7 @@ def test_a_callback_between_store_encodeds_pieces_lands_nowhere_in_them():
         writer.store_encoded(pieces, 1)
     assert inner and set(inner) <= {"stored", "refused"}, inner  # callbacks did run
     writer.close()
-    commands = parse_commands(b"".join(bytes(c) for c in writer.chunks()))
+    commands = parse_commands(b"".join(bytes(c) for c in writer.pieces()))
     ids = [c["Id"] for c in commands]
     stored_before = inner.index("refused") if "refused" in inner else len(inner)
     assert ids == ["d/0"] + [f"in/{i}" for i in range(stored_before)] + ["e/1"]
@@ -608,7 +608,7 @@ def test_a_call_from_inside_every_step_of_a_store_is_refused():
     assert got == "things/t-1" and got2 == "things/t-2"
     assert refused == ["class_info", "hook", "class_info", "Id"]
     writer.close()
-    ids = [c["Id"] for c in json.loads(b"".join(bytes(c) for c in writer.chunks()))]
+    ids = [c["Id"] for c in json.loads(b"".join(bytes(c) for c in writer.pieces()))]
     assert ids == ["things/t-1", "things/t-2"]
 
 

@@ -67,7 +67,7 @@ def check_store(ours, reference):
     writer = bulkwire.BulkWriter()
     stored = outcome(lambda: writer.store(ours, id="docs/1"))
     writer.close()
-    body = b"".join(bytes(chunk) for chunk in writer.chunks())
+    body = b"".join(bytes(piece) for piece in writer.pieces())
     expected = outcome(lambda: json.loads(json.dumps(reference, default=entity_default)))
     if expected[1] is not None:
         assert stored[1] is expected[1]
@@ -618,7 +618,7 @@ def stored_bodies(documents):
     outcomes = [outcome(lambda: writer.store(entity, id=doc_id)) for doc_id, entity in documents]
     writer.store({"after": 1}, id="after/1")
     writer.close()
-    return outcomes, json.loads(b"".join(bytes(chunk) for chunk in writer.chunks()))
+    return outcomes, json.loads(b"".join(bytes(piece) for piece in writer.pieces()))
 
 
 def expected_bodies(documents):
@@ -664,7 +664,7 @@ def stores_interleaved_with(make_class, changes):
             else:
                 outcomes.append(outcome(lambda: writer.store(cls(value), id=value)))
         writer.close()
-        return outcomes, json.loads(b"".join(bytes(chunk) for chunk in writer.chunks()))
+        return outcomes, json.loads(b"".join(bytes(piece) for piece in writer.pieces()))
 
     def reference(cls, steps):
         outcomes, commands = [], []

@@ -159,7 +159,7 @@ for name, compress in (("plain", False), ("gzip", "gzip"), ("zstd", "zstd")):
         writer.store({"i": i, "name": "n" * (i % 7)}, id=f"docs/{i}")
     writer.close()
     with open(name + ".body", "wb") as f:
-        for piece in writer.chunks():
+        for piece in writer.pieces():
             f.write(piece)
 with open("plain.body", "rb") as f:
     plain = f.read()

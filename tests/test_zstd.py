@@ -116,7 +116,7 @@ def test_flush_per_piece_is_a_prefix_at_every_piece(backend):
 @pytest.mark.parametrize("backend", BACKEND_PARAMS)
 def test_misuse_is_refused(backend):
     stream = compression.body_compressor(backend)
-    assert stream.compress(b"") is None  # no empty chunks
+    assert stream.compress(b"") is None  # no empty pieces
     stream.finish(b"x")
     with pytest.raises((ValueError, zstandard.ZstdError)):
         stream.compress(b"more")
@@ -181,7 +181,7 @@ documents = st.lists(st.fixed_dictionaries({
 def writer_pieces(docs, compress, buffer_size, max_buffers=4):
     writer = BulkWriter(compress=compress, buffer_size=buffer_size, max_buffers=max_buffers)
     pieces = []
-    consumer = threading.Thread(target=lambda: pieces.extend(bytes(p) for p in writer.chunks()))
+    consumer = threading.Thread(target=lambda: pieces.extend(bytes(p) for p in writer.pieces()))
     consumer.start()
     for i, doc in enumerate(docs):
         writer.store(doc, id=f"docs/{i}")
@@ -200,7 +200,7 @@ def test_a_writers_zstd_body_decodes_to_exactly_the_plain_body(backend, docs, bu
     pieces, stats = writer_pieces(docs, backend, buffer_size)
     decoded, ended = reference_decode(pieces)
     assert ended and b"".join(decoded) == b"".join(plain)
-    assert stats.compression == backend and stats.chunks == len(pieces) and all(pieces)
+    assert stats.compression == backend and stats.pieces == len(pieces) and all(pieces)
     assert stats.body_bytes == len(b"".join(plain)) and stats.wire_bytes == sum(map(len, pieces))
     # one piece per buffer (and perhaps the frame's end alone), each whole on arrival
     assert_pieces_end_on_command_boundaries(decoded)
@@ -213,7 +213,7 @@ def test_a_writers_zstd_body_decodes_to_exactly_the_plain_body(backend, docs, bu
 @given(payloads=st.lists(st.binary(min_size=1, max_size=5000), min_size=1, max_size=8))
 @needs("zstd")
 def test_the_pump_sends_one_frame_each_piece_decodable_on_arrival(payloads):
-    items = [_core._testing.make_chunk(p) for p in payloads]
+    items = [_core._testing.make_piece(p) for p in payloads]
     stream = _core.ZstdStream()
     (outcome, buffers, body, pieces, wire_bytes), wire = pump_items(items, stream)
     assert outcome == 0 and stream.finished

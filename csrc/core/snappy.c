@@ -50,7 +50,7 @@ static uint32_t load_le(const uint8_t *p, size_t n) {
 static void copy_back(uint8_t *op, uint8_t *op_end, size_t offset, size_t length) {
     const uint8_t *src = op - offset;
     if (offset >= 8 && (size_t)(op_end - op) >= length + 8) {
-        /* 8 bytes at a time: each chunk's source lies wholly in bytes already written, and
+        /* 8 bytes at a time: each 8-byte step's source lies wholly in bytes already written, and
            the at most 7 bytes written past the copy are inside the output (overwritten by
            what follows) */
         for (size_t i = 0; i < length; i += 8)

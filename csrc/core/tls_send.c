@@ -21,7 +21,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
-/* Entries shorter than this (chunk heads, the end of the body) are gathered with what follows
+/* Entries shorter than this (HTTP chunk heads, the end of the body) are gathered with what follows
    into one record instead of going out as a record of their own. */
 #define GATHER_SMALL 512
 #define GATHER_MAX 16384 /* one full TLS record */

@@ -75,7 +75,7 @@ class SinkConfig:
         tls = {name: value for name, value in (("certificate", self.certificate),
                                                ("ca", self.ca)) if value is not None}
         return _target_of(self.url, self.database, None, self.options.compress,
-                          self.options.chunk_size, tls)
+                          self.options.buffer_size, tls)
 
     @property
     def target(self) -> str:

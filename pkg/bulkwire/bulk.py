@@ -5,7 +5,7 @@ Two layers:
 
 * :class:`BulkWriter` builds the request body and knows nothing about HTTP. The producer
   calls :meth:`BulkWriter.store`; a consumer (any transport, on its own thread) iterates
-  :meth:`BulkWriter.chunks` and writes each chunk out, reporting its own failure with
+  :meth:`BulkWriter.pieces` and writes each piece out, reporting its own failure with
   :meth:`BulkWriter.fail`.
 * :class:`BulkInsert` drives the document database's bulk insert protocol over HTTP/1.1
   (``bulkwire.transport``) with a :class:`BulkWriter` inside.
@@ -31,6 +31,7 @@ from .compression import _PythonIsal  # noqa: F401 - importable here as before
 from .compression import parse_compress as _resolve_compress
 from .bulk_commands import (AttachmentsBulkInsert, CountersBulkInsert, TimeSeriesBulkInsert,
                             TypedTimeSeriesBulkInsert)
+from ._deprecated import renamed_fields, warn_deprecated
 from .errors import BulkInsertAborted, BulkInsertError
 
 __all__ = ["BulkInsert", "BulkWriter", "BulkInsertError", "BulkInsertAborted", "BulkStats",
@@ -174,15 +175,17 @@ def _encoded_pieces(commands: Any, count: Any) -> list:
     return pieces
 
 
+@renamed_fields(chunks="pieces")
 @dataclass
 class BulkStats:
     """What a bulk insert did. ``body_bytes`` is the JSON body, ``wire_bytes`` what was
-    handed to the transport (compressed when compressing), ``chunks`` how many pieces."""
+    handed to the transport (compressed when compressing), ``pieces`` in how many pieces
+    (each sent as one HTTP chunk)."""
 
     documents: int = 0
     body_bytes: int = 0
     wire_bytes: int = 0
-    chunks: int = 0
+    pieces: int = 0
     buffers: int = 0
     compression: Optional[str] = None
     #: what sent the body: ``"c"`` (the C body pump, plain or through bulkwire's own TLS),
@@ -196,8 +199,14 @@ class BulkStats:
     extra: dict = field(default_factory=dict)
 
     @property
+    def average_piece(self) -> float:
+        return self.wire_bytes / self.pieces if self.pieces else 0.0
+
+    @property
     def average_chunk(self) -> float:
-        return self.wire_bytes / self.chunks if self.chunks else 0.0
+        """Deprecated spelling of :attr:`average_piece`."""
+        warn_deprecated("BulkStats.average_chunk", "BulkStats.average_piece")
+        return self.average_piece
 
     @property
     def documents_per_second(self) -> float:
@@ -230,7 +239,7 @@ class BulkWriter:
     A writer has one producer thread: the first thread that calls ``store``,
     ``store_many``, ``store_encoded`` or ``close`` owns it, and those calls from any other
     thread raise ``RuntimeError`` (always, before anything changes). The consumer side
-    (``chunks``, ``fail``) belongs to one other thread. A producer call made from inside
+    (``pieces``, ``fail``) belongs to one other thread. A producer call made from inside
     another one of the same writer (a hook, ``to_json``, ``__del__``, a gc or weakref
     callback, a signal handler) raises ``RuntimeError`` before anything changes, and the
     call it came from goes on. A writer belongs to the process that made it: in a forked
@@ -240,7 +249,7 @@ class BulkWriter:
     >>> w.store({"Name": "a"}, id="things/1")
     'things/1'
     >>> w.close()
-    >>> b"".join(bytes(c) for c in w.chunks())
+    >>> b"".join(bytes(piece) for piece in w.pieces())
     b'[{"Id":"things/1","Type":"PUT","Document":{"Name": "a", "@metadata": {"@collection": "dicts", "Raven-Python-Type": "builtins.dict"}}}]'
     """
 
@@ -272,7 +281,7 @@ class BulkWriter:
         self._put = self._queue.put
         self._finished = False  # the end of the body (its last buffer) was handed over
         self._consuming = False
-        # chunks() has yielded every piece of the body's data (up to the closing "]",
+        # pieces() has yielded every piece of the body's data (up to the closing "]",
         # decodable): what it and http_chunks() yield from now on carries none
         self.data_taken = False
         self._series: Any = None  # the open TimeSeriesBulkInsert
@@ -365,7 +374,7 @@ class BulkWriter:
         >>> w.store_encoded(b'{"Id":"things/2","Type":"PUT","Document":{"@metadata": {}}}', 1)
         >>> w.close()
         >>> import json
-        >>> body = b"".join(bytes(c) for c in w.chunks())
+        >>> body = b"".join(bytes(piece) for piece in w.pieces())
         >>> [c["Id"] for c in json.loads(body)], w.documents
         (['things/1', 'things/2'], 2)
         """
@@ -483,9 +492,9 @@ class BulkWriter:
         holds some of the commands, not all."""
         self._command(self._writer.put_pieces, pieces, count, call="store_encoded()")
 
-    def _hand_over(self, chunk: Any) -> None:
+    def _hand_over(self, piece: Any) -> None:
         try:
-            taken = self._put(chunk)
+            taken = self._put(piece)
         except BaseException:  # Ctrl-C while the queue was full: this buffer is not queued
             self._buffer_lost(interrupted=True)
             raise
@@ -515,9 +524,9 @@ class BulkWriter:
             self._closed = True
             try:
                 if self._failure is None:
-                    chunk = self._writer.finish()
-                    if chunk is not None:
-                        self._hand_over(chunk)
+                    piece = self._writer.finish()
+                    if piece is not None:
+                        self._hand_over(piece)
                     self._finished = True
             except BaseException:
                 if self._failure is None:  # the consumer must not see an ending without "]"
@@ -567,7 +576,7 @@ class BulkWriter:
         """Consumer side for a connected socket the caller owns: sends the whole body on
         ``fd`` (through ``tls``, a ``_core.TlsConnection`` on it, when given) as HTTP chunks
         (then the terminating chunk) from C with the GIL released,
-        instead of iterating :meth:`chunks`. None when this body cannot be pumped (a gzip
+        instead of iterating :meth:`pieces`. None when this body cannot be pumped (a gzip
         backend outside the C core): nothing was consumed, send :meth:`http_chunks` instead.
         Otherwise how the sending ended (:class:`bulkwire.transport.Sent`): the body went
         out whole, or the server answered before its last data byte (nothing more was sent),
@@ -591,17 +600,17 @@ class BulkWriter:
             raise BulkInsertAborted(f"the bulk insert body was cut short: {self._failure}")
         return sent.outcome
 
-    def chunks(self) -> Iterator[Any]:
+    def pieces(self) -> Iterator[Any]:
         """The body, piece by piece, for one consumer: objects supporting the buffer protocol
         (never empty). Plain: the handed-over buffers themselves. Compressed: one gzip
         stream, sync-flushed after each buffer.
 
         >>> w = BulkWriter()
         >>> w.close()
-        >>> [bytes(piece) for piece in w.chunks()]
+        >>> [bytes(piece) for piece in w.pieces()]
         [b'[]']
         """
-        self._start_consuming("chunks() may be iterated once")
+        self._start_consuming("pieces() may be iterated once")
         stats = self.stats
         stats.sender = "python"
         gz: Any = None
@@ -621,7 +630,7 @@ class BulkWriter:
                     stats.buffers += 1
                     stats.body_bytes += consumed
                 if piece is not None and len(piece):
-                    stats.chunks += 1
+                    stats.pieces += 1
                     stats.wire_bytes += len(piece)
                     yield piece
                 del piece
@@ -633,9 +642,14 @@ class BulkWriter:
             if not complete:
                 self.fail(self._failure or BulkInsertAborted("the consumer stopped reading the body"))
 
+    def chunks(self) -> Iterator[Any]:
+        """Deprecated spelling of :meth:`pieces`."""
+        warn_deprecated("BulkWriter.chunks()", "BulkWriter.pieces()")
+        return self.pieces()
+
     def http_chunks(self) -> Iterator[bytes]:
         """The body as an HTTP/1.1 chunked body, for a sender that cannot :meth:`pump` (TLS):
-        each piece of :meth:`chunks` as one whole chunk, then the terminating chunk, every
+        each piece of :meth:`pieces` as one whole HTTP chunk, then the terminating chunk, every
         byte framed by the C core as the pump frames it. The terminating chunk comes only
         after the whole body.
 
@@ -645,7 +659,7 @@ class BulkWriter:
         b'2\\r\\n[]\\r\\n0\\r\\n\\r\\n'
         """
         http_chunk = _core.http_chunk
-        pieces = self.chunks()
+        pieces = self.pieces()
         try:
             for piece in pieces:
                 yield http_chunk(piece)
@@ -668,13 +682,13 @@ class BulkWriter:
         if stats.sender == "c":  # the pump counts in the queue as it goes, without the GIL
             queue = self._queue
             stats.buffers, stats.body_bytes = queue.taken_buffers, queue.taken_bytes
-            stats.chunks, stats.wire_bytes = queue.sent_pieces, queue.sent_bytes
+            stats.pieces, stats.wire_bytes = queue.sent_pieces, queue.sent_bytes
 
     @property
     def stats(self) -> BulkStats:
         """What the bulk insert did so far, read live from any thread: the documents stored,
         the queue's peak and blocked puts, and what the sender took and sent (the C body pump
-        counts as it goes; :meth:`chunks` as it yields); final once the body was sent."""
+        counts as it goes; :meth:`pieces` as it yields); final once the body was sent."""
         self._record_queue_stats()
         return self._stats
 
@@ -1044,7 +1058,7 @@ class BulkInsert:
 
     @property
     def stats(self) -> BulkStats:
-        """Documents, body and wire bytes, chunks, average chunk, compression backend, queue
+        """Documents, body and wire bytes, pieces, average piece, compression backend, queue
         peak and blocked puts, seconds (set by close)."""
         return self._writer.stats
 

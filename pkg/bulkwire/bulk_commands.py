@@ -41,7 +41,7 @@ class CountersBulkInsert:
     >>> w = BulkWriter()
     >>> w.counters_for("users/1").increment("likes", 3)
     >>> w.close()
-    >>> b"".join(bytes(c) for c in w.chunks())
+    >>> b"".join(bytes(piece) for piece in w.pieces())
     b'[{"Id":"users/1","Type":"Counters","Counters":{"DocumentId":"users/1","Operations":[{"Type":"Increment","CounterName":"likes","Delta":3}]}}]'
     """
 
@@ -71,7 +71,7 @@ class TimeSeriesBulkInsert:
     >>> with w.time_series_for("users/1", "Heartrate") as ts:
     ...     ts.append_single(datetime(2024, 1, 1, tzinfo=timezone.utc), 72.5, "watch")
     >>> w.close()
-    >>> b"".join(bytes(c) for c in w.chunks())
+    >>> b"".join(bytes(piece) for piece in w.pieces())
     b'[{"Id":"users/1","Type":"TimeSeriesBulkInsert","TimeSeries":{"Name":"Heartrate","TimeFormat":"UnixTimeInMs","Appends":[[1704067200000,1,72.5,"watch"]]}}]'
     """
 
@@ -152,7 +152,7 @@ class TypedTimeSeriesBulkInsert(TimeSeriesBulkInsert):
     >>> with w.typed_time_series_for(Pulse, "users/1") as ts:
     ...     ts.append_single(datetime(2024, 1, 1), Pulse(61.0))
     >>> w.close()
-    >>> b"".join(bytes(c) for c in w.chunks())
+    >>> b"".join(bytes(piece) for piece in w.pieces())
     b'[{"Id":"users/1","Type":"TimeSeriesBulkInsert","TimeSeries":{"Name":"Pulses","TimeFormat":"UnixTimeInMs","Appends":[[1704067200000,1,61.0]]}}]'
     """
 
@@ -194,7 +194,7 @@ class AttachmentsBulkInsert:
     >>> w = BulkWriter()
     >>> w.attachments_for("users/1").store("photo.png", b"\\x89PNG", "image/png")
     >>> w.close()
-    >>> b"".join(bytes(c) for c in w.chunks())
+    >>> b"".join(bytes(piece) for piece in w.pieces())
     b'[{"Id":"users/1","Type":"AttachmentPUT","Name":"photo.png","ContentType":"image/png","ContentLength":4}\\x89PNG]'
     """
 

@@ -194,11 +194,10 @@ def parse_compress(value: Compress, name: str = "compress") -> Optional[str]:
     if not isinstance(value, str):
         raise TypeError(f"{name} must be a bool, None or a str, not {type(value).__name__}")
     if value in DEPRECATED_COMPRESS_NAMES:
-        import warnings
+        from ._deprecated import warn_deprecated
 
         replacement = DEPRECATED_COMPRESS_NAMES[value]
-        warnings.warn(f"{name}={value!r} is deprecated: use {name}={replacement!r} (or True)",
-                      DeprecationWarning, stacklevel=3)
+        warn_deprecated(f"{name}={value!r}", f"{name}={replacement!r} (or True)", stacklevel=3)
         value = replacement
     if value == "gzip":
         backend = default_gzip_backend()

@@ -9,10 +9,10 @@ line takes its defaults and choices from the class.
 ('Embeddings', 'id', 'widen')
 >>> LoadOptions(collection="Points").replace(float32="shortest").float32
 'shortest'
->>> LoadOptions(chunk_size=0)
+>>> LoadOptions(buffer_size=0)
 Traceback (most recent call last):
 ...
-ValueError: chunk_size must be a positive int, not 0
+ValueError: buffer_size must be a positive int, not 0
 """
 from __future__ import annotations
 
@@ -22,12 +22,19 @@ from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence, Tuple, Union
 
 from . import _core
+from ._deprecated import renamed_fields, renamed_keywords, renamed_module_attributes
+from .bulk import DEFAULT_BUFFER_SIZE
 from .compression import compress_value
 
-__all__ = ["LoadOptions", "DEFAULT_CHUNK_SIZE", "FLOAT32_MODES"]
+__all__ = ["LoadOptions", "DEFAULT_BUFFER_SIZE", "FLOAT32_MODES"]
 
-#: The bytes of encoded commands handed over at a time (a body chunk), by default.
-DEFAULT_CHUNK_SIZE = 1 << 20
+#: Old spellings of the options (old -> new), still accepted with a ``DeprecationWarning``.
+RENAMED_OPTIONS = {"chunk_size": "buffer_size"}
+#: Old spellings of the constants (old -> new), still readable with a ``DeprecationWarning``
+#: here and where the constants are re-exported.
+RENAMED_CONSTANTS = {"DEFAULT_CHUNK_SIZE": "DEFAULT_BUFFER_SIZE"}
+
+__getattr__ = renamed_module_attributes(__name__, RENAMED_CONSTANTS)
 
 #: How float32 values are written: ``"widen"`` (the repr of the double, as ``json.dumps``
 #: of the float) or ``"shortest"`` (the shortest text that reads back as the float32); the
@@ -55,6 +62,7 @@ def _positive(value: Any, what: str, *, optional: bool) -> None:
                          f"not {value!r}")
 
 
+@renamed_fields(**RENAMED_OPTIONS)
 @dataclass(frozen=True)
 class LoadOptions:
     """How rows become documents and how they are sent, for every load entry point.
@@ -66,8 +74,9 @@ class LoadOptions:
     the document's fields, in order (None: every column but the id). ``compress``: the body's
     compression (:func:`bulkwire.compression.parse_compress`; kept in its canonical form).
     ``float32``: one of :data:`FLOAT32_MODES`. ``metadata``: entries of every document's
-    ``@metadata``. ``python_type``: its ``Raven-Python-Type`` (None: none). ``chunk_size``:
-    bytes of commands per body chunk. ``batch_rows``: rows per Arrow batch (None: about 4 MiB
+    ``@metadata``. ``python_type``: its ``Raven-Python-Type`` (None: none). ``buffer_size``:
+    the writer's buffer, in bytes (:class:`~bulkwire.bulk.BulkWriter`'s ``buffer_size``;
+    ``chunk_size`` is its deprecated spelling). ``batch_rows``: rows per Arrow batch (None: about 4 MiB
     of text).
 
     Every value is checked when the object is made (``TypeError`` or ``ValueError`` naming
@@ -84,7 +93,7 @@ class LoadOptions:
     float32: str = "widen"
     metadata: Optional[Mapping[str, Any]] = field(default=None, hash=False)
     python_type: Optional[str] = "builtins.dict"
-    chunk_size: int = DEFAULT_CHUNK_SIZE
+    buffer_size: int = DEFAULT_BUFFER_SIZE
     batch_rows: Optional[int] = None
 
     def __post_init__(self) -> None:
@@ -113,7 +122,7 @@ class LoadOptions:
         if self.python_type is not None and not isinstance(self.python_type, str):
             raise TypeError(f"python_type must be a str or None, not "
                             f"{type(self.python_type).__name__}")
-        _positive(self.chunk_size, "chunk_size", optional=False)
+        _positive(self.buffer_size, "buffer_size", optional=False)
         _positive(self.batch_rows, "batch_rows", optional=True)
 
     @classmethod
@@ -127,6 +136,8 @@ class LoadOptions:
         """
         if options is not None and not isinstance(options, LoadOptions):
             raise TypeError(f"options must be a LoadOptions, not {type(options).__name__}")
+        # called by the entry points and replace: the warning points at their caller
+        fields = renamed_keywords(RENAMED_OPTIONS, "", fields, 3)
         unknown = sorted(set(fields) - {f.name for f in dataclasses.fields(cls)})
         if unknown:
             raise TypeError(f"unexpected keyword argument {unknown[0]!r} (not a load option)")

@@ -139,7 +139,7 @@ def zstd_page_decoder() -> "str | None":
     """What decompresses zstd Parquet pages read page by page here: ``"libzstd"`` when the C
     core links it; else pyarrow's zstd codec or the ``zstandard`` package (one call per
     page), which this registers with the C core the first time it is asked; None when there
-    is none (zstd chunks are then read a row group at a time).
+    is none (zstd column chunks are then read a row group at a time).
 
     >>> zstd_page_decoder() is not None   # pyarrow, the parquet extra, has a zstd codec
     True

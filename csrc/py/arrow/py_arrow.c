@@ -217,7 +217,7 @@ int bw_arrow_source_open(PyObject *obj, bw_arrow_source *src) {
     return -1;
 }
 
-static int validate_chunk(bw_arrow_source *src) {
+static int validate_array(bw_arrow_source *src) {
     char err[320];
     if (bw_arrow_validate(&src->schema, &src->array, err, sizeof err) == 0)
         return 0;
@@ -229,7 +229,7 @@ int bw_arrow_source_next(bw_arrow_source *src) {
     if (!src->is_stream) {
         if (src->pending) {
             src->pending = 0;
-            return validate_chunk(src) < 0 ? -1 : 1;
+            return validate_array(src) < 0 ? -1 : 1;
         }
         bw_arrow_release_array(&src->array);
         return 0;
@@ -244,7 +244,7 @@ int bw_arrow_source_next(bw_arrow_source *src) {
     }
     if (src->array.release == NULL) /* end of stream */
         return 0;
-    return validate_chunk(src) < 0 ? -1 : 1;
+    return validate_array(src) < 0 ? -1 : 1;
 }
 
 void bw_arrow_source_take(bw_arrow_source *src, struct ArrowArray *out) {

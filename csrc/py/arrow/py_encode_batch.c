@@ -3,7 +3,7 @@
    The batch is any object with __arrow_c_array__ (a struct array: a record batch) or
    __arrow_c_stream__ (a stream of them: a table, a reader). pyarrow is never imported: the
    capsules of the Arrow PyCapsule interface are read through py_arrow.h, the import path
-   VectorCodec uses too, which validates every chunk before it is read. Every row of the batch is
+   VectorCodec uses too, which validates every batch before it is read. Every row of the batch is
    validated before the first byte is written, so a bad row raises before anything of its
    batch can be sent. The commands are written with the GIL released. */
 #define PY_SSIZE_T_CLEAN
@@ -612,12 +612,12 @@ char *bw_batch_job_take_text(bw_batch_job *job, size_t i, size_t *len, size_t *c
 }
 
 /* bw_batch_sink of encode_batch: the buffer's bytes become the next item of the list. */
-static int append_chunk(void *list, bw_buf *out) {
-    PyObject *chunk = PyBytes_FromStringAndSize(out->data, (Py_ssize_t)out->len);
-    if (chunk == NULL)
+static int append_buffer(void *list, bw_buf *out) {
+    PyObject *buffer = PyBytes_FromStringAndSize(out->data, (Py_ssize_t)out->len);
+    if (buffer == NULL)
         return -1;
-    int rc = PyList_Append(list, chunk);
-    Py_DECREF(chunk);
+    int rc = PyList_Append(list, buffer);
+    Py_DECREF(buffer);
     out->len = 0;
     return rc < 0 ? -1 : 1;
 }
@@ -632,51 +632,51 @@ static int pop_keyword(PyObject *kwargs, const char *name, PyObject **keep) {
     return PyDict_DelItemString(kwargs, name) < 0 ? -1 : 1;
 }
 
-/* Reads chunk_size, an int, which must be positive, into *size. 0, or -1 with an exception
+/* Reads buffer_size, an int, which must be positive, into *size. 0, or -1 with an exception
    set. */
-static int chunk_size_of(PyObject *obj, Py_ssize_t *size) {
+static int buffer_size_of(PyObject *obj, Py_ssize_t *size) {
     if (!PyLong_Check(obj)) {
-        PyErr_Format(PyExc_TypeError, "chunk_size must be an int, not %.100s", Py_TYPE(obj)->tp_name);
+        PyErr_Format(PyExc_TypeError, "buffer_size must be an int, not %.100s", Py_TYPE(obj)->tp_name);
         return -1;
     }
     if ((*size = PyLong_AsSsize_t(obj)) == -1 && PyErr_Occurred())
         return -1;
     if (*size <= 0) {
-        PyErr_SetString(PyExc_ValueError, "chunk_size must be positive");
+        PyErr_SetString(PyExc_ValueError, "buffer_size must be positive");
         return -1;
     }
     return 0;
 }
 
-/* New reference: the list of chunks, or NULL with an exception set. */
+/* New reference: the list of buffers, or NULL with an exception set. */
 static PyObject *module_encode_batch(PyObject *module, PyObject *args, PyObject *kwargs) {
     (void)module;
-    Py_ssize_t chunk_size = 1 << 20;
+    Py_ssize_t buffer_size = 1 << 20;
     int first = 0;
     PyObject *rest = NULL, *first_obj = NULL, *size_obj = NULL, *result = NULL;
     bw_batch_job *job = NULL;
     bw_buf out = {0};
-    /* first and chunk_size are this function's own; the rest describe the batch */
+    /* first and buffer_size are this function's own; the rest describe the batch */
     if (kwargs != NULL) {
         if ((rest = PyDict_Copy(kwargs)) == NULL || pop_keyword(rest, "first", &first_obj) < 0 ||
-            pop_keyword(rest, "chunk_size", &size_obj) < 0)
+            pop_keyword(rest, "buffer_size", &size_obj) < 0)
             goto done;
         if (first_obj != NULL && (first = PyObject_IsTrue(first_obj)) < 0)
             goto done;
-        if (size_obj != NULL && chunk_size_of(size_obj, &chunk_size) < 0)
+        if (size_obj != NULL && buffer_size_of(size_obj, &buffer_size) < 0)
             goto done;
     }
     if ((job = bw_batch_job_open(args, rest)) == NULL)
         goto done;
     if ((result = PyList_New(0)) == NULL)
         goto done;
-    size_t threshold = (size_t)chunk_size;
+    size_t threshold = (size_t)buffer_size;
     if (bw_buf_init(&out, threshold + threshold / 4 + 4096) < 0) {
         PyErr_NoMemory();
         goto failed;
     }
-    if (bw_batch_job_write(job, &out, first, threshold, append_chunk, result) < 0 ||
-        (out.len > 0 && append_chunk(result, &out) < 0))
+    if (bw_batch_job_write(job, &out, first, threshold, append_buffer, result) < 0 ||
+        (out.len > 0 && append_buffer(result, &out) < 0))
         goto failed;
     goto done;
 failed:
@@ -719,7 +719,7 @@ static PyObject *Prepared_discard(prepared_object *self, PyObject *unused) {
 
 static PyMethodDef Prepared_methods[] = {
     {"discard", (PyCFunction)Prepared_discard, METH_NOARGS,
-     "discard() -> None\n\nGive the text written ahead (prepare_batch's chunk_size) back to the "
+     "discard() -> None\n\nGive the text written ahead (prepare_batch's buffer_size) back to the "
      "writers' pool now: the batch will not be stored. A later put_batch writes its rows."},
     {NULL, NULL, 0, NULL},
 };
@@ -754,17 +754,17 @@ bw_batch_job *bw_prepared_batch_job(PyObject *prepared) {
 static PyObject *module_prepare_batch(PyObject *module, PyObject *args, PyObject *kwargs) {
     (void)module;
     PyObject *rest = NULL, *size_obj = NULL, *result = NULL;
-    Py_ssize_t chunk_size = 0;
+    Py_ssize_t buffer_size = 0;
     bw_batch_job *job = NULL;
-    /* chunk_size is this function's own; the rest describe the batch */
+    /* buffer_size is this function's own; the rest describe the batch */
     if (kwargs != NULL && ((rest = PyDict_Copy(kwargs)) == NULL ||
-                           pop_keyword(rest, "chunk_size", &size_obj) < 0))
+                           pop_keyword(rest, "buffer_size", &size_obj) < 0))
         goto done;
-    if (size_obj != NULL && size_obj != Py_None && chunk_size_of(size_obj, &chunk_size) < 0)
+    if (size_obj != NULL && size_obj != Py_None && buffer_size_of(size_obj, &buffer_size) < 0)
         goto done;
     if ((job = bw_batch_job_open(args, rest)) == NULL)
         goto done;
-    if (chunk_size > 0 && bw_batch_job_write_ahead(job, (size_t)chunk_size) < 0)
+    if (buffer_size > 0 && bw_batch_job_write_ahead(job, (size_t)buffer_size) < 0)
         goto done;
     prepared_object *self = PyObject_New(prepared_object, &PreparedType);
     if (self == NULL)
@@ -791,20 +791,20 @@ static PyObject *module_batch_text_memory(PyObject *module, PyObject *unused) {
 static PyMethodDef encode_batch_functions[] = {
     {"encode_batch", (PyCFunction)(void (*)(void))module_encode_batch, METH_VARARGS | METH_KEYWORDS,
      "encode_batch(batch, id_column, fields, *, vector_column=None, id_prefix='', metadata=b'{}', "
-     "float32='widen', dim=-1, first=False, row_base=0, chunk_size=1 << 20) -> list[bytes]\n\n"
+     "float32='widen', dim=-1, first=False, row_base=0, buffer_size=1 << 20) -> list[bytes]\n\n"
      "Bulk insert commands for every row of an Arrow record batch (or stream of them), joined by ',' "
-     "(with a leading ',' unless first), in chunks of more than chunk_size bytes (the last may be "
+     "(with a leading ',' unless first), in buffers of more than buffer_size bytes (the last may be "
      "smaller), cut where CommandWriter.put_batch hands its buffers over. Every row is validated before anything is written: a bad row raises "
      "bulkwire.errors.RowError (a ValueError) with its column, row and reason as attributes."},
     {"prepare_batch", (PyCFunction)(void (*)(void))module_prepare_batch, METH_VARARGS | METH_KEYWORDS,
      "prepare_batch(batch, id_column, fields, *, vector_column=None, id_prefix='', metadata=b'{}', "
-     "float32='widen', dim=-1, row_base=0, chunk_size=None) -> PreparedBatch\n\n"
+     "float32='widen', dim=-1, row_base=0, buffer_size=None) -> PreparedBatch\n\n"
      "Imports, plans and validates an Arrow record batch (or stream of them) as encode_batch "
      "does (the validation runs with the GIL released): a bad row raises "
-     "bulkwire.errors.RowError. Without chunk_size nothing is written: CommandWriter.put_batch "
-     "writes the rows into its own buffers. With chunk_size, the rows' text is written here, "
+     "bulkwire.errors.RowError. Without buffer_size nothing is written: CommandWriter.put_batch "
+     "writes the rows into its own buffers. With buffer_size, the rows' text is written here, "
      "with the GIL released, into buffers of the writers' pool cut as encode_batch cuts them "
-     "(each but the last past chunk_size; the first starts with ','), which put_batch then "
+     "(each but the last past buffer_size; the first starts with ','), which put_batch then "
      "takes over without a copy."},
     {NULL, NULL, 0, NULL},
 };

@@ -44,7 +44,7 @@ int bw_batch_job_write_ahead(bw_batch_job *job, size_t threshold);
 /* Buffers of text written ahead (0: none: the writer writes the rows itself). */
 size_t bw_batch_job_text_count(const bw_batch_job *job);
 /* Takes text buffer i (i < bw_batch_job_text_count) from the job: its memory (NULL when
-   taken before), length and allocated size; the caller owns it (a chunk of the body, or
+   taken before), length and allocated size; the caller owns it (a piece of the body, or
    bw_pool_release). */
 char *bw_batch_job_take_text(bw_batch_job *job, size_t i, size_t *len, size_t *cap);
 /* Gives back to the pool the text buffers not taken, and forgets the text: a later

@@ -1,8 +1,8 @@
-/* The consumers of a body's queue: next_piece (one piece at a time, for BulkWriter.chunks and
+/* The consumers of a body's queue: next_piece (one piece at a time, for BulkWriter.pieces and
    any transport) and pump_body (BulkInsert's sender loop in C, without the GIL). */
 #include "py_body_pump.h"
 
-#include "py_chunk.h"
+#include "py_piece.h"
 #include "py_gzip_stream.h"
 #include "py_handover_queue.h"
 #include "py_tls.h"
@@ -20,7 +20,7 @@
    flush for sync-flush): each buffer is compressed and sync-flushed into a piece; the buffer
    taken when the producer has finished and nothing is left waiting ends the member in the
    same piece; if the end comes after a buffer that did not end it, a last piece holds the
-   trailer alone. BulkWriter.chunks() (any transport)
+   trailer alone. BulkWriter.pieces() (any transport)
    takes the pieces one by one with next_piece; BulkInsert's sender sends them with the
    pump. Both decide with body_last_buffer / body_needs_trailer.
 
@@ -103,12 +103,12 @@ static PyObject *module_next_piece(PyObject *module, PyObject *args) {
             return NULL;
         return Py_BuildValue("(NO)", trailer, Py_None);
     }
-    if (Py_IS_TYPE(item, &bw_chunk_type) &&
-        atomic_load_explicit(&((bw_chunk_object *)item)->pending, memory_order_acquire) !=
-            BW_CHUNK_SETTLED) {
+    if (Py_IS_TYPE(item, &bw_piece_type) &&
+        atomic_load_explicit(&((bw_piece_object *)item)->pending, memory_order_acquire) !=
+            BW_PIECE_SETTLED) {
         /* the float text is written here, off the producer's GIL */
         Py_BEGIN_ALLOW_THREADS
-        bw_chunk_settle((bw_chunk_object *)item);
+        bw_piece_settle((bw_piece_object *)item);
         Py_END_ALLOW_THREADS
     }
     Py_buffer view;
@@ -135,16 +135,16 @@ static PyObject *module_next_piece(PyObject *module, PyObject *args) {
    waits for the interpreter's switch interval (5 ms) each time. A Python sender loop
    retakes it for every queue get and every send, which left the sender behind the encoder
    and the queue full. The pump takes buffers from the queue, compresses them (gzip), and
-   writes each as one HTTP chunk with the GIL released the whole time. A sent chunk that
+   writes each as one HTTP chunk with the GIL released the whole time. A sent piece that
    nobody else references gives its memory back at once (to the buffer pool, for the
-   writer's next buffer); the object shells are released with the GIL every few chunks and
+   writer's next buffer); the object shells are released with the GIL every few pieces and
    at the end. */
 
 #define PUMP_HELD 32
 
 typedef struct {
     PyObject *item;  /* the queue's reference */
-    Py_buffer view;  /* for items that are not Chunks (view.obj set) */
+    Py_buffer view;  /* for items that are not Pieces (view.obj set) */
 } pump_held;
 
 /* How the pump ended. An answer before the last data byte was sent (PUMP_ANSWERED) is early:
@@ -193,18 +193,18 @@ static void pump_release(pump_state *st) {
     st->nheld = 0;
 }
 
-/* Without the GIL: gives back the memory of every held chunk that only the pump references.
+/* Without the GIL: gives back the memory of every held piece that only the pump references.
    The count is read atomically; once it is 1 no other thread holds a reference, so it cannot
    rise again behind our back. Returns how many held items still have their memory (other
    bytes-likes always do: only releasing them, with the GIL, can free it). */
 static int pump_give_back(pump_state *st) {
     int kept = 0;
     for (int i = 0; i < st->nheld; i++) {
-        if (!Py_IS_TYPE(st->held[i].item, &bw_chunk_type)) { /* released with the GIL */
+        if (!Py_IS_TYPE(st->held[i].item, &bw_piece_type)) { /* released with the GIL */
             kept++;
             continue;
         }
-        bw_chunk_object *c = (bw_chunk_object *)st->held[i].item;
+        bw_piece_object *c = (bw_piece_object *)st->held[i].item;
         if (c->data == NULL)
             continue;
 #ifdef Py_GIL_DISABLED
@@ -212,7 +212,7 @@ static int pump_give_back(pump_state *st) {
         kept++;
 #else
         if (__atomic_load_n(&((PyObject *)c)->ob_refcnt, __ATOMIC_ACQUIRE) == 1)
-            bw_chunk_give_back(c);
+            bw_piece_give_back(c);
         else
             kept++;
 #endif
@@ -336,16 +336,16 @@ static void pump_send_end(pump_state *st) {
         st->sock_error = rc;
 }
 
-/* Without the GIL (retaken only for a bytes-like that is neither a Chunk nor bytes): holds
+/* Without the GIL (retaken only for a bytes-like that is neither a Piece nor bytes): holds
    the item taken from the queue and finds its bytes. 0, or -1 with st->py_error set. */
 static int pump_hold(pump_state *st, PyObject *item, const char **data, size_t *len) {
     pump_held *h = &st->held[st->nheld++];
     h->item = item;
     h->view.obj = NULL;
-    if (Py_IS_TYPE(item, &bw_chunk_type)) {
-        bw_chunk_settle((bw_chunk_object *)item); /* the float text, on this thread */
-        *data = ((bw_chunk_object *)item)->data;
-        *len = (size_t)((bw_chunk_object *)item)->len;
+    if (Py_IS_TYPE(item, &bw_piece_type)) {
+        bw_piece_settle((bw_piece_object *)item); /* the float text, on this thread */
+        *data = ((bw_piece_object *)item)->data;
+        *len = (size_t)((bw_piece_object *)item)->len;
     } else if (Py_IS_TYPE(item, &PyBytes_Type)) { /* immutable: readable without the GIL */
         *data = PyBytes_AS_STRING(item);
         *len = (size_t)PyBytes_GET_SIZE(item);
@@ -386,7 +386,7 @@ static int pump_send_buffer(pump_state *st, PyObject *item) {
     if (payload_len > 0 && pump_send_chunk(st, payload, payload_len) < 0)
         return -1;
     /* Memory that only the pump still references goes back now; the producer may not have
-       dropped its own reference to the latest chunk yet, so all held chunks are looked at
+       dropped its own reference to the latest piece yet, so all held pieces are looked at
        again after each send. Too many that stay referenced elsewhere: their shells are
        released with the GIL, so the memory bound holds. */
     if (pump_give_back(st) > 1 || st->nheld == PUMP_HELD) {
@@ -481,7 +481,7 @@ static PyStructSequence_Field pump_result_fields[] = {
                 "PUMP_ANSWERED_AT_END"},
     {"buffers", "the buffers taken from the queue"},
     {"body_bytes", "their bytes"},
-    {"pieces", "the HTTP chunks sent"},
+    {"pieces", "the pieces sent, each as one HTTP chunk"},
     {"wire_bytes", "the bytes sent on the connection"},
     {NULL, NULL},
 };
@@ -608,7 +608,7 @@ cleanup:
 static PyMethodDef pump_functions[] = {
     {"next_piece", module_next_piece, METH_VARARGS,
      "next_piece(queue, gzip=None) -> (piece, consumed) | None\n\nThe body's next piece for a "
-     "consumer (BulkWriter.chunks): the next buffer, compressed when gzip (a gzip or zstd "
+     "consumer (BulkWriter.pieces): the next buffer, compressed when gzip (a gzip or zstd "
      "stream) is given (the last "
      "buffer ends the member; a trailer-only piece, consumed None, follows when it could "
      "not), waiting with the GIL released. None at the end or when the consumer side was "

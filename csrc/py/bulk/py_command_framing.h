@@ -30,7 +30,7 @@ typedef struct {
     int open_written;     /* a time series: its command was started (it had an entry) */
     size_t in_batch;      /* operations in the open command (at most BW_COMMAND_BATCH_MAX) */
     /* Lists of floats in documents become pending runs of buf (json_array.h): their text is
-       written by whoever settles the handed-over buffer (bw_chunk_settle), off this thread. */
+       written by whoever settles the handed-over buffer (bw_piece_settle), off this thread. */
     int pending_floats;
     bw_json_runs runs;    /* the current buffer's pending runs */
 } bw_command_writer;

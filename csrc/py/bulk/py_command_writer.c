@@ -7,7 +7,7 @@
 
 #include "py_bulk_commands.h"
 #include "py_command_framing.h"
-#include "py_chunk.h"
+#include "py_piece.h"
 #include "py_conventions.h"
 #include "py_encode_batch.h"
 #include "py_fork_origin.h"
@@ -220,29 +220,29 @@ static void Writer_dealloc(WriterObject *self) {
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-/* New reference: the full buffer as a Chunk, None when nothing is buffered. */
+/* New reference: the full buffer as a Piece, None when nothing is buffered. */
 static PyObject *command_writer_take(WriterObject *self) {
     size_t len, cap, first_run = bw_command_writer_first_run(&self->w);
     char *mem = bw_command_writer_detach(&self->w, &len, &cap);
     if (mem == NULL)
         Py_RETURN_NONE;
-    PyObject *chunk = bw_chunk_from_memory(mem, len, cap, 1);
-    if (chunk != NULL)
-        bw_chunk_set_pending((bw_chunk_object *)chunk, first_run);
-    return chunk;
+    PyObject *piece = bw_piece_from_memory(mem, len, cap, 1);
+    if (piece != NULL)
+        bw_piece_set_pending((bw_piece_object *)piece, first_run);
+    return piece;
 }
 
 /* A full queue means the consumer is behind (with pending float text, writing it): rather
    than wait for room, this thread writes the text of the buffer it is about to hand over,
    with the GIL released, so that both threads format when formatting is the bound. The
-   chunk is not shared yet: nobody else settles it meanwhile. */
-static void command_writer_settle_when_full(WriterObject *self, bw_chunk_object *chunk) {
+   piece is not shared yet: nobody else settles it meanwhile. */
+static void command_writer_settle_when_full(WriterObject *self, bw_piece_object *piece) {
     bw_hq *q = &self->queue->q;
-    if (atomic_load_explicit(&chunk->pending, memory_order_acquire) == BW_CHUNK_SETTLED ||
+    if (atomic_load_explicit(&piece->pending, memory_order_acquire) == BW_PIECE_SETTLED ||
         bw_hq_len(q) < bw_hq_capacity(q))
         return;
     Py_BEGIN_ALLOW_THREADS
-    bw_chunk_settle(chunk);
+    bw_piece_settle(piece);
     Py_END_ALLOW_THREADS
 }
 
@@ -254,10 +254,10 @@ static int command_writer_hand_over(WriterObject *self) {
        else holds it and its memory goes back. A reference kept here until this thread got
        the GIL again could keep a sent buffer alive through the pump's next blocking send,
        one buffer over the memory bound. */
-    PyObject *chunk = command_writer_take(self);
-    if (chunk != NULL)
-        command_writer_settle_when_full(self, (bw_chunk_object *)chunk);
-    int taken = chunk != NULL ? bw_queue_put_steal(self->queue, chunk) : -1;
+    PyObject *piece = command_writer_take(self);
+    if (piece != NULL)
+        command_writer_settle_when_full(self, (bw_piece_object *)piece);
+    int taken = piece != NULL ? bw_queue_put_steal(self->queue, piece) : -1;
     /* A Ctrl-C that came during the wait, just before the buffer was taken, would be raised
        by the interpreter as this call returns, with no trace of the hand-over: it is taken
        here, so that it counts as an interrupted hand-over. */
@@ -445,7 +445,7 @@ cleanup:
     return result;
 }
 
-/* put(id, entity, metadata) -> Chunk | None. New reference. The command as given (no
+/* put(id, entity, metadata) -> Piece | None. New reference. The command as given (no
    conventions); the full buffer is returned, not handed over. */
 static PyObject *put_call(WriterObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 3) {
@@ -471,7 +471,7 @@ static PyObject *put_call(WriterObject *self, PyObject *const *args, Py_ssize_t 
     return command_writer_take(self);
 }
 
-/* finish() -> Chunk. New reference. Ends the array; returns what is left. */
+/* finish() -> Piece. New reference. Ends the array; returns what is left. */
 static PyObject *finish_call(WriterObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)args, (void)nargs;
     if (bw_command_writer_finish(&self->w) < 0)
@@ -534,7 +534,7 @@ static int command_writer_adopt(WriterObject *self, char *data, size_t len, size
     return bw_command_writer_over_threshold(w) ? command_writer_hand_over(self) : 1;
 }
 
-/* put_batch of a batch whose text was written ahead (prepare_batch's chunk_size), after
+/* put_batch of a batch whose text was written ahead (prepare_batch's buffer_size), after
    bw_command_writer_end_open: its buffers go into the body in order (command_writer_adopt),
    its leading ',' made '[' when it holds the body's first command. 1, 0 (the consumer is
    gone) or -1 with an exception set (the body is then incomplete). Every buffer not taken
@@ -1349,11 +1349,11 @@ static PyMethodDef Writer_methods[] = {
      "or closed writer refuses first, and a lost or interrupted hand-over goes through it "
      "(BulkWriter.store is this method)."},
     {"put", (PyCFunction)(void (*)(void))Writer_put, METH_FASTCALL,
-     "put(id, entity, metadata) -> Chunk | None\n\nAppend one PUT command as given; returns the "
+     "put(id, entity, metadata) -> Piece | None\n\nAppend one PUT command as given; returns the "
      "buffer when it went over the threshold (the writer starts a new one). On error nothing "
      "of the command stays in the buffer."},
     {"finish", (PyCFunction)Writer_finish, METH_NOARGS,
-     "finish() -> Chunk\n\nEnd the array and return the last buffer."},
+     "finish() -> Piece\n\nEnd the array and return the last buffer."},
     {"put_pieces", (PyCFunction)(void (*)(void))Writer_put_pieces, METH_FASTCALL,
      "put_pieces(pieces, count) -> True | None\n\nAppend count commands already encoded (a list "
      "of non-empty bytes-like pieces whose concatenation is complete commands joined by ','; "

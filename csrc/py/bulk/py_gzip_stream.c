@@ -77,12 +77,12 @@ PyObject *bw_gzip_write(bw_gzip_object *self, PyObject *data, int finish) {
     return piece;
 }
 
-/* compress(data) -> Chunk | None. New reference. */
+/* compress(data) -> Piece | None. New reference. */
 static PyObject *Gzip_compress(bw_gzip_object *self, PyObject *data) {
     return bw_gzip_write(self, data, 0);
 }
 
-/* finish(data=None) -> Chunk. New reference. */
+/* finish(data=None) -> Piece. New reference. */
 static PyObject *Gzip_finish(bw_gzip_object *self, PyObject *args, PyObject *kwargs) {
     static char *keywords[] = {"data", NULL};
     PyObject *data = NULL;
@@ -124,10 +124,10 @@ static PyObject *Gzip_get_finished(bw_gzip_object *self, void *closure) {
 
 static PyMethodDef Gzip_methods[] = {
     {"compress", (PyCFunction)Gzip_compress, METH_O,
-     "compress(data) -> Chunk | None\n\nDeflate data and sync-flush, with the GIL released. "
-     "None for empty input (no empty chunks)."},
+     "compress(data) -> Piece | None\n\nDeflate data and sync-flush, with the GIL released. "
+     "None for empty input (no empty pieces)."},
     {"finish", (PyCFunction)(void (*)(void))Gzip_finish, METH_VARARGS | METH_KEYWORDS,
-     "finish(data=None) -> Chunk\n\nDeflate the last data and end the gzip member."},
+     "finish(data=None) -> Piece\n\nDeflate the last data and end the gzip member."},
     {NULL, NULL, 0, NULL},
 };
 

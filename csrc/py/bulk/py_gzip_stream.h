@@ -16,7 +16,7 @@ typedef struct {
 
 extern PyTypeObject bw_gzip_type;
 
-/* New reference: a Chunk with what deflating data gave (data may be NULL: nothing), None
+/* New reference: a Piece with what deflating data gave (data may be NULL: nothing), None
    when it gave nothing; finish ends the member. NULL with an exception set. */
 PyObject *bw_gzip_write(bw_gzip_object *self, PyObject *data, int finish);
 /* Sets the RuntimeError of a parallel stream used in a forked child (bw_gz_inherited) and

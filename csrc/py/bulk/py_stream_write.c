@@ -1,7 +1,7 @@
 /* bw_stream_write: see py_stream_write.h. */
 #include "py_stream_write.h"
 
-#include "py_chunk.h"
+#include "py_piece.h"
 
 #include <stdlib.h>
 
@@ -22,7 +22,7 @@ PyObject *bw_stream_write(bw_stream_write_fn write, void *stream, int *busy, int
         return NULL;
     PyObject *result = NULL;
     bw_buf out = {0};
-    if (!finish && view.len == 0) { /* no empty chunks */
+    if (!finish && view.len == 0) { /* no empty pieces */
         result = Py_NewRef(Py_None);
         goto cleanup;
     }
@@ -55,7 +55,7 @@ PyObject *bw_stream_write(bw_stream_write_fn write, void *stream, int *busy, int
     }
     size_t len, cap = out.cap;
     char *mem = bw_buf_detach(&out, &len);
-    result = bw_chunk_from_memory(mem, len, cap, 0);
+    result = bw_piece_from_memory(mem, len, cap, 0);
 cleanup:
     bw_buf_free(&out);
     if (data != NULL)

@@ -1,6 +1,6 @@
 /* The one driver of the core's body compressors (gzip_stream.c, zstd_stream.c) for their
    Python types: the in-use and finished rules, the GIL released while compressing, and the
-   output handed over as a Chunk. */
+   output handed over as a Piece. */
 #ifndef BW_PY_STREAM_WRITE_H
 #define BW_PY_STREAM_WRITE_H
 #define PY_SSIZE_T_CLEAN
@@ -11,7 +11,7 @@
 /* A core compressor's write: 0 (its OK), or its nonzero error code. */
 typedef int (*bw_stream_write_fn)(void *stream, const void *data, size_t n, int finish, bw_buf *out);
 
-/* New reference: a Chunk with what compressing data gave (data may be NULL: nothing), None
+/* New reference: a Piece with what compressing data gave (data may be NULL: nothing), None
    when it gave nothing; finish ends the stream. *busy: the object's "a thread is
    compressing" flag; *finished: its "the stream was ended" flag (set here on a finish).
    NULL with an exception set: RuntimeError / ValueError for a stream in use or finished

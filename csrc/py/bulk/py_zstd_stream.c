@@ -77,12 +77,12 @@ PyObject *bw_zstd_write(bw_zstd_object *self, PyObject *data, int finish) {
     return piece;
 }
 
-/* compress(data) -> Chunk | None. New reference. */
+/* compress(data) -> Piece | None. New reference. */
 static PyObject *Zstd_compress(bw_zstd_object *self, PyObject *data) {
     return bw_zstd_write(self, data, 0);
 }
 
-/* finish(data=None) -> Chunk. New reference. */
+/* finish(data=None) -> Piece. New reference. */
 static PyObject *Zstd_finish(bw_zstd_object *self, PyObject *args, PyObject *kwargs) {
     static char *keywords[] = {"data", NULL};
     PyObject *data = NULL;
@@ -117,10 +117,10 @@ static PyObject *Zstd_get_finished(bw_zstd_object *self, void *closure) {
 
 static PyMethodDef Zstd_methods[] = {
     {"compress", (PyCFunction)Zstd_compress, METH_O,
-     "compress(data) -> Chunk | None\n\nCompress data and flush, with the GIL released. "
-     "None for empty input (no empty chunks)."},
+     "compress(data) -> Piece | None\n\nCompress data and flush, with the GIL released. "
+     "None for empty input (no empty pieces)."},
     {"finish", (PyCFunction)(void (*)(void))Zstd_finish, METH_VARARGS | METH_KEYWORDS,
-     "finish(data=None) -> Chunk\n\nCompress the last data and end the frame."},
+     "finish(data=None) -> Piece\n\nCompress the last data and end the frame."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -16,7 +16,7 @@ typedef struct {
 
 extern PyTypeObject bw_zstd_type;
 
-/* New reference: a Chunk with what compressing data gave (data may be NULL: nothing), None
+/* New reference: a Piece with what compressing data gave (data may be NULL: nothing), None
    when it gave nothing; finish ends the frame. NULL with an exception set. */
 PyObject *bw_zstd_write(bw_zstd_object *self, PyObject *data, int finish);
 

@@ -268,7 +268,7 @@ static PyObject *module_vint_unpack(PyObject *module, PyObject *arg) {
     return Py_BuildValue("(Kn)", (unsigned long long)v, (Py_ssize_t)used);
 }
 
-/* _arrow_vectors_info(obj) -> list of dicts, one per chunk: what arrow_c.h reads. */
+/* _arrow_vectors_info(obj) -> list of dicts, one per array: what arrow_c.h reads. */
 static PyObject *module_arrow_vectors_info(PyObject *module, PyObject *obj) {
     (void)module;
     bw_arrow_source src;
@@ -312,7 +312,7 @@ static PyMethodDef vectors_test_hooks[] = {
     {"vint_pack", module_vint_pack, METH_O, "CQL unsigned vint of n (test hook)."},
     {"vint_unpack", module_vint_unpack, METH_O, "(value, bytes used) of a vint (test hook)."},
     {"arrow_vectors_info", module_arrow_vectors_info, METH_O,
-     "What the C Arrow reader sees in each chunk (test hook)."},
+     "What the C Arrow reader sees in each array (test hook)."},
     {NULL, NULL, 0, NULL},
 };
 

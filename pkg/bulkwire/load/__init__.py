@@ -26,7 +26,11 @@ from __future__ import annotations
 from .datasets import DATA_SUFFIXES, RESUME_UNIT_ROWS
 from .entry import LoadResult, load_arrow, load_parquet
 from .resume import RESUME_VERSION
-from .targets import DEFAULT_CHUNK_SIZE, default_out
+from .._deprecated import renamed_module_attributes
+from ..load_options import RENAMED_CONSTANTS
+from .targets import DEFAULT_BUFFER_SIZE, default_out
 
-__all__ = ["DATA_SUFFIXES", "DEFAULT_CHUNK_SIZE", "LoadResult", "RESUME_UNIT_ROWS",
+__all__ = ["DATA_SUFFIXES", "DEFAULT_BUFFER_SIZE", "LoadResult", "RESUME_UNIT_ROWS",
            "RESUME_VERSION", "default_out", "load_arrow", "load_parquet"]
+
+__getattr__ = renamed_module_attributes(__name__, RENAMED_CONSTANTS)

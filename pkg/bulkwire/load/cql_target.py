@@ -344,13 +344,13 @@ class _CqlSession:
                 self.conns[node] = conn
         return conn
 
-    def _run(self, node: int, chunks: list, rows: Any) -> tuple[int, int]:
-        bodies, ends, _, _, p = chunks
+    def _run(self, node: int, encoded: list, rows: Any) -> tuple[int, int]:
+        bodies, ends, _, _, p = encoded
         conn = self._conn(node, p.id, p.names)
         return conn.run_packed(_core.CQL_OP_EXECUTE, bodies, ends, rows,
                                window=self.target.window, max_retries=self.target.retries)
 
-    def store(self, chunks: list, rows: int) -> int:
+    def store(self, encoded: list, rows: int) -> int:
         """Sends one batch's rows, each to its partition's primary replica; returns the body
         bytes once every row was acknowledged. A node that cannot be reached, or whose
         connection is lost or times out, is left out of the session's ring while another
@@ -363,14 +363,14 @@ class _CqlSession:
             return 0
         import numpy as np
 
-        bodies, ends, tokens, row_base, _ = chunks
+        bodies, ends, tokens, row_base, _ = encoded
         pending: Any = None  # the batch's rows still to send (None: all of them)
         while True:
             jobs = self._jobs(np, tokens, pending)
             if self.pool is None or len(jobs) == 1:
-                outcomes = [self._outcome(n, chunks, sel) for n, sel in jobs]
+                outcomes = [self._outcome(n, encoded, sel) for n, sel in jobs]
             else:
-                outcomes = list(self.pool.map(lambda job: self._outcome(job[0], chunks, job[1]),
+                outcomes = list(self.pool.map(lambda job: self._outcome(job[0], encoded, job[1]),
                                               jobs))
             failures, again = [], []
             for (node, selection), outcome in zip(jobs, outcomes):
@@ -417,9 +417,9 @@ class _CqlSession:
         self.dead.add(self.nodes[node][0])
         self.live = self.ring.without(sorted(self.dead))
 
-    def _outcome(self, node: int, chunks: list, rows: Any) -> Any:
+    def _outcome(self, node: int, encoded: list, rows: Any) -> Any:
         try:
-            return self._run(node, chunks, rows)
+            return self._run(node, encoded, rows)
         except BaseException as exc:  # noqa: BLE001 - raised by store, with its rows
             return exc
 

@@ -23,7 +23,8 @@ from .resume import _ResumeState
 from .pipeline import _default_batch_rows, _encoded_in_order, _Job, _one_request, _send
 from .workers import _run_workers, _share
 from ..compression import compress_encoding
-from ..load_options import LoadOptions
+from .._deprecated import renamed_keywords
+from ..load_options import RENAMED_OPTIONS, LoadOptions
 
 
 @dataclass
@@ -129,7 +130,7 @@ class _Report:
 
 
 def _target_of(url: str | Sequence[str] | None, database: str | None, out: PathLike | None,
-               compress: bool | str, chunk_size: int,
+               compress: bool | str, buffer_size: int,
                tls: Mapping[str, Any]) -> TargetDescription:
     """The target :func:`load_parquet`'s arguments name: with ``url``, the RavenDB database
     ``database`` (the URLs, the database and the TLS files judged now, before anything is
@@ -137,11 +138,11 @@ def _target_of(url: str | Sequence[str] | None, database: str | None, out: PathL
     if url is None:
         if tls:
             raise ValueError(f"{', '.join(tls)} need url (an https:// server)")
-        return FileDescription(compress=compress, chunk_size=chunk_size, out=out)
+        return FileDescription(compress=compress, buffer_size=buffer_size, out=out)
     if database is None:
         raise ValueError("database is required with url")
     open_servers(url, database, **tls)
-    return ServerDescription(compress=compress, chunk_size=chunk_size, url=url,
+    return ServerDescription(compress=compress, buffer_size=buffer_size, url=url,
                              database=database, tls=dict(tls))
 
 
@@ -236,7 +237,7 @@ def load_parquet(path: Any, *, url: str | Sequence[str] | None = None,
     tls = {name: value for name, value in
            (("certificate", certificate), ("ca", ca), ("ssl_context", ssl_context)) if value is not None}
     if target is None:
-        target = _target_of(url, database, out, options.compress, options.chunk_size, tls)
+        target = _target_of(url, database, out, options.compress, options.buffer_size, tls)
     elif url is not None or out is not None or tls:
         raise ValueError("target excludes url, out and the TLS arguments (they name a target)")
     workers = _count(workers, "workers", 1)
@@ -430,6 +431,8 @@ def load_arrow(data: Any, *, url: str | Sequence[str] | None = None, database: s
     ...     load_arrow(table, url=server.url, database=server.database).rows
     2
     """
+    # old option names renamed here, so that their warning points at this call's caller
+    options = renamed_keywords(RENAMED_OPTIONS, "", options)
     _check_arrow_data(data, options)
     return load_parquet(data, url=url, database=database, **options)
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from .. import _core
+from ..bulk import DEFAULT_BUFFER_SIZE
 from ..conventions import BODY_EXCLUDED_KEYS, merge_metadata
 from ..encoding import dumps
 from ..parquet import _pyarrow
@@ -122,7 +123,7 @@ class _Encoder:
     metadata: bytes
     float32: str
     #: the writer's buffer size: the text written ahead is cut where the writer would cut it
-    chunk_size: int = 1 << 20
+    buffer_size: int = DEFAULT_BUFFER_SIZE
 
     def __call__(self, batch: Any, dim: int = -1, row_base: int = 0) -> Any:
         """The batch imported and every row validated (a ``PreparedBatch``): the writer
@@ -133,11 +134,11 @@ class _Encoder:
         """As calling it, on an encoding thread: the batch's text is written too, without
         the GIL, into buffers of the writers' pool, cut where the writer would cut them,
         which the writer takes over without a copy."""
-        return self._prepare(batch, dim, row_base, self.chunk_size)
+        return self._prepare(batch, dim, row_base, self.buffer_size)
 
-    def _prepare(self, batch: Any, dim: int, row_base: int, chunk_size: int | None) -> Any:
+    def _prepare(self, batch: Any, dim: int, row_base: int, buffer_size: int | None) -> Any:
         plan = self.plan
         return _core.prepare_batch(
             batch, plan.id_column, plan.fields, vector_column=plan.vector_column,
             id_prefix=self.id_prefix, metadata=self.metadata, float32=self.float32, dim=dim,
-            row_base=row_base, chunk_size=chunk_size)
+            row_base=row_base, buffer_size=buffer_size)

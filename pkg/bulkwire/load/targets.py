@@ -26,10 +26,13 @@ from typing import Any, Mapping, Protocol, Sequence
 from ..bulk import BulkInsert, BulkWriter
 from ..compression import compress_encoding
 from ..errors import BulkInsertAborted, BulkInsertError
-from ..load_options import DEFAULT_CHUNK_SIZE, LoadOptions
+from .._deprecated import renamed_fields, renamed_module_attributes
+from ..load_options import DEFAULT_BUFFER_SIZE, RENAMED_CONSTANTS, RENAMED_OPTIONS, LoadOptions
 from ..parquet import PathLike, _pyarrow
 from ..urls import normalize_url, server_urls
 from .plan import _Encoder, _metadata_json, _Plan, _plan
+
+__getattr__ = renamed_module_attributes(__name__, RENAMED_CONSTANTS)
 
 
 class ColumnPlan(Protocol):
@@ -190,7 +193,7 @@ class _FileTarget:
     Written under a temporary name and renamed on success,
     so a failed load leaves no truncated body behind."""
 
-    def __init__(self, path: str, compress: bool | str, chunk_size: int) -> None:
+    def __init__(self, path: str, compress: bool | str, buffer_size: int) -> None:
         self.path = path
         self.partial = path + ".partial"
         try:
@@ -199,7 +202,7 @@ class _FileTarget:
             raise type(exc)(exc.errno, exc.strerror, path) from None
         try:
             self.writer = BulkWriter(compress=compress,
-                                     buffer_size=chunk_size)
+                                     buffer_size=buffer_size)
             self._error: BaseException | None = None  # the consumer's: the file's own error
             self._thread = threading.Thread(target=self._write_pieces, name="bulkwire-file",
                                             daemon=True)
@@ -210,7 +213,7 @@ class _FileTarget:
             raise
 
     def _write_pieces(self) -> None:
-        pieces = self.writer.chunks()
+        pieces = self.writer.pieces()
         try:
             for piece in pieces:
                 self._file.write(piece)
@@ -272,11 +275,11 @@ class _ServerTarget:
     starts with the first batch; no rows, no request."""
 
     def __init__(self, url: str | Sequence[str], database: str | None, compress: bool | str,
-                 chunk_size: int, tls: Mapping[str, Any], skip_overwrite: bool = False):
+                 buffer_size: int, tls: Mapping[str, Any], skip_overwrite: bool = False):
         if database is None:
             raise ValueError("database is required with url")
         self.bulk = BulkInsert(url, database, compress=compress,
-                               buffer_size=chunk_size, skip_overwrite_if_unchanged=skip_overwrite,
+                               buffer_size=buffer_size, skip_overwrite_if_unchanged=skip_overwrite,
                                **tls)
 
     def store(self, encoded: Any, rows: int) -> int:
@@ -361,7 +364,7 @@ class _DocumentDescription:
     (:func:`~bulkwire.load.plan._plan`, :class:`~bulkwire.load.plan._Encoder`)."""
 
     compress: bool | str = False
-    chunk_size: int = DEFAULT_CHUNK_SIZE
+    buffer_size: int = DEFAULT_BUFFER_SIZE
 
     def plan(self, schema: Any, source: str, options: LoadOptions) -> _Plan:
         return _plan(schema, source, options.id_column, options.vector_column, options.columns)
@@ -372,7 +375,7 @@ class _DocumentDescription:
             is_integer = _pyarrow().types.is_integer(schema.field(plan.id_column).type)
             id_prefix = f"{collection.lower()}/" if is_integer else ""
         metadata_json = _metadata_json(collection, options.python_type, options.metadata)
-        return _Encoder(plan, id_prefix, metadata_json, options.float32, self.chunk_size)
+        return _Encoder(plan, id_prefix, metadata_json, options.float32, self.buffer_size)
 
     def resume_options(self, encode: _Encoder, options: LoadOptions) -> dict:
         return {"collection": options.collection, "id_column": encode.plan.id_column,
@@ -381,6 +384,7 @@ class _DocumentDescription:
                 "metadata": encode.metadata.decode()}
 
 
+@renamed_fields(**RENAMED_OPTIONS)
 @dataclass(frozen=True, kw_only=True)
 class ServerDescription(_DocumentDescription):
     """A RavenDB database (``url``: one server's URL or a cluster's node URLs, judged by
@@ -409,7 +413,7 @@ class ServerDescription(_DocumentDescription):
         return dataclasses.replace(self, skip_overwrite=True)
 
     def open(self) -> "_ServerTarget":
-        return _ServerTarget(self.url, self.database, self.compress, self.chunk_size, self.tls,
+        return _ServerTarget(self.url, self.database, self.compress, self.buffer_size, self.tls,
                              skip_overwrite=self.skip_overwrite)
 
     def resume_identity(self) -> dict:
@@ -436,6 +440,7 @@ class ServerDescription(_DocumentDescription):
                 f"state file)")
 
 
+@renamed_fields(**RENAMED_OPTIONS)
 @dataclass(frozen=True, kw_only=True)
 class FileDescription(_DocumentDescription):
     """The exact request body, written to the file ``out`` (by default, once the sources are
@@ -459,7 +464,7 @@ class FileDescription(_DocumentDescription):
         return False
 
     def open(self) -> "_FileTarget":
-        return _FileTarget(self.out, self.compress, self.chunk_size)
+        return _FileTarget(self.out, self.compress, self.buffer_size)
 
 
 def _resume_target(url: Any, database: str) -> dict:

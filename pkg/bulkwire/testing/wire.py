@@ -11,7 +11,7 @@ MAX_SIZE_LINE = 1024          # bytes in a chunk size line, extensions and CRLF 
 MAX_CHUNK_SIZE = 64 << 20     # the largest chunk accepted (read whole, so it bounds memory)
 MAX_BODY_BYTES = 1 << 36      # the largest body (on the wire, and decoded) accepted
 _READ_PIECE = 1 << 20         # a Content-Length body is read in pieces of at most this
-_INFLATE_STEP = 1 << 20       # a gzip chunk is inflated in pieces of at most this (bombs)
+_INFLATE_STEP = 1 << 20       # a gzip chunk is inflated in steps of at most this (bombs)
 # Without libzstd, the zstandard package decodes all it can per call: fed this many bytes at a
 # time, one call gives at most ~(slice / 4 + 1) blocks of 128 KiB (an RLE block is 4 bytes).
 _ZSTD_FEED_SLICE = 64
