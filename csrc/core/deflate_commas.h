@@ -10,7 +10,7 @@
    lookups, a few instructions per byte. Whether a body is such a body is for the caller to
    judge (gzip_stream.c compares the sizes on a sample block).
 
-   Core layer: no Python, no allocation but the output buffer's. */
+   Core layer: no Python; it allocates only the output buffer and the code's match list. */
 #ifndef BW_DEFLATE_COMMAS_H
 #define BW_DEFLATE_COMMAS_H
 #include <stddef.h>
