@@ -513,10 +513,52 @@ static inline void put_literals(bit_writer *w, const uint32_t *entry, const unsi
 /* Room past a block's last byte that flush may write into (and that is then overwritten or
    left beyond out->len). */
 #define FLUSH_SLACK 8
+/* Literals are written in runs of at most this many bytes, each after a check that the output
+   has room for it at 15 bits a byte. The block's size was counted from the bytes as they were
+   when its code was made; bytes a caller changes between the two passes (a buffer another
+   thread writes while the GIL is released) may take longer codes than counted, and must never
+   be written past the buffer. With the bytes unchanged the check never grows the buffer: the
+   first reservation includes one run's worst case. */
+#define LITERAL_RUN 4096
+#define LITERAL_RUN_ROOM (LITERAL_RUN * LITERAL_BITS_MAX / 8 + 2 * FLUSH_SLACK)
+
+/* The output grown to hold LITERAL_RUN_ROOM more bytes after its first `at` bytes (kept).
+   The rare path of make_room, out of line so the writer's state stays in registers. */
+static __attribute__((noinline)) int grow_output(bw_buf *out, size_t at) {
+    out->len = at;
+    return bw_buf_reserve(out, LITERAL_RUN_ROOM);
+}
+
+/* Room for LITERAL_RUN_ROOM more bytes at w->at, the output grown (and w->at moved with it)
+   if needed. 0, or -1 when out of memory. */
+static inline int make_room(bit_writer *w, bw_buf *out) {
+    size_t at = (size_t)((char *)w->at - out->data);
+    if (out->cap - at >= LITERAL_RUN_ROOM)
+        return 0;
+    if (grow_output(out, at) < 0)
+        return -1;
+    w->at = (unsigned char *)out->data + at;
+    return 0;
+}
+
+/* data[0..n) as literals, in runs, each after make_room. 0, or -1 when out of memory. */
+static inline int put_literal_runs(bit_writer *w, bw_buf *out, const uint32_t *entry,
+                                   const unsigned char *data, size_t n) {
+    while (n > 0) {
+        size_t run = n < LITERAL_RUN ? n : LITERAL_RUN;
+        if (make_room(w, out) < 0)
+            return -1;
+        put_literals(w, entry, data, run);
+        data += run;
+        n -= run;
+    }
+    return 0;
+}
 
 int bw_comma_block_write(const bw_comma_code *code, const unsigned char *data, size_t n,
                          bw_buf *out) {
-    if (bw_buf_reserve(out, bw_comma_block_size(code) + FLUSH_SLACK) < 0)
+    size_t start = out->len;
+    if (bw_buf_reserve(out, bw_comma_block_size(code) + LITERAL_RUN_ROOM) < 0)
         return -1;
     bit_writer w;
     w.at = (unsigned char *)bw_buf_tail(out);
@@ -529,7 +571,10 @@ int bw_comma_block_write(const bw_comma_code *code, const unsigned char *data, s
     size_t done = 0;
     for (size_t i = 0; i < code->match_count; i++) {
         const bw_comma_match *m = &code->matches[i];
-        put_literals(&w, code->entry, data + done, m->start - done);
+        if (put_literal_runs(&w, out, code->entry, data + done, m->start - done) < 0)
+            goto no_memory;
+        if (make_room(&w, out) < 0) /* a run before it may have taken more than counted */
+            goto no_memory;
         coded_value l = length_value(m->length),
                     d = distance_value((size_t)m->distance_less_one + 1);
         put_entry(&w, code->entry[l.symbol]);
@@ -539,7 +584,10 @@ int bw_comma_block_write(const bw_comma_code *code, const unsigned char *data, s
         flush(&w);
         done = (size_t)m->start + m->length;
     }
-    put_literals(&w, code->entry, data + done, n - done);
+    if (put_literal_runs(&w, out, code->entry, data + done, n - done) < 0)
+        goto no_memory;
+    if (make_room(&w, out) < 0)
+        goto no_memory;
     put_entry(&w, code->entry[END_OF_BLOCK]);
     w.pending += MARKER_BITS; /* the empty stored block's header: three 0 bits */
     while (w.pending > 0) {   /* the rest of the byte is padding */
@@ -552,4 +600,7 @@ int bw_comma_block_write(const bw_comma_code *code, const unsigned char *data, s
     w.at += MARKER_TAIL;
     out->len = (size_t)((char *)w.at - out->data);
     return 0;
+no_memory:
+    out->len = start; /* nothing new */
+    return -1;
 }

@@ -276,7 +276,38 @@ TEST(matches_at_their_limits) {
     free(far);
 }
 
+/* The bytes changed between making the code and writing the block (a buffer another thread
+   writes while the GIL is released) may take longer codes than were counted: the block is
+   written past its announced size but never past the output buffer (ASan checks), and where
+   every new byte had a code, it still inflates to the bytes written. */
+TEST(bytes_changed_after_counting_stay_in_bounds) {
+    size_t n = 100000;
+    unsigned char *counted = malloc(n), *written = malloc(n);
+    CHECK(counted != NULL && written != NULL);
+    if (counted != NULL && written != NULL) {
+        memset(counted, 'a', n);
+        for (int b = 0; b < 64; b++)
+            counted[(size_t)b * 997] = (unsigned char)('A' + b % 26); /* rare bytes */
+        counted[5] = 'Z';
+        memset(written, 'Z', n); /* every byte now the rarest, longest code */
+        bw_comma_code code = {0};
+        CHECK_EQ(bw_comma_code_make(counted, n, &code), 0);
+        bw_buf out;
+        CHECK_EQ(bw_buf_init(&out, 0), 0);
+        CHECK_EQ(bw_comma_block_write(&code, written, n, &out), 0);
+        CHECK(out.len > bw_comma_block_size(&code));
+        static const unsigned char final_block[2] = {0x03, 0x00};
+        CHECK_EQ(bw_buf_append(&out, final_block, sizeof final_block), 0);
+        check_inflates_to((const unsigned char *)out.data, out.len, written, n);
+        bw_buf_free(&out);
+        bw_comma_code_free(&code);
+    }
+    free(counted);
+    free(written);
+}
+
 RUN_TESTS(empty_and_one_value, every_byte_value, lengths_around_the_writer_steps,
           float_text_megabytes, skewed_counts_need_the_length_limit,
           blocks_follow_each_other_and_other_blocks, size_near_the_entropy,
-          json_floats_no_larger_than_zlib_fastest, matches_at_their_limits)
+          json_floats_no_larger_than_zlib_fastest, matches_at_their_limits,
+          bytes_changed_after_counting_stay_in_bounds)
