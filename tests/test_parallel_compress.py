@@ -34,20 +34,10 @@ def text_body(n, seed=1):
 
 
 def gzip_pieces(backend, threads, body, cuts):
-    """The pieces a stream gives for body cut at the sorted offsets cuts (the last one ends)."""
+    """The pieces a stream gives for body cut at the offsets cuts (the last one ends)."""
     stream = _core.GzipStream(backend=backend, threads=threads)
     assert stream.threads == threads
-    bounds = [0] + sorted(set(c for c in cuts if 0 < c < len(body))) + [len(body)]
-    pieces = []
-    for i, (start, end) in enumerate(zip(bounds, bounds[1:] or [0])):
-        last = i == len(bounds) - 2
-        piece = stream.finish(body[start:end]) if last else stream.compress(body[start:end])
-        pieces.append((bytes(piece) if piece is not None else b"", end))
-    if len(bounds) == 1:  # an empty body: only the end
-        pieces.append((bytes(stream.finish()), 0))
-    assert stream.finished and stream.total_in == len(body)
-    assert stream.total_out == sum(len(p) for p, _ in pieces)
-    return pieces
+    return gzip_pieces_from(stream, body, cuts)
 
 
 def assert_one_member_decodable_on_arrival(pieces, body):
@@ -208,12 +198,16 @@ def stream_of(backend, threads, body, piece=MIB):
 
 
 def gzip_pieces_from(stream, body, cuts):
-    bounds = [0] + cuts + [len(body)]
+    """The pieces ``stream`` gives for body cut at the offsets cuts (the last one ends the
+    member), each with the body offset it ends at."""
+    bounds = [0] + sorted(set(c for c in cuts if 0 < c < len(body))) + [len(body)]
     pieces = []
     for i, (start, end) in enumerate(zip(bounds, bounds[1:])):
         last = i == len(bounds) - 2
         piece = stream.finish(body[start:end]) if last else stream.compress(body[start:end])
         pieces.append((bytes(piece) if piece is not None else b"", end))
+    assert stream.finished and stream.total_in == len(body)
+    assert stream.total_out == sum(len(p) for p, _ in pieces)
     return pieces
 
 
@@ -266,7 +260,7 @@ def test_mixed_bodies_cut_any_way_inflate_to_the_body(backend, parts, cuts, thre
               "commas": lambda n: (b"1," * (n // 2 + 1))[:n]}
     body = b"".join(makers[kind](n) for kind, n in parts)
     stream = _core.GzipStream(backend=backend, threads=threads)
-    pieces = gzip_pieces_from(stream, body, sorted(set(c for c in cuts if 0 < c < len(body))))
+    pieces = gzip_pieces_from(stream, body, cuts)
     assert_one_member_decodable_on_arrival(pieces, body)
 
 
