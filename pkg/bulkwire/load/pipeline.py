@@ -5,6 +5,8 @@ and :class:`_Job`, everything a worker process needs for that. A target is known
 through :class:`~bulkwire.load.targets.TargetDescription` and its sessions."""
 from __future__ import annotations
 
+import queue
+import threading
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field as dataclass_field
@@ -81,6 +83,63 @@ def _encoded_in_order(batches: Iterator[Any], encode: BatchEncoder, source: str,
             yield result(pending.popleft())
     finally:  # an error, or the consumer's (close()): what was encoded ahead is dropped
         _drop_pending(pending, pool is not None)
+
+
+#: Record batches read ahead of the sending thread, at most (see :func:`_read_ahead`).
+READ_AHEAD = 2
+
+
+def _read_ahead(batches: Iterator[Any], depth: int = READ_AHEAD) -> Iterator[Any]:
+    """The batches of ``batches``, read on a thread of their own up to ``depth`` ahead of
+    the caller: reading a file (decompressing its pages, decoding them) goes on while the
+    caller sends, for a target whose ``store`` waits on the server. The reading thread alone
+    advances and closes ``batches`` (a generator runs on one thread at a time); an error
+    there is raised here, in order, after the batches read before it. Closing this iterator
+    (the caller failed, or stopped) stops the reader after the batch it is reading, and
+    waits for it: nothing reads the file once this is closed."""
+    handoff: queue.Queue = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def put(item: tuple) -> bool:
+        while not stop.is_set():
+            try:
+                handoff.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def read() -> None:
+        try:
+            for batch in batches:
+                if not put((batch, None)) or stop.is_set():
+                    return
+                del batch
+            put((_END, None))
+        except BaseException as exc:  # noqa: BLE001 - raised on the caller's thread
+            put((None, exc))
+        finally:
+            close = getattr(batches, "close", None)
+            if close is not None:
+                close()
+
+    reader = threading.Thread(target=read, name="bulkwire-read", daemon=True)
+    reader.start()
+    try:
+        while True:
+            batch, error = handoff.get()
+            if error is not None:
+                raise error
+            if batch is _END:
+                return
+            yield batch
+            del batch
+    finally:
+        stop.set()  # a reader waiting for room sees it within its put's timeout
+        reader.join()
+
+
+_END = object()
 
 
 def _discard(encoded: Any) -> None:
@@ -176,8 +235,9 @@ def _send(job: _Job, units: Sequence[_Unit], on_batch: Callable[[int, int], None
             target = job.target.open()
             encoded = (batch for unit in group
                        for batch in _encoded_in_order(
-                           _file_batches(unit.path, job.encode.plan, job.batch_rows, unit.first,
-                                         unit.stop, job.identities.get(unit.path)), job.encode,
+                           _read_ahead(_file_batches(unit.path, job.encode.plan, job.batch_rows,
+                                                     unit.first, unit.stop,
+                                                     job.identities.get(unit.path))), job.encode,
                            unit.path, job.encode.plan, pool, job.threads, None,
                            unit.first_row))
             rows += _one_request(target, encoded, pool, on_batch, stop)
