@@ -386,3 +386,114 @@ def test_the_hierarchy_is_one_module_and_the_old_names_still_import():
     failure = errors.ServerError("HTTP 500 from POST x: no", status=500, body=b"{}")
     again = failure.with_message(str(failure))
     assert type(again) is errors.ServerError and again.status == 500 and str(again) == str(failure)
+
+
+# ---- the operation id's connection carries the body, unless the server let go of it ----
+
+def test_the_operation_id_and_the_body_go_on_one_connection():
+    from bulkwire.testing import LoopbackServer
+
+    with LoopbackServer() as server:
+        for n in range(3):
+            with bulkwire.BulkInsert(server.url, "db", timeout=TIMEOUT) as bulk:
+                bulk.store({"n": n}, f"docs/{n}")
+        assert server.connections_accepted == 3
+        assert [r.succeeded for r in server.requests] == [True] * 3
+        assert [len(r.commands) for r in server.requests] == [1, 1, 1]
+
+
+class KeepAliveThenLetGo:
+    """Answers the operation id on a kept-alive connection (no ``Connection: close``), then
+    ``after``: ``"close"`` closes that connection without a word; ``"bad id"`` answers
+    without an id and waits for the client to close (``client_closed``). A bulk insert on
+    the second connection is read whole and answered 201."""
+
+    def __init__(self, after: str) -> None:
+        self.after = after
+        self.posts_on: list = []  # the connection number each POST came on
+        self.bodies: list = []
+        self.client_closed = threading.Event()
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self._listener.settimeout(TIMEOUT)
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    @property
+    def url(self) -> str:
+        return "http://127.0.0.1:%d" % self._listener.getsockname()[1]
+
+    def _run(self) -> None:
+        for number in range(2):
+            try:
+                conn, _ = self._listener.accept()
+            except OSError:
+                return
+            conn.settimeout(TIMEOUT)
+            reader = conn.makefile("rb")
+            try:
+                self._serve(number, conn, reader)
+            except OSError:
+                pass
+
+    def _serve(self, number: int, conn: socket.socket, reader) -> None:
+        line = reader.readline()
+        while reader.readline() not in (b"\r\n", b""):
+            pass
+        if line.startswith(b"GET ") and b"next-operation-id" in line:
+            body = b'{"Id": 7, "NodeTag": "A"}' if self.after != "bad id" else b'{"Id": "x"}'
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+            if self.after == "close":
+                reader.close()
+                conn.close()
+            else:
+                if reader.read(1) == b"":  # the client's close, before any other request
+                    self.client_closed.set()
+                reader.close()
+                conn.close()
+            return
+        if line.startswith(b"POST "):
+            self.posts_on.append(number)
+            data = bytearray()
+            while True:
+                size = int(reader.readline().split(b";")[0], 16)
+                data += reader.read(size)
+                reader.readline()
+                if size == 0:
+                    break
+            self.bodies.append(bytes(data))
+            conn.sendall(b"HTTP/1.1 201 Created\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+        reader.close()
+        conn.close()
+
+    def close(self) -> None:
+        self._listener.close()
+        self._thread.join(TIMEOUT)
+
+
+def test_a_connection_the_server_closed_after_the_operation_id_is_not_used():
+    """The server closed the kept connection: the body goes on a new connection, whole."""
+    server = KeepAliveThenLetGo("close")
+    try:
+        with bulkwire.BulkInsert(server.url, "db", timeout=TIMEOUT) as bulk:
+            bulk.store({"n": 1}, "docs/1")
+            bulk.store({"n": 2}, "docs/2")
+        assert bulk.operation_id == 7
+        assert server.posts_on == [1]
+        assert b'"docs/1"' in server.bodies[0] and server.bodies[0].rstrip().endswith(b"]")
+    finally:
+        server.close()
+
+
+def test_an_operation_id_that_is_refused_closes_its_connection():
+    """An answer without an operation id on a kept-alive connection: the insert fails, and
+    the connection is closed then, not left to the garbage collector."""
+    server = KeepAliveThenLetGo("bad id")
+    try:
+        with pytest.raises(errors.ProtocolError, match="no operation id"):
+            with bulkwire.BulkInsert(server.url, "db", timeout=TIMEOUT) as bulk:
+                bulk.store({"n": 1}, "docs/1")
+        assert server.client_closed.wait(TIMEOUT)
+        assert server.posts_on == []
+    finally:
+        server.close()

@@ -815,16 +815,20 @@ class BulkInsert:
         if self._aborted or self._closed:
             raise ValueError("store() on a closed or aborted bulk insert")
         self._started_at = time.perf_counter()
+        conn = None  # the operation id's connection, kept for the body until the sender owns it
         try:
-            self._transport, self._op_id, self._node_tag = self._servers.open_operation()
+            self._transport, self._op_id, self._node_tag, conn = self._servers.open_operation()
             writer.stats.operation_id = self._op_id
             if writer.compression in ("zstd", "python-zstd"):
                 self._require("zstd")
             sender = BodySender(
                 self._transport, self._transport.bulk_insert_path(self._op_id, self._skip_overwrite),
-                writer, explain=self._explain)
+                writer, explain=self._explain, conn=conn)
             sender.start()
+            conn = None  # the sender's now
         except BaseException as exc:
+            if conn is not None:
+                conn.close()
             # An insert that could not start stays failed: a later store or close raises
             # again, it never starts over as if the first documents had not been refused.
             if isinstance(exc, BulkInsertError):

@@ -39,6 +39,7 @@ from a bulk insert's arguments.
 """
 from __future__ import annotations
 
+import http.client
 import urllib.parse
 from dataclasses import dataclass
 from functools import partial
@@ -197,13 +198,16 @@ class Servers:
             return nodes
         raise _all_failed("the topology request (GET /topology)", failures)
 
-    def open_operation(self) -> Tuple[HttpTransport, int, Optional[str]]:
+    def open_operation(self) -> Tuple[HttpTransport, int, Optional[str],
+                                      Optional[http.client.HTTPConnection]]:
         """A new bulk insert operation: ``(transport of the node that takes its request,
-        operation id, node tag)``. Raises a :class:`~bulkwire.errors.BulkInsertError` when no
-        server gives one."""
+        operation id, node tag, connection)``: the connection the id was asked on, still
+        open, when that node also takes the request (the caller owns it), else None. Raises
+        a :class:`~bulkwire.errors.BulkInsertError` when no server gives one."""
         if not self.clustered:
-            op_id, tag = self.first.next_operation_id()
-            return self.first, op_id, tag
+            conn = self.first.connect()
+            op_id, tag = self.first.next_operation_id(conn)
+            return self.first, op_id, tag, conn
         nodes = self.fetch_topology()
         # members first, each group in the topology's order
         order = ([node for node in nodes if node.role == "Member"] +
@@ -211,14 +215,23 @@ class Servers:
         failures: List[Tuple[ServerUrl, BulkInsertError]] = []
         for node in order:
             transport = self._connect(node.url)
+            conn = transport.connect()
             try:
-                op_id, tag = transport.next_operation_id()
+                op_id, tag = transport.next_operation_id(conn)
             except BulkInsertError as exc:
                 if not _moves_on(exc):
                     raise
                 failures.append((node.url, exc))
                 continue
-            return self._issuer(node, transport, tag), op_id, tag
+            try:
+                issuer = self._issuer(node, transport, tag)
+            except BaseException:
+                conn.close()
+                raise
+            if issuer is not transport:  # another node takes the request
+                conn.close()
+                return issuer, op_id, tag, None
+            return issuer, op_id, tag, conn
         raise _all_failed("the operation id request (GET .../operations/next-operation-id)",
                           failures)
 

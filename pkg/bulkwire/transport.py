@@ -230,20 +230,36 @@ class HttpTransport:
 
     @staticmethod
     def open(conn: http.client.HTTPConnection, what: str) -> None:
-        """Connects ``conn``; :class:`ConnectError` (or a timeout) when it cannot."""
+        """Connects ``conn`` unless it is still connected from an earlier request and the
+        server has not spoken since (an idle connection that reads as ready was closed by the
+        server, or holds bytes nobody asked for: it is closed, and a new one made);
+        :class:`ConnectError` (or a timeout) when it cannot connect."""
+        sock = conn.sock
+        if sock is not None:
+            if not _answered(sock) and not (isinstance(sock, ssl.SSLSocket) and sock.pending()):
+                return
+            conn.close()
         try:
             conn.connect()
         except (OSError, http.client.HTTPException) as exc:
             raise transport_error(exc, what, conn.timeout, connecting=True) from exc
 
     def request(self, method: str, path: str, *, timeout: Optional[float] = None,
-                server_wide: bool = False) -> Tuple[int, bytes]:
+                server_wide: bool = False,
+                conn: Optional[http.client.HTTPConnection] = None) -> Tuple[int, bytes]:
         """``(status, body)`` of one request without a body, to the database's ``path`` (the
         server's own with ``server_wide``); the transport's errors raise as
-        :mod:`bulkwire.errors` exceptions."""
+        :mod:`bulkwire.errors` exceptions.
+
+        ``conn`` (from :meth:`connect`): the request goes on it, and it stays open for the
+        caller's next request when the answer leaves it open (the caller closes it); closed
+        when the request fails. Without it, a connection of its own, closed afterwards."""
         full_path = (self.root if server_wide else self.base) + path
         what = f"{method} {self.origin}{full_path}"
-        conn = self.connect(timeout)
+        own = conn is None
+        if conn is None:
+            conn = self.connect(timeout)
+        failed = True
         try:
             self.open(conn, what)
             try:
@@ -252,23 +268,33 @@ class HttpTransport:
                 body = response.read(MAX_ANSWER_BYTES + 1)
             except (OSError, http.client.HTTPException) as exc:
                 raise transport_error(_pending_alert(conn, exc), what, conn.timeout) from exc
+            failed = len(body) > MAX_ANSWER_BYTES  # the rest unread: the stream is lost
         finally:
-            conn.close()
+            if own or failed:
+                conn.close()
         if len(body) > MAX_ANSWER_BYTES:
             raise ProtocolError(f"{what}: the answer is larger than {MAX_ANSWER_BYTES} bytes",
                                 status=response.status, body=body[:1000])
         return response.status, body
 
-    def next_operation_id(self) -> Tuple[int, Optional[str]]:
-        """``(operation id, node tag)`` for a new bulk insert."""
+    def next_operation_id(self, conn: Optional[http.client.HTTPConnection] = None
+                          ) -> Tuple[int, Optional[str]]:
+        """``(operation id, node tag)`` for a new bulk insert (on ``conn``, left open for the
+        insert's body, when given: see :meth:`request`)."""
         path = "/operations/next-operation-id"
         what = f"GET {self.url_of(path)}"
-        status, body = self.request("GET", path)
-        data = _json_answer(status, body, what)
-        op_id = data.get("Id") if isinstance(data, dict) else None
-        if type(op_id) is not int or op_id < 0:
-            raise ProtocolError(f"{what}: the answer has no operation id (a non-negative integer "
-                                f"\"Id\"): {body[:200]!r}", status=status, body=body[:1000])
+        status, body = self.request("GET", path, conn=conn)
+        try:
+            data = _json_answer(status, body, what)
+            op_id = data.get("Id") if isinstance(data, dict) else None
+            if type(op_id) is not int or op_id < 0:
+                raise ProtocolError(f"{what}: the answer has no operation id (a non-negative "
+                                    f"integer \"Id\"): {body[:200]!r}", status=status,
+                                    body=body[:1000])
+        except BaseException:
+            if conn is not None:  # no insert follows on it
+                conn.close()
+            raise
         tag = data.get("NodeTag")
         return op_id, tag if isinstance(tag, str) else None
 
@@ -365,9 +391,13 @@ class BodySender(threading.Thread):
     """
 
     def __init__(self, transport: HttpTransport, path: str, body: Body, *,
-                 explain: Optional[Callable[[BaseException], BaseException]] = None) -> None:
+                 explain: Optional[Callable[[BaseException], BaseException]] = None,
+                 conn: Optional[http.client.HTTPConnection] = None) -> None:
         super().__init__(name="bulkwire-sender", daemon=True)
         self._transport = transport
+        # the connection of the request before this one (the operation id's), kept for the
+        # body: once the thread starts, it owns and closes it
+        self._conn = conn
         self._path = path
         self.what = f"POST {transport.url_of(path)}"
         self._body = body
@@ -427,7 +457,9 @@ class BodySender(threading.Thread):
 
     def _post(self) -> None:
         transport = self._transport
-        conn = transport.connect()
+        conn, self._conn = self._conn, None
+        if conn is None:
+            conn = transport.connect()
         try:
             transport.open(conn, self.what)
             try:

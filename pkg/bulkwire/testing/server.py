@@ -132,6 +132,7 @@ class LoopbackServer:
     ``ssl_context`` (a server-side :class:`ssl.SSLContext`): the server speaks HTTPS (``url``
     says ``https://``); with ``verify_mode = ssl.CERT_REQUIRED`` it requires a client
     certificate. Handshakes that fail are listed in ``tls_failures`` (OpenSSL's reasons).
+    ``connections_accepted`` counts the TCP connections clients made.
 
     ``answer_at_array_end`` (needs ``keep_body``): a bulk insert is answered 201 as soon as
     the decoded body holds the whole JSON array (its closing ``]``), before the rest of the
@@ -171,6 +172,7 @@ class LoopbackServer:
         self.max_body_bytes = max_body_bytes
         self._lock = threading.Lock()
         self._connections: set = set()
+        self.connections_accepted = 0  # TCP connections taken, over the server's life
         self._next_op = 0
         self._hilo: Dict[str, int] = {}  # collection tag -> the last id handed out
         self._running = threading.Event()
@@ -270,6 +272,7 @@ class LoopbackServer:
                 self.loopback_tls_failed = False
                 with server._lock:
                     server._connections.add(self.request)
+                    server.connections_accepted += 1
                 if isinstance(self.request, ssl.SSLSocket):
                     try:
                         self.request.settimeout(server.timeout)
