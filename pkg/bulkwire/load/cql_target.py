@@ -393,6 +393,9 @@ class _CqlSession:
     def _jobs(self, np: Any, tokens: bytes, pending: Any) -> list:
         """(node, selection) for each live node owning rows: the rows (``pending``, or all)
         whose token its primary range holds (selection None: every row of the batch)."""
+        if len(self.live.addresses) == 1:  # one node owns every token
+            return [(self.index[self.live.addresses[0]],
+                     None if pending is None else pending.astype(np.int32))]
         if pending is not None:
             tokens = np.frombuffer(tokens, dtype=np.int64)[pending].tobytes()
         owners = np.frombuffer(self.live.primaries(tokens), dtype=np.int32)
