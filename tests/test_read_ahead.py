@@ -208,3 +208,20 @@ def test_the_load_reads_the_next_batch_while_a_batch_is_stored(tmp_path, monkeyp
     assert stored == list(range(0, TOTAL_ROWS, BATCH_ROWS))
     assert READ_AHEAD >= 1
     assert not reader_threads()
+
+
+# ---- the default batch: about 4 MiB of the target's requests ----
+
+@pytest.mark.parametrize("value_bytes, dim, rows", [
+    (None, 768, (4 << 20) // (64 + 20 * 768)),  # JSON text: 20 bytes a float at most
+    (4, 768, (4 << 20) // (64 + 4 * 768)),      # a CQL float vector
+    (8, 1536, (4 << 20) // (64 + 8 * 1536)),    # a CQL double vector
+])
+def test_the_default_batch_holds_about_4_mib_of_the_targets_requests(value_bytes, dim, rows):
+    from bulkwire.load.pipeline import _default_batch_rows
+
+    schema = pa.schema([("id", pa.int64()), ("emb", pa.list_(pa.float32(), dim))])
+    plan = Plan(["id", "emb"], "emb")
+    if value_bytes is not None:
+        plan.value_bytes = value_bytes  # type: ignore[attr-defined]
+    assert _default_batch_rows(schema, plan) == rows

@@ -104,6 +104,8 @@ class _CqlPlan:
     read_columns: list[str]
     vector_column: str | None
     prepared: Prepared
+    #: bytes an element of the vector takes in an EXECUTE body (for the batch size)
+    value_bytes: int = 8
 
 
 @dataclass(frozen=True)
@@ -241,9 +243,15 @@ class CqlDescription:
                                  f"column of {self.keyspace}.{self.table}")
             prepared = self.prepare(conn, wanted)
         _core.cql_check_schema(schema, prepared.names, prepared.types)
-        vectors = [name for name, t in zip(prepared.names, prepared.types)
+        vectors = [(name, t) for name, t in zip(prepared.names, prepared.types)
                    if t.startswith("vector<")]
-        return _CqlPlan(wanted, vectors[0] if vectors else None, prepared)
+        if not vectors:
+            return _CqlPlan(wanted, None, prepared)
+        name, cql_type = vectors[0]
+        # 4 bytes a float; 8 a double, a bigint, or at most (as far as the batch size goes)
+        # anything else
+        value_bytes = 4 if cql_type.startswith(("vector<float,", "vector<int,")) else 8
+        return _CqlPlan(wanted, name, prepared, value_bytes)
 
     def encoder(self, schema: Any, plan: _CqlPlan, options: LoadOptions) -> _CqlEncoder:
         return _CqlEncoder(plan, CONSISTENCY_LEVELS[self.consistency])

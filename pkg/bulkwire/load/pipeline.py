@@ -165,13 +165,20 @@ def _drop_pending(pending: deque, futures: bool) -> None:
         _discard(encoded)
 
 
+#: Bytes a vector's element takes in a target's request, when its plan does not say
+#: (``value_bytes``): a float written as JSON text, at most.
+TEXT_VALUE_BYTES = 20
+
+
 def _default_batch_rows(schema, plan: ColumnPlan) -> int:
-    """About 4 MiB of commands per batch."""
+    """About 4 MiB of the target's requests per batch (a plan's ``value_bytes``, when it
+    has one, is what a vector element takes there: 4 for a CQL float)."""
     pa = _pyarrow()
     per_row = 64
     if plan.vector_column is not None:
         t = schema.field(plan.vector_column).type
-        per_row += 20 * (t.list_size if pa.types.is_fixed_size_list(t) else 1024)
+        value_bytes = getattr(plan, "value_bytes", TEXT_VALUE_BYTES)
+        per_row += value_bytes * (t.list_size if pa.types.is_fixed_size_list(t) else 1024)
     return max(64, min(65536, (4 << 20) // per_row))
 
 
