@@ -168,6 +168,29 @@ def test_bulk_insert_stores_what_the_official_client_stores(raven, compress):
     assert first["@metadata"]["@collection"] == "People"
 
 
+def test_the_real_server_keeps_the_operation_ids_connection_for_the_body(raven, monkeypatch):
+    """RavenDB 4.1 keeps the next-operation-id connection open: each insert makes one TCP
+    connection, and every document of each insert is stored."""
+    import http.client
+
+    connects = []
+    real_connect = http.client.HTTPConnection.connect
+
+    def counted(conn):
+        connects.append(conn)
+        return real_connect(conn)
+
+    database = new_database(raven, "one-connection")
+    monkeypatch.setattr(http.client.HTTPConnection, "connect", counted)
+    for n in range(3):
+        with bulkwire.BulkInsert(raven.url, database) as bulk:
+            for i in range(50):
+                bulk.store({"Name": f"doc {n}-{i}"}, id=f"docs/{n}-{i}")
+    assert len(connects) == 3
+    monkeypatch.undo()
+    assert len(raven.documents(database)) == 150
+
+
 def test_gzip_embeddings_in_comma_blocks_are_stored_as_sent(raven, monkeypatch):
     """Embedding documents gzip-compressed on two threads go mostly through the comma coder
     (literals, and back-references at commas): the server inflates them to exactly what the
