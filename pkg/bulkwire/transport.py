@@ -7,7 +7,7 @@ standard library's ``http.client``.
 * ``GET  {url}/databases/{db}/operations/state?id={n}``  (the server's error after a failure)
 * ``POST {url}/databases/{db}/operations/kill?id={n}``    (abort)
 
-The body is written by :class:`BodySender` on its own thread, from one :class:`Body` (a
+The body is written by :class:`BodySender` on a thread of its own, from one :class:`Body` (a
 :class:`~bulkwire.bulk.BulkWriter`): one HTTP chunk per buffer the writer hands over, framed
 by the C core. On a plain TCP socket, and over bulkwire's own TLS (:mod:`bulkwire.tls`), the
 body pumps itself (``Body.pump``: the C pump sends the whole body with the GIL released, from
@@ -38,6 +38,7 @@ import urllib.parse
 from typing import Any, Callable, Iterator, Optional, Protocol, Tuple, Union
 
 from . import _core
+from ._kept_threads import KeptThreads
 from .compression import content_encoding
 from .errors import (BulkInsertError, ConnectError, ConnectionLostError, EarlyResponse,
                      ProtocolError, ServerError, TLSError, TransportError, TransportTimeoutError)
@@ -468,8 +469,14 @@ class Body(Protocol):
     def fail(self, error: BaseException) -> None: ...
 
 
-class BodySender(threading.Thread):
-    """Streams the body on its own thread: one chunked POST, one HTTP chunk per piece.
+#: The threads bodies are sent on, each kept a while for the next insert's body
+_SENDER_THREADS = KeptThreads("bulkwire-sender")
+
+
+class BodySender:
+    """Streams the body on a thread of its own: one chunked POST, one HTTP chunk per piece.
+    :meth:`start`, :meth:`join` and :meth:`is_alive` are ``threading.Thread``'s; the thread
+    is one of the threads kept for the next insert (:mod:`bulkwire._kept_threads`).
 
     Success is recorded, never inferred: ``result`` holds ``(status, body)`` only when the
     server answered 2xx after every data byte of the body was sent (see :class:`Sent`). In
@@ -482,7 +489,10 @@ class BodySender(threading.Thread):
     def __init__(self, transport: HttpTransport, path: str, body: Body, *,
                  explain: Optional[Callable[[BaseException], BaseException]] = None,
                  conn: Optional[http.client.HTTPConnection] = None) -> None:
-        super().__init__(name="bulkwire-sender", daemon=True)
+        self.name = _SENDER_THREADS.name
+        # held from start() until run() returned: join() waits for it
+        self._running = threading.Lock()
+        self._started = False
         self._transport = transport
         # the connection of the request before this one (the operation id's), kept for the
         # body: once the thread starts, it owns and closes it
@@ -503,6 +513,36 @@ class BodySender(threading.Thread):
     def succeeded(self) -> bool:
         """The server answered 2xx to the complete body."""
         return self.result is not None and self.data_sent
+
+    def start(self) -> None:
+        """Runs :meth:`run` on a sender thread (``RuntimeError`` when started twice, or when
+        no thread can be started)."""
+        if self._started:
+            raise RuntimeError("a BodySender can only be started once")
+        self._started = True
+        self._running.acquire()
+        try:
+            _SENDER_THREADS.run(self._run_and_finish)
+        except BaseException:
+            self._running.release()
+            raise
+
+    def _run_and_finish(self) -> None:
+        try:
+            self.run()
+        finally:
+            self._running.release()
+
+    def join(self, timeout: Optional[float] = None) -> None:
+        """Waits until :meth:`run` returned, ``timeout`` seconds at most (None: no limit)."""
+        if not self._started:
+            raise RuntimeError("cannot join a BodySender before it is started")
+        if self._running.acquire(timeout=-1 if timeout is None else max(timeout, 0.0)):
+            self._running.release()
+
+    def is_alive(self) -> bool:
+        """Started, and :meth:`run` has not returned yet."""
+        return self._started and self._running.locked()
 
     def cancel(self) -> None:
         """Abort the request: shut the socket down so that a blocked send returns."""
