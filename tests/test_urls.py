@@ -100,6 +100,31 @@ def test_a_url_is_accepted_exactly_as_urllib_reads_it_or_refused_naming_the_argu
     assert normalize_url(text) == str(url) and str(url).startswith(url.origin)
 
 
+@given(st.one_of(url_like, printable), st.sampled_from(["url", "url[1]", "--url"]))
+def test_a_url_met_again_gives_what_judging_it_anew_gives(text, argument):
+    """parse_server_url remembers the URLs it accepted: asked again (and as a str subclass,
+    which is never remembered), it gives what the validator itself gives, and a URL it
+    refused is refused again with the same message, naming each time's argument."""
+    from bulkwire import urls
+
+    class Text(str):
+        pass
+
+    outcomes = []
+    for given_text in (text, text, Text(text)):
+        try:
+            outcomes.append(parse_server_url(given_text, argument))
+        except ValueError as exc:
+            outcomes.append(str(exc))
+    try:
+        reference = urls._parse(text, argument)
+    except ValueError as exc:
+        reference = str(exc)
+    assert outcomes == [reference] * 3
+    if isinstance(reference, str):
+        assert reference.startswith(argument)
+
+
 def test_what_the_validator_refuses_and_why():
     cases = {
         "http://127.0.0.1:8080/a b": "whitespace (' ' at index 23)",

@@ -33,6 +33,7 @@ ValueError: --url: credentials in a URL are not supported (the URL of host 'db.e
 """
 from __future__ import annotations
 
+import functools
 import ipaddress
 import re
 from dataclasses import dataclass
@@ -120,6 +121,19 @@ def parse_server_url(url: Any, argument: str = "url") -> ServerUrl:
     Traceback (most recent call last):
     ValueError: url 'http://127.0.0.1:8080/db?x=1': a server URL has no query ('?') or fragment ('#')
     """
+    if type(url) is str and type(argument) is str:
+        return _parsed(url, argument)  # a URL met before: its value, without judging it again
+    return _parse(url, argument)
+
+
+@functools.lru_cache(maxsize=256)
+def _parsed(url: str, argument: str) -> ServerUrl:
+    """:func:`_parse`, remembered: a program's inserts name the same few servers, and a
+    :class:`ServerUrl` is immutable (an error is raised again each time, never kept)."""
+    return _parse(url, argument)
+
+
+def _parse(url: Any, argument: str) -> ServerUrl:
     if not isinstance(url, str):
         raise TypeError(f"{argument} must be a str, not {type(url).__name__}")
     if "@" in url:  # first: no other message may repeat what comes before it
