@@ -35,7 +35,7 @@ import socket
 import ssl
 import threading
 import urllib.parse
-from typing import Any, Callable, Iterator, Optional, Protocol, Tuple, Union
+from typing import Any, Callable, Iterator, Optional, Protocol, Sequence, Tuple, Union
 
 from . import _core
 from ._kept_threads import KeptThreads
@@ -43,7 +43,7 @@ from .compression import content_encoding
 from .errors import (BulkInsertError, ConnectError, ConnectionLostError, EarlyResponse,
                      ProtocolError, ServerError, TLSError, TransportError, TransportTimeoutError)
 from .tls import TlsSettings, TlsSocket
-from .urls import ServerUrl, parse_server_url
+from .urls import DEFAULT_PORTS, ServerUrl, parse_server_url
 
 __all__ = ["HttpTransport", "Body", "BodySender", "Sent", "ServerError", "ProtocolError",
            "EarlyResponse", "TransportError", "error_message", "transport_error"]
@@ -194,14 +194,41 @@ class _Answer(http.client.HTTPResponse):
     """``http.client``'s response, with the head read by :meth:`begin` here: a head of
     plain header lines (``Name: value``, the name without spaces, no folding, no stray
     carriage return) is read without the ``email`` package's parser, which costs ~40 µs an
-    answer, two answers a bulk insert; any other head goes through that parser as before.
-    The result is the same either way: the status, version and reason, the headers as an
+    answer, two answers a bulk insert, and its ``HTTPMessage`` is made only if someone asks
+    for ``headers``; any other head goes through that parser as before. The result is the
+    same either way: the status, version and reason, the headers as an
     ``http.client.HTTPMessage``, and the body's framing (chunked, a length, or until the
     connection closes) judged by http.client's rules, with its exceptions for a status line
     that is not one, a line too long or too many headers."""
 
+    _fields: Optional[list] = None  # a plain head's (name, value) pairs, until headers is read
+    _message: Optional[http.client.HTTPMessage] = None
+
+    @property
+    def headers(self) -> Optional[http.client.HTTPMessage]:  # type: ignore[override]
+        if self._message is None and self._fields is not None:
+            self._message = _message_of(self._fields)
+            self._fields = None
+        return self._message
+
+    @headers.setter
+    def headers(self, value: Optional[http.client.HTTPMessage]) -> None:
+        self._message, self._fields = value, None
+
+    msg = headers  # http.client's other name for them
+
+    def _field(self, name: str) -> Optional[str]:
+        """The value of the first header named ``name`` (lower case), as ``headers.get``
+        gives it."""
+        if self._fields is None:
+            return self.headers.get(name) if self.headers is not None else None
+        for key, value in self._fields:
+            if key.lower() == name:
+                return value
+        return None
+
     def begin(self) -> None:
-        if self.headers is not None:  # read already
+        if self._fields is not None or self._message is not None:  # read already
             return
         while True:
             version, status, reason = self._read_status()  # type: ignore[attr-defined]
@@ -216,13 +243,19 @@ class _Answer(http.client.HTTPResponse):
             self.version = 11
         else:
             raise http.client.UnknownProtocol(version)
-        self.headers = self.msg = headers = _parse_head(_read_head_lines(self.fp))
-        transfer = headers.get("transfer-encoding")
+        lines = _read_head_lines(self.fp)
+        fields = _plain_fields(lines)
+        if fields is None:
+            self.headers = email.parser.Parser(_class=http.client.HTTPMessage).parsestr(
+                "".join(lines))
+        else:
+            self._fields = fields
+        transfer = self._field("transfer-encoding")
         self.chunked = bool(transfer) and transfer.lower() == "chunked"
         self.chunk_left = None
-        self.will_close = self._check_close()  # type: ignore[attr-defined]
+        self.will_close = self._closes()
         self.length = None
-        length = headers.get("content-length")
+        length = self._field("content-length")
         if length and not self.chunked:
             try:
                 self.length = int(length)
@@ -236,21 +269,45 @@ class _Answer(http.client.HTTPResponse):
         if not self.will_close and not self.chunked and self.length is None:
             self.will_close = True  # the body ends where the connection does
 
+    def _closes(self) -> bool:
+        """Whether the server closes the connection after this answer, by its headers:
+        HTTP/1.1 keeps it unless ``Connection`` says ``close``; HTTP/1.0 closes it unless
+        ``Keep-Alive`` is there, or ``Connection`` or ``Proxy-Connection`` says
+        ``keep-alive`` (http.client's rules)."""
+        connection = self._field("connection")
+        if self.version == 11:
+            return bool(connection) and "close" in connection.lower()
+        if self._field("keep-alive"):
+            return False
+        if connection and "keep-alive" in connection.lower():
+            return False
+        proxy = self._field("proxy-connection")
+        return not (proxy and "keep-alive" in proxy.lower())
+
 
 #: A header line the email parser reads as ``name: value`` and nothing else
 _PLAIN_HEADER_LINE = re.compile(r"[\x21-\x39\x3b-\x7e]+:[^\r\n]*\r?\n")
 
 
-def _parse_head(lines: list) -> http.client.HTTPMessage:
-    """The headers of an answer's head lines (ISO-8859-1 text, each with its line end), as
-    http.client's ``parse_headers`` makes them."""
-    headers = http.client.HTTPMessage()
+def _plain_fields(lines: list) -> Optional[list]:
+    """The ``(name, value)`` pairs of an answer's head lines (ISO-8859-1 text, each with its
+    line end) when every line is a plain header line, as http.client's ``parse_headers``
+    reads them; None when one is not (the email parser then reads the head)."""
+    fields = []
     for line in lines:
         if not _PLAIN_HEADER_LINE.fullmatch(line):
-            return email.parser.Parser(_class=http.client.HTTPMessage).parsestr("".join(lines))
+            return None
         name, _, value = line.partition(":")
-        headers[name] = value.lstrip(" \t").rstrip("\r\n")
-    return headers
+        fields.append((name, value.lstrip(" \t").rstrip("\r\n")))
+    return fields
+
+
+def _message_of(fields: list) -> http.client.HTTPMessage:
+    """The ``HTTPMessage`` of a plain head's ``(name, value)`` pairs."""
+    message = http.client.HTTPMessage()
+    for name, value in fields:
+        message[name] = value
+    return message
 
 
 def _read_head_lines(fp: Any) -> list:
@@ -293,6 +350,10 @@ class HttpTransport:
         self.tls = tls if tls is not None or server.scheme != "https" else TlsSettings()
         self.host = server.host
         self.port = server.port
+        # the Host header http.client writes: an IPv6 address in brackets, the port left out
+        # when it is the scheme's own
+        host = f"[{server.host}]" if ":" in server.host else server.host
+        self._host_field = host if server.port == DEFAULT_PORTS[server.scheme] else f"{host}:{server.port}"
         self.timeout = timeout
         self.database = database
         self.root = server.root  # the server's own paths (topology) start here
@@ -302,6 +363,17 @@ class HttpTransport:
     def url_of(self, path: str) -> str:
         """The full URL of the protocol path ``path`` (for messages)."""
         return self.origin + self.base + path
+
+    def head(self, method: str, path: str, fields: Sequence[Tuple[str, str]]) -> bytes:
+        """The request line and headers of a request to ``path`` (from the server's root):
+        ``Host`` first, then ``fields``, as http.client writes a request's head (the one
+        place bulkwire's requests are written; their answers are read by :class:`_Answer`).
+        Every part is ASCII: the host and paths were judged by :mod:`bulkwire.urls`, the
+        database name is percent-encoded."""
+        lines = [f"{method} {path} HTTP/1.1", f"Host: {self._host_field}"]
+        lines += [f"{name}: {value}" for name, value in fields]
+        lines.append("\r\n")
+        return "\r\n".join(lines).encode("ascii")
 
     def short_timeout(self, limit: float) -> float:
         """The timeout of a request that only asks (state) or tells (kill): the transport's,
@@ -352,13 +424,24 @@ class HttpTransport:
         failed = True
         try:
             self.open(conn, what)
+            # the head http.client's request() writes for a request without a body (a
+            # Content-Length of 0 where the method expects a body)
+            fields = [("Accept-Encoding", "identity")]
+            if method in ("POST", "PUT", "PATCH"):
+                fields.append(("Content-Length", "0"))
+            fields.append(("Accept", "application/json"))
             try:
-                conn.request(method, full_path, headers={"Accept": "application/json"})
-                response = conn.getresponse()
-                body = response.read(MAX_ANSWER_BYTES + 1)
+                conn.sock.sendall(self.head(method, full_path, fields))
+                response = _Answer(conn.sock, method=method)
+                try:
+                    response.begin()
+                    body = response.read(MAX_ANSWER_BYTES + 1)
+                finally:
+                    response.close()
             except (OSError, http.client.HTTPException) as exc:
                 raise transport_error(_pending_alert(conn, exc), what, conn.timeout) from exc
-            failed = len(body) > MAX_ANSWER_BYTES  # the rest unread: the stream is lost
+            # the rest unread (the stream is lost), or the server ends the connection here
+            failed = len(body) > MAX_ANSWER_BYTES or response.will_close
         finally:
             if own or failed:
                 conn.close()
@@ -605,12 +688,10 @@ class BodySender:
 
     def _exchange(self, conn: http.client.HTTPConnection) -> Tuple[int, bytes]:
         """Sends the request and the whole body; the server's ``(status, body)``."""
-        conn.putrequest("POST", self._transport.base + self._path, skip_accept_encoding=True)
-        conn.putheader("Content-Type", "application/json; charset=utf-8")
-        conn.putheader("Transfer-Encoding", "chunked")
+        fields = [("Content-Type", "application/json; charset=utf-8"),
+                  ("Transfer-Encoding", "chunked")]
         if self._body.compression is not None:
-            conn.putheader("Content-Encoding", content_encoding(self._body.compression))
-        conn.endheaders()
+            fields.append(("Content-Encoding", content_encoding(self._body.compression)))
         sock = conn.sock
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         with self._lock:
@@ -620,6 +701,7 @@ class BodySender:
             raise ConnectionAbortedError("the bulk insert was aborted")
         taken = b""
         try:
+            sock.sendall(self._transport.head("POST", self._transport.base + self._path, fields))
             # the pump needs the socket's own descriptor, or bulkwire's own TLS session on it:
             # Python's ssl encrypts where the pump cannot reach
             if type(sock) is socket.socket:
@@ -646,10 +728,7 @@ class BodySender:
         if sent is Sent.ANSWERED_EARLY:
             raise self._early(conn, taken)
         self.data_sent = True
-        if taken:
-            conn.sock = _PutBack(conn.sock, taken)
-        response = conn.getresponse()
-        return response.status, response.read(MAX_ANSWER_BYTES)
+        return _read_answer(conn, "POST", taken)
 
     def _send_http_chunks(self, sock: socket.socket) -> Tuple[Sent, bytes]:
         """The body from its HTTP chunks, framed in C (Python's ssl, or a body that cannot
@@ -681,16 +760,25 @@ class BodySender:
     def _early(self, conn: http.client.HTTPConnection, taken: bytes = b"") -> BulkInsertError:
         """The error for an answer that came before the whole body was sent (``taken``: its
         first bytes, already read from the socket)."""
-        if taken:
-            conn.sock = _PutBack(conn.sock, taken)
-        response = conn.getresponse()
-        body = response.read(MAX_ANSWER_BYTES)
-        if not 200 <= response.status < 300:
-            return status_error(response.status, body, self.what, message_first=True)
+        status, body = _read_answer(conn, "POST", taken)
+        if not 200 <= status < 300:
+            return status_error(status, body, self.what, message_first=True)
         said = error_message(body) or (repr(body[:200]) if body else "no message")
         return EarlyResponse(f"the server finished {self.what} before all of the body was sent "
-                             f"(HTTP {response.status}: {said})", status=response.status,
-                             body=body[:1000])
+                             f"(HTTP {status}: {said})", status=status, body=body[:1000])
+
+
+def _read_answer(conn: http.client.HTTPConnection, method: str,
+                 taken: bytes = b"") -> Tuple[int, bytes]:
+    """The ``(status, body)`` of the answer to a request whose head :meth:`HttpTransport.head`
+    wrote on ``conn`` (``taken``: its first bytes, already read from the socket); at most
+    ``MAX_ANSWER_BYTES`` of the body are read."""
+    response = _Answer(_PutBack(conn.sock, taken) if taken else conn.sock, method=method)
+    try:
+        response.begin()
+        return response.status, response.read(MAX_ANSWER_BYTES)
+    finally:
+        response.close()
 
 
 def _answered(sock: socket.socket) -> bool:
