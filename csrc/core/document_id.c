@@ -32,18 +32,29 @@ int bw_utf8_all_space(const char *text, size_t n) {
     return 1;
 }
 
-bw_id_problem bw_document_id_check(const char *prefix, size_t prefix_len, const char *text,
-                                   size_t text_len) {
+/* The rule, with the encoding judged only when `judge_utf8`. */
+static bw_id_problem id_problem(const char *prefix, size_t prefix_len, const char *text,
+                                size_t text_len, int judge_utf8) {
     if (prefix_len == 0 && text_len == 0)
         return BW_ID_EMPTY;
     char last = text_len > 0 ? text[text_len - 1] : prefix[prefix_len - 1];
     if (last == '|')
         return BW_ID_ENDS_WITH_PIPE;
-    if (!bw_utf8_valid(prefix, prefix_len) || !bw_utf8_valid(text, text_len))
+    if (judge_utf8 && (!bw_utf8_valid(prefix, prefix_len) || !bw_utf8_valid(text, text_len)))
         return BW_ID_NOT_UTF8;
     if (bw_utf8_all_space(prefix, prefix_len) && bw_utf8_all_space(text, text_len))
         return BW_ID_BLANK;
     return BW_ID_OK;
+}
+
+bw_id_problem bw_document_id_check(const char *prefix, size_t prefix_len, const char *text,
+                                   size_t text_len) {
+    return id_problem(prefix, prefix_len, text, text_len, 1);
+}
+
+bw_id_problem bw_document_id_check_valid_utf8(const char *prefix, size_t prefix_len,
+                                              const char *text, size_t text_len) {
+    return id_problem(prefix, prefix_len, text, text_len, 0);
 }
 
 const char *bw_document_id_problem_text(bw_id_problem problem) {

@@ -24,6 +24,10 @@ typedef enum {
    judged on valid text. */
 bw_id_problem bw_document_id_check(const char *prefix, size_t prefix_len, const char *text,
                                    size_t text_len);
+/* bw_document_id_check for text already known to be valid UTF-8 (a Python str's own UTF-8):
+   the same verdict, without reading the bytes again to judge their encoding. */
+bw_id_problem bw_document_id_check_valid_utf8(const char *prefix, size_t prefix_len,
+                                              const char *text, size_t text_len);
 
 /* The problem as words that follow the id's name ("id is empty"); "" for BW_ID_OK. A static
    string. */

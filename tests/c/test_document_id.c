@@ -55,6 +55,25 @@ TEST(a_prefix_and_a_text_are_one_id) {
     CHECK_EQ(bw_document_id_check("\xff", 1, "a", 1), BW_ID_NOT_UTF8);
 }
 
+/* On valid UTF-8 the check that skips judging the encoding gives the full check's verdict,
+   for every id of the tests above that is valid UTF-8, whole and split. */
+TEST(valid_utf8_is_judged_alike_without_the_encoding_check) {
+    static const char *const ids[] = {
+        "", "users/1", "users|", "|users", "|", " ", " \t\n\v\f\r\x1c\x1d\x1e\x1f",
+        "\xc2\x85\xc2\xa0\xe1\x9a\x80\xe2\x80\x80\xe3\x80\x80", " a ", "\xe2\x80\x8b", " |",
+        "a|b", "\xe2\x80\xa8|"};
+    for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) {
+        const char *id = ids[i];
+        size_t n = strlen(id);
+        for (size_t cut = 0; cut <= n; cut++) {
+            if (cut < n && ((unsigned char)id[cut] & 0xc0) == 0x80)
+                continue;
+            CHECK_EQ(bw_document_id_check_valid_utf8(id, cut, id + cut, n - cut),
+                     bw_document_id_check(id, cut, id + cut, n - cut));
+        }
+    }
+}
+
 TEST(the_words_of_each_problem) {
     CHECK(strcmp(bw_document_id_problem_text(BW_ID_OK), "") == 0);
     CHECK(strcmp(bw_document_id_problem_text(BW_ID_EMPTY), "is empty") == 0);
@@ -65,4 +84,4 @@ TEST(the_words_of_each_problem) {
 }
 
 RUN_TESTS(each_problem, problems_are_found_in_order, a_prefix_and_a_text_are_one_id,
-          the_words_of_each_problem)
+          valid_utf8_is_judged_alike_without_the_encoding_check, the_words_of_each_problem)

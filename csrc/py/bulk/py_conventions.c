@@ -39,7 +39,8 @@ static int str_id_problem(PyObject *id, bw_id_problem *problem) {
         *problem = BW_ID_NOT_UTF8;
         return 0;
     }
-    *problem = bw_document_id_check(NULL, 0, s, (size_t)n);
+    /* what Python encodes is valid UTF-8 (or fails, above) */
+    *problem = bw_document_id_check_valid_utf8(NULL, 0, s, (size_t)n);
     return 0;
 }
 
