@@ -1,5 +1,6 @@
-"""HTTP/1.1 transport for the document database's bulk insert protocol (RavenDB's), on the
-standard library's ``http.client``.
+"""HTTP/1.1 transport for the document database's bulk insert protocol (RavenDB's): the
+standard library's ``http.client`` connects; the requests' heads are written here, as it
+writes them (:meth:`HttpTransport.head`), and the answers read by its rules (:class:`_Answer`).
 
 * ``GET  {url}/databases/{db}/operations/next-operation-id``  -> ``{"Id": n, "NodeTag": "A"}``
 * ``POST {url}/databases/{db}/bulk_insert?id={n}&skipOverwriteIfUnchanged={true|false}``,
