@@ -82,6 +82,55 @@ def held(doc: dict) -> dict:
     return doc
 
 
+def cut_escapes(text: str) -> list:
+    """Every string RavenDB 4.1.0 can store for ``text`` sent as JSON (``\\uXXXX`` escapes, as
+    both clients write it) when one escape straddles the end of the server's read buffer:
+    its parser loses the escape's first characters and keeps the rest as plain text
+    ("\\u2603" stored as "603"). The server's bug (RavenDB-12233, fixed after 4.1.0), whatever
+    the client: where its reads end depends on how the body arrived."""
+    sent = json.dumps(text)
+    found = []
+    for start in (i for i in range(len(sent) - 1) if sent.startswith("\\u", i)):
+        for lost in range(2, 6):
+            try:
+                found.append(json.loads(sent[:start] + sent[start + lost:]))
+            except ValueError:
+                pass
+    return found
+
+
+def differing_leaves(a, b, path="") -> list:
+    """The (path, a's value, b's value) of every leaf where two JSON values differ."""
+    if isinstance(a, dict) and isinstance(b, dict) and a.keys() == b.keys():
+        return [d for k in a for d in differing_leaves(a[k], b[k], f"{path}.{k}")]
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        return [d for i, (x, y) in enumerate(zip(a, b)) for d in differing_leaves(x, y, f"{path}[{i}]")]
+    return [] if a == b else [(path, a, b)]
+
+
+def assert_same_documents(ours: dict, theirs: dict) -> list:
+    """Every document of ``theirs`` is held alike in ``ours``, but where the server itself cut
+    a ``\\u`` escape short (see :func:`cut_escapes`): such a document differs from the other
+    store's in exactly one string, which is the other's with one escape cut. Returns the ids
+    of those; at most a few may be (the server's reads must happen to end inside an escape),
+    so that a fault of either client, which would show in most documents, still fails."""
+    assert ours.keys() == theirs.keys()
+    cut = []
+    for doc_id, doc in theirs.items():
+        leaves = differing_leaves(held(ours[doc_id]), held(doc))
+        if not leaves:
+            continue
+        assert len(leaves) == 1, (doc_id, leaves)
+        where, mine, other = leaves[0]
+        assert isinstance(mine, str) and isinstance(other, str), (doc_id, leaves)
+        assert mine in cut_escapes(other) or other in cut_escapes(mine), (doc_id, leaves)
+        cut.append(doc_id)
+    assert len(cut) <= 3, cut
+    if cut:
+        print(f"the server cut a \\u escape short in {cut}")
+    return cut
+
+
 def test_the_server_is_ravendb_41_and_starts_within_the_budget(raven):
     version = raven.version()
     assert version["FullVersion"] == RAVENDB_VERSION and version["ProductVersion"] == "4.1"
@@ -159,11 +208,11 @@ def test_bulk_insert_stores_what_the_official_client_stores(raven, compress):
                                       else "zlib" if compress else None) or compress
     stored_theirs, stored_ours = raven.documents(theirs), raven.documents(ours)
     assert len(stored_theirs) == len(stored_ours) == count + 1
-    for doc_id, doc in stored_theirs.items():
-        assert held(stored_ours[doc_id]) == held(doc), doc_id
+    cut = assert_same_documents(stored_ours, stored_theirs)
     # spot checks that the comparison compares something: the values the server gave back
-    first = raven.get(ours, ["people/1"])[0]
-    assert first["Big"] == 2 ** 60 + 1 and first["Name"].startswith("Zo\u00eb \u2603")
+    whole = next(i for i in range(1, count) if f"people/{i}" not in cut)
+    first = raven.get(ours, [f"people/{whole}"])[0]
+    assert first["Big"] == 2 ** 60 + whole and first["Name"].startswith("Zo\u00eb \u2603")
     assert "\u2028" in first["Name"] and first["Floats"][3] == 5e-324
     assert first["@metadata"]["@collection"] == "People"
 
@@ -749,4 +798,4 @@ def test_the_dropin_with_the_stores_certificate_loads_what_the_client_loads(secu
         dropin.uninstall()
     stored_theirs, stored_ours = user_documents(secured, theirs), user_documents(secured, ours)
     assert len(stored_theirs) == 50 and stored_ours.keys() == stored_theirs.keys()
-    assert all(held(stored_ours[k]) == held(stored_theirs[k]) for k in stored_theirs)
+    assert_same_documents(stored_ours, stored_theirs)
