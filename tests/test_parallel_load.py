@@ -258,6 +258,41 @@ def unconfirmed_ids(error, tables) -> set:
     return ids
 
 
+def _read_stop_forever(stop, reading) -> None:
+    """A worker's reading of the stop flag, in a loop, until it is killed."""
+    reading.value = 1
+    while True:
+        stop.is_set()
+
+
+@pytest.mark.timeout(120)
+def test_a_worker_killed_while_reading_the_stop_flag_never_blocks_the_parents_stop():
+    """Workers read the parent's stop flag at every batch. One killed while reading it must
+    leave nothing held: the parent's set() returns at once. (A multiprocessing.Event, read
+    under a lock shared with every worker, made the parent wait forever once a worker was
+    killed holding it: a load whose worker was killed hung instead of failing.)"""
+    import threading
+
+    from bulkwire.load.workers import _StopFlag
+
+    context = multiprocessing.get_context("spawn")
+    for _ in range(6):
+        stop, reading = _StopFlag(context), context.RawValue("b", 0)
+        reader = context.Process(target=_read_stop_forever, args=(stop, reading), daemon=True)
+        reader.start()
+        deadline = time.monotonic() + 60
+        while not reading.value:
+            assert time.monotonic() < deadline and reader.is_alive()
+            time.sleep(0.01)
+        time.sleep(0.05)
+        os.kill(reader.pid, signal.SIGKILL)
+        reader.join(10)
+        done = threading.Event()
+        threading.Thread(target=lambda: (stop.set(), done.set()), daemon=True).start()
+        assert done.wait(5), "the parent's stop waited on what the killed worker held"
+        assert stop.is_set()
+
+
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("resume", [False, True])
 def test_a_worker_killed_while_sending_fails_the_load_naming_what_was_not_confirmed(

@@ -12,6 +12,22 @@ from .datasets import _Unit
 from .pipeline import _Job, _send, _Stopped
 
 
+class _StopFlag:
+    """The parent's request to stop, a byte of shared memory that the parent sets and the
+    workers read, without a lock: a worker killed while reading it leaves nothing held. (A
+    ``multiprocessing.Event`` takes a lock shared with every worker to read its flag; a
+    worker killed holding it made the parent's ``set()`` wait forever.)"""
+
+    def __init__(self, context: Any) -> None:
+        self._flag = context.RawValue("b", 0)
+
+    def set(self) -> None:
+        self._flag.value = 1
+
+    def is_set(self) -> bool:
+        return self._flag.value != 0
+
+
 class _StopOrOrphaned:
     """Set when the parent asks to stop, or has died (killed: no one would ever ask)."""
 
@@ -86,15 +102,16 @@ def _run_workers(job: _Job, shares: list[list[_Unit]], on_batch: Callable[[int, 
 
     Each worker writes to a pipe of its own, and the parent waits on all of them at once: a
     worker that dies (killed, crashed) closes its pipe, which the parent sees at once, even
-    while the other workers keep it busy with their messages. No lock is shared between
-    workers (one killed while holding it could not block the others), and a message cut
-    short by a kill is an end of file, not a wait."""
+    while the other workers keep it busy with their messages. No lock is shared with the
+    workers, the stop request included (:class:`_StopFlag`): one killed while holding it
+    could block the others and the parent. A message cut short by a kill is an end of file,
+    not a wait."""
     import multiprocessing
     import multiprocessing.connection
     import pickle
 
     context = multiprocessing.get_context("spawn")  # no fork after threads
-    stop = context.Event()
+    stop = _StopFlag(context)
     pipes = [context.Pipe(duplex=False) for _ in shares]  # (parent's end, worker's end)
     processes = [context.Process(target=_worker_main,
                                  args=(job, share, i, pipes[i][1], stop, os.getpid()),
