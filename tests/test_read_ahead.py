@@ -210,6 +210,135 @@ def test_the_load_reads_the_next_batch_while_a_batch_is_stored(tmp_path, monkeyp
     assert not reader_threads()
 
 
+
+def test_items_made_ahead_and_not_taken_are_dropped_when_the_sender_stops():
+    source = Source(list(range(100)))
+    dropped: list = []
+    batches = _read_ahead(iter(source), 2, drop=dropped.append)
+    taken = [next(batches)]
+    deadline = time.monotonic() + 5
+    while source.read < 4 and time.monotonic() < deadline:
+        time.sleep(0.01)  # the queue full, the reader waiting for room
+    batches.close()
+    assert not reader_threads()
+    # every item made was either taken or dropped, none twice
+    assert sorted(taken + dropped) == list(range(source.read))
+    assert len(dropped) >= 2
+
+
+def test_a_reader_never_taken_from_is_stopped_when_dropped():
+    source = Source(list(range(100)))
+    batches = _read_ahead(iter(source), 2)
+    deadline = time.monotonic() + 5
+    while source.read < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)  # it reads before anything asks
+    assert source.read >= 1
+    del batches  # never iterated: dropping it still stops and joins the reader
+    assert source.closed.wait(5)
+    assert not reader_threads()
+
+
+class OpenWaitsForReading(WaitingTarget):
+    """A target whose session opens only once the load's first batch was read (a load that
+    read its file only after opening would time out here)."""
+
+    def open(self) -> WaitingSession:
+        with self.read:
+            if not self.read.wait_for(lambda: ("read", 0) in self.log, timeout=5):
+                raise AssertionError("the first batch was not read while the session opened")
+        return super().open()
+
+
+def test_the_first_batch_is_read_while_the_session_opens(tmp_path, monkeypatch):
+    path = os.path.join(tmp_path, "ids.parquet")
+    pq.write_table(pa.table({"id": pa.array(range(TOTAL_ROWS), pa.int64())}), path,
+                   row_group_size=BATCH_ROWS)
+    log: list = []
+    read = threading.Condition()
+    real = pipeline._file_batches
+
+    def logged(*args: Any, **kwargs: Any):
+        for batch in real(*args, **kwargs):
+            with read:
+                log.append(("read", batch.column("id")[0].as_py()))
+                read.notify_all()
+            yield batch
+
+    monkeypatch.setattr(pipeline, "_file_batches", logged)
+    target = OpenWaitsForReading(log, read)
+    job = _Job(target=target, encode=Encoder(), batch_rows=BATCH_ROWS, threads=2,
+               request_per_unit=False)
+    unit = _Unit(path, 0, TOTAL_ROWS // BATCH_ROWS, 0, TOTAL_ROWS)
+    rows, _, _ = _send(job, [unit], lambda n, added: None, lambda u: None)
+    assert rows == TOTAL_ROWS
+    assert target.sessions[0].closed
+    assert not reader_threads()
+
+
+def test_a_session_that_fails_to_open_stops_the_reading(tmp_path):
+    path = os.path.join(tmp_path, "ids.parquet")
+    pq.write_table(pa.table({"id": pa.array(range(TOTAL_ROWS), pa.int64())}), path,
+                   row_group_size=BATCH_ROWS)
+
+    class Refusing:
+        def open(self) -> Any:
+            time.sleep(0.1)  # the reader under way meanwhile
+            raise ConnectionRefusedError("the node refused the connection")
+
+    job = _Job(target=Refusing(), encode=Encoder(), batch_rows=BATCH_ROWS, threads=2,
+               request_per_unit=False)
+    unit = _Unit(path, 0, TOTAL_ROWS // BATCH_ROWS, 0, TOTAL_ROWS)
+    with pytest.raises(ConnectionRefusedError, match="refused the connection"):
+        _send(job, [unit], lambda n, added: None, lambda u: None)
+    assert not reader_threads()
+
+
+def test_the_first_batch_is_stored_without_waiting_for_batches_encoded_ahead(tmp_path,
+                                                                          monkeypatch):
+    """With encoding threads, the first batch goes to the session once it is encoded, not
+    once ``threads`` more batches were read after it (each read here takes 0.3 s)."""
+    path = os.path.join(tmp_path, "ids.parquet")
+    pq.write_table(pa.table({"id": pa.array(range(TOTAL_ROWS), pa.int64())}), path,
+                   row_group_size=BATCH_ROWS)
+    reads: list = []
+    real = pipeline._file_batches
+
+    def slow(*args: Any, **kwargs: Any):
+        for batch in real(*args, **kwargs):
+            time.sleep(0.3)
+            reads.append(batch.column("id")[0].as_py())
+            yield batch
+
+    monkeypatch.setattr(pipeline, "_file_batches", slow)
+    read_at_store: list = []
+
+    class Counting:
+        body_bytes = wire_bytes = 0
+
+        def store(self, encoded: Any, rows: int) -> int:
+            read_at_store.append(len(reads))
+            return rows
+
+        def close(self) -> None:
+            pass
+
+        def abort(self) -> None:
+            pass
+
+    class Target:
+        def open(self) -> Counting:
+            return Counting()
+
+    job = _Job(target=Target(), encode=Encoder(), batch_rows=BATCH_ROWS, threads=2,
+               request_per_unit=False)
+    unit = _Unit(path, 0, TOTAL_ROWS // BATCH_ROWS, 0, TOTAL_ROWS)
+    rows, _, _ = _send(job, [unit], lambda n, added: None, lambda u: None)
+    assert rows == TOTAL_ROWS
+    # batch 0 stored once it was encoded: while batch 1 was read at the latest (waiting
+    # for two more batches to be encoded ahead would have read three)
+    assert read_at_store[0] <= 2
+
+
 # ---- the default batch: about 4 MiB of the target's requests ----
 
 @pytest.mark.parametrize("value_bytes, dim, rows", [

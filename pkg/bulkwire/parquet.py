@@ -308,6 +308,18 @@ def _byte_array(pa, arrow_type: Any, data: np.ndarray, lengths: np.ndarray):
     return array
 
 
+def _numeric_array(pa, arrow_type: Any, values: np.ndarray, nulls: np.ndarray | None = None):
+    """An Arrow array of ``arrow_type`` over ``values`` (contiguous, of its NumPy dtype),
+    without a copy; ``nulls`` (bools) marks null rows. Not ``pa.array``: converting a NumPy
+    array there imports pandas (0.3 s, and its objects for the garbage collector to walk)."""
+    validity, null_count = None, 0
+    if nulls is not None and nulls.any():
+        validity = pa.py_buffer(np.packbits(~nulls, bitorder="little"))
+        null_count = int(nulls.sum())
+    return pa.Array.from_buffers(arrow_type, values.size, [validity, pa.py_buffer(values)],
+                                 null_count=null_count)
+
+
 class _PagePlan:
     """What the page reader needs to know about one column: its leaf in the Parquet schema,
     the NumPy dtype of its values, its levels and list size."""
@@ -440,7 +452,7 @@ class TableFile:
     """
 
     def __init__(self, path: PathLike, columns: Sequence[str] | None = None, *,
-                 cache_bytes: int = DEFAULT_CACHE_BYTES):
+                 cache_bytes: int = DEFAULT_CACHE_BYTES, _source: Any = None):
         from ._source import SourceFile
 
         if isinstance(cache_bytes, bool) or not isinstance(cache_bytes, int) or cache_bytes < 0:
@@ -462,7 +474,9 @@ class TableFile:
         self._state = threading.Condition()
         self._running = 0
         self._closed = False
-        self._source = SourceFile(self.path)
+        # a load's reader shares its open file (``_source``, a SourceFile it closes itself)
+        self._owns_source = _source is None
+        self._source = SourceFile(self.path) if _source is None else _source
         try:
             self.format = _source_format(self._source)
             self._open(pa)
@@ -697,20 +711,19 @@ class TableFile:
             stats["pages_read"] += pages_read
             return array
         if plan.kind == "scalar":
-            nulls = lengths == 0  # a null row: a zeroed slot of length 0
-            values = pa.array(raw.view(plan.dtype), mask=nulls if nulls.any() else None)
-        else:
-            values = pa.array(raw.view(plan.dtype))
-        if plan.kind == "scalar":
-            array = values.cast(plan.type) if values.type != plan.type else values
+            # a null row: a zeroed slot of length 0
+            array = _numeric_array(pa, plan.type, raw.view(plan.dtype), lengths == 0)
         elif plan.kind == "fixed_size_list":
+            values = _numeric_array(pa, plan.type.value_type, raw.view(plan.dtype))
             array = pa.FixedSizeListArray.from_arrays(values, type=plan.type)
         else:
             if lengths.size and int(lengths.sum()) > np.iinfo(np.int32).max:
                 return None  # too many values for list's int32 offsets: let pyarrow say so
             offsets = np.zeros(lengths.size + 1, dtype=np.int32)
             np.cumsum(lengths, out=offsets[1:])
-            array = pa.ListArray.from_arrays(pa.array(offsets), values, type=plan.type)
+            values = _numeric_array(pa, plan.type.value_type, raw.view(plan.dtype))
+            array = pa.ListArray.from_arrays(_numeric_array(pa, pa.int32(), offsets), values,
+                                             type=plan.type)
         stats = self.stats[name]
         stats["pages"] += 1
         stats["pages_read"] += pages_read
@@ -749,7 +762,8 @@ class TableFile:
         pyfile, self._pyfile = self._pyfile, None
         if pyfile is not None:
             pyfile.close()
-        self._source.close()
+        if self._owns_source:
+            self._source.close()
 
     def __enter__(self) -> "TableFile":
         return self

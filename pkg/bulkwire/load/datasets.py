@@ -40,23 +40,34 @@ def _file_batches(path: str, plan: ColumnPlan, batch_rows: int, first: int = 0,
         source.check_unchanged(identity)
         if _source_format(source) == "parquet":
             with source.python_file() as pyfile:
+                vectors = None
                 try:
                     # pre_buffer=False: pyarrow would otherwise buffer ahead up to the whole
                     # file (RSS grew with the file size: 540 MB for 470 MB of Parquet);
                     # without it, one row group.
                     pf = _open_parquet(source, pyfile, pre_buffer=False)
                     groups = range(first, pf.metadata.num_row_groups if stop is None else stop)
+                    vectors = _PagedVectors.of(source, pf, plan)
+                    columns = (plan.read_columns if vectors is None else
+                               [c for c in plan.read_columns if c != vectors.name])
                     batches = pf.iter_batches(batch_size=batch_rows, row_groups=groups,
-                                              columns=plan.read_columns)
+                                              columns=columns)
+                    row = vectors.first_row(first) if vectors is not None else 0
                     while True:
                         try:
                             batch = next(batches)
                         except StopIteration:
                             return
+                        if vectors is not None:
+                            batch = vectors.joined(batch, row, plan.read_columns)
+                            row += batch.num_rows
                         source.check_unchanged()
                         yield batch
                 except (pa.ArrowException, OSError) as exc:
                     raise _pyarrow_error(source, exc) from exc
+                finally:
+                    if vectors is not None:
+                        vectors.close()
         from .._ipc import IpcFile
 
         ipc = IpcFile(source, pa)
@@ -66,6 +77,94 @@ def _file_batches(path: str, plan: ColumnPlan, batch_rows: int, first: int = 0,
                     yield batch.slice(offset, batch_rows)
         finally:
             ipc.close()
+
+
+
+class _PagedVectors:
+    """The vector column of a Parquet file's batches, read by bulkwire's page reader
+    (:class:`~bulkwire.parquet.TableFile`'s, over the load's open file): only the pages of
+    each batch's rows are read and their values copied out, where pyarrow decodes every
+    value's repetition and definition levels (the larger part of reading a file of vectors).
+    The other columns are still read by pyarrow; :meth:`joined` puts a batch back together,
+    the same batch as pyarrow's. A row group with pages the page reader does not cover (a
+    null, another encoding) is read by pyarrow, its vector column once for all its batches."""
+
+    #: what is kept of the chunks read (page tables, dictionaries): a row group's, read in order
+    CACHE_BYTES = 16 << 20
+
+    def __init__(self, file: TableFile, name: str, pf: Any) -> None:
+        self.file, self.name, self.pf = file, name, pf
+        self.plan = file._plans[name]
+        self.field = file.schema.field(name)
+        self._group: tuple[int, Any] | None = None  # a row group read by pyarrow
+
+    @classmethod
+    def of(cls, source: SourceFile, pf: Any, plan: ColumnPlan) -> "_PagedVectors | None":
+        """The reader of ``plan``'s vector column, or None when the page reader does not
+        cover it (its type, a codec, no way to find its pages) or when it is the only
+        column read (pyarrow then reads nothing else that the batches could be cut by)."""
+        from ..parquet import PAGES, WALKED_PAGES
+
+        name = plan.vector_column
+        if name is None or plan.read_columns.count(name) != 1 or len(plan.read_columns) < 2:
+            return None
+        file = TableFile(source.path, [name], cache_bytes=cls.CACHE_BYTES, _source=source)
+        if file.paths.get(name) not in (PAGES, WALKED_PAGES):
+            file.close()
+            return None
+        return cls(file, name, pf)
+
+    def first_row(self, group: int) -> int:
+        """The file's row number of row group ``group``'s first row."""
+        return int(self.file.offsets[group])
+
+    def joined(self, batch: Any, row: int, names: list) -> Any:
+        """``batch`` (the other columns of the file's rows from ``row``) with the vector
+        column of the same rows, the columns in the order of ``names``."""
+        import numpy as np
+
+        pa = _pyarrow()
+        offsets = self.file.offsets
+        start, end = row, row + batch.num_rows
+        parts = []
+        while start < end:  # a batch of pyarrow's may span row groups
+            g = int(np.searchsorted(offsets, start, side="right")) - 1
+            group_first, group_end = int(offsets[g]), int(offsets[g + 1])
+            stop = min(end, group_end)
+            parts.append(self._rows(pa, g, start - group_first, stop - group_first))
+            start = stop
+        if not parts:
+            vector = pa.nulls(0, type=self.field.type)  # (pa.array would import pandas)
+        else:
+            vector = parts[0] if len(parts) == 1 else pa.concat_arrays(parts)
+        arrays, fields = [], []
+        for name in names:
+            if name == self.name:
+                arrays.append(vector)
+                fields.append(self.field)
+            else:
+                i = batch.schema.get_field_index(name)
+                arrays.append(batch.column(i))
+                fields.append(batch.schema.field(i))
+        return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields))
+
+    def _rows(self, pa: Any, g: int, first: int, stop: int) -> Any:
+        """The vector column's rows [first, stop) of row group ``g``."""
+        import numpy as np
+
+        if self._group is None or self._group[0] != g:
+            array = self.file._take_pages(pa, g, self.name, self.plan,
+                                          np.arange(first, stop, dtype=np.int64))
+            if array is not None:
+                return array
+            column = self.pf.read_row_group(g, columns=[self.name]).column(0)
+            self._group = (g, column.combine_chunks() if column.num_chunks != 1
+                           else column.chunk(0))
+        return self._group[1].slice(first, stop - first)
+
+    def close(self) -> None:
+        self._group = None
+        self.file.close()
 
 
 #: The file names a directory contributes (others, like ``_SUCCESS`` markers, are left out).

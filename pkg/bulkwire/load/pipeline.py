@@ -39,7 +39,8 @@ def _encoded_in_order(batches: Iterator[Any], encode: BatchEncoder, source: str,
     """``(encoded, rows)`` of each batch, in file order: what the encoder gave (for the bulk
     insert kinds a batch validated in C without the GIL, which the writer encodes in one
     call). With a pool, up to ``ahead`` batches are encoded, their text written too, while
-    the caller reads Parquet and hands the encoded batches on. A bad row
+    this generator reads Parquet and hands the encoded batches on, each as soon as it and
+    those before it are done. A bad row
     raises :class:`~bulkwire.errors.RowError` naming the file's row (with ``take``, the
     index taken)."""
     pa = _pyarrow()
@@ -77,7 +78,10 @@ def _encoded_in_order(batches: Iterator[Any], encode: BatchEncoder, source: str,
                     raise named(exc) from None
             submitted += batch.num_rows
             del batch
-            while len(pending) > (ahead if pool is not None else 0):
+            # the head goes on as soon as it is encoded (the load's first batch is sent
+            # without waiting for the next ones to be read), and at the latest once
+            # ``ahead`` more are under way
+            while pending and (len(pending) > ahead or pool is None or pending[0][0].done()):
                 yield result(pending.popleft())
         while pending:
             yield result(pending.popleft())
@@ -89,14 +93,17 @@ def _encoded_in_order(batches: Iterator[Any], encode: BatchEncoder, source: str,
 READ_AHEAD = 2
 
 
-def _read_ahead(batches: Iterator[Any], depth: int = READ_AHEAD) -> Iterator[Any]:
-    """The batches of ``batches``, read on a thread of their own up to ``depth`` ahead of
-    the caller: reading a file (decompressing its pages, decoding them) goes on while the
-    caller sends, for a target whose ``store`` waits on the server. The reading thread alone
-    advances and closes ``batches`` (a generator runs on one thread at a time); an error
-    there is raised here, in order, after the batches read before it. Closing this iterator
-    (the caller failed, or stopped) stops the reader after the batch it is reading, and
-    waits for it: nothing reads the file once this is closed."""
+def _read_ahead(batches: Iterator[Any], depth: int = READ_AHEAD,
+                drop: Callable[[Any], None] | None = None) -> Iterator[Any]:
+    """The items of ``batches``, made on a thread of their own, started at once, up to
+    ``depth`` ahead of the caller: reading a file (decompressing its pages, decoding them)
+    and encoding its batches go on while the caller opens its session and sends, for a
+    target whose ``store`` waits on the server. The reading thread alone advances and closes
+    ``batches`` (a generator runs on one thread at a time); an error there is raised here,
+    in order, after the items made before it. Closing this iterator (the caller failed, or
+    stopped), or dropping it, stops the reader after the item it is making, and waits for
+    it: nothing reads the file once this is closed. Items made but not taken are given to
+    ``drop`` then (their memory given back at once)."""
     handoff: queue.Queue = queue.Queue(maxsize=depth)
     stop = threading.Event()
 
@@ -112,7 +119,11 @@ def _read_ahead(batches: Iterator[Any], depth: int = READ_AHEAD) -> Iterator[Any
     def read() -> None:
         try:
             for batch in batches:
-                if not put((batch, None)) or stop.is_set():
+                if not put((batch, None)):
+                    if drop is not None:  # stopped while waiting for room
+                        drop(batch)
+                    return
+                if stop.is_set():
                     return
                 del batch
             put((_END, None))
@@ -125,7 +136,17 @@ def _read_ahead(batches: Iterator[Any], depth: int = READ_AHEAD) -> Iterator[Any
 
     reader = threading.Thread(target=read, name="bulkwire-read", daemon=True)
     reader.start()
+    taken = _taken(handoff, stop, reader, drop)
+    next(taken)  # started: from here on, closing it (or dropping it) stops the reader
+    return taken
+
+
+def _taken(handoff: queue.Queue, stop: threading.Event, reader: threading.Thread,
+           drop: Callable[[Any], None] | None) -> Iterator[Any]:
+    """:func:`_read_ahead`'s consumer half. Its first ``next`` returns None at once (the
+    generator started, so that its ``finally`` runs however it ends); then the items."""
     try:
+        yield None
         while True:
             batch, error = handoff.get()
             if error is not None:
@@ -137,6 +158,13 @@ def _read_ahead(batches: Iterator[Any], depth: int = READ_AHEAD) -> Iterator[Any
     finally:
         stop.set()  # a reader waiting for room sees it within its put's timeout
         reader.join()
+        while True:  # what was made ahead and will not be taken
+            try:
+                batch, _ = handoff.get_nowait()
+            except queue.Empty:
+                break
+            if drop is not None and batch is not None and batch is not _END:
+                drop(batch)
 
 
 _END = object()
@@ -228,6 +256,20 @@ def _one_request(target: TargetSession, encoded: Iterable[tuple[Any, int]], pool
     return rows
 
 
+def _encoded_units(job: _Job, group: Sequence[_Unit], pool: Any) -> Iterator[tuple[Any, int]]:
+    """``(encoded, rows)`` of every batch of ``group``'s units, in file order (see
+    :func:`_encoded_in_order`)."""
+    for unit in group:
+        yield from _encoded_in_order(
+            _file_batches(unit.path, job.encode.plan, job.batch_rows, unit.first, unit.stop,
+                          job.identities.get(unit.path)),
+            job.encode, unit.path, job.encode.plan, pool, job.threads, None, unit.first_row)
+
+
+def _discard_encoded(item: tuple[Any, int]) -> None:
+    _discard(item[0])
+
+
 def _send(job: _Job, units: Sequence[_Unit], on_batch: Callable[[int, int], None],
           on_confirmed: Callable[[_Unit], None], stop: Any = None) -> tuple[int, int, int]:
     """Sends ``units`` (one request each with ``request_per_unit``, else one for all), each
@@ -239,14 +281,14 @@ def _send(job: _Job, units: Sequence[_Unit], on_batch: Callable[[int, int], None
     groups = [[u] for u in units] if job.request_per_unit else [list(units)]
     try:
         for group in groups:
-            target = job.target.open()
-            encoded = (batch for unit in group
-                       for batch in _encoded_in_order(
-                           _read_ahead(_file_batches(unit.path, job.encode.plan, job.batch_rows,
-                                                     unit.first, unit.stop,
-                                                     job.identities.get(unit.path))), job.encode,
-                           unit.path, job.encode.plan, pool, job.threads, None,
-                           unit.first_row))
+            # the group's batches read and encoded on a thread of their own from now on,
+            # while the session is opened (connections made, the server asked)
+            encoded = _read_ahead(_encoded_units(job, group, pool), drop=_discard_encoded)
+            try:
+                target = job.target.open()
+            except BaseException:
+                encoded.close()
+                raise
             rows += _one_request(target, encoded, pool, on_batch, stop)
             body += target.body_bytes
             wire += target.wire_bytes
