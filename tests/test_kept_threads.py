@@ -18,6 +18,7 @@ import bulkwire
 from bulkwire import transport
 from bulkwire._kept_threads import KeptThreads
 from bulkwire.testing import LoopbackServer
+from fault_server import eventually
 from test_fork import run_in_child
 
 TIMEOUT = 20.0
@@ -43,13 +44,8 @@ def run_and_wait(threads: KeptThreads, job=None) -> int:
     return ran["ident"]
 
 
-def wait_until(condition, timeout=TIMEOUT) -> bool:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.005)
-    return True
+def wait_until(condition) -> bool:
+    return eventually(condition, TIMEOUT)
 
 
 def test_a_thread_runs_the_next_job_once_it_is_idle():

@@ -1580,6 +1580,26 @@ static int take_from_page(const bw_chunk_take *q, const bw_page_location *loc,
                       error);
 }
 
+/* Rows of fixed width (a scalar, a fixed-size list) take a size known before the first page
+   is read: `values` gets it at once, rather than growing by doubling from 4 KiB, which in
+   the heap copies what it holds at every step (as many bytes again as the values for a
+   batch of a load). Bounded: a list size from a crafted schema reserves nothing, and the
+   values then grow as they are read. Nothing is reserved when allocating fails. */
+#define TAKE_RESERVE_MAX ((size_t)64 << 20)
+static void reserve_fixed_rows(const bw_chunk_take *q, bw_bytes *values) {
+    if (q->value_width == 0 || values->capacity != 0 || q->row_count == 0 ||
+        (q->max_rep != 0 && q->list_size <= 0) || q->list_size > (int64_t)TAKE_RESERVE_MAX)
+        return;
+    size_t per_row = (size_t)q->value_width * (size_t)(q->list_size > 0 ? q->list_size : 1);
+    if (q->row_count > TAKE_RESERVE_MAX / per_row)
+        return;
+    uint8_t *data = malloc(q->row_count * per_row);
+    if (data != NULL) {
+        values->data = data;
+        values->capacity = q->row_count * per_row;
+    }
+}
+
 int bw_parquet_take_chunk(const bw_chunk_take *q, bw_bytes *values, int64_t *lengths,
                           size_t *pages_read, char *error) {
     scratch s = {0};
@@ -1594,6 +1614,7 @@ int bw_parquet_take_chunk(const bw_chunk_take *q, bw_bytes *values, int64_t *len
         check_byte_dictionary(&checked, error) != BW_PAGES_OK)
         return BW_PAGES_MALFORMED;
     q = &checked;
+    reserve_fixed_rows(q, values);
     size_t page = 0, i = 0;
     while (i < q->row_count) {
         int64_t row = q->rows[i];

@@ -140,7 +140,9 @@ typedef struct {
 
 /* The values of the requested rows, appended to *values in row order; lengths[i] is how many
    values row i has (0 for a null scalar, its zeroed slot appended; for BYTE_ARRAY the byte
-   length, -1 for a null). Reads only the pages holding them: *pages_read says how many. */
+   length, -1 for a null). Reads only the pages holding them: *pages_read says how many.
+   Whatever it returns, values->data may hold memory the caller frees (rows of a fixed width
+   get their whole size at once, before the first page is read). */
 int bw_parquet_take_chunk(const bw_chunk_take *request, bw_bytes *values, int64_t *lengths,
                           size_t *pages_read, char *error);
 
