@@ -181,10 +181,26 @@ TOTAL_ROWS = 40
 BATCH_ROWS = 8
 
 
-def test_the_load_reads_the_next_batch_while_a_batch_is_stored(tmp_path, monkeypatch):
+def ids_file(tmp_path: Any) -> str:
+    """A Parquet file of TOTAL_ROWS ids, a row group per batch."""
     path = os.path.join(tmp_path, "ids.parquet")
     pq.write_table(pa.table({"id": pa.array(range(TOTAL_ROWS), pa.int64())}), path,
                    row_group_size=BATCH_ROWS)
+    return path
+
+
+def send_ids(path: str, target: Any, threads: int) -> int:
+    """The pipeline's sending half, the whole file one unit into ``target``: rows sent."""
+    job = _Job(target=target, encode=Encoder(), batch_rows=BATCH_ROWS, threads=threads,
+               request_per_unit=False)
+    unit = _Unit(path, 0, TOTAL_ROWS // BATCH_ROWS, 0, TOTAL_ROWS)
+    rows, _, _ = _send(job, [unit], lambda n, added: None, lambda u: None)
+    return rows
+
+
+def logging_reads(monkeypatch: Any) -> tuple[list, threading.Condition]:
+    """A log where each batch read is entered (``("read", first id)``), and the condition
+    notified then."""
     log: list = []
     read = threading.Condition()
     real = pipeline._file_batches
@@ -197,12 +213,13 @@ def test_the_load_reads_the_next_batch_while_a_batch_is_stored(tmp_path, monkeyp
             yield batch
 
     monkeypatch.setattr(pipeline, "_file_batches", logged)
+    return log, read
+
+
+def test_the_load_reads_the_next_batch_while_a_batch_is_stored(tmp_path, monkeypatch):
+    log, read = logging_reads(monkeypatch)
     target = WaitingTarget(log, read)
-    job = _Job(target=target, encode=Encoder(), batch_rows=BATCH_ROWS, threads=1,
-               request_per_unit=False)
-    unit = _Unit(path, 0, TOTAL_ROWS // BATCH_ROWS, 0, TOTAL_ROWS)
-    rows, _, _ = _send(job, [unit], lambda n, added: None, lambda u: None)
-    assert rows == TOTAL_ROWS
+    assert send_ids(ids_file(tmp_path), target, threads=1) == TOTAL_ROWS
     assert target.sessions[0].closed
     stored = [first for kind, first in log if kind == "store"]
     assert stored == list(range(0, TOTAL_ROWS, BATCH_ROWS))
@@ -250,46 +267,21 @@ class OpenWaitsForReading(WaitingTarget):
 
 
 def test_the_first_batch_is_read_while_the_session_opens(tmp_path, monkeypatch):
-    path = os.path.join(tmp_path, "ids.parquet")
-    pq.write_table(pa.table({"id": pa.array(range(TOTAL_ROWS), pa.int64())}), path,
-                   row_group_size=BATCH_ROWS)
-    log: list = []
-    read = threading.Condition()
-    real = pipeline._file_batches
-
-    def logged(*args: Any, **kwargs: Any):
-        for batch in real(*args, **kwargs):
-            with read:
-                log.append(("read", batch.column("id")[0].as_py()))
-                read.notify_all()
-            yield batch
-
-    monkeypatch.setattr(pipeline, "_file_batches", logged)
+    log, read = logging_reads(monkeypatch)
     target = OpenWaitsForReading(log, read)
-    job = _Job(target=target, encode=Encoder(), batch_rows=BATCH_ROWS, threads=2,
-               request_per_unit=False)
-    unit = _Unit(path, 0, TOTAL_ROWS // BATCH_ROWS, 0, TOTAL_ROWS)
-    rows, _, _ = _send(job, [unit], lambda n, added: None, lambda u: None)
-    assert rows == TOTAL_ROWS
+    assert send_ids(ids_file(tmp_path), target, threads=2) == TOTAL_ROWS
     assert target.sessions[0].closed
     assert not reader_threads()
 
 
 def test_a_session_that_fails_to_open_stops_the_reading(tmp_path):
-    path = os.path.join(tmp_path, "ids.parquet")
-    pq.write_table(pa.table({"id": pa.array(range(TOTAL_ROWS), pa.int64())}), path,
-                   row_group_size=BATCH_ROWS)
-
     class Refusing:
         def open(self) -> Any:
             time.sleep(0.1)  # the reader under way meanwhile
             raise ConnectionRefusedError("the node refused the connection")
 
-    job = _Job(target=Refusing(), encode=Encoder(), batch_rows=BATCH_ROWS, threads=2,
-               request_per_unit=False)
-    unit = _Unit(path, 0, TOTAL_ROWS // BATCH_ROWS, 0, TOTAL_ROWS)
     with pytest.raises(ConnectionRefusedError, match="refused the connection"):
-        _send(job, [unit], lambda n, added: None, lambda u: None)
+        send_ids(ids_file(tmp_path), Refusing(), threads=2)
     assert not reader_threads()
 
 
@@ -297,9 +289,6 @@ def test_the_first_batch_is_stored_without_waiting_for_batches_encoded_ahead(tmp
                                                                           monkeypatch):
     """With encoding threads, the first batch goes to the session once it is encoded, not
     once ``threads`` more batches were read after it (each read here takes 0.3 s)."""
-    path = os.path.join(tmp_path, "ids.parquet")
-    pq.write_table(pa.table({"id": pa.array(range(TOTAL_ROWS), pa.int64())}), path,
-                   row_group_size=BATCH_ROWS)
     reads: list = []
     real = pipeline._file_batches
 
@@ -329,11 +318,7 @@ def test_the_first_batch_is_stored_without_waiting_for_batches_encoded_ahead(tmp
         def open(self) -> Counting:
             return Counting()
 
-    job = _Job(target=Target(), encode=Encoder(), batch_rows=BATCH_ROWS, threads=2,
-               request_per_unit=False)
-    unit = _Unit(path, 0, TOTAL_ROWS // BATCH_ROWS, 0, TOTAL_ROWS)
-    rows, _, _ = _send(job, [unit], lambda n, added: None, lambda u: None)
-    assert rows == TOTAL_ROWS
+    assert send_ids(ids_file(tmp_path), Target(), threads=2) == TOTAL_ROWS
     # batch 0 stored once it was encoded: while batch 1 was read at the latest (waiting
     # for two more batches to be encoded ahead would have read three)
     assert read_at_store[0] <= 2
