@@ -1,6 +1,8 @@
 """bulkwire.take / TableFile against pyarrow.Table.take, on Parquet and Arrow IPC files."""
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -300,3 +302,42 @@ def test_ipc_columns_of_one_name_are_read_each_from_its_own_place(tmp_path):
     pyarrow.feather.write_feather(table, str(path), compression="uncompressed")
     with TableFile(path) as f:
         assert f.take([2, 0]).equals(table.take(pa.array([2, 0])))
+
+
+@pytest.mark.parametrize("layout", ["pages", "row groups", "ipc"])
+def test_random_access_does_not_import_pandas(tmp_path, layout):
+    """pandas costs a process 0.3 s and 45 MB at its first use: writing the sample, taking
+    rows page by page, from whole row groups (a reordered take) or from Arrow IPC need
+    none of it (``pa.array`` of a NumPy array would import it)."""
+    import subprocess
+    import sys
+
+    path = str(tmp_path / "s.parquet")
+    if layout != "pages":  # written here: the child only reads
+        sample_parquet(path, rows=300, dim=4, row_group_rows=100)
+        table = pq.read_table(path).append_column(
+            "name", pa.array(["x"] * 300, pa.large_string()))
+        if layout == "ipc":
+            path = str(tmp_path / "s.arrow")
+            pyarrow.feather.write_feather(table, path, compression="zstd", chunksize=64)
+        else:
+            path = str(tmp_path / "r.parquet")
+            pq.write_table(table, path, row_group_size=100, use_dictionary=["name"])
+    code = r"""
+import os, sys
+import bulkwire
+from bulkwire.parquet import TableFile
+path, layout = sys.argv[1], sys.argv[2]
+if layout == "pages":
+    bulkwire.sample_parquet(path, rows=300, dim=4, row_group_rows=100)
+with TableFile(path) as f:
+    got = f.take([250, 3, 3, 120])
+assert got.column("id").to_pylist() == [250, 3, 3, 120], got
+assert "pandas" not in sys.modules, "pandas was imported"
+"""
+    package_parent = os.path.dirname(os.path.dirname(bulkwire.__file__))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([package_parent,
+                                                      os.environ.get("PYTHONPATH", "")]))
+    done = subprocess.run([sys.executable, "-c", code, path, layout],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr

@@ -544,16 +544,19 @@ class IpcFile:
             out[column] = self._gather(self._plans[column], skeletons, rows,
                                        self.schema.names[column])
         if whole:
+            from .parquet import _numeric_array
+
             whole.sort()  # the order of pyarrow's batches of these columns
             pieces: dict = {c: [] for c in whole}
             for b, group in zip(rows.touched, rows.groups):
                 batch = self.whole_batch(b, whole, keep=True)
-                taken = batch.take(self._pa.array(local[group]))
+                taken = batch.take(_numeric_array(self._pa, self._pa.int64(),
+                                                  local[group].astype(np.int64)))
                 for position, column in enumerate(whole):
                     pieces[column].append(taken.column(position))
             for column in whole:
                 out[column] = self._pa.concat_arrays(pieces[column]) if pieces[column] else \
-                    self._pa.array([], type=self.schema.field(column).type)
+                    self._pa.nulls(0, type=self.schema.field(column).type)
         return out
 
     def _gather(self, plan: _Gather, skeletons: list, rows: _Rows, name: str) -> Any:

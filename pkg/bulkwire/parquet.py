@@ -84,8 +84,9 @@ def sample_parquet(path: PathLike, rows: int = 10_000, dim: int = 1024, seed: in
                 writer.write_table(schema.empty_table())
             for done in range(0, rows, row_group_rows):
                 n = min(row_group_rows, rows - done)
-                ids = pa.array(np.arange(id_start + done, id_start + done + n, dtype=np.int64))
-                values = pa.array(rng.random(n * dim, dtype=np.float32))
+                ids = _numeric_array(pa, pa.int64(),
+                                     np.arange(id_start + done, id_start + done + n, dtype=np.int64))
+                values = _numeric_array(pa, pa.float32(), rng.random(n * dim, dtype=np.float32))
                 vectors = pa.FixedSizeListArray.from_arrays(values, dim)
                 writer.write_table(pa.Table.from_arrays([ids, vectors], schema=schema),
                                    row_group_size=n)
@@ -646,7 +647,7 @@ class TableFile:
                     group = self._parquet.read_row_group(g, columns=rest)
                 except (pa.ArrowException, OSError) as exc:  # a chunk pyarrow refuses
                     raise _pyarrow_error(self._source, exc, f"row group {g}: ") from exc
-                taken = group.take(pa.array(local))
+                taken = group.take(_numeric_array(pa, pa.int64(), local.astype(np.int64)))
                 for name in rest:
                     columns[name] = taken.column(name)
                     self.stats[name]["row_groups"] += 1
@@ -655,7 +656,7 @@ class TableFile:
         table = pieces[0] if len(pieces) == 1 else pa.concat_tables(pieces)
         if unique.size == idx.size and bool((np.diff(idx) > 0).all()):
             return table
-        return table.take(pa.array(inverse.reshape(-1).astype(np.int64)))
+        return table.take(_numeric_array(pa, pa.int64(), inverse.reshape(-1).astype(np.int64)))
 
     def _take_pages(self, pa, g: int, name: str, plan: _PagePlan, local: np.ndarray):
         """The rows `local` of row group g of one column, read page by page; None when a page
@@ -738,7 +739,7 @@ class TableFile:
                                      schema=self.schema)
         if unique.size == idx.size and bool((np.diff(idx) > 0).all()):
             return table
-        return table.take(pa.array(inverse.reshape(-1).astype(np.int64)))
+        return table.take(_numeric_array(pa, pa.int64(), inverse.reshape(-1).astype(np.int64)))
 
     def close(self) -> None:
         """Closes the file, once the lookups running in other threads are done; a lookup
