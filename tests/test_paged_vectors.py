@@ -105,10 +105,19 @@ def test_a_vector_column_read_alone_or_not_covered_is_read_by_pyarrow(tmp_path, 
     pq.write_table(vector_table(50, 4, kind="fixed_size_list", dtype="float32", null_every=0),
                    path, row_group_size=20)
     calls = count_page_reads(monkeypatch)
-    for plan in (Plan(["emb"]), Plan(["id", "name"], None), Plan(["id", "emb", "emb"])):
+    for plan in (Plan(["emb"]), Plan(["id", "name"], None), Plan(["id", "emb", "emb"]),
+                 Plan(["id", "id", "emb"])):
         assert [b.to_pydict() for b in _file_batches(path, plan, 16)] == \
             [b.to_pydict() for b in pyarrow_batches(path, plan, 16)]
     assert not calls
+    # a file that names a column twice
+    twice = os.path.join(tmp_path, "twice.parquet")
+    table = vector_table(30, 4, kind="fixed_size_list", dtype="float32", null_every=0)
+    pq.write_table(pa.table([table.column("id"), table.column("emb"), table.column("name")],
+                            names=["id", "emb", "id"]), twice)
+    mine, theirs = list(_file_batches(twice, Plan(), 8)), pyarrow_batches(twice, Plan(), 8)
+    assert len(mine) == len(theirs) == 4
+    assert all(a.equals(b) and a.schema.names == b.schema.names for a, b in zip(mine, theirs))
     # a type the page reader does not cover: a list of int8
     other = os.path.join(tmp_path, "i8.parquet")
     pq.write_table(pa.table({"id": pa.array(range(30)),

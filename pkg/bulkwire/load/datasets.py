@@ -101,13 +101,18 @@ class _PagedVectors:
     @classmethod
     def of(cls, source: SourceFile, pf: Any, plan: ColumnPlan) -> "_PagedVectors | None":
         """The reader of ``plan``'s vector column, or None when the page reader does not
-        cover it (its type, a codec, no way to find its pages) or when it is the only
-        column read (pyarrow then reads nothing else that the batches could be cut by)."""
+        cover it (its type, a codec, no way to find its pages), when it is the only column
+        read (pyarrow then reads nothing else that the batches could be cut by), or when a
+        column read is named twice (in the plan or in the file)."""
         from ..parquet import PAGES, WALKED_PAGES
 
         name = plan.vector_column
-        if name is None or plan.read_columns.count(name) != 1 or len(plan.read_columns) < 2:
+        names = plan.read_columns
+        if name is None or name not in names or len(names) < 2 or len(set(names)) != len(names):
             return None
+        schema = pf.schema_arrow
+        if any(len(schema.get_all_field_indices(c)) != 1 for c in names):
+            return None  # a name the file gives twice: pyarrow's batches say which is which
         file = TableFile(source.path, [name], cache_bytes=cls.CACHE_BYTES, _source=source)
         if file.paths.get(name) not in (PAGES, WALKED_PAGES):
             file.close()
