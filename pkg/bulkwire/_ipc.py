@@ -32,6 +32,8 @@ from typing import Any, Iterator, Optional, Sequence
 
 import numpy as np
 
+from ._arrow_arrays import numeric_array
+
 
 _MAGIC = b"ARROW1"
 _CONTINUATION = 0xFFFFFFFF
@@ -544,14 +546,12 @@ class IpcFile:
             out[column] = self._gather(self._plans[column], skeletons, rows,
                                        self.schema.names[column])
         if whole:
-            from .parquet import _numeric_array
-
             whole.sort()  # the order of pyarrow's batches of these columns
             pieces: dict = {c: [] for c in whole}
             for b, group in zip(rows.touched, rows.groups):
                 batch = self.whole_batch(b, whole, keep=True)
-                taken = batch.take(_numeric_array(self._pa, self._pa.int64(),
-                                                  local[group].astype(np.int64)))
+                taken = batch.take(numeric_array(self._pa, self._pa.int64(),
+                                                 local[group].astype(np.int64)))
                 for position, column in enumerate(whole):
                     pieces[column].append(taken.column(position))
             for column in whole:

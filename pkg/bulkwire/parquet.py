@@ -21,6 +21,7 @@ from typing import Any, Sequence, Union
 import numpy as np
 
 from . import _core
+from ._arrow_arrays import numeric_array
 from ._extras import missing_extra
 from .errors import MalformedFileError
 
@@ -84,9 +85,9 @@ def sample_parquet(path: PathLike, rows: int = 10_000, dim: int = 1024, seed: in
                 writer.write_table(schema.empty_table())
             for done in range(0, rows, row_group_rows):
                 n = min(row_group_rows, rows - done)
-                ids = _numeric_array(pa, pa.int64(),
-                                     np.arange(id_start + done, id_start + done + n, dtype=np.int64))
-                values = _numeric_array(pa, pa.float32(), rng.random(n * dim, dtype=np.float32))
+                ids = numeric_array(pa, pa.int64(),
+                                    np.arange(id_start + done, id_start + done + n, dtype=np.int64))
+                values = numeric_array(pa, pa.float32(), rng.random(n * dim, dtype=np.float32))
                 vectors = pa.FixedSizeListArray.from_arrays(values, dim)
                 writer.write_table(pa.Table.from_arrays([ids, vectors], schema=schema),
                                    row_group_size=n)
@@ -307,18 +308,6 @@ def _byte_array(pa, arrow_type: Any, data: np.ndarray, lengths: np.ndarray):
     if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
         array.validate(full=True)
     return array
-
-
-def _numeric_array(pa, arrow_type: Any, values: np.ndarray, nulls: np.ndarray | None = None):
-    """An Arrow array of ``arrow_type`` over ``values`` (contiguous, of its NumPy dtype),
-    without a copy; ``nulls`` (bools) marks null rows. Not ``pa.array``: converting a NumPy
-    array there imports pandas (0.3 s, and its objects for the garbage collector to walk)."""
-    validity, null_count = None, 0
-    if nulls is not None and nulls.any():
-        validity = pa.py_buffer(np.packbits(~nulls, bitorder="little"))
-        null_count = int(nulls.sum())
-    return pa.Array.from_buffers(arrow_type, values.size, [validity, pa.py_buffer(values)],
-                                 null_count=null_count)
 
 
 class _PagePlan:
@@ -647,7 +636,7 @@ class TableFile:
                     group = self._parquet.read_row_group(g, columns=rest)
                 except (pa.ArrowException, OSError) as exc:  # a chunk pyarrow refuses
                     raise _pyarrow_error(self._source, exc, f"row group {g}: ") from exc
-                taken = group.take(_numeric_array(pa, pa.int64(), local.astype(np.int64)))
+                taken = group.take(numeric_array(pa, pa.int64(), local.astype(np.int64)))
                 for name in rest:
                     columns[name] = taken.column(name)
                     self.stats[name]["row_groups"] += 1
@@ -656,7 +645,7 @@ class TableFile:
         table = pieces[0] if len(pieces) == 1 else pa.concat_tables(pieces)
         if unique.size == idx.size and bool((np.diff(idx) > 0).all()):
             return table
-        return table.take(_numeric_array(pa, pa.int64(), inverse.reshape(-1).astype(np.int64)))
+        return table.take(numeric_array(pa, pa.int64(), inverse.reshape(-1).astype(np.int64)))
 
     def _take_pages(self, pa, g: int, name: str, plan: _PagePlan, local: np.ndarray):
         """The rows `local` of row group g of one column, read page by page; None when a page
@@ -713,17 +702,17 @@ class TableFile:
             return array
         if plan.kind == "scalar":
             # a null row: a zeroed slot of length 0
-            array = _numeric_array(pa, plan.type, raw.view(plan.dtype), lengths == 0)
+            array = numeric_array(pa, plan.type, raw.view(plan.dtype), lengths == 0)
         elif plan.kind == "fixed_size_list":
-            values = _numeric_array(pa, plan.type.value_type, raw.view(plan.dtype))
+            values = numeric_array(pa, plan.type.value_type, raw.view(plan.dtype))
             array = pa.FixedSizeListArray.from_arrays(values, type=plan.type)
         else:
             if lengths.size and int(lengths.sum()) > np.iinfo(np.int32).max:
                 return None  # too many values for list's int32 offsets: let pyarrow say so
             offsets = np.zeros(lengths.size + 1, dtype=np.int32)
             np.cumsum(lengths, out=offsets[1:])
-            values = _numeric_array(pa, plan.type.value_type, raw.view(plan.dtype))
-            array = pa.ListArray.from_arrays(_numeric_array(pa, pa.int32(), offsets), values,
+            values = numeric_array(pa, plan.type.value_type, raw.view(plan.dtype))
+            array = pa.ListArray.from_arrays(numeric_array(pa, pa.int32(), offsets), values,
                                              type=plan.type)
         stats = self.stats[name]
         stats["pages"] += 1
@@ -739,7 +728,7 @@ class TableFile:
                                      schema=self.schema)
         if unique.size == idx.size and bool((np.diff(idx) > 0).all()):
             return table
-        return table.take(_numeric_array(pa, pa.int64(), inverse.reshape(-1).astype(np.int64)))
+        return table.take(numeric_array(pa, pa.int64(), inverse.reshape(-1).astype(np.int64)))
 
     def close(self) -> None:
         """Closes the file, once the lookups running in other threads are done; a lookup
