@@ -167,3 +167,11 @@ def test_the_heap_measure_sees_a_leak():
     kept = []
     python, heap = growth(lambda: kept.append(bytearray(4096)), calls=100)
     assert heap is not None and heap >= 4096
+
+
+def test_a_leak_fails_however_often_it_is_measured():
+    """Measuring again (another thread may allocate meanwhile) does not let a leak pass."""
+    from _leaks import assert_no_growth
+    kept = []
+    with pytest.raises(AssertionError, match="a kept buffer: .* bytes held per call"):
+        assert_no_growth(lambda: kept.append(bytearray(4096)), "a kept buffer", calls=50)
