@@ -341,3 +341,55 @@ assert "pandas" not in sys.modules, "pandas was imported"
     done = subprocess.run([sys.executable, "-c", code, path, layout],
                           capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode == 0, done.stderr
+
+
+def test_a_file_reopened_for_each_lookup_reads_its_pages_into_kept_memory(tmp_path):
+    """``take(path, rows)`` opens and closes the file every time. Its pages (about 1 MiB
+    each here: a dictionary page and data pages per chunk) are read into buffers the previous
+    lookup gave back, so a lookup takes almost no fresh page of memory. With the page buffer
+    pool emptied and kept empty, the same lookups take hundreds of page faults each. Whatever
+    the file, what the pool keeps stays within 16 buffers and 16 MiB."""
+    import json
+    import subprocess
+    import sys
+
+    code = r"""
+import json, resource, sys
+import bulkwire
+from bulkwire import _core
+from bulkwire.parquet import take
+path = sys.argv[1]
+bulkwire.sample_parquet(path, rows=24 * 1024, dim=256, row_group_rows=1024)
+indices = [group * 1024 + row for group in range(0, 24, 3) for row in range(5, 25)]
+
+def faults_per_lookup(lookups=10):
+    for _ in range(3):
+        take(path, indices)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    for _ in range(lookups):
+        got = take(path, indices)
+        assert got.column("id").to_pylist() == indices
+    return (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / lookups
+
+reused_before = _core.parquet_page_buffers()[2]
+kept = faults_per_lookup()
+reused = _core.parquet_page_buffers()[2] - reused_before
+take(path, list(range(0, 24 * 1024, 1000)))  # every row group: 24 dictionaries held, then given back
+buffers, held, _ = _core.parquet_page_buffers()
+_core.parquet_page_buffers(0)
+fresh = faults_per_lookup()
+print(json.dumps({"kept": kept, "fresh": fresh, "reused": reused, "buffers": buffers,
+                  "held": held}))
+"""
+    package_parent = os.path.dirname(os.path.dirname(bulkwire.__file__))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([package_parent,
+                                                      os.environ.get("PYTHONPATH", "")]))
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path / "v.parquet")],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout.splitlines()[-1])
+    # 13 lookups of 8 row groups, two chunks each: every one reads a dictionary and a page
+    assert seen["reused"] >= 13 * 8 * 2, seen
+    assert seen["fresh"] > 100, seen  # what the pool saves: 1 MiB pages read into new memory
+    assert seen["kept"] * 5 < seen["fresh"], seen
+    assert seen["buffers"] <= 16 and seen["held"] <= 16 << 20, seen

@@ -1,17 +1,31 @@
-/* Recycling of bulk insert body buffers.
+/* Recycling of large buffers: bulk insert bodies, and the Parquet page reader's pages.
 
-   Every handed-over buffer is about `buffer_size` bytes and lives only until the sender has
-   written it to the socket. Freeing it returns its pages to the kernel (glibc serves such
-   sizes with mmap, or trims them off the heap top), so the writer's next buffer takes one
-   page fault, and a page zeroed by the kernel, per 4 KiB it writes: a third of the encoder's
-   time on embedding documents. The pool keeps a few released buffers, already backed by
-   memory, for the writer to fill again. It holds at most BW_POOL_SLOTS buffers, and only
-   while at least one writer is alive. Knows nothing of Python; safe from any thread. */
+   Freeing a buffer of a megabyte or more returns its pages to the kernel (glibc serves such
+   sizes with mmap, or trims them off the heap top), so the next buffer of that size takes
+   one page fault, and a page zeroed by the kernel, per 4 KiB written. For a writer of
+   embedding documents that was a third of the encoder's time; for a lookup that reopens a
+   Parquet file it was half of the lookup (each reads dictionary and data pages of about
+   1 MiB into fresh buffers). A pool keeps a few released buffers, already backed by memory,
+   for the next one. Knows nothing of Python; safe from any thread, and from a child forked
+   while another thread uses a pool.
+
+   Two pools, one implementation:
+   - body buffers (bw_pool_*): at most BW_POOL_SLOTS, kept only while at least one writer is
+     alive (bw_pool_retain);
+   - page buffers (bw_page_buffer_*): at most BW_PAGE_POOL_SLOTS buffers of at least
+     BW_PAGE_POOL_SMALLEST bytes and BW_PAGE_POOL_BYTES bytes in all, kept while the process
+     lives, so that a file opened for one lookup and closed reads the next lookup's pages
+     into warm memory. */
 #ifndef BW_BUFFER_POOL_H
 #define BW_BUFFER_POOL_H
 #include <stddef.h>
 
 #define BW_POOL_SLOTS 4
+#define BW_PAGE_POOL_SLOTS 16
+#define BW_PAGE_POOL_BYTES ((size_t)16 << 20)
+#define BW_PAGE_POOL_SMALLEST ((size_t)64 << 10)
+
+/* ---- body buffers ---- */
 
 /* A writer starts / ends: while the count is zero, released buffers are freed at once and
    the last end frees whatever the pool holds. */
@@ -21,8 +35,9 @@ void bw_pool_unretain(void);
 /* Takes ownership of data (malloc'd, `cap` bytes): keeps it for reuse or frees it. */
 void bw_pool_release(char *data, size_t cap);
 
-/* A buffer of at least `capacity` bytes (*cap receives its size): a recycled one when there
-   is one, else fresh from malloc. NULL when out of memory. Free it with free() or hand it to
+/* A buffer of at least `capacity` bytes (*cap receives its size): of the recycled ones the
+   smallest that holds it (the warmest of equals), else the largest grown, else fresh from
+   malloc. NULL when out of memory. Free it with free() or hand it to
    bw_pool_release. */
 char *bw_pool_acquire(size_t capacity, size_t *cap);
 
@@ -37,4 +52,24 @@ static inline size_t bw_pool_body_capacity(size_t threshold) {
 
 /* Buffers currently held by the pool, their bytes, and the writers alive (tests). */
 void bw_pool_stats(size_t *buffers, size_t *bytes, size_t *users);
+
+/* ---- page buffers ---- */
+
+/* As bw_pool_acquire, from the page pool: for BW_PAGE_POOL_SMALLEST bytes or more, the
+   smallest kept buffer that holds `capacity` bytes, else the largest kept one grown (its
+   pages kept), else a fresh one; for fewer, fresh memory from malloc (the heap serves small
+   blocks without new pages, and a small request must not take a page-sized buffer away).
+   What it held before is unspecified. NULL when out of memory. */
+void *bw_page_buffer_acquire(size_t capacity, size_t *cap);
+
+/* Takes ownership of data (from bw_page_buffer_acquire or malloc, `cap` bytes): keeps it
+   when it is BW_PAGE_POOL_SMALLEST bytes or more and the pool has a slot and room for its
+   bytes, else frees it. */
+void bw_page_buffer_release(void *data, size_t cap);
+
+/* At most `bytes` kept from now on (tests: 0 keeps none); what is kept beyond it is freed. */
+void bw_page_buffer_limit(size_t bytes);
+
+/* Buffers held, their bytes, and how many acquisitions a kept buffer served (tests). */
+void bw_page_buffer_stats(size_t *buffers, size_t *bytes, size_t *reused);
 #endif

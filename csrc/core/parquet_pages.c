@@ -7,6 +7,7 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "buffer_pool.h"
 #include "file_read.h"
 #include "snappy.h"
 #include "thrift_compact.h"
@@ -54,17 +55,45 @@ typedef struct {
     size_t capacity;
 } read_buffer;
 
-/* Room for `length` bytes (and one more) in the buffer, what it holds kept. */
-static int buffer_reserve(read_buffer *buffer, size_t length) {
-    if (length + 1 > buffer->capacity) {
-        uint8_t *grown = realloc(buffer->data, length + 1);
+/* Room for `need` bytes in *data (*capacity bytes; NULL: none yet), what it holds kept.
+   Blocks of a page's size come from the page buffer pool and go back to it
+   (page_memory_free), so a page read into one touches memory already backed by pages, even
+   in a file opened for one lookup. A small block (a page header's window) that must hold a
+   page moves to a pooled one: growing it in place would take fresh pages. */
+static int page_memory_reserve(void **data, size_t *capacity, size_t need) {
+    if (need <= *capacity)
+        return BW_PAGES_OK;
+    if (*data != NULL && *capacity >= BW_PAGE_POOL_SMALLEST) {
+        void *grown = realloc(*data, need); /* a pooled block: mremap keeps its pages */
         if (grown == NULL)
             return BW_PAGES_NO_MEMORY;
-        buffer->data = grown;
-        buffer->capacity = length + 1;
+        *data = grown;
+        *capacity = need;
+        return BW_PAGES_OK;
     }
+    size_t got;
+    void *fresh = bw_page_buffer_acquire(need, &got);
+    if (fresh == NULL)
+        return BW_PAGES_NO_MEMORY;
+    if (*data != NULL) {
+        memcpy(fresh, *data, *capacity);
+        free(*data);
+    }
+    *data = fresh;
+    *capacity = got;
     return BW_PAGES_OK;
 }
+
+static void page_memory_free(void *data, size_t capacity) {
+    bw_page_buffer_release(data, capacity);
+}
+
+/* Room for `length` bytes (and one more) in the buffer, what it holds kept. */
+static int buffer_reserve(read_buffer *buffer, size_t length) {
+    return page_memory_reserve((void **)&buffer->data, &buffer->capacity, length + 1);
+}
+
+static void buffer_free(read_buffer *buffer) { page_memory_free(buffer->data, buffer->capacity); }
 
 /* Reads bytes [offset, offset + length) of the file `fd` into out (see file_bytes). */
 static int read_into(int fd, uint8_t *out, size_t length, uint64_t offset, size_t file_size,
@@ -311,7 +340,7 @@ int bw_parquet_index_locations(const uint8_t *file, int fd, size_t file_size, si
     if (rc == BW_PAGES_OK)
         rc = read_footer(footer, footer_size, file_size, groups, columns, out, error);
 cleanup:
-    free(buffer.data);
+    buffer_free(&buffer);
     return rc;
 }
 
@@ -1150,21 +1179,21 @@ typedef struct {
     read_buffer page; /* the page's bytes, read from the file's descriptor */
 } scratch;
 
-static int grow(void **p, size_t *capacity, size_t need) {
-    if (need <= *capacity)
+static int grow_spans(scratch *s, size_t need) {
+    if (need <= s->spans_capacity)
         return BW_PAGES_OK;
-    void *grown = realloc(*p, need);
+    int64_t *grown = realloc(s->spans, need);
     if (grown == NULL)
         return BW_PAGES_NO_MEMORY;
-    *p = grown;
-    *capacity = need;
+    s->spans = grown;
+    s->spans_capacity = need;
     return BW_PAGES_OK;
 }
 
 static void scratch_free(scratch *s) {
-    free(s->plain);
+    page_memory_free(s->plain, s->plain_capacity);
     free(s->spans);
-    free(s->page.data);
+    buffer_free(&s->page);
 }
 
 /* Where a v1 page's levels are: a 4-byte length, then that many bytes of the hybrid. */
@@ -1214,7 +1243,8 @@ static int read_page_parts(int codec, const bw_page_header *h, const uint8_t *bo
         if (!compressed) {
             d->values = body + levels;
         } else {
-            if (grow((void **)&s->plain, &s->plain_capacity, plain_size - levels + 1) != 0)
+            if (page_memory_reserve((void **)&s->plain, &s->plain_capacity,
+                                    plain_size - levels + 1) != BW_PAGES_OK)
                 return BW_PAGES_NO_MEMORY;
             rc = decompress(codec, body + levels, body_size - levels, s->plain,
                             plain_size - levels, error);
@@ -1230,7 +1260,8 @@ static int read_page_parts(int codec, const bw_page_header *h, const uint8_t *bo
     if (rc != BW_PAGES_OK)
         return rc;
     if (codec != BW_PQ_UNCOMPRESSED) {
-        if (grow((void **)&s->plain, &s->plain_capacity, plain_size + 1) != BW_PAGES_OK)
+        if (page_memory_reserve((void **)&s->plain, &s->plain_capacity, plain_size + 1) !=
+            BW_PAGES_OK)
             return BW_PAGES_NO_MEMORY;
         rc = decompress(codec, body, body_size, s->plain, plain_size, error);
         if (rc != BW_PAGES_OK)
@@ -1526,7 +1557,7 @@ static int take_from_page(const bw_chunk_take *q, const bw_page_location *loc,
         return rc;
 
     size_t wanted = last - first;
-    if (grow((void **)&s->spans, &s->spans_capacity, 2 * wanted * sizeof *s->spans) != 0)
+    if (grow_spans(s, 2 * wanted * sizeof *s->spans) != BW_PAGES_OK)
         return BW_PAGES_NO_MEMORY;
     page_request want = {q->rows + first, loc->first_row, wanted, s->spans,
                          s->spans + wanted};
@@ -1802,9 +1833,9 @@ cleanup:
 }
 
 /* PLAIN byte arrays (n of them in size bytes) laid out for lookups: a uint64 count, count + 1
-   uint64 offsets, the bytes. *out malloc'ed. */
+   uint64 offsets, the bytes. *out a page buffer of *capacity bytes (page_memory_free). */
 static int index_byte_arrays(const uint8_t *plain, size_t size, size_t n, uint8_t **out,
-                             char *error) {
+                             size_t *capacity, char *error) {
     size_t at = 0, data_size = 0;
     for (size_t i = 0; i < n; i++) {
         if (size - at < 4 || read_le32(plain + at) > size - at - 4)
@@ -1812,9 +1843,11 @@ static int index_byte_arrays(const uint8_t *plain, size_t size, size_t n, uint8_
         data_size += read_le32(plain + at);
         at += 4 + (size_t)read_le32(plain + at);
     }
-    uint8_t *block = malloc(8 * (n + 2) + data_size);
-    if (block == NULL)
+    void *memory = NULL;
+    size_t memory_capacity = 0;
+    if (page_memory_reserve(&memory, &memory_capacity, 8 * (n + 2) + data_size) != BW_PAGES_OK)
         return BW_PAGES_NO_MEMORY;
+    uint8_t *block = memory;
     uint64_t count = n, offset = 0;
     memcpy(block, &count, 8);
     uint8_t *data = block + 8 * (n + 2);
@@ -1828,13 +1861,15 @@ static int index_byte_arrays(const uint8_t *plain, size_t size, size_t n, uint8_
     }
     memcpy(block + 8 + 8 * n, &offset, 8);
     *out = block;
+    *capacity = memory_capacity;
     return BW_PAGES_OK;
 }
 
 int bw_parquet_dictionary(const uint8_t *file, int fd, size_t file_size, int64_t offset,
                           int64_t next_page, int codec, int value_width, uint8_t **values,
-                          size_t *count, char *error) {
+                          size_t *capacity, size_t *count, char *error) {
     *values = NULL;
+    *capacity = 0;
     *count = 0;
     if (value_width != 0 && value_width != 4 && value_width != 8)
         return BW_PAGES_NOT_COVERED;
@@ -1843,7 +1878,8 @@ int bw_parquet_dictionary(const uint8_t *file, int fd, size_t file_size, int64_t
                          (long long)offset, file_size);
     size_t room = file_size - (size_t)offset;
     read_buffer buffer = {NULL, 0};
-    uint8_t *plain = NULL;
+    void *plain = NULL;
+    size_t plain_capacity = 0;
     bw_page_header h;
     page_read page;
     int rc = read_header_at(file, fd, file_size, offset, room, &buffer, &h, &page, error);
@@ -1888,11 +1924,9 @@ int bw_parquet_dictionary(const uint8_t *file, int fd, size_t file_size, int64_t
     rc = check_plain_size(codec, body, (size_t)h.compressed_size, plain_size, error);
     if (rc != BW_PAGES_OK)
         goto cleanup;
-    plain = malloc(plain_size ? plain_size : 1);
-    if (plain == NULL) {
-        rc = BW_PAGES_NO_MEMORY;
+    rc = page_memory_reserve(&plain, &plain_capacity, plain_size ? plain_size : 1);
+    if (rc != BW_PAGES_OK)
         goto cleanup;
-    }
     if (codec == BW_PQ_UNCOMPRESSED) {
         memcpy(plain, body, plain_size);
     } else if ((rc = decompress(codec, body, (size_t)h.compressed_size, plain, plain_size,
@@ -1900,17 +1934,19 @@ int bw_parquet_dictionary(const uint8_t *file, int fd, size_t file_size, int64_t
         goto cleanup;
     }
     if (value_width == 0) {
-        rc = index_byte_arrays(plain, plain_size, (size_t)h.num_values, values, error);
+        rc = index_byte_arrays(plain, plain_size, (size_t)h.num_values, values, capacity,
+                               error);
         if (rc == BW_PAGES_OK)
             *count = (size_t)h.num_values;
         goto cleanup;
     }
     *values = plain;
+    *capacity = plain_capacity;
     plain = NULL;
     *count = (size_t)h.num_values;
 cleanup:
-    free(plain);
-    free(buffer.data);
+    page_memory_free(plain, plain_capacity);
+    buffer_free(&buffer);
     return rc;
 }
 

@@ -147,12 +147,13 @@ int bw_parquet_take_chunk(const bw_chunk_take *request, bw_bytes *values, int64_
                           size_t *pages_read, char *error);
 
 /* The values of the dictionary page at `offset` (PLAIN, `value_width` bytes each), decompressed
-   into *values (malloc'ed, free it); *count of them. The page must end at `next_page`, the
+   into *values, a page buffer of *capacity bytes (give it back with bw_page_buffer_release,
+   or free it); *count of them. The page must end at `next_page`, the
    chunk's first data page (-1: not known, not checked). value_width 0: BYTE_ARRAY values, laid
    out as a uint64 count, count + 1 uint64 offsets into the bytes that follow, the bytes. */
 int bw_parquet_dictionary(const uint8_t *file, int fd, size_t file_size, int64_t offset,
                           int64_t next_page, int codec, int value_width, uint8_t **values,
-                          size_t *count, char *error);
+                          size_t *capacity, size_t *count, char *error);
 
 /* Parquet's CompressionCodec numbers, in the one table of them: each codec's number, its
    name in the format, whether this build reads such pages itself (1) or not (0: such chunks

@@ -1,6 +1,7 @@
-/* The buffer pool: keeps at most BW_POOL_SLOTS buffers and only while a writer is alive,
-   hands back the warmest one, grows a recycled buffer that is too small, and serves a child
-   forked while another thread was using it.
+/* The buffer pools. The body pool keeps at most BW_POOL_SLOTS buffers and only while a
+   writer is alive, hands back the warmest one, grows a recycled buffer that is too small, and
+   serves a child forked while another thread was using it. The page pool keeps buffers with
+   no user alive, within its slots and its bytes, and hands back the smallest that fits.
    sources: buffer_pool.c
    libs: -lpthread */
 #define _POSIX_C_SOURCE 200809L
@@ -123,6 +124,127 @@ TEST(a_child_forked_while_another_thread_uses_the_pool_can_use_it) {
     bw_pool_unretain();
 }
 
+static void page_stats(size_t *buffers, size_t *bytes, size_t *reused) {
+    bw_page_buffer_stats(buffers, bytes, reused);
+}
+
+#define PAGE_SIZED(n) (BW_PAGE_POOL_SMALLEST + (n))
+
+TEST(the_page_pool_keeps_buffers_with_no_user_and_hands_back_the_smallest_that_fits) {
+    size_t buffers, bytes, reused, reused_before, cap;
+    page_stats(&buffers, &bytes, &reused_before);
+    CHECK(buffers == 0 && bytes == 0);
+    char *small = bw_page_buffer_acquire(PAGE_SIZED(1000), &cap);
+    char *large = bw_page_buffer_acquire(PAGE_SIZED(5000), &cap);
+    CHECK(small != NULL && large != NULL);
+    bw_page_buffer_release(large, PAGE_SIZED(5000));
+    bw_page_buffer_release(small, PAGE_SIZED(1000));
+    page_stats(&buffers, &bytes, &reused);
+    CHECK(buffers == 2 && bytes == PAGE_SIZED(5000) + PAGE_SIZED(1000));
+    CHECK_EQ(reused, reused_before);
+    /* the larger holds it, the warmer smaller one does not */
+    char *got = bw_page_buffer_acquire(PAGE_SIZED(2000), &cap);
+    CHECK(got == large && cap == PAGE_SIZED(5000));
+    memset(got, 1, cap);
+    bw_page_buffer_release(got, cap);
+    /* both hold it: the smaller is handed back */
+    got = bw_page_buffer_acquire(PAGE_SIZED(800), &cap);
+    CHECK(got == small && cap == PAGE_SIZED(1000));
+    bw_page_buffer_release(got, cap);
+    /* more than any holds: the largest, grown */
+    got = bw_page_buffer_acquire(PAGE_SIZED(9000), &cap);
+    CHECK(got != NULL && cap == PAGE_SIZED(9000));
+    memset(got, 2, cap);
+    bw_page_buffer_release(got, cap);
+    page_stats(&buffers, &bytes, &reused);
+    CHECK(buffers == 2 && bytes == PAGE_SIZED(1000) + PAGE_SIZED(9000));
+    CHECK_EQ(reused, reused_before + 3);
+    bw_page_buffer_limit(0); /* keeps nothing, and frees what it held */
+    page_stats(&buffers, &bytes, &reused);
+    CHECK(buffers == 0 && bytes == 0);
+    bw_page_buffer_limit(BW_PAGE_POOL_BYTES);
+}
+
+TEST(small_page_buffers_are_never_kept) {
+    size_t buffers, bytes, reused, reused_before, cap;
+    page_stats(&buffers, &bytes, &reused_before);
+    char *kept = bw_page_buffer_acquire(PAGE_SIZED(0), &cap);
+    bw_page_buffer_release(kept, cap);
+    /* a small request does not take the page-sized buffer */
+    char *small = bw_page_buffer_acquire(BW_PAGE_POOL_SMALLEST - 1, &cap);
+    CHECK(small != NULL && small != kept && cap == BW_PAGE_POOL_SMALLEST - 1);
+    bw_page_buffer_release(small, cap);
+    page_stats(&buffers, &bytes, &reused);
+    CHECK(buffers == 1 && bytes == PAGE_SIZED(0) && reused == reused_before);
+    bw_page_buffer_limit(0);
+    bw_page_buffer_limit(BW_PAGE_POOL_BYTES);
+}
+
+TEST(the_page_pool_keeps_within_its_slots_and_its_bytes) {
+    size_t buffers, bytes, reused, cap;
+    char *taken[BW_PAGE_POOL_SLOTS + 3];
+    for (int i = 0; i < BW_PAGE_POOL_SLOTS + 3; i++) {
+        taken[i] = bw_page_buffer_acquire(PAGE_SIZED(0), &cap);
+        CHECK(taken[i] != NULL);
+    }
+    for (int i = 0; i < BW_PAGE_POOL_SLOTS + 3; i++)
+        bw_page_buffer_release(taken[i], PAGE_SIZED(0));
+    page_stats(&buffers, &bytes, &reused);
+    CHECK_EQ(buffers, BW_PAGE_POOL_SLOTS);
+    CHECK_EQ(bytes, BW_PAGE_POOL_SLOTS * PAGE_SIZED(0));
+    bw_page_buffer_limit(0);
+    /* a buffer the bytes bound has no room for is freed, however many slots are free */
+    bw_page_buffer_limit(BW_PAGE_POOL_BYTES);
+    size_t most = BW_PAGE_POOL_BYTES - BW_PAGE_POOL_SMALLEST;
+    char *big = bw_page_buffer_acquire(most, &cap), *more = bw_page_buffer_acquire(PAGE_SIZED(1), &cap);
+    CHECK(big != NULL && more != NULL);
+    bw_page_buffer_release(big, most);
+    bw_page_buffer_release(more, PAGE_SIZED(1));
+    page_stats(&buffers, &bytes, &reused);
+    CHECK(buffers == 1 && bytes == most);
+    /* a lower limit frees the coldest until what is kept fits */
+    bw_page_buffer_limit(50);
+    page_stats(&buffers, &bytes, &reused);
+    CHECK(buffers == 0 && bytes == 0);
+    bw_page_buffer_limit(BW_PAGE_POOL_BYTES);
+}
+
+/* In the child: page buffers taken and given back. */
+static int child_uses_the_page_pool(void *unused) {
+    (void)unused;
+    size_t cap;
+    void *data = bw_page_buffer_acquire(PAGE_SIZED(0), &cap);
+    if (data == NULL)
+        return 1;
+    bw_page_buffer_release(data, cap);
+    return 0;
+}
+
+static void *churn_pages(void *unused) {
+    (void)unused;
+    size_t cap;
+    while (churning)
+        bw_page_buffer_release(bw_page_buffer_acquire(PAGE_SIZED(0), &cap), PAGE_SIZED(0));
+    return NULL;
+}
+
+TEST(a_child_forked_while_another_thread_uses_the_page_pool_can_use_it) {
+    churning = 1;
+    pthread_t thread;
+    CHECK_EQ(pthread_create(&thread, NULL, churn_pages, NULL), 0);
+    int hung = 0;
+    for (int i = 0; i < 200 && !hung; i++)
+        hung = run_in_child(child_uses_the_page_pool, NULL, 5000) != 0;
+    churning = 0;
+    pthread_join(thread, NULL);
+    CHECK_EQ(hung, 0);
+    bw_page_buffer_limit(0);
+    bw_page_buffer_limit(BW_PAGE_POOL_BYTES);
+}
+
 RUN_TESTS(without_a_writer_released_buffers_are_freed,
           keeps_at_most_the_slots_and_hands_back_the_warmest, a_small_recycled_buffer_grows,
-          retains_nest, a_child_forked_while_another_thread_uses_the_pool_can_use_it)
+          retains_nest, a_child_forked_while_another_thread_uses_the_pool_can_use_it,
+          the_page_pool_keeps_buffers_with_no_user_and_hands_back_the_smallest_that_fits,
+          small_page_buffers_are_never_kept, the_page_pool_keeps_within_its_slots_and_its_bytes,
+          a_child_forked_while_another_thread_uses_the_page_pool_can_use_it)

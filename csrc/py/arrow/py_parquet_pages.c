@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "buffer_pool.h"
 #include "file_read.h"
 #include "parquet_pages.h"
 #include "py_errors.h"
@@ -177,21 +178,36 @@ static PyObject *module_parquet_walk_pages(PyObject *self, PyObject *args) {
     return result;
 }
 
+/* The capsule's context is the block's capacity when it is a page buffer, NULL when the
+   block is malloc'ed memory of its own. */
 static void free_capsule_block(PyObject *capsule) {
-    free(PyCapsule_GetPointer(capsule, "bulkwire.parquet_values"));
+    void *data = PyCapsule_GetPointer(capsule, "bulkwire.parquet_values");
+    size_t page_buffer_capacity = (size_t)(uintptr_t)PyCapsule_GetContext(capsule);
+    if (page_buffer_capacity > 0)
+        bw_page_buffer_release(data, page_buffer_capacity);
+    else
+        free(data);
 }
 
-/* The malloc'ed block as a 1-D uint8 array that frees it. New reference; the block is freed
-   on failure too. */
-static PyObject *array_owning(uint8_t *data, size_t size) {
+/* The block as a 1-D uint8 array of `size` bytes that frees it when the array goes: a page
+   buffer of page_buffer_capacity bytes goes back to the page buffer pool (0: a malloc'ed
+   block, freed). New reference; the block is freed on failure too. */
+static PyObject *array_owning(uint8_t *data, size_t size, size_t page_buffer_capacity) {
     if (data == NULL) {
         data = malloc(1);
         if (data == NULL)
             return PyErr_NoMemory();
+        page_buffer_capacity = 0;
     }
     PyObject *capsule = PyCapsule_New(data, "bulkwire.parquet_values", free_capsule_block);
-    if (capsule == NULL) {
-        free(data);
+    if (capsule == NULL ||
+        PyCapsule_SetContext(capsule, (void *)(uintptr_t)page_buffer_capacity) < 0) {
+        if (capsule != NULL)
+            Py_DECREF(capsule); /* frees data */
+        else if (page_buffer_capacity > 0)
+            bw_page_buffer_release(data, page_buffer_capacity);
+        else
+            free(data);
         return NULL;
     }
     npy_intp dims[1] = {(npy_intp)size};
@@ -218,12 +234,12 @@ static PyObject *module_parquet_dictionary(PyObject *self, PyObject *args) {
         bw_file_arg_get(file_arg, &file) < 0)
         return NULL;
     uint8_t *values = NULL;
-    size_t count = 0;
+    size_t capacity = 0, count = 0;
     char error[BW_PAGES_ERROR_SIZE];
     int rc;
     Py_BEGIN_ALLOW_THREADS
     rc = bw_parquet_dictionary(file.data, file.fd, file.size, offset, next_page, codec, width,
-                               &values, &count, error);
+                               &values, &capacity, &count, error);
     Py_END_ALLOW_THREADS
     bw_file_arg_release(&file);
     if (rc == BW_PAGES_NOT_COVERED)
@@ -233,9 +249,9 @@ static PyObject *module_parquet_dictionary(PyObject *self, PyObject *args) {
     if (width == 0) { /* a byte array dictionary: its size from its own count and offsets */
         uint64_t end;
         memcpy(&end, values + 8 + 8 * count, 8);
-        return array_owning(values, 8 * (count + 2) + (size_t)end);
+        return array_owning(values, 8 * (count + 2) + (size_t)end, capacity);
     }
-    return array_owning(values, count * (size_t)width);
+    return array_owning(values, count * (size_t)width, capacity);
 }
 
 /* parquet_take_chunk(file, pages, group_rows, codec, value_width, max_rep, max_def,
@@ -333,7 +349,7 @@ static PyObject *module_parquet_take_chunk(PyObject *self, PyObject *args) {
         if (fit != NULL)
             values.data = fit;
     }
-    values_array = array_owning(values.data, values.size);
+    values_array = array_owning(values.data, values.size, 0);
     values.data = NULL; /* array_owning took it, on failure too */
     if (values_array == NULL)
         goto cleanup;
@@ -413,7 +429,33 @@ static PyObject *module_parquet_zstd_decoder(PyObject *self, PyObject *decode) {
     Py_RETURN_NONE;
 }
 
+/* parquet_page_buffers(limit=None) -> (buffers, bytes, reused): what the page buffer pool
+   holds for the page reader's next pages, and how many buffers it has handed out again;
+   limit (bytes) changes how much it may keep from now on (tests). New reference. */
+static PyObject *module_parquet_page_buffers(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *limit = Py_None;
+    if (!PyArg_ParseTuple(args, "|O:parquet_page_buffers", &limit))
+        return NULL;
+    if (limit != Py_None) {
+        Py_ssize_t bytes = PyNumber_AsSsize_t(limit, PyExc_OverflowError);
+        if (bytes == -1 && PyErr_Occurred())
+            return NULL;
+        if (bytes < 0) {
+            PyErr_SetString(PyExc_ValueError, "limit must not be negative");
+            return NULL;
+        }
+        bw_page_buffer_limit((size_t)bytes);
+    }
+    size_t buffers, bytes, reused;
+    bw_page_buffer_stats(&buffers, &bytes, &reused);
+    return Py_BuildValue("(nnn)", (Py_ssize_t)buffers, (Py_ssize_t)bytes, (Py_ssize_t)reused);
+}
+
 static PyMethodDef parquet_pages_functions[] = {
+    {"parquet_page_buffers", module_parquet_page_buffers, METH_VARARGS,
+     "parquet_page_buffers(limit=None): (buffers, bytes, reused) of the page buffer pool; "
+     "limit: the bytes it may keep from now on."},
     {"parquet_zstd_decoder", module_parquet_zstd_decoder, METH_O,
      "parquet_zstd_decoder(decode): where libzstd is not linked, zstd pages are decompressed "
      "by decode(data, size), which returns exactly size bytes; None: no zstd pages."},
