@@ -268,6 +268,61 @@ def test_ipc_lookups_equal_pyarrow_for_every_column_type(tmp_path_factory, data)
         assert f.take(again).equals(table.take(pa.array(again, type=pa.int64())))
 
 
+def _ipc_metadata_ranges(data: bytes) -> list:
+    """(start, end) of each FlatBuffer in an Arrow IPC file: every message (after its
+    continuation marker and length) and the footer."""
+    ranges, at = [], 8
+    while True:
+        at = data.find(b"\xff\xff\xff\xff", at)
+        if at < 0:
+            break
+        length = int.from_bytes(data[at + 4:at + 8], "little", signed=True)
+        if 0 < length <= len(data) - at - 8:
+            ranges.append((at + 8, at + 8 + length))
+        at += 4
+    footer_length = int.from_bytes(data[-10:-6], "little", signed=True)
+    ranges.append((len(data) - 10 - footer_length, len(data) - 10))
+    return ranges
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=st.data())
+def test_ipc_metadata_with_hostile_bytes_is_refused_or_read_never_crashes(tmp_path_factory,
+                                                                        data):
+    """Bytes of an IPC file's FlatBuffers (its messages' record batch headers: lengths, null
+    counts, buffer offsets and lengths, vtables; and its footer) overwritten: a lookup
+    returns rows or raises a ValueError or OSError naming the file. Never another exception,
+    a crash or a read outside the file."""
+    rows = 40
+    table = pa.table({
+        "id": pa.array(np.arange(rows), pa.int64()),
+        "emb": pa.FixedSizeListArray.from_arrays(pa.array(np.arange(rows * 3, dtype=np.float32)), 3),
+        "name": pa.array([None if i % 7 == 0 else f"n{i}" for i in range(rows)]),
+        "list": pa.array([[float(i)] * (i % 3) for i in range(rows)], pa.list_(pa.float64())),
+    })
+    path = tmp_path_factory.mktemp("ipc") / "t.arrow"
+    pyarrow.feather.write_feather(table, str(path), compression="uncompressed", chunksize=16)
+    original = path.read_bytes()
+    ranges = _ipc_metadata_ranges(original)
+    changed = bytearray(original)
+    for _ in range(data.draw(st.integers(1, 4))):
+        start, end = data.draw(st.sampled_from(ranges))
+        at = data.draw(st.integers(start, end - 1))
+        changed[at] = data.draw(st.integers(0, 255))
+    path.write_bytes(bytes(changed))
+    indices = data.draw(st.lists(st.integers(0, rows - 1), min_size=1, max_size=12))
+    try:
+        with TableFile(path) as f:
+            got = f.take(indices)
+    except IndexError as exc:  # the file now says it holds fewer rows (a batch's length)
+        assert "out of range" in str(exc), exc
+        return
+    except (ValueError, OSError) as exc:
+        assert str(path) in str(exc), exc
+        return
+    assert got.num_rows == len(indices)
+
+
 def test_ipc_lookups_read_only_the_rows_they_take(tmp_path, monkeypatch):
     """Uncompressed IPC: a vector, an id and a string column are read row by row; no record
     batch is read whole, and the bytes read are about those of the rows."""

@@ -89,19 +89,32 @@ class _Flat:
         at = self._field(table, index)
         return None if at is None else at + self._unpack("<I", at)
 
-    def longs(self, table: int, index: int, per_item: int) -> np.ndarray:
-        """A vector of structs of ``per_item`` little-endian int64 fields (FieldNode, Buffer:
-        2; a vector of longs: 1), as an int64 array of that many columns (no rows when the
-        field is absent)."""
+    def _long_vector(self, table: int, index: int, per_item: int) -> tuple:
+        """(where the values start, how many int64 values) of a vector of structs of
+        ``per_item`` little-endian int64 fields (FieldNode, Buffer: 2; a vector of longs: 1);
+        (0, 0) when the field is absent."""
         at = self._field(table, index)
         if at is None:
-            return np.zeros((0, per_item), dtype=np.int64)
+            return 0, 0
         vector = at + self._unpack("<I", at)
         count = self._unpack("<I", vector)
         if count * 8 * per_item > self.size - vector - 4:
             raise _Bad(f"a vector of {count} items runs past the metadata's end")
-        return np.frombuffer(self.data, dtype="<i8", count=count * per_item,
-                             offset=vector + 4).reshape(count, per_item).astype(np.int64)
+        return vector + 4, count * per_item
+
+    def longs(self, table: int, index: int, per_item: int) -> np.ndarray:
+        """That vector as an int64 array of ``per_item`` columns (for many items: the
+        footer's blocks)."""
+        start, count = self._long_vector(table, index, per_item)
+        return np.frombuffer(self.data, dtype="<i8", count=count, offset=start) \
+            .reshape(-1, per_item).astype(np.int64)
+
+    def long_tuples(self, table: int, index: int, per_item: int) -> list:
+        """That vector as a list of ``per_item``-tuples of ints (for a few items: a message's
+        nodes and buffers, where NumPy's per-call cost would dominate)."""
+        start, count = self._long_vector(table, index, per_item)
+        values = struct.unpack_from(f"<{count}q", self.data, start)
+        return [values[i:i + per_item] for i in range(0, count, per_item)]
 
 
 _BLOCK = np.dtype([("offset", "<i8"), ("meta", "<i4"), ("pad", "<i4"), ("body", "<i8")])
@@ -136,12 +149,12 @@ class _Batch:
         if self.nodes is not None:
             return
         flat, header = self.flat, self.header
-        nodes, buffers = flat.longs(header, 1, 2), flat.longs(header, 2, 2)
+        nodes, buffers = flat.long_tuples(header, 1, 2), flat.long_tuples(header, 2, 2)
         self.compressed = flat.table(header, 3) is not None
-        self.variadic = flat.longs(header, 4, 1).reshape(-1).tolist()
-        if (nodes < 0).any() or (buffers < 0).any():
+        self.variadic = [count for (count,) in flat.long_tuples(header, 4, 1)]
+        if any(a < 0 or b < 0 for a, b in nodes) or any(a < 0 or b < 0 for a, b in buffers):
             raise _Bad("a negative length, null count, buffer offset or buffer length")
-        if buffers.size and (buffers[:, 0] + buffers[:, 1] > self.body_length).any():
+        if any(offset + length > self.body_length for offset, length in buffers):
             raise _Bad("a buffer outside the batch's body")
         self.buffers, self.nodes = buffers, nodes
 
@@ -322,12 +335,13 @@ class IpcFile:
             self._pyfile = source.python_file()
             reader = pa.ipc.open_file(self._pyfile)
             self.schema = reader.schema
+            self.names = self.schema.names  # decoded now: pyarrow decodes names when asked
             if reader.num_record_batches != len(self._batches):
                 raise _Bad(f"pyarrow finds {reader.num_record_batches} record batches, the "
                            f"footer {len(self._batches)}")
         except _Bad as exc:
             raise self.error(exc) from None
-        except (pa.ArrowException, UnicodeDecodeError) as exc:
+        except (pa.ArrowException, UnicodeDecodeError, OSError) as exc:
             raise self.error(exc) from exc
         #: rows of each record batch
         self.batch_rows = [b.length for b in self._batches]
@@ -338,7 +352,8 @@ class IpcFile:
         counts = [_layout_counts(pa, f.type) for f in self.schema]
         self._starts = None
         if all(c is not None for c in counts):  # where each column's nodes and buffers start
-            self._starts = np.cumsum([(0, 0, 0)] + [list(c) for c in counts], axis=0)
+            self._starts = np.cumsum([(0, 0, 0)] + [list(c) for c in counts],
+                                     axis=0).tolist()
         self._plans = [_gather_plan(pa, f.type) if self._starts is not None else None
                        for f in self.schema]
         self._layout_ok: dict = {}  # batch -> whether its metadata matches the schema
@@ -401,14 +416,14 @@ class IpcFile:
                 batch.parse()
             except _Bad as exc:
                 raise self.error(f"record batch {b}: {exc}") from None
-            nodes, buffers, views = (int(x) for x in self._starts[-1])
+            nodes, buffers, views = self._starts[-1]
             ok = (not batch.compressed and len(batch.nodes) == nodes and len(batch.variadic) == views
                   and len(batch.buffers) == buffers + sum(batch.variadic)
-                  and (batch.nodes[:1, 0] == batch.length).all())
+                  and all(length == batch.length for length, _ in batch.nodes[:1]))
             self._layout_ok[b] = ok
         if not ok:
             return None
-        node, buffer, views = (int(x) for x in self._starts[column])
+        node, buffer, views = self._starts[column]
         return node, buffer + sum(batch.variadic[:views])
 
     # -------------------------------------------------------------------- whole batches
@@ -461,7 +476,11 @@ class IpcFile:
             self.source.check_unchanged()
 
     def error(self, exc: BaseException) -> Exception:
-        """A read error as the file's (see :meth:`._source.SourceFile.read_error`)."""
+        """A read error as the file's (see :meth:`._source.SourceFile.read_error`). pyarrow
+        reports some malformed metadata ("Verification of flatbuffer-encoded Footer failed")
+        as an ``OSError`` with no errno: the file's fault, not the system's."""
+        if isinstance(exc, OSError) and not exc.errno:
+            return self.source.read_error(str(exc))
         return self.source.read_error(exc)
 
     # -------------------------------------------------------------------- lookups
@@ -480,20 +499,20 @@ class IpcFile:
         node, buffer = where
         batch = self._batches[b]
         nodes, buffers = batch.nodes, batch.buffers
-        name = self.schema.names[column]
+        name = self.names[column]
         pa = self._pa
 
         def bad(what: str) -> Exception:
             return self.source.read_error(f"record batch {b}: {what}", name)
 
         def read(i: int, length: int) -> np.ndarray:
-            offset, size = (int(x) for x in buffers[i])
+            offset, size = buffers[i]
             if size < length:
                 raise bad(f"buffer {i} of {size} bytes, {length} needed")
             return np.frombuffer(self.source.read(length, batch.body + offset), np.uint8)
 
         def validity(n: int, i: int, rows: int) -> Optional[np.ndarray]:
-            length, nulls = (int(x) for x in nodes[n])
+            length, nulls = nodes[n]
             if length < rows:
                 raise bad(f"{length} values where {rows} are needed")
             return read(i, (rows + 7) // 8) if nulls else None
@@ -504,7 +523,7 @@ class IpcFile:
                 bitmaps.append(validity(n, i, rows))
                 n, i, rows = n + 1, i + 1, rows * size
             bitmaps.append(validity(n, i, rows))
-            offset, size = (int(x) for x in buffers[i + 1])
+            offset, size = buffers[i + 1]
             if size < rows * chain.width:
                 raise bad(f"{size} bytes of values for {rows} of {chain.width} bytes")
             return bitmaps, batch.body + offset
@@ -518,11 +537,11 @@ class IpcFile:
             top = validity(node, buffer, rows)
             raw = read(buffer + 1, (rows + 1) * plan.offset_width)
             if plan.kind == "bytes":
-                limit = int(buffers[buffer + 2, 1])
-                skeleton.values_at = batch.body + int(buffers[buffer + 2, 0])
+                limit = buffers[buffer + 2][1]
+                skeleton.values_at = batch.body + buffers[buffer + 2][0]
                 skeleton.validity = [top]
             else:
-                limit = int(nodes[node + 1, 0])
+                limit = nodes[node + 1][0]
                 bitmaps, skeleton.values_at = chain(plan.chain, node + 1, buffer + 2, limit)
                 skeleton.validity = [top] + bitmaps
             try:
@@ -544,7 +563,7 @@ class IpcFile:
                 whole.append(column)
                 continue
             out[column] = self._gather(self._plans[column], skeletons, rows,
-                                       self.schema.names[column])
+                                       self.names[column])
         if whole:
             whole.sort()  # the order of pyarrow's batches of these columns
             pieces: dict = {c: [] for c in whole}
