@@ -28,7 +28,7 @@ from __future__ import annotations
 import struct
 import threading
 from collections import OrderedDict
-from typing import Any, Iterator, Optional, Sequence
+from typing import Any, Callable, Iterator, Optional, Sequence
 
 import numpy as np
 
@@ -583,8 +583,9 @@ class IpcFile:
         local = rows.local
         values_at = np.array([s.values_at for s in skeletons], dtype=np.int64)[rows.position]
         if plan.kind == "chain":
-            return self._chain_array(plan.chain, [s.validity for s in skeletons], rows.groups,
-                                     local, values_at + local * plan.chain.stride)
+            return self._chain_array(plan.chain, [s.validity for s in skeletons],
+                                     lambda: rows.groups, local,
+                                     values_at + local * plan.chain.stride)
         # bytes and lists: each row's range of values from its batch's checked offsets
         groups = rows.groups
         begin = np.concatenate([s.offsets[local[g]] for s, g in zip(skeletons, groups)])
@@ -614,8 +615,8 @@ class IpcFile:
             child_groups.append(np.arange(start, start + n))
             start += n
         child_local = _spans(begin, counts)
-        child = self._chain_array(plan.chain, [s.validity[1:] for s in skeletons], child_groups,
-                                  child_local,
+        child = self._chain_array(plan.chain, [s.validity[1:] for s in skeletons],
+                                  lambda: child_groups, child_local,
                                   values_at.repeat(counts) + child_local * plan.chain.stride)
         return pa.Array.from_buffers(plan.type, local.size, [validity, pa.py_buffer(offsets)],
                                      children=[child])
@@ -625,7 +626,8 @@ class IpcFile:
         range after another."""
         from . import _core
 
-        lengths = np.broadcast_to(np.asarray(lengths, dtype=np.int64), starts.shape)
+        lengths = np.full(starts.shape, lengths, dtype=np.int64) if np.isscalar(lengths) \
+            else np.asarray(lengths, dtype=np.int64)
         try:
             return _core.read_ranges(self.source.fd, self.source.size, starts, lengths)
         except (ValueError, OSError) as exc:
@@ -639,10 +641,11 @@ class IpcFile:
         bits = np.concatenate([_bits(bitmap, positions[g]) for bitmap, g in zip(bitmaps, groups)])
         return self._pa.py_buffer(np.packbits(bits, bitorder="little"))
 
-    def _chain_array(self, chain: _Chain, bitmaps: list, groups: list, rows: np.ndarray,
-                     starts: np.ndarray) -> Any:
-        """The chain's array of ``rows`` (grouped by batch; ``bitmaps`` per batch, per level),
-        each row's ``chain.stride`` bytes of values read from ``starts``."""
+    def _chain_array(self, chain: _Chain, bitmaps: list, groups: Callable[[], list],
+                     rows: np.ndarray, starts: np.ndarray) -> Any:
+        """The chain's array of ``rows`` (grouped by batch, the groups made by ``groups()``
+        only when a level has nulls; ``bitmaps`` per batch, per level), each row's
+        ``chain.stride`` bytes of values read from ``starts``."""
         pa = self._pa
         values = self._read(starts, chain.stride)
         levels, per_row = [], 1  # per_row: values of a level in one row
@@ -654,7 +657,7 @@ class IpcFile:
 
                 def at_level(r: np.ndarray) -> np.ndarray:
                     return (r[:, None] * per_row + spread).reshape(-1)
-                validity = self._validity(level_bitmaps, [at_level(g) for g in groups],
+                validity = self._validity(level_bitmaps, [at_level(g) for g in groups()],
                                           at_level(rows))
             levels.append((rows.size * per_row, validity))
             if level < len(chain.sizes):

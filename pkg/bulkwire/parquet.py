@@ -720,13 +720,14 @@ class TableFile:
         return array
 
     def _take_ipc(self, pa, idx: np.ndarray):
-        unique, inverse = np.unique(idx, return_inverse=True)
+        ascending = bool((idx[1:] > idx[:-1]).all())  # no sort or repeat to undo
+        unique, inverse = (idx, None) if ascending else np.unique(idx, return_inverse=True)
         batch_of = np.searchsorted(self.offsets, unique, side="right") - 1
         local = unique - self.offsets[batch_of]
         arrays = self._ipc.take(self._ipc_columns, batch_of, local)
         table = pa.Table.from_arrays([arrays[i] for i in self._ipc_columns],
                                      schema=self.schema)
-        if unique.size == idx.size and bool((np.diff(idx) > 0).all()):
+        if inverse is None:
             return table
         return table.take(numeric_array(pa, pa.int64(), inverse.reshape(-1).astype(np.int64)))
 
