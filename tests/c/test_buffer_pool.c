@@ -107,20 +107,25 @@ static int child_uses_the_pool(void *unused) {
     return 0;
 }
 
-TEST(a_child_forked_while_another_thread_uses_the_pool_can_use_it) {
-    /* The churning thread holds the pool's lock about half of the time: without the fork
-       handlers, a fork from this thread would leave some child with a copy of the lock that
-       nobody can release. */
-    bw_pool_retain();
+/* 200 children forked while another thread runs `churner`, each running `child`: how many
+   did not finish (hung on a lock copied held, or failed). The churning thread holds a pool's
+   lock about half of the time: without the fork handlers, some child would get a copy of
+   the lock that nobody can release. */
+static int children_forked_while_churning(void *(*churner)(void *), int (*child)(void *)) {
     churning = 1;
     pthread_t thread;
-    CHECK_EQ(pthread_create(&thread, NULL, churn, NULL), 0);
+    CHECK_EQ(pthread_create(&thread, NULL, churner, NULL), 0);
     int hung = 0;
     for (int i = 0; i < 200 && !hung; i++)
-        hung = run_in_child(child_uses_the_pool, NULL, 5000) != 0;
+        hung = run_in_child(child, NULL, 5000) != 0;
     churning = 0;
     pthread_join(thread, NULL);
-    CHECK_EQ(hung, 0);
+    return hung;
+}
+
+TEST(a_child_forked_while_another_thread_uses_the_pool_can_use_it) {
+    bw_pool_retain();
+    CHECK_EQ(children_forked_while_churning(churn, child_uses_the_pool), 0);
     bw_pool_unretain();
 }
 
@@ -229,15 +234,7 @@ static void *churn_pages(void *unused) {
 }
 
 TEST(a_child_forked_while_another_thread_uses_the_page_pool_can_use_it) {
-    churning = 1;
-    pthread_t thread;
-    CHECK_EQ(pthread_create(&thread, NULL, churn_pages, NULL), 0);
-    int hung = 0;
-    for (int i = 0; i < 200 && !hung; i++)
-        hung = run_in_child(child_uses_the_page_pool, NULL, 5000) != 0;
-    churning = 0;
-    pthread_join(thread, NULL);
-    CHECK_EQ(hung, 0);
+    CHECK_EQ(children_forked_while_churning(churn_pages, child_uses_the_page_pool), 0);
     bw_page_buffer_limit(0);
     bw_page_buffer_limit(BW_PAGE_POOL_BYTES);
 }
