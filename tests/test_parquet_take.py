@@ -411,7 +411,7 @@ def test_a_file_reopened_for_each_lookup_reads_its_pages_into_kept_memory(tmp_pa
     code = r"""
 import json, resource, sys
 import bulkwire
-from bulkwire import _core
+from bulkwire._core import _testing
 from bulkwire.parquet import take
 path = sys.argv[1]
 bulkwire.sample_parquet(path, rows=24 * 1024, dim=256, row_group_rows=1024)
@@ -426,12 +426,12 @@ def faults_per_lookup(lookups=10):
         assert got.column("id").to_pylist() == indices
     return (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / lookups
 
-reused_before = _core.parquet_page_buffers()[2]
+reused_before = _testing.parquet_page_buffers()[2]
 kept = faults_per_lookup()
-reused = _core.parquet_page_buffers()[2] - reused_before
+reused = _testing.parquet_page_buffers()[2] - reused_before
 take(path, list(range(0, 24 * 1024, 1000)))  # every row group: 24 dictionaries held, then given back
-buffers, held, _ = _core.parquet_page_buffers()
-_core.parquet_page_buffers(0)
+buffers, held, _ = _testing.parquet_page_buffers()
+_testing.parquet_page_buffers(0)
 fresh = faults_per_lookup()
 print(json.dumps({"kept": kept, "fresh": fresh, "reused": reused, "buffers": buffers,
                   "held": held}))

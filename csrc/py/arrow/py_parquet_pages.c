@@ -452,10 +452,18 @@ static PyObject *module_parquet_page_buffers(PyObject *self, PyObject *args) {
     return Py_BuildValue("(nnn)", (Py_ssize_t)buffers, (Py_ssize_t)bytes, (Py_ssize_t)reused);
 }
 
-static PyMethodDef parquet_pages_functions[] = {
+static PyMethodDef parquet_pages_test_hooks[] = {
     {"parquet_page_buffers", module_parquet_page_buffers, METH_VARARGS,
      "parquet_page_buffers(limit=None): (buffers, bytes, reused) of the page buffer pool; "
      "limit: the bytes it may keep from now on."},
+    {NULL, NULL, 0, NULL},
+};
+
+int bw_parquet_pages_add_test_hooks(PyObject *testing) {
+    return PyModule_AddFunctions(testing, parquet_pages_test_hooks);
+}
+
+static PyMethodDef parquet_pages_functions[] = {
     {"parquet_zstd_decoder", module_parquet_zstd_decoder, METH_O,
      "parquet_zstd_decoder(decode): where libzstd is not linked, zstd pages are decompressed "
      "by decode(data, size), which returns exactly size bytes; None: no zstd pages."},

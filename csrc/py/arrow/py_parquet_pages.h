@@ -8,4 +8,8 @@
    whether zstd pages are read is HAVE_ZSTD, the build's one zstd flag).
    0, or -1 with an exception set. */
 int bw_parquet_pages_add_to_module(PyObject *module);
+
+/* Adds the test hook parquet_page_buffers (what the page buffer pool keeps; a new limit) to
+   bulkwire._core._testing. 0, or -1 with an exception set. */
+int bw_parquet_pages_add_test_hooks(PyObject *testing);
 #endif
