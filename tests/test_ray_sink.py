@@ -30,6 +30,7 @@ import bulkwire.ray
 from bulkwire import _extras
 from bulkwire.errors import BulkInsertError, RowError
 from bulkwire.testing import LoopbackServer
+from _ray_startup import init as init_ray
 from sink_oracle import assert_exactly_once, make_table, received_commands, reference_commands
 
 PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(bulkwire.__file__)))
@@ -70,15 +71,7 @@ def ray_instance():
             return worker_bulkwire.__file__, worker_bulkwire.__version__, "libasan" in maps.read()
 
     try:
-        try:
-            ray.init(**options)  # spawns the daemons, with this environment
-        except Exception as exc:  # noqa: BLE001
-            # Ray waits a fixed 30 s for its raylet to register; on a loaded machine that
-            # can pass once
-            if "timed out during startup" not in str(exc):
-                raise
-            ray.shutdown()
-            ray.init(**options)
+        init_ray(ray, **options)  # spawns the daemons, with this environment
     finally:
         os.environ.update(inherited)
     try:

@@ -30,6 +30,7 @@ import bulkwire
 import bulkwire.ravendb as dropin
 from bulkwire.errors import BulkInsertError, ServerError, TLSError
 
+from _ray_startup import init as init_ray
 from servers import ServerSetupError
 from servers.ravendb import RAVENDB_VERSION, RavenNodes, RavenServer, fetch
 
@@ -478,7 +479,7 @@ def test_ray_sink_every_row(raven, tmp_path):
     table = write_table(source, 4000, 16)
     database = new_database(raven, "ray")
     search_path = [PKG] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-    ray.init(num_cpus=2, include_dashboard=False, object_store_memory=80 << 20,
+    init_ray(ray, num_cpus=2, include_dashboard=False, object_store_memory=80 << 20,
              logging_level="warning",
              runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(search_path)}})
     try:
