@@ -419,7 +419,7 @@ class IpcFile:
             nodes, buffers, views = self._starts[-1]
             ok = (not batch.compressed and len(batch.nodes) == nodes and len(batch.variadic) == views
                   and len(batch.buffers) == buffers + sum(batch.variadic)
-                  and all(length == batch.length for length, _ in batch.nodes[:1]))
+                  and (not batch.nodes or batch.nodes[0][0] == batch.length))
             self._layout_ok[b] = ok
         if not ok:
             return None
