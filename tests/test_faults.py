@@ -219,7 +219,7 @@ def test_a_2xx_while_the_last_data_chunk_is_being_written_is_early(compress):
         with Watchdog(CELL_LIMIT):
             closed, raised = run_insert(bulk, 1000)
         assert not closed and isinstance(raised[0][1], errors.EarlyResponse), raised
-        assert bulk.stats.buffers == 1 and server.answered_early.is_set()
+        assert bulk.stats.buffers == 1 and server.answered_early.wait(10)  # set once its send returned
         assert not server.ok_to_whole_body(bulk.operation_id)
 
 
