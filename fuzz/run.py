@@ -19,11 +19,14 @@ the sanitizer build runs again with ``--work DIR``, starting from what the first
 
 A failing input is written to the artifacts folder and printed as hex, so a CI log is enough
 to reproduce it: ``python -c "import fuzz_x; fuzz_x.test_one_input(bytes.fromhex('...'))"``.
+``--jobs N`` fuzzes N targets at once (libFuzzer runs on one core); each target's own output
+goes to a log that is printed when it fails or hangs, so the outputs never interleave.
 Exit status: 0 when every target ran its time without a failure, 1 otherwise.
 """
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import faulthandler
 import pathlib
 import shutil
@@ -84,7 +87,8 @@ def run_target(name: str, seconds: int, artifacts: pathlib.Path,
                work_dir: pathlib.Path | None = None) -> bool:
     """Fuzzes one target for ``seconds``; True when no failing input was found. The working
     corpus is ``work_dir/<name>`` when given (kept, and reused by the next run), else a
-    temporary folder; it starts as a copy of the seeds."""
+    temporary folder; it starts as a copy of the seeds. The target's output is kept in a log,
+    printed (its end) when it fails or hangs."""
     seeds = HERE / "corpus" / name
     work = pathlib.Path(tempfile.mkdtemp(prefix=f"fuzz-{name}-"))
     try:
@@ -99,28 +103,46 @@ def run_target(name: str, seconds: int, artifacts: pathlib.Path,
                 f"-malloc_limit_mb={MALLOC_LIMIT_MB}",
                 "-max_len=4096", "-print_final_stats=1", f"-artifact_prefix={prefix}", str(corpus)]
         started = time.monotonic()
-        # The wall-clock guard is a backstop for a hang libFuzzer's own -timeout misses.
-        child = subprocess.Popen([sys.executable, __file__, "--child", name, "--", *args])
-        try:
-            rc = child.wait(timeout=seconds + HANG_GRACE)
-        except subprocess.TimeoutExpired:
-            print(f"fuzz {name}: still running {HANG_GRACE} s after its time was up: a hang",
-                  flush=True)
-            _native_stacks(child.pid)
-            child.kill()
-            child.wait()
-            return False
+        log_path = work / "output.log"
+        with open(log_path, "wb") as log:
+            # The wall-clock guard is a backstop for a hang libFuzzer's own -timeout misses.
+            child = subprocess.Popen([sys.executable, __file__, "--child", name, "--", *args],
+                                     stdout=log, stderr=subprocess.STDOUT)
+            try:
+                rc = child.wait(timeout=seconds + HANG_GRACE)
+            except subprocess.TimeoutExpired:
+                print(f"fuzz {name}: still running {HANG_GRACE} s after its time was up: a hang; "
+                      f"its output, then its native stacks:\n{_log_end(log_path)}", flush=True)
+                _native_stacks(child.pid)
+                child.kill()
+                child.wait()
+                return False
         found = sorted(artifacts.glob(f"{name}-*"))
         elapsed = time.monotonic() - started
         if rc == 0 and not found:
-            print(f"fuzz {name}: ok, {elapsed:.0f} s", flush=True)
+            print(f"fuzz {name}: ok, {elapsed:.0f} s{_inputs_run(log_path)}", flush=True)
             return True
-        print(f"fuzz {name}: FAILED (exit status {rc})", flush=True)
+        print(f"fuzz {name}: FAILED (exit status {rc}); its output:\n{_log_end(log_path)}",
+              flush=True)
         for path in found:
             print(f"  input {path.name}: {path.read_bytes().hex()}", flush=True)
         return False
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _log_end(path: pathlib.Path, lines: int = 150) -> str:
+    """The last ``lines`` lines of a target's log, indented."""
+    text = path.read_text(errors="replace").splitlines()[-lines:]
+    return "\n".join("  | " + line for line in text)
+
+
+def _inputs_run(path: pathlib.Path) -> str:
+    """", N inputs" from libFuzzer's final statistics in a target's log (empty without them)."""
+    for line in path.read_text(errors="replace").splitlines():
+        if line.startswith("stat::number_of_executed_units:"):
+            return f", {int(line.split(':')[-1]):,} inputs"
+    return ""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -137,6 +159,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work", type=pathlib.Path, default=None, metavar="DIR",
                         help="keep each target's working corpus in DIR/<target> and start "
                              "from it when it exists (default: a temporary copy of the seeds)")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="targets fuzzed at once, each on its own core (default: 1)")
     parser.add_argument("--list", action="store_true", help="print the targets and exit")
     options = parser.parse_args(argv)
     known = targets()
@@ -148,10 +172,15 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"no such target: {', '.join(unknown)} (targets: {', '.join(known)})")
     if options.seconds <= 0:
         parser.error("--seconds must be positive")
+    if options.jobs <= 0:
+        parser.error("--jobs must be positive")
     artifacts = options.artifacts or pathlib.Path(tempfile.mkdtemp(prefix="fuzz-artifacts-"))
     artifacts.mkdir(parents=True, exist_ok=True)
-    failed = [n for n in (options.names or known)
-              if not run_target(n, options.seconds, artifacts, options.work)]
+    names = options.names or known
+    with concurrent.futures.ThreadPoolExecutor(options.jobs) as pool:
+        verdicts = list(pool.map(lambda n: run_target(n, options.seconds, artifacts,
+                                                      options.work), names))
+    failed = [n for n, ok in zip(names, verdicts) if not ok]
     if failed:
         print(f"fuzz: {len(failed)} target(s) failed: {', '.join(failed)}; inputs in {artifacts}")
         return 1

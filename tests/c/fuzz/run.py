@@ -12,14 +12,17 @@ allocation or a resident size past the memory limits (RSS_LIMIT_MB, MALLOC_LIMIT
 failed oracle check (abort) stops the run and leaves the input in the artifacts folder, printed as
 hex. The seeds are ``corpus/<name>/``; the run works on a copy, so they never change.
 Clang is taken from CLANG, else the first of clang, clang-19 ... clang-14 on PATH; without
-it the runner fails (exit 2), it does not skip. Exit status: 0 when every target ran its
-time clean, 1 otherwise.
+it the runner fails (exit 2), it does not skip. ``--jobs N`` fuzzes N targets at once (each
+on one core); a target's output goes to a log, printed when it fails, so that outputs never
+interleave. Exit status: 0 when every target ran its time clean, 1 otherwise.
 """
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -69,7 +72,8 @@ def build(clang: str, name: str, out: pathlib.Path) -> pathlib.Path | None:
 
 def run(exe: pathlib.Path, name: str, seconds: int, work: pathlib.Path,
         artifacts: pathlib.Path) -> bool:
-    """Fuzzes one target for `seconds`; True when it found nothing."""
+    """Fuzzes one target for `seconds`; True when it found nothing. Its output is kept in a
+    log, whose end is printed when it fails."""
     corpus = work / name
     seeds = HERE / "corpus" / name
     if seeds.is_dir():
@@ -84,26 +88,41 @@ def run(exe: pathlib.Path, name: str, seconds: int, work: pathlib.Path,
     args = [str(exe), f"-max_total_time={seconds}", "-timeout=10",
             f"-rss_limit_mb={RSS_LIMIT_MB}", f"-malloc_limit_mb={MALLOC_LIMIT_MB}",
             "-max_len=4096", "-print_final_stats=1", f"-artifact_prefix={prefix}", str(corpus)]
-    try:
-        rc = subprocess.run(args, env=env, timeout=seconds + 120).returncode
-    except subprocess.TimeoutExpired:
-        print(f"fuzz {name}: still running {seconds + 120} s after its time was up: a hang",
-              flush=True)
-        return False
+    log_path = work / f"{name}.log"
+    with open(log_path, "wb") as log:
+        try:
+            rc = subprocess.run(args, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                timeout=seconds + 120).returncode
+        except subprocess.TimeoutExpired:
+            print(f"fuzz {name}: still running {seconds + 120} s after its time was up: a hang; "
+                  f"its output:\n{_log_end(log_path)}", flush=True)
+            return False
     found = sorted(artifacts.glob(f"{name}-*"))
-    for path in found:
-        print(f"fuzz {name}: failing input {path.name}: {path.read_bytes().hex()}", flush=True)
     if rc != 0 or found:
-        print(f"fuzz {name}: FAILED (exit status {rc})", flush=True)
+        print(f"fuzz {name}: FAILED (exit status {rc}); its output:\n{_log_end(log_path)}",
+              flush=True)
+        for path in found:
+            print(f"fuzz {name}: failing input {path.name}: {path.read_bytes().hex()}", flush=True)
         return False
-    print(f"fuzz {name}: ok ({seconds} s)", flush=True)
+    executed = re.search(r"^stat::number_of_executed_units: *(\d+)", log_path.read_text(
+        errors="replace"), re.M)
+    inputs = f", {int(executed.group(1)):,} inputs" if executed else ""
+    print(f"fuzz {name}: ok ({seconds} s{inputs})", flush=True)
     return True
+
+
+def _log_end(path: pathlib.Path, lines: int = 150) -> str:
+    """The last ``lines`` lines of a target's log, indented."""
+    text = path.read_text(errors="replace").splitlines()[-lines:]
+    return "\n".join("  | " + line for line in text)
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("names", nargs="*", help="targets to run (default: all)")
     parser.add_argument("--seconds", type=int, default=20, help="time per target")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="targets fuzzed at once, each on its own core (default: 1)")
     parser.add_argument("--list", action="store_true", help="list the targets and exit")
     args = parser.parse_args(argv)
     if args.list:
@@ -112,17 +131,22 @@ def main(argv: list[str]) -> int:
     unknown = set(args.names) - set(targets())
     if unknown:
         parser.error(f"no such target: {', '.join(sorted(unknown))}")
+    if args.jobs <= 0:
+        parser.error("--jobs must be positive")
     clang = find_clang()
-    ok = True
     with tempfile.TemporaryDirectory(prefix="bulkwire-cfuzz-") as tmp:
         tmp_path = pathlib.Path(tmp)
         artifacts = tmp_path / "artifacts"
         artifacts.mkdir()
-        for name in args.names or targets():
+        (tmp_path / "work").mkdir()
+
+        def build_and_run(name: str) -> bool:
             exe = build(clang, name, tmp_path)
-            if exe is None or not run(exe, name, args.seconds, tmp_path / "work", artifacts):
-                ok = False
-    return 0 if ok else 1
+            return exe is not None and run(exe, name, args.seconds, tmp_path / "work", artifacts)
+
+        with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+            verdicts = list(pool.map(build_and_run, args.names or targets()))
+    return 0 if all(verdicts) else 1
 
 
 if __name__ == "__main__":
