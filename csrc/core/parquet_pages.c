@@ -418,11 +418,12 @@ int bw_parquet_offset_index(const uint8_t *data, size_t size, size_t file_size,
             goto cleanup;
         }
         int64_t previous_end = chunk_start;
+        size_t kept = 0;
         for (uint32_t i = 0; i < n; i++) {
-            rc = read_page_location(&t, &locs[i], error);
+            rc = read_page_location(&t, &locs[kept], error);
             if (rc != BW_PAGES_OK)
                 goto cleanup;
-            const bw_page_location *p = &locs[i];
+            const bw_page_location *p = &locs[kept];
             /* inside its own chunk (a page of another chunk would read as this column's),
                after the page before it */
             if (p->offset < chunk_start || p->compressed_size > chunk_end - p->offset) {
@@ -439,15 +440,23 @@ int bw_parquet_offset_index(const uint8_t *data, size_t size, size_t file_size,
                 goto cleanup;
             }
             previous_end = p->offset + p->compressed_size;
-            if ((i == 0 ? p->first_row != 0 : p->first_row <= locs[i - 1].first_row) ||
+            if ((kept == 0 ? p->first_row != 0 : p->first_row < locs[kept - 1].first_row) ||
                 p->first_row >= group_rows) {
                 rc = malformed(error, "offset index: page %u starts at row %lld (row group of "
                                "%lld rows)", (unsigned)i, (long long)p->first_row,
                                (long long)group_rows);
                 goto cleanup;
             }
+            /* A page whose first row is the next page's holds no rows, by the index's own
+               count: pyarrow writes such empty pages (no values) now and then. It is left
+               out, as the walk of a chunk without an index leaves out pages without rows,
+               so the first rows kept strictly increase. */
+            if (kept > 0 && p->first_row == locs[kept - 1].first_row)
+                locs[kept - 1] = locs[kept];
+            else
+                kept++;
         }
-        n_locs = n;
+        n_locs = kept;
     }
     if (locs == NULL) {
         rc = malformed(error, "offset index: no page list");

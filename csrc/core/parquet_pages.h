@@ -80,7 +80,9 @@ int bw_parquet_index_locations(const uint8_t *file, int fd, size_t file_size, si
 /* An OffsetIndex: *pages is malloc'ed (free it), *count entries. Every page lies inside its
    column chunk's bytes [chunk_start, chunk_start + chunk_size) (from the footer: where its
    first page starts, its total_compressed_size; the chunk itself inside file_size), after
-   the page before it; first rows strictly increase from 0 and stay below group_rows. */
+   the page before it; first rows never decrease, start at 0 and stay below group_rows. A
+   page whose first row is the next one's holds no rows and is left out of *pages, whose
+   first rows strictly increase. */
 int bw_parquet_offset_index(const uint8_t *data, size_t size, size_t file_size,
                             int64_t chunk_start, int64_t chunk_size, int64_t group_rows,
                             bw_page_location **pages, size_t *count, char *error);

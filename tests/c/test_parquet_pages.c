@@ -329,6 +329,42 @@ static void offset_index_refused(const uint8_t *good, size_t n, const size_t *at
     free(buf);
 }
 
+/* Three pages at 4, 20 and 36, 16 bytes each, first rows 0, 5 and 5 (byte 21 is the third
+   page's first row). */
+static const uint8_t three_pages[] = {0x19, 0x3c, 0x16, 0x08, 0x15, 0x20, 0x16, 0x00, 0x00,
+                                      0x16, 0x28, 0x15, 0x20, 0x16, 0x0a, 0x00,
+                                      0x16, 0x48, 0x15, 0x20, 0x16, 0x0a, 0x00, 0x00};
+
+TEST(offset_index_leaves_out_pages_without_rows) {
+    bw_page_location *pages = NULL;
+    size_t count = 0;
+    char error[BW_PAGES_ERROR_SIZE] = "";
+    /* the second page's first row is the third's: it holds no rows, and is left out */
+    uint8_t *buf = exact(three_pages, sizeof three_pages);
+    CHECK_EQ(bw_parquet_offset_index(buf, sizeof three_pages, 100, 4, 48, 10, &pages, &count,
+                                     error), BW_PAGES_OK);
+    CHECK(count == 2 && pages[0].offset == 4 && pages[0].first_row == 0 &&
+          pages[1].offset == 36 && pages[1].first_row == 5);
+    free(pages);
+    free(buf);
+    /* two pages both at row 0: the first holds no rows */
+    uint8_t both_first[sizeof two_pages];
+    memcpy(both_first, two_pages, sizeof both_first);
+    both_first[14] = 0x00;
+    buf = exact(both_first, sizeof both_first);
+    CHECK_EQ(bw_parquet_offset_index(buf, sizeof both_first, 100, 4, 32, 10, &pages, &count,
+                                     error), BW_PAGES_OK);
+    CHECK(count == 1 && pages[0].offset == 20 && pages[0].first_row == 0);
+    free(pages);
+    free(buf);
+    /* first rows that go down are refused, and so is a page at the row group's end */
+    static const size_t third_first_row[] = {21};
+    offset_index_refused(three_pages, sizeof three_pages, third_first_row,
+                         (const uint8_t[]){0x06}, 1, "page 2 starts at row 3 (row group of 10");
+    offset_index_refused(three_pages, sizeof three_pages, third_first_row,
+                         (const uint8_t[]){0x14}, 1, "page 2 starts at row 10 (row group of 10");
+}
+
 TEST(offset_index_pages_stay_in_their_chunk) {
     uint8_t *buf = exact(two_pages, sizeof two_pages);
     bw_page_location *pages = NULL;
@@ -963,7 +999,8 @@ TEST(the_codec_table_is_indexed_by_number_and_covers_what_the_build_reads) {
 
 RUN_TESTS(fields_by_delta_and_by_id, every_truncation_is_refused, depth_and_lying_counts,
           required_scalar_page, list_page_with_bit_packed_and_rle_levels, offset_index_checks,
-          offset_index_pages_stay_in_their_chunk, walker_bounds, walker_rows_of_list_pages,
+          offset_index_leaves_out_pages_without_rows, offset_index_pages_stay_in_their_chunk,
+          walker_bounds, walker_rows_of_list_pages,
           integers_of_another_type_are_refused,
           descriptor_reads_are_the_memory_reads_and_a_cut_file_is_an_error,
           claimed_values_allocate_nothing, claimed_dictionary_indices_allocate_nothing,
