@@ -148,9 +148,16 @@ typedef struct {
         null_count;
 } column_meta;
 
-/* ColumnMetaData: the codec; whether any page may be dictionary encoded (dictionary 1) and
-   where the dictionary page is; where the data pages start, the chunk's size and its null
-   count, for a walk over its page headers. */
+/* Where the chunk's dictionary page is, by its dictionary_page_offset, or -1: none. Offset 0
+   (the file's magic, where no page can be) and below mean none: some writers leave 0 there
+   for a chunk without a dictionary. The one reading of that field. */
+static int64_t dictionary_page_offset(const column_meta *m) {
+    return m->dictionary_offset > 0 ? m->dictionary_offset : -1;
+}
+
+/* ColumnMetaData: the codec; whether any page may be dictionary encoded (dictionary 1: the
+   encodings list a dictionary encoding) and where the dictionary page is; where the data
+   pages start, the chunk's size and its null count, for a walk over its page headers. */
 static int read_column_meta(bw_thrift *t, column_meta *m) {
     int16_t last = 0, id;
     int type;
@@ -172,7 +179,6 @@ static int read_column_meta(bw_thrift *t, column_meta *m) {
             rc = bw_thrift_i64(t, type, &m->data_page_offset);
         } else if (id == 11) {
             rc = bw_thrift_i64(t, type, &m->dictionary_offset);
-            m->dictionary = 1;
         } else if (id == 12 && type == BW_THRIFT_STRUCT) {
             rc = read_statistics(t, &m->null_count);
         } else if (id == 2 && type == BW_THRIFT_LIST) {
@@ -226,16 +232,19 @@ static int read_column_chunk(bw_thrift *t, size_t file_size, int64_t *where, cha
     where[BW_CHUNK_INDEX_OFFSET] = offset;
     where[BW_CHUNK_INDEX_LENGTH] = length;
     where[BW_CHUNK_CODEC] = m.codec;
-    /* a dictionary page must lie inside the file; its header is checked when it is read */
-    if (m.dictionary && (m.dictionary_offset < 0 || (uint64_t)m.dictionary_offset >= file_size))
+    /* a dictionary page the footer places must lie inside the file (its header is checked
+       when it is read); pages dictionary encoded without one placed are not read here */
+    const int64_t dictionary = dictionary_page_offset(&m);
+    if (dictionary >= 0 && (uint64_t)dictionary >= file_size)
         where[BW_CHUNK_DICTIONARY] = BW_DICTIONARY_UNLOCATED;
+    else if (dictionary >= 0)
+        where[BW_CHUNK_DICTIONARY] = dictionary;
     else
-        where[BW_CHUNK_DICTIONARY] = m.dictionary ? m.dictionary_offset : BW_NO_DICTIONARY;
-    /* the chunk starts at its dictionary page when it has one before the data pages; offset 0
-       is the file's magic, which some writers leave there to mean none */
+        where[BW_CHUNK_DICTIONARY] = m.dictionary ? BW_DICTIONARY_UNLOCATED : BW_NO_DICTIONARY;
+    /* the chunk starts at its dictionary page when it has one before the data pages */
     int64_t start = m.data_page_offset;
-    if (m.dictionary_offset > 0 && (start < 0 || m.dictionary_offset < start))
-        start = m.dictionary_offset;
+    if (dictionary >= 0 && (start < 0 || dictionary < start))
+        start = dictionary;
     where[BW_CHUNK_START] = start;
     where[BW_CHUNK_SIZE] = m.total_compressed_size;
     where[BW_CHUNK_NULL_COUNT] = m.null_count;

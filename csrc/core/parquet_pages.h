@@ -56,8 +56,9 @@ typedef struct {
 /* What the footer says of every column chunk, BW_CHUNK_FIELDS int64 each, chunk by chunk
    (row group major): the offset index's offset and length (-1 when absent), the codec (-1
    when the chunk has no metadata) and where its dictionary page starts (BW_NO_DICTIONARY when
-   no page is dictionary encoded, BW_DICTIONARY_UNLOCATED when the footer does not say where
-   the dictionary is or says a place outside the file); then, for a walk over its page
+   the footer places none and lists no dictionary encoding, BW_DICTIONARY_UNLOCATED when it
+   lists one but places no dictionary page, or places it outside the file; a
+   dictionary_page_offset of 0, the file's magic, places none); then, for a walk over its page
    headers, where the chunk starts (its dictionary page, or its first data page), its
    total_compressed_size and its statistics' null count (each -1 when the footer does not say;
    not checked against the file here, the walk checks them). From the footer of the whole

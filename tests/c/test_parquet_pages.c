@@ -558,6 +558,78 @@ TEST(walker_rows_of_list_pages) {
     free(buf);
 }
 
+/* A file of `size` bytes (at least 64) whose footer holds one row group of one column chunk:
+   data pages at 4, 32 bytes, codec UNCOMPRESSED, dictionary_page_offset `dictionary` (-1:
+   the field left out), the encodings RLE_DICTIONARY when `dictionary_encoded`, else PLAIN. */
+static size_t one_chunk_file(uint8_t *file, size_t size, int64_t dictionary,
+                             int dictionary_encoded) {
+    uint8_t footer[64];
+    size_t n = 0;
+    footer[n++] = 0x49; /* FileMetaData field 4: row groups, a list */
+    footer[n++] = 0x1c; /* of 1 struct */
+    footer[n++] = 0x19; /* RowGroup field 1: columns, a list */
+    footer[n++] = 0x1c; /* of 1 struct */
+    footer[n++] = 0x3c; /* ColumnChunk field 3: ColumnMetaData */
+    footer[n++] = 0x29; /* field 2: encodings, a list */
+    footer[n++] = 0x15; /* of 1 i32 */
+    footer[n++] = dictionary_encoded ? 0x10 : 0x00; /* RLE_DICTIONARY (8) or PLAIN (0) */
+    n += put_i32(footer + n, 2, BW_PQ_UNCOMPRESSED); /* field 4: codec */
+    footer[n++] = 0x36;                              /* field 7: total_compressed_size */
+    n += put_varint(footer + n, 32 << 1);
+    footer[n++] = 0x26; /* field 9: data_page_offset */
+    n += put_varint(footer + n, 4 << 1);
+    if (dictionary >= 0) {
+        footer[n++] = 0x26; /* field 11: dictionary_page_offset */
+        n += put_varint(footer + n, (uint64_t)dictionary << 1);
+    }
+    footer[n++] = 0x00; /* ColumnMetaData, ColumnChunk, RowGroup, FileMetaData end */
+    footer[n++] = 0x00;
+    footer[n++] = 0x00;
+    footer[n++] = 0x00;
+    memset(file, 0, size);
+    memcpy(file, "PAR1", 4);
+    size_t at = size - 8 - n;
+    memcpy(file + at, footer, n);
+    uint32_t length = (uint32_t)n;
+    memcpy(file + size - 8, &length, 4);
+    memcpy(file + size - 4, "PAR1", 4);
+    return size;
+}
+
+TEST(dictionary_page_offset_0_is_no_dictionary) {
+    uint8_t file[96];
+    int64_t out[BW_CHUNK_FIELDS];
+    char error[BW_PAGES_ERROR_SIZE];
+    /* 0, the file's magic, where some writers leave "none": no dictionary, the chunk starts
+       at its data pages */
+    size_t size = one_chunk_file(file, sizeof file, 0, 0);
+    CHECK_EQ(bw_parquet_index_locations(file, -1, size, 1, 1, out, error), BW_PAGES_OK);
+    CHECK_EQ(out[BW_CHUNK_DICTIONARY], BW_NO_DICTIONARY);
+    CHECK_EQ(out[BW_CHUNK_START], 4);
+    CHECK_EQ(out[BW_CHUNK_SIZE], 32);
+    /* the field left out: the same */
+    one_chunk_file(file, sizeof file, -1, 0);
+    CHECK_EQ(bw_parquet_index_locations(file, -1, size, 1, 1, out, error), BW_PAGES_OK);
+    CHECK_EQ(out[BW_CHUNK_DICTIONARY], BW_NO_DICTIONARY);
+    CHECK_EQ(out[BW_CHUNK_START], 4);
+    /* dictionary encoded pages with no dictionary page placed (0 or left out): unlocated */
+    for (int64_t dictionary = -1; dictionary <= 0; dictionary++) {
+        one_chunk_file(file, sizeof file, dictionary, 1);
+        CHECK_EQ(bw_parquet_index_locations(file, -1, size, 1, 1, out, error), BW_PAGES_OK);
+        CHECK_EQ(out[BW_CHUNK_DICTIONARY], BW_DICTIONARY_UNLOCATED);
+        CHECK_EQ(out[BW_CHUNK_START], 4);
+    }
+    /* a dictionary page placed before the data pages: there, and the chunk starts at it */
+    one_chunk_file(file, sizeof file, 2, 1);
+    CHECK_EQ(bw_parquet_index_locations(file, -1, size, 1, 1, out, error), BW_PAGES_OK);
+    CHECK_EQ(out[BW_CHUNK_DICTIONARY], 2);
+    CHECK_EQ(out[BW_CHUNK_START], 2);
+    /* placed past the file's end: unlocated */
+    one_chunk_file(file, sizeof file, 4000, 1);
+    CHECK_EQ(bw_parquet_index_locations(file, -1, size, 1, 1, out, error), BW_PAGES_OK);
+    CHECK_EQ(out[BW_CHUNK_DICTIONARY], BW_DICTIONARY_UNLOCATED);
+}
+
 /* page_header's page with a field of `pad` bytes (id 9, unknown: skipped) in its header. */
 static size_t padded_page_header(uint8_t *out, int values, int body, size_t pad) {
     size_t n = page_header(out, values, body) - 1; /* without the header's stop */
@@ -1000,7 +1072,7 @@ TEST(the_codec_table_is_indexed_by_number_and_covers_what_the_build_reads) {
 RUN_TESTS(fields_by_delta_and_by_id, every_truncation_is_refused, depth_and_lying_counts,
           required_scalar_page, list_page_with_bit_packed_and_rle_levels, offset_index_checks,
           offset_index_leaves_out_pages_without_rows, offset_index_pages_stay_in_their_chunk,
-          walker_bounds, walker_rows_of_list_pages,
+          walker_bounds, walker_rows_of_list_pages, dictionary_page_offset_0_is_no_dictionary,
           integers_of_another_type_are_refused,
           descriptor_reads_are_the_memory_reads_and_a_cut_file_is_an_error,
           claimed_values_allocate_nothing, claimed_dictionary_indices_allocate_nothing,
