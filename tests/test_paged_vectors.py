@@ -87,6 +87,7 @@ def test_the_batches_are_pyarrows_whatever_the_layout(tmp_path_factory, monkeypa
     stop = data.draw(st.one_of(st.none(), st.integers(first, groups)))
     plan = Plan(columns)
     calls = count_page_reads(monkeypatch)
+    stats = paged_stats(monkeypatch)
     got = list(_file_batches(path, plan, batch_rows, first, stop))
     expected = pyarrow_batches(path, plan, batch_rows, first, stop)
     assert [b.num_rows for b in got] == [b.num_rows for b in expected]
@@ -98,6 +99,11 @@ def test_the_batches_are_pyarrows_whatever_the_layout(tmp_path_factory, monkeypa
     if sum(b.num_rows for b in expected):
         # the page reader read the vectors (a row group with nulls goes to pyarrow whole)
         assert calls
+        if not null_every:  # every page of the groups read, each once
+            with TableFile(path, ["emb"]) as f:
+                pages = sum(len(f._chunk_pages(g, "emb", f._plans["emb"]))
+                            for g in range(first, groups if stop is None else stop))
+            assert stats[0]["pages_read"] == pages and stats[0]["row_groups"] == 0
 
 
 def test_a_vector_column_read_alone_or_not_covered_is_read_by_pyarrow(tmp_path, monkeypatch):
