@@ -229,8 +229,12 @@ class Node:
 
     def __init__(self, address: str, folder: pathlib.Path, jars: pathlib.Path, *,
                  heap: str | None = None, seed: str = "127.0.0.1",
-                 password_auth: bool = False, max_requests_per_second: int | None = None) -> None:
+                 password_auth: bool = False, max_requests_per_second: int | None = None,
+                 extra_config: str = "") -> None:
         self.address = address
+        #: Further cassandra.yaml lines, written after the harness's own (a key given here
+        #: must not be one the harness writes: the server refuses a key given twice).
+        self.extra_config = extra_config
         #: The native transport's rate limit (requests per second), or None: none.
         self.max_requests_per_second = max_requests_per_second
         #: PasswordAuthenticator on: clients log in as ``SUPERUSER`` (``credentials``).
@@ -285,6 +289,7 @@ cdc_raw_directory: {_quote(str(dirs["cdc_raw"]))}
 concurrent_compactors: 1
 {"authenticator: PasswordAuthenticator" if self.password_auth else ""}
 {_rate_limit(self.max_requests_per_second)}
+{self.extra_config}
 """)
         (conf / "logback.xml").write_text("""\
 <configuration>
@@ -490,7 +495,8 @@ def running(count: int = 1, *, first: int = 1, heap: str | None = None,
             keep_files: bool | None = None,
             start_timeout: float | None = None,
             password_auth: bool = False,
-            max_requests_per_second: int | None = None) -> Iterator[list[Node]]:
+            max_requests_per_second: int | None = None,
+            extra_config: str = "") -> Iterator[list[Node]]:
     """Start ``count`` nodes in this process's private network namespace and yield them ready.
 
     They listen on ``127.0.0.<first>`` (the seed) and the addresses after it, so two sets of
@@ -502,7 +508,9 @@ def running(count: int = 1, *, first: int = 1, heap: str | None = None,
     ``keep_files`` (default: whether ``BULKWIRE_CASSANDRA_KEEP_FILES`` is set), its folder
     removed. ``password_auth`` turns PasswordAuthenticator on (the superuser ``SUPERUSER``);
     ``max_requests_per_second`` limits each node's native transport to that rate (a client
-    that asked for THROW_ON_OVERLOAD gets overloaded errors beyond it).
+    that asked for THROW_ON_OVERLOAD gets overloaded errors beyond it); ``extra_config``:
+    further cassandra.yaml lines for every node (authorizer, TLS, limits; keys the harness
+    does not write itself).
     """
     if keep_files is None:
         keep_files = bool(os.environ.get("BULKWIRE_CASSANDRA_KEEP_FILES"))
@@ -515,7 +523,7 @@ def running(count: int = 1, *, first: int = 1, heap: str | None = None,
     (root / "owner.pid").write_text(str(os.getpid()))
     hosts = addresses(count, first)
     nodes = [Node(addr, root / addr, jars, heap=heap, seed=hosts[0], password_auth=password_auth,
-                  max_requests_per_second=max_requests_per_second)
+                  max_requests_per_second=max_requests_per_second, extra_config=extra_config)
              for addr in hosts]
     try:
         nodes[0].start()
