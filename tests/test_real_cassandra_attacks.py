@@ -3,9 +3,9 @@ hashes to the ring's edges (``--server cassandra``).
 
 - The server's own backpressure: a rate limit (``native_transport_max_requests_per_second``)
   and a limit on the bytes of requests in flight (``native_transport_max_request_data_in_flight``,
-  formerly ``..._max_concurrent_requests_in_bytes``), met either by the server no longer
-  reading the connection or, with ``native_transport_throw_on_overload``, by *overloaded*
-  answers.
+  formerly ``..._max_concurrent_requests_in_bytes``). A protocol v4 client that did not ask
+  for THROW_ON_OVERLOAD (the load) is met by the server no longer reading its connection; one
+  that asked (``CqlConnection(throw_on_overload=True)``) gets *overloaded* answers.
 - Authentication and authorization (PasswordAuthenticator, CassandraAuthorizer, the caches
   off) with the loading role's MODIFY permission revoked, or the role dropped, in the middle
   of a load; ``--resume`` with a good role afterwards.
@@ -18,10 +18,10 @@ hashes to the ring's edges (``--server cassandra``).
 
 Every test reads back what the server stored and compares it with what was sent. Two nodes
 serve the module, one at a time (``node(kind)`` stops the one running before it starts the
-other): *guarded* (authentication, authorization, TLS requiring a client certificate, and a
-bytes-in-flight limit answered with *overloaded*) and *open* (TLS without client
-certificates, a rate limit and a bytes-in-flight limit met by the server pausing its reads).
-Both also take plain connections (``optional: true``), which the driver reading back uses.
+other): *guarded* (authentication, authorization with the caches off, TLS requiring a client
+certificate) and *open* (TLS without client certificates, a rate limit and a bytes-in-flight
+limit). Both also take plain connections (``optional: true``), which the driver reading back
+uses.
 """
 from __future__ import annotations
 
@@ -128,10 +128,9 @@ client_encryption_options:
 """
 
 
-def _limits(*, throw: bool) -> str:
-    lines = (f"native_transport_max_request_data_in_flight_per_ip: {IN_FLIGHT_LIMIT}B\n"
-             f"native_transport_max_request_data_in_flight: {IN_FLIGHT_LIMIT}B\n")
-    return lines + ("native_transport_throw_on_overload: true\n" if throw else "")
+def _limits() -> str:
+    return (f"native_transport_max_request_data_in_flight_per_ip: {IN_FLIGHT_LIMIT}B\n"
+            f"native_transport_max_request_data_in_flight: {IN_FLIGHT_LIMIT}B\n")
 
 
 @pytest.fixture(scope="module")
@@ -150,9 +149,9 @@ def node(pki):
             "authorizer: CassandraAuthorizer\n"
             # no caching of roles, permissions or credentials: a change applies at once
             "permissions_validity: 0ms\nroles_validity: 0ms\ncredentials_validity: 0ms\n"
-            + _limits(throw=True) + _tls_lines(pki, GUARDED, require_client_auth=True))),
+            + _tls_lines(pki, GUARDED, require_client_auth=True))),
         "open": dict(first=52, max_requests_per_second=RATE, extra_config=(
-            _limits(throw=False) + _tls_lines(pki, OPEN, require_client_auth=False))),
+            _limits() + _tls_lines(pki, OPEN, require_client_auth=False))),
     }
     current: dict[str, Any] = {}
     stack = contextlib.ExitStack()
@@ -263,3 +262,242 @@ def test_tls_to_a_node_that_requires_a_client_certificate(node, pki, tmp_path):
         result = load(certificate=pki.client, ca=pki.ca)
         assert result.rows == len(values)
         assert stored(s, table) == values
+
+
+# --------------------------------------------------------------------------------------------
+# a role losing its rights in the middle of a load
+
+LOADER = ("loader", "loader secret")
+
+
+def _unconfirmed_rows(error: BaseException) -> set[int]:
+    return {row for _, first, stop in error.unconfirmed for row in range(first, stop)}
+
+
+def _check_partial(error: BaseException, values: dict, partial: dict) -> None:
+    """What a failed load left: rows stored as sent, and every row that is not stored in a
+    range the error names as not confirmed."""
+    assert error.unconfirmed, "a failed load names what it did not confirm"
+    assert all(values[k] == v for k, v in partial.items())
+    assert set(values) - set(partial) <= _unconfirmed_rows(error)
+
+
+@pytest.mark.parametrize("action, row_group, code", [
+    # each unit of work its own session: the next unit's login or EXECUTE is refused
+    (f"REVOKE MODIFY ON KEYSPACE {KEYSPACE} FROM loader", 200, 0x2100),
+    ("DROP ROLE loader", 200, 0x0100),
+    # one unit, one session: the connection logged in before the role was dropped
+    ("DROP ROLE loader", 1200, 0x2100),
+], ids=["modify-revoked", "role-dropped", "role-dropped-under-an-open-connection"])
+def test_a_role_losing_its_rights_mid_load_fails_the_load_and_resume_completes(
+        node, tmp_path, action, row_group, code):
+    """The load fails with the server's refusal naming the node, never a normal return; what
+    it stored is what was sent, and what it did not store it names as not confirmed.
+    ``bulkwire load --resume`` with a good role sends the rest: every row once."""
+    n = node("guarded")
+    path = tmp_path / "r.parquet"
+    values = text_rows(path, 1200, row_group=row_group)
+    state = str(tmp_path / "state.json")
+    with driver(n) as s:
+        table = make_table(s, "revoked")
+        s.execute("DROP ROLE IF EXISTS loader")
+        s.execute(f"CREATE ROLE loader WITH PASSWORD = '{LOADER[1]}' AND LOGIN = true")
+        s.execute(f"GRANT MODIFY ON KEYSPACE {KEYSPACE} TO loader")
+        done_at: list[int] = []
+
+        def progress(done: int, total: int) -> None:
+            if done >= 400 and not done_at:
+                s.execute(action)
+                done_at.append(done)
+
+        with pytest.raises(CqlServerError) as caught:
+            bulkwire.cql.load_parquet(str(path), n.address, KEYSPACE, table,
+                                      username=LOADER[0], password=LOADER[1], resume=state,
+                                      batch_rows=100, progress=progress)
+        error = caught.value
+        assert done_at, "the load ended before the role lost its rights"
+        assert error.code == code, error
+        assert f"{n.address}:9042" in str(error)
+        partial = stored(s, table)
+        assert len(partial) < len(values)
+        _check_partial(error, values, partial)
+
+        done = cli("load", str(path), "--cql", n.address, "--keyspace", KEYSPACE,
+                   "--table", table, "--username", SUPERUSER[0], "--password", SUPERUSER[1],
+                   "--resume", state)
+        assert done.returncode == 0, done.stderr
+        assert stored(s, table) == values
+        assert s.execute(f"SELECT count(*) FROM {KEYSPACE}.{table}").one()[0] == len(values)
+
+
+
+
+# --------------------------------------------------------------------------------------------
+# the server's backpressure
+
+
+def test_a_node_pausing_its_reads_under_its_limits_stores_every_row_once(node, tmp_path):
+    """The open node serves RATE requests a second and IN_FLIGHT_LIMIT bytes of requests in
+    flight, pausing its reads past either. Small rows 64 in flight, and rows whose request
+    alone is over the bytes limit (the server takes one such request at a time), each load
+    returns with every row stored as sent; the node's log shows it pushed back."""
+    n = node("open")
+    with driver(n) as s:
+        for name, rows, size, window in (("paused_small", 1500, 12, 64),
+                                         ("paused_large", 40, LARGE, 8)):
+            table = make_table(s, name)
+            path = tmp_path / f"{name}.parquet"
+            values = text_rows(path, rows, size=size, row_group=500)
+            result = bulkwire.cql.load_parquet(str(path), n.address, KEYSPACE, table,
+                                               window=window, timeout=10.0)
+            assert result.rows == rows
+            assert stored(s, table) == values
+    log = n.log_path.read_text(errors="replace")
+    assert "limit(s) on bytes in flight" in log and "triggered backpressure" in log
+
+
+def test_a_request_over_the_bytes_limit_is_answered_overloaded_when_asked_for(node):
+    """A connection that asked for THROW_ON_OVERLOAD gets *overloaded* for a request larger
+    than the node's bytes in flight, every time: the retries end and the run raises naming
+    the node and the request, which is not stored; a small request then is."""
+    n = node("open")
+    with driver(n) as s:
+        table = make_table(s, "thrown")
+    with _core.CqlConnection(n.address, 9042, throw_on_overload=True, timeout=10.0) as conn:
+        _, answer = conn.request(_core.CQL_OP_PREPARE, _core.cql_prepare_body(
+            f"INSERT INTO {KEYSPACE}.{table} (id, v) VALUES (?, ?)"))
+        from bulkwire.cql_statements import Prepared
+
+        prepared = Prepared.from_result(answer)
+
+        def body(key: int, text: bytes) -> bytes:
+            return (struct.pack(">H", len(prepared.id)) + prepared.id
+                    + struct.pack(">HBH", 0x0001, 0x01, 2) + struct.pack(">iq", 8, key)
+                    + struct.pack(">i", len(text)) + text)
+
+        with pytest.raises(CqlServerError) as caught:
+            conn.run(_core.CQL_OP_EXECUTE, [body(1, b"x" * LARGE)], max_retries=3,
+                     backoff=0.01)
+        error = caught.value
+        assert (error.code, error.row, error.unacknowledged) == (0x1001, 0, [0]), error
+        assert f"{n.address}:9042" in str(error) and "bytes in flight" in str(error)
+        assert conn.run(_core.CQL_OP_EXECUTE, [body(2, b"small")]) == (1, 0)
+    with driver(n) as s:
+        assert stored(s, table) == {2: "small"}
+
+
+def test_tls_to_a_node_that_does_not_ask_for_a_client_certificate(node, pki, tmp_path):
+    """Without a client certificate and with one (not asked for, so not sent), every row is
+    loaded; a CA that did not sign the node's certificate is refused before any row."""
+    n = node("open")
+    path = tmp_path / "t.parquet"
+    values = text_rows(path, 300)
+    with driver(n) as s:
+        table = make_table(s, "tls_open")
+        _refused_before_any_row(
+            lambda: bulkwire.cql.load_parquet(str(path), n.address, KEYSPACE, table,
+                                              certificate=pki.client, ca=pki.other_ca),
+            s, table, n, "unable to get local issuer certificate")
+        for tls in (dict(tls=True, ca=pki.ca), dict(certificate=pki.client, ca=pki.ca)):
+            s.execute(f"TRUNCATE {KEYSPACE}.{table}")
+            result = bulkwire.cql.load_parquet(str(path), n.address, KEYSPACE, table, **tls)
+            assert result.rows == len(values)
+            assert stored(s, table) == values
+
+
+# --------------------------------------------------------------------------------------------
+# the ring's edges
+
+_M = (1 << 64) - 1
+_C1, _C2 = 0x87C37B91114253D5, 0x4CF5AD432745937F
+
+
+def _rotr(x: int, r: int) -> int:
+    return ((x >> r) | (x << (64 - r))) & _M
+
+
+def _unshift33(x: int) -> int:
+    return x ^ (x >> 33)  # x ^ x >> 33 is its own inverse on 64 bits
+
+
+def _unfmix(x: int) -> int:
+    x = _unshift33(x) * pow(0xC4CEB9FE1A85EC53, -1, 1 << 64) & _M
+    x = _unshift33(x) * pow(0xFF51AFD7ED558CCD, -1, 1 << 64) & _M
+    return _unshift33(x)
+
+
+def key_hashing_to(token: int) -> bytes:
+    """16 bytes whose MurmurHash3 x64 128 (seed 0) has ``token`` as its first half, signed.
+
+    Every step of the hash of one 16-byte block is invertible: the finalizer, the two
+    halves' sums and each half's multiply-rotate-multiply. So the hash is run backwards from
+    ``token`` (and an arbitrary second half)."""
+    inverse = lambda a: pow(a, -1, 1 << 64)  # noqa: E731
+    second = 0x5EED
+    first = (token - second) & _M
+    a, b = _unfmix(first), _unfmix(second)        # h1 and h2 before the finalizer
+    h2 = (b - a) & _M                            # h1 += h2; h2 += h1, undone
+    h1 = (a - h2) & _M
+    h1, h2 = h1 ^ 16, h2 ^ 16                    # the length
+    t = (((h2 - 0x38495AB5) * inverse(5) & _M) - h1) & _M
+    k2 = _rotr(t, 31)                           # h2 = (rotl(k2, 31) + h1) * 5 + c
+    k1 = _rotr((h1 - 0x52DCE729) * inverse(5) & _M, 27)
+    k1 = _rotr(k1 * inverse(_C2) & _M, 31) * inverse(_C1) & _M
+    k2 = _rotr(k2 * inverse(_C1) & _M, 33) * inverse(_C2) & _M
+    return k1.to_bytes(8, "little") + k2.to_bytes(8, "little")
+
+
+def test_keys_at_the_edges_of_the_ring_are_stored_and_routed(node):
+    """Blob keys hashing to the minimum (-2**63: the partitioner's token is then the
+    maximum), the maximum, the node's smallest and largest tokens and their neighbours (past
+    the largest: the ring wraps to the smallest). bulkwire's token of each equals the
+    server's ``token()`` and the driver's; every row is stored as sent; each is routed to
+    the replica the driver's token map names, on this node's ring and on its tokens dealt
+    to three nodes."""
+    from cassandra.metadata import Murmur3Token, SimpleStrategy, TokenMap
+    from cassandra.murmur3 import murmur3
+
+    n = node("open")
+    with driver(n) as s:
+        table = make_table(s, "edges", "id blob PRIMARY KEY, v text")
+        tokens = sorted(int(t) for t in s.execute("SELECT tokens FROM system.local").one()[0])
+        hashes = {"minimum": -(1 << 63), "maximum": (1 << 63) - 1, "zero": 0,
+                  "smallest node token": tokens[0], "before it": tokens[0] - 1,
+                  "after it": tokens[0] + 1, "largest node token": tokens[-1],
+                  "before the largest": tokens[-1] - 1, "past the largest": tokens[-1] + 1,
+                  "above the largest": tokens[-1] + ((1 << 63) - 1 - tokens[-1]) // 2}
+        keys = {name: key_hashing_to(h) for name, h in hashes.items()}
+        expected = {name: (1 << 63) - 1 if h == -(1 << 63) else h for name, h in hashes.items()}
+        for name, key in keys.items():
+            assert murmur3(key) == hashes[name], name  # the driver's hash: the key is right
+            assert _core.cql_partition_token([key]) == expected[name], name
+            assert Murmur3Token.from_key(key).value == expected[name], name
+        result = bulkwire.cql.load_arrow(
+            pa.table({"id": pa.array(list(keys.values()), pa.binary()), "v": list(keys)}),
+            n.address, KEYSPACE, table)
+        assert result.rows == len(keys)
+        got = {row.v: (row.id, row.t) for row in
+               s.execute(f"SELECT id, v, token(id) AS t FROM {KEYSPACE}.{table}")}
+        assert got == {name: (keys[name], expected[name]) for name in keys}
+        token_map = s.cluster.metadata.token_map
+        s.cluster.refresh_schema_metadata()
+        for name in keys:
+            replicas = token_map.get_replicas(KEYSPACE, Murmur3Token(expected[name]))
+            assert [str(h.address) for h in replicas] == [n.address], name
+            assert TokenRing({n.address: tokens}, 1).replicas(expected[name]) == [n.address]
+
+    # the same tokens dealt round-robin to three nodes: bulkwire's ring and the driver's
+    # token map name the same primary replica for every key, wrap-around included
+    dealt = {f"10.0.0.{i + 1}": tokens[i::3] for i in range(3)}
+    owner = {Murmur3Token(t): host for host, ts in dealt.items() for t in ts}
+    metadata = SimpleNamespace(keyspaces={KEYSPACE: SimpleNamespace(
+        replication_strategy=SimpleStrategy({"replication_factor": "2"}))})
+    theirs = TokenMap(Murmur3Token, owner, sorted(owner), metadata)
+    ours = TokenRing(dealt, 2)
+    tokens_of_rows = struct.pack(f"={len(expected)}q", *expected.values())
+    primaries = ours.primaries(tokens_of_rows)
+    for i, (name, token) in enumerate(expected.items()):
+        assert ours.replicas(token) == list(theirs.get_replicas(KEYSPACE, Murmur3Token(token))), name
+        assert ours.addresses[primaries[i]] == ours.replicas(token)[0], name
+    assert ours.replicas(expected["past the largest"]) == ours.replicas(tokens[0])
+    assert ours.replicas(expected["minimum"]) == ours.replicas(tokens[0])
