@@ -19,9 +19,9 @@ hashes to the ring's edges (``--server cassandra``).
 Every test reads back what the server stored and compares it with what was sent. Two nodes
 serve the module, one at a time (``node(kind)`` stops the one running before it starts the
 other): *guarded* (authentication, authorization with the caches off, TLS requiring a client
-certificate) and *open* (TLS without client certificates, a rate limit and a bytes-in-flight
-limit). Both also take plain connections (``optional: true``), which the driver reading back
-uses.
+certificate, beside plain connections on the same port) and *open* (TLS without client
+certificates on a port of its own, TLS_PORT, a rate limit and a bytes-in-flight limit). The
+driver reading back uses plain connections to the native port.
 """
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ import pytest
 import bulkwire.cql
 from bulkwire import _core
 from bulkwire.cql_statements import TokenRing
-from bulkwire.errors import CqlServerError, ServerError, TLSError
+from bulkwire.errors import ConnectError, CqlServerError, TLSError
 from servers.cassandra import SUPERUSER, connect
 
 pytestmark = pytest.mark.cassandra_server
@@ -59,6 +59,8 @@ IN_FLIGHT_LIMIT = 16 * 1024
 LARGE = 20_000
 #: Requests per second the open node serves.
 RATE = 300
+#: The open node's port taking TLS only (its native port then takes plain connections only).
+TLS_PORT = 10142
 
 
 # --------------------------------------------------------------------------------------------
@@ -115,11 +117,15 @@ def _pki(folder: pathlib.Path) -> SimpleNamespace:
     return SimpleNamespace(folder=folder, **paths)
 
 
-def _tls_lines(pki: SimpleNamespace, address: str, *, require_client_auth: bool) -> str:
+def _tls_lines(pki: SimpleNamespace, address: str, *, require_client_auth: bool,
+               port: int | None = None) -> str:
+    """TLS on the native port beside plain connections, or (``port``) on a port of its own
+    that takes TLS only, the native port then taking plain connections only."""
     return f"""\
+{f"native_transport_port_ssl: {port}" if port else ""}
 client_encryption_options:
   enabled: true
-  optional: true
+  optional: {"false" if port else "true"}
   require_client_auth: {"true" if require_client_auth else "false"}
   ssl_context_factory:
     class_name: org.apache.cassandra.security.PEMBasedSslContextFactory
@@ -151,7 +157,7 @@ def node(pki):
             "permissions_validity: 0ms\nroles_validity: 0ms\ncredentials_validity: 0ms\n"
             + _tls_lines(pki, GUARDED, require_client_auth=True))),
         "open": dict(first=52, max_requests_per_second=RATE, extra_config=(
-            _limits() + _tls_lines(pki, OPEN, require_client_auth=False))),
+            _limits() + _tls_lines(pki, OPEN, require_client_auth=False, port=TLS_PORT))),
     }
     current: dict[str, Any] = {}
     stack = contextlib.ExitStack()
@@ -216,13 +222,14 @@ def cli(*args: str) -> subprocess.CompletedProcess:
 # TLS
 
 
-def _refused_before_any_row(load, s, table: str, node, words: str) -> TLSError:
-    """``load()`` raises a ``TLSError`` naming the node and saying ``words``; the table is
-    still empty."""
+def _refused_before_any_row(load, s, table: str, node, words: str, *,
+                            port: int = 9042) -> TLSError:
+    """``load()`` raises a ``TLSError`` naming the node (at ``port``) and saying ``words``;
+    the table is still empty."""
     with pytest.raises(TLSError) as caught:
         load()
     message = str(caught.value)
-    assert f"{node.address}:9042" in message and words in message, message
+    assert f"{node.address}:{port}" in message and words in message, message
     assert stored(s, table) == {}
     return caught.value
 
@@ -387,22 +394,52 @@ def test_a_request_over_the_bytes_limit_is_answered_overloaded_when_asked_for(no
 
 
 def test_tls_to_a_node_that_does_not_ask_for_a_client_certificate(node, pki, tmp_path):
-    """Without a client certificate and with one (not asked for, so not sent), every row is
-    loaded; a CA that did not sign the node's certificate is refused before any row."""
+    """On the open node's TLS port: without a client certificate and with one (not asked
+    for, so not sent), every row is loaded; a CA that did not sign the node's certificate,
+    and TLS to the native port (plain only), are refused before any row."""
     n = node("open")
     path = tmp_path / "t.parquet"
     values = text_rows(path, 300)
+    tls_port = f"{n.address}:{TLS_PORT}"
     with driver(n) as s:
         table = make_table(s, "tls_open")
         _refused_before_any_row(
-            lambda: bulkwire.cql.load_parquet(str(path), n.address, KEYSPACE, table,
+            lambda: bulkwire.cql.load_parquet(str(path), tls_port, KEYSPACE, table,
                                               certificate=pki.client, ca=pki.other_ca),
-            s, table, n, "unable to get local issuer certificate")
+            s, table, n, "unable to get local issuer certificate", port=TLS_PORT)
+        _refused_before_any_row(
+            lambda: bulkwire.cql.load_parquet(str(path), n.address, KEYSPACE, table,
+                                              tls=True, ca=pki.ca),
+            s, table, n, "wrong version number")
         for tls in (dict(tls=True, ca=pki.ca), dict(certificate=pki.client, ca=pki.ca)):
             s.execute(f"TRUNCATE {KEYSPACE}.{table}")
-            result = bulkwire.cql.load_parquet(str(path), n.address, KEYSPACE, table, **tls)
+            result = bulkwire.cql.load_parquet(str(path), tls_port, KEYSPACE, table, **tls)
             assert result.rows == len(values)
+            assert result.target == f"{KEYSPACE}.{table} at {tls_port}"
             assert stored(s, table) == values
+
+
+def test_a_contact_point_that_drops_the_handshake_is_named_and_passed_over(node, tmp_path):
+    """The open node's TLS port resets a plain connection at its first bytes. Alone, it
+    fails the load before any row with a ConnectError naming it and asking whether the node
+    wants TLS; beside a contact point that answers, it is passed over and every row loads.
+    (A ConnectionLostError raised out of the handshake stopped the load at the first
+    contact point, without a word about TLS.)"""
+    n = node("open")
+    path = tmp_path / "c.parquet"
+    values = text_rows(path, 200)
+    tls_port = f"{n.address}:{TLS_PORT}"
+    with driver(n) as s:
+        table = make_table(s, "contact")
+        with pytest.raises(ConnectError) as caught:
+            bulkwire.cql.load_parquet(str(path), tls_port, KEYSPACE, table, timeout=10.0)
+        message = str(caught.value)
+        assert tls_port in message and "handshake" in message and "TLS" in message, message
+        assert stored(s, table) == {}
+        result = bulkwire.cql.load_parquet(str(path), [tls_port, n.address], KEYSPACE, table,
+                                           timeout=10.0)
+        assert result.rows == len(values)
+        assert stored(s, table) == values
 
 
 # --------------------------------------------------------------------------------------------
