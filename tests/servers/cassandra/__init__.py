@@ -229,12 +229,8 @@ class Node:
 
     def __init__(self, address: str, folder: pathlib.Path, jars: pathlib.Path, *,
                  heap: str | None = None, seed: str = "127.0.0.1",
-                 password_auth: bool = False, max_requests_per_second: int | None = None,
-                 extra_config: str = "") -> None:
+                 password_auth: bool = False, max_requests_per_second: int | None = None) -> None:
         self.address = address
-        #: Further cassandra.yaml lines, written after the harness's own (a key given here
-        #: must not be one the harness writes: the server refuses a key given twice).
-        self.extra_config = extra_config
         #: The native transport's rate limit (requests per second), or None: none.
         self.max_requests_per_second = max_requests_per_second
         #: PasswordAuthenticator on: clients log in as ``SUPERUSER`` (``credentials``).
@@ -243,6 +239,9 @@ class Node:
         self.folder = folder
         self.jars = jars
         self.heap = heap or os.environ.get("BULKWIRE_CASSANDRA_HEAP", DEFAULT_HEAP)
+        #: Further cassandra.yaml lines, written after the harness's own (keys the harness
+        #: does not write: the server refuses a key given twice). Read when the node starts.
+        self.extra_config = ""
         self.log_path = folder / "node.log"
         self.jmx_port = JMX_PORT_BASE + int(address.rsplit(".", 1)[1])
         self.process: subprocess.Popen[bytes] | None = None
@@ -493,14 +492,15 @@ def addresses(count: int, first: int = 1) -> list[str]:
 @contextlib.contextmanager
 def running(count: int = 1, *, first: int = 1, heap: str | None = None,
             keep_files: bool | None = None,
+            extra_config: str = "",
             start_timeout: float | None = None,
             password_auth: bool = False,
-            max_requests_per_second: int | None = None,
-            extra_config: str = "") -> Iterator[list[Node]]:
+            max_requests_per_second: int | None = None) -> Iterator[list[Node]]:
     """Start ``count`` nodes in this process's private network namespace and yield them ready.
 
     They listen on ``127.0.0.<first>`` (the seed) and the addresses after it, so two sets of
     nodes with disjoint addresses can run at once (each set is its own cluster).
+    ``extra_config``: further cassandra.yaml lines for every node (``Node.extra_config``).
     The jars are fetched first (that needs the network), then the process moves into its own
     namespace (``private_loopback``). The seed starts first; the others are started together
     once it answers. Ready means: every node answers CQL and lists the other ``count - 1`` as
@@ -508,9 +508,7 @@ def running(count: int = 1, *, first: int = 1, heap: str | None = None,
     ``keep_files`` (default: whether ``BULKWIRE_CASSANDRA_KEEP_FILES`` is set), its folder
     removed. ``password_auth`` turns PasswordAuthenticator on (the superuser ``SUPERUSER``);
     ``max_requests_per_second`` limits each node's native transport to that rate (a client
-    that asked for THROW_ON_OVERLOAD gets overloaded errors beyond it); ``extra_config``:
-    further cassandra.yaml lines for every node (authorizer, TLS, limits; keys the harness
-    does not write itself).
+    that asked for THROW_ON_OVERLOAD gets overloaded errors beyond it).
     """
     if keep_files is None:
         keep_files = bool(os.environ.get("BULKWIRE_CASSANDRA_KEEP_FILES"))
@@ -523,9 +521,11 @@ def running(count: int = 1, *, first: int = 1, heap: str | None = None,
     (root / "owner.pid").write_text(str(os.getpid()))
     hosts = addresses(count, first)
     nodes = [Node(addr, root / addr, jars, heap=heap, seed=hosts[0], password_auth=password_auth,
-                  max_requests_per_second=max_requests_per_second, extra_config=extra_config)
+                  max_requests_per_second=max_requests_per_second)
              for addr in hosts]
     try:
+        for node in nodes:
+            node.extra_config = extra_config
         nodes[0].start()
         nodes[0].wait_ready(time.monotonic() + timeout)
         for node in nodes[1:]:
