@@ -42,6 +42,7 @@ import pytest
 
 import bulkwire.cql
 from bulkwire import _core
+from bulkwire.cli import EXIT_SERVER
 from bulkwire.cql_statements import TokenRing
 from bulkwire.errors import ConnectError, CqlServerError, TLSError
 from servers.cassandra import SUPERUSER, connect
@@ -435,6 +436,10 @@ def test_a_contact_point_that_drops_the_handshake_is_named_and_passed_over(node,
             bulkwire.cql.load_parquet(str(path), tls_port, KEYSPACE, table, timeout=10.0)
         message = str(caught.value)
         assert tls_port in message and "handshake" in message and "TLS" in message, message
+        done = cli("load", str(path), "--cql", tls_port, "--keyspace", KEYSPACE,
+                   "--table", table)
+        assert done.returncode == EXIT_SERVER, done.stderr
+        assert tls_port in done.stderr and "TLS" in done.stderr, done.stderr
         assert stored(s, table) == {}
         result = bulkwire.cql.load_parquet(str(path), [tls_port, n.address], KEYSPACE, table,
                                            timeout=10.0)
@@ -534,7 +539,8 @@ def test_keys_at_the_edges_of_the_ring_are_stored_and_routed(node):
     tokens_of_rows = struct.pack(f"={len(expected)}q", *expected.values())
     primaries = ours.primaries(tokens_of_rows)
     for i, (name, token) in enumerate(expected.items()):
-        assert ours.replicas(token) == list(theirs.get_replicas(KEYSPACE, Murmur3Token(token))), name
+        drivers = list(theirs.get_replicas(KEYSPACE, Murmur3Token(token)))
+        assert ours.replicas(token) == drivers, name
         assert ours.addresses[primaries[i]] == ours.replicas(token)[0], name
     assert ours.replicas(expected["past the largest"]) == ours.replicas(tokens[0])
     assert ours.replicas(expected["minimum"]) == ours.replicas(tokens[0])
