@@ -29,10 +29,10 @@ import contextlib
 import datetime
 import os
 import pathlib
+import re
 import struct
 import subprocess
 import sys
-import threading
 from types import SimpleNamespace
 from typing import Any
 
@@ -225,12 +225,12 @@ def cli(*args: str) -> subprocess.CompletedProcess:
 
 def _refused_before_any_row(load, s, table: str, node, words: str, *,
                             port: int = 9042) -> TLSError:
-    """``load()`` raises a ``TLSError`` naming the node (at ``port``) and saying ``words``;
-    the table is still empty."""
+    """``load()`` raises a ``TLSError`` naming the node (at ``port``) and saying ``words`` (a
+    regular expression); the table is still empty."""
     with pytest.raises(TLSError) as caught:
         load()
     message = str(caught.value)
-    assert f"{node.address}:{port}" in message and words in message, message
+    assert f"{node.address}:{port}" in message and re.search(words, message), message
     assert stored(s, table) == {}
     return caught.value
 
@@ -253,7 +253,7 @@ def test_tls_to_a_node_that_requires_a_client_certificate(node, pki, tmp_path):
     with driver(n) as s:
         table = make_table(s, "tls_required")
         _refused_before_any_row(lambda: load(tls=True, ca=pki.ca), s, table, n,
-                                "certificate required")
+                                "alert (certificate required|handshake failure|bad certificate)")
         _refused_before_any_row(lambda: load(certificate=pki.other_client, ca=pki.ca), s,
                                 table, n, "TLS")
         _refused_before_any_row(lambda: load(certificate=pki.client, ca=pki.other_ca), s,
@@ -290,15 +290,16 @@ def _check_partial(error: BaseException, values: dict, partial: dict) -> None:
     assert set(values) - set(partial) <= _unconfirmed_rows(error)
 
 
-@pytest.mark.parametrize("action, row_group, code", [
-    # each unit of work its own session: the next unit's login or EXECUTE is refused
-    (f"REVOKE MODIFY ON KEYSPACE {KEYSPACE} FROM loader", 200, 0x2100),
-    ("DROP ROLE loader", 200, 0x0100),
+@pytest.mark.parametrize("action, row_group, codes", [
+    # each unit of work its own session: the next unit's EXECUTE, or its login when its
+    # session opened after the change, is refused
+    (f"REVOKE MODIFY ON KEYSPACE {KEYSPACE} FROM loader", 200, {0x2100}),
+    ("DROP ROLE loader", 200, {0x0100, 0x2100}),
     # one unit, one session: the connection logged in before the role was dropped
-    ("DROP ROLE loader", 1200, 0x2100),
+    ("DROP ROLE loader", 1200, {0x2100}),
 ], ids=["modify-revoked", "role-dropped", "role-dropped-under-an-open-connection"])
 def test_a_role_losing_its_rights_mid_load_fails_the_load_and_resume_completes(
-        node, tmp_path, action, row_group, code):
+        node, tmp_path, action, row_group, codes):
     """The load fails with the server's refusal naming the node, never a normal return; what
     it stored is what was sent, and what it did not store it names as not confirmed.
     ``bulkwire load --resume`` with a good role sends the rest: every row once."""
@@ -324,7 +325,7 @@ def test_a_role_losing_its_rights_mid_load_fails_the_load_and_resume_completes(
                                       batch_rows=100, progress=progress)
         error = caught.value
         assert done_at, "the load ended before the role lost its rights"
-        assert error.code == code, error
+        assert error.code in codes, error
         assert f"{n.address}:9042" in str(error)
         partial = stored(s, table)
         assert len(partial) < len(values)
