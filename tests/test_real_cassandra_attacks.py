@@ -47,7 +47,7 @@ from bulkwire.cql_statements import TokenRing
 from bulkwire.errors import ConnectError, CqlServerError, TLSError
 from servers.cassandra import SUPERUSER, connect
 
-pytestmark = pytest.mark.cassandra_server
+server = pytest.mark.cassandra_server
 
 KEYSPACE = "attacks"
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -235,6 +235,7 @@ def _refused_before_any_row(load, s, table: str, node, words: str, *,
     return caught.value
 
 
+@server
 def test_tls_to_a_node_that_requires_a_client_certificate(node, pki, tmp_path):
     """Each refusal is a TLSError naming the node, raised before any row is sent: no client
     certificate, one of a CA the node does not trust, a CA that did not sign the node's,
@@ -290,6 +291,7 @@ def _check_partial(error: BaseException, values: dict, partial: dict) -> None:
     assert set(values) - set(partial) <= _unconfirmed_rows(error)
 
 
+@server
 @pytest.mark.parametrize("action, row_group, codes", [
     # each unit of work its own session: the next unit's EXECUTE, or its login when its
     # session opened after the change, is refused
@@ -345,6 +347,7 @@ def test_a_role_losing_its_rights_mid_load_fails_the_load_and_resume_completes(
 # the server's backpressure
 
 
+@server
 def test_a_node_pausing_its_reads_under_its_limits_stores_every_row_once(node, tmp_path):
     """The open node serves RATE requests a second and IN_FLIGHT_LIMIT bytes of requests in
     flight, pausing its reads past either. Small rows 64 in flight, and rows whose request
@@ -365,6 +368,7 @@ def test_a_node_pausing_its_reads_under_its_limits_stores_every_row_once(node, t
     assert "limit(s) on bytes in flight" in log and "triggered backpressure" in log
 
 
+@server
 def test_a_request_over_the_bytes_limit_is_answered_overloaded_when_asked_for(node):
     """A connection that asked for THROW_ON_OVERLOAD gets *overloaded* for a request larger
     than the node's bytes in flight, every time: the retries end and the run raises naming
@@ -395,6 +399,7 @@ def test_a_request_over_the_bytes_limit_is_answered_overloaded_when_asked_for(no
         assert stored(s, table) == {2: "small"}
 
 
+@server
 def test_tls_to_a_node_that_does_not_ask_for_a_client_certificate(node, pki, tmp_path):
     """On the open node's TLS port: without a client certificate and with one (not asked
     for, so not sent), every row is loaded; a CA that did not sign the node's certificate,
@@ -421,6 +426,7 @@ def test_tls_to_a_node_that_does_not_ask_for_a_client_certificate(node, pki, tmp
             assert stored(s, table) == values
 
 
+@server
 def test_a_contact_point_that_drops_the_handshake_is_named_and_passed_over(node, tmp_path):
     """The open node's TLS port resets a plain connection at its first bytes. Alone, it
     fails the load before any row with a ConnectError naming it and asking whether the node
@@ -446,6 +452,48 @@ def test_a_contact_point_that_drops_the_handshake_is_named_and_passed_over(node,
                                            timeout=10.0)
         assert result.rows == len(values)
         assert stored(s, table) == values
+
+
+def test_a_reset_during_the_handshake_is_a_connect_error_and_the_next_contact_is_tried(
+        tmp_path):
+    """Without a node: two listeners that each reset a connection at its first bytes, as a
+    TLS-only port does to a plain one. The load fails before any row with a ConnectError
+    asking whether the node wants TLS, having tried both contact points (its note names
+    both)."""
+    import socket
+
+    listeners = []
+    for _ in range(2):
+        listener = socket.create_server(("127.0.0.1", 0))
+        listeners.append(listener)
+
+    def reset_each(listener: socket.socket) -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:  # closed: the test is over
+                return
+            conn.recv(9)
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            conn.close()  # RST
+
+    import threading
+
+    threads = [threading.Thread(target=reset_each, args=(l,), daemon=True) for l in listeners]
+    for thread in threads:
+        thread.start()
+    hosts = [f"127.0.0.1:{l.getsockname()[1]}" for l in listeners]
+    path = tmp_path / "r.parquet"
+    text_rows(path, 10)
+    try:
+        with pytest.raises(ConnectError) as caught:
+            bulkwire.cql.load_parquet(str(path), hosts, KEYSPACE, "t", timeout=5.0)
+    finally:
+        for listener in listeners:
+            listener.close()
+    message = "\n".join([str(caught.value), *getattr(caught.value, "__notes__", [])])
+    assert "handshake" in message and "TLS" in message, message
+    assert all(host in message for host in hosts), message
 
 
 # --------------------------------------------------------------------------------------------
@@ -490,6 +538,7 @@ def key_hashing_to(token: int) -> bytes:
     return k1.to_bytes(8, "little") + k2.to_bytes(8, "little")
 
 
+@server
 def test_keys_at_the_edges_of_the_ring_are_stored_and_routed(node):
     """Blob keys hashing to the minimum (-2**63: the partitioner's token is then the
     maximum), the maximum, the node's smallest and largest tokens and their neighbours (past

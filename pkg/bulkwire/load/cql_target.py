@@ -493,6 +493,7 @@ def _no_handshake(exc: BaseException, *, tls: bool) -> ConnectError:
     the node was ready. A port whose client_encryption_options take only TLS resets a plain
     connection at its first bytes: without TLS, the message says so."""
     hint = ("; a port that takes only TLS resets a plain connection so: does the node want "
-            "TLS (tls=True, --cql-tls)?") if not tls else ""
+            "TLS (tls=True, --cql-tls)?") if isinstance(exc, ConnectionLostError) and not tls \
+        else ""
     return ConnectError(f"{exc} (the handshake did not complete: no connection was made)"
                         f"{hint}")
