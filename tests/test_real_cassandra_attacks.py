@@ -30,9 +30,11 @@ import datetime
 import os
 import pathlib
 import re
+import socket
 import struct
 import subprocess
 import sys
+import threading
 from types import SimpleNamespace
 from typing import Any
 
@@ -460,12 +462,7 @@ def test_a_reset_during_the_handshake_is_a_connect_error_and_the_next_contact_is
     TLS-only port does to a plain one. The load fails before any row with a ConnectError
     asking whether the node wants TLS, having tried both contact points (its note names
     both)."""
-    import socket
-
-    listeners = []
-    for _ in range(2):
-        listener = socket.create_server(("127.0.0.1", 0))
-        listeners.append(listener)
+    listeners = [socket.create_server(("127.0.0.1", 0)) for _ in range(2)]
 
     def reset_each(listener: socket.socket) -> None:
         while True:
@@ -477,12 +474,9 @@ def test_a_reset_during_the_handshake_is_a_connect_error_and_the_next_contact_is
             conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             conn.close()  # RST
 
-    import threading
-
-    threads = [threading.Thread(target=reset_each, args=(l,), daemon=True) for l in listeners]
-    for thread in threads:
-        thread.start()
-    hosts = [f"127.0.0.1:{l.getsockname()[1]}" for l in listeners]
+    for listener in listeners:
+        threading.Thread(target=reset_each, args=(listener,), daemon=True).start()
+    hosts = [f"127.0.0.1:{listener.getsockname()[1]}" for listener in listeners]
     path = tmp_path / "r.parquet"
     text_rows(path, 10)
     try:
