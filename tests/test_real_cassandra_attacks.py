@@ -11,14 +11,16 @@ hashes to the ring's edges (``--server cassandra``).
   of a load; ``--resume`` with a good role afterwards.
 - TLS to the node (client_encryption_options, certificates made here): an expired server
   certificate, one for another address, a node that requires a client certificate (given,
-  not given) and one that does not ask for it.
+  not given) and one that does not ask for it; a contact point that resets the connection
+  during the handshake (a TLS-only port spoken to in plain, and, without a node, listeners
+  that reset at the first bytes).
 - Partition keys whose Murmur3 hash is the minimum (-2**63, which the partitioner takes for
   the maximum token) or lands past the ring's largest node token (the wrap-around), beside
   the node's own tokens.
 
-Every test reads back what the server stored and compares it with what was sent. Two nodes
-serve the module, one at a time (``node(kind)`` stops the one running before it starts the
-other): *guarded* (authentication, authorization with the caches off, TLS requiring a client
+Every test against a node reads back what the server stored and compares it with what was
+sent. Two nodes serve the module, one at a time (``node(kind)`` stops the one running before
+it starts the other): *guarded* (authentication, authorization with the caches off, TLS requiring a client
 certificate, beside plain connections on the same port) and *open* (TLS without client
 certificates on a port of its own, TLS_PORT, a rate limit and a bytes-in-flight limit). The
 driver reading back uses plain connections to the native port.
