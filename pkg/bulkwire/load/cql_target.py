@@ -183,10 +183,16 @@ class CqlDescription:
     # -------------------------------------------------------------------- connections
 
     def connect(self, host: str, port: int) -> Any:
-        """A logged-in connection to one node (``ConnectError`` naming it when refused)."""
-        return _core.CqlConnection(host, port, username=self.username, password=self.password,
-                                   tls=_tls_context(self.tls) if self.tls is not None else None,
-                                   timeout=self.timeout, connect_timeout=min(self.timeout, 10.0))
+        """A logged-in connection to one node (``ConnectError`` naming it when refused, and
+        when the connection is lost or times out before the node is ready: no connection
+        was made, so :meth:`contact` goes on to the next contact point)."""
+        try:
+            return _core.CqlConnection(
+                host, port, username=self.username, password=self.password,
+                tls=_tls_context(self.tls) if self.tls is not None else None,
+                timeout=self.timeout, connect_timeout=min(self.timeout, 10.0))
+        except (ConnectionLostError, TransportTimeoutError) as exc:
+            raise _no_handshake(exc, tls=self.tls is not None) from exc
 
     def contact(self) -> Any:
         """A connection to the first of :attr:`hosts` that answers; else the last failure,
@@ -480,3 +486,14 @@ def _named(exc: BaseException, row_base: int) -> BaseException:
         exc.add_note((f"source row {row_base + row}; " if row is not None else "") +
                      f"{len(unacknowledged)} source row(s) not acknowledged: {listed}{more}")
     return exc
+
+
+def _no_handshake(exc: BaseException, *, tls: bool) -> ConnectError:
+    """The ``ConnectError`` for a connection lost or timed out during its handshake, before
+    the node was ready. A port whose client_encryption_options take only TLS resets a plain
+    connection at its first bytes: without TLS, the message says so."""
+    hint = ("; a port that takes only TLS resets a plain connection so: does the node want "
+            "TLS (tls=True, --cql-tls)?") if isinstance(exc, ConnectionLostError) and not tls \
+        else ""
+    return ConnectError(f"{exc} (the handshake did not complete: no connection was made)"
+                        f"{hint}")

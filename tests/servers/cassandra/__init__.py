@@ -239,6 +239,9 @@ class Node:
         self.folder = folder
         self.jars = jars
         self.heap = heap or os.environ.get("BULKWIRE_CASSANDRA_HEAP", DEFAULT_HEAP)
+        #: Further cassandra.yaml lines, written after the harness's own (keys the harness
+        #: does not write: the server refuses a key given twice). Read when the node starts.
+        self.extra_config = ""
         self.log_path = folder / "node.log"
         self.jmx_port = JMX_PORT_BASE + int(address.rsplit(".", 1)[1])
         self.process: subprocess.Popen[bytes] | None = None
@@ -285,6 +288,7 @@ cdc_raw_directory: {_quote(str(dirs["cdc_raw"]))}
 concurrent_compactors: 1
 {"authenticator: PasswordAuthenticator" if self.password_auth else ""}
 {_rate_limit(self.max_requests_per_second)}
+{self.extra_config}
 """)
         (conf / "logback.xml").write_text("""\
 <configuration>
@@ -488,6 +492,7 @@ def addresses(count: int, first: int = 1) -> list[str]:
 @contextlib.contextmanager
 def running(count: int = 1, *, first: int = 1, heap: str | None = None,
             keep_files: bool | None = None,
+            extra_config: str = "",
             start_timeout: float | None = None,
             password_auth: bool = False,
             max_requests_per_second: int | None = None) -> Iterator[list[Node]]:
@@ -495,6 +500,7 @@ def running(count: int = 1, *, first: int = 1, heap: str | None = None,
 
     They listen on ``127.0.0.<first>`` (the seed) and the addresses after it, so two sets of
     nodes with disjoint addresses can run at once (each set is its own cluster).
+    ``extra_config``: further cassandra.yaml lines for every node (``Node.extra_config``).
     The jars are fetched first (that needs the network), then the process moves into its own
     namespace (``private_loopback``). The seed starts first; the others are started together
     once it answers. Ready means: every node answers CQL and lists the other ``count - 1`` as
@@ -518,6 +524,8 @@ def running(count: int = 1, *, first: int = 1, heap: str | None = None,
                   max_requests_per_second=max_requests_per_second)
              for addr in hosts]
     try:
+        for node in nodes:
+            node.extra_config = extra_config
         nodes[0].start()
         nodes[0].wait_ready(time.monotonic() + timeout)
         for node in nodes[1:]:
