@@ -782,10 +782,14 @@ def _read_answer(conn: http.client.HTTPConnection, method: str,
         response.close()
 
 
-def _answered(sock: socket.socket) -> bool:
-    """True when the server already sent something (a response) mid-body."""
-    readable, _, _ = select.select([sock], [], [], 0)
-    return bool(readable)
+def _answered(sock: Any) -> bool:
+    """True when the server already sent something (an answer, or the end of the
+    connection): the socket reads as ready, now, without waiting. ``poll``, as the C pump
+    asks, never ``select``, which refuses a descriptor of ``FD_SETSIZE`` (1024) or more:
+    a process may hold any number of files."""
+    poller = select.poll()
+    poller.register(sock, select.POLLIN)  # POLLHUP and POLLERR are reported anyway
+    return bool(poller.poll(0))
 
 
 def _send_watching(sock: Any, data: bytes) -> Optional[bytes]:
