@@ -63,3 +63,179 @@ def test_inserts_work_with_their_sockets_past_descriptor_1024():
                         print(name, len(server.documents), server.unexpected_errors)
     """)
     assert out.split("\n")[:3] == ["http 400 []", "https 400 []", "ssl_context 400 []"]
+
+
+# ---- a server that answers as a test tells it ----
+
+import socket
+import threading
+
+import bulkwire
+from bulkwire import errors
+
+OPERATION_ID = b'{"Id": 7, "NodeTag": "A"}'
+ID_ANSWER = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(OPERATION_ID), OPERATION_ID)
+CREATED = b"HTTP/1.1 201 Created\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+
+
+class ScriptedServer:
+    """The two requests of a bulk insert, answered as a test says: ``on_id(conn)`` and
+    ``on_post(conn, reader)`` write the answers (by default a good one), each on the
+    connection it came on (the operation id's answer keeps it open: the body may follow
+    on it). ``bodies`` holds each POST body read whole; ``connections`` counts them."""
+
+    def __init__(self, on_id=None, on_post=None) -> None:
+        self.on_id = on_id or (lambda conn: conn.sendall(ID_ANSWER))
+        self.on_post = on_post or self.read_body_then(CREATED)
+        self.bodies: list = []
+        self.connections = 0
+        self.posts = 0
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self._listener.settimeout(0.2)
+        self.address = "127.0.0.1:%d" % self._listener.getsockname()[1]
+        self._stop = threading.Event()
+        self._threads: list = []
+        self._acceptor = threading.Thread(target=self._accept, daemon=True)
+        self._acceptor.start()
+
+    @property
+    def url(self) -> str:
+        return "http://" + self.address
+
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self._listener.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            self.connections += 1
+            thread = threading.Thread(target=self._serve, args=(conn,), daemon=True)
+            self._threads.append(thread)
+            thread.start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        conn.settimeout(TIMEOUT)
+        reader = conn.makefile("rb")
+        try:
+            while True:
+                line = reader.readline()
+                if not line:
+                    return
+                while reader.readline() not in (b"\r\n", b""):
+                    pass
+                if b"next-operation-id" in line:
+                    self.on_id(conn)
+                elif line.startswith(b"POST "):
+                    self.posts += 1
+                    self.on_post(conn, reader)
+                    return
+                else:
+                    conn.sendall(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
+        except OSError:
+            pass
+        finally:
+            reader.close()
+            conn.close()
+
+    def read_body(self, reader) -> bytes:
+        data = bytearray()
+        while True:
+            size = int(reader.readline().split(b";")[0], 16)
+            data += reader.read(size)
+            reader.readline()
+            if size == 0:
+                self.bodies.append(bytes(data))
+                return bytes(data)
+
+    def read_body_then(self, answer: bytes):
+        def on_post(conn, reader):
+            self.read_body(reader)
+            conn.sendall(answer)
+        return on_post
+
+    def close(self) -> None:
+        self._stop.set()
+        self._listener.close()
+        self._acceptor.join(TIMEOUT)
+        for thread in self._threads:
+            thread.join(TIMEOUT)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def insert(server, documents=3, **options):
+    with bulkwire.BulkInsert(server.url, "db", timeout=TIMEOUT, **options) as bulk:
+        for i in range(documents):
+            bulk.store({"n": i}, f"docs/{i}")
+    return bulk
+
+
+def stream_after(head: bytes, limit: int = 64 << 20):
+    """An answer that starts with ``head`` and then sends ``x`` until the client stops
+    reading (``limit`` bytes at most)."""
+    def answer(conn):
+        conn.sendall(head)
+        block = b"x" * 65536
+        sent = 0
+        try:
+            while sent < limit:
+                conn.sendall(block)
+                sent += len(block)
+        except OSError:
+            pass
+    return answer
+
+
+# ---- chunk sizes that are not: refused before anything of the chunk is read ----
+
+NEGATIVE_CHUNK = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n-1\r\n"
+
+
+def test_a_negative_chunk_size_in_the_operation_ids_answer_is_a_protocol_error():
+    with ScriptedServer(on_id=stream_after(NEGATIVE_CHUNK)) as server:
+        with pytest.raises(errors.ProtocolError, match="chunk size") as raised:
+            insert(server)
+    assert server.address in str(raised.value) and "next-operation-id" in str(raised.value)
+    assert server.posts == 0
+
+
+def test_a_negative_chunk_size_in_the_bodys_answer_is_a_protocol_error():
+    def on_post(conn, reader):
+        server.read_body(reader)
+        stream_after(NEGATIVE_CHUNK.replace(b"200 OK", b"201 Created"))(conn)
+
+    with ScriptedServer(on_post=on_post) as server:
+        with pytest.raises(errors.ProtocolError, match="chunk size") as raised:
+            insert(server)
+    assert server.address in str(raised.value) and "bulk_insert" in str(raised.value)
+
+
+# ---- interim answers ----
+
+def test_a_102_before_the_operation_ids_answer_is_skipped():
+    with ScriptedServer(on_id=lambda conn: conn.sendall(
+            b"HTTP/1.1 102 Processing\r\n\r\n" + ID_ANSWER)) as server:
+        bulk = insert(server)
+    assert bulk.operation_id == 7 and server.bodies[0].count(b'"docs/') == 3
+
+
+def test_a_103_before_the_bodys_201_is_a_success():
+    with ScriptedServer() as server:
+        server.on_post = server.read_body_then(
+            b"HTTP/1.1 103 Early Hints\r\nLink: </a>; rel=preload\r\n\r\n" + CREATED)
+        insert(server)
+    assert server.bodies[0].count(b'"docs/') == 3
+
+
+def test_a_101_is_a_protocol_error_naming_the_server():
+    with ScriptedServer(on_id=lambda conn: conn.sendall(
+            b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\n\r\n" + ID_ANSWER)) as server:
+        with pytest.raises(errors.ProtocolError, match="101") as raised:
+            insert(server)
+    assert server.address in str(raised.value)

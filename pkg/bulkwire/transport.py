@@ -149,6 +149,8 @@ def transport_error(exc: BaseException, what: str, timeout: Optional[float], *,
         return ConnectionLostError(f"{what}: the connection was lost: {exc}")
     if isinstance(exc, http.client.IncompleteRead):
         return ConnectionLostError(f"{what}: the connection was closed in the middle of the answer")
+    if isinstance(exc, AnswerRefused):  # what _Answer refuses, in its own words
+        return ProtocolError(f"{what}: {exc}")
     if isinstance(exc, http.client.HTTPException):  # a bad status line, headers too long, ...
         return ProtocolError(f"{what}: the answer is not HTTP/1.1: {exc!r}")
     if isinstance(exc, OSError):
@@ -189,6 +191,48 @@ def _json_answer(status: int, body: bytes, what: str) -> Any:
 #: http.client's own bounds on an answer's head: a line's bytes, and the number of headers
 HEADER_LINE_LIMIT = 65536
 HEADER_COUNT_LIMIT = 100
+#: the interim (1xx) answers skipped before an answer's final one, at most, and their bytes
+MAX_INTERIM_ANSWERS = 16
+MAX_INTERIM_BYTES = 64 << 10
+#: the largest chunk size an answer may give (what a signed 64-bit size holds)
+MAX_CHUNK_SIZE = (1 << 63) - 1
+
+# A chunk's size line by RFC 9112: chunk-size (1*HEXDIG), then chunk extensions
+# (*( BWS ";" BWS name [ BWS "=" BWS ( token / quoted-string ) ] )), then the line's end
+# (CRLF, or a bare LF, which a recipient may take as one)
+_TOKEN = rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+"
+_QUOTED = rb'"(?:[\t \x21\x23-\x5b\x5d-\x7e\x80-\xff]|\\[\t \x20-\x7e\x80-\xff])*"'
+_CHUNK_SIZE_LINE = re.compile(
+    rb"([0-9A-Fa-f]+)(?:[ \t]*;[ \t]*" + _TOKEN + rb"(?:[ \t]*=[ \t]*(?:" + _TOKEN + rb"|"
+    + _QUOTED + rb"))?)*\r?\n")
+
+
+class AnswerRefused(http.client.HTTPException):
+    """An answer :class:`_Answer` does not read on (a chunk size that is not one, an
+    interim answer where none may be, too many interim answers); the transport raises it
+    as a :class:`~bulkwire.errors.ProtocolError` naming the request."""
+
+
+def chunk_size(line: bytes) -> int:
+    r"""The size of a chunk from its size line (with its line end), by RFC 9112's grammar:
+    hexadecimal digits only (no sign, no ``0x``, no spaces before, no ``_``), at most
+    :data:`MAX_CHUNK_SIZE`, then chunk extensions (ignored); :class:`AnswerRefused` for
+    anything else.
+
+    >>> chunk_size(b"1a;name=value\r\n")
+    26
+    >>> chunk_size(b"-1\r\n")
+    Traceback (most recent call last):
+    ...
+    bulkwire.transport.AnswerRefused: the answer's chunk size line b'-1\r\n' is not a hexadecimal chunk size (RFC 9112)
+    """
+    match = _CHUNK_SIZE_LINE.fullmatch(line)
+    size = int(match.group(1), 16) if match is not None else -1
+    if not 0 <= size <= MAX_CHUNK_SIZE:
+        raise AnswerRefused(f"the answer's chunk size line {line[:80]!r} is not a hexadecimal "
+                            f"chunk size (RFC 9112)" if match is None else
+                            f"the answer's chunk size {size:#x} is larger than any answer can be")
+    return size
 
 
 class _Answer(http.client.HTTPResponse):
@@ -200,7 +244,13 @@ class _Answer(http.client.HTTPResponse):
     same either way: the status, version and reason, the headers as an
     ``http.client.HTTPMessage``, and the body's framing (chunked, a length, or until the
     connection closes) judged by http.client's rules, with its exceptions for a status line
-    that is not one, a line too long or too many headers."""
+    that is not one, a line too long or too many headers.
+
+    Where it departs from http.client, to read by RFC 9110 and 9112: every interim answer
+    (1xx, not only ``100 Continue``) before the final one is skipped, at most
+    :data:`MAX_INTERIM_ANSWERS` of them and :data:`MAX_INTERIM_BYTES` of their heads, and
+    ``101 Switching Protocols`` is refused; a chunk size is read by the grammar
+    (:func:`chunk_size`). Both refusals are :class:`AnswerRefused`."""
 
     _fields: Optional[list] = None  # a plain head's (name, value) pairs, until headers is read
     _message: Optional[http.client.HTTPMessage] = None
@@ -218,6 +268,21 @@ class _Answer(http.client.HTTPResponse):
 
     msg = headers  # http.client's other name for them
 
+    def _read_next_chunk_size(self) -> int:
+        """The next chunk's size (:func:`chunk_size`), read before any of its data: a size
+        http.client would take (``-1``, which it reads as "to the end", ``+5``, `` 5``,
+        ``5_0``) is refused here."""
+        line = self.fp.readline(HEADER_LINE_LIMIT + 1)
+        if len(line) > HEADER_LINE_LIMIT:
+            raise http.client.LineTooLong("chunk size")
+        if not line:  # the connection closed in the middle of the answer
+            raise http.client.IncompleteRead(b"")
+        try:
+            return chunk_size(line)
+        except AnswerRefused:
+            self._close_conn()  # type: ignore[attr-defined]
+            raise
+
     def _field(self, name: str) -> Optional[str]:
         """The value of the first header named ``name`` (lower case), as ``headers.get``
         gives it."""
@@ -231,11 +296,22 @@ class _Answer(http.client.HTTPResponse):
     def begin(self) -> None:
         if self._fields is not None or self._message is not None:  # read already
             return
+        interim, interim_bytes = 0, 0
         while True:
             version, status, reason = self._read_status()  # type: ignore[attr-defined]
-            if status != http.client.CONTINUE:
+            if status == http.client.SWITCHING_PROTOCOLS:
+                raise AnswerRefused(f"the server answered HTTP 101 (switching protocols), "
+                                    f"which no request of bulkwire asks for")
+            if not 100 <= status < 200:
                 break
-            _read_head_lines(self.fp)  # a 100 Continue's headers: skipped
+            # an interim answer (100 Continue, 102 Processing, 103 Early Hints, ...): its
+            # head is skipped, and the final answer read after it (RFC 9110, 15.2)
+            interim += 1
+            interim_bytes += sum(len(line) for line in _read_head_lines(self.fp))
+            if interim > MAX_INTERIM_ANSWERS or interim_bytes > MAX_INTERIM_BYTES:
+                raise AnswerRefused(f"the server sent more than {MAX_INTERIM_ANSWERS} interim "
+                                    f"(1xx) answers or {MAX_INTERIM_BYTES} bytes of them "
+                                    f"before its final answer")
         self.code = self.status = status
         self.reason = reason.strip()
         if version in ("HTTP/1.0", "HTTP/0.9"):
@@ -265,7 +341,7 @@ class _Answer(http.client.HTTPResponse):
             if self.length is not None and self.length < 0:
                 self.length = None
         if (status in (http.client.NO_CONTENT, http.client.NOT_MODIFIED)
-                or 100 <= status < 200 or self._method == "HEAD"):  # type: ignore[attr-defined]
+                or self._method == "HEAD"):  # type: ignore[attr-defined]
             self.length = 0
         if not self.will_close and not self.chunked and self.length is None:
             self.will_close = True  # the body ends where the connection does
