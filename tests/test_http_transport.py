@@ -88,6 +88,7 @@ class ScriptedServer:
         self.on_id = on_id or (lambda conn: conn.sendall(ID_ANSWER))
         self.on_post = on_post or self.read_body_then(CREATED)
         self.bodies: list = []
+        self.heads: list = []  # each request's first line
         self.connections = 0
         self.posts = 0
         self._listener = socket.create_server(("127.0.0.1", 0))
@@ -123,6 +124,7 @@ class ScriptedServer:
                 line = reader.readline()
                 if not line:
                     return
+                self.heads.append(line)
                 while reader.readline() not in (b"\r\n", b""):
                     pass
                 if b"next-operation-id" in line:
@@ -239,3 +241,47 @@ def test_a_101_is_a_protocol_error_naming_the_server():
         with pytest.raises(errors.ProtocolError, match="101") as raised:
             insert(server)
     assert server.address in str(raised.value)
+
+
+# ---- a request's head: nothing that would end a line or the head early ----
+
+from bulkwire.transport import HttpTransport  # noqa: E402
+from bulkwire.urls import ServerUrl  # noqa: E402
+
+
+@pytest.mark.parametrize("url, part", [
+    (ServerUrl("http", "127.0.0.1", 8080, "/x\r\nX-Injected: 1"), "path"),
+    (ServerUrl("http", "127.0.0.1", 8080, "/x y"), "path"),
+    (ServerUrl("http", "127.0.0.1", 8080, "/r\u00e9"), "path"),
+    (ServerUrl("http", "127.0.0.1\r\nX-Injected: 1", 8080, ""), "host"),
+    (ServerUrl("http", "127.0.0.1\n", 8080, ""), "host"),
+])
+def test_a_hand_built_url_that_would_split_the_head_is_refused_naming_the_part(url, part):
+    transport = HttpTransport(url, "db")
+    with pytest.raises(ValueError, match=f"request's {part} "):
+        transport.head("GET", transport.base + "/operations/next-operation-id", [])
+
+
+@pytest.mark.parametrize("method, fields, part", [
+    ("GET\r\nX: 1", [], "method"),
+    ("GET", [("X-Ok", "a\r\nX-Injected: 1")], "header"),
+    ("GET", [("X-Ok", "a\nb")], "header"),
+    ("GET", [("X:Bad", "a")], "header"),
+    ("GET", [("", "a")], "header"),
+])
+def test_a_method_or_header_that_would_split_the_head_is_refused(method, fields, part):
+    transport = HttpTransport("http://127.0.0.1:8080", "db")
+    with pytest.raises(ValueError, match=f"request's {part} "):
+        transport.head(method, "/x", fields)
+    # what is allowed stays as it was written
+    assert transport.head("GET", "/x?id=1", [("X-Ok", "a b\tc")]) == (
+        b"GET /x?id=1 HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nX-Ok: a b\tc\r\n\r\n")
+
+
+def test_a_request_to_a_url_that_would_split_the_head_sends_nothing():
+    with ScriptedServer() as server:
+        host, port = server.address.split(":")
+        transport = HttpTransport(ServerUrl("http", host, int(port), "/a\r\nX-Injected: 1"), "db")
+        with pytest.raises(ValueError, match="request's path"):
+            transport.next_operation_id()
+        assert server.connections in (0, 1) and server.posts == 0 and not server.heads

@@ -403,6 +403,14 @@ def _read_head_lines(fp: Any) -> list:
         lines.append(line.decode("iso-8859-1"))
 
 
+# What a request's head may not hold (http.client's rules, and ASCII only): in the method
+# and the target (path, host), a control character or space; in a header's name, also ":";
+# in its value, a line end or another control character but the tab
+_REFUSED_IN_TOKEN = re.compile(r"[^\x21-\x7e]")
+_REFUSED_IN_FIELD = re.compile(r"[^\x21-\x39\x3b-\x7e]")
+_REFUSED_IN_VALUE = re.compile(r"[^\t\x20-\x7e]")
+
+
 class HttpTransport:
     """Requests of the bulk insert protocol against one server (``url``: a
     :class:`~bulkwire.urls.ServerUrl`, or a ``str`` that
@@ -446,7 +454,20 @@ class HttpTransport:
         ``Host`` first, then ``fields``, as http.client writes a request's head (the one
         place bulkwire's requests are written; their answers are read by :class:`_Answer`).
         Every part is ASCII: the host and paths were judged by :mod:`bulkwire.urls`, the
-        database name is percent-encoded."""
+        database name is percent-encoded. A part that would end its line or the head early
+        or is not ASCII (a hand-built :class:`~bulkwire.urls.ServerUrl` is not judged) is
+        refused here, as http.client refused it: ``ValueError`` naming the part, nothing
+        written."""
+        for part, text in (("method", method), ("path", path), ("host", self._host_field)):
+            if _REFUSED_IN_TOKEN.search(text):
+                raise ValueError(f"the request's {part} {text[:200]!r} holds a control "
+                                 f"character, a space or a character outside ASCII: a request "
+                                 f"to {self.origin!r} cannot be written with it")
+        for name, value in fields:
+            if _REFUSED_IN_FIELD.search(name) or not name or _REFUSED_IN_VALUE.search(value):
+                raise ValueError(f"the request's header {name[:100]!r}: {value[:200]!r} holds "
+                                 f"a line end, a control character or a character outside "
+                                 f"ASCII: a request to {self.origin!r} cannot be written with it")
         lines = [f"{method} {path} HTTP/1.1", f"Host: {self._host_field}"]
         lines += [f"{name}: {value}" for name, value in fields]
         lines.append("\r\n")
