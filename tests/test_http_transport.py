@@ -285,3 +285,83 @@ def test_a_request_to_a_url_that_would_split_the_head_sends_nothing():
         with pytest.raises(ValueError, match="request's path"):
             transport.next_operation_id()
         assert server.connections in (0, 1) and server.posts == 0 and not server.heads
+
+
+# ---- before the body's first byte: a kept connection that ended, an unasked 100 ----
+
+def test_a_kept_connection_closed_before_the_bodys_first_byte_is_replaced():
+    """The server closes the operation id's connection once the POST's head is in, before
+    any byte of the body came: the body goes whole on a new connection (nothing of it was
+    sent on the first), and the insert succeeds."""
+    closed = threading.Event()
+
+    def on_post(conn, reader):
+        if server.posts == 1:  # the kept connection: let go of it, the head read
+            conn.close()
+            closed.set()
+            return
+        server.read_body_then(CREATED)(conn, reader)
+
+    with ScriptedServer(on_post=on_post) as server:
+        with bulkwire.BulkInsert(server.url, "db", timeout=TIMEOUT) as bulk:
+            bulk.store({"n": 0}, "docs/0")  # the POST's head goes out on the kept connection
+            assert closed.wait(TIMEOUT)
+            bulk.store({"n": 1}, "docs/1")
+        # the body's first byte waited for close(): by then the server had closed
+        assert server.connections == 2 and server.posts == 2
+        assert len(server.bodies) == 1 and server.bodies[0].count(b'"docs/') == 2
+
+
+def test_a_fresh_connection_closed_before_the_body_is_not_retried():
+    """Only a kept connection is replaced: a new one that ends without an answer fails the
+    insert, naming the server, and nothing is sent again."""
+    def on_post(conn, reader):
+        conn.close()
+
+    with ScriptedServer(on_id=lambda conn: (conn.sendall(ID_ANSWER.replace(
+            b"\r\n\r\n", b"\r\nConnection: close\r\n\r\n", 1)), conn.close()),
+            on_post=on_post) as server:
+        with pytest.raises(errors.ConnectionLostError) as raised:
+            insert(server)
+    assert server.address in str(raised.value) and server.posts == 1
+
+
+@pytest.mark.parametrize("interim", [b"HTTP/1.1 100 Continue\r\n\r\n",
+                                     b"HTTP/1.1 100 Continue\r\nServer: x\r\n\r\n"
+                                     b"HTTP/1.1 102 Processing\r\n\r\n"])
+def test_an_unasked_100_continue_after_the_posts_head_is_skipped(interim):
+    """A server that answers the POST's head with 100 Continue (nobody asked: no Expect),
+    then reads the body and answers 201: the sender skips the interim answer, sends the
+    body and the insert succeeds (it does not wait for a final answer that comes only
+    after the body)."""
+    sent = threading.Event()
+
+    def on_post(conn, reader):
+        conn.sendall(interim)
+        sent.set()
+        server.read_body_then(CREATED)(conn, reader)
+
+    with ScriptedServer(on_post=on_post) as server:
+        with bulkwire.BulkInsert(server.url, "db", timeout=2.0) as bulk:
+            bulk.store({"n": 0}, "docs/0")
+            assert sent.wait(TIMEOUT)
+            bulk.store({"n": 1}, "docs/1")  # the body's first byte waits for close()
+    assert server.bodies[0].count(b'"docs/') == 2
+
+
+def test_a_final_answer_before_the_bodys_first_byte_is_early():
+    """A 500 after the POST's head, before any of the body: the insert fails with the
+    server's message (and a 2xx there is an early answer, never a success)."""
+    answered = threading.Event()
+
+    def on_post(conn, reader):
+        conn.sendall(b'HTTP/1.1 500 Internal Server Error\r\nContent-Length: 17\r\n'
+                     b'Connection: close\r\n\r\n{"Message": "no"}')
+        answered.set()
+
+    with ScriptedServer(on_post=on_post) as server:
+        with pytest.raises(errors.ServerError, match="no"):
+            with bulkwire.BulkInsert(server.url, "db", timeout=TIMEOUT) as bulk:
+                bulk.store({"n": 0}, "docs/0")
+                assert answered.wait(TIMEOUT)
+                bulk.store({"n": 1}, "docs/1")

@@ -489,20 +489,22 @@ class HttpTransport:
         return conn
 
     @staticmethod
-    def open(conn: http.client.HTTPConnection, what: str) -> None:
+    def open(conn: http.client.HTTPConnection, what: str) -> bool:
         """Connects ``conn`` unless it is still connected from an earlier request and the
         server has not spoken since (an idle connection that reads as ready was closed by the
         server, or holds bytes nobody asked for: it is closed, and a new one made);
-        :class:`ConnectError` (or a timeout) when it cannot connect."""
+        :class:`ConnectError` (or a timeout) when it cannot connect. True when it connected
+        (a new connection), False when ``conn`` is kept as it was."""
         sock = conn.sock
         if sock is not None:
             if not _answered(sock) and not (isinstance(sock, ssl.SSLSocket) and sock.pending()):
-                return
+                return False
             conn.close()
         try:
             conn.connect()
         except (OSError, http.client.HTTPException) as exc:
             raise transport_error(exc, what, conn.timeout, connecting=True) from exc
+        return True
 
     def request(self, method: str, path: str, *, timeout: Optional[float] = None,
                 server_wide: bool = False,
@@ -635,10 +637,14 @@ class Body(Protocol):
     of a chunked body, the terminating chunk last; ``data_taken`` is true once it has yielded
     every chunk of the body's data (those it yields afterwards carry none).
     ``fail(error)``: the sender cannot take more; the producer raises ``error``.
+    ``wait_ready()`` waits, consuming nothing, until the body's first data can be sent (or
+    it ended or failed).
     """
 
     @property
     def compression(self) -> Optional[str]: ...
+
+    def wait_ready(self) -> bool: ...
 
     @property
     def data_taken(self) -> bool: ...
@@ -768,12 +774,21 @@ class BodySender:
     def _post(self) -> None:
         transport = self._transport
         conn, self._conn = self._conn, None
+        kept = conn is not None  # the operation id's connection, used before
         if conn is None:
             conn = transport.connect()
         try:
-            transport.open(conn, self.what)
+            kept = not transport.open(conn, self.what) and kept
             try:
-                status, body = self._exchange(conn)
+                try:
+                    status, body = self._exchange(conn, kept)
+                except _LetGo:
+                    # the kept connection ended before any byte of the body was sent:
+                    # nothing of it reached the server, and a new connection carries it
+                    conn.close()
+                    conn = transport.connect()
+                    transport.open(conn, self.what)
+                    status, body = self._exchange(conn, False)
             except (OSError, http.client.HTTPException) as exc:
                 raise transport_error(exc, self.what, transport.timeout) from exc
         finally:
@@ -784,8 +799,10 @@ class BodySender:
             raise status_error(status, body, self.what, message_first=True)
         self.result = (status, body)  # the one place success is recorded
 
-    def _exchange(self, conn: http.client.HTTPConnection) -> Tuple[int, bytes]:
-        """Sends the request and the whole body; the server's ``(status, body)``."""
+    def _exchange(self, conn: http.client.HTTPConnection, kept: bool) -> Tuple[int, bytes]:
+        """Sends the request and the whole body; the server's ``(status, body)``. ``kept``:
+        ``conn`` carried an earlier request, and :class:`_LetGo` is raised when it turns out
+        to be closed before any byte of the body went out."""
         fields = [("Content-Type", "application/json; charset=utf-8"),
                   ("Transfer-Encoding", "chunked")]
         if self._body.compression is not None:
@@ -798,18 +815,27 @@ class BodySender:
         if cancelled:
             raise ConnectionAbortedError("the bulk insert was aborted")
         taken = b""
+        head = self._transport.head("POST", self._transport.base + self._path, fields)
         try:
-            sock.sendall(self._transport.head("POST", self._transport.base + self._path, fields))
-            # the pump needs the socket's own descriptor, or bulkwire's own TLS session on it:
-            # Python's ssl encrypts where the pump cannot reach
-            if type(sock) is socket.socket:
-                outcome = self._body.pump(sock.fileno(), sock.gettimeout())
-            elif isinstance(sock, TlsSocket):
-                outcome = self._body.pump(sock.fileno(), sock.gettimeout(), tls=sock.session)
-            else:
-                outcome = None
-            if outcome is None:
-                outcome, taken = self._send_http_chunks(sock)
+            try:
+                sock.sendall(head)
+            except (BrokenPipeError, ConnectionResetError) as exc:
+                if kept:  # closed before even the head went out
+                    raise _LetGo() from exc
+                raise
+            self._body.wait_ready()
+            before = self._before_the_body(sock, kept)
+            if before is None:
+                # the pump needs the socket's own descriptor, or bulkwire's own TLS session
+                # on it: Python's ssl encrypts where the pump cannot reach
+                if type(sock) is socket.socket:
+                    outcome = self._body.pump(sock.fileno(), sock.gettimeout())
+                elif isinstance(sock, TlsSocket):
+                    outcome = self._body.pump(sock.fileno(), sock.gettimeout(), tls=sock.session)
+                else:
+                    outcome = None
+                if outcome is None:
+                    outcome, taken = self._send_http_chunks(sock)
         except (BrokenPipeError, ConnectionResetError) as exc:
             # the server closed its side before the last data byte: read what it said, if anything
             try:
@@ -817,7 +843,31 @@ class BodySender:
             except Exception:  # noqa: BLE001
                 raise exc from None
             raise early from exc
+        if before is not None:  # the server answered before the body's first byte
+            raise self._early(conn, before)
         return self._answer(conn, Sent(outcome), taken)
+
+    def _before_the_body(self, sock: Any, kept: bool) -> Optional[bytes]:
+        """What the server said between the request's head and the body's first byte, once
+        that byte is ready: None when nothing (the body goes out), else the first bytes of
+        its answer (an early one). Interim answers (``100 Continue``, which a server may
+        send unasked, ``102``, ``103``) are read and skipped, :data:`MAX_INTERIM_ANSWERS`
+        at most; a kept connection the server closed raises :class:`_LetGo`."""
+        for _ in range(MAX_INTERIM_ANSWERS + 1):
+            taken = _early_answer(sock)
+            if taken is None:
+                return None
+            try:
+                head = taken + _head_bytes(sock, MAX_INTERIM_BYTES - len(taken))
+            except (ConnectionResetError, BrokenPipeError, ssl.SSLEOFError):
+                if kept and not taken:
+                    raise _LetGo() from None
+                raise
+            if not head and kept:
+                raise _LetGo()
+            if not _INTERIM_STATUS_LINE.match(head):
+                return head  # the final answer (or what the answer reader will refuse)
+        return b""  # more interim answers than are skipped: the reader refuses the next one
 
     def _answer(self, conn: http.client.HTTPConnection, sent: Sent, taken: bytes) -> Tuple[int, bytes]:
         """The one place either sender's outcome is judged: an answer before the last data
@@ -877,6 +927,27 @@ def _read_answer(conn: http.client.HTTPConnection, method: str,
         return response.status, response.read(MAX_ANSWER_BYTES)
     finally:
         response.close()
+
+
+class _LetGo(Exception):
+    """A kept connection the server closed before any byte of the body was sent on it."""
+
+
+#: the status line of an interim answer bulkwire skips (1xx, but 101)
+_INTERIM_STATUS_LINE = re.compile(rb"HTTP/1\.[0-9] 1(?!01)[0-9][0-9][ \r\n]")
+
+
+def _head_bytes(sock: Any, limit: int) -> bytes:
+    """The bytes of an answer's head, up to and with its empty line, read a byte at a time so
+    that nothing after it is taken from the socket (an interim answer is followed by nothing
+    until the body is sent); fewer when the connection ends or ``limit`` bytes came first."""
+    head = bytearray()
+    one = bytearray(1)
+    while len(head) < limit and not head.endswith(b"\r\n\r\n") and not head.endswith(b"\n\n"):
+        if not sock.recv_into(one):
+            break
+        head += one
+    return bytes(head)
 
 
 def _answered(sock: Any) -> bool:
