@@ -171,6 +171,12 @@ class ScriptedServer:
         self.close()
 
 
+def hang_up(conn: socket.socket) -> None:
+    """Ends the connection now (its reader, still open in the server, would keep it)."""
+    conn.shutdown(socket.SHUT_RDWR)
+    conn.close()
+
+
 def insert(server, documents=3, **options):
     with bulkwire.BulkInsert(server.url, "db", timeout=TIMEOUT, **options) as bulk:
         for i in range(documents):
@@ -297,7 +303,7 @@ def test_a_kept_connection_closed_before_the_bodys_first_byte_is_replaced():
 
     def on_post(conn, reader):
         if server.posts == 1:  # the kept connection: let go of it, the head read
-            conn.close()
+            hang_up(conn)
             closed.set()
             return
         server.read_body_then(CREATED)(conn, reader)
@@ -316,10 +322,10 @@ def test_a_fresh_connection_closed_before_the_body_is_not_retried():
     """Only a kept connection is replaced: a new one that ends without an answer fails the
     insert, naming the server, and nothing is sent again."""
     def on_post(conn, reader):
-        conn.close()
+        hang_up(conn)
 
     with ScriptedServer(on_id=lambda conn: (conn.sendall(ID_ANSWER.replace(
-            b"\r\n\r\n", b"\r\nConnection: close\r\n\r\n", 1)), conn.close()),
+            b"\r\n\r\n", b"\r\nConnection: close\r\n\r\n", 1)), hang_up(conn)),
             on_post=on_post) as server:
         with pytest.raises(errors.ConnectionLostError) as raised:
             insert(server)
@@ -365,3 +371,49 @@ def test_a_final_answer_before_the_bodys_first_byte_is_early():
                 bulk.store({"n": 0}, "docs/0")
                 assert answered.wait(TIMEOUT)
                 bulk.store({"n": 1}, "docs/1")
+
+
+# ---- a server that lies about its answer ----
+
+def test_an_operation_id_answer_shorter_than_its_length_is_a_lost_connection():
+    with ScriptedServer(on_id=lambda conn: (conn.sendall(
+            b'HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{"Id": 7}'), hang_up(conn))) as server:
+        with pytest.raises(errors.ConnectionLostError, match="middle of the answer") as raised:
+            insert(server)
+    assert server.address in str(raised.value) and server.posts == 0
+
+
+def test_an_operation_id_answer_shorter_than_its_length_that_stalls_times_out():
+    stop = threading.Event()
+
+    def on_id(conn):
+        conn.sendall(b'HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{"Id": 7}')
+        stop.wait(TIMEOUT)
+
+    with ScriptedServer(on_id=on_id) as server:
+        try:
+            with pytest.raises(errors.TransportTimeoutError) as raised:
+                with bulkwire.BulkInsert(server.url, "db", timeout=0.3) as bulk:
+                    bulk.store({"n": 0}, "docs/0")
+        finally:
+            stop.set()
+    assert server.address in str(raised.value)
+
+
+@pytest.mark.parametrize("body", [b"<html>not json</html>", b"", b'{"Id": "7"}', b"[7]"])
+def test_a_2xx_operation_id_answer_that_is_not_one_is_a_protocol_error(body):
+    answer = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+    with ScriptedServer(on_id=lambda conn: conn.sendall(answer)) as server:
+        with pytest.raises(errors.ProtocolError) as raised:
+            insert(server)
+    assert server.address in str(raised.value) and server.posts == 0
+
+
+def test_a_201_to_the_body_shorter_than_its_length_is_not_a_success():
+    with ScriptedServer() as server:
+        server.on_post = lambda conn, reader: (
+            server.read_body(reader),
+            conn.sendall(b"HTTP/1.1 201 Created\r\nContent-Length: 50\r\n\r\n{}"), hang_up(conn))
+        with pytest.raises(errors.ConnectionLostError) as raised:
+            insert(server)
+    assert server.address in str(raised.value) and "bulk_insert" in str(raised.value)

@@ -268,6 +268,16 @@ class _Answer(http.client.HTTPResponse):
 
     msg = headers  # http.client's other name for them
 
+    def read_at_most(self, limit: int) -> bytes:
+        """The body, ``limit`` bytes of it at most (a longer one is the caller's to refuse).
+        A body that ends before its ``Content-Length`` (the connection closed) raises
+        ``IncompleteRead``, as ``read()`` does: ``read(amt)`` returns it short, and a
+        server that lies about the length must not pass for one that answered whole."""
+        body = self.read(limit)
+        if self.length and len(body) < limit:
+            raise http.client.IncompleteRead(body, self.length)
+        return body
+
     def _read_next_chunk_size(self) -> int:
         """The next chunk's size (:func:`chunk_size`), read before any of its data: a size
         http.client would take (``-1``, which it reads as "to the end", ``+5``, `` 5``,
@@ -535,7 +545,7 @@ class HttpTransport:
                 response = _Answer(conn.sock, method=method)
                 try:
                     response.begin()
-                    body = response.read(MAX_ANSWER_BYTES + 1)
+                    body = response.read_at_most(MAX_ANSWER_BYTES + 1)
                 finally:
                     response.close()
             except (OSError, http.client.HTTPException) as exc:
@@ -924,7 +934,7 @@ def _read_answer(conn: http.client.HTTPConnection, method: str,
     response = _Answer(_PutBack(conn.sock, taken) if taken else conn.sock, method=method)
     try:
         response.begin()
-        return response.status, response.read(MAX_ANSWER_BYTES)
+        return response.status, response.read_at_most(MAX_ANSWER_BYTES)
     finally:
         response.close()
 
