@@ -207,6 +207,12 @@ _CHUNK_SIZE_LINE = re.compile(
     + _QUOTED + rb"))?)*\r?\n")
 
 
+def _interim(status: int) -> bool:
+    """Whether an answer of ``status`` is an interim one, skipped before the final answer:
+    1xx, but ``101 Switching Protocols`` (refused)."""
+    return 100 <= status < 200 and status != http.client.SWITCHING_PROTOCOLS
+
+
 class AnswerRefused(http.client.HTTPException):
     """An answer :class:`_Answer` does not read on (a chunk size that is not one, an
     interim answer where none may be, too many interim answers); the transport raises it
@@ -312,7 +318,7 @@ class _Answer(http.client.HTTPResponse):
             if status == http.client.SWITCHING_PROTOCOLS:
                 raise AnswerRefused(f"the server answered HTTP 101 (switching protocols), "
                                     f"which no request of bulkwire asks for")
-            if not 100 <= status < 200:
+            if not _interim(status):
                 break
             # an interim answer (100 Continue, 102 Processing, 103 Early Hints, ...): its
             # head is skipped, and the final answer read after it (RFC 9110, 15.2)
@@ -875,7 +881,8 @@ class BodySender:
                 raise
             if not head and kept:
                 raise _LetGo()
-            if not _INTERIM_STATUS_LINE.match(head):
+            status = _STATUS_LINE.match(head)
+            if status is None or not _interim(int(status.group(1))):
                 return head  # the final answer (or what the answer reader will refuse)
         return b""  # more interim answers than are skipped: the reader refuses the next one
 
@@ -943,8 +950,8 @@ class _LetGo(Exception):
     """A kept connection the server closed before any byte of the body was sent on it."""
 
 
-#: the status line of an interim answer bulkwire skips (1xx, but 101)
-_INTERIM_STATUS_LINE = re.compile(rb"HTTP/1\.[0-9] 1(?!01)[0-9][0-9][ \r\n]")
+#: the status line of an HTTP/1.x answer, its status the group
+_STATUS_LINE = re.compile(rb"HTTP/1\.[0-9] +([0-9]{3})[ \r\n]")
 
 
 def _head_bytes(sock: Any, limit: int) -> bytes:
