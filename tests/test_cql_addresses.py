@@ -1,0 +1,206 @@
+"""Where a CQL load reaches each node: the node that answered at a contact point at that
+contact point, the others at the address and port they advertise (``system.peers_v2``, or
+``system.peers`` on a server without it) unless ``address_map`` / ``--cql-address-map``
+says otherwise.
+
+Against emulated nodes in this process (``cql_nodes``, always) that advertise loopback
+addresses where nothing listens, as a node behind a port mapping, a NAT or a tunnel does;
+and against real Cassandra 5.0 nodes (``--server cassandra``) whose ``broadcast_rpc_address``
+is such an address: one reached through a forwarding port, three reached through an address
+map.
+"""
+from __future__ import annotations
+
+import collections
+import socket
+import threading
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import bulkwire.cql
+from bulkwire.cli import main
+from bulkwire.errors import ConnectError
+from bulkwire.load.cql_target import CqlDescription, address_map_of
+from cql_nodes import EmulatedCluster, free_port_on
+
+ROWS = 600
+
+
+def data_file(tmp_path, rows: int = ROWS, start: int = 0) -> str:
+    path = str(tmp_path / "rows.parquet")
+    pq.write_table(pa.table({"id": pa.array(range(start, start + rows), pa.int64()),
+                             "v": [f"v{i}" for i in range(start, start + rows)]}), path,
+                   row_group_size=200)
+    return path
+
+
+def assert_stored(cluster: EmulatedCluster, rows: int = ROWS, start: int = 0) -> None:
+    """Every row stored, with its value, and no other."""
+    assert cluster.stored == {i: f"v{i}" for i in range(start, start + rows)}
+
+
+def sent_to(cluster: EmulatedCluster) -> list[collections.Counter]:
+    """Per node: how many times each id was sent to it."""
+    return [collections.Counter(node.rows) for node in cluster.nodes]
+
+
+def assert_routed_to_owners(cluster: EmulatedCluster, rows: int = ROWS) -> None:
+    """Each row was sent once, to the node owning its token."""
+    want = [collections.Counter() for _ in cluster.nodes]
+    for i in range(rows):
+        want[cluster.owner(i)][i] += 1
+    assert sent_to(cluster) == want
+
+
+def unreachable(i: int, port: int | None = 9042) -> tuple[str, int | None]:
+    """A loopback address where nothing listens (an address a container advertises)."""
+    return f"127.0.0.{200 + i}", port
+
+
+# --------------------------------------------------------------------------------------------
+# the node at the contact point
+
+
+def test_the_node_answering_at_the_contact_point_is_loaded_there(tmp_path):
+    """A node advertising an address where nothing listens (its port mapped elsewhere) is
+    loaded at the contact point the load was given."""
+    with EmulatedCluster(1, advertised=[unreachable(1, None)]) as cluster:
+        result = bulkwire.cql.load_parquet(data_file(tmp_path), cluster.contact(), "ks", "t",
+                                           batch_rows=64)
+        assert result.rows == ROWS
+        assert_stored(cluster)
+        assert sorted(cluster.nodes[0].rows) == list(range(ROWS))
+
+
+def test_a_forwarded_contact_point_of_a_cluster_reaches_its_peers_where_they_advertise(
+        tmp_path):
+    """The contact point is a port of its own (a forward) on another loopback address than
+    the node advertises; its peers advertise where they listen (peers_v2's native_port,
+    not the contact point's port): every row goes to its token's owner."""
+    with EmulatedCluster(3, advertised=[unreachable(1), None, None]) as cluster:
+        result = bulkwire.cql.load_parquet(data_file(tmp_path), cluster.contact(), "ks", "t",
+                                           batch_rows=64)
+        assert result.rows == ROWS
+        assert_stored(cluster)
+        assert_routed_to_owners(cluster)
+
+
+# --------------------------------------------------------------------------------------------
+# the address map
+
+
+def test_an_address_map_sends_each_advertised_address_where_it_is_reached(tmp_path):
+    with EmulatedCluster(3, advertised=[unreachable(i) for i in range(3)]) as cluster:
+        address_map = {"127.0.0.201": cluster.contact(1),           # any port of the address
+                       "127.0.0.202:9042": cluster.contact(2),      # that port only
+                       "127.0.0.202:9043": "127.0.0.1:1"}
+        result = bulkwire.cql.load_parquet(data_file(tmp_path), cluster.contact(0), "ks", "t",
+                                           batch_rows=64, address_map=address_map)
+        assert result.rows == ROWS
+        assert_stored(cluster)
+        assert_routed_to_owners(cluster)
+
+
+def test_without_the_map_the_rows_of_peers_that_cannot_be_reached_go_to_live_nodes(tmp_path):
+    with EmulatedCluster(3, advertised=[unreachable(i) for i in range(3)]) as cluster:
+        result = bulkwire.cql.load_parquet(data_file(tmp_path), cluster.contact(0), "ks", "t",
+                                           batch_rows=64)
+        assert result.rows == ROWS
+        assert_stored(cluster)
+        assert sorted(cluster.nodes[0].rows) == list(range(ROWS))  # the one node reached
+        assert cluster.nodes[1].connections == cluster.nodes[2].connections == 0
+
+
+def test_a_server_without_peers_v2_is_read_from_system_peers_its_peers_at_the_contact_port(
+        tmp_path):
+    """Peers listed without a port (system.peers) are reached at the contact point's port;
+    a mapped address without a port keeps it."""
+    hosts = ["127.0.0.11", "127.0.0.12", "127.0.0.13"]
+    port = free_port_on(hosts)
+    with EmulatedCluster(3, listen=[(h, port) for h in hosts],
+                         advertised=[("127.0.0.11", None), ("127.0.0.12", None),
+                                     ("127.0.0.213", None)], peers_v2=False) as cluster:
+        result = bulkwire.cql.load_parquet(data_file(tmp_path), cluster.contact(0), "ks", "t",
+                                           batch_rows=64,
+                                           address_map={"127.0.0.213": "127.0.0.13"})
+        assert result.rows == ROWS
+        assert_stored(cluster)
+        assert_routed_to_owners(cluster)
+
+
+def test_the_command_line_takes_the_address_map(tmp_path, capsys):
+    with EmulatedCluster(3, advertised=[unreachable(i) for i in range(3)]) as cluster:
+        code = main(["load", data_file(tmp_path), "--cql", cluster.contact(0), "--keyspace",
+                     "ks", "--table", "t", "--batch-rows", "64",
+                     "--cql-address-map", f"127.0.0.201:9042={cluster.contact(1)}",
+                     "--cql-address-map", f"127.0.0.202={cluster.contact(2)},127.0.0.209=h:1"])
+        assert code == 0, capsys.readouterr().err
+        assert f"loaded {ROWS:,} rows" in capsys.readouterr().out
+        assert_stored(cluster)
+        assert_routed_to_owners(cluster)
+
+
+@pytest.mark.parametrize("value, words", [
+    ("127.0.0.2", "'127.0.0.2' is not FROM=TO"),
+    ("db1=127.0.0.1", "'db1' is not an IP address"),
+    ("127.0.0.2=", "'127.0.0.2=' is not FROM=TO"),
+    ("127.0.0.2:0=127.0.0.1", "the port must be 1..65535"),
+    ("127.0.0.2=127.0.0.1:x", "the port 'x' is not a number"),
+    ("127.0.0.2=a,,127.0.0.3=b", "'' is not FROM=TO"),
+])
+def test_a_bad_address_map_entry_is_a_usage_error_naming_it(tmp_path, capsys, value, words):
+    with pytest.raises(SystemExit) as caught:
+        main(["load", data_file(tmp_path, 1), "--cql", "127.0.0.1", "--keyspace", "k",
+              "--table", "t", "--cql-address-map", value])
+    err = capsys.readouterr().err
+    assert caught.value.code == 2 and "--cql-address-map" in err and words in err, err
+
+
+def test_the_command_line_refuses_an_address_given_twice_or_a_map_without_cql(tmp_path, capsys):
+    path = data_file(tmp_path, 1)
+    with pytest.raises(SystemExit) as caught:
+        main(["load", path, "--cql", "127.0.0.1", "--keyspace", "k", "--table", "t",
+              "--cql-address-map", "127.0.0.2=a", "--cql-address-map", "127.0.0.2:9042=b,"
+              "0:0::1=c,::1=d"])
+    err = capsys.readouterr().err
+    assert caught.value.code == 2 and "--cql-address-map: '0:0::1' and '::1' are the same" in err
+    with pytest.raises(SystemExit) as caught:
+        main(["load", path, "--out", str(tmp_path / "o.json"), "--cql-address-map",
+              "127.0.0.2=a"])
+    assert caught.value.code == 2 and "--cql-address-map needs --cql" in capsys.readouterr().err
+
+
+def test_the_address_map_is_judged_before_anything_is_read():
+    assert address_map_of({"::1": "[::1]:9142", "10.0.0.2:9042": "Tunnel:19042"}) == (
+        ("10.0.0.2:9042", "tunnel:19042"), ("::1", "[::1]:9142"))
+    for bad, error, words in [
+        ({"db": "127.0.0.1"}, ValueError, "address_map: 'db' is not an IP address"),
+        ({"10.0.0.2": ""}, ValueError, "address_map: '10.0.0.2' maps to must be"),
+        ({"10.0.0.2:99999": "h"}, ValueError, "the port must be 1..65535"),
+        ({"10.0.0.2": 5}, TypeError, "address_map must map str to str"),
+        ({"10.0.0.2": "a", "10.0.0.2 ": "b"}, ValueError, "are the same address"),
+        (["10.0.0.2=a"], TypeError, "address_map must be a mapping"),
+    ]:
+        with pytest.raises(error, match=words):
+            CqlDescription.of("127.0.0.1", "k", "t", address_map=bad)
+    # where the nodes are reached is not what a resume state binds to
+    mapped = CqlDescription.of("127.0.0.1", "k", "t", address_map={"10.0.0.2": "h:1"})
+    assert mapped.resume_identity() == CqlDescription.of("127.0.0.1", "k", "t").resume_identity()
+
+
+def test_a_contact_point_that_does_not_answer_is_named_not_the_address_it_advertises(tmp_path):
+    """The contact point that answered is used; one that does not answer is named by
+    itself (no address the load was not given appears)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed = probe.getsockname()[1]
+    with EmulatedCluster(1, advertised=[unreachable(1, None)]) as cluster:
+        result = bulkwire.cql.load_parquet(data_file(tmp_path), [f"127.0.0.1:{closed}",
+                                                                 cluster.contact()], "ks", "t")
+        assert result.rows == ROWS
+        cluster.close()
+        with pytest.raises(ConnectError) as caught:
+            bulkwire.cql.load_parquet(data_file(tmp_path), cluster.contact(), "ks", "t")
+        assert cluster.contact() in str(caught.value) and "127.0.0.201" not in str(caught.value)
