@@ -204,3 +204,165 @@ def test_a_contact_point_that_does_not_answer_is_named_not_the_address_it_advert
         with pytest.raises(ConnectError) as caught:
             bulkwire.cql.load_parquet(data_file(tmp_path), cluster.contact(), "ks", "t")
         assert cluster.contact() in str(caught.value) and "127.0.0.201" not in str(caught.value)
+
+
+# --------------------------------------------------------------------------------------------
+# real Cassandra 5.0 nodes advertising addresses where nothing listens
+
+server = pytest.mark.cassandra_server
+KEYSPACE = "bulkwire_addresses"
+
+
+class Forwarder:
+    """A TCP port forward on loopback (``docker run -p``, ``kubectl port-forward``, an SSH
+    tunnel): every connection to ``listen`` (host, port 0 for any) is joined to ``target``.
+    ``connections`` counts those made."""
+
+    def __init__(self, listen: tuple[str, int], target: tuple[str, int]) -> None:
+        self.target = target
+        self.listener = socket.create_server(listen)
+        self.address: tuple[str, int] = self.listener.getsockname()[:2]
+        self.connections = 0
+        self.sockets: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def __enter__(self) -> "Forwarder":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.listener.close()
+        for sock in self.sockets:
+            sock.close()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(self.target)
+            self.connections += 1
+            self.sockets += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+            sink.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+
+
+def vector_file(path: str, rows: int) -> pa.Table:
+    import numpy as np
+
+    values = np.random.default_rng(rows).standard_normal((rows, 8), dtype=np.float32)
+    table = pa.table({"id": pa.array(range(rows), pa.int64()),
+                      "emb": pa.FixedSizeListArray.from_arrays(pa.array(values.ravel()), 8)})
+    pq.write_table(table, path, row_group_size=1000)
+    return table
+
+
+def make_table(session, name: str) -> str:
+    session.execute(f"CREATE KEYSPACE IF NOT EXISTS {KEYSPACE} WITH replication = "
+                    "{'class': 'SimpleStrategy', 'replication_factor': 1}")
+    session.execute(f"DROP TABLE IF EXISTS {KEYSPACE}.{name}")
+    session.execute(f"CREATE TABLE {KEYSPACE}.{name} (id bigint PRIMARY KEY, emb vector<float, 8>)")
+    return name
+
+
+def assert_read_back(session, table: str, source: pa.Table) -> None:
+    """Exactly the rows of ``source``, each vector bit for bit."""
+    got = {row.id: row.emb for row in session.execute(f"SELECT id, emb FROM {KEYSPACE}.{table}")}
+    emb = source.column("emb").combine_chunks()
+    assert sorted(got) == source.column("id").to_pylist()
+    for i, vector in enumerate(emb.to_pylist()):
+        assert got[i] == vector, i
+
+
+@server
+def test_a_node_reached_through_a_forwarded_port_is_loaded_there(tmp_path):
+    """One node advertising 127.0.0.151 (nothing listens there), reached only through a
+    forward on 127.0.0.1: the load goes through the forward, and the table holds exactly the
+    file's rows."""
+    from servers.cassandra import connect, running
+
+    with running(1, first=51, advertised=["127.0.0.151"]) as nodes:
+        node = nodes[0]
+        with connect([node.address], timeout=60.0, translation=node.translation) as session:
+            table = make_table(session, "forwarded")
+            path = str(tmp_path / "f.parquet")
+            source = vector_file(path, 3000)
+            with Forwarder(("127.0.0.1", 0), (node.address, 9042)) as forward:
+                host = f"{forward.address[0]}:{forward.address[1]}"
+                result = bulkwire.cql.load_parquet(path, host, KEYSPACE, table, batch_rows=500)
+                assert result.rows == 3000 and forward.connections >= 2  # the plan, the load
+            assert_read_back(session, table, source)
+
+
+#: the three nodes of the address map's cluster, and the address each advertises
+CLUSTER = ["127.0.0.52", "127.0.0.53", "127.0.0.54"]
+ADVERTISED = ["127.0.0.152", "127.0.0.153", "127.0.0.154"]
+
+
+@pytest.fixture(scope="module")
+def advertising_cluster():
+    """Three nodes (127.0.0.52 the seed, .53, .54), each advertising the address of
+    ``ADVERTISED`` where nothing listens."""
+    from servers.cassandra import running
+
+    with running(3, first=52, advertised=ADVERTISED) as nodes:
+        yield nodes
+
+
+@server
+def test_a_cluster_reached_through_an_address_map_routes_each_row_to_its_owner(
+        advertising_cluster, tmp_path, monkeypatch):
+    """Every node advertises an address where nothing listens; the map sends each to where
+    it listens: each row goes to the node the driver's token map names for it, and the
+    table holds exactly the file's rows. Without the map the peers cannot be reached: every
+    row goes through the contact point's node, and is stored all the same."""
+    import struct
+
+    from cassandra.metadata import Murmur3Token
+
+    from bulkwire.load import cql_target
+    from servers.cassandra import connect
+
+    sent: list[tuple[str, int]] = []
+    run = cql_target._CqlSession._run
+
+    def counted(self, node, encoded, rows):
+        done = run(self, node, encoded, rows)
+        sent.append((self.nodes[node], len(encoded[1]) // 8 if rows is None else len(rows)))
+        return done
+
+    monkeypatch.setattr(cql_target._CqlSession, "_run", counted)
+    translation = advertising_cluster[0].translation
+    path = str(tmp_path / "m.parquet")
+    source = vector_file(path, 3000)
+    with connect(CLUSTER, timeout=60.0, translation=translation) as session:
+        table = make_table(session, "mapped")
+        result = bulkwire.cql.load_parquet(path, CLUSTER[0], KEYSPACE, table, batch_rows=256,
+                                           address_map=dict(zip(ADVERTISED, CLUSTER)))
+        assert result.rows == 3000
+        assert_read_back(session, table, source)
+        session.cluster.refresh_schema_metadata()
+        token_map = session.cluster.metadata.token_map
+        want = collections.Counter(
+            (next(iter(token_map.get_replicas(KEYSPACE, Murmur3Token.from_key(
+                struct.pack(">q", i))))).address, 9042) for i in range(3000))
+        got: collections.Counter = collections.Counter()
+        for endpoint, count in sent:
+            got[endpoint] += count
+        assert got == want and len(got) == 3
+
+        sent.clear()
+        table = make_table(session, "unmapped")
+        assert bulkwire.cql.load_parquet(path, CLUSTER[0], KEYSPACE, table,
+                                         batch_rows=256).rows == 3000
+        assert_read_back(session, table, source)
+        assert {endpoint for endpoint, _ in sent} == {(CLUSTER[0], 9042)}
