@@ -3,7 +3,7 @@
 Each :class:`EmulatedNode` listens on a loopback address and answers the native protocol
 (v4 frames) as a node of a cluster does for ``bulkwire.cql.load_parquet``: the handshake,
 ``system_schema.columns`` of the one table ``ks.t (id bigint PRIMARY KEY, v text)``,
-``system.local``, ``system.peers_v2`` (or, for a node that has none, the *Invalid* error an
+``system.local`` (with the node's ``host_id``), ``system.peers_v2`` (or, for a node that has none, the *Invalid* error an
 older server or Scylla answers) and ``system.peers``, ``PREPARE`` of the INSERT, and
 ``EXECUTE`` of its rows, which it records. Every node advertises the client address
 (and port, in ``system.peers_v2``) it is given, which need not be where it listens: the
@@ -25,12 +25,13 @@ import re
 import socket
 import struct
 import threading
+import uuid
 from typing import Sequence
 
 KEYSPACE, TABLE = "ks", "t"
 #: the table's columns: name -> (CQL type id, kind)
 COLUMNS = {"id": (0x0002, "partition_key"), "v": (0x000D, "regular")}
-TYPE_INET, TYPE_INT, TYPE_TEXT, TYPE_SET = 0x0010, 0x0009, 0x000D, 0x0022
+TYPE_INET, TYPE_INT, TYPE_TEXT, TYPE_UUID, TYPE_SET = 0x0010, 0x0009, 0x000D, 0x000C, 0x0022
 INVALID = 0x2200
 
 
@@ -91,6 +92,7 @@ class EmulatedNode:
         self.tokens = list(tokens)
         self.peer = peer  # its cluster (listen) address, as system.peers names it
         self.peers_v2 = peers_v2
+        self.host_id = uuid.uuid4()
         self.rows: list[int] = []
         self.connections = 0
         self.lock = threading.Lock()
@@ -147,21 +149,24 @@ class EmulatedNode:
                                    [[n.encode(), kind.encode()] for n, (_, kind) in
                                     COLUMNS.items()] if found else [])
         if "FROM system.local" in cql:
-            return 0x08, rows_body([("rpc_address", TYPE_INET), ("tokens", TYPE_SET)],
-                                   [[_inet(self.advertised[0]), _tokens(self.tokens)]])
+            return 0x08, rows_body(
+                [("host_id", TYPE_UUID), ("rpc_address", TYPE_INET), ("tokens", TYPE_SET)],
+                [[self.host_id.bytes, _inet(self.advertised[0]), _tokens(self.tokens)]])
         if "FROM system.peers_v2" in cql:
             if not self.peers_v2:
                 return 0x00, error_body(INVALID, "unconfigured table peers_v2")
             return 0x08, rows_body(
-                [("peer", TYPE_INET), ("native_address", TYPE_INET), ("native_port", TYPE_INT),
-                 ("tokens", TYPE_SET)],
-                [[_inet(n.peer), _inet(n.advertised[0]),
+                [("host_id", TYPE_UUID), ("peer", TYPE_INET), ("native_address", TYPE_INET),
+                 ("native_port", TYPE_INT), ("tokens", TYPE_SET)],
+                [[n.host_id.bytes, _inet(n.peer), _inet(n.advertised[0]),
                   None if n.advertised[1] is None else struct.pack(">i", n.advertised[1]),
                   _tokens(n.tokens)] for n in others])
         if "FROM system.peers" in cql:
             return 0x08, rows_body(
-                [("peer", TYPE_INET), ("rpc_address", TYPE_INET), ("tokens", TYPE_SET)],
-                [[_inet(n.peer), _inet(n.advertised[0]), _tokens(n.tokens)] for n in others])
+                [("host_id", TYPE_UUID), ("peer", TYPE_INET), ("rpc_address", TYPE_INET),
+                 ("tokens", TYPE_SET)],
+                [[n.host_id.bytes, _inet(n.peer), _inet(n.advertised[0]), _tokens(n.tokens)]
+                 for n in others])
         return 0x00, error_body(INVALID, f"query not emulated: {cql}")
 
     @staticmethod

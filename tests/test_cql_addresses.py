@@ -22,6 +22,7 @@ import pytest
 import bulkwire.cql
 from bulkwire.cli import main
 from bulkwire.errors import ConnectError
+from bulkwire.load import cql_target
 from bulkwire.load.cql_target import CqlDescription, address_map_of
 from cql_nodes import EmulatedCluster, free_port_on
 
@@ -190,6 +191,35 @@ def test_the_address_map_is_judged_before_anything_is_read():
     assert mapped.resume_identity() == CqlDescription.of("127.0.0.1", "k", "t").resume_identity()
 
 
+def test_an_address_answering_as_a_node_of_another_cluster_is_not_loaded(tmp_path):
+    """The map sends a node's address to a node of another cluster holding the same table
+    (as after a node's restart elsewhere, its old address taken): that node is left out,
+    none of the rows go there, and its rows are stored by the cluster's live nodes."""
+    with EmulatedCluster(3, advertised=[unreachable(i) for i in range(3)]) as cluster, \
+            EmulatedCluster(1) as other:
+        address_map = {"127.0.0.201": cluster.contact(1), "127.0.0.202": other.contact(0)}
+        result = bulkwire.cql.load_parquet(data_file(tmp_path), cluster.contact(0), "ks", "t",
+                                           batch_rows=64, address_map=address_map)
+        assert result.rows == ROWS
+        assert_stored(cluster)
+        assert other.stored == {} and other.nodes[0].rows == []
+        assert other.nodes[0].connections == 1  # asked who it is, once: then left out
+        owners = [cluster.owner(i) for i in range(ROWS)]
+        assert sorted(cluster.nodes[1].rows) == [i for i in range(ROWS) if owners[i] == 1]
+
+
+def test_the_last_node_answering_as_another_clusters_fails_the_load_naming_it(tmp_path):
+    with EmulatedCluster(1) as cluster, EmulatedCluster(1) as other:
+        # the contact point's node restarts elsewhere between the plan and the session
+        session = cql_target._CqlSession(CqlDescription.of(cluster.contact(), "ks", "t"))
+        session.nodes[0] = other.nodes[0].endpoint
+        with pytest.raises(ConnectError, match=f"{other.contact()}: answers as node "
+                                               f"{other.nodes[0].host_id}, which is not a node"):
+            session._conn(0, b"", ["id", "v"])
+        session.abort()
+        assert other.stored == {}
+
+
 def test_a_contact_point_that_does_not_answer_is_named_not_the_address_it_advertises(tmp_path):
     """The contact point that answered is used; one that does not answer is named by
     itself (no address the load was not given appears)."""
@@ -329,7 +359,6 @@ def test_a_cluster_reached_through_an_address_map_routes_each_row_to_its_owner(
 
     from cassandra.metadata import Murmur3Token
 
-    from bulkwire.load import cql_target
     from servers.cassandra import connect
 
     sent: list[tuple[str, int]] = []

@@ -19,6 +19,7 @@ import array
 import dataclasses
 import ipaddress
 import struct
+import uuid
 from typing import Any, Iterator, Mapping, Sequence
 
 from . import _core
@@ -121,9 +122,10 @@ def decode_text_set(value: bytes) -> list[str]:
 #: The queries whose answers :func:`ring_nodes` reads: the node that answers, its peers as
 #: Cassandra 4+ lists them (with each one's native port), and its peers as older servers and
 #: Scylla list them (no port: ``system.peers_v2`` is not a table there).
-SELECT_LOCAL = "SELECT rpc_address, tokens FROM system.local"
-SELECT_PEERS_V2 = "SELECT peer, native_address, native_port, tokens FROM system.peers_v2"
-SELECT_PEERS = "SELECT peer, rpc_address, tokens FROM system.peers"
+SELECT_LOCAL = "SELECT host_id, rpc_address, tokens FROM system.local"
+SELECT_PEERS_V2 = ("SELECT host_id, peer, native_address, native_port, tokens "
+                   "FROM system.peers_v2")
+SELECT_PEERS = "SELECT host_id, peer, rpc_address, tokens FROM system.peers"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -132,8 +134,9 @@ class RingNode:
     it advertises (``rpc_address``, or ``native_address`` in ``system.peers_v2``; its
     ``peer`` address where that is unset or 0.0.0.0); ``port``, the native port it advertises
     (``native_port`` of ``system.peers_v2``; None where the table has none: ``system.local``
-    and ``system.peers``); its ``tokens``; and ``local``: the row of ``system.local``, the
-    node that answered the queries.
+    and ``system.peers``); its ``tokens``; ``local``: the row of ``system.local``, the
+    node that answered the queries; and its ``host_id`` (the node's identity, which its
+    addresses are not: a node keeps it when its address changes), None where not read.
 
     >>> RingNode("10.0.0.2", 9042, (-5, 7), local=False).port
     9042
@@ -143,6 +146,7 @@ class RingNode:
     port: int | None
     tokens: tuple[int, ...]
     local: bool = False
+    host_id: uuid.UUID | None = None
 
 
 def ring_nodes(local: Mapping[str, Any], peers: Mapping[str, Any]) -> list[RingNode]:
@@ -178,9 +182,13 @@ def ring_nodes(local: Mapping[str, Any], peers: Mapping[str, Any]) -> list[RingN
             port = cell.get("native_port")
             if port is not None and len(port) != 4:
                 raise ValueError(f"the native_port of {address} is {len(port)} bytes, not an int")
+            host_id = cell.get("host_id")
+            if host_id is not None and len(host_id) != 16:
+                raise ValueError(f"the host_id of {address} is {len(host_id)} bytes, not a uuid")
             nodes.append(RingNode(address, None if port is None else struct.unpack(">i", port)[0],
                                   tuple(int(t) for t in decode_text_set(cell["tokens"])),
-                                  local=is_local))
+                                  local=is_local,
+                                  host_id=None if host_id is None else uuid.UUID(bytes=host_id)))
     if not nodes:
         raise ValueError("system.local and system.peers name no node with tokens")
     return nodes

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ipaddress
 import threading
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field as dataclass_field
 from typing import Any, Iterable, Mapping, Sequence
@@ -433,6 +434,9 @@ class _CqlSession:
         conn, contact = target.contact()
         with conn:
             found = target.ring(conn, contact)
+        self.contact = _spelled(*contact)
+        #: the host_id of every node the ring was read with (a connection must reach one)
+        self.members = {node.host_id for _, node in found if node.host_id is not None}
         # one node per (host, port) reached: nodes reached at one place are one node here
         tokens: dict[tuple[str, int], list[int]] = {}
         for reached, node in found:
@@ -456,6 +460,7 @@ class _CqlSession:
         if conn is None:
             conn = self.target.connect(*self.nodes[node])
             try:
+                self._identify(conn)
                 prepared = self.target.prepare(conn, names)
                 if prepared.id != prepared_id:
                     raise ServerError(f"{conn.peer} prepared the INSERT as another statement "
@@ -466,6 +471,21 @@ class _CqlSession:
             with self.lock:
                 self.conns[node] = conn
         return conn
+
+    def _identify(self, conn: Any) -> None:
+        """Checks that ``conn`` reached a node of the ring (its ``host_id``, which stays with
+        a node whatever its address): an address can come to answer as another node (one
+        that left or restarted elsewhere, its address taken by another), of this cluster or
+        of another. ``ConnectError`` otherwise: the node the ring names is not there."""
+        if not self.members:
+            return
+        rows = self.target.query(conn, "SELECT host_id FROM system.local")["rows"]
+        cell = rows[0][0] if len(rows) == 1 and rows[0] else None
+        host_id = uuid.UUID(bytes=cell) if cell is not None and len(cell) == 16 else None
+        if host_id not in self.members:
+            raise ConnectError(f"{conn.peer}: answers as node {host_id}, which is not a node "
+                               f"of the cluster {self.contact} lists (its address taken by "
+                               f"another node?): not loaded there")
 
     def _run(self, node: int, encoded: list, rows: Any) -> tuple[int, int]:
         bodies, ends, _, _, p = encoded
