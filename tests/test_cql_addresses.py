@@ -12,6 +12,7 @@ map.
 from __future__ import annotations
 
 import collections
+import os
 import socket
 import threading
 
@@ -395,3 +396,71 @@ def test_a_cluster_reached_through_an_address_map_routes_each_row_to_its_owner(
                                          batch_rows=256).rows == 3000
         assert_read_back(session, table, source)
         assert {endpoint for endpoint, _ in sent} == {(CLUSTER[0], 9042)}
+
+
+@server
+def test_a_node_that_restarts_with_a_new_address_mid_load(advertising_cluster, tmp_path,
+                                                          monkeypatch):
+    """Replication factor 1: the third node is killed once 4,000 of 12,000 rows are stored.
+    Its rows have no other replica: the load fails naming the rows not acknowledged and the
+    units not confirmed, never returning. The node comes back advertising a new address
+    (127.0.0.155, which the map sends where it listens); the load resumed with the same
+    state sends the units not confirmed, the node's rows to the node again (the same
+    host_id at its new address), and the table holds exactly the file's rows. (Last of the
+    cluster's tests: the node advertises its new address from here on.)"""
+    import signal
+    import time
+
+    from bulkwire.errors import ConnectionLostError, CqlServerError, TransportTimeoutError
+    from servers.cassandra import connect
+
+    node = advertising_cluster[2]
+    address_map = {**dict(zip(ADVERTISED, CLUSTER)), "127.0.0.155": node.address}
+    path, state = str(tmp_path / "r.parquet"), str(tmp_path / "state.json")
+    source = vector_file(path, 12_000)
+    with connect(CLUSTER, timeout=60.0, translation=node.translation) as session:
+        table = make_table(session, "restarted")
+
+    def kill_at(done: int, total: int) -> None:
+        if done >= 4_000 and node.process.returncode is None:
+            os.killpg(node.process.pid, signal.SIGKILL)
+            node.process.wait()
+
+    with pytest.raises((CqlServerError, ConnectionLostError, TransportTimeoutError)) as caught:
+        bulkwire.cql.load_parquet(path, CLUSTER[0], KEYSPACE, table, batch_rows=500,
+                                  address_map=address_map, resume=state, retries=1,
+                                  timeout=10.0, progress=kill_at)
+    assert node.process.returncode is not None, "the node was not killed"
+    assert caught.value.unconfirmed
+    assert "not acknowledged" in "\n".join(getattr(caught.value, "__notes__", []))
+
+    node.advertised = "127.0.0.155"
+    node.translation["127.0.0.155"] = node.address
+    node.start()
+    deadline = time.monotonic() + 300
+    node.wait_ready(deadline)
+    with connect([CLUSTER[0]], timeout=60.0, translation=node.translation) as session:
+        while True:  # the contact point's node lists the node at its new address
+            row = session.execute("SELECT native_address FROM system.peers_v2 WHERE "
+                                  f"peer = '{node.address}' ALLOW FILTERING").one()
+            if row is not None and str(row.native_address) == "127.0.0.155":
+                break
+            assert time.monotonic() < deadline, f"the peers list {node.address} at {row}"
+            time.sleep(1.0)
+
+    sent: collections.Counter = collections.Counter()
+    run = cql_target._CqlSession._run
+
+    def counted(self, i, encoded, rows):
+        done = run(self, i, encoded, rows)
+        sent[self.nodes[i]] += len(encoded[1]) // 8 if rows is None else len(rows)
+        return done
+
+    monkeypatch.setattr(cql_target._CqlSession, "_run", counted)
+    result = bulkwire.cql.load_parquet(path, CLUSTER[0], KEYSPACE, table, batch_rows=500,
+                                       address_map=address_map, resume=state)
+    # the units the first load confirmed (a quarter of the rows each), and no more
+    assert result.rows + result.skipped_rows == 12_000 and result.skipped_rows in (3_000, 6_000)
+    assert sent[(node.address, 9042)] > 0
+    with connect(CLUSTER, timeout=60.0, translation=node.translation) as session:
+        assert_read_back(session, table, source)
