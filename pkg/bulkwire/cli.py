@@ -202,6 +202,29 @@ def _cql_hosts(text: str) -> list:
     return hosts
 
 
+def _cql_address_map(text: str) -> list:
+    """One --cql-address-map value: FROM=TO, or several separated by commas, each judged by
+    :func:`bulkwire.load.cql_target.address_map_of`; the (FROM, TO) pairs.
+
+    >>> _cql_address_map("172.17.0.3=127.0.0.1:19043,10.0.0.2:9042=tunnel")
+    [('172.17.0.3', '127.0.0.1:19043'), ('10.0.0.2:9042', 'tunnel')]
+    """
+    from .load.cql_target import address_map_of
+
+    pairs = []
+    for entry in (one.strip() for one in text.split(",")):
+        source, equals, target = entry.partition("=")
+        if not (equals and source.strip() and target.strip()):
+            raise argparse.ArgumentTypeError(f"{entry!r} is not FROM=TO (an address the "
+                                             f"cluster advertises = HOST[:PORT])")
+        try:
+            address_map_of([(source, target)], what=f"entry {entry!r}")
+        except (TypeError, ValueError) as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+        pairs.append((source, target))
+    return pairs
+
+
 def _parse_take(text: str | None) -> list | None:
     """``--take 1,5,7`` or ``--take @file`` (whitespace/comma separated indices)."""
     if text is None:
@@ -310,6 +333,18 @@ def cmd_load(args: argparse.Namespace) -> int:
                                   f"document's option; a row's columns are the table's)")
     elif args.keyspace is not None or args.table is not None:
         args.parser.error("--keyspace and --table need --cql")
+    elif args.cql_address_map is not None:
+        args.parser.error("--cql-address-map needs --cql")
+    address_map = None
+    if args.cql_address_map is not None:
+        from .load.cql_target import address_map_of
+
+        try:
+            address_map = dict(address_map_of(
+                [pair for value in args.cql_address_map for pair in value],
+                what="--cql-address-map"))
+        except ValueError as exc:  # an address given twice
+            args.parser.error(str(exc))
     if args.cql is not None and (args.keyspace is None or args.table is None):
         args.parser.error("--cql needs --keyspace and --table")
     if (args.username is None) != (args.password is None):
@@ -360,8 +395,8 @@ def cmd_load(args: argparse.Namespace) -> int:
                     _source(args), [one for value in args.cql for one in value], args.keyspace,
                     args.table, consistency=args.consistency, username=args.username,
                     password=args.password, tls=args.cql_tls, certificate=certificate,
-                    ca=False if args.insecure else args.ca, columns=columns,
-                    batch_rows=args.batch_rows, take=take,
+                    ca=False if args.insecure else args.ca, address_map=address_map,
+                    columns=columns, batch_rows=args.batch_rows, take=take,
                     progress=progress and not args.quiet, workers=args.workers,
                     threads=args.threads, resume=args.resume)
             else:
@@ -515,6 +550,13 @@ def build_parser() -> argparse.ArgumentParser:
                       help="write consistency level (with --cql; default LOCAL_ONE)")
     load.add_argument("--username", help="PasswordAuthenticator user (with --cql)")
     load.add_argument("--password", help="PasswordAuthenticator password (with --cql)")
+    load.add_argument("--cql-address-map", type=_cql_address_map, action="append",
+                      metavar="FROM=TO[,FROM=TO...]",
+                      help="with --cql: reach the node the cluster advertises at FROM (ADDRESS "
+                           "for any port, or ADDRESS:PORT) at TO (HOST[:PORT]; without a port, "
+                           "the node's own) instead, as through a port mapping, a NAT or a "
+                           "tunnel; repeat or separate with commas. The node answering at a "
+                           "contact point is always reached there")
     load.add_argument("--cql-tls", action="store_true",
                       help="TLS to the CQL nodes (--certificate, --key, --ca as for --url)")
     load.add_argument("--certificate", metavar="PEM",

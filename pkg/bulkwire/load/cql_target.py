@@ -18,14 +18,16 @@ from __future__ import annotations
 
 import ipaddress
 import threading
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field as dataclass_field
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from .. import _core
-from ..cql_statements import Prepared, TokenRing
-from ..errors import (ConnectError, ConnectionLostError, ServerError, TLSError,
-                      TransportTimeoutError)
+from ..cql_statements import (SELECT_LOCAL, SELECT_PEERS, SELECT_PEERS_V2, Prepared,
+                              RingNode, TokenRing, ring_nodes)
+from ..errors import (ConnectError, ConnectionLostError, CqlServerError, ServerError,
+                      TLSError, TransportTimeoutError)
 from ..load_options import LoadOptions
 from .targets import _cut, _short
 
@@ -51,14 +53,22 @@ def parse_host(host: str) -> tuple[str, int]:
     >>> parse_host("10.0.0.1"), parse_host("db:9142"), parse_host("[::1]:9043")
     (('10.0.0.1', 9042), ('db', 9142), ('::1', 9043))
     """
+    name, port = _endpoint(host)
+    return name, DEFAULT_PORT if port is None else port
+
+
+def _endpoint(host: str, what: str = "a CQL host") -> tuple[str, int | None]:
+    """``HOST[:PORT]`` as (host, port or None when not given), the host spelled one way
+    (an IP address as ``ipaddress`` writes it, a name in lower case); ``ValueError`` naming
+    ``host`` (``what`` it is) otherwise."""
     if not isinstance(host, str) or not host.strip():
-        raise ValueError(f"a CQL host must be a non-empty str HOST[:PORT], not {host!r}")
+        raise ValueError(f"{what} must be a non-empty str HOST[:PORT], not {host!r}")
     text = host.strip()
-    port: Any = DEFAULT_PORT
+    port: Any = None
     if text.startswith("["):
         end = text.find("]")
         if end < 0 or text[end + 1:] not in ("",) and not text[end + 1:].startswith(":"):
-            raise ValueError(f"CQL host {host!r} is not [ADDRESS]:PORT")
+            raise ValueError(f"{what} {host!r} is not [ADDRESS]:PORT")
         name, rest = text[1:end], text[end + 1:]
         if rest:
             port = rest[1:]
@@ -66,17 +76,60 @@ def parse_host(host: str) -> tuple[str, int]:
         name, port = text.split(":")
     else:
         name = text  # a name, an IPv4 address or a bare IPv6 address
-    try:
-        port = int(port)
-    except ValueError:
-        raise ValueError(f"CQL host {host!r}: the port {port!r} is not a number") from None
-    if not 0 < port < 65536 or not name:
-        raise ValueError(f"CQL host {host!r}: the port must be 1..65535 and the host named")
+    if port is not None:
+        try:
+            port = int(port)
+        except ValueError:
+            raise ValueError(f"{what} {host!r}: the port {port!r} is not a number") from None
+    if port is not None and not 0 < port < 65536 or not name:
+        raise ValueError(f"{what} {host!r}: the port must be 1..65535 and the host named")
     try:
         name = str(ipaddress.ip_address(name))  # one spelling per address
     except ValueError:
         name = name.lower()
     return name, port
+
+
+def address_map_of(entries: Mapping[str, str] | Iterable[tuple[str, str]] | None,
+                   what: str = "address_map") -> tuple[tuple[str, str], ...]:
+    """An address map judged and spelled one way: ``(advertised, reached)`` pairs, sorted.
+
+    ``advertised`` is an IP address as the cluster advertises a node (``ADDRESS`` for the
+    node at any port, ``ADDRESS:PORT`` for the node at that native port: ``[V6]:PORT`` for
+    IPv6); ``reached`` is where this machine reaches it, ``HOST[:PORT]`` (a name or an
+    address; without a port, the node's own port). ``entries`` is a mapping or (advertised,
+    reached) pairs; an entry that is not one of these, or an advertised address given twice,
+    is a ``ValueError`` naming ``what`` and the entry.
+
+    >>> address_map_of({"172.17.0.3": "127.0.0.1:19043", "10.0.0.2:9042": "Tunnel"})
+    (('10.0.0.2:9042', 'tunnel'), ('172.17.0.3', '127.0.0.1:19043'))
+    >>> address_map_of({"db1": "127.0.0.1"})
+    Traceback (most recent call last):
+    ...
+    ValueError: address_map: 'db1' is not an IP address (the cluster advertises its nodes by address)
+    """
+    if entries is None:
+        return ()
+    pairs = list(entries.items()) if isinstance(entries, Mapping) else list(entries)
+    seen: dict[str, tuple[Any, str]] = {}
+    for pair in pairs:
+        if not (isinstance(pair, tuple) and len(pair) == 2):
+            raise TypeError(f"{what} must map str to str, not hold {pair!r}")
+        source, target = pair
+        if not isinstance(source, str) or not isinstance(target, str):
+            raise TypeError(f"{what} must map str to str, not {source!r} to {target!r}")
+        host, port = _endpoint(source, f"{what}: the advertised address")
+        try:
+            ipaddress.ip_address(host)
+        except ValueError:
+            raise ValueError(f"{what}: {source!r} is not an IP address (the cluster "
+                             f"advertises its nodes by address)") from None
+        key = host if port is None else _spelled(host, port)
+        to_host, to_port = _endpoint(target, f"{what}: {source!r} maps to")
+        if key in seen:
+            raise ValueError(f"{what}: {seen[key][0]!r} and {source!r} are the same address")
+        seen[key] = (source, to_host if to_port is None else _spelled(to_host, to_port))
+    return tuple(sorted((key, value) for key, (_, value) in seen.items()))
 
 
 def _spelled(host: str, port: int) -> str:
@@ -132,7 +185,9 @@ class CqlDescription:
     :data:`CONSISTENCY_LEVELS`), ``username``/``password`` (PasswordAuthenticator),
     ``tls`` (``{"certificate": ..., "ca": ...}``, or None for plain TCP), ``window`` (requests
     in flight per connection), ``retries`` (overloaded, write timeout and unavailable answers
-    re-sent at most that many times, after a doubling pause) and ``timeout`` (seconds)."""
+    re-sent at most that many times, after a doubling pause), ``timeout`` (seconds) and
+    ``address_map`` (:func:`address_map_of`: where the nodes the cluster advertises are
+    reached; see :meth:`reached`)."""
 
     hosts: tuple[str, ...]
     keyspace: str
@@ -144,6 +199,7 @@ class CqlDescription:
     window: int = DEFAULT_WINDOW
     retries: int = DEFAULT_RETRIES
     timeout: float = 30.0
+    address_map: tuple[tuple[str, str], ...] = ()
 
     units = True
 
@@ -152,7 +208,8 @@ class CqlDescription:
            consistency: str = DEFAULT_CONSISTENCY, username: str | None = None,
            password: str | None = None, tls: bool = False, certificate: Any = None,
            ca: Any = None, window: int = DEFAULT_WINDOW, retries: int = DEFAULT_RETRIES,
-           timeout: float = 30.0) -> "CqlDescription":
+           timeout: float = 30.0,
+           address_map: Mapping[str, str] | None = None) -> "CqlDescription":
         """The description of a load's arguments, every one judged (``ValueError`` or
         ``TypeError`` naming it; the TLS files read, as the RavenDB target reads them)."""
         given = [hosts] if isinstance(hosts, str) else list(hosts)
@@ -172,13 +229,18 @@ class CqlDescription:
                 raise ValueError(f"{name} must be an int {low}..32768, not {value!r}")
         if not isinstance(timeout, (int, float)) or not 0 < timeout <= 3600:
             raise ValueError(f"timeout must be 0 < seconds <= 3600, not {timeout!r}")
+        if address_map is not None and not isinstance(address_map, Mapping):
+            raise TypeError(f"address_map must be a mapping of advertised addresses to "
+                            f"HOST[:PORT], not {type(address_map).__name__}")
+        mapped = address_map_of(address_map)
         settings = None
         if tls or certificate is not None or ca is not None:
             settings = {"certificate": certificate, "ca": ca}
             _tls_context(settings)  # the files judged now, before anything is read
         return cls(hosts=spelled, keyspace=keyspace, table=table,
                    consistency=consistency.upper(), username=username, password=password,
-                   tls=settings, window=window, retries=retries, timeout=float(timeout))
+                   tls=settings, window=window, retries=retries, timeout=float(timeout),
+                   address_map=mapped)
 
     # -------------------------------------------------------------------- connections
 
@@ -194,13 +256,14 @@ class CqlDescription:
         except (ConnectionLostError, TransportTimeoutError) as exc:
             raise _no_handshake(exc, tls=self.tls is not None) from exc
 
-    def contact(self) -> Any:
-        """A connection to the first of :attr:`hosts` that answers; else the last failure,
-        naming every host tried."""
+    def contact(self) -> tuple[Any, tuple[str, int]]:
+        """A connection to the first of :attr:`hosts` that answers, and that contact point
+        (host, port); else the last failure, naming every host tried."""
         failures = []
         for spelled in self.hosts:
+            point = parse_host(spelled)
             try:
-                return self.connect(*parse_host(spelled))
+                return self.connect(*point), point
             except (ConnectError, TLSError) as exc:
                 failures.append(exc)
         error = failures[-1]
@@ -213,6 +276,54 @@ class CqlDescription:
         """The parsed RESULT of one query (at ONE)."""
         _, answer = conn.request(_core.CQL_OP_QUERY, _core.cql_query_body(cql, 0x0001))
         return _core.cql_parse_result(answer)
+
+    def ring(self, conn: Any, contact: tuple[str, int]) -> list[tuple[tuple[str, int], RingNode]]:
+        """The nodes owning tokens, as the node at ``contact`` (``conn``) lists them, each
+        with the (host, port) it is reached at (:meth:`reached`): that node first. Its peers
+        are read from ``system.peers_v2`` (Cassandra 4 and later: each one's native port
+        with it), or from ``system.peers`` where the server has no such table."""
+        local = self.query(conn, SELECT_LOCAL)
+        try:
+            peers = self.query(conn, SELECT_PEERS_V2)
+        except CqlServerError as exc:
+            if exc.code != 0x2200:  # Invalid: an unknown table (older servers, Scylla)
+                raise
+            peers = self.query(conn, SELECT_PEERS)
+        try:
+            nodes = ring_nodes(local, peers)
+        except ValueError as exc:
+            raise ServerError(f"{conn.peer}: {exc}") from None
+        return [(self.reached(contact, node), node) for node in nodes]
+
+    def reached(self, contact: tuple[str, int], node: RingNode) -> tuple[str, int]:
+        """Where ``node`` is reached: the node that answered at ``contact`` at that contact
+        point, always; a peer at the address it advertises, at its advertised port, or,
+        where it advertises none, at the port given with its address in :attr:`hosts`, else
+        at ``contact``'s port, unless :attr:`address_map` maps it (``ADDRESS:PORT`` first,
+        then ``ADDRESS``; a mapped ``HOST`` without a port keeps the port).
+
+        >>> d = CqlDescription.of("127.0.0.1:19042", "ks", "t",
+        ...                       address_map={"172.17.0.3": "127.0.0.1:19043"})
+        >>> contact = ("127.0.0.1", 19042)
+        >>> d.reached(contact, RingNode("172.17.0.2", None, (0,), local=True))
+        ('127.0.0.1', 19042)
+        >>> d.reached(contact, RingNode("172.17.0.3", 9042, (1,)))
+        ('127.0.0.1', 19043)
+        >>> d.reached(contact, RingNode("172.17.0.4", None, (2,)))
+        ('172.17.0.4', 19042)
+        """
+        if node.local:
+            return contact
+        port = node.port
+        if port is None:
+            given = [p for h, p in map(parse_host, self.hosts) if h == node.address]
+            port = given[0] if given else contact[1]
+        mapped = dict(self.address_map)
+        target = mapped.get(_spelled(node.address, port), mapped.get(node.address))
+        if target is None:
+            return node.address, port
+        host, mapped_port = _endpoint(target)
+        return host, port if mapped_port is None else mapped_port
 
     def prepare(self, conn: Any, names: Sequence[str]) -> Prepared:
         """PREPARE of the INSERT of ``names`` on ``conn``."""
@@ -230,7 +341,8 @@ class CqlDescription:
         for name in wanted:
             if name not in schema.names:
                 raise ValueError(f"{source} has no column {name!r}")
-        with self.contact() as conn:
+        conn, _ = self.contact()
+        with conn:
             result = self.query(conn, "SELECT column_name, kind FROM system_schema.columns "
                                       f"WHERE keyspace_name = {_literal(self.keyspace)} AND "
                                       f"table_name = {_literal(self.table)}")
@@ -325,14 +437,21 @@ class _CqlSession:
 
     def __init__(self, target: CqlDescription) -> None:
         self.target = target
-        with target.contact() as conn:
-            local = target.query(conn, "SELECT rpc_address, tokens FROM system.local")
-            peers = target.query(conn, "SELECT peer, rpc_address, tokens FROM system.peers")
-        self.ring = TokenRing.from_system_tables(local, peers, replication_factor=1)
-        ports = {parse_host(h)[0]: parse_host(h)[1] for h in target.hosts}
-        default_port = parse_host(target.hosts[0])[1]
-        self.nodes = [(a, ports.get(a, default_port)) for a in self.ring.addresses]
-        self.index = {address: i for i, (address, _) in enumerate(self.nodes)}
+        conn, contact = target.contact()
+        with conn:
+            found = target.ring(conn, contact)
+        self.contact = _spelled(*contact)
+        #: the host_id of every node the ring was read with (a connection must reach one)
+        self.members = {node.host_id for _, node in found if node.host_id is not None}
+        # one node per (host, port) reached: nodes reached at one place are one node here
+        tokens: dict[tuple[str, int], list[int]] = {}
+        for reached, node in found:
+            tokens.setdefault(reached, []).extend(node.tokens)
+        #: (host, port) of each node, as it is reached; the ring names it HOST:PORT
+        self.nodes = list(tokens)
+        self.ring = TokenRing({_spelled(*n): t for n, t in tokens.items()},
+                              replication_factor=1)
+        self.index = {name: i for i, name in enumerate(self.ring.addresses)}
         self.live, self.dead = self.ring, set()  # the ring of the nodes not left out
         self.conns: dict[int, Any] = {}
         self.lock = threading.Lock()
@@ -347,6 +466,7 @@ class _CqlSession:
         if conn is None:
             conn = self.target.connect(*self.nodes[node])
             try:
+                self._identify(conn)
                 prepared = self.target.prepare(conn, names)
                 if prepared.id != prepared_id:
                     raise ServerError(f"{conn.peer} prepared the INSERT as another statement "
@@ -357,6 +477,21 @@ class _CqlSession:
             with self.lock:
                 self.conns[node] = conn
         return conn
+
+    def _identify(self, conn: Any) -> None:
+        """Checks that ``conn`` reached a node of the ring (its ``host_id``, which stays with
+        a node whatever its address): an address can come to answer as another node (one
+        that left or restarted elsewhere, its address taken by another), of this cluster or
+        of another. ``ConnectError`` otherwise: the node the ring names is not there."""
+        if not self.members:
+            return
+        rows = self.target.query(conn, "SELECT host_id FROM system.local")["rows"]
+        cell = rows[0][0] if len(rows) == 1 and rows[0] else None
+        host_id = uuid.UUID(bytes=cell) if cell is not None and len(cell) == 16 else None
+        if host_id not in self.members:
+            raise ConnectError(f"{conn.peer}: answers as node {host_id}, which is not a node "
+                               f"of the cluster {self.contact} lists (its address taken by "
+                               f"another node?): not loaded there")
 
     def _run(self, node: int, encoded: list, rows: Any) -> tuple[int, int]:
         bodies, ends, _, _, p = encoded
@@ -431,7 +566,7 @@ class _CqlSession:
             conn = self.conns.pop(node, None)
         if conn is not None:
             conn.close()
-        self.dead.add(self.nodes[node][0])
+        self.dead.add(self.ring.addresses[node])
         self.live = self.ring.without(sorted(self.dead))
 
     def _outcome(self, node: int, encoded: list, rows: Any) -> Any:

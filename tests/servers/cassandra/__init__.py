@@ -10,7 +10,9 @@
 - ``running(count)``: a context manager that starts ``count`` nodes (``127.0.0.1`` is the seed,
   the others join it), waits until each answers ``SELECT release_version FROM system.local``
   and knows all the others, and stops every one of them when it exits, on errors and
-  Ctrl-C too. Each JVM is in its own process group, is killed by the kernel if this process
+  Ctrl-C too. ``advertised=`` gives each node a client address it advertises
+  (``broadcast_rpc_address``) other than the one it listens on, as a node behind a NAT or in
+  a container does; ``connect`` reaches such nodes through ``translation``. Each JVM is in its own process group, is killed by the kernel if this process
   dies (``PR_SET_PDEATHSIG``), and is also stopped by an ``atexit`` hook.
 
 ``python -m tests.servers.cassandra`` starts one by hand (see docs/contributing.md).
@@ -229,8 +231,15 @@ class Node:
 
     def __init__(self, address: str, folder: pathlib.Path, jars: pathlib.Path, *,
                  heap: str | None = None, seed: str = "127.0.0.1",
-                 password_auth: bool = False, max_requests_per_second: int | None = None) -> None:
+                 password_auth: bool = False, max_requests_per_second: int | None = None,
+                 advertised: str | None = None) -> None:
         self.address = address
+        #: The client address the node advertises (``broadcast_rpc_address``: system.local's
+        #: rpc_address, its peers' native_address), or None: its own. Read when it starts.
+        self.advertised = advertised
+        #: Where a client reaches each address the cluster advertises ({advertised: address}),
+        #: as ``connect`` takes it.
+        self.translation: dict[str, str] = {}
         #: The native transport's rate limit (requests per second), or None: none.
         self.max_requests_per_second = max_requests_per_second
         #: PasswordAuthenticator on: clients log in as ``SUPERUSER`` (``credentials``).
@@ -274,6 +283,7 @@ seed_provider:
       - seeds: "{self.seed}:{STORAGE_PORT}"
 listen_address: {self.address}
 rpc_address: {self.address}
+{f"broadcast_rpc_address: {self.advertised}" if self.advertised else ""}
 storage_port: {STORAGE_PORT}
 native_transport_port: {NATIVE_PORT}
 start_native_transport: true
@@ -356,7 +366,8 @@ concurrent_compactors: 1
             self.check_alive()
             if _port_open(self.address, NATIVE_PORT):
                 try:
-                    with connect([self.address], credentials=self.credentials) as session:
+                    with connect([self.address], credentials=self.credentials,
+                                 translation=self.translation) as session:
                         row = session.execute("SELECT release_version FROM system.local").one()
                 except Exception as exc:  # the driver's errors while the node is still starting
                     last = exc
@@ -451,15 +462,23 @@ def _port_open(address: str, port: int) -> bool:
 @contextlib.contextmanager
 def connect(addresses: Sequence[str], *, keyspace: str | None = None,
             timeout: float = 30.0,
-            credentials: tuple[str, str] | None = None
+            credentials: tuple[str, str] | None = None,
+            translation: dict[str, str] | None = None
             ) -> Iterator["cassandra.cluster.Session"]:  # noqa: F821
     """A driver session whose requests these nodes coordinate, and no others the driver
     discovers (protocol v5, which Cassandra 5.0 speaks); shut down on exit. ``credentials``:
-    (username, password) for a node with PasswordAuthenticator."""
+    (username, password) for a node with PasswordAuthenticator. ``translation``: the address
+    each advertised address is reached at (``Node.translation``), for nodes that advertise
+    one they do not listen on (the driver reaches every node, the one it asks included, at
+    its advertised address translated)."""
     from cassandra import ProtocolVersion
     from cassandra.auth import PlainTextAuthProvider
     from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
-    from cassandra.policies import WhiteListRoundRobinPolicy
+    from cassandra.policies import AddressTranslator, WhiteListRoundRobinPolicy
+
+    class Translated(AddressTranslator):
+        def translate(self, addr: str) -> str:
+            return (translation or {}).get(addr, addr)
 
     profile = ExecutionProfile(load_balancing_policy=WhiteListRoundRobinPolicy(list(addresses)),
                                request_timeout=timeout)
@@ -467,7 +486,8 @@ def connect(addresses: Sequence[str], *, keyspace: str | None = None,
                       execution_profiles={EXEC_PROFILE_DEFAULT: profile},
                       connect_timeout=timeout, control_connection_timeout=timeout,
                       auth_provider=(PlainTextAuthProvider(*credentials)
-                                     if credentials else None))
+                                     if credentials else None),
+                      address_translator=Translated() if translation else None)
     try:
         session = cluster.connect(keyspace)
         yield session
@@ -495,7 +515,8 @@ def running(count: int = 1, *, first: int = 1, heap: str | None = None,
             extra_config: str = "",
             start_timeout: float | None = None,
             password_auth: bool = False,
-            max_requests_per_second: int | None = None) -> Iterator[list[Node]]:
+            max_requests_per_second: int | None = None,
+            advertised: Sequence[str] | None = None) -> Iterator[list[Node]]:
     """Start ``count`` nodes in this process's private network namespace and yield them ready.
 
     They listen on ``127.0.0.<first>`` (the seed) and the addresses after it, so two sets of
@@ -508,8 +529,13 @@ def running(count: int = 1, *, first: int = 1, heap: str | None = None,
     ``keep_files`` (default: whether ``BULKWIRE_CASSANDRA_KEEP_FILES`` is set), its folder
     removed. ``password_auth`` turns PasswordAuthenticator on (the superuser ``SUPERUSER``);
     ``max_requests_per_second`` limits each node's native transport to that rate (a client
-    that asked for THROW_ON_OVERLOAD gets overloaded errors beyond it).
+    that asked for THROW_ON_OVERLOAD gets overloaded errors beyond it). ``advertised``: one
+    loopback address per node that it advertises to clients instead of its own (see
+    ``Node.advertised``); every node's ``translation`` maps them back.
     """
+    if advertised is not None and (len(advertised) != count or not all(
+            a.startswith("127.") for a in advertised)):
+        raise ValueError(f"advertised must be {count} loopback addresses, not {advertised!r}")
     if keep_files is None:
         keep_files = bool(os.environ.get("BULKWIRE_CASSANDRA_KEEP_FILES"))
     jars = fetch_jars()
@@ -521,8 +547,12 @@ def running(count: int = 1, *, first: int = 1, heap: str | None = None,
     (root / "owner.pid").write_text(str(os.getpid()))
     hosts = addresses(count, first)
     nodes = [Node(addr, root / addr, jars, heap=heap, seed=hosts[0], password_auth=password_auth,
-                  max_requests_per_second=max_requests_per_second)
-             for addr in hosts]
+                  max_requests_per_second=max_requests_per_second,
+                  advertised=advertised[i] if advertised else None)
+             for i, addr in enumerate(hosts)]
+    translation = {n.advertised: n.address for n in nodes if n.advertised}
+    for node in nodes:
+        node.translation = translation  # one dict: a node given a new address updates it
     try:
         for node in nodes:
             node.extra_config = extra_config
@@ -567,7 +597,8 @@ def _wait_peers(nodes: list[Node], deadline: float) -> None:
     for node in nodes:
         while True:
             node.check_alive()
-            with connect([node.address], credentials=node.credentials) as session:
+            with connect([node.address], credentials=node.credentials,
+                         translation=node.translation) as session:
                 peers = {str(r.peer) for r in session.execute("SELECT peer FROM system.peers_v2")}
             if peers == want - {node.address}:
                 break
