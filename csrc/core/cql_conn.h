@@ -83,6 +83,10 @@ typedef struct {
     int throw_on_overload;   /* asks the server (STARTUP THROW_ON_OVERLOAD) to answer a
                                 request over its limits with an overloaded error rather than
                                 to stop reading the connection for a while */
+    /* Called (with interrupt_ctx) when a wait of the connect (TCP, TLS, handshake) was cut
+       short by a signal: nonzero stops it at once (E_INTERRUPTED). NULL: signals do not. */
+    int (*interrupted)(void *ctx);
+    void *interrupt_ctx;
 } bw_cql_options;
 
 typedef struct bw_cql_conn bw_cql_conn;
@@ -117,7 +121,9 @@ typedef struct {
    (E_CALLBACK; message may be set through status). */
 typedef int (*bw_cql_produce)(void *ctx, bw_cql_request *request);
 /* The answer (any opcode but ERROR) to the request tagged `tag`: its body after the response
-   extras. 0 to go on, -1 to stop the run (E_CALLBACK; the request counts as answered). */
+   extras. 0 takes it as the request's acknowledgement; -1 refuses it: the request is
+   unanswered, the run stops as after a server's error (E_CALLBACK, failed_tag the first
+   refused request's) once the requests in flight are answered, each answer judged. */
 typedef int (*bw_cql_consume)(void *ctx, uint64_t tag, uint8_t opcode, const uint8_t *body,
                               size_t len);
 
@@ -156,8 +162,11 @@ int bw_cql_run(bw_cql_conn *conn, const bw_cql_run_options *options, bw_cql_prod
 void bw_cql_outcome_free(bw_cql_outcome *outcome);
 
 /* One request, answered: *answer_body (malloc'd, the caller frees it) and *answer_opcode.
-   0, or -1 with *status (E_SERVER for an ERROR answer). Not retried. */
+   0, or -1 with *status (E_SERVER for an ERROR answer). Not retried. interrupted (with
+   interrupt_ctx; NULL: none) as a run's: nonzero after a signal stops the wait at once
+   (E_INTERRUPTED; the connection is then unusable). */
 int bw_cql_request_one(bw_cql_conn *conn, uint8_t opcode, const uint8_t *body, size_t len,
                        uint8_t *answer_opcode, uint8_t **answer_body, size_t *answer_len,
+                       int (*interrupted)(void *ctx), void *interrupt_ctx,
                        bw_cql_status *status);
 #endif

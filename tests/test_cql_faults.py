@@ -1,0 +1,139 @@
+"""A CQL load against a fake node that misbehaves (``tests/cql_fake_node.py``): answers that
+are not acknowledgements, malformed system tables, a node that stops answering while a
+signal comes, server errors that fail the load, and the rows each failure names."""
+from __future__ import annotations
+
+import contextlib
+import signal
+import socket
+import struct
+import threading
+import time
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import bulkwire.cql
+from bulkwire import _core
+from bulkwire.errors import ConnectionLostError, ProtocolError
+from cql_fake_node import READY, RESULT, FakeNode
+
+
+def table_file(tmp_path, rows: int = 50, name: str = "t.parquet") -> str:
+    path = str(tmp_path / name)
+    pq.write_table(pa.table({"id": pa.array(range(rows), pa.int64()),
+                             "v": pa.array(range(rows), pa.int32())}), path)
+    return path
+
+
+@pytest.mark.parametrize("answer, said", [
+    ((RESULT, b""), "a RESULT body that does not parse (0 bytes"),
+    ((RESULT, struct.pack(">i", 77)), "unknown kind 77"),
+    ((READY, b""), "opcode 0x02, not RESULT"),
+    ((RESULT, struct.pack(">i", 3) + struct.pack(">H", 2) + b"ks"), "kind Set_keyspace, not Void"),
+])
+def test_an_answer_that_is_not_an_acknowledgement_fails_the_load_naming_its_row(
+        tmp_path, answer, said):
+    """One EXECUTE of 50 answered with what does not say the row was stored: the load raises
+    ProtocolError naming the node and the row, which is unacknowledged, never rows=50."""
+    path = table_file(tmp_path)
+    with FakeNode(answer_execute=lambda n, body: answer if n == 17 else None) as node:
+        with pytest.raises(ProtocolError) as caught:
+            bulkwire.cql.load_parquet(path, node.address, "ks", "t")
+    error = caught.value
+    assert node.address in str(error) and said in str(error)
+    assert error.source_row == 17 and error.row == 17
+    assert 17 in error.unacknowledged
+    assert error.unconfirmed == [(path, 0, 50)]
+
+
+# --------------------------------------------------------------------------------------------
+# Ctrl-C while a node does not answer
+
+
+def _interrupt_after(seconds: float) -> threading.Timer:
+    """SIGINT to the main thread after ``seconds`` (Python's handler: KeyboardInterrupt)."""
+    main = threading.main_thread().ident
+    timer = threading.Timer(seconds, signal.pthread_kill, (main, signal.SIGINT))
+    timer.start()
+    return timer
+
+
+@contextlib.contextmanager
+def _unanswered_connect():
+    """An address whose connect waits: a listener whose accept queue is full (nothing accepts),
+    so the kernel drops the next SYN. Yields "127.0.0.1:port"."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(0)
+    port = listener.getsockname()[1]
+    fillers = []
+    try:
+        for _ in range(4):  # the queue holds one or two, depending on the kernel
+            filler = socket.socket()
+            filler.setblocking(False)
+            filler.connect_ex(("127.0.0.1", port))
+            fillers.append(filler)
+        yield f"127.0.0.1:{port}"
+    finally:
+        for filler in fillers:
+            filler.close()
+        listener.close()
+
+
+@pytest.mark.parametrize("silent_at", ["connect", "startup", "query", "prepare", "execute"])
+def test_ctrl_c_ends_every_wait_of_a_load_on_a_node_that_does_not_answer(tmp_path, silent_at):
+    """A node that takes the connection (or not even that) and never answers, at each step of
+    the load: SIGINT raises KeyboardInterrupt from the load at once, never after its timeout
+    (an hour here); the connections are closed on the way out."""
+    path = table_file(tmp_path)
+    with contextlib.ExitStack() as stack:
+        if silent_at == "connect":
+            address = stack.enter_context(_unanswered_connect())
+        else:
+            address = stack.enter_context(FakeNode(silent_at=silent_at)).address
+        started = time.monotonic()
+        timer = _interrupt_after(0.5)
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                bulkwire.cql.load_parquet(path, address, "ks", "t", timeout=3600)
+        finally:
+            timer.cancel()
+        # the connect's own limit is 10 s and the others' an hour: far below either
+        assert time.monotonic() - started < 8
+
+
+def test_ctrl_c_ends_a_request_and_the_connection_then_closes_at_once():
+    """``CqlConnection.request`` waiting on a silent node ends on SIGINT; the connection is
+    unusable afterwards (it says it was interrupted), and closing it does not wait."""
+    with FakeNode(silent_at="query") as node:
+        conn = _core.CqlConnection("127.0.0.1", node.port, timeout=3600)
+        timer = _interrupt_after(0.3)
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                conn.request(_core.CQL_OP_QUERY, _core.cql_query_body("SELECT 1", 1))
+        finally:
+            timer.cancel()
+        with pytest.raises(ConnectionLostError, match="interrupted"):
+            conn.request(_core.CQL_OP_QUERY, _core.cql_query_body("SELECT 1", 1))
+        started = time.monotonic()
+        conn.close()
+        assert conn.closed and time.monotonic() - started < 5
+
+
+def test_ctrl_c_in_the_command_line_exits_130(tmp_path, capsys):
+    """The same from ``bulkwire load --cql``: exit status 130, well before the timeout
+    (30 s)."""
+    from bulkwire.cli import EXIT_INTERRUPTED, main
+
+    path = table_file(tmp_path)
+    with FakeNode(silent_at="query") as node:
+        started = time.monotonic()
+        timer = _interrupt_after(0.5)
+        try:
+            code = main(["load", path, "--cql", node.address, "--keyspace", "ks", "--table", "t"])
+        finally:
+            timer.cancel()
+    assert code == EXIT_INTERRUPTED and "interrupted" in capsys.readouterr().err
+    assert time.monotonic() - started < 8
