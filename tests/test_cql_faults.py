@@ -13,11 +13,13 @@ import time
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import bulkwire.cql
 from bulkwire import _core
 from bulkwire.errors import ConnectionLostError, ProtocolError
-from cql_fake_node import READY, RESULT, FakeNode
+from cql_fake_node import INET, READY, RESULT, SET, VARCHAR, VOID, FakeNode, rows, text_set
 
 
 def table_file(tmp_path, rows: int = 50, name: str = "t.parquet") -> str:
@@ -137,3 +139,98 @@ def test_ctrl_c_in_the_command_line_exits_130(tmp_path, capsys):
             timer.cancel()
     assert code == EXIT_INTERRUPTED and "interrupted" in capsys.readouterr().err
     assert time.monotonic() - started < 8
+
+
+# --------------------------------------------------------------------------------------------
+# system tables that do not hold what they should
+
+
+def _with_schema_rows(node: FakeNode, body: bytes) -> FakeNode:
+    node.schema_rows = lambda: body  # type: ignore[method-assign]
+    return node
+
+
+@pytest.mark.parametrize("make, said", [
+    (lambda: FakeNode(answer_query=lambda q: VOID if "system_schema" in q else None),
+     "system_schema.columns WHERE keyspace_name = 'ks' AND table_name = 't' is malformed: "
+     "a RESULT of kind void, not Rows"),
+    (lambda: FakeNode(answer_query=lambda q: VOID if "system.local" in q else None),
+     "SELECT rpc_address, tokens FROM system.local is malformed: a RESULT of kind void"),
+    (lambda: FakeNode(tokens=[str(1 << 70)]), "system.local and system.peers is malformed: "
+                                              "OverflowError"),
+    (lambda: FakeNode(tokens=["12x"]), "system.local and system.peers is malformed: invalid "
+                                       "literal for int()"),
+    (lambda: _with_schema_rows(FakeNode(), rows(
+        "system_schema", "columns", [("column_name", struct.pack(">H", VARCHAR)),
+                                     ("kind", struct.pack(">H", VARCHAR))],
+        [[b"\xff", b"partition_key"]])), "system_schema.columns is malformed: 'utf-8' codec"),
+    (lambda: _with_schema_rows(FakeNode(), rows(
+        "system_schema", "columns", [(b"\xffname", struct.pack(">H", VARCHAR))], [])),
+     "system_schema.columns WHERE keyspace_name = 'ks' AND table_name = 't' is malformed"),
+])
+def test_a_malformed_system_table_answer_is_a_protocol_error_naming_node_and_query(
+        tmp_path, make, said):
+    path = table_file(tmp_path)
+    with make() as node:
+        with pytest.raises(ProtocolError) as caught:
+            bulkwire.cql.load_parquet(path, node.address, "ks", "t")
+    assert str(caught.value).startswith(f"{node.address}: the answer to ")
+    assert said in str(caught.value)
+
+
+_TEXT = struct.pack(">H", VARCHAR)
+_CELLS = st.one_of(st.none(), st.binary(max_size=12))
+_TOKENS = st.lists(st.one_of(st.integers(-(1 << 80), 1 << 80).map(str),
+                             st.text(max_size=6)), max_size=3)
+
+
+@st.composite
+def _system_answer(draw) -> tuple[str, tuple[int, bytes]]:
+    """(the table whose query is answered, the answer): a body of random bytes, Void, or
+    Rows of the right or wrong columns holding random cells or token sets."""
+    table = draw(st.sampled_from(["system_schema.columns", "system.local", "system.peers"]))
+    shape = draw(st.sampled_from(["bytes", "void", "rows"]))
+    if shape == "bytes":
+        return table, (RESULT, draw(st.binary(max_size=40)))
+    if shape == "void":
+        return table, VOID
+    names = {"system_schema.columns": ["column_name", "kind"],
+             "system.local": ["rpc_address", "tokens"],
+             "system.peers": ["peer", "rpc_address", "tokens"]}[table]
+    names = draw(st.one_of(st.just(names), st.lists(st.sampled_from(names + ["x"]), max_size=4)))
+    options = [struct.pack(">H", INET) if n in ("peer", "rpc_address") else
+               struct.pack(">HH", SET, VARCHAR) if n == "tokens" else _TEXT for n in names]
+
+    def value(name: str):
+        if name in ("peer", "rpc_address"):  # this node, or no address an INSERT could reach
+            return draw(st.sampled_from([socket.inet_aton("127.0.0.1"), None, b"", b"\x7f\x00",
+                                         socket.inet_aton("0.0.0.0")]))
+        if name == "tokens":
+            return draw(st.one_of(_TOKENS.map(text_set), _CELLS))
+        if name == "column_name":
+            return draw(st.sampled_from([b"id", b"v", b"\xff", b"other"]))
+        return draw(st.one_of(st.sampled_from([b"partition_key", b"regular"]), _CELLS))
+
+    values = draw(st.lists(st.builds(lambda: None).map(lambda _: [value(n) for n in names]),
+                           max_size=3))
+    return table, (RESULT, rows("s", "t", list(zip(names, options)), values))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                 HealthCheck.function_scoped_fixture])
+@given(answer=_system_answer())
+def test_random_system_table_answers_fail_only_as_documented(tmp_path, answer):
+    """Whatever a node answers to the plan's and the ring's queries, the load either stores
+    every row or raises ProtocolError naming the node, or the plan's ValueError naming the
+    table (a table without the data's columns); never a bare Python error."""
+    table, given_answer = answer
+    path = table_file(tmp_path, rows=5)
+    with FakeNode(answer_query=lambda q: given_answer if table in q else None) as node:
+        try:
+            result = bulkwire.cql.load_parquet(path, node.address, "ks", "t")
+        except ProtocolError as exc:
+            assert str(exc).startswith(f"{node.address}: ")
+        except ValueError as exc:
+            assert type(exc) is ValueError and "ks.t" in str(exc), repr(exc)
+        else:
+            assert result.rows == 5 and node.executes == 5

@@ -16,15 +16,16 @@ work is confirmed only when all its rows were.
 """
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field as dataclass_field
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 from .. import _core
 from ..cql_statements import Prepared, TokenRing
-from ..errors import (ConnectError, ConnectionLostError, ServerError, TLSError,
+from ..errors import (ConnectError, ConnectionLostError, ProtocolError, ServerError, TLSError,
                       TransportTimeoutError)
 from ..load_options import LoadOptions
 from .targets import _cut, _short
@@ -204,9 +205,18 @@ class CqlDescription:
         raise error
 
     def query(self, conn: Any, cql: str) -> dict:
-        """The parsed RESULT of one query (at ONE)."""
+        """The parsed RESULT of one ``SELECT`` (at ONE): Rows of the columns it names, else
+        a ``ProtocolError`` naming the node, the query and what the answer is."""
         _, answer = conn.request(_core.CQL_OP_QUERY, _core.cql_query_body(cql, 0x0001))
-        return _core.cql_parse_result(answer)
+        with _answer_to(conn, cql):
+            result = _core.cql_parse_result(answer)
+            if result["kind"] != "rows":
+                raise ValueError(f"a RESULT of kind {result['kind']}, not Rows")
+            names = [column[2] for column in result["columns"]]
+            asked = [name.strip() for name in cql[len("SELECT "):cql.index(" FROM ")].split(",")]
+            if names != asked:
+                raise ValueError(f"Rows of the columns {names}, not {asked}")
+        return result
 
     def prepare(self, conn: Any, names: Sequence[str]) -> Prepared:
         """PREPARE of the INSERT of ``names`` on ``conn``."""
@@ -228,7 +238,8 @@ class CqlDescription:
             result = self.query(conn, "SELECT column_name, kind FROM system_schema.columns "
                                       f"WHERE keyspace_name = {_literal(self.keyspace)} AND "
                                       f"table_name = {_literal(self.table)}")
-            kinds = {_text(row[0]): _text(row[1]) for row in result["rows"]}
+            with _answer_to(conn, "system_schema.columns"):
+                kinds = {_text(row[0]): _text(row[1]) for row in result["rows"]}
             if not kinds:
                 raise ValueError(f"table {self.keyspace}.{self.table} does not exist at "
                                  f"{conn.peer}")
@@ -322,7 +333,8 @@ class _CqlSession:
         with target.contact() as conn:
             local = target.query(conn, "SELECT rpc_address, tokens FROM system.local")
             peers = target.query(conn, "SELECT peer, rpc_address, tokens FROM system.peers")
-        self.ring = TokenRing.from_system_tables(local, peers, replication_factor=1)
+            with _answer_to(conn, "system.local and system.peers"):
+                self.ring = TokenRing.from_system_tables(local, peers, replication_factor=1)
         ports = {parse_host(h)[0]: parse_host(h)[1] for h in target.hosts}
         default_port = parse_host(target.hosts[0])[1]
         self.nodes = [(a, ports.get(a, default_port)) for a in self.ring.addresses]
@@ -450,6 +462,19 @@ class _CqlSession:
                 conn.close()
             except Exception:  # noqa: BLE001 - closing what failed says nothing more
                 pass
+
+
+@contextlib.contextmanager
+def _answer_to(conn: Any, query: str) -> Iterator[None]:
+    """Reading ``conn``'s answer to ``query``: what it does not hold as that query's answer
+    (a cell of another type, a token that is not a Murmur3 token, a name that is not UTF-8,
+    a body that does not parse) is a ``ProtocolError`` naming the node, the query and what
+    was wrong, never a bare Python error."""
+    try:
+        yield
+    except (KeyError, IndexError, TypeError, ValueError, OverflowError) as exc:
+        what = f"{type(exc).__name__}: {exc}" if not isinstance(exc, ValueError) else str(exc)
+        raise ProtocolError(f"{conn.peer}: the answer to {query} is malformed: {what}") from exc
 
 
 def _node_down(exc: BaseException) -> bool:
