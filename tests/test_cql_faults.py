@@ -18,8 +18,9 @@ from hypothesis import strategies as st
 
 import bulkwire.cql
 from bulkwire import _core
-from bulkwire.errors import ConnectionLostError, ProtocolError
-from cql_fake_node import INET, READY, RESULT, SET, VARCHAR, VOID, FakeNode, rows, text_set
+from bulkwire.errors import ConnectionLostError, CqlServerError, ProtocolError
+from cql_fake_node import (INET, READY, RESULT, SET, VARCHAR, VOID, FakeNode, error, rows,
+                           text_set)
 
 
 def table_file(tmp_path, rows: int = 50, name: str = "t.parquet") -> str:
@@ -234,3 +235,64 @@ def test_random_system_table_answers_fail_only_as_documented(tmp_path, answer):
             assert type(exc) is ValueError and "ks.t" in str(exc), repr(exc)
         else:
             assert result.rows == 5 and node.executes == 5
+
+
+# --------------------------------------------------------------------------------------------
+# the rows a failure names
+
+
+def _refusing(value: int):
+    """An EXECUTE answer: Invalid for the row whose int ``v`` (the last value) is ``value``."""
+    def answer(n: int, body: bytes):
+        if struct.unpack_from(">i", body, len(body) - 4)[0] == value:
+            return error(0x2200, f"row with v={value} refused")
+        return None
+    return answer
+
+
+def test_a_refused_row_of_a_take_is_named_as_the_files_row_and_its_place(tmp_path):
+    """take=[5, 9, 777, 3], the server refusing file row 777: the error names row 777 and
+    take[2] (never another row of the file), and says that rows 5, 9 and 3 were confirmed
+    and 777 was not."""
+    path = table_file(tmp_path, rows=1000)
+    with FakeNode(answer_execute=_refusing(777)) as node:
+        with pytest.raises(CqlServerError) as caught:
+            bulkwire.cql.load_parquet(path, node.address, "ks", "t", take=[5, 9, 777, 3])
+    error = caught.value
+    assert (error.source_row, error.take_index) == (777, 2)
+    assert error.source_unacknowledged == [777]
+    assert "(source row 777 (take[2]); 1 source row(s) not acknowledged: 777 (take[2]))" in str(error)
+    assert error.unconfirmed == [(path, 777, 778)]
+    assert error.__notes__ == [f"of the 4 rows taken from {path!r}, confirmed by the server 3: "
+                               f"5 (take[0]), 9 (take[1]), 3 (take[3]); not confirmed 1: "
+                               f"777 (take[2])"]
+
+
+def test_the_command_line_names_a_take_rows_file_row(tmp_path, capsys):
+    from bulkwire.cli import EXIT_SERVER, main
+
+    path = table_file(tmp_path, rows=1000)
+    with FakeNode(answer_execute=_refusing(777)) as node:
+        code = main(["load", path, "--cql", node.address, "--keyspace", "ks", "--table", "t",
+                     "--take", "5,9,777,3"])
+    err = capsys.readouterr().err
+    assert code == EXIT_SERVER
+    assert "source row 777 (take[2])" in err and "confirmed by the server 3: 5 (take[0])" in err
+
+
+def test_a_run_error_numbers_rows_as_the_source_everywhere(tmp_path):
+    """Batches of 100 rows, row 777 refused: the message, source_row and the rows not
+    acknowledged are the file's rows (777 and those after it in its batch), never the
+    batch's own numbers (77)."""
+    path = table_file(tmp_path, rows=1000)
+    with FakeNode(answer_execute=_refusing(777)) as node:
+        with pytest.raises(CqlServerError) as caught:
+            bulkwire.cql.load_parquet(path, node.address, "ks", "t", batch_rows=100)
+    error = caught.value
+    assert error.source_row == 777 and 777 in error.source_unacknowledged
+    assert all(777 <= r < 800 for r in error.source_unacknowledged)
+    # rows never sent after the refusal are not acknowledged either
+    assert error.source_unacknowledged[-1] == 799
+    first_line = str(error).splitlines()[0]
+    assert "(source row 777; " in first_line and " 77," not in first_line
+    assert "row 77;" not in first_line

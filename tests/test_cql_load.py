@@ -179,7 +179,7 @@ def test_a_row_the_server_refuses_fails_the_load_naming_its_source_row(cassandra
         bulkwire.cql.load_parquet(path, cassandra_node.address, KEYSPACE, table, batch_rows=8)
     assert caught.value.source_row == 37
     assert f"{cassandra_node.address}:9042" in str(caught.value)
-    assert "source row 37" in "\n".join(getattr(caught.value, "__notes__", []))
+    assert "(source row 37; " in str(caught.value)
     assert caught.value.unconfirmed
 
 

@@ -153,7 +153,9 @@ static PyObject *raise_status(const bw_cql_status *status, bw_cql_outcome *outco
             goto cleanup;
         PyList_SET_ITEM(rows, (Py_ssize_t)i, v);
     }
+    /* `failure`: the message without the rows, for a caller that names them its own way */
     if (PyObject_SetAttrString(exc, "unacknowledged", rows) < 0 ||
+        set_attr(exc, "failure", PyUnicode_FromString(status->message)) < 0 ||
         set_attr(exc, "sent", outcome != NULL ? PyLong_FromUnsignedLongLong(outcome->taken)
                                               : PyLong_FromLong(0)) < 0 ||
         set_attr(exc, "row", outcome != NULL && outcome->has_failed_tag

@@ -26,7 +26,7 @@ from typing import Any, Iterator, Mapping, Sequence
 from .. import _core
 from ..cql_statements import Prepared, TokenRing
 from ..errors import (ConnectError, ConnectionLostError, ProtocolError, ServerError, TLSError,
-                      TransportTimeoutError)
+                      TransportTimeoutError, _name_source_rows)
 from ..load_options import LoadOptions
 from .targets import _cut, _short
 
@@ -400,9 +400,12 @@ class _CqlSession:
                     self._down(node)
                     again.append(_not_acknowledged(np, outcome, selection, rows))
                 else:
-                    failures.append(outcome)
-            if failures:
-                raise _named(failures[0], row_base)
+                    failures.append((outcome, selection))
+            if failures:  # every row of the batch not acknowledged: the failed runs', and
+                # those of nodes left out, which will not be sent again
+                missing = again + [_not_acknowledged(np, e, sel, rows) for e, sel in failures]
+                raise _named(failures[0][0], row_base, rows,
+                             np.unique(np.concatenate(missing)).tolist())
             if not again:
                 break
             pending = np.concatenate(again)
@@ -493,15 +496,14 @@ def _not_acknowledged(np: Any, exc: BaseException, selection: Any, rows: int) ->
     return np.concatenate([in_flight, chosen[getattr(exc, "sent", 0) or 0:]])
 
 
-def _named(exc: BaseException, row_base: int) -> BaseException:
-    """``exc`` with the source rows it concerns: ``source_row`` (the refused row, or None)
-    and a note on the rows not acknowledged (rows of the batch counted from ``row_base``)."""
+def _named(exc: BaseException, row_base: int, rows: int, missing: list) -> BaseException:
+    """``exc`` in the rows of the source (``errors._name_source_rows``): the refused row (its
+    ``row`` in the batch of ``rows`` rows, counted from ``row_base``) and ``missing``, the
+    batch's rows not acknowledged (the others were)."""
+    if not isinstance(exc, Exception):  # Ctrl-C: nothing of the server's to word
+        return exc
+    exc._batch_stop = row_base + rows  # type: ignore[attr-defined]
     row = getattr(exc, "row", None)
-    unacknowledged = getattr(exc, "unacknowledged", None) or []
-    exc.source_row = None if row is None else row_base + row  # type: ignore[attr-defined]
-    if row is not None or unacknowledged:
-        listed = ", ".join(str(row_base + r) for r in unacknowledged[:8])
-        more = ", ..." if len(unacknowledged) > 8 else ""
-        exc.add_note((f"source row {row_base + row}; " if row is not None else "") +
-                     f"{len(unacknowledged)} source row(s) not acknowledged: {listed}{more}")
+    _name_source_rows(exc, None if row is None else row_base + row,
+                      [row_base + r for r in missing])
     return exc
