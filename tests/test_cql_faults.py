@@ -296,3 +296,24 @@ def test_a_run_error_numbers_rows_as_the_source_everywhere(tmp_path):
     first_line = str(error).splitlines()[0]
     assert "(source row 777; " in first_line and " 77," not in first_line
     assert "row 77;" not in first_line
+
+
+# --------------------------------------------------------------------------------------------
+# the command line's words
+
+
+def test_a_data_column_the_table_lacks_is_named_with_the_option_to_leave_it_out(tmp_path,
+                                                                                 capsys):
+    """The Python API says ``columns=``; the command line ``--columns``."""
+    from bulkwire.cli import EXIT_INPUT, main
+
+    path = str(tmp_path / "extra.parquet")
+    pq.write_table(pa.table({"id": pa.array([1], pa.int64()), "extra": [1]}), path)
+    with FakeNode() as node:
+        with pytest.raises(ValueError, match=r"\(leave it out with columns=\)"):
+            bulkwire.cql.load_parquet(path, node.address, "ks", "t")
+        code = main(["load", path, "--cql", node.address, "--keyspace", "ks", "--table", "t"])
+    err = capsys.readouterr().err
+    assert code == EXIT_INPUT
+    assert "column 'extra'" in err and "(leave it out with --columns)" in err
+    assert "columns=" not in err

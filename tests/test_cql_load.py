@@ -467,6 +467,11 @@ def test_a_node_killed_mid_load_with_rf_2_and_one_leaves_every_row_stored(cassan
     (["--zstd"], "--cql excludes --zstd"),
     (["--collection", "Points"], "--cql excludes --collection"),
     (["--username", "u"], "--username and --password go together"),
+    (["--insecure"], "--insecure needs --cql-tls with --cql"),
+    (["--consistency", "serial"], "--consistency must be one of ANY, ONE, TWO, THREE, QUORUM, "
+                                  "ALL, LOCAL_QUORUM, EACH_QUORUM, LOCAL_ONE (the levels of a "
+                                  "write; SERIAL and LOCAL_SERIAL are a conditional update's), "
+                                  "not 'serial'"),
 ])
 def test_the_command_line_refuses_what_cql_excludes(tmp_path, capsys, extra, refused):
     from bulkwire.cli import main

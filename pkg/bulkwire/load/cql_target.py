@@ -35,6 +35,16 @@ from .targets import _cut, _short
 CONSISTENCY_LEVELS = {"ANY": 0x0000, "ONE": 0x0001, "TWO": 0x0002, "THREE": 0x0003,
                       "QUORUM": 0x0004, "ALL": 0x0005, "LOCAL_QUORUM": 0x0006,
                       "EACH_QUORUM": 0x0007, "LOCAL_ONE": 0x000A}
+def consistency_code(name: Any) -> int:
+    """The protocol's code of a write consistency level named ``name`` (any case);
+    ``ValueError`` listing the levels a write may use otherwise."""
+    if not isinstance(name, str) or name.upper() not in CONSISTENCY_LEVELS:
+        raise ValueError(f"consistency must be one of {', '.join(CONSISTENCY_LEVELS)} (the "
+                         f"levels of a write; SERIAL and LOCAL_SERIAL are a conditional "
+                         f"update's), not {name!r}")
+    return CONSISTENCY_LEVELS[name.upper()]
+
+
 #: The driver's default for a session's statements.
 DEFAULT_CONSISTENCY = "LOCAL_ONE"
 DEFAULT_PORT = 9042
@@ -163,9 +173,7 @@ class CqlDescription:
         for name, value in (("keyspace", keyspace), ("table", table)):
             if not isinstance(value, str) or not value:
                 raise ValueError(f"{name} must be a non-empty str, not {value!r}")
-        if not isinstance(consistency, str) or consistency.upper() not in CONSISTENCY_LEVELS:
-            raise ValueError(f"consistency must be one of {', '.join(CONSISTENCY_LEVELS)}, "
-                             f"not {consistency!r}")
+        consistency_code(consistency)
         if (username is None) != (password is None):
             raise ValueError("username and password go together (PasswordAuthenticator)")
         for name, value, low in (("window", window, 1), ("retries", retries, 0)):
