@@ -4,8 +4,9 @@ the handshake, answers the system-table queries (``system_schema.columns``, ``sy
 load opens. Each answer can be replaced, to play a node that misbehaves:
 
 - ``answer_query(cql) -> (opcode, body) | None``: a QUERY's answer (None: the table's);
-- ``answer_execute(n, body) -> (opcode, body) | None``: the n-th EXECUTE's (counted from 0
-  over every connection; None: RESULT Void);
+- ``answer_execute(n, body) -> (opcode, body) | None | "silent"``: the n-th EXECUTE's
+  (counted from 0 over every connection; None: RESULT Void; "silent": this one and every
+  later one on the connection never answered);
 - ``silent_at``: the first request of this kind (``"startup"``, ``"query"``, ``"prepare"``,
   ``"execute"``) is never answered (the node reads on, and answers nothing more).
 
@@ -155,12 +156,15 @@ class FakeNode:
                     mute = True
                     continue
                 answer = self._answer(opcode, body)
+                if answer is None:  # this request and every later one unanswered
+                    mute = True
+                    continue
                 conn.sendall(struct.pack(">BBhBi", 0x84, 0, stream, answer[0], len(answer[1]))
                              + answer[1])
         except (EOFError, OSError):
             pass
 
-    def _answer(self, opcode: int, body: bytes) -> tuple[int, bytes]:
+    def _answer(self, opcode: int, body: bytes) -> tuple[int, bytes] | None:
         if opcode == OPTIONS:
             return SUPPORTED, struct.pack(">H", 0)
         if opcode == STARTUP:
@@ -182,7 +186,7 @@ class FakeNode:
             with self.lock:
                 n, self.executes = self.executes, self.executes + 1
             given = self.answer_execute(n, body) if self.answer_execute is not None else None
-            return VOID if given is None else given
+            return None if given == "silent" else VOID if given is None else given
         return error(0x000A, f"opcode {opcode} is not played by the fake node")
 
 

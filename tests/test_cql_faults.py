@@ -242,30 +242,37 @@ def test_random_system_table_answers_fail_only_as_documented(tmp_path, answer):
 
 
 def _refusing(value: int):
-    """An EXECUTE answer: Invalid for the row whose int ``v`` (the last value) is ``value``."""
+    """An EXECUTE answer: Invalid for the row whose int ``v`` (the last value) is ``value``;
+    no answer to any later row."""
+    refused = []
+
     def answer(n: int, body: bytes):
+        if refused:
+            return "silent"
         if struct.unpack_from(">i", body, len(body) - 4)[0] == value:
+            refused.append(n)
             return error(0x2200, f"row with v={value} refused")
         return None
     return answer
 
 
 def test_a_refused_row_of_a_take_is_named_as_the_files_row_and_its_place(tmp_path):
-    """take=[5, 9, 777, 3], the server refusing file row 777: the error names row 777 and
-    take[2] (never another row of the file), and says that rows 5, 9 and 3 were confirmed
-    and 777 was not."""
+    """take=[5, 9, 777, 3], the server refusing file row 777 (and not answering row 3, in
+    flight with it): the error names row 777 and take[2] (never another row of the file),
+    and says that rows 5 and 9 were confirmed and 777 and 3 were not."""
     path = table_file(tmp_path, rows=1000)
     with FakeNode(answer_execute=_refusing(777)) as node:
         with pytest.raises(CqlServerError) as caught:
             bulkwire.cql.load_parquet(path, node.address, "ks", "t", take=[5, 9, 777, 3])
     error = caught.value
     assert (error.source_row, error.take_index) == (777, 2)
-    assert error.source_unacknowledged == [777]
-    assert "(source row 777 (take[2]); 1 source row(s) not acknowledged: 777 (take[2]))" in str(error)
-    assert error.unconfirmed == [(path, 777, 778)]
-    assert error.__notes__ == [f"of the 4 rows taken from {path!r}, confirmed by the server 3: "
-                               f"5 (take[0]), 9 (take[1]), 3 (take[3]); not confirmed 1: "
-                               f"777 (take[2])"]
+    assert error.source_unacknowledged == [777, 3]
+    assert ("(source row 777 (take[2]); 2 source row(s) not acknowledged: 777 (take[2]), "
+            "3 (take[3]))") in str(error)
+    assert error.unconfirmed == [(path, 777, 778), (path, 3, 4)]
+    assert error.__notes__ == [f"of the 4 rows taken from {path!r}, confirmed by the server 2: "
+                               f"5 (take[0]), 9 (take[1]); not confirmed 2: 777 (take[2]), "
+                               f"3 (take[3])"]
 
 
 def test_the_command_line_names_a_take_rows_file_row(tmp_path, capsys):
@@ -277,7 +284,7 @@ def test_the_command_line_names_a_take_rows_file_row(tmp_path, capsys):
                      "--take", "5,9,777,3"])
     err = capsys.readouterr().err
     assert code == EXIT_SERVER
-    assert "source row 777 (take[2])" in err and "confirmed by the server 3: 5 (take[0])" in err
+    assert "source row 777 (take[2])" in err and "confirmed by the server 2: 5 (take[0])" in err
 
 
 def test_a_run_error_numbers_rows_as_the_source_everywhere(tmp_path):
@@ -317,3 +324,24 @@ def test_a_data_column_the_table_lacks_is_named_with_the_option_to_leave_it_out(
     assert code == EXIT_INPUT
     assert "column 'extra'" in err and "(leave it out with --columns)" in err
     assert "columns=" not in err
+
+
+def test_a_server_error_fails_the_load_at_once_with_the_row_in_flight_unconfirmed(tmp_path):
+    """The node answers row 20 with "Request is too big" and never answers row 21, which is
+    in flight with it: the load fails with the server's error at once, not after its
+    timeout (an hour here), and row 21 is among the rows not acknowledged."""
+    path = table_file(tmp_path)
+
+    def answer(n: int, body: bytes):
+        if n == 20:
+            return error(0x000A, "Request is too big")
+        return "silent" if n > 20 else None
+
+    with FakeNode(answer_execute=answer) as node:
+        started = time.monotonic()
+        with pytest.raises(CqlServerError, match="Request is too big") as caught:
+            bulkwire.cql.load_parquet(path, node.address, "ks", "t", timeout=3600)
+        assert time.monotonic() - started < 30
+    error_ = caught.value
+    assert error_.source_row == 20 and 21 in error_.source_unacknowledged
+    assert error_.unconfirmed == [(path, 0, 50)]

@@ -339,6 +339,8 @@ typedef struct {
     int busy;      /* slots not free */
     int sent;      /* slots SENT */
     int stopping;  /* a failure was recorded: take no new requests, answer what is out */
+    int end_now;   /* a server's error or a refused answer: the run ends once the answers
+                      already read are taken, without waiting for those still out */
 } run_state;
 
 /* Appends the frame of slot id's request to the output. 0, or -1 when out of memory. */
@@ -449,6 +451,7 @@ static int take_frame(run_state *rs, const bw_cql_header *h, const uint8_t *body
         }
         give_up_slot(rs, id);
         begin_stop(rs);
+        rs->end_now = 1;
         return 0;
     }
     /* every answer is judged, those after a failure too: one the consumer refuses is not
@@ -461,6 +464,7 @@ static int take_frame(run_state *rs, const bw_cql_header *h, const uint8_t *body
         }
         give_up_slot(rs, id);
         begin_stop(rs);
+        rs->end_now = 1;
         return 0;
     }
     release_slot(rs, id);
@@ -643,6 +647,20 @@ int bw_cql_run(bw_cql_conn *conn, const bw_cql_run_options *options, bw_cql_prod
             quiet_since = now_ms();
             if (take_frames(&rs) < 0) {
                 abandon_all(&rs);
+                goto done;
+            }
+            if (rs.end_now && rs.busy > 0) {
+                /* a failure of the run's: it ends now, whatever the requests still out do
+                   (a node may never answer them); their answers may still come, so the
+                   connection is not used again */
+                int out = rs.busy;
+                abandon_all(&rs);
+                conn->broken = 1;
+                memset(&conn->broken_status, 0, sizeof conn->broken_status);
+                conn->broken_status.kind = BW_CQL_E_LOST;
+                snprintf(conn->broken_status.message, sizeof conn->broken_status.message,
+                         "%s: not used again: a run ended at an error with %d request(s) "
+                         "unanswered, whose answers may still come", conn->peer, out);
                 goto done;
             }
             continue;

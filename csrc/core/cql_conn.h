@@ -154,7 +154,10 @@ typedef struct {
 
 /* Runs requests until the producer has no more and every one is answered: 0 then (status
    kind OK). Otherwise -1, *status says why and *outcome which requests are unanswered. Never
-   returns 0 while a request it took is unanswered. */
+   returns 0 while a request it took is unanswered. A server's error (not retried) or a
+   refused answer ends the run as soon as the answers already read are taken: requests still
+   out are unanswered, and the connection, whose answers to them may still come, is then
+   unusable (E_LOST); with none out it stays usable. */
 int bw_cql_run(bw_cql_conn *conn, const bw_cql_run_options *options, bw_cql_produce produce,
                bw_cql_consume consume, void *ctx, bw_cql_outcome *outcome,
                bw_cql_status *status);
