@@ -85,22 +85,25 @@ def _unanswered_connect():
         listener.close()
 
 
-@pytest.mark.parametrize("silent_at", ["connect", "startup", "query", "prepare", "execute"])
+@pytest.mark.parametrize("silent_at", ["connect", "tls handshake", "startup", "query",
+                                       "prepare", "execute"])
 def test_ctrl_c_ends_every_wait_of_a_load_on_a_node_that_does_not_answer(tmp_path, silent_at):
     """A node that takes the connection (or not even that) and never answers, at each step of
     the load: SIGINT raises KeyboardInterrupt from the load at once, never after its timeout
     (an hour here); the connections are closed on the way out."""
     path = table_file(tmp_path)
+    tls = {}
     with contextlib.ExitStack() as stack:
         if silent_at == "connect":
             address = stack.enter_context(_unanswered_connect())
-        else:
+        else:  # a TLS client's hello is read as a frame that never ends: no answer
+            tls = {"tls": True, "ca": False} if silent_at == "tls handshake" else {}
             address = stack.enter_context(FakeNode(silent_at=silent_at)).address
         started = time.monotonic()
         timer = _interrupt_after(0.5)
         try:
             with pytest.raises(KeyboardInterrupt):
-                bulkwire.cql.load_parquet(path, address, "ks", "t", timeout=3600)
+                bulkwire.cql.load_parquet(path, address, "ks", "t", timeout=3600, **tls)
         finally:
             timer.cancel()
         # the connect's own limit is 10 s and the others' an hour: far below either
