@@ -10,7 +10,9 @@ load opens. Each answer can be replaced, to play a node that misbehaves:
 - ``silent_at``: the first request of this kind (``"startup"``, ``"query"``, ``"prepare"``,
   ``"execute"``) is never answered (the node reads on, and answers nothing more).
 
-``columns`` is the table: ``[(name, kind, cql type id)]``, the partition key first.
+``columns`` is the table: ``[(name, kind, cql type id)]``, the partition key first; the
+node listens on ``host`` (any 127.x.y.z) and owns ``tokens``; ``peers`` are the other nodes
+its system.peers names, ``[(address, tokens)]``.
 """
 from __future__ import annotations
 
@@ -69,17 +71,21 @@ class FakeNode:
                  columns: list[tuple[str, str, int]] | None = None, *,
                  answer_query: Callable[[str], tuple[int, bytes] | None] | None = None,
                  answer_execute: Callable[[int, bytes], tuple[int, bytes] | None] | None = None,
-                 silent_at: str | None = None, tokens: list[str] | None = None) -> None:
+                 silent_at: str | None = None, tokens: list[str] | None = None,
+                 host: str = "127.0.0.1",
+                 peers: list[tuple[str, list[str]]] | None = None) -> None:
         self.keyspace, self.table = keyspace, table
         self.columns = columns or [("id", "partition_key", BIGINT), ("v", "regular", INT)]
         self.answer_query, self.answer_execute = answer_query, answer_execute
         self.silent_at = silent_at
         self.tokens = tokens or ["0"]
         self.executes = 0
+        self.seen: dict[str, int] = {}  # requests received, by kind, answered or not
         self.lock = threading.Lock()
-        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.host, self.peers = host, peers or []
+        self.listener = socket.create_server((host, 0))
         self.port = self.listener.getsockname()[1]
-        self.address = f"127.0.0.1:{self.port}"
+        self.address = f"{host}:{self.port}"
         self.conns: list[socket.socket] = []
         self.closed = False
         threading.Thread(target=self._accept, daemon=True).start()
@@ -109,12 +115,14 @@ class FakeNode:
     def local_rows(self) -> bytes:
         return rows("system", "local", [("rpc_address", struct.pack(">H", INET)),
                                         ("tokens", struct.pack(">HH", SET, VARCHAR))],
-                    [[socket.inet_aton("127.0.0.1"), text_set(self.tokens)]])
+                    [[socket.inet_aton(self.host), text_set(self.tokens)]])
 
     def peers_rows(self) -> bytes:
         return rows("system", "peers", [("peer", struct.pack(">H", INET)),
                                         ("rpc_address", struct.pack(">H", INET)),
-                                        ("tokens", struct.pack(">HH", SET, VARCHAR))], [])
+                                        ("tokens", struct.pack(">HH", SET, VARCHAR))],
+                    [[socket.inet_aton(a), socket.inet_aton(a), text_set(t)]
+                     for a, t in self.peers])
 
     def prepared(self, statement: str) -> bytes:
         names = [part.strip().strip('"') for part in
@@ -152,6 +160,8 @@ class FakeNode:
                 body = _read(conn, length)
                 kind = {OPTIONS: "startup", STARTUP: "startup", QUERY: "query",
                         PREPARE: "prepare", EXECUTE: "execute"}.get(opcode, "")
+                with self.lock:
+                    self.seen[kind] = self.seen.get(kind, 0) + 1
                 if mute or self._silent(kind):
                     mute = True
                     continue

@@ -348,3 +348,50 @@ def test_a_server_error_fails_the_load_at_once_with_the_row_in_flight_unconfirme
     error_ = caught.value
     assert error_.source_row == 20 and 21 in error_.source_unacknowledged
     assert error_.unconfirmed == [(path, 0, 50)]
+
+
+def test_ctrl_c_ends_runs_waiting_on_two_nodes_in_other_threads(tmp_path):
+    """Two nodes, each sent its rows from a thread of its own, neither answering an EXECUTE:
+    SIGINT (to the main thread, waiting for both) ends the load at once, the runs in the
+    other threads included, never after the timeout (an hour here)."""
+    path = table_file(tmp_path, rows=200)
+    with FakeNode(host="127.0.0.2", tokens=[str(1 << 62)], silent_at="execute") as second, \
+            FakeNode(tokens=["0"], peers=[("127.0.0.2", [str(1 << 62)])],
+                     silent_at="execute") as first:
+        started = time.monotonic()
+        timer = _interrupt_after(0.5)
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                bulkwire.cql.load_parquet(path, [first.address, second.address], "ks", "t",
+                                          timeout=3600)
+        finally:
+            timer.cancel()
+        assert time.monotonic() - started < 8
+        assert first.seen.get("execute") and second.seen.get("execute")  # both were waited on
+
+
+def test_abort_from_another_thread_ends_a_waiting_run():
+    """``CqlConnection.abort`` while a run waits on a silent node in another thread: the run
+    raises ConnectionLostError saying so, at once; the connection then refuses every call."""
+    with FakeNode(silent_at="execute") as node:
+        conn = _core.CqlConnection("127.0.0.1", node.port, timeout=3600)
+        caught: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                conn.run(_core.CQL_OP_EXECUTE, [b"a", b"b"], window=2)
+            except BaseException as exc:  # noqa: BLE001 - the test looks at it
+                caught.append(exc)
+
+        waiting = threading.Thread(target=run)
+        waiting.start()
+        while not node.seen.get("execute"):
+            time.sleep(0.01)
+        conn.abort()
+        waiting.join(8)
+        assert not waiting.is_alive()
+        assert isinstance(caught[0], ConnectionLostError) and "aborted" in str(caught[0])
+        assert caught[0].unacknowledged == [0, 1]
+        with pytest.raises(ConnectionLostError):
+            conn.run(_core.CQL_OP_EXECUTE, [b"c"])
+        conn.close()

@@ -33,6 +33,7 @@ struct bw_cql_conn {
     bw_buf out; /* frames to write: out_sent of them written */
     size_t out_sent;
     int broken;
+    _Atomic int aborted; /* bw_cql_abort was called (from any thread) */
     bw_cql_status broken_status;
     char peer[300];
     char authenticator[128];
@@ -639,7 +640,9 @@ int bw_cql_run(bw_cql_conn *conn, const bw_cql_run_options *options, bw_cql_prod
         if (rc == 0 && got == 0) {
             bw_cql_status scratch;
             fail(conn, status->kind == BW_CQL_OK ? status : &scratch, BW_CQL_E_LOST, 0,
-                 "the server closed the connection with %d request(s) unanswered", rs.busy);
+                 conn->aborted ? "the connection was aborted with %d request(s) unanswered"
+                               : "the server closed the connection with %d request(s) "
+                                 "unanswered", rs.busy);
             abandon_all(&rs);
             goto done;
         }
@@ -951,6 +954,13 @@ void bw_cql_close(bw_cql_conn *conn) {
     bw_buf_free(&conn->in);
     bw_buf_free(&conn->out);
     free(conn);
+}
+
+void bw_cql_abort(bw_cql_conn *conn) {
+    if (conn == NULL || conn->fd < 0 || bw_origin_inherited(&conn->origin))
+        return;
+    conn->aborted = 1;
+    shutdown(conn->fd, SHUT_RDWR); /* a wait on it, in any thread, wakes to its end */
 }
 
 int bw_cql_inherited(const bw_cql_conn *conn) { return bw_origin_inherited(&conn->origin); }

@@ -96,6 +96,10 @@ bw_cql_conn *bw_cql_connect(const bw_cql_options *options, bw_cql_status *status
 /* Closes the connection and frees it. In a forked child of the process that made it, only
    its own memory is freed (the socket and TLS session are the parent's). NULL accepted. */
 void bw_cql_close(bw_cql_conn *conn);
+/* Ends the connection's traffic at once, from any thread, while another thread may be in a
+   call on it: that call's waits end (E_LOST, "aborted"), and every later call fails. The
+   connection is still closed by bw_cql_close, once no call is on it. */
+void bw_cql_abort(bw_cql_conn *conn);
 /* 1 in a forked child of the process that made the connection. */
 int bw_cql_inherited(const bw_cql_conn *conn);
 /* 1 once a call failed in a way that leaves the stream unusable (every failure but

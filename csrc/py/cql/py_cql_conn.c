@@ -574,6 +574,15 @@ static PyObject *CqlConnection_close(CqlConnectionObject *self, PyObject *unused
     Py_RETURN_NONE;
 }
 
+/* abort(): None (a new reference). Allowed while another thread's call runs on the
+   connection, which then ends at once (ConnectionLostError); the connection is unusable
+   afterwards. Idempotent. */
+static PyObject *CqlConnection_abort(CqlConnectionObject *self, PyObject *unused) {
+    (void)unused;
+    bw_cql_abort(self->conn);
+    Py_RETURN_NONE;
+}
+
 /* __enter__: self (a new reference). */
 static PyObject *CqlConnection_enter(CqlConnectionObject *self, PyObject *unused) {
     (void)unused;
@@ -623,6 +632,9 @@ static PyMethodDef CqlConnection_methods[] = {
      "buffer, ends (int64) the end of each, rows (int32) the ones to send (default: all); a "
      "body's row in errors is its index in ends."},
     {"close", (PyCFunction)CqlConnection_close, METH_NOARGS, "Closes the connection."},
+    {"abort", (PyCFunction)CqlConnection_abort, METH_NOARGS,
+     "Ends the connection's traffic at once, from any thread: a call running on it in another "
+     "thread raises ConnectionLostError; the connection is unusable afterwards."},
     {"__enter__", (PyCFunction)CqlConnection_enter, METH_NOARGS, NULL},
     {"__exit__", (PyCFunction)CqlConnection_exit, METH_VARARGS, NULL},
     {NULL, NULL, 0, NULL},

@@ -461,6 +461,12 @@ class _CqlSession:
         self._shutdown()
 
     def abort(self) -> None:
+        """Ends the session at once: a run still waiting for a node in another thread (after
+        Ctrl-C in the main one) ends now, not at its timeout."""
+        with self.lock:
+            conns = list(self.conns.values())
+        for conn in conns:
+            conn.abort()
         self._shutdown()
 
     def _shutdown(self) -> None:
