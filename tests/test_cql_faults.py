@@ -350,14 +350,15 @@ def test_a_server_error_fails_the_load_at_once_with_the_row_in_flight_unconfirme
     assert error_.unconfirmed == [(path, 0, 50)]
 
 
-def test_ctrl_c_ends_runs_waiting_on_two_nodes_in_other_threads(tmp_path):
-    """Two nodes, each sent its rows from a thread of its own, neither answering an EXECUTE:
-    SIGINT (to the main thread, waiting for both) ends the load at once, the runs in the
-    other threads included, never after the timeout (an hour here)."""
+@pytest.mark.parametrize("silent_at", ["prepare", "execute"])
+def test_ctrl_c_ends_runs_waiting_on_two_nodes_in_other_threads(tmp_path, silent_at):
+    """Two nodes, each sent its rows from a thread of its own, neither answering the session's
+    PREPARE, or an EXECUTE: SIGINT (to the main thread, waiting for both) ends the load at
+    once, the waits in the other threads included, never after the timeout (an hour)."""
     path = table_file(tmp_path, rows=200)
-    with FakeNode(host="127.0.0.2", tokens=[str(1 << 62)], silent_at="execute") as second, \
+    with FakeNode(host="127.0.0.2", tokens=[str(1 << 62)], silent_at=silent_at) as second, \
             FakeNode(tokens=["0"], peers=[("127.0.0.2", [str(1 << 62)])],
-                     silent_at="execute") as first:
+                     silent_at=None if silent_at == "prepare" else silent_at) as first:
         started = time.monotonic()
         timer = _interrupt_after(0.5)
         try:
@@ -367,7 +368,7 @@ def test_ctrl_c_ends_runs_waiting_on_two_nodes_in_other_threads(tmp_path):
         finally:
             timer.cancel()
         assert time.monotonic() - started < 8
-        assert first.seen.get("execute") and second.seen.get("execute")  # both were waited on
+        assert first.seen.get("execute") and second.seen.get(silent_at)  # both were reached
 
 
 def test_abort_from_another_thread_ends_a_waiting_run():

@@ -349,6 +349,7 @@ class _CqlSession:
         self.index = {address: i for i, (address, _) in enumerate(self.nodes)}
         self.live, self.dead = self.ring, set()  # the ring of the nodes not left out
         self.conns: dict[int, Any] = {}
+        self.opening: set = set()  # connections made, their statement not prepared yet
         self.lock = threading.Lock()
         self.pool = (ThreadPoolExecutor(len(self.nodes), thread_name_prefix="bulkwire-cql")
                      if len(self.nodes) > 1 else None)
@@ -360,15 +361,20 @@ class _CqlSession:
             conn = self.conns.get(node)
         if conn is None:
             conn = self.target.connect(*self.nodes[node])
+            with self.lock:
+                self.opening.add(conn)  # aborted with the others while it prepares
             try:
                 prepared = self.target.prepare(conn, names)
                 if prepared.id != prepared_id:
                     raise ServerError(f"{conn.peer} prepared the INSERT as another statement "
                                       f"(the table changed during the load?)")
             except BaseException:
+                with self.lock:
+                    self.opening.discard(conn)
                 conn.close()
                 raise
             with self.lock:
+                self.opening.discard(conn)
                 self.conns[node] = conn
         return conn
 
@@ -464,7 +470,7 @@ class _CqlSession:
         """Ends the session at once: a run still waiting for a node in another thread (after
         Ctrl-C in the main one) ends now, not at its timeout."""
         with self.lock:
-            conns = list(self.conns.values())
+            conns = [*self.conns.values(), *self.opening]
         for conn in conns:
             conn.abort()
         self._shutdown()
