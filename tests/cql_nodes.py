@@ -35,6 +35,14 @@ TYPE_INET, TYPE_INT, TYPE_TEXT, TYPE_UUID, TYPE_SET = 0x0010, 0x0009, 0x000D, 0x
 INVALID = 0x2200
 
 
+def _asked(cql: str, columns: list, rows: list) -> bytes:
+    """The Rows body of the columns ``SELECT a, b FROM ...`` asks for, in its order, as a
+    node answers it, from every column the table has (``columns``, each row's cells)."""
+    names = [n.strip() for n in cql[len("SELECT "):cql.index(" FROM ")].split(",")]
+    where = [[c for c, _ in columns].index(n) for n in names]
+    return rows_body([columns[i] for i in where], [[row[i] for i in where] for row in rows])
+
+
 def _short_string(text: str) -> bytes:
     raw = text.encode()
     return struct.pack(">H", len(raw)) + raw
@@ -149,22 +157,22 @@ class EmulatedNode:
                                    [[n.encode(), kind.encode()] for n, (_, kind) in
                                     COLUMNS.items()] if found else [])
         if "FROM system.local" in cql:
-            return 0x08, rows_body(
-                [("host_id", TYPE_UUID), ("rpc_address", TYPE_INET), ("tokens", TYPE_SET)],
+            return 0x08, _asked(
+                cql, [("host_id", TYPE_UUID), ("rpc_address", TYPE_INET), ("tokens", TYPE_SET)],
                 [[self.host_id.bytes, _inet(self.advertised[0]), _tokens(self.tokens)]])
         if "FROM system.peers_v2" in cql:
             if not self.peers_v2:
                 return 0x00, error_body(INVALID, "unconfigured table peers_v2")
-            return 0x08, rows_body(
-                [("host_id", TYPE_UUID), ("peer", TYPE_INET), ("native_address", TYPE_INET),
-                 ("native_port", TYPE_INT), ("tokens", TYPE_SET)],
+            return 0x08, _asked(
+                cql, [("host_id", TYPE_UUID), ("peer", TYPE_INET), ("native_address", TYPE_INET),
+                      ("native_port", TYPE_INT), ("tokens", TYPE_SET)],
                 [[n.host_id.bytes, _inet(n.peer), _inet(n.advertised[0]),
                   None if n.advertised[1] is None else struct.pack(">i", n.advertised[1]),
                   _tokens(n.tokens)] for n in others])
         if "FROM system.peers" in cql:
-            return 0x08, rows_body(
-                [("host_id", TYPE_UUID), ("peer", TYPE_INET), ("rpc_address", TYPE_INET),
-                 ("tokens", TYPE_SET)],
+            return 0x08, _asked(
+                cql, [("host_id", TYPE_UUID), ("peer", TYPE_INET), ("rpc_address", TYPE_INET),
+                      ("tokens", TYPE_SET)],
                 [[n.host_id.bytes, _inet(n.peer), _inet(n.advertised[0]), _tokens(n.tokens)]
                  for n in others])
         return 0x00, error_body(INVALID, f"query not emulated: {cql}")

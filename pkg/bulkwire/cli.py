@@ -88,7 +88,7 @@ OPTIONS = {"url": "--url", "database": "--database", "certificate": "--certifica
            "batch_rows": "--batch-rows", "take": "--take", "float32": "--float32",
            "workers": "--workers", "threads": "--threads", "resume": "--resume",
            "rows": "--rows", "dim": "--dim", "seed": "--seed", "row_group_rows": "--row-group",
-           "id_start": "--id-start"}
+           "id_start": "--id-start", "consistency": "--consistency"}
 
 #: An error of the Python API that begins by naming its argument: ``compress='zstd': ...``,
 #: ``columns[2] is ...``, ``batch_rows must be ...``, ``take needs ...``, ``database is required ...``.
@@ -121,6 +121,7 @@ def in_cli_words(message: str) -> str:
     >>> in_cli_words("batch_rows must be positive, got 0")
     '--batch-rows must be positive, got 0'
     """
+    message = _arguments_inside(message)
     found = _ARGUMENT_FIRST.match(message)
     if found is None or (found["name"] not in OPTIONS and found["name"] != "compress"):
         return message
@@ -128,6 +129,16 @@ def in_cli_words(message: str) -> str:
     if found["index"]:  # columns[2]: the third name given to --columns
         option = f"{option} (name {int(found['index'][1:-1]) + 1})"
     return option + message[found.end():]
+
+
+#: An argument named without a value inside a message: ``(leave it out with columns=)``.
+_ARGUMENT_INSIDE = re.compile(r"(?<![\w.-])(?P<name>[a-z_0-9]+)=(?=$|[\s),.;])")
+
+
+def _arguments_inside(message: str) -> str:
+    """``message`` with each argument it names inside (``columns=``) as its option."""
+    return _ARGUMENT_INSIDE.sub(
+        lambda m: OPTIONS.get(m["name"], m[0]) if m["name"] != "compress" else m[0], message)
 
 
 def _fail(message: str, code: int = EXIT_INPUT, error: BaseException | None = None) -> int:
@@ -347,6 +358,17 @@ def cmd_load(args: argparse.Namespace) -> int:
             args.parser.error(str(exc))
     if args.cql is not None and (args.keyspace is None or args.table is None):
         args.parser.error("--cql needs --keyspace and --table")
+    if args.cql is not None and args.insecure and not (args.cql_tls or args.certificate):
+        args.parser.error("--insecure needs --cql-tls with --cql: it turns off verifying the "
+                          "nodes' certificates, and only --cql-tls (or --certificate) turns "
+                          "TLS on")
+    if args.cql is not None:
+        from .load.cql_target import consistency_code
+
+        try:
+            consistency_code(args.consistency)
+        except ValueError as exc:
+            args.parser.error(in_cli_words(str(exc)))
     if (args.username is None) != (args.password is None):
         args.parser.error("--username and --password go together")
     if args.url is None and args.database is not None:

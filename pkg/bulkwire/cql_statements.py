@@ -185,8 +185,15 @@ def ring_nodes(local: Mapping[str, Any], peers: Mapping[str, Any]) -> list[RingN
             host_id = cell.get("host_id")
             if host_id is not None and len(host_id) != 16:
                 raise ValueError(f"the host_id of {address} is {len(host_id)} bytes, not a uuid")
+            tokens = tuple(int(t) for t in decode_text_set(cell["tokens"]))
+            if not tokens:  # an empty set, as a null: a node still joining owns nothing
+                continue
+            outside = [t for t in tokens if not -(1 << 63) <= t < (1 << 63)]
+            if outside:
+                raise ValueError(f"the token {outside[0]} of {address} is not a Murmur3 token "
+                                 "(a signed 64-bit number)")
             nodes.append(RingNode(address, None if port is None else struct.unpack(">i", port)[0],
-                                  tuple(int(t) for t in decode_text_set(cell["tokens"])),
+                                  tokens,
                                   local=is_local,
                                   host_id=None if host_id is None else uuid.UUID(bytes=host_id)))
     if not nodes:

@@ -16,18 +16,19 @@ work is confirmed only when all its rows were.
 """
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import threading
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field as dataclass_field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from .. import _core
 from ..cql_statements import (SELECT_LOCAL, SELECT_PEERS, SELECT_PEERS_V2, Prepared,
                               RingNode, TokenRing, ring_nodes)
-from ..errors import (ConnectError, ConnectionLostError, CqlServerError, ServerError,
-                      TLSError, TransportTimeoutError)
+from ..errors import (ConnectError, ConnectionLostError, CqlServerError, ProtocolError,
+                      ServerError, TLSError, TransportTimeoutError, _name_source_rows)
 from ..load_options import LoadOptions
 from .targets import _cut, _short
 
@@ -36,6 +37,16 @@ from .targets import _cut, _short
 CONSISTENCY_LEVELS = {"ANY": 0x0000, "ONE": 0x0001, "TWO": 0x0002, "THREE": 0x0003,
                       "QUORUM": 0x0004, "ALL": 0x0005, "LOCAL_QUORUM": 0x0006,
                       "EACH_QUORUM": 0x0007, "LOCAL_ONE": 0x000A}
+def consistency_code(name: Any) -> int:
+    """The protocol's code of a write consistency level named ``name`` (any case);
+    ``ValueError`` listing the levels a write may use otherwise."""
+    if not isinstance(name, str) or name.upper() not in CONSISTENCY_LEVELS:
+        raise ValueError(f"consistency must be one of {', '.join(CONSISTENCY_LEVELS)} (the "
+                         f"levels of a write; SERIAL and LOCAL_SERIAL are a conditional "
+                         f"update's), not {name!r}")
+    return CONSISTENCY_LEVELS[name.upper()]
+
+
 #: The driver's default for a session's statements.
 DEFAULT_CONSISTENCY = "LOCAL_ONE"
 DEFAULT_PORT = 9042
@@ -219,9 +230,7 @@ class CqlDescription:
         for name, value in (("keyspace", keyspace), ("table", table)):
             if not isinstance(value, str) or not value:
                 raise ValueError(f"{name} must be a non-empty str, not {value!r}")
-        if not isinstance(consistency, str) or consistency.upper() not in CONSISTENCY_LEVELS:
-            raise ValueError(f"consistency must be one of {', '.join(CONSISTENCY_LEVELS)}, "
-                             f"not {consistency!r}")
+        consistency_code(consistency)
         if (username is None) != (password is None):
             raise ValueError("username and password go together (PasswordAuthenticator)")
         for name, value, low in (("window", window, 1), ("retries", retries, 0)):
@@ -273,9 +282,18 @@ class CqlDescription:
         raise error
 
     def query(self, conn: Any, cql: str) -> dict:
-        """The parsed RESULT of one query (at ONE)."""
+        """The parsed RESULT of one ``SELECT`` (at ONE): Rows of the columns it names, else
+        a ``ProtocolError`` naming the node, the query and what the answer is."""
         _, answer = conn.request(_core.CQL_OP_QUERY, _core.cql_query_body(cql, 0x0001))
-        return _core.cql_parse_result(answer)
+        with _answer_to(conn, cql):
+            result = _core.cql_parse_result(answer)
+            if result["kind"] != "rows":
+                raise ValueError(f"a RESULT of kind {result['kind']}, not Rows")
+            names = [column[2] for column in result["columns"]]
+            asked = [name.strip() for name in cql[len("SELECT "):cql.index(" FROM ")].split(",")]
+            if names != asked:
+                raise ValueError(f"Rows of the columns {names}, not {asked}")
+        return result
 
     def ring(self, conn: Any, contact: tuple[str, int]) -> list[tuple[tuple[str, int], RingNode]]:
         """The nodes owning tokens, as the node at ``contact`` (``conn``) lists them, each
@@ -289,10 +307,8 @@ class CqlDescription:
             if exc.code != 0x2200:  # Invalid: an unknown table (older servers, Scylla)
                 raise
             peers = self.query(conn, SELECT_PEERS)
-        try:
+        with _answer_to(conn, "system.local and system.peers"):
             nodes = ring_nodes(local, peers)
-        except ValueError as exc:
-            raise ServerError(f"{conn.peer}: {exc}") from None
         return [(self.reached(contact, node), node) for node in nodes]
 
     def reached(self, contact: tuple[str, int], node: RingNode) -> tuple[str, int]:
@@ -346,7 +362,8 @@ class CqlDescription:
             result = self.query(conn, "SELECT column_name, kind FROM system_schema.columns "
                                       f"WHERE keyspace_name = {_literal(self.keyspace)} AND "
                                       f"table_name = {_literal(self.table)}")
-            kinds = {_text(row[0]): _text(row[1]) for row in result["rows"]}
+            with _answer_to(conn, "system_schema.columns"):
+                kinds = {_text(row[0]): _text(row[1]) for row in result["rows"]}
             if not kinds:
                 raise ValueError(f"table {self.keyspace}.{self.table} does not exist at "
                                  f"{conn.peer}")
@@ -454,6 +471,7 @@ class _CqlSession:
         self.index = {name: i for i, name in enumerate(self.ring.addresses)}
         self.live, self.dead = self.ring, set()  # the ring of the nodes not left out
         self.conns: dict[int, Any] = {}
+        self.opening: set = set()  # connections made, their statement not prepared yet
         self.lock = threading.Lock()
         self.pool = (ThreadPoolExecutor(len(self.nodes), thread_name_prefix="bulkwire-cql")
                      if len(self.nodes) > 1 else None)
@@ -465,6 +483,8 @@ class _CqlSession:
             conn = self.conns.get(node)
         if conn is None:
             conn = self.target.connect(*self.nodes[node])
+            with self.lock:
+                self.opening.add(conn)  # aborted with the others while it prepares
             try:
                 self._identify(conn)
                 prepared = self.target.prepare(conn, names)
@@ -472,9 +492,12 @@ class _CqlSession:
                     raise ServerError(f"{conn.peer} prepared the INSERT as another statement "
                                       f"(the table changed during the load?)")
             except BaseException:
+                with self.lock:
+                    self.opening.discard(conn)
                 conn.close()
                 raise
             with self.lock:
+                self.opening.discard(conn)
                 self.conns[node] = conn
         return conn
 
@@ -529,9 +552,12 @@ class _CqlSession:
                     self._down(node)
                     again.append(_not_acknowledged(np, outcome, selection, rows))
                 else:
-                    failures.append(outcome)
-            if failures:
-                raise _named(failures[0], row_base)
+                    failures.append((outcome, selection))
+            if failures:  # every row of the batch not acknowledged: the failed runs', and
+                # those of nodes left out, which will not be sent again
+                missing = again + [_not_acknowledged(np, e, sel, rows) for e, sel in failures]
+                raise _named(failures[0][0], row_base, rows,
+                             np.unique(np.concatenate(missing)).tolist())
             if not again:
                 break
             pending = np.concatenate(again)
@@ -579,6 +605,12 @@ class _CqlSession:
         self._shutdown()
 
     def abort(self) -> None:
+        """Ends the session at once: a run still waiting for a node in another thread (after
+        Ctrl-C in the main one) ends now, not at its timeout."""
+        with self.lock:
+            conns = [*self.conns.values(), *self.opening]
+        for conn in conns:
+            conn.abort()
         self._shutdown()
 
     def _shutdown(self) -> None:
@@ -591,6 +623,19 @@ class _CqlSession:
                 conn.close()
             except Exception:  # noqa: BLE001 - closing what failed says nothing more
                 pass
+
+
+@contextlib.contextmanager
+def _answer_to(conn: Any, query: str) -> Iterator[None]:
+    """Reading ``conn``'s answer to ``query``: what it does not hold as that query's answer
+    (a cell of another type, a token that is not a Murmur3 token, a name that is not UTF-8,
+    a body that does not parse) is a ``ProtocolError`` naming the node, the query and what
+    was wrong, never a bare Python error."""
+    try:
+        yield
+    except (KeyError, IndexError, TypeError, ValueError, OverflowError) as exc:
+        what = f"{type(exc).__name__}: {exc}" if not isinstance(exc, ValueError) else str(exc)
+        raise ProtocolError(f"{conn.peer}: the answer to {query} is malformed: {what}") from exc
 
 
 def _node_down(exc: BaseException) -> bool:
@@ -609,17 +654,16 @@ def _not_acknowledged(np: Any, exc: BaseException, selection: Any, rows: int) ->
     return np.concatenate([in_flight, chosen[getattr(exc, "sent", 0) or 0:]])
 
 
-def _named(exc: BaseException, row_base: int) -> BaseException:
-    """``exc`` with the source rows it concerns: ``source_row`` (the refused row, or None)
-    and a note on the rows not acknowledged (rows of the batch counted from ``row_base``)."""
+def _named(exc: BaseException, row_base: int, rows: int, missing: list) -> BaseException:
+    """``exc`` in the rows of the source (``errors._name_source_rows``): the refused row (its
+    ``row`` in the batch of ``rows`` rows, counted from ``row_base``) and ``missing``, the
+    batch's rows not acknowledged (the others were)."""
+    if not isinstance(exc, Exception):  # Ctrl-C: nothing of the server's to word
+        return exc
+    exc._batch_stop = row_base + rows  # type: ignore[attr-defined]
     row = getattr(exc, "row", None)
-    unacknowledged = getattr(exc, "unacknowledged", None) or []
-    exc.source_row = None if row is None else row_base + row  # type: ignore[attr-defined]
-    if row is not None or unacknowledged:
-        listed = ", ".join(str(row_base + r) for r in unacknowledged[:8])
-        more = ", ..." if len(unacknowledged) > 8 else ""
-        exc.add_note((f"source row {row_base + row}; " if row is not None else "") +
-                     f"{len(unacknowledged)} source row(s) not acknowledged: {listed}{more}")
+    _name_source_rows(exc, None if row is None else row_base + row,
+                      [row_base + r for r in missing])
     return exc
 
 
