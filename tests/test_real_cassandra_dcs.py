@@ -11,6 +11,9 @@ the load's consistency, the local data centre being its own.
 - Both nodes up: each consistency level, the contact point in one data centre and in the
   other, loads every row; a read at ALL, and a read of each data centre's own replica, give
   back what was sent.
+- A keyspace with no replica in dc2 (``{'dc1': 1}``): the rows of the dc2 node's ranges go to
+  it, and it coordinates them; at LOCAL_ONE and LOCAL_QUORUM it has no local replica and
+  answers *unavailable*, which fails the load naming it (ONE loads every row).
 - The dc2 node stopped: LOCAL_ONE, LOCAL_QUORUM and ONE load every row through the dc1 node
   (the rows of dc2's ranges go to it); EACH_QUORUM and QUORUM fail with the dc1 node's
   *unavailable* answer, naming the node, the consistency and every unit not confirmed; a
@@ -104,6 +107,10 @@ def replica_of(node, table: str) -> dict:
 
 def coordinated(nodes, table: str) -> dict:
     """{address: writes of ``table`` the node coordinated} (each node's own count)."""
+    return coordinated_in(nodes, KEYSPACE, table)
+
+
+def coordinated_in(nodes, keyspace: str, table: str) -> dict:
     counts = {}
     for node in nodes:
         if node.process is None or node.process.poll() is not None:
@@ -111,7 +118,7 @@ def coordinated(nodes, table: str) -> dict:
         with connect([node.address], timeout=60.0) as s:
             row = s.execute("SELECT count FROM system_views.coordinator_write_latency "
                             "WHERE keyspace_name = %s AND table_name = %s",
-                            (KEYSPACE, table)).one()
+                            (keyspace, table)).one()
         counts[node.address] = row.count if row else 0
     return counts
 
@@ -171,6 +178,47 @@ def test_every_level_stores_every_row_in_both_data_centres(cluster, data, contac
                   f"{ {a: len(c) for a, c in copies.items()} }")
             for address, copy in copies.items():
                 assert copy == values, (level, address)
+
+
+ONLY_DC1 = "dcs_only_dc1"
+
+
+@pytest.mark.parametrize("level", ["LOCAL_ONE", "LOCAL_QUORUM", "ONE"])
+def test_a_keyspace_without_a_replica_in_dc2(cluster, data, level):
+    """A keyspace replicated in dc1 only (``{'dc1': 1}``), both nodes up: the rows the ring
+    hands to the dc2 node are coordinated there. The load either stores every row or fails
+    with a node's error naming it, stored rows as sent and every row not stored in a unit
+    named not confirmed; never a normal return with a row missing."""
+    path, values = data
+    with connect([cluster[0].address], timeout=60.0) as s:
+        s.execute(f"CREATE KEYSPACE IF NOT EXISTS {ONLY_DC1} WITH replication = "
+                  "{'class': 'NetworkTopologyStrategy', 'dc1': 1}")
+        table = f"t_{level.lower()}"
+        s.execute(f"DROP TABLE IF EXISTS {ONLY_DC1}.{table}")
+        s.execute(f"CREATE TABLE {ONLY_DC1}.{table} (id bigint PRIMARY KEY, v text)")
+    try:
+        result = bulkwire.cql.load_parquet(path, cluster[0].address, ONLY_DC1, table,
+                                           consistency=level, batch_rows=GROUP)
+    except CqlServerError as error:
+        print(f"\nonly dc1, {level}: {error!r}; unconfirmed {error.unconfirmed}")
+        assert any(f"{node.address}:9042" in str(error) for node in cluster), error
+        assert (error.code, error.consistency) == (0x1000, CONSISTENCY_LEVELS[level]), error
+        with connect([cluster[0].address], timeout=60.0) as s:
+            partial = {row.id: row.v for row in s.execute(SimpleStatement(
+                f"SELECT id, v FROM {ONLY_DC1}.{table}",
+                consistency_level=ConsistencyLevel.ALL))}
+        assert all(values[k] == v for k, v in partial.items())
+        assert set(values) - set(partial) <= unconfirmed_rows(error)
+        assert error.unconfirmed
+    else:
+        assert result.rows == ROWS
+        with connect([cluster[0].address], timeout=60.0) as s:
+            stored = {row.id: row.v for row in s.execute(SimpleStatement(
+                f"SELECT id, v FROM {ONLY_DC1}.{table}",
+                consistency_level=ConsistencyLevel.ALL))}
+        print(f"\nonly dc1, {level}: loaded; coordinated "
+              f"{coordinated_in(cluster, ONLY_DC1, table)}")
+        assert stored == values
 
 
 # --------------------------------------------------------------------------------------------
