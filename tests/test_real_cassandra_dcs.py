@@ -13,7 +13,8 @@ the load's consistency, the local data centre being its own.
   back what was sent.
 - A keyspace with no replica in dc2 (``{'dc1': 1}``): the rows of the dc2 node's ranges go to
   it, and it coordinates them; at LOCAL_ONE and LOCAL_QUORUM it has no local replica and
-  answers *unavailable*, which fails the load naming it (ONE loads every row).
+  answers *unavailable*, which fails the load naming it (ONE and QUORUM, counted
+  over every data centre, load every row).
 - The dc2 node stopped: LOCAL_ONE, LOCAL_QUORUM and ONE load every row through the dc1 node
   (the rows of dc2's ranges go to it); EACH_QUORUM and QUORUM fail with the dc1 node's
   *unavailable* answer, naming the node, the consistency and every unit not confirmed; a
@@ -183,7 +184,7 @@ def test_every_level_stores_every_row_in_both_data_centres(cluster, data, contac
 ONLY_DC1 = "dcs_only_dc1"
 
 
-@pytest.mark.parametrize("level", ["LOCAL_ONE", "LOCAL_QUORUM", "ONE"])
+@pytest.mark.parametrize("level", ["LOCAL_ONE", "LOCAL_QUORUM", "ONE", "QUORUM"])
 def test_a_keyspace_without_a_replica_in_dc2(cluster, data, level):
     """A keyspace replicated in dc1 only (``{'dc1': 1}``), both nodes up: the rows the ring
     hands to the dc2 node are coordinated there. The load either stores every row or fails
