@@ -259,7 +259,8 @@ def test_with_dc2_down_local_levels_load_each_quorum_fails_and_resume_completes(
                                           consistency=level, batch_rows=GROUP,
                                           resume=state if level == "EACH_QUORUM" else None)
             error = caught.value
-            print(f"\ndc2 down, {level}: {error!r}; unconfirmed {error.unconfirmed}")
+            print(f"\ndc2 down, {level}: {error!r}; notes {getattr(error, '__notes__', [])}; "
+                  f"unconfirmed {error.unconfirmed}")
             assert error.code == 0x1000, error  # unavailable
             assert f"{dc1.address}:9042" in str(error), error
             assert error.consistency == CONSISTENCY_LEVELS[level], error
