@@ -64,7 +64,12 @@ def cluster():
     from servers.cassandra import running
 
     with running(2, first=61, datacenters=["dc1", "dc2"]) as nodes:
+        for node, dc in zip(nodes, ("dc1", "dc2")):
+            with connect([node.address]) as s:
+                assert s.execute("SELECT data_center FROM system.local").one()[0] == dc
         with connect([nodes[0].address]) as s:
+            assert {str(r.peer): r.data_center for r in s.execute(
+                "SELECT peer, data_center FROM system.peers_v2")} == {nodes[1].address: "dc2"}
             s.execute(f"CREATE KEYSPACE {KEYSPACE} WITH replication = "
                       "{'class': 'NetworkTopologyStrategy', 'dc1': 1, 'dc2': 1}")
         yield nodes
