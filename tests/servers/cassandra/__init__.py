@@ -232,7 +232,8 @@ class Node:
     def __init__(self, address: str, folder: pathlib.Path, jars: pathlib.Path, *,
                  heap: str | None = None, seed: str = "127.0.0.1",
                  password_auth: bool = False, max_requests_per_second: int | None = None,
-                 advertised: str | None = None) -> None:
+                 advertised: str | None = None,
+                 datacenter: str | None = None, rack: str = "rack1") -> None:
         self.address = address
         #: The client address the node advertises (``broadcast_rpc_address``: system.local's
         #: rpc_address, its peers' native_address), or None: its own. Read when it starts.
@@ -240,6 +241,11 @@ class Node:
         #: Where a client reaches each address the cluster advertises ({advertised: address}),
         #: as ``connect`` takes it.
         self.translation: dict[str, str] = {}
+        #: The node's data centre and rack, or None: SimpleSnitch (every node in
+        #: ``datacenter1``). Given, the node runs GossipingPropertyFileSnitch and reads them
+        #: from its ``cassandra-rackdc.properties``.
+        self.datacenter = datacenter
+        self.rack = rack
         #: The native transport's rate limit (requests per second), or None: none.
         self.max_requests_per_second = max_requests_per_second
         #: PasswordAuthenticator on: clients log in as ``SUPERUSER`` (``credentials``).
@@ -276,7 +282,7 @@ cluster_name: bulkwire-tests-{self.seed}
 num_tokens: 16
 partitioner: org.apache.cassandra.dht.Murmur3Partitioner
 auto_bootstrap: false
-endpoint_snitch: SimpleSnitch
+endpoint_snitch: {"GossipingPropertyFileSnitch" if self.datacenter else "SimpleSnitch"}
 seed_provider:
   - class_name: org.apache.cassandra.locator.SimpleSeedProvider
     parameters:
@@ -308,6 +314,9 @@ concurrent_compactors: 1
   <root level="INFO"><appender-ref ref="OUT"/></root>
 </configuration>
 """)
+        if self.datacenter:
+            (conf / "cassandra-rackdc.properties").write_text(
+                f"dc={self.datacenter}\nrack={self.rack}\n")
 
     def command(self) -> list[str]:
         """The ``java`` command line of this node."""
@@ -324,6 +333,8 @@ concurrent_compactors: 1
             "-Dcassandra-foreground=yes", f"-Dcassandra.jmx.local.port={self.jmx_port}",
             f"-Dcassandra.config={(conf / 'cassandra.yaml').as_uri()}",
             f"-Dlogback.configurationFile={(conf / 'logback.xml').as_uri()}",
+            *([f"-Dcassandra-rackdc.properties={(conf / 'cassandra-rackdc.properties').as_uri()}"]
+              if self.datacenter else []),
             f"-Dcassandra.logdir={self.folder}", f"-Dcassandra.storagedir={self.folder}",
             # a test cluster starts empty: no waiting for gossip to settle, no ring delay
             "-Dcassandra.skip_wait_for_gossip_to_settle=0", "-Dcassandra.ring_delay_ms=1000",
@@ -516,7 +527,8 @@ def running(count: int = 1, *, first: int = 1, heap: str | None = None,
             start_timeout: float | None = None,
             password_auth: bool = False,
             max_requests_per_second: int | None = None,
-            advertised: Sequence[str] | None = None) -> Iterator[list[Node]]:
+            advertised: Sequence[str] | None = None,
+            datacenters: Sequence[str] | None = None) -> Iterator[list[Node]]:
     """Start ``count`` nodes in this process's private network namespace and yield them ready.
 
     They listen on ``127.0.0.<first>`` (the seed) and the addresses after it, so two sets of
@@ -531,7 +543,9 @@ def running(count: int = 1, *, first: int = 1, heap: str | None = None,
     ``max_requests_per_second`` limits each node's native transport to that rate (a client
     that asked for THROW_ON_OVERLOAD gets overloaded errors beyond it). ``advertised``: one
     loopback address per node that it advertises to clients instead of its own (see
-    ``Node.advertised``); every node's ``translation`` maps them back.
+    ``Node.advertised``); every node's ``translation`` maps them back. ``datacenters``: the
+    data centre of each node, in address order (GossipingPropertyFileSnitch, rack ``rack1``);
+    None: SimpleSnitch, one data centre ``datacenter1``.
     """
     if advertised is not None and (len(advertised) != count or not all(
             a.startswith("127.") for a in advertised)):
@@ -546,9 +560,12 @@ def running(count: int = 1, *, first: int = 1, heap: str | None = None,
     root = pathlib.Path(tempfile.mkdtemp(prefix=_FOLDER_PREFIX))
     (root / "owner.pid").write_text(str(os.getpid()))
     hosts = addresses(count, first)
+    if datacenters is not None and len(datacenters) != count:
+        raise ValueError(f"datacenters names {len(datacenters)} data centres for {count} nodes")
     nodes = [Node(addr, root / addr, jars, heap=heap, seed=hosts[0], password_auth=password_auth,
                   max_requests_per_second=max_requests_per_second,
-                  advertised=advertised[i] if advertised else None)
+                  advertised=advertised[i] if advertised else None,
+                  datacenter=datacenters[i] if datacenters is not None else None)
              for i, addr in enumerate(hosts)]
     translation = {n.advertised: n.address for n in nodes if n.advertised}
     for node in nodes:
