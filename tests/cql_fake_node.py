@@ -22,6 +22,8 @@ import threading
 import uuid
 from typing import Callable
 
+from cql_frames import read_exact as _read
+
 OPTIONS, STARTUP, QUERY, PREPARE, EXECUTE = 0x05, 0x01, 0x07, 0x09, 0x0A
 ERROR, READY, SUPPORTED, RESULT = 0x00, 0x02, 0x06, 0x08
 BIGINT, INT, UUID, VARCHAR, INET, SET = 0x0002, 0x0009, 0x000C, 0x000D, 0x0010, 0x0022
@@ -212,13 +214,3 @@ class FakeNode:
 def host_id(address: str) -> bytes:
     """The host_id of the fake node at ``address``: the same for every answer naming it."""
     return uuid.uuid5(uuid.NAMESPACE_DNS, address).bytes
-
-
-def _read(conn: socket.socket, n: int) -> bytes:
-    data = b""
-    while len(data) < n:
-        piece = conn.recv(n - len(data))
-        if not piece:
-            raise EOFError
-        data += piece
-    return data

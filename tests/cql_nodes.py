@@ -28,6 +28,8 @@ import threading
 import uuid
 from typing import Sequence
 
+from cql_frames import read_frame as _frame
+
 KEYSPACE, TABLE = "ks", "t"
 #: the table's columns: name -> (CQL type id, kind)
 COLUMNS = {"id": (0x0002, "partition_key"), "v": (0x000D, "regular")}
@@ -204,21 +206,6 @@ class EmulatedNode:
             self.rows.append(key)
         with self.cluster.lock:
             self.cluster.stored[key] = None if values[1] is None else values[1].decode()
-
-
-def _read_exact(sock: socket.socket, n: int) -> bytes:
-    data = b""
-    while len(data) < n:
-        received = sock.recv(n - len(data))
-        if not received:
-            raise EOFError
-        data += received
-    return data
-
-
-def _frame(sock: socket.socket) -> tuple[int, int, bytes]:
-    _, _, stream, opcode, length = struct.unpack(">BBhBi", _read_exact(sock, 9))
-    return stream, opcode, _read_exact(sock, length)
 
 
 class EmulatedCluster:

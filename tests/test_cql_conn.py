@@ -25,6 +25,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from build_extras import needs, skip_without
+from cql_frames import read_frame as _frame, send_frame as _send
 from bulkwire import _core
 from bulkwire.errors import (ConnectError, ConnectionLostError, CqlServerError, ServerError,
                              TLSError, TransportTimeoutError)
@@ -239,25 +240,6 @@ def test_killed_node_names_the_unacknowledged_rows(auth_node):
 
 # --------------------------------------------------------------------------------------------
 # a fake server in this process
-
-
-def _read_exact(sock: socket.socket, n: int) -> bytes:
-    data = b""
-    while len(data) < n:
-        received = sock.recv(n - len(data))
-        if not received:
-            raise EOFError
-        data += received
-    return data
-
-
-def _frame(sock: socket.socket) -> tuple[int, int, bytes]:
-    version, flags, stream, opcode, length = struct.unpack(">BBhBi", _read_exact(sock, 9))
-    return stream, opcode, _read_exact(sock, length)
-
-
-def _send(sock: socket.socket, stream: int, opcode: int, body: bytes) -> None:
-    sock.sendall(struct.pack(">BBhBi", 0x84, 0, stream, opcode, len(body)) + body)
 
 
 def _error(code: int, message: str, extra: bytes = b"") -> bytes:

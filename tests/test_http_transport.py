@@ -72,6 +72,7 @@ import threading
 
 import bulkwire
 from bulkwire import errors
+from fault_server import read_chunked
 
 OPERATION_ID = b'{"Id": 7, "NodeTag": "A"}'
 ID_ANSWER = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(OPERATION_ID), OPERATION_ID)
@@ -142,14 +143,9 @@ class ScriptedServer:
             conn.close()
 
     def read_body(self, reader) -> bytes:
-        data = bytearray()
-        while True:
-            size = int(reader.readline().split(b";")[0], 16)
-            data += reader.read(size)
-            reader.readline()
-            if size == 0:
-                self.bodies.append(bytes(data))
-                return bytes(data)
+        body = read_chunked(reader)
+        self.bodies.append(body)
+        return body
 
     def read_body_then(self, answer: bytes):
         def on_post(conn, reader):
