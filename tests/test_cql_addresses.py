@@ -432,7 +432,7 @@ def test_a_node_that_restarts_with_a_new_address_mid_load(advertising_cluster, t
                                   timeout=10.0, progress=kill_at)
     assert node.process.returncode is not None, "the node was not killed"
     assert caught.value.unconfirmed
-    assert "not acknowledged" in "\n".join(getattr(caught.value, "__notes__", []))
+    assert caught.value.source_unacknowledged and "not acknowledged" in str(caught.value)
 
     node.advertised = "127.0.0.155"
     node.translation["127.0.0.155"] = node.address
