@@ -149,6 +149,49 @@ def test_a_hook_changing_the_dict_sees_json_s_snapshot(action, position):
     assert bulkwire.dumps(build()) == oracle_bytes(build())
 
 
+def dict_with_holes(size, deleted):
+    """A dict whose item table holds the deleted items' empty slots."""
+    d = {f"k{i}": i if i % 3 else [i, str(i)] for i in range(size)}
+    for i in deleted:
+        del d[f"k{i}"]
+    return d
+
+
+@pytest.mark.parametrize("size,deleted", [(1, [0]), (3, [0]), (3, [2]), (8, [1, 2, 3]),
+                                          (40, range(0, 40, 2)), (40, range(39))])
+def test_dicts_with_deleted_items(size, deleted):
+    d = dict_with_holes(size, deleted)
+    assert bulkwire.dumps(d) == oracle_bytes(d)
+    mixed = {**d, 3: "int key", 2.5: None}  # general keys: another item table
+    assert bulkwire.dumps(mixed) == oracle_bytes(mixed)
+
+
+class Plain:
+    def __init__(self, **attrs):
+        self.__dict__.update(attrs)
+
+
+@pytest.mark.parametrize("length", [0, 1, 16, 17])
+@pytest.mark.parametrize("action", [
+    lambda d: d.clear(),
+    lambda d: d["later_list"].append(99),
+    lambda d: d["later_dict"].update(added=1),
+    lambda d: d.pop("later_list"),
+], ids=["clear", "append-to-a-later-list", "grow-a-later-dict", "pop-a-later-list"])
+def test_short_containers_and_datetimes_before_and_after_a_hook(length, action):
+    """Short lists and dicts of scalars and datetimes are walked straight from the dict; the
+    items after the first value that may run code are json's snapshot, whatever it does."""
+    def build():
+        d = {"list": list(range(length)), "tuple": tuple("x" * length),
+             "dict": {f"k{i}": i / 2 for i in range(length)},
+             "at": datetime.datetime(2024, 5, 1, 12, 30, 0, 5),
+             "entity": Plain(x=1)}
+        d["hook"] = Mutator(d, action)
+        d.update(later_list=[1, 2], later_dict={"a": None}, at2=datetime.datetime.max)
+        return d
+    assert bulkwire.dumps(build()) == oracle_bytes(build())
+
+
 # ---- the string escaper ----
 
 @pytest.mark.parametrize("ensure_ascii", [True, False])

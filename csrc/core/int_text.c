@@ -8,24 +8,41 @@ const char bw_digit_pairs[201] =
     "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
     "8081828384858687888990919293949596979899";
 
+/* How many decimal digits v has (1 for 0). */
+static inline size_t digit_count(uint64_t v) {
+    size_t n = 1;
+    for (;;) {
+        if (v < 10) return n;
+        if (v < 100) return n + 1;
+        if (v < 1000) return n + 2;
+        if (v < 10000) return n + 3;
+        v /= 10000;
+        n += 4;
+    }
+}
+
 size_t bw_u64_to_text(uint64_t v, char *dst) {
-    char tmp[BW_INT_TEXT_MAX];
-    char *end = tmp + sizeof tmp;
-    char *p = end;
+    if (v < 10) { /* the most common integers of a document: written at once */
+        dst[0] = (char)('0' + v);
+        return 1;
+    }
+    if (v < 100) {
+        memcpy(dst, bw_digit_pairs + 2 * v, 2);
+        return 2;
+    }
+    /* straight into place, two digits at a time from the end */
+    size_t n = digit_count(v);
+    char *p = dst + n;
     while (v >= 100) {
         unsigned pair = (unsigned)(v % 100);
         v /= 100;
         p -= 2;
         memcpy(p, bw_digit_pairs + 2 * pair, 2);
     }
-    if (v >= 10) {
-        p -= 2;
-        memcpy(p, bw_digit_pairs + 2 * v, 2);
-    } else {
-        *--p = (char)('0' + v);
-    }
-    size_t n = (size_t)(end - p);
-    memcpy(dst, p, n);
+    if (v >= 10)
+        memcpy(p - 2, bw_digit_pairs + 2 * v, 2);
+    else
+        p[-1] = (char)('0' + v);
     return n;
 }
 
@@ -35,11 +52,4 @@ size_t bw_i64_to_text(int64_t v, char *dst) {
     *dst = '-';
     /* negate in unsigned arithmetic so INT64_MIN does not overflow */
     return 1 + bw_u64_to_text(0 - (uint64_t)v, dst + 1);
-}
-
-void bw_u32_to_fixed(uint32_t v, int width, char *dst) {
-    for (int i = width - 1; i >= 0; i--) {
-        dst[i] = (char)('0' + v % 10);
-        v /= 10;
-    }
 }

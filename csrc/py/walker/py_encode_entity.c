@@ -200,6 +200,18 @@ static int write_datetime(bw_buf *out, PyObject *dt) {
     return 0;
 }
 
+int bw_entity_is_exact_datetime(PyObject *obj) {
+    return PyDateTime_CheckExact(obj);
+}
+
+int bw_entity_write_exact_datetime(bw_walker *w, PyObject *obj) {
+    if (!PyDateTime_CheckExact(obj) || w->depth >= BW_MAX_DEPTH)
+        return 0; /* at the depth limit, write_other raises json's RecursionError */
+    if (bw_walker_check_stack(w) < 0)
+        return -1;
+    return write_datetime(w->out, obj) < 0 ? -1 : 1;
+}
+
 /* [d.]hh:mm:ss[.ffffff]: days only when positive, microseconds only when non-zero. A
    negative span keeps Python's normalisation (days < 0, 0 <= seconds < 86400), so -1 s is
    "23:59:59": the conventions drop the negative day count. */

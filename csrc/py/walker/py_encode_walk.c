@@ -82,6 +82,128 @@ int bw_walker_check_stack(const bw_walker *w) {
     return 0;
 }
 
+/* ---- a dict's items in order ----
+   PyDict_Next costs a call and about 50 instructions per item; a combined-table dict (every
+   dict but an instance's shared-key __dict__) keeps its items in one array, read here in
+   place, the way the fastest encoders read it. The layout is CPython's own
+   (Include/internal/pycore_dict.h of 3.11 to 3.13): mirrored below, and checked against
+   PyDict_Next once per process (check_dict_layout) before it is ever used; any other
+   version or a failed check leaves PyDict_Next in charge. */
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030E0000 && !defined(Py_GIL_DISABLED)
+#define BW_DICT_ENTRIES 1
+typedef struct {
+    Py_ssize_t dk_refcnt;
+    uint8_t dk_log2_size;
+    uint8_t dk_log2_index_bytes;
+    uint8_t dk_kind; /* 0: general keys, 1: str keys, 2: split (values held apart) */
+    uint32_t dk_version;
+    Py_ssize_t dk_usable;
+    Py_ssize_t dk_nentries;
+    char dk_indices[]; /* 1 << dk_log2_index_bytes bytes, then the entries */
+} bw_dict_keys;
+typedef struct {
+    Py_hash_t hash;
+    PyObject *key;
+    PyObject *value;
+} bw_dict_entry; /* general keys */
+typedef struct {
+    PyObject *key;
+    PyObject *value;
+} bw_dict_str_entry; /* str keys */
+#endif
+
+/* 1: the entries are read in place; 0: through PyDict_Next. Set once, before any walk. */
+static int dict_entries_usable;
+
+/* PyDict_Next for an exact dict, with the same positions (an entry's index plus one), so the
+   two may take turns on one dict. Borrowed references. No Python code runs. */
+static inline int dict_next(PyObject *dict, Py_ssize_t *pos, PyObject **key, PyObject **value) {
+#ifdef BW_DICT_ENTRIES
+    PyDictObject *mp = (PyDictObject *)dict;
+    if (dict_entries_usable && mp->ma_values == NULL) {
+        const bw_dict_keys *keys = (const bw_dict_keys *)(const void *)mp->ma_keys;
+        const char *entries = keys->dk_indices + ((size_t)1 << keys->dk_log2_index_bytes);
+        Py_ssize_t i = *pos, n = keys->dk_nentries;
+        if (keys->dk_kind == 1) {
+            const bw_dict_str_entry *e = (const bw_dict_str_entry *)(const void *)entries;
+            while (i < n && e[i].value == NULL)
+                i++;
+            if (i >= n)
+                return 0;
+            *key = e[i].key;
+            *value = e[i].value;
+        } else if (keys->dk_kind == 0) {
+            const bw_dict_entry *e = (const bw_dict_entry *)(const void *)entries;
+            while (i < n && e[i].value == NULL)
+                i++;
+            if (i >= n)
+                return 0;
+            *key = e[i].key;
+            *value = e[i].value;
+        } else {
+            return PyDict_Next(dict, pos, key, value);
+        }
+        *pos = i + 1;
+        return 1;
+    }
+#endif
+    return PyDict_Next(dict, pos, key, value);
+}
+
+/* Whether dict_next gives what PyDict_Next gives, item by item and position by position, for
+   dict. 1 yes, 0 no. */
+static int dict_next_agrees(PyObject *dict) {
+    Py_ssize_t pos = 0, mine = 0;
+    PyObject *key, *value, *my_key, *my_value;
+    for (;;) {
+        int more = PyDict_Next(dict, &pos, &key, &value);
+        int my_more = dict_next(dict, &mine, &my_key, &my_value);
+        if (more != my_more || pos != mine)
+            return 0;
+        if (!more)
+            return 1;
+        if (key != my_key || value != my_value)
+            return 0;
+    }
+}
+
+/* Sets dict_entries_usable once: dict_next is tried on dicts of every kind it reads (str
+   keys, general keys, a deleted item's hole, a table grown past its first size) and kept
+   only when it agrees with PyDict_Next on each. 0, or -1 with an exception. */
+static int check_dict_layout(void) {
+    static int checked;
+    PyObject *dicts[3] = {NULL, NULL, NULL};
+    int rc = -1, agree = 1;
+    if (checked)
+        return 0;
+    for (int d = 0; d < 3; d++)
+        if ((dicts[d] = PyDict_New()) == NULL)
+            goto cleanup;
+    for (long i = 0; i < 40; i++) {
+        PyObject *number = PyLong_FromLong(i); /* new reference */
+        PyObject *text = number == NULL ? NULL : PyObject_Str(number); /* new reference */
+        int set = text == NULL || PyDict_SetItem(dicts[0], text, number) < 0 ||
+                  PyDict_SetItem(dicts[1], i % 2 ? text : number, number) < 0 ||
+                  (i < 5 && PyDict_SetItem(dicts[2], text, Py_None) < 0) ? -1 : 0;
+        Py_XDECREF(number);
+        Py_XDECREF(text);
+        if (set < 0)
+            goto cleanup;
+    }
+    if (PyDict_DelItemString(dicts[0], "7") < 0 || PyDict_DelItemString(dicts[2], "0") < 0)
+        goto cleanup;
+    dict_entries_usable = 1;
+    for (int d = 0; d < 3 && agree; d++)
+        agree = dict_next_agrees(dicts[d]);
+    dict_entries_usable = agree;
+    checked = 1;
+    rc = 0;
+cleanup:
+    for (int d = 0; d < 3; d++)
+        Py_XDECREF(dicts[d]);
+    return rc;
+}
+
 /* ---- the walker ---- */
 
 /* A larger held-items stack (in references) is returned to the allocator between walks. */
@@ -89,6 +211,8 @@ int bw_walker_check_stack(const bw_walker *w) {
 
 /* New walker, or NULL with MemoryError. */
 bw_walker *bw_walker_new(void) {
+    if (check_dict_layout() < 0)
+        return NULL;
     bw_walker *w = PyMem_Malloc(sizeof *w);
     if (w == NULL) {
         PyErr_NoMemory();
@@ -155,6 +279,22 @@ int bw_write_double(bw_buf *out, double v) {
 }
 
 int bw_write_long(bw_buf *out, PyObject *value) {
+    if (PyLong_CheckExact(value)) {
+        /* most integers fit one digit of CPython's representation: read it in place */
+#if PY_VERSION_HEX >= 0x030C0000
+        if (PyUnstable_Long_IsCompact((PyLongObject *)value)) {
+            int64_t compact = (int64_t)PyUnstable_Long_CompactValue((PyLongObject *)value);
+#else
+        Py_ssize_t size = Py_SIZE(value);
+        if (size >= -1 && size <= 1) {
+            int64_t compact = (int64_t)size * (int64_t)((PyLongObject *)value)->ob_digit[0];
+#endif
+            if (bw_buf_reserve(out, BW_INT_TEXT_MAX) < 0)
+                return bw_out_of_memory();
+            out->len += bw_i64_to_text(compact, bw_buf_tail(out));
+            return 0;
+        }
+    }
     int overflow = 0;
     long long small = PyLong_AsLongLongAndOverflow(value, &overflow);
     if (!overflow) {
@@ -443,11 +583,47 @@ static int reserve_held(bw_walker *w, size_t n) {
     return 0;
 }
 
-/* Values whose writing runs no Python code: no call, and no allocation of an object the
+/* Scalars whose writing runs no Python code: no call, and no allocation of an object the
    cyclic GC tracks (whose collection could run a finalizer that changes the dict). */
-static inline int is_inert(PyObject *value) {
-    return PyUnicode_CheckExact(value) || PyFloat_CheckExact(value) || PyLong_CheckExact(value) ||
-           value == Py_None || value == Py_True || value == Py_False;
+static inline int is_inert_scalar(PyObject *value) {
+    PyTypeObject *t = Py_TYPE(value);
+    return t == &PyUnicode_Type || t == &PyLong_Type || t == &PyFloat_Type || value == Py_None ||
+           value == Py_True || value == Py_False;
+}
+
+/* Containers up to this size are looked through by is_inert; larger ones are held. */
+#define INERT_SCAN_MAX 16
+
+/* Values whose writing runs no Python code (see is_inert_scalar): those scalars, a short
+   exact list or tuple of them, a short exact dict of them under exact str keys, and, with
+   the entity conventions, an exact datetime. A dict's walk goes on straight from the dict
+   while its values are inert; it holds the rest (json's snapshot) from the first other one. */
+static int is_inert(const bw_walker *w, PyObject *value) {
+    PyTypeObject *t = Py_TYPE(value);
+    if (is_inert_scalar(value))
+        return 1;
+    if (t == &PyList_Type || t == &PyTuple_Type) {
+        Py_ssize_t n = Py_SIZE(value);
+        if (n > INERT_SCAN_MAX)
+            return 0;
+        PyObject *const *items = t == &PyList_Type ? ((PyListObject *)value)->ob_item
+                                                   : ((PyTupleObject *)value)->ob_item;
+        for (Py_ssize_t i = 0; i < n; i++)
+            if (!is_inert_scalar(items[i]))
+                return 0;
+        return 1;
+    }
+    if (t == &PyDict_Type) {
+        if (PyDict_GET_SIZE(value) > INERT_SCAN_MAX)
+            return 0;
+        Py_ssize_t pos = 0;
+        PyObject *k, *v;
+        while (dict_next(value, &pos, &k, &v))
+            if (!PyUnicode_CheckExact(k) || !is_inert_scalar(v))
+                return 0;
+        return 1;
+    }
+    return w->opts->hook_kind == BW_HOOK_ENTITY && bw_entity_is_exact_datetime(value);
 }
 
 /* json writes the items a dict has when it is reached (3.11's encoder takes items() as a
@@ -468,7 +644,7 @@ static int hold_rest(bw_walker *w, PyObject *dict, Py_ssize_t pos, Py_ssize_t ta
     slot[0] = Py_NewRef(key);
     slot[1] = Py_NewRef(value);
     Py_ssize_t held = 1;
-    while (held < count && PyDict_Next(dict, &pos, &key, &value)) {
+    while (held < count && dict_next(dict, &pos, &key, &value)) {
         if (!PyUnicode_CheckExact(key)) {
             /* The dict still holds each of these, so releasing them runs no code. */
             for (Py_ssize_t i = 2 * held - 1; i >= 0; i--)
@@ -574,10 +750,10 @@ static int write_str_members(bw_walker *w, PyObject *dict, int skipping, Py_ssiz
     Py_ssize_t pos = 0, taken = 0, size = PyDict_GET_SIZE(dict);
     PyObject *key, *value;
     /* only inert values are written in this loop: no Python code runs, so `size` holds */
-    while (taken < size && PyDict_Next(dict, &pos, &key, &value)) {
+    while (taken < size && dict_next(dict, &pos, &key, &value)) {
         if (!PyUnicode_CheckExact(key))
             goto rewind;
-        if (!is_inert(value)) {
+        if (!is_inert(w, value)) {
             size_t base = w->held_len;
             int held = hold_rest(w, dict, pos, taken, key, value);
             if (held == 0)
@@ -644,6 +820,11 @@ static int write_other(bw_walker *w, PyObject *obj) {
     const bw_encode_options *opts = w->opts;
     if (opts->hook_kind == BW_HOOK_NONE)
         return raise_not_serializable(obj);
+    if (opts->hook_kind == BW_HOOK_ENTITY) {
+        int written = bw_entity_write_exact_datetime(w, obj);
+        if (written != 0)
+            return written < 0 ? -1 : 0;
+    }
     if (bw_walker_enter(w, obj) < 0)
         return -1;
     int rc;
@@ -664,6 +845,19 @@ static int write_other(bw_walker *w, PyObject *obj) {
 
 int bw_walk(bw_walker *w, PyObject *obj) {
     bw_buf *out = w->out;
+    /* exact types first, in the order documents hold them: each goes where json's order of
+       isinstance checks below sends it */
+    PyTypeObject *t = Py_TYPE(obj);
+    if (t == &PyUnicode_Type)
+        return write_str(w, obj);
+    if (t == &PyLong_Type)
+        return bw_write_long(out, obj);
+    if (t == &PyFloat_Type)
+        return bw_write_double(out, PyFloat_AS_DOUBLE(obj));
+    if (t == &PyDict_Type)
+        return write_dict(w, obj);
+    if (t == &PyList_Type)
+        return write_sequence(w, obj);
     if (obj == Py_None)
         return WRITE_LITERAL(out, "null");
     if (obj == Py_True)
