@@ -192,6 +192,26 @@ def test_short_containers_and_datetimes_before_and_after_a_hook(length, action):
     assert bulkwire.dumps(build()) == oracle_bytes(build())
 
 
+@pytest.mark.parametrize("ensure_ascii", [True, False])
+def test_interned_keys_many_times_over(ensure_ascii):
+    """Keys written again and again (their text kept between documents, by the key object):
+    more distinct keys than are kept, keys made and dropped between calls, keys of 15 and 16
+    bytes, keys that need an escape and non-ASCII keys; the first key of an object has no
+    separator before it wherever it was kept from."""
+    import sys
+
+    fixed = [sys.intern(k) for k in ("a", "k" * 15, "k" * 16, 'q"uote', "tab\t", "\x7f", "é", "ü" * 3)]
+    for round_ in range(3):
+        made = [sys.intern(f"key{round_}_{i}") for i in range(1500)]  # more than the slots
+        docs = [{k: i for k in fixed} for i in range(3)]
+        docs += [{k: i, "a": [1, {k: i}]} for i, k in enumerate(made)]
+        docs += [{"nested": {k: {k: k}}} for k in fixed]
+        for d in docs:
+            expected = json.dumps(d, ensure_ascii=ensure_ascii).encode()
+            assert bulkwire.dumps(d, ensure_ascii=ensure_ascii) == expected
+        del made, docs
+
+
 # ---- the string escaper ----
 
 @pytest.mark.parametrize("ensure_ascii", [True, False])

@@ -10,6 +10,16 @@
 #include <pthread.h>
 #endif
 
+/* ALWAYS_INLINE: kept in its callers (as a call of its own, the float run measured 2%
+   slower); NOT_INLINED: a rare path kept out of a hot function's registers. */
+#if defined(__GNUC__) || defined(__clang__)
+#define ALWAYS_INLINE __attribute__((always_inline)) inline
+#define NOT_INLINED __attribute__((noinline))
+#else
+#define ALWAYS_INLINE inline
+#define NOT_INLINED
+#endif
+
 int bw_out_of_memory(void) {
     PyErr_NoMemory();
     return -1;
@@ -278,23 +288,8 @@ int bw_write_double(bw_buf *out, double v) {
     return 0;
 }
 
-int bw_write_long(bw_buf *out, PyObject *value) {
-    if (PyLong_CheckExact(value)) {
-        /* most integers fit one digit of CPython's representation: read it in place */
-#if PY_VERSION_HEX >= 0x030C0000
-        if (PyUnstable_Long_IsCompact((PyLongObject *)value)) {
-            int64_t compact = (int64_t)PyUnstable_Long_CompactValue((PyLongObject *)value);
-#else
-        Py_ssize_t size = Py_SIZE(value);
-        if (size >= -1 && size <= 1) {
-            int64_t compact = (int64_t)size * (int64_t)((PyLongObject *)value)->ob_digit[0];
-#endif
-            if (bw_buf_reserve(out, BW_INT_TEXT_MAX) < 0)
-                return bw_out_of_memory();
-            out->len += bw_i64_to_text(compact, bw_buf_tail(out));
-            return 0;
-        }
-    }
+/* An int too large for one CPython digit, or an int subclass: int.__repr__'s digits. */
+static NOT_INLINED int write_long_other(bw_buf *out, PyObject *value) {
     int overflow = 0;
     long long small = PyLong_AsLongLongAndOverflow(value, &overflow);
     if (!overflow) {
@@ -316,6 +311,26 @@ int bw_write_long(bw_buf *out, PyObject *value) {
         rc = bw_buf_append(out, digits, (size_t)n) < 0 ? bw_out_of_memory() : 0;
     Py_DECREF(text);
     return rc;
+}
+
+int bw_write_long(bw_buf *out, PyObject *value) {
+    if (PyLong_CheckExact(value)) {
+        /* most integers fit one digit of CPython's representation: read it in place */
+#if PY_VERSION_HEX >= 0x030C0000
+        if (PyUnstable_Long_IsCompact((PyLongObject *)value)) {
+            int64_t compact = (int64_t)PyUnstable_Long_CompactValue((PyLongObject *)value);
+#else
+        Py_ssize_t size = Py_SIZE(value);
+        if (size >= -1 && size <= 1) {
+            int64_t compact = (int64_t)size * (int64_t)((PyLongObject *)value)->ob_digit[0];
+#endif
+            if (bw_buf_reserve(out, BW_INT_TEXT_MAX) < 0)
+                return bw_out_of_memory();
+            out->len += bw_i64_to_text(compact, bw_buf_tail(out));
+            return 0;
+        }
+    }
+    return write_long_other(out, value);
 }
 
 static int write_literal(bw_buf *out, const char *text, size_t n) {
@@ -356,14 +371,6 @@ static int write_str(bw_walker *w, PyObject *s) {
     return rc < 0 ? bw_out_of_memory() : 0;
 }
 
-/* Kept in its callers: as a call of its own, the float run measured 2% slower. */
-#if defined(__GNUC__) || defined(__clang__)
-#define ALWAYS_INLINE __attribute__((always_inline)) inline
-#define NOT_INLINED __attribute__((noinline))
-#else
-#define ALWAYS_INLINE inline
-#define NOT_INLINED
-#endif
 
 /* The text of the exact floats items[from..size) as far as they run, each after ", ", at p
    (room reserved for all of them); *last is set to the last float's index. Returns the end of
@@ -534,10 +541,51 @@ static int is_skipped(bw_walker *w, PyObject *key) {
     return 0;
 }
 
+/* ---- the text of repeating keys ----
+   Documents repeat their keys, and a key written in source code is interned: one object for
+   every document. The text `, "key": ` of a short interned key that needs no escape (the same
+   in both ensure_ascii modes) is kept here by the key's address, with a reference to the key:
+   while an entry holds it, no other object can have that address, so a matching address is
+   that very key, never a stale pointer. Bounded: one entry per slot, a newer key taking over
+   a slot (and its reference given back). GIL held throughout. */
+#define KEY_SLOTS 512
+#define KEY_TEXT_ROOM 24 /* `, "` + 15 bytes + `": ` is 21: one fixed-size copy writes it */
+typedef struct {
+    PyObject *key; /* owned, or NULL */
+    size_t len;    /* of text, separator included */
+    char text[KEY_TEXT_ROOM];
+} key_text;
+static key_text key_texts[KEY_SLOTS];
+
+static inline key_text *key_slot(PyObject *key) {
+    return &key_texts[((uintptr_t)key * UINT64_C(0x9E3779B97F4A7C15)) >> 55 & (KEY_SLOTS - 1)];
+}
+
+/* Keeps `, "key": ` (n bytes of clean key text at text) in key's slot. */
+static void keep_key_text(PyObject *key, const char *text, size_t n) {
+    key_text *slot = key_slot(key);
+    PyObject *old = slot->key;
+    slot->key = Py_NewRef(key);
+    memcpy(slot->text, ", \"", 3);
+    memcpy(slot->text + 3, text, n);
+    memcpy(slot->text + 3 + n, "\": ", 3);
+    slot->len = n + 6;
+    Py_XDECREF(old); /* a str: its release runs no Python code */
+}
+
 /* Writes `"key": ` (with the separator before it when needed). Inlined in the dict walks:
    as a call of its own it cost a tenth of a small document's walk. */
 static ALWAYS_INLINE int write_member_key(bw_walker *w, PyObject *key, Py_ssize_t written) {
     bw_buf *out = w->out;
+    key_text *slot = key_slot(key);
+    if (slot->key == key) {
+        if (bw_buf_reserve(out, KEY_TEXT_ROOM) < 0)
+            return bw_out_of_memory();
+        size_t skip = written > 0 ? 0 : 2; /* the first member has no separator */
+        memcpy(bw_buf_tail(out), slot->text + skip, KEY_TEXT_ROOM - 2);
+        out->len += slot->len - skip;
+        return 0;
+    }
     Py_ssize_t n = PyUnicode_GET_LENGTH(key);
     if (PyUnicode_IS_ASCII(key) && n < BW_JSON_SHORT) {
         /* a short clean key (most are) with its separators in one reservation: `, "key": ` */
@@ -550,6 +598,8 @@ static ALWAYS_INLINE int write_member_key(bw_walker *w, PyObject *key, Py_ssize_
         }
         *p++ = '"';
         if (bw_json_short_clean(PyUnicode_1BYTE_DATA(key), (size_t)n, p) == (size_t)n) {
+            if (PyUnicode_CHECK_INTERNED(key))
+                keep_key_text(key, p, (size_t)n);
             p += n;
             memcpy(p, "\": ", 3);
             out->len += (size_t)(p + 3 - start);
@@ -765,7 +815,14 @@ static int write_str_members(bw_walker *w, PyObject *dict, int skipping, Py_ssiz
         taken++;
         if (skipping && is_skipped(w, key))
             continue;
-        if (write_member_key(w, key, *written) < 0 || bw_walk(w, value) < 0)
+        if (write_member_key(w, key, *written) < 0)
+            return -1;
+        /* the commonest values without a second dispatch (bw_walk's first two tests) */
+        PyTypeObject *t = Py_TYPE(value);
+        int rc = t == &PyUnicode_Type ? write_str(w, value)
+                 : t == &PyLong_Type  ? bw_write_long(out, value)
+                                      : bw_walk(w, value);
+        if (rc < 0)
             return -1;
         (*written)++;
     }
