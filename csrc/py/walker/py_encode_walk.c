@@ -81,8 +81,13 @@ static uintptr_t stack_floor(void) {
 #define CURRENT_STACK_ADDRESS() ((uintptr_t)&w)
 #endif
 
+/* Whether the C stack has reached the walker's floor (the test itself, inline in enter). */
+static inline int stack_low(const bw_walker *w) {
+    return CURRENT_STACK_ADDRESS() < w->stack_floor;
+}
+
 int bw_walker_check_stack(const bw_walker *w) {
-    if (CURRENT_STACK_ADDRESS() < w->stack_floor) {
+    if (stack_low(w)) {
         PyErr_SetString(PyExc_RecursionError,
                         "maximum recursion depth exceeded while encoding a JSON object (the "
                         "thread's C stack is nearly full: nest less, or give the thread a larger "
@@ -275,8 +280,8 @@ int bw_walker_enter(bw_walker *w, PyObject *obj) {
                      BW_MAX_DEPTH);
         return -1;
     }
-    if (bw_walker_check_stack(w) < 0)
-        return -1;
+    if (stack_low(w))
+        return bw_walker_check_stack(w); /* raises */
     w->open[w->depth++] = obj;
     return 0;
 }
@@ -284,7 +289,7 @@ int bw_walker_enter(bw_walker *w, PyObject *obj) {
 int bw_write_double(bw_buf *out, double v) {
     if (bw_buf_reserve(out, BW_FLOAT_TEXT_MAX) < 0)
         return bw_out_of_memory();
-    out->len += bw_double_to_text(v, bw_buf_tail(out));
+    out->len += bw_lone_double_to_text(v, bw_buf_tail(out));
     return 0;
 }
 
@@ -877,11 +882,6 @@ static int write_other(bw_walker *w, PyObject *obj) {
     const bw_encode_options *opts = w->opts;
     if (opts->hook_kind == BW_HOOK_NONE)
         return raise_not_serializable(obj);
-    if (opts->hook_kind == BW_HOOK_ENTITY) {
-        int written = bw_entity_write_exact_datetime(w, obj);
-        if (written != 0)
-            return written < 0 ? -1 : 0;
-    }
     if (bw_walker_enter(w, obj) < 0)
         return -1;
     int rc;
@@ -921,6 +921,13 @@ int bw_walk(bw_walker *w, PyObject *obj) {
         return WRITE_LITERAL(out, "true");
     if (obj == Py_False)
         return WRITE_LITERAL(out, "false");
+    if (w->opts->hook_kind == BW_HOOK_ENTITY) {
+        /* an exact datetime is none of json's types below: its hook's text, as write_other
+           would write it, without the subclass checks */
+        int written = bw_entity_write_exact_datetime(w, obj);
+        if (written != 0)
+            return written < 0 ? -1 : 0;
+    }
     if (PyUnicode_Check(obj))
         return write_str(w, obj);
     if (PyLong_Check(obj))
