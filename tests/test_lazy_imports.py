@@ -69,6 +69,19 @@ def test_the_command_line_version_imports_no_heavy_module():
     out = run_fresh(code)
     assert out.startswith(f"bulkwire {bulkwire.__version__}\n")
     assert imported_heavy(code) == "[]"
+    # the report alone: not the bulk insert writer the other commands' defaults come from
+    writer = run_fresh(textwrap.dedent(code) + "\nimport sys\nprint('bulkwire.bulk' in sys.modules)")
+    assert writer.strip().splitlines()[-1] == "False"
+
+
+@pytest.mark.parametrize("argv", [["--version"], ["--version", "load", "x"], ["--vers"]])
+def test_the_version_comes_first_as_the_parser_takes_it(argv, capsys):
+    from bulkwire import cli
+
+    with pytest.raises(SystemExit) as done:
+        cli.main(argv)
+    assert done.value.code == 0
+    assert capsys.readouterr().out.startswith(f"bulkwire {bulkwire.__version__}\n")
 
 
 def test_every_public_name_imports_on_first_use():
