@@ -556,6 +556,17 @@ def hold_the_end_until(bulk, answered, limit: float = 10.0) -> None:
     writer._put = put_then_hold
 
 
+def read_chunked(reader) -> bytes:
+    """A chunked request body read from ``reader`` (a socket's file), to its last chunk."""
+    data = bytearray()
+    while True:
+        size = int(reader.readline().split(b";")[0], 16)
+        data += reader.read(size)
+        reader.readline()
+        if size == 0:
+            return bytes(data)
+
+
 def eventually(predicate, limit: float = 10.0) -> bool:
     """Whether ``predicate()`` became true within ``limit`` seconds (what a server thread
     records after the client has already moved on)."""

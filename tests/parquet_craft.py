@@ -301,3 +301,106 @@ def replace_page(data: bytes, page: Page, header: Struct, body: bytes) -> bytes:
 def hybrid_rle(value: int, count: int, bit_width: int) -> bytes:
     """One RLE run of the RLE/bit-packed hybrid: ``count`` times ``value``."""
     return varint(count << 1) + value.to_bytes((bit_width + 7) // 8, "little")
+
+
+# ---- data pages of lists cut anywhere --------------------------------------------------------
+
+def hybrid_decode(data: bytes, bit_width: int, count: int) -> list:
+    """``count`` values of the RLE/bit-packed hybrid at the start of ``data``."""
+    out: list = []
+    at = 0
+    mask = (1 << bit_width) - 1
+    while len(out) < count:
+        header, at = read_varint(data, at)
+        if header & 1:  # bit-packed: groups of 8 values
+            groups = header >> 1
+            bits = int.from_bytes(data[at:at + groups * bit_width], "little")
+            at += groups * bit_width
+            out.extend((bits >> (i * bit_width)) & mask for i in range(groups * 8))
+        else:
+            width = (bit_width + 7) // 8
+            out.extend([int.from_bytes(data[at:at + width], "little")] * (header >> 1))
+            at += width
+    return out[:count]
+
+
+def hybrid_bit_packed(values: list, bit_width: int) -> bytes:
+    """``values`` as one bit-packed run of the hybrid (its last group padded with zeros)."""
+    groups = (len(values) + 7) // 8
+    bits = 0
+    for i, v in enumerate(values):
+        bits |= v << (i * bit_width)
+    return varint(groups << 1 | 1) + bits.to_bytes(groups * bit_width, "little")
+
+
+#: Parquet's codec numbers, by pyarrow's names of them
+CODECS = {0: None, 1: "snappy", 2: "gzip", 6: "zstd"}
+
+
+def split_list_pages(data: bytes, leaf: int, cuts: list, codec: int = 0) -> bytes:
+    """The file with the data page of one column of lists cut into v1 data pages at the level
+    positions ``cuts`` (sorted, each inside the page: a cut inside a row leaves the rest of
+    that row to the next page), each compressed with ``codec`` (Parquet's number). The file
+    must have one row group whose chunk of column ``leaf`` is its last bytes before the
+    footer, written as one uncompressed v1 PLAIN data page, without a dictionary or a page
+    index (``use_dictionary=False, compression="none", write_page_index=False``, a large
+    ``data_page_size``)."""
+    import io
+
+    import pyarrow
+    import pyarrow.parquet
+
+    column = pyarrow.parquet.ParquetFile(io.BytesIO(data)).schema.column(leaf)
+    max_def = column.max_definition_level
+    def_width = max_def.bit_length()
+    value_width = {"FLOAT": 4, "DOUBLE": 8, "INT32": 4, "INT64": 8}[column.physical_type]
+    meta, footer_at = footer(data)
+    chunk_meta = column_chunk(meta, 0, leaf).get(3)
+    start, size = chunk_meta.get(9), chunk_meta.get(7)
+    assert chunk_meta.get(11) is None and start + size == footer_at
+    page = read_page(data, start)
+    assert page.span == size and page.header.get(PAGE_TYPE) == 0
+    count = page.header.get(DATA_PAGE_HEADER).get(NUM_VALUES)
+    body = page.body
+    rep_size = int.from_bytes(body[:4], "little")
+    rep = hybrid_decode(body[4:4 + rep_size], 1, count)
+    at = 4 + rep_size
+    def_size = int.from_bytes(body[at:at + 4], "little")
+    defs = hybrid_decode(body[at + 4:at + 4 + def_size], def_width, count)
+    values = body[at + 4 + def_size:]
+    value_at = [0]  # the values before each level
+    for d in defs:
+        value_at.append(value_at[-1] + (d == max_def))
+    assert len(values) == value_at[-1] * value_width
+    name = CODECS[codec]
+    compress = (lambda b: b) if name is None else \
+        (lambda b, c=pyarrow.Codec(name): c.compress(b, asbytes=True))
+    pages = bytearray()
+    uncompressed_total = 0
+    bounds = [0, *cuts, count]
+    assert all(a < b for a, b in zip(bounds, bounds[1:])), "cuts must be inside the page"
+    for a, b in zip(bounds, bounds[1:]):
+        rep_bytes = hybrid_bit_packed(rep[a:b], 1)
+        def_bytes = hybrid_bit_packed(defs[a:b], def_width)
+        plain = (len(rep_bytes).to_bytes(4, "little") + rep_bytes +
+                 len(def_bytes).to_bytes(4, "little") + def_bytes +
+                 values[value_at[a] * value_width:value_at[b] * value_width])
+        packed = compress(plain)
+        header = Struct([[PAGE_TYPE, I32, 0], [UNCOMPRESSED_SIZE, I32, len(plain)],
+                         [COMPRESSED_SIZE, I32, len(packed)],
+                         [DATA_PAGE_HEADER, STRUCT, Struct([[NUM_VALUES, I32, b - a],
+                                                            [ENCODING, I32, 0],
+                                                            [3, I32, 3], [4, I32, 3]])]])
+        encoded = write_struct(header)
+        pages += encoded + packed
+        uncompressed_total += len(encoded) + len(plain)
+    old_uncompressed = chunk_meta.get(6)
+    chunk_meta.set(4, I32, codec)
+    chunk_meta.set(6, I64, uncompressed_total)
+    chunk_meta.set(7, I64, len(pages))
+    chunk_meta.drop(13)  # the encoding statistics counted the one page
+    group = meta.get(4)[1][0]
+    group.set(2, I64, group.get(2) - old_uncompressed + uncompressed_total)
+    if group.get(6) is not None:
+        group.set(6, I64, group.get(6) - size + len(pages))
+    return with_footer(data[:start] + bytes(pages) + data[footer_at:], meta)

@@ -304,3 +304,13 @@ def test_profile_reads_refuses_a_negative_repeat(tmp_path):
                            "--repeat", "-1", "--data", str(tmp_path)], cwd=BENCH,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "--repeat must not be negative" in done.stderr
+
+
+def test_load_big_pages_counts_the_pages_read():
+    out = run_script("load_big_pages.py", "--rows", "300", "--rounds", "1",
+                     "--case", "256-dim, one 61 MiB page", "--case", "768-dim, 1 MiB pages")
+    rows = [line.split() for line in out.splitlines() if line.startswith(("256-dim", "768-dim"))]
+    assert len(rows) == 2
+    # 300 rows in one page, read once; at 768 dimensions, 1 MiB pages of ~340 rows: one
+    assert [row[-5] for row in rows] == ["1", "1"]
+    assert all(row[-1].endswith("x") for row in rows)

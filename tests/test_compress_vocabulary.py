@@ -188,3 +188,40 @@ def test_the_cli_refuses_other_values_as_usage(flags, tmp_path, capsys):
     assert info.value.code == 2
     err = capsys.readouterr().err
     assert "--compress" in err or "--gzip" in err or "--zstd" in err
+
+
+def test_naming_an_encoding_does_not_need_its_backend():
+    """Without the zstandard package, "python-zstd" still names the zstd encoding (the
+    documented example), while compressing with it is refused naming the package."""
+    import subprocess
+    import sys
+    import textwrap
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    code = textwrap.dedent("""
+        import sys
+        sys.modules["zstandard"] = None  # import zstandard raises ImportError
+        from bulkwire import compression
+        assert "python-zstd" not in compression.zstd_backends()
+        assert compression.compress_encoding("python-zstd") == "zstd"
+        assert compression.compress_encoding("zstd") == "zstd"
+        assert compression.compress_encoding(True) == "gzip"
+        try:
+            compression.parse_compress("python-zstd")
+        except ValueError as exc:
+            assert "zstandard" in str(exc), exc
+        else:
+            raise AssertionError("python-zstd compressed without its package")
+        for bad, kind in (("lz4", ValueError), (3, TypeError)):
+            try:
+                compression.compress_encoding(bad)
+            except kind:
+                pass
+            else:
+                raise AssertionError(f"{bad!r} named an encoding")
+        print("ok")
+    """)
+    env = dict(os.environ, PYTHONPATH=os.path.join(root, "pkg"))
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.stdout == "ok\n", done.stderr[-2000:]

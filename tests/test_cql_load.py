@@ -179,7 +179,7 @@ def test_a_row_the_server_refuses_fails_the_load_naming_its_source_row(cassandra
         bulkwire.cql.load_parquet(path, cassandra_node.address, KEYSPACE, table, batch_rows=8)
     assert caught.value.source_row == 37
     assert f"{cassandra_node.address}:9042" in str(caught.value)
-    assert "source row 37" in "\n".join(getattr(caught.value, "__notes__", []))
+    assert "(source row 37; " in str(caught.value)
     assert caught.value.unconfirmed
 
 
@@ -467,6 +467,11 @@ def test_a_node_killed_mid_load_with_rf_2_and_one_leaves_every_row_stored(cassan
     (["--zstd"], "--cql excludes --zstd"),
     (["--collection", "Points"], "--cql excludes --collection"),
     (["--username", "u"], "--username and --password go together"),
+    (["--insecure"], "--insecure needs --cql-tls with --cql"),
+    (["--consistency", "serial"], "--consistency must be one of ANY, ONE, TWO, THREE, QUORUM, "
+                                  "ALL, LOCAL_QUORUM, EACH_QUORUM, LOCAL_ONE (the levels of a "
+                                  "write; SERIAL and LOCAL_SERIAL are a conditional update's), "
+                                  "not 'serial'"),
 ])
 def test_the_command_line_refuses_what_cql_excludes(tmp_path, capsys, extra, refused):
     from bulkwire.cli import main

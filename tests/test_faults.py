@@ -13,7 +13,7 @@ import bulkwire
 import bulkwire.transport
 from bulkwire import errors
 from bulkwire.bulk import compression_backends
-from fault_server import (BODY_FAULTS, FAULTS, STEPS, FaultServer, eventually,
+from fault_server import (BODY_FAULTS, FAULTS, STEPS, FaultServer, eventually, read_chunked,
                           hold_the_end_until, shrink_send_buffers)
 
 CELL_LIMIT = 10.0   # seconds a cell may take; a hang is interrupted and fails the test
@@ -454,14 +454,7 @@ class KeepAliveThenLetGo:
             return
         if line.startswith(b"POST "):
             self.posts_on.append(number)
-            data = bytearray()
-            while True:
-                size = int(reader.readline().split(b";")[0], 16)
-                data += reader.read(size)
-                reader.readline()
-                if size == 0:
-                    break
-            self.bodies.append(bytes(data))
+            self.bodies.append(read_chunked(reader))
             conn.sendall(b"HTTP/1.1 201 Created\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
         reader.close()
         conn.close()

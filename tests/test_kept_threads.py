@@ -99,6 +99,57 @@ def test_a_job_given_as_the_wait_ends_still_runs(pauses):
     assert wait_until(lambda: not named("kept-race"))
 
 
+class InterruptedPop(list):
+    """The idle threads, where Ctrl-C lands once right after a thread was taken out of
+    them, before it was given its job."""
+
+    interrupted = False
+
+    def pop(self, *args):
+        kept = super().pop(*args)
+        if self.interrupted:
+            return kept
+        self.interrupted = True
+        raise KeyboardInterrupt
+
+
+class InterruptedWake:
+    """A thread's wake lock, where Ctrl-C lands once as it is about to be released: the
+    job is set, the thread not woken."""
+
+    def __init__(self, lock) -> None:
+        self.lock = lock
+
+    def release(self) -> None:
+        raise KeyboardInterrupt
+
+    def acquire(self, *args, **kwargs):
+        return self.lock.acquire(*args, **kwargs)
+
+
+@pytest.mark.parametrize("where", ["after the pop", "before the wake"])
+def test_ctrl_c_in_the_hand_over_leaves_no_thread_waiting_for_ever(where):
+    """A run() interrupted between taking an idle thread and waking it with its job: it
+    raises, the job is not run, and the thread ends after its wait (it does not wait for
+    a job that will never come); the next job runs."""
+    threads = KeptThreads("kept-interrupted", idle_seconds=0.05)
+    run_and_wait(threads)
+    assert wait_until(lambda: threads.idle() == 1)
+    (waiting,) = threads._idle
+    if where == "after the pop":
+        threads._idle = InterruptedPop(threads._idle)
+    else:
+        waiting._wake = InterruptedWake(waiting._wake)
+    ran = threading.Event()
+    with pytest.raises(KeyboardInterrupt):
+        threads.run(ran.set)
+    assert threads.idle() == 0
+    assert wait_until(lambda: not named("kept-interrupted")), "the thread waits for ever"
+    assert not ran.is_set()
+    run_and_wait(threads)  # the next job runs, on a new thread
+    assert wait_until(lambda: not named("kept-interrupted"))
+
+
 def test_a_job_that_raises_ends_its_thread_and_is_reported(monkeypatch):
     reported = []
     monkeypatch.setattr(threading, "excepthook", lambda args: reported.append(args))

@@ -87,6 +87,7 @@ def test_the_batches_are_pyarrows_whatever_the_layout(tmp_path_factory, monkeypa
     stop = data.draw(st.one_of(st.none(), st.integers(first, groups)))
     plan = Plan(columns)
     calls = count_page_reads(monkeypatch)
+    stats = paged_stats(monkeypatch)
     got = list(_file_batches(path, plan, batch_rows, first, stop))
     expected = pyarrow_batches(path, plan, batch_rows, first, stop)
     assert [b.num_rows for b in got] == [b.num_rows for b in expected]
@@ -98,6 +99,11 @@ def test_the_batches_are_pyarrows_whatever_the_layout(tmp_path_factory, monkeypa
     if sum(b.num_rows for b in expected):
         # the page reader read the vectors (a row group with nulls goes to pyarrow whole)
         assert calls
+        if not null_every:  # every page of the groups read, each once
+            with TableFile(path, ["emb"]) as f:
+                pages = sum(len(f._chunk_pages(g, "emb", f._plans["emb"]))
+                            for g in range(first, groups if stop is None else stop))
+            assert stats[0]["pages_read"] == pages and stats[0]["row_groups"] == 0
 
 
 def test_a_vector_column_read_alone_or_not_covered_is_read_by_pyarrow(tmp_path, monkeypatch):
@@ -128,17 +134,63 @@ def test_a_vector_column_read_alone_or_not_covered_is_read_by_pyarrow(tmp_path, 
     assert not calls
 
 
+def paged_stats(monkeypatch) -> list:
+    """The page reader's counts of each load's vector column, taken as it is closed."""
+    stats: list = []
+    real = _PagedVectors.close
+
+    def close(self):
+        stats.append(dict(self.file.stats[self.name]))
+        real(self)
+
+    monkeypatch.setattr(datasets._PagedVectors, "close", close)
+    return stats
+
+
 def test_the_page_reader_reads_only_the_batchs_rows(tmp_path, monkeypatch):
-    """Each batch asks the page reader for its own rows, cut at row group ends; the file's
-    open descriptor is the load's (the reader closes nothing of it)."""
+    """Each batch asks the page reader for the rows it has not read yet, up to the end of
+    the page holding the batch's last row, cut at row group ends; the file's open descriptor
+    is the load's (the reader closes nothing of it)."""
     path = os.path.join(tmp_path, "v.parquet")
     pq.write_table(vector_table(100, 8, kind="fixed_size_list", dtype="float32", null_every=0),
                    path, row_group_size=30, data_page_size=512, write_page_index=True)
+    with TableFile(path, ["emb"]) as f:
+        first_rows = [f._chunk_pages(g, "emb", f._plans["emb"])[:, 2].tolist()
+                      for g in range(4)]
+    assert first_rows == [[0, 29]] * 3 + [[0, 9]]  # pyarrow's pages: 29 rows and 1
     calls = count_page_reads(monkeypatch)
+    stats = paged_stats(monkeypatch)
     batches = list(_file_batches(path, Plan(), 25))
     assert [b.num_rows for b in batches] == [25, 25, 25, 25]
-    # rows 0-24 | 25-29, 30-49 | 50-59, 60-74 | 75-89, 90-99
-    assert calls == [25, 5, 20, 10, 15, 15, 10]
+    # rows 0-24: 0-28 read | 25-28 kept, 29 read; 0-19 of the next group: 0-28 read | ...
+    # | 15-28 kept, 29 read; the last group's 0-9: both its pages read at once
+    assert calls == [29, 1, 29, 1, 29, 1, 10]
+    assert stats[0]["pages_read"] == 8
+
+
+@pytest.mark.parametrize("page_index", [False, True])
+@pytest.mark.parametrize("batch_rows", [7, 100, 333, 5000])
+def test_each_page_is_read_once_per_load_whatever_the_batches(tmp_path, monkeypatch,
+                                                              page_index, batch_rows):
+    """A page holding the rows of many batches is read and decompressed once, not once per
+    batch: the pages read are the chunks' pages, counted by the page reader."""
+    import parquet_craft as pc
+
+    path = os.path.join(tmp_path, "v.parquet")
+    table = vector_table(3000, 16, kind="fixed_size_list", dtype="float32", null_every=0)
+    pq.write_table(table, path, row_group_size=1300, data_page_size=16 << 10,
+                   compression="snappy", use_dictionary=False, write_page_index=page_index)
+    data = open(path, "rb").read()
+    pages = sum(len(pc.data_pages(data, g, 1)) for g in range(3))
+    assert pages > 3 * 3  # pages of ~256 rows
+    stats = paged_stats(monkeypatch)
+    got = list(_file_batches(path, Plan(), batch_rows))
+    expected = pyarrow_batches(path, Plan(), batch_rows)
+    assert [b.num_rows for b in got] == [b.num_rows for b in expected]
+    assert all(a.equals(b) for a, b in zip(got, expected))
+    assert len(stats) == 1
+    assert stats[0]["pages_read"] == pages
+    assert stats[0]["row_groups"] == 0
 
 
 def test_a_load_with_the_page_reader_writes_the_same_body(tmp_path):

@@ -525,3 +525,39 @@ def test_mutated_chunk_never_crashes(tmp_path_factory, files, column, leaf, dict
     except (MalformedFileError, OSError, pa.ArrowException):
         return
     assert got.num_rows == len(rows)
+
+
+@pytest.mark.parametrize("page_index", [False, True])
+def test_dictionary_page_offset_0_means_no_dictionary(tmp_path, page_index):
+    """Some writers leave dictionary_page_offset 0 (the file's magic, where no page can be)
+    for a chunk without a dictionary: every column is read page by page as pyarrow reads it,
+    by take and by the load, and nothing reads a page header at offset 0."""
+    import parquet_craft as pc
+    from bulkwire import load_parquet
+
+    table = _table(False)
+    source = tmp_path / "plain.parquet"
+    pq.write_table(table, source, use_dictionary=False, write_page_index=page_index,
+                   row_group_size=1000, data_page_size=4096, compression="snappy")
+    data = source.read_bytes()
+    meta, _ = pc.footer(data)
+    for g, group in enumerate(meta.get(4)[1]):
+        for c in range(len(group.get(1)[1])):
+            pc.column_chunk(meta, g, c).get(3).set(11, pc.I64, 0)
+    path = tmp_path / "zero.parquet"
+    path.write_bytes(pc.with_footer(data, meta))
+    assert pq.ParquetFile(path).metadata.row_group(0).column(0).dictionary_page_offset == 0
+    expected = pq.read_table(path)
+    assert expected.equals(table)
+    rows = np.random.default_rng(3).integers(0, ROWS, 200)
+    with TableFile(path) as f:
+        assert set(f.paths.values()) == {PAGES if page_index else "walked pages"}
+        assert f.take(rows).equals(table.take(rows))
+        assert all(s["row_groups"] == 0 for s in f.stats.values())
+    body = tmp_path / "zero.json"
+    assert load_parquet(path, out=str(body), id_column="id", vector_column="emb",
+                        columns=["cat", "emb"], batch_rows=300).rows == ROWS
+    memory = tmp_path / "memory.json"
+    load_parquet(table, out=str(memory), id_column="id", vector_column="emb",
+                 columns=["cat", "emb"], batch_rows=300)
+    assert body.read_bytes() == memory.read_bytes()

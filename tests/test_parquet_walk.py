@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import io
 import mmap
+from dataclasses import dataclass, field
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import pyarrow as pa
@@ -19,6 +20,7 @@ import pyarrow.parquet as pq
 import parquet_craft as pc
 from bulkwire import _core
 from bulkwire.errors import MalformedFileError
+from bulkwire.load.datasets import _file_batches
 from bulkwire.parquet import PAGES, WALKED_PAGES, TableFile, take
 
 ROWS, DIM = 2500, 4
@@ -311,13 +313,15 @@ def test_garbage_header(tmp_path, tables):
 
 @pytest.mark.parametrize("leaf, name, message", [
     (0, "id", "pages hold 999 rows, its row group 1000"),
-    (3, "emb", "not rows of a fixed_size_list of 4"),
+    (3, "emb", r"row \d+ of a fixed_size_list of 4 holds 3 values"),
     (4, "l", "page starts inside a row|levels end"),
 ])
 def test_page_rows_that_do_not_add_up(tmp_path, tables, leaf, name, message):
     """One value fewer in a page header: a scalar chunk's rows no longer add up to the row
-    group's, a fixed_size_list page's values are no longer whole rows, a list page's levels
-    are read short. MalformedFileError naming the file, the column and what is wrong."""
+    group's, a fixed_size_list page's values are no longer whole rows (its levels are
+    counted, a row of v1 pages may go on into the next page, and the page's last row is one
+    value short), a list page's levels are read short. MalformedFileError naming the file,
+    the column and what is wrong."""
     table = tables[False]
     source = _write(tmp_path / "source.parquet", table, use_dictionary=False)
     data = bytearray(open(source, "rb").read())
@@ -367,3 +371,86 @@ def test_walk_in_memory_file_bytes():
     values, lengths, read = _core.parquet_take_chunk(data, pages, 100, codec, 8, 0, 1, 0,
                                                      np.array([0, 99], dtype=np.int64))
     assert values.view(np.int64).tolist() == [0, 99] and read == 2
+
+
+# ---- rows that go on from one v1 data page into the next -----------------------------------
+
+def _vectors_table(rows: int, dim: int, kind: str, dtype: str) -> pa.Table:
+    values = pa.array(np.arange(rows * dim).astype(dtype) / 7)
+    if kind == "fixed_size_list":
+        v = pa.FixedSizeListArray.from_arrays(values, dim)
+    else:
+        v = pa.ListArray.from_arrays(
+            pa.array(np.arange(0, rows * dim + 1, dim, dtype=np.int32)), values)
+    return pa.table({"id": pa.array(np.arange(rows), pa.int64()), "v": v})
+
+
+def _rows_across_pages(tmp_path, table: pa.Table, cuts: list, codec: int = 0) -> str:
+    """The table written with its vector column's one v1 page cut at the level positions
+    ``cuts`` (inside rows: pyarrow never writes such pages itself, other writers do)."""
+    sink = io.BytesIO()
+    pq.write_table(table, sink, use_dictionary=False, compression="none",
+                   data_page_size=1 << 30, write_page_index=False)
+    path = str(tmp_path / "across.parquet")
+    with open(path, "wb") as f:
+        f.write(pc.split_list_pages(sink.getvalue(), 1, cuts, codec))
+    return path
+
+
+@dataclass
+class _Plan:
+    read_columns: list = field(default_factory=lambda: ["id", "v"])
+    vector_column: str | None = "v"
+
+
+@pytest.mark.parametrize("kind", ["list", "fixed_size_list"])
+def test_a_row_that_starts_in_one_v1_page_and_ends_in_the_next(tmp_path, kind):
+    """Row 10 of lists of 3 starts in one v1 data page and ends in the next (31 levels in the
+    first page): legal without a page index, and pyarrow reads it. The load, take and the
+    command line give its rows, the chunk read by pyarrow."""
+    from bulkwire import cli, load_parquet
+
+    table = _vectors_table(20, 3, kind, "float32")
+    path = _rows_across_pages(tmp_path, table, [31])
+    assert len(pc.data_pages(open(path, "rb").read(), 0, 1)) == 2
+    assert pq.read_table(path).equals(table)
+    with TableFile(path) as f:
+        assert f.take([10, 11, 0, 19]).equals(table.take([10, 11, 0, 19]))
+        assert f.stats["v"]["row_groups"] == 1 and f.stats["v"]["pages"] == 0
+    assert take(path, range(20)).equals(table)
+    batches = list(_file_batches(path, _Plan(), 7))
+    assert pa.Table.from_batches(batches).equals(table)
+    body = str(tmp_path / "body.json")
+    assert load_parquet(path, out=body, vector_column="v", batch_rows=7).rows == 20
+    memory = str(tmp_path / "memory.json")
+    load_parquet(table, out=memory, vector_column="v", batch_rows=7)
+    assert open(body, "rb").read() == open(memory, "rb").read()
+    cli_body = str(tmp_path / "cli.json")
+    assert cli.main(["load", path, "--out", cli_body, "--vector-column", "v", "-q"]) == 0
+    assert open(cli_body, "rb").read() == open(memory, "rb").read()
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(rows=st.integers(2, 40), dim=st.integers(1, 9),
+       kind=st.sampled_from(["list", "fixed_size_list"]),
+       dtype=st.sampled_from(["float32", "float64"]),
+       codec=st.sampled_from(sorted(pc.CODECS)), batch_rows=st.integers(1, 50), data=st.data())
+def test_rows_cut_anywhere_across_v1_pages_read_as_pyarrow_reads_them(
+        tmp_path, rows, dim, kind, dtype, codec, batch_rows, data):
+    """The levels of a column of lists cut into v1 pages at random places, inside rows or at
+    their ends (a row may run over several pages): take and the load's batches are
+    pyarrow's, value for value."""
+    table = _vectors_table(rows, dim, kind, dtype)
+    levels = rows * dim
+    cuts = sorted(data.draw(st.sets(st.integers(1, levels - 1), max_size=min(6, levels - 1))))
+    path = _rows_across_pages(tmp_path, table, cuts, codec)
+    expected = pq.read_table(path)
+    assert expected.equals(table)
+    order = data.draw(st.lists(st.integers(0, rows - 1), min_size=1, max_size=12))
+    assert take(path, order).equals(expected.take(order))
+    mine = list(_file_batches(path, _Plan(), batch_rows))
+    theirs = list(pq.ParquetFile(path).iter_batches(batch_size=batch_rows))
+    assert [b.num_rows for b in mine] == [b.num_rows for b in theirs]
+    for a, b in zip(mine, theirs):
+        assert a.equals(b)

@@ -33,6 +33,7 @@ struct bw_cql_conn {
     bw_buf out; /* frames to write: out_sent of them written */
     size_t out_sent;
     int broken;
+    _Atomic int aborted; /* bw_cql_abort was called (from any thread) */
     bw_cql_status broken_status;
     char peer[300];
     char authenticator[128];
@@ -209,8 +210,16 @@ static int connect_tcp(bw_cql_conn *conn, const bw_cql_options *opt, bw_cql_stat
             while (rc == EINPROGRESS || rc == EINTR) {
                 long left = deadline < 0 ? -1 : (long)(deadline - now_ms());
                 rc = left == 0 || left < -1 ? ETIMEDOUT : bw_wait_fd(fd, POLLOUT, left);
-                if (rc == EINTR)
+                if (rc == EINTR) {
+                    if (opt->interrupted != NULL && opt->interrupted(opt->interrupt_ctx)) {
+                        close(fd);
+                        freeaddrinfo(found);
+                        fail(conn, status, BW_CQL_E_INTERRUPTED, EINTR,
+                             "interrupted while connecting");
+                        return -1;
+                    }
                     continue;
+                }
                 if (rc == 0) {
                     socklen_t len = sizeof rc;
                     if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &rc, &len) < 0)
@@ -235,30 +244,46 @@ static int connect_tcp(bw_cql_conn *conn, const bw_cql_options *opt, bw_cql_stat
     return fd;
 }
 
-/* Writes the frames waiting in conn->out. 0 when all are written; BW_SEND_ANSWERED when the
-   server answered while the write waited for room (the rest stays queued: read, then call
-   again); else a transport result. */
-static int write_pending(bw_cql_conn *conn) {
-    size_t left = conn->out.len - conn->out_sent;
-    if (left == 0)
-        return 0;
-    struct iovec iov = {conn->out.data + conn->out_sent, left};
-    int rc;
+/* Writes the frames waiting in conn->out, waiting for room at most the connection's timeout
+   without a byte taken. 0 when all are written; BW_SEND_ANSWERED when the server answered
+   while the write waited for room (the rest stays queued: read, then call again); EINTR
+   when a wait was cut short by a signal and interrupted(ctx) said stop (the rest stays
+   queued); else a transport result. */
+static int write_pending(bw_cql_conn *conn, int (*interrupted)(void *ctx), void *ctx) {
+    for (;;) {
+        size_t left = conn->out.len - conn->out_sent;
+        if (left == 0)
+            return 0;
+        struct iovec iov = {conn->out.data + conn->out_sent, left};
+        int rc;
 #ifdef BW_HAVE_OPENSSL
-    if (conn->tls != NULL)
-        /* an interrupted TLS record must be finished with the same bytes: no watching here;
-           the window bounds what the server may have to write meanwhile */
-        rc = bw_tls_write_all(conn->tls, &iov, 1, conn->timeout_ms, 0);
-    else
+        if (conn->tls != NULL)
+            /* an interrupted TLS record must be finished with the same bytes: no watching
+               here; the window bounds what the server may have to write meanwhile */
+            rc = bw_tls_write_all(conn->tls, &iov, 1, conn->timeout_ms, 0);
+        else
 #endif
-        rc = bw_send_all(conn->fd, &iov, 1, conn->timeout_ms, 1);
-    /* the writers advance their array: a whole write leaves nothing of it to read */
-    conn->out_sent = rc == 0 ? conn->out.len : conn->out.len - iov.iov_len;
-    if (conn->out_sent == conn->out.len) {
-        conn->out.len = 0;
-        conn->out_sent = 0;
+            /* what the socket takes now; the wait for room is this loop's, so that a
+               signal ends it */
+            rc = bw_send_all(conn->fd, &iov, 1, 0, 1);
+        /* the writers advance their array: a whole write leaves nothing of it to read */
+        conn->out_sent = rc == 0 ? conn->out.len : conn->out.len - iov.iov_len;
+        if (conn->out_sent == conn->out.len) {
+            conn->out.len = 0;
+            conn->out_sent = 0;
+        }
+        if (rc == ETIMEDOUT && conn->tls == NULL) {
+            rc = bw_wait_fd(conn->fd, POLLOUT | POLLIN, conn->timeout_ms);
+            if (rc == 0 && bw_peer_answered(conn->fd))
+                return BW_SEND_ANSWERED;
+            if (rc == 0)
+                continue;
+        }
+        if (rc != EINTR)
+            return rc;
+        if (interrupted != NULL && interrupted(ctx))
+            return EINTR;
     }
-    return rc;
 }
 
 /* read_some found the socket readable but nothing to take (a spurious wakeup). */
@@ -315,7 +340,8 @@ typedef struct {
     int busy;      /* slots not free */
     int sent;      /* slots SENT */
     int stopping;  /* a failure was recorded: take no new requests, answer what is out */
-    int consumer_stopped;
+    int end_now;   /* a server's error or a refused answer: the run ends once the answers
+                      already read are taken, without waiting for those still out */
 } run_state;
 
 /* Appends the frame of slot id's request to the output. 0, or -1 when out of memory. */
@@ -426,17 +452,24 @@ static int take_frame(run_state *rs, const bw_cql_header *h, const uint8_t *body
         }
         give_up_slot(rs, id);
         begin_stop(rs);
+        rs->end_now = 1;
         return 0;
     }
-    uint64_t tag = s->request.tag;
+    /* every answer is judged, those after a failure too: one the consumer refuses is not
+       an acknowledgement */
+    if (rs->consume(rs->ctx, s->request.tag, h->opcode, c.p, c.left) < 0) {
+        if (first == st) {
+            fail(conn, st, BW_CQL_E_CALLBACK, 0, "the answer's consumer refused an answer");
+            rs->outcome->has_failed_tag = 1;
+            rs->outcome->failed_tag = s->request.tag;
+        }
+        give_up_slot(rs, id);
+        begin_stop(rs);
+        rs->end_now = 1;
+        return 0;
+    }
     release_slot(rs, id);
     rs->outcome->answered++;
-    if (!rs->consumer_stopped && rs->consume(rs->ctx, tag, h->opcode, c.p, c.left) < 0) {
-        rs->consumer_stopped = 1;
-        if (first == st)
-            fail(conn, st, BW_CQL_E_CALLBACK, 0, "the answer's consumer stopped the run");
-        begin_stop(rs);
-    }
     return 0;
 }
 
@@ -574,9 +607,16 @@ int bw_cql_run(bw_cql_conn *conn, const bw_cql_run_options *options, bw_cql_prod
         if (rs.busy == 0 && (producer_done || rs.stopping))
             break;
         size_t unwritten = conn->out.len - conn->out_sent;
-        int wrote = write_pending(conn);
+        int wrote = write_pending(conn, options->interrupted, ctx);
         if (conn->out.len - conn->out_sent < unwritten)
             quiet_since = now_ms(); /* the server took bytes: it is not stalled */
+        if (wrote == EINTR) {
+            bw_cql_status scratch;
+            fail(conn, status->kind == BW_CQL_OK ? status : &scratch, BW_CQL_E_INTERRUPTED,
+                 EINTR, "interrupted with %d request(s) unanswered", rs.busy);
+            abandon_all(&rs);
+            goto done;
+        }
         if (wrote != 0 && wrote != BW_SEND_ANSWERED) {
             bw_cql_status scratch;
             fail_io(conn, status->kind == BW_CQL_OK ? status : &scratch, wrote,
@@ -600,7 +640,9 @@ int bw_cql_run(bw_cql_conn *conn, const bw_cql_run_options *options, bw_cql_prod
         if (rc == 0 && got == 0) {
             bw_cql_status scratch;
             fail(conn, status->kind == BW_CQL_OK ? status : &scratch, BW_CQL_E_LOST, 0,
-                 "the server closed the connection with %d request(s) unanswered", rs.busy);
+                 conn->aborted ? "the connection was aborted with %d request(s) unanswered"
+                               : "the server closed the connection with %d request(s) "
+                                 "unanswered", rs.busy);
             abandon_all(&rs);
             goto done;
         }
@@ -608,6 +650,20 @@ int bw_cql_run(bw_cql_conn *conn, const bw_cql_run_options *options, bw_cql_prod
             quiet_since = now_ms();
             if (take_frames(&rs) < 0) {
                 abandon_all(&rs);
+                goto done;
+            }
+            if (rs.end_now && rs.busy > 0) {
+                /* a failure of the run's: it ends now, whatever the requests still out do
+                   (a node may never answer them); their answers may still come, so the
+                   connection is not used again */
+                int out = rs.busy;
+                abandon_all(&rs);
+                conn->broken = 1;
+                memset(&conn->broken_status, 0, sizeof conn->broken_status);
+                conn->broken_status.kind = BW_CQL_E_LOST;
+                snprintf(conn->broken_status.message, sizeof conn->broken_status.message,
+                         "%s: not used again: a run ended at an error with %d request(s) "
+                         "unanswered, whose answers may still come", conn->peer, out);
                 goto done;
             }
             continue;
@@ -667,7 +723,14 @@ typedef struct {
     uint8_t *answer;
     size_t answer_len;
     int nomem;
+    int (*interrupted)(void *ctx);
+    void *interrupt_ctx;
 } single;
+
+static int single_interrupted(void *ctx) {
+    single *one = ctx;
+    return one->interrupted(one->interrupt_ctx);
+}
 
 static int single_produce(void *ctx, bw_cql_request *request) {
     single *one = ctx;
@@ -699,9 +762,10 @@ static int single_consume(void *ctx, uint64_t tag, uint8_t opcode, const uint8_t
 
 int bw_cql_request_one(bw_cql_conn *conn, uint8_t opcode, const uint8_t *body, size_t len,
                        uint8_t *answer_opcode, uint8_t **answer_body, size_t *answer_len,
+                       int (*interrupted)(void *ctx), void *interrupt_ctx,
                        bw_cql_status *status) {
-    single one = {opcode, body, len, 0, 0, NULL, 0, 0};
-    bw_cql_run_options options = {1, 0, 0, 0, NULL};
+    single one = {opcode, body, len, 0, 0, NULL, 0, 0, interrupted, interrupt_ctx};
+    bw_cql_run_options options = {1, 0, 0, 0, interrupted != NULL ? single_interrupted : NULL};
     bw_cql_outcome outcome;
     int rc = bw_cql_run(conn, &options, single_produce, single_consume, &one, &outcome, status);
     bw_cql_outcome_free(&outcome);
@@ -733,7 +797,7 @@ static int handshake(bw_cql_conn *conn, const bw_cql_options *opt, bw_cql_status
         return fail(conn, status, BW_CQL_E_NOMEM, ENOMEM, "out of memory");
     /* OPTIONS: the server says what it supports (a [string multimap]) */
     if (bw_cql_request_one(conn, BW_CQL_OP_OPTIONS, NULL, 0, &op, &answer, &answer_len,
-                           status) < 0)
+                           opt->interrupted, opt->interrupt_ctx, status) < 0)
         goto cleanup;
     {
         bw_cql_cursor c = bw_cql_cursor_make(answer, answer_len);
@@ -754,7 +818,8 @@ static int handshake(bw_cql_conn *conn, const bw_cql_options *opt, bw_cql_status
         goto cleanup;
     }
     if (bw_cql_request_one(conn, BW_CQL_OP_STARTUP, (const uint8_t *)body.data, body.len, &op,
-                           &answer, &answer_len, status) < 0)
+                           &answer, &answer_len, opt->interrupted, opt->interrupt_ctx,
+                           status) < 0)
         goto cleanup;
     if (op == BW_CQL_OP_READY) {
         rc = 0;
@@ -798,7 +863,8 @@ static int handshake(bw_cql_conn *conn, const bw_cql_options *opt, bw_cql_status
     free(answer);
     answer = NULL;
     rc = bw_cql_request_one(conn, BW_CQL_OP_AUTH_RESPONSE, (const uint8_t *)body.data, body.len,
-                            &op, &answer, &answer_len, status);
+                            &op, &answer, &answer_len, opt->interrupted, opt->interrupt_ctx,
+                            status);
     memset(body.data, 0, body.len); /* the password leaves no copy behind */
     if (rc < 0)
         goto cleanup;
@@ -849,6 +915,11 @@ bw_cql_conn *bw_cql_connect(const bw_cql_options *opt, bw_cql_status *status) {
         }
         int rc;
         while ((rc = bw_tls_handshake(conn->tls, opt->connect_timeout_ms)) == EINTR) {
+            if (opt->interrupted != NULL && opt->interrupted(opt->interrupt_ctx)) {
+                fail(conn, status, BW_CQL_E_INTERRUPTED, EINTR,
+                     "interrupted during the TLS handshake");
+                goto failed;
+            }
         }
         if (rc != 0) {
             if (rc == BW_TLS_FAILED)
@@ -883,6 +954,13 @@ void bw_cql_close(bw_cql_conn *conn) {
     bw_buf_free(&conn->in);
     bw_buf_free(&conn->out);
     free(conn);
+}
+
+void bw_cql_abort(bw_cql_conn *conn) {
+    if (conn == NULL || conn->fd < 0 || bw_origin_inherited(&conn->origin))
+        return;
+    conn->aborted = 1;
+    shutdown(conn->fd, SHUT_RDWR); /* a wait on it, in any thread, wakes to its end */
 }
 
 int bw_cql_inherited(const bw_cql_conn *conn) { return bw_origin_inherited(&conn->origin); }

@@ -83,6 +83,10 @@ typedef struct {
     int throw_on_overload;   /* asks the server (STARTUP THROW_ON_OVERLOAD) to answer a
                                 request over its limits with an overloaded error rather than
                                 to stop reading the connection for a while */
+    /* Called (with interrupt_ctx) when a wait of the connect (TCP, TLS, handshake) was cut
+       short by a signal: nonzero stops it at once (E_INTERRUPTED). NULL: signals do not. */
+    int (*interrupted)(void *ctx);
+    void *interrupt_ctx;
 } bw_cql_options;
 
 typedef struct bw_cql_conn bw_cql_conn;
@@ -92,6 +96,10 @@ bw_cql_conn *bw_cql_connect(const bw_cql_options *options, bw_cql_status *status
 /* Closes the connection and frees it. In a forked child of the process that made it, only
    its own memory is freed (the socket and TLS session are the parent's). NULL accepted. */
 void bw_cql_close(bw_cql_conn *conn);
+/* Ends the connection's traffic at once, from any thread, while another thread may be in a
+   call on it: that call's waits end (E_LOST, "aborted"), and every later call fails. The
+   connection is still closed by bw_cql_close, once no call is on it. */
+void bw_cql_abort(bw_cql_conn *conn);
 /* 1 in a forked child of the process that made the connection. */
 int bw_cql_inherited(const bw_cql_conn *conn);
 /* 1 once a call failed in a way that leaves the stream unusable (every failure but
@@ -117,7 +125,9 @@ typedef struct {
    (E_CALLBACK; message may be set through status). */
 typedef int (*bw_cql_produce)(void *ctx, bw_cql_request *request);
 /* The answer (any opcode but ERROR) to the request tagged `tag`: its body after the response
-   extras. 0 to go on, -1 to stop the run (E_CALLBACK; the request counts as answered). */
+   extras. 0 takes it as the request's acknowledgement; -1 refuses it: the request is
+   unanswered, the run stops as after a server's error (E_CALLBACK, failed_tag the first
+   refused request's) once the requests in flight are answered, each answer judged. */
 typedef int (*bw_cql_consume)(void *ctx, uint64_t tag, uint8_t opcode, const uint8_t *body,
                               size_t len);
 
@@ -148,7 +158,10 @@ typedef struct {
 
 /* Runs requests until the producer has no more and every one is answered: 0 then (status
    kind OK). Otherwise -1, *status says why and *outcome which requests are unanswered. Never
-   returns 0 while a request it took is unanswered. */
+   returns 0 while a request it took is unanswered. A server's error (not retried) or a
+   refused answer ends the run as soon as the answers already read are taken: requests still
+   out are unanswered, and the connection, whose answers to them may still come, is then
+   unusable (E_LOST); with none out it stays usable. */
 int bw_cql_run(bw_cql_conn *conn, const bw_cql_run_options *options, bw_cql_produce produce,
                bw_cql_consume consume, void *ctx, bw_cql_outcome *outcome,
                bw_cql_status *status);
@@ -156,8 +169,11 @@ int bw_cql_run(bw_cql_conn *conn, const bw_cql_run_options *options, bw_cql_prod
 void bw_cql_outcome_free(bw_cql_outcome *outcome);
 
 /* One request, answered: *answer_body (malloc'd, the caller frees it) and *answer_opcode.
-   0, or -1 with *status (E_SERVER for an ERROR answer). Not retried. */
+   0, or -1 with *status (E_SERVER for an ERROR answer). Not retried. interrupted (with
+   interrupt_ctx; NULL: none) as a run's: nonzero after a signal stops the wait at once
+   (E_INTERRUPTED; the connection is then unusable). */
 int bw_cql_request_one(bw_cql_conn *conn, uint8_t opcode, const uint8_t *body, size_t len,
                        uint8_t *answer_opcode, uint8_t **answer_body, size_t *answer_len,
+                       int (*interrupted)(void *ctx), void *interrupt_ctx,
                        bw_cql_status *status);
 #endif

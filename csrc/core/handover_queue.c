@@ -111,19 +111,36 @@ bw_hq_result bw_hq_put(bw_hq *q, void *item, long timeout_ms) {
     return rc;
 }
 
-bw_hq_result bw_hq_get(bw_hq *q, void **item, long timeout_ms) {
+/* With q->mu held: waits up to timeout_ms until an item waits or nothing more will come.
+   BW_HQ_OK when that happened, BW_HQ_TIMEOUT when not (the caller looks at the queue). */
+static bw_hq_result wait_not_empty(bw_hq *q, long timeout_ms) {
     struct timespec deadline;
-    bw_hq_result rc = BW_HQ_OK;
+    deadline_after(&deadline, timeout_ms);
+    while (q->count == 0 && !q->producer_done && !q->consumer_closed) {
+        if (pthread_cond_timedwait(&q->not_empty, &q->mu, &deadline) == ETIMEDOUT)
+            return BW_HQ_TIMEOUT;
+    }
+    return BW_HQ_OK;
+}
+
+bw_hq_result bw_hq_wait(bw_hq *q, long timeout_ms) {
     if (bw_hq_inherited(q))
         return BW_HQ_INHERITED; /* the producer is the parent's */
-    deadline_after(&deadline, timeout_ms);
     pthread_mutex_lock(&q->mu);
-    while (q->count == 0 && !q->producer_done && !q->consumer_closed) {
-        if (pthread_cond_timedwait(&q->not_empty, &q->mu, &deadline) == ETIMEDOUT) {
-            rc = BW_HQ_TIMEOUT;
-            break;
-        }
-    }
+    bw_hq_result rc = wait_not_empty(q, timeout_ms);
+    if (q->consumer_closed || (q->count == 0 && q->producer_done))
+        rc = BW_HQ_CLOSED;
+    else if (q->count > 0)
+        rc = BW_HQ_OK;
+    pthread_mutex_unlock(&q->mu);
+    return rc;
+}
+
+bw_hq_result bw_hq_get(bw_hq *q, void **item, long timeout_ms) {
+    if (bw_hq_inherited(q))
+        return BW_HQ_INHERITED; /* the producer is the parent's */
+    pthread_mutex_lock(&q->mu);
+    bw_hq_result rc = wait_not_empty(q, timeout_ms);
     if (q->count > 0) {
         rc = BW_HQ_OK;
         *item = q->slots[q->head];

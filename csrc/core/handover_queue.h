@@ -44,6 +44,10 @@ bw_hq_result bw_hq_put(bw_hq *q, void *item, long timeout_ms);
 /* Waits up to timeout_ms for an item. BW_HQ_OK sets *item; BW_HQ_CLOSED once the producer
    closed and everything was taken, or the consumer side was closed. */
 bw_hq_result bw_hq_get(bw_hq *q, void **item, long timeout_ms);
+/* Waits up to timeout_ms for an item, taking nothing: BW_HQ_OK once one waits (the next
+   bw_hq_get returns it at once), BW_HQ_CLOSED once nothing more will come (the producer
+   closed and everything was taken, or the consumer side was closed). */
+bw_hq_result bw_hq_wait(bw_hq *q, long timeout_ms);
 /* Takes any waiting item without blocking: 1 and *item, or 0 when empty (for draining). */
 int bw_hq_pop_any(bw_hq *q, void **item);
 void bw_hq_close_producer(bw_hq *q);

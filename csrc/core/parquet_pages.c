@@ -148,9 +148,16 @@ typedef struct {
         null_count;
 } column_meta;
 
-/* ColumnMetaData: the codec; whether any page may be dictionary encoded (dictionary 1) and
-   where the dictionary page is; where the data pages start, the chunk's size and its null
-   count, for a walk over its page headers. */
+/* Where the chunk's dictionary page is, by its dictionary_page_offset, or -1: none. Offset 0
+   (the file's magic, where no page can be) and below mean none: some writers leave 0 there
+   for a chunk without a dictionary. The one reading of that field. */
+static int64_t dictionary_page_offset(const column_meta *m) {
+    return m->dictionary_offset > 0 ? m->dictionary_offset : -1;
+}
+
+/* ColumnMetaData: the codec; whether any page may be dictionary encoded (dictionary 1: the
+   encodings list a dictionary encoding) and where the dictionary page is; where the data
+   pages start, the chunk's size and its null count, for a walk over its page headers. */
 static int read_column_meta(bw_thrift *t, column_meta *m) {
     int16_t last = 0, id;
     int type;
@@ -172,7 +179,6 @@ static int read_column_meta(bw_thrift *t, column_meta *m) {
             rc = bw_thrift_i64(t, type, &m->data_page_offset);
         } else if (id == 11) {
             rc = bw_thrift_i64(t, type, &m->dictionary_offset);
-            m->dictionary = 1;
         } else if (id == 12 && type == BW_THRIFT_STRUCT) {
             rc = read_statistics(t, &m->null_count);
         } else if (id == 2 && type == BW_THRIFT_LIST) {
@@ -226,16 +232,19 @@ static int read_column_chunk(bw_thrift *t, size_t file_size, int64_t *where, cha
     where[BW_CHUNK_INDEX_OFFSET] = offset;
     where[BW_CHUNK_INDEX_LENGTH] = length;
     where[BW_CHUNK_CODEC] = m.codec;
-    /* a dictionary page must lie inside the file; its header is checked when it is read */
-    if (m.dictionary && (m.dictionary_offset < 0 || (uint64_t)m.dictionary_offset >= file_size))
+    /* a dictionary page the footer places must lie inside the file (its header is checked
+       when it is read); pages dictionary encoded without one placed are not read here */
+    const int64_t dictionary = dictionary_page_offset(&m);
+    if (dictionary >= 0 && (uint64_t)dictionary >= file_size)
         where[BW_CHUNK_DICTIONARY] = BW_DICTIONARY_UNLOCATED;
+    else if (dictionary >= 0)
+        where[BW_CHUNK_DICTIONARY] = dictionary;
     else
-        where[BW_CHUNK_DICTIONARY] = m.dictionary ? m.dictionary_offset : BW_NO_DICTIONARY;
-    /* the chunk starts at its dictionary page when it has one before the data pages; offset 0
-       is the file's magic, which some writers leave there to mean none */
+        where[BW_CHUNK_DICTIONARY] = m.dictionary ? BW_DICTIONARY_UNLOCATED : BW_NO_DICTIONARY;
+    /* the chunk starts at its dictionary page when it has one before the data pages */
     int64_t start = m.data_page_offset;
-    if (m.dictionary_offset > 0 && (start < 0 || m.dictionary_offset < start))
-        start = m.dictionary_offset;
+    if (dictionary >= 0 && (start < 0 || dictionary < start))
+        start = dictionary;
     where[BW_CHUNK_START] = start;
     where[BW_CHUNK_SIZE] = m.total_compressed_size;
     where[BW_CHUNK_NULL_COUNT] = m.null_count;
@@ -881,6 +890,7 @@ typedef struct {
     int64_t list_size; /* > 0: every row must hold exactly this many levels */
     int64_t row, row_start;
     size_t next;       /* the next requested row */
+    int starts_inside; /* the page's first level goes on a row of the page before it */
     int defective;     /* a defect found (the first one is in `defect`) */
     char defect[BW_PAGES_ERROR_SIZE];
 } list_rows;
@@ -908,8 +918,10 @@ static void end_row(list_rows *l, int64_t at) {
 
 /* The repetition levels of a page of lists (`count` levels at p, n bytes, each 0 or 1): *rows
    the rows they start, and each requested row's first level and level count. A page that
-   starts inside a row, or whose rows are not list_size long (list_size > 0), is corrupt: the
-   first such defect is kept in l->defect and the levels are still read to their end (and
+   starts inside a row (l->starts_inside; legal for a v1 page of a chunk without a page index,
+   whose rows may go on from one page to the next, and the walk leaves such a chunk to
+   another reader), or whose rows are not list_size long (list_size > 0), is a defect here:
+   the first one is kept in l->defect and the levels are still read to their end (and
    checked), since a page with a null is read another way whatever else is wrong with it. */
 static int list_levels(const uint8_t *p, size_t n, int64_t count, list_rows *l, int64_t *rows,
                        char *error) {
@@ -919,6 +931,7 @@ static int list_levels(const uint8_t *p, size_t n, int64_t count, list_rows *l, 
     l->row = -1;
     l->row_start = 0;
     l->next = 0;
+    l->starts_inside = 0;
     l->defective = 0;
     while (done < count) {
         hybrid_run r = {0, 0, NULL, 0, 0};
@@ -937,7 +950,7 @@ static int list_levels(const uint8_t *p, size_t n, int64_t count, list_rows *l, 
                     l->row++;
                     l->row_start = done + i;
                 } else if (done + i == 0) {
-                    l->defective = 1;
+                    l->starts_inside = l->defective = 1;
                     snprintf(l->defect, sizeof l->defect, "page starts inside a row");
                 }
             }
@@ -945,7 +958,7 @@ static int list_levels(const uint8_t *p, size_t n, int64_t count, list_rows *l, 
             return level_too_high((unsigned)r.value, 1, error);
         } else if (r.value == 1) {
             if (done == 0) {
-                l->defective = 1;
+                l->starts_inside = l->defective = 1;
                 snprintf(l->defect, sizeof l->defect, "page starts inside a row");
             }
         } else { /* r.take rows of one level each, the last one left open */
@@ -1690,7 +1703,10 @@ cleanup:
 
 /* *rows: the rows of a v1 data page of lists (`page`: its header read; its body,
    compressed_size bytes after the header, read here), its repetition levels that start a
-   row, counted with the page decompressed. */
+   row, counted with the page decompressed. BW_PAGES_NOT_COVERED when its first level goes on
+   a row of the page before it: v1 pages of a chunk without a page index need not start at a
+   row (a row may run from one page into the next), and pages are read here only whole rows
+   at a time, so such a chunk is read another way. */
 static int count_list_page_rows(const bw_chunk_walk *w, const bw_page_header *h,
                                 page_read *page, scratch *s, int64_t *rows, char *error) {
     if (h->rep_encoding != BW_PQ_RLE)
@@ -1707,14 +1723,18 @@ static int count_list_page_rows(const bw_chunk_walk *w, const bw_page_header *h,
     page_request none = {NULL, 0, 0, NULL, NULL};
     list_rows l = {.want = &none, .list_size = 0};
     rc = list_levels(d.rep, d.rep_size, h->num_values, &l, rows, error);
+    if (rc == BW_PAGES_OK && l.starts_inside)
+        return BW_PAGES_NOT_COVERED;
     if (rc == BW_PAGES_OK && l.defective)
         rc = malformed(error, "%s", l.defect);
     return rc;
 }
 
-/* *rows: how many of the row group's rows the data page holds (see bw_parquet_walk_pages). */
+/* *rows: how many of the row group's rows the data page holds (see bw_parquet_walk_pages);
+   levels_before: the levels of the chunk's data pages before it. */
 static int data_page_rows(const bw_chunk_walk *w, const bw_page_header *h, int64_t at,
-                          page_read *page, scratch *s, int64_t *rows, char *error) {
+                          int64_t levels_before, page_read *page, scratch *s, int64_t *rows,
+                          char *error) {
     if ((h->type == BW_PQ_DATA_PAGE ? !h->has_v1 : !h->has_v2) || h->num_values < 0)
         return malformed(error, "data page at %lld without its data page header",
                          (long long)at);
@@ -1730,12 +1750,11 @@ static int data_page_rows(const bw_chunk_walk *w, const bw_page_header *h, int64
         return BW_PAGES_OK;
     }
     /* without nulls every row of a fixed_size_list has exactly list_size levels; a null row
-       has one, so only a chunk the statistics say has none is counted this way */
-    if (w->list_size > 0 && w->null_count == 0) {
-        if (h->num_values % w->list_size != 0)
-            return malformed(error, "data page at %lld holds %d values, not rows of a "
-                             "fixed_size_list of %lld", (long long)at, (int)h->num_values,
-                             (long long)w->list_size);
+       has one, so only a chunk the statistics say has none is counted this way, and only a
+       page that starts and ends at a row by those counts (a row may go on from one v1 page
+       into the next: such pages have their levels counted) */
+    if (w->list_size > 0 && w->null_count == 0 && levels_before % w->list_size == 0 &&
+        h->num_values % w->list_size == 0) {
         *rows = h->num_values / w->list_size;
         return BW_PAGES_OK;
     }
@@ -1758,7 +1777,7 @@ int bw_parquet_walk_pages(const bw_chunk_walk *w, bw_page_location **pages, size
                          "bytes)", (long long)w->chunk_start, (long long)w->chunk_size,
                          w->file_size);
     const int64_t end = w->chunk_start + w->chunk_size;
-    int64_t at = w->chunk_start, rows = 0;
+    int64_t at = w->chunk_start, rows = 0, levels = 0;
     while (at < end) {
         bw_page_header h;
         page_read page;
@@ -1800,9 +1819,10 @@ int bw_parquet_walk_pages(const bw_chunk_walk *w, bw_page_location **pages, size
             continue;
         }
         int64_t page_rows = 0;
-        rc = data_page_rows(w, &h, at, &page, &s, &page_rows, error);
+        rc = data_page_rows(w, &h, at, levels, &page, &s, &page_rows, error);
         if (rc != BW_PAGES_OK)
             goto cleanup;
+        levels += h.num_values;
         if (page_rows > w->group_rows - rows) {
             rc = malformed(error, "pages up to the one at %lld hold more than the row group's "
                            "%lld rows", (long long)at, (long long)w->group_rows);

@@ -56,8 +56,9 @@ typedef struct {
 /* What the footer says of every column chunk, BW_CHUNK_FIELDS int64 each, chunk by chunk
    (row group major): the offset index's offset and length (-1 when absent), the codec (-1
    when the chunk has no metadata) and where its dictionary page starts (BW_NO_DICTIONARY when
-   no page is dictionary encoded, BW_DICTIONARY_UNLOCATED when the footer does not say where
-   the dictionary is or says a place outside the file); then, for a walk over its page
+   the footer places none and lists no dictionary encoding, BW_DICTIONARY_UNLOCATED when it
+   lists one but places no dictionary page, or places it outside the file; a
+   dictionary_page_offset of 0, the file's magic, places none); then, for a walk over its page
    headers, where the chunk starts (its dictionary page, or its first data page), its
    total_compressed_size and its statistics' null count (each -1 when the footer does not say;
    not checked against the file here, the walk checks them). From the footer of the whole
@@ -104,9 +105,12 @@ typedef struct {
    from its start (a dictionary page first is skipped): *pages malloc'ed (free it), *count
    entries, first rows strictly increasing from 0, their rows adding up to group_rows exactly.
    A page's rows: its num_values without repetition, num_rows of a v2 page; of a v1 page of
-   lists, num_values / list_size for a fixed_size_list chunk without nulls, else the page's
-   repetition levels that start a row, the page decompressed to count them. Every header and
-   page must lie inside the chunk, the chunk inside the file. */
+   lists, num_values / list_size for a fixed_size_list chunk without nulls whose pages so far
+   hold whole rows, else the page's repetition levels that start a row, the page
+   decompressed to count them. Every header and page must lie inside the chunk, the chunk
+   inside the file. BW_PAGES_NOT_COVERED when a v1 page of lists starts inside a row (legal
+   without a page index: a row may run from one v1 page into the next; pages are read here
+   whole rows at a time, so the caller reads such a chunk another way). */
 int bw_parquet_walk_pages(const bw_chunk_walk *walk, bw_page_location **pages, size_t *count,
                           char *error);
 

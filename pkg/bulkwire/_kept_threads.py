@@ -40,11 +40,11 @@ class KeptThreads:
         be started, as ``threading.Thread.start`` raises). ``job`` should catch what it
         raises: an exception that leaves it ends its thread, reported as an uncaught
         exception of a thread is."""
-        with self._lock:
+        with self._lock:  # the hand-over, whole, under the lock the waiting thread decides by
             kept = self._idle.pop() if self._idle else None
-        if kept is not None:
-            kept.give(job)
-        else:
+            if kept is not None:
+                kept.give(job)
+        if kept is None:
             _KeptThread(self, job)
 
     def idle(self) -> int:
@@ -55,16 +55,6 @@ class KeptThreads:
     def _park(self, kept: "_KeptThread") -> None:
         with self._lock:
             self._idle.append(kept)
-
-    def _leave(self, kept: "_KeptThread") -> bool:
-        """Takes ``kept``, idle for long enough, out of the idle threads: False when a job was
-        given to it meanwhile (it then runs that job)."""
-        with self._lock:
-            try:
-                self._idle.remove(kept)
-            except ValueError:
-                return False
-            return True
 
     def _forget_all(self) -> None:
         """In a forked child: the parent's threads, idle or busy, are not there."""
@@ -83,18 +73,33 @@ class _KeptThread:
         threading.Thread(target=self._loop, name=threads.name, daemon=True).start()
 
     def give(self, job: Callable[[], None]) -> None:
+        """Wakes the thread, taken out of the idle threads, with ``job``: called under the
+        threads' lock, by which the thread tells a job given whole (set, then woken) from
+        a hand-over that an exception (Ctrl-C) cut short."""
         self._job = job
         self._wake.release()
 
     def _loop(self) -> None:
-        threads = self._threads
-        while True:
-            job, self._job = self._job, None
-            assert job is not None
+        job, self._job = self._job, None
+        while job is not None:
             job()  # what it raises ends this thread (it was not parked: nobody gives it work)
             del job  # nothing of the job is kept while the thread waits
-            threads._park(self)
-            if not self._wake.acquire(timeout=threads.idle_seconds):
-                if threads._leave(self):
-                    return
-                self._wake.acquire()  # given a job as the wait ended: it is on its way
+            self._threads._park(self)
+            job = self._next_job()
+
+    def _next_job(self) -> Optional[Callable[[], None]]:
+        """The job given to this parked thread, or None when it is to end: none came for
+        ``idle_seconds`` (it leaves the idle threads), or a ``run()`` took it out of them
+        and was interrupted before it woke it (a job set without the wake is not run:
+        that ``run()`` raised). Never waits longer than ``idle_seconds``."""
+        threads = self._threads
+        woken = self._wake.acquire(timeout=threads.idle_seconds)
+        with threads._lock:
+            if not woken:  # woken as the wait ended?
+                woken = self._wake.acquire(blocking=False)
+            job, self._job = self._job, None
+            if woken:
+                return job
+            if self in threads._idle:
+                threads._idle.remove(self)
+            return None

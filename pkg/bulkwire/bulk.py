@@ -572,6 +572,11 @@ class BulkWriter:
     def _can_pump(self) -> bool:
         return self._compression in (None, "zlib", "isal", "zstd")
 
+    def wait_ready(self) -> bool:
+        """Waits, consuming nothing, until the body has a buffer to send (True) or will have
+        none (False: it ended or failed): the moment before its first byte is sent."""
+        return self._queue.wait()
+
     def pump(self, fd: int, timeout: Optional[float], tls: Any = None) -> Optional[int]:
         """Consumer side for a connected socket the caller owns: sends the whole body on
         ``fd`` (through ``tls``, a ``_core.TlsConnection`` on it, when given) as HTTP chunks

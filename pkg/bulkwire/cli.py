@@ -88,7 +88,7 @@ OPTIONS = {"url": "--url", "database": "--database", "certificate": "--certifica
            "batch_rows": "--batch-rows", "take": "--take", "float32": "--float32",
            "workers": "--workers", "threads": "--threads", "resume": "--resume",
            "rows": "--rows", "dim": "--dim", "seed": "--seed", "row_group_rows": "--row-group",
-           "id_start": "--id-start"}
+           "id_start": "--id-start", "consistency": "--consistency"}
 
 #: An error of the Python API that begins by naming its argument: ``compress='zstd': ...``,
 #: ``columns[2] is ...``, ``batch_rows must be ...``, ``take needs ...``, ``database is required ...``.
@@ -121,6 +121,7 @@ def in_cli_words(message: str) -> str:
     >>> in_cli_words("batch_rows must be positive, got 0")
     '--batch-rows must be positive, got 0'
     """
+    message = _arguments_inside(message)
     found = _ARGUMENT_FIRST.match(message)
     if found is None or (found["name"] not in OPTIONS and found["name"] != "compress"):
         return message
@@ -128,6 +129,16 @@ def in_cli_words(message: str) -> str:
     if found["index"]:  # columns[2]: the third name given to --columns
         option = f"{option} (name {int(found['index'][1:-1]) + 1})"
     return option + message[found.end():]
+
+
+#: An argument named without a value inside a message: ``(leave it out with columns=)``.
+_ARGUMENT_INSIDE = re.compile(r"(?<![\w.-])(?P<name>[a-z_0-9]+)=(?=$|[\s),.;])")
+
+
+def _arguments_inside(message: str) -> str:
+    """``message`` with each argument it names inside (``columns=``) as its option."""
+    return _ARGUMENT_INSIDE.sub(
+        lambda m: OPTIONS.get(m["name"], m[0]) if m["name"] != "compress" else m[0], message)
 
 
 def _fail(message: str, code: int = EXIT_INPUT, error: BaseException | None = None) -> int:
@@ -200,6 +211,29 @@ def _cql_hosts(text: str) -> list:
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
     return hosts
+
+
+def _cql_address_map(text: str) -> list:
+    """One --cql-address-map value: FROM=TO, or several separated by commas, each judged by
+    :func:`bulkwire.load.cql_target.address_map_of`; the (FROM, TO) pairs.
+
+    >>> _cql_address_map("172.17.0.3=127.0.0.1:19043,10.0.0.2:9042=tunnel")
+    [('172.17.0.3', '127.0.0.1:19043'), ('10.0.0.2:9042', 'tunnel')]
+    """
+    from .load.cql_target import address_map_of
+
+    pairs = []
+    for entry in (one.strip() for one in text.split(",")):
+        source, equals, target = entry.partition("=")
+        if not (equals and source.strip() and target.strip()):
+            raise argparse.ArgumentTypeError(f"{entry!r} is not FROM=TO (an address the "
+                                             f"cluster advertises = HOST[:PORT])")
+        try:
+            address_map_of([(source, target)], what=f"entry {entry!r}")
+        except (TypeError, ValueError) as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+        pairs.append((source, target))
+    return pairs
 
 
 def _parse_take(text: str | None) -> list | None:
@@ -310,8 +344,31 @@ def cmd_load(args: argparse.Namespace) -> int:
                                   f"document's option; a row's columns are the table's)")
     elif args.keyspace is not None or args.table is not None:
         args.parser.error("--keyspace and --table need --cql")
+    elif args.cql_address_map is not None:
+        args.parser.error("--cql-address-map needs --cql")
+    address_map = None
+    if args.cql_address_map is not None:
+        from .load.cql_target import address_map_of
+
+        try:
+            address_map = dict(address_map_of(
+                [pair for value in args.cql_address_map for pair in value],
+                what="--cql-address-map"))
+        except ValueError as exc:  # an address given twice
+            args.parser.error(str(exc))
     if args.cql is not None and (args.keyspace is None or args.table is None):
         args.parser.error("--cql needs --keyspace and --table")
+    if args.cql is not None and args.insecure and not (args.cql_tls or args.certificate):
+        args.parser.error("--insecure needs --cql-tls with --cql: it turns off verifying the "
+                          "nodes' certificates, and only --cql-tls (or --certificate) turns "
+                          "TLS on")
+    if args.cql is not None:
+        from .load.cql_target import consistency_code
+
+        try:
+            consistency_code(args.consistency)
+        except ValueError as exc:
+            args.parser.error(in_cli_words(str(exc)))
     if (args.username is None) != (args.password is None):
         args.parser.error("--username and --password go together")
     if args.url is None and args.database is not None:
@@ -360,8 +417,8 @@ def cmd_load(args: argparse.Namespace) -> int:
                     _source(args), [one for value in args.cql for one in value], args.keyspace,
                     args.table, consistency=args.consistency, username=args.username,
                     password=args.password, tls=args.cql_tls, certificate=certificate,
-                    ca=False if args.insecure else args.ca, columns=columns,
-                    batch_rows=args.batch_rows, take=take,
+                    ca=False if args.insecure else args.ca, address_map=address_map,
+                    columns=columns, batch_rows=args.batch_rows, take=take,
                     progress=progress and not args.quiet, workers=args.workers,
                     threads=args.threads, resume=args.resume)
             else:
@@ -520,6 +577,13 @@ def build_parser() -> argparse.ArgumentParser:
                       help="write consistency level (with --cql; default LOCAL_ONE)")
     load.add_argument("--username", help="PasswordAuthenticator user (with --cql)")
     load.add_argument("--password", help="PasswordAuthenticator password (with --cql)")
+    load.add_argument("--cql-address-map", type=_cql_address_map, action="append",
+                      metavar="FROM=TO[,FROM=TO...]",
+                      help="with --cql: reach the node the cluster advertises at FROM (ADDRESS "
+                           "for any port, or ADDRESS:PORT) at TO (HOST[:PORT]; without a port, "
+                           "the node's own) instead, as through a port mapping, a NAT or a "
+                           "tunnel; repeat or separate with commas. The node answering at a "
+                           "contact point is always reached there")
     load.add_argument("--cql-tls", action="store_true",
                       help="TLS to the CQL nodes (--certificate, --key, --ca as for --url)")
     load.add_argument("--certificate", metavar="PEM",

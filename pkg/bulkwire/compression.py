@@ -125,7 +125,8 @@ def zstd_backends() -> list:
 
 
 def content_encoding(backend: str) -> str:
-    """The ``Content-Encoding`` of a body compressed by ``backend``.
+    """The ``Content-Encoding`` of a body compressed by ``backend`` (or by the backend of a
+    name of :data:`COMPRESS_NAMES`).
 
     >>> content_encoding("isal"), content_encoding("python-zstd")
     ('gzip', 'zstd')
@@ -187,18 +188,9 @@ def parse_compress(value: Compress, name: str = "compress") -> Optional[str]:
     ...
     ValueError: compress must be False, True or one of 'gzip', 'zstd', 'isal', 'python-isal', 'zlib', 'python-zstd', not 'lz4'
     """
-    if value is None or value is False:
+    value = _compress_name(value, name)
+    if value is None:
         return None
-    if value is True:
-        value = "gzip"
-    if not isinstance(value, str):
-        raise TypeError(f"{name} must be a bool, None or a str, not {type(value).__name__}")
-    if value in DEPRECATED_COMPRESS_NAMES:
-        from ._deprecated import warn_deprecated
-
-        replacement = DEPRECATED_COMPRESS_NAMES[value]
-        warn_deprecated(f"{name}={value!r}", f"{name}={replacement!r} (or True)", stacklevel=3)
-        value = replacement
     if value == "gzip":
         backend = default_gzip_backend()
         if backend == "zlib":
@@ -219,13 +211,33 @@ def parse_compress(value: Compress, name: str = "compress") -> Optional[str]:
             raise ValueError(f"{name}='python-zstd': the zstandard package is not installed "
                              "(pip install zstandard)")
         return value
-    if value in ("zlib", "isal", "python-isal"):
-        if value not in compression_backends():
-            raise ValueError(f"{name}={value!r}: that backend is not available here "
-                             f"(available: {', '.join(compression_backends())})")
-        return value
-    raise ValueError(f"{name} must be False, True or one of "
-                     f"{', '.join(map(repr, COMPRESS_NAMES))}, not {value!r}")
+    if value not in compression_backends():  # "zlib", "isal", "python-isal"
+        raise ValueError(f"{name}={value!r}: that backend is not available here "
+                         f"(available: {', '.join(compression_backends())})")
+    return value
+
+
+def _compress_name(value: Compress, name: str) -> Optional[str]:
+    """The name of :data:`COMPRESS_NAMES` a ``compress`` value stands for, or None for no
+    compression, whether its backend is here or not (:func:`parse_compress` then asks);
+    ``TypeError`` and ``ValueError`` as it raises them, and its ``DeprecationWarning``
+    pointing at its caller's caller."""
+    if value is None or value is False:
+        return None
+    if value is True:
+        value = "gzip"
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a bool, None or a str, not {type(value).__name__}")
+    if value in DEPRECATED_COMPRESS_NAMES:
+        from ._deprecated import warn_deprecated
+
+        replacement = DEPRECATED_COMPRESS_NAMES[value]
+        warn_deprecated(f"{name}={value!r}", f"{name}={replacement!r} (or True)", stacklevel=4)
+        value = replacement
+    if value not in COMPRESS_NAMES:
+        raise ValueError(f"{name} must be False, True or one of "
+                         f"{', '.join(map(repr, COMPRESS_NAMES))}, not {value!r}")
+    return value
 
 
 def compress_value(value: Compress, name: str = "compress") -> Union[bool, str]:
@@ -252,13 +264,15 @@ resolve_compress = parse_compress
 
 def compress_encoding(value: Compress, name: str = "compress") -> Optional[str]:
     """The ``Content-Encoding`` a ``compress`` value gives the body: None, ``"gzip"`` or
-    ``"zstd"`` (:func:`parse_compress` judges the value).
+    ``"zstd"``. The value is judged as :func:`parse_compress` judges it (the same errors and
+    warning), but naming the encoding does not need its backend: ``"python-zstd"`` is
+    ``"zstd"`` without the ``zstandard`` package.
 
-    >>> compress_encoding("zlib"), compress_encoding(False)
-    ('gzip', None)
+    >>> compress_encoding("zlib"), compress_encoding(False), compress_encoding("python-zstd")
+    ('gzip', None, 'zstd')
     """
-    backend = parse_compress(value, name)
-    return None if backend is None else content_encoding(backend)
+    named = _compress_name(value, name)
+    return None if named is None else content_encoding(named)
 
 
 class _PythonStream:

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import threading
 import warnings
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from ._extras import missing_extra
 from ._fork_locks import renew_in_child
@@ -184,6 +184,7 @@ def load_parquet(path: Any, hosts: str | Sequence[str], keyspace: str, table: st
                  consistency: str = "LOCAL_ONE", username: str | None = None,
                  password: str | None = None, tls: bool = False, certificate: Any = None,
                  ca: Any = None, window: int = 2, retries: int = 5, timeout: float = 30.0,
+                 address_map: Mapping[str, str] | None = None,
                  columns: Sequence[str] | None = None, batch_rows: int | None = None,
                  take: Any = None, progress: Any = False, workers: int = 1,
                  threads: int | None = None, resume: Any = None) -> Any:
@@ -193,7 +194,12 @@ def load_parquet(path: Any, hosts: str | Sequence[str], keyspace: str, table: st
     node owning its partition. Returns a :class:`bulkwire.load.LoadResult`.
 
     ``hosts``: ``HOST[:PORT]`` (port 9042 by default) or a list of them, the contact points;
-    the other nodes are found in ``system.peers``. ``consistency``: the write consistency
+    the node that answers at one is loaded there, the other nodes are found in
+    ``system.peers_v2`` (or ``system.peers``) and reached at the address and port each
+    advertises, unless ``address_map`` maps it: ``{"ADDRESS" or "ADDRESS:PORT": "HOST[:PORT]"}``,
+    an advertised address (at any port, or at that port) to where this machine reaches it
+    (a port mapping, a NAT, a tunnel; without a port, the node's own), e.g.
+    ``{"172.17.0.3": "127.0.0.1:19043"}``. ``consistency``: the write consistency
     (default ``LOCAL_ONE``, the driver's default). ``username``/``password``:
     PasswordAuthenticator. ``tls`` (or ``certificate``/``ca``, as for the RavenDB target):
     TLS. ``window``: requests in flight per connection (default 2). ``retries``: overloaded,
@@ -212,7 +218,7 @@ def load_parquet(path: Any, hosts: str | Sequence[str], keyspace: str, table: st
     target = CqlDescription.of(hosts, keyspace, table, consistency=consistency,
                                username=username, password=password, tls=tls,
                                certificate=certificate, ca=ca, window=window, retries=retries,
-                               timeout=timeout)
+                               timeout=timeout, address_map=address_map)
     return _load(path, target=target, columns=columns, batch_rows=batch_rows, take=take,
                  progress=progress, workers=workers, threads=threads, resume=resume)
 

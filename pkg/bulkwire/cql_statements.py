@@ -19,6 +19,7 @@ import array
 import dataclasses
 import ipaddress
 import struct
+import uuid
 from typing import Any, Iterator, Mapping, Sequence
 
 from . import _core
@@ -118,6 +119,88 @@ def decode_text_set(value: bytes) -> list[str]:
     return items
 
 
+#: The queries whose answers :func:`ring_nodes` reads: the node that answers, its peers as
+#: Cassandra 4+ lists them (with each one's native port), and its peers as older servers and
+#: Scylla list them (no port: ``system.peers_v2`` is not a table there).
+SELECT_LOCAL = "SELECT host_id, rpc_address, tokens FROM system.local"
+SELECT_PEERS_V2 = ("SELECT host_id, peer, native_address, native_port, tokens "
+                   "FROM system.peers_v2")
+SELECT_PEERS = "SELECT host_id, peer, rpc_address, tokens FROM system.peers"
+
+
+@dataclasses.dataclass(frozen=True)
+class RingNode:
+    """A node of the ring as the system tables describe it: ``address``, the client address
+    it advertises (``rpc_address``, or ``native_address`` in ``system.peers_v2``; its
+    ``peer`` address where that is unset or 0.0.0.0); ``port``, the native port it advertises
+    (``native_port`` of ``system.peers_v2``; None where the table has none: ``system.local``
+    and ``system.peers``); its ``tokens``; ``local``: the row of ``system.local``, the
+    node that answered the queries; and its ``host_id`` (the node's identity, which its
+    addresses are not: a node keeps it when its address changes), None where not read.
+
+    >>> RingNode("10.0.0.2", 9042, (-5, 7), local=False).port
+    9042
+    """
+
+    address: str
+    port: int | None
+    tokens: tuple[int, ...]
+    local: bool = False
+    host_id: uuid.UUID | None = None
+
+
+def ring_nodes(local: Mapping[str, Any], peers: Mapping[str, Any]) -> list[RingNode]:
+    """The nodes owning tokens, from the parsed RESULT Rows (``_core.cql_parse_result``) of
+    :data:`SELECT_LOCAL` and of :data:`SELECT_PEERS_V2` or :data:`SELECT_PEERS` (the
+    columns are found by name): the node that answered first, then its peers in their order.
+    A node without tokens (one still joining) is left out; ``ValueError`` when no node is
+    left.
+
+    >>> import struct
+    >>> def rows(names, *cells):
+    ...     return {"columns": [("system", "t", n, "") for n in names], "rows": list(cells)}
+    >>> tokens = lambda *ts: struct.pack(">i", len(ts)) + b"".join(
+    ...     struct.pack(">i", len(str(t))) + str(t).encode() for t in ts)
+    >>> local = rows(["rpc_address", "tokens"], [bytes([172, 17, 0, 2]), tokens(0)])
+    >>> peers = rows(["peer", "native_address", "native_port", "tokens"],
+    ...              [bytes([10, 0, 0, 3]), bytes([172, 17, 0, 3]), struct.pack(">i", 9142),
+    ...               tokens(1 << 62)])
+    >>> [(n.address, n.port, n.tokens, n.local) for n in ring_nodes(local, peers)]
+    [('172.17.0.2', None, (0,), True), ('172.17.0.3', 9142, (4611686018427387904,), False)]
+    """
+    nodes = []
+    for result, is_local in ((local, True), (peers, False)):
+        names = [c[2] for c in result["columns"]]
+        for row in result["rows"]:
+            cell = dict(zip(names, row))
+            raw = cell.get("native_address") or cell.get("rpc_address")
+            address = decode_inet(raw) if raw else None
+            if address in (None, "0.0.0.0", "::") and cell.get("peer"):
+                address = decode_inet(cell["peer"])
+            if address is None or cell.get("tokens") is None:
+                continue
+            port = cell.get("native_port")
+            if port is not None and len(port) != 4:
+                raise ValueError(f"the native_port of {address} is {len(port)} bytes, not an int")
+            host_id = cell.get("host_id")
+            if host_id is not None and len(host_id) != 16:
+                raise ValueError(f"the host_id of {address} is {len(host_id)} bytes, not a uuid")
+            tokens = tuple(int(t) for t in decode_text_set(cell["tokens"]))
+            if not tokens:  # an empty set, as a null: a node still joining owns nothing
+                continue
+            outside = [t for t in tokens if not -(1 << 63) <= t < (1 << 63)]
+            if outside:
+                raise ValueError(f"the token {outside[0]} of {address} is not a Murmur3 token "
+                                 "(a signed 64-bit number)")
+            nodes.append(RingNode(address, None if port is None else struct.unpack(">i", port)[0],
+                                  tokens,
+                                  local=is_local,
+                                  host_id=None if host_id is None else uuid.UUID(bytes=host_id)))
+    if not nodes:
+        raise ValueError("system.local and system.peers name no node with tokens")
+    return nodes
+
+
 class TokenRing:
     """The Murmur3 token ring of a cluster with SimpleStrategy replica placement: the replicas
     of a token are the first ``replication_factor`` distinct nodes clockwise from the first
@@ -135,23 +218,12 @@ class TokenRing:
     @classmethod
     def from_system_tables(cls, local: Mapping[str, Any], peers: Mapping[str, Any],
                            replication_factor: int) -> "TokenRing":
-        """From the parsed RESULT Rows (``_core.cql_parse_result``) of
-        ``SELECT rpc_address, tokens FROM system.local`` and
-        ``SELECT peer, rpc_address, tokens FROM system.peers``: each node's client address
-        (its ``rpc_address``, or ``peer`` when that is unset or 0.0.0.0) and tokens."""
+        """From the parsed RESULT Rows (``_core.cql_parse_result``) of :data:`SELECT_LOCAL`
+        and of :data:`SELECT_PEERS_V2` or :data:`SELECT_PEERS`: each node by the client
+        address it advertises, with its tokens (:func:`ring_nodes`)."""
         nodes: dict[str, list[int]] = {}
-        for result in (local, peers):
-            names = [c[2] for c in result["columns"]]
-            for row in result["rows"]:
-                cell = dict(zip(names, row))
-                address = decode_inet(cell["rpc_address"]) if cell.get("rpc_address") else None
-                if address in (None, "0.0.0.0", "::") and cell.get("peer"):
-                    address = decode_inet(cell["peer"])
-                if address is None or cell.get("tokens") is None:
-                    continue
-                nodes[address] = [int(t) for t in decode_text_set(cell["tokens"])]
-        if not nodes:
-            raise ValueError("system.local and system.peers name no node with tokens")
+        for node in ring_nodes(local, peers):
+            nodes.setdefault(node.address, []).extend(node.tokens)
         return cls(nodes, replication_factor)
 
     @property

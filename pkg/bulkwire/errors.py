@@ -99,6 +99,9 @@ when the error came from ``operations/state``); ``ServerError.body`` the answer'
 """
 from __future__ import annotations
 
+TYPE_CHECKING = False  # typing is not imported at run time: the annotations are text
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["BulkwireError", "BulkInsertError", "BulkInsertAborted", "EarlyResponse", "TransportError",
            "ConnectError", "TLSError", "TLSFileError", "ConnectionLostError", "TransportTimeoutError",
@@ -301,6 +304,35 @@ def _mark_unconfirmed(error: BaseException, unconfirmed: object, note: str) -> N
     Python 3.11+; the ``bulkwire`` command prints them)."""
     error.unconfirmed = unconfirmed  # type: ignore[attr-defined]
     _add_note(error, note)
+
+
+def _name_source_rows(error: BaseException, row: int | None, unacknowledged: list,
+                      take: Any = None) -> None:
+    """Words a failed CQL run's ``error`` in the rows of its source, the one numbering of a
+    load's errors: ``row`` (the row the server refused, or None) and ``unacknowledged`` (the
+    rows not acknowledged), each a row of the source or, with ``take``, a position in it, named
+    as the file's row and its place (``777 (take[2])``). Sets ``source_row`` (the file's row),
+    ``take_index`` (with take) and ``source_unacknowledged``; the message is the failure
+    (``error.failure``: the connection's words without its own rows), then those rows. Called
+    again with ``take`` once the rows are known to be positions in it."""
+    unacknowledged = sorted(unacknowledged)
+    error._source_positions = (row, unacknowledged)  # type: ignore[attr-defined]
+
+    def file_row(p: int) -> int:
+        return p if take is None else int(take[p])
+
+    def named(p: int) -> str:
+        return str(p) if take is None else f"{file_row(p)} (take[{p}])"
+
+    error.source_row = None if row is None else file_row(row)  # type: ignore[attr-defined]
+    error.take_index = None if take is None else row  # type: ignore[attr-defined]
+    error.source_unacknowledged = [file_row(p) for p in unacknowledged]  # type: ignore[attr-defined]
+    failure = getattr(error, "failure", None) or (error.args[0] if error.args else "")
+    listed = ", ".join(named(p) for p in unacknowledged[:8])
+    more = ", ..." if len(unacknowledged) > 8 else ""
+    rows = (f"source row {named(row)}; " if row is not None else "") + \
+        f"{len(unacknowledged)} source row(s) not acknowledged" + (f": {listed}{more}" if listed else "")
+    error.args = (f"{failure} ({rows})",) + tuple(error.args[1:])
 
 
 def _add_note(error: BaseException, note: str) -> None:

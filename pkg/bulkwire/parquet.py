@@ -647,28 +647,55 @@ class TableFile:
             return table
         return table.take(numeric_array(pa, pa.int64(), inverse.reshape(-1).astype(np.int64)))
 
+    def _chunk_pages(self, g: int, name: str, plan: _PagePlan) -> np.ndarray:
+        """The page table of row group g's chunk of one column (``_NOT_WALKED`` when its
+        pages are not covered): an int64 array (pages, 3) of (offset, compressed size, first
+        row), from the offset index or a walk over the chunk's page headers, kept in the
+        cache. The caller turns ``ValueError`` and ``OSError`` into the file's error."""
+        from . import _core
+
+        pages = self._cache.get(("pages", g, plan.leaf))
+        if pages is not _MISSING:
+            return pages
+        group_rows = int(self.offsets[g + 1] - self.offsets[g])
+        chunk = _ChunkLocation._make(self._locations[g, plan.leaf].tolist())
+        if chunk.index_offset >= 0:
+            pages = _core.parquet_offset_index(self._file, chunk.index_offset,
+                                               chunk.index_length, group_rows, chunk.start,
+                                               chunk.size)
+        else:  # no page index: the chunk's page headers walked, once
+            pages = _core.parquet_walk_pages(self._file, chunk.start, chunk.size, group_rows,
+                                             chunk.codec, plan.max_rep, plan.list_size,
+                                             chunk.null_count)
+            self.stats[name]["walks"] += 1
+            if pages is None:  # pages the walk leaves to pyarrow (see parquet_walk_pages)
+                pages = _NOT_WALKED
+        self._cache.put(("pages", g, plan.leaf), pages)
+        return pages
+
+    def _page_end(self, g: int, name: str, row: int) -> "int | None":
+        """The row (of row group g) after the last one of the page holding ``row`` in the
+        column's chunk; None when its pages are not covered."""
+        try:
+            pages = self._chunk_pages(g, name, self._plans[name])
+        except (ValueError, OSError) as exc:
+            raise self._malformed(exc, name) from None
+        if pages is _NOT_WALKED:
+            return None
+        following = int(np.searchsorted(pages[:, 2], row, side="right"))
+        if following < len(pages):
+            return int(pages[following, 2])
+        return int(self.offsets[g + 1] - self.offsets[g])
+
     def _take_pages(self, pa, g: int, name: str, plan: _PagePlan, local: np.ndarray):
         """The rows `local` of row group g of one column, read page by page; None when a page
         holds what the page reader does not cover (a list's nulls, another encoding)."""
         from . import _core
 
         group_rows = int(self.offsets[g + 1] - self.offsets[g])
-        pages = self._cache.get(("pages", g, plan.leaf))
         chunk = _ChunkLocation._make(self._locations[g, plan.leaf].tolist())
         try:
-            if pages is _MISSING:
-                if chunk.index_offset >= 0:
-                    pages = _core.parquet_offset_index(self._file, chunk.index_offset,
-                                                       chunk.index_length, group_rows,
-                                                       chunk.start, chunk.size)
-                else:  # no page index: the chunk's page headers walked, once
-                    pages = _core.parquet_walk_pages(self._file, chunk.start, chunk.size,
-                                                     group_rows, chunk.codec, plan.max_rep,
-                                                     plan.list_size, chunk.null_count)
-                    self.stats[name]["walks"] += 1
-                    if pages is None:  # levels of an encoding the page reader does not cover
-                        pages = _NOT_WALKED
-                self._cache.put(("pages", g, plan.leaf), pages)
+            pages = self._chunk_pages(g, name, plan)
             if pages is _NOT_WALKED:
                 return None
             codec, dictionary_offset = chunk.codec, chunk.dictionary

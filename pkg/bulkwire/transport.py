@@ -149,6 +149,8 @@ def transport_error(exc: BaseException, what: str, timeout: Optional[float], *,
         return ConnectionLostError(f"{what}: the connection was lost: {exc}")
     if isinstance(exc, http.client.IncompleteRead):
         return ConnectionLostError(f"{what}: the connection was closed in the middle of the answer")
+    if isinstance(exc, AnswerRefused):  # what _Answer refuses, in its own words
+        return ProtocolError(f"{what}: {exc}")
     if isinstance(exc, http.client.HTTPException):  # a bad status line, headers too long, ...
         return ProtocolError(f"{what}: the answer is not HTTP/1.1: {exc!r}")
     if isinstance(exc, OSError):
@@ -189,6 +191,54 @@ def _json_answer(status: int, body: bytes, what: str) -> Any:
 #: http.client's own bounds on an answer's head: a line's bytes, and the number of headers
 HEADER_LINE_LIMIT = 65536
 HEADER_COUNT_LIMIT = 100
+#: the interim (1xx) answers skipped before an answer's final one, at most, and their bytes
+MAX_INTERIM_ANSWERS = 16
+MAX_INTERIM_BYTES = 64 << 10
+#: the largest chunk size an answer may give (what a signed 64-bit size holds)
+MAX_CHUNK_SIZE = (1 << 63) - 1
+
+# A chunk's size line by RFC 9112: chunk-size (1*HEXDIG), then chunk extensions
+# (*( BWS ";" BWS name [ BWS "=" BWS ( token / quoted-string ) ] )), then the line's end
+# (CRLF, or a bare LF, which a recipient may take as one)
+_TOKEN = rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+"
+_QUOTED = rb'"(?:[\t \x21\x23-\x5b\x5d-\x7e\x80-\xff]|\\[\t \x20-\x7e\x80-\xff])*"'
+_CHUNK_SIZE_LINE = re.compile(
+    rb"([0-9A-Fa-f]+)(?:[ \t]*;[ \t]*" + _TOKEN + rb"(?:[ \t]*=[ \t]*(?:" + _TOKEN + rb"|"
+    + _QUOTED + rb"))?)*\r?\n")
+
+
+def _interim(status: int) -> bool:
+    """Whether an answer of ``status`` is an interim one, skipped before the final answer:
+    1xx, but ``101 Switching Protocols`` (refused)."""
+    return 100 <= status < 200 and status != http.client.SWITCHING_PROTOCOLS
+
+
+class AnswerRefused(http.client.HTTPException):
+    """An answer :class:`_Answer` does not read on (a chunk size that is not one, an
+    interim answer where none may be, too many interim answers); the transport raises it
+    as a :class:`~bulkwire.errors.ProtocolError` naming the request."""
+
+
+def chunk_size(line: bytes) -> int:
+    r"""The size of a chunk from its size line (with its line end), by RFC 9112's grammar:
+    hexadecimal digits only (no sign, no ``0x``, no spaces before, no ``_``), at most
+    :data:`MAX_CHUNK_SIZE`, then chunk extensions (ignored); :class:`AnswerRefused` for
+    anything else.
+
+    >>> chunk_size(b"1a;name=value\r\n")
+    26
+    >>> chunk_size(b"-1\r\n")
+    Traceback (most recent call last):
+    ...
+    bulkwire.transport.AnswerRefused: the answer's chunk size line b'-1\r\n' is not a hexadecimal chunk size (RFC 9112)
+    """
+    match = _CHUNK_SIZE_LINE.fullmatch(line)
+    size = int(match.group(1), 16) if match is not None else -1
+    if not 0 <= size <= MAX_CHUNK_SIZE:
+        raise AnswerRefused(f"the answer's chunk size line {line[:80]!r} is not a hexadecimal "
+                            f"chunk size (RFC 9112)" if match is None else
+                            f"the answer's chunk size {size:#x} is larger than any answer can be")
+    return size
 
 
 class _Answer(http.client.HTTPResponse):
@@ -200,7 +250,13 @@ class _Answer(http.client.HTTPResponse):
     same either way: the status, version and reason, the headers as an
     ``http.client.HTTPMessage``, and the body's framing (chunked, a length, or until the
     connection closes) judged by http.client's rules, with its exceptions for a status line
-    that is not one, a line too long or too many headers."""
+    that is not one, a line too long or too many headers.
+
+    Where it departs from http.client, to read by RFC 9110 and 9112: every interim answer
+    (1xx, not only ``100 Continue``) before the final one is skipped, at most
+    :data:`MAX_INTERIM_ANSWERS` of them and :data:`MAX_INTERIM_BYTES` of their heads, and
+    ``101 Switching Protocols`` is refused; a chunk size is read by the grammar
+    (:func:`chunk_size`). Both refusals are :class:`AnswerRefused`."""
 
     _fields: Optional[list] = None  # a plain head's (name, value) pairs, until headers is read
     _message: Optional[http.client.HTTPMessage] = None
@@ -218,6 +274,31 @@ class _Answer(http.client.HTTPResponse):
 
     msg = headers  # http.client's other name for them
 
+    def read_at_most(self, limit: int) -> bytes:
+        """The body, ``limit`` bytes of it at most (a longer one is the caller's to refuse).
+        A body that ends before its ``Content-Length`` (the connection closed) raises
+        ``IncompleteRead``, as ``read()`` does: ``read(amt)`` returns it short, and a
+        server that lies about the length must not pass for one that answered whole."""
+        body = self.read(limit)
+        if self.length and len(body) < limit:
+            raise http.client.IncompleteRead(body, self.length)
+        return body
+
+    def _read_next_chunk_size(self) -> int:
+        """The next chunk's size (:func:`chunk_size`), read before any of its data: a size
+        http.client would take (``-1``, which it reads as "to the end", ``+5``, `` 5``,
+        ``5_0``) is refused here."""
+        line = self.fp.readline(HEADER_LINE_LIMIT + 1)
+        if len(line) > HEADER_LINE_LIMIT:
+            raise http.client.LineTooLong("chunk size")
+        if not line:  # the connection closed in the middle of the answer
+            raise http.client.IncompleteRead(b"")
+        try:
+            return chunk_size(line)
+        except AnswerRefused:
+            self._close_conn()  # type: ignore[attr-defined]
+            raise
+
     def _field(self, name: str) -> Optional[str]:
         """The value of the first header named ``name`` (lower case), as ``headers.get``
         gives it."""
@@ -231,11 +312,22 @@ class _Answer(http.client.HTTPResponse):
     def begin(self) -> None:
         if self._fields is not None or self._message is not None:  # read already
             return
+        interim, interim_bytes = 0, 0
         while True:
             version, status, reason = self._read_status()  # type: ignore[attr-defined]
-            if status != http.client.CONTINUE:
+            if status == http.client.SWITCHING_PROTOCOLS:
+                raise AnswerRefused(f"the server answered HTTP 101 (switching protocols), "
+                                    f"which no request of bulkwire asks for")
+            if not _interim(status):
                 break
-            _read_head_lines(self.fp)  # a 100 Continue's headers: skipped
+            # an interim answer (100 Continue, 102 Processing, 103 Early Hints, ...): its
+            # head is skipped, and the final answer read after it (RFC 9110, 15.2)
+            interim += 1
+            interim_bytes += sum(len(line) for line in _read_head_lines(self.fp))
+            if interim > MAX_INTERIM_ANSWERS or interim_bytes > MAX_INTERIM_BYTES:
+                raise AnswerRefused(f"the server sent more than {MAX_INTERIM_ANSWERS} interim "
+                                    f"(1xx) answers or {MAX_INTERIM_BYTES} bytes of them "
+                                    f"before its final answer")
         self.code = self.status = status
         self.reason = reason.strip()
         if version in ("HTTP/1.0", "HTTP/0.9"):
@@ -265,7 +357,7 @@ class _Answer(http.client.HTTPResponse):
             if self.length is not None and self.length < 0:
                 self.length = None
         if (status in (http.client.NO_CONTENT, http.client.NOT_MODIFIED)
-                or 100 <= status < 200 or self._method == "HEAD"):  # type: ignore[attr-defined]
+                or self._method == "HEAD"):  # type: ignore[attr-defined]
             self.length = 0
         if not self.will_close and not self.chunked and self.length is None:
             self.will_close = True  # the body ends where the connection does
@@ -327,6 +419,14 @@ def _read_head_lines(fp: Any) -> list:
         lines.append(line.decode("iso-8859-1"))
 
 
+# What a request's head may not hold (http.client's rules, and ASCII only): in the method
+# and the target (path, host), a control character or space; in a header's name, also ":";
+# in its value, a line end or another control character but the tab
+_REFUSED_IN_TOKEN = re.compile(r"[^\x21-\x7e]")
+_REFUSED_IN_FIELD = re.compile(r"[^\x21-\x39\x3b-\x7e]")
+_REFUSED_IN_VALUE = re.compile(r"[^\t\x20-\x7e]")
+
+
 class HttpTransport:
     """Requests of the bulk insert protocol against one server (``url``: a
     :class:`~bulkwire.urls.ServerUrl`, or a ``str`` that
@@ -370,7 +470,20 @@ class HttpTransport:
         ``Host`` first, then ``fields``, as http.client writes a request's head (the one
         place bulkwire's requests are written; their answers are read by :class:`_Answer`).
         Every part is ASCII: the host and paths were judged by :mod:`bulkwire.urls`, the
-        database name is percent-encoded."""
+        database name is percent-encoded. A part that would end its line or the head early
+        or is not ASCII (a hand-built :class:`~bulkwire.urls.ServerUrl` is not judged) is
+        refused here, as http.client refused it: ``ValueError`` naming the part, nothing
+        written."""
+        for part, text in (("method", method), ("path", path), ("host", self._host_field)):
+            if _REFUSED_IN_TOKEN.search(text):
+                raise ValueError(f"the request's {part} {text[:200]!r} holds a control "
+                                 f"character, a space or a character outside ASCII: a request "
+                                 f"to {self.origin!r} cannot be written with it")
+        for name, value in fields:
+            if _REFUSED_IN_FIELD.search(name) or not name or _REFUSED_IN_VALUE.search(value):
+                raise ValueError(f"the request's header {name[:100]!r}: {value[:200]!r} holds "
+                                 f"a line end, a control character or a character outside "
+                                 f"ASCII: a request to {self.origin!r} cannot be written with it")
         lines = [f"{method} {path} HTTP/1.1", f"Host: {self._host_field}"]
         lines += [f"{name}: {value}" for name, value in fields]
         lines.append("\r\n")
@@ -392,20 +505,22 @@ class HttpTransport:
         return conn
 
     @staticmethod
-    def open(conn: http.client.HTTPConnection, what: str) -> None:
+    def open(conn: http.client.HTTPConnection, what: str) -> bool:
         """Connects ``conn`` unless it is still connected from an earlier request and the
         server has not spoken since (an idle connection that reads as ready was closed by the
         server, or holds bytes nobody asked for: it is closed, and a new one made);
-        :class:`ConnectError` (or a timeout) when it cannot connect."""
+        :class:`ConnectError` (or a timeout) when it cannot connect. True when it connected
+        (a new connection), False when ``conn`` is kept as it was."""
         sock = conn.sock
         if sock is not None:
             if not _answered(sock) and not (isinstance(sock, ssl.SSLSocket) and sock.pending()):
-                return
+                return False
             conn.close()
         try:
             conn.connect()
         except (OSError, http.client.HTTPException) as exc:
             raise transport_error(exc, what, conn.timeout, connecting=True) from exc
+        return True
 
     def request(self, method: str, path: str, *, timeout: Optional[float] = None,
                 server_wide: bool = False,
@@ -436,7 +551,7 @@ class HttpTransport:
                 response = _Answer(conn.sock, method=method)
                 try:
                     response.begin()
-                    body = response.read(MAX_ANSWER_BYTES + 1)
+                    body = response.read_at_most(MAX_ANSWER_BYTES + 1)
                 finally:
                     response.close()
             except (OSError, http.client.HTTPException) as exc:
@@ -538,10 +653,14 @@ class Body(Protocol):
     of a chunked body, the terminating chunk last; ``data_taken`` is true once it has yielded
     every chunk of the body's data (those it yields afterwards carry none).
     ``fail(error)``: the sender cannot take more; the producer raises ``error``.
+    ``wait_ready()`` waits, consuming nothing, until the body's first data can be sent (or
+    it ended or failed).
     """
 
     @property
     def compression(self) -> Optional[str]: ...
+
+    def wait_ready(self) -> bool: ...
 
     @property
     def data_taken(self) -> bool: ...
@@ -671,12 +790,21 @@ class BodySender:
     def _post(self) -> None:
         transport = self._transport
         conn, self._conn = self._conn, None
+        kept = conn is not None  # the operation id's connection, used before
         if conn is None:
             conn = transport.connect()
         try:
-            transport.open(conn, self.what)
+            kept = not transport.open(conn, self.what) and kept
             try:
-                status, body = self._exchange(conn)
+                try:
+                    status, body = self._exchange(conn, kept)
+                except _LetGo:
+                    # the kept connection ended before any byte of the body was sent:
+                    # nothing of it reached the server, and a new connection carries it
+                    conn.close()
+                    conn = transport.connect()
+                    transport.open(conn, self.what)
+                    status, body = self._exchange(conn, False)
             except (OSError, http.client.HTTPException) as exc:
                 raise transport_error(exc, self.what, transport.timeout) from exc
         finally:
@@ -687,8 +815,10 @@ class BodySender:
             raise status_error(status, body, self.what, message_first=True)
         self.result = (status, body)  # the one place success is recorded
 
-    def _exchange(self, conn: http.client.HTTPConnection) -> Tuple[int, bytes]:
-        """Sends the request and the whole body; the server's ``(status, body)``."""
+    def _exchange(self, conn: http.client.HTTPConnection, kept: bool) -> Tuple[int, bytes]:
+        """Sends the request and the whole body; the server's ``(status, body)``. ``kept``:
+        ``conn`` carried an earlier request, and :class:`_LetGo` is raised when it turns out
+        to be closed before any byte of the body went out."""
         fields = [("Content-Type", "application/json; charset=utf-8"),
                   ("Transfer-Encoding", "chunked")]
         if self._body.compression is not None:
@@ -701,18 +831,27 @@ class BodySender:
         if cancelled:
             raise ConnectionAbortedError("the bulk insert was aborted")
         taken = b""
+        head = self._transport.head("POST", self._transport.base + self._path, fields)
         try:
-            sock.sendall(self._transport.head("POST", self._transport.base + self._path, fields))
-            # the pump needs the socket's own descriptor, or bulkwire's own TLS session on it:
-            # Python's ssl encrypts where the pump cannot reach
-            if type(sock) is socket.socket:
-                outcome = self._body.pump(sock.fileno(), sock.gettimeout())
-            elif isinstance(sock, TlsSocket):
-                outcome = self._body.pump(sock.fileno(), sock.gettimeout(), tls=sock.session)
-            else:
-                outcome = None
-            if outcome is None:
-                outcome, taken = self._send_http_chunks(sock)
+            try:
+                sock.sendall(head)
+            except (BrokenPipeError, ConnectionResetError) as exc:
+                if kept:  # closed before even the head went out
+                    raise _LetGo() from exc
+                raise
+            self._body.wait_ready()
+            before = self._before_the_body(sock, kept)
+            if before is None:
+                # the pump needs the socket's own descriptor, or bulkwire's own TLS session
+                # on it: Python's ssl encrypts where the pump cannot reach
+                if type(sock) is socket.socket:
+                    outcome = self._body.pump(sock.fileno(), sock.gettimeout())
+                elif isinstance(sock, TlsSocket):
+                    outcome = self._body.pump(sock.fileno(), sock.gettimeout(), tls=sock.session)
+                else:
+                    outcome = None
+                if outcome is None:
+                    outcome, taken = self._send_http_chunks(sock)
         except (BrokenPipeError, ConnectionResetError) as exc:
             # the server closed its side before the last data byte: read what it said, if anything
             try:
@@ -720,7 +859,32 @@ class BodySender:
             except Exception:  # noqa: BLE001
                 raise exc from None
             raise early from exc
+        if before is not None:  # the server answered before the body's first byte
+            raise self._early(conn, before)
         return self._answer(conn, Sent(outcome), taken)
+
+    def _before_the_body(self, sock: Any, kept: bool) -> Optional[bytes]:
+        """What the server said between the request's head and the body's first byte, once
+        that byte is ready: None when nothing (the body goes out), else the first bytes of
+        its answer (an early one). Interim answers (``100 Continue``, which a server may
+        send unasked, ``102``, ``103``) are read and skipped, :data:`MAX_INTERIM_ANSWERS`
+        at most; a kept connection the server closed raises :class:`_LetGo`."""
+        for _ in range(MAX_INTERIM_ANSWERS + 1):
+            taken = _early_answer(sock)
+            if taken is None:
+                return None
+            try:
+                head = taken + _head_bytes(sock, MAX_INTERIM_BYTES - len(taken))
+            except (ConnectionResetError, BrokenPipeError, ssl.SSLEOFError):
+                if kept and not taken:
+                    raise _LetGo() from None
+                raise
+            if not head and kept:
+                raise _LetGo()
+            status = _STATUS_LINE.match(head)
+            if status is None or not _interim(int(status.group(1))):
+                return head  # the final answer (or what the answer reader will refuse)
+        return b""  # more interim answers than are skipped: the reader refuses the next one
 
     def _answer(self, conn: http.client.HTTPConnection, sent: Sent, taken: bytes) -> Tuple[int, bytes]:
         """The one place either sender's outcome is judged: an answer before the last data
@@ -777,15 +941,40 @@ def _read_answer(conn: http.client.HTTPConnection, method: str,
     response = _Answer(_PutBack(conn.sock, taken) if taken else conn.sock, method=method)
     try:
         response.begin()
-        return response.status, response.read(MAX_ANSWER_BYTES)
+        return response.status, response.read_at_most(MAX_ANSWER_BYTES)
     finally:
         response.close()
 
 
-def _answered(sock: socket.socket) -> bool:
-    """True when the server already sent something (a response) mid-body."""
-    readable, _, _ = select.select([sock], [], [], 0)
-    return bool(readable)
+class _LetGo(Exception):
+    """A kept connection the server closed before any byte of the body was sent on it."""
+
+
+#: the status line of an HTTP/1.x answer, its status the group
+_STATUS_LINE = re.compile(rb"HTTP/1\.[0-9] +([0-9]{3})[ \r\n]")
+
+
+def _head_bytes(sock: Any, limit: int) -> bytes:
+    """The bytes of an answer's head, up to and with its empty line, read a byte at a time so
+    that nothing after it is taken from the socket (an interim answer is followed by nothing
+    until the body is sent); fewer when the connection ends or ``limit`` bytes came first."""
+    head = bytearray()
+    one = bytearray(1)
+    while len(head) < limit and not head.endswith(b"\r\n\r\n") and not head.endswith(b"\n\n"):
+        if not sock.recv_into(one):
+            break
+        head += one
+    return bytes(head)
+
+
+def _answered(sock: Any) -> bool:
+    """True when the server already sent something (an answer, or the end of the
+    connection): the socket reads as ready, now, without waiting. ``poll``, as the C pump
+    asks, never ``select``, which refuses a descriptor of ``FD_SETSIZE`` (1024) or more:
+    a process may hold any number of files."""
+    poller = select.poll()
+    poller.register(sock, select.POLLIN)  # POLLHUP and POLLERR are reported anyway
+    return bool(poller.poll(0))
 
 
 def _send_watching(sock: Any, data: bytes) -> Optional[bytes]:

@@ -249,7 +249,47 @@ TEST(a_child_forked_while_another_thread_waits_on_the_queue_never_blocks) {
     bw_hq_destroy(&q);
 }
 
-RUN_TESTS(fifo_order_and_the_bound, wraps_around_the_ring, producer_close_drains_then_reports_closed,
+static void *put_one_later(void *arg) {
+    struct timespec step = {0, 20000000L}; /* the other thread is waiting by then, mostly */
+    nanosleep(&step, NULL);
+    CHECK_EQ(bw_hq_put(arg, ITEM(9), 1000), BW_HQ_OK);
+    return NULL;
+}
+
+TEST(wait_takes_nothing_and_tells_an_item_from_the_end) {
+    bw_hq q;
+    CHECK_EQ(bw_hq_init(&q, 2), 0);
+    CHECK_EQ(bw_hq_wait(&q, 10), BW_HQ_TIMEOUT); /* empty and open */
+    CHECK_EQ(bw_hq_put(&q, ITEM(1), 10), BW_HQ_OK);
+    CHECK_EQ(bw_hq_wait(&q, 10), BW_HQ_OK);
+    CHECK_EQ(bw_hq_wait(&q, 10), BW_HQ_OK); /* still there: nothing was taken */
+    CHECK_EQ(bw_hq_len(&q), 1);
+    void *item = NULL;
+    CHECK_EQ(bw_hq_get(&q, &item, 0), BW_HQ_OK);
+    CHECK(item == ITEM(1));
+    /* a put from another thread ends the wait (the long timeout is never reached) */
+    pthread_t thread;
+    CHECK_EQ(pthread_create(&thread, NULL, put_one_later, &q), 0);
+    CHECK_EQ(bw_hq_wait(&q, 60000), BW_HQ_OK);
+    pthread_join(thread, NULL);
+    CHECK_EQ(bw_hq_len(&q), 1);
+    /* the producer's end: an item still waits, then nothing more comes */
+    bw_hq_close_producer(&q);
+    CHECK_EQ(bw_hq_wait(&q, 60000), BW_HQ_OK);
+    CHECK_EQ(bw_hq_get(&q, &item, 0), BW_HQ_OK);
+    CHECK_EQ(bw_hq_wait(&q, 60000), BW_HQ_CLOSED);
+    bw_hq_destroy(&q);
+    /* the consumer's end, with items waiting */
+    CHECK_EQ(bw_hq_init(&q, 2), 0);
+    CHECK_EQ(bw_hq_put(&q, ITEM(1), 10), BW_HQ_OK);
+    bw_hq_close_consumer(&q);
+    CHECK_EQ(bw_hq_wait(&q, 60000), BW_HQ_CLOSED);
+    while (bw_hq_pop_any(&q, &item))
+        ;
+    bw_hq_destroy(&q);
+}
+
+RUN_TESTS(wait_takes_nothing_and_tells_an_item_from_the_end, fifo_order_and_the_bound, wraps_around_the_ring, producer_close_drains_then_reports_closed,
           consumer_close_refuses_puts_and_leaves_items_to_drain, zero_capacity_means_one,
           threads_pass_every_item_in_order, a_blocked_producer_wakes_when_the_consumer_closes,
           a_child_forked_while_another_thread_holds_the_lock_never_waits_on_it,

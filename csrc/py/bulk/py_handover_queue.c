@@ -111,6 +111,28 @@ PyObject *bw_queue_get(bw_queue_object *queue) {
     }
 }
 
+/* wait() -> bool. Waits, with the GIL released, until an item waits (True: the next get()
+   returns it at once) or nothing more will come (False), taking nothing. */
+static PyObject *Queue_wait(bw_queue_object *self, PyObject *unused) {
+    (void)unused;
+    for (;;) {
+        bw_hq_result rc = bw_hq_wait(&self->q, 0);
+        if (rc == BW_HQ_TIMEOUT) {
+            Py_BEGIN_ALLOW_THREADS
+            rc = bw_hq_wait(&self->q, BW_WAIT_SLICE_MS);
+            Py_END_ALLOW_THREADS
+        }
+        if (rc == BW_HQ_OK)
+            Py_RETURN_TRUE;
+        if (rc == BW_HQ_CLOSED)
+            Py_RETURN_FALSE;
+        if (rc == BW_HQ_INHERITED)
+            return bw_queue_raise_inherited();
+        if (PyErr_CheckSignals() < 0)
+            return NULL;
+    }
+}
+
 /* put(item) -> bool. New reference. True once queued; False when the consumer has closed
    the queue (the item is then not kept). Ctrl-C raises KeyboardInterrupt while waiting. */
 static PyObject *Queue_put(bw_queue_object *self, PyObject *item) {
@@ -189,6 +211,9 @@ static PyMethodDef Queue_methods[] = {
      "when the consumer closed the queue. Ctrl-C interrupts the wait."},
     {"get", (PyCFunction)Queue_get, METH_NOARGS,
      "get() -> item | None\n\nThe next item, waiting with the GIL released; None at the end."},
+    {"wait", (PyCFunction)Queue_wait, METH_NOARGS,
+     "wait() -> bool\n\nWaits, with the GIL released, until an item waits (True: get() returns "
+     "it at once) or nothing more will come (False); takes nothing. Ctrl-C interrupts the wait."},
     {"close_producer", (PyCFunction)Queue_close_producer, METH_NOARGS,
      "No more items will be put: get() returns None once the queue is empty."},
     {"close_consumer", (PyCFunction)Queue_close_consumer, METH_NOARGS,

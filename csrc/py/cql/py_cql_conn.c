@@ -10,15 +10,38 @@
    TLSError, ConnectionLostError, TransportTimeoutError, ProtocolError; a run's carries `row`
    (the index of the body whose error stopped it, or None), `unacknowledged` (the sorted
    indexes of the bodies sent whose answers did not arrive) and `sent` (how many bodies, from
-   the first, were taken: those not unacknowledged were acknowledged). A signal handler that raises
-   while a run waits (Ctrl-C) stops the run with its exception; the connection is then
-   unusable (ConnectionLostError: interrupted). */
+   the first, were taken: those not unacknowledged were acknowledged); an answer that is not a
+   RESULT of the kind its request is answered with is a ProtocolError naming that body, which
+   is unacknowledged. A signal handler that raises while any wait of the connection runs
+   (Ctrl-C: the connect, the handshake, a request, a run) stops the call with its exception;
+   the connection is then unusable (ConnectionLostError: interrupted). */
 #include "py_cql_conn.h"
 
 #include "cql_conn.h"
+#include "cql_result.h"
 #include "py_errors.h"
 #include "py_fork_origin.h"
 #include "py_tls.h"
+
+/* A call waiting for the server with the GIL released (`released` its thread's state):
+   when a signal cuts a wait short, Python's handlers run. */
+typedef struct {
+    PyThreadState *released;
+    int interrupted; /* a handler raised: its exception is set */
+} signal_watch;
+
+/* A wait was cut short by a signal: runs Python's signal handlers (taking the GIL for that
+   moment). 1 when one raised (Ctrl-C: KeyboardInterrupt), which stops the call. The one
+   interrupt check of every wait of a connection: connect, handshake, request, run. */
+static int watch_interrupted(void *ctx) {
+    signal_watch *w = ctx;
+    PyEval_RestoreThread(w->released);
+    int raised = PyErr_CheckSignals() < 0;
+    w->released = PyEval_SaveThread();
+    if (raised)
+        w->interrupted = 1;
+    return raised;
+}
 
 typedef struct {
     PyObject_HEAD
@@ -130,7 +153,9 @@ static PyObject *raise_status(const bw_cql_status *status, bw_cql_outcome *outco
             goto cleanup;
         PyList_SET_ITEM(rows, (Py_ssize_t)i, v);
     }
+    /* `failure`: the message without the rows, for a caller that names them its own way */
     if (PyObject_SetAttrString(exc, "unacknowledged", rows) < 0 ||
+        set_attr(exc, "failure", PyUnicode_FromString(status->message)) < 0 ||
         set_attr(exc, "sent", outcome != NULL ? PyLong_FromUnsignedLongLong(outcome->taken)
                                               : PyLong_FromLong(0)) < 0 ||
         set_attr(exc, "row", outcome != NULL && outcome->has_failed_tag
@@ -212,12 +237,16 @@ static PyObject *CqlConnection_new(PyTypeObject *type, PyObject *args, PyObject 
     self->tls = tls != Py_None ? Py_NewRef(tls) : NULL;
     bw_cql_status status;
     bw_cql_conn *conn;
-    Py_BEGIN_ALLOW_THREADS
+    signal_watch watch = {NULL, 0};
+    o.interrupted = watch_interrupted;
+    o.interrupt_ctx = &watch;
+    watch.released = PyEval_SaveThread();
     conn = bw_cql_connect(&o, &status);
-    Py_END_ALLOW_THREADS
+    PyEval_RestoreThread(watch.released);
     if (conn == NULL) {
         Py_DECREF(self);
-        return raise_status(&status, NULL);
+        /* interrupted: the handler's exception (KeyboardInterrupt) stands */
+        return watch.interrupted ? NULL : raise_status(&status, NULL);
     }
     self->conn = conn;
     return (PyObject *)self;
@@ -246,14 +275,16 @@ static PyObject *CqlConnection_request(CqlConnectionObject *self, PyObject *args
     uint8_t *answer = NULL;
     size_t answer_len = 0;
     bw_cql_status status;
-    int rc;
-    Py_BEGIN_ALLOW_THREADS
-    rc = bw_cql_request_one(self->conn, (uint8_t)opcode, body.buf, (size_t)body.len,
-                            &answer_opcode, &answer, &answer_len, &status);
-    Py_END_ALLOW_THREADS
+    signal_watch watch = {NULL, 0};
+    watch.released = PyEval_SaveThread();
+    int rc = bw_cql_request_one(self->conn, (uint8_t)opcode, body.buf, (size_t)body.len,
+                                &answer_opcode, &answer, &answer_len, watch_interrupted,
+                                &watch, &status);
+    PyEval_RestoreThread(watch.released);
     self->busy = 0;
     if (rc < 0) {
-        raise_status(&status, NULL);
+        if (!watch.interrupted) /* else the handler's exception stands */
+            raise_status(&status, NULL);
         goto cleanup;
     }
     result = Py_BuildValue("(iy#)", (int)answer_opcode, (const char *)answer,
@@ -273,22 +304,15 @@ typedef struct {
     const char **data; /* their memory, read with the GIL before the run */
     size_t *lens;
     const int32_t *tags; /* each body's tag (its row), or NULL: its index */
-    int not_result;    /* an answer other than RESULT came */
-    uint8_t seen_opcode;
-    PyThreadState *released; /* the thread's state while the run holds no GIL */
-    int interrupted;         /* a signal handler raised: its exception is set */
+    int refused;         /* an answer was not an acknowledgement: `why` says what it was */
+    char why[256];
+    signal_watch watch;
 } run_bodies;
 
-/* A wait of the run was cut short by a signal: runs Python's handlers (taking the GIL for
-   that moment). 1 when one raised (Ctrl-C: KeyboardInterrupt), which stops the run. */
+/* A wait of the run was cut short by a signal (watch_interrupted). */
 static int bodies_interrupted(void *ctx) {
     run_bodies *b = ctx;
-    PyEval_RestoreThread(b->released);
-    int raised = PyErr_CheckSignals() < 0;
-    b->released = PyEval_SaveThread();
-    if (raised)
-        b->interrupted = 1;
-    return raised;
+    return watch_interrupted(&b->watch);
 }
 
 static int bodies_produce(void *ctx, bw_cql_request *request) {
@@ -303,16 +327,49 @@ static int bodies_produce(void *ctx, bw_cql_request *request) {
     return 1;
 }
 
+/* The kind's name, for a message. */
+static const char *result_kind_name(int32_t kind) {
+    switch (kind) {
+    case BW_CQL_RESULT_VOID: return "Void";
+    case BW_CQL_RESULT_ROWS: return "Rows";
+    case BW_CQL_RESULT_SET_KEYSPACE: return "Set_keyspace";
+    case BW_CQL_RESULT_PREPARED: return "Prepared";
+    default: return "Schema_change";
+    }
+}
+
+/* An answer is an acknowledgement only as a RESULT whose body parses, of a kind the request
+   is answered with: Void or Rows for EXECUTE and BATCH (an INSERT, or a conditional one),
+   Prepared for PREPARE, any kind for another opcode. Anything else is refused (-1), with
+   what it was in b->why (the first one's). */
 static int bodies_consume(void *ctx, uint64_t tag, uint8_t opcode, const uint8_t *body,
                           size_t len) {
     (void)tag;
-    (void)body;
-    (void)len;
     run_bodies *b = ctx;
-    if (opcode == BW_CQL_OP_RESULT)
-        return 0;
-    b->not_result = 1;
-    b->seen_opcode = opcode;
+    char why[sizeof b->why];
+    if (opcode != BW_CQL_OP_RESULT) {
+        snprintf(why, sizeof why, "opcode 0x%02x, not RESULT", (unsigned)opcode);
+    } else {
+        bw_cql_result r;
+        char err[128];
+        if (bw_cql_result_parse(body, len, &r, err, sizeof err) < 0) {
+            snprintf(why, sizeof why, "a RESULT body that does not parse (%zu bytes: %s)", len,
+                     err);
+        } else {
+            int32_t kind = r.kind;
+            bw_cql_result_free(&r);
+            int execute = b->opcode == BW_CQL_OP_EXECUTE || b->opcode == BW_CQL_OP_BATCH;
+            if (execute ? kind == BW_CQL_RESULT_VOID || kind == BW_CQL_RESULT_ROWS
+                        : b->opcode != BW_CQL_OP_PREPARE || kind == BW_CQL_RESULT_PREPARED)
+                return 0;
+            snprintf(why, sizeof why, "a RESULT of kind %s, not %s", result_kind_name(kind),
+                     execute ? "Void or Rows" : "Prepared");
+        }
+    }
+    if (!b->refused) {
+        b->refused = 1;
+        memcpy(b->why, why, sizeof why);
+    }
     return -1;
 }
 
@@ -347,21 +404,20 @@ static PyObject *run_bodies_now(CqlConnectionObject *self, run_bodies *b, int wi
                              (long)(backoff_max * 1000.0), bodies_interrupted};
     bw_cql_outcome outcome;
     bw_cql_status status;
-    b->released = PyEval_SaveThread();
+    b->watch.released = PyEval_SaveThread();
     int rc = bw_cql_run(self->conn, &ro, bodies_produce, bodies_consume, b, &outcome, &status);
-    PyEval_RestoreThread(b->released);
+    PyEval_RestoreThread(b->watch.released);
     self->busy = 0;
-    if (b->interrupted) {
+    if (b->watch.interrupted) {
         /* the handler's exception (KeyboardInterrupt) stands; the connection is broken */
         assert(PyErr_Occurred());
     } else if (rc == 0) {
         result = Py_BuildValue("(KK)", (unsigned long long)outcome.answered,
                                (unsigned long long)outcome.retries);
     } else {
-        if (b->not_result)
-            snprintf(status.message, sizeof status.message,
-                     "%s: answered a request with opcode 0x%02x, not RESULT",
-                     bw_cql_peer(self->conn), (unsigned)b->seen_opcode);
+        if (status.kind == BW_CQL_E_CALLBACK && b->refused)
+            snprintf(status.message, sizeof status.message, "%s: answered a request with %s",
+                     bw_cql_peer(self->conn), b->why);
         raise_status(&status, &outcome);
     }
     bw_cql_outcome_free(&outcome);
@@ -518,6 +574,15 @@ static PyObject *CqlConnection_close(CqlConnectionObject *self, PyObject *unused
     Py_RETURN_NONE;
 }
 
+/* abort(): None (a new reference). Allowed while another thread's call runs on the
+   connection, which then ends at once (ConnectionLostError); the connection is unusable
+   afterwards. Idempotent. */
+static PyObject *CqlConnection_abort(CqlConnectionObject *self, PyObject *unused) {
+    (void)unused;
+    bw_cql_abort(self->conn);
+    Py_RETURN_NONE;
+}
+
 /* __enter__: self (a new reference). */
 static PyObject *CqlConnection_enter(CqlConnectionObject *self, PyObject *unused) {
     (void)unused;
@@ -567,6 +632,9 @@ static PyMethodDef CqlConnection_methods[] = {
      "buffer, ends (int64) the end of each, rows (int32) the ones to send (default: all); a "
      "body's row in errors is its index in ends."},
     {"close", (PyCFunction)CqlConnection_close, METH_NOARGS, "Closes the connection."},
+    {"abort", (PyCFunction)CqlConnection_abort, METH_NOARGS,
+     "Ends the connection's traffic at once, from any thread: a call running on it in another "
+     "thread raises ConnectionLostError; the connection is unusable afterwards."},
     {"__enter__", (PyCFunction)CqlConnection_enter, METH_NOARGS, NULL},
     {"__exit__", (PyCFunction)CqlConnection_exit, METH_VARARGS, NULL},
     {NULL, NULL, 0, NULL},

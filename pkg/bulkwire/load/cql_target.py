@@ -16,16 +16,19 @@ work is confirmed only when all its rows were.
 """
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import threading
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field as dataclass_field
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from .. import _core
-from ..cql_statements import Prepared, TokenRing
-from ..errors import (ConnectError, ConnectionLostError, ServerError, TLSError,
-                      TransportTimeoutError)
+from ..cql_statements import (SELECT_LOCAL, SELECT_PEERS, SELECT_PEERS_V2, Prepared,
+                              RingNode, TokenRing, ring_nodes)
+from ..errors import (ConnectError, ConnectionLostError, CqlServerError, ProtocolError,
+                      ServerError, TLSError, TransportTimeoutError, _name_source_rows)
 from ..load_options import LoadOptions
 from .targets import _cut, _short
 
@@ -34,6 +37,16 @@ from .targets import _cut, _short
 CONSISTENCY_LEVELS = {"ANY": 0x0000, "ONE": 0x0001, "TWO": 0x0002, "THREE": 0x0003,
                       "QUORUM": 0x0004, "ALL": 0x0005, "LOCAL_QUORUM": 0x0006,
                       "EACH_QUORUM": 0x0007, "LOCAL_ONE": 0x000A}
+def consistency_code(name: Any) -> int:
+    """The protocol's code of a write consistency level named ``name`` (any case);
+    ``ValueError`` listing the levels a write may use otherwise."""
+    if not isinstance(name, str) or name.upper() not in CONSISTENCY_LEVELS:
+        raise ValueError(f"consistency must be one of {', '.join(CONSISTENCY_LEVELS)} (the "
+                         f"levels of a write; SERIAL and LOCAL_SERIAL are a conditional "
+                         f"update's), not {name!r}")
+    return CONSISTENCY_LEVELS[name.upper()]
+
+
 #: The driver's default for a session's statements.
 DEFAULT_CONSISTENCY = "LOCAL_ONE"
 DEFAULT_PORT = 9042
@@ -51,14 +64,22 @@ def parse_host(host: str) -> tuple[str, int]:
     >>> parse_host("10.0.0.1"), parse_host("db:9142"), parse_host("[::1]:9043")
     (('10.0.0.1', 9042), ('db', 9142), ('::1', 9043))
     """
+    name, port = _endpoint(host)
+    return name, DEFAULT_PORT if port is None else port
+
+
+def _endpoint(host: str, what: str = "a CQL host") -> tuple[str, int | None]:
+    """``HOST[:PORT]`` as (host, port or None when not given), the host spelled one way
+    (an IP address as ``ipaddress`` writes it, a name in lower case); ``ValueError`` naming
+    ``host`` (``what`` it is) otherwise."""
     if not isinstance(host, str) or not host.strip():
-        raise ValueError(f"a CQL host must be a non-empty str HOST[:PORT], not {host!r}")
+        raise ValueError(f"{what} must be a non-empty str HOST[:PORT], not {host!r}")
     text = host.strip()
-    port: Any = DEFAULT_PORT
+    port: Any = None
     if text.startswith("["):
         end = text.find("]")
         if end < 0 or text[end + 1:] not in ("",) and not text[end + 1:].startswith(":"):
-            raise ValueError(f"CQL host {host!r} is not [ADDRESS]:PORT")
+            raise ValueError(f"{what} {host!r} is not [ADDRESS]:PORT")
         name, rest = text[1:end], text[end + 1:]
         if rest:
             port = rest[1:]
@@ -66,17 +87,60 @@ def parse_host(host: str) -> tuple[str, int]:
         name, port = text.split(":")
     else:
         name = text  # a name, an IPv4 address or a bare IPv6 address
-    try:
-        port = int(port)
-    except ValueError:
-        raise ValueError(f"CQL host {host!r}: the port {port!r} is not a number") from None
-    if not 0 < port < 65536 or not name:
-        raise ValueError(f"CQL host {host!r}: the port must be 1..65535 and the host named")
+    if port is not None:
+        try:
+            port = int(port)
+        except ValueError:
+            raise ValueError(f"{what} {host!r}: the port {port!r} is not a number") from None
+    if port is not None and not 0 < port < 65536 or not name:
+        raise ValueError(f"{what} {host!r}: the port must be 1..65535 and the host named")
     try:
         name = str(ipaddress.ip_address(name))  # one spelling per address
     except ValueError:
         name = name.lower()
     return name, port
+
+
+def address_map_of(entries: Mapping[str, str] | Iterable[tuple[str, str]] | None,
+                   what: str = "address_map") -> tuple[tuple[str, str], ...]:
+    """An address map judged and spelled one way: ``(advertised, reached)`` pairs, sorted.
+
+    ``advertised`` is an IP address as the cluster advertises a node (``ADDRESS`` for the
+    node at any port, ``ADDRESS:PORT`` for the node at that native port: ``[V6]:PORT`` for
+    IPv6); ``reached`` is where this machine reaches it, ``HOST[:PORT]`` (a name or an
+    address; without a port, the node's own port). ``entries`` is a mapping or (advertised,
+    reached) pairs; an entry that is not one of these, or an advertised address given twice,
+    is a ``ValueError`` naming ``what`` and the entry.
+
+    >>> address_map_of({"172.17.0.3": "127.0.0.1:19043", "10.0.0.2:9042": "Tunnel"})
+    (('10.0.0.2:9042', 'tunnel'), ('172.17.0.3', '127.0.0.1:19043'))
+    >>> address_map_of({"db1": "127.0.0.1"})
+    Traceback (most recent call last):
+    ...
+    ValueError: address_map: 'db1' is not an IP address (the cluster advertises its nodes by address)
+    """
+    if entries is None:
+        return ()
+    pairs = list(entries.items()) if isinstance(entries, Mapping) else list(entries)
+    seen: dict[str, tuple[Any, str]] = {}
+    for pair in pairs:
+        if not (isinstance(pair, tuple) and len(pair) == 2):
+            raise TypeError(f"{what} must map str to str, not hold {pair!r}")
+        source, target = pair
+        if not isinstance(source, str) or not isinstance(target, str):
+            raise TypeError(f"{what} must map str to str, not {source!r} to {target!r}")
+        host, port = _endpoint(source, f"{what}: the advertised address")
+        try:
+            ipaddress.ip_address(host)
+        except ValueError:
+            raise ValueError(f"{what}: {source!r} is not an IP address (the cluster "
+                             f"advertises its nodes by address)") from None
+        key = host if port is None else _spelled(host, port)
+        to_host, to_port = _endpoint(target, f"{what}: {source!r} maps to")
+        if key in seen:
+            raise ValueError(f"{what}: {seen[key][0]!r} and {source!r} are the same address")
+        seen[key] = (source, to_host if to_port is None else _spelled(to_host, to_port))
+    return tuple(sorted((key, value) for key, (_, value) in seen.items()))
 
 
 def _spelled(host: str, port: int) -> str:
@@ -132,7 +196,9 @@ class CqlDescription:
     :data:`CONSISTENCY_LEVELS`), ``username``/``password`` (PasswordAuthenticator),
     ``tls`` (``{"certificate": ..., "ca": ...}``, or None for plain TCP), ``window`` (requests
     in flight per connection), ``retries`` (overloaded, write timeout and unavailable answers
-    re-sent at most that many times, after a doubling pause) and ``timeout`` (seconds)."""
+    re-sent at most that many times, after a doubling pause), ``timeout`` (seconds) and
+    ``address_map`` (:func:`address_map_of`: where the nodes the cluster advertises are
+    reached; see :meth:`reached`)."""
 
     hosts: tuple[str, ...]
     keyspace: str
@@ -144,6 +210,7 @@ class CqlDescription:
     window: int = DEFAULT_WINDOW
     retries: int = DEFAULT_RETRIES
     timeout: float = 30.0
+    address_map: tuple[tuple[str, str], ...] = ()
 
     units = True
 
@@ -152,7 +219,8 @@ class CqlDescription:
            consistency: str = DEFAULT_CONSISTENCY, username: str | None = None,
            password: str | None = None, tls: bool = False, certificate: Any = None,
            ca: Any = None, window: int = DEFAULT_WINDOW, retries: int = DEFAULT_RETRIES,
-           timeout: float = 30.0) -> "CqlDescription":
+           timeout: float = 30.0,
+           address_map: Mapping[str, str] | None = None) -> "CqlDescription":
         """The description of a load's arguments, every one judged (``ValueError`` or
         ``TypeError`` naming it; the TLS files read, as the RavenDB target reads them)."""
         given = [hosts] if isinstance(hosts, str) else list(hosts)
@@ -162,9 +230,7 @@ class CqlDescription:
         for name, value in (("keyspace", keyspace), ("table", table)):
             if not isinstance(value, str) or not value:
                 raise ValueError(f"{name} must be a non-empty str, not {value!r}")
-        if not isinstance(consistency, str) or consistency.upper() not in CONSISTENCY_LEVELS:
-            raise ValueError(f"consistency must be one of {', '.join(CONSISTENCY_LEVELS)}, "
-                             f"not {consistency!r}")
+        consistency_code(consistency)
         if (username is None) != (password is None):
             raise ValueError("username and password go together (PasswordAuthenticator)")
         for name, value, low in (("window", window, 1), ("retries", retries, 0)):
@@ -172,29 +238,41 @@ class CqlDescription:
                 raise ValueError(f"{name} must be an int {low}..32768, not {value!r}")
         if not isinstance(timeout, (int, float)) or not 0 < timeout <= 3600:
             raise ValueError(f"timeout must be 0 < seconds <= 3600, not {timeout!r}")
+        if address_map is not None and not isinstance(address_map, Mapping):
+            raise TypeError(f"address_map must be a mapping of advertised addresses to "
+                            f"HOST[:PORT], not {type(address_map).__name__}")
+        mapped = address_map_of(address_map)
         settings = None
         if tls or certificate is not None or ca is not None:
             settings = {"certificate": certificate, "ca": ca}
             _tls_context(settings)  # the files judged now, before anything is read
         return cls(hosts=spelled, keyspace=keyspace, table=table,
                    consistency=consistency.upper(), username=username, password=password,
-                   tls=settings, window=window, retries=retries, timeout=float(timeout))
+                   tls=settings, window=window, retries=retries, timeout=float(timeout),
+                   address_map=mapped)
 
     # -------------------------------------------------------------------- connections
 
     def connect(self, host: str, port: int) -> Any:
-        """A logged-in connection to one node (``ConnectError`` naming it when refused)."""
-        return _core.CqlConnection(host, port, username=self.username, password=self.password,
-                                   tls=_tls_context(self.tls) if self.tls is not None else None,
-                                   timeout=self.timeout, connect_timeout=min(self.timeout, 10.0))
+        """A logged-in connection to one node (``ConnectError`` naming it when refused, and
+        when the connection is lost or times out before the node is ready: no connection
+        was made, so :meth:`contact` goes on to the next contact point)."""
+        try:
+            return _core.CqlConnection(
+                host, port, username=self.username, password=self.password,
+                tls=_tls_context(self.tls) if self.tls is not None else None,
+                timeout=self.timeout, connect_timeout=min(self.timeout, 10.0))
+        except (ConnectionLostError, TransportTimeoutError) as exc:
+            raise _no_handshake(exc, tls=self.tls is not None) from exc
 
-    def contact(self) -> Any:
-        """A connection to the first of :attr:`hosts` that answers; else the last failure,
-        naming every host tried."""
+    def contact(self) -> tuple[Any, tuple[str, int]]:
+        """A connection to the first of :attr:`hosts` that answers, and that contact point
+        (host, port); else the last failure, naming every host tried."""
         failures = []
         for spelled in self.hosts:
+            point = parse_host(spelled)
             try:
-                return self.connect(*parse_host(spelled))
+                return self.connect(*point), point
             except (ConnectError, TLSError) as exc:
                 failures.append(exc)
         error = failures[-1]
@@ -204,9 +282,64 @@ class CqlDescription:
         raise error
 
     def query(self, conn: Any, cql: str) -> dict:
-        """The parsed RESULT of one query (at ONE)."""
+        """The parsed RESULT of one ``SELECT`` (at ONE): Rows of the columns it names, else
+        a ``ProtocolError`` naming the node, the query and what the answer is."""
         _, answer = conn.request(_core.CQL_OP_QUERY, _core.cql_query_body(cql, 0x0001))
-        return _core.cql_parse_result(answer)
+        with _answer_to(conn, cql):
+            result = _core.cql_parse_result(answer)
+            if result["kind"] != "rows":
+                raise ValueError(f"a RESULT of kind {result['kind']}, not Rows")
+            names = [column[2] for column in result["columns"]]
+            asked = [name.strip() for name in cql[len("SELECT "):cql.index(" FROM ")].split(",")]
+            if names != asked:
+                raise ValueError(f"Rows of the columns {names}, not {asked}")
+        return result
+
+    def ring(self, conn: Any, contact: tuple[str, int]) -> list[tuple[tuple[str, int], RingNode]]:
+        """The nodes owning tokens, as the node at ``contact`` (``conn``) lists them, each
+        with the (host, port) it is reached at (:meth:`reached`): that node first. Its peers
+        are read from ``system.peers_v2`` (Cassandra 4 and later: each one's native port
+        with it), or from ``system.peers`` where the server has no such table."""
+        local = self.query(conn, SELECT_LOCAL)
+        try:
+            peers = self.query(conn, SELECT_PEERS_V2)
+        except CqlServerError as exc:
+            if exc.code != 0x2200:  # Invalid: an unknown table (older servers, Scylla)
+                raise
+            peers = self.query(conn, SELECT_PEERS)
+        with _answer_to(conn, "system.local and system.peers"):
+            nodes = ring_nodes(local, peers)
+        return [(self.reached(contact, node), node) for node in nodes]
+
+    def reached(self, contact: tuple[str, int], node: RingNode) -> tuple[str, int]:
+        """Where ``node`` is reached: the node that answered at ``contact`` at that contact
+        point, always; a peer at the address it advertises, at its advertised port, or,
+        where it advertises none, at the port given with its address in :attr:`hosts`, else
+        at ``contact``'s port, unless :attr:`address_map` maps it (``ADDRESS:PORT`` first,
+        then ``ADDRESS``; a mapped ``HOST`` without a port keeps the port).
+
+        >>> d = CqlDescription.of("127.0.0.1:19042", "ks", "t",
+        ...                       address_map={"172.17.0.3": "127.0.0.1:19043"})
+        >>> contact = ("127.0.0.1", 19042)
+        >>> d.reached(contact, RingNode("172.17.0.2", None, (0,), local=True))
+        ('127.0.0.1', 19042)
+        >>> d.reached(contact, RingNode("172.17.0.3", 9042, (1,)))
+        ('127.0.0.1', 19043)
+        >>> d.reached(contact, RingNode("172.17.0.4", None, (2,)))
+        ('172.17.0.4', 19042)
+        """
+        if node.local:
+            return contact
+        port = node.port
+        if port is None:
+            given = [p for h, p in map(parse_host, self.hosts) if h == node.address]
+            port = given[0] if given else contact[1]
+        mapped = dict(self.address_map)
+        target = mapped.get(_spelled(node.address, port), mapped.get(node.address))
+        if target is None:
+            return node.address, port
+        host, mapped_port = _endpoint(target)
+        return host, port if mapped_port is None else mapped_port
 
     def prepare(self, conn: Any, names: Sequence[str]) -> Prepared:
         """PREPARE of the INSERT of ``names`` on ``conn``."""
@@ -224,11 +357,13 @@ class CqlDescription:
         for name in wanted:
             if name not in schema.names:
                 raise ValueError(f"{source} has no column {name!r}")
-        with self.contact() as conn:
+        conn, _ = self.contact()
+        with conn:
             result = self.query(conn, "SELECT column_name, kind FROM system_schema.columns "
                                       f"WHERE keyspace_name = {_literal(self.keyspace)} AND "
                                       f"table_name = {_literal(self.table)}")
-            kinds = {_text(row[0]): _text(row[1]) for row in result["rows"]}
+            with _answer_to(conn, "system_schema.columns"):
+                kinds = {_text(row[0]): _text(row[1]) for row in result["rows"]}
             if not kinds:
                 raise ValueError(f"table {self.keyspace}.{self.table} does not exist at "
                                  f"{conn.peer}")
@@ -319,16 +454,24 @@ class _CqlSession:
 
     def __init__(self, target: CqlDescription) -> None:
         self.target = target
-        with target.contact() as conn:
-            local = target.query(conn, "SELECT rpc_address, tokens FROM system.local")
-            peers = target.query(conn, "SELECT peer, rpc_address, tokens FROM system.peers")
-        self.ring = TokenRing.from_system_tables(local, peers, replication_factor=1)
-        ports = {parse_host(h)[0]: parse_host(h)[1] for h in target.hosts}
-        default_port = parse_host(target.hosts[0])[1]
-        self.nodes = [(a, ports.get(a, default_port)) for a in self.ring.addresses]
-        self.index = {address: i for i, (address, _) in enumerate(self.nodes)}
+        conn, contact = target.contact()
+        with conn:
+            found = target.ring(conn, contact)
+        self.contact = _spelled(*contact)
+        #: the host_id of every node the ring was read with (a connection must reach one)
+        self.members = {node.host_id for _, node in found if node.host_id is not None}
+        # one node per (host, port) reached: nodes reached at one place are one node here
+        tokens: dict[tuple[str, int], list[int]] = {}
+        for reached, node in found:
+            tokens.setdefault(reached, []).extend(node.tokens)
+        #: (host, port) of each node, as it is reached; the ring names it HOST:PORT
+        self.nodes = list(tokens)
+        self.ring = TokenRing({_spelled(*n): t for n, t in tokens.items()},
+                              replication_factor=1)
+        self.index = {name: i for i, name in enumerate(self.ring.addresses)}
         self.live, self.dead = self.ring, set()  # the ring of the nodes not left out
         self.conns: dict[int, Any] = {}
+        self.opening: set = set()  # connections made, their statement not prepared yet
         self.lock = threading.Lock()
         self.pool = (ThreadPoolExecutor(len(self.nodes), thread_name_prefix="bulkwire-cql")
                      if len(self.nodes) > 1 else None)
@@ -340,17 +483,38 @@ class _CqlSession:
             conn = self.conns.get(node)
         if conn is None:
             conn = self.target.connect(*self.nodes[node])
+            with self.lock:
+                self.opening.add(conn)  # aborted with the others while it prepares
             try:
+                self._identify(conn)
                 prepared = self.target.prepare(conn, names)
                 if prepared.id != prepared_id:
                     raise ServerError(f"{conn.peer} prepared the INSERT as another statement "
                                       f"(the table changed during the load?)")
             except BaseException:
+                with self.lock:
+                    self.opening.discard(conn)
                 conn.close()
                 raise
             with self.lock:
+                self.opening.discard(conn)
                 self.conns[node] = conn
         return conn
+
+    def _identify(self, conn: Any) -> None:
+        """Checks that ``conn`` reached a node of the ring (its ``host_id``, which stays with
+        a node whatever its address): an address can come to answer as another node (one
+        that left or restarted elsewhere, its address taken by another), of this cluster or
+        of another. ``ConnectError`` otherwise: the node the ring names is not there."""
+        if not self.members:
+            return
+        rows = self.target.query(conn, "SELECT host_id FROM system.local")["rows"]
+        cell = rows[0][0] if len(rows) == 1 and rows[0] else None
+        host_id = uuid.UUID(bytes=cell) if cell is not None and len(cell) == 16 else None
+        if host_id not in self.members:
+            raise ConnectError(f"{conn.peer}: answers as node {host_id}, which is not a node "
+                               f"of the cluster {self.contact} lists (its address taken by "
+                               f"another node?): not loaded there")
 
     def _run(self, node: int, encoded: list, rows: Any) -> tuple[int, int]:
         bodies, ends, _, _, p = encoded
@@ -388,9 +552,12 @@ class _CqlSession:
                     self._down(node)
                     again.append(_not_acknowledged(np, outcome, selection, rows))
                 else:
-                    failures.append(outcome)
-            if failures:
-                raise _named(failures[0], row_base)
+                    failures.append((outcome, selection))
+            if failures:  # every row of the batch not acknowledged: the failed runs', and
+                # those of nodes left out, which will not be sent again
+                missing = again + [_not_acknowledged(np, e, sel, rows) for e, sel in failures]
+                raise _named(failures[0][0], row_base, rows,
+                             np.unique(np.concatenate(missing)).tolist())
             if not again:
                 break
             pending = np.concatenate(again)
@@ -425,7 +592,7 @@ class _CqlSession:
             conn = self.conns.pop(node, None)
         if conn is not None:
             conn.close()
-        self.dead.add(self.nodes[node][0])
+        self.dead.add(self.ring.addresses[node])
         self.live = self.ring.without(sorted(self.dead))
 
     def _outcome(self, node: int, encoded: list, rows: Any) -> Any:
@@ -438,6 +605,12 @@ class _CqlSession:
         self._shutdown()
 
     def abort(self) -> None:
+        """Ends the session at once: a run still waiting for a node in another thread (after
+        Ctrl-C in the main one) ends now, not at its timeout."""
+        with self.lock:
+            conns = [*self.conns.values(), *self.opening]
+        for conn in conns:
+            conn.abort()
         self._shutdown()
 
     def _shutdown(self) -> None:
@@ -450,6 +623,19 @@ class _CqlSession:
                 conn.close()
             except Exception:  # noqa: BLE001 - closing what failed says nothing more
                 pass
+
+
+@contextlib.contextmanager
+def _answer_to(conn: Any, query: str) -> Iterator[None]:
+    """Reading ``conn``'s answer to ``query``: what it does not hold as that query's answer
+    (a cell of another type, a token that is not a Murmur3 token, a name that is not UTF-8,
+    a body that does not parse) is a ``ProtocolError`` naming the node, the query and what
+    was wrong, never a bare Python error."""
+    try:
+        yield
+    except (KeyError, IndexError, TypeError, ValueError, OverflowError) as exc:
+        what = f"{type(exc).__name__}: {exc}" if not isinstance(exc, ValueError) else str(exc)
+        raise ProtocolError(f"{conn.peer}: the answer to {query} is malformed: {what}") from exc
 
 
 def _node_down(exc: BaseException) -> bool:
@@ -468,15 +654,25 @@ def _not_acknowledged(np: Any, exc: BaseException, selection: Any, rows: int) ->
     return np.concatenate([in_flight, chosen[getattr(exc, "sent", 0) or 0:]])
 
 
-def _named(exc: BaseException, row_base: int) -> BaseException:
-    """``exc`` with the source rows it concerns: ``source_row`` (the refused row, or None)
-    and a note on the rows not acknowledged (rows of the batch counted from ``row_base``)."""
+def _named(exc: BaseException, row_base: int, rows: int, missing: list) -> BaseException:
+    """``exc`` in the rows of the source (``errors._name_source_rows``): the refused row (its
+    ``row`` in the batch of ``rows`` rows, counted from ``row_base``) and ``missing``, the
+    batch's rows not acknowledged (the others were)."""
+    if not isinstance(exc, Exception):  # Ctrl-C: nothing of the server's to word
+        return exc
+    exc._batch_stop = row_base + rows  # type: ignore[attr-defined]
     row = getattr(exc, "row", None)
-    unacknowledged = getattr(exc, "unacknowledged", None) or []
-    exc.source_row = None if row is None else row_base + row  # type: ignore[attr-defined]
-    if row is not None or unacknowledged:
-        listed = ", ".join(str(row_base + r) for r in unacknowledged[:8])
-        more = ", ..." if len(unacknowledged) > 8 else ""
-        exc.add_note((f"source row {row_base + row}; " if row is not None else "") +
-                     f"{len(unacknowledged)} source row(s) not acknowledged: {listed}{more}")
+    _name_source_rows(exc, None if row is None else row_base + row,
+                      [row_base + r for r in missing])
     return exc
+
+
+def _no_handshake(exc: BaseException, *, tls: bool) -> ConnectError:
+    """The ``ConnectError`` for a connection lost or timed out during its handshake, before
+    the node was ready. A port whose client_encryption_options take only TLS resets a plain
+    connection at its first bytes: without TLS, the message says so."""
+    hint = ("; a port that takes only TLS resets a plain connection so: does the node want "
+            "TLS (tls=True, --cql-tls)?") if isinstance(exc, ConnectionLostError) and not tls \
+        else ""
+    return ConnectError(f"{exc} (the handshake did not complete: no connection was made)"
+                        f"{hint}")

@@ -86,7 +86,10 @@ class _PagedVectors:
     each batch's rows are read and their values copied out, where pyarrow decodes every
     value's repetition and definition levels (the larger part of reading a file of vectors).
     The other columns are still read by pyarrow; :meth:`joined` puts a batch back together,
-    the same batch as pyarrow's. A row group with pages the page reader does not cover (a
+    the same batch as pyarrow's. Each page is read and decompressed once per load, whatever
+    the batches: the rows of a batch are read up to the end of the page holding its last
+    row, and the rest of that page's rows are kept for the batches after it (one page's rows
+    at most, beyond the batch's). A row group with pages the page reader does not cover (a
     null, another encoding) is read by pyarrow, its vector column once for all its batches."""
 
     #: what is kept of the chunks read (page tables, dictionaries): a row group's, read in order
@@ -97,6 +100,8 @@ class _PagedVectors:
         self.plan = file._plans[name]
         self.field = file.schema.field(name)
         self._group: tuple[int, Any] | None = None  # a row group read by pyarrow
+        # rows read to the end of their last page: (row group, first row, end row, array)
+        self._kept: tuple[int, int, int, Any] | None = None
 
     @classmethod
     def of(cls, source: SourceFile, pf: Any, plan: ColumnPlan) -> "_PagedVectors | None":
@@ -154,21 +159,41 @@ class _PagedVectors:
         return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields))
 
     def _rows(self, pa: Any, g: int, first: int, stop: int) -> Any:
-        """The vector column's rows [first, stop) of row group ``g``."""
+        """The vector column's rows [first, stop) of row group ``g``, an array holding those
+        rows only (never a view of a page's rows kept for the next batch)."""
         import numpy as np
 
         if self._group is None or self._group[0] != g:
-            array = self.file._take_pages(pa, g, self.name, self.plan,
-                                          np.arange(first, stop, dtype=np.int64))
-            if array is not None:
-                return array
+            parts = []
+            at = first
+            kept = self._kept
+            if kept is not None and kept[0] == g and kept[1] <= at < kept[2]:
+                upto = min(stop, kept[2])
+                parts.append(kept[3].slice(at - kept[1], upto - at))
+                at = upto
+            if at < stop:
+                # to the end of the page holding the batch's last row: the batches after
+                # this one take the rest of that page from here, not from the file again
+                end = self.file._page_end(g, self.name, stop - 1)
+                array = None if end is None else self.file._take_pages(
+                    pa, g, self.name, self.plan, np.arange(at, end, dtype=np.int64))
+                self._kept = None if array is None else (g, at, end, array)
+                if array is None:  # pages the page reader does not cover: pyarrow's group
+                    parts = None
+                elif not parts and end == stop:
+                    return array  # the batch's rows, and no more
+                else:
+                    parts.append(array.slice(0, stop - at))
+            if parts is not None:
+                return pa.concat_arrays(parts)  # a copy: the batch holds its own rows only
+            self._kept = None
             column = self.pf.read_row_group(g, columns=[self.name]).column(0)
             self._group = (g, column.combine_chunks() if column.num_chunks != 1
                            else column.chunk(0))
         return self._group[1].slice(first, stop - first)
 
     def close(self) -> None:
-        self._group = None
+        self._group = self._kept = None
         self.file.close()
 
 

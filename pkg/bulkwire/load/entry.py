@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence, cast
 
-from ..errors import _mark_unconfirmed
+from ..errors import _mark_unconfirmed, _name_source_rows
 from ..parquet import PathLike, _pyarrow
 from ..topology import open_servers
 from .plan import _empty_batch
@@ -404,14 +404,58 @@ def _send_stream(job: _Job, reader: Any, files: list[str] | None, take: Any,
         batches, idx, source = _reader_batches(reader, plan, job.batch_rows), None, "Arrow data"
     pool = (ThreadPoolExecutor(job.threads, thread_name_prefix="bulkwire-encode")
             if job.threads > 1 else None)
-    target = job.target.open()
+    stored = 0  # rows of the batches the target confirmed
+
+    def on_batch(rows: int, added: int) -> None:
+        nonlocal stored
+        stored += rows
+        report(rows, added)
+
     try:
+        target = job.target.open()
         rows = _one_request(target, _encoded_in_order(batches, job.encode, source, plan, pool,
-                                                      job.threads, idx), pool, report)
+                                                      job.threads, idx), pool, on_batch)
+    except Exception as exc:
+        if idx is not None and job.target.units:
+            _note_take_unconfirmed(exc, source, idx, stored)
+        raise
     finally:
         if pool is not None:
             pool.shutdown(wait=True)
     return rows, target.body_bytes, target.wire_bytes
+
+
+def _note_take_unconfirmed(exc: BaseException, source: str, idx: Any, stored: int) -> None:
+    """Says on ``exc`` (a failed load of ``take``'s rows of ``source``) which rows were
+    confirmed and which were not, as the file's rows with their places in ``take``: those of
+    the batches confirmed (the first ``stored``) and those of the failed batch the server
+    acknowledged, then the rest; ``exc.unconfirmed`` lists the rows not confirmed as
+    ``(file, first row, stop row)``. A run's error names its rows as the file's
+    (``errors._name_source_rows``)."""
+    positions = getattr(exc, "_source_positions", None)
+    missing = set(range(stored, len(idx)))
+    if positions is not None:
+        _name_source_rows(exc, positions[0], positions[1], take=idx)
+        # the failed batch's rows not named were acknowledged; those after it never sent
+        batch_stop = getattr(exc, "_batch_stop", stored)
+        missing = set(positions[1]) | set(range(batch_stop, len(idx)))
+    confirmed = [p for p in range(len(idx)) if p not in missing]
+    ranges: list[tuple[str, int, int]] = []
+    for p in sorted(missing):
+        row = int(idx[p])
+        if ranges and ranges[-1][2] == row:
+            ranges[-1] = (source, ranges[-1][1], row + 1)
+        else:
+            ranges.append((source, row, row + 1))
+
+    def rows_of(places: list[int]) -> str:
+        listed = ", ".join(f"{int(idx[p])} (take[{p}])" for p in places[:8])
+        return f"{len(places):,}" + (f": {listed}{', ...' if len(places) > 8 else ''}"
+                                     if places else "")
+
+    _mark_unconfirmed(exc, ranges, f"of the {len(idx):,} rows taken from {source!r}, confirmed "
+                                   f"by the server {rows_of(confirmed)}; not confirmed "
+                                   f"{rows_of(sorted(missing))}")
 
 
 def load_arrow(data: Any, *, url: str | Sequence[str] | None = None, database: str | None = None,

@@ -80,6 +80,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 const int64_t *chunk = out + BW_CHUNK_FIELDS * i;
                 REQUIRE(chunk[0] == -1 ||
                         (chunk[0] >= 0 && (size_t)(chunk[0] + chunk[1]) <= n));
+                /* a dictionary page is placed inside the file and never at 0, its magic */
+                const int64_t dictionary = chunk[BW_CHUNK_DICTIONARY];
+                REQUIRE(dictionary == BW_NO_DICTIONARY || dictionary == BW_DICTIONARY_UNLOCATED ||
+                        (dictionary > 0 && (size_t)dictionary < n));
             }
         break;
     }

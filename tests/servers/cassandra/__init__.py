@@ -10,7 +10,9 @@
 - ``running(count)``: a context manager that starts ``count`` nodes (``127.0.0.1`` is the seed,
   the others join it), waits until each answers ``SELECT release_version FROM system.local``
   and knows all the others, and stops every one of them when it exits, on errors and
-  Ctrl-C too. Each JVM is in its own process group, is killed by the kernel if this process
+  Ctrl-C too. ``advertised=`` gives each node a client address it advertises
+  (``broadcast_rpc_address``) other than the one it listens on, as a node behind a NAT or in
+  a container does; ``connect`` reaches such nodes through ``translation``. Each JVM is in its own process group, is killed by the kernel if this process
   dies (``PR_SET_PDEATHSIG``), and is also stopped by an ``atexit`` hook.
 
 ``python -m tests.servers.cassandra`` starts one by hand (see docs/contributing.md).
@@ -229,8 +231,21 @@ class Node:
 
     def __init__(self, address: str, folder: pathlib.Path, jars: pathlib.Path, *,
                  heap: str | None = None, seed: str = "127.0.0.1",
-                 password_auth: bool = False, max_requests_per_second: int | None = None) -> None:
+                 password_auth: bool = False, max_requests_per_second: int | None = None,
+                 advertised: str | None = None,
+                 datacenter: str | None = None, rack: str = "rack1") -> None:
         self.address = address
+        #: The client address the node advertises (``broadcast_rpc_address``: system.local's
+        #: rpc_address, its peers' native_address), or None: its own. Read when it starts.
+        self.advertised = advertised
+        #: Where a client reaches each address the cluster advertises ({advertised: address}),
+        #: as ``connect`` takes it.
+        self.translation: dict[str, str] = {}
+        #: The node's data centre and rack, or None: SimpleSnitch (every node in
+        #: ``datacenter1``). Given, the node runs GossipingPropertyFileSnitch and reads them
+        #: from its ``cassandra-rackdc.properties``.
+        self.datacenter = datacenter
+        self.rack = rack
         #: The native transport's rate limit (requests per second), or None: none.
         self.max_requests_per_second = max_requests_per_second
         #: PasswordAuthenticator on: clients log in as ``SUPERUSER`` (``credentials``).
@@ -239,6 +254,9 @@ class Node:
         self.folder = folder
         self.jars = jars
         self.heap = heap or os.environ.get("BULKWIRE_CASSANDRA_HEAP", DEFAULT_HEAP)
+        #: Further cassandra.yaml lines, written after the harness's own (keys the harness
+        #: does not write: the server refuses a key given twice). Read when the node starts.
+        self.extra_config = ""
         self.log_path = folder / "node.log"
         self.jmx_port = JMX_PORT_BASE + int(address.rsplit(".", 1)[1])
         self.process: subprocess.Popen[bytes] | None = None
@@ -264,13 +282,14 @@ cluster_name: bulkwire-tests-{self.seed}
 num_tokens: 16
 partitioner: org.apache.cassandra.dht.Murmur3Partitioner
 auto_bootstrap: false
-endpoint_snitch: SimpleSnitch
+endpoint_snitch: {"GossipingPropertyFileSnitch" if self.datacenter else "SimpleSnitch"}
 seed_provider:
   - class_name: org.apache.cassandra.locator.SimpleSeedProvider
     parameters:
       - seeds: "{self.seed}:{STORAGE_PORT}"
 listen_address: {self.address}
 rpc_address: {self.address}
+{f"broadcast_rpc_address: {self.advertised}" if self.advertised else ""}
 storage_port: {STORAGE_PORT}
 native_transport_port: {NATIVE_PORT}
 start_native_transport: true
@@ -285,6 +304,7 @@ cdc_raw_directory: {_quote(str(dirs["cdc_raw"]))}
 concurrent_compactors: 1
 {"authenticator: PasswordAuthenticator" if self.password_auth else ""}
 {_rate_limit(self.max_requests_per_second)}
+{self.extra_config}
 """)
         (conf / "logback.xml").write_text("""\
 <configuration>
@@ -294,6 +314,9 @@ concurrent_compactors: 1
   <root level="INFO"><appender-ref ref="OUT"/></root>
 </configuration>
 """)
+        if self.datacenter:
+            (conf / "cassandra-rackdc.properties").write_text(
+                f"dc={self.datacenter}\nrack={self.rack}\n")
 
     def command(self) -> list[str]:
         """The ``java`` command line of this node."""
@@ -310,6 +333,8 @@ concurrent_compactors: 1
             "-Dcassandra-foreground=yes", f"-Dcassandra.jmx.local.port={self.jmx_port}",
             f"-Dcassandra.config={(conf / 'cassandra.yaml').as_uri()}",
             f"-Dlogback.configurationFile={(conf / 'logback.xml').as_uri()}",
+            *([f"-Dcassandra-rackdc.properties={(conf / 'cassandra-rackdc.properties').as_uri()}"]
+              if self.datacenter else []),
             f"-Dcassandra.logdir={self.folder}", f"-Dcassandra.storagedir={self.folder}",
             # a test cluster starts empty: no waiting for gossip to settle, no ring delay
             "-Dcassandra.skip_wait_for_gossip_to_settle=0", "-Dcassandra.ring_delay_ms=1000",
@@ -352,7 +377,8 @@ concurrent_compactors: 1
             self.check_alive()
             if _port_open(self.address, NATIVE_PORT):
                 try:
-                    with connect([self.address], credentials=self.credentials) as session:
+                    with connect([self.address], credentials=self.credentials,
+                                 translation=self.translation) as session:
                         row = session.execute("SELECT release_version FROM system.local").one()
                 except Exception as exc:  # the driver's errors while the node is still starting
                     last = exc
@@ -447,15 +473,23 @@ def _port_open(address: str, port: int) -> bool:
 @contextlib.contextmanager
 def connect(addresses: Sequence[str], *, keyspace: str | None = None,
             timeout: float = 30.0,
-            credentials: tuple[str, str] | None = None
+            credentials: tuple[str, str] | None = None,
+            translation: dict[str, str] | None = None
             ) -> Iterator["cassandra.cluster.Session"]:  # noqa: F821
     """A driver session whose requests these nodes coordinate, and no others the driver
     discovers (protocol v5, which Cassandra 5.0 speaks); shut down on exit. ``credentials``:
-    (username, password) for a node with PasswordAuthenticator."""
+    (username, password) for a node with PasswordAuthenticator. ``translation``: the address
+    each advertised address is reached at (``Node.translation``), for nodes that advertise
+    one they do not listen on (the driver reaches every node, the one it asks included, at
+    its advertised address translated)."""
     from cassandra import ProtocolVersion
     from cassandra.auth import PlainTextAuthProvider
     from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
-    from cassandra.policies import WhiteListRoundRobinPolicy
+    from cassandra.policies import AddressTranslator, WhiteListRoundRobinPolicy
+
+    class Translated(AddressTranslator):
+        def translate(self, addr: str) -> str:
+            return (translation or {}).get(addr, addr)
 
     profile = ExecutionProfile(load_balancing_policy=WhiteListRoundRobinPolicy(list(addresses)),
                                request_timeout=timeout)
@@ -463,7 +497,8 @@ def connect(addresses: Sequence[str], *, keyspace: str | None = None,
                       execution_profiles={EXEC_PROFILE_DEFAULT: profile},
                       connect_timeout=timeout, control_connection_timeout=timeout,
                       auth_provider=(PlainTextAuthProvider(*credentials)
-                                     if credentials else None))
+                                     if credentials else None),
+                      address_translator=Translated() if translation else None)
     try:
         session = cluster.connect(keyspace)
         yield session
@@ -488,13 +523,17 @@ def addresses(count: int, first: int = 1) -> list[str]:
 @contextlib.contextmanager
 def running(count: int = 1, *, first: int = 1, heap: str | None = None,
             keep_files: bool | None = None,
+            extra_config: str = "",
             start_timeout: float | None = None,
             password_auth: bool = False,
-            max_requests_per_second: int | None = None) -> Iterator[list[Node]]:
+            max_requests_per_second: int | None = None,
+            advertised: Sequence[str] | None = None,
+            datacenters: Sequence[str] | None = None) -> Iterator[list[Node]]:
     """Start ``count`` nodes in this process's private network namespace and yield them ready.
 
     They listen on ``127.0.0.<first>`` (the seed) and the addresses after it, so two sets of
     nodes with disjoint addresses can run at once (each set is its own cluster).
+    ``extra_config``: further cassandra.yaml lines for every node (``Node.extra_config``).
     The jars are fetched first (that needs the network), then the process moves into its own
     namespace (``private_loopback``). The seed starts first; the others are started together
     once it answers. Ready means: every node answers CQL and lists the other ``count - 1`` as
@@ -502,8 +541,15 @@ def running(count: int = 1, *, first: int = 1, heap: str | None = None,
     ``keep_files`` (default: whether ``BULKWIRE_CASSANDRA_KEEP_FILES`` is set), its folder
     removed. ``password_auth`` turns PasswordAuthenticator on (the superuser ``SUPERUSER``);
     ``max_requests_per_second`` limits each node's native transport to that rate (a client
-    that asked for THROW_ON_OVERLOAD gets overloaded errors beyond it).
+    that asked for THROW_ON_OVERLOAD gets overloaded errors beyond it). ``advertised``: one
+    loopback address per node that it advertises to clients instead of its own (see
+    ``Node.advertised``); every node's ``translation`` maps them back. ``datacenters``: the
+    data centre of each node, in address order (GossipingPropertyFileSnitch, rack ``rack1``);
+    None: SimpleSnitch, one data centre ``datacenter1``.
     """
+    if advertised is not None and (len(advertised) != count or not all(
+            a.startswith("127.") for a in advertised)):
+        raise ValueError(f"advertised must be {count} loopback addresses, not {advertised!r}")
     if keep_files is None:
         keep_files = bool(os.environ.get("BULKWIRE_CASSANDRA_KEEP_FILES"))
     jars = fetch_jars()
@@ -514,10 +560,19 @@ def running(count: int = 1, *, first: int = 1, heap: str | None = None,
     root = pathlib.Path(tempfile.mkdtemp(prefix=_FOLDER_PREFIX))
     (root / "owner.pid").write_text(str(os.getpid()))
     hosts = addresses(count, first)
+    if datacenters is not None and len(datacenters) != count:
+        raise ValueError(f"datacenters names {len(datacenters)} data centres for {count} nodes")
     nodes = [Node(addr, root / addr, jars, heap=heap, seed=hosts[0], password_auth=password_auth,
-                  max_requests_per_second=max_requests_per_second)
-             for addr in hosts]
+                  max_requests_per_second=max_requests_per_second,
+                  advertised=advertised[i] if advertised else None,
+                  datacenter=datacenters[i] if datacenters is not None else None)
+             for i, addr in enumerate(hosts)]
+    translation = {n.advertised: n.address for n in nodes if n.advertised}
+    for node in nodes:
+        node.translation = translation  # one dict: a node given a new address updates it
     try:
+        for node in nodes:
+            node.extra_config = extra_config
         nodes[0].start()
         nodes[0].wait_ready(time.monotonic() + timeout)
         for node in nodes[1:]:
@@ -559,7 +614,8 @@ def _wait_peers(nodes: list[Node], deadline: float) -> None:
     for node in nodes:
         while True:
             node.check_alive()
-            with connect([node.address], credentials=node.credentials) as session:
+            with connect([node.address], credentials=node.credentials,
+                         translation=node.translation) as session:
                 peers = {str(r.peer) for r in session.execute("SELECT peer FROM system.peers_v2")}
             if peers == want - {node.address}:
                 break
