@@ -39,6 +39,18 @@ def test_bench_encode_runs(cold):
             assert all(v.endswith("x") and float(v[:-1]) > 0 for v in ratios.values())
 
 
+def test_bench_import_runs():
+    import re
+
+    out = run_script("bench_import.py", "--runs", "1")
+    for name in ("python (nothing)", "import orjson", "import bulkwire", "bulkwire + dumps",
+                 "bulkwire --version"):  # a row of four times each
+        assert re.search(rf"^ +{re.escape(name)}( +-?[0-9.]+){{4}}$", out, re.M), name
+    # neither the encoder nor the version report imports the heavy modules
+    for name in ("import bulkwire", "bulkwire + dumps", "bulkwire --version"):
+        assert f"{name} imports: none of" in out
+
+
 def test_bench_output_faults_runs():
     out = run_script("bench_output_faults.py", "--docs", "20", "--runs", "1", "--dim", "8")
     labels = [line.split()[0] for line in out.splitlines() if "faults/doc" in line]

@@ -149,6 +149,69 @@ def test_a_hook_changing_the_dict_sees_json_s_snapshot(action, position):
     assert bulkwire.dumps(build()) == oracle_bytes(build())
 
 
+def dict_with_holes(size, deleted):
+    """A dict whose item table holds the deleted items' empty slots."""
+    d = {f"k{i}": i if i % 3 else [i, str(i)] for i in range(size)}
+    for i in deleted:
+        del d[f"k{i}"]
+    return d
+
+
+@pytest.mark.parametrize("size,deleted", [(1, [0]), (3, [0]), (3, [2]), (8, [1, 2, 3]),
+                                          (40, range(0, 40, 2)), (40, range(39))])
+def test_dicts_with_deleted_items(size, deleted):
+    d = dict_with_holes(size, deleted)
+    assert bulkwire.dumps(d) == oracle_bytes(d)
+    mixed = {**d, 3: "int key", 2.5: None}  # general keys: another item table
+    assert bulkwire.dumps(mixed) == oracle_bytes(mixed)
+
+
+class Plain:
+    def __init__(self, **attrs):
+        self.__dict__.update(attrs)
+
+
+@pytest.mark.parametrize("length", [0, 1, 16, 17])
+@pytest.mark.parametrize("action", [
+    lambda d: d.clear(),
+    lambda d: d["later_list"].append(99),
+    lambda d: d["later_dict"].update(added=1),
+    lambda d: d.pop("later_list"),
+], ids=["clear", "append-to-a-later-list", "grow-a-later-dict", "pop-a-later-list"])
+def test_short_containers_and_datetimes_before_and_after_a_hook(length, action):
+    """Short lists and dicts of scalars and datetimes are walked straight from the dict; the
+    items after the first value that may run code are json's snapshot, whatever it does."""
+    def build():
+        d = {"list": list(range(length)), "tuple": tuple("x" * length),
+             "dict": {f"k{i}": i / 2 for i in range(length)},
+             "at": datetime.datetime(2024, 5, 1, 12, 30, 0, 5),
+             "entity": Plain(x=1)}
+        d["hook"] = Mutator(d, action)
+        d.update(later_list=[1, 2], later_dict={"a": None}, at2=datetime.datetime.max)
+        return d
+    assert bulkwire.dumps(build()) == oracle_bytes(build())
+
+
+@pytest.mark.parametrize("ensure_ascii", [True, False])
+def test_interned_keys_many_times_over(ensure_ascii):
+    """Keys written again and again (their text kept between documents, by the key object):
+    more distinct keys than are kept, keys made and dropped between calls, keys of 15 and 16
+    bytes, keys that need an escape and non-ASCII keys; the first key of an object has no
+    separator before it wherever it was kept from."""
+    import sys
+
+    fixed = [sys.intern(k) for k in ("a", "k" * 15, "k" * 16, 'q"uote', "tab\t", "\x7f", "é", "ü" * 3)]
+    for round_ in range(3):
+        made = [sys.intern(f"key{round_}_{i}") for i in range(1500)]  # more than the slots
+        docs = [{k: i for k in fixed} for i in range(3)]
+        docs += [{k: i, "a": [1, {k: i}]} for i, k in enumerate(made)]
+        docs += [{"nested": {k: {k: k}}} for k in fixed]
+        for d in docs:
+            expected = json.dumps(d, ensure_ascii=ensure_ascii).encode()
+            assert bulkwire.dumps(d, ensure_ascii=ensure_ascii) == expected
+        del made, docs
+
+
 # ---- the string escaper ----
 
 @pytest.mark.parametrize("ensure_ascii", [True, False])

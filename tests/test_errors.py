@@ -51,7 +51,9 @@ def _public_exception_classes():
     bulkwire.errors, re-exported elsewhere, or made by the C core."""
     classes = {}
     for module in _bulkwire_modules():
-        for name, value in vars(module).items():
+        # dir, not vars: bulkwire's own names are imported when first asked for
+        for name in dir(module):
+            value = getattr(module, name, None)
             if (not name.startswith("_") and inspect.isclass(value)
                     and issubclass(value, BaseException)
                     and value.__module__.startswith("bulkwire")):

@@ -487,3 +487,28 @@ size_t bw_float32_to_text(float v, char *dst)
     }
     return (size_t)(layout9(p, (uint32_t)(f * bw_pow10_u64[9 - len]), e10 + len) - dst);
 }
+
+size_t bw_lone_double_to_text(double v, char *dst) {
+    double sixteenths = v * 16.0, magnitude = v < 0 ? -sixteenths : sixteenths;
+    /* in range (1 .. 2^35 sixteenths: NaN fails both tests) and a whole number of them */
+    if (!(magnitude >= 1.0 && magnitude < 34359738368.0) ||
+        (double)(uint64_t)magnitude != magnitude)
+        return bw_double_to_text(v, dst);
+    uint64_t whole = (uint64_t)magnitude;
+    char *p = dst;
+    if (v < 0)
+        *p++ = '-';
+    p += bw_u64_to_text(whole >> 4, p);
+    *p++ = '.';
+    uint32_t fraction = (uint32_t)(whole & 15) * 625; /* ten-thousandths: 0 .. 9375 */
+    if (fraction == 0) {
+        *p++ = '0';
+    } else {
+        bw_u32_to_fixed(fraction, 4, p);
+        p += 4;
+        while (p[-1] == '0') /* the shortest: no trailing zero after the first digit */
+            p--;
+    }
+    return (size_t)(p - dst);
+}
+

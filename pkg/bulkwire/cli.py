@@ -509,10 +509,15 @@ class _VersionAction(argparse.Action):
         super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
 
     def __call__(self, parser: argparse.ArgumentParser, *args: object) -> None:
-        from .config import show_config
-
-        show_config()
+        _show_version()
         parser.exit()
+
+
+def _show_version() -> None:
+    """What ``--version`` prints: the version and what the build has."""
+    from .config import show_config
+
+    show_config()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -664,6 +669,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     encoded 10 documents ...
     0
     """
+    arguments = sys.argv[1:] if argv is None else list(argv)
+    if arguments[:1] == ["--version"]:
+        # what the parser's --version action does when it comes first (it ends the parse
+        # there), without building the parser, whose defaults import the bulk insert writer
+        _show_version()
+        raise SystemExit(EXIT_OK)  # as the action's parser.exit()
     parser = build_parser()
     # a subcommand's parser hands the arguments it does not know up to this one, which would
     # report them with the top-level usage: the subcommand's own parser reports them

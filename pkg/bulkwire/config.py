@@ -62,6 +62,11 @@ class BuildConfig:
 def _zstd_pages() -> str:
     """How zstd Parquet pages are read: page by page through libzstd, or through a Python
     decompressor where libzstd is not linked, else a row group at a time through pyarrow."""
+    # the C core's table says when it reads them itself: then bulkwire.parquet (and NumPy
+    # with it) is not imported for the answer
+    for name, covered, library in _core.PARQUET_CODECS.values():
+        if name == "ZSTD" and covered:
+            return library
     from .parquet import zstd_page_decoder
 
     decoder = zstd_page_decoder()

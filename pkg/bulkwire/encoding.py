@@ -1,16 +1,19 @@
 """Entity graph -> JSON: thin, typed wrappers over the C walker in ``bulkwire._core``."""
 from __future__ import annotations
 
-import json
-from typing import Any, Callable, Literal, Union
-
 from . import _core
 # dumps is the C function itself: a Python wrapper and its argument parsing cost more than
 # encoding a small document does. Its docstring is in C; _core.pyi gives its types.
 from ._core import ENTITY, dumps
 
-DefaultHook = Union[Callable[[Any], Any], None, "_core.EntityConventions"]
-Float32Mode = Literal["widen", "shortest"]
+# Neither typing nor json is imported with the encoder: the annotations are text, and
+# to_builtins imports json when it is first called.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Callable, Literal, Union
+
+    DefaultHook = Union[Callable[[Any], Any], None, "_core.EntityConventions"]
+    Float32Mode = Literal["widen", "shortest"]
 
 
 class Encoder(_core.Encoder):
@@ -45,4 +48,6 @@ def to_builtins(obj: Any, *, default: DefaultHook = ENTITY) -> Any:
     >>> to_builtins({1: {2, 3}})
     {'1': [2, 3]}
     """
+    import json
+
     return json.loads(_core.dumps(obj, default=default))

@@ -99,7 +99,9 @@ when the error came from ``operations/state``); ``ServerError.body`` the answer'
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+TYPE_CHECKING = False  # typing is not imported at run time: the annotations are text
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["BulkwireError", "BulkInsertError", "BulkInsertAborted", "EarlyResponse", "TransportError",
            "ConnectError", "TLSError", "TLSFileError", "ConnectionLostError", "TransportTimeoutError",
@@ -138,8 +140,8 @@ class BulkInsertAborted(BulkInsertError):
 class EarlyResponse(BulkInsertAborted):
     """The server answered the bulk insert request (2xx) before the body was complete."""
 
-    def __init__(self, message: str, *, status: Optional[int] = None,
-                 body: Optional[bytes] = None) -> None:
+    def __init__(self, message: str, *, status: int | None = None,
+                 body: bytes | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.body = body
@@ -185,7 +187,7 @@ class TLSFileError(TLSError, ValueError):
     (True, True, 'c.pem')
     """
 
-    def __init__(self, message: str, *, path: Optional[str] = None, argument: str = "",
+    def __init__(self, message: str, *, path: str | None = None, argument: str = "",
                  reason: str = "") -> None:
         super().__init__(message, reason=reason)
         self.path = path
@@ -205,8 +207,8 @@ class ServerError(BulkInsertError):
     """The server answered with an error: an error status (``status``), or an operation it
     reports as faulted (``status`` None). ``body``: the first bytes of its answer."""
 
-    def __init__(self, message: str, *, status: Optional[int] = None,
-                 body: Optional[bytes] = None) -> None:
+    def __init__(self, message: str, *, status: int | None = None,
+                 body: bytes | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.body = body
@@ -246,7 +248,7 @@ class RowError(ValueError, BulkwireError):
     """
 
     def __init__(self, column: str, row: int, reason: str, *,
-                 take_index: Optional[int] = None, source: Optional[str] = None) -> None:
+                 take_index: int | None = None, source: str | None = None) -> None:
         taken = "" if take_index is None else f" (take[{take_index}])"
         where = "" if source is None else f"{source!r}: "
         super().__init__(f"{where}column '{column}', row {row}{taken}: {reason}")
@@ -264,7 +266,7 @@ class RowError(ValueError, BulkwireError):
 
 
 def _rebuild_row_error(cls: type, column: str, row: int, reason: str,
-                       take_index: Optional[int], state: dict) -> RowError:
+                       take_index: int | None, state: dict) -> RowError:
     """A :class:`RowError` as it was pickled: message, attributes (``source`` included) and
     all."""
     error = cls(column, row, reason, take_index=take_index, source=state.get("source"))
@@ -279,7 +281,7 @@ class MalformedFileError(ValueError, BulkwireError):
     since it was opened" in the message). ``path`` names the file; the message says what is
     wrong and where."""
 
-    def __init__(self, message: str, path: Optional[str] = None) -> None:
+    def __init__(self, message: str, path: str | None = None) -> None:
         super().__init__(message)
         self.path = path
 
@@ -290,7 +292,7 @@ class ResumeStateError(ValueError, BulkwireError):
     servers), other options or other files, or another load is using it. ``path`` names the
     state file; the message names it too, and says what is wrong. Nothing was sent."""
 
-    def __init__(self, message: str, path: Optional[str] = None) -> None:
+    def __init__(self, message: str, path: str | None = None) -> None:
         super().__init__(message)
         self.path = path
 
@@ -304,7 +306,7 @@ def _mark_unconfirmed(error: BaseException, unconfirmed: object, note: str) -> N
     _add_note(error, note)
 
 
-def _name_source_rows(error: BaseException, row: Optional[int], unacknowledged: list,
+def _name_source_rows(error: BaseException, row: int | None, unacknowledged: list,
                       take: Any = None) -> None:
     """Words a failed CQL run's ``error`` in the rows of its source, the one numbering of a
     load's errors: ``row`` (the row the server refused, or None) and ``unacknowledged`` (the
@@ -369,7 +371,7 @@ class CqlServerError(ServerError):
         self.code = code
         self.name = name
         self.server_message = server_message
-        self.row: Optional[int] = None
+        self.row: int | None = None
         self.unacknowledged: list[int] = []
         self.sent = 0
 

@@ -36,6 +36,8 @@ static PyObject *raise_pages_error(int rc, const char *error) {
    New reference. */
 static PyObject *module_parquet_index_locations(PyObject *self, PyObject *args) {
     (void)self;
+    if (bw_numpy_required() < 0) /* its result is made of arrays */
+        return NULL;
     PyObject *file_arg;
     bw_file_arg file;
     Py_ssize_t groups, columns;
@@ -90,6 +92,8 @@ static PyObject *locations_array(const bw_page_location *pages, size_t count) {
    reference. */
 static PyObject *module_parquet_offset_index(PyObject *self, PyObject *args) {
     (void)self;
+    if (bw_numpy_required() < 0) /* its result is made of arrays */
+        return NULL;
     PyObject *file_arg;
     bw_file_arg file;
     long long offset, length, group_rows, chunk_start, chunk_size;
@@ -145,6 +149,8 @@ cleanup:
    chunk's page headers; None when its pages are not covered. New reference. */
 static PyObject *module_parquet_walk_pages(PyObject *self, PyObject *args) {
     (void)self;
+    if (bw_numpy_required() < 0) /* its result is made of arrays */
+        return NULL;
     PyObject *file_arg;
     bw_file_arg file;
     long long chunk_start, chunk_size, group_rows, list_size, null_count;
@@ -225,6 +231,8 @@ static PyObject *array_owning(uint8_t *data, size_t size, size_t page_buffer_cap
    next_page: where the chunk's first data page starts (-1: unknown). New reference. */
 static PyObject *module_parquet_dictionary(PyObject *self, PyObject *args) {
     (void)self;
+    if (bw_numpy_required() < 0) /* its result is made of arrays */
+        return NULL;
     PyObject *file_arg;
     bw_file_arg file;
     long long offset, next_page;
@@ -261,6 +269,8 @@ static PyObject *module_parquet_dictionary(PyObject *self, PyObject *args) {
    row group; `dictionary` what parquet_dictionary returned for the chunk. New reference. */
 static PyObject *module_parquet_take_chunk(PyObject *self, PyObject *args) {
     (void)self;
+    if (bw_numpy_required() < 0) /* its result is made of arrays */
+        return NULL;
     PyObject *file_arg;
     bw_file_arg file;
     Py_buffer dictionary = {0};

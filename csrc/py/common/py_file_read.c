@@ -62,6 +62,8 @@ PyObject *bw_raise_read_error(int rc, const char *error) {
    GIL released. New reference. */
 static PyObject *module_read_ranges(PyObject *self, PyObject *args) {
     (void)self;
+    if (bw_numpy_required() < 0) /* reads its arguments as arrays, and makes one */
+        return NULL;
     int fd;
     long long size;
     PyObject *offsets_arg, *lengths_arg;

@@ -12,7 +12,10 @@
 /* Checks arg is a 1-D C-contiguous array of the given type; returns it (borrowed) or NULL. */
 static PyArrayObject *checked_vector(PyObject *arg, int type_num, const char *fname, const char *dtype)
 {
-    if (!PyArray_Check(arg)) {
+    int is_array = bw_numpy_is_array(arg);
+    if (is_array < 0)
+        return NULL;
+    if (!is_array) {
         PyErr_Format(PyExc_TypeError, "%s() expects a numpy.ndarray of dtype %s, not %.200s", fname,
                      dtype, Py_TYPE(arg)->tp_name);
         return NULL;

@@ -7,9 +7,6 @@
    Xxx_dealloc, Xxx_put, Xxx_get_field; its tables Xxx_methods and Xxx_getset; module-level
    functions module_name, listed in the file's <part>_functions table; every other file-local
    static in lower_snake_case. */
-#define BW_NUMPY_IMPORT_HERE
-#include "py_numpy.h"
-
 #include "py_encoder.h"
 #include "py_errors.h"
 #include "py_encode_batch.h"
@@ -30,7 +27,6 @@ static struct PyModuleDef core_module = {
 };
 
 PyMODINIT_FUNC PyInit__core(void) {
-    import_array();
     PyObject *module = PyModule_Create(&core_module);
     if (module == NULL)
         return NULL;

@@ -19,11 +19,31 @@ static int descr_from(const char *spec, PyArray_Descr **out) {
     return ok ? 0 : -1;
 }
 
-int bw_vec_decode_init(void) {
-    if (descr_from("=M8[D]", &descr_date) < 0 || descr_from("=m8[ns]", &descr_time) < 0 ||
-        descr_from(">M8[ms]", &descr_ts_be) < 0)
-        return -1;
-    return 0;
+/* Imports NumPy when it is not (deserialize makes arrays), then makes the dtypes above,
+   once. 0, or -1 with an exception (ImportError without NumPy). */
+static int decode_ready(void) {
+    PyArray_Descr *date = NULL, *time = NULL, *ts_be = NULL;
+    int rc = -1;
+    if (descr_ts_be != NULL)
+        return 0;
+    if (bw_numpy_required() < 0)
+        goto cleanup;
+    if (descr_from("=M8[D]", &date) < 0 || descr_from("=m8[ns]", &time) < 0 ||
+        descr_from(">M8[ms]", &ts_be) < 0)
+        goto cleanup;
+    /* kept unless code run meanwhile (a finalizer decoding a vector) made them first */
+    if (descr_ts_be == NULL) {
+        descr_date = date;
+        descr_time = time;
+        descr_ts_be = ts_be;
+        date = time = ts_be = NULL;
+    }
+    rc = 0;
+cleanup:
+    Py_XDECREF(date);
+    Py_XDECREF(time);
+    Py_XDECREF(ts_be);
+    return rc;
 }
 
 static PyObject *size_error(bw_vector_codec *c, Py_ssize_t observed) {
@@ -228,6 +248,8 @@ static int decode_object_row(bw_vector_codec *c, const char *p, Py_ssize_t len, 
 
 PyObject *bw_vec_deserialize(bw_vector_codec *c, PyObject *b) {
     Py_buffer view;
+    if (decode_ready() < 0)
+        return NULL;
     if (PyObject_GetBuffer(b, &view, PyBUF_SIMPLE) < 0)
         return NULL;
     PyObject *result = NULL;
@@ -263,6 +285,8 @@ cleanup:
 }
 
 PyObject *bw_vec_deserialize_many(bw_vector_codec *c, PyObject *items) {
+    if (decode_ready() < 0)
+        return NULL;
     PyObject *seq = PySequence_Fast(items, "deserialize_many expects a sequence of bytes");
     if (seq == NULL)
         return NULL;

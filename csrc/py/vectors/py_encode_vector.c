@@ -23,7 +23,10 @@ PyObject *bw_vec_passthrough(bw_vector_codec *c, PyObject *v) {
 
 /* numpy.ma arrays would otherwise be read through their data, masked values included. */
 int bw_vec_reject_masked(PyObject *v) {
-    if (PyArray_CheckExact(v) || !PyObject_HasAttrString(v, "mask"))
+    int exact = bw_numpy_is_exact_array(v);
+    if (exact < 0)
+        return -1;
+    if (exact || !PyObject_HasAttrString(v, "mask"))
         return 0;
     PyErr_SetString(PyExc_TypeError, "masked arrays cannot be serialized: CQL vectors hold no "
                     "nulls; fill the masked values first (arr.filled(...))");
@@ -61,7 +64,10 @@ static int write_sequence(bw_vector_codec *c, PyObject *seq, char *dst, bw_buf *
 
 /* One row into dst (constant-size kinds; row_size bytes) or appended to out (others). */
 int bw_vec_write_row(bw_vector_codec *c, PyObject *v, char *dst, bw_buf *out) {
-    if (PyArray_Check(v)) {
+    int is_array = bw_numpy_is_array(v);
+    if (is_array < 0)
+        return -1;
+    if (is_array) {
         PyArrayObject *arr = (PyArrayObject *)v;
         if (bw_vec_reject_masked(v) < 0)
             return -1;

@@ -144,13 +144,22 @@ static int has_object_dtype(PyObject *obj) {
         PyErr_Clear();
         return 0;
     }
-    int yes = PyArray_DescrCheck(dtype) && ((PyArray_Descr *)dtype)->type_num == NPY_OBJECT;
+    /* no NumPy dtype exists before NumPy is imported (a failure of the gate is the caller's,
+       which asked it first) */
+    int imported = bw_numpy_imported();
+    if (imported < 0)
+        PyErr_Clear();
+    int yes = imported > 0 && PyArray_DescrCheck(dtype) &&
+              ((PyArray_Descr *)dtype)->type_num == NPY_OBJECT;
     Py_DECREF(dtype);
     return yes;
 }
 
 static int many(bw_vector_codec *c, PyObject *batch, bw_vec_sink *k) {
-    if (PyArray_Check(batch)) {
+    int is_array = bw_numpy_is_array(batch);
+    if (is_array < 0)
+        return -1;
+    if (is_array) {
         PyArrayObject *arr = (PyArrayObject *)batch;
         if (bw_vec_reject_masked(batch) < 0)
             return -1;

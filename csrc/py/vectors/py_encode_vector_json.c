@@ -104,8 +104,10 @@ PyObject *bw_vec_to_json_many(bw_vector_codec *c, PyObject *batch, int float32_s
     PyObject *list = PyList_New(0);
     if (list == NULL)
         return NULL;
-    int rc;
-    if (PyArray_Check(batch)) {
+    int rc, is_array = bw_numpy_is_array(batch);
+    if (is_array < 0) {
+        rc = -1;
+    } else if (is_array) {
         PyArrayObject *arr = (PyArrayObject *)batch;
         PyArray_Descr *d = PyArray_DESCR(arr);
         if (PyArray_NDIM(arr) != 2 || PyArray_DIM(arr, 1) != c->dim) {

@@ -18,21 +18,41 @@ static int dt_slot(const bw_subtype *st) {
     }
 }
 
-int bw_vec_encode_init(void) {
+/* Makes the dtypes above, once: the first time an array of a datetime subtype is read (the
+   NumPy API is then loaded: the caller holds an array). 0, or -1 with an exception. */
+static int dt_ready(void) {
     static const char *const specs[DT_COUNT] = {"=M8[ms]", "=M8[D]", "=m8[ns]"};
+    PyArray_Descr *native[DT_COUNT] = {NULL}, *swapped[DT_COUNT] = {NULL};
+    int rc = -1;
+    if (dt_swapped[DT_COUNT - 1] != NULL)
+        return 0;
     for (int i = 0; i < DT_COUNT; i++) {
-        PyObject *spec = PyUnicode_FromString(specs[i]);
+        PyObject *spec = PyUnicode_FromString(specs[i]); /* new reference */
         if (spec == NULL)
-            return -1;
-        int ok = PyArray_DescrConverter(spec, &dt_native[i]);
+            goto cleanup;
+        int ok = PyArray_DescrConverter(spec, &native[i]);
         Py_DECREF(spec);
         if (!ok)
-            return -1;
-        dt_swapped[i] = PyArray_DescrNewByteorder(dt_native[i], NPY_SWAP);
-        if (dt_swapped[i] == NULL)
-            return -1;
+            goto cleanup;
+        swapped[i] = PyArray_DescrNewByteorder(native[i], NPY_SWAP);
+        if (swapped[i] == NULL)
+            goto cleanup;
     }
-    return 0;
+    /* kept unless code run meanwhile (a finalizer reading an array) made them first */
+    if (dt_swapped[DT_COUNT - 1] == NULL) {
+        for (int i = 0; i < DT_COUNT; i++) {
+            dt_native[i] = native[i];
+            dt_swapped[i] = swapped[i];
+            native[i] = swapped[i] = NULL;
+        }
+    }
+    rc = 0;
+cleanup:
+    for (int i = 0; i < DT_COUNT; i++) {
+        Py_XDECREF(native[i]);
+        Py_XDECREF(swapped[i]);
+    }
+    return rc;
 }
 
 static const char *numpy_name(int npy_type) {
@@ -248,6 +268,8 @@ static PyArrayObject *numeric_array(bw_vector_codec *c, PyArrayObject *arr, int 
     if (st->kind == BW_V_F64 && d->kind == 'f' && PyDataType_ELSIZE(d) == 4)
         return (PyArrayObject *)Py_NewRef(arr); /* widened in bw_vec_fill_row, no temporary */
     int slot = dt_slot(st);
+    if (slot >= 0 && dt_ready() < 0)
+        return NULL;
     if (slot >= 0 && (PyArray_EquivTypes(d, dt_native[slot]) ||
                       PyArray_EquivTypes(d, dt_swapped[slot]))) {
         *nat = 1;

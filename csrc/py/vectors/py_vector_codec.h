@@ -54,9 +54,6 @@ PyObject *bw_vec_to_json_many(bw_vector_codec *c, PyObject *batch, int float32_s
 PyObject *bw_vec_deserialize(bw_vector_codec *c, PyObject *b);
 PyObject *bw_vec_deserialize_many(bw_vector_codec *c, PyObject *items);
 PyObject *bw_vec_deserialize_list(bw_vector_codec *c, PyObject *b);
-/* Module-level setup for py_decode_vector.c (dtypes it caches). 0, or -1 with an exception. */
-int bw_vec_decode_init(void);
-int bw_vec_encode_init(void);
 
 /* py_vector_rows.c. Puts "row <row>: " in front of the pending exception's message when it is
    exactly a ValueError, or, with any_conversion_error, also a TypeError or OverflowError (the

@@ -117,7 +117,10 @@ static PyObject *VectorCodec_driver_serialize(PyObject *self, PyObject *const *a
     }
     PyObject *v = args[0];
     PyTypeObject *t = Py_TYPE(v);
-    if (t == &PyArray_Type) {
+    int exact_array = t == &PyList_Type || t == &PyTuple_Type ? 0 : bw_numpy_is_exact_array(v);
+    if (exact_array < 0)
+        return NULL;
+    if (exact_array) {
         const char *kinds = PyUnicode_AsUTF8(args[1]);
         if (kinds == NULL)
             return NULL;
@@ -317,8 +320,6 @@ static PyMethodDef vectors_test_hooks[] = {
 };
 
 int bw_vectors_add_to_module(PyObject *module) {
-    if (bw_vec_encode_init() < 0 || bw_vec_decode_init() < 0)
-        return -1;
     if (PyType_Ready(&VectorCodecType) < 0)
         return -1;
     Py_INCREF(&VectorCodecType);

@@ -6,7 +6,8 @@
 #include "datetime_text.h"
 #include "int_text.h"
 
-static PyObject *enum_base;      /* enum.Enum */
+static PyObject *enum_base;      /* enum.Enum, once the enum module is imported */
+static PyObject *name_enum;      /* "enum" */
 static PyObject *name_value;     /* "value" */
 static PyObject *name_to_json;   /* "to_json" */
 static PyObject *name_dict;      /* "__dict__" */
@@ -21,13 +22,7 @@ int bw_entity_init(void) {
     PyDateTime_IMPORT;
     if (PyDateTimeAPI == NULL)
         return -1;
-    PyObject *enum_module = PyImport_ImportModule("enum");
-    if (enum_module == NULL)
-        return -1;
-    enum_base = PyObject_GetAttrString(enum_module, "Enum");
-    Py_DECREF(enum_module);
-    if (enum_base == NULL)
-        return -1;
+    name_enum = PyUnicode_InternFromString("enum");
     name_value = PyUnicode_InternFromString("value");
     name_to_json = PyUnicode_InternFromString("to_json");
     name_dict = PyUnicode_InternFromString("__dict__");
@@ -35,7 +30,7 @@ int bw_entity_init(void) {
     client_metadata_module = PyUnicode_InternFromString("ravendb.json.metadata_as_dictionary");
     name_id = PyUnicode_InternFromString("Id");
     key_metadata = PyUnicode_InternFromString("@metadata");
-    if (name_value == NULL || name_to_json == NULL || name_dict == NULL || name_metadata == NULL ||
+    if (name_enum == NULL || name_value == NULL || name_to_json == NULL || name_dict == NULL || name_metadata == NULL ||
         client_metadata_module == NULL || name_id == NULL || key_metadata == NULL)
         return -1;
     /* the __dict__ descriptor every class statement gives its instances, from a class made
@@ -49,6 +44,28 @@ int bw_entity_init(void) {
         instance_dict_getter = ((PyGetSetDescrObject *)descr)->d_getset->get;
     Py_DECREF(sample);
     return 0;
+}
+
+/* Whether t is a subclass of enum.Enum: 1, 0, or -1 with an exception. No Enum member exists
+   before the enum module is imported: it is looked up among the loaded modules, never
+   imported (importing bulkwire does not import it), and kept once found. */
+static int is_enum_type(PyTypeObject *t) {
+    if (enum_base == NULL) {
+        PyObject *module = PyImport_GetModule(name_enum); /* new reference */
+        if (module == NULL || module == Py_None) {
+            Py_XDECREF(module);
+            return PyErr_Occurred() ? -1 : 0;
+        }
+        PyObject *cls = PyObject_GetAttrString(module, "Enum"); /* new reference */
+        Py_DECREF(module);
+        if (cls == NULL)
+            return -1;
+        if (enum_base == NULL) /* not found meanwhile by code the lookup ran */
+            enum_base = cls;
+        else
+            Py_DECREF(cls);
+    }
+    return PyType_IsSubtype(t, (PyTypeObject *)enum_base);
 }
 
 /* A MetadataAsDictionary's members hold a reference to the parent dictionary, so walking
@@ -91,9 +108,11 @@ static int plain_type(PyTypeObject *t, PyObject **dict_descr) {
                   Py_TPFLAGS_UNICODE_SUBCLASS | Py_TPFLAGS_DICT_SUBCLASS | Py_TPFLAGS_TYPE_SUBCLASS |
                   Py_TPFLAGS_BASE_EXC_SUBCLASS | Py_TPFLAGS_BYTES_SUBCLASS)) ||
         PyType_IsSubtype(t, &PyFloat_Type) || PyType_IsSubtype(t, PyDateTimeAPI->DateTimeType) ||
-        PyType_IsSubtype(t, PyDateTimeAPI->DeltaType) ||
-        PyType_IsSubtype(t, (PyTypeObject *)enum_base))
+        PyType_IsSubtype(t, PyDateTimeAPI->DeltaType))
         return 0;
+    int is_enum = is_enum_type(t);
+    if (is_enum != 0)
+        return is_enum < 0 ? -1 : 0;
     /* None is no MetadataAsDictionary: asked only to find the client's class when its
        module is loaded (a class of that module cannot exist before) */
     if (bw_entity_is_client_metadata(Py_None) < 0)
@@ -181,6 +200,18 @@ static int write_datetime(bw_buf *out, PyObject *dt) {
     return 0;
 }
 
+int bw_entity_is_exact_datetime(PyObject *obj) {
+    return PyDateTime_CheckExact(obj);
+}
+
+int bw_entity_write_exact_datetime(bw_walker *w, PyObject *obj) {
+    if (!PyDateTime_CheckExact(obj) || w->depth >= BW_MAX_DEPTH)
+        return 0; /* at the depth limit, write_other raises json's RecursionError */
+    if (bw_walker_check_stack(w) < 0)
+        return -1;
+    return write_datetime(w->out, obj) < 0 ? -1 : 1;
+}
+
 /* [d.]hh:mm:ss[.ffffff]: days only when positive, microseconds only when non-zero. A
    negative span keeps Python's normalisation (days < 0, 0 <= seconds < 86400), so -1 s is
    "23:59:59": the conventions drop the negative day count. */
@@ -248,8 +279,9 @@ int bw_entity_encode(bw_walker *w, PyObject *obj) {
         return write_datetime(w->out, obj);
     if (PyDelta_Check(obj))
         return write_timedelta(w->out, obj);
-    if (PyType_IsSubtype(Py_TYPE(obj), (PyTypeObject *)enum_base))
-        return walk_and_release(w, PyObject_GetAttr(obj, name_value));
+    int is_enum = is_enum_type(Py_TYPE(obj));
+    if (is_enum != 0)
+        return is_enum < 0 ? -1 : walk_and_release(w, PyObject_GetAttr(obj, name_value));
     int client_metadata = bw_entity_is_client_metadata(obj);
     if (client_metadata != 0)
         return client_metadata < 0 ? -1 : walk_and_release(w, PyObject_GetAttr(obj, name_metadata));

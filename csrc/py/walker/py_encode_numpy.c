@@ -103,7 +103,10 @@ static int write_scalar(bw_walker *w, PyObject *obj) {
 }
 
 int bw_numpy_encode(bw_walker *w, PyObject *obj, int exact_only) {
-    int rc;
+    /* nothing is a NumPy object before NumPy is imported: then nothing is asked of it */
+    int rc = bw_numpy_imported();
+    if (rc <= 0)
+        return rc;
     if (exact_only ? PyArray_CheckExact(obj) : PyArray_Check(obj)) {
         rc = write_array(w, (PyArrayObject *)obj);
     } else if (PyArray_IsScalar(obj, Generic) &&

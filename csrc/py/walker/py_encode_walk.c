@@ -10,6 +10,16 @@
 #include <pthread.h>
 #endif
 
+/* ALWAYS_INLINE: kept in its callers (as a call of its own, the float run measured 2%
+   slower); NOT_INLINED: a rare path kept out of a hot function's registers. */
+#if defined(__GNUC__) || defined(__clang__)
+#define ALWAYS_INLINE __attribute__((always_inline)) inline
+#define NOT_INLINED __attribute__((noinline))
+#else
+#define ALWAYS_INLINE inline
+#define NOT_INLINED
+#endif
+
 int bw_out_of_memory(void) {
     PyErr_NoMemory();
     return -1;
@@ -71,8 +81,13 @@ static uintptr_t stack_floor(void) {
 #define CURRENT_STACK_ADDRESS() ((uintptr_t)&w)
 #endif
 
+/* Whether the C stack has reached the walker's floor (the test itself, inline in enter). */
+static inline int stack_low(const bw_walker *w) {
+    return CURRENT_STACK_ADDRESS() < w->stack_floor;
+}
+
 int bw_walker_check_stack(const bw_walker *w) {
-    if (CURRENT_STACK_ADDRESS() < w->stack_floor) {
+    if (stack_low(w)) {
         PyErr_SetString(PyExc_RecursionError,
                         "maximum recursion depth exceeded while encoding a JSON object (the "
                         "thread's C stack is nearly full: nest less, or give the thread a larger "
@@ -82,6 +97,128 @@ int bw_walker_check_stack(const bw_walker *w) {
     return 0;
 }
 
+/* ---- a dict's items in order ----
+   PyDict_Next costs a call and about 50 instructions per item; a combined-table dict (every
+   dict but an instance's shared-key __dict__) keeps its items in one array, read here in
+   place, the way the fastest encoders read it. The layout is CPython's own
+   (Include/internal/pycore_dict.h of 3.11 to 3.13): mirrored below, and checked against
+   PyDict_Next once per process (check_dict_layout) before it is ever used; any other
+   version or a failed check leaves PyDict_Next in charge. */
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030E0000 && !defined(Py_GIL_DISABLED)
+#define BW_DICT_ENTRIES 1
+typedef struct {
+    Py_ssize_t dk_refcnt;
+    uint8_t dk_log2_size;
+    uint8_t dk_log2_index_bytes;
+    uint8_t dk_kind; /* 0: general keys, 1: str keys, 2: split (values held apart) */
+    uint32_t dk_version;
+    Py_ssize_t dk_usable;
+    Py_ssize_t dk_nentries;
+    char dk_indices[]; /* 1 << dk_log2_index_bytes bytes, then the entries */
+} bw_dict_keys;
+typedef struct {
+    Py_hash_t hash;
+    PyObject *key;
+    PyObject *value;
+} bw_dict_entry; /* general keys */
+typedef struct {
+    PyObject *key;
+    PyObject *value;
+} bw_dict_str_entry; /* str keys */
+#endif
+
+/* 1: the entries are read in place; 0: through PyDict_Next. Set once, before any walk. */
+static int dict_entries_usable;
+
+/* PyDict_Next for an exact dict, with the same positions (an entry's index plus one), so the
+   two may take turns on one dict. Borrowed references. No Python code runs. */
+static inline int dict_next(PyObject *dict, Py_ssize_t *pos, PyObject **key, PyObject **value) {
+#ifdef BW_DICT_ENTRIES
+    PyDictObject *mp = (PyDictObject *)dict;
+    if (dict_entries_usable && mp->ma_values == NULL) {
+        const bw_dict_keys *keys = (const bw_dict_keys *)(const void *)mp->ma_keys;
+        const char *entries = keys->dk_indices + ((size_t)1 << keys->dk_log2_index_bytes);
+        Py_ssize_t i = *pos, n = keys->dk_nentries;
+        if (keys->dk_kind == 1) {
+            const bw_dict_str_entry *e = (const bw_dict_str_entry *)(const void *)entries;
+            while (i < n && e[i].value == NULL)
+                i++;
+            if (i >= n)
+                return 0;
+            *key = e[i].key;
+            *value = e[i].value;
+        } else if (keys->dk_kind == 0) {
+            const bw_dict_entry *e = (const bw_dict_entry *)(const void *)entries;
+            while (i < n && e[i].value == NULL)
+                i++;
+            if (i >= n)
+                return 0;
+            *key = e[i].key;
+            *value = e[i].value;
+        } else {
+            return PyDict_Next(dict, pos, key, value);
+        }
+        *pos = i + 1;
+        return 1;
+    }
+#endif
+    return PyDict_Next(dict, pos, key, value);
+}
+
+/* Whether dict_next gives what PyDict_Next gives, item by item and position by position, for
+   dict. 1 yes, 0 no. */
+static int dict_next_agrees(PyObject *dict) {
+    Py_ssize_t pos = 0, mine = 0;
+    PyObject *key, *value, *my_key, *my_value;
+    for (;;) {
+        int more = PyDict_Next(dict, &pos, &key, &value);
+        int my_more = dict_next(dict, &mine, &my_key, &my_value);
+        if (more != my_more || pos != mine)
+            return 0;
+        if (!more)
+            return 1;
+        if (key != my_key || value != my_value)
+            return 0;
+    }
+}
+
+/* Sets dict_entries_usable once: dict_next is tried on dicts of every kind it reads (str
+   keys, general keys, a deleted item's hole, a table grown past its first size) and kept
+   only when it agrees with PyDict_Next on each. 0, or -1 with an exception. */
+static int check_dict_layout(void) {
+    static int checked;
+    PyObject *dicts[3] = {NULL, NULL, NULL};
+    int rc = -1, agree = 1;
+    if (checked)
+        return 0;
+    for (int d = 0; d < 3; d++)
+        if ((dicts[d] = PyDict_New()) == NULL)
+            goto cleanup;
+    for (long i = 0; i < 40; i++) {
+        PyObject *number = PyLong_FromLong(i); /* new reference */
+        PyObject *text = number == NULL ? NULL : PyObject_Str(number); /* new reference */
+        int set = text == NULL || PyDict_SetItem(dicts[0], text, number) < 0 ||
+                  PyDict_SetItem(dicts[1], i % 2 ? text : number, number) < 0 ||
+                  (i < 5 && PyDict_SetItem(dicts[2], text, Py_None) < 0) ? -1 : 0;
+        Py_XDECREF(number);
+        Py_XDECREF(text);
+        if (set < 0)
+            goto cleanup;
+    }
+    if (PyDict_DelItemString(dicts[0], "7") < 0 || PyDict_DelItemString(dicts[2], "0") < 0)
+        goto cleanup;
+    dict_entries_usable = 1;
+    for (int d = 0; d < 3 && agree; d++)
+        agree = dict_next_agrees(dicts[d]);
+    dict_entries_usable = agree;
+    checked = 1;
+    rc = 0;
+cleanup:
+    for (int d = 0; d < 3; d++)
+        Py_XDECREF(dicts[d]);
+    return rc;
+}
+
 /* ---- the walker ---- */
 
 /* A larger held-items stack (in references) is returned to the allocator between walks. */
@@ -89,6 +226,8 @@ int bw_walker_check_stack(const bw_walker *w) {
 
 /* New walker, or NULL with MemoryError. */
 bw_walker *bw_walker_new(void) {
+    if (check_dict_layout() < 0)
+        return NULL;
     bw_walker *w = PyMem_Malloc(sizeof *w);
     if (w == NULL) {
         PyErr_NoMemory();
@@ -141,8 +280,8 @@ int bw_walker_enter(bw_walker *w, PyObject *obj) {
                      BW_MAX_DEPTH);
         return -1;
     }
-    if (bw_walker_check_stack(w) < 0)
-        return -1;
+    if (stack_low(w))
+        return bw_walker_check_stack(w); /* raises */
     w->open[w->depth++] = obj;
     return 0;
 }
@@ -150,11 +289,12 @@ int bw_walker_enter(bw_walker *w, PyObject *obj) {
 int bw_write_double(bw_buf *out, double v) {
     if (bw_buf_reserve(out, BW_FLOAT_TEXT_MAX) < 0)
         return bw_out_of_memory();
-    out->len += bw_double_to_text(v, bw_buf_tail(out));
+    out->len += bw_lone_double_to_text(v, bw_buf_tail(out));
     return 0;
 }
 
-int bw_write_long(bw_buf *out, PyObject *value) {
+/* An int too large for one CPython digit, or an int subclass: int.__repr__'s digits. */
+static NOT_INLINED int write_long_other(bw_buf *out, PyObject *value) {
     int overflow = 0;
     long long small = PyLong_AsLongLongAndOverflow(value, &overflow);
     if (!overflow) {
@@ -176,6 +316,26 @@ int bw_write_long(bw_buf *out, PyObject *value) {
         rc = bw_buf_append(out, digits, (size_t)n) < 0 ? bw_out_of_memory() : 0;
     Py_DECREF(text);
     return rc;
+}
+
+int bw_write_long(bw_buf *out, PyObject *value) {
+    if (PyLong_CheckExact(value)) {
+        /* most integers fit one digit of CPython's representation: read it in place */
+#if PY_VERSION_HEX >= 0x030C0000
+        if (PyUnstable_Long_IsCompact((PyLongObject *)value)) {
+            int64_t compact = (int64_t)PyUnstable_Long_CompactValue((PyLongObject *)value);
+#else
+        Py_ssize_t size = Py_SIZE(value);
+        if (size >= -1 && size <= 1) {
+            int64_t compact = (int64_t)size * (int64_t)((PyLongObject *)value)->ob_digit[0];
+#endif
+            if (bw_buf_reserve(out, BW_INT_TEXT_MAX) < 0)
+                return bw_out_of_memory();
+            out->len += bw_i64_to_text(compact, bw_buf_tail(out));
+            return 0;
+        }
+    }
+    return write_long_other(out, value);
 }
 
 static int write_literal(bw_buf *out, const char *text, size_t n) {
@@ -216,14 +376,6 @@ static int write_str(bw_walker *w, PyObject *s) {
     return rc < 0 ? bw_out_of_memory() : 0;
 }
 
-/* Kept in its callers: as a call of its own, the float run measured 2% slower. */
-#if defined(__GNUC__) || defined(__clang__)
-#define ALWAYS_INLINE __attribute__((always_inline)) inline
-#define NOT_INLINED __attribute__((noinline))
-#else
-#define ALWAYS_INLINE inline
-#define NOT_INLINED
-#endif
 
 /* The text of the exact floats items[from..size) as far as they run, each after ", ", at p
    (room reserved for all of them); *last is set to the last float's index. Returns the end of
@@ -394,10 +546,51 @@ static int is_skipped(bw_walker *w, PyObject *key) {
     return 0;
 }
 
+/* ---- the text of repeating keys ----
+   Documents repeat their keys, and a key written in source code is interned: one object for
+   every document. The text `, "key": ` of a short interned key that needs no escape (the same
+   in both ensure_ascii modes) is kept here by the key's address, with a reference to the key:
+   while an entry holds it, no other object can have that address, so a matching address is
+   that very key, never a stale pointer. Bounded: one entry per slot, a newer key taking over
+   a slot (and its reference given back). GIL held throughout. */
+#define KEY_SLOTS 512
+#define KEY_TEXT_ROOM 24 /* `, "` + 15 bytes + `": ` is 21: one fixed-size copy writes it */
+typedef struct {
+    PyObject *key; /* owned, or NULL */
+    size_t len;    /* of text, separator included */
+    char text[KEY_TEXT_ROOM];
+} key_text;
+static key_text key_texts[KEY_SLOTS];
+
+static inline key_text *key_slot(PyObject *key) {
+    return &key_texts[((uintptr_t)key * UINT64_C(0x9E3779B97F4A7C15)) >> 55 & (KEY_SLOTS - 1)];
+}
+
+/* Keeps `, "key": ` (n bytes of clean key text at text) in key's slot. */
+static void keep_key_text(PyObject *key, const char *text, size_t n) {
+    key_text *slot = key_slot(key);
+    PyObject *old = slot->key;
+    slot->key = Py_NewRef(key);
+    memcpy(slot->text, ", \"", 3);
+    memcpy(slot->text + 3, text, n);
+    memcpy(slot->text + 3 + n, "\": ", 3);
+    slot->len = n + 6;
+    Py_XDECREF(old); /* a str: its release runs no Python code */
+}
+
 /* Writes `"key": ` (with the separator before it when needed). Inlined in the dict walks:
    as a call of its own it cost a tenth of a small document's walk. */
 static ALWAYS_INLINE int write_member_key(bw_walker *w, PyObject *key, Py_ssize_t written) {
     bw_buf *out = w->out;
+    key_text *slot = key_slot(key);
+    if (slot->key == key) {
+        if (bw_buf_reserve(out, KEY_TEXT_ROOM) < 0)
+            return bw_out_of_memory();
+        size_t skip = written > 0 ? 0 : 2; /* the first member has no separator */
+        memcpy(bw_buf_tail(out), slot->text + skip, KEY_TEXT_ROOM - 2);
+        out->len += slot->len - skip;
+        return 0;
+    }
     Py_ssize_t n = PyUnicode_GET_LENGTH(key);
     if (PyUnicode_IS_ASCII(key) && n < BW_JSON_SHORT) {
         /* a short clean key (most are) with its separators in one reservation: `, "key": ` */
@@ -410,6 +603,8 @@ static ALWAYS_INLINE int write_member_key(bw_walker *w, PyObject *key, Py_ssize_
         }
         *p++ = '"';
         if (bw_json_short_clean(PyUnicode_1BYTE_DATA(key), (size_t)n, p) == (size_t)n) {
+            if (PyUnicode_CHECK_INTERNED(key))
+                keep_key_text(key, p, (size_t)n);
             p += n;
             memcpy(p, "\": ", 3);
             out->len += (size_t)(p + 3 - start);
@@ -443,11 +638,47 @@ static int reserve_held(bw_walker *w, size_t n) {
     return 0;
 }
 
-/* Values whose writing runs no Python code: no call, and no allocation of an object the
+/* Scalars whose writing runs no Python code: no call, and no allocation of an object the
    cyclic GC tracks (whose collection could run a finalizer that changes the dict). */
-static inline int is_inert(PyObject *value) {
-    return PyUnicode_CheckExact(value) || PyFloat_CheckExact(value) || PyLong_CheckExact(value) ||
-           value == Py_None || value == Py_True || value == Py_False;
+static inline int is_inert_scalar(PyObject *value) {
+    PyTypeObject *t = Py_TYPE(value);
+    return t == &PyUnicode_Type || t == &PyLong_Type || t == &PyFloat_Type || value == Py_None ||
+           value == Py_True || value == Py_False;
+}
+
+/* Containers up to this size are looked through by is_inert; larger ones are held. */
+#define INERT_SCAN_MAX 16
+
+/* Values whose writing runs no Python code (see is_inert_scalar): those scalars, a short
+   exact list or tuple of them, a short exact dict of them under exact str keys, and, with
+   the entity conventions, an exact datetime. A dict's walk goes on straight from the dict
+   while its values are inert; it holds the rest (json's snapshot) from the first other one. */
+static int is_inert(const bw_walker *w, PyObject *value) {
+    PyTypeObject *t = Py_TYPE(value);
+    if (is_inert_scalar(value))
+        return 1;
+    if (t == &PyList_Type || t == &PyTuple_Type) {
+        Py_ssize_t n = Py_SIZE(value);
+        if (n > INERT_SCAN_MAX)
+            return 0;
+        PyObject *const *items = t == &PyList_Type ? ((PyListObject *)value)->ob_item
+                                                   : ((PyTupleObject *)value)->ob_item;
+        for (Py_ssize_t i = 0; i < n; i++)
+            if (!is_inert_scalar(items[i]))
+                return 0;
+        return 1;
+    }
+    if (t == &PyDict_Type) {
+        if (PyDict_GET_SIZE(value) > INERT_SCAN_MAX)
+            return 0;
+        Py_ssize_t pos = 0;
+        PyObject *k, *v;
+        while (dict_next(value, &pos, &k, &v))
+            if (!PyUnicode_CheckExact(k) || !is_inert_scalar(v))
+                return 0;
+        return 1;
+    }
+    return w->opts->hook_kind == BW_HOOK_ENTITY && bw_entity_is_exact_datetime(value);
 }
 
 /* json writes the items a dict has when it is reached (3.11's encoder takes items() as a
@@ -468,7 +699,7 @@ static int hold_rest(bw_walker *w, PyObject *dict, Py_ssize_t pos, Py_ssize_t ta
     slot[0] = Py_NewRef(key);
     slot[1] = Py_NewRef(value);
     Py_ssize_t held = 1;
-    while (held < count && PyDict_Next(dict, &pos, &key, &value)) {
+    while (held < count && dict_next(dict, &pos, &key, &value)) {
         if (!PyUnicode_CheckExact(key)) {
             /* The dict still holds each of these, so releasing them runs no code. */
             for (Py_ssize_t i = 2 * held - 1; i >= 0; i--)
@@ -574,10 +805,10 @@ static int write_str_members(bw_walker *w, PyObject *dict, int skipping, Py_ssiz
     Py_ssize_t pos = 0, taken = 0, size = PyDict_GET_SIZE(dict);
     PyObject *key, *value;
     /* only inert values are written in this loop: no Python code runs, so `size` holds */
-    while (taken < size && PyDict_Next(dict, &pos, &key, &value)) {
+    while (taken < size && dict_next(dict, &pos, &key, &value)) {
         if (!PyUnicode_CheckExact(key))
             goto rewind;
-        if (!is_inert(value)) {
+        if (!is_inert(w, value)) {
             size_t base = w->held_len;
             int held = hold_rest(w, dict, pos, taken, key, value);
             if (held == 0)
@@ -589,7 +820,14 @@ static int write_str_members(bw_walker *w, PyObject *dict, int skipping, Py_ssiz
         taken++;
         if (skipping && is_skipped(w, key))
             continue;
-        if (write_member_key(w, key, *written) < 0 || bw_walk(w, value) < 0)
+        if (write_member_key(w, key, *written) < 0)
+            return -1;
+        /* the commonest values without a second dispatch (bw_walk's first two tests) */
+        PyTypeObject *t = Py_TYPE(value);
+        int rc = t == &PyUnicode_Type ? write_str(w, value)
+                 : t == &PyLong_Type  ? bw_write_long(out, value)
+                                      : bw_walk(w, value);
+        if (rc < 0)
             return -1;
         (*written)++;
     }
@@ -664,12 +902,32 @@ static int write_other(bw_walker *w, PyObject *obj) {
 
 int bw_walk(bw_walker *w, PyObject *obj) {
     bw_buf *out = w->out;
+    /* exact types first, in the order documents hold them: each goes where json's order of
+       isinstance checks below sends it */
+    PyTypeObject *t = Py_TYPE(obj);
+    if (t == &PyUnicode_Type)
+        return write_str(w, obj);
+    if (t == &PyLong_Type)
+        return bw_write_long(out, obj);
+    if (t == &PyFloat_Type)
+        return bw_write_double(out, PyFloat_AS_DOUBLE(obj));
+    if (t == &PyDict_Type)
+        return write_dict(w, obj);
+    if (t == &PyList_Type)
+        return write_sequence(w, obj);
     if (obj == Py_None)
         return WRITE_LITERAL(out, "null");
     if (obj == Py_True)
         return WRITE_LITERAL(out, "true");
     if (obj == Py_False)
         return WRITE_LITERAL(out, "false");
+    if (w->opts->hook_kind == BW_HOOK_ENTITY) {
+        /* an exact datetime is none of json's types below: its hook's text, as write_other
+           would write it, without the subclass checks */
+        int written = bw_entity_write_exact_datetime(w, obj);
+        if (written != 0)
+            return written < 0 ? -1 : 0;
+    }
     if (PyUnicode_Check(obj))
         return write_str(w, obj);
     if (PyLong_Check(obj))

@@ -93,6 +93,14 @@ int bw_entity_encode(bw_walker *w, PyObject *obj);
    the AttributeError where the lookup can spare it (object's own lookup). New reference, or
    NULL with no exception (absent) or with one (failure). */
 PyObject *bw_optional_attr(PyObject *obj, PyObject *name);
+/* 1 when obj is an exact datetime.datetime (which the conventions write without running
+   any Python code), else 0. */
+int bw_entity_is_exact_datetime(PyObject *obj);
+/* The conventions' text of an exact datetime.datetime, written as write_other would write
+   it (hooked: the depth limit and the stack guard apply), without marking it open: a
+   datetime holds nothing that could lead back to it. 1 written, 0 not an exact datetime or
+   at the depth limit (nothing written), -1 with an exception. */
+int bw_entity_write_exact_datetime(bw_walker *w, PyObject *obj);
 /* 1 when obj is the official client's MetadataAsDictionary (the conventions write its
    `metadata`), 0 when not, -1 with an exception set. */
 int bw_entity_is_client_metadata(PyObject *obj);
