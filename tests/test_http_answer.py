@@ -11,7 +11,7 @@ from hypothesis import given, settings, strategies as st
 
 from bulkwire.transport import (HEADER_COUNT_LIMIT, HEADER_LINE_LIMIT, MAX_ANSWER_BYTES,
                                 MAX_CHUNK_SIZE, MAX_INTERIM_ANSWERS, MAX_INTERIM_BYTES,
-                                AnswerRefused, _Answer)
+                                _AnswerRefused, _Answer)
 
 
 class FakeSocket:
@@ -48,7 +48,7 @@ def read_with(cls: type, data: bytes, method: str = "GET") -> dict:
 def same(data: bytes, method: str = "GET", as_http_client_reads_it: bytes = b"") -> dict:
     ours = read_with(_Answer, data, method)
     theirs = read_with(http.client.HTTPResponse, as_http_client_reads_it or data, method)
-    if ours.get("body_error") == "AnswerRefused":
+    if ours.get("body_error") == "_AnswerRefused":
         # a chunk size outside RFC 9112's grammar, which http.client reads on (or fails on
         # later): refused here, by design (the chunk size tests below)
         assert ours["chunked"]
@@ -231,7 +231,7 @@ def test_a_chunk_size_is_read_by_the_grammar_and_nothing_else(line):
                        method="GET")
     response.begin()
     if size is None:
-        with pytest.raises(AnswerRefused):
+        with pytest.raises(_AnswerRefused):
             response.read(MAX_ANSWER_BYTES)
     elif size > len(data):  # a size it may give, more than it sent: the connection ended
         with pytest.raises(http.client.IncompleteRead):
@@ -279,7 +279,7 @@ def test_a_chunk_size_that_is_not_one_is_refused_before_its_data_is_read(line):
     with pytest.raises(http.client.HTTPException) as raised:
         response.read(MAX_ANSWER_BYTES)
     assert sock.read <= 2 * 8192, f"read {sock.read} bytes"
-    assert isinstance(raised.value, AnswerRefused) and "chunk size" in str(raised.value)  # the buffered reader's reads ahead, nothing of the "chunk"
+    assert isinstance(raised.value, _AnswerRefused) and "chunk size" in str(raised.value)  # the buffered reader's reads ahead, nothing of the "chunk"
 
 
 # ---- interim answers: every 1xx before the final answer is skipped, within bounds ----
@@ -308,6 +308,6 @@ def test_interim_answers_before_the_final_one_are_skipped(interim):
 def test_a_101_and_endless_interim_answers_are_refused(interim, match):
     sock = EndlessSocket(interim * 1000)  # a server that would go on for ever
     response = _Answer(sock, method="GET")
-    with pytest.raises(AnswerRefused, match=match):
+    with pytest.raises(_AnswerRefused, match=match):
         response.begin()
     assert sock.read <= MAX_INTERIM_BYTES + 2 * 65536

@@ -149,7 +149,7 @@ def transport_error(exc: BaseException, what: str, timeout: Optional[float], *,
         return ConnectionLostError(f"{what}: the connection was lost: {exc}")
     if isinstance(exc, http.client.IncompleteRead):
         return ConnectionLostError(f"{what}: the connection was closed in the middle of the answer")
-    if isinstance(exc, AnswerRefused):  # what _Answer refuses, in its own words
+    if isinstance(exc, _AnswerRefused):  # what _Answer refuses, in its own words
         return ProtocolError(f"{what}: {exc}")
     if isinstance(exc, http.client.HTTPException):  # a bad status line, headers too long, ...
         return ProtocolError(f"{what}: the answer is not HTTP/1.1: {exc!r}")
@@ -213,7 +213,7 @@ def _interim(status: int) -> bool:
     return 100 <= status < 200 and status != http.client.SWITCHING_PROTOCOLS
 
 
-class AnswerRefused(http.client.HTTPException):
+class _AnswerRefused(http.client.HTTPException):
     """An answer :class:`_Answer` does not read on (a chunk size that is not one, an
     interim answer where none may be, too many interim answers); the transport raises it
     as a :class:`~bulkwire.errors.ProtocolError` naming the request."""
@@ -222,7 +222,7 @@ class AnswerRefused(http.client.HTTPException):
 def chunk_size(line: bytes) -> int:
     r"""The size of a chunk from its size line (with its line end), by RFC 9112's grammar:
     hexadecimal digits only (no sign, no ``0x``, no spaces before, no ``_``), at most
-    :data:`MAX_CHUNK_SIZE`, then chunk extensions (ignored); :class:`AnswerRefused` for
+    :data:`MAX_CHUNK_SIZE`, then chunk extensions (ignored); :class:`_AnswerRefused` for
     anything else.
 
     >>> chunk_size(b"1a;name=value\r\n")
@@ -230,12 +230,12 @@ def chunk_size(line: bytes) -> int:
     >>> chunk_size(b"-1\r\n")
     Traceback (most recent call last):
     ...
-    bulkwire.transport.AnswerRefused: the answer's chunk size line b'-1\r\n' is not a hexadecimal chunk size (RFC 9112)
+    bulkwire.transport._AnswerRefused: the answer's chunk size line b'-1\r\n' is not a hexadecimal chunk size (RFC 9112)
     """
     match = _CHUNK_SIZE_LINE.fullmatch(line)
     size = int(match.group(1), 16) if match is not None else -1
     if not 0 <= size <= MAX_CHUNK_SIZE:
-        raise AnswerRefused(f"the answer's chunk size line {line[:80]!r} is not a hexadecimal "
+        raise _AnswerRefused(f"the answer's chunk size line {line[:80]!r} is not a hexadecimal "
                             f"chunk size (RFC 9112)" if match is None else
                             f"the answer's chunk size {size:#x} is larger than any answer can be")
     return size
@@ -256,7 +256,7 @@ class _Answer(http.client.HTTPResponse):
     (1xx, not only ``100 Continue``) before the final one is skipped, at most
     :data:`MAX_INTERIM_ANSWERS` of them and :data:`MAX_INTERIM_BYTES` of their heads, and
     ``101 Switching Protocols`` is refused; a chunk size is read by the grammar
-    (:func:`chunk_size`). Both refusals are :class:`AnswerRefused`."""
+    (:func:`chunk_size`). Both refusals are :class:`_AnswerRefused`."""
 
     _fields: Optional[list] = None  # a plain head's (name, value) pairs, until headers is read
     _message: Optional[http.client.HTTPMessage] = None
@@ -295,7 +295,7 @@ class _Answer(http.client.HTTPResponse):
             raise http.client.IncompleteRead(b"")
         try:
             return chunk_size(line)
-        except AnswerRefused:
+        except _AnswerRefused:
             self._close_conn()  # type: ignore[attr-defined]
             raise
 
@@ -316,7 +316,7 @@ class _Answer(http.client.HTTPResponse):
         while True:
             version, status, reason = self._read_status()  # type: ignore[attr-defined]
             if status == http.client.SWITCHING_PROTOCOLS:
-                raise AnswerRefused(f"the server answered HTTP 101 (switching protocols), "
+                raise _AnswerRefused(f"the server answered HTTP 101 (switching protocols), "
                                     f"which no request of bulkwire asks for")
             if not _interim(status):
                 break
@@ -325,7 +325,7 @@ class _Answer(http.client.HTTPResponse):
             interim += 1
             interim_bytes += sum(len(line) for line in _read_head_lines(self.fp))
             if interim > MAX_INTERIM_ANSWERS or interim_bytes > MAX_INTERIM_BYTES:
-                raise AnswerRefused(f"the server sent more than {MAX_INTERIM_ANSWERS} interim "
+                raise _AnswerRefused(f"the server sent more than {MAX_INTERIM_ANSWERS} interim "
                                     f"(1xx) answers or {MAX_INTERIM_BYTES} bytes of them "
                                     f"before its final answer")
         self.code = self.status = status
