@@ -34,6 +34,7 @@ struct bw_cql_conn {
     size_t out_sent;
     int broken;
     _Atomic int aborted; /* bw_cql_abort was called (from any thread) */
+    const bw_cancel *cancel; /* the options' cancel: ends every wait once fired */
     bw_cql_status broken_status;
     char peer[300];
     char authenticator[128];
@@ -172,6 +173,8 @@ static int fail_io(bw_cql_conn *conn, bw_cql_status *status, int rc, const char 
     if (rc == ETIMEDOUT)
         return fail(conn, status, BW_CQL_E_TIMEOUT, ETIMEDOUT,
                     "no progress for %ld ms while %s", conn->timeout_ms, doing);
+    if (rc == ECANCELED)
+        return fail(conn, status, BW_CQL_E_LOST, ECANCELED, "aborted while %s", doing);
     return fail(conn, status, BW_CQL_E_LOST, rc, "connection lost while %s: %s", doing,
                 strerror(rc));
 }
@@ -209,17 +212,22 @@ static int connect_tcp(bw_cql_conn *conn, const bw_cql_options *opt, bw_cql_stat
             rc = errno;
             while (rc == EINPROGRESS || rc == EINTR) {
                 long left = deadline < 0 ? -1 : (long)(deadline - now_ms());
-                rc = left == 0 || left < -1 ? ETIMEDOUT : bw_wait_fd(fd, POLLOUT, left);
-                if (rc == EINTR) {
-                    if (opt->interrupted != NULL && opt->interrupted(opt->interrupt_ctx)) {
-                        close(fd);
-                        freeaddrinfo(found);
+                rc = left == 0 || left < -1 ? ETIMEDOUT
+                                            : bw_wait_fd(fd, POLLOUT, conn->cancel, left);
+                int interrupted = rc == EINTR && opt->interrupted != NULL &&
+                                  opt->interrupted(opt->interrupt_ctx);
+                if (interrupted || rc == ECANCELED) {
+                    close(fd);
+                    freeaddrinfo(found);
+                    if (interrupted)
                         fail(conn, status, BW_CQL_E_INTERRUPTED, EINTR,
                              "interrupted while connecting");
-                        return -1;
-                    }
-                    continue;
+                    else
+                        fail_io(conn, status, ECANCELED, "connecting");
+                    return -1;
                 }
+                if (rc == EINTR)
+                    continue;
                 if (rc == 0) {
                     socklen_t len = sizeof rc;
                     if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &rc, &len) < 0)
@@ -273,7 +281,7 @@ static int write_pending(bw_cql_conn *conn, int (*interrupted)(void *ctx), void 
             conn->out_sent = 0;
         }
         if (rc == ETIMEDOUT && conn->tls == NULL) {
-            rc = bw_wait_fd(conn->fd, POLLOUT | POLLIN, conn->timeout_ms);
+            rc = bw_wait_fd(conn->fd, POLLOUT | POLLIN, conn->cancel, conn->timeout_ms);
             if (rc == 0 && bw_peer_answered(conn->fd))
                 return BW_SEND_ANSWERED;
             if (rc == 0)
@@ -305,7 +313,7 @@ static int read_some(bw_cql_conn *conn, long wait_ms, size_t *got) {
         return rc;
     }
 #endif
-    int rc = bw_wait_fd(conn->fd, POLLIN, wait_ms);
+    int rc = bw_wait_fd(conn->fd, POLLIN, conn->cancel, wait_ms);
     if (rc != 0)
         return rc;
     ssize_t n = recv(conn->fd, conn->in.data + conn->in.len, room, MSG_DONTWAIT);
@@ -890,6 +898,7 @@ bw_cql_conn *bw_cql_connect(const bw_cql_options *opt, bw_cql_status *status) {
         return NULL;
     }
     conn->fd = -1;
+    conn->cancel = opt->cancel;
     bw_origin_record(&conn->origin);
     conn->timeout_ms = opt->timeout_ms;
     conn->max_frame = opt->max_frame ? opt->max_frame : BW_CQL_MAX_BODY;
@@ -900,6 +909,10 @@ bw_cql_conn *bw_cql_connect(const bw_cql_options *opt, bw_cql_status *status) {
         snprintf(conn->peer, sizeof conn->peer, "%s:%d", opt->host, port);
     if (bw_buf_init(&conn->in, READ_STEP) < 0 || bw_buf_init(&conn->out, 4096) < 0) {
         fail(NULL, status, BW_CQL_E_NOMEM, ENOMEM, "out of memory");
+        goto failed;
+    }
+    if (bw_cancel_fired(conn->cancel)) { /* no name looked up, nothing connected */
+        fail_io(conn, status, ECANCELED, "connecting");
         goto failed;
     }
     conn->fd = connect_tcp(conn, opt, status);
@@ -913,6 +926,7 @@ bw_cql_conn *bw_cql_connect(const bw_cql_options *opt, bw_cql_status *status) {
             fail(conn, status, BW_CQL_E_TLS, 0, "TLS: %s", message);
             goto failed;
         }
+        bw_tls_set_cancel(conn->tls, conn->cancel);
         int rc;
         while ((rc = bw_tls_handshake(conn->tls, opt->connect_timeout_ms)) == EINTR) {
             if (opt->interrupted != NULL && opt->interrupted(opt->interrupt_ctx)) {
@@ -925,6 +939,8 @@ bw_cql_conn *bw_cql_connect(const bw_cql_options *opt, bw_cql_status *status) {
             if (rc == BW_TLS_FAILED)
                 fail(conn, status, BW_CQL_E_TLS, 0, "TLS handshake failed: %s",
                      bw_tls_message(conn->tls));
+            else if (rc == ECANCELED)
+                fail_io(conn, status, rc, "doing the TLS handshake");
             else
                 fail(conn, status, rc == ETIMEDOUT ? BW_CQL_E_TIMEOUT : BW_CQL_E_CONNECT, rc,
                      "TLS handshake: %s", strerror(rc));

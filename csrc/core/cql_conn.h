@@ -26,7 +26,7 @@ typedef enum {
     BW_CQL_OK = 0,
     BW_CQL_E_CONNECT,   /* no connection: unknown host, refused, unreachable, connect timeout */
     BW_CQL_E_TLS,       /* the TLS handshake or a TLS record failed */
-    BW_CQL_E_LOST,      /* the server closed or reset the connection */
+    BW_CQL_E_LOST,      /* the server closed or reset the connection, or it was aborted */
     BW_CQL_E_TIMEOUT,   /* nothing moved for the timeout while requests were in flight */
     BW_CQL_E_PROTOCOL,  /* the server sent what the protocol does not allow (a frame's
                            version, length or stream id; a body that does not parse) */
@@ -87,6 +87,11 @@ typedef struct {
        short by a signal: nonzero stops it at once (E_INTERRUPTED). NULL: signals do not. */
     int (*interrupted)(void *ctx);
     void *interrupt_ctx;
+    /* NULL, or a cancel (socket_send.h) that another thread fires to end the connect at once
+       and every later call on the connection (E_LOST, "aborted"): each wait, from the TCP
+       connect to the last answer, watches it. It must stay open until the connection is
+       closed. */
+    const bw_cancel *cancel;
 } bw_cql_options;
 
 typedef struct bw_cql_conn bw_cql_conn;

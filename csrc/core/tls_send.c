@@ -38,6 +38,7 @@ struct bw_tls {
     int pending;       /* an error the early-answer check met: every write reports it, and
                           the next read (which takes it) */
     int verify_failed;
+    const bw_cancel *cancel; /* ends every wait once fired; NULL: none */
     bw_origin origin;  /* the process that made it: the session is that process's */
     char message[BW_TLS_MESSAGE_MAX];
 };
@@ -266,6 +267,8 @@ fail:
 
 int bw_tls_inherited(const bw_tls *tls) { return bw_origin_inherited(&tls->origin); }
 
+void bw_tls_set_cancel(bw_tls *tls, const bw_cancel *cancel) { tls->cancel = cancel; }
+
 void bw_tls_free(bw_tls *tls) {
     if (tls == NULL)
         return;
@@ -292,9 +295,9 @@ static int settle(bw_tls *tls, int r, long timeout_ms) {
     int saved_errno = errno;
     switch (SSL_get_error(tls->ssl, r)) {
     case SSL_ERROR_WANT_READ:
-        return bw_wait_fd(tls->fd, POLLIN, timeout_ms);
+        return bw_wait_fd(tls->fd, POLLIN, tls->cancel, timeout_ms);
     case SSL_ERROR_WANT_WRITE:
-        return bw_wait_fd(tls->fd, POLLOUT, timeout_ms);
+        return bw_wait_fd(tls->fd, POLLOUT, tls->cancel, timeout_ms);
     case SSL_ERROR_SYSCALL:
         tls->broken = 1;
         if (ERR_peek_last_error() == 0) {
@@ -364,7 +367,7 @@ static int peer_answered(bw_tls *tls);
    answered (BW_SEND_ANSWERED); a readable socket holding only TLS records of the protocol's
    own (taken in by the check) is waited past. Or ETIMEDOUT / EINTR / errno. */
 static int wait_room_watching(bw_tls *tls, long timeout_ms) {
-    int rc = bw_wait_fd(tls->fd, POLLIN | POLLOUT, timeout_ms);
+    int rc = bw_wait_fd(tls->fd, POLLIN | POLLOUT, tls->cancel, timeout_ms);
     if (rc == 0 && peer_answered(tls))
         return BW_SEND_ANSWERED;
     return rc;

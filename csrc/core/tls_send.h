@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <sys/uio.h>
 
+#include "socket_send.h" /* bw_cancel */
+
 /* Returned, besides 0 and errno values (ETIMEDOUT, EINTR, EPIPE, ECONNRESET, ...), when
    OpenSSL failed: the reason is in the connection's (or the caller's) message buffer. */
 #define BW_TLS_FAILED (-1)
@@ -56,6 +58,10 @@ int bw_tls_config_inherited(const bw_tls_config *config);
 bw_tls *bw_tls_new(bw_tls_config *config, int fd, const char *host,
                    char message[BW_TLS_MESSAGE_MAX]);
 
+/* Every later wait of the session also ends, with ECANCELED, once cancel is fired (NULL:
+   none; socket_send.h). cancel must stay open while the session may wait. */
+void bw_tls_set_cancel(bw_tls *tls, const bw_cancel *cancel);
+
 /* Ends the session: a close_notify when the connection is still good (never waiting), then
    frees it. NULL is accepted. In a forked child of the process that made the session, only
    its own memory is freed: no close_notify, nothing written to the socket, OpenSSL's state
@@ -65,9 +71,10 @@ void bw_tls_free(bw_tls *tls);
 int bw_tls_inherited(const bw_tls *tls);
 
 /* The handshake, resumable: 0 done; ETIMEDOUT when nothing moved for timeout_ms (< 0: no
-   limit); EINTR when a wait was interrupted by a signal (call again to go on); another
-   errno from the socket; BW_TLS_FAILED with bw_tls_message (e.g. the server's certificate
-   failed verification, or the server refused ours). */
+   limit); EINTR when a wait was interrupted by a signal (call again to go on); ECANCELED
+   when the session's cancel was fired; another errno from the socket; BW_TLS_FAILED with
+   bw_tls_message (e.g. the server's certificate failed verification, or the server refused
+   ours). */
 int bw_tls_handshake(bw_tls *tls, long timeout_ms);
 
 /* Writes every byte of iov[0..count) (the array is consumed: entries are advanced, so a

@@ -5,7 +5,8 @@
    bound), and the hostile answers: an unknown stream id, a wrong version byte, a truncated
    frame, a huge length (refused before any allocation), an error in the middle, a close in
    the middle of a frame, a server that stalls (the timeout fires). Every failure names the
-   requests left unanswered. Also the ERROR body's fields and every cut of it.
+   requests left unanswered. A cancel fired by another thread ends the connect, and a run,
+   at once. Also the ERROR body's fields and every cut of it.
    sources: cql_conn.c cql_wire.c out_buffer.c socket_send.c fork_origin.c
    libs: -lpthread */
 #define _GNU_SOURCE
@@ -787,6 +788,104 @@ TEST(retries_are_bounded) {
     bw_cql_outcome_free(&out);
 }
 
+/* ---- a cancel fired by another thread ---- */
+
+/* Reads what the client sends and answers nothing, until the client closes; with a
+   server_state, after the handshake (its handshake_ok set), else from the first byte. */
+static void script_silent(int fd, void *arg) {
+    server_state *s = arg;
+    if (s != NULL)
+        s->handshake_ok = srv_handshake(fd, NULL, 0) == 0;
+    char byte;
+    while (srv_read(fd, &byte, 1) == 0) {
+    }
+}
+
+static void *fire_after_200_ms(void *cancel) {
+    sleep_ms(200);
+    bw_cancel_fire(cancel);
+    return NULL;
+}
+
+/* Fires cancel from another thread 200 ms from now: the thread, to join. */
+static pthread_t fire_soon(bw_cancel *cancel) {
+    pthread_t t;
+    CHECK_EQ(pthread_create(&t, NULL, fire_after_200_ms, cancel), 0);
+    return t;
+}
+
+TEST(a_cancel_ends_a_connect_and_every_later_wait_at_once) {
+    bw_cancel cancel;
+    CHECK_EQ(bw_cancel_open(&cancel), 0);
+    CHECK(!bw_cancel_fired(&cancel) && !bw_cancel_fired(NULL));
+    /* a handshake whose answer never comes, under timeouts of a minute */
+    fake f;
+    fake_start(&f, script_silent, NULL);
+    bw_cql_options o = options_for(&f);
+    o.connect_timeout_ms = o.timeout_ms = 60000;
+    o.cancel = &cancel;
+    pthread_t firing = fire_soon(&cancel);
+    bw_cql_status st;
+    double t0 = now_ms();
+    bw_cql_conn *conn = bw_cql_connect(&o, &st);
+    double took = now_ms() - t0;
+    pthread_join(firing, NULL);
+    CHECK(conn == NULL);
+    CHECK_EQ(st.kind, BW_CQL_E_LOST);
+    CHECK(strstr(st.message, "aborted") != NULL);
+    CHECK(took >= 150 && took < 5000);
+    fake_join(&f);
+    /* fired: a later connect fails before connecting */
+    CHECK(bw_cancel_fired(&cancel));
+    int listener = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    CHECK_EQ(bind(listener, (struct sockaddr *)&a, sizeof a), 0);
+    CHECK_EQ(listen(listener, 4), 0);
+    CHECK_EQ(getsockname(listener, (struct sockaddr *)&a, &len), 0);
+    o.port = ntohs(a.sin_port);
+    CHECK(bw_cql_connect(&o, &st) == NULL);
+    CHECK_EQ(st.kind, BW_CQL_E_LOST);
+    struct pollfd p = {listener, POLLIN, 0};
+    CHECK_EQ(poll(&p, 1, 0), 0); /* no connection came */
+    close(listener);
+    bw_cancel_close(&cancel);
+    CHECK(cancel.fd[0] == -1 && cancel.fd[1] == -1);
+    /* a connection made with a cancel: a run waiting for an answer ends when it fires */
+    CHECK_EQ(bw_cancel_open(&cancel), 0);
+    server_state s = {0};
+    fake_start(&f, script_silent, &s);
+    o = options_for(&f);
+    o.timeout_ms = 60000;
+    o.cancel = &cancel;
+    conn = bw_cql_connect(&o, &st);
+    CHECK(conn != NULL);
+    if (conn != NULL) {
+        client c;
+        client_init(&c, 1, 1);
+        bw_cql_run_options ro = {2, 0, 0, 0, NULL};
+        bw_cql_outcome out;
+        firing = fire_soon(&cancel);
+        t0 = now_ms();
+        CHECK_EQ(bw_cql_run(conn, &ro, client_produce, client_consume, &c, &out, &st), -1);
+        took = now_ms() - t0;
+        pthread_join(firing, NULL);
+        CHECK_EQ(st.kind, BW_CQL_E_LOST);
+        CHECK(strstr(st.message, "aborted") != NULL);
+        CHECK(took >= 150 && took < 5000);
+        CHECK(out.unanswered_count == 1 && contains(&out, 1000));
+        bw_cql_outcome_free(&out);
+        free(c.bodies);
+    }
+    bw_cql_close(conn);
+    fake_join(&f);
+    CHECK(s.handshake_ok);
+    bw_cancel_close(&cancel);
+}
+
 /* ---- the ERROR body ---- */
 
 TEST(error_bodies_parse_with_their_fields_and_every_cut_fails) {
@@ -840,4 +939,5 @@ RUN_TESTS(handshake_without_authentication, handshake_with_sasl_plain,
           error_in_the_middle_ends_the_run_at_once, a_stalled_server_times_out,
           events_and_warnings_are_not_answers, retryable_errors_are_sent_again_with_the_same_bytes,
           retries_are_bounded, a_slow_but_moving_write_is_not_a_timeout,
+          a_cancel_ends_a_connect_and_every_later_wait_at_once,
           error_bodies_parse_with_their_fields_and_every_cut_fails)
