@@ -4,6 +4,7 @@ signal comes, server errors that fail the load, and the rows each failure names.
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import socket
 import struct
@@ -19,6 +20,7 @@ from hypothesis import strategies as st
 import bulkwire.cql
 from bulkwire import _core
 from bulkwire.errors import ConnectionLostError, CqlServerError, ProtocolError
+from build_extras import skip_without
 from cql_fake_node import (INET, INT, READY, RESULT, SET, UUID, VARCHAR, VOID, FakeNode, error,
                            host_id, rows, text_set)
 
@@ -385,6 +387,121 @@ def test_ctrl_c_ends_runs_waiting_on_two_nodes_in_other_threads(tmp_path, silent
             timer.cancel()
         assert time.monotonic() - started < 8
         assert first.seen.get("execute") and second.seen.get(silent_at)  # both were reached
+
+
+@pytest.mark.parametrize("silent_at", ["connect", "tls handshake", "startup"])
+def test_a_cancel_ends_a_connect_still_being_made_in_another_thread(silent_at):
+    """``CqlCancel.cancel()`` from the main thread ends a ``CqlConnection`` still being made
+    in another thread, whichever wait it is in (the TCP connect, the TLS handshake, the
+    handshake's OPTIONS): ConnectionLostError saying it was aborted, at once, never after the
+    connect timeout or the timeout (an hour). A connection given the cancel afterwards fails
+    at once, without connecting."""
+    if silent_at == "tls handshake":
+        skip_without("openssl")
+    cancel = _core.CqlCancel()
+    caught: list[BaseException] = []
+    with contextlib.ExitStack() as stack:
+        node = None
+        if silent_at == "connect":
+            address = stack.enter_context(_unanswered_connect())
+        else:  # a TLS client's hello is read as a frame that never ends: no answer
+            node = stack.enter_context(FakeNode(silent_at=silent_at))
+            address = node.address
+        host, port = address.rsplit(":", 1)
+        tls = _core.TlsContext(verify=False) if silent_at == "tls handshake" else None
+
+        def connect() -> None:
+            try:
+                _core.CqlConnection(host, int(port), tls=tls, connect_timeout=3600,
+                                    timeout=3600, cancel=cancel)
+            except BaseException as exc:  # noqa: BLE001 - the test looks at it
+                caught.append(exc)
+
+        making = threading.Thread(target=connect, daemon=True)  # daemon: a hang fails only
+        making.start()
+        time.sleep(0.5)
+        assert making.is_alive() and not cancel.cancelled  # waiting, as the node makes it
+        started = time.monotonic()
+        cancel.cancel()
+        making.join(8)
+        assert not making.is_alive() and time.monotonic() - started < 8
+        assert isinstance(caught[0], ConnectionLostError), caught
+        assert "aborted" in str(caught[0]) and host in str(caught[0])
+        assert node is None or node.seen.get("startup") or silent_at == "tls handshake"
+    assert cancel.cancelled
+    with FakeNode() as node:
+        with pytest.raises(ConnectionLostError, match="aborted"):
+            _core.CqlConnection("127.0.0.1", node.port, cancel=cancel)
+        assert not node.conns
+        with pytest.raises(TypeError, match="CqlCancel"):
+            _core.CqlConnection("127.0.0.1", node.port, cancel=3)
+
+
+def _pipes() -> set[int]:
+    """This process's descriptors that are pipes."""
+    found = set()
+    for name in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            if os.readlink(f"/proc/self/fd/{name}").startswith("pipe:"):
+                found.add(int(name))
+    return found
+
+
+def test_a_cancel_is_a_close_on_exec_pipe_held_by_its_connections():
+    """A CqlCancel is one pipe, close-on-exec (a program the load starts inherits nothing);
+    close() closes it at once, or, while an open connection holds it, when the last one
+    closes; a closed cancel is given to no connection."""
+    before = _pipes()
+    cancel = _core.CqlCancel()
+    made = _pipes() - before
+    assert len(made) == 2
+    for fd in made:
+        with open(f"/proc/self/fdinfo/{fd}") as info:
+            flags = int(next(line for line in info if line.startswith("flags:")).split()[1], 8)
+        assert flags & os.O_CLOEXEC
+    with FakeNode() as node:
+        conns = [_core.CqlConnection("127.0.0.1", node.port, cancel=cancel) for _ in range(2)]
+        cancel.close()
+        conns[0].close()
+        assert _pipes() - before == made  # the other connection still watches it
+        conns[1].close()
+        assert not _pipes() - before
+        with pytest.raises(ValueError, match="closed"):
+            _core.CqlConnection("127.0.0.1", node.port, cancel=cancel)
+        cancel.cancel()  # nothing left to end
+        cancel.close()
+        spare = _core.CqlCancel()
+        del spare  # never closed: its pipe goes with it
+        assert not _pipes() - before
+
+
+def test_a_forked_child_cannot_use_an_inherited_cancel_nor_end_the_parents_waits():
+    """In a forked child, cancel() of a CqlCancel made by the parent does nothing (the waits
+    it ends are the parent's) and a connection given it is refused; the parent's cancel and
+    its connection go on."""
+    from test_fork import FORKED, run_in_child
+
+    cancel = _core.CqlCancel()
+    with FakeNode() as node:
+        conn = _core.CqlConnection("127.0.0.1", node.port, cancel=cancel)
+
+        def child() -> str:
+            cancel.cancel()
+            try:
+                _core.CqlConnection("127.0.0.1", node.port, cancel=cancel)
+            except RuntimeError as exc:
+                return str(exc)
+            return "returned"
+
+        assert FORKED in run_in_child(child)
+        assert not cancel.cancelled
+        conn.request(_core.CQL_OP_QUERY,
+                     _core.cql_query_body("SELECT host_id FROM system.local", 1))
+        cancel.cancel()
+        with pytest.raises(ConnectionLostError, match="aborted"):
+            conn.request(_core.CQL_OP_QUERY,
+                         _core.cql_query_body("SELECT host_id FROM system.local", 1))
+        conn.close()
 
 
 def test_abort_from_another_thread_ends_a_waiting_run():

@@ -1,5 +1,6 @@
 /* CqlConnection(host, port=9042, *, username=None, password=None, tls=None,
-   connect_timeout=10.0, timeout=30.0, max_frame=0, throw_on_overload=False): one connection of the core's CQL engine.
+   connect_timeout=10.0, timeout=30.0, max_frame=0, throw_on_overload=False, cancel=None):
+   one connection of the core's CQL engine.
    request(opcode, body) sends one request; run(opcode, bodies, ...) sends many through the
    pipeline. The GIL is released around the connect and every exchange; the bodies of a run
    are bytes objects held by the call, so no Python object is touched while it runs;
@@ -14,7 +15,10 @@
    RESULT of the kind its request is answered with is a ProtocolError naming that body, which
    is unacknowledged. A signal handler that raises while any wait of the connection runs
    (Ctrl-C: the connect, the handshake, a request, a run) stops the call with its exception;
-   the connection is then unusable (ConnectionLostError: interrupted). */
+   the connection is then unusable (ConnectionLostError: interrupted).
+   CqlCancel(): what another thread fires (cancel()) to end at once every wait of the
+   connections given it (cancel=), those still being made included: each raises
+   ConnectionLostError ("aborted"), and the connections are unusable afterwards. */
 #include "py_cql_conn.h"
 
 #include "cql_conn.h"
@@ -43,11 +47,113 @@ static int watch_interrupted(void *ctx) {
     return raised;
 }
 
+/* ---- CqlCancel ---- */
+
+typedef struct {
+    PyObject_HEAD
+    bw_cancel cancel; /* open until closed and held by no open connection */
+    bw_origin origin;
+    int holders; /* open connections whose waits watch it (the GIL guards these fields) */
+    int closing; /* close() was called: the pipe is closed once no connection holds it */
+    int fired;
+} CqlCancelObject;
+
+static PyTypeObject CqlCancelType;
+
+/* tp_new: a new reference, or NULL (OSError when no pipe can be made). */
+static PyObject *CqlCancel_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    static char *keywords[] = {NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, ":CqlCancel", keywords))
+        return NULL;
+    CqlCancelObject *self = (CqlCancelObject *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    self->cancel.fd[0] = self->cancel.fd[1] = -1;
+    bw_origin_record(&self->origin);
+    int err = bw_cancel_open(&self->cancel);
+    if (err != 0) {
+        Py_DECREF(self);
+        errno = err;
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    return (PyObject *)self;
+}
+
+static void CqlCancel_dealloc(CqlCancelObject *self) {
+    bw_cancel_close(&self->cancel); /* in a forked child: the child's own descriptors */
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* A connection no longer watches it: the last one closes a closing cancel's pipe. */
+static void cancel_release(CqlCancelObject *self) {
+    if (--self->holders == 0 && self->closing)
+        bw_cancel_close(&self->cancel);
+}
+
+/* cancel(): None (a new reference). From any thread; idempotent. In a forked child nothing:
+   the waits it would end are the parent's. */
+static PyObject *CqlCancel_cancel(CqlCancelObject *self, PyObject *unused) {
+    (void)unused;
+    if (!bw_origin_inherited(&self->origin)) {
+        bw_cancel_fire(&self->cancel); /* a closed pipe: nothing watches it any more */
+        self->fired = 1;
+    }
+    Py_RETURN_NONE;
+}
+
+/* close(): None (a new reference). Idempotent; the pipe is closed now, or by the last open
+   connection holding it when it closes. */
+static PyObject *CqlCancel_close(CqlCancelObject *self, PyObject *unused) {
+    (void)unused;
+    self->closing = 1;
+    if (self->holders == 0)
+        bw_cancel_close(&self->cancel);
+    Py_RETURN_NONE;
+}
+
+/* cancelled: bool (a new reference). */
+static PyObject *CqlCancel_get_cancelled(CqlCancelObject *self, void *closure) {
+    (void)closure;
+    return PyBool_FromLong(self->fired);
+}
+
+static PyMethodDef CqlCancel_methods[] = {
+    {"cancel", (PyCFunction)CqlCancel_cancel, METH_NOARGS,
+     "Ends at once every wait of the connections given this cancel, from any thread, those "
+     "still being made included (ConnectionLostError: aborted), and every later one."},
+    {"close", (PyCFunction)CqlCancel_close, METH_NOARGS,
+     "Closes its pipe, at once or when the last open connection given it closes; no "
+     "connection can be given it afterwards."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef CqlCancel_getset[] = {
+    {"cancelled", (getter)CqlCancel_get_cancelled, NULL, "whether cancel() was called", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject CqlCancelType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "bulkwire._core.CqlCancel",
+    .tp_basicsize = sizeof(CqlCancelObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "CqlCancel(): given to CqlConnection(cancel=...), its cancel() ends every wait "
+              "of those connections at once, from any thread, the connect included. close() "
+              "closes its pipe once no open connection holds it.",
+    .tp_new = CqlCancel_new,
+    .tp_dealloc = (destructor)CqlCancel_dealloc,
+    .tp_methods = CqlCancel_methods,
+    .tp_getset = CqlCancel_getset,
+};
+
+/* ---- CqlConnection ---- */
+
 typedef struct {
     PyObject_HEAD
     bw_cql_conn *conn;
-    PyObject *tls; /* the TlsContext whose configuration the connection uses, or NULL */
-    int busy;      /* a call runs with the GIL released */
+    PyObject *tls;    /* the TlsContext whose configuration the connection uses, or NULL */
+    PyObject *cancel; /* the CqlCancel its waits watch, or NULL: held while conn is open */
+    int busy;         /* a call runs with the GIL released */
 } CqlConnectionObject;
 
 static PyTypeObject CqlConnectionType;
@@ -189,20 +295,41 @@ static int enter(CqlConnectionObject *self) {
     return 0;
 }
 
+/* The connection no longer watches its cancel (none: nothing). */
+static void release_cancel(CqlConnectionObject *self) {
+    if (self->cancel != NULL)
+        cancel_release((CqlCancelObject *)self->cancel);
+    Py_CLEAR(self->cancel);
+}
+
 /* tp_new: a new reference, or NULL. */
 static PyObject *CqlConnection_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
     static char *keywords[] = {"host", "port", "username", "password", "tls", "connect_timeout",
-                               "timeout", "max_frame", "throw_on_overload", NULL};
+                               "timeout", "max_frame", "throw_on_overload", "cancel", NULL};
     const char *host;
     int port = 9042;
     const char *username = NULL, *password = NULL;
-    PyObject *tls = Py_None, *connect_timeout = NULL, *timeout = NULL;
+    PyObject *tls = Py_None, *connect_timeout = NULL, *timeout = NULL, *cancel = Py_None;
     unsigned long max_frame = 0;
     int throw_on_overload = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "s|i$zzOOOkp:CqlConnection", keywords, &host,
-                                     &port, &username, &password, &tls, &connect_timeout,
-                                     &timeout, &max_frame, &throw_on_overload))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "s|i$zzOOOkpO:CqlConnection", keywords,
+                                     &host, &port, &username, &password, &tls,
+                                     &connect_timeout, &timeout, &max_frame,
+                                     &throw_on_overload, &cancel))
         return NULL;
+    if (cancel != Py_None && !PyObject_TypeCheck(cancel, &CqlCancelType)) {
+        PyErr_Format(PyExc_TypeError, "cancel must be a CqlCancel or None, not %.100s",
+                     Py_TYPE(cancel)->tp_name);
+        return NULL;
+    }
+    /* a forked child's copy of a cancel would be fired by the parent, never by the child */
+    if (cancel != Py_None && bw_check_origin(&((CqlCancelObject *)cancel)->origin,
+                                             "this CqlCancel", "the waits it ends") < 0)
+        return NULL;
+    if (cancel != Py_None && ((CqlCancelObject *)cancel)->closing) {
+        PyErr_SetString(PyExc_ValueError, "the CqlCancel is closed");
+        return NULL;
+    }
     if (port < 1 || port > 65535) {
         PyErr_Format(PyExc_ValueError, "port must be 1..65535, not %d", port);
         return NULL;
@@ -231,10 +358,16 @@ static PyObject *CqlConnection_new(PyTypeObject *type, PyObject *args, PyObject 
         return NULL;
     if (tls != Py_None && (o.tls = bw_tls_context_config(tls)) == NULL)
         return NULL;
+    if (cancel != Py_None)
+        o.cancel = &((CqlCancelObject *)cancel)->cancel;
     CqlConnectionObject *self = (CqlConnectionObject *)type->tp_alloc(type, 0);
     if (self == NULL)
         return NULL;
     self->tls = tls != Py_None ? Py_NewRef(tls) : NULL;
+    if (cancel != Py_None) {
+        self->cancel = Py_NewRef(cancel);
+        ((CqlCancelObject *)cancel)->holders++;
+    }
     bw_cql_status status;
     bw_cql_conn *conn;
     signal_watch watch = {NULL, 0};
@@ -255,6 +388,7 @@ static PyObject *CqlConnection_new(PyTypeObject *type, PyObject *args, PyObject 
 static void CqlConnection_dealloc(CqlConnectionObject *self) {
     bw_cql_close(self->conn); /* in a forked child: only its memory */
     Py_XDECREF(self->tls);
+    release_cancel(self); /* unless close() did */
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -571,6 +705,7 @@ static PyObject *CqlConnection_close(CqlConnectionObject *self, PyObject *unused
     }
     bw_cql_close(self->conn);
     self->conn = NULL;
+    release_cancel(self); /* no wait watches it any more */
     Py_RETURN_NONE;
 }
 
@@ -654,9 +789,10 @@ static PyTypeObject CqlConnectionType = {
     .tp_basicsize = sizeof(CqlConnectionObject),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "CqlConnection(host, port=9042, *, username=None, password=None, tls=None, "
-              "connect_timeout=10.0, timeout=30.0, max_frame=0, throw_on_overload=False): a CQL "
-              "native protocol v4 "
-              "connection (handshake and PasswordAuthenticator done).",
+              "connect_timeout=10.0, timeout=30.0, max_frame=0, throw_on_overload=False, "
+              "cancel=None): a CQL native protocol v4 connection (handshake and "
+              "PasswordAuthenticator done); cancel, a CqlCancel, ends its connect and every "
+              "later wait once cancelled.",
     .tp_new = CqlConnection_new,
     .tp_dealloc = (destructor)CqlConnection_dealloc,
     .tp_methods = CqlConnection_methods,
@@ -665,7 +801,9 @@ static PyTypeObject CqlConnectionType = {
 
 int bw_cql_conn_add_to_module(PyObject *module) {
     if (PyType_Ready(&CqlConnectionType) < 0 ||
-        PyModule_AddObjectRef(module, "CqlConnection", (PyObject *)&CqlConnectionType) < 0)
+        PyModule_AddObjectRef(module, "CqlConnection", (PyObject *)&CqlConnectionType) < 0 ||
+        PyType_Ready(&CqlCancelType) < 0 ||
+        PyModule_AddObjectRef(module, "CqlCancel", (PyObject *)&CqlCancelType) < 0)
         return -1;
     static const struct {
         const char *name;
