@@ -66,11 +66,11 @@ def _interrupt_after(seconds: float) -> threading.Timer:
 
 
 @contextlib.contextmanager
-def _unanswered_connect():
+def _unanswered_connect(host: str = "127.0.0.1"):
     """An address whose connect waits: a listener whose accept queue is full (nothing accepts),
-    so the kernel drops the next SYN. Yields "127.0.0.1:port"."""
+    so the kernel drops the next SYN. Yields "host:port"."""
     listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
+    listener.bind((host, 0))
     listener.listen(0)
     port = listener.getsockname()[1]
     fillers = []
@@ -78,9 +78,9 @@ def _unanswered_connect():
         for _ in range(4):  # the queue holds one or two, depending on the kernel
             filler = socket.socket()
             filler.setblocking(False)
-            filler.connect_ex(("127.0.0.1", port))
+            filler.connect_ex((host, port))
             fillers.append(filler)
-        yield f"127.0.0.1:{port}"
+        yield f"{host}:{port}"
     finally:
         for filler in fillers:
             filler.close()
@@ -387,6 +387,49 @@ def test_ctrl_c_ends_runs_waiting_on_two_nodes_in_other_threads(tmp_path, silent
             timer.cancel()
         assert time.monotonic() - started < 8
         assert first.seen.get("execute") and second.seen.get(silent_at)  # both were reached
+
+
+@pytest.mark.parametrize("silent_at", ["connect", "startup"])
+def test_ctrl_c_ends_a_connect_to_a_second_node_still_being_made_in_another_thread(
+        tmp_path, silent_at):
+    """Two nodes, each sent its rows from a thread of its own; the second's connection is
+    still being made when SIGINT comes: its TCP connect is never accepted, or it never answers
+    the handshake (OPTIONS). The load ends at once, not after the connect timeout (10 s) or
+    the timeout (an hour), and leaves no descriptor of its cancel behind. A watchdog ends the
+    second node's connections after 20 s, so that a connect the abort does not reach fails
+    this test rather than hanging it."""
+    path = table_file(tmp_path, rows=200)
+    with contextlib.ExitStack() as stack:
+        if silent_at == "connect":
+            second = None
+            address = stack.enter_context(_unanswered_connect("127.0.0.2"))
+        else:
+            second = stack.enter_context(FakeNode(host="127.0.0.2", tokens=[str(1 << 62)],
+                                                  silent_at=silent_at))
+            address = second.address
+        first = stack.enter_context(FakeNode(tokens=["0"],
+                                             peers=[("127.0.0.2", [str(1 << 62)])]))
+
+        def end_the_second_nodes_connections() -> None:
+            for conn in second.conns if second is not None else []:
+                with contextlib.suppress(OSError):
+                    conn.shutdown(socket.SHUT_RDWR)
+        watchdog = threading.Timer(20, end_the_second_nodes_connections)
+        watchdog.start()
+        stack.callback(watchdog.cancel)
+        pipes = _pipes()
+        started = time.monotonic()
+        timer = _interrupt_after(0.5)
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                bulkwire.cql.load_parquet(path, [first.address, address], "ks", "t",
+                                          timeout=3600)
+        finally:
+            timer.cancel()
+        assert time.monotonic() - started < 8
+        assert first.seen.get("execute")
+        assert second is None or second.seen.get("startup")  # it was reached
+        assert not _pipes() - pipes  # the session's cancel is closed
 
 
 @pytest.mark.parametrize("silent_at", ["connect", "tls handshake", "startup"])

@@ -253,16 +253,20 @@ class CqlDescription:
 
     # -------------------------------------------------------------------- connections
 
-    def connect(self, host: str, port: int) -> Any:
+    def connect(self, host: str, port: int, cancel: Any = None) -> Any:
         """A logged-in connection to one node (``ConnectError`` naming it when refused, and
         when the connection is lost or times out before the node is ready: no connection
-        was made, so :meth:`contact` goes on to the next contact point)."""
+        was made, so :meth:`contact` goes on to the next contact point). ``cancel``, a
+        ``_core.CqlCancel``, ends the connect and every later wait of the connection once
+        cancelled (``ConnectionLostError``: aborted)."""
         try:
             return _core.CqlConnection(
                 host, port, username=self.username, password=self.password,
                 tls=_tls_context(self.tls) if self.tls is not None else None,
-                timeout=self.timeout, connect_timeout=min(self.timeout, 10.0))
+                timeout=self.timeout, connect_timeout=min(self.timeout, 10.0), cancel=cancel)
         except (ConnectionLostError, TransportTimeoutError) as exc:
+            if cancel is not None and cancel.cancelled:
+                raise  # aborted: nothing about the node to say
             raise _no_handshake(exc, tls=self.tls is not None) from exc
 
     def contact(self) -> tuple[Any, tuple[str, int]]:
@@ -471,7 +475,9 @@ class _CqlSession:
         self.index = {name: i for i, name in enumerate(self.ring.addresses)}
         self.live, self.dead = self.ring, set()  # the ring of the nodes not left out
         self.conns: dict[int, Any] = {}
-        self.opening: set = set()  # connections made, their statement not prepared yet
+        #: every connection of the session watches it: abort() ends each wait at once, in
+        #: any thread, those of connections still being made or preparing included
+        self.cancel = _core.CqlCancel()
         self.lock = threading.Lock()
         self.pool = (ThreadPoolExecutor(len(self.nodes), thread_name_prefix="bulkwire-cql")
                      if len(self.nodes) > 1 else None)
@@ -482,9 +488,7 @@ class _CqlSession:
         with self.lock:
             conn = self.conns.get(node)
         if conn is None:
-            conn = self.target.connect(*self.nodes[node])
-            with self.lock:
-                self.opening.add(conn)  # aborted with the others while it prepares
+            conn = self.target.connect(*self.nodes[node], cancel=self.cancel)
             try:
                 self._identify(conn)
                 prepared = self.target.prepare(conn, names)
@@ -492,12 +496,9 @@ class _CqlSession:
                     raise ServerError(f"{conn.peer} prepared the INSERT as another statement "
                                       f"(the table changed during the load?)")
             except BaseException:
-                with self.lock:
-                    self.opening.discard(conn)
                 conn.close()
                 raise
             with self.lock:
-                self.opening.discard(conn)
                 self.conns[node] = conn
         return conn
 
@@ -605,12 +606,9 @@ class _CqlSession:
         self._shutdown()
 
     def abort(self) -> None:
-        """Ends the session at once: a run still waiting for a node in another thread (after
-        Ctrl-C in the main one) ends now, not at its timeout."""
-        with self.lock:
-            conns = [*self.conns.values(), *self.opening]
-        for conn in conns:
-            conn.abort()
+        """Ends the session at once: a connect, a PREPARE or a run still waiting for a node in
+        another thread (after Ctrl-C in the main one) ends now, not at its timeout."""
+        self.cancel.cancel()
         self._shutdown()
 
     def _shutdown(self) -> None:
@@ -623,6 +621,7 @@ class _CqlSession:
                 conn.close()
             except Exception:  # noqa: BLE001 - closing what failed says nothing more
                 pass
+        self.cancel.close()  # its pipe closed (every connection that held it is closed)
 
 
 @contextlib.contextmanager
