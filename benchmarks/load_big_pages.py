@@ -8,19 +8,20 @@ rows of 768 float32 in pyarrow's pages of at most 20,000 rows (``data_page_size`
 ``max_rows_per_page`` left at pyarrow's default), and in 1 MiB pages. PLAIN pages (no
 dictionary), no page index, one row group.
 
-``--tree`` names directories holding a built ``bulkwire`` package (``pkg/`` of checkouts),
-each run in a fresh process per case and round (imports outside the clock), the trees
+``--tree`` names directories holding a built ``bulkwire`` package (``pkg/`` of checkouts;
+none: the bulkwire this Python imports), each run in a fresh process per case and round (imports outside the clock), the trees
 interleaved, the order rotating each round. Reported per case and tree: the median wall and
 CPU seconds, the pages the page reader read (from ``TableFile.stats``), and the median of the
 per-round ratios to pyarrow's read of the same batches in the same process.
 
-    python benchmarks/load_big_pages.py --tree before=/tmp/before/pkg --tree after=pkg --rounds 3
+    python benchmarks/load_big_pages.py --tree before=../before/pkg --tree after=pkg --rounds 3
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -87,8 +88,10 @@ def write_file(path: str, rows: int, dim: int, options: dict) -> None:
                    compression="snappy", **options)
 
 
-def run(tree: str, path: str, batch_rows: int) -> dict:
-    env = dict(os.environ, PYTHONPATH=os.path.abspath(tree))
+def run(tree: str | None, path: str, batch_rows: int) -> dict:
+    """One fresh process reading ``path`` with the bulkwire in ``tree`` (None: the one this
+    Python imports)."""
+    env = dict(os.environ) if tree is None else dict(os.environ, PYTHONPATH=os.path.abspath(tree))
     done = subprocess.run([sys.executable, "-c", CHILD, path, str(batch_rows)],
                           capture_output=True, text=True, env=env, timeout=900)
     if done.returncode != 0:
@@ -105,8 +108,7 @@ def main() -> None:
     parser.add_argument("--case", action="append", choices=sorted(CASES),
                         help="only this case (repeatable; default: all)")
     args = parser.parse_args()
-    here = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "pkg")
-    trees = dict(t.split("=", 1) for t in args.tree) or {"this": here}
+    trees: dict = dict(t.split("=", 1) for t in args.tree) or {"this": None}
     folder = tempfile.mkdtemp(prefix="load-big-pages-")
     loads = [load_average()]
     print(f"{args.rows:,} rows, id + fixed_size_list<float32>, snappy, one row group; "
@@ -141,7 +143,7 @@ def main() -> None:
                       f"{ratio:>9.1f}x", flush=True)
             os.unlink(path)
     finally:
-        os.rmdir(folder)
+        shutil.rmtree(folder, ignore_errors=True)
     print(f"load average (1 min) before and after each case: {', '.join(loads)}")
 
 

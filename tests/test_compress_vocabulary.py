@@ -197,7 +197,9 @@ def test_naming_an_encoding_does_not_need_its_backend():
     import sys
     import textwrap
 
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    import bulkwire
+
+    package_parent = os.path.dirname(os.path.dirname(bulkwire.__file__))  # the one under test
     code = textwrap.dedent("""
         import sys
         sys.modules["zstandard"] = None  # import zstandard raises ImportError
@@ -221,7 +223,7 @@ def test_naming_an_encoding_does_not_need_its_backend():
                 raise AssertionError(f"{bad!r} named an encoding")
         print("ok")
     """)
-    env = dict(os.environ, PYTHONPATH=os.path.join(root, "pkg"))
+    env = dict(os.environ, PYTHONPATH=package_parent)
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                           text=True, timeout=120)
     assert done.stdout == "ok\n", done.stderr[-2000:]

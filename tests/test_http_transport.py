@@ -10,8 +10,10 @@ import textwrap
 
 import pytest
 
+import bulkwire
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PKG = os.path.join(ROOT, "pkg")
+PKG = os.path.dirname(os.path.dirname(bulkwire.__file__))  # the bulkwire under test
 TIMEOUT = 5.0
 
 
@@ -70,7 +72,6 @@ def test_inserts_work_with_their_sockets_past_descriptor_1024():
 import socket
 import threading
 
-import bulkwire
 from bulkwire import errors
 from fault_server import read_chunked
 
