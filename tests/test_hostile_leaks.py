@@ -175,3 +175,107 @@ def test_a_leak_fails_however_often_it_is_measured():
     kept = []
     with pytest.raises(AssertionError, match="a kept buffer: .* bytes held per call"):
         assert_no_growth(lambda: kept.append(bytearray(4096)), "a kept buffer", calls=50)
+
+
+# ------------------------------------------------------------ failed loads leave no cycles
+
+#: A child that runs one failing load with the garbage collector off, then collects: what
+#: the collection finds (objects only a reference cycle kept) is printed by type.
+FAILED_LOAD_CHILD = r'''
+import gc, json, os, sys
+sys.path.insert(0, sys.argv[2])
+import bulkwire, bulkwire.cql
+import pyarrow as pa, pyarrow.parquet as pq
+from fault_server import FaultServer
+from cql_fake_node import FakeNode, error
+
+case, folder = sys.argv[1], sys.argv[3]
+docs = os.path.join(folder, "docs.parquet")
+pq.write_table(pa.table({"id": pa.array(range(3000), pa.int64()),
+                         "v": pa.array(range(3000), pa.int32()),
+                         "emb": pa.array([[0.5, 1.5]] * 3000, pa.list_(pa.float32(), 2))}), docs)
+null_id = os.path.join(folder, "null.parquet")
+pq.write_table(pa.table({"id": pa.array([1, 2, None, 4], pa.int64()),
+                         "emb": pa.array([[1.0, 2.0]] * 4, pa.list_(pa.float32(), 2))}), null_id)
+
+
+def load():
+    if case == "lying offsets":
+        bulkwire.load_parquet(sys.argv[4], out=os.path.join(folder, "o.json"),
+                              vector_column="l", columns=["l"])
+    elif case == "null id":
+        bulkwire.load_parquet(null_id, out=os.path.join(folder, "o.json"))
+    elif case.startswith("server "):
+        with FaultServer({"bulk_insert": case[len("server "):]}) as server:
+            bulkwire.load_parquet(docs, url=server.url, database="db")
+    elif case == "BulkInsert 5xx":
+        with FaultServer({"bulk_insert": "5xx"}) as server:
+            with bulkwire.BulkInsert(server.url, "db") as bulk:
+                for i in range(3000):
+                    bulk.store({"n": i, "text": "x" * 100}, id=f"docs/{i}")
+    elif case == "cql refusal":
+        refuse = lambda n, body: error(0x1000, "unavailable") if n == 17 else None
+        with FakeNode(answer_execute=refuse) as node:
+            bulkwire.cql.load_parquet(docs, node.address, "ks", "t", columns=["id", "v"])
+
+
+gc.collect()
+gc.disable()
+try:
+    load()
+except Exception as exc:
+    failed = type(exc).__name__
+else:
+    failed = None
+gc.set_debug(gc.DEBUG_SAVEALL)
+gc.collect()
+kept = sorted({f"{type(o).__module__}.{type(o).__qualname__}" for o in gc.garbage})
+print(json.dumps({"failed": failed, "kept": kept}))
+'''
+
+#: pyarrow's own: a Parquet file's metadata and its schema refer to each other, after any
+#: read (a successful one too)
+PYARROW_OWN_CYCLE = {"pyarrow._parquet.FileMetaData", "pyarrow._parquet.ParquetSchema"}
+
+
+#: each case's error
+FAILURES = {"lying offsets": "MalformedFileError", "null id": "RowError",
+            "server 5xx": "ServerError", "server early_5xx": "ServerError",
+            "server reset": "ConnectionLostError", "BulkInsert 5xx": "ServerError",
+            "cql refusal": "ProtocolError"}
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("case", list(FAILURES))
+def test_a_failed_load_leaves_nothing_to_a_garbage_collection(tmp_path, case):
+    """A load that fails (a file that lies, a bad row, a server that refuses or breaks the
+    connection, a CQL node that refuses a row) raises, and what it held (Arrow batches, the
+    sender, its buffers) is freed when the error is, not kept by a reference cycle through
+    the error's traceback until the next collection, or until the interpreter's exit, where
+    freeing Arrow objects while its threads are torn down can abort the process."""
+    import subprocess
+    import json
+    import struct
+
+    lying = ""
+    if case == "lying offsets":  # a list<float32> column whose last offset is past its end
+        import pyarrow.feather
+        lying = str(tmp_path / "lie.arrow")
+        rows = [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0], [7.0, 8.0, 9.0], [10.0, 11.0, 12.0]]
+        pyarrow.feather.write_feather(pa.table({"id": pa.array([10, 11, 12, 13], pa.int64()),
+                                                "l": pa.array(rows, pa.list_(pa.float32()))}),
+                                      lying, compression="uncompressed")
+        data = bytearray(open(lying, "rb").read())
+        at = data.find(struct.pack("<5i", 0, 3, 6, 9, 12))
+        assert at > 0
+        data[at:at + 20] = struct.pack("<5i", 0, 3, 6, 9, 4000)
+        open(lying, "wb").write(bytes(data))
+    tests = os.path.dirname(os.path.abspath(__file__))
+    done = subprocess.run([sys.executable, "-c", FAILED_LOAD_CHILD, case, tests, str(tmp_path),
+                           lying], capture_output=True, text=True, timeout=100)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["failed"] == FAILURES[case], result
+    held = [name for name in result["kept"] if name not in PYARROW_OWN_CYCLE
+            and (name.startswith("bulkwire") or name.startswith("pyarrow"))]
+    assert held == [], f"{case}: a cycle kept {held}"

@@ -335,6 +335,50 @@ def _name_source_rows(error: BaseException, row: int | None, unacknowledged: lis
     error.args = (f"{failure} ({rows})",) + tuple(error.args[1:])
 
 
+def _handed_over(error: BaseException) -> BaseException:
+    """``error``, caught on a thread that hands it to another, without the frame that caught
+    it (whose locals hold the object that keeps the error: a cycle) in its traceback. Once
+    the thread's work has returned, :func:`_frames_let_go` lets go of the rest."""
+    tb = error.__traceback__
+    error.__traceback__ = tb.tb_next if tb is not None else None
+    return error
+
+
+def _frames_let_go(error: BaseException) -> None:
+    """Lets go of the locals of the frames ``error``, its cause and its context passed
+    through, and of the frames that called them, up to the first one still running: called
+    on the thread that caught ``error`` once the work that raised it has returned. Their
+    lines stay (a printed traceback is the same); what the frames held (a sender, its
+    connection, a failed load's buffers) is freed when the error's last user lets go of it,
+    not at the next garbage collection, or at exit, while other libraries' threads are
+    being torn down."""
+    seen: set = set()
+    chained: list = [error]
+    while chained:
+        e = chained.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        tb = e.__traceback__
+        while tb is not None:
+            frame = tb.tb_frame
+            while frame is not None:
+                if frame.f_code.co_flags & _GENERATOR_FLAGS:
+                    break  # clearing a generator's frame would close the generator
+                try:
+                    frame.clear()
+                except RuntimeError:  # still running: it and its callers are not ours
+                    break
+                frame = frame.f_back
+            tb = tb.tb_next
+        chained += [e.__cause__, e.__context__]
+
+
+#: co_flags of generators and coroutines (inspect.CO_GENERATOR | CO_COROUTINE |
+#: CO_ASYNC_GENERATOR | CO_ITERABLE_COROUTINE)
+_GENERATOR_FLAGS = 0x20 | 0x80 | 0x200 | 0x100
+
+
 def _add_note(error: BaseException, note: str) -> None:
     """Appends ``note`` to ``error.__notes__`` (``BaseException.add_note`` where Python has
     it; the same list where it has not)."""

@@ -42,7 +42,7 @@ from . import _core
 from ._kept_threads import KeptThreads
 from .compression import content_encoding
 from .errors import (BulkInsertError, ConnectError, ConnectionLostError, EarlyResponse,
-                     ProtocolError, ServerError, TLSError, TransportError, TransportTimeoutError)
+                     ProtocolError, ServerError, TLSError, TransportError, TransportTimeoutError, _frames_let_go)
 from .tls import TlsSettings, TlsSocket
 from .urls import DEFAULT_PORTS, ServerUrl, parse_server_url
 
@@ -731,10 +731,18 @@ class BodySender:
             raise
 
     def _run_and_finish(self) -> None:
+        running = self._running
         try:
             self.run()
         finally:
-            self._running.release()
+            # run has returned: the frames its error passed through let go of what they
+            # held, and this one of the sender (the error's traceback reaches it)
+            error = self.error
+            del self
+            if error is not None:
+                _frames_let_go(error)
+            del error
+            running.release()
 
     def join(self, timeout: Optional[float] = None) -> None:
         """Waits until :meth:`run` returned, ``timeout`` seconds at most (None: no limit)."""
@@ -780,8 +788,9 @@ class BodySender:
                 wrapped = BulkInsertError(f"{self.what} failed: {error!r}")
                 wrapped.__cause__ = error
                 error = wrapped
-            if self._explain is not None:
-                error = self._explain(error)
+            explain, self._explain = self._explain, None  # once: it refers to the request's owner
+            if explain is not None:
+                error = explain(error)
         except BaseException:  # noqa: BLE001 - explaining failed; the failure itself stands
             pass
         finally:

@@ -557,8 +557,14 @@ class _CqlSession:
             if failures:  # every row of the batch not acknowledged: the failed runs', and
                 # those of nodes left out, which will not be sent again
                 missing = again + [_not_acknowledged(np, e, sel, rows) for e, sel in failures]
-                raise _named(failures[0][0], row_base, rows,
-                             np.unique(np.concatenate(missing)).tolist())
+                error = _named(failures[0][0], row_base, rows,
+                               np.unique(np.concatenate(missing)).tolist())
+                # the error's traceback will hold this frame: it must not hold the error
+                del outcomes, failures, outcome, missing
+                try:
+                    raise error
+                finally:
+                    del error
             if not again:
                 break
             pending = np.concatenate(again)

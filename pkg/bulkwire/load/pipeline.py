@@ -58,10 +58,15 @@ def _encoded_in_order(batches: Iterator[Any], encode: BatchEncoder, source: str,
 
     def result(job: tuple) -> tuple[Any, int]:
         done, rows = job
+        del job
+        if pool is None:
+            return done, rows
         try:
-            return (done.result() if pool is not None else done), rows
+            return done.result(), rows
         except RowError as exc:
             raise named(exc) from None
+        finally:  # the future holds the error, whose traceback holds this frame: no cycle
+            del done
 
     try:
         for batch in batches:
@@ -150,7 +155,10 @@ def _taken(handoff: queue.Queue, stop: threading.Event, reader: threading.Thread
         while True:
             batch, error = handoff.get()
             if error is not None:
-                raise error
+                try:
+                    raise error
+                finally:  # the traceback holds this frame: no cycle through it
+                    del error
             if batch is _END:
                 return
             yield batch

@@ -25,7 +25,7 @@ from typing import Any, Mapping, Protocol, Sequence
 
 from ..bulk import BulkInsert, BulkWriter
 from ..compression import compress_encoding
-from ..errors import BulkInsertAborted, BulkInsertError
+from ..errors import BulkInsertAborted, BulkInsertError, _frames_let_go, _handed_over
 from .._deprecated import renamed_fields, renamed_module_attributes
 from ..load_options import DEFAULT_BUFFER_SIZE, RENAMED_CONSTANTS, RENAMED_OPTIONS, LoadOptions
 from ..parquet import PathLike, _pyarrow
@@ -219,10 +219,12 @@ class _FileTarget:
                 self._file.write(piece)
                 del piece
         except BaseException as exc:  # noqa: BLE001 - the producer raises it
-            self._error = exc
+            self._error = _handed_over(exc)
             self.writer.fail(exc)  # before the generator's own cleanup: this is the failure
         finally:
             pieces.close()
+        if self._error is not None:
+            _frames_let_go(self._error)
 
     def _raise_file_error(self) -> None:
         """The file's own error (a full disk) as it was, not as a bulk insert's."""
