@@ -11,8 +11,11 @@ load opens. Each answer can be replaced, to play a node that misbehaves:
   ``"execute"``) is never answered (the node reads on, and answers nothing more).
 
 ``columns`` is the table: ``[(name, kind, cql type id)]``, the partition key first; the
-node listens on ``host`` (any 127.x.y.z) and owns ``tokens``; ``peers`` are the other nodes
-its system.peers names, ``[(address, tokens)]``.
+node listens on ``host`` (any 127.x.y.z) and ``port`` (0: any) and owns ``tokens``; ``peers``
+are the other nodes its system.peers names, ``[(address, tokens)]``. A subclass says what
+the system tables hold (:meth:`FakeNode.local_cells`, :meth:`FakeNode.peer_cells`) and
+records what each EXECUTE stored (:meth:`FakeNode.executed`): ``cql_nodes``' emulated
+cluster is one.
 """
 from __future__ import annotations
 
@@ -75,7 +78,7 @@ class FakeNode:
                  answer_query: Callable[[str], tuple[int, bytes] | None] | None = None,
                  answer_execute: Callable[[int, bytes], tuple[int, bytes] | None] | None = None,
                  silent_at: str | None = None, tokens: list[str] | None = None,
-                 host: str = "127.0.0.1",
+                 host: str = "127.0.0.1", port: int = 0,
                  peers: list[tuple[str, list[str]]] | None = None) -> None:
         self.keyspace, self.table = keyspace, table
         self.columns = columns or [("id", "partition_key", BIGINT), ("v", "regular", INT)]
@@ -86,7 +89,8 @@ class FakeNode:
         self.seen: dict[str, int] = {}  # requests received, by kind, answered or not
         self.lock = threading.Lock()
         self.host, self.peers = host, peers or []
-        self.listener = socket.create_server((host, 0))
+        self.connections = 0  # connections accepted
+        self.listener = socket.create_server((host, port))
         self.port = self.listener.getsockname()[1]
         self.address = f"{host}:{self.port}"
         self.conns: list[socket.socket] = []
@@ -116,26 +120,28 @@ class FakeNode:
                     [[n.encode(), k.encode()] for n, k, _ in self.columns])
 
     def system_rows(self, query: str) -> bytes:
-        """The Rows a node answers to ``SELECT a, b, ... FROM system.local`` (itself),
-        ``system.peers_v2`` (each peer's native address, at the port it is reached at here) or
-        ``system.peers``: the columns asked, in the order asked."""
+        """The Rows a node answers to ``SELECT a, b, ... FROM system.local`` (itself:
+        :meth:`local_cells`), ``system.peers_v2`` (each peer's native address, at the port it
+        is reached at here) or ``system.peers`` (:meth:`peer_cells`): the columns asked, in the
+        order asked."""
         names = [n.strip() for n in query[len("SELECT "):query.index(" FROM ")].split(",")]
         table = query.split(" FROM ", 1)[1].split()[0]
         inet, tokens = struct.pack(">H", INET), struct.pack(">HH", SET, VARCHAR)
         kinds = {"host_id": struct.pack(">H", UUID), "peer": inet, "rpc_address": inet,
                  "native_address": inet, "native_port": struct.pack(">H", INT),
                  "tokens": tokens}
-        nodes = [(self.host, self.tokens)] if table == "system.local" else self.peers
-
-        def cells(address: str, owned: list[str]) -> dict:
-            # no native_port: a peer is reached at the port given with its address, else at
-            # the contact point's
-            return {"host_id": host_id(address), "peer": socket.inet_aton(address),
-                    "rpc_address": socket.inet_aton(address),
-                    "native_address": socket.inet_aton(address), "native_port": None,
-                    "tokens": text_set(owned)}
+        nodes = [self.local_cells()] if table == "system.local" else self.peer_cells()
         return rows("system", table.split(".", 1)[1], [(n, kinds[n]) for n in names],
-                    [[cells(a, t)[n] for n in names] for a, t in nodes])
+                    [[cells[n] for n in names] for cells in nodes])
+
+    def local_cells(self) -> dict:
+        """This node's cells in ``system.local``, by column name."""
+        return node_cells(host_id(self.host), self.host, self.host, None, self.tokens)
+
+    def peer_cells(self) -> list[dict]:
+        """The cells of each row of ``system.peers``/``peers_v2`` (no native_port: a peer is
+        reached at the port given with its address, else at the contact point's)."""
+        return [node_cells(host_id(a), a, a, None, t) for a, t in self.peers]
 
     def prepared(self, statement: str) -> bytes:
         names = [part.strip().strip('"') for part in
@@ -150,6 +156,9 @@ class FakeNode:
             body += string(n) + struct.pack(">H", kinds[n][1])
         return body + struct.pack(">ii", 0x0004, 0)
 
+    def executed(self, values: list[bytes | None]) -> None:
+        """An EXECUTE answered as stored, with its bound ``values`` (a subclass records them)."""
+
     # ------------------------------------------------------------------ the connections
 
     def _accept(self) -> None:
@@ -158,6 +167,8 @@ class FakeNode:
                 conn, _ = self.listener.accept()
             except OSError:
                 return
+            with self.lock:
+                self.connections += 1
             self.conns.append(conn)
             threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
 
@@ -207,8 +218,39 @@ class FakeNode:
             with self.lock:
                 n, self.executes = self.executes, self.executes + 1
             given = self.answer_execute(n, body) if self.answer_execute is not None else None
+            if given is None:
+                self.executed(execute_values(body))
             return None if given == "silent" else VOID if given is None else given
         return error(0x000A, f"opcode {opcode} is not played by the fake node")
+
+
+def execute_values(body: bytes) -> list[bytes | None]:
+    """The values an EXECUTE body binds (after its statement id, consistency and flags)."""
+    (id_length,) = struct.unpack_from(">H", body)
+    at = 2 + id_length + 3
+    (count,) = struct.unpack_from(">H", body, at)
+    at += 2
+    values: list[bytes | None] = []
+    for _ in range(count):
+        (length,) = struct.unpack_from(">i", body, at)
+        values.append(None if length < 0 else body[at + 4:at + 4 + length])
+        at += 4 + max(length, 0)
+    return values
+
+
+def node_cells(node_id: bytes, peer: str, address: str, port: int | None,
+               tokens: list[str]) -> dict:
+    """A node's row of the system tables, by column: its ``host_id``, its cluster address
+    (``peer``), the client ``address`` (rpc and native) and native ``port`` (None: not
+    given) it advertises, and its ``tokens``."""
+    return {"host_id": node_id, "peer": inet(peer), "rpc_address": inet(address),
+            "native_address": inet(address),
+            "native_port": None if port is None else struct.pack(">i", port),
+            "tokens": text_set([str(t) for t in tokens])}
+
+
+def inet(address: str) -> bytes:
+    return socket.inet_pton(socket.AF_INET6 if ":" in address else socket.AF_INET, address)
 
 
 def host_id(address: str) -> bytes:

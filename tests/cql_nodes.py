@@ -1,4 +1,5 @@
-"""Emulated CQL nodes in this process: enough of Cassandra for a load into one table.
+"""Emulated CQL nodes in this process: enough of Cassandra for a load into one table, a
+cluster of :class:`cql_fake_node.FakeNode` s.
 
 Each :class:`EmulatedNode` listens on a loopback address and answers the native protocol
 (v4 frames) as a node of a cluster does for ``bulkwire.cql.load_parquet``: the handshake,
@@ -20,64 +21,16 @@ clockwise), independently of bulkwire's own ring.
 from __future__ import annotations
 
 import bisect
-import hashlib
-import re
 import socket
 import struct
 import threading
 import uuid
 from typing import Sequence
 
-from cql_frames import read_frame as _frame
+from cql_fake_node import BIGINT, VARCHAR, FakeNode, error, node_cells
 
 KEYSPACE, TABLE = "ks", "t"
-#: the table's columns: name -> (CQL type id, kind)
-COLUMNS = {"id": (0x0002, "partition_key"), "v": (0x000D, "regular")}
-TYPE_INET, TYPE_INT, TYPE_TEXT, TYPE_UUID, TYPE_SET = 0x0010, 0x0009, 0x000D, 0x000C, 0x0022
 INVALID = 0x2200
-
-
-def _asked(cql: str, columns: list, rows: list) -> bytes:
-    """The Rows body of the columns ``SELECT a, b FROM ...`` asks for, in its order, as a
-    node answers it, from every column the table has (``columns``, each row's cells)."""
-    names = [n.strip() for n in cql[len("SELECT "):cql.index(" FROM ")].split(",")]
-    where = [[c for c, _ in columns].index(n) for n in names]
-    return rows_body([columns[i] for i in where], [[row[i] for i in where] for row in rows])
-
-
-def _short_string(text: str) -> bytes:
-    raw = text.encode()
-    return struct.pack(">H", len(raw)) + raw
-
-
-def _cell(value: bytes | None) -> bytes:
-    return struct.pack(">i", -1) if value is None else struct.pack(">i", len(value)) + value
-
-
-def _inet(address: str) -> bytes:
-    return socket.inet_pton(socket.AF_INET6 if ":" in address else socket.AF_INET, address)
-
-
-def _tokens(tokens: Sequence[int]) -> bytes:
-    items = [str(t).encode() for t in tokens]
-    return struct.pack(">i", len(items)) + b"".join(struct.pack(">i", len(i)) + i for i in items)
-
-
-def rows_body(columns: Sequence[tuple[str, int]], rows: Sequence[Sequence[bytes | None]]) -> bytes:
-    """A RESULT Rows body of ``columns`` (name, type id; a set is of text) in table
-    system.t."""
-    out = [struct.pack(">iii", 2, 1, len(columns)), _short_string("system"), _short_string("t")]
-    for name, type_id in columns:
-        out.append(_short_string(name) + struct.pack(">H", type_id))
-        if type_id == TYPE_SET:
-            out.append(struct.pack(">H", TYPE_TEXT))
-    out.append(struct.pack(">i", len(rows)))
-    out += [b"".join(_cell(c) for c in row) for row in rows]
-    return b"".join(out)
-
-
-def error_body(code: int, message: str) -> bytes:
-    return struct.pack(">i", code) + _short_string(message)
 
 
 def murmur3_token(key: int) -> int:
@@ -87,120 +40,45 @@ def murmur3_token(key: int) -> int:
     return Murmur3Token.from_key(struct.pack(">q", key)).value
 
 
-class EmulatedNode:
-    """One node: listens on ``listen`` (host, port 0 for any), advertises ``advertised``
-    (address, native port or None) and owns ``tokens``. ``rows`` records the ids of the
-    EXECUTEs it answered, ``connections`` counts the connections it accepted."""
+class EmulatedNode(FakeNode):
+    """One node of ``ks.t (id bigint PRIMARY KEY, v text)``: listens on ``listen`` (host, port
+    0 for any), advertises ``advertised`` (address, native port or None) and owns ``tokens``.
+    ``rows`` records the ids of the EXECUTEs it answered, ``connections`` counts the
+    connections it accepted."""
 
     def __init__(self, cluster: "EmulatedCluster", listen: tuple[str, int],
                  advertised: tuple[str, int | None] | None, tokens: Sequence[int],
                  peer: str, peers_v2: bool) -> None:
         self.cluster = cluster
-        self.listener = socket.create_server(listen)
-        self.endpoint: tuple[str, int] = self.listener.getsockname()[:2]
-        self.advertised = advertised or self.endpoint
-        self.tokens = list(tokens)
         self.peer = peer  # its cluster (listen) address, as system.peers names it
         self.peers_v2 = peers_v2
         self.host_id = uuid.uuid4()
         self.rows: list[int] = []
-        self.connections = 0
-        self.lock = threading.Lock()
-        self.thread = threading.Thread(target=self._accept, daemon=True)
-        self.thread.start()
+        super().__init__(KEYSPACE, TABLE, [("id", "partition_key", BIGINT),
+                                           ("v", "regular", VARCHAR)],
+                         tokens=[str(t) for t in tokens], host=listen[0], port=listen[1],
+                         answer_query=self._peers_v2_or_invalid)
+        self.endpoint: tuple[str, int] = self.listener.getsockname()[:2]
+        self.advertised = advertised or self.endpoint
+        self.tokens = list(tokens)
 
     def close(self) -> None:
         """Stops listening (the node is gone: nothing answers at its address)."""
         self.listener.close()
 
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self.listener.accept()
-            except OSError:
-                return
-            with self.lock:
-                self.connections += 1
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+    def _peers_v2_or_invalid(self, cql: str) -> tuple[int, bytes] | None:
+        if "FROM system.peers_v2" in cql and not self.peers_v2:
+            return error(INVALID, "unconfigured table peers_v2")
+        return None
 
-    def _serve(self, conn: socket.socket) -> None:
-        conn.settimeout(30.0)
-        with conn:
-            try:
-                while True:
-                    stream, opcode, body = _frame(conn)
-                    answer_opcode, answer = self._answer(opcode, body)
-                    conn.sendall(struct.pack(">BBhBi", 0x84, 0, stream, answer_opcode,
-                                             len(answer)) + answer)
-            except (EOFError, OSError):
-                pass
+    def local_cells(self) -> dict:
+        return node_cells(self.host_id.bytes, self.peer, self.advertised[0], None, self.tokens)
 
-    def _answer(self, opcode: int, body: bytes) -> tuple[int, bytes]:
-        if opcode == 0x05:  # OPTIONS -> SUPPORTED
-            return 0x06, struct.pack(">H", 0)
-        if opcode == 0x01:  # STARTUP -> READY
-            return 0x02, b""
-        if opcode == 0x07:  # QUERY
-            (length,) = struct.unpack_from(">i", body)
-            return self._query(body[4:4 + length].decode())
-        if opcode == 0x09:  # PREPARE
-            (length,) = struct.unpack_from(">i", body)
-            return 0x08, self._prepare(body[4:4 + length].decode())
-        if opcode == 0x0A:  # EXECUTE
-            self._execute(body)
-            return 0x08, struct.pack(">i", 1)
-        return 0x00, error_body(0x000A, f"opcode 0x{opcode:02x} is not emulated")
+    def peer_cells(self) -> list[dict]:
+        return [node_cells(n.host_id.bytes, n.peer, n.advertised[0], n.advertised[1], n.tokens)
+                for n in self.cluster.nodes if n is not self]
 
-    def _query(self, cql: str) -> tuple[int, bytes]:
-        others = [n for n in self.cluster.nodes if n is not self]
-        if "system_schema.columns" in cql:
-            found = KEYSPACE in cql and TABLE in cql
-            return 0x08, rows_body([("column_name", TYPE_TEXT), ("kind", TYPE_TEXT)],
-                                   [[n.encode(), kind.encode()] for n, (_, kind) in
-                                    COLUMNS.items()] if found else [])
-        if "FROM system.local" in cql:
-            return 0x08, _asked(
-                cql, [("host_id", TYPE_UUID), ("rpc_address", TYPE_INET), ("tokens", TYPE_SET)],
-                [[self.host_id.bytes, _inet(self.advertised[0]), _tokens(self.tokens)]])
-        if "FROM system.peers_v2" in cql:
-            if not self.peers_v2:
-                return 0x00, error_body(INVALID, "unconfigured table peers_v2")
-            return 0x08, _asked(
-                cql, [("host_id", TYPE_UUID), ("peer", TYPE_INET), ("native_address", TYPE_INET),
-                      ("native_port", TYPE_INT), ("tokens", TYPE_SET)],
-                [[n.host_id.bytes, _inet(n.peer), _inet(n.advertised[0]),
-                  None if n.advertised[1] is None else struct.pack(">i", n.advertised[1]),
-                  _tokens(n.tokens)] for n in others])
-        if "FROM system.peers" in cql:
-            return 0x08, _asked(
-                cql, [("host_id", TYPE_UUID), ("peer", TYPE_INET), ("rpc_address", TYPE_INET),
-                      ("tokens", TYPE_SET)],
-                [[n.host_id.bytes, _inet(n.peer), _inet(n.advertised[0]), _tokens(n.tokens)]
-                 for n in others])
-        return 0x00, error_body(INVALID, f"query not emulated: {cql}")
-
-    @staticmethod
-    def _prepare(cql: str) -> bytes:
-        names = [n.strip('"') for n in re.search(r"\(([^)]*)\) VALUES", cql).group(1).split(", ")]
-        statement_id = hashlib.md5(cql.encode()).digest()
-        pk = [i for i, n in enumerate(names) if COLUMNS[n][1] == "partition_key"]
-        out = [struct.pack(">iH", 4, len(statement_id)), statement_id,
-               struct.pack(">iii", 1, len(names), len(pk)), struct.pack(f">{len(pk)}H", *pk),
-               _short_string(KEYSPACE), _short_string(TABLE)]
-        out += [_short_string(n) + struct.pack(">H", COLUMNS[n][0]) for n in names]
-        out.append(struct.pack(">ii", 4, 0))  # no result metadata
-        return b"".join(out)
-
-    def _execute(self, body: bytes) -> None:
-        (id_length,) = struct.unpack_from(">H", body)
-        at = 2 + id_length + 3  # the id, the consistency, the flags
-        (count,) = struct.unpack_from(">H", body, at)
-        at += 2
-        values = []
-        for _ in range(count):
-            (length,) = struct.unpack_from(">i", body, at)
-            values.append(None if length < 0 else body[at + 4:at + 4 + length])
-            at += 4 + max(length, 0)
+    def executed(self, values: list[bytes | None]) -> None:
         key = struct.unpack(">q", values[0])[0]
         with self.lock:
             self.rows.append(key)
