@@ -404,3 +404,22 @@ def split_list_pages(data: bytes, leaf: int, cuts: list, codec: int = 0) -> byte
     if group.get(6) is not None:
         group.set(6, I64, group.get(6) - size + len(pages))
     return with_footer(data[:start] + bytes(pages) + data[footer_at:], meta)
+
+
+def variant_files(directory, tables: dict, codecs, **options) -> dict:
+    """The files of every variant a page reader must read alike, each of ``tables[nullable]``
+    written by pyarrow into ``directory`` with ``options`` (a small page size, a small
+    dictionary limit): keyed ``(codec, data page version, nullable, dictionary)``."""
+    import pyarrow.parquet as pq
+
+    files = {}
+    for codec in codecs:
+        for version in ("1.0", "2.0"):
+            for nullable in (True, False):
+                for dictionary in (True, False):
+                    path = directory / f"{codec}-{version}-{nullable}-{dictionary}.parquet"
+                    pq.write_table(tables[nullable], path, **{
+                        **options, "compression": codec, "data_page_version": version,
+                        "use_dictionary": dictionary})
+                    files[(codec, version, nullable, dictionary)] = str(path)
+    return files

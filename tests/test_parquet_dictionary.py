@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+import parquet_craft as pc
 from bulkwire import _core
 from bulkwire.errors import MalformedFileError
 from bulkwire.parquet import PAGES, TableFile
@@ -82,12 +83,10 @@ def tables():
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory, tables):
-    d = tmp_path_factory.mktemp("dictionary")
-    return {(codec, version, nullable, dictionary): _write(
-                d / f"{codec}-{version}-{nullable}-{dictionary}.parquet", tables[nullable],
-                compression=codec, data_page_version=version, use_dictionary=dictionary)
-            for codec in CODECS for version in ("1.0", "2.0") for nullable in (True, False)
-            for dictionary in (True, False)}
+    # the dictionary's limit is checked after each batch of 128 values
+    return pc.variant_files(tmp_path_factory.mktemp("dictionary"), tables, CODECS,
+                            write_page_index=True, data_page_size=1024, row_group_size=1000,
+                            dictionary_pagesize_limit=DICTIONARY_LIMIT, write_batch_size=128)
 
 
 indices_strategy = st.lists(st.integers(0, ROWS - 1), max_size=60)
@@ -532,7 +531,6 @@ def test_dictionary_page_offset_0_means_no_dictionary(tmp_path, page_index):
     """Some writers leave dictionary_page_offset 0 (the file's magic, where no page can be)
     for a chunk without a dictionary: every column is read page by page as pyarrow reads it,
     by take and by the load, and nothing reads a page header at offset 0."""
-    import parquet_craft as pc
     from bulkwire import load_parquet
 
     table = _table(False)

@@ -73,12 +73,9 @@ def tables():
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory, tables):
-    d = tmp_path_factory.mktemp("walk")
-    return {(codec, version, nullable, dictionary): _write(
-                d / f"{codec}-{version}-{nullable}-{dictionary}.parquet", tables[nullable],
-                compression=codec, data_page_version=version, use_dictionary=dictionary)
-            for codec in CODECS for version in ("1.0", "2.0") for nullable in (True, False)
-            for dictionary in (True, False)}
+    return pc.variant_files(tmp_path_factory.mktemp("walk"), tables, CODECS,
+                            write_page_index=False, data_page_size=1024, row_group_size=1000,
+                            dictionary_pagesize_limit=2048, write_batch_size=128)
 
 
 indices_strategy = st.lists(st.integers(0, ROWS - 1), max_size=60)
