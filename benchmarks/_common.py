@@ -59,6 +59,19 @@ def writer_seconds(entities: list, runs: int, defer_float_text: bool = True) -> 
     return best, body
 
 
+def commit() -> str:
+    """The checkout's commit (``+dirty`` with uncommitted changes), or ``unknown``."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    try:
+        out = subprocess.run(["git", "-C", here, "rev-parse", "--short", "HEAD"],
+                             capture_output=True, text=True, timeout=10)
+        dirty = subprocess.run(["git", "-C", here, "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+        return out.stdout.strip() + ("+dirty" if dirty else "") if out.returncode == 0 else "unknown"
+    except OSError:
+        return "unknown"
+
+
 def print_command() -> None:
     print("command: python " + " ".join([os.path.relpath(sys.argv[0])] + sys.argv[1:]))
 

@@ -23,12 +23,10 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 
-from _common import loopback_server, print_command  # noqa: E402  (also puts the checkout's bulkwire first)
+from _common import commit, loopback_server, print_command  # noqa: E402  (also puts the checkout's bulkwire first)
 
 import bulkwire  # noqa: E402
 
@@ -38,16 +36,6 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
     p for p in (_PACKAGE_PARENT, os.environ.get("PYTHONPATH", "")) if p)
 
 
-def commit() -> str:
-    here = os.path.dirname(os.path.abspath(__file__))
-    try:
-        out = subprocess.run(["git", "-C", here, "rev-parse", "--short", "HEAD"], capture_output=True,
-                             text=True, timeout=10)
-        dirty = subprocess.run(["git", "-C", here, "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=10).stdout.strip()
-        return out.stdout.strip() + ("+dirty" if dirty else "") if out.returncode == 0 else "unknown"
-    except OSError:
-        return "unknown"
 
 
 def load_average() -> str:

@@ -20,10 +20,9 @@ import os
 import random
 import resource
 import statistics
-import subprocess
 import time
 
-from _common import print_command
+from _common import commit, print_command
 from bench_encode import make_docs
 
 import bulkwire
@@ -69,13 +68,6 @@ def measure_large(values: list, runs: int, keep: bool) -> tuple:
     return statistics.median(faults), statistics.median(millis), size
 
 
-def commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, check=True,
-                              cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def main() -> None:

@@ -35,7 +35,7 @@ import sys
 import time
 from typing import Callable
 
-import _common  # noqa: F401  (the checkout's bulkwire, when it has an in-place build)
+from _common import commit  # (also puts the checkout's bulkwire first, when it has an in-place build)
 import numpy as np
 import pyarrow as pa
 import cassandra
@@ -306,13 +306,6 @@ def warm_tables(args) -> None:
     ], ["bulkwire.dumps(row) per row"], rounds, budget)
 
 
-def commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, check=True,
-                              cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def main() -> None:
