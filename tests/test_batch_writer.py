@@ -22,7 +22,7 @@ pa = pytest.importorskip("pyarrow")
 import pyarrow.parquet as pq  # noqa: E402
 
 import bulkwire  # noqa: E402
-import bulkwire.load.targets  # noqa: E402
+import bulkwire.load.ravendb_target  # noqa: E402
 from bulkwire import _core  # noqa: E402
 from bulkwire.errors import BulkInsertAborted, RowError  # noqa: E402
 from test_encode_batch import META_JSON, fsl, oracle, vectors  # noqa: E402
@@ -117,7 +117,7 @@ def test_the_load_hands_over_no_short_piece(tmp_path, monkeypatch):
                 seen.append(len(piece))
                 yield piece
 
-    monkeypatch.setattr(bulkwire.load.targets, "BulkWriter", Counting)
+    monkeypatch.setattr(bulkwire.load.ravendb_target, "BulkWriter", Counting)
     counts = {}
     for compress in (False, "gzip"):
         seen.clear()

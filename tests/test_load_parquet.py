@@ -564,7 +564,7 @@ def test_load_hands_the_encoders_buffers_over_unchecked(tmp_path, monkeypatch):
 def test_a_file_that_cannot_be_written_raises_its_own_error(tmp_path, monkeypatch, compress):
     import errno
 
-    import bulkwire.load.targets
+    import bulkwire.load.ravendb_target
 
     class Full:
         def __init__(self, f):
@@ -579,7 +579,7 @@ def test_a_file_that_cannot_be_written_raises_its_own_error(tmp_path, monkeypatc
         def close(self):
             self.f.close()
 
-    monkeypatch.setattr(bulkwire.load.targets, "open", lambda path, mode: Full(open(path, mode)),
+    monkeypatch.setattr(bulkwire.load.ravendb_target, "open", lambda path, mode: Full(open(path, mode)),
                         raising=False)
     src = bulkwire.sample_parquet(tmp_path / "s.parquet", rows=2000, dim=16)
     with pytest.raises(OSError, match="No space left on device"):

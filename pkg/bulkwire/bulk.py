@@ -37,7 +37,7 @@ from .errors import BulkInsertAborted, BulkInsertError
 __all__ = ["BulkInsert", "BulkWriter", "BulkInsertError", "BulkInsertAborted", "BulkStats",
            "collection_name", "compression_backends"]
 
-DEFAULT_BUFFER_SIZE = 1 << 20
+from .document_options import DEFAULT_BUFFER_SIZE  # noqa: E402 - the one default
 DEFAULT_MAX_BUFFERS = 8
 
 # collection names: the rule lives with the other document conventions

@@ -387,16 +387,22 @@ def cmd_load(args: argparse.Namespace) -> int:
     certificate = args.certificate if args.key is None else (args.certificate, args.key)
     progress = sys.stderr.isatty() if args.progress is None else args.progress
     url = None
+    target = None
     if args.url is not None:  # one URL: that server alone; several: a cluster's nodes
         urls = [one for value in args.url for one in value]
         url = urls[0] if len(urls) == 1 else urls
         ca = False if args.insecure else args.ca
         try:  # the server's options (URLs given twice, TLS files), before any file is read
-            from .topology import open_servers
+            from .targets import ravendb
 
-            open_servers(url, args.database, certificate=certificate, ca=ca)
+            target = ravendb(url, args.database, certificate=certificate, ca=ca,
+                             **options.document_options())
         except (OSError, ValueError, TypeError) as exc:  # a TLSFileError is a ValueError
             return _fail(str(exc), EXIT_USAGE)
+    elif args.cql is None:
+        from .targets import request_file
+
+        target = request_file(args.out, **options.document_options())
     try:
         from .load import load_parquet
         from .load.datasets import _dataset_files
@@ -411,22 +417,17 @@ def cmd_load(args: argparse.Namespace) -> int:
             args.parser.error(f"{'--workers' if args.workers > 1 else '--resume'} needs --url")
         with _sigterm_stops():
             if args.cql is not None:
-                from .cql import load_parquet as load_cql
+                from .targets import cql
 
-                result = load_cql(
-                    _source(args), [one for value in args.cql for one in value], args.keyspace,
-                    args.table, consistency=args.consistency, username=args.username,
+                target = cql(
+                    [one for value in args.cql for one in value], args.keyspace, args.table,
+                    consistency=args.consistency, username=args.username,
                     password=args.password, tls=args.cql_tls, certificate=certificate,
-                    ca=False if args.insecure else args.ca, address_map=address_map,
-                    columns=columns, batch_rows=args.batch_rows, take=take,
-                    progress=progress and not args.quiet, workers=args.workers,
-                    threads=args.threads, resume=args.resume)
-            else:
-                result = load_parquet(
-                    _source(args), url=url, database=args.database, options=options,
-                    take=take, out=args.out, progress=progress and not args.quiet,
-                    certificate=certificate, workers=args.workers, threads=args.threads,
-                    resume=args.resume, ca=False if args.insecure else args.ca)
+                    ca=False if args.insecure else args.ca, address_map=address_map)
+            result = load_parquet(
+                _source(args), target, options=options.pipeline_only(), take=take,
+                progress=progress and not args.quiet, workers=args.workers,
+                threads=args.threads, resume=args.resume)
     except _Terminated as exc:
         return _fail("terminated", EXIT_TERMINATED, exc)
     except KeyboardInterrupt as exc:

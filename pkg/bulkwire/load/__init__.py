@@ -28,7 +28,8 @@ from .entry import LoadResult, load_arrow, load_parquet
 from .resume import RESUME_VERSION
 from .._deprecated import renamed_module_attributes
 from ..load_options import RENAMED_CONSTANTS
-from .targets import DEFAULT_BUFFER_SIZE, default_out
+from ..document_options import DEFAULT_BUFFER_SIZE
+from .ravendb_target import default_out
 
 __all__ = ["DATA_SUFFIXES", "DEFAULT_BUFFER_SIZE", "LoadResult", "RESUME_UNIT_ROWS",
            "RESUME_VERSION", "default_out", "load_arrow", "load_parquet"]
