@@ -308,8 +308,10 @@ def _load(path: Any, target: TargetDescription | None, options: LoadOptions | No
         if not value:
             continue
         if not target.units:
-            raise ValueError(f"{name} needs url: worker processes and resumed runs load into a "
-                             f"server, each unit in its own request")
+            raise ValueError(f"{name} needs a target that confirms each unit of work on its "
+                             f"own (a database: bulkwire.targets.ravendb or cql), not "
+                             f"{target.describe()}: worker processes and resumed runs load "
+                             f"each unit in its own session")
         if files is None:
             raise ValueError(f"{name} needs files (a path, directory, glob or list of them): "
                              f"Arrow data given as a stream is read once, by one process")

@@ -223,6 +223,8 @@ class ServerDescription(_DocumentDescription):
 
     units = True
     kind: ClassVar[str] = "ravendb"
+    #: a failure of a load into it is a bulk insert's
+    load_error: ClassVar[type] = BulkInsertError
 
     def describe(self) -> str:
         return f"{', '.join(map(str, server_urls(self.url)))} (database {self.database})"
