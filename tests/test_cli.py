@@ -243,7 +243,7 @@ def test_a_refused_load_leaves_no_output_behind(sample, capsys, args, says):
 def test_a_load_that_fails_while_writing_leaves_no_output_behind(tmp_path, monkeypatch, capsys):
     """A bad row met while the body is being written, Ctrl-C, a failure while the writer is
     made, or anything else once the output is open: the partial output is removed."""
-    from bulkwire.load import entry, targets
+    from bulkwire.load import entry, ravendb_target
 
     monkeypatch.chdir(tmp_path)
     table = pa.table({"id": pa.array([1, 2, None, 4], pa.int64()), "v": [1.0, 2.0, 3.0, 4.0]})
@@ -259,7 +259,7 @@ def test_a_load_that_fails_while_writing_leaves_no_output_behind(tmp_path, monke
         bulkwire.load_parquet("bad.parquet", take=[0, 1], batch_rows=1, progress=interrupt)
     assert os.listdir(".") == ["bad.parquet"]
     with monkeypatch.context() as patched:
-        patched.setattr(targets, "BulkWriter", lambda *a, **k: (_ for _ in ()).throw(
+        patched.setattr(ravendb_target, "BulkWriter", lambda *a, **k: (_ for _ in ()).throw(
             MemoryError("no memory for the writer")))
         with pytest.raises(MemoryError):
             bulkwire.load_parquet("bad.parquet", take=[0, 1])

@@ -144,16 +144,24 @@ def table(rows: int = 40) -> pa.Table:
 
 @pytest.mark.parametrize("load", ["load_arrow", "load_parquet"])
 def test_load_with_chunk_size(tmp_path, load):
-    """load_parquet / load_arrow(chunk_size=...) write the body buffer_size= writes."""
+    """load_parquet / load_arrow(chunk_size=...), the load options' former spelling, write
+    the body the target's buffer_size= writes, warning of each old spelling."""
     source: object = table()
     if load == "load_parquet":
         source = str(tmp_path / "t.parquet")
         import pyarrow.parquet as pq
         pq.write_table(table(), source)
     entry = getattr(bulkwire, load)
-    new = entry(source, out=str(tmp_path / "new.json"), buffer_size=100, compress="gzip")
-    old = deprecated(lambda: entry(source, out=str(tmp_path / "old.json"), chunk_size=100,
-                                   compress="gzip"), "buffer_size")
+    new = entry(source, bulkwire.targets.request_file(str(tmp_path / "new.json"),
+                                                      buffer_size=100, compress="gzip"))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        old = entry(source, out=str(tmp_path / "old.json"), chunk_size=100, compress="gzip")
+    messages = [str(w.message) for w in caught]
+    assert {w.category for w in caught} == {DeprecationWarning}
+    assert {w.filename for w in caught} == {HERE}, [w.filename for w in caught]
+    for spelling in ("chunk_size", "out=", "compress=", "buffer_size="):
+        assert any(spelling in m for m in messages), (spelling, messages)
     assert new.rows == old.rows == 40
     assert open(new.target, "rb").read() == open(old.target, "rb").read()
     with pytest.raises(TypeError, match="both buffer_size and chunk_size"):

@@ -133,12 +133,20 @@ class LinesTarget:
                 f"{self.describe()}")
 
 
+def plugged(target: LinesTarget):
+    """A stand-in for ``entry._target_of`` that names ``target`` whatever the arguments (the
+    load's options made of them as the entry makes them)."""
+    def target_of(given, options, fields, *rest):
+        return target, LoadOptions.of(options, **fields)
+    return target_of
+
+
 @pytest.fixture
 def into(monkeypatch):
     """``into(target)``: load_parquet's arguments then name ``target``, as another entry's
     arguments would name its kind."""
     def plug(target: LinesTarget) -> None:
-        monkeypatch.setattr(entry, "_target_of", lambda *args, **kwargs: target)
+        monkeypatch.setattr(entry, "_target_of", plugged(target))
     return plug
 
 
@@ -297,7 +305,7 @@ def test_any_dataset_and_failure_point_resume_to_every_row_once(tmp_path_factory
     out.mkdir()
     fail_id = fail % len(expected) if expected else None
     with unittest.mock.patch.object(entry, "_target_of",
-                                    lambda *a, **k: LinesTarget(str(out), fail_id=fail_id)):
+                                    plugged(LinesTarget(str(out), fail_id=fail_id))):
         if fail_id is None:
             first = bulkwire.load_parquet(str(folder / "d"), resume=state, batch_rows=batch_rows)
             assert first.rows == 0
@@ -307,7 +315,7 @@ def test_any_dataset_and_failure_point_resume_to_every_row_once(tmp_path_factory
             missing = sum(stop - first for _, first, stop in failed.value.unconfirmed)
             assert len(lines_of(str(out))) + missing == len(expected)
     confirmed = len(lines_of(str(out)))
-    with unittest.mock.patch.object(entry, "_target_of", lambda *a, **k: LinesTarget(str(out))):
+    with unittest.mock.patch.object(entry, "_target_of", plugged(LinesTarget(str(out)))):
         again = bulkwire.load_parquet(str(folder / "d"), resume=state, batch_rows=batch_rows)
     assert (again.skipped_rows, again.rows) == (confirmed, len(expected) - confirmed)
     assert lines_of(str(out)) == expected

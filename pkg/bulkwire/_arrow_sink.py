@@ -18,11 +18,11 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from . import load as _load
 from .load import LoadResult
-from .load.entry import _target_of
-from .load.targets import TargetDescription
+from .load.ravendb_target import ravendb
+from .load.interface import TargetDescription
 from .load_options import LoadOptions
 from .errors import _add_note
-from .parquet import _pyarrow
+from ._arrow import _pyarrow
 from .urls import server_urls
 
 
@@ -57,6 +57,10 @@ class SinkConfig:
             if not getattr(self.described, "units", False):
                 raise ValueError(f"a sink's target must confirm each task's session on its "
                                  f"own, not {self.described.describe()}")
+            # the target holds its own options: one given here would be lost
+            from .targets import refuse_options
+
+            refuse_options(self.described, self.options.document_options())
             return
         if self.url is None:
             raise ValueError("url is required (or a described target)")
@@ -74,8 +78,14 @@ class SinkConfig:
             return self.described
         tls = {name: value for name, value in (("certificate", self.certificate),
                                                ("ca", self.ca)) if value is not None}
-        return _target_of(self.url, self.database, None, self.options.compress,
-                          self.options.buffer_size, tls)
+        return ravendb(self.url, self.database, **tls, **self.options.document_options())
+
+    @property
+    def compress(self) -> bool | str:
+        """The compression of each session's body (the target's, or the options')."""
+        if self.described is not None:
+            return getattr(self.described, "compress", False)
+        return self.options.compress
 
     @property
     def target(self) -> str:
@@ -129,16 +139,16 @@ def cql_config(hosts: Any, keyspace: str, table: str, columns: Sequence[str] | N
     (``consistency``, ``username``, ``password``, ``tls``, ``certificate``, ``ca``, ``window``,
     ``retries``, ``timeout``, ``address_map``), judged now; another keyword raises ``TypeError`` naming it
     and ``entry``."""
-    from .load.cql_target import CqlDescription
+    from .load.cql_target import cql
 
-    known = inspect.signature(CqlDescription.of).parameters
+    known = inspect.signature(cql).parameters
     unknown = sorted(name for name in connection
                      if name not in known or known[name].kind is not inspect.Parameter.KEYWORD_ONLY)
     if unknown:
         raise TypeError(f"{entry}() got an unexpected keyword argument {unknown[0]!r} (a CQL "
                         f"sink takes columns, batch_rows and the connection's: "
                         f"{', '.join(n for n, p in known.items() if p.kind is p.KEYWORD_ONLY)})")
-    described = CqlDescription.of(hosts, keyspace, table, **connection)
+    described = cql(hosts, keyspace, table, **connection)
     return SinkConfig(options=LoadOptions(columns=columns, batch_rows=batch_rows),
                       described=described)
 
@@ -173,12 +183,12 @@ def load_arrow(data: Any, config: SinkConfig, source: str) -> LoadResult:
     first = next(batches, None)
     if first is None:
         return LoadResult(rows=0, body_bytes=0, wire_bytes=0, seconds=time.perf_counter() - start,
-                          source=source, target=config.target, compress=options.compress)
+                          source=source, target=config.target, compress=config.compress)
     if config.described is None:
         config.check_columns(first.schema.names, source)  # named after the partition, not its data
     try:
         result = _load.load_arrow(itertools.chain([first], batches), target=config.description(),
-                                  options=options, threads=1)
+                                  options=options.pipeline_only(), threads=1)
     except Exception as exc:
         # the rows it names count from the partition's first row: say which partition (a
         # note, which travels with the pickled error back to the engine's client)
@@ -196,4 +206,4 @@ def summed(results: Iterable[LoadResult], seconds: float, source: str, config: S
         body += result.body_bytes
         wire += result.wire_bytes
     return LoadResult(rows=rows, body_bytes=body, wire_bytes=wire, seconds=seconds, source=source,
-                      target=config.target, compress=config.options.compress)
+                      target=config.target, compress=config.compress)

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import threading
 import warnings
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 from ._extras import missing_extra
 from ._fork_locks import renew_in_child
@@ -180,54 +180,53 @@ def installed() -> bool:
     return bool(_state)
 
 
-def load_parquet(path: Any, hosts: str | Sequence[str], keyspace: str, table: str, *,
-                 consistency: str = "LOCAL_ONE", username: str | None = None,
-                 password: str | None = None, tls: bool = False, certificate: Any = None,
-                 ca: Any = None, window: int = 2, retries: int = 5, timeout: float = 30.0,
-                 address_map: Mapping[str, str] | None = None,
-                 columns: Sequence[str] | None = None, batch_rows: int | None = None,
-                 take: Any = None, progress: Any = False, workers: int = 1,
-                 threads: int | None = None, resume: Any = None) -> Any:
-    """Load Parquet / Arrow IPC files (``path`` as :func:`bulkwire.load_parquet` takes it)
-    into the CQL table ``keyspace.table``: each row one prepared INSERT of the data's columns
-    (``columns``: these only), matched to the table's columns by name, and routed to the
-    node owning its partition. Returns a :class:`bulkwire.load.LoadResult`.
+def load_parquet(path: Any, hosts: str | Sequence[str], keyspace: str, table: str,
+                 **options: Any) -> Any:
+    """Deprecated: ``bulkwire.load_parquet(path, target=bulkwire.targets.cql(hosts, keyspace,
+    table, ...))``. The connection's options (``consistency``, ``username``, ``password``,
+    ``tls``, ``certificate``, ``ca``, ``window``, ``retries``, ``timeout``, ``address_map``)
+    go to :func:`bulkwire.targets.cql`, the others (``columns``, ``batch_rows``, ``take``,
+    ``progress``, ``workers``, ``threads``, ``resume``) to :func:`bulkwire.load_parquet`."""
+    from ._deprecated import warn_deprecated
 
-    ``hosts``: ``HOST[:PORT]`` (port 9042 by default) or a list of them, the contact points;
-    the node that answers at one is loaded there, the other nodes are found in
-    ``system.peers_v2`` (or ``system.peers``) and reached at the address and port each
-    advertises, unless ``address_map`` maps it: ``{"ADDRESS" or "ADDRESS:PORT": "HOST[:PORT]"}``,
-    an advertised address (at any port, or at that port) to where this machine reaches it
-    (a port mapping, a NAT, a tunnel; without a port, the node's own), e.g.
-    ``{"172.17.0.3": "127.0.0.1:19043"}``. ``consistency``: the write consistency
-    (default ``LOCAL_ONE``, the driver's default). ``username``/``password``:
-    PasswordAuthenticator. ``tls`` (or ``certificate``/``ca``, as for the RavenDB target):
-    TLS. ``window``: requests in flight per connection (default 2). ``retries``: overloaded,
-    write timeout and unavailable answers re-sent at most that many times, after a doubling
-    pause.
-
-    The table's columns are read and the Arrow schema checked against the prepared INSERT
-    before any row is read (:class:`bulkwire.errors.SchemaMismatchError` naming the column,
-    its Arrow type and its CQL type; ``ValueError`` for a data column the table lacks or a
-    primary key column the data lacks). ``workers``, ``threads``, ``resume``, ``progress``,
-    ``batch_rows`` and ``take`` are :func:`bulkwire.load_parquet`'s; a unit of work is
-    confirmed only once every row of it was acknowledged."""
-    from .load.cql_target import CqlDescription
-    from .load.entry import load_parquet as _load
-
-    target = CqlDescription.of(hosts, keyspace, table, consistency=consistency,
-                               username=username, password=password, tls=tls,
-                               certificate=certificate, ca=ca, window=window, retries=retries,
-                               timeout=timeout, address_map=address_map)
-    return _load(path, target=target, columns=columns, batch_rows=batch_rows, take=take,
-                 progress=progress, workers=workers, threads=threads, resume=resume)
+    warn_deprecated("bulkwire.cql.load_parquet(path, hosts, keyspace, table, ...)",
+                    "bulkwire.load_parquet(path, target=bulkwire.targets.cql(hosts, keyspace, "
+                    "table, ...))")
+    return _load("load_parquet", path, hosts, keyspace, table, options)
 
 
 def load_arrow(data: Any, hosts: str | Sequence[str], keyspace: str, table: str,
                **options: Any) -> Any:
-    """Load Arrow data (what :func:`bulkwire.load_arrow` takes) into ``keyspace.table`` from
-    this process: :func:`load_parquet`'s options but ``workers``, ``resume`` and ``take``."""
+    """Deprecated: ``bulkwire.load_arrow(data, target=bulkwire.targets.cql(hosts, keyspace,
+    table, ...))``; :func:`load_parquet`'s options but ``workers``, ``resume`` and
+    ``take``."""
+    from ._deprecated import warn_deprecated
     from .load.entry import _check_arrow_data
 
+    warn_deprecated("bulkwire.cql.load_arrow(data, hosts, keyspace, table, ...)",
+                    "bulkwire.load_arrow(data, target=bulkwire.targets.cql(hosts, keyspace, "
+                    "table, ...))")
     _check_arrow_data(data, options)
-    return load_parquet(data, hosts, keyspace, table, **options)
+    return _load("load_arrow", data, hosts, keyspace, table, options)
+
+
+def _load(entry: str, data: Any, hosts: Any, keyspace: str, table: str,
+          options: dict) -> Any:
+    """The load of the former spelling: the connection's options to the target, the rest to
+    the load (an option of neither: ``TypeError`` naming it and ``entry``)."""
+    import inspect
+
+    from .load import entry as _entry
+    from .load.cql_target import cql
+
+    connection = {name: options.pop(name) for name in list(options)
+                  if name in inspect.signature(cql).parameters}
+    pipeline = ("columns", "batch_rows", "take", "progress", "workers", "threads", "resume")
+    unknown = sorted(set(options) - set(pipeline))
+    if unknown:
+        raise TypeError(f"{entry}() got an unexpected keyword argument {unknown[0]!r}")
+    target = cql(hosts, keyspace, table, **connection)
+    if entry == "load_arrow":
+        return _entry.load_arrow(data, target, **{k: v for k, v in options.items()
+                                                  if k not in ("workers", "resume", "take")})
+    return _entry.load_parquet(data, target, **options)

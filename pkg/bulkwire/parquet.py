@@ -16,16 +16,14 @@ import operator
 import os
 import threading
 from collections import OrderedDict, namedtuple
-from typing import Any, Sequence, Union
+from typing import Any, Sequence
 
 import numpy as np
 
 from . import _core
+from ._arrow import PathLike, _pyarrow  # noqa: F401 - also imported from here
 from ._arrow_arrays import numeric_array
-from ._extras import missing_extra
 from .errors import MalformedFileError
-
-PathLike = Union[str, "os.PathLike[str]"]
 
 #: Row-group size of :func:`sample_parquet`: ~4 MiB of 1024-dim float32 vectors per group,
 #: so a point lookup decodes a few MiB at most and a load streams in small steps.
@@ -33,16 +31,6 @@ DEFAULT_ROW_GROUP_ROWS = 1024
 
 _PARQUET_MAGIC = b"PAR1"
 _ARROW_MAGIC = b"ARROW1"
-
-
-def _pyarrow():
-    try:
-        import pyarrow
-        import pyarrow.parquet  # noqa: F401
-        import pyarrow.ipc  # noqa: F401
-    except ImportError as exc:
-        raise missing_extra("Parquet support", "pyarrow", "parquet") from exc
-    return pyarrow
 
 
 def sample_parquet(path: PathLike, rows: int = 10_000, dim: int = 1024, seed: int = 42, *,

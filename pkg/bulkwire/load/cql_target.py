@@ -1,7 +1,8 @@
 """A Cassandra or Scylla table as a load's target: each row of the data one prepared INSERT,
 routed to the node owning its partition.
 
-:class:`CqlDescription` is the target (a :class:`~bulkwire.load.targets.ResumableTarget`):
+:func:`cql` makes the target (listed in :data:`bulkwire.targets.KINDS`), a
+:class:`CqlDescription` (a :class:`~bulkwire.load.interface.ResumableTarget`):
 its :meth:`~CqlDescription.plan` connects, reads the table's columns from
 ``system_schema.columns``, prepares ``INSERT INTO ks.table (columns) VALUES (?, ...)`` and
 checks the Arrow schema against the prepared statement (``_core.cql_check_schema``) before
@@ -22,7 +23,7 @@ import threading
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field as dataclass_field
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import Any, ClassVar, Iterable, Iterator, Mapping, Sequence
 
 from .. import _core
 from ..cql_statements import (SELECT_LOCAL, SELECT_PEERS, SELECT_PEERS_V2, Prepared,
@@ -30,7 +31,7 @@ from ..cql_statements import (SELECT_LOCAL, SELECT_PEERS, SELECT_PEERS_V2, Prepa
 from ..errors import (ConnectError, ConnectionLostError, CqlServerError, ProtocolError,
                       ServerError, TLSError, TransportTimeoutError, _name_source_rows)
 from ..load_options import LoadOptions
-from .targets import _cut, _short
+from .interface import DescriptionDefaults, _cut, _short, kind_constructor
 
 #: The write consistency levels by name (the protocol's codes). SERIAL and LOCAL_SERIAL are
 #: for conditional updates, which a load does not make.
@@ -54,7 +55,28 @@ DEFAULT_PORT = 9042
 #: vector index when more than its processors + 1 are in flight, and no node has fewer than
 #: one processor.
 DEFAULT_WINDOW = 2
+#: The range a connection's window may take.
+WINDOW_RANGE = (1, 32768)
 DEFAULT_RETRIES = 5
+#: Seconds a node may take to answer, by default.
+DEFAULT_TIMEOUT = 30.0
+
+
+def check_window(window: Any) -> int:
+    """``window`` (requests in flight per connection), an int in :data:`WINDOW_RANGE`;
+    ``ValueError`` naming it otherwise."""
+    low, high = WINDOW_RANGE
+    if isinstance(window, bool) or not isinstance(window, int) or not low <= window <= high:
+        raise ValueError(f"window must be an int {low}..{high}, not {window!r}")
+    return window
+
+
+def check_retries(retries: Any) -> int:
+    """``retries`` (re-sends of an overloaded answer), an int 0..32768; ``ValueError``
+    naming it otherwise."""
+    if isinstance(retries, bool) or not isinstance(retries, int) or not 0 <= retries <= 32768:
+        raise ValueError(f"retries must be an int 0..32768, not {retries!r}")
+    return retries
 
 
 def parse_host(host: str) -> tuple[str, int]:
@@ -190,7 +212,7 @@ class _CqlEncoder:
 
 
 @dataclass(frozen=True, kw_only=True)
-class CqlDescription:
+class CqlDescription(DescriptionDefaults):
     """A CQL table: ``hosts`` (``HOST[:PORT]``, normalized; the contact points), ``keyspace``
     and ``table`` (as the schema stores them), the write ``consistency`` (a name of
     :data:`CONSISTENCY_LEVELS`), ``username``/``password`` (PasswordAuthenticator),
@@ -209,47 +231,16 @@ class CqlDescription:
     tls: Mapping[str, Any] | None = None
     window: int = DEFAULT_WINDOW
     retries: int = DEFAULT_RETRIES
-    timeout: float = 30.0
+    timeout: float = DEFAULT_TIMEOUT
     address_map: tuple[tuple[str, str], ...] = ()
 
     units = True
+    kind: ClassVar[str] = "cql"
 
     @classmethod
-    def of(cls, hosts: str | Sequence[str], keyspace: str, table: str, *,
-           consistency: str = DEFAULT_CONSISTENCY, username: str | None = None,
-           password: str | None = None, tls: bool = False, certificate: Any = None,
-           ca: Any = None, window: int = DEFAULT_WINDOW, retries: int = DEFAULT_RETRIES,
-           timeout: float = 30.0,
-           address_map: Mapping[str, str] | None = None) -> "CqlDescription":
-        """The description of a load's arguments, every one judged (``ValueError`` or
-        ``TypeError`` naming it; the TLS files read, as the RavenDB target reads them)."""
-        given = [hosts] if isinstance(hosts, str) else list(hosts)
-        if not given:
-            raise ValueError("hosts must name at least one CQL node")
-        spelled = tuple(sorted({_spelled(*parse_host(h)) for h in given}))
-        for name, value in (("keyspace", keyspace), ("table", table)):
-            if not isinstance(value, str) or not value:
-                raise ValueError(f"{name} must be a non-empty str, not {value!r}")
-        consistency_code(consistency)
-        if (username is None) != (password is None):
-            raise ValueError("username and password go together (PasswordAuthenticator)")
-        for name, value, low in (("window", window, 1), ("retries", retries, 0)):
-            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= 32768:
-                raise ValueError(f"{name} must be an int {low}..32768, not {value!r}")
-        if not isinstance(timeout, (int, float)) or not 0 < timeout <= 3600:
-            raise ValueError(f"timeout must be 0 < seconds <= 3600, not {timeout!r}")
-        if address_map is not None and not isinstance(address_map, Mapping):
-            raise TypeError(f"address_map must be a mapping of advertised addresses to "
-                            f"HOST[:PORT], not {type(address_map).__name__}")
-        mapped = address_map_of(address_map)
-        settings = None
-        if tls or certificate is not None or ca is not None:
-            settings = {"certificate": certificate, "ca": ca}
-            _tls_context(settings)  # the files judged now, before anything is read
-        return cls(hosts=spelled, keyspace=keyspace, table=table,
-                   consistency=consistency.upper(), username=username, password=password,
-                   tls=settings, window=window, retries=retries, timeout=float(timeout),
-                   address_map=mapped)
+    def of(cls, *args: Any, **options: Any) -> "CqlDescription":
+        """:func:`cql`'s description (its arguments, every one judged)."""
+        return cql(*args, **options)
 
     # -------------------------------------------------------------------- connections
 
@@ -438,6 +429,68 @@ class CqlDescription:
                 f"{self.describe()}: a state file belongs to one table of one cluster (give "
                 f"this load its own state file)")
 
+
+@kind_constructor("cql")
+def cql(hosts: str | Sequence[str], keyspace: str, table: str, *,
+        consistency: str = DEFAULT_CONSISTENCY, username: str | None = None,
+        password: str | None = None, tls: bool = False, certificate: Any = None,
+        ca: Any = None, window: int = DEFAULT_WINDOW, retries: int = DEFAULT_RETRIES,
+        timeout: float = DEFAULT_TIMEOUT,
+        address_map: Mapping[str, str] | None = None) -> CqlDescription:
+    """A Cassandra or Scylla table, ``keyspace.table``, as a load's target: each row one
+    prepared INSERT of the data's columns, matched to the table's columns by name, and routed
+    to the node owning its partition.
+
+    ``hosts``: ``HOST[:PORT]`` (port 9042 by default) or a list of them, the contact points;
+    the node that answers at one is loaded there, the other nodes are found in
+    ``system.peers_v2`` (or ``system.peers``) and reached at the address and port each
+    advertises, unless ``address_map`` maps it: ``{"ADDRESS" or "ADDRESS:PORT":
+    "HOST[:PORT]"}``, an advertised address (at any port, or at that port) to where this
+    machine reaches it (a port mapping, a NAT, a tunnel), e.g.
+    ``{"172.17.0.3": "127.0.0.1:19043"}``. ``consistency``: the write consistency (a name of
+    :data:`CONSISTENCY_LEVELS`, any case; default ``LOCAL_ONE``, the driver's default).
+    ``username``/``password``: PasswordAuthenticator. ``tls`` (or ``certificate``/``ca``,
+    as for the RavenDB target): TLS. ``window``: requests in flight per connection
+    (:data:`DEFAULT_WINDOW`). ``retries``: overloaded, write timeout and unavailable answers
+    re-sent at most that many times, after a doubling pause. ``timeout``: seconds a node
+    may take to answer.
+
+    Every argument is judged now (``ValueError`` or ``TypeError`` naming it; the TLS files
+    read); the table's columns are read and the Arrow schema checked against the prepared
+    INSERT when a load starts, before any row is read
+    (:class:`bulkwire.errors.SchemaMismatchError` naming the column).
+
+    >>> from bulkwire import targets
+    >>> target = targets.cql(["db1:9142", "db2"], "ks", "points", consistency="quorum")
+    >>> target.hosts, target.consistency, target.window == DEFAULT_WINDOW
+    (('db1:9142', 'db2:9042'), 'QUORUM', True)
+    """
+    given = [hosts] if isinstance(hosts, str) else list(hosts)
+    if not given:
+        raise ValueError("hosts must name at least one CQL node")
+    spelled = tuple(sorted({_spelled(*parse_host(h)) for h in given}))
+    for name, value in (("keyspace", keyspace), ("table", table)):
+        if not isinstance(value, str) or not value:
+            raise ValueError(f"{name} must be a non-empty str, not {value!r}")
+    consistency_code(consistency)
+    if (username is None) != (password is None):
+        raise ValueError("username and password go together (PasswordAuthenticator)")
+    check_window(window)
+    check_retries(retries)
+    if not isinstance(timeout, (int, float)) or not 0 < timeout <= 3600:
+        raise ValueError(f"timeout must be 0 < seconds <= 3600, not {timeout!r}")
+    if address_map is not None and not isinstance(address_map, Mapping):
+        raise TypeError(f"address_map must be a mapping of advertised addresses to "
+                        f"HOST[:PORT], not {type(address_map).__name__}")
+    mapped = address_map_of(address_map)
+    settings = None
+    if tls or certificate is not None or ca is not None:
+        settings = {"certificate": certificate, "ca": ca}
+        _tls_context(settings)  # the files judged now, before anything is read
+    return CqlDescription(hosts=spelled, keyspace=keyspace, table=table,
+               consistency=consistency.upper(), username=username, password=password,
+               tls=settings, window=window, retries=retries, timeout=float(timeout),
+               address_map=mapped)
 
 def _tls_context(settings: Mapping[str, Any]) -> Any:
     """bulkwire's own TLS context for ``certificate`` and ``ca`` (:class:`bulkwire.tls.TlsSettings`

@@ -1,11 +1,13 @@
 """The entry points :func:`load_parquet` and :func:`load_arrow`: the arguments judged before
-anything is read or sent, the target they name described (:func:`_target_of`), the parts
-composed (plan, sources, target, resume state, workers), progress reported, and the
-:class:`LoadResult`. From the description on, a load knows its target only through
-:class:`~bulkwire.load.targets.TargetDescription`."""
+anything is read or sent, the target they are given (or, from the former spellings, the one
+their arguments name: :func:`_target_of`, through the registry :mod:`bulkwire.targets`), the
+parts composed (plan, sources, target, resume state, workers), progress reported, and the
+:class:`LoadResult`. A load knows its target only through
+:class:`~bulkwire.load.interface.TargetDescription`."""
 from __future__ import annotations
 
 import os
+import pickle
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -13,17 +15,15 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence, cast
 
 from ..errors import _mark_unconfirmed, _name_source_rows
-from ..parquet import PathLike, _pyarrow
-from ..topology import open_servers
-from .plan import _empty_batch
-from .datasets import (_as_reader, _check_schemas, _dataset_files, _file_footer, _reader_batches,
+from .._arrow import PathLike, _pyarrow
+from .datasets import (_as_reader, _empty_batch, _check_schemas, _dataset_files, _file_footer, _reader_batches,
                        RESUME_UNIT_ROWS, _taken_batches, _Unit, _units)
-from .targets import (FileDescription, ResumableTarget, ServerDescription, TargetDescription)
+from .interface import ResumableTarget, TargetDescription
 from .resume import _ResumeState
 from .pipeline import _default_batch_rows, _encoded_in_order, _Job, _one_request, _send
 from .workers import _run_workers, _share
 from ..compression import compress_encoding
-from .._deprecated import renamed_keywords
+from .._deprecated import renamed_keywords, warn_deprecated
 from ..load_options import RENAMED_OPTIONS, LoadOptions
 
 
@@ -129,92 +129,108 @@ class _Report:
             self.bar.stream.write("\n")
 
 
-def _target_of(url: str | Sequence[str] | None, database: str | None, out: PathLike | None,
-               compress: bool | str, buffer_size: int,
-               tls: Mapping[str, Any]) -> TargetDescription:
-    """The target :func:`load_parquet`'s arguments name: with ``url``, the RavenDB database
-    ``database`` (the URLs, the database and the TLS files judged now, before anything is
-    read); else the request body written to ``out`` (or next to the source)."""
+#: The arguments of :func:`load_parquet` that named its target before ``target=`` did.
+OLD_TARGET_ARGUMENTS = ("url", "database", "out", "certificate", "ca", "ssl_context")
+
+
+def _target_of(target: TargetDescription | None, options: LoadOptions | None,
+               fields: dict, entry: str, stacklevel: int) -> tuple[TargetDescription, LoadOptions]:
+    """The target and the :class:`~bulkwire.LoadOptions` of an entry's arguments (``entry``
+    names it in messages; ``stacklevel`` counts the frames to its caller, as
+    :func:`~bulkwire._deprecated.warn_deprecated`'s). Without ``target``, the arguments of
+    the former spelling (``url=``, ``database=``, ``out=``, the TLS arguments, the document
+    options: each warned about) describe it, through the registry: a RavenDB database with
+    ``url``, else the request body written to ``out`` (by default next to the source). With
+    ``target``, those arguments are refused, naming the first."""
+    from ..targets import KINDS, refuse_options
+
+    old = {name: fields.pop(name) for name in OLD_TARGET_ARGUMENTS if name in fields}
+    old = {name: value for name, value in old.items() if value is not None}
+    options = LoadOptions.of(options, **fields)
+    document = options.document_options()
+    if target is not None:
+        if old:
+            raise ValueError("target excludes url, out and the TLS arguments (they name a target)")
+        refuse_options(target, document)
+        return target, options
+    url = old.pop("url", None)
+    if url is not None:
+        warn_deprecated(f"{entry}(url=..., database=...)", f"{entry}(..., target="
+                        f"bulkwire.targets.ravendb(url, database, ...))", stacklevel)
+    elif old:
+        warn_deprecated(f"{entry}({next(iter(old))}=...)", f"{entry}(..., target="
+                        f"bulkwire.targets.request_file(out, ...))", stacklevel)
+    for name in document:
+        where = "ravendb" if url is not None else "request_file"
+        warn_deprecated(f"{entry}({name}=...) (a load option)",
+                        f"target=bulkwire.targets.{where}(..., {name}=...)", stacklevel)
+    tls = {name: old.pop(name) for name in ("certificate", "ca", "ssl_context") if name in old}
     if url is None:
         if tls:
             raise ValueError(f"{', '.join(tls)} need url (an https:// server)")
-        return FileDescription(compress=compress, buffer_size=buffer_size, out=out)
-    if database is None:
+        if "database" in old:
+            raise ValueError("database needs url (a RavenDB server)")
+        return KINDS["request_file"](old.get("out"), **document), options
+    if "database" not in old:
         raise ValueError("database is required with url")
-    open_servers(url, database, **tls)
-    return ServerDescription(compress=compress, buffer_size=buffer_size, url=url,
-                             database=database, tls=dict(tls))
+    return KINDS["ravendb"](url, old["database"], **tls, **document), options
 
 
-def load_parquet(path: Any, *, url: str | Sequence[str] | None = None,
-                 database: str | None = None, options: LoadOptions | None = None,
-                 take: Any = None, out: PathLike | None = None,
+def load_parquet(path: Any, target: TargetDescription | None = None, *,
+                 options: LoadOptions | None = None, take: Any = None,
                  progress: bool | Callable[[int, int], None] = False,
                  workers: int = 1, threads: int | None = None, resume: PathLike | None = None,
-                 certificate: Any = None, ca: Any = None, ssl_context: Any = None,
-                 target: TargetDescription | None = None, **fields: Any) -> LoadResult:
-    """Load Parquet / Arrow IPC files (or any Arrow data) of documents/embeddings with bulk
-    insert.
+                 **fields: Any) -> LoadResult:
+    """Load Parquet / Arrow IPC files (or any Arrow data) into ``target``, a description of
+    :mod:`bulkwire.targets`: a RavenDB database (:func:`~bulkwire.targets.ravendb`, with bulk
+    insert), the exact request body in a file (:func:`~bulkwire.targets.request_file`; the
+    default, None: ``<name>.bulk.json`` next to the source file or directory), a JSON Lines
+    file (``targets.jsonl``), a CQL table (:func:`~bulkwire.targets.cql`). The target holds
+    its own options (for the document targets: ``collection``, ``id_column``, ``compress``,
+    ...), judged when it was made.
 
-    ``options`` (a :class:`bulkwire.LoadOptions`) say how rows become documents and how they
-    are sent; ``fields`` are keyword arguments that replace its values (``collection=``,
-    ``id_column=``, ``compress=``, ...: the names of its fields, with the same defaults). Every
-    option is checked when the object is made, before anything is read.
+    ``options`` (a :class:`bulkwire.LoadOptions`) are what the load itself reads:
+    ``columns``, ``vector_column``, ``batch_rows``; ``fields`` are keyword arguments that
+    replace its values. An option of a target given here is a ``TypeError`` naming it.
 
     ``path``: a file; a directory (its ``.parquet``, ``.pq``, ``.arrow``, ``.ipc`` and
     ``.feather`` files, recursively, in name order); a glob (``"data/*.parquet"``); a list of
     these; or Arrow data: a ``pyarrow.Table``, ``RecordBatch``, ``RecordBatchReader``, a
     ``pyarrow.dataset``, any object with ``__arrow_c_stream__`` (a polars DataFrame, a DuckDB
     result) or an iterable of RecordBatches. Every file's schema is read, and compared with
-    the first file's, before any document is sent: a file whose columns differ raises
+    the first file's, before anything is written or sent: a file whose columns differ raises
     ``ValueError`` naming the file and the column.
 
-    Each row becomes a document ``<id_prefix><id>`` holding the ``columns`` (default: every
-    column but the id and a column named ``Id``) and ``@metadata``, as
-    :meth:`bulkwire.BulkWriter.store` writes the equivalent dict (:mod:`bulkwire.conventions`):
-    the ``metadata`` entries, then ``@collection`` (``collection``) and ``Raven-Python-Type``
-    (``python_type``) where ``metadata`` does not give them. A column named ``Id`` or
-    ``@metadata`` cannot be a field, and a string id must pass
-    :func:`bulkwire.conventions.check_id` (prefix included). The vector column
+    Into a document target, each row becomes a document ``<id_prefix><id>`` holding the
+    ``columns`` (default: every column but the id and a column named ``Id``) and
+    ``@metadata``, as :meth:`bulkwire.BulkWriter.store` writes the equivalent dict
+    (:mod:`bulkwire.conventions`): the ``metadata`` entries, then ``@collection``
+    (``collection``) and ``Raven-Python-Type`` (``python_type``) where ``metadata`` does not
+    give them. A column named ``Id`` or ``@metadata`` cannot be a field, and a string id
+    must pass :func:`bulkwire.conventions.check_id` (prefix included). The vector column
     (``fixed_size_list`` or ``list`` of float32/float64; found automatically when there is
-    exactly one) is written as a JSON array, float32 elements widened (the repr of the double,
-    as ``bulkwire.dumps`` writes a float32 ndarray) or, with ``float32="shortest"``, with the
-    shortest text that round-trips as float32. ``id_prefix`` defaults to
-    ``collection.lower() + "/"`` for integer ids and to ``""`` for string ids. Ids come from
-    the id column alone, so a load that is repeated writes the same documents.
+    exactly one) is written as a JSON array, float32 elements widened (the repr of the
+    double, as ``bulkwire.dumps`` writes a float32 ndarray) or, with ``float32="shortest"``,
+    with the shortest text that round-trips as float32. Ids come from the id column alone,
+    so a load that is repeated writes the same documents. Into a RavenDB database the body
+    is streamed with :class:`bulkwire.BulkInsert` (no rows, no request; an error or Ctrl-C
+    aborts the operation on the server); into the request file, the same body is written
+    whole or not at all.
 
-    The columns' types are checked (by the C encoder) before any row is read. Each batch's
-    encoded commands go, as they are, into a :class:`bulkwire.BulkWriter`, which frames the
-    body. Without ``url``, its pieces are written to ``out`` (default
-    ``<name>.bulk.json[.gz|.zst]`` next to the source file or directory): the exact request
-    body (a JSON array of commands; ``compress``: as for :class:`bulkwire.BulkWriter`, e.g.
-    True or "gzip" for one gzip stream, "zstd" for one zstd frame, as the server would
-    receive it). With ``url`` (and
-    ``database``), the writer is a :class:`bulkwire.BulkInsert`'s: the same body, streamed;
-    with no rows, no request is made. An error (or Ctrl-C) aborts the operation on the
-    server. ``url`` is one server's URL or a list of a cluster's node URLs, as
-    :class:`bulkwire.BulkInsert` takes it; the URLs, ``database`` and the TLS files are
-    judged before anything is read, and ``LoadResult.target`` names the normalized URLs.
+    The columns' types are checked (by the target's encoder) before any row is read.
 
-    ``certificate``, ``ca``, ``ssl_context`` (with an ``https://`` ``url``): TLS, as for
-    :class:`bulkwire.BulkInsert`.
+    ``workers`` (with files, into a target whose sessions are confirmed each on its own: a
+    database): processes, each sending a disjoint share of the row groups in its own
+    session (default 1: this process). The first failure stops the others and raises that
+    worker's error; Ctrl-C stops them all. ``threads``: threads validating batches and
+    writing their text ahead of the writer, in each process (default 2; with 1, none
+    ahead); the output is the same whatever the number.
 
-    ``workers`` (with ``url`` and files): processes, each sending a disjoint share of the row
-    groups in its own bulk insert request (default 1: this process). The first failure
-    stops the others and raises that worker's error; Ctrl-C stops them all.
-    ``threads``: threads validating batches and writing their text ahead of the writer, in
-    each process (default 2; with 1, none ahead: the writer writes each batch's text
-    itself); at most ``threads`` batches are written ahead, and the body is the same
-    whatever the number.
-
-    ``resume`` (with ``url`` and files): a state file. Each unit of work (a file's run of row
-    groups, one request each) is recorded there once the server confirmed its request; a
-    load given the same state file again skips those, and sends the rest with
-    ``skip_overwrite_if_unchanged``. A file that changed since (size or modification time)
+    ``resume`` (the same targets, with files): a state file. Each unit of work (a file's run
+    of row groups, one session each) is recorded there once the target confirmed it; a
+    load given the same state file again skips those (RavenDB: and sends the rest with
+    ``skip_overwrite_if_unchanged``). A file that changed since (size or modification time)
     is refused, naming it.
-
-    ``target``: instead of ``url``/``out``, a target another entry described, every
-    argument of it judged (:func:`bulkwire.cql.load_parquet`: a CQL table).
 
     ``take``: load only the rows at these indices of a single file, in that order (see
     :func:`bulkwire.take`). Every batch is checked before any of its bytes are written or
@@ -223,23 +239,34 @@ def load_parquet(path: Any, *, url: str | Sequence[str] | None = None,
     null or ragged vector, a null vector element, invalid UTF-8 raise
     :class:`bulkwire.errors.RowError` (a ``ValueError``) naming the file, the column and the
     row (the file's row number; with ``take``, also the position in ``take``), also as its
-    attributes ``source``, ``column``, ``row``, ``take_index``.
+    attributes ``source``, ``column``, ``row``, ``take_index``. A load that does not
+    complete raises a :class:`bulkwire.errors.LoadError` (RavenDB's:
+    :class:`~bulkwire.errors.BulkInsertError`).
+
+    The former spellings still work, each with a ``DeprecationWarning`` naming the new one:
+    ``url=``, ``database=``, ``certificate=``, ``ca=``, ``ssl_context=`` (a RavenDB
+    database), ``out=`` (the request file) and the document options given here (or in
+    ``options``) without ``target``.
 
     >>> import tempfile, os
-    >>> from bulkwire import sample_parquet
+    >>> from bulkwire import sample_parquet, targets
     >>> src = sample_parquet(os.path.join(tempfile.mkdtemp(), "s.parquet"), rows=3, dim=2)
-    >>> load_parquet(src, metadata={"@collection": "Points"}).rows
+    >>> load_parquet(src, targets.request_file(metadata={"@collection": "Points"})).rows
     3
     """
+    # old option names renamed here, so that their warning points at this call's caller
+    fields = renamed_keywords(RENAMED_OPTIONS, "", fields)
+    return _load(path, target, options, take, progress, workers, threads, resume, fields,
+                 "load_parquet", 4)
+
+
+def _load(path: Any, target: TargetDescription | None, options: LoadOptions | None, take: Any,
+          progress: bool | Callable[[int, int], None], workers: int, threads: int | None,
+          resume: PathLike | None, fields: dict, entry: str, stacklevel: int) -> LoadResult:
+    """:func:`load_parquet`, called by ``entry`` (``stacklevel`` frames from its caller)."""
     start = time.perf_counter()
-    # every option checked (LoadOptions) before anything is read
-    options = LoadOptions.of(options, **fields)
-    tls = {name: value for name, value in
-           (("certificate", certificate), ("ca", ca), ("ssl_context", ssl_context)) if value is not None}
-    if target is None:
-        target = _target_of(url, database, out, options.compress, options.buffer_size, tls)
-    elif url is not None or out is not None or tls:
-        raise ValueError("target excludes url, out and the TLS arguments (they name a target)")
+    # every option checked (LoadOptions, the target's constructor) before anything is read
+    target, options = _target_of(target, options, fields, entry, stacklevel)
     workers = _count(workers, "workers", 1)
     # Two by default: an encoding thread validates a batch and writes its text into buffers
     # of the writers' pool, which the writer takes over without a copy, while this thread
@@ -270,16 +297,20 @@ def load_parquet(path: Any, *, url: str | Sequence[str] | None = None,
         if not value:
             continue
         if not target.units:
-            raise ValueError(f"{name} needs url: worker processes and resumed runs load into a "
-                             f"server, each unit in its own request")
+            raise ValueError(f"{name} needs a target that confirms each unit of work on its "
+                             f"own (a database: bulkwire.targets.ravendb or cql), not "
+                             f"{target.describe()}: worker processes and resumed runs load "
+                             f"each unit in its own session")
         if files is None:
             raise ValueError(f"{name} needs files (a path, directory, glob or list of them): "
                              f"Arrow data given as a stream is read once, by one process")
         if take is not None:
             raise ValueError(f"{name} and take exclude each other")
-    if workers > 1 and ssl_context is not None:
-        raise ValueError("ssl_context cannot be sent to worker processes: give certificate= "
-                         "and ca= instead")
+    if workers > 1:  # each worker process receives the target
+        try:
+            pickle.dumps(target)
+        except Exception as exc:  # noqa: BLE001 - any reason it cannot be sent
+            raise ValueError(str(exc)) from None
     if take is not None:
         if files is None or len(files) != 1:
             raise ValueError("take needs a single file")
@@ -310,7 +341,7 @@ def load_parquet(path: Any, *, url: str | Sequence[str] | None = None,
             # each unit's file must be read as it was planned from: its size and mtime
             job.identities = {f: footer[2] for f, footer in zip(files, footers)}
         return _load_units(job, files, groups, state, workers, progress, source, where,
-                           start, reader, take, stream_rows, options.compress)
+                           start, reader, take, stream_rows, getattr(target, "compress", False))
     finally:
         if state is not None:
             state.close()
@@ -458,27 +489,33 @@ def _note_take_unconfirmed(exc: BaseException, source: str, idx: Any, stored: in
                                    f"{rows_of(sorted(missing))}")
 
 
-def load_arrow(data: Any, *, url: str | Sequence[str] | None = None, database: str | None = None,
-               **options: Any) -> LoadResult:
+def load_arrow(data: Any, target: TargetDescription | None = None, *,
+               options: LoadOptions | None = None, progress: Any = False,
+               threads: int | None = None, **fields: Any) -> LoadResult:
     """Load Arrow data (a ``pyarrow.Table``, a ``RecordBatch``, a ``RecordBatchReader``, an
     iterable of RecordBatches, a ``pyarrow.dataset`` or any object with
-    ``__arrow_c_stream__``) with ONE bulk insert request from this process, and return what
-    it did. The ids come from the id column, so a task that is retried repeats the same
-    PUTs. ``options`` are :func:`load_parquet`'s (``collection``, ``id_column``, ``compress``,
-    ``metadata``, ``threads``, ...). This is the sink for one partition of a distributed
-    engine.
+    ``__arrow_c_stream__``) into ``target`` (a description of :mod:`bulkwire.targets`) with
+    ONE session (for RavenDB, one bulk insert request) from this process, and return what it
+    did. The ids come from the id column, so a task that is retried repeats the same PUTs.
+    ``options``, ``progress``, ``threads`` and the pipeline's options (``columns``,
+    ``vector_column``, ``batch_rows``) are :func:`load_parquet`'s. This is the sink for one
+    partition of a distributed engine.
 
     >>> import pyarrow as pa
+    >>> from bulkwire import targets
     >>> from bulkwire.testing import LoopbackServer
     >>> table = pa.table({"id": [1, 2], "v": pa.array([[0.5], [1.0]], pa.list_(pa.float32()))})
     >>> with LoopbackServer() as server:
-    ...     load_arrow(table, url=server.url, database=server.database).rows
+    ...     load_arrow(table, targets.ravendb(server.url, server.database)).rows
     2
     """
     # old option names renamed here, so that their warning points at this call's caller
-    options = renamed_keywords(RENAMED_OPTIONS, "", options)
-    _check_arrow_data(data, options)
-    return load_parquet(data, url=url, database=database, **options)
+    fields = renamed_keywords(RENAMED_OPTIONS, "", fields)
+    _check_arrow_data(data, fields)
+    for name in ("workers", "resume", "take"):
+        fields.pop(name, None)
+    return _load(data, target, options, None, progress, 1, threads, None, fields,
+                 "load_arrow", 4)
 
 
 def _check_arrow_data(data: Any, options: Mapping[str, Any]) -> None:

@@ -2,7 +2,7 @@
 encoding threads), stored into a target's session as one request, closed or aborted whole
 (:func:`_one_request`); units of work sent one request each or all in one (:func:`_send`);
 and :class:`_Job`, everything a worker process needs for that. A target is known only
-through :class:`~bulkwire.load.targets.TargetDescription` and its sessions."""
+through :class:`~bulkwire.load.interface.TargetDescription` and its sessions."""
 from __future__ import annotations
 
 import queue
@@ -13,9 +13,10 @@ from dataclasses import dataclass, field as dataclass_field
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from ..errors import RowError
-from ..parquet import _check_batch, _pyarrow
+from .._arrow import _pyarrow
+from ..parquet import _check_batch
 from .datasets import _file_batches, _Unit
-from .targets import BatchEncoder, ColumnPlan, TargetDescription, TargetSession
+from .interface import BatchEncoder, ColumnPlan, TargetDescription, TargetSession
 
 
 def _vector_dim(pa, batch, plan: ColumnPlan) -> int:

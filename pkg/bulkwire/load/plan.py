@@ -7,10 +7,11 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from .. import _core
-from ..bulk import DEFAULT_BUFFER_SIZE
+from ..document_options import DEFAULT_BUFFER_SIZE
 from ..conventions import BODY_EXCLUDED_KEYS, merge_metadata
 from ..encoding import dumps
-from ..parquet import _pyarrow
+from .._arrow import _pyarrow
+from .datasets import _empty_batch
 
 
 @dataclass
@@ -19,18 +20,6 @@ class _Plan:
     vector_column: str | None
     fields: list[str]
     read_columns: list[str]
-
-
-def _empty_batch(schema, names: Sequence[str]) -> Any:
-    """A record batch without rows of the columns ``names`` of ``schema``: what the C encoder
-    judges them on. Only the columns a load reads: the encoder imports every column of the
-    batch it is given, and one it does not read (nested deeper than the import allows, say)
-    must not stop a load that leaves it out. (Made from arrays of nulls: pyarrow's
-    from_pylist and empty_table import pandas, which cost 0.3 s and 45 MB of memory.)"""
-    pa = _pyarrow()
-    fields = [schema.field(name) for name in dict.fromkeys(names)]
-    return pa.RecordBatch.from_arrays([pa.nulls(0, f.type) for f in fields],
-                                      schema=pa.schema(fields))
 
 
 def _check_vector(schema, id_column: str, name: str) -> None:

@@ -8,7 +8,7 @@ import os
 from typing import Any, Mapping, Sequence
 
 from .datasets import _Unit
-from .targets import ResumableTarget, _remove, _short
+from .interface import ResumableTarget, _remove, _short
 
 
 #: The resume state's format. Version 2 records the target (database and servers) and keeps
