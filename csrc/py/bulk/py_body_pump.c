@@ -2,6 +2,8 @@
    any transport) and pump_body (BulkInsert's sender loop in C, without the GIL). */
 #include "py_body_pump.h"
 
+#include "py_errors.h"
+
 #include "py_piece.h"
 #include "py_gzip_stream.h"
 #include "py_handover_queue.h"
@@ -498,23 +500,18 @@ static PyTypeObject *pump_result_type; /* made at module init, kept */
 static PyObject *pump_result(pump_state *st) {
     if (st->py_error)
         return NULL;
-    if (st->gz_error == BW_GZ_NO_MEMORY)
-        return PyErr_NoMemory();
+    bw_status status;
     if (st->gz_error != BW_GZ_OK) {
-        PyErr_SetString(PyExc_RuntimeError, "the deflate stream failed");
-        return NULL;
+        bw_gz_status(st->gz_error, &status);
+        return bw_raise_status(&status);
     }
     if (st->zs_error != BW_ZS_OK)
         return bw_zstd_set_error(st->zs_error, st->zs->zs);
     if (st->sock_error == BW_TLS_FAILED)
         return bw_tls_set_error(st->tls_obj, st->sock_error);
-    if (st->sock_error == ETIMEDOUT) {
-        PyErr_SetString(PyExc_TimeoutError, "timed out");
-        return NULL;
-    }
     if (st->sock_error != 0) {
-        errno = st->sock_error;
-        return PyErr_SetFromErrno(PyExc_OSError);
+        bw_status_from_errno(&status, st->sock_error);
+        return bw_raise_status(&status);
     }
     PyObject *result = PyStructSequence_New(pump_result_type); /* new reference */
     if (result == NULL)

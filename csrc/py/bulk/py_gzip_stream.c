@@ -2,6 +2,7 @@
    GIL released. */
 #include "py_gzip_stream.h"
 
+#include "py_errors.h"
 #include "py_fork_origin.h"
 #include "py_stream_write.h"
 
@@ -70,10 +71,12 @@ PyObject *bw_gzip_write(bw_gzip_object *self, PyObject *data, int finish) {
     int failure;
     PyObject *piece = bw_stream_write(gzip_write_core, self->gz, &self->busy, &self->finished,
                                       "GzipStream", "gzip", data, finish, &failure);
-    if (failure == BW_GZ_NO_MEMORY)
-        return PyErr_NoMemory();
-    if (failure != 0)
-        PyErr_SetString(PyExc_RuntimeError, "the deflate stream failed");
+    if (failure != 0) {
+        bw_status st;
+        bw_gz_status((bw_gz_result)failure, &st);
+        Py_XDECREF(piece);
+        return bw_raise_status(&st);
+    }
     return piece;
 }
 

@@ -47,25 +47,21 @@ static PyTypeObject TlsConnectionType;
 
 /* Raises TlsError(message) with its verify_failed attribute. Returns NULL. */
 static PyObject *raise_tls_error(const char *message, int verify_failed) {
-    PyObject *args = Py_BuildValue("(s)", message);
-    PyObject *attrs = Py_BuildValue("{sO}", "verify_failed", verify_failed ? Py_True : Py_False);
-    if (args != NULL && attrs != NULL)
-        bw_raise(BW_ERROR_TLS, args, attrs);
-    Py_XDECREF(args);
-    Py_XDECREF(attrs);
-    return NULL;
+    bw_status st;
+    bw_status_set(&st, BW_STATUS_TLS, 0, "%s", message);
+    if (verify_failed)
+        st.flags |= BW_STATUS_VERIFY_FAILED;
+    return bw_raise_status(&st);
 }
 
-/* Sets the exception for a core result rc on tls (not 0, not EINTR). Returns NULL. */
+/* Sets the exception for a core result rc on tls (not 0, not EINTR): the session's failure,
+   or the socket's errno. Returns NULL. */
 static PyObject *raise_for(bw_tls *tls, int rc) {
     if (rc == BW_TLS_FAILED)
         return raise_tls_error(bw_tls_message(tls), bw_tls_verify_failed(tls));
-    if (rc == ETIMEDOUT) {
-        PyErr_SetString(PyExc_TimeoutError, "timed out");
-        return NULL;
-    }
-    errno = rc;
-    return PyErr_SetFromErrno(PyExc_OSError);
+    bw_status st;
+    bw_status_from_errno(&st, rc);
+    return bw_raise_status(&st);
 }
 
 PyObject *bw_tls_set_error(PyObject *obj, int rc) {

@@ -2,6 +2,7 @@
    released; ZstdDecoder: its bounded decoder, for the loopback server. */
 #include "py_zstd_stream.h"
 
+#include "py_errors.h"
 #include "py_fork_origin.h"
 #include "py_stream_write.h"
 
@@ -50,13 +51,12 @@ static void Zstd_dealloc(bw_zstd_object *self) {
 }
 
 PyObject *bw_zstd_set_error(bw_zs_result rc, const bw_zstd_stream *zs) {
-    if (rc == BW_ZS_NO_MEMORY)
-        return PyErr_NoMemory();
-    if (rc == BW_ZS_INHERITED)
+    if (rc == BW_ZS_INHERITED) /* named as Python names it */
         return bw_raise_inherited("this ZstdStream (on several threads)",
                                   "libzstd's worker threads");
-    PyErr_Format(PyExc_RuntimeError, "the zstd stream failed: %s", bw_zs_error_text(zs));
-    return NULL;
+    bw_status st;
+    bw_zs_status(rc, zs, &st);
+    return bw_raise_status(&st);
 }
 
 /* The core's write as the driver calls it. */
@@ -217,7 +217,9 @@ static PyObject *ZstdDecoder_read(bw_zstd_decoder_object *self, PyObject *args) 
     Py_END_ALLOW_THREADS
     self->busy = 0;
     if (rc != BW_ZS_OK && rc != BW_ZS_AFTER_END) { /* after the end: consumed tells */
-        PyErr_Format(PyExc_ValueError, "corrupt zstd frame: %s", bw_zsd_error_text(self->zd));
+        bw_status st;
+        bw_zsd_status(self->zd, &st);
+        bw_raise_status(&st);
         goto cleanup;
     }
     if ((size_t)max_length != produced && _PyBytes_Resize(&out, (Py_ssize_t)produced) < 0)

@@ -1,7 +1,9 @@
 /* The map from a C failure to bulkwire's exception classes: see py_errors.h. */
 #include "py_errors.h"
 
+#include <errno.h>
 #include <stdarg.h>
+#include <string.h>
 
 /* The classes by kind, strong references held for the life of the process (the module is
    single-phase: it is made once). */
@@ -42,6 +44,82 @@ PyObject *bw_raise(bw_error_kind kind, PyObject *args, PyObject *attrs) {
 cleanup:
     Py_DECREF(exc);
     return NULL;
+}
+
+/* Raises cls(message, **kwargs) (cls, kwargs and attrs borrowed), each item of attrs set
+   on the exception. Always NULL. */
+static PyObject *raise_class(PyObject *cls, const char *message, PyObject *kwargs,
+                             PyObject *attrs) {
+    PyObject *exc = NULL;
+    PyObject *text = PyUnicode_DecodeUTF8(message, (Py_ssize_t)strlen(message), "replace");
+    if (text == NULL)
+        return NULL;
+    PyObject *args = PyTuple_Pack(1, text); /* new reference */
+    Py_DECREF(text);
+    if (args == NULL)
+        return NULL;
+    exc = PyObject_Call(cls, args, kwargs); /* new reference */
+    Py_DECREF(args);
+    if (exc == NULL)
+        return NULL;
+    if (attrs != NULL) {
+        PyObject *key, *value;
+        Py_ssize_t pos = 0;
+        while (PyDict_Next(attrs, &pos, &key, &value))
+            if (PyObject_SetAttr(exc, key, value) < 0)
+                goto cleanup;
+    }
+    PyErr_SetObject(cls, exc);
+cleanup:
+    Py_DECREF(exc);
+    return NULL;
+}
+
+PyObject *bw_raise_status_with(const bw_status *st, PyObject *kwargs, PyObject *attrs) {
+    PyObject *cls;
+    switch (st->kind) {
+    case BW_STATUS_NO_MEMORY: return PyErr_NoMemory();
+    case BW_STATUS_OS:
+        if (st->message[0] == '\0') {
+            errno = st->sys_errno;
+            return PyErr_SetFromErrno(PyExc_OSError);
+        }
+        cls = PyExc_OSError;
+        break;
+    case BW_STATUS_TIMED_OUT: cls = PyExc_TimeoutError; break;
+    case BW_STATUS_FAILED:
+    case BW_STATUS_INHERITED: cls = PyExc_RuntimeError; break;
+    case BW_STATUS_INVALID: cls = PyExc_ValueError; break;
+    case BW_STATUS_MALFORMED: cls = error_classes[BW_ERROR_MALFORMED]; break;
+    case BW_STATUS_TLS:
+        cls = error_classes[BW_ERROR_TLS];
+        if (attrs == NULL) { /* its verify_failed attribute, from the flag */
+            PyObject *verify = Py_BuildValue(
+                "{sO}", "verify_failed",
+                (st->flags & BW_STATUS_VERIFY_FAILED) ? Py_True : Py_False); /* new */
+            if (verify == NULL)
+                return NULL;
+            raise_class(cls, st->message, kwargs, verify);
+            Py_DECREF(verify);
+            return NULL;
+        }
+        break;
+    case BW_STATUS_CONNECT: cls = error_classes[BW_ERROR_CONNECT]; break;
+    case BW_STATUS_TLS_SESSION: cls = error_classes[BW_ERROR_TLS_SESSION]; break;
+    case BW_STATUS_CONNECTION_LOST: cls = error_classes[BW_ERROR_CONNECTION_LOST]; break;
+    case BW_STATUS_TIMEOUT: cls = error_classes[BW_ERROR_TIMEOUT]; break;
+    case BW_STATUS_PROTOCOL: cls = error_classes[BW_ERROR_PROTOCOL]; break;
+    case BW_STATUS_SERVER: cls = error_classes[BW_ERROR_CQL_SERVER]; break;
+    default:
+        PyErr_Format(PyExc_SystemError, "no exception for a status of kind %s: %s",
+                     bw_status_kind_name(st->kind), st->message);
+        return NULL;
+    }
+    return raise_class(cls, st->message, kwargs, attrs);
+}
+
+PyObject *bw_raise_status(const bw_status *st) {
+    return bw_raise_status_with(st, NULL, NULL);
 }
 
 PyObject *bw_raise_format(bw_error_kind kind, const char *format, ...) {

@@ -6,6 +6,8 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include "status.h"
+
 /* What failed, each kind one class:
    BW_ERROR_ROW        bulkwire.errors.RowError(column, row, reason): a row of a batch
    BW_ERROR_MALFORMED  bulkwire.errors.MalformedFileError(message): a file's or a batch's data
@@ -47,6 +49,17 @@ PyObject *bw_raise(bw_error_kind kind, PyObject *args, PyObject *attrs);
 /* Raises kind(message) for a kind that takes the message alone, the message made as
    PyUnicode_FromFormat makes it. Always NULL. */
 PyObject *bw_raise_format(bw_error_kind kind, const char *format, ...);
+
+/* Raises the exception of a failed status of the core (status.h; the one place a status
+   kind becomes an exception class): MemoryError, OSError (the errno's own words and
+   subclass when the message is empty), TimeoutError, RuntimeError, ValueError, or the
+   bulkwire class of the kind, with the message. Always NULL. */
+PyObject *bw_raise_status(const bw_status *st);
+
+/* bw_raise_status with keyword arguments for the class (kwargs, a dict or NULL) and
+   attributes set on the exception (attrs, a dict or NULL), both borrowed; they apply to the
+   kinds raised as a class of their own (not MemoryError, nor OSError from an errno). */
+PyObject *bw_raise_status_with(const bw_status *st, PyObject *kwargs, PyObject *attrs);
 
 /* Imports bulkwire.errors and keeps its classes; makes TlsError and adds it to module. Call
    it first: every other part may raise through bw_raise. 0, or -1 with an exception set. */

@@ -158,30 +158,13 @@ typedef struct {
 
 static PyTypeObject CqlConnectionType;
 
-/* Sets attr on exc to a new reference `value` (consumed). 0 or -1. */
-static int set_attr(PyObject *exc, const char *attr, PyObject *value) {
+/* Sets key in dict to a new reference `value` (consumed). 0 or -1. */
+static int set_item(PyObject *dict, const char *key, PyObject *value) {
     if (value == NULL)
         return -1;
-    int rc = PyObject_SetAttrString(exc, attr, value);
+    int rc = PyDict_SetItemString(dict, key, value);
     Py_DECREF(value);
     return rc;
-}
-
-/* The bulkwire.errors class for a failure kind (new reference), or NULL with an exception. */
-/* New reference: the class of a connection's failure (the one mapper's). */
-static PyObject *error_class(bw_cql_failure kind) {
-    bw_error_kind mapped;
-    switch (kind) {
-    case BW_CQL_E_SERVER: mapped = BW_ERROR_CQL_SERVER; break;
-    case BW_CQL_E_TLS: mapped = BW_ERROR_TLS_SESSION; break;
-    case BW_CQL_E_LOST:
-    case BW_CQL_E_INTERRUPTED: mapped = BW_ERROR_CONNECTION_LOST; break;
-    case BW_CQL_E_TIMEOUT: mapped = BW_ERROR_TIMEOUT; break;
-    case BW_CQL_E_PROTOCOL:
-    case BW_CQL_E_CALLBACK: mapped = BW_ERROR_PROTOCOL; break;
-    default: mapped = BW_ERROR_CONNECT; break; /* no connection, or credentials it needs */
-    }
-    return Py_NewRef(bw_error_class(mapped));
 }
 
 static int compare_u64(const void *a, const void *b) {
@@ -189,65 +172,52 @@ static int compare_u64(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* Raises the exception for *status; with an outcome (a run), its rows too. Returns NULL. */
+/* Raises the exception for *status, through the core's one status; with an outcome (a
+   run), its rows too: the message names them, and the exception carries unacknowledged,
+   failure (the message without the rows), sent and row. A server's error also carries its
+   code, name and server_message (and the fields of the codes that have them). Returns
+   NULL. */
 static PyObject *raise_status(const bw_cql_status *status, bw_cql_outcome *outcome) {
-    if (status->kind == BW_CQL_E_NOMEM)
-        return PyErr_NoMemory();
-    if (status->kind == BW_CQL_E_INHERITED)
+    if (status->kind == BW_CQL_E_INHERITED) /* named as Python names it */
         return bw_raise_inherited("this CqlConnection", "its socket and TLS session");
-    PyObject *cls = error_class(status->kind);
-    if (cls == NULL)
-        return NULL;
-    PyObject *message = NULL, *exc = NULL, *rows = NULL;
+    bw_status st;
+    bw_cql_status_get(status, &st);
+    if (st.kind == BW_STATUS_NO_MEMORY)
+        return bw_raise_status(&st);
+    PyObject *kwargs = NULL, *attrs = NULL, *rows = NULL;
     size_t n = outcome != NULL ? outcome->unanswered_count : 0;
     if (n > 0)
         qsort(outcome->unanswered, n, sizeof *outcome->unanswered, compare_u64);
     if (outcome != NULL && (outcome->has_failed_tag || n > 0)) {
-        char rows_text[160];
-        int at = 0;
         if (outcome->has_failed_tag)
-            at = snprintf(rows_text, sizeof rows_text, " (row %llu",
-                          (unsigned long long)outcome->failed_tag);
+            bw_status_append(&st, " (row %llu; ", (unsigned long long)outcome->failed_tag);
         else
-            at = snprintf(rows_text, sizeof rows_text, " (");
-        at += snprintf(rows_text + at, sizeof rows_text - (size_t)at, "%s%zu row(s) not "
-                       "acknowledged: ", outcome->has_failed_tag ? "; " : "", n);
-        for (size_t i = 0; i < n && i < 8 && (size_t)at < sizeof rows_text - 24; i++)
-            at += snprintf(rows_text + at, sizeof rows_text - (size_t)at, "%s%llu",
-                           i ? ", " : "", (unsigned long long)outcome->unanswered[i]);
-        snprintf(rows_text + at, sizeof rows_text - (size_t)at, "%s)", n > 8 ? ", ..." : "");
-        message = PyUnicode_FromFormat("%s%s", status->message, rows_text);
-    } else {
-        message = PyUnicode_FromString(status->message);
+            bw_status_append(&st, " (");
+        bw_status_append(&st, "%zu row(s) not acknowledged: ", n);
+        for (size_t i = 0; i < n && i < 8; i++)
+            bw_status_append(&st, "%s%llu", i ? ", " : "",
+                             (unsigned long long)outcome->unanswered[i]);
+        bw_status_append(&st, "%s)", n > 8 ? ", ..." : "");
     }
-    if (message == NULL)
+    attrs = PyDict_New();
+    if (attrs == NULL)
         goto cleanup;
     if (status->kind == BW_CQL_E_SERVER) {
         const bw_cql_error *e = &status->error;
-        PyObject *kwargs = Py_BuildValue(
+        kwargs = Py_BuildValue(
             "{s:i,s:s,s:s}", "code", (int)e->code, "server_message", e->message, "name",
             bw_cql_error_name(e->code));
         if (kwargs == NULL)
             goto cleanup;
-        PyObject *args = PyTuple_Pack(1, message);
-        if (args != NULL)
-            exc = PyObject_Call(cls, args, kwargs);
-        Py_XDECREF(args);
-        Py_DECREF(kwargs);
-        if (exc == NULL)
-            goto cleanup;
         if (e->has_consistency &&
-            (set_attr(exc, "consistency", PyLong_FromLong(e->consistency)) < 0 ||
-             set_attr(exc, "required", PyLong_FromLong(e->required)) < 0 ||
-             set_attr(exc, "alive", PyLong_FromLong(e->alive)) < 0 ||
-             set_attr(exc, "received", PyLong_FromLong(e->received)) < 0 ||
-             set_attr(exc, "blockfor", PyLong_FromLong(e->blockfor)) < 0))
+            (set_item(attrs, "consistency", PyLong_FromLong(e->consistency)) < 0 ||
+             set_item(attrs, "required", PyLong_FromLong(e->required)) < 0 ||
+             set_item(attrs, "alive", PyLong_FromLong(e->alive)) < 0 ||
+             set_item(attrs, "received", PyLong_FromLong(e->received)) < 0 ||
+             set_item(attrs, "blockfor", PyLong_FromLong(e->blockfor)) < 0))
             goto cleanup;
-        if (e->has_write_type && set_attr(exc, "write_type", PyUnicode_FromString(e->write_type)) < 0)
-            goto cleanup;
-    } else {
-        exc = PyObject_CallOneArg(cls, message);
-        if (exc == NULL)
+        if (e->has_write_type &&
+            set_item(attrs, "write_type", PyUnicode_FromString(e->write_type)) < 0)
             goto cleanup;
     }
     rows = PyList_New((Py_ssize_t)n);
@@ -260,20 +230,19 @@ static PyObject *raise_status(const bw_cql_status *status, bw_cql_outcome *outco
         PyList_SET_ITEM(rows, (Py_ssize_t)i, v);
     }
     /* `failure`: the message without the rows, for a caller that names them its own way */
-    if (PyObject_SetAttrString(exc, "unacknowledged", rows) < 0 ||
-        set_attr(exc, "failure", PyUnicode_FromString(status->message)) < 0 ||
-        set_attr(exc, "sent", outcome != NULL ? PyLong_FromUnsignedLongLong(outcome->taken)
-                                              : PyLong_FromLong(0)) < 0 ||
-        set_attr(exc, "row", outcome != NULL && outcome->has_failed_tag
-                                 ? PyLong_FromUnsignedLongLong(outcome->failed_tag)
-                                 : Py_NewRef(Py_None)) < 0)
+    if (PyDict_SetItemString(attrs, "unacknowledged", rows) < 0 ||
+        set_item(attrs, "failure", PyUnicode_FromString(status->message)) < 0 ||
+        set_item(attrs, "sent", outcome != NULL ? PyLong_FromUnsignedLongLong(outcome->taken)
+                                                : PyLong_FromLong(0)) < 0 ||
+        set_item(attrs, "row", outcome != NULL && outcome->has_failed_tag
+                                   ? PyLong_FromUnsignedLongLong(outcome->failed_tag)
+                                   : Py_NewRef(Py_None)) < 0)
         goto cleanup;
-    PyErr_SetObject(cls, exc);
+    bw_raise_status_with(&st, kwargs, attrs);
 cleanup:
     Py_XDECREF(rows);
-    Py_XDECREF(exc);
-    Py_XDECREF(message);
-    Py_DECREF(cls);
+    Py_XDECREF(attrs);
+    Py_XDECREF(kwargs);
     return NULL;
 }
 
