@@ -178,3 +178,36 @@ cleanup:
     Py_DECREF(errors);
     return rc;
 }
+
+/* _testing.raise_status(kind, message, errno=0, verify_failed=False): raises what
+   bw_raise_status raises for a status of kind (its name, bw_status_kind_name's words).
+   Always NULL. */
+static PyObject *testing_raise_status(PyObject *self, PyObject *args) {
+    (void)self;
+    const char *name, *message;
+    int sys_errno = 0, verify_failed = 0;
+    if (!PyArg_ParseTuple(args, "ss|ip:raise_status", &name, &message, &sys_errno,
+                          &verify_failed))
+        return NULL;
+    for (int kind = 0; kind <= BW_STATUS_KINDS; kind++) {
+        if (strcmp(name, bw_status_kind_name((bw_status_kind)kind)) != 0)
+            continue;
+        bw_status st;
+        bw_status_set(&st, (bw_status_kind)kind, sys_errno, "%s", message);
+        if (verify_failed)
+            st.flags |= BW_STATUS_VERIFY_FAILED;
+        return bw_raise_status(&st);
+    }
+    return PyErr_Format(PyExc_ValueError, "no status kind named %s", name);
+}
+
+static PyMethodDef testing_methods[] = {
+    {"raise_status", testing_raise_status, METH_VARARGS,
+     "raise_status(kind, message, errno=0, verify_failed=False): the exception of a core "
+     "status of that kind."},
+    {NULL, NULL, 0, NULL},
+};
+
+int bw_errors_add_test_hooks(PyObject *testing) {
+    return PyModule_AddFunctions(testing, testing_methods);
+}

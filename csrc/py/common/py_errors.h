@@ -64,4 +64,8 @@ PyObject *bw_raise_status_with(const bw_status *st, PyObject *kwargs, PyObject *
 /* Imports bulkwire.errors and keeps its classes; makes TlsError and adds it to module. Call
    it first: every other part may raise through bw_raise. 0, or -1 with an exception set. */
 int bw_errors_add_to_module(PyObject *module);
+
+/* Adds the test hook raise_status (bw_raise_status of a status made in Python) to the
+   _testing module. 0, or -1 with an exception set. */
+int bw_errors_add_test_hooks(PyObject *testing);
 #endif
