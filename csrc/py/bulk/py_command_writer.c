@@ -11,6 +11,7 @@
 #include "py_conventions.h"
 #include "py_encode_batch.h"
 #include "py_fork_origin.h"
+#include "py_guard.h"
 #include "py_handover_queue.h"
 
 #include "buffer_pool.h"
@@ -24,10 +25,10 @@ typedef struct {
     PyObject_HEAD
     bw_command_writer w;
     int ready;
-    int busy;                  /* a producer call is under way (see command_writer_enter) */
+    bw_guard guard;            /* busy: a producer call is under way (command_writer_enter);
+                                  owner: the producer's thread, the first to call a store
+                                  method */
     PyObject *held;            /* what holds the writer (hold()): a Python call's name */
-    int owned;
-    unsigned long owner;       /* the producer's thread: the first to call a store method */
     bw_origin origin;          /* the process that made it */
     bw_queue_object *queue;    /* where full buffers go (store); NULL: put() returns them */
     PyObject *class_info;      /* class_info(cls) -> (id prefix, metadata defaults[, excluded]) */
@@ -49,41 +50,35 @@ typedef struct {
 
 static PyTypeObject WriterType;
 
-/* A writer belongs to the process that made it: in a forked child its queue's consumer (the
-   parent's sender), the request and the connection are the parent's. 0, or -1 with
-   RuntimeError set. */
+/* What the writer's guard says (py_guard.h). A writer belongs to the process that made it:
+   in a forked child its queue's consumer (the parent's sender), the request and the
+   connection are the parent's. It takes documents from one thread: checking only for
+   overlapping calls caught a second thread at random (only when the GIL switched inside a
+   call); the owner check refuses every call from another thread, before anything changes.
+   A call while another is under way is refused by command_writer_refuse_reentry. */
+static const bw_guard_words writer_words = {
+    .what = "this BulkWriter (or BulkInsert)",
+    .owned = "its body, its sender thread, its request and its connection",
+    .other_thread = "a bulk insert takes documents from one thread only: this BulkWriter (or "
+                    "BulkInsert) belongs to the thread that first stored into it, and this "
+                    "call came from another thread; use one per producer thread",
+};
+
+/* The process check alone. 0, or -1 with RuntimeError set. */
 static int command_writer_check_process(WriterObject *self) {
-    return bw_check_origin(&self->origin, "this BulkWriter (or BulkInsert)",
-                           "its body, its sender thread, its request and its connection");
+    return bw_check_origin(&self->origin, writer_words.what, writer_words.owned);
 }
 
-/* A writer takes documents from one thread. Checking only for overlapping calls caught a
-   second thread at random (only when the GIL switched inside a call); the owner check
-   refuses every call from another thread, before anything changes. It runs with the GIL
-   held, so claiming cannot race. 0, or -1 with RuntimeError set. */
+/* The process and the thread. 0, or -1 with RuntimeError set. */
 static int command_writer_check_thread(WriterObject *self) {
-    if (command_writer_check_process(self) < 0)
-        return -1;
-    unsigned long me = PyThread_get_thread_ident();
-    if (!self->owned) {
-        self->owner = me;
-        self->owned = 1;
-        return 0;
-    }
-    if (self->owner == me)
-        return 0;
-    PyErr_SetString(PyExc_RuntimeError,
-                    "a bulk insert takes documents from one thread only: this BulkWriter (or "
-                    "BulkInsert) belongs to the thread that first stored into it, and this call "
-                    "came from another thread; use one per producer thread");
-    return -1;
+    return bw_guard_check(&self->guard, &writer_words, 0, bw_origin_inherited(&self->origin));
 }
 
 /* RuntimeError for a call made while another call of the same writer is under way: from its
    own thread, so from inside it (a hook, a to_json, a __del__, a gc or weakref callback, a
    signal handler). -1. */
 static int command_writer_refuse_reentry(WriterObject *self) {
-    if (self->held != NULL && !self->busy)
+    if (self->held != NULL && !self->guard.busy)
         PyErr_Format(PyExc_RuntimeError,
                      "this BulkWriter (or BulkInsert) is in the middle of %U: a call from inside "
                      "it (a hook, to_json, __del__, a gc or weakref callback, a signal handler) "
@@ -101,15 +96,17 @@ static int command_writer_refuse_reentry(WriterObject *self) {
    command). On success the call is under way (busy) until command_writer_leave. 0, or -1
    with RuntimeError set. */
 static int command_writer_enter(WriterObject *self) {
-    if (command_writer_check_thread(self) < 0)
-        return -1;
-    if (self->busy || self->held != NULL)
+    int rc = bw_guard_enter(&self->guard, &writer_words, 0, bw_origin_inherited(&self->origin));
+    if (rc == BW_GUARD_BUSY)
         return command_writer_refuse_reentry(self);
-    self->busy = 1;
-    return 0;
+    if (rc == 0 && self->held != NULL) {
+        bw_guard_leave(&self->guard);
+        return command_writer_refuse_reentry(self);
+    }
+    return rc;
 }
 
-static void command_writer_leave(WriterObject *self) { self->busy = 0; }
+static void command_writer_leave(WriterObject *self) { bw_guard_leave(&self->guard); }
 
 /* New reference. */
 static PyObject *Writer_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {

@@ -6,6 +6,7 @@
 
 #include "py_errors.h"
 #include "py_fork_origin.h"
+#include "py_guard.h"
 #include "socket_send.h"
 
 #include <errno.h>
@@ -38,7 +39,7 @@ typedef struct {
     bw_tls *tls;
     PyObject *context;   /* keeps the configuration alive */
     long timeout_ms;     /* < 0: none */
-    int busy;            /* a call runs with the GIL released, or the pump holds it */
+    bw_guard guard;      /* busy: a call runs with the GIL released, or the pump holds it */
     int close_requested; /* close() came while busy: done when the user lets go */
 } TlsConnectionObject;
 
@@ -131,26 +132,21 @@ static void connection_close_now(TlsConnectionObject *self) {
     }
 }
 
+static const bw_guard_words connection_words = {
+    .closed = "the TLS connection is closed",
+    .what = "this TLS connection",
+    .owned = "its session and the connection under it",
+    .in_use = "the TLS connection is in use by another thread",
+};
+
 /* Marks the connection in use. 0, or -1 with an exception set. */
 static int connection_enter(TlsConnectionObject *self) {
-    if (self->tls == NULL) {
-        PyErr_SetString(PyExc_ValueError, "the TLS connection is closed");
-        return -1;
-    }
-    if (bw_tls_inherited(self->tls)) {
-        bw_raise_inherited("this TLS connection", "its session and the connection under it");
-        return -1;
-    }
-    if (self->busy) {
-        PyErr_SetString(PyExc_RuntimeError, "the TLS connection is in use by another thread");
-        return -1;
-    }
-    self->busy = 1;
-    return 0;
+    return bw_guard_enter(&self->guard, &connection_words, self->tls == NULL,
+                          self->tls != NULL && bw_tls_inherited(self->tls));
 }
 
 static void connection_leave(TlsConnectionObject *self) {
-    self->busy = 0;
+    bw_guard_leave(&self->guard);
     if (self->close_requested)
         connection_close_now(self);
 }
@@ -226,7 +222,7 @@ static PyObject *TlsConnection_answered(TlsConnectionObject *self, PyObject *unu
 /* close() -> None. New reference. */
 static PyObject *TlsConnection_close(TlsConnectionObject *self, PyObject *unused) {
     (void)unused;
-    if (self->busy)
+    if (self->guard.busy)
         self->close_requested = 1;
     else
         connection_close_now(self);
@@ -386,7 +382,7 @@ static PyObject *TlsContext_connect(TlsContextObject *self, PyObject *args, PyOb
     conn->tls = NULL;
     conn->context = Py_NewRef((PyObject *)self);
     conn->timeout_ms = timeout_ms;
-    conn->busy = 0;
+    conn->guard = (bw_guard){0};
     conn->close_requested = 0;
     char message[BW_TLS_MESSAGE_MAX];
     conn->tls = bw_tls_new(self->config, fd, host, message);
@@ -394,7 +390,7 @@ static PyObject *TlsContext_connect(TlsContextObject *self, PyObject *args, PyOb
         Py_DECREF(conn);
         return raise_tls_error(message, 0);
     }
-    conn->busy = 1;
+    conn->guard.busy = 1; /* new: nothing else can hold it yet */
     int failed = run_call(conn, call_handshake, NULL);
     connection_leave(conn);
     if (failed) {

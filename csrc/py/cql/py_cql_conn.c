@@ -25,6 +25,7 @@
 #include "cql_result.h"
 #include "py_errors.h"
 #include "py_fork_origin.h"
+#include "py_guard.h"
 #include "py_tls.h"
 
 /* A call waiting for the server with the GIL released (`released` its thread's state):
@@ -153,7 +154,7 @@ typedef struct {
     bw_cql_conn *conn;
     PyObject *tls;    /* the TlsContext whose configuration the connection uses, or NULL */
     PyObject *cancel; /* the CqlCancel its waits watch, or NULL: held while conn is open */
-    int busy;         /* a call runs with the GIL released */
+    bw_guard guard;   /* busy: a call runs with the GIL released */
 } CqlConnectionObject;
 
 static PyTypeObject CqlConnectionType;
@@ -172,6 +173,14 @@ static int compare_u64(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+/* What the connection's guard says (py_guard.h). */
+static const bw_guard_words connection_words = {
+    .closed = "the CqlConnection is closed",
+    .what = "this CqlConnection",
+    .owned = "its socket and TLS session",
+    .in_use = "the CqlConnection is in use by another call",
+};
+
 /* Raises the exception for *status, through the core's one status; with an outcome (a
    run), its rows too: the message names them, and the exception carries unacknowledged,
    failure (the message without the rows), sent and row. A server's error also carries its
@@ -179,7 +188,7 @@ static int compare_u64(const void *a, const void *b) {
    NULL. */
 static PyObject *raise_status(const bw_cql_status *status, bw_cql_outcome *outcome) {
     if (status->kind == BW_CQL_E_INHERITED) /* named as Python names it */
-        return bw_raise_inherited("this CqlConnection", "its socket and TLS session");
+        return bw_raise_inherited(connection_words.what, connection_words.owned);
     bw_status st;
     bw_cql_status_get(status, &st);
     if (st.kind == BW_STATUS_NO_MEMORY)
@@ -248,20 +257,8 @@ cleanup:
 
 /* Takes the connection for a call: 0, or -1 with an exception (closed, in use, inherited). */
 static int enter(CqlConnectionObject *self) {
-    if (self->conn == NULL) {
-        PyErr_SetString(PyExc_ValueError, "the CqlConnection is closed");
-        return -1;
-    }
-    if (bw_cql_inherited(self->conn)) {
-        bw_raise_inherited("this CqlConnection", "its socket and TLS session");
-        return -1;
-    }
-    if (self->busy) {
-        PyErr_SetString(PyExc_RuntimeError, "the CqlConnection is in use by another call");
-        return -1;
-    }
-    self->busy = 1;
-    return 0;
+    return bw_guard_enter(&self->guard, &connection_words, self->conn == NULL,
+                          self->conn != NULL && bw_cql_inherited(self->conn));
 }
 
 /* The connection no longer watches its cancel (none: nothing). */
@@ -384,7 +381,7 @@ static PyObject *CqlConnection_request(CqlConnectionObject *self, PyObject *args
                                 &answer_opcode, &answer, &answer_len, watch_interrupted,
                                 &watch, &status);
     PyEval_RestoreThread(watch.released);
-    self->busy = 0;
+    bw_guard_leave(&self->guard);
     if (rc < 0) {
         if (!watch.interrupted) /* else the handler's exception stands */
             raise_status(&status, NULL);
@@ -510,7 +507,7 @@ static PyObject *run_bodies_now(CqlConnectionObject *self, run_bodies *b, int wi
     b->watch.released = PyEval_SaveThread();
     int rc = bw_cql_run(self->conn, &ro, bodies_produce, bodies_consume, b, &outcome, &status);
     PyEval_RestoreThread(b->watch.released);
-    self->busy = 0;
+    bw_guard_leave(&self->guard);
     if (b->watch.interrupted) {
         /* the handler's exception (KeyboardInterrupt) stands; the connection is broken */
         assert(PyErr_Occurred());
@@ -668,8 +665,8 @@ cleanup:
 /* close(): None (a new reference). Idempotent. */
 static PyObject *CqlConnection_close(CqlConnectionObject *self, PyObject *unused) {
     (void)unused;
-    if (self->busy) {
-        PyErr_SetString(PyExc_RuntimeError, "the CqlConnection is in use by another call");
+    if (self->guard.busy) {
+        bw_guard_refuse_in_use(&connection_words);
         return NULL;
     }
     bw_cql_close(self->conn);
