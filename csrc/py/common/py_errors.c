@@ -5,9 +5,10 @@
 #include <stdarg.h>
 #include <string.h>
 
-/* The classes by kind, strong references held for the life of the process (the module is
-   single-phase: it is made once). */
-static PyObject *error_classes[BW_ERROR_KINDS];
+/* The key of this interpreter's bulkwire._core in the interpreter's own dict
+   (PyInterpreterState_GetDict): where a raise from any C function finds the module's
+   state, with no C global. */
+#define STATE_KEY "bulkwire._core.errors_state"
 
 /* The names in bulkwire.errors of the kinds whose class lives there (NULL: made here). */
 static const char *const error_names[BW_ERROR_KINDS] = {
@@ -24,12 +25,27 @@ static const char *const error_names[BW_ERROR_KINDS] = {
     [BW_ERROR_PROTOCOL] = "ProtocolError",
 };
 
+/* Borrowed reference: the class of kind in the state of this interpreter's module, or NULL
+   with RuntimeError set (the module is not made yet, or already torn down). */
+static PyObject *error_class(bw_error_kind kind) {
+    PyObject *interp = PyInterpreterState_GetDict(PyInterpreterState_Get()); /* borrowed */
+    PyObject *module = interp != NULL ? PyDict_GetItemString(interp, STATE_KEY) : NULL;
+    bw_errors_state *state = module != NULL ? PyModule_GetState(module) : NULL;
+    PyObject *cls = state != NULL ? state->classes[kind] : NULL;
+    if (cls == NULL && !PyErr_Occurred())
+        PyErr_SetString(PyExc_RuntimeError, "bulkwire._core's exception classes are not "
+                        "loaded in this interpreter");
+    return cls;
+}
+
 PyObject *bw_error_class(bw_error_kind kind) {
-    return error_classes[kind];
+    return error_class(kind);
 }
 
 PyObject *bw_raise(bw_error_kind kind, PyObject *args, PyObject *attrs) {
-    PyObject *cls = error_classes[kind];
+    PyObject *cls = error_class(kind);
+    if (cls == NULL)
+        return NULL;
     PyObject *exc = PyObject_CallObject(cls, args); /* new reference */
     if (exc == NULL)
         return NULL;
@@ -50,6 +66,8 @@ cleanup:
    on the exception. Always NULL. */
 static PyObject *raise_class(PyObject *cls, const char *message, PyObject *kwargs,
                              PyObject *attrs) {
+    if (cls == NULL) /* error_class said why */
+        return NULL;
     PyObject *exc = NULL;
     PyObject *text = PyUnicode_DecodeUTF8(message, (Py_ssize_t)strlen(message), "replace");
     if (text == NULL)
@@ -90,9 +108,9 @@ PyObject *bw_raise_status_with(const bw_status *st, PyObject *kwargs, PyObject *
     case BW_STATUS_FAILED:
     case BW_STATUS_INHERITED: cls = PyExc_RuntimeError; break;
     case BW_STATUS_INVALID: cls = PyExc_ValueError; break;
-    case BW_STATUS_MALFORMED: cls = error_classes[BW_ERROR_MALFORMED]; break;
+    case BW_STATUS_MALFORMED: cls = error_class(BW_ERROR_MALFORMED); break;
     case BW_STATUS_TLS:
-        cls = error_classes[BW_ERROR_TLS];
+        cls = error_class(BW_ERROR_TLS);
         if (attrs == NULL) { /* its verify_failed attribute, from the flag */
             PyObject *verify = Py_BuildValue(
                 "{sO}", "verify_failed",
@@ -104,12 +122,12 @@ PyObject *bw_raise_status_with(const bw_status *st, PyObject *kwargs, PyObject *
             return NULL;
         }
         break;
-    case BW_STATUS_CONNECT: cls = error_classes[BW_ERROR_CONNECT]; break;
-    case BW_STATUS_TLS_SESSION: cls = error_classes[BW_ERROR_TLS_SESSION]; break;
-    case BW_STATUS_CONNECTION_LOST: cls = error_classes[BW_ERROR_CONNECTION_LOST]; break;
-    case BW_STATUS_TIMEOUT: cls = error_classes[BW_ERROR_TIMEOUT]; break;
-    case BW_STATUS_PROTOCOL: cls = error_classes[BW_ERROR_PROTOCOL]; break;
-    case BW_STATUS_SERVER: cls = error_classes[BW_ERROR_CQL_SERVER]; break;
+    case BW_STATUS_CONNECT: cls = error_class(BW_ERROR_CONNECT); break;
+    case BW_STATUS_TLS_SESSION: cls = error_class(BW_ERROR_TLS_SESSION); break;
+    case BW_STATUS_CONNECTION_LOST: cls = error_class(BW_ERROR_CONNECTION_LOST); break;
+    case BW_STATUS_TIMEOUT: cls = error_class(BW_ERROR_TIMEOUT); break;
+    case BW_STATUS_PROTOCOL: cls = error_class(BW_ERROR_PROTOCOL); break;
+    case BW_STATUS_SERVER: cls = error_class(BW_ERROR_CQL_SERVER); break;
     default:
         PyErr_Format(PyExc_SystemError, "no exception for a status of kind %s: %s",
                      bw_status_kind_name(st->kind), st->message);
@@ -153,7 +171,7 @@ static PyObject *make_tls_error(PyObject *root) {
     return cls;
 }
 
-int bw_errors_add_to_module(PyObject *module) {
+int bw_errors_add_to_module(PyObject *module, bw_errors_state *state) {
     int rc = -1;
     PyObject *errors = PyImport_ImportModule("bulkwire.errors"); /* new reference */
     if (errors == NULL)
@@ -162,21 +180,38 @@ int bw_errors_add_to_module(PyObject *module) {
     if (root == NULL)
         goto cleanup;
     for (int kind = 0; kind < BW_ERROR_KINDS; kind++) {
-        if (error_classes[kind] != NULL)
-            continue;
-        error_classes[kind] = error_names[kind] != NULL
-                                  ? PyObject_GetAttrString(errors, error_names[kind])
-                                  : make_tls_error(root);
-        if (error_classes[kind] == NULL)
+        Py_CLEAR(state->classes[kind]);
+        state->classes[kind] = error_names[kind] != NULL
+                                   ? PyObject_GetAttrString(errors, error_names[kind])
+                                   : make_tls_error(root);
+        if (state->classes[kind] == NULL)
             goto cleanup;
     }
-    if (PyModule_AddObjectRef(module, "TlsError", error_classes[BW_ERROR_TLS]) < 0)
+    if (PyModule_AddObjectRef(module, "TlsError", state->classes[BW_ERROR_TLS]) < 0)
+        goto cleanup;
+    PyObject *interp = PyInterpreterState_GetDict(PyInterpreterState_Get()); /* borrowed */
+    if (interp == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "no interpreter dict for bulkwire._core's state");
+        goto cleanup;
+    }
+    if (PyDict_SetItemString(interp, STATE_KEY, module) < 0)
         goto cleanup;
     rc = 0;
 cleanup:
     Py_XDECREF(root);
     Py_DECREF(errors);
     return rc;
+}
+
+int bw_errors_traverse(bw_errors_state *state, visitproc visit, void *arg) {
+    for (int kind = 0; kind < BW_ERROR_KINDS; kind++)
+        Py_VISIT(state->classes[kind]);
+    return 0;
+}
+
+void bw_errors_clear(bw_errors_state *state) {
+    for (int kind = 0; kind < BW_ERROR_KINDS; kind++)
+        Py_CLEAR(state->classes[kind]);
 }
 
 /* _testing.raise_status(kind, message, errno=0, verify_failed=False): raises what

@@ -1,6 +1,7 @@
 /* The one place the binding maps a failure of the C code to a Python exception class of
    bulkwire's (binding layer; knows Python). The classes are looked up once, when the module
-   is made, and kept; every C file that raises a bulkwire error goes through bw_raise. */
+   is executed, and kept in its state; every C file that raises a bulkwire error goes through
+   bw_raise or bw_raise_status. */
 #ifndef BW_PY_ERRORS_H
 #define BW_PY_ERRORS_H
 #define PY_SSIZE_T_CLEAN
@@ -38,7 +39,8 @@ typedef enum {
 } bw_error_kind;
 
 /* Borrowed reference: the class of kind, for a caller that makes the exception itself
-   (keyword arguments, attributes set afterwards). */
+   (keyword arguments, attributes set afterwards); NULL with RuntimeError when the module's
+   state is gone (interpreter shutdown). */
 PyObject *bw_error_class(bw_error_kind kind);
 
 /* Raises kind(*args) with each item of attrs (a dict, or NULL) set as an attribute of the
@@ -61,9 +63,20 @@ PyObject *bw_raise_status(const bw_status *st);
    kinds raised as a class of their own (not MemoryError, nor OSError from an errno). */
 PyObject *bw_raise_status_with(const bw_status *st, PyObject *kwargs, PyObject *attrs);
 
-/* Imports bulkwire.errors and keeps its classes; makes TlsError and adds it to module. Call
+/* The exception classes by kind: strong references, kept in the module's state (the first
+   member of bulkwire._core's state, so that PyModule_GetState of the module is one). */
+typedef struct {
+    PyObject *classes[BW_ERROR_KINDS];
+} bw_errors_state;
+
+/* Imports bulkwire.errors and keeps its classes in state; makes TlsError and adds it to
+   module; records module in the interpreter's dict, where every raise finds its state. Call
    it first: every other part may raise through bw_raise. 0, or -1 with an exception set. */
-int bw_errors_add_to_module(PyObject *module);
+int bw_errors_add_to_module(PyObject *module, bw_errors_state *state);
+
+/* The module's traverse and clear of the state's references. */
+int bw_errors_traverse(bw_errors_state *state, visitproc visit, void *arg);
+void bw_errors_clear(bw_errors_state *state);
 
 /* Adds the test hook raise_status (bw_raise_status of a status made in Python) to the
    _testing module. 0, or -1 with an exception set. */

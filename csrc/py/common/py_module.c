@@ -19,26 +19,73 @@
 #include "py_cql_conn.h"
 #include "py_cql.h"
 
-static struct PyModuleDef core_module = {
-    PyModuleDef_HEAD_INIT,
-    .m_name = "bulkwire._core",
-    .m_doc = "The C core of bulkwire: JSON encoding, CQL vectors, bulk insert buffers.",
-    .m_size = -1,
-};
+#include <stddef.h>
 
-PyMODINIT_FUNC PyInit__core(void) {
-    PyObject *module = PyModule_Create(&core_module);
-    if (module == NULL)
-        return NULL;
-    if (bw_errors_add_to_module(module) < 0 || bw_entity_init() < 0 ||
+/* The module's state: the exception classes the binding raises (py_errors.h), first. */
+typedef struct {
+    bw_errors_state errors;
+} core_state;
+
+_Static_assert(offsetof(core_state, errors) == 0,
+               "py_errors.c reads the module's state as its bw_errors_state");
+
+/* Py_mod_exec: every part adds its types and functions to the module. 0, or -1 with an
+   exception set. */
+static int core_exec(PyObject *module) {
+    core_state *state = PyModule_GetState(module);
+    if (bw_errors_add_to_module(module, &state->errors) < 0 || bw_entity_init() < 0 ||
         bw_encoder_add_to_module(module) < 0 ||
         bw_testing_add_to_module(module) < 0 || bw_vectors_add_to_module(module) < 0 ||
         bw_bulk_add_to_module(module) < 0 || bw_encode_batch_add_to_module(module) < 0 ||
         bw_parquet_pages_add_to_module(module) < 0 ||
         bw_file_read_add_to_module(module) < 0 || bw_build_config_add_to_module(module) < 0 ||
-        bw_cql_conn_add_to_module(module) < 0 || bw_cql_add_to_module(module) < 0) {
-        Py_DECREF(module);
-        return NULL;
-    }
-    return module;
+        bw_cql_conn_add_to_module(module) < 0 || bw_cql_add_to_module(module) < 0)
+        return -1;
+    return 0;
+}
+
+static int core_traverse(PyObject *module, visitproc visit, void *arg) {
+    core_state *state = PyModule_GetState(module);
+    return state != NULL ? bw_errors_traverse(&state->errors, visit, arg) : 0;
+}
+
+static int core_clear(PyObject *module) {
+    core_state *state = PyModule_GetState(module);
+    if (state != NULL)
+        bw_errors_clear(&state->errors);
+    return 0;
+}
+
+static void core_free(void *module) {
+    core_clear((PyObject *)module);
+}
+
+static PyModuleDef_Slot core_slots[] = {
+    {Py_mod_exec, core_exec},
+#if PY_VERSION_HEX >= 0x030C0000
+    /* static types and C globals (see docs/architecture.md): one interpreter only */
+    {Py_mod_multiple_interpreters, Py_MOD_MULTIPLE_INTERPRETERS_NOT_SUPPORTED},
+#endif
+#if PY_VERSION_HEX >= 0x030D0000
+    /* the code relies on the GIL (docs/architecture.md, "Free-threaded and newer Pythons") */
+    {Py_mod_gil, Py_MOD_GIL_USED},
+#endif
+    {0, NULL},
+};
+
+static struct PyModuleDef core_module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "bulkwire._core",
+    .m_doc = "The C core of bulkwire: JSON encoding, CQL vectors, bulk insert buffers.",
+    .m_size = sizeof(core_state),
+    .m_slots = core_slots,
+    .m_traverse = core_traverse,
+    .m_clear = core_clear,
+    .m_free = core_free,
+};
+
+/* Multi-phase initialisation (PEP 489): the definition; Python makes and executes the
+   module. New reference (the definition, as PyModuleDef_Init gives it). */
+PyMODINIT_FUNC PyInit__core(void) {
+    return PyModuleDef_Init(&core_module);
 }
