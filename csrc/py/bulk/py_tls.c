@@ -7,6 +7,7 @@
 #include "py_errors.h"
 #include "py_fork_origin.h"
 #include "py_guard.h"
+#include "py_state.h"
 #include "socket_send.h"
 
 #include <errno.h>
@@ -43,8 +44,6 @@ typedef struct {
     int close_requested; /* close() came while busy: done when the user lets go */
 } TlsConnectionObject;
 
-static PyTypeObject TlsContextType;
-static PyTypeObject TlsConnectionType;
 
 /* Raises TlsError(message) with its verify_failed attribute. Returns NULL. */
 static PyObject *raise_tls_error(const char *message, int verify_failed) {
@@ -152,7 +151,10 @@ static void connection_leave(TlsConnectionObject *self) {
 }
 
 bw_tls *bw_tls_connection_acquire(PyObject *obj) {
-    if (!Py_IS_TYPE(obj, &TlsConnectionType)) {
+    PyTypeObject *connection_type = bw_state_type(BW_TYPE_TLS_CONNECTION); /* borrowed */
+    if (connection_type == NULL)
+        return NULL;
+    if (!Py_IS_TYPE(obj, connection_type)) {
         PyErr_Format(PyExc_TypeError, "tls must be a TlsConnection or None, not %.100s",
                      Py_TYPE(obj)->tp_name);
         return NULL;
@@ -253,9 +255,19 @@ static PyObject *TlsConnection_get_closed(TlsConnectionObject *self, void *closu
 }
 
 static void TlsConnection_dealloc(TlsConnectionObject *self) {
+    PyTypeObject *type = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
     connection_close_now(self);
     Py_XDECREF(self->context);
-    Py_TYPE(self)->tp_free((PyObject *)self);
+    type->tp_free((PyObject *)self);
+    Py_DECREF(type); /* a heap type: its instances hold a reference to it */
+}
+
+/* The references it holds: its type and its TlsContext (which does not refer back). */
+static int TlsConnection_traverse(TlsConnectionObject *self, visitproc visit, void *arg) {
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(self->context);
+    return 0;
 }
 
 static PyMethodDef TlsConnection_methods[] = {
@@ -283,15 +295,21 @@ static PyGetSetDef TlsConnection_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-static PyTypeObject TlsConnectionType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "bulkwire._core.TlsConnection",
-    .tp_basicsize = sizeof(TlsConnectionObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "A TLS session on a connected socket, made by TlsContext.connect.",
-    .tp_dealloc = (destructor)TlsConnection_dealloc,
-    .tp_methods = TlsConnection_methods,
-    .tp_getset = TlsConnection_getset,
+static PyType_Slot TlsConnection_slots[] = {
+    {Py_tp_doc, "A TLS session on a connected socket, made by TlsContext.connect."},
+    {Py_tp_dealloc, TlsConnection_dealloc},
+    {Py_tp_traverse, TlsConnection_traverse},
+    {Py_tp_methods, TlsConnection_methods},
+    {Py_tp_getset, TlsConnection_getset},
+    {0, NULL},
+};
+
+/* Made by TlsContext.connect only: the type cannot be called. */
+static PyType_Spec TlsConnection_spec = {
+    .name = "bulkwire._core.TlsConnection",
+    .basicsize = sizeof(TlsConnectionObject),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .slots = TlsConnection_slots,
 };
 
 /* Raises TLSFileError("<argument>=<path!r>: <message>") (a ValueError) for a file that
@@ -376,7 +394,11 @@ static PyObject *TlsContext_connect(TlsContextObject *self, PyObject *args, PyOb
         return NULL;
     if (bw_tls_config_inherited(self->config))
         return bw_raise_inherited("this TlsContext", "its OpenSSL context and its locks");
-    TlsConnectionObject *conn = PyObject_New(TlsConnectionObject, &TlsConnectionType);
+    PyTypeObject *connection_type = bw_state_type(BW_TYPE_TLS_CONNECTION); /* borrowed */
+    if (connection_type == NULL)
+        return NULL;
+    TlsConnectionObject *conn =
+        (TlsConnectionObject *)connection_type->tp_alloc(connection_type, 0);
     if (conn == NULL)
         return NULL;
     conn->tls = NULL;
@@ -401,7 +423,10 @@ static PyObject *TlsContext_connect(TlsContextObject *self, PyObject *args, PyOb
 }
 
 bw_tls_config *bw_tls_context_config(PyObject *obj) {
-    if (!PyObject_TypeCheck(obj, &TlsContextType)) {
+    PyTypeObject *context_type = bw_state_type(BW_TYPE_TLS_CONTEXT); /* borrowed */
+    if (context_type == NULL)
+        return NULL;
+    if (!PyObject_TypeCheck(obj, context_type)) {
         PyErr_Format(PyExc_TypeError, "tls must be a bulkwire._core.TlsContext, not %.100s",
                      Py_TYPE(obj)->tp_name);
         return NULL;
@@ -415,8 +440,17 @@ bw_tls_config *bw_tls_context_config(PyObject *obj) {
 }
 
 static void TlsContext_dealloc(TlsContextObject *self) {
+    PyTypeObject *type = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
     bw_tls_config_free(self->config);
-    Py_TYPE(self)->tp_free((PyObject *)self);
+    type->tp_free((PyObject *)self);
+    Py_DECREF(type); /* a heap type: its instances hold a reference to it */
+}
+
+/* The references it holds: its (heap) type only. */
+static int TlsContext_traverse(TlsContextObject *self, visitproc visit, void *arg) {
+    Py_VISIT(Py_TYPE(self));
+    return 0;
 }
 
 static PyMethodDef TlsContext_methods[] = {
@@ -427,25 +461,29 @@ static PyMethodDef TlsContext_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static PyTypeObject TlsContextType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "bulkwire._core.TlsContext",
-    .tp_basicsize = sizeof(TlsContextObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "TlsContext(certificate=None, key=None, ca=None, verify=True)\n\nThe client side "
-              "of TLS through the linked OpenSSL: certificate (PEM: the certificate and its "
-              "chain, and the key when key is None), ca (a PEM bundle; None: the system's CAs), "
-              "verify=False skips verifying the server. ValueError names the argument and file "
-              "that could not be used.",
-    .tp_new = TlsContext_new,
-    .tp_dealloc = (destructor)TlsContext_dealloc,
-    .tp_methods = TlsContext_methods,
+static PyType_Slot TlsContext_slots[] = {
+    {Py_tp_doc, "TlsContext(certificate=None, key=None, ca=None, verify=True)\n\nThe client "
+                "side of TLS through the linked OpenSSL: certificate (PEM: the certificate and "
+                "its chain, and the key when key is None), ca (a PEM bundle; None: the "
+                "system's CAs), verify=False skips verifying the server. ValueError names the "
+                "argument and file that could not be used."},
+    {Py_tp_new, TlsContext_new},
+    {Py_tp_dealloc, TlsContext_dealloc},
+    {Py_tp_traverse, TlsContext_traverse},
+    {Py_tp_methods, TlsContext_methods},
+    {0, NULL},
+};
+
+static PyType_Spec TlsContext_spec = {
+    .name = "bulkwire._core.TlsContext",
+    .basicsize = sizeof(TlsContextObject),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .slots = TlsContext_slots,
 };
 
 static int add_types(PyObject *module) {
-    if (PyType_Ready(&TlsContextType) < 0 || PyType_Ready(&TlsConnectionType) < 0 ||
-        PyModule_AddObjectRef(module, "TlsContext", (PyObject *)&TlsContextType) < 0 ||
-        PyModule_AddObjectRef(module, "TlsConnection", (PyObject *)&TlsConnectionType) < 0)
+    if (bw_state_add_type(module, BW_TYPE_TLS_CONTEXT, &TlsContext_spec) < 0 ||
+        bw_state_add_type(module, BW_TYPE_TLS_CONNECTION, &TlsConnection_spec) < 0)
         return -1;
     return PyModule_AddStringConstant(module, "TLS_LIBRARY", bw_tls_library());
 }

@@ -1,14 +1,12 @@
 /* The map from a C failure to bulkwire's exception classes: see py_errors.h. */
 #include "py_errors.h"
 
+#include "py_state.h"
+
 #include <errno.h>
 #include <stdarg.h>
 #include <string.h>
 
-/* The key of this interpreter's bulkwire._core in the interpreter's own dict
-   (PyInterpreterState_GetDict): where a raise from any C function finds the module's
-   state, with no C global. */
-#define STATE_KEY "bulkwire._core.errors_state"
 
 /* The names in bulkwire.errors of the kinds whose class lives there (NULL: made here). */
 static const char *const error_names[BW_ERROR_KINDS] = {
@@ -28,13 +26,12 @@ static const char *const error_names[BW_ERROR_KINDS] = {
 /* Borrowed reference: the class of kind in the state of this interpreter's module, or NULL
    with RuntimeError set (the module is not made yet, or already torn down). */
 static PyObject *error_class(bw_error_kind kind) {
-    PyObject *interp = PyInterpreterState_GetDict(PyInterpreterState_Get()); /* borrowed */
-    PyObject *module = interp != NULL ? PyDict_GetItemString(interp, STATE_KEY) : NULL;
-    bw_errors_state *state = module != NULL ? PyModule_GetState(module) : NULL;
-    PyObject *cls = state != NULL ? state->classes[kind] : NULL;
-    if (cls == NULL && !PyErr_Occurred())
-        PyErr_SetString(PyExc_RuntimeError, "bulkwire._core's exception classes are not "
-                        "loaded in this interpreter");
+    bw_module_state *state = bw_state();
+    if (state == NULL)
+        return NULL;
+    PyObject *cls = state->errors.classes[kind];
+    if (cls == NULL)
+        PyErr_SetString(PyExc_RuntimeError, "bulkwire._core's exception classes are torn down");
     return cls;
 }
 
@@ -189,29 +186,11 @@ int bw_errors_add_to_module(PyObject *module, bw_errors_state *state) {
     }
     if (PyModule_AddObjectRef(module, "TlsError", state->classes[BW_ERROR_TLS]) < 0)
         goto cleanup;
-    PyObject *interp = PyInterpreterState_GetDict(PyInterpreterState_Get()); /* borrowed */
-    if (interp == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "no interpreter dict for bulkwire._core's state");
-        goto cleanup;
-    }
-    if (PyDict_SetItemString(interp, STATE_KEY, module) < 0)
-        goto cleanup;
     rc = 0;
 cleanup:
     Py_XDECREF(root);
     Py_DECREF(errors);
     return rc;
-}
-
-int bw_errors_traverse(bw_errors_state *state, visitproc visit, void *arg) {
-    for (int kind = 0; kind < BW_ERROR_KINDS; kind++)
-        Py_VISIT(state->classes[kind]);
-    return 0;
-}
-
-void bw_errors_clear(bw_errors_state *state) {
-    for (int kind = 0; kind < BW_ERROR_KINDS; kind++)
-        Py_CLEAR(state->classes[kind]);
 }
 
 /* _testing.raise_status(kind, message, errno=0, verify_failed=False): raises what

@@ -63,20 +63,16 @@ PyObject *bw_raise_status(const bw_status *st);
    kinds raised as a class of their own (not MemoryError, nor OSError from an errno). */
 PyObject *bw_raise_status_with(const bw_status *st, PyObject *kwargs, PyObject *attrs);
 
-/* The exception classes by kind: strong references, kept in the module's state (the first
-   member of bulkwire._core's state, so that PyModule_GetState of the module is one). */
+/* The exception classes by kind: strong references, kept in the module's state
+   (py_state.h). */
 typedef struct {
     PyObject *classes[BW_ERROR_KINDS];
 } bw_errors_state;
 
 /* Imports bulkwire.errors and keeps its classes in state; makes TlsError and adds it to
-   module; records module in the interpreter's dict, where every raise finds its state. Call
-   it first: every other part may raise through bw_raise. 0, or -1 with an exception set. */
+   module. Call it first (after bw_state_register): every other part may raise through
+   bw_raise. 0, or -1 with an exception set. */
 int bw_errors_add_to_module(PyObject *module, bw_errors_state *state);
-
-/* The module's traverse and clear of the state's references. */
-int bw_errors_traverse(bw_errors_state *state, visitproc visit, void *arg);
-void bw_errors_clear(bw_errors_state *state);
 
 /* Adds the test hook raise_status (bw_raise_status of a status made in Python) to the
    _testing module. 0, or -1 with an exception set. */

@@ -18,23 +18,14 @@
 #include "py_testing.h"
 #include "py_cql_conn.h"
 #include "py_cql.h"
+#include "py_state.h"
 
-#include <stddef.h>
-
-/* The module's state: the exception classes the binding raises (py_errors.h), first. */
-typedef struct {
-    bw_errors_state errors;
-} core_state;
-
-_Static_assert(offsetof(core_state, errors) == 0,
-               "py_errors.c reads the module's state as its bw_errors_state");
-
-/* Py_mod_exec: every part adds its types and functions to the module. 0, or -1 with an
-   exception set. */
+/* Py_mod_exec: every part adds its types and functions to the module, whose state
+   (py_state.h) is registered first. 0, or -1 with an exception set. */
 static int core_exec(PyObject *module) {
-    core_state *state = PyModule_GetState(module);
-    if (bw_errors_add_to_module(module, &state->errors) < 0 || bw_entity_init() < 0 ||
-        bw_encoder_add_to_module(module) < 0 ||
+    bw_module_state *state = PyModule_GetState(module);
+    if (bw_state_register(module) < 0 || bw_errors_add_to_module(module, &state->errors) < 0 ||
+        bw_entity_init() < 0 || bw_encoder_add_to_module(module) < 0 ||
         bw_testing_add_to_module(module) < 0 || bw_vectors_add_to_module(module) < 0 ||
         bw_bulk_add_to_module(module) < 0 || bw_encode_batch_add_to_module(module) < 0 ||
         bw_parquet_pages_add_to_module(module) < 0 ||
@@ -44,20 +35,8 @@ static int core_exec(PyObject *module) {
     return 0;
 }
 
-static int core_traverse(PyObject *module, visitproc visit, void *arg) {
-    core_state *state = PyModule_GetState(module);
-    return state != NULL ? bw_errors_traverse(&state->errors, visit, arg) : 0;
-}
-
-static int core_clear(PyObject *module) {
-    core_state *state = PyModule_GetState(module);
-    if (state != NULL)
-        bw_errors_clear(&state->errors);
-    return 0;
-}
-
 static void core_free(void *module) {
-    core_clear((PyObject *)module);
+    bw_state_clear((PyObject *)module);
 }
 
 static PyModuleDef_Slot core_slots[] = {
@@ -77,10 +56,10 @@ static struct PyModuleDef core_module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "bulkwire._core",
     .m_doc = "The C core of bulkwire: JSON encoding, CQL vectors, bulk insert buffers.",
-    .m_size = sizeof(core_state),
+    .m_size = sizeof(bw_module_state),
     .m_slots = core_slots,
-    .m_traverse = core_traverse,
-    .m_clear = core_clear,
+    .m_traverse = bw_state_traverse,
+    .m_clear = bw_state_clear,
     .m_free = core_free,
 };
 

@@ -26,6 +26,7 @@
 #include "py_errors.h"
 #include "py_fork_origin.h"
 #include "py_guard.h"
+#include "py_state.h"
 #include "py_tls.h"
 
 /* A call waiting for the server with the GIL released (`released` its thread's state):
@@ -59,8 +60,6 @@ typedef struct {
     int fired;
 } CqlCancelObject;
 
-static PyTypeObject CqlCancelType;
-
 /* tp_new: a new reference, or NULL (OSError when no pipe can be made). */
 static PyObject *CqlCancel_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
     static char *keywords[] = {NULL};
@@ -81,8 +80,17 @@ static PyObject *CqlCancel_new(PyTypeObject *type, PyObject *args, PyObject *kwa
 }
 
 static void CqlCancel_dealloc(CqlCancelObject *self) {
+    PyTypeObject *type = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
     bw_cancel_close(&self->cancel); /* in a forked child: the child's own descriptors */
-    Py_TYPE(self)->tp_free((PyObject *)self);
+    type->tp_free((PyObject *)self);
+    Py_DECREF(type); /* a heap type: its instances hold a reference to it */
+}
+
+/* The references it holds: its (heap) type only. */
+static int CqlCancel_traverse(CqlCancelObject *self, visitproc visit, void *arg) {
+    Py_VISIT(Py_TYPE(self));
+    return 0;
 }
 
 /* A connection no longer watches it: the last one closes a closing cancel's pipe. */
@@ -133,18 +141,23 @@ static PyGetSetDef CqlCancel_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-static PyTypeObject CqlCancelType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "bulkwire._core.CqlCancel",
-    .tp_basicsize = sizeof(CqlCancelObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "CqlCancel(): given to CqlConnection(cancel=...), its cancel() ends every wait "
-              "of those connections at once, from any thread, the connect included. close() "
-              "closes its pipe once no open connection holds it.",
-    .tp_new = CqlCancel_new,
-    .tp_dealloc = (destructor)CqlCancel_dealloc,
-    .tp_methods = CqlCancel_methods,
-    .tp_getset = CqlCancel_getset,
+static PyType_Slot CqlCancel_slots[] = {
+    {Py_tp_doc, "CqlCancel(): given to CqlConnection(cancel=...), its cancel() ends every wait "
+                "of those connections at once, from any thread, the connect included. close() "
+                "closes its pipe once no open connection holds it."},
+    {Py_tp_new, CqlCancel_new},
+    {Py_tp_dealloc, CqlCancel_dealloc},
+    {Py_tp_traverse, CqlCancel_traverse},
+    {Py_tp_methods, CqlCancel_methods},
+    {Py_tp_getset, CqlCancel_getset},
+    {0, NULL},
+};
+
+static PyType_Spec CqlCancel_spec = {
+    .name = "bulkwire._core.CqlCancel",
+    .basicsize = sizeof(CqlCancelObject),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .slots = CqlCancel_slots,
 };
 
 /* ---- CqlConnection ---- */
@@ -156,8 +169,6 @@ typedef struct {
     PyObject *cancel; /* the CqlCancel its waits watch, or NULL: held while conn is open */
     bw_guard guard;   /* busy: a call runs with the GIL released */
 } CqlConnectionObject;
-
-static PyTypeObject CqlConnectionType;
 
 /* Sets key in dict to a new reference `value` (consumed). 0 or -1. */
 static int set_item(PyObject *dict, const char *key, PyObject *value) {
@@ -283,7 +294,10 @@ static PyObject *CqlConnection_new(PyTypeObject *type, PyObject *args, PyObject 
                                      &connect_timeout, &timeout, &max_frame,
                                      &throw_on_overload, &cancel))
         return NULL;
-    if (cancel != Py_None && !PyObject_TypeCheck(cancel, &CqlCancelType)) {
+    PyTypeObject *cancel_type = bw_state_type(BW_TYPE_CQL_CANCEL); /* borrowed */
+    if (cancel_type == NULL)
+        return NULL;
+    if (cancel != Py_None && !PyObject_TypeCheck(cancel, cancel_type)) {
         PyErr_Format(PyExc_TypeError, "cancel must be a CqlCancel or None, not %.100s",
                      Py_TYPE(cancel)->tp_name);
         return NULL;
@@ -352,10 +366,22 @@ static PyObject *CqlConnection_new(PyTypeObject *type, PyObject *args, PyObject 
 }
 
 static void CqlConnection_dealloc(CqlConnectionObject *self) {
+    PyTypeObject *type = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
     bw_cql_close(self->conn); /* in a forked child: only its memory */
     Py_XDECREF(self->tls);
     release_cancel(self); /* unless close() did */
-    Py_TYPE(self)->tp_free((PyObject *)self);
+    type->tp_free((PyObject *)self);
+    Py_DECREF(type); /* a heap type: its instances hold a reference to it */
+}
+
+/* The references it holds: its type, its TlsContext and its CqlCancel (neither refers back
+   to it, so there is nothing to clear). */
+static int CqlConnection_traverse(CqlConnectionObject *self, visitproc visit, void *arg) {
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(self->tls);
+    Py_VISIT(self->cancel);
+    return 0;
 }
 
 /* request(opcode, body) -> (opcode, bytes): a new reference. */
@@ -749,27 +775,30 @@ static PyGetSetDef CqlConnection_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-static PyTypeObject CqlConnectionType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "bulkwire._core.CqlConnection",
-    .tp_basicsize = sizeof(CqlConnectionObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "CqlConnection(host, port=9042, *, username=None, password=None, tls=None, "
-              "connect_timeout=10.0, timeout=30.0, max_frame=0, throw_on_overload=False, "
-              "cancel=None): a CQL native protocol v4 connection (handshake and "
-              "PasswordAuthenticator done); cancel, a CqlCancel, ends its connect and every "
-              "later wait once cancelled.",
-    .tp_new = CqlConnection_new,
-    .tp_dealloc = (destructor)CqlConnection_dealloc,
-    .tp_methods = CqlConnection_methods,
-    .tp_getset = CqlConnection_getset,
+static PyType_Slot CqlConnection_slots[] = {
+    {Py_tp_doc, "CqlConnection(host, port=9042, *, username=None, password=None, tls=None, "
+                "connect_timeout=10.0, timeout=30.0, max_frame=0, throw_on_overload=False, "
+                "cancel=None): a CQL native protocol v4 connection (handshake and "
+                "PasswordAuthenticator done); cancel, a CqlCancel, ends its connect and every "
+                "later wait once cancelled."},
+    {Py_tp_new, CqlConnection_new},
+    {Py_tp_dealloc, CqlConnection_dealloc},
+    {Py_tp_traverse, CqlConnection_traverse},
+    {Py_tp_methods, CqlConnection_methods},
+    {Py_tp_getset, CqlConnection_getset},
+    {0, NULL},
+};
+
+static PyType_Spec CqlConnection_spec = {
+    .name = "bulkwire._core.CqlConnection",
+    .basicsize = sizeof(CqlConnectionObject),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .slots = CqlConnection_slots,
 };
 
 int bw_cql_conn_add_to_module(PyObject *module) {
-    if (PyType_Ready(&CqlConnectionType) < 0 ||
-        PyModule_AddObjectRef(module, "CqlConnection", (PyObject *)&CqlConnectionType) < 0 ||
-        PyType_Ready(&CqlCancelType) < 0 ||
-        PyModule_AddObjectRef(module, "CqlCancel", (PyObject *)&CqlCancelType) < 0)
+    if (bw_state_add_type(module, BW_TYPE_CQL_CONNECTION, &CqlConnection_spec) < 0 ||
+        bw_state_add_type(module, BW_TYPE_CQL_CANCEL, &CqlCancel_spec) < 0)
         return -1;
     static const struct {
         const char *name;

@@ -1,0 +1,47 @@
+/* bulkwire._core's module state: the exception classes the binding raises and the module's
+   heap types, each made by PyType_FromModuleAndSpec when the module is executed. Any C
+   function reaches the state of this interpreter's module through the interpreter's own
+   dict (PyInterpreterState_GetDict), so no class or type is a C global. */
+#ifndef BW_PY_STATE_H
+#define BW_PY_STATE_H
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "py_errors.h"
+
+/* The module's heap types. */
+typedef enum {
+    BW_TYPE_CQL_CANCEL,
+    BW_TYPE_CQL_CONNECTION,
+    BW_TYPE_CQL_RING,
+    BW_TYPE_TLS_CONTEXT,
+    BW_TYPE_TLS_CONNECTION,
+    BW_TYPE_ZSTD_DECODER,
+    BW_TYPE_VECTOR_ROWS,
+    BW_TYPES
+} bw_type_id;
+
+typedef struct {
+    bw_errors_state errors; /* first: py_errors.c's part */
+    PyTypeObject *types[BW_TYPES];
+} bw_module_state;
+
+/* Records module as this interpreter's bulkwire._core (a strong reference in the
+   interpreter's dict, dropped with it). 0, or -1 with an exception set. */
+int bw_state_register(PyObject *module);
+
+/* Borrowed: the state of this interpreter's bulkwire._core, or NULL with RuntimeError (not
+   made yet, or torn down). */
+bw_module_state *bw_state(void);
+
+/* Borrowed: the heap type id, or NULL with an exception set. */
+PyTypeObject *bw_state_type(bw_type_id id);
+
+/* Makes the heap type of spec (its name "bulkwire._core.X": the module's X) for module,
+   keeps it in the state as id and adds it to module as X. 0, or -1 with an exception. */
+int bw_state_add_type(PyObject *module, bw_type_id id, PyType_Spec *spec);
+
+/* The module's traverse, clear and free of the state's references. */
+int bw_state_traverse(PyObject *module, visitproc visit, void *arg);
+int bw_state_clear(PyObject *module);
+#endif
