@@ -4,6 +4,7 @@
 
 #include "py_errors.h"
 #include "py_fork_origin.h"
+#include "py_state.h"
 #include "py_stream_write.h"
 
 static const char no_libzstd[] =
@@ -184,8 +185,17 @@ static PyObject *ZstdDecoder_new(PyTypeObject *type, PyObject *args, PyObject *k
 }
 
 static void ZstdDecoder_dealloc(bw_zstd_decoder_object *self) {
+    PyTypeObject *type = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
     bw_zsd_free(self->zd);
-    Py_TYPE(self)->tp_free((PyObject *)self);
+    type->tp_free((PyObject *)self);
+    Py_DECREF(type); /* a heap type: its instances hold a reference to it */
+}
+
+/* The references it holds: its (heap) type only. */
+static int ZstdDecoder_traverse(bw_zstd_decoder_object *self, visitproc visit, void *arg) {
+    Py_VISIT(Py_TYPE(self));
+    return 0;
 }
 
 /* read(data, max_length) -> (bytes, consumed, ended). New reference. ValueError for a
@@ -240,22 +250,27 @@ static PyMethodDef ZstdDecoder_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static PyTypeObject bw_zstd_decoder_type = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "bulkwire._core.ZstdDecoder",
-    .tp_basicsize = sizeof(bw_zstd_decoder_object),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "ZstdDecoder()\n\nThe decoder of one zstd frame, with a bound on each call's "
-              "output (the loopback server's). Needs libzstd (HAVE_ZSTD).",
-    .tp_new = ZstdDecoder_new,
-    .tp_dealloc = (destructor)ZstdDecoder_dealloc,
-    .tp_methods = ZstdDecoder_methods,
+static PyType_Slot ZstdDecoder_slots[] = {
+    {Py_tp_doc, "ZstdDecoder()\n\nThe decoder of one zstd frame, with a bound on each call's "
+                "output (the loopback server's). Needs libzstd (HAVE_ZSTD)."},
+    {Py_tp_new, ZstdDecoder_new},
+    {Py_tp_dealloc, ZstdDecoder_dealloc},
+    {Py_tp_traverse, ZstdDecoder_traverse},
+    {Py_tp_methods, ZstdDecoder_methods},
+    {0, NULL},
+};
+
+static PyType_Spec ZstdDecoder_spec = {
+    .name = "bulkwire._core.ZstdDecoder",
+    .basicsize = sizeof(bw_zstd_decoder_object),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .slots = ZstdDecoder_slots,
 };
 
 int bw_zstd_add_to_module(PyObject *module) {
-    if (PyType_Ready(&bw_zstd_type) < 0 || PyType_Ready(&bw_zstd_decoder_type) < 0 ||
+    if (PyType_Ready(&bw_zstd_type) < 0 ||
         PyModule_AddObjectRef(module, "ZstdStream", (PyObject *)&bw_zstd_type) < 0 ||
-        PyModule_AddObjectRef(module, "ZstdDecoder", (PyObject *)&bw_zstd_decoder_type) < 0 ||
+        bw_state_add_type(module, BW_TYPE_ZSTD_DECODER, &ZstdDecoder_spec) < 0 ||
         PyModule_AddIntConstant(module, "HAVE_ZSTD", bw_zs_have_zstd()) < 0 ||
         PyModule_AddIntConstant(module, "ZSTD_LEVEL", BW_ZSTD_LEVEL) < 0)
         return -1;

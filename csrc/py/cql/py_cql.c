@@ -5,6 +5,7 @@
 
 #include "py_arrow.h"
 #include "py_errors.h"
+#include "py_state.h"
 #include "py_encode_vector.h"
 
 #include "cql_result.h"
@@ -718,8 +719,17 @@ cleanup:
 }
 
 static void CqlRing_dealloc(PyObject *self) {
+    PyTypeObject *type = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
     bw_cql_ring_free(&((CqlRingObject *)self)->ring);
-    Py_TYPE(self)->tp_free(self);
+    type->tp_free(self);
+    Py_DECREF(type); /* a heap type: its instances hold a reference to it */
+}
+
+/* The references it holds: its (heap) type only. */
+static int CqlRing_traverse(PyObject *self, visitproc visit, void *arg) {
+    Py_VISIT(Py_TYPE(self));
+    return 0;
 }
 
 /* replicas(token) -> tuple of node indexes, the primary first. New reference. */
@@ -789,17 +799,22 @@ static PyGetSetDef CqlRing_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-static PyTypeObject CqlRingType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "bulkwire._core.CqlRing",
-    .tp_basicsize = sizeof(CqlRingObject),
-    .tp_dealloc = CqlRing_dealloc,
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "CqlRing(tokens, nodes, node_count, rf): a Murmur3 token ring (node indexes per "
-              "token) with SimpleStrategy replica placement.",
-    .tp_methods = CqlRing_methods,
-    .tp_getset = CqlRing_getset,
-    .tp_new = CqlRing_new,
+static PyType_Slot CqlRing_slots[] = {
+    {Py_tp_doc, "CqlRing(tokens, nodes, node_count, rf): a Murmur3 token ring (node indexes "
+                "per token) with SimpleStrategy replica placement."},
+    {Py_tp_new, CqlRing_new},
+    {Py_tp_dealloc, CqlRing_dealloc},
+    {Py_tp_traverse, CqlRing_traverse},
+    {Py_tp_methods, CqlRing_methods},
+    {Py_tp_getset, CqlRing_getset},
+    {0, NULL},
+};
+
+static PyType_Spec CqlRing_spec = {
+    .name = "bulkwire._core.CqlRing",
+    .basicsize = sizeof(CqlRingObject),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .slots = CqlRing_slots,
 };
 
 static PyMethodDef cql_functions[] = {
@@ -836,8 +851,7 @@ int bw_cql_add_to_module(PyObject *module) {
     vector_codec_type = PyObject_GetAttrString(module, "VectorCodec"); /* new reference */
     if (vector_codec_type == NULL)
         return -1;
-    if (PyType_Ready(&CqlRingType) < 0 ||
-        PyModule_AddObjectRef(module, "CqlRing", (PyObject *)&CqlRingType) < 0)
+    if (bw_state_add_type(module, BW_TYPE_CQL_RING, &CqlRing_spec) < 0)
         return -1;
     return PyModule_AddFunctions(module, cql_functions);
 }
