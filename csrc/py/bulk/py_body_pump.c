@@ -105,7 +105,7 @@ static PyObject *module_next_piece(PyObject *module, PyObject *args) {
             return NULL;
         return Py_BuildValue("(NO)", trailer, Py_None);
     }
-    if (Py_IS_TYPE(item, &bw_piece_type) &&
+    if (bw_is_piece(item) &&
         atomic_load_explicit(&((bw_piece_object *)item)->pending, memory_order_acquire) !=
             BW_PIECE_SETTLED) {
         /* the float text is written here, off the producer's GIL */
@@ -202,7 +202,7 @@ static void pump_release(pump_state *st) {
 static int pump_give_back(pump_state *st) {
     int kept = 0;
     for (int i = 0; i < st->nheld; i++) {
-        if (!Py_IS_TYPE(st->held[i].item, &bw_piece_type)) { /* released with the GIL */
+        if (!bw_is_piece(st->held[i].item)) { /* released with the GIL */
             kept++;
             continue;
         }
@@ -344,7 +344,7 @@ static int pump_hold(pump_state *st, PyObject *item, const char **data, size_t *
     pump_held *h = &st->held[st->nheld++];
     h->item = item;
     h->view.obj = NULL;
-    if (Py_IS_TYPE(item, &bw_piece_type)) {
+    if (bw_is_piece(item)) {
         bw_piece_settle((bw_piece_object *)item); /* the float text, on this thread */
         *data = ((bw_piece_object *)item)->data;
         *len = (size_t)((bw_piece_object *)item)->len;

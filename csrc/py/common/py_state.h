@@ -18,6 +18,8 @@ typedef enum {
     BW_TYPE_TLS_CONNECTION,
     BW_TYPE_ZSTD_DECODER,
     BW_TYPE_VECTOR_ROWS,
+    BW_TYPE_PREPARED_BATCH,
+    BW_TYPE_PIECE,
     BW_TYPES
 } bw_type_id;
 
