@@ -3,6 +3,7 @@
 #include "py_body_pump.h"
 
 #include "py_errors.h"
+#include "py_state.h"
 
 #include "py_piece.h"
 #include "py_gzip_stream.h"
@@ -44,18 +45,18 @@ static int body_needs_trailer(int compressing, int member_finished, bw_hq *q) {
 
 /* 1 for the core's own compressors (GzipStream, ZstdStream): driven without the GIL. */
 static int native_compressor(PyObject *compressor) {
-    return Py_IS_TYPE(compressor, &bw_gzip_type) || Py_IS_TYPE(compressor, &bw_zstd_type);
+    return bw_is_gzip_stream(compressor) || bw_is_zstd_stream(compressor);
 }
 
 /* New reference: native_compressor's piece of data (NULL: none), as bw_gzip_write. */
 static PyObject *native_write(PyObject *compressor, PyObject *data, int finish) {
-    if (Py_IS_TYPE(compressor, &bw_zstd_type))
+    if (bw_is_zstd_stream(compressor))
         return bw_zstd_write((bw_zstd_object *)compressor, data, finish);
     return bw_gzip_write((bw_gzip_object *)compressor, data, finish);
 }
 
 static int native_finished(PyObject *compressor) {
-    if (Py_IS_TYPE(compressor, &bw_zstd_type))
+    if (bw_is_zstd_stream(compressor))
         return ((bw_zstd_object *)compressor)->finished;
     return ((bw_gzip_object *)compressor)->finished;
 }
@@ -81,7 +82,9 @@ static int foreign_gzip_finished(PyObject *gzip_obj) {
 static PyObject *module_next_piece(PyObject *module, PyObject *args) {
     (void)module;
     PyObject *queue_obj, *gzip_obj = Py_None;
-    if (!PyArg_ParseTuple(args, "O!|O:next_piece", &bw_queue_type, &queue_obj, &gzip_obj))
+    PyTypeObject *queue_type = bw_state_type(BW_TYPE_HANDOVER_QUEUE); /* borrowed */
+    if (queue_type == NULL ||
+        !PyArg_ParseTuple(args, "O!|O:next_piece", queue_type, &queue_obj, &gzip_obj))
         return NULL;
     bw_hq *q = &((bw_queue_object *)queue_obj)->q;
     int compressing = gzip_obj != Py_None;
@@ -425,7 +428,9 @@ static int pump_parse_args(PyObject *args, PyObject *kwargs, PyObject **queue_ob
                            pump_state *st) {
     static char *keywords[] = {"queue", "fd", "gzip", "timeout", "tls", NULL};
     PyObject *gzip_obj = Py_None, *timeout_obj = Py_None, *tls_obj = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!i|OOO:pump_body", keywords, &bw_queue_type,
+    PyTypeObject *queue_type = bw_state_type(BW_TYPE_HANDOVER_QUEUE); /* borrowed */
+    if (queue_type == NULL ||
+        !PyArg_ParseTupleAndKeywords(args, kwargs, "O!i|OOO:pump_body", keywords, queue_type,
                                      queue_obj, &st->fd, &gzip_obj, &timeout_obj, &tls_obj))
         return -1;
     if (st->fd < 0) {
@@ -438,7 +443,7 @@ static int pump_parse_args(PyObject *args, PyObject *kwargs, PyObject **queue_ob
         bw_queue_raise_inherited();
         return -1;
     }
-    if (Py_IS_TYPE(gzip_obj, &bw_zstd_type)) {
+    if (bw_is_zstd_stream(gzip_obj)) {
         st->zs = (bw_zstd_object *)gzip_obj;
         if (bw_zs_inherited(st->zs->zs)) {
             bw_zstd_set_error(BW_ZS_INHERITED, st->zs->zs);
@@ -449,7 +454,7 @@ static int pump_parse_args(PyObject *args, PyObject *kwargs, PyObject **queue_ob
             return -1;
         }
     } else if (gzip_obj != Py_None) {
-        if (!Py_IS_TYPE(gzip_obj, &bw_gzip_type)) {
+        if (!bw_is_gzip_stream(gzip_obj)) {
             PyErr_Format(PyExc_TypeError, "gzip must be a GzipStream, a ZstdStream or None, "
                          "not %.100s", Py_TYPE(gzip_obj)->tp_name);
             return -1;

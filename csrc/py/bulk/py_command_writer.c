@@ -125,7 +125,7 @@ static PyObject *Writer_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
                      buffer_size);
         return NULL;
     }
-    if (queue != Py_None && !Py_IS_TYPE(queue, &bw_queue_type)) {
+    if (queue != Py_None && !bw_is_queue(queue)) {
         PyErr_Format(PyExc_TypeError, "queue must be a HandoverQueue or None, not %.100s",
                      Py_TYPE(queue)->tp_name);
         return NULL;

@@ -4,6 +4,7 @@
 
 #include "py_errors.h"
 #include "py_fork_origin.h"
+#include "py_state.h"
 #include "py_stream_write.h"
 
 #include <string.h>
@@ -51,8 +52,21 @@ static PyObject *Gzip_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) 
 }
 
 static void Gzip_dealloc(bw_gzip_object *self) {
+    PyTypeObject *type = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
     bw_gz_free(self->gz);
-    Py_TYPE(self)->tp_free((PyObject *)self);
+    type->tp_free((PyObject *)self);
+    Py_DECREF(type); /* a heap type: its instances hold a reference to it */
+}
+
+/* The references it holds: its (heap) type only. */
+static int Gzip_traverse(bw_gzip_object *self, visitproc visit, void *arg) {
+    Py_VISIT(Py_TYPE(self));
+    return 0;
+}
+
+int bw_is_gzip_stream(PyObject *obj) {
+    return Py_TYPE(obj)->tp_dealloc == (destructor)Gzip_dealloc;
 }
 
 /* The core's write as the driver calls it. */
@@ -148,24 +162,28 @@ static PyGetSetDef Gzip_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-PyTypeObject bw_gzip_type = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "bulkwire._core.GzipStream",
-    .tp_basicsize = sizeof(bw_gzip_object),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "GzipStream(*, backend='auto', threads=1)\n\nOne gzip member at the fastest level, "
-              "written piece by piece, each piece sync-flushed. backend: 'auto', 'zlib' or "
-              "'isal'. threads > 1: each piece is cut into blocks deflated at once on that "
-              "many threads (each primed with the 32 KiB before it), still one member.",
-    .tp_new = Gzip_new,
-    .tp_dealloc = (destructor)Gzip_dealloc,
-    .tp_methods = Gzip_methods,
-    .tp_getset = Gzip_getset,
+static PyType_Slot Gzip_slots[] = {
+    {Py_tp_doc, "GzipStream(*, backend='auto', threads=1)\n\nOne gzip member at the fastest level, "
+                "written piece by piece, each piece sync-flushed. backend: 'auto', 'zlib' or "
+                "'isal'. threads > 1: each piece is cut into blocks deflated at once on that "
+                "many threads (each primed with the 32 KiB before it), still one member."},
+    {Py_tp_new, Gzip_new},
+    {Py_tp_dealloc, Gzip_dealloc},
+    {Py_tp_traverse, Gzip_traverse},
+    {Py_tp_methods, Gzip_methods},
+    {Py_tp_getset, Gzip_getset},
+    {0, NULL},
+};
+
+static PyType_Spec Gzip_spec = {
+    .name = "bulkwire._core.GzipStream",
+    .basicsize = sizeof(bw_gzip_object),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .slots = Gzip_slots,
 };
 
 int bw_gzip_add_to_module(PyObject *module) {
-    if (PyType_Ready(&bw_gzip_type) < 0 ||
-        PyModule_AddObjectRef(module, "GzipStream", (PyObject *)&bw_gzip_type) < 0 ||
+    if (bw_state_add_type(module, BW_TYPE_GZIP_STREAM, &Gzip_spec) < 0 ||
         PyModule_AddIntConstant(module, "GZIP_THREADS_MAX", BW_GZ_THREADS_MAX) < 0 ||
         PyModule_AddIntConstant(module, "HAVE_ISAL", bw_gz_have_isal()) < 0)
         return -1;

@@ -47,8 +47,17 @@ static PyObject *Zstd_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) 
 }
 
 static void Zstd_dealloc(bw_zstd_object *self) {
+    PyTypeObject *type = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
     bw_zs_free(self->zs);
-    Py_TYPE(self)->tp_free((PyObject *)self);
+    type->tp_free((PyObject *)self);
+    Py_DECREF(type); /* a heap type: its instances hold a reference to it */
+}
+
+/* The references it holds: its (heap) type only. */
+static int Zstd_traverse(bw_zstd_object *self, visitproc visit, void *arg) {
+    Py_VISIT(Py_TYPE(self));
+    return 0;
 }
 
 PyObject *bw_zstd_set_error(bw_zs_result rc, const bw_zstd_stream *zs) {
@@ -58,6 +67,10 @@ PyObject *bw_zstd_set_error(bw_zs_result rc, const bw_zstd_stream *zs) {
     bw_status st;
     bw_zs_status(rc, zs, &st);
     return bw_raise_status(&st);
+}
+
+int bw_is_zstd_stream(PyObject *obj) {
+    return Py_TYPE(obj)->tp_dealloc == (destructor)Zstd_dealloc;
 }
 
 /* The core's write as the driver calls it. */
@@ -140,20 +153,25 @@ static PyGetSetDef Zstd_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-PyTypeObject bw_zstd_type = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "bulkwire._core.ZstdStream",
-    .tp_basicsize = sizeof(bw_zstd_object),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "ZstdStream(*, level=ZSTD_LEVEL, threads=1)\n\nOne zstd frame (with a checksum) "
-              "written piece by piece, each piece flushed so that it decodes on arrival. "
-              "Negative levels keep Huffman-coded literals. threads > 1: libzstd's own "
-              "workers compress each piece as 512 KiB jobs at once, still one frame. Needs "
-              "libzstd (HAVE_ZSTD).",
-    .tp_new = Zstd_new,
-    .tp_dealloc = (destructor)Zstd_dealloc,
-    .tp_methods = Zstd_methods,
-    .tp_getset = Zstd_getset,
+static PyType_Slot Zstd_slots[] = {
+    {Py_tp_doc, "ZstdStream(*, level=ZSTD_LEVEL, threads=1)\n\nOne zstd frame (with a checksum) "
+                "written piece by piece, each piece flushed so that it decodes on arrival. "
+                "Negative levels keep Huffman-coded literals. threads > 1: libzstd's own "
+                "workers compress each piece as 512 KiB jobs at once, still one frame. Needs "
+                "libzstd (HAVE_ZSTD)."},
+    {Py_tp_new, Zstd_new},
+    {Py_tp_dealloc, Zstd_dealloc},
+    {Py_tp_traverse, Zstd_traverse},
+    {Py_tp_methods, Zstd_methods},
+    {Py_tp_getset, Zstd_getset},
+    {0, NULL},
+};
+
+static PyType_Spec Zstd_spec = {
+    .name = "bulkwire._core.ZstdStream",
+    .basicsize = sizeof(bw_zstd_object),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .slots = Zstd_slots,
 };
 
 /* ---- the decoder ---- */
@@ -268,8 +286,7 @@ static PyType_Spec ZstdDecoder_spec = {
 };
 
 int bw_zstd_add_to_module(PyObject *module) {
-    if (PyType_Ready(&bw_zstd_type) < 0 ||
-        PyModule_AddObjectRef(module, "ZstdStream", (PyObject *)&bw_zstd_type) < 0 ||
+    if (bw_state_add_type(module, BW_TYPE_ZSTD_STREAM, &Zstd_spec) < 0 ||
         bw_state_add_type(module, BW_TYPE_ZSTD_DECODER, &ZstdDecoder_spec) < 0 ||
         PyModule_AddIntConstant(module, "HAVE_ZSTD", bw_zs_have_zstd()) < 0 ||
         PyModule_AddIntConstant(module, "ZSTD_LEVEL", BW_ZSTD_LEVEL) < 0)

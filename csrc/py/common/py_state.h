@@ -20,6 +20,9 @@ typedef enum {
     BW_TYPE_VECTOR_ROWS,
     BW_TYPE_PREPARED_BATCH,
     BW_TYPE_PIECE,
+    BW_TYPE_GZIP_STREAM,
+    BW_TYPE_ZSTD_STREAM,
+    BW_TYPE_HANDOVER_QUEUE,
     BW_TYPES
 } bw_type_id;
 
