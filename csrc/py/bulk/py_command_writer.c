@@ -12,6 +12,7 @@
 #include "py_encode_batch.h"
 #include "py_fork_origin.h"
 #include "py_guard.h"
+#include "py_state.h"
 #include "py_handover_queue.h"
 
 #include "buffer_pool.h"
@@ -47,8 +48,6 @@ typedef struct {
     PyTypeObject *last_class;
     PyObject *last_info;
 } WriterObject;
-
-static PyTypeObject WriterType;
 
 /* What the writer's guard says (py_guard.h). A writer belongs to the process that made it:
    in a forked child its queue's consumer (the parent's sender), the request and the
@@ -181,6 +180,7 @@ static PyObject *Writer_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
 
 /* The class cache may hold a class whose attributes lead back to this writer. */
 static int Writer_traverse(WriterObject *self, visitproc visit, void *arg) {
+    Py_VISIT(Py_TYPE(self)); /* a heap type */
     Py_VISIT(self->queue);
     Py_VISIT(self->class_info);
     Py_VISIT(self->classes);
@@ -214,7 +214,9 @@ static void Writer_dealloc(WriterObject *self) {
     if (self->ready)
         bw_command_writer_free(&self->w);
     Writer_clear(self);
-    Py_TYPE(self)->tp_free((PyObject *)self);
+    PyTypeObject *type = Py_TYPE(self);
+    type->tp_free((PyObject *)self);
+    Py_DECREF(type); /* a heap type: its instances hold a reference to it */
 }
 
 /* New reference: the full buffer as a Piece, None when nothing is buffered. */
@@ -1420,36 +1422,40 @@ static PyGetSetDef Writer_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-static PyTypeObject WriterType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "bulkwire._core.CommandWriter",
-    .tp_basicsize = sizeof(WriterObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "CommandWriter(buffer_size=1 << 20, *, queue=None, class_info=None, "
-              "default=bulkwire.ENTITY, defer_float_text=False, on_failure=None)\n\nFrames bulk "
-              "insert PUT commands into buffers of about buffer_size bytes. With queue and "
-              "class_info (cls -> (id prefix, metadata defaults[, members the body leaves out])), "
-              "store() applies the document conventions and hands full buffers over to queue. "
-              "default is the walker's default hook (None, bulkwire.ENTITY or a callable). "
-              "defer_float_text: documents' lists of floats are copied as doubles and their "
-              "text is written when the handed-over buffer is first read (by the body pump, "
-              "without the GIL). on_failure(writer, event): raises what store() raises for "
-              "a failed writer (event 'failed'), a closed one ('closed') or a buffer the "
-              "gone consumer never took ('lost'); records an interrupted hand-over "
-              "('interrupted').",
-    .tp_new = Writer_new,
-    .tp_dealloc = (destructor)Writer_dealloc,
-    .tp_traverse = (traverseproc)Writer_traverse,
-    .tp_clear = (inquiry)Writer_clear,
-    .tp_methods = Writer_methods,
-    .tp_getset = Writer_getset,
+static PyType_Slot Writer_slots[] = {
+    {Py_tp_doc, "CommandWriter(buffer_size=1 << 20, *, queue=None, class_info=None, "
+                "default=bulkwire.ENTITY, defer_float_text=False, on_failure=None)\n\nFrames bulk "
+                "insert PUT commands into buffers of about buffer_size bytes. With queue and "
+                "class_info (cls -> (id prefix, metadata defaults[, members the body leaves out])), "
+                "store() applies the document conventions and hands full buffers over to queue. "
+                "default is the walker's default hook (None, bulkwire.ENTITY or a callable). "
+                "defer_float_text: documents' lists of floats are copied as doubles and their "
+                "text is written when the handed-over buffer is first read (by the body pump, "
+                "without the GIL). on_failure(writer, event): raises what store() raises for "
+                "a failed writer (event 'failed'), a closed one ('closed') or a buffer the "
+                "gone consumer never took ('lost'); records an interrupted hand-over "
+                "('interrupted')."},
+    {Py_tp_new, Writer_new},
+    {Py_tp_dealloc, Writer_dealloc},
+    {Py_tp_traverse, Writer_traverse},
+    {Py_tp_clear, Writer_clear},
+    {Py_tp_methods, Writer_methods},
+    {Py_tp_getset, Writer_getset},
+    {0, NULL},
+};
+
+static PyType_Spec Writer_spec = {
+    .name = "bulkwire._core.CommandWriter",
+    .basicsize = sizeof(WriterObject),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .slots = Writer_slots,
 };
 
 int bw_command_writer_add_to_module(PyObject *module) {
-    if (bw_bulk_commands_init() < 0 || PyType_Ready(&WriterType) < 0)
+    if (bw_bulk_commands_init() < 0)
         return -1;
     for (int i = 0; i < STORE_PARAMETERS; i++)
         if ((store_parameter_names[i] = PyUnicode_InternFromString(store_parameters[i])) == NULL)
             return -1;
-    return PyModule_AddObjectRef(module, "CommandWriter", (PyObject *)&WriterType);
+    return bw_state_add_type(module, BW_TYPE_COMMAND_WRITER, &Writer_spec);
 }

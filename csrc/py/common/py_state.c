@@ -34,14 +34,21 @@ PyTypeObject *bw_state_type(bw_type_id id) {
     return state->types[id];
 }
 
-int bw_state_add_type(PyObject *module, bw_type_id id, PyType_Spec *spec) {
+PyTypeObject *bw_state_make_type(PyObject *module, bw_type_id id, PyType_Spec *spec) {
     bw_module_state *state = PyModule_GetState(module);
     PyObject *type = PyType_FromModuleAndSpec(module, spec, NULL); /* new reference */
     if (type == NULL)
+        return NULL;
+    Py_XSETREF(state->types[id], (PyTypeObject *)type); /* the state's reference */
+    return state->types[id];
+}
+
+int bw_state_add_type(PyObject *module, bw_type_id id, PyType_Spec *spec) {
+    PyTypeObject *type = bw_state_make_type(module, id, spec); /* borrowed */
+    if (type == NULL)
         return -1;
-    Py_XSETREF(state->types[id], (PyTypeObject *)type);
     const char *dot = strrchr(spec->name, '.');
-    return PyModule_AddObjectRef(module, dot != NULL ? dot + 1 : spec->name, type);
+    return PyModule_AddObjectRef(module, dot != NULL ? dot + 1 : spec->name, (PyObject *)type);
 }
 
 int bw_state_traverse(PyObject *module, visitproc visit, void *arg) {

@@ -23,6 +23,10 @@ typedef enum {
     BW_TYPE_GZIP_STREAM,
     BW_TYPE_ZSTD_STREAM,
     BW_TYPE_HANDOVER_QUEUE,
+    BW_TYPE_COMMAND_WRITER,
+    BW_TYPE_ENCODER,
+    BW_TYPE_ENTITY_CONVENTIONS,
+    BW_TYPE_VECTOR_CODEC,
     BW_TYPES
 } bw_type_id;
 
@@ -42,8 +46,12 @@ bw_module_state *bw_state(void);
 /* Borrowed: the heap type id, or NULL with an exception set. */
 PyTypeObject *bw_state_type(bw_type_id id);
 
-/* Makes the heap type of spec (its name "bulkwire._core.X": the module's X) for module,
-   keeps it in the state as id and adds it to module as X. 0, or -1 with an exception. */
+/* Borrowed: makes the heap type of spec for module and keeps it in the state as id; NULL
+   with an exception set. */
+PyTypeObject *bw_state_make_type(PyObject *module, bw_type_id id, PyType_Spec *spec);
+
+/* bw_state_make_type, and adds the type to module as X (spec's name: "bulkwire._core.X").
+   0, or -1 with an exception. */
 int bw_state_add_type(PyObject *module, bw_type_id id, PyType_Spec *spec);
 
 /* The module's traverse, clear and free of the state's references. */

@@ -13,7 +13,6 @@
 #include "cql_statement.h"
 #include "murmur3.h"
 
-static PyObject *vector_codec_type; /* bulkwire._core.VectorCodec; a reference held */
 
 /* The UTF-8 of a str argument (*n bytes), or NULL with a TypeError naming `what`. */
 static const char *str_arg(PyObject *arg, Py_ssize_t *n, const char *what) {
@@ -196,7 +195,9 @@ static int bound_plan(bound_columns *b, const struct ArrowSchema *schema, PyObje
             PyObject *kw = Py_BuildValue("{s:O}", "driver_compat", Py_True); /* new ref */
             PyObject *args = kw ? Py_BuildValue("(si)", bw_cql_type_name(t.element),
                                                 (int)t.dimension) : NULL;
-            b->codecs[i] = args ? PyObject_Call(vector_codec_type, args, kw) : NULL;
+            PyObject *codec_type = args ? (PyObject *)bw_state_type(BW_TYPE_VECTOR_CODEC)
+                                        : NULL; /* borrowed */
+            b->codecs[i] = codec_type ? PyObject_Call(codec_type, args, kw) : NULL;
             Py_XDECREF(args);
             Py_XDECREF(kw);
             if (b->codecs[i] == NULL)
@@ -848,9 +849,6 @@ static PyMethodDef cql_functions[] = {
 };
 
 int bw_cql_add_to_module(PyObject *module) {
-    vector_codec_type = PyObject_GetAttrString(module, "VectorCodec"); /* new reference */
-    if (vector_codec_type == NULL)
-        return -1;
     if (bw_state_add_type(module, BW_TYPE_CQL_RING, &CqlRing_spec) < 0)
         return -1;
     return PyModule_AddFunctions(module, cql_functions);
