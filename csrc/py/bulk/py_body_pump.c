@@ -498,7 +498,6 @@ static PyStructSequence_Desc pump_result_desc = {
     pump_result_fields, 5,
 };
 
-static PyTypeObject *pump_result_type; /* made at module init, kept */
 
 /* New reference: the outcome and counts (a PumpResult), or NULL with the error the loop
    ended with. */
@@ -518,7 +517,8 @@ static PyObject *pump_result(pump_state *st) {
         bw_status_from_errno(&status, st->sock_error);
         return bw_raise_status(&status);
     }
-    PyObject *result = PyStructSequence_New(pump_result_type); /* new reference */
+    PyTypeObject *result_type = bw_state_type(BW_TYPE_PUMP_RESULT); /* borrowed */
+    PyObject *result = result_type != NULL ? PyStructSequence_New(result_type) : NULL; /* new */
     if (result == NULL)
         return NULL;
     Py_ssize_t counts[] = {(Py_ssize_t)st->buffers, (Py_ssize_t)st->body_bytes,
@@ -641,10 +641,8 @@ int bw_body_pump_add_to_module(PyObject *module) {
     Py_DECREF(last_chunk);
     if (added < 0 || bw_tls_add_to_module(module) < 0)
         return -1;
-    if (pump_result_type == NULL &&
-        (pump_result_type = PyStructSequence_NewType(&pump_result_desc)) == NULL)
-        return -1;
-    if (PyModule_AddObjectRef(module, "PumpResult", (PyObject *)pump_result_type) < 0 ||
+    if (bw_state_keep_type(module, BW_TYPE_PUMP_RESULT,
+                           PyStructSequence_NewType(&pump_result_desc), "PumpResult") < 0 ||
         PyModule_AddIntConstant(module, "PUMP_DONE", PUMP_DONE) < 0 ||
         PyModule_AddIntConstant(module, "PUMP_ANSWERED", PUMP_ANSWERED) < 0 ||
         PyModule_AddIntConstant(module, "PUMP_CLOSED", PUMP_CLOSED) < 0 ||

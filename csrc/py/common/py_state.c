@@ -43,6 +43,14 @@ PyTypeObject *bw_state_make_type(PyObject *module, bw_type_id id, PyType_Spec *s
     return state->types[id];
 }
 
+int bw_state_keep_type(PyObject *module, bw_type_id id, PyTypeObject *type, const char *name) {
+    if (type == NULL)
+        return -1;
+    bw_module_state *state = PyModule_GetState(module);
+    Py_XSETREF(state->types[id], type);
+    return PyModule_AddObjectRef(module, name, (PyObject *)type);
+}
+
 int bw_state_add_type(PyObject *module, bw_type_id id, PyType_Spec *spec) {
     PyTypeObject *type = bw_state_make_type(module, id, spec); /* borrowed */
     if (type == NULL)

@@ -27,6 +27,7 @@ typedef enum {
     BW_TYPE_ENCODER,
     BW_TYPE_ENTITY_CONVENTIONS,
     BW_TYPE_VECTOR_CODEC,
+    BW_TYPE_PUMP_RESULT, /* a struct sequence (PyStructSequence_NewType) */
     BW_TYPES
 } bw_type_id;
 
@@ -49,6 +50,10 @@ PyTypeObject *bw_state_type(bw_type_id id);
 /* Borrowed: makes the heap type of spec for module and keeps it in the state as id; NULL
    with an exception set. */
 PyTypeObject *bw_state_make_type(PyObject *module, bw_type_id id, PyType_Spec *spec);
+
+/* Keeps type (a new reference, taken) in the state as id and adds it to module as name.
+   0, or -1 with an exception set (type released). */
+int bw_state_keep_type(PyObject *module, bw_type_id id, PyTypeObject *type, const char *name);
 
 /* bw_state_make_type, and adds the type to module as X (spec's name: "bulkwire._core.X").
    0, or -1 with an exception. */
