@@ -699,18 +699,9 @@ typedef struct {
 } prepared_object;
 
 static void Prepared_dealloc(prepared_object *self) {
-    PyTypeObject *type = Py_TYPE(self);
     PyObject_GC_UnTrack(self);
     bw_batch_job_free(self->job);
-    type->tp_free((PyObject *)self);
-    Py_DECREF(type); /* a heap type: its instances hold a reference to it */
-}
-
-/* The references it holds that may form a cycle: its (heap) type (the job's own hold
-   Arrow's memory, which refers to nothing of ours). */
-static int Prepared_traverse(prepared_object *self, visitproc visit, void *arg) {
-    Py_VISIT(Py_TYPE(self));
-    return 0;
+    bw_heap_free((PyObject *)self);
 }
 
 /* New reference. */
@@ -744,7 +735,7 @@ static PyType_Slot Prepared_slots[] = {
     {Py_tp_doc, "An Arrow record batch (or stream of them) imported, planned and validated by "
                 "prepare_batch, ready for CommandWriter.put_batch."},
     {Py_tp_dealloc, Prepared_dealloc},
-    {Py_tp_traverse, Prepared_traverse},
+    {Py_tp_traverse, bw_heap_traverse_type},
     {Py_tp_getset, Prepared_getset},
     {Py_tp_methods, Prepared_methods},
     {0, NULL},

@@ -214,9 +214,7 @@ static void Writer_dealloc(WriterObject *self) {
     if (self->ready)
         bw_command_writer_free(&self->w);
     Writer_clear(self);
-    PyTypeObject *type = Py_TYPE(self);
-    type->tp_free((PyObject *)self);
-    Py_DECREF(type); /* a heap type: its instances hold a reference to it */
+    bw_heap_free((PyObject *)self);
 }
 
 /* New reference: the full buffer as a Piece, None when nothing is buffered. */

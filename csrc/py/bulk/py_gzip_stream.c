@@ -52,17 +52,9 @@ static PyObject *Gzip_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) 
 }
 
 static void Gzip_dealloc(bw_gzip_object *self) {
-    PyTypeObject *type = Py_TYPE(self);
     PyObject_GC_UnTrack(self);
     bw_gz_free(self->gz);
-    type->tp_free((PyObject *)self);
-    Py_DECREF(type); /* a heap type: its instances hold a reference to it */
-}
-
-/* The references it holds: its (heap) type only. */
-static int Gzip_traverse(bw_gzip_object *self, visitproc visit, void *arg) {
-    Py_VISIT(Py_TYPE(self));
-    return 0;
+    bw_heap_free((PyObject *)self);
 }
 
 int bw_is_gzip_stream(PyObject *obj) {
@@ -169,7 +161,7 @@ static PyType_Slot Gzip_slots[] = {
                 "many threads (each primed with the 32 KiB before it), still one member."},
     {Py_tp_new, Gzip_new},
     {Py_tp_dealloc, Gzip_dealloc},
-    {Py_tp_traverse, Gzip_traverse},
+    {Py_tp_traverse, bw_heap_traverse_type},
     {Py_tp_methods, Gzip_methods},
     {Py_tp_getset, Gzip_getset},
     {0, NULL},

@@ -49,22 +49,12 @@ static void queue_release_items(bw_queue_object *self) {
 }
 
 static void Queue_dealloc(bw_queue_object *self) {
-    PyTypeObject *type = Py_TYPE(self);
     PyObject_GC_UnTrack(self);
     if (self->ready) {
         queue_release_items(self);
         bw_hq_destroy(&self->q);
     }
-    type->tp_free((PyObject *)self);
-    Py_DECREF(type); /* a heap type: its instances hold a reference to it */
-}
-
-/* The references it holds that the collector may follow: its (heap) type. The items
-   waiting inside are behind the core queue's lock, which the consumer's thread takes
-   without the GIL: they are not visited (a piece refers to nothing). */
-static int Queue_traverse(bw_queue_object *self, visitproc visit, void *arg) {
-    Py_VISIT(Py_TYPE(self));
-    return 0;
+    bw_heap_free((PyObject *)self);
 }
 
 int bw_is_queue(PyObject *obj) {
@@ -260,7 +250,9 @@ static PyType_Slot Queue_slots[] = {
                 "thread; blocking waits release the GIL."},
     {Py_tp_new, Queue_new},
     {Py_tp_dealloc, Queue_dealloc},
-    {Py_tp_traverse, Queue_traverse},
+    /* its type only: the items waiting inside are behind the core queue's lock, which the
+       consumer's thread takes without the GIL (a piece refers to nothing) */
+    {Py_tp_traverse, bw_heap_traverse_type},
     {Py_tp_methods, Queue_methods},
     {Py_tp_getset, Queue_getset},
     {Py_sq_length, Queue_length},

@@ -79,7 +79,6 @@ void bw_piece_give_back(bw_piece_object *piece) {
 }
 
 static void Piece_dealloc(bw_piece_object *self) {
-    PyTypeObject *type = Py_TYPE(self);
     PyObject_GC_UnTrack(self);
     atomic_fetch_sub(&live_pieces, 1);
     atomic_fetch_sub(&live_piece_bytes, self->cap);
@@ -87,14 +86,7 @@ static void Piece_dealloc(bw_piece_object *self) {
         bw_pool_release(self->data, self->cap);
     else
         free(self->data);
-    type->tp_free((PyObject *)self);
-    Py_DECREF(type); /* a heap type: its instances hold a reference to it */
-}
-
-/* The references it holds: its (heap) type only. */
-static int Piece_traverse(bw_piece_object *self, visitproc visit, void *arg) {
-    Py_VISIT(Py_TYPE(self));
-    return 0;
+    bw_heap_free((PyObject *)self);
 }
 
 int bw_is_piece(PyObject *obj) {
@@ -140,7 +132,7 @@ static PyType_Slot Piece_slots[] = {
                 "through the buffer protocol (memoryview(piece), bytes(piece), "
                 "sock.sendall(piece))."},
     {Py_tp_dealloc, Piece_dealloc},
-    {Py_tp_traverse, Piece_traverse},
+    {Py_tp_traverse, bw_heap_traverse_type},
     {Py_tp_repr, Piece_repr},
     {Py_bf_getbuffer, Piece_getbuffer},
     {Py_sq_length, Piece_length},

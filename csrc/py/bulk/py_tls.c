@@ -255,12 +255,10 @@ static PyObject *TlsConnection_get_closed(TlsConnectionObject *self, void *closu
 }
 
 static void TlsConnection_dealloc(TlsConnectionObject *self) {
-    PyTypeObject *type = Py_TYPE(self);
     PyObject_GC_UnTrack(self);
     connection_close_now(self);
     Py_XDECREF(self->context);
-    type->tp_free((PyObject *)self);
-    Py_DECREF(type); /* a heap type: its instances hold a reference to it */
+    bw_heap_free((PyObject *)self);
 }
 
 /* The references it holds: its type and its TlsContext (which does not refer back). */
@@ -440,17 +438,9 @@ bw_tls_config *bw_tls_context_config(PyObject *obj) {
 }
 
 static void TlsContext_dealloc(TlsContextObject *self) {
-    PyTypeObject *type = Py_TYPE(self);
     PyObject_GC_UnTrack(self);
     bw_tls_config_free(self->config);
-    type->tp_free((PyObject *)self);
-    Py_DECREF(type); /* a heap type: its instances hold a reference to it */
-}
-
-/* The references it holds: its (heap) type only. */
-static int TlsContext_traverse(TlsContextObject *self, visitproc visit, void *arg) {
-    Py_VISIT(Py_TYPE(self));
-    return 0;
+    bw_heap_free((PyObject *)self);
 }
 
 static PyMethodDef TlsContext_methods[] = {
@@ -469,7 +459,7 @@ static PyType_Slot TlsContext_slots[] = {
                 "argument and file that could not be used."},
     {Py_tp_new, TlsContext_new},
     {Py_tp_dealloc, TlsContext_dealloc},
-    {Py_tp_traverse, TlsContext_traverse},
+    {Py_tp_traverse, bw_heap_traverse_type},
     {Py_tp_methods, TlsContext_methods},
     {0, NULL},
 };

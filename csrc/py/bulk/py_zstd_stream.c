@@ -47,17 +47,9 @@ static PyObject *Zstd_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) 
 }
 
 static void Zstd_dealloc(bw_zstd_object *self) {
-    PyTypeObject *type = Py_TYPE(self);
     PyObject_GC_UnTrack(self);
     bw_zs_free(self->zs);
-    type->tp_free((PyObject *)self);
-    Py_DECREF(type); /* a heap type: its instances hold a reference to it */
-}
-
-/* The references it holds: its (heap) type only. */
-static int Zstd_traverse(bw_zstd_object *self, visitproc visit, void *arg) {
-    Py_VISIT(Py_TYPE(self));
-    return 0;
+    bw_heap_free((PyObject *)self);
 }
 
 PyObject *bw_zstd_set_error(bw_zs_result rc, const bw_zstd_stream *zs) {
@@ -161,7 +153,7 @@ static PyType_Slot Zstd_slots[] = {
                 "libzstd (HAVE_ZSTD)."},
     {Py_tp_new, Zstd_new},
     {Py_tp_dealloc, Zstd_dealloc},
-    {Py_tp_traverse, Zstd_traverse},
+    {Py_tp_traverse, bw_heap_traverse_type},
     {Py_tp_methods, Zstd_methods},
     {Py_tp_getset, Zstd_getset},
     {0, NULL},
@@ -203,17 +195,9 @@ static PyObject *ZstdDecoder_new(PyTypeObject *type, PyObject *args, PyObject *k
 }
 
 static void ZstdDecoder_dealloc(bw_zstd_decoder_object *self) {
-    PyTypeObject *type = Py_TYPE(self);
     PyObject_GC_UnTrack(self);
     bw_zsd_free(self->zd);
-    type->tp_free((PyObject *)self);
-    Py_DECREF(type); /* a heap type: its instances hold a reference to it */
-}
-
-/* The references it holds: its (heap) type only. */
-static int ZstdDecoder_traverse(bw_zstd_decoder_object *self, visitproc visit, void *arg) {
-    Py_VISIT(Py_TYPE(self));
-    return 0;
+    bw_heap_free((PyObject *)self);
 }
 
 /* read(data, max_length) -> (bytes, consumed, ended). New reference. ValueError for a
@@ -273,7 +257,7 @@ static PyType_Slot ZstdDecoder_slots[] = {
                 "output (the loopback server's). Needs libzstd (HAVE_ZSTD)."},
     {Py_tp_new, ZstdDecoder_new},
     {Py_tp_dealloc, ZstdDecoder_dealloc},
-    {Py_tp_traverse, ZstdDecoder_traverse},
+    {Py_tp_traverse, bw_heap_traverse_type},
     {Py_tp_methods, ZstdDecoder_methods},
     {0, NULL},
 };

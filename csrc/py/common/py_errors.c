@@ -39,11 +39,10 @@ PyObject *bw_error_class(bw_error_kind kind) {
     return error_class(kind);
 }
 
-PyObject *bw_raise(bw_error_kind kind, PyObject *args, PyObject *attrs) {
-    PyObject *cls = error_class(kind);
-    if (cls == NULL)
-        return NULL;
-    PyObject *exc = PyObject_CallObject(cls, args); /* new reference */
+/* Raises cls(*args, **kwargs) (all borrowed; kwargs may be NULL), each item of attrs (a
+   dict, or NULL) set on the exception. Always NULL. */
+static PyObject *raise_call(PyObject *cls, PyObject *args, PyObject *kwargs, PyObject *attrs) {
+    PyObject *exc = PyObject_Call(cls, args, kwargs); /* new reference */
     if (exc == NULL)
         return NULL;
     if (attrs != NULL) {
@@ -59,13 +58,17 @@ cleanup:
     return NULL;
 }
 
-/* Raises cls(message, **kwargs) (cls, kwargs and attrs borrowed), each item of attrs set
-   on the exception. Always NULL. */
+PyObject *bw_raise(bw_error_kind kind, PyObject *args, PyObject *attrs) {
+    PyObject *cls = error_class(kind);
+    return cls != NULL ? raise_call(cls, args, NULL, attrs) : NULL;
+}
+
+/* Raises cls(message, **kwargs) (cls, kwargs and attrs borrowed; cls NULL: error_class's
+   exception stands), each item of attrs set on the exception. Always NULL. */
 static PyObject *raise_class(PyObject *cls, const char *message, PyObject *kwargs,
                              PyObject *attrs) {
-    if (cls == NULL) /* error_class said why */
+    if (cls == NULL)
         return NULL;
-    PyObject *exc = NULL;
     PyObject *text = PyUnicode_DecodeUTF8(message, (Py_ssize_t)strlen(message), "replace");
     if (text == NULL)
         return NULL;
@@ -73,20 +76,8 @@ static PyObject *raise_class(PyObject *cls, const char *message, PyObject *kwarg
     Py_DECREF(text);
     if (args == NULL)
         return NULL;
-    exc = PyObject_Call(cls, args, kwargs); /* new reference */
+    raise_call(cls, args, kwargs, attrs);
     Py_DECREF(args);
-    if (exc == NULL)
-        return NULL;
-    if (attrs != NULL) {
-        PyObject *key, *value;
-        Py_ssize_t pos = 0;
-        while (PyDict_Next(attrs, &pos, &key, &value))
-            if (PyObject_SetAttr(exc, key, value) < 0)
-                goto cleanup;
-    }
-    PyErr_SetObject(cls, exc);
-cleanup:
-    Py_DECREF(exc);
     return NULL;
 }
 

@@ -59,6 +59,17 @@ int bw_state_add_type(PyObject *module, bw_type_id id, PyType_Spec *spec) {
     return PyModule_AddObjectRef(module, dot != NULL ? dot + 1 : spec->name, (PyObject *)type);
 }
 
+void bw_heap_free(PyObject *self) {
+    PyTypeObject *type = Py_TYPE(self);
+    type->tp_free(self);
+    Py_DECREF(type);
+}
+
+int bw_heap_traverse_type(PyObject *self, visitproc visit, void *arg) {
+    Py_VISIT(Py_TYPE(self));
+    return 0;
+}
+
 int bw_state_traverse(PyObject *module, visitproc visit, void *arg) {
     bw_module_state *state = PyModule_GetState(module);
     if (state == NULL)

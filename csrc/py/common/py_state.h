@@ -59,6 +59,13 @@ int bw_state_keep_type(PyObject *module, bw_type_id id, PyTypeObject *type, cons
    0, or -1 with an exception. */
 int bw_state_add_type(PyObject *module, bw_type_id id, PyType_Spec *spec);
 
+/* The end of a heap type instance's tp_dealloc (after PyObject_GC_UnTrack and its own
+   cleanup): frees it and drops its reference to its type (a subclass's too). */
+void bw_heap_free(PyObject *self);
+
+/* tp_traverse of a heap type whose instances hold no other reference: visits the type. */
+int bw_heap_traverse_type(PyObject *self, visitproc visit, void *arg);
+
 /* The module's traverse, clear and free of the state's references. */
 int bw_state_traverse(PyObject *module, visitproc visit, void *arg);
 int bw_state_clear(PyObject *module);

@@ -720,17 +720,9 @@ cleanup:
 }
 
 static void CqlRing_dealloc(PyObject *self) {
-    PyTypeObject *type = Py_TYPE(self);
     PyObject_GC_UnTrack(self);
     bw_cql_ring_free(&((CqlRingObject *)self)->ring);
-    type->tp_free(self);
-    Py_DECREF(type); /* a heap type: its instances hold a reference to it */
-}
-
-/* The references it holds: its (heap) type only. */
-static int CqlRing_traverse(PyObject *self, visitproc visit, void *arg) {
-    Py_VISIT(Py_TYPE(self));
-    return 0;
+    bw_heap_free(self);
 }
 
 /* replicas(token) -> tuple of node indexes, the primary first. New reference. */
@@ -805,7 +797,7 @@ static PyType_Slot CqlRing_slots[] = {
                 "per token) with SimpleStrategy replica placement."},
     {Py_tp_new, CqlRing_new},
     {Py_tp_dealloc, CqlRing_dealloc},
-    {Py_tp_traverse, CqlRing_traverse},
+    {Py_tp_traverse, bw_heap_traverse_type},
     {Py_tp_methods, CqlRing_methods},
     {Py_tp_getset, CqlRing_getset},
     {0, NULL},

@@ -80,17 +80,9 @@ static PyObject *CqlCancel_new(PyTypeObject *type, PyObject *args, PyObject *kwa
 }
 
 static void CqlCancel_dealloc(CqlCancelObject *self) {
-    PyTypeObject *type = Py_TYPE(self);
     PyObject_GC_UnTrack(self);
     bw_cancel_close(&self->cancel); /* in a forked child: the child's own descriptors */
-    type->tp_free((PyObject *)self);
-    Py_DECREF(type); /* a heap type: its instances hold a reference to it */
-}
-
-/* The references it holds: its (heap) type only. */
-static int CqlCancel_traverse(CqlCancelObject *self, visitproc visit, void *arg) {
-    Py_VISIT(Py_TYPE(self));
-    return 0;
+    bw_heap_free((PyObject *)self);
 }
 
 /* A connection no longer watches it: the last one closes a closing cancel's pipe. */
@@ -147,7 +139,7 @@ static PyType_Slot CqlCancel_slots[] = {
                 "closes its pipe once no open connection holds it."},
     {Py_tp_new, CqlCancel_new},
     {Py_tp_dealloc, CqlCancel_dealloc},
-    {Py_tp_traverse, CqlCancel_traverse},
+    {Py_tp_traverse, bw_heap_traverse_type},
     {Py_tp_methods, CqlCancel_methods},
     {Py_tp_getset, CqlCancel_getset},
     {0, NULL},
@@ -366,13 +358,11 @@ static PyObject *CqlConnection_new(PyTypeObject *type, PyObject *args, PyObject 
 }
 
 static void CqlConnection_dealloc(CqlConnectionObject *self) {
-    PyTypeObject *type = Py_TYPE(self);
     PyObject_GC_UnTrack(self);
     bw_cql_close(self->conn); /* in a forked child: only its memory */
     Py_XDECREF(self->tls);
     release_cancel(self); /* unless close() did */
-    type->tp_free((PyObject *)self);
-    Py_DECREF(type); /* a heap type: its instances hold a reference to it */
+    bw_heap_free((PyObject *)self);
 }
 
 /* The references it holds: its type, its TlsContext and its CqlCancel (neither refers back

@@ -57,11 +57,9 @@ PyObject *bw_vec_rows_adopt(bw_vector_codec *c, PyObject *bytearray) {
 }
 
 static void VectorRows_dealloc(PyObject *self) {
-    PyTypeObject *type = Py_TYPE(self);
     PyObject_GC_UnTrack(self);
     Py_DECREF(((VectorRowsObject *)self)->storage);
-    type->tp_free(self);
-    Py_DECREF(type); /* a heap type: its instances hold a reference to it */
+    bw_heap_free(self);
 }
 
 /* The references it holds: its type and its bytearray (which refers to nothing). */

@@ -78,16 +78,8 @@ static PyObject *VectorCodec_new(PyTypeObject *type, PyObject *args, PyObject *k
 }
 
 static void VectorCodec_dealloc(PyObject *self) {
-    PyTypeObject *type = Py_TYPE(self); /* a subclass's too: the base of a heap type frees */
     PyObject_GC_UnTrack(self);
-    type->tp_free(self);
-    Py_DECREF(type); /* a heap type: its instances hold a reference to it */
-}
-
-/* The references it holds: its (heap) type only (its subtype is a static table). */
-static int VectorCodec_traverse(PyObject *self, visitproc visit, void *arg) {
-    Py_VISIT(Py_TYPE(self));
-    return 0;
+    bw_heap_free(self);
 }
 
 static PyObject *VectorCodec_repr(PyObject *self) {
@@ -247,7 +239,7 @@ static PyType_Slot VectorCodec_slots[] = {
                 "bytes, from NumPy, Arrow and sequences."},
     {Py_tp_new, VectorCodec_new},
     {Py_tp_dealloc, VectorCodec_dealloc},
-    {Py_tp_traverse, VectorCodec_traverse},
+    {Py_tp_traverse, bw_heap_traverse_type},
     {Py_tp_repr, VectorCodec_repr},
     {Py_tp_methods, VectorCodec_methods},
     {Py_tp_getset, VectorCodec_getset},

@@ -15,16 +15,8 @@ static PyObject *EntityConventions_repr(PyObject *self) {
 }
 
 static void EntityConventions_dealloc(PyObject *self) {
-    PyTypeObject *type = Py_TYPE(self);
     PyObject_GC_UnTrack(self);
-    type->tp_free(self);
-    Py_DECREF(type); /* a heap type: its instances hold a reference to it */
-}
-
-/* The references it holds: its (heap) type only. */
-static int EntityConventions_traverse(PyObject *self, visitproc visit, void *arg) {
-    Py_VISIT(Py_TYPE(self));
-    return 0;
+    bw_heap_free(self);
 }
 
 static PyType_Slot EntityConventions_slots[] = {
@@ -32,7 +24,7 @@ static PyType_Slot EntityConventions_slots[] = {
                 "set, NumPy."},
     {Py_tp_repr, EntityConventions_repr},
     {Py_tp_dealloc, EntityConventions_dealloc},
-    {Py_tp_traverse, EntityConventions_traverse},
+    {Py_tp_traverse, bw_heap_traverse_type},
     {0, NULL},
 };
 
@@ -173,11 +165,9 @@ static int Encoder_clear(EncoderObject *self) {
 }
 
 static void Encoder_dealloc(EncoderObject *self) {
-    PyTypeObject *type = Py_TYPE(self); /* a subclass's too: the base of a heap type frees */
     PyObject_GC_UnTrack(self);
     Encoder_clear(self);
-    type->tp_free((PyObject *)self);
-    Py_DECREF(type); /* a heap type: its instances hold a reference to it */
+    bw_heap_free((PyObject *)self); /* a subclass's too: the base of a heap type frees */
 }
 
 static PyObject *Encoder_encode(EncoderObject *self, PyObject *obj) {
