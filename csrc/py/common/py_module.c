@@ -18,6 +18,7 @@
 #include "py_testing.h"
 #include "py_cql_conn.h"
 #include "py_cql.h"
+#include "py_cql_ring.h"
 #include "py_state.h"
 
 /* Py_mod_exec: every part adds its types and functions to the module, whose state
@@ -30,7 +31,8 @@ static int core_exec(PyObject *module) {
         bw_bulk_add_to_module(module) < 0 || bw_encode_batch_add_to_module(module) < 0 ||
         bw_parquet_pages_add_to_module(module) < 0 ||
         bw_file_read_add_to_module(module) < 0 || bw_build_config_add_to_module(module) < 0 ||
-        bw_cql_conn_add_to_module(module) < 0 || bw_cql_add_to_module(module) < 0)
+        bw_cql_conn_add_to_module(module) < 0 || bw_cql_add_to_module(module) < 0 ||
+        bw_cql_ring_add_to_module(module) < 0)
         return -1;
     return 0;
 }
