@@ -35,10 +35,6 @@ static PyObject *error_class(bw_error_kind kind) {
     return cls;
 }
 
-PyObject *bw_error_class(bw_error_kind kind) {
-    return error_class(kind);
-}
-
 /* Raises cls(*args, **kwargs) (all borrowed; kwargs may be NULL), each item of attrs (a
    dict, or NULL) set on the exception. Always NULL. */
 static PyObject *raise_call(PyObject *cls, PyObject *args, PyObject *kwargs, PyObject *attrs) {

@@ -38,11 +38,6 @@ typedef enum {
     BW_ERROR_KINDS
 } bw_error_kind;
 
-/* Borrowed reference: the class of kind, for a caller that makes the exception itself
-   (keyword arguments, attributes set afterwards); NULL with RuntimeError when the module's
-   state is gone (interpreter shutdown). */
-PyObject *bw_error_class(bw_error_kind kind);
-
 /* Raises kind(*args) with each item of attrs (a dict, or NULL) set as an attribute of the
    exception. args and attrs are borrowed. Always NULL, with the exception set (the
    failure's own, e.g. MemoryError, when the exception could not be made). */

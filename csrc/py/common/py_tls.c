@@ -490,8 +490,9 @@ void bw_tls_connection_release(PyObject *obj) { (void)obj; }
 
 PyObject *bw_tls_set_error(PyObject *obj, int rc) {
     (void)obj;
-    errno = rc;
-    return PyErr_SetFromErrno(PyExc_OSError);
+    bw_status st;
+    bw_status_set(&st, BW_STATUS_OS, rc, "%s", "");
+    return bw_raise_status(&st);
 }
 
 static int add_types(PyObject *module) { return PyModule_AddObjectRef(module, "TLS_LIBRARY", Py_None); }

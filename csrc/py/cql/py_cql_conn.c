@@ -73,8 +73,9 @@ static PyObject *CqlCancel_new(PyTypeObject *type, PyObject *args, PyObject *kwa
     int err = bw_cancel_open(&self->cancel);
     if (err != 0) {
         Py_DECREF(self);
-        errno = err;
-        return PyErr_SetFromErrno(PyExc_OSError);
+        bw_status st;
+        bw_status_set(&st, BW_STATUS_OS, err, "%s", "");
+        return bw_raise_status(&st);
     }
     return (PyObject *)self;
 }
