@@ -233,6 +233,49 @@ def test_c_tls_failure_is_tls_error():
     assert caught.value.verify_failed is False
 
 
+_STATUS_CLASSES = {
+    "no_memory": MemoryError,
+    "timed_out": TimeoutError,
+    "failed": RuntimeError,
+    "inherited": RuntimeError,
+    "invalid": ValueError,
+    "malformed": errors.MalformedFileError,
+    "tls": _core.TlsError,
+    "connect": errors.ConnectError,
+    "tls_session": errors.TLSError,
+    "connection_lost": errors.ConnectionLostError,
+    "timeout": errors.TransportTimeoutError,
+    "protocol": errors.ProtocolError,
+}
+
+
+@pytest.mark.parametrize("kind", sorted(_STATUS_CLASSES))
+def test_each_status_of_the_core_raises_its_class_with_its_message(kind):
+    from bulkwire._core import _testing
+    with pytest.raises(_STATUS_CLASSES[kind]) as caught:
+        _testing.raise_status(kind, "host:9042: what went wrong \u00e9")
+    assert type(caught.value) is _STATUS_CLASSES[kind]
+    if kind != "no_memory":
+        assert str(caught.value) == "host:9042: what went wrong \u00e9"
+
+
+def test_a_server_status_takes_the_servers_fields_and_an_os_status_its_errno():
+    from bulkwire._core import _testing
+    with pytest.raises(TypeError):  # CqlServerError needs its code: the caller gives it
+        _testing.raise_status("server", "refused")
+    with pytest.raises(FileNotFoundError) as caught:  # the errno's own subclass and words
+        _testing.raise_status("os", "", 2)
+    assert caught.value.errno == 2 and caught.value.strerror == "No such file or directory"
+    with pytest.raises(OSError) as caught:
+        _testing.raise_status("os", "read failed")
+    assert str(caught.value) == "read failed"
+    with pytest.raises(_core.TlsError) as caught:
+        _testing.raise_status("tls", "certificate verify failed", 0, True)
+    assert caught.value.verify_failed is True
+    with pytest.raises(SystemError):
+        _testing.raise_status("ok", "")
+
+
 # ------------------------------------------------------ numbers named across the C line
 
 def test_pump_outcomes_are_named_from_c():

@@ -157,6 +157,51 @@ def test_the_test_hooks_live_outside_the_extension_modules_api():
     hooks = {name for name in vars(_testing) if not name.startswith("__")}
     assert hooks == {"format_doubles", "format_floats32", "vint_pack", "vint_unpack",
                      "arrow_vectors_info", "piece_memory", "pool_memory", "reset_piece_peak",
-                     "make_piece", "batch_text_memory", "parquet_page_buffers"}
+                     "make_piece", "batch_text_memory", "parquet_page_buffers", "raise_status"}
     stub = (ROOT / "pkg" / "bulkwire" / "_core.pyi").read_text()
     assert not [hook for hook in hooks if hook in stub]
+
+
+_HEAP_TYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE
+
+
+def test_the_extension_types_are_heap_types_of_the_module():
+    """Every type bulkwire._core defines is a heap type of the module (made from a spec
+    when the module is executed), named after it; those made only by the module's own calls
+    refuse to be instantiated, the others are made by calling them."""
+    from bulkwire import _core
+
+    types = {name: value for name, value in vars(_core).items()
+             if isinstance(value, type) and not issubclass(value, BaseException)}
+    types["EntityConventions"] = type(bulkwire.ENTITY)
+    assert {"Encoder", "VectorCodec", "CommandWriter", "Piece", "CqlConnection"} <= set(types)
+    for name, cls in types.items():
+        assert cls.__flags__ & _HEAP_TYPE, f"{name} is a static type"
+        assert (cls.__module__, cls.__qualname__) == ("bulkwire._core", name)
+    for name in ("Piece", "PreparedBatch", "VectorRows", "TlsConnection", "EntityConventions"):
+        if name in types:
+            with pytest.raises(TypeError, match="cannot create"):
+                types[name]()
+    assert repr(_core.VectorCodec("float", 3)) == "VectorCodec('float', 3)"
+
+
+def test_the_module_executed_again_raises_its_own_classes():
+    """Multi-phase initialisation: a second import after the module left sys.modules makes a
+    new module object, whose state holds the exception classes the C code raises."""
+    code = (
+        "import sys, bulkwire\n"
+        "from bulkwire import _core, errors\n"
+        "first = _core\n"
+        "del sys.modules['bulkwire._core']\n"
+        "import bulkwire._core as again\n"
+        "assert again is not first and again.Encoder is not first.Encoder\n"
+        "try:\n"
+        "    again.parquet_index_locations(b'not parquet', 1, 1)\n"
+        "except errors.MalformedFileError:\n"
+        "    pass\n"
+        "assert again.dumps({'a': [1]}) == b'{\"a\": [1]}'\n"
+        "print('ok')\n")
+    env = dict(os.environ, PYTHONPATH=str(pathlib.Path(bulkwire.__file__).parent.parent))
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            env=env, timeout=120)
+    assert result.stdout.strip() == "ok", result.stderr

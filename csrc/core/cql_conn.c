@@ -983,3 +983,20 @@ int bw_cql_inherited(const bw_cql_conn *conn) { return bw_origin_inherited(&conn
 int bw_cql_broken(const bw_cql_conn *conn) { return conn->broken; }
 const char *bw_cql_peer(const bw_cql_conn *conn) { return conn->peer; }
 const char *bw_cql_authenticator(const bw_cql_conn *conn) { return conn->authenticator; }
+
+int bw_cql_status_get(const bw_cql_status *status, bw_status *st) {
+    bw_status_kind kind;
+    switch (status->kind) {
+    case BW_CQL_E_SERVER: kind = BW_STATUS_SERVER; break;
+    case BW_CQL_E_TLS: kind = BW_STATUS_TLS_SESSION; break;
+    case BW_CQL_E_LOST:
+    case BW_CQL_E_INTERRUPTED: kind = BW_STATUS_CONNECTION_LOST; break;
+    case BW_CQL_E_TIMEOUT: kind = BW_STATUS_TIMEOUT; break;
+    case BW_CQL_E_PROTOCOL:
+    case BW_CQL_E_CALLBACK: kind = BW_STATUS_PROTOCOL; break;
+    case BW_CQL_E_NOMEM: kind = BW_STATUS_NO_MEMORY; break;
+    case BW_CQL_E_INHERITED: kind = BW_STATUS_INHERITED; break;
+    default: kind = BW_STATUS_CONNECT; break; /* no connection, or credentials it needs */
+    }
+    return bw_status_set(st, kind, status->sys_errno, "%s", status->message);
+}

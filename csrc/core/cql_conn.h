@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "cql_wire.h"
+#include "status.h"
 #include "tls_send.h"
 
 /* Room for a message: the server's (cut to fit), or ours saying what failed where. */
@@ -181,4 +182,12 @@ int bw_cql_request_one(bw_cql_conn *conn, uint8_t opcode, const uint8_t *body, s
                        uint8_t *answer_opcode, uint8_t **answer_body, size_t *answer_len,
                        int (*interrupted)(void *ctx), void *interrupt_ctx,
                        bw_cql_status *status);
+
+/* The one status of a connection's failure (kind not BW_CQL_OK), its message copied:
+   E_SERVER is BW_STATUS_SERVER (the server's error stays in the bw_cql_status), E_TLS
+   BW_STATUS_TLS_SESSION, E_LOST and E_INTERRUPTED BW_STATUS_CONNECTION_LOST, E_TIMEOUT
+   BW_STATUS_TIMEOUT, E_PROTOCOL and E_CALLBACK BW_STATUS_PROTOCOL, E_NOMEM
+   BW_STATUS_NO_MEMORY, E_INHERITED BW_STATUS_INHERITED, E_CONNECT and E_AUTH
+   BW_STATUS_CONNECT. Returns -1. */
+int bw_cql_status_get(const bw_cql_status *status, bw_status *st);
 #endif

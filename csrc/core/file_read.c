@@ -44,3 +44,8 @@ int bw_read_exact(int fd, uint8_t *out, size_t length, uint64_t offset, size_t f
     }
     return BW_READ_OK;
 }
+
+int bw_read_status(int rc, const char *error, bw_status *st) {
+    return bw_status_set(st, rc == BW_READ_SHORT ? BW_STATUS_MALFORMED : BW_STATUS_OS, 0, "%s",
+                         error);
+}

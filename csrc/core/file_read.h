@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "status.h"
+
 enum {
     BW_READ_OK = 0,
     BW_READ_SHORT = 1,   /* the file ends before the bytes asked for: it changed */
@@ -21,5 +23,10 @@ enum {
    happened. */
 int bw_read_exact(int fd, uint8_t *out, size_t length, uint64_t offset, size_t file_size,
                   char *error, size_t error_size);
+
+/* The status of bw_read_exact's result rc (not BW_READ_OK) and its error: a short read is
+   BW_STATUS_MALFORMED (the file changed), a failed one BW_STATUS_OS, each with the message.
+   Returns -1. */
+int bw_read_status(int rc, const char *error, bw_status *st);
 
 #endif

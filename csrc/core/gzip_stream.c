@@ -624,3 +624,9 @@ bw_gz_result bw_gz_write(bw_gzip_stream *gz, const void *data, size_t n, int fin
     }
     return rc;
 }
+
+int bw_gz_status(bw_gz_result rc, bw_status *st) {
+    if (rc == BW_GZ_NO_MEMORY)
+        return bw_status_set(st, BW_STATUS_NO_MEMORY, 0, "out of memory");
+    return bw_status_set(st, BW_STATUS_FAILED, 0, "the deflate stream failed");
+}

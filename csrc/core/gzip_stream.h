@@ -7,6 +7,7 @@
 #include <stddef.h>
 
 #include "out_buffer.h"
+#include "status.h"
 
 typedef enum {
     BW_GZ_ZLIB = 0,
@@ -74,4 +75,8 @@ size_t bw_gz_total_out(const bw_gzip_stream *gz);
    comma block came within 3% of the matched one's size (float arrays do; JSON keys do not).
    Always 0 for bw_gz_new's streams. */
 size_t bw_gz_comma_blocks(const bw_gzip_stream *gz);
+
+/* The status of a failed write's result rc (not BW_GZ_OK): BW_STATUS_NO_MEMORY, or
+   BW_STATUS_FAILED ("the deflate stream failed"). Returns -1. */
+int bw_gz_status(bw_gz_result rc, bw_status *st);
 #endif

@@ -207,3 +207,18 @@ bw_zs_result bw_zsd_read(bw_zstd_decoder *zd, const void *in, size_t n, size_t *
     return BW_ZS_FAILED;
 }
 #endif
+
+int bw_zs_status(bw_zs_result rc, const bw_zstd_stream *zs, bw_status *st) {
+    if (rc == BW_ZS_NO_MEMORY)
+        return bw_status_set(st, BW_STATUS_NO_MEMORY, 0, "out of memory");
+    if (rc == BW_ZS_INHERITED)
+        return bw_status_inherited(st, "this zstd stream (on several threads)",
+                                   "libzstd's worker threads");
+    return bw_status_set(st, BW_STATUS_FAILED, 0, "the zstd stream failed: %s",
+                         bw_zs_error_text(zs));
+}
+
+int bw_zsd_status(const bw_zstd_decoder *zd, bw_status *st) {
+    return bw_status_set(st, BW_STATUS_INVALID, 0, "corrupt zstd frame: %s",
+                         bw_zsd_error_text(zd));
+}

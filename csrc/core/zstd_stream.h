@@ -8,6 +8,7 @@
 #include <stddef.h>
 
 #include "out_buffer.h"
+#include "status.h"
 
 /* The level of every bulkwire zstd stream: the fastest level whose output (literals kept
    Huffman-coded) is no larger than ISA-L's level 1 on float-vector and small-document
@@ -81,4 +82,12 @@ bw_zs_result bw_zsd_read(bw_zstd_decoder *zd, const void *in, size_t n, size_t *
 /* The library's words for the last BW_ZS_FAILED of a stream or decoder (static text). */
 const char *bw_zs_error_text(const bw_zstd_stream *zs);
 const char *bw_zsd_error_text(const bw_zstd_decoder *zd);
+
+/* The status of a stream's failed write, rc not BW_ZS_OK: BW_STATUS_NO_MEMORY,
+   BW_STATUS_INHERITED, or BW_STATUS_FAILED ("the zstd stream failed: " and libzstd's
+   reason). Returns -1. */
+int bw_zs_status(bw_zs_result rc, const bw_zstd_stream *zs, bw_status *st);
+/* The status of a decoder's failed read: BW_STATUS_INVALID ("corrupt zstd frame: " and
+   libzstd's reason). Returns -1. */
+int bw_zsd_status(const bw_zstd_decoder *zd, bw_status *st);
 #endif

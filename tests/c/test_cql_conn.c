@@ -7,7 +7,7 @@
    the middle of a frame, a server that stalls (the timeout fires). Every failure names the
    requests left unanswered. A cancel fired by another thread ends the connect, and a run,
    at once. Also the ERROR body's fields and every cut of it.
-   sources: cql_conn.c cql_wire.c out_buffer.c socket_send.c fork_origin.c
+   sources: cql_conn.c cql_wire.c out_buffer.c socket_send.c fork_origin.c status.c
    libs: -lpthread */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -929,6 +929,37 @@ TEST(error_bodies_parse_with_their_fields_and_every_cut_fails) {
     bw_buf_free(&b);
 }
 
+TEST(every_failure_has_its_status) {
+    static const struct {
+        bw_cql_failure failure;
+        bw_status_kind kind;
+    } map[] = {
+        {BW_CQL_E_CONNECT, BW_STATUS_CONNECT},
+        {BW_CQL_E_AUTH, BW_STATUS_CONNECT},
+        {BW_CQL_E_TLS, BW_STATUS_TLS_SESSION},
+        {BW_CQL_E_LOST, BW_STATUS_CONNECTION_LOST},
+        {BW_CQL_E_INTERRUPTED, BW_STATUS_CONNECTION_LOST},
+        {BW_CQL_E_TIMEOUT, BW_STATUS_TIMEOUT},
+        {BW_CQL_E_PROTOCOL, BW_STATUS_PROTOCOL},
+        {BW_CQL_E_CALLBACK, BW_STATUS_PROTOCOL},
+        {BW_CQL_E_SERVER, BW_STATUS_SERVER},
+        {BW_CQL_E_NOMEM, BW_STATUS_NO_MEMORY},
+        {BW_CQL_E_INHERITED, BW_STATUS_INHERITED},
+    };
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) {
+        bw_cql_status status;
+        memset(&status, 0, sizeof status);
+        status.kind = map[i].failure;
+        status.sys_errno = ECONNRESET;
+        snprintf(status.message, sizeof status.message, "127.0.0.1:9042: failure %zu", i);
+        bw_status st;
+        CHECK_EQ(bw_cql_status_get(&status, &st), -1);
+        CHECK_EQ(st.kind, map[i].kind);
+        CHECK_EQ(st.sys_errno, ECONNRESET);
+        CHECK(strcmp(st.message, status.message) == 0);
+    }
+}
+
 RUN_TESTS(handshake_without_authentication, handshake_with_sasl_plain,
           wrong_credentials_are_the_servers_error, missing_credentials_say_the_server_wants_them,
           connection_refused_names_the_server, pipeline_answers_out_of_order_within_the_window,
@@ -940,4 +971,5 @@ RUN_TESTS(handshake_without_authentication, handshake_with_sasl_plain,
           events_and_warnings_are_not_answers, retryable_errors_are_sent_again_with_the_same_bytes,
           retries_are_bounded, a_slow_but_moving_write_is_not_a_timeout,
           a_cancel_ends_a_connect_and_every_later_wait_at_once,
-          error_bodies_parse_with_their_fields_and_every_cut_fails)
+          error_bodies_parse_with_their_fields_and_every_cut_fails,
+          every_failure_has_its_status)

@@ -1,7 +1,7 @@
 /* Positioned reads of a file that may change under the reader: exact bytes at any offset,
    a file cut short is BW_READ_SHORT (never a crash, never fewer bytes passed off as the
    whole), a failing descriptor is BW_READ_FAILED, and every error says what happened.
-   sources: file_read.c */
+   sources: file_read.c status.c */
 #define _POSIX_C_SOURCE 200809L /* fileno, ftruncate, pipe */
 #include <fcntl.h>
 #include <stdint.h>

@@ -4,7 +4,7 @@
    pieces, on 1 to 4 threads, with both backends; each piece decodes on arrival; the CRC
    combiner agrees with the CRC of the whole; the dictionary is really used; a forked child
    neither writes through the parent's helpers nor waits for them when it frees its copy.
-   sources: gzip_stream.c deflate_commas.c out_buffer.c fork_origin.c
+   sources: gzip_stream.c deflate_commas.c out_buffer.c fork_origin.c status.c
    libs: -DBW_HAVE_ISAL -lisal -lz -lpthread
    requires: isa-l/igzip_lib.h */
 #define _POSIX_C_SOURCE 200809L

@@ -1,6 +1,6 @@
 /* The gzip stream (zlib backend): pieces sync-flushed so each decodes on arrival, one member
    over the whole body, totals, and no write after the end.
-   sources: gzip_stream.c deflate_commas.c out_buffer.c fork_origin.c
+   sources: gzip_stream.c deflate_commas.c out_buffer.c fork_origin.c status.c
    libs: -lz -lpthread */
 #include <stdlib.h>
 #include <zlib.h>
@@ -89,5 +89,15 @@ TEST(a_backend_not_compiled_in_is_refused) {
     bw_gz_free(NULL);
 }
 
+TEST(a_failed_write_as_a_status) {
+    bw_status st;
+    CHECK_EQ(bw_gz_status(BW_GZ_NO_MEMORY, &st), -1);
+    CHECK_EQ(st.kind, BW_STATUS_NO_MEMORY);
+    bw_gz_status(BW_GZ_COMPRESSOR_FAILED, &st);
+    CHECK_EQ(st.kind, BW_STATUS_FAILED);
+    CHECK(strcmp(st.message, "the deflate stream failed") == 0);
+}
+
 RUN_TESTS(pieces_decode_on_arrival_and_end_one_member, an_empty_body_is_a_valid_member,
-          a_backend_not_compiled_in_is_refused)
+          a_backend_not_compiled_in_is_refused,
+          a_failed_write_as_a_status)

@@ -5,7 +5,7 @@
    headers whose counts and sizes claim far more than their bytes hold (every allocation is
    recorded: malloc and realloc wrapped at link time, so a test sees the largest one), and
    files read through a descriptor as in memory, cut short under the reader.
-   sources: thrift_compact.c parquet_pages.c file_read.c snappy.c buffer_pool.c
+   sources: thrift_compact.c parquet_pages.c file_read.c snappy.c buffer_pool.c status.c
    libs: -DBW_HAVE_ZSTD -lzstd -lsnappy -lz -Wl,--wrap=malloc -Wl,--wrap=realloc
    requires: zstd.h snappy-c.h */
 #define _POSIX_C_SOURCE 200809L /* fileno, ftruncate */

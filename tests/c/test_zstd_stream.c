@@ -3,7 +3,7 @@
    the end; and the bounded decoder: output never past its room, the end of the frame, bytes
    after it, a corrupt frame; a forked child's copy of a stream on several threads neither
    writes nor frees libzstd's context (whose workers are the parent's).
-   sources: zstd_stream.c out_buffer.c fork_origin.c
+   sources: zstd_stream.c out_buffer.c fork_origin.c status.c
    libs: -DBW_HAVE_ZSTD -lzstd -lpthread
    requires: zstd.h */
 #define _POSIX_C_SOURCE 200809L
@@ -150,5 +150,32 @@ TEST(a_forked_child_leaves_the_workers_alone) {
     bw_zs_free(zs);
 }
 
+TEST(failures_as_statuses) {
+    bw_status st;
+    bw_zstd_decoder *zd = bw_zsd_new();
+    CHECK(zd != NULL);
+    char out[64];
+    size_t consumed, produced;
+    int ended;
+    const char junk[] = "this is not a zstd frame at all";
+    CHECK(bw_zsd_read(zd, junk, sizeof junk, &consumed, out, sizeof out, &produced, &ended) !=
+          BW_ZS_OK);
+    CHECK_EQ(bw_zsd_status(zd, &st), -1);
+    CHECK_EQ(st.kind, BW_STATUS_INVALID);
+    CHECK(strncmp(st.message, "corrupt zstd frame: ", 20) == 0 && strlen(st.message) > 20);
+    bw_zsd_free(zd);
+    bw_zs_status(BW_ZS_NO_MEMORY, NULL, &st);
+    CHECK_EQ(st.kind, BW_STATUS_NO_MEMORY);
+    bw_zs_status(BW_ZS_INHERITED, NULL, &st);
+    CHECK_EQ(st.kind, BW_STATUS_INHERITED);
+    bw_zstd_stream *zs = bw_zs_new(3);
+    CHECK(zs != NULL);
+    bw_zs_status(BW_ZS_FAILED, zs, &st);
+    CHECK_EQ(st.kind, BW_STATUS_FAILED);
+    CHECK(strncmp(st.message, "the zstd stream failed: ", 24) == 0);
+    bw_zs_free(zs);
+}
+
 RUN_TESTS(pieces_decode_on_arrival_and_end_one_frame, the_decoder_gives_at_most_its_room_and_stops_at_the_end,
-          a_corrupt_frame_fails_and_stays_failed, a_forked_child_leaves_the_workers_alone)
+          a_corrupt_frame_fails_and_stays_failed, a_forked_child_leaves_the_workers_alone,
+          failures_as_statuses)

@@ -20,6 +20,7 @@
 #include "py_encode_batch.h"
 #include "py_errors.h"
 #include "py_float32_mode.h"
+#include "py_state.h"
 
 /* One record batch being encoded: its struct array (owned, moved out of the import path),
    and the plan over it. */
@@ -698,8 +699,9 @@ typedef struct {
 } prepared_object;
 
 static void Prepared_dealloc(prepared_object *self) {
+    PyObject_GC_UnTrack(self);
     bw_batch_job_free(self->job);
-    Py_TYPE(self)->tp_free((PyObject *)self);
+    bw_heap_free((PyObject *)self);
 }
 
 /* New reference. */
@@ -729,20 +731,27 @@ static PyGetSetDef Prepared_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-static PyTypeObject PreparedType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "bulkwire._core.PreparedBatch",
-    .tp_basicsize = sizeof(prepared_object),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "An Arrow record batch (or stream of them) imported, planned and validated by "
-              "prepare_batch, ready for CommandWriter.put_batch.",
-    .tp_dealloc = (destructor)Prepared_dealloc,
-    .tp_getset = Prepared_getset,
-    .tp_methods = Prepared_methods,
+static PyType_Slot Prepared_slots[] = {
+    {Py_tp_doc, "An Arrow record batch (or stream of them) imported, planned and validated by "
+                "prepare_batch, ready for CommandWriter.put_batch."},
+    {Py_tp_dealloc, Prepared_dealloc},
+    {Py_tp_traverse, bw_heap_traverse_type},
+    {Py_tp_getset, Prepared_getset},
+    {Py_tp_methods, Prepared_methods},
+    {0, NULL},
+};
+
+/* Made by prepare_batch only: the type cannot be called. */
+static PyType_Spec Prepared_spec = {
+    .name = "bulkwire._core.PreparedBatch",
+    .basicsize = sizeof(prepared_object),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .slots = Prepared_slots,
 };
 
 bw_batch_job *bw_prepared_batch_job(PyObject *prepared) {
-    if (!Py_IS_TYPE(prepared, &PreparedType)) {
+    /* a PreparedBatch (it has no subclass), known by its deallocator without a lookup */
+    if (Py_TYPE(prepared)->tp_dealloc != (destructor)Prepared_dealloc) {
         PyErr_Format(PyExc_TypeError, "expected a PreparedBatch (from prepare_batch), not %.100s",
                      Py_TYPE(prepared)->tp_name);
         return NULL;
@@ -766,7 +775,8 @@ static PyObject *module_prepare_batch(PyObject *module, PyObject *args, PyObject
         goto done;
     if (buffer_size > 0 && bw_batch_job_write_ahead(job, (size_t)buffer_size) < 0)
         goto done;
-    prepared_object *self = PyObject_New(prepared_object, &PreparedType);
+    PyTypeObject *type = bw_state_type(BW_TYPE_PREPARED_BATCH); /* borrowed */
+    prepared_object *self = type != NULL ? (prepared_object *)type->tp_alloc(type, 0) : NULL;
     if (self == NULL)
         goto done;
     self->job = job;
@@ -821,8 +831,7 @@ int bw_encode_batch_add_test_hooks(PyObject *testing) {
 }
 
 int bw_encode_batch_add_to_module(PyObject *module) {
-    if (PyType_Ready(&PreparedType) < 0 ||
-        PyModule_AddObjectRef(module, "PreparedBatch", (PyObject *)&PreparedType) < 0)
+    if (bw_state_add_type(module, BW_TYPE_PREPARED_BATCH, &Prepared_spec) < 0)
         return -1;
     return PyModule_AddFunctions(module, encode_batch_functions);
 }

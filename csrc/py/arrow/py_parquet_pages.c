@@ -17,15 +17,16 @@
 #include "py_file_read.h"
 #include "py_parquet_pages.h"
 
-/* Sets the Python exception for a core failure; returns NULL. */
+/* Sets the Python exception for a failed result rc of the page reader and its message,
+   through the core's one status: out of memory, a read that failed (OSError), else a
+   malformed file. Returns NULL. */
 static PyObject *raise_pages_error(int rc, const char *error) {
-    if (rc == BW_PAGES_NO_MEMORY)
-        return PyErr_NoMemory();
-    if (rc == BW_PAGES_READ_FAILED) {
-        PyErr_SetString(PyExc_OSError, error);
-        return NULL;
-    }
-    return bw_raise_format(BW_ERROR_MALFORMED, "%s", error);
+    bw_status st;
+    bw_status_set(&st, rc == BW_PAGES_NO_MEMORY     ? BW_STATUS_NO_MEMORY
+                       : rc == BW_PAGES_READ_FAILED ? BW_STATUS_OS
+                                                    : BW_STATUS_MALFORMED,
+                  0, "%s", error);
+    return bw_raise_status(&st);
 }
 
 /* parquet_index_locations(file, groups, columns) -> int64 array (groups, columns,

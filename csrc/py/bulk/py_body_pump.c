@@ -2,6 +2,9 @@
    any transport) and pump_body (BulkInsert's sender loop in C, without the GIL). */
 #include "py_body_pump.h"
 
+#include "py_errors.h"
+#include "py_state.h"
+
 #include "py_piece.h"
 #include "py_gzip_stream.h"
 #include "py_handover_queue.h"
@@ -42,18 +45,18 @@ static int body_needs_trailer(int compressing, int member_finished, bw_hq *q) {
 
 /* 1 for the core's own compressors (GzipStream, ZstdStream): driven without the GIL. */
 static int native_compressor(PyObject *compressor) {
-    return Py_IS_TYPE(compressor, &bw_gzip_type) || Py_IS_TYPE(compressor, &bw_zstd_type);
+    return bw_is_gzip_stream(compressor) || bw_is_zstd_stream(compressor);
 }
 
 /* New reference: native_compressor's piece of data (NULL: none), as bw_gzip_write. */
 static PyObject *native_write(PyObject *compressor, PyObject *data, int finish) {
-    if (Py_IS_TYPE(compressor, &bw_zstd_type))
+    if (bw_is_zstd_stream(compressor))
         return bw_zstd_write((bw_zstd_object *)compressor, data, finish);
     return bw_gzip_write((bw_gzip_object *)compressor, data, finish);
 }
 
 static int native_finished(PyObject *compressor) {
-    if (Py_IS_TYPE(compressor, &bw_zstd_type))
+    if (bw_is_zstd_stream(compressor))
         return ((bw_zstd_object *)compressor)->finished;
     return ((bw_gzip_object *)compressor)->finished;
 }
@@ -79,7 +82,9 @@ static int foreign_gzip_finished(PyObject *gzip_obj) {
 static PyObject *module_next_piece(PyObject *module, PyObject *args) {
     (void)module;
     PyObject *queue_obj, *gzip_obj = Py_None;
-    if (!PyArg_ParseTuple(args, "O!|O:next_piece", &bw_queue_type, &queue_obj, &gzip_obj))
+    PyTypeObject *queue_type = bw_state_type(BW_TYPE_HANDOVER_QUEUE); /* borrowed */
+    if (queue_type == NULL ||
+        !PyArg_ParseTuple(args, "O!|O:next_piece", queue_type, &queue_obj, &gzip_obj))
         return NULL;
     bw_hq *q = &((bw_queue_object *)queue_obj)->q;
     int compressing = gzip_obj != Py_None;
@@ -103,7 +108,7 @@ static PyObject *module_next_piece(PyObject *module, PyObject *args) {
             return NULL;
         return Py_BuildValue("(NO)", trailer, Py_None);
     }
-    if (Py_IS_TYPE(item, &bw_piece_type) &&
+    if (bw_is_piece(item) &&
         atomic_load_explicit(&((bw_piece_object *)item)->pending, memory_order_acquire) !=
             BW_PIECE_SETTLED) {
         /* the float text is written here, off the producer's GIL */
@@ -200,7 +205,7 @@ static void pump_release(pump_state *st) {
 static int pump_give_back(pump_state *st) {
     int kept = 0;
     for (int i = 0; i < st->nheld; i++) {
-        if (!Py_IS_TYPE(st->held[i].item, &bw_piece_type)) { /* released with the GIL */
+        if (!bw_is_piece(st->held[i].item)) { /* released with the GIL */
             kept++;
             continue;
         }
@@ -342,7 +347,7 @@ static int pump_hold(pump_state *st, PyObject *item, const char **data, size_t *
     pump_held *h = &st->held[st->nheld++];
     h->item = item;
     h->view.obj = NULL;
-    if (Py_IS_TYPE(item, &bw_piece_type)) {
+    if (bw_is_piece(item)) {
         bw_piece_settle((bw_piece_object *)item); /* the float text, on this thread */
         *data = ((bw_piece_object *)item)->data;
         *len = (size_t)((bw_piece_object *)item)->len;
@@ -423,7 +428,9 @@ static int pump_parse_args(PyObject *args, PyObject *kwargs, PyObject **queue_ob
                            pump_state *st) {
     static char *keywords[] = {"queue", "fd", "gzip", "timeout", "tls", NULL};
     PyObject *gzip_obj = Py_None, *timeout_obj = Py_None, *tls_obj = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!i|OOO:pump_body", keywords, &bw_queue_type,
+    PyTypeObject *queue_type = bw_state_type(BW_TYPE_HANDOVER_QUEUE); /* borrowed */
+    if (queue_type == NULL ||
+        !PyArg_ParseTupleAndKeywords(args, kwargs, "O!i|OOO:pump_body", keywords, queue_type,
                                      queue_obj, &st->fd, &gzip_obj, &timeout_obj, &tls_obj))
         return -1;
     if (st->fd < 0) {
@@ -436,7 +443,7 @@ static int pump_parse_args(PyObject *args, PyObject *kwargs, PyObject **queue_ob
         bw_queue_raise_inherited();
         return -1;
     }
-    if (Py_IS_TYPE(gzip_obj, &bw_zstd_type)) {
+    if (bw_is_zstd_stream(gzip_obj)) {
         st->zs = (bw_zstd_object *)gzip_obj;
         if (bw_zs_inherited(st->zs->zs)) {
             bw_zstd_set_error(BW_ZS_INHERITED, st->zs->zs);
@@ -447,7 +454,7 @@ static int pump_parse_args(PyObject *args, PyObject *kwargs, PyObject **queue_ob
             return -1;
         }
     } else if (gzip_obj != Py_None) {
-        if (!Py_IS_TYPE(gzip_obj, &bw_gzip_type)) {
+        if (!bw_is_gzip_stream(gzip_obj)) {
             PyErr_Format(PyExc_TypeError, "gzip must be a GzipStream, a ZstdStream or None, "
                          "not %.100s", Py_TYPE(gzip_obj)->tp_name);
             return -1;
@@ -491,32 +498,27 @@ static PyStructSequence_Desc pump_result_desc = {
     pump_result_fields, 5,
 };
 
-static PyTypeObject *pump_result_type; /* made at module init, kept */
 
 /* New reference: the outcome and counts (a PumpResult), or NULL with the error the loop
    ended with. */
 static PyObject *pump_result(pump_state *st) {
     if (st->py_error)
         return NULL;
-    if (st->gz_error == BW_GZ_NO_MEMORY)
-        return PyErr_NoMemory();
+    bw_status status;
     if (st->gz_error != BW_GZ_OK) {
-        PyErr_SetString(PyExc_RuntimeError, "the deflate stream failed");
-        return NULL;
+        bw_gz_status(st->gz_error, &status);
+        return bw_raise_status(&status);
     }
     if (st->zs_error != BW_ZS_OK)
         return bw_zstd_set_error(st->zs_error, st->zs->zs);
     if (st->sock_error == BW_TLS_FAILED)
         return bw_tls_set_error(st->tls_obj, st->sock_error);
-    if (st->sock_error == ETIMEDOUT) {
-        PyErr_SetString(PyExc_TimeoutError, "timed out");
-        return NULL;
-    }
     if (st->sock_error != 0) {
-        errno = st->sock_error;
-        return PyErr_SetFromErrno(PyExc_OSError);
+        bw_status_from_errno(&status, st->sock_error);
+        return bw_raise_status(&status);
     }
-    PyObject *result = PyStructSequence_New(pump_result_type); /* new reference */
+    PyTypeObject *result_type = bw_state_type(BW_TYPE_PUMP_RESULT); /* borrowed */
+    PyObject *result = result_type != NULL ? PyStructSequence_New(result_type) : NULL; /* new */
     if (result == NULL)
         return NULL;
     Py_ssize_t counts[] = {(Py_ssize_t)st->buffers, (Py_ssize_t)st->body_bytes,
@@ -639,10 +641,8 @@ int bw_body_pump_add_to_module(PyObject *module) {
     Py_DECREF(last_chunk);
     if (added < 0 || bw_tls_add_to_module(module) < 0)
         return -1;
-    if (pump_result_type == NULL &&
-        (pump_result_type = PyStructSequence_NewType(&pump_result_desc)) == NULL)
-        return -1;
-    if (PyModule_AddObjectRef(module, "PumpResult", (PyObject *)pump_result_type) < 0 ||
+    if (bw_state_keep_type(module, BW_TYPE_PUMP_RESULT,
+                           PyStructSequence_NewType(&pump_result_desc), "PumpResult") < 0 ||
         PyModule_AddIntConstant(module, "PUMP_DONE", PUMP_DONE) < 0 ||
         PyModule_AddIntConstant(module, "PUMP_ANSWERED", PUMP_ANSWERED) < 0 ||
         PyModule_AddIntConstant(module, "PUMP_CLOSED", PUMP_CLOSED) < 0 ||

@@ -11,6 +11,8 @@
 #include "py_conventions.h"
 #include "py_encode_batch.h"
 #include "py_fork_origin.h"
+#include "py_guard.h"
+#include "py_state.h"
 #include "py_handover_queue.h"
 
 #include "buffer_pool.h"
@@ -24,10 +26,10 @@ typedef struct {
     PyObject_HEAD
     bw_command_writer w;
     int ready;
-    int busy;                  /* a producer call is under way (see command_writer_enter) */
+    bw_guard guard;            /* busy: a producer call is under way (command_writer_enter);
+                                  owner: the producer's thread, the first to call a store
+                                  method */
     PyObject *held;            /* what holds the writer (hold()): a Python call's name */
-    int owned;
-    unsigned long owner;       /* the producer's thread: the first to call a store method */
     bw_origin origin;          /* the process that made it */
     bw_queue_object *queue;    /* where full buffers go (store); NULL: put() returns them */
     PyObject *class_info;      /* class_info(cls) -> (id prefix, metadata defaults[, excluded]) */
@@ -47,43 +49,35 @@ typedef struct {
     PyObject *last_info;
 } WriterObject;
 
-static PyTypeObject WriterType;
+/* What the writer's guard says (py_guard.h). A writer belongs to the process that made it:
+   in a forked child its queue's consumer (the parent's sender), the request and the
+   connection are the parent's. It takes documents from one thread: checking only for
+   overlapping calls caught a second thread at random (only when the GIL switched inside a
+   call); the owner check refuses every call from another thread, before anything changes.
+   A call while another is under way is refused by command_writer_refuse_reentry. */
+static const bw_guard_words writer_words = {
+    .what = "this BulkWriter (or BulkInsert)",
+    .owned = "its body, its sender thread, its request and its connection",
+    .other_thread = "a bulk insert takes documents from one thread only: this BulkWriter (or "
+                    "BulkInsert) belongs to the thread that first stored into it, and this "
+                    "call came from another thread; use one per producer thread",
+};
 
-/* A writer belongs to the process that made it: in a forked child its queue's consumer (the
-   parent's sender), the request and the connection are the parent's. 0, or -1 with
-   RuntimeError set. */
+/* The process check alone. 0, or -1 with RuntimeError set. */
 static int command_writer_check_process(WriterObject *self) {
-    return bw_check_origin(&self->origin, "this BulkWriter (or BulkInsert)",
-                           "its body, its sender thread, its request and its connection");
+    return bw_check_origin(&self->origin, writer_words.what, writer_words.owned);
 }
 
-/* A writer takes documents from one thread. Checking only for overlapping calls caught a
-   second thread at random (only when the GIL switched inside a call); the owner check
-   refuses every call from another thread, before anything changes. It runs with the GIL
-   held, so claiming cannot race. 0, or -1 with RuntimeError set. */
+/* The process and the thread. 0, or -1 with RuntimeError set. */
 static int command_writer_check_thread(WriterObject *self) {
-    if (command_writer_check_process(self) < 0)
-        return -1;
-    unsigned long me = PyThread_get_thread_ident();
-    if (!self->owned) {
-        self->owner = me;
-        self->owned = 1;
-        return 0;
-    }
-    if (self->owner == me)
-        return 0;
-    PyErr_SetString(PyExc_RuntimeError,
-                    "a bulk insert takes documents from one thread only: this BulkWriter (or "
-                    "BulkInsert) belongs to the thread that first stored into it, and this call "
-                    "came from another thread; use one per producer thread");
-    return -1;
+    return bw_guard_check(&self->guard, &writer_words, 0, bw_origin_inherited(&self->origin));
 }
 
 /* RuntimeError for a call made while another call of the same writer is under way: from its
    own thread, so from inside it (a hook, a to_json, a __del__, a gc or weakref callback, a
    signal handler). -1. */
 static int command_writer_refuse_reentry(WriterObject *self) {
-    if (self->held != NULL && !self->busy)
+    if (self->held != NULL && !self->guard.busy)
         PyErr_Format(PyExc_RuntimeError,
                      "this BulkWriter (or BulkInsert) is in the middle of %U: a call from inside "
                      "it (a hook, to_json, __del__, a gc or weakref callback, a signal handler) "
@@ -101,15 +95,17 @@ static int command_writer_refuse_reentry(WriterObject *self) {
    command). On success the call is under way (busy) until command_writer_leave. 0, or -1
    with RuntimeError set. */
 static int command_writer_enter(WriterObject *self) {
-    if (command_writer_check_thread(self) < 0)
-        return -1;
-    if (self->busy || self->held != NULL)
+    int rc = bw_guard_enter(&self->guard, &writer_words, 0, bw_origin_inherited(&self->origin));
+    if (rc == BW_GUARD_BUSY)
         return command_writer_refuse_reentry(self);
-    self->busy = 1;
-    return 0;
+    if (rc == 0 && self->held != NULL) {
+        bw_guard_leave(&self->guard);
+        return command_writer_refuse_reentry(self);
+    }
+    return rc;
 }
 
-static void command_writer_leave(WriterObject *self) { self->busy = 0; }
+static void command_writer_leave(WriterObject *self) { bw_guard_leave(&self->guard); }
 
 /* New reference. */
 static PyObject *Writer_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
@@ -128,7 +124,7 @@ static PyObject *Writer_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
                      buffer_size);
         return NULL;
     }
-    if (queue != Py_None && !Py_IS_TYPE(queue, &bw_queue_type)) {
+    if (queue != Py_None && !bw_is_queue(queue)) {
         PyErr_Format(PyExc_TypeError, "queue must be a HandoverQueue or None, not %.100s",
                      Py_TYPE(queue)->tp_name);
         return NULL;
@@ -184,6 +180,7 @@ static PyObject *Writer_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
 
 /* The class cache may hold a class whose attributes lead back to this writer. */
 static int Writer_traverse(WriterObject *self, visitproc visit, void *arg) {
+    Py_VISIT(Py_TYPE(self)); /* a heap type */
     Py_VISIT(self->queue);
     Py_VISIT(self->class_info);
     Py_VISIT(self->classes);
@@ -217,7 +214,7 @@ static void Writer_dealloc(WriterObject *self) {
     if (self->ready)
         bw_command_writer_free(&self->w);
     Writer_clear(self);
-    Py_TYPE(self)->tp_free((PyObject *)self);
+    bw_heap_free((PyObject *)self);
 }
 
 /* New reference: the full buffer as a Piece, None when nothing is buffered. */
@@ -1423,36 +1420,40 @@ static PyGetSetDef Writer_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-static PyTypeObject WriterType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "bulkwire._core.CommandWriter",
-    .tp_basicsize = sizeof(WriterObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "CommandWriter(buffer_size=1 << 20, *, queue=None, class_info=None, "
-              "default=bulkwire.ENTITY, defer_float_text=False, on_failure=None)\n\nFrames bulk "
-              "insert PUT commands into buffers of about buffer_size bytes. With queue and "
-              "class_info (cls -> (id prefix, metadata defaults[, members the body leaves out])), "
-              "store() applies the document conventions and hands full buffers over to queue. "
-              "default is the walker's default hook (None, bulkwire.ENTITY or a callable). "
-              "defer_float_text: documents' lists of floats are copied as doubles and their "
-              "text is written when the handed-over buffer is first read (by the body pump, "
-              "without the GIL). on_failure(writer, event): raises what store() raises for "
-              "a failed writer (event 'failed'), a closed one ('closed') or a buffer the "
-              "gone consumer never took ('lost'); records an interrupted hand-over "
-              "('interrupted').",
-    .tp_new = Writer_new,
-    .tp_dealloc = (destructor)Writer_dealloc,
-    .tp_traverse = (traverseproc)Writer_traverse,
-    .tp_clear = (inquiry)Writer_clear,
-    .tp_methods = Writer_methods,
-    .tp_getset = Writer_getset,
+static PyType_Slot Writer_slots[] = {
+    {Py_tp_doc, "CommandWriter(buffer_size=1 << 20, *, queue=None, class_info=None, "
+                "default=bulkwire.ENTITY, defer_float_text=False, on_failure=None)\n\nFrames bulk "
+                "insert PUT commands into buffers of about buffer_size bytes. With queue and "
+                "class_info (cls -> (id prefix, metadata defaults[, members the body leaves out])), "
+                "store() applies the document conventions and hands full buffers over to queue. "
+                "default is the walker's default hook (None, bulkwire.ENTITY or a callable). "
+                "defer_float_text: documents' lists of floats are copied as doubles and their "
+                "text is written when the handed-over buffer is first read (by the body pump, "
+                "without the GIL). on_failure(writer, event): raises what store() raises for "
+                "a failed writer (event 'failed'), a closed one ('closed') or a buffer the "
+                "gone consumer never took ('lost'); records an interrupted hand-over "
+                "('interrupted')."},
+    {Py_tp_new, Writer_new},
+    {Py_tp_dealloc, Writer_dealloc},
+    {Py_tp_traverse, Writer_traverse},
+    {Py_tp_clear, Writer_clear},
+    {Py_tp_methods, Writer_methods},
+    {Py_tp_getset, Writer_getset},
+    {0, NULL},
+};
+
+static PyType_Spec Writer_spec = {
+    .name = "bulkwire._core.CommandWriter",
+    .basicsize = sizeof(WriterObject),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .slots = Writer_slots,
 };
 
 int bw_command_writer_add_to_module(PyObject *module) {
-    if (bw_bulk_commands_init() < 0 || PyType_Ready(&WriterType) < 0)
+    if (bw_bulk_commands_init() < 0)
         return -1;
     for (int i = 0; i < STORE_PARAMETERS; i++)
         if ((store_parameter_names[i] = PyUnicode_InternFromString(store_parameters[i])) == NULL)
             return -1;
-    return PyModule_AddObjectRef(module, "CommandWriter", (PyObject *)&WriterType);
+    return bw_state_add_type(module, BW_TYPE_COMMAND_WRITER, &Writer_spec);
 }

@@ -2,7 +2,9 @@
    GIL released. */
 #include "py_gzip_stream.h"
 
+#include "py_errors.h"
 #include "py_fork_origin.h"
+#include "py_state.h"
 #include "py_stream_write.h"
 
 #include <string.h>
@@ -50,8 +52,13 @@ static PyObject *Gzip_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) 
 }
 
 static void Gzip_dealloc(bw_gzip_object *self) {
+    PyObject_GC_UnTrack(self);
     bw_gz_free(self->gz);
-    Py_TYPE(self)->tp_free((PyObject *)self);
+    bw_heap_free((PyObject *)self);
+}
+
+int bw_is_gzip_stream(PyObject *obj) {
+    return Py_TYPE(obj)->tp_dealloc == (destructor)Gzip_dealloc;
 }
 
 /* The core's write as the driver calls it. */
@@ -70,10 +77,12 @@ PyObject *bw_gzip_write(bw_gzip_object *self, PyObject *data, int finish) {
     int failure;
     PyObject *piece = bw_stream_write(gzip_write_core, self->gz, &self->busy, &self->finished,
                                       "GzipStream", "gzip", data, finish, &failure);
-    if (failure == BW_GZ_NO_MEMORY)
-        return PyErr_NoMemory();
-    if (failure != 0)
-        PyErr_SetString(PyExc_RuntimeError, "the deflate stream failed");
+    if (failure != 0) {
+        bw_status st;
+        bw_gz_status((bw_gz_result)failure, &st);
+        Py_XDECREF(piece);
+        return bw_raise_status(&st);
+    }
     return piece;
 }
 
@@ -145,24 +154,28 @@ static PyGetSetDef Gzip_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-PyTypeObject bw_gzip_type = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "bulkwire._core.GzipStream",
-    .tp_basicsize = sizeof(bw_gzip_object),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "GzipStream(*, backend='auto', threads=1)\n\nOne gzip member at the fastest level, "
-              "written piece by piece, each piece sync-flushed. backend: 'auto', 'zlib' or "
-              "'isal'. threads > 1: each piece is cut into blocks deflated at once on that "
-              "many threads (each primed with the 32 KiB before it), still one member.",
-    .tp_new = Gzip_new,
-    .tp_dealloc = (destructor)Gzip_dealloc,
-    .tp_methods = Gzip_methods,
-    .tp_getset = Gzip_getset,
+static PyType_Slot Gzip_slots[] = {
+    {Py_tp_doc, "GzipStream(*, backend='auto', threads=1)\n\nOne gzip member at the fastest level, "
+                "written piece by piece, each piece sync-flushed. backend: 'auto', 'zlib' or "
+                "'isal'. threads > 1: each piece is cut into blocks deflated at once on that "
+                "many threads (each primed with the 32 KiB before it), still one member."},
+    {Py_tp_new, Gzip_new},
+    {Py_tp_dealloc, Gzip_dealloc},
+    {Py_tp_traverse, bw_heap_traverse_type},
+    {Py_tp_methods, Gzip_methods},
+    {Py_tp_getset, Gzip_getset},
+    {0, NULL},
+};
+
+static PyType_Spec Gzip_spec = {
+    .name = "bulkwire._core.GzipStream",
+    .basicsize = sizeof(bw_gzip_object),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .slots = Gzip_slots,
 };
 
 int bw_gzip_add_to_module(PyObject *module) {
-    if (PyType_Ready(&bw_gzip_type) < 0 ||
-        PyModule_AddObjectRef(module, "GzipStream", (PyObject *)&bw_gzip_type) < 0 ||
+    if (bw_state_add_type(module, BW_TYPE_GZIP_STREAM, &Gzip_spec) < 0 ||
         PyModule_AddIntConstant(module, "GZIP_THREADS_MAX", BW_GZ_THREADS_MAX) < 0 ||
         PyModule_AddIntConstant(module, "HAVE_ISAL", bw_gz_have_isal()) < 0)
         return -1;

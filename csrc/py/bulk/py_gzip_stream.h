@@ -14,7 +14,8 @@ typedef struct {
     int finished; /* the member was ended */
 } bw_gzip_object;
 
-extern PyTypeObject bw_gzip_type;
+/* 1 when obj is a GzipStream (the type has no subclass), known without a lookup. */
+int bw_is_gzip_stream(PyObject *obj);
 
 /* New reference: a Piece with what deflating data gave (data may be NULL: nothing), None
    when it gave nothing; finish ends the member. NULL with an exception set. */

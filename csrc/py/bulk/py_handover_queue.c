@@ -2,6 +2,7 @@
 #include "py_handover_queue.h"
 
 #include "py_fork_origin.h"
+#include "py_state.h"
 
 PyObject *bw_queue_raise_inherited(void) {
     return bw_raise_inherited("this HandoverQueue", "its producer, its consumer and its lock");
@@ -48,11 +49,16 @@ static void queue_release_items(bw_queue_object *self) {
 }
 
 static void Queue_dealloc(bw_queue_object *self) {
+    PyObject_GC_UnTrack(self);
     if (self->ready) {
         queue_release_items(self);
         bw_hq_destroy(&self->q);
     }
-    Py_TYPE(self)->tp_free((PyObject *)self);
+    bw_heap_free((PyObject *)self);
+}
+
+int bw_is_queue(PyObject *obj) {
+    return Py_TYPE(obj)->tp_dealloc == (destructor)Queue_dealloc;
 }
 
 int bw_queue_put(bw_queue_object *queue, PyObject *item) {
@@ -239,24 +245,27 @@ static PyGetSetDef Queue_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-static PySequenceMethods Queue_as_sequence = {.sq_length = (lenfunc)Queue_length};
+static PyType_Slot Queue_slots[] = {
+    {Py_tp_doc, "HandoverQueue(maxsize=8)\n\nA bounded queue between one producer and one consumer "
+                "thread; blocking waits release the GIL."},
+    {Py_tp_new, Queue_new},
+    {Py_tp_dealloc, Queue_dealloc},
+    /* its type only: the items waiting inside are behind the core queue's lock, which the
+       consumer's thread takes without the GIL (a piece refers to nothing) */
+    {Py_tp_traverse, bw_heap_traverse_type},
+    {Py_tp_methods, Queue_methods},
+    {Py_tp_getset, Queue_getset},
+    {Py_sq_length, Queue_length},
+    {0, NULL},
+};
 
-PyTypeObject bw_queue_type = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "bulkwire._core.HandoverQueue",
-    .tp_basicsize = sizeof(bw_queue_object),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "HandoverQueue(maxsize=8)\n\nA bounded queue between one producer and one consumer "
-              "thread; blocking waits release the GIL.",
-    .tp_new = Queue_new,
-    .tp_dealloc = (destructor)Queue_dealloc,
-    .tp_methods = Queue_methods,
-    .tp_getset = Queue_getset,
-    .tp_as_sequence = &Queue_as_sequence,
+static PyType_Spec Queue_spec = {
+    .name = "bulkwire._core.HandoverQueue",
+    .basicsize = sizeof(bw_queue_object),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .slots = Queue_slots,
 };
 
 int bw_queue_add_to_module(PyObject *module) {
-    if (PyType_Ready(&bw_queue_type) < 0)
-        return -1;
-    return PyModule_AddObjectRef(module, "HandoverQueue", (PyObject *)&bw_queue_type);
+    return bw_state_add_type(module, BW_TYPE_HANDOVER_QUEUE, &Queue_spec);
 }

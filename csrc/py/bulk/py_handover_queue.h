@@ -35,7 +35,8 @@ static inline void bw_queue_count_sent(bw_queue_object *queue, size_t len) {
     atomic_fetch_add_explicit(&queue->sent_bytes, len, memory_order_relaxed);
 }
 
-extern PyTypeObject bw_queue_type;
+/* 1 when obj is a HandoverQueue (the type has no subclass), known without a lookup. */
+int bw_is_queue(PyObject *obj);
 
 /* Queues item (the queue takes a reference of its own), waiting for a free slot with the GIL
    released and running signal handlers between waits. 1 queued; 0 the consumer has closed

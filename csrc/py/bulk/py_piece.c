@@ -1,6 +1,8 @@
 /* Piece (a handed-over buffer) and the memory accounting of live pieces. */
 #include "py_piece.h"
 
+#include "py_state.h"
+
 #include "buffer_pool.h"
 #include "json_array.h"
 
@@ -15,7 +17,8 @@ static _Atomic size_t live_piece_bytes, live_pieces;
 static size_t peak_piece_bytes;
 
 PyObject *bw_piece_from_memory(char *data, size_t len, size_t cap, int recycle) {
-    bw_piece_object *self = PyObject_New(bw_piece_object, &bw_piece_type);
+    PyTypeObject *type = bw_state_type(BW_TYPE_PIECE); /* borrowed */
+    bw_piece_object *self = type != NULL ? (bw_piece_object *)type->tp_alloc(type, 0) : NULL;
     if (self == NULL) {
         if (recycle)
             bw_pool_release(data, cap);
@@ -76,13 +79,18 @@ void bw_piece_give_back(bw_piece_object *piece) {
 }
 
 static void Piece_dealloc(bw_piece_object *self) {
+    PyObject_GC_UnTrack(self);
     atomic_fetch_sub(&live_pieces, 1);
     atomic_fetch_sub(&live_piece_bytes, self->cap);
     if (self->recycle)
         bw_pool_release(self->data, self->cap);
     else
         free(self->data);
-    PyObject_Free(self);
+    bw_heap_free((PyObject *)self);
+}
+
+int bw_is_piece(PyObject *obj) {
+    return Py_TYPE(obj)->tp_dealloc == (destructor)Piece_dealloc;
 }
 
 static int Piece_getbuffer(bw_piece_object *self, Py_buffer *view, int flags) {
@@ -113,26 +121,31 @@ static PyObject *Piece_get_address(bw_piece_object *self, void *closure) {
     return PyLong_FromVoidPtr(self->data);
 }
 
-static PyBufferProcs Piece_as_buffer = {(getbufferproc)Piece_getbuffer, NULL};
-static PySequenceMethods Piece_as_sequence = {.sq_length = (lenfunc)Piece_length};
 static PyGetSetDef Piece_getset[] = {
     {"nbytes", (getter)Piece_get_nbytes, NULL, "Bytes allocated for this piece.", NULL},
     {"address", (getter)Piece_get_address, NULL, "Address of the memory (identity checks).", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-PyTypeObject bw_piece_type = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "bulkwire._core.Piece",
-    .tp_basicsize = sizeof(bw_piece_object),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "A finished piece of the request body: read-only bytes owned by C, exported\n"
-              "through the buffer protocol (memoryview(piece), bytes(piece), sock.sendall(piece)).",
-    .tp_dealloc = (destructor)Piece_dealloc,
-    .tp_repr = (reprfunc)Piece_repr,
-    .tp_as_buffer = &Piece_as_buffer,
-    .tp_as_sequence = &Piece_as_sequence,
-    .tp_getset = Piece_getset,
+static PyType_Slot Piece_slots[] = {
+    {Py_tp_doc, "A finished piece of the request body: read-only bytes owned by C, exported\n"
+                "through the buffer protocol (memoryview(piece), bytes(piece), "
+                "sock.sendall(piece))."},
+    {Py_tp_dealloc, Piece_dealloc},
+    {Py_tp_traverse, bw_heap_traverse_type},
+    {Py_tp_repr, Piece_repr},
+    {Py_bf_getbuffer, Piece_getbuffer},
+    {Py_sq_length, Piece_length},
+    {Py_tp_getset, Piece_getset},
+    {0, NULL},
+};
+
+/* Made by the writer and the streams only: the type cannot be called. */
+static PyType_Spec Piece_spec = {
+    .name = "bulkwire._core.Piece",
+    .basicsize = sizeof(bw_piece_object),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .slots = Piece_slots,
 };
 
 /* make_piece(data) -> Piece: a piece holding a copy of data (tests only). New
@@ -192,10 +205,7 @@ static PyMethodDef piece_test_hooks[] = {
 };
 
 int bw_piece_add_to_module(PyObject *module) {
-    if (PyType_Ready(&bw_piece_type) < 0 ||
-        PyModule_AddObjectRef(module, "Piece", (PyObject *)&bw_piece_type) < 0)
-        return -1;
-    return 0;
+    return bw_state_add_type(module, BW_TYPE_PIECE, &Piece_spec);
 }
 
 int bw_piece_add_test_hooks(PyObject *testing) {

@@ -20,7 +20,9 @@ typedef struct {
 /* bw_piece_object.pending */
 enum { BW_PIECE_SETTLED = 0, BW_PIECE_PENDING = 1, BW_PIECE_SETTLING = 2 };
 
-extern PyTypeObject bw_piece_type;
+/* 1 when obj is a Piece (the type has no subclass), known without a lookup: safe without
+   the GIL for an object the caller holds. */
+int bw_is_piece(PyObject *obj);
 
 /* New reference. Takes ownership of data (malloc'd, cap bytes allocated): frees it (or, with
    recycle, gives it back to the buffer pool) on failure and when the piece dies. */

@@ -2,7 +2,9 @@
    released; ZstdDecoder: its bounded decoder, for the loopback server. */
 #include "py_zstd_stream.h"
 
+#include "py_errors.h"
 #include "py_fork_origin.h"
+#include "py_state.h"
 #include "py_stream_write.h"
 
 static const char no_libzstd[] =
@@ -45,18 +47,22 @@ static PyObject *Zstd_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) 
 }
 
 static void Zstd_dealloc(bw_zstd_object *self) {
+    PyObject_GC_UnTrack(self);
     bw_zs_free(self->zs);
-    Py_TYPE(self)->tp_free((PyObject *)self);
+    bw_heap_free((PyObject *)self);
 }
 
 PyObject *bw_zstd_set_error(bw_zs_result rc, const bw_zstd_stream *zs) {
-    if (rc == BW_ZS_NO_MEMORY)
-        return PyErr_NoMemory();
-    if (rc == BW_ZS_INHERITED)
+    if (rc == BW_ZS_INHERITED) /* named as Python names it */
         return bw_raise_inherited("this ZstdStream (on several threads)",
                                   "libzstd's worker threads");
-    PyErr_Format(PyExc_RuntimeError, "the zstd stream failed: %s", bw_zs_error_text(zs));
-    return NULL;
+    bw_status st;
+    bw_zs_status(rc, zs, &st);
+    return bw_raise_status(&st);
+}
+
+int bw_is_zstd_stream(PyObject *obj) {
+    return Py_TYPE(obj)->tp_dealloc == (destructor)Zstd_dealloc;
 }
 
 /* The core's write as the driver calls it. */
@@ -139,20 +145,25 @@ static PyGetSetDef Zstd_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-PyTypeObject bw_zstd_type = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "bulkwire._core.ZstdStream",
-    .tp_basicsize = sizeof(bw_zstd_object),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "ZstdStream(*, level=ZSTD_LEVEL, threads=1)\n\nOne zstd frame (with a checksum) "
-              "written piece by piece, each piece flushed so that it decodes on arrival. "
-              "Negative levels keep Huffman-coded literals. threads > 1: libzstd's own "
-              "workers compress each piece as 512 KiB jobs at once, still one frame. Needs "
-              "libzstd (HAVE_ZSTD).",
-    .tp_new = Zstd_new,
-    .tp_dealloc = (destructor)Zstd_dealloc,
-    .tp_methods = Zstd_methods,
-    .tp_getset = Zstd_getset,
+static PyType_Slot Zstd_slots[] = {
+    {Py_tp_doc, "ZstdStream(*, level=ZSTD_LEVEL, threads=1)\n\nOne zstd frame (with a checksum) "
+                "written piece by piece, each piece flushed so that it decodes on arrival. "
+                "Negative levels keep Huffman-coded literals. threads > 1: libzstd's own "
+                "workers compress each piece as 512 KiB jobs at once, still one frame. Needs "
+                "libzstd (HAVE_ZSTD)."},
+    {Py_tp_new, Zstd_new},
+    {Py_tp_dealloc, Zstd_dealloc},
+    {Py_tp_traverse, bw_heap_traverse_type},
+    {Py_tp_methods, Zstd_methods},
+    {Py_tp_getset, Zstd_getset},
+    {0, NULL},
+};
+
+static PyType_Spec Zstd_spec = {
+    .name = "bulkwire._core.ZstdStream",
+    .basicsize = sizeof(bw_zstd_object),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .slots = Zstd_slots,
 };
 
 /* ---- the decoder ---- */
@@ -184,8 +195,9 @@ static PyObject *ZstdDecoder_new(PyTypeObject *type, PyObject *args, PyObject *k
 }
 
 static void ZstdDecoder_dealloc(bw_zstd_decoder_object *self) {
+    PyObject_GC_UnTrack(self);
     bw_zsd_free(self->zd);
-    Py_TYPE(self)->tp_free((PyObject *)self);
+    bw_heap_free((PyObject *)self);
 }
 
 /* read(data, max_length) -> (bytes, consumed, ended). New reference. ValueError for a
@@ -217,7 +229,9 @@ static PyObject *ZstdDecoder_read(bw_zstd_decoder_object *self, PyObject *args) 
     Py_END_ALLOW_THREADS
     self->busy = 0;
     if (rc != BW_ZS_OK && rc != BW_ZS_AFTER_END) { /* after the end: consumed tells */
-        PyErr_Format(PyExc_ValueError, "corrupt zstd frame: %s", bw_zsd_error_text(self->zd));
+        bw_status st;
+        bw_zsd_status(self->zd, &st);
+        bw_raise_status(&st);
         goto cleanup;
     }
     if ((size_t)max_length != produced && _PyBytes_Resize(&out, (Py_ssize_t)produced) < 0)
@@ -238,22 +252,26 @@ static PyMethodDef ZstdDecoder_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static PyTypeObject bw_zstd_decoder_type = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "bulkwire._core.ZstdDecoder",
-    .tp_basicsize = sizeof(bw_zstd_decoder_object),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "ZstdDecoder()\n\nThe decoder of one zstd frame, with a bound on each call's "
-              "output (the loopback server's). Needs libzstd (HAVE_ZSTD).",
-    .tp_new = ZstdDecoder_new,
-    .tp_dealloc = (destructor)ZstdDecoder_dealloc,
-    .tp_methods = ZstdDecoder_methods,
+static PyType_Slot ZstdDecoder_slots[] = {
+    {Py_tp_doc, "ZstdDecoder()\n\nThe decoder of one zstd frame, with a bound on each call's "
+                "output (the loopback server's). Needs libzstd (HAVE_ZSTD)."},
+    {Py_tp_new, ZstdDecoder_new},
+    {Py_tp_dealloc, ZstdDecoder_dealloc},
+    {Py_tp_traverse, bw_heap_traverse_type},
+    {Py_tp_methods, ZstdDecoder_methods},
+    {0, NULL},
+};
+
+static PyType_Spec ZstdDecoder_spec = {
+    .name = "bulkwire._core.ZstdDecoder",
+    .basicsize = sizeof(bw_zstd_decoder_object),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .slots = ZstdDecoder_slots,
 };
 
 int bw_zstd_add_to_module(PyObject *module) {
-    if (PyType_Ready(&bw_zstd_type) < 0 || PyType_Ready(&bw_zstd_decoder_type) < 0 ||
-        PyModule_AddObjectRef(module, "ZstdStream", (PyObject *)&bw_zstd_type) < 0 ||
-        PyModule_AddObjectRef(module, "ZstdDecoder", (PyObject *)&bw_zstd_decoder_type) < 0 ||
+    if (bw_state_add_type(module, BW_TYPE_ZSTD_STREAM, &Zstd_spec) < 0 ||
+        bw_state_add_type(module, BW_TYPE_ZSTD_DECODER, &ZstdDecoder_spec) < 0 ||
         PyModule_AddIntConstant(module, "HAVE_ZSTD", bw_zs_have_zstd()) < 0 ||
         PyModule_AddIntConstant(module, "ZSTD_LEVEL", BW_ZSTD_LEVEL) < 0)
         return -1;

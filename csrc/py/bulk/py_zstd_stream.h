@@ -14,7 +14,8 @@ typedef struct {
     int threads;  /* libzstd's workers (1: none) */
 } bw_zstd_object;
 
-extern PyTypeObject bw_zstd_type;
+/* 1 when obj is a ZstdStream (the type has no subclass), known without a lookup. */
+int bw_is_zstd_stream(PyObject *obj);
 
 /* New reference: a Piece with what compressing data gave (data may be NULL: nothing), None
    when it gave nothing; finish ends the frame. NULL with an exception set. */

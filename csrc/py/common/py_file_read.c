@@ -48,10 +48,9 @@ void bw_file_arg_release(bw_file_arg *file) {
 }
 
 PyObject *bw_raise_read_error(int rc, const char *error) {
-    if (rc == BW_READ_SHORT)
-        return bw_raise_format(BW_ERROR_MALFORMED, "%s", error);
-    PyErr_SetString(PyExc_OSError, error);
-    return NULL;
+    bw_status st;
+    bw_read_status(rc, error, &st);
+    return bw_raise_status(&st);
 }
 
 /* read_ranges(fd, size, offsets, lengths) -> uint8 array: the bytes of ranges

@@ -7,6 +7,7 @@
    own, out of _core's API and of its type stub. Tests and benchmarks reach them as `from bulkwire._core import _testing`. */
 #include "py_testing.h"
 
+#include "py_errors.h"
 #include "py_piece.h"
 #include "py_encode_batch.h"
 #include "py_float_text.h"
@@ -28,7 +29,7 @@ int bw_testing_add_to_module(PyObject *module) {
     int rc = -1;
     if (bw_float_text_add_functions(testing) < 0 || bw_vectors_add_test_hooks(testing) < 0 ||
         bw_piece_add_test_hooks(testing) < 0 || bw_encode_batch_add_test_hooks(testing) < 0 ||
-        bw_parquet_pages_add_test_hooks(testing) < 0)
+        bw_parquet_pages_add_test_hooks(testing) < 0 || bw_errors_add_test_hooks(testing) < 0)
         goto cleanup;
     rc = PyModule_AddObjectRef(module, "_testing", testing);
 cleanup:

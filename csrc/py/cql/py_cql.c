@@ -1,18 +1,18 @@
 /* The CQL statement layer's functions: partition tokens, the schema check of an Arrow
    schema against a prepared statement's columns, and an Arrow batch's rows as EXECUTE
-   bodies with their tokens (core: cql_values.c, cql_statement.c, murmur3.c). */
+   bodies with their tokens (core: cql_values.c, cql_statement.c, murmur3.c); the token ring
+   is py_cql_ring.c's. */
 #include "py_cql.h"
 
 #include "py_arrow.h"
 #include "py_errors.h"
+#include "py_state.h"
 #include "py_encode_vector.h"
 
 #include "cql_result.h"
-#include "cql_ring.h"
 #include "cql_statement.h"
 #include "murmur3.h"
 
-static PyObject *vector_codec_type; /* bulkwire._core.VectorCodec; a reference held */
 
 /* The UTF-8 of a str argument (*n bytes), or NULL with a TypeError naming `what`. */
 static const char *str_arg(PyObject *arg, Py_ssize_t *n, const char *what) {
@@ -195,7 +195,9 @@ static int bound_plan(bound_columns *b, const struct ArrowSchema *schema, PyObje
             PyObject *kw = Py_BuildValue("{s:O}", "driver_compat", Py_True); /* new ref */
             PyObject *args = kw ? Py_BuildValue("(si)", bw_cql_type_name(t.element),
                                                 (int)t.dimension) : NULL;
-            b->codecs[i] = args ? PyObject_Call(vector_codec_type, args, kw) : NULL;
+            PyObject *codec_type = args ? (PyObject *)bw_state_type(BW_TYPE_VECTOR_CODEC)
+                                        : NULL; /* borrowed */
+            b->codecs[i] = codec_type ? PyObject_Call(codec_type, args, kw) : NULL;
             Py_XDECREF(args);
             Py_XDECREF(kw);
             if (b->codecs[i] == NULL)
@@ -652,156 +654,6 @@ static PyObject *module_cql_prepare_body(PyObject *self, PyObject *arg) {
     return written_bytes(bw_cql_put_prepare(&out, query, (size_t)n), &out);
 }
 
-/* ---------------------------------------------------------------- CqlRing */
-
-typedef struct {
-    PyObject_HEAD
-    bw_cql_ring ring;
-} CqlRingObject;
-
-static PyObject *CqlRing_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
-    static char *kwlist[] = {"tokens", "nodes", "node_count", "rf", NULL};
-    PyObject *tokens, *nodes;
-    int n_nodes, rf;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOii:CqlRing", kwlist, &tokens, &nodes,
-                                     &n_nodes, &rf))
-        return NULL;
-    PyObject *t_seq = PySequence_Fast(tokens, "tokens must be a sequence of int"); /* new */
-    PyObject *n_seq = t_seq ? PySequence_Fast(nodes, "nodes must be a sequence of int") : NULL;
-    int64_t *tv = NULL;
-    int32_t *nv = NULL;
-    CqlRingObject *self = NULL;
-    if (n_seq == NULL)
-        goto cleanup;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(t_seq);
-    if (PySequence_Fast_GET_SIZE(n_seq) != n) {
-        PyErr_SetString(PyExc_ValueError, "tokens and nodes must have the same length");
-        goto cleanup;
-    }
-    tv = PyMem_Malloc(sizeof *tv * ((size_t)n + 1));
-    nv = PyMem_Malloc(sizeof *nv * ((size_t)n + 1));
-    if (tv == NULL || nv == NULL) {
-        PyErr_NoMemory();
-        goto cleanup;
-    }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        long long t = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(t_seq, i));
-        long v = PyLong_AsLong(PySequence_Fast_GET_ITEM(n_seq, i));
-        if (PyErr_Occurred())
-            goto cleanup;
-        if (v < 0 || v >= n_nodes) {
-            PyErr_Format(PyExc_ValueError, "nodes[%zd] = %ld is not a node index (0 to %d)", i,
-                         v, n_nodes - 1);
-            goto cleanup;
-        }
-        tv[i] = t;
-        nv[i] = (int32_t)v;
-    }
-    self = (CqlRingObject *)type->tp_alloc(type, 0); /* new reference */
-    if (self == NULL)
-        goto cleanup;
-    int rc = bw_cql_ring_build(&self->ring, tv, nv, (size_t)n, n_nodes, rf);
-    if (rc < 0) {
-        if (rc == -1)
-            PyErr_NoMemory();
-        else
-            PyErr_SetString(PyExc_ValueError, "a ring needs at least one token, node_count >= 1 "
-                            "and rf >= 1");
-        Py_CLEAR(self);
-    }
-cleanup:
-    PyMem_Free(tv);
-    PyMem_Free(nv);
-    Py_XDECREF(t_seq);
-    Py_XDECREF(n_seq);
-    return (PyObject *)self;
-}
-
-static void CqlRing_dealloc(PyObject *self) {
-    bw_cql_ring_free(&((CqlRingObject *)self)->ring);
-    Py_TYPE(self)->tp_free(self);
-}
-
-/* replicas(token) -> tuple of node indexes, the primary first. New reference. */
-static PyObject *CqlRing_replicas(PyObject *self, PyObject *arg) {
-    long long token = PyLong_AsLongLong(arg);
-    if (token == -1 && PyErr_Occurred())
-        return NULL;
-    const bw_cql_ring *ring = &((CqlRingObject *)self)->ring;
-    const int32_t *r = bw_cql_ring_replicas(ring, token);
-    PyObject *out = PyTuple_New(ring->rf);
-    for (int i = 0; out != NULL && i < ring->rf; i++) {
-        PyObject *v = PyLong_FromLong(r[i]);
-        if (v == NULL)
-            Py_CLEAR(out);
-        else
-            PyTuple_SET_ITEM(out, i, v);
-    }
-    return out;
-}
-
-/* primaries(tokens) -> bytes: for a buffer of native int64 tokens, the primary replica of
-   each as native int32, computed with the GIL released. New reference. */
-static PyObject *CqlRing_primaries(PyObject *self, PyObject *arg) {
-    Py_buffer in;
-    if (PyObject_GetBuffer(arg, &in, PyBUF_SIMPLE) < 0)
-        return NULL;
-    PyObject *out = NULL;
-    if (in.len % 8 != 0) {
-        PyErr_SetString(PyExc_ValueError, "tokens must be native int64s (a multiple of 8 bytes)");
-        goto cleanup;
-    }
-    Py_ssize_t n = in.len / 8;
-    out = PyBytes_FromStringAndSize(NULL, n * 4);
-    if (out == NULL)
-        goto cleanup;
-    const bw_cql_ring *ring = &((CqlRingObject *)self)->ring;
-    const char *src = in.buf;
-    char *dst = PyBytes_AS_STRING(out);
-    Py_BEGIN_ALLOW_THREADS /* the input stays exported and the new bytes are ours alone */
-    for (Py_ssize_t i = 0; i < n; i++) {
-        int64_t t;
-        memcpy(&t, src + 8 * i, 8);
-        memcpy(dst + 4 * i, bw_cql_ring_replicas(ring, t), 4);
-    }
-    Py_END_ALLOW_THREADS
-cleanup:
-    PyBuffer_Release(&in);
-    return out;
-}
-
-static PyObject *CqlRing_get_rf(PyObject *self, void *closure) {
-    (void)closure;
-    return PyLong_FromLong(((CqlRingObject *)self)->ring.rf);
-}
-
-static PyMethodDef CqlRing_methods[] = {
-    {"replicas", CqlRing_replicas, METH_O,
-     "replicas(token) -> tuple[int, ...]: the node indexes holding the token, primary first."},
-    {"primaries", CqlRing_primaries, METH_O,
-     "primaries(tokens) -> bytes: each native int64 token's primary node index as native "
-     "int32."},
-    {NULL, NULL, 0, NULL},
-};
-
-static PyGetSetDef CqlRing_getset[] = {
-    {"rf", CqlRing_get_rf, NULL, "replicas per token (at most the nodes owning tokens)", NULL},
-    {NULL, NULL, NULL, NULL, NULL},
-};
-
-static PyTypeObject CqlRingType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "bulkwire._core.CqlRing",
-    .tp_basicsize = sizeof(CqlRingObject),
-    .tp_dealloc = CqlRing_dealloc,
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "CqlRing(tokens, nodes, node_count, rf): a Murmur3 token ring (node indexes per "
-              "token) with SimpleStrategy replica placement.",
-    .tp_methods = CqlRing_methods,
-    .tp_getset = CqlRing_getset,
-    .tp_new = CqlRing_new,
-};
-
 static PyMethodDef cql_functions[] = {
     {"cql_execute_bodies", (PyCFunction)(void (*)(void))module_cql_execute_bodies,
      METH_VARARGS | METH_KEYWORDS,
@@ -833,11 +685,5 @@ static PyMethodDef cql_functions[] = {
 };
 
 int bw_cql_add_to_module(PyObject *module) {
-    vector_codec_type = PyObject_GetAttrString(module, "VectorCodec"); /* new reference */
-    if (vector_codec_type == NULL)
-        return -1;
-    if (PyType_Ready(&CqlRingType) < 0 ||
-        PyModule_AddObjectRef(module, "CqlRing", (PyObject *)&CqlRingType) < 0)
-        return -1;
     return PyModule_AddFunctions(module, cql_functions);
 }

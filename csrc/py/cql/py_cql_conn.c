@@ -25,6 +25,8 @@
 #include "cql_result.h"
 #include "py_errors.h"
 #include "py_fork_origin.h"
+#include "py_guard.h"
+#include "py_state.h"
 #include "py_tls.h"
 
 /* A call waiting for the server with the GIL released (`released` its thread's state):
@@ -58,8 +60,6 @@ typedef struct {
     int fired;
 } CqlCancelObject;
 
-static PyTypeObject CqlCancelType;
-
 /* tp_new: a new reference, or NULL (OSError when no pipe can be made). */
 static PyObject *CqlCancel_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
     static char *keywords[] = {NULL};
@@ -73,15 +73,17 @@ static PyObject *CqlCancel_new(PyTypeObject *type, PyObject *args, PyObject *kwa
     int err = bw_cancel_open(&self->cancel);
     if (err != 0) {
         Py_DECREF(self);
-        errno = err;
-        return PyErr_SetFromErrno(PyExc_OSError);
+        bw_status st;
+        bw_status_set(&st, BW_STATUS_OS, err, "%s", "");
+        return bw_raise_status(&st);
     }
     return (PyObject *)self;
 }
 
 static void CqlCancel_dealloc(CqlCancelObject *self) {
+    PyObject_GC_UnTrack(self);
     bw_cancel_close(&self->cancel); /* in a forked child: the child's own descriptors */
-    Py_TYPE(self)->tp_free((PyObject *)self);
+    bw_heap_free((PyObject *)self);
 }
 
 /* A connection no longer watches it: the last one closes a closing cancel's pipe. */
@@ -132,18 +134,23 @@ static PyGetSetDef CqlCancel_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-static PyTypeObject CqlCancelType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "bulkwire._core.CqlCancel",
-    .tp_basicsize = sizeof(CqlCancelObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "CqlCancel(): given to CqlConnection(cancel=...), its cancel() ends every wait "
-              "of those connections at once, from any thread, the connect included. close() "
-              "closes its pipe once no open connection holds it.",
-    .tp_new = CqlCancel_new,
-    .tp_dealloc = (destructor)CqlCancel_dealloc,
-    .tp_methods = CqlCancel_methods,
-    .tp_getset = CqlCancel_getset,
+static PyType_Slot CqlCancel_slots[] = {
+    {Py_tp_doc, "CqlCancel(): given to CqlConnection(cancel=...), its cancel() ends every wait "
+                "of those connections at once, from any thread, the connect included. close() "
+                "closes its pipe once no open connection holds it."},
+    {Py_tp_new, CqlCancel_new},
+    {Py_tp_dealloc, CqlCancel_dealloc},
+    {Py_tp_traverse, bw_heap_traverse_type},
+    {Py_tp_methods, CqlCancel_methods},
+    {Py_tp_getset, CqlCancel_getset},
+    {0, NULL},
+};
+
+static PyType_Spec CqlCancel_spec = {
+    .name = "bulkwire._core.CqlCancel",
+    .basicsize = sizeof(CqlCancelObject),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .slots = CqlCancel_slots,
 };
 
 /* ---- CqlConnection ---- */
@@ -153,35 +160,16 @@ typedef struct {
     bw_cql_conn *conn;
     PyObject *tls;    /* the TlsContext whose configuration the connection uses, or NULL */
     PyObject *cancel; /* the CqlCancel its waits watch, or NULL: held while conn is open */
-    int busy;         /* a call runs with the GIL released */
+    bw_guard guard;   /* busy: a call runs with the GIL released */
 } CqlConnectionObject;
 
-static PyTypeObject CqlConnectionType;
-
-/* Sets attr on exc to a new reference `value` (consumed). 0 or -1. */
-static int set_attr(PyObject *exc, const char *attr, PyObject *value) {
+/* Sets key in dict to a new reference `value` (consumed). 0 or -1. */
+static int set_item(PyObject *dict, const char *key, PyObject *value) {
     if (value == NULL)
         return -1;
-    int rc = PyObject_SetAttrString(exc, attr, value);
+    int rc = PyDict_SetItemString(dict, key, value);
     Py_DECREF(value);
     return rc;
-}
-
-/* The bulkwire.errors class for a failure kind (new reference), or NULL with an exception. */
-/* New reference: the class of a connection's failure (the one mapper's). */
-static PyObject *error_class(bw_cql_failure kind) {
-    bw_error_kind mapped;
-    switch (kind) {
-    case BW_CQL_E_SERVER: mapped = BW_ERROR_CQL_SERVER; break;
-    case BW_CQL_E_TLS: mapped = BW_ERROR_TLS_SESSION; break;
-    case BW_CQL_E_LOST:
-    case BW_CQL_E_INTERRUPTED: mapped = BW_ERROR_CONNECTION_LOST; break;
-    case BW_CQL_E_TIMEOUT: mapped = BW_ERROR_TIMEOUT; break;
-    case BW_CQL_E_PROTOCOL:
-    case BW_CQL_E_CALLBACK: mapped = BW_ERROR_PROTOCOL; break;
-    default: mapped = BW_ERROR_CONNECT; break; /* no connection, or credentials it needs */
-    }
-    return Py_NewRef(bw_error_class(mapped));
 }
 
 static int compare_u64(const void *a, const void *b) {
@@ -189,65 +177,60 @@ static int compare_u64(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* Raises the exception for *status; with an outcome (a run), its rows too. Returns NULL. */
+/* What the connection's guard says (py_guard.h). */
+static const bw_guard_words connection_words = {
+    .closed = "the CqlConnection is closed",
+    .what = "this CqlConnection",
+    .owned = "its socket and TLS session",
+    .in_use = "the CqlConnection is in use by another call",
+};
+
+/* Raises the exception for *status, through the core's one status; with an outcome (a
+   run), its rows too: the message names them, and the exception carries unacknowledged,
+   failure (the message without the rows), sent and row. A server's error also carries its
+   code, name and server_message (and the fields of the codes that have them). Returns
+   NULL. */
 static PyObject *raise_status(const bw_cql_status *status, bw_cql_outcome *outcome) {
-    if (status->kind == BW_CQL_E_NOMEM)
-        return PyErr_NoMemory();
-    if (status->kind == BW_CQL_E_INHERITED)
-        return bw_raise_inherited("this CqlConnection", "its socket and TLS session");
-    PyObject *cls = error_class(status->kind);
-    if (cls == NULL)
-        return NULL;
-    PyObject *message = NULL, *exc = NULL, *rows = NULL;
+    if (status->kind == BW_CQL_E_INHERITED) /* named as Python names it */
+        return bw_raise_inherited(connection_words.what, connection_words.owned);
+    bw_status st;
+    bw_cql_status_get(status, &st);
+    if (st.kind == BW_STATUS_NO_MEMORY)
+        return bw_raise_status(&st);
+    PyObject *kwargs = NULL, *attrs = NULL, *rows = NULL;
     size_t n = outcome != NULL ? outcome->unanswered_count : 0;
     if (n > 0)
         qsort(outcome->unanswered, n, sizeof *outcome->unanswered, compare_u64);
     if (outcome != NULL && (outcome->has_failed_tag || n > 0)) {
-        char rows_text[160];
-        int at = 0;
         if (outcome->has_failed_tag)
-            at = snprintf(rows_text, sizeof rows_text, " (row %llu",
-                          (unsigned long long)outcome->failed_tag);
+            bw_status_append(&st, " (row %llu; ", (unsigned long long)outcome->failed_tag);
         else
-            at = snprintf(rows_text, sizeof rows_text, " (");
-        at += snprintf(rows_text + at, sizeof rows_text - (size_t)at, "%s%zu row(s) not "
-                       "acknowledged: ", outcome->has_failed_tag ? "; " : "", n);
-        for (size_t i = 0; i < n && i < 8 && (size_t)at < sizeof rows_text - 24; i++)
-            at += snprintf(rows_text + at, sizeof rows_text - (size_t)at, "%s%llu",
-                           i ? ", " : "", (unsigned long long)outcome->unanswered[i]);
-        snprintf(rows_text + at, sizeof rows_text - (size_t)at, "%s)", n > 8 ? ", ..." : "");
-        message = PyUnicode_FromFormat("%s%s", status->message, rows_text);
-    } else {
-        message = PyUnicode_FromString(status->message);
+            bw_status_append(&st, " (");
+        bw_status_append(&st, "%zu row(s) not acknowledged: ", n);
+        for (size_t i = 0; i < n && i < 8; i++)
+            bw_status_append(&st, "%s%llu", i ? ", " : "",
+                             (unsigned long long)outcome->unanswered[i]);
+        bw_status_append(&st, "%s)", n > 8 ? ", ..." : "");
     }
-    if (message == NULL)
+    attrs = PyDict_New();
+    if (attrs == NULL)
         goto cleanup;
     if (status->kind == BW_CQL_E_SERVER) {
         const bw_cql_error *e = &status->error;
-        PyObject *kwargs = Py_BuildValue(
+        kwargs = Py_BuildValue(
             "{s:i,s:s,s:s}", "code", (int)e->code, "server_message", e->message, "name",
             bw_cql_error_name(e->code));
         if (kwargs == NULL)
             goto cleanup;
-        PyObject *args = PyTuple_Pack(1, message);
-        if (args != NULL)
-            exc = PyObject_Call(cls, args, kwargs);
-        Py_XDECREF(args);
-        Py_DECREF(kwargs);
-        if (exc == NULL)
-            goto cleanup;
         if (e->has_consistency &&
-            (set_attr(exc, "consistency", PyLong_FromLong(e->consistency)) < 0 ||
-             set_attr(exc, "required", PyLong_FromLong(e->required)) < 0 ||
-             set_attr(exc, "alive", PyLong_FromLong(e->alive)) < 0 ||
-             set_attr(exc, "received", PyLong_FromLong(e->received)) < 0 ||
-             set_attr(exc, "blockfor", PyLong_FromLong(e->blockfor)) < 0))
+            (set_item(attrs, "consistency", PyLong_FromLong(e->consistency)) < 0 ||
+             set_item(attrs, "required", PyLong_FromLong(e->required)) < 0 ||
+             set_item(attrs, "alive", PyLong_FromLong(e->alive)) < 0 ||
+             set_item(attrs, "received", PyLong_FromLong(e->received)) < 0 ||
+             set_item(attrs, "blockfor", PyLong_FromLong(e->blockfor)) < 0))
             goto cleanup;
-        if (e->has_write_type && set_attr(exc, "write_type", PyUnicode_FromString(e->write_type)) < 0)
-            goto cleanup;
-    } else {
-        exc = PyObject_CallOneArg(cls, message);
-        if (exc == NULL)
+        if (e->has_write_type &&
+            set_item(attrs, "write_type", PyUnicode_FromString(e->write_type)) < 0)
             goto cleanup;
     }
     rows = PyList_New((Py_ssize_t)n);
@@ -260,39 +243,26 @@ static PyObject *raise_status(const bw_cql_status *status, bw_cql_outcome *outco
         PyList_SET_ITEM(rows, (Py_ssize_t)i, v);
     }
     /* `failure`: the message without the rows, for a caller that names them its own way */
-    if (PyObject_SetAttrString(exc, "unacknowledged", rows) < 0 ||
-        set_attr(exc, "failure", PyUnicode_FromString(status->message)) < 0 ||
-        set_attr(exc, "sent", outcome != NULL ? PyLong_FromUnsignedLongLong(outcome->taken)
-                                              : PyLong_FromLong(0)) < 0 ||
-        set_attr(exc, "row", outcome != NULL && outcome->has_failed_tag
-                                 ? PyLong_FromUnsignedLongLong(outcome->failed_tag)
-                                 : Py_NewRef(Py_None)) < 0)
+    if (PyDict_SetItemString(attrs, "unacknowledged", rows) < 0 ||
+        set_item(attrs, "failure", PyUnicode_FromString(status->message)) < 0 ||
+        set_item(attrs, "sent", outcome != NULL ? PyLong_FromUnsignedLongLong(outcome->taken)
+                                                : PyLong_FromLong(0)) < 0 ||
+        set_item(attrs, "row", outcome != NULL && outcome->has_failed_tag
+                                   ? PyLong_FromUnsignedLongLong(outcome->failed_tag)
+                                   : Py_NewRef(Py_None)) < 0)
         goto cleanup;
-    PyErr_SetObject(cls, exc);
+    bw_raise_status_with(&st, kwargs, attrs);
 cleanup:
     Py_XDECREF(rows);
-    Py_XDECREF(exc);
-    Py_XDECREF(message);
-    Py_DECREF(cls);
+    Py_XDECREF(attrs);
+    Py_XDECREF(kwargs);
     return NULL;
 }
 
 /* Takes the connection for a call: 0, or -1 with an exception (closed, in use, inherited). */
 static int enter(CqlConnectionObject *self) {
-    if (self->conn == NULL) {
-        PyErr_SetString(PyExc_ValueError, "the CqlConnection is closed");
-        return -1;
-    }
-    if (bw_cql_inherited(self->conn)) {
-        bw_raise_inherited("this CqlConnection", "its socket and TLS session");
-        return -1;
-    }
-    if (self->busy) {
-        PyErr_SetString(PyExc_RuntimeError, "the CqlConnection is in use by another call");
-        return -1;
-    }
-    self->busy = 1;
-    return 0;
+    return bw_guard_enter(&self->guard, &connection_words, self->conn == NULL,
+                          self->conn != NULL && bw_cql_inherited(self->conn));
 }
 
 /* The connection no longer watches its cancel (none: nothing). */
@@ -317,7 +287,10 @@ static PyObject *CqlConnection_new(PyTypeObject *type, PyObject *args, PyObject 
                                      &connect_timeout, &timeout, &max_frame,
                                      &throw_on_overload, &cancel))
         return NULL;
-    if (cancel != Py_None && !PyObject_TypeCheck(cancel, &CqlCancelType)) {
+    PyTypeObject *cancel_type = bw_state_type(BW_TYPE_CQL_CANCEL); /* borrowed */
+    if (cancel_type == NULL)
+        return NULL;
+    if (cancel != Py_None && !PyObject_TypeCheck(cancel, cancel_type)) {
         PyErr_Format(PyExc_TypeError, "cancel must be a CqlCancel or None, not %.100s",
                      Py_TYPE(cancel)->tp_name);
         return NULL;
@@ -386,10 +359,20 @@ static PyObject *CqlConnection_new(PyTypeObject *type, PyObject *args, PyObject 
 }
 
 static void CqlConnection_dealloc(CqlConnectionObject *self) {
+    PyObject_GC_UnTrack(self);
     bw_cql_close(self->conn); /* in a forked child: only its memory */
     Py_XDECREF(self->tls);
     release_cancel(self); /* unless close() did */
-    Py_TYPE(self)->tp_free((PyObject *)self);
+    bw_heap_free((PyObject *)self);
+}
+
+/* The references it holds: its type, its TlsContext and its CqlCancel (neither refers back
+   to it, so there is nothing to clear). */
+static int CqlConnection_traverse(CqlConnectionObject *self, visitproc visit, void *arg) {
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(self->tls);
+    Py_VISIT(self->cancel);
+    return 0;
 }
 
 /* request(opcode, body) -> (opcode, bytes): a new reference. */
@@ -415,7 +398,7 @@ static PyObject *CqlConnection_request(CqlConnectionObject *self, PyObject *args
                                 &answer_opcode, &answer, &answer_len, watch_interrupted,
                                 &watch, &status);
     PyEval_RestoreThread(watch.released);
-    self->busy = 0;
+    bw_guard_leave(&self->guard);
     if (rc < 0) {
         if (!watch.interrupted) /* else the handler's exception stands */
             raise_status(&status, NULL);
@@ -541,7 +524,7 @@ static PyObject *run_bodies_now(CqlConnectionObject *self, run_bodies *b, int wi
     b->watch.released = PyEval_SaveThread();
     int rc = bw_cql_run(self->conn, &ro, bodies_produce, bodies_consume, b, &outcome, &status);
     PyEval_RestoreThread(b->watch.released);
-    self->busy = 0;
+    bw_guard_leave(&self->guard);
     if (b->watch.interrupted) {
         /* the handler's exception (KeyboardInterrupt) stands; the connection is broken */
         assert(PyErr_Occurred());
@@ -699,8 +682,8 @@ cleanup:
 /* close(): None (a new reference). Idempotent. */
 static PyObject *CqlConnection_close(CqlConnectionObject *self, PyObject *unused) {
     (void)unused;
-    if (self->busy) {
-        PyErr_SetString(PyExc_RuntimeError, "the CqlConnection is in use by another call");
+    if (self->guard.busy) {
+        bw_guard_refuse_in_use(&connection_words);
         return NULL;
     }
     bw_cql_close(self->conn);
@@ -783,27 +766,30 @@ static PyGetSetDef CqlConnection_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-static PyTypeObject CqlConnectionType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "bulkwire._core.CqlConnection",
-    .tp_basicsize = sizeof(CqlConnectionObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "CqlConnection(host, port=9042, *, username=None, password=None, tls=None, "
-              "connect_timeout=10.0, timeout=30.0, max_frame=0, throw_on_overload=False, "
-              "cancel=None): a CQL native protocol v4 connection (handshake and "
-              "PasswordAuthenticator done); cancel, a CqlCancel, ends its connect and every "
-              "later wait once cancelled.",
-    .tp_new = CqlConnection_new,
-    .tp_dealloc = (destructor)CqlConnection_dealloc,
-    .tp_methods = CqlConnection_methods,
-    .tp_getset = CqlConnection_getset,
+static PyType_Slot CqlConnection_slots[] = {
+    {Py_tp_doc, "CqlConnection(host, port=9042, *, username=None, password=None, tls=None, "
+                "connect_timeout=10.0, timeout=30.0, max_frame=0, throw_on_overload=False, "
+                "cancel=None): a CQL native protocol v4 connection (handshake and "
+                "PasswordAuthenticator done); cancel, a CqlCancel, ends its connect and every "
+                "later wait once cancelled."},
+    {Py_tp_new, CqlConnection_new},
+    {Py_tp_dealloc, CqlConnection_dealloc},
+    {Py_tp_traverse, CqlConnection_traverse},
+    {Py_tp_methods, CqlConnection_methods},
+    {Py_tp_getset, CqlConnection_getset},
+    {0, NULL},
+};
+
+static PyType_Spec CqlConnection_spec = {
+    .name = "bulkwire._core.CqlConnection",
+    .basicsize = sizeof(CqlConnectionObject),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .slots = CqlConnection_slots,
 };
 
 int bw_cql_conn_add_to_module(PyObject *module) {
-    if (PyType_Ready(&CqlConnectionType) < 0 ||
-        PyModule_AddObjectRef(module, "CqlConnection", (PyObject *)&CqlConnectionType) < 0 ||
-        PyType_Ready(&CqlCancelType) < 0 ||
-        PyModule_AddObjectRef(module, "CqlCancel", (PyObject *)&CqlCancelType) < 0)
+    if (bw_state_add_type(module, BW_TYPE_CQL_CONNECTION, &CqlConnection_spec) < 0 ||
+        bw_state_add_type(module, BW_TYPE_CQL_CANCEL, &CqlCancel_spec) < 0)
         return -1;
     static const struct {
         const char *name;

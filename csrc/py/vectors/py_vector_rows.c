@@ -1,6 +1,8 @@
 /* Helpers the vector encode and decode paths share (declared in py_vector_codec.h). */
 #include "py_vector_codec.h"
 
+#include "py_state.h"
+
 /* The many-row calls report which row failed, as the driver's loops do, by rewriting the
    row's own message rather than wrapping the exception: callers (and the tests that compare
    with the Scylla driver) match on the exception's type and text. */
@@ -37,10 +39,10 @@ typedef struct {
                              put while any exported view lives */
 } VectorRowsObject;
 
-static PyTypeObject VectorRowsType;
-
 PyObject *bw_vec_rows_adopt(bw_vector_codec *c, PyObject *bytearray) {
-    VectorRowsObject *rows = PyObject_New(VectorRowsObject, &VectorRowsType); /* new reference */
+    PyTypeObject *type = bw_state_type(BW_TYPE_VECTOR_ROWS); /* borrowed */
+    VectorRowsObject *rows =
+        type != NULL ? (VectorRowsObject *)type->tp_alloc(type, 0) : NULL; /* new reference */
     if (rows == NULL) {
         Py_DECREF(bytearray);
         return NULL;
@@ -55,8 +57,16 @@ PyObject *bw_vec_rows_adopt(bw_vector_codec *c, PyObject *bytearray) {
 }
 
 static void VectorRows_dealloc(PyObject *self) {
+    PyObject_GC_UnTrack(self);
     Py_DECREF(((VectorRowsObject *)self)->storage);
-    PyObject_Free(self);
+    bw_heap_free(self);
+}
+
+/* The references it holds: its type and its bytearray (which refers to nothing). */
+static int VectorRows_traverse(PyObject *self, visitproc visit, void *arg) {
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(((VectorRowsObject *)self)->storage);
+    return 0;
 }
 
 static Py_ssize_t VectorRows_length(PyObject *self) { return ((VectorRowsObject *)self)->count; }
@@ -118,26 +128,26 @@ static PyGetSetDef VectorRows_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-static PySequenceMethods VectorRows_as_sequence = {
-    .sq_length = VectorRows_length,
-    .sq_item = VectorRows_item,
+static PyType_Slot VectorRows_slots[] = {
+    {Py_tp_doc, "The rows VectorCodec.serialize_rows wrote, back to back in one read-only "
+                "buffer: rows[i] is a memoryview of row i (no copy); the object itself exports "
+                "the whole buffer. bulkwire.cql passes its rows to the driver as they are."},
+    {Py_tp_dealloc, VectorRows_dealloc},
+    {Py_tp_traverse, VectorRows_traverse},
+    {Py_tp_repr, VectorRows_repr},
+    {Py_sq_length, VectorRows_length},
+    {Py_sq_item, VectorRows_item},
+    {Py_bf_getbuffer, VectorRows_getbuffer},
+    {Py_tp_getset, VectorRows_getset},
+    {0, NULL},
 };
 
-static PyBufferProcs VectorRows_as_buffer = {.bf_getbuffer = VectorRows_getbuffer};
-
-static PyTypeObject VectorRowsType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "bulkwire._core.VectorRows",
-    .tp_basicsize = sizeof(VectorRowsObject),
-    .tp_dealloc = VectorRows_dealloc,
-    .tp_repr = VectorRows_repr,
-    .tp_as_sequence = &VectorRows_as_sequence,
-    .tp_as_buffer = &VectorRows_as_buffer,
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "The rows VectorCodec.serialize_rows wrote, back to back in one read-only buffer: "
-              "rows[i] is a memoryview of row i (no copy); the object itself exports the whole "
-              "buffer. bulkwire.cql passes its rows to the driver as they are.",
-    .tp_getset = VectorRows_getset,
+/* Made by VectorCodec.serialize_rows only: the type cannot be called. */
+static PyType_Spec VectorRows_spec = {
+    .name = "bulkwire._core.VectorRows",
+    .basicsize = sizeof(VectorRowsObject),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .slots = VectorRows_slots,
 };
 
 PyObject *bw_vec_rows_ready_row(bw_vector_codec *c, PyObject *v) {
@@ -151,7 +161,8 @@ PyObject *bw_vec_rows_ready_row(bw_vector_codec *c, PyObject *v) {
     }
     PyBuffer_Release(&probe);
     const Py_buffer *view = PyMemoryView_GET_BUFFER(v);
-    if (view->obj == NULL || Py_TYPE(view->obj) != &VectorRowsType)
+    /* VectorRows (not a subclass: it has none), known by its deallocator without a lookup */
+    if (view->obj == NULL || Py_TYPE(view->obj)->tp_dealloc != VectorRows_dealloc)
         return NULL;
     const VectorRowsObject *rows = (const VectorRowsObject *)view->obj;
     /* exactly one whole row as plain bytes: a cast or an offset slice would send other bytes
@@ -167,12 +178,5 @@ PyObject *bw_vec_rows_ready_row(bw_vector_codec *c, PyObject *v) {
 }
 
 int bw_vec_rows_add_type(PyObject *module) {
-    if (PyType_Ready(&VectorRowsType) < 0)
-        return -1;
-    Py_INCREF(&VectorRowsType);
-    if (PyModule_AddObject(module, "VectorRows", (PyObject *)&VectorRowsType) < 0) {
-        Py_DECREF(&VectorRowsType);
-        return -1;
-    }
-    return 0;
+    return bw_state_add_type(module, BW_TYPE_VECTOR_ROWS, &VectorRows_spec);
 }

@@ -4,6 +4,7 @@
 
 #include "py_arrow.h"
 #include "py_float32_mode.h"
+#include "py_state.h"
 #include "py_vectors.h"
 #include "vint.h"
 
@@ -76,7 +77,10 @@ static PyObject *VectorCodec_new(PyTypeObject *type, PyObject *args, PyObject *k
     return (PyObject *)c;
 }
 
-static void VectorCodec_dealloc(PyObject *self) { Py_TYPE(self)->tp_free(self); }
+static void VectorCodec_dealloc(PyObject *self) {
+    PyObject_GC_UnTrack(self);
+    bw_heap_free(self);
+}
 
 static PyObject *VectorCodec_repr(PyObject *self) {
     bw_vector_codec *c = (bw_vector_codec *)self;
@@ -230,18 +234,23 @@ static PyGetSetDef VectorCodec_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-static PyTypeObject VectorCodecType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "bulkwire._core.VectorCodec",
-    .tp_basicsize = sizeof(bw_vector_codec),
-    .tp_dealloc = VectorCodec_dealloc,
-    .tp_repr = VectorCodec_repr,
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
-    .tp_doc = "VectorCodec(subtype, dimension): CQL vector<subtype, dimension> to and from "
-              "bytes, from NumPy, Arrow and sequences.",
-    .tp_methods = VectorCodec_methods,
-    .tp_getset = VectorCodec_getset,
-    .tp_new = VectorCodec_new,
+static PyType_Slot VectorCodec_slots[] = {
+    {Py_tp_doc, "VectorCodec(subtype, dimension): CQL vector<subtype, dimension> to and from "
+                "bytes, from NumPy, Arrow and sequences."},
+    {Py_tp_new, VectorCodec_new},
+    {Py_tp_dealloc, VectorCodec_dealloc},
+    {Py_tp_traverse, bw_heap_traverse_type},
+    {Py_tp_repr, VectorCodec_repr},
+    {Py_tp_methods, VectorCodec_methods},
+    {Py_tp_getset, VectorCodec_getset},
+    {0, NULL},
+};
+
+static PyType_Spec VectorCodec_spec = {
+    .name = "bulkwire._core.VectorCodec",
+    .basicsize = sizeof(bw_vector_codec),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .slots = VectorCodec_slots,
 };
 
 /* ---- test hooks for the core pieces ------------------------------------------------------ */
@@ -320,13 +329,8 @@ static PyMethodDef vectors_test_hooks[] = {
 };
 
 int bw_vectors_add_to_module(PyObject *module) {
-    if (PyType_Ready(&VectorCodecType) < 0)
+    if (bw_state_add_type(module, BW_TYPE_VECTOR_CODEC, &VectorCodec_spec) < 0)
         return -1;
-    Py_INCREF(&VectorCodecType);
-    if (PyModule_AddObject(module, "VectorCodec", (PyObject *)&VectorCodecType) < 0) {
-        Py_DECREF(&VectorCodecType);
-        return -1;
-    }
     if (bw_vec_rows_add_type(module) < 0)
         return -1;
     PyObject *names = PyTuple_New((Py_ssize_t)N_SUBTYPES);

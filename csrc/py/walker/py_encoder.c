@@ -5,6 +5,7 @@
 
 #include "py_float32_mode.h"
 #include "py_out_bytes.h"
+#include "py_state.h"
 
 /* ---- ENTITY: the sentinel that selects the built-in entity conventions ---- */
 
@@ -13,13 +14,26 @@ static PyObject *EntityConventions_repr(PyObject *self) {
     return PyUnicode_FromString("bulkwire.ENTITY");
 }
 
-static PyTypeObject EntityConventionsType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "bulkwire._core.EntityConventions",
-    .tp_basicsize = sizeof(PyObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_repr = EntityConventions_repr,
-    .tp_doc = "The built-in default hook: datetime, timedelta, Enum, to_json, __dict__, set, NumPy.",
+static void EntityConventions_dealloc(PyObject *self) {
+    PyObject_GC_UnTrack(self);
+    bw_heap_free(self);
+}
+
+static PyType_Slot EntityConventions_slots[] = {
+    {Py_tp_doc, "The built-in default hook: datetime, timedelta, Enum, to_json, __dict__, "
+                "set, NumPy."},
+    {Py_tp_repr, EntityConventions_repr},
+    {Py_tp_dealloc, EntityConventions_dealloc},
+    {Py_tp_traverse, bw_heap_traverse_type},
+    {0, NULL},
+};
+
+/* One instance, ENTITY: the type cannot be called (nor is it a name of the module). */
+static PyType_Spec EntityConventions_spec = {
+    .name = "bulkwire._core.EntityConventions",
+    .basicsize = sizeof(PyObject),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .slots = EntityConventions_slots,
 };
 
 static PyObject *entity_singleton; /* created at init, lives as long as the process */
@@ -138,6 +152,7 @@ static PyObject *Encoder_new(PyTypeObject *type, PyObject *args, PyObject *kwarg
 }
 
 static int Encoder_traverse(EncoderObject *self, visitproc visit, void *arg) {
+    Py_VISIT(Py_TYPE(self)); /* a heap type */
     Py_VISIT(self->default_hook);
     return 0;
 }
@@ -152,7 +167,7 @@ static int Encoder_clear(EncoderObject *self) {
 static void Encoder_dealloc(EncoderObject *self) {
     PyObject_GC_UnTrack(self);
     Encoder_clear(self);
-    Py_TYPE(self)->tp_free((PyObject *)self);
+    bw_heap_free((PyObject *)self); /* a subclass's too: the base of a heap type frees */
 }
 
 static PyObject *Encoder_encode(EncoderObject *self, PyObject *obj) {
@@ -187,20 +202,24 @@ static PyGetSetDef Encoder_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-static PyTypeObject EncoderType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "bulkwire._core.Encoder",
-    .tp_basicsize = sizeof(EncoderObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "Encoder(*, default=ENTITY, ensure_ascii=True, float32='widen')\n\n"
-              "Holds JSON encoding options; encode(obj) returns bytes. Each call has its own\n"
-              "state: one Encoder may be shared by threads and called from a hook.",
-    .tp_new = Encoder_new,
-    .tp_dealloc = (destructor)Encoder_dealloc,
-    .tp_traverse = (traverseproc)Encoder_traverse,
-    .tp_clear = (inquiry)Encoder_clear,
-    .tp_methods = Encoder_methods,
-    .tp_getset = Encoder_getset,
+static PyType_Slot Encoder_slots[] = {
+    {Py_tp_doc, "Encoder(*, default=ENTITY, ensure_ascii=True, float32='widen')\n\n"
+                "Holds JSON encoding options; encode(obj) returns bytes. Each call has its own\n"
+                "state: one Encoder may be shared by threads and called from a hook."},
+    {Py_tp_new, Encoder_new},
+    {Py_tp_dealloc, Encoder_dealloc},
+    {Py_tp_traverse, Encoder_traverse},
+    {Py_tp_clear, Encoder_clear},
+    {Py_tp_methods, Encoder_methods},
+    {Py_tp_getset, Encoder_getset},
+    {0, NULL},
+};
+
+static PyType_Spec Encoder_spec = {
+    .name = "bulkwire._core.Encoder",
+    .basicsize = sizeof(EncoderObject),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .slots = Encoder_slots,
 };
 
 /* The options of a call that passes no keyword: parse_options(NULL, NULL, NULL) gives the same. */
@@ -288,7 +307,9 @@ static PyMethodDef encoder_functions[] = {
 };
 
 int bw_encoder_add_to_module(PyObject *module) {
-    if (PyType_Ready(&EntityConventionsType) < 0 || PyType_Ready(&EncoderType) < 0)
+    PyTypeObject *conventions =
+        bw_state_make_type(module, BW_TYPE_ENTITY_CONVENTIONS, &EntityConventions_spec);
+    if (conventions == NULL || bw_state_add_type(module, BW_TYPE_ENCODER, &Encoder_spec) < 0)
         return -1;
     if (kw_obj == NULL) {
         kw_obj = PyUnicode_InternFromString("obj");
@@ -299,12 +320,11 @@ int bw_encoder_add_to_module(PyObject *module) {
             return -1;
     }
     if (entity_singleton == NULL) {
-        entity_singleton = PyObject_New(PyObject, &EntityConventionsType);
+        entity_singleton = conventions->tp_alloc(conventions, 0);
         if (entity_singleton == NULL)
             return -1;
     }
     if (PyModule_AddObjectRef(module, "ENTITY", bw_entity_sentinel()) < 0 ||
-        PyModule_AddObjectRef(module, "Encoder", (PyObject *)&EncoderType) < 0 ||
         PyModule_AddIntConstant(module, "MAX_DEPTH", BW_MAX_DEPTH) < 0)
         return -1;
     PyObject *modes = bw_float32_modes(); /* the float32 option's values, for Python's checks */

@@ -6,6 +6,8 @@
 
 #include "py_errors.h"
 #include "py_fork_origin.h"
+#include "py_guard.h"
+#include "py_state.h"
 #include "socket_send.h"
 
 #include <errno.h>
@@ -38,34 +40,28 @@ typedef struct {
     bw_tls *tls;
     PyObject *context;   /* keeps the configuration alive */
     long timeout_ms;     /* < 0: none */
-    int busy;            /* a call runs with the GIL released, or the pump holds it */
+    bw_guard guard;      /* busy: a call runs with the GIL released, or the pump holds it */
     int close_requested; /* close() came while busy: done when the user lets go */
 } TlsConnectionObject;
 
-static PyTypeObject TlsContextType;
-static PyTypeObject TlsConnectionType;
 
 /* Raises TlsError(message) with its verify_failed attribute. Returns NULL. */
 static PyObject *raise_tls_error(const char *message, int verify_failed) {
-    PyObject *args = Py_BuildValue("(s)", message);
-    PyObject *attrs = Py_BuildValue("{sO}", "verify_failed", verify_failed ? Py_True : Py_False);
-    if (args != NULL && attrs != NULL)
-        bw_raise(BW_ERROR_TLS, args, attrs);
-    Py_XDECREF(args);
-    Py_XDECREF(attrs);
-    return NULL;
+    bw_status st;
+    bw_status_set(&st, BW_STATUS_TLS, 0, "%s", message);
+    if (verify_failed)
+        st.flags |= BW_STATUS_VERIFY_FAILED;
+    return bw_raise_status(&st);
 }
 
-/* Sets the exception for a core result rc on tls (not 0, not EINTR). Returns NULL. */
+/* Sets the exception for a core result rc on tls (not 0, not EINTR): the session's failure,
+   or the socket's errno. Returns NULL. */
 static PyObject *raise_for(bw_tls *tls, int rc) {
     if (rc == BW_TLS_FAILED)
         return raise_tls_error(bw_tls_message(tls), bw_tls_verify_failed(tls));
-    if (rc == ETIMEDOUT) {
-        PyErr_SetString(PyExc_TimeoutError, "timed out");
-        return NULL;
-    }
-    errno = rc;
-    return PyErr_SetFromErrno(PyExc_OSError);
+    bw_status st;
+    bw_status_from_errno(&st, rc);
+    return bw_raise_status(&st);
 }
 
 PyObject *bw_tls_set_error(PyObject *obj, int rc) {
@@ -135,32 +131,30 @@ static void connection_close_now(TlsConnectionObject *self) {
     }
 }
 
+static const bw_guard_words connection_words = {
+    .closed = "the TLS connection is closed",
+    .what = "this TLS connection",
+    .owned = "its session and the connection under it",
+    .in_use = "the TLS connection is in use by another thread",
+};
+
 /* Marks the connection in use. 0, or -1 with an exception set. */
 static int connection_enter(TlsConnectionObject *self) {
-    if (self->tls == NULL) {
-        PyErr_SetString(PyExc_ValueError, "the TLS connection is closed");
-        return -1;
-    }
-    if (bw_tls_inherited(self->tls)) {
-        bw_raise_inherited("this TLS connection", "its session and the connection under it");
-        return -1;
-    }
-    if (self->busy) {
-        PyErr_SetString(PyExc_RuntimeError, "the TLS connection is in use by another thread");
-        return -1;
-    }
-    self->busy = 1;
-    return 0;
+    return bw_guard_enter(&self->guard, &connection_words, self->tls == NULL,
+                          self->tls != NULL && bw_tls_inherited(self->tls));
 }
 
 static void connection_leave(TlsConnectionObject *self) {
-    self->busy = 0;
+    bw_guard_leave(&self->guard);
     if (self->close_requested)
         connection_close_now(self);
 }
 
 bw_tls *bw_tls_connection_acquire(PyObject *obj) {
-    if (!Py_IS_TYPE(obj, &TlsConnectionType)) {
+    PyTypeObject *connection_type = bw_state_type(BW_TYPE_TLS_CONNECTION); /* borrowed */
+    if (connection_type == NULL)
+        return NULL;
+    if (!Py_IS_TYPE(obj, connection_type)) {
         PyErr_Format(PyExc_TypeError, "tls must be a TlsConnection or None, not %.100s",
                      Py_TYPE(obj)->tp_name);
         return NULL;
@@ -230,7 +224,7 @@ static PyObject *TlsConnection_answered(TlsConnectionObject *self, PyObject *unu
 /* close() -> None. New reference. */
 static PyObject *TlsConnection_close(TlsConnectionObject *self, PyObject *unused) {
     (void)unused;
-    if (self->busy)
+    if (self->guard.busy)
         self->close_requested = 1;
     else
         connection_close_now(self);
@@ -261,9 +255,17 @@ static PyObject *TlsConnection_get_closed(TlsConnectionObject *self, void *closu
 }
 
 static void TlsConnection_dealloc(TlsConnectionObject *self) {
+    PyObject_GC_UnTrack(self);
     connection_close_now(self);
     Py_XDECREF(self->context);
-    Py_TYPE(self)->tp_free((PyObject *)self);
+    bw_heap_free((PyObject *)self);
+}
+
+/* The references it holds: its type and its TlsContext (which does not refer back). */
+static int TlsConnection_traverse(TlsConnectionObject *self, visitproc visit, void *arg) {
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(self->context);
+    return 0;
 }
 
 static PyMethodDef TlsConnection_methods[] = {
@@ -291,15 +293,21 @@ static PyGetSetDef TlsConnection_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-static PyTypeObject TlsConnectionType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "bulkwire._core.TlsConnection",
-    .tp_basicsize = sizeof(TlsConnectionObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "A TLS session on a connected socket, made by TlsContext.connect.",
-    .tp_dealloc = (destructor)TlsConnection_dealloc,
-    .tp_methods = TlsConnection_methods,
-    .tp_getset = TlsConnection_getset,
+static PyType_Slot TlsConnection_slots[] = {
+    {Py_tp_doc, "A TLS session on a connected socket, made by TlsContext.connect."},
+    {Py_tp_dealloc, TlsConnection_dealloc},
+    {Py_tp_traverse, TlsConnection_traverse},
+    {Py_tp_methods, TlsConnection_methods},
+    {Py_tp_getset, TlsConnection_getset},
+    {0, NULL},
+};
+
+/* Made by TlsContext.connect only: the type cannot be called. */
+static PyType_Spec TlsConnection_spec = {
+    .name = "bulkwire._core.TlsConnection",
+    .basicsize = sizeof(TlsConnectionObject),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .slots = TlsConnection_slots,
 };
 
 /* Raises TLSFileError("<argument>=<path!r>: <message>") (a ValueError) for a file that
@@ -384,13 +392,17 @@ static PyObject *TlsContext_connect(TlsContextObject *self, PyObject *args, PyOb
         return NULL;
     if (bw_tls_config_inherited(self->config))
         return bw_raise_inherited("this TlsContext", "its OpenSSL context and its locks");
-    TlsConnectionObject *conn = PyObject_New(TlsConnectionObject, &TlsConnectionType);
+    PyTypeObject *connection_type = bw_state_type(BW_TYPE_TLS_CONNECTION); /* borrowed */
+    if (connection_type == NULL)
+        return NULL;
+    TlsConnectionObject *conn =
+        (TlsConnectionObject *)connection_type->tp_alloc(connection_type, 0);
     if (conn == NULL)
         return NULL;
     conn->tls = NULL;
     conn->context = Py_NewRef((PyObject *)self);
     conn->timeout_ms = timeout_ms;
-    conn->busy = 0;
+    conn->guard = (bw_guard){0};
     conn->close_requested = 0;
     char message[BW_TLS_MESSAGE_MAX];
     conn->tls = bw_tls_new(self->config, fd, host, message);
@@ -398,7 +410,7 @@ static PyObject *TlsContext_connect(TlsContextObject *self, PyObject *args, PyOb
         Py_DECREF(conn);
         return raise_tls_error(message, 0);
     }
-    conn->busy = 1;
+    conn->guard.busy = 1; /* new: nothing else can hold it yet */
     int failed = run_call(conn, call_handshake, NULL);
     connection_leave(conn);
     if (failed) {
@@ -409,7 +421,10 @@ static PyObject *TlsContext_connect(TlsContextObject *self, PyObject *args, PyOb
 }
 
 bw_tls_config *bw_tls_context_config(PyObject *obj) {
-    if (!PyObject_TypeCheck(obj, &TlsContextType)) {
+    PyTypeObject *context_type = bw_state_type(BW_TYPE_TLS_CONTEXT); /* borrowed */
+    if (context_type == NULL)
+        return NULL;
+    if (!PyObject_TypeCheck(obj, context_type)) {
         PyErr_Format(PyExc_TypeError, "tls must be a bulkwire._core.TlsContext, not %.100s",
                      Py_TYPE(obj)->tp_name);
         return NULL;
@@ -423,8 +438,9 @@ bw_tls_config *bw_tls_context_config(PyObject *obj) {
 }
 
 static void TlsContext_dealloc(TlsContextObject *self) {
+    PyObject_GC_UnTrack(self);
     bw_tls_config_free(self->config);
-    Py_TYPE(self)->tp_free((PyObject *)self);
+    bw_heap_free((PyObject *)self);
 }
 
 static PyMethodDef TlsContext_methods[] = {
@@ -435,25 +451,29 @@ static PyMethodDef TlsContext_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static PyTypeObject TlsContextType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "bulkwire._core.TlsContext",
-    .tp_basicsize = sizeof(TlsContextObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "TlsContext(certificate=None, key=None, ca=None, verify=True)\n\nThe client side "
-              "of TLS through the linked OpenSSL: certificate (PEM: the certificate and its "
-              "chain, and the key when key is None), ca (a PEM bundle; None: the system's CAs), "
-              "verify=False skips verifying the server. ValueError names the argument and file "
-              "that could not be used.",
-    .tp_new = TlsContext_new,
-    .tp_dealloc = (destructor)TlsContext_dealloc,
-    .tp_methods = TlsContext_methods,
+static PyType_Slot TlsContext_slots[] = {
+    {Py_tp_doc, "TlsContext(certificate=None, key=None, ca=None, verify=True)\n\nThe client "
+                "side of TLS through the linked OpenSSL: certificate (PEM: the certificate and "
+                "its chain, and the key when key is None), ca (a PEM bundle; None: the "
+                "system's CAs), verify=False skips verifying the server. ValueError names the "
+                "argument and file that could not be used."},
+    {Py_tp_new, TlsContext_new},
+    {Py_tp_dealloc, TlsContext_dealloc},
+    {Py_tp_traverse, bw_heap_traverse_type},
+    {Py_tp_methods, TlsContext_methods},
+    {0, NULL},
+};
+
+static PyType_Spec TlsContext_spec = {
+    .name = "bulkwire._core.TlsContext",
+    .basicsize = sizeof(TlsContextObject),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .slots = TlsContext_slots,
 };
 
 static int add_types(PyObject *module) {
-    if (PyType_Ready(&TlsContextType) < 0 || PyType_Ready(&TlsConnectionType) < 0 ||
-        PyModule_AddObjectRef(module, "TlsContext", (PyObject *)&TlsContextType) < 0 ||
-        PyModule_AddObjectRef(module, "TlsConnection", (PyObject *)&TlsConnectionType) < 0)
+    if (bw_state_add_type(module, BW_TYPE_TLS_CONTEXT, &TlsContext_spec) < 0 ||
+        bw_state_add_type(module, BW_TYPE_TLS_CONNECTION, &TlsConnection_spec) < 0)
         return -1;
     return PyModule_AddStringConstant(module, "TLS_LIBRARY", bw_tls_library());
 }
@@ -470,8 +490,9 @@ void bw_tls_connection_release(PyObject *obj) { (void)obj; }
 
 PyObject *bw_tls_set_error(PyObject *obj, int rc) {
     (void)obj;
-    errno = rc;
-    return PyErr_SetFromErrno(PyExc_OSError);
+    bw_status st;
+    bw_status_set(&st, BW_STATUS_OS, rc, "%s", "");
+    return bw_raise_status(&st);
 }
 
 static int add_types(PyObject *module) { return PyModule_AddObjectRef(module, "TLS_LIBRARY", Py_None); }
