@@ -1,0 +1,469 @@
+"""A Spark data source named ``bulkwire`` that writes a DataFrame into any target of
+:mod:`bulkwire.targets` (PySpark's Python Data Source API, PySpark >= 4.0).
+
+>>> import bulkwire.spark                                           # doctest: +SKIP
+>>> bulkwire.spark.register(spark)                                  # doctest: +SKIP
+>>> (df.write.format("bulkwire").option("target", "cql")            # doctest: +SKIP
+...    .option("hosts", "10.0.0.1").option("keyspace", "ks").option("table", "vectors")
+...    .mode("append").save())
+>>> bulkwire.spark.last_result(spark).rows                          # doctest: +SKIP
+1000
+
+The option ``target`` names the kind (:data:`bulkwire.targets.KINDS`); every other option is
+either one of the kind's own (:func:`bulkwire.targets.options`; the same checks and messages
+as :func:`bulkwire.targets.make`) or one of the pipeline's: ``batch_rows``, ``columns``
+(comma separated), ``vector_column``. The target is built and the DataFrame's schema judged
+by the target (its plan and its encoder, on a batch without rows) on the driver, before any
+task runs. Each write task then sends its rows through :func:`bulkwire.load_arrow`, in one
+session of its own; its commit message (:class:`TaskWritten`) says what the target
+confirmed; the job's commit sums them into a :class:`SparkWriteResult`, logged on the logger
+``bulkwire.spark`` (on stderr where that logger has no handler) and returned by
+:func:`last_result`.
+
+Only ``mode("append")`` is taken. ``request_file`` writes one file per write task: its
+``out`` (or the path given to ``save``) is a directory (an existing one, or a path ending in
+``/``), into which each task writes ``part-<partition>.bulk.json[.gz|.zst]``, or a path
+holding ``{partition}``, which each task replaces by its partition number (5 digits).
+A streaming query (``writeStream.format("bulkwire")``) is taken where PySpark has
+``DataSourceStreamArrowWriter`` (4.1 and later); its file names hold the micro-batch too
+(``part-<batch>-<partition>``, or ``{batch}`` in the path, which it then needs).
+
+Needs the ``spark`` extra (``pip install 'bulkwire[spark]'``); ``import bulkwire`` does not
+import PySpark, this module does.
+"""
+from __future__ import annotations
+
+import atexit
+import dataclasses
+import itertools
+import json
+import logging
+import os
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from typing import Any, Iterator, List, Optional
+
+from ._extras import missing_extra
+
+try:
+    from pyspark.sql.datasource import (DataSource, DataSourceArrowWriter,
+                                        WriterCommitMessage)
+except ImportError as exc:  # pragma: no cover - the extra is not installed
+    raise missing_extra("Spark support", "pyspark", "spark") from exc
+try:
+    from pyspark.sql.datasource import DataSourceStreamArrowWriter
+except ImportError:  # PySpark 4.0: no Arrow stream writer, no streaming
+    DataSourceStreamArrowWriter = None  # type: ignore[assignment,misc]
+
+__all__ = ["NAME", "PIPELINE_OPTIONS", "SparkWriteResult", "TaskWritten", "last_result",
+           "register", "STREAMING"]
+
+#: The data source's name, for ``format(...)``.
+NAME = "bulkwire"
+#: The options the data source reads itself (the load pipeline's), besides ``target``.
+PIPELINE_OPTIONS = ("batch_rows", "columns", "vector_column")
+#: Whether this PySpark takes ``writeStream.format("bulkwire")``.
+STREAMING = DataSourceStreamArrowWriter is not None
+#: The Spark configuration key under which :func:`register` keeps its result folder.
+RESULT_DIR_KEY = "spark.bulkwire.resultDir"
+#: Options Spark itself gives a streaming sink, which are the query's (lower case).
+_SPARK_OPTIONS = ("checkpointlocation",)
+#: The Spark task's local property that holds a streaming micro-batch's id.
+_BATCH_ID_PROPERTY = "streaming.sql.batchId"
+
+_log = logging.getLogger("bulkwire.spark")
+
+
+@dataclass
+class TaskWritten(WriterCommitMessage):
+    """A write task's commit message: what the target confirmed of the task's rows.
+    ``output`` is the task's file (``request_file``; None for a server, or a task without
+    rows, which opens no session and writes no file); ``rejected_rows`` is 0 (a row the
+    target refuses fails its task)."""
+
+    partition: int
+    attempt: int
+    rows: int
+    body_bytes: int
+    wire_bytes: int
+    retries: int
+    seconds: float
+    rejected_rows: int = 0
+    output: Optional[str] = None
+    batch_id: Optional[int] = None
+
+
+@dataclass(frozen=True)
+class SparkWriteResult:
+    """What a Spark write (or one micro-batch of a streaming query) did, summed over its
+    write tasks' commit messages. ``committed``: the job committed (every task confirmed);
+    False after an abort, when the sums are those of the tasks that confirmed their rows
+    (``partitions``), and ``unconfirmed_tasks`` counts the others. ``seconds``: from the
+    driver's planning to its commit. ``outputs``: the files written (``request_file``)."""
+
+    committed: bool
+    rows: int
+    body_bytes: int
+    wire_bytes: int
+    retries: int
+    rejected_rows: int
+    tasks: int
+    unconfirmed_tasks: int
+    partitions: List[int]
+    seconds: float
+    target: str
+    outputs: List[str] = field(default_factory=list)
+    batch_id: Optional[int] = None
+
+    def summary(self) -> str:
+        """One line for a log."""
+        batch = f" (micro-batch {self.batch_id})" if self.batch_id is not None else ""
+        head = (f"Spark write{batch} into {self.target}: " + (
+            f"{self.rows:,} rows in {self.tasks} tasks" if self.committed else
+            f"aborted: confirmed {self.rows:,} rows of {self.tasks} tasks (partitions "
+            f"{_ranges(self.partitions)}); not confirmed: {self.unconfirmed_tasks} tasks"))
+        return (f"{head}, {self.body_bytes:,} bytes ({self.wire_bytes:,} sent), "
+                f"{self.retries} retries, {self.rejected_rows} rejected rows, "
+                f"{self.seconds:.2f} s")
+
+    @classmethod
+    def of(cls, committed: bool, messages: List[Any], started: float, target: str,
+           batch_id: Optional[int]) -> "SparkWriteResult":
+        done = sorted((m for m in messages if isinstance(m, TaskWritten)),
+                      key=lambda m: m.partition)
+        return cls(committed=committed, rows=sum(m.rows for m in done),
+                   body_bytes=sum(m.body_bytes for m in done),
+                   wire_bytes=sum(m.wire_bytes for m in done),
+                   retries=sum(m.retries for m in done),
+                   rejected_rows=sum(m.rejected_rows for m in done), tasks=len(done),
+                   unconfirmed_tasks=len(messages) - len(done),
+                   partitions=[m.partition for m in done],
+                   seconds=time.time() - started, target=target,
+                   outputs=[m.output for m in done if m.output is not None],
+                   batch_id=batch_id)
+
+
+def _ranges(numbers: List[int]) -> str:
+    """``[0, 1, 2, 5]`` as ``0-2, 5`` (``none`` for no number)."""
+    spans: List[List[int]] = []
+    for n in numbers:
+        if spans and spans[-1][1] == n - 1:
+            spans[-1][1] = n
+        else:
+            spans.append([n, n])
+    return ", ".join(f"{a}-{b}" if a != b else str(a) for a, b in spans) or "none"
+
+
+# ---------------------------------------------------------------------------- the options
+
+@dataclass(frozen=True)
+class _Job:
+    """What the driver judged from the options, pickled to every task: the kind, the
+    target's description (a file target's path still holding its placeholders), the load's
+    options, and where the driver's commit reports (None: the log alone)."""
+
+    kind: str
+    target: Any
+    options: Any  # a LoadOptions
+    out: Optional[str]  # request_file: the path with {partition} (and {batch})
+    result_dir: Optional[str]
+    started: float
+    streaming: bool
+
+
+def _job(options: Any, schema: Any, overwrite: bool, streaming: bool,
+         result_dir: Optional[str]) -> _Job:
+    """Judges the data source's ``options`` (strings, keys lower case) and the DataFrame's
+    Spark ``schema`` on the driver: the target described by :func:`bulkwire.targets.make`,
+    the pipeline's options by :class:`bulkwire.LoadOptions`, the schema by the target's plan
+    and encoder. Raises naming the option, the mode or the column."""
+    from . import targets
+    from .load_options import LoadOptions
+
+    if overwrite:
+        raise ValueError("the bulkwire data source takes mode('append') only, not mode "
+                         "'overwrite' (a load adds rows to its target; it never empties it)")
+    given = {str(k).lower(): v for k, v in dict(options).items()}
+    kind = given.pop("target", None)
+    if kind is None:
+        raise ValueError(f"the bulkwire data source needs option 'target', one of: "
+                         f"{', '.join(sorted(targets.KINDS))}")
+    kind = str(kind).strip()
+    own = [o.name for o in targets.options(kind)]  # ValueError naming the kinds
+    pipeline = {name: given.pop(name) for name in PIPELINE_OPTIONS if name in given}
+    for name in _SPARK_OPTIONS:  # the query's, not the target's
+        given.pop(name, None)
+    path = given.pop("path", None)  # save(path)
+    if path is not None:
+        if kind != "request_file" or "out" in given:
+            raise ValueError(f"save(path) names the output of the request_file target, not "
+                             f"of the {kind} target" if kind != "request_file" else
+                             "save(path) and option 'out' both name the output: give one")
+        given["out"] = path
+    unknown = [name for name in given if name not in own]
+    if unknown:
+        raise TypeError(f"{unknown[0]} is not an option of the bulkwire data source for the "
+                        f"{kind} target (its options: {', '.join(own)}; the data source's "
+                        f"own: target, {', '.join(PIPELINE_OPTIONS)})")
+    load = LoadOptions(
+        batch_rows=_int(pipeline["batch_rows"], "batch_rows") if "batch_rows" in pipeline
+        else None,
+        columns=(tuple(c.strip() for c in pipeline["columns"].split(","))
+                 if pipeline.get("columns") else None),
+        vector_column=pipeline.get("vector_column") or None)
+    out = given.get("out") if kind == "request_file" else None
+    if kind == "request_file":
+        given["out"] = os.devnull  # each task places its own file
+    target = targets.make(kind, **given)
+    if kind == "request_file":
+        out = _per_task_out(out, streaming, target.compress)
+    if not getattr(target, "units", True) and kind != "request_file":
+        raise ValueError(f"the {kind} target writes one output whole: a Spark job writes "
+                         f"from many tasks")
+    _judge(target, schema, load)
+    return _Job(kind=kind, target=target, options=load, out=out, result_dir=result_dir,
+                started=time.time(), streaming=streaming)
+
+
+def _int(text: str, name: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"{name} must be an int, not {text!r}") from None
+
+
+def _per_task_out(out: Optional[str], streaming: bool, compress: Any) -> str:
+    """The path of each task's file, with ``{partition}`` (and, streaming, ``{batch}``) in it:
+    ``out`` itself, or, for a directory, a name in it."""
+    if not out:
+        raise ValueError("the request_file target writes one file per Spark task: give out "
+                         "(or save(path)) a directory, or a path holding {partition}")
+    if "{partition}" in out:
+        if streaming and "{batch}" not in out:
+            raise ValueError(f"a streaming query writes one file per micro-batch and task: "
+                             f"out needs {{batch}} as well as {{partition}}, not {out!r}")
+        return out
+    if out.endswith(("/", os.sep)) or os.path.isdir(out):
+        from .load.ravendb_target import default_out
+
+        os.makedirs(out, exist_ok=True)  # here, so that a path that cannot be fails now
+
+        name = "part-{batch}-{partition}" if streaming else "part-{partition}"
+        return default_out(os.path.join(out, f"{name}.parquet"), compress)
+    raise ValueError(f"the request_file target writes one file per Spark task: out must be a "
+                     f"directory or hold {{partition}}, not {out!r} (one file would be "
+                     f"written by every task)")
+
+
+def _judge(target: Any, spark_schema: Any, options: Any) -> None:
+    """The target's plan and encoder on the DataFrame's Arrow schema, and the encoder on a
+    batch without rows: every column the target cannot take is refused here, on the driver."""
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    schema = to_arrow_schema(spark_schema, timezone="UTC")
+    source = "the Spark DataFrame"
+    plan = target.plan(schema, source, options)
+    encode = target.encoder(schema, plan, options)
+    empty = pa.RecordBatch.from_arrays(
+        [pa.array([], type=schema.field(name).type) for name in plan.read_columns],
+        names=list(plan.read_columns))
+    encode(empty)
+
+
+# ---------------------------------------------------------------------------- the tasks
+
+class _Counted:
+    """A target description that keeps the sessions it opens, so that a task can read what
+    they counted (a CQL session's ``retries``); everything else is the description's own."""
+
+    def __init__(self, described: Any) -> None:
+        self._described = described
+        self.sessions: List[Any] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._described, name)
+
+    def placed(self, path: Any, files: Any) -> "_Counted":
+        placed = _Counted(self._described.placed(path, files))
+        placed.sessions = self.sessions
+        return placed
+
+    def open(self) -> Any:
+        session = self._described.open()
+        self.sessions.append(session)
+        return session
+
+    @property
+    def retries(self) -> int:
+        return sum(int(getattr(s, "retries", 0) or 0) for s in self.sessions)
+
+
+def _task_ids() -> tuple:
+    """(partition, attempt, micro-batch id or None) of the running Spark task."""
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    if context is None:  # called outside a task (a test calling write itself)
+        return 0, 0, None
+    batch = context.getLocalProperty(_BATCH_ID_PROPERTY)
+    return (context.partitionId(), context.attemptNumber(),
+            int(batch) if batch not in (None, "") else None)
+
+
+def _write(job: _Job, iterator: Iterator[Any]) -> TaskWritten:
+    """One write task: its record batches in one session of the target."""
+    import pyarrow as pa
+
+    from .load.entry import load_arrow
+
+    start = time.perf_counter()
+    partition, attempt, batch_id = _task_ids()
+    batches = (b for b in iterator if b.num_rows)
+    first = next(batches, None)
+    if first is None:  # no rows: no session, no file
+        return TaskWritten(partition=partition, attempt=attempt, rows=0, body_bytes=0,
+                           wire_bytes=0, retries=0, seconds=time.perf_counter() - start,
+                           batch_id=batch_id)
+    target = job.target
+    output = None
+    if job.out is not None:
+        output = (job.out.replace("{partition}", f"{partition:05d}")
+                  .replace("{batch}", f"{batch_id if batch_id is not None else 0:05d}"))
+        target = dataclasses.replace(target, out=output)
+        if not os.path.isdir(os.path.dirname(output) or "."):  # another machine's folder
+            os.makedirs(os.path.dirname(output), exist_ok=True)
+    counted = _Counted(target)
+    reader = pa.RecordBatchReader.from_batches(first.schema, itertools.chain([first], batches))
+    try:
+        result = load_arrow(reader, counted, options=job.options, threads=1)
+    except Exception as exc:
+        batch = f" of micro-batch {batch_id}" if batch_id is not None else ""
+        exc.__notes__ = [*getattr(exc, "__notes__", []),
+                         f"in partition {partition}{batch} (attempt {attempt}) of the Spark "
+                         f"write into {target.describe()}"]
+        raise
+    return TaskWritten(partition=partition, attempt=attempt, rows=result.rows,
+                       body_bytes=result.body_bytes, wire_bytes=result.wire_bytes,
+                       retries=counted.retries, seconds=time.perf_counter() - start,
+                       output=output, batch_id=batch_id)
+
+
+# ---------------------------------------------------------------------------- the driver
+
+def _describe(job: _Job) -> str:
+    if job.out is not None:
+        return f"request files {job.out}"
+    return job.target.describe()
+
+
+def _report(job: _Job, result: SparkWriteResult) -> None:
+    """Logs ``result`` and, for a data source :func:`register` made, keeps it for
+    :func:`last_result`."""
+    line = result.summary()
+    level = logging.INFO if result.committed else logging.WARNING
+    if _log.hasHandlers():
+        _log.log(level, line)
+    else:  # a Python worker of the driver: its stderr reaches the driver's
+        print(f"bulkwire.spark: {line}", file=sys.stderr, flush=True)
+    if job.result_dir is not None and os.path.isdir(job.result_dir):
+        temporary = os.path.join(job.result_dir, f".last.{os.getpid()}.json")
+        with open(temporary, "w", encoding="utf-8") as f:
+            json.dump(dataclasses.asdict(result), f)
+        os.replace(temporary, os.path.join(job.result_dir, "last.json"))
+
+
+class BulkwireWriter(DataSourceArrowWriter):
+    """The batch writer: made on the driver (the options and schema judged there), pickled
+    to every write task (:meth:`write`); :meth:`commit` or :meth:`abort` run on the driver."""
+
+    def __init__(self, job: _Job) -> None:
+        self.job = job
+
+    def write(self, iterator: Iterator[Any]) -> TaskWritten:
+        return _write(self.job, iterator)
+
+    def commit(self, messages: List[Optional[WriterCommitMessage]]) -> None:
+        _report(self.job, SparkWriteResult.of(True, list(messages), self.job.started,
+                                              _describe(self.job), None))
+
+    def abort(self, messages: List[Optional[WriterCommitMessage]]) -> None:
+        _report(self.job, SparkWriteResult.of(False, list(messages), self.job.started,
+                                              _describe(self.job), None))
+
+
+if DataSourceStreamArrowWriter is not None:
+    class BulkwireStreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc,valid-type]
+        """The streaming writer: each micro-batch as a job of its own (:class:`BulkwireWriter`),
+        its commit messages summed per micro-batch."""
+
+        def __init__(self, job: _Job) -> None:
+            self.job = job
+
+        def write(self, iterator: Iterator[Any]) -> TaskWritten:
+            return _write(self.job, iterator)
+
+        def commit(self, messages: List[Optional[WriterCommitMessage]], batchId: int) -> None:
+            _report(self.job, SparkWriteResult.of(True, list(messages), self.job.started,
+                                                  _describe(self.job), batchId))
+
+        def abort(self, messages: List[Optional[WriterCommitMessage]], batchId: int) -> None:
+            _report(self.job, SparkWriteResult.of(False, list(messages), self.job.started,
+                                                  _describe(self.job), batchId))
+
+
+class BulkwireDataSource(DataSource):
+    """The data source ``bulkwire`` (write only): see the module's documentation. A source
+    that :func:`register` made keeps each job's result for :func:`last_result`."""
+
+    #: where the driver's commit writes the job's result (set by :func:`register`)
+    result_dir: Optional[str] = None
+
+    @classmethod
+    def name(cls) -> str:
+        return NAME
+
+    def writer(self, schema: Any, overwrite: bool) -> BulkwireWriter:
+        return BulkwireWriter(_job(self.options, schema, overwrite, False, self.result_dir))
+
+    def streamWriter(self, schema: Any, overwrite: bool) -> Any:
+        if DataSourceStreamArrowWriter is None:
+            raise NotImplementedError("streaming into bulkwire needs PySpark >= 4.1 "
+                                      "(DataSourceStreamArrowWriter)")
+        return BulkwireStreamWriter(_job(self.options, schema, overwrite, True,
+                                         self.result_dir))
+
+
+def register(spark: Any) -> None:
+    """Registers the data source ``bulkwire`` with the SparkSession ``spark``: then
+    ``df.write.format("bulkwire")`` writes into a target, and :func:`last_result` returns
+    what the last write (or micro-batch) of this session did. Registering again is a no-op
+    but for the source being registered anew."""
+    directory = spark.conf.get(RESULT_DIR_KEY, None)
+    if not directory or not os.path.isdir(directory):
+        directory = tempfile.mkdtemp(prefix="bulkwire-spark-")
+        atexit.register(shutil.rmtree, directory, True)
+        spark.conf.set(RESULT_DIR_KEY, directory)
+    # a class of its own, pickled by value with the session's folder in it
+    source = type("BulkwireDataSource", (BulkwireDataSource,), {"result_dir": directory})
+    source.__qualname__ = "BulkwireDataSource.registered"
+    spark.dataSource.register(source)
+
+
+def last_result(spark: Any) -> Optional[SparkWriteResult]:
+    """What the last write into the data source :func:`register` registered with ``spark``
+    did (the last micro-batch, for a streaming query): its commit's sums, or, after an abort,
+    what the tasks that finished had confirmed (``committed`` False). None before the first.
+    ``ValueError`` when ``register(spark)`` was not called."""
+    directory = spark.conf.get(RESULT_DIR_KEY, None)
+    if not directory:
+        raise ValueError("no bulkwire data source is registered with this SparkSession: "
+                         "call bulkwire.spark.register(spark) first")
+    try:
+        with open(os.path.join(directory, "last.json"), encoding="utf-8") as f:
+            return SparkWriteResult(**json.load(f))
+    except FileNotFoundError:
+        return None
