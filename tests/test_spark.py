@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import collections
 import os
-import shutil
-import sys
 import time
 
 import numpy as np
@@ -25,6 +23,7 @@ import bulkwire.spark  # noqa: E402
 from bulkwire import targets  # noqa: E402
 from bulkwire.testing import LoopbackServer  # noqa: E402
 
+from _spark_session import spark_session  # noqa: E402
 from cql_nodes import EmulatedCluster  # noqa: E402
 
 pytestmark = pytest.mark.timeout(300)
@@ -32,32 +31,9 @@ pytestmark = pytest.mark.timeout(300)
 ROWS = 40  # rows of each DataFrame: ids 0..ROWS-1, in 2 partitions of ROWS // 2
 
 
-def spark_session():
-    """A local[2] SparkSession whose Python workers run this interpreter, reachable on
-    loopback alone, with the bulkwire data source registered."""
-    if shutil.which("java") is None and os.environ.get("BULKWIRE_REQUIRE_EXTRAS") != "1":
-        pytest.skip("Spark needs a Java runtime (apt-get install openjdk-17-jre-headless)")
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    # the tasks run this module's functions: their Python workers import it from here
-    os.environ["PYTHONPATH"] = os.pathsep.join(
-        filter(None, [os.path.dirname(os.path.abspath(__file__)), os.environ.get("PYTHONPATH")]))
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
-
-    session = (SparkSession.builder.master("local[2]").appName("bulkwire-tests")
-               .config("spark.driver.host", "127.0.0.1")
-               .config("spark.driver.bindAddress", "127.0.0.1")
-               .config("spark.ui.enabled", "false")
-               .config("spark.sql.shuffle.partitions", "2")
-               .getOrCreate())
-    session.sparkContext.setLogLevel("ERROR")
-    bulkwire.spark.register(session)
-    return session
-
-
 @pytest.fixture(scope="module")
-def spark():
-    session = spark_session()
+def spark(tmp_path_factory):
+    session = spark_session(str(tmp_path_factory.mktemp("spark")))
     try:
         yield session
     finally:
