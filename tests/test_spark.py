@@ -168,6 +168,18 @@ def test_an_unknown_option_is_named(spark, tmp_path):
     assert os.listdir(tmp_path) == []
 
 
+def test_a_path_names_a_file_targets_output_only(spark, tmp_path):
+    with pytest.raises(Exception, match="save\\(path\\) names a file target's output; the "
+                                        "ravendb target has none"):
+        (frame(spark).write.format("bulkwire").option("target", "ravendb")
+         .option("url", "http://127.0.0.1:9").option("database", "db").mode("append")
+         .save(str(tmp_path)))
+    with pytest.raises(Exception, match="save\\(path\\) and option 'out' both name"):
+        (frame(spark).write.format("bulkwire").option("target", "request_file")
+         .option("out", str(tmp_path) + "/a/").mode("append").save(str(tmp_path) + "/b/"))
+    assert os.listdir(tmp_path) == []
+
+
 def test_modes_other_than_append_are_refused_naming_the_mode(spark, tmp_path):
     with LoopbackServer() as server:
         def writer():

@@ -20,10 +20,11 @@ confirmed; the job's commit sums them into a :class:`SparkWriteResult`, logged o
 ``bulkwire.spark`` (on stderr where that logger has no handler) and returned by
 :func:`last_result`.
 
-Only ``mode("append")`` is taken. ``request_file`` writes one file per write task: its
-``out`` (or the path given to ``save``) is a directory (an existing one, or a path ending in
-``/``), into which each task writes ``part-<partition>.bulk.json[.gz|.zst]``, or a path
-holding ``{partition}``, which each task replaces by its partition number (5 digits).
+Only ``mode("append")`` is taken. A file target (``request_file``: a kind that writes one
+output whole) writes one file per write task: its ``out`` (or the path given to ``save``) is
+a folder (an existing one, or a path ending in ``/``), into which each task writes
+``part-<partition>`` named as the kind names its output (``.bulk.json[.gz|.zst]``), or a
+path holding ``{partition}``, which each task replaces by its partition number (5 digits).
 A streaming query (``writeStream.format("bulkwire")``) is taken where PySpark has
 ``DataSourceStreamArrowWriter`` (4.1 and later); its file names hold the micro-batch too
 (``part-<batch>-<partition>``, or ``{batch}`` in the path, which it then needs).
@@ -90,7 +91,9 @@ class TaskWritten(WriterCommitMessage):
     body_bytes: int
     wire_bytes: int
     retries: int
-    seconds: float
+    #: when the task began and ended (seconds since the epoch, the task's clock)
+    started: float
+    ended: float
     rejected_rows: int = 0
     output: Optional[str] = None
     batch_id: Optional[int] = None
@@ -102,7 +105,14 @@ class SparkWriteResult:
     write tasks' commit messages. ``committed``: the job committed (every task confirmed);
     False after an abort, when the sums are those of the tasks that confirmed their rows
     (``partitions``), and ``unconfirmed_tasks`` counts the others. ``seconds``: from the
-    driver's planning to its commit. ``outputs``: the files written (``request_file``)."""
+    first of those tasks' start to the last one's end. ``outputs``: the files written (a
+    file target such as ``request_file``).
+
+    >>> SparkWriteResult(committed=False, rows=20, body_bytes=900, wire_bytes=900, retries=0,
+    ...                  rejected_rows=0, tasks=3, unconfirmed_tasks=1, partitions=[0, 1, 3],
+    ...                  seconds=0.5, target="http://127.0.0.1:8080 (database db)").summary()
+    'Spark write into http://127.0.0.1:8080 (database db): aborted: 3 tasks confirmed 20 rows (partitions 0-1, 3), 1 task not, 900 bytes (900 sent), 0 retries, 0 rejected rows, 0.50 s'
+    """
 
     committed: bool
     rows: int
@@ -122,16 +132,17 @@ class SparkWriteResult:
         """One line for a log."""
         batch = f" (micro-batch {self.batch_id})" if self.batch_id is not None else ""
         head = (f"Spark write{batch} into {self.target}: " + (
-            f"{self.rows:,} rows in {self.tasks} tasks" if self.committed else
-            f"aborted: confirmed {self.rows:,} rows of {self.tasks} tasks (partitions "
-            f"{_ranges(self.partitions)}); not confirmed: {self.unconfirmed_tasks} tasks"))
+            f"{self.rows:,} rows in {_count(self.tasks, 'task')}" if self.committed else
+            f"aborted: {_count(self.tasks, 'task')} confirmed {self.rows:,} rows (partitions "
+            f"{_ranges(self.partitions)}), {_count(self.unconfirmed_tasks, 'task')} not"))
         return (f"{head}, {self.body_bytes:,} bytes ({self.wire_bytes:,} sent), "
                 f"{self.retries} retries, {self.rejected_rows} rejected rows, "
                 f"{self.seconds:.2f} s")
 
     @classmethod
-    def of(cls, committed: bool, messages: List[Any], started: float, target: str,
+    def of(cls, committed: bool, messages: List[Any], target: str,
            batch_id: Optional[int]) -> "SparkWriteResult":
+        """The sums of the commit messages (those of the tasks that failed: None)."""
         done = sorted((m for m in messages if isinstance(m, TaskWritten)),
                       key=lambda m: m.partition)
         return cls(committed=committed, rows=sum(m.rows for m in done),
@@ -141,9 +152,14 @@ class SparkWriteResult:
                    rejected_rows=sum(m.rejected_rows for m in done), tasks=len(done),
                    unconfirmed_tasks=len(messages) - len(done),
                    partitions=[m.partition for m in done],
-                   seconds=time.time() - started, target=target,
+                   seconds=(max(m.ended for m in done) - min(m.started for m in done)
+                            if done else 0.0), target=target,
                    outputs=[m.output for m in done if m.output is not None],
                    batch_id=batch_id)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def _ranges(numbers: List[int]) -> str:
@@ -161,25 +177,23 @@ def _ranges(numbers: List[int]) -> str:
 
 @dataclass(frozen=True)
 class _Job:
-    """What the driver judged from the options, pickled to every task: the kind, the
-    target's description (a file target's path still holding its placeholders), the load's
-    options, and where the driver's commit reports (None: the log alone)."""
+    """What the driver judged from the options, pickled to every task: the target's
+    description, the load's options, for a file target the path of each task's file (with
+    ``{partition}``, and ``{batch}`` when streaming, still in it), and where the driver's
+    commit leaves its result (None: the log alone)."""
 
-    kind: str
     target: Any
     options: Any  # a LoadOptions
-    out: Optional[str]  # request_file: the path with {partition} (and {batch})
+    out: Optional[str]
     result_dir: Optional[str]
-    started: float
-    streaming: bool
 
 
 def _job(options: Any, schema: Any, overwrite: bool, streaming: bool,
          result_dir: Optional[str]) -> _Job:
-    """Judges the data source's ``options`` (strings, keys lower case) and the DataFrame's
-    Spark ``schema`` on the driver: the target described by :func:`bulkwire.targets.make`,
-    the pipeline's options by :class:`bulkwire.LoadOptions`, the schema by the target's plan
-    and encoder. Raises naming the option, the mode or the column."""
+    """Judges the data source's ``options`` (strings) and the DataFrame's Spark ``schema`` on
+    the driver: the target described by :func:`bulkwire.targets.make`, the pipeline's
+    options by :class:`bulkwire.LoadOptions`, the schema by the target's plan and encoder.
+    Raises naming the option, the mode or the column."""
     from . import targets
     from .load_options import LoadOptions
 
@@ -198,10 +212,11 @@ def _job(options: Any, schema: Any, overwrite: bool, streaming: bool,
         given.pop(name, None)
     path = given.pop("path", None)  # save(path)
     if path is not None:
-        if kind != "request_file" or "out" in given:
-            raise ValueError(f"save(path) names the output of the request_file target, not "
-                             f"of the {kind} target" if kind != "request_file" else
-                             "save(path) and option 'out' both name the output: give one")
+        if "out" not in own:
+            raise ValueError(f"save(path) names a file target's output; the {kind} target "
+                             f"has none (its options: {', '.join(own)})")
+        if "out" in given:
+            raise ValueError("save(path) and option 'out' both name the output: give one")
         given["out"] = path
     unknown = [name for name in given if name not in own]
     if unknown:
@@ -214,18 +229,16 @@ def _job(options: Any, schema: Any, overwrite: bool, streaming: bool,
         columns=(tuple(c.strip() for c in pipeline["columns"].split(","))
                  if pipeline.get("columns") else None),
         vector_column=pipeline.get("vector_column") or None)
-    out = given.get("out") if kind == "request_file" else None
-    if kind == "request_file":
-        given["out"] = os.devnull  # each task places its own file
-    target = targets.make(kind, **given)
-    if kind == "request_file":
-        out = _per_task_out(out, streaming, target.compress)
-    if not getattr(target, "units", True) and kind != "request_file":
-        raise ValueError(f"the {kind} target writes one output whole: a Spark job writes "
-                         f"from many tasks")
+    out = given.pop("out", None) if "out" in own else None
+    target = targets.make(kind, **given)  # a file target without its path: each task's own
+    if not target.units:  # one output, written whole: one per task
+        if not (dataclasses.is_dataclass(target) and "out" in
+                {f.name for f in dataclasses.fields(target)}):
+            raise ValueError(f"the {kind} target writes one output whole, which the tasks of a "
+                             f"Spark job cannot share")
+        out = _per_task_out(target, kind, out, streaming)
     _judge(target, schema, load)
-    return _Job(kind=kind, target=target, options=load, out=out, result_dir=result_dir,
-                started=time.time(), streaming=streaming)
+    return _Job(target=target, options=load, out=out, result_dir=result_dir)
 
 
 def _int(text: str, name: str) -> int:
@@ -235,27 +248,26 @@ def _int(text: str, name: str) -> int:
         raise ValueError(f"{name} must be an int, not {text!r}") from None
 
 
-def _per_task_out(out: Optional[str], streaming: bool, compress: Any) -> str:
-    """The path of each task's file, with ``{partition}`` (and, streaming, ``{batch}``) in it:
-    ``out`` itself, or, for a directory, a name in it."""
+def _per_task_out(target: Any, kind: str, out: Optional[str], streaming: bool) -> str:
+    """The path of each task's file of the file ``target``, with ``{partition}`` (and,
+    streaming, ``{batch}``) in it: ``out`` itself, or, for a folder, the kind's own name for
+    a file ``part-{partition}`` in it."""
     if not out:
-        raise ValueError("the request_file target writes one file per Spark task: give out "
-                         "(or save(path)) a directory, or a path holding {partition}")
+        raise ValueError(f"the {kind} target writes one file per Spark task: give out (or "
+                         f"save(path)) a folder, or a path holding {{partition}}")
     if "{partition}" in out:
         if streaming and "{batch}" not in out:
             raise ValueError(f"a streaming query writes one file per micro-batch and task: "
                              f"out needs {{batch}} as well as {{partition}}, not {out!r}")
         return out
     if out.endswith(("/", os.sep)) or os.path.isdir(out):
-        from .load.ravendb_target import default_out
-
-        os.makedirs(out, exist_ok=True)  # here, so that a path that cannot be fails now
-
-        name = "part-{batch}-{partition}" if streaming else "part-{partition}"
-        return default_out(os.path.join(out, f"{name}.parquet"), compress)
-    raise ValueError(f"the request_file target writes one file per Spark task: out must be a "
-                     f"directory or hold {{partition}}, not {out!r} (one file would be "
-                     f"written by every task)")
+        os.makedirs(out, exist_ok=True)  # here, so that a folder that cannot be fails now
+        name = os.path.join(out, ("part-{batch}-{partition}" if streaming else
+                                  "part-{partition}") + ".parquet")
+        return target.placed(name, [name]).out  # the kind's own name for its output
+    raise ValueError(f"the {kind} target writes one file per Spark task: out must be a folder "
+                     f"or hold {{partition}}, not {out!r} (one file would be written by "
+                     f"every task)")
 
 
 def _judge(target: Any, spark_schema: Any, options: Any) -> None:
@@ -318,46 +330,45 @@ def _write(job: _Job, iterator: Iterator[Any]) -> TaskWritten:
     """One write task: its record batches in one session of the target."""
     import pyarrow as pa
 
+    from .errors import _add_note
     from .load.entry import load_arrow
 
-    start = time.perf_counter()
+    started = time.time()
     partition, attempt, batch_id = _task_ids()
+    ids = dict(partition=partition, attempt=attempt, batch_id=batch_id, started=started)
     batches = (b for b in iterator if b.num_rows)
     first = next(batches, None)
     if first is None:  # no rows: no session, no file
-        return TaskWritten(partition=partition, attempt=attempt, rows=0, body_bytes=0,
-                           wire_bytes=0, retries=0, seconds=time.perf_counter() - start,
-                           batch_id=batch_id)
+        return TaskWritten(rows=0, body_bytes=0, wire_bytes=0, retries=0, ended=time.time(),
+                           **ids)
     target = job.target
     output = None
     if job.out is not None:
         output = (job.out.replace("{partition}", f"{partition:05d}")
                   .replace("{batch}", f"{batch_id if batch_id is not None else 0:05d}"))
         target = dataclasses.replace(target, out=output)
-        if not os.path.isdir(os.path.dirname(output) or "."):  # another machine's folder
-            os.makedirs(os.path.dirname(output), exist_ok=True)
+        folder = os.path.dirname(output)
+        if folder and not os.path.isdir(folder):  # an executor on another machine
+            os.makedirs(folder, exist_ok=True)
     counted = _Counted(target)
     reader = pa.RecordBatchReader.from_batches(first.schema, itertools.chain([first], batches))
     try:
         result = load_arrow(reader, counted, options=job.options, threads=1)
     except Exception as exc:
         batch = f" of micro-batch {batch_id}" if batch_id is not None else ""
-        exc.__notes__ = [*getattr(exc, "__notes__", []),
-                         f"in partition {partition}{batch} (attempt {attempt}) of the Spark "
-                         f"write into {target.describe()}"]
+        _add_note(exc, f"in partition {partition}{batch} (attempt {attempt}) of the Spark "
+                       f"write into {target.describe()}")
         raise
-    return TaskWritten(partition=partition, attempt=attempt, rows=result.rows,
-                       body_bytes=result.body_bytes, wire_bytes=result.wire_bytes,
-                       retries=counted.retries, seconds=time.perf_counter() - start,
-                       output=output, batch_id=batch_id)
+    return TaskWritten(rows=result.rows, body_bytes=result.body_bytes,
+                       wire_bytes=result.wire_bytes, retries=counted.retries,
+                       ended=time.time(), output=output, **ids)
 
 
 # ---------------------------------------------------------------------------- the driver
 
 def _describe(job: _Job) -> str:
-    if job.out is not None:
-        return f"request files {job.out}"
-    return job.target.describe()
+    """The target, for the result and the log (a file target: its tasks' paths)."""
+    return f"files {job.out}" if job.out is not None else job.target.describe()
 
 
 def _report(job: _Job, result: SparkWriteResult) -> None:
@@ -387,11 +398,11 @@ class BulkwireWriter(DataSourceArrowWriter):
         return _write(self.job, iterator)
 
     def commit(self, messages: List[Optional[WriterCommitMessage]]) -> None:
-        _report(self.job, SparkWriteResult.of(True, list(messages), self.job.started,
+        _report(self.job, SparkWriteResult.of(True, list(messages),
                                               _describe(self.job), None))
 
     def abort(self, messages: List[Optional[WriterCommitMessage]]) -> None:
-        _report(self.job, SparkWriteResult.of(False, list(messages), self.job.started,
+        _report(self.job, SparkWriteResult.of(False, list(messages),
                                               _describe(self.job), None))
 
 
@@ -407,11 +418,11 @@ if DataSourceStreamArrowWriter is not None:
             return _write(self.job, iterator)
 
         def commit(self, messages: List[Optional[WriterCommitMessage]], batchId: int) -> None:
-            _report(self.job, SparkWriteResult.of(True, list(messages), self.job.started,
+            _report(self.job, SparkWriteResult.of(True, list(messages),
                                                   _describe(self.job), batchId))
 
         def abort(self, messages: List[Optional[WriterCommitMessage]], batchId: int) -> None:
-            _report(self.job, SparkWriteResult.of(False, list(messages), self.job.started,
+            _report(self.job, SparkWriteResult.of(False, list(messages),
                                                   _describe(self.job), batchId))
 
 
