@@ -363,3 +363,22 @@ def test_a_partition_whose_worker_keeps_dying_fails_the_call_naming_the_unconfir
                             f"DataFrame's 4 partitions") for n in info.value.__notes__)
     confirmed = set().union(*(ids[i] for i in range(4) if i not in unconfirmed))
     assert confirmed <= answered_ids(server)
+
+
+def test_to_target_writes_what_the_target_says(server, tmp_path):
+    """to_target(ddf, target): the target's own options, the load's (columns), the same bytes
+    as load_parquet into the same target (on the synchronous scheduler); a file target, or a
+    target's option given to the load, is refused."""
+    table = make_table(900, 4, seed=11)
+    ddf = dd.from_pandas(table.to_pandas(types_mapper=pd.ArrowDtype), npartitions=3)
+    target = bulkwire.targets.ravendb(server.url, server.database, collection="Points")
+    result = bulkwire.dask.to_target(ddf, target, columns=["name", "emb"],
+                                     compute_kwargs={"scheduler": "sync"})
+    assert result.rows == 900 and len(server.requests) == 3
+    assert_exactly_once(received_commands(server),
+                        reference_commands(table, tmp_path, collection="Points",
+                                           columns=["name", "emb"]))
+    with pytest.raises(ValueError, match="must confirm each task's session on its own"):
+        bulkwire.dask.to_target(ddf, bulkwire.targets.request_file(str(tmp_path / "x.json")))
+    with pytest.raises(TypeError, match="float32 is an option of the ravendb target"):
+        bulkwire.dask.to_target(ddf, target, float32="shortest")

@@ -104,6 +104,26 @@ def test_every_row_once_with_the_reference_bytes(server, tmp_path):
                         reference_commands(table, tmp_path, collection="Points"))
 
 
+def test_a_sink_made_from_a_target_writes_what_the_target_says(server, tmp_path):
+    """TargetDatasink(target): the target's own options (gzip, a collection), the load's
+    (columns): the same bytes as load_parquet into the same target; a target whose sessions
+    are not confirmed each on its own, or a target's option given to the sink, is refused."""
+    table = make_table(1200, 4, seed=3)
+    target = bulkwire.targets.ravendb(server.url, server.database, collection="Points",
+                                      compress="gzip")
+    sink = bulkwire.ray.TargetDatasink(target, columns=["name", "emb"])
+    ray.data.from_arrow(table).repartition(3).write_datasink(sink)
+    assert sink.result.rows == 1200 and sink.result.compress == "gzip"
+    assert sink.result.wire_bytes < sink.result.body_bytes
+    assert_exactly_once(received_commands(server),
+                        reference_commands(table, tmp_path, collection="Points",
+                                           columns=["name", "emb"]))
+    with pytest.raises(ValueError, match="must confirm each task's session on its own"):
+        bulkwire.ray.TargetDatasink(bulkwire.targets.jsonl(str(tmp_path / "x.jsonl")))
+    with pytest.raises(TypeError, match="collection is an option of the ravendb target"):
+        bulkwire.ray.TargetDatasink(target, collection="Other")
+
+
 def test_pandas_blocks_and_options(server, tmp_path):
     """Blocks that are pandas frames (after map_batches), gzip, string ids, chosen columns:
     the same bytes as load_parquet with the same options."""
@@ -286,7 +306,7 @@ def test_a_write_is_a_success_only_when_the_confirmed_rows_are_ray_s_rows(server
     sink.on_write_start()
     parts = [LoadResult(500, 10, 10, 0.1, "", "", False), LoadResult(499, 10, 10, 0.1, "", "",
                                                                      False)]
-    with pytest.raises(BulkInsertError, match="the server confirmed 999 rows of the Ray "
+    with pytest.raises(BulkInsertError, match="the target confirmed 999 rows of the Ray "
                                               "Dataset, but its write tasks were given 1,000"):
         sink.on_write_complete(SimpleNamespace(num_rows=1000, write_returns=parts))
     assert sink.result is None

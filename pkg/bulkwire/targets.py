@@ -49,6 +49,7 @@ _KIND_MODULES = {
     "ravendb": "bulkwire.load.ravendb_target",
     "request_file": "bulkwire.load.ravendb_target",
     "cql": "bulkwire.load.cql_target",
+    "jsonl": "bulkwire.load.jsonl_target",
 }
 
 #: Each kind's constructor, by name: what a front end (the command line, a data source of
@@ -148,6 +149,21 @@ def make(kind: str, **values: Any) -> Any:
                         if isinstance(value, str) and name in annotations else value)
                  for name, value in values.items()}
     return constructor(**converted)
+
+
+def refuse_options(target: Any, names: Any) -> None:
+    """A ``TypeError`` naming the first of ``names`` (options a load or a sink was given
+    besides ``target``), when there is one: an option of the target's kind belongs to the
+    target ("give it to bulkwire.targets.<kind>(...)"), any other is not the kind's."""
+    names = list(names)
+    if not names:
+        return
+    name, kind = names[0], getattr(target, "kind", type(target).__name__)
+    constructor = KINDS.get(kind)
+    if constructor is not None and name in inspect.signature(constructor).parameters:
+        raise TypeError(f"{name} is an option of the {kind} target, not of the load: give it "
+                        f"to bulkwire.targets.{kind}(..., {name}=...)")
+    raise TypeError(f"{name} is not an option of the {kind} target")
 
 
 def __getattr__(name: str) -> Any:
