@@ -8,6 +8,7 @@ naming it (a failure under BULKWIRE_REQUIRE_EXTRAS=1).
 from __future__ import annotations
 
 import collections
+import gzip
 import os
 import time
 
@@ -89,6 +90,18 @@ def test_request_file_path_with_a_partition_placeholder_compressed(spark, tmp_pa
                         targets.request_file(expected, compress="zstd"))
     assert (tmp_path / "points-00001.json.zst").read_bytes() == expected.read_bytes()
     assert os.path.exists(tmp_path / "points-00000.json.zst")
+
+
+def test_jsonl_one_file_per_partition_in_a_folder(spark, tmp_path):
+    out = tmp_path / "lines"
+    (frame(spark).write.format("bulkwire").option("target", "jsonl").option("compress", "gzip")
+     .mode("append").save(str(out) + "/"))  # save(path) is the jsonl target's own path
+    assert sorted(os.listdir(out)) == ["part-00000.jsonl.gz", "part-00001.jsonl.gz"]
+    expected = tmp_path / "expected.jsonl.gz"
+    bulkwire.load_arrow(rows_of(range(0, ROWS // 2)), targets.jsonl(str(expected)))
+    assert (gzip.decompress((out / "part-00000.jsonl.gz").read_bytes())
+            == gzip.decompress(expected.read_bytes()))
+    assert bulkwire.spark.last_result(spark).rows == ROWS
 
 
 def test_one_file_for_every_task_is_refused_on_the_driver(spark, tmp_path):

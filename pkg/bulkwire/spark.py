@@ -20,11 +20,12 @@ confirmed; the job's commit sums them into a :class:`SparkWriteResult`, logged o
 ``bulkwire.spark`` (on stderr where that logger has no handler) and returned by
 :func:`last_result`.
 
-Only ``mode("append")`` is taken. A file target (``request_file``: a kind that writes one
-output whole) writes one file per write task: its ``out`` (or the path given to ``save``) is
-a folder (an existing one, or a path ending in ``/``), into which each task writes
-``part-<partition>`` named as the kind names its output (``.bulk.json[.gz|.zst]``), or a
-path holding ``{partition}``, which each task replaces by its partition number (5 digits).
+Only ``mode("append")`` is taken. A file target (a kind that writes one output whole:
+``request_file``, ``jsonl``) writes one file per write task: the option naming its output
+(``out``, ``path``; or the path given to ``save``) is a folder (an existing one, or a path
+ending in ``/``), into which each task writes ``part-<partition>`` named as the kind names
+its files (``.bulk.json[.gz|.zst]``, ``.jsonl[.gz|.zst]``), or a path holding
+``{partition}``, which each task replaces by its partition number (5 digits).
 A streaming query (``writeStream.format("bulkwire")``) is taken where PySpark has
 ``DataSourceStreamArrowWriter`` (4.1 and later); its file names hold the micro-batch too
 (``part-<batch>-<partition>``, or ``{batch}`` in the path, which it then needs).
@@ -175,17 +176,40 @@ def _ranges(numbers: List[int]) -> str:
 
 # ---------------------------------------------------------------------------- the options
 
+#: The options that name a file target's output (``request_file``'s ``out``, ``jsonl``'s
+#: ``path``): Spark's ``save(path)`` gives the one its kind has.
+_OUTPUT_OPTIONS = ("out", "path")
+#: The suffix of a task's file in a folder, for a file kind whose output has no default name
+#: of its own (a kind with one, ``request_file``, names it itself, from ``part-<partition>``).
+_FOLDER_SUFFIXES = {"jsonl": ".jsonl"}
+
+
 @dataclass(frozen=True)
 class _Job:
     """What the driver judged from the options, pickled to every task: the target's
-    description, the load's options, for a file target the path of each task's file (with
-    ``{partition}``, and ``{batch}`` when streaming, still in it), and where the driver's
-    commit leaves its result (None: the log alone)."""
+    description, the load's options, and where the driver's commit leaves its result (None:
+    the log alone). For a file target also its kind, its options as given (each task makes
+    its own description of its own file) with the option that names the file, and the path
+    of each task's file with ``{partition}`` (and ``{batch}``, streaming) still in it."""
 
     target: Any
     options: Any  # a LoadOptions
-    out: Optional[str]
     result_dir: Optional[str]
+    kind: str = ""
+    given: Optional[dict] = None
+    output_option: Optional[str] = None
+    out: Optional[str] = None
+
+    def task_target(self, partition: int, batch_id: Optional[int]) -> tuple:
+        """(the description a task writes into, the task's file or None)."""
+        if self.out is None:
+            return self.target, None
+        from . import targets
+
+        output = (self.out.replace("{partition}", f"{partition:05d}")
+                  .replace("{batch}", f"{batch_id if batch_id is not None else 0:05d}"))
+        return targets.make(self.kind, **{**(self.given or {}), self.output_option: output}), \
+            output
 
 
 def _job(options: Any, schema: Any, overwrite: bool, streaming: bool,
@@ -206,18 +230,21 @@ def _job(options: Any, schema: Any, overwrite: bool, streaming: bool,
         raise ValueError(f"the bulkwire data source needs option 'target', one of: "
                          f"{', '.join(sorted(targets.KINDS))}")
     kind = str(kind).strip()
-    own = [o.name for o in targets.options(kind)]  # ValueError naming the kinds
+    kind_options = targets.options(kind)  # ValueError naming the kinds
+    own = [o.name for o in kind_options]
     pipeline = {name: given.pop(name) for name in PIPELINE_OPTIONS if name in given}
     for name in _SPARK_OPTIONS:  # the query's, not the target's
         given.pop(name, None)
-    path = given.pop("path", None)  # save(path)
-    if path is not None:
-        if "out" not in own:
+    output_option = next((name for name in _OUTPUT_OPTIONS if name in own), None)
+    if output_option != "path" and "path" in given:  # save(path)
+        path = given.pop("path")
+        if output_option is None:
             raise ValueError(f"save(path) names a file target's output; the {kind} target "
                              f"has none (its options: {', '.join(own)})")
-        if "out" in given:
-            raise ValueError("save(path) and option 'out' both name the output: give one")
-        given["out"] = path
+        if output_option in given:
+            raise ValueError(f"save(path) and option {output_option!r} both name the output: "
+                             f"give one")
+        given[output_option] = path
     unknown = [name for name in given if name not in own]
     if unknown:
         raise TypeError(f"{unknown[0]} is not an option of the bulkwire data source for the "
@@ -229,16 +256,22 @@ def _job(options: Any, schema: Any, overwrite: bool, streaming: bool,
         columns=(tuple(c.strip() for c in pipeline["columns"].split(","))
                  if pipeline.get("columns") else None),
         vector_column=pipeline.get("vector_column") or None)
-    out = given.pop("out", None) if "out" in own else None
-    target = targets.make(kind, **given)  # a file target without its path: each task's own
-    if not target.units:  # one output, written whole: one per task
-        if not (dataclasses.is_dataclass(target) and "out" in
-                {f.name for f in dataclasses.fields(target)}):
-            raise ValueError(f"the {kind} target writes one output whole, which the tasks of a "
-                             f"Spark job cannot share")
-        out = _per_task_out(target, kind, out, streaming)
+    if output_option is None:  # a server: one description for every task
+        target = targets.make(kind, **given)
+        if not target.units:
+            raise ValueError(f"the {kind} target writes one output whole, which the tasks of "
+                             f"a Spark job cannot share")
+        _judge(target, schema, load)
+        return _Job(target=target, options=load, result_dir=result_dir)
+    # a file: one per task, each task's described by the kind from its own path
+    default = next(o.default for o in kind_options if o.name == output_option)
+    out = _per_task_out(kind, given, output_option, default, streaming)
+    job = _Job(target=None, options=load, result_dir=result_dir, kind=kind,
+               given={k: v for k, v in given.items() if k != output_option},
+               output_option=output_option, out=out)
+    target, _ = job.task_target(0, 0)
     _judge(target, schema, load)
-    return _Job(target=target, options=load, out=out, result_dir=result_dir)
+    return dataclasses.replace(job, target=target)
 
 
 def _int(text: str, name: str) -> int:
@@ -248,26 +281,57 @@ def _int(text: str, name: str) -> int:
         raise ValueError(f"{name} must be an int, not {text!r}") from None
 
 
-def _per_task_out(target: Any, kind: str, out: Optional[str], streaming: bool) -> str:
-    """The path of each task's file of the file ``target``, with ``{partition}`` (and,
-    streaming, ``{batch}``) in it: ``out`` itself, or, for a folder, the kind's own name for
-    a file ``part-{partition}`` in it."""
+def _per_task_out(kind: str, given: dict, output_option: str, default: Any,
+                  streaming: bool) -> str:
+    """The path of each task's file of the file kind ``kind`` (its options ``given``, the
+    option ``output_option`` naming its output), with ``{partition}`` (and, streaming,
+    ``{batch}``) in it: the path given, or, for a folder, a file ``part-<partition>`` in it
+    named as the kind names its output."""
+    from . import targets
+
+    out = given.get(output_option)
     if not out:
-        raise ValueError(f"the {kind} target writes one file per Spark task: give out (or "
-                         f"save(path)) a folder, or a path holding {{partition}}")
+        raise ValueError(f"the {kind} target writes one file per Spark task: give "
+                         f"{output_option} (or save(path)) a folder, or a path holding "
+                         f"{{partition}}")
     if "{partition}" in out:
         if streaming and "{batch}" not in out:
             raise ValueError(f"a streaming query writes one file per micro-batch and task: "
-                             f"out needs {{batch}} as well as {{partition}}, not {out!r}")
+                             f"{output_option} needs {{batch}} as well as {{partition}}, not "
+                             f"{out!r}")
         return out
-    if out.endswith(("/", os.sep)) or os.path.isdir(out):
-        os.makedirs(out, exist_ok=True)  # here, so that a folder that cannot be fails now
-        name = os.path.join(out, ("part-{batch}-{partition}" if streaming else
-                                  "part-{partition}") + ".parquet")
-        return target.placed(name, [name]).out  # the kind's own name for its output
-    raise ValueError(f"the {kind} target writes one file per Spark task: out must be a folder "
-                     f"or hold {{partition}}, not {out!r} (one file would be written by "
-                     f"every task)")
+    if not (out.endswith(("/", os.sep)) or os.path.isdir(out)):
+        raise ValueError(f"the {kind} target writes one file per Spark task: {output_option} "
+                         f"must be a folder or hold {{partition}}, not {out!r} (one file "
+                         f"would be written by every task)")
+    stem = os.path.join(out, "part-{batch}-{partition}" if streaming else "part-{partition}")
+    rest = {k: v for k, v in given.items() if k != output_option}
+    if default is None:  # the kind names its output after its source
+        source = stem + ".parquet"
+        name = targets.make(kind, **rest).placed(source, [source]).out
+    elif kind in _FOLDER_SUFFIXES:  # the name whose suffix says the compression given
+        name = _first_taken(kind, rest, output_option, [
+            stem + _FOLDER_SUFFIXES[kind] + suffix for suffix in ("", ".gz", ".zst")])
+    else:
+        raise ValueError(f"the {kind} target writes one file per Spark task: {output_option} "
+                         f"must hold {{partition}}, not {out!r}")
+    os.makedirs(out, exist_ok=True)  # here, so that a folder that cannot be fails now
+    return name
+
+
+def _first_taken(kind: str, given: dict, output_option: str, names: List[str]) -> str:
+    """The first of ``names`` the kind's constructor takes as its output with the options
+    ``given`` (the last one's error when none is)."""
+    from . import targets
+
+    for name in names[:-1]:
+        try:
+            targets.make(kind, **given, **{output_option: name})
+            return name
+        except (TypeError, ValueError):
+            continue
+    targets.make(kind, **given, **{output_option: names[-1]})
+    return names[-1]
 
 
 def _judge(target: Any, spark_schema: Any, options: Any) -> None:
@@ -341,12 +405,8 @@ def _write(job: _Job, iterator: Iterator[Any]) -> TaskWritten:
     if first is None:  # no rows: no session, no file
         return TaskWritten(rows=0, body_bytes=0, wire_bytes=0, retries=0, ended=time.time(),
                            **ids)
-    target = job.target
-    output = None
-    if job.out is not None:
-        output = (job.out.replace("{partition}", f"{partition:05d}")
-                  .replace("{batch}", f"{batch_id if batch_id is not None else 0:05d}"))
-        target = dataclasses.replace(target, out=output)
+    target, output = job.task_target(partition, batch_id)
+    if output is not None:
         folder = os.path.dirname(output)
         if folder and not os.path.isdir(folder):  # an executor on another machine
             os.makedirs(folder, exist_ok=True)
