@@ -436,7 +436,7 @@ def _report(job: _Job, result: SparkWriteResult) -> None:
     :func:`last_result`."""
     line = result.summary()
     level = logging.INFO if result.committed else logging.WARNING
-    if _log.hasHandlers():
+    if _log.hasHandlers() and _log.isEnabledFor(level):
         _log.log(level, line)
     else:  # a Python worker of the driver: its stderr reaches the driver's
         print(f"bulkwire.spark: {line}", file=sys.stderr, flush=True)
@@ -498,21 +498,32 @@ class BulkwireDataSource(DataSource):
         return NAME
 
     def writer(self, schema: Any, overwrite: bool) -> BulkwireWriter:
+        self._forget()
         return BulkwireWriter(_job(self.options, schema, overwrite, False, self.result_dir))
 
     def streamWriter(self, schema: Any, overwrite: bool) -> Any:
         if DataSourceStreamArrowWriter is None:
             raise NotImplementedError("streaming into bulkwire needs PySpark >= 4.1 "
                                       "(DataSourceStreamArrowWriter)")
+        self._forget()
         return BulkwireStreamWriter(_job(self.options, schema, overwrite, True,
                                          self.result_dir))
+
+    def _forget(self) -> None:
+        """A new write (or micro-batch) begins: the last one's result goes, so that a write
+        refused before its tasks leaves :func:`last_result` None, not an earlier result."""
+        if self.result_dir is not None:
+            try:
+                os.unlink(os.path.join(self.result_dir, "last.json"))
+            except FileNotFoundError:
+                pass
 
 
 def register(spark: Any) -> None:
     """Registers the data source ``bulkwire`` with the SparkSession ``spark``: then
     ``df.write.format("bulkwire")`` writes into a target, and :func:`last_result` returns
-    what the last write (or micro-batch) of this session did. Registering again is a no-op
-    but for the source being registered anew."""
+    what the last write (or micro-batch) of this session did. Registering the source again
+    keeps the session's folder of results."""
     directory = spark.conf.get(RESULT_DIR_KEY, None)
     if not directory or not os.path.isdir(directory):
         directory = tempfile.mkdtemp(prefix="bulkwire-spark-")
@@ -527,8 +538,9 @@ def register(spark: Any) -> None:
 def last_result(spark: Any) -> Optional[SparkWriteResult]:
     """What the last write into the data source :func:`register` registered with ``spark``
     did (the last micro-batch, for a streaming query): its commit's sums, or, after an abort,
-    what the tasks that finished had confirmed (``committed`` False). None before the first.
-    ``ValueError`` when ``register(spark)`` was not called."""
+    what the tasks that finished had confirmed (``committed`` False). None before the first,
+    and when the last write was refused before its tasks ran (an option, the mode, a
+    column). ``ValueError`` when ``register(spark)`` was not called."""
     directory = spark.conf.get(RESULT_DIR_KEY, None)
     if not directory:
         raise ValueError("no bulkwire data source is registered with this SparkSession: "
