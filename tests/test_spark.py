@@ -11,7 +11,6 @@ import collections
 import gzip
 import json
 import os
-import time
 
 import numpy as np
 import pyarrow as pa
@@ -141,21 +140,34 @@ def test_cql_every_row_stored_once_routed_to_its_owner(spark):
         assert "ks.t" in result.target
 
 
-def slow_second_partition(batches):
-    """Partition 1 waits before its rows, so that partition 0 is done when it fails."""
-    from pyspark import TaskContext
+def second_partition_after_the_first(url: str):
+    """A mapInArrow function whose partition 1 waits until the loopback server at ``url``
+    received a whole request (partition 0's), and a moment more for that task to end."""
+    def wait(batches):
+        import json as json_
+        import time as time_
+        import urllib.request
 
-    if TaskContext.get().partitionId() == 1:
-        time.sleep(3)
-    yield from batches
+        from pyspark import TaskContext
+
+        if TaskContext.get().partitionId() == 1:
+            deadline = time_.monotonic() + 120
+            while time_.monotonic() < deadline:
+                with urllib.request.urlopen(f"{url}/_loopback/last", timeout=10) as answer:
+                    if json_.loads(answer.read()).get("complete"):
+                        break
+                time_.sleep(0.1)
+            time_.sleep(2)
+        yield from batches
+    return wait
 
 
 def test_a_failing_task_aborts_and_says_what_was_confirmed(spark):
     half = ROWS // 2
     # partition 1 holds a row without an id: its task fails, partition 0's commits
     df = frame(spark).selectExpr(f"if(id = {half + 3}, null, id) as id", "emb", "v")
-    df = df.mapInArrow(slow_second_partition, df.schema)
     with LoopbackServer() as server:
+        df = df.mapInArrow(second_partition_after_the_first(server.url), df.schema)
         with pytest.raises(Exception, match="id") as raised:
             (df.write.format("bulkwire").option("target", "ravendb")
              .option("url", server.url).option("database", server.database)
