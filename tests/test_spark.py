@@ -11,6 +11,8 @@ import collections
 import gzip
 import json
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pyarrow as pa
@@ -62,6 +64,22 @@ def put_ids(server) -> collections.Counter:
     """How many times each document id was PUT, over every request."""
     return collections.Counter(c["Id"] for r in server.requests for c in (r.commands or ())
                                if c.get("Type") == "PUT")
+
+
+def test_bulkwire_does_not_import_pyspark_and_a_missing_pyspark_names_the_extra():
+    from _spark_session import PACKAGE_PARENT
+    from bulkwire import _extras
+
+    def run(code):
+        return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              timeout=120, env={**os.environ, "PYTHONPATH": PACKAGE_PARENT})
+
+    done = run("import sys, bulkwire, bulkwire.targets\nprint('pyspark' in sys.modules)")
+    assert (done.returncode, done.stdout.strip()) == (0, "False"), done.stderr
+    done = run("import sys; sys.modules['pyspark'] = None\n"
+               "try:\n    import bulkwire.spark\nexcept ImportError as e:\n    print(e)\n")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(_extras.missing_extra("Spark support", "pyspark", "spark"))
 
 
 def test_request_file_writes_each_partition_as_load_arrow_does(spark, tmp_path):
