@@ -190,8 +190,9 @@ def test_a_bad_row_mid_load_raises_and_gives_every_buffer_back(bad_source, tmp_p
     pools = []
     for _ in range(6):
         with pytest.raises(RowError) as info:
-            bulkwire.load_parquet(bad_source, batch_rows=10, out=str(out), threads=threads,
-                                  buffer_size=300)
+            bulkwire.load_parquet(bad_source,
+                                  bulkwire.targets.request_file(str(out), buffer_size=300),
+                                  batch_rows=10, threads=threads)
         assert (info.value.column, info.value.row, info.value.source) == ("id", 87, bad_source)
         assert not out.exists() and not (tmp_path / "bad.json.partial").exists()
         assert no_text_held() and not encoding_threads()
@@ -218,8 +219,8 @@ def test_ctrl_c_while_the_encoding_threads_work_ahead(source, tmp_path, threads,
             _thread.interrupt_main()
 
     with pytest.raises(KeyboardInterrupt):
-        bulkwire.load_parquet(source, batch_rows=5, out=str(out), threads=threads,
-                              buffer_size=200, progress=progress)
+        bulkwire.load_parquet(source, bulkwire.targets.request_file(str(out), buffer_size=200),
+                              batch_rows=5, threads=threads, progress=progress)
         # the interrupt may land just after the call: never a normal return before it
         raise _Interrupted("the load returned normally")
     assert not out.exists() and not (tmp_path / "ctrl_c.json.partial").exists()

@@ -121,8 +121,9 @@ def test_the_load_hands_over_no_short_piece(tmp_path, monkeypatch):
     counts = {}
     for compress in (False, "gzip"):
         seen.clear()
-        result = bulkwire.load_parquet(src, batch_rows=7, buffer_size=900, compress=compress,
-                                       out=str(tmp_path / f"out{compress}"), threads=1)
+        result = bulkwire.load_parquet(src,
+                                       bulkwire.targets.request_file(str(tmp_path / f"out{compress}"), buffer_size=900, compress=compress),
+                                       batch_rows=7, threads=1)
         assert result.rows == ROWS and len(seen) > 10
         counts[compress] = len(seen)
         if not compress:
@@ -180,8 +181,8 @@ def test_a_bad_row_in_a_later_batch_of_a_load_names_the_row_and_leaves_no_file(t
     out = tmp_path / "bad.json"
     for threads in (1, 2):
         with pytest.raises(RowError) as info:
-            bulkwire.load_parquet(src, batch_rows=10, out=str(out), threads=threads,
-                                  buffer_size=500)
+            bulkwire.load_parquet(src, bulkwire.targets.request_file(str(out), buffer_size=500),
+                                  batch_rows=10, threads=threads)
         assert (info.value.column, info.value.row, info.value.source) == ("id", 87, src)
         assert not out.exists() and not (tmp_path / "bad.json.partial").exists()
 

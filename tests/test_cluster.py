@@ -325,7 +325,7 @@ def test_parse_topology_returns_nodes_or_raises_protocol_error(data):
 def test_load_parquet_and_the_cli_take_several_urls(cluster, tmp_path, capsys):
     src = bulkwire.sample_parquet(str(tmp_path / "s.parquet"), rows=20, dim=4)
     cluster.kill(0)
-    result = bulkwire.load_parquet(src, url=cluster.urls, database="db")
+    result = bulkwire.load_parquet(src, bulkwire.targets.ravendb(cluster.urls, "db"))
     assert result.rows == 20 and len(cluster.servers[1].documents) == 20
     assert cluster.urls[0] in result.target
     # repeated and comma-separated --url: the same cluster

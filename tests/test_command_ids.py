@@ -63,8 +63,8 @@ def test_ids_json_must_escape_are_escaped(doc_id):
 def test_load_parquet_writes_string_ids_as_store_does(tmp_path):
     ids = ["é", "☃-1", "𝄞"]
     pq.write_table(pa.table({"id": ids, "n": [0, 1, 2]}), tmp_path / "t.parquet")
-    bulkwire.load_parquet(tmp_path / "t.parquet", out=tmp_path / "t.json", id_prefix="ü/",
-                          collection="Things", python_type="builtins.dict")
+    bulkwire.load_parquet(tmp_path / "t.parquet",
+                          bulkwire.targets.request_file(tmp_path / "t.json", id_prefix="ü/", collection="Things", python_type="builtins.dict"))
     w = bulkwire.BulkWriter()
     for i, doc_id in enumerate(ids):
         w.store({"n": i}, id="ü/" + doc_id, metadata={"@collection": "Things"})

@@ -71,12 +71,14 @@ def via_load_parquet(value, tmp_path):
 
     src, out = str(tmp_path / "t.parquet"), str(tmp_path / "t.body")
     pq.write_table(table(), src)
-    return _loaded_encoding(bulkwire.load_parquet(src, compress=value, out=out), out)
+    return _loaded_encoding(bulkwire.load_parquet(src,
+                                                  bulkwire.targets.request_file(out, compress=value)), out)
 
 
 def via_load_arrow(value, tmp_path):
     out = str(tmp_path / "a.body")
-    return _loaded_encoding(bulkwire.load_arrow(table(), compress=value, out=out), out)
+    return _loaded_encoding(bulkwire.load_arrow(table(),
+                                                bulkwire.targets.request_file(out, compress=value)), out)
 
 
 def via_dask(value, tmp_path):

@@ -382,3 +382,18 @@ def test_to_target_writes_what_the_target_says(server, tmp_path):
         bulkwire.dask.to_target(ddf, bulkwire.targets.request_file(str(tmp_path / "x.json")))
     with pytest.raises(TypeError, match="float32 is an option of the ravendb target"):
         bulkwire.dask.to_target(ddf, target, float32="shortest")
+
+
+def test_the_former_doors_warn_naming_to_target(server):
+    """to_bulk_insert and to_cql still work, each warning with its new spelling, pointing at
+    the caller."""
+    table = make_table(60, 4, seed=2)
+    ddf = dd.from_pandas(table.to_pandas(types_mapper=pd.ArrowDtype), npartitions=2)
+    with pytest.warns(DeprecationWarning, match=r"use bulkwire\.dask\.to_target\(ddf, "
+                                                r"bulkwire\.targets\.ravendb") as caught:
+        result = bulkwire.dask.to_bulk_insert(ddf, server.url, server.database,
+                                              compute_kwargs={"scheduler": "sync"})
+    assert result.rows == 60 and caught[0].filename == __file__
+    with pytest.warns(DeprecationWarning, match=r"bulkwire\.targets\.cql\(hosts"):
+        with pytest.raises(TypeError, match="collection"):
+            bulkwire.dask.to_cql(ddf, "127.0.0.1", "ks", "t", collection="Points")

@@ -64,8 +64,8 @@ def test_a_directory_is_its_files_in_name_order(tmp_path_factory, sizes, row_gro
     folder = tmp_path_factory.mktemp("ds")
     tables = write_parts(str(folder / "data"), sizes, ipc_every=ipc_every, row_group=row_group)
     out = str(folder / "out.json")
-    r = bulkwire.load_parquet(str(folder / "data"), out=out, batch_rows=batch_rows,
-                              threads=threads)
+    r = bulkwire.load_parquet(str(folder / "data"), bulkwire.targets.request_file(out),
+                              batch_rows=batch_rows, threads=threads)
     assert open(out, "rb").read() == expected_body(tables)
     assert r.rows == sum(sizes) and r.body_bytes == os.path.getsize(out)
 
@@ -95,19 +95,20 @@ def test_directory_glob_list_and_streams_write_the_same_body(tmp_path):
     }
     for name, source in sources.items():
         out = str(tmp_path / "out.json")
-        r = bulkwire.load_parquet(source, out=out, batch_rows=16)
+        r = bulkwire.load_parquet(source, bulkwire.targets.request_file(out), batch_rows=16)
         assert open(out, "rb").read() == expected, name
         assert r.rows == whole.num_rows, name
     # a pyarrow.dataset over the Parquet files (its own order: compare the documents)
     assert files[2].endswith(".arrow")
     out = str(tmp_path / "ds.json")
-    bulkwire.load_parquet(pads.dataset(files[:2] + files[3:], format="parquet"), out=out)
+    bulkwire.load_parquet(pads.dataset(files[:2] + files[3:], format="parquet"),
+                          bulkwire.targets.request_file(out))
     got = {c["Id"]: c for c in json.loads(open(out, "rb").read())}
     want = json.loads(expected_body(tables[:2] + tables[3:]))
     assert got == {c["Id"]: c for c in want}
     os.mkdir(nested)  # a sub-folder is read too, after the folder's own files
     pq.write_table(part(10_000, 3), str(nested / "part-a.parquet"))
-    r = bulkwire.load_parquet(str(folder), out=str(tmp_path / "n.json"))
+    r = bulkwire.load_parquet(str(folder), bulkwire.targets.request_file(str(tmp_path / "n.json")))
     assert r.rows == whole.num_rows + 3
     # the default body file of a directory sits next to it
     r = bulkwire.load_parquet(str(folder) + os.sep)
@@ -131,10 +132,11 @@ def test_a_file_that_differs_fails_before_any_document_is_sent(tmp_path, change,
     with LoopbackServer() as server:
         for workers in (1, 2):
             with pytest.raises(ValueError, match=message):
-                bulkwire.load_parquet(str(folder), url=server.url, database="db", workers=workers)
+                bulkwire.load_parquet(str(folder), bulkwire.targets.ravendb(server.url, "db"),
+                                      workers=workers)
         assert server.requests == [] and server.operations == {} and server.log == []
     with pytest.raises(ValueError, match=message):
-        bulkwire.load_parquet(str(folder), out=str(tmp_path / "x.json"))
+        bulkwire.load_parquet(str(folder), bulkwire.targets.request_file(str(tmp_path / "x.json")))
     assert not os.path.exists(tmp_path / "x.json.partial") and not os.path.exists(tmp_path / "x.json")
 
 
@@ -152,12 +154,14 @@ def test_what_matches_nothing_is_named(tmp_path):
     with pytest.raises(TypeError, match="path must be a file, directory or glob"):
         bulkwire.load_parquet(42)
     with pytest.raises(TypeError, match="iterable of pyarrow.RecordBatch, not of int"):
-        bulkwire.load_parquet(iter([1, 2]), out=str(tmp_path / "x.json"))
+        bulkwire.load_parquet(iter([1, 2]),
+                              bulkwire.targets.request_file(str(tmp_path / "x.json")))
     write_parts(str(tmp_path / "two"), [3, 3])
     with pytest.raises(ValueError, match="out is needed"):
         bulkwire.load_parquet(str(tmp_path / "two" / "*.parquet"))
     with pytest.raises(ValueError, match="take needs a single file"):
-        bulkwire.load_parquet(str(tmp_path / "two"), take=[0], out=str(tmp_path / "x.json"))
+        bulkwire.load_parquet(str(tmp_path / "two"),
+                              bulkwire.targets.request_file(str(tmp_path / "x.json")), take=[0])
 
 
 def test_a_bad_row_names_its_file_and_the_files_row(tmp_path):
@@ -168,7 +172,7 @@ def test_a_bad_row_names_its_file_and_the_files_row(tmp_path):
                     "name": ["a", "b", "c"]})
     pq.write_table(bad, str(folder / "part-005.parquet"))
     with pytest.raises(bulkwire.RowError) as info:
-        bulkwire.load_parquet(str(folder), out=str(tmp_path / "x.json"))
+        bulkwire.load_parquet(str(folder), bulkwire.targets.request_file(str(tmp_path / "x.json")))
     assert info.value.source == str(folder / "part-005.parquet") and info.value.row == 1
     assert str(info.value) == f"{info.value.source!r}: column 'id', row 1: null id"
 
@@ -176,14 +180,15 @@ def test_a_bad_row_names_its_file_and_the_files_row(tmp_path):
 def test_arrow_data_into_a_server_is_one_request(tmp_path):
     whole = pa.concat_tables(write_parts(str(tmp_path / "d"), [50, 50]))
     with LoopbackServer() as server:
-        r = bulkwire.load_arrow(whole.to_reader(max_chunksize=8), url=server.url, database="db")
+        r = bulkwire.load_arrow(whole.to_reader(max_chunksize=8),
+                                bulkwire.targets.ravendb(server.url, "db"))
         assert r.rows == 100 and len(server.requests) == 1
         want = {c["Id"]: c["Document"] for c in json.loads(expected_body([whole]))}
         assert server.documents == want
         with pytest.raises(TypeError, match="not a path"):
-            bulkwire.load_arrow(str(tmp_path / "d"), url=server.url, database="db")
+            bulkwire.load_arrow(str(tmp_path / "d"), bulkwire.targets.ravendb(server.url, "db"))
         with pytest.raises(ValueError, match="workers needs files"):
-            bulkwire.load_parquet(whole, url=server.url, database="db", workers=2)
+            bulkwire.load_parquet(whole, bulkwire.targets.ravendb(server.url, "db"), workers=2)
 
 
 def test_cli_loads_a_directory_a_glob_and_several_paths(tmp_path, capsys):
@@ -245,7 +250,7 @@ def test_a_fifo_socket_device_or_link_loop_is_refused_by_name_before_anything_is
         for path in (str(folder), str(folder / "*.parquet"), str(tmp_path / "**" / "*.parquet"),
                      target, [str(folder / "part-000.parquet"), target]):
             with pytest.raises(ValueError) as info:
-                bulkwire.load_parquet(path, url=server.url, database="db")
+                bulkwire.load_parquet(path, bulkwire.targets.ravendb(server.url, "db"))
             assert repr(target) in str(info.value) and kind in str(info.value), (path, info)
         assert not server.requests
     with pytest.raises(ValueError, match=kind):
@@ -265,7 +270,7 @@ def test_what_has_no_data_name_is_left_alone_and_links_to_files_and_folders_are_
     os.symlink(elsewhere, folder / "z-linked")
     other = write_parts(str(tmp_path / "single"), [0, 0, 4])
     os.symlink(tmp_path / "single" / "part-002.parquet", folder / "y.parquet")
-    r = bulkwire.load_parquet(str(folder), out=str(tmp_path / "o.json"))
+    r = bulkwire.load_parquet(str(folder), bulkwire.targets.request_file(str(tmp_path / "o.json")))
     # in name order: part-000, part-001, y.parquet, then the linked folder's file
     assert open(r.target, "rb").read() == expected_body(tables + [other[2]] + more)
 
@@ -281,12 +286,12 @@ def test_a_folder_reached_twice_is_refused_naming_both_paths(tmp_path):
     os.symlink(".", folder / "sub" / "here")  # two loops: a ** glob would double per level
     for path in (str(folder), str(folder / "**" / "*.parquet")):
         with pytest.raises(ValueError, match=r"'.*(up|here)' is the folder '.*' again"):
-            bulkwire.load_parquet(path, out=str(tmp_path / "o.json"))
+            bulkwire.load_parquet(path, bulkwire.targets.request_file(str(tmp_path / "o.json")))
     os.unlink(folder / "sub" / "up")
     os.unlink(folder / "sub" / "here")
     os.symlink(folder / "sub", folder / "twice")
     with pytest.raises(ValueError, match=r"'.*twice' is the folder '.*sub' again"):
-        bulkwire.load_parquet(str(folder), out=str(tmp_path / "o.json"))
+        bulkwire.load_parquet(str(folder), bulkwire.targets.request_file(str(tmp_path / "o.json")))
 
 
 def test_globs_match_what_glob_matches(tmp_path):
@@ -338,5 +343,6 @@ def test_a_bad_row_taken_is_named_by_the_files_row_whatever_the_threads(tmp_path
     src = str(tmp_path / "t.parquet")
     pq.write_table(bad, src)
     with pytest.raises(bulkwire.RowError) as info:
-        bulkwire.load_parquet(src, take=[3, 2], threads=threads, out=str(tmp_path / "x.json"))
+        bulkwire.load_parquet(src, bulkwire.targets.request_file(str(tmp_path / "x.json")),
+                              take=[3, 2], threads=threads)
     assert (info.value.row, info.value.take_index, info.value.source) == (2, 1, src)

@@ -112,7 +112,8 @@ def test_load_arrow_decides_as_the_official_client(key):
     table = pa.table({"id": pa.array([key], pa.string()), "n": [1]})
     with tempfile.TemporaryDirectory() as folder:
         out = os.path.join(folder, "body.json")
-        accepted = accepts(lambda k: bulkwire.load_arrow(table, out=out, id_prefix=""), key)
+        accepted = accepts(lambda k: bulkwire.load_arrow(table,
+                                                         bulkwire.targets.request_file(out, id_prefix="")), key)
         if accepted:
             with open(out, "rb") as f:
                 assert json.loads(f.read())[0]["Id"] == key

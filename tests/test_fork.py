@@ -623,8 +623,8 @@ def test_a_child_forked_during_a_load_runs_a_load_of_its_own(tmp_path):
 
         def load():
             try:
-                result["load"] = bulkwire.load_parquet(src, url=server.url,
-                                                       database=server.database,
+                result["load"] = bulkwire.load_parquet(src,
+                                                       bulkwire.targets.ravendb(server.url, server.database),
                                                        batch_rows=100, threads=2)
             except BaseException as exc:  # noqa: BLE001 - checked below
                 result["error"] = exc
@@ -636,7 +636,8 @@ def test_a_child_forked_during_a_load_runs_a_load_of_its_own(tmp_path):
             out = str(tmp_path / "child.json")
 
             def child():
-                r = bulkwire.load_parquet(src, out=out, batch_rows=100, threads=2)
+                r = bulkwire.load_parquet(src, bulkwire.targets.request_file(out), batch_rows=100,
+                                          threads=2)
                 return r.rows
 
             assert run_in_child(child, timeout=60.0) == 3000

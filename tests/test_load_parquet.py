@@ -48,8 +48,9 @@ def test_load_file_round_trip(tmp_path, dtype, layout):
     assert result.rows == rows and result.target == str(tmp_path / "src.bulk.json")
     raw, docs = parsed(result.target)
     for workers in (1, 3):  # the same body whatever the number of encoding threads
-        other = bulkwire.load_parquet(src, batch_rows=64, threads=workers, buffer_size=5000,
-                                      out=str(tmp_path / f"w{workers}.json"))
+        other = bulkwire.load_parquet(src,
+                                      bulkwire.targets.request_file(str(tmp_path / f"w{workers}.json"), buffer_size=5000),
+                                      batch_rows=64, threads=workers)
         assert parsed(other.target)[0] == raw
     assert result.body_bytes == len(raw) == result.wire_bytes
     assert raw == b"[" + oracle(table, vector_column="emb", prefix="embeddings/") + b"]"
@@ -66,7 +67,8 @@ def test_load_file_round_trip(tmp_path, dtype, layout):
 def test_load_gzip_take_ipc_and_options(tmp_path):
     src = bulkwire.sample_parquet(tmp_path / "s.parquet", rows=2500, dim=8, row_group_rows=1000)
     table = pq.read_table(src)
-    r = bulkwire.load_parquet(src, compress=True, float32="shortest", collection="Vectors")
+    r = bulkwire.load_parquet(src,
+                              bulkwire.targets.request_file(compress=True, float32="shortest", collection="Vectors"))
     raw, docs = parsed(r.target)
     assert r.target.endswith("s.bulk.json.gz") and r.wire_bytes == os.path.getsize(r.target) < r.body_bytes
     assert len(docs) == 2500 and docs[-1]["Id"] == "vectors/2499"
@@ -78,11 +80,14 @@ def test_load_gzip_take_ipc_and_options(tmp_path):
     pyarrow.feather.write_feather(table, ipc, compression="uncompressed", chunksize=700)
     for source in (src, ipc):
         out = str(tmp_path / "take.json")
-        r = bulkwire.load_parquet(source, take=[2499, 3, 3, 1500], out=out, id_prefix="", columns=[])
+        r = bulkwire.load_parquet(source, bulkwire.targets.request_file(out, id_prefix=""),
+                                  take=[2499, 3, 3, 1500], columns=[])
         assert [d["Id"] for d in parsed(out)[1]] == ["2499", "3", "3", "1500"]
         assert parsed(out)[1][0]["Document"] == {"@metadata": META}
-    r = bulkwire.load_parquet(ipc, out=str(tmp_path / "all.json"), batch_rows=333)
-    assert parsed(r.target)[0] == parsed(bulkwire.load_parquet(src, out=str(tmp_path / "p.json")).target)[0]
+    r = bulkwire.load_parquet(ipc, bulkwire.targets.request_file(str(tmp_path / "all.json")),
+                              batch_rows=333)
+    assert parsed(r.target)[0] == parsed(bulkwire.load_parquet(src,
+                                                               bulkwire.targets.request_file(str(tmp_path / "p.json"))).target)[0]
 
 
 def test_load_errors_leave_no_body(tmp_path):
@@ -98,7 +103,7 @@ def test_load_errors_leave_no_body(tmp_path):
     with pytest.raises(ValueError, match=r"column 'v', row 700 \(take\[1\]\): vector has 1"):
         bulkwire.load_parquet(src, take=[3, 700])
     with pytest.raises(ValueError, match=r"id column 'key' is not a column of .*bad.parquet \(its columns: id, v\)"):
-        bulkwire.load_parquet(src, id_column="key")
+        bulkwire.load_parquet(src, bulkwire.targets.request_file(id_column="key"))
     with pytest.raises(TypeError, match=r"column 'id' cannot be the vector column: expected an Arrow "
                                         r"fixed_size_list, list or large_list of float32/float64"):
         bulkwire.load_parquet(src, vector_column="id")
@@ -190,7 +195,8 @@ def test_bytes_equal_bulkwriter_store(tmp_path):
     src = write(table, tmp_path / "t.parquet", row_group_size=7)
     for float32 in ("widen",):
         out = str(tmp_path / "o.json")
-        bulkwire.load_parquet(src, out=out, batch_rows=5, float32=float32)
+        bulkwire.load_parquet(src, bulkwire.targets.request_file(out, float32=float32),
+                              batch_rows=5)
         w = bulkwire.BulkWriter()
         for row, vec in zip(table.to_pylist(), v):
             doc = {k: row[k] for k in ("emb", "name", "score", "ok")}
@@ -209,13 +215,15 @@ def test_load_into_loopback_server(tmp_path, compress, buffer_size):
     src = bulkwire.sample_parquet(tmp_path / "s.parquet", rows=rows, dim=dim, row_group_rows=400)
     table = pq.read_table(src)
     with LoopbackServer() as server:
-        r = bulkwire.load_parquet(src, url=server.url, database=server.database, compress=compress,
-                                  batch_rows=100, buffer_size=buffer_size)
+        r = bulkwire.load_parquet(src,
+                                  bulkwire.targets.ravendb(server.url, server.database, compress=compress, buffer_size=buffer_size),
+                                  batch_rows=100)
         assert r.rows == rows and len(server.documents) == rows
         request = server.requests[-1]
         assert request.complete and request.error is None
         assert (request.headers.get("Content-Encoding") == "gzip") == compress
-        assert bytes(request.body) == open(bulkwire.load_parquet(src, out=str(tmp_path / "b.json")).target,
+        assert bytes(request.body) == open(bulkwire.load_parquet(src,
+                                                                 bulkwire.targets.request_file(str(tmp_path / "b.json"))).target,
                                            "rb").read()
         assert r.body_bytes == len(request.body)
         if compress:
@@ -232,8 +240,9 @@ def test_server_failure_and_bad_rows(tmp_path, capsys):
     with LoopbackServer() as server:
         server.fail_after_bytes = 1 << 18
         with pytest.raises(bulkwire.BulkInsertError, match="Simulated failure on the server"):
-            bulkwire.load_parquet(src, url=server.url, database=server.database, batch_rows=100,
-                                  buffer_size=1 << 16)
+            bulkwire.load_parquet(src,
+                                  bulkwire.targets.ravendb(server.url, server.database, buffer_size=1 << 16),
+                                  batch_rows=100)
         server.fail_after_bytes = None
         code, out, err = run_cli(["load", src, "--url", server.url, "--database", "db", "-q"], capsys)
         assert code == 0 and "into http://127.0.0.1" in out
@@ -248,7 +257,9 @@ def test_server_failure_and_bad_rows(tmp_path, capsys):
         before = len(server.requests)
         ops_before = set(server.operations)
         with pytest.raises(ValueError, match="column 'v', row 200: null vector"):
-            bulkwire.load_parquet(bad, url=server.url, database="db", batch_rows=100, buffer_size=100)
+            bulkwire.load_parquet(bad,
+                                  bulkwire.targets.ravendb(server.url, "db", buffer_size=100),
+                                  batch_rows=100)
         (op,) = set(server.operations) - ops_before
         assert op in server.killed and server.operations[op]["Status"] == "Canceled"
         import re
@@ -271,7 +282,7 @@ def test_unknown_database_is_a_server_error(tmp_path, capsys):
     src = bulkwire.sample_parquet(tmp_path / "s.parquet", rows=50, dim=4)
     with LoopbackServer() as server:
         with pytest.raises(bulkwire.ServerError) as caught:
-            bulkwire.load_parquet(src, url=server.url, database="nope")
+            bulkwire.load_parquet(src, bulkwire.targets.ravendb(server.url, "nope"))
         error = caught.value
         assert error.status == 404 and b"nope" in error.body
         assert f"HTTP 404 from GET {server.url}/databases/nope/" in str(error)
@@ -290,7 +301,7 @@ def test_server_error_status_reaches_load_caller(tmp_path, status):
     with LoopbackServer() as server:
         server.down_status = status
         with pytest.raises(bulkwire.ServerError) as caught:
-            bulkwire.load_parquet(src, url=server.url, database="db")
+            bulkwire.load_parquet(src, bulkwire.targets.ravendb(server.url, "db"))
     error = caught.value
     assert error.status == status
     assert b"is failing" in error.body and server.url in str(error)
@@ -309,7 +320,7 @@ def test_interrupted_load_aborts_the_operation(tmp_path):
 
     with LoopbackServer() as server:
         with pytest.raises(KeyboardInterrupt):
-            bulkwire.load_parquet(src, url=server.url, database="db", batch_rows=100,
+            bulkwire.load_parquet(src, bulkwire.targets.ravendb(server.url, "db"), batch_rows=100,
                                   progress=progress)
         # The kill is sent before the sender is cancelled; the POST itself may or may not have
         # reached the server's handler by then, so only the operation is certain to be seen.
@@ -318,7 +329,7 @@ def test_interrupted_load_aborts_the_operation(tmp_path):
         assert server.operations[op]["Status"] == "Canceled"
         assert all(r.op_id == op for r in server.requests)
         empty = write(pa.table({"id": pa.array([], pa.int64())}), tmp_path / "empty.parquet")
-        r = bulkwire.load_parquet(empty, url=server.url, database="db")
+        r = bulkwire.load_parquet(empty, bulkwire.targets.ravendb(server.url, "db"))
         assert r.rows == 0 and set(server.operations) == {op}
         assert all(r.op_id == op for r in server.requests)
 
@@ -407,7 +418,7 @@ def test_blank_string_ids_are_refused_like_store(tmp_path):
             bulkwire.BulkWriter().store({"x": 1}, id=blank)
     # a prefix that is not blank makes a blank string id a valid one, for both
     r = bulkwire.load_parquet(write(pa.table({"id": ["ok", " "]}), tmp_path / "c.parquet"),
-                              id_prefix="p/")
+                              bulkwire.targets.request_file(id_prefix="p/"))
     assert [d["Id"] for d in parsed(r.target)[1]] == ["p/ok", "p/ "]
     assert check_id("p/ ") == "p/ "
 
@@ -427,7 +438,7 @@ def test_id_and_metadata_columns_follow_store(tmp_path):
     table = pa.table({"id": [1, 2], "Id": ["x/1", "x/2"], "name": ["a", "b"]})
     src = write(table, tmp_path / "t.parquet")
     out = str(tmp_path / "o.json")
-    bulkwire.load_parquet(src, out=out)
+    bulkwire.load_parquet(src, bulkwire.targets.request_file(out))
     body = open(out, "rb").read()
     rows = [{k: v for k, v in row.items() if k != "id"} for row in table.to_pylist()]
     assert "Id" in rows[0]
@@ -437,30 +448,33 @@ def test_id_and_metadata_columns_follow_store(tmp_path):
     assert [list(d["Document"]) for d in docs] == [["name", "@metadata"]] * 2
     assert body.count(b'"Id"') == 2  # the commands' own
     with pytest.raises(ValueError, match=r"column 'Id' of .*t\.parquet cannot be a document field"):
-        bulkwire.load_parquet(src, columns=["name", "Id"], out=out)
+        bulkwire.load_parquet(src, bulkwire.targets.request_file(out), columns=["name", "Id"])
     # Id as the id column: then it is the id
-    r = bulkwire.load_parquet(src, id_column="Id", out=out)
+    r = bulkwire.load_parquet(src, bulkwire.targets.request_file(out, id_column="Id"))
     assert [d["Id"] for d in parsed(r.target)[1]] == ["x/1", "x/2"]
     assert [d["Document"]["id"] for d in parsed(r.target)[1]] == [1, 2]
 
     meta = write(pa.table({"id": [1], "@metadata": ['{"a": 1}'], "name": ["a"]}), tmp_path / "m.parquet")
     with pytest.raises(TypeError, match=r"column '@metadata' of .*m\.parquet cannot be a document field"):
-        bulkwire.load_parquet(meta, out=out)
+        bulkwire.load_parquet(meta, bulkwire.targets.request_file(out))
     with pytest.raises(TypeError, match=r"column '@metadata'"):
-        bulkwire.load_parquet(meta, columns=["@metadata"], out=out)
+        bulkwire.load_parquet(meta, bulkwire.targets.request_file(out), columns=["@metadata"])
     with pytest.raises(TypeError, match="@metadata must be a mapping"):
         bulkwire.BulkWriter().store({"@metadata": '{"a": 1}', "name": "a"}, id="e/1")
-    bulkwire.load_parquet(meta, columns=["name"], out=out)
+    bulkwire.load_parquet(meta, bulkwire.targets.request_file(out), columns=["name"])
     assert json.loads(open(out, "rb").read())[0]["Document"] == {"name": "a", "@metadata": META}
 
     # metadata=: merged as store merges it (collection "dicts": store's default for a dict),
     # the user's @collection and Raven-Python-Type kept
     for user_md in ({"@collection": "Mine", "k": 1}, {"Raven-Python-Type": "app.Row"}, {"k": [1, 2]}):
-        bulkwire.load_parquet(src, columns=["name"], metadata=user_md, collection="dicts", out=out)
+        bulkwire.load_parquet(src,
+                              bulkwire.targets.request_file(out, metadata=user_md, collection="dicts"),
+                              columns=["name"])
         rows = [{"name": n} for n in ("a", "b")]
         assert open(out, "rb").read() == store_body(rows, ["dicts/1", "dicts/2"], metadata=user_md)
-    bulkwire.load_parquet(src, columns=["name"], metadata={"@collection": "Mine"}, out=out,
-                          python_type=None)
+    bulkwire.load_parquet(src,
+                          bulkwire.targets.request_file(out, metadata={"@collection": "Mine"}, python_type=None),
+                          columns=["name"])
     assert json.loads(open(out, "rb").read())[0]["Document"]["@metadata"] == {"@collection": "Mine"}
 
 
@@ -556,7 +570,7 @@ def test_load_hands_the_encoders_buffers_over_unchecked(tmp_path, monkeypatch):
 
     monkeypatch.setattr(bulkwire.bulk, "_encoded_pieces", refused)
     src = bulkwire.sample_parquet(tmp_path / "s.parquet", rows=300, dim=4)
-    r = bulkwire.load_parquet(src, batch_rows=64, buffer_size=1024)
+    r = bulkwire.load_parquet(src, bulkwire.targets.request_file(buffer_size=1024), batch_rows=64)
     assert r.rows == 300 and len(parsed(r.target)[1]) == 300
 
 
@@ -583,7 +597,9 @@ def test_a_file_that_cannot_be_written_raises_its_own_error(tmp_path, monkeypatc
                         raising=False)
     src = bulkwire.sample_parquet(tmp_path / "s.parquet", rows=2000, dim=16)
     with pytest.raises(OSError, match="No space left on device"):
-        bulkwire.load_parquet(src, batch_rows=100, buffer_size=1024, compress=compress)
+        bulkwire.load_parquet(src,
+                              bulkwire.targets.request_file(buffer_size=1024, compress=compress),
+                              batch_rows=100)
     assert os.listdir(tmp_path) == ["s.parquet"]
 
 

@@ -218,7 +218,8 @@ def test_a_null_vector_is_still_named_by_row(tmp_path):
                                                   pa.list_(pa.float32()))),
                    path, row_group_size=100)
     with pytest.raises(bulkwire.RowError) as caught:
-        bulkwire.load_parquet(path, out=os.path.join(tmp_path, "o.json"), id_column="id",
+        bulkwire.load_parquet(path,
+                              bulkwire.targets.request_file(os.path.join(tmp_path, "o.json"), id_column="id"),
                               vector_column="emb", batch_rows=64)
     assert caught.value.row == 333
     assert caught.value.column == "emb"

@@ -35,7 +35,7 @@ def test_every_row_arrives_once_with_the_right_bytes(tmp_path, workers, sizes, r
     tables = write_parts(str(tmp_path / "d"), sizes, ipc_every=3, row_group=row_group)
     totals = []
     with LoopbackServer() as server:
-        r = bulkwire.load_parquet(str(tmp_path / "d"), url=server.url, database="db",
+        r = bulkwire.load_parquet(str(tmp_path / "d"), bulkwire.targets.ravendb(server.url, "db"),
                                   workers=workers, batch_rows=20,
                                   progress=lambda rows, body: totals.append((rows, body)))
         received = [c for request in server.requests for c in request.commands]
@@ -62,8 +62,8 @@ def test_a_failing_worker_stops_the_others_and_raises_its_error(tmp_path):
         server.read_delay = 0.002  # the others are still sending when the bad row is met
         start = time.monotonic()
         with pytest.raises(bulkwire.RowError) as info:
-            bulkwire.load_parquet(str(folder), url=server.url, database="db", workers=2,
-                                  batch_rows=50)
+            bulkwire.load_parquet(str(folder), bulkwire.targets.ravendb(server.url, "db"),
+                                  workers=2, batch_rows=50)
         assert time.monotonic() - start < 30
         assert info.value.source == str(folder / "part-003.parquet") and info.value.row == 1500
         assert "part-003.parquet" in str(info.value)
@@ -77,8 +77,8 @@ def test_a_server_failure_in_a_worker_is_raised(tmp_path):
     with LoopbackServer() as server:
         server.fail_after_bytes = 20_000
         with pytest.raises(bulkwire.BulkInsertError, match="Simulated failure") as info:
-            bulkwire.load_parquet(str(tmp_path / "d"), url=server.url, database="db", workers=2,
-                                  batch_rows=10)
+            bulkwire.load_parquet(str(tmp_path / "d"), bulkwire.targets.ravendb(server.url, "db"),
+                                  workers=2, batch_rows=10)
         assert multiprocessing.active_children() == []
         if sys.version_info >= (3, 11):  # the worker and its files, with the traceback
             assert any(n.startswith("in load worker ") and "part-00" in n
@@ -182,20 +182,23 @@ def test_arguments(tmp_path):
     write_parts(str(tmp_path / "d"), [10])
     for bad in (0, -1, True, 1.5):
         with pytest.raises(ValueError, match="workers must be a positive int"):
-            bulkwire.load_parquet(str(tmp_path / "d"), workers=bad, url="http://127.0.0.1:9",
-                                  database="db")
+            bulkwire.load_parquet(str(tmp_path / "d"),
+                                  bulkwire.targets.ravendb("http://127.0.0.1:9", "db"),
+                                  workers=bad)
     with pytest.raises(ValueError, match="threads must be a positive int"):
         bulkwire.load_parquet(str(tmp_path / "d"), threads=0)
     with pytest.raises(ValueError, match="workers needs a target that confirms each unit"):
         bulkwire.load_parquet(str(tmp_path / "d"), workers=2)
     with pytest.raises(ValueError, match="workers and take exclude each other"):
-        bulkwire.load_parquet(str(tmp_path / "d" / "part-000.parquet"), workers=2, take=[1],
-                              url="http://127.0.0.1:9", database="db")
+        bulkwire.load_parquet(str(tmp_path / "d" / "part-000.parquet"),
+                              bulkwire.targets.ravendb("http://127.0.0.1:9", "db"), workers=2,
+                              take=[1])
     import ssl
 
     with pytest.raises(ValueError, match="ssl_context cannot be sent to worker processes"):
-        bulkwire.load_parquet(str(tmp_path / "d"), workers=2, url="https://127.0.0.1:9",
-                              database="db", ssl_context=ssl.create_default_context())
+        bulkwire.load_parquet(str(tmp_path / "d"),
+                              bulkwire.targets.ravendb("https://127.0.0.1:9", "db", ssl_context=ssl.create_default_context()),
+                              workers=2)
 
 
 def test_memory_per_worker_is_bounded_by_a_row_group(tmp_path):
@@ -210,8 +213,8 @@ def test_memory_per_worker_is_bounded_by_a_row_group(tmp_path):
     base = pa.total_allocated_bytes()
     peaks = []
     with LoopbackServer(keep_body=False) as server:
-        bulkwire.load_parquet(str(tmp_path / "d"), url=server.url, database="db", batch_rows=50,
-                              resume=str(tmp_path / "state.json"),
+        bulkwire.load_parquet(str(tmp_path / "d"), bulkwire.targets.ravendb(server.url, "db"),
+                              batch_rows=50, resume=str(tmp_path / "state.json"),
                               progress=lambda r, b: peaks.append(pa.total_allocated_bytes()))
     assert len(peaks) == 3 * rows // 50
     assert max(peaks) - base < 8 * group_bytes < rows * dim * 4 / 3
@@ -286,8 +289,8 @@ def test_a_worker_killed_while_sending_fails_the_load_naming_what_was_not_confir
             killer = kill_a_sender(server)
         with pytest.raises(bulkwire.BulkInsertError, match=r"load worker \d .*died with exit "
                                                            r"code -9") as info:
-            bulkwire.load_parquet(str(tmp_path / "d"), url=server.url, database="db", workers=2,
-                                  batch_rows=50, resume=state)
+            bulkwire.load_parquet(str(tmp_path / "d"), bulkwire.targets.ravendb(server.url, "db"),
+                                  workers=2, batch_rows=50, resume=state)
         raised = time.monotonic()
         killer.join()
         assert killer.killed and raised - killer.killed[0][1] < 2.0
@@ -305,8 +308,9 @@ def test_a_worker_killed_while_sending_fails_the_load_naming_what_was_not_confir
                         for first, stop in source["done"] for row in range(first * 100, stop * 100)}
             assert recorded and recorded <= confirmed_ids(server)
             assert recorded.isdisjoint(missing)
-            again = bulkwire.load_parquet(str(tmp_path / "d"), url=server.url, database="db",
-                                          workers=2, batch_rows=50, resume=state)
+            again = bulkwire.load_parquet(str(tmp_path / "d"),
+                                          bulkwire.targets.ravendb(server.url, "db"), workers=2,
+                                          batch_rows=50, resume=state)
             assert again.rows + again.skipped_rows == 8000
             assert server.documents == documents(tables)
 
@@ -323,8 +327,9 @@ def test_a_worker_killed_while_the_other_keeps_sending_stops_the_load_at_once(tm
         server.read_delay = 0.01
         killer = kill_a_sender(server, resume=False)
         with pytest.raises(bulkwire.BulkInsertError, match=r"died with exit code -9") as info:
-            bulkwire.load_parquet(str(tmp_path / "d"), url=server.url, database="db", workers=2,
-                                  batch_rows=20, buffer_size=1000)
+            bulkwire.load_parquet(str(tmp_path / "d"),
+                                  bulkwire.targets.ravendb(server.url, "db", buffer_size=1000),
+                                  workers=2, batch_rows=20)
         stopped = time.monotonic() - killer.killed[0][1]
         killer.join()
         assert stopped < 1.0, f"stopped {stopped:.2f} s after the kill"

@@ -73,7 +73,7 @@ def test_deep_nesting_reads_as_pyarrow_or_names_the_file(tmp_path, kind, depth):
         with pytest.raises(MalformedFileError, match=message):
             TableFile(path)
         with pytest.raises(MalformedFileError, match=message):
-            bulkwire.load_parquet(path, out=out, columns=["id"])
+            bulkwire.load_parquet(path, bulkwire.targets.request_file(out), columns=["id"])
         return
     assert expected.equals(table)
     assert take(path, rows).equals(table.take(rows))
@@ -85,10 +85,10 @@ def test_deep_nesting_reads_as_pyarrow_or_names_the_file(tmp_path, kind, depth):
     refused = (ValueError, "column 'deep' > .*nested more than 64 levels deep") \
         if depth >= 64 else (TypeError, "column 'deep' has Arrow type")
     with pytest.raises(refused[0], match=refused[1]):
-        bulkwire.load_parquet(path, out=out)
-    bulkwire.load_parquet(path, out=out, columns=["id"])
+        bulkwire.load_parquet(path, bulkwire.targets.request_file(out))
+    bulkwire.load_parquet(path, bulkwire.targets.request_file(out), columns=["id"])
     assert _loaded_ids(out) == table.column("id").to_pylist()
-    bulkwire.load_parquet(path, out=out, columns=["id"], take=rows)
+    bulkwire.load_parquet(path, bulkwire.targets.request_file(out), columns=["id"], take=rows)
     assert _loaded_ids(out) == table.column("id").take(rows).to_pylist()
 
 
@@ -144,5 +144,6 @@ def test_random_nested_types_read_as_pyarrow(tmp_path_factory, t, seed, index, d
     if not (pa.types.is_list(t) or pa.types.is_fixed_size_list(t)) or \
             t.value_type not in (pa.float32(), pa.float64()):
         with pytest.raises(TypeError, match="column 'n'"):
-            bulkwire.load_parquet(path, out=str(tmp_path_factory.mktemp("out") / "b.json"),
+            bulkwire.load_parquet(path,
+                                  bulkwire.targets.request_file(str(tmp_path_factory.mktemp("out") / "b.json")),
                                   columns=["n"])

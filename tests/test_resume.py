@@ -68,7 +68,7 @@ def test_a_killed_load_resumes_and_every_document_arrives(tmp_path, workers):
         assert 0 < confirmed < total, confirmed
         first_run = len(server.requests)
         time.sleep(0.3)  # let the cut requests of the killed run end on the server
-        r = bulkwire.load_parquet(str(tmp_path / "d"), url=server.url, database="db",
+        r = bulkwire.load_parquet(str(tmp_path / "d"), bulkwire.targets.ravendb(server.url, "db"),
                                   resume=state, workers=workers, batch_rows=100)
         assert r.skipped_rows >= confirmed and r.rows + r.skipped_rows == total
         assert server.documents == documents(tables)  # every one, none missing, right bytes
@@ -79,7 +79,8 @@ def test_a_killed_load_resumes_and_every_document_arrives(tmp_path, workers):
         assert confirmed_rows(state, row_group) == total
         # once all is confirmed, a re-run sends nothing
         before = len(server.requests)
-        r = bulkwire.load_parquet(str(tmp_path / "d"), url=server.url, database="db", resume=state)
+        r = bulkwire.load_parquet(str(tmp_path / "d"), bulkwire.targets.ravendb(server.url, "db"),
+                                  resume=state)
         assert r.rows == 0 and r.skipped_rows == total and len(server.requests) == before
         assert "24,000 rows confirmed by an earlier run" in r.summary()
 
@@ -94,8 +95,8 @@ def test_units_are_recorded_only_once_the_server_answered(tmp_path):
                 server.fail_after_bytes = 1
 
         with pytest.raises(bulkwire.BulkInsertError):
-            bulkwire.load_parquet(str(tmp_path / "d"), url=server.url, database="db", resume=state,
-                                  batch_rows=50, progress=fail_midway)
+            bulkwire.load_parquet(str(tmp_path / "d"), bulkwire.targets.ravendb(server.url, "db"),
+                                  resume=state, batch_rows=50, progress=fail_midway)
         recorded = json.load(open(state))
         ok = [q for q in server.requests if q.succeeded]
         assert confirmed_rows(state, row_group) == sum(len(q.commands) for q in ok)
@@ -103,8 +104,8 @@ def test_units_are_recorded_only_once_the_server_answered(tmp_path):
         assert recorded["version"] == 2 and confirmed_rows(state, row_group) == 1000
         assert [n for n in os.listdir(tmp_path) if n.endswith(".tmp")] == []
         server.fail_after_bytes = None
-        r = bulkwire.load_parquet(str(tmp_path / "d"), url=server.url, database="db", resume=state,
-                                  batch_rows=50)
+        r = bulkwire.load_parquet(str(tmp_path / "d"), bulkwire.targets.ravendb(server.url, "db"),
+                                  resume=state, batch_rows=50)
         assert r.rows + r.skipped_rows == 2000
         assert server.documents == documents(tables)
 
@@ -113,33 +114,38 @@ def test_a_changed_file_or_other_options_are_refused_naming_them(tmp_path):
     write_parts(str(tmp_path / "d"), [300, 300], row_group=100)
     state = str(tmp_path / "state.json")
     with LoopbackServer() as server:
-        bulkwire.load_parquet(str(tmp_path / "d"), url=server.url, database="db", resume=state)
+        bulkwire.load_parquet(str(tmp_path / "d"), bulkwire.targets.ravendb(server.url, "db"),
+                              resume=state)
         requests = len(server.requests)
         with pytest.raises(ValueError, match=r"resume state '.*state.json' was written by a load "
                                              r"with other options"):
-            bulkwire.load_parquet(str(tmp_path / "d"), url=server.url, database="db",
-                                  resume=state, collection="Other")
+            bulkwire.load_parquet(str(tmp_path / "d"),
+                                  bulkwire.targets.ravendb(server.url, "db", collection="Other"),
+                                  resume=state)
         other = str(tmp_path / "d" / "part-001.parquet")
         pq.write_table(pq.read_table(other).slice(0, 299), other)  # a changed file
         with pytest.raises(ValueError, match=r"'.*part-001.parquet' changed since resume state "
                                              r"'.*state.json' recorded it"):
-            bulkwire.load_parquet(str(tmp_path / "d"), url=server.url, database="db", resume=state)
+            bulkwire.load_parquet(str(tmp_path / "d"), bulkwire.targets.ravendb(server.url, "db"),
+                                  resume=state)
         with pytest.raises(ValueError, match=r"resume state .* records '.*part-001.parquet', which "
                                              r"is not part of this load's dataset"):
-            bulkwire.load_parquet(str(tmp_path / "d" / "part-000.parquet"), url=server.url,
-                                  database="db", resume=state)
+            bulkwire.load_parquet(str(tmp_path / "d" / "part-000.parquet"),
+                                  bulkwire.targets.ravendb(server.url, "db"), resume=state)
         open(state, "w").write("{not json")
         with pytest.raises(ValueError, match=r"resume state '.*state.json' cannot be read"):
-            bulkwire.load_parquet(str(tmp_path / "d"), url=server.url, database="db", resume=state)
+            bulkwire.load_parquet(str(tmp_path / "d"), bulkwire.targets.ravendb(server.url, "db"),
+                                  resume=state)
         json.dump({"version": 99}, open(state, "w"))
         with pytest.raises(ValueError, match=r"is not a bulkwire resume state of version 2"):
-            bulkwire.load_parquet(str(tmp_path / "d"), url=server.url, database="db", resume=state)
+            bulkwire.load_parquet(str(tmp_path / "d"), bulkwire.targets.ravendb(server.url, "db"),
+                                  resume=state)
         assert len(server.requests) == requests  # refused before any request
         with pytest.raises(ValueError, match="resume needs a target that confirms each unit"):
             bulkwire.load_parquet(str(tmp_path / "d"), resume=state)
         with pytest.raises(ValueError, match="resume needs files"):
-            bulkwire.load_parquet(pa.table({"id": [1]}), url=server.url, database="db",
-                                  resume=state)
+            bulkwire.load_parquet(pa.table({"id": [1]}),
+                                  bulkwire.targets.ravendb(server.url, "db"), resume=state)
 
 
 def test_the_cli_resumes_and_says_what_it_skipped(tmp_path, capsys):
@@ -177,13 +183,13 @@ def test_stopped_anywhere_then_resumed_every_document_arrives(tmp_path_factory, 
 
     with LoopbackServer() as server:
         try:
-            bulkwire.load_parquet(str(folder / "d"), url=server.url, database="db", resume=state,
-                                  batch_rows=batch_rows, progress=interrupt)
+            bulkwire.load_parquet(str(folder / "d"), bulkwire.targets.ravendb(server.url, "db"),
+                                  resume=state, batch_rows=batch_rows, progress=interrupt)
         except KeyboardInterrupt:
             pass
         confirmed = {c["Id"] for q in server.requests if q.succeeded for c in q.commands}
-        r = bulkwire.load_parquet(str(folder / "d"), url=server.url, database="db", resume=state,
-                                  batch_rows=batch_rows)
+        r = bulkwire.load_parquet(str(folder / "d"), bulkwire.targets.ravendb(server.url, "db"),
+                                  resume=state, batch_rows=batch_rows)
         assert r.skipped_rows == len(confirmed) and r.rows + r.skipped_rows == sum(sizes)
         assert server.documents == documents(tables)
 
@@ -199,13 +205,15 @@ def test_a_state_of_another_target_is_refused_naming_both(tmp_path):
     state = str(tmp_path / "state.json")
     with LoopbackServer("staging") as staging, LoopbackServer("prod") as prod, \
             LoopbackServer("staging") as twin:
-        first = bulkwire.load_parquet(str(tmp_path / "d"), url=staging.url, database="staging",
+        first = bulkwire.load_parquet(str(tmp_path / "d"),
+                                      bulkwire.targets.ravendb(staging.url, "staging"),
                                       resume=state)
         assert first.rows == 600 and staging.documents == documents(tables)
         recorded = open(state).read()
         for server, database in ((prod, "prod"), (staging, "prod"), (twin, "staging")):
             with pytest.raises(ValueError) as info:
-                bulkwire.load_parquet(str(tmp_path / "d"), url=server.url, database=database,
+                bulkwire.load_parquet(str(tmp_path / "d"),
+                                      bulkwire.targets.ravendb(server.url, database),
                                       resume=state)
             message = str(info.value)
             assert type(info.value).__name__ == "ResumeStateError" and info.value.path == state
@@ -228,22 +236,25 @@ def test_the_same_cluster_in_another_order_is_the_same_target(tmp_path):
     state = str(tmp_path / "state.json")
     with LoopbackCluster(3) as cluster:
         urls = cluster.urls
-        r = bulkwire.load_parquet(str(tmp_path / "d"), url=urls, database="db", resume=state)
+        r = bulkwire.load_parquet(str(tmp_path / "d"), bulkwire.targets.ravendb(urls, "db"),
+                                  resume=state)
         assert r.rows == 300
         spelled = [u.replace("http://", "HTTP://") + "/" for u in reversed(urls)]
-        again = bulkwire.load_parquet(str(tmp_path / "d"), url=spelled, database="db",
-                                      resume=state)
+        again = bulkwire.load_parquet(str(tmp_path / "d"),
+                                      bulkwire.targets.ravendb(spelled, "db"), resume=state)
         assert (again.rows, again.skipped_rows) == (0, 300)
         for other in (urls[:2], urls + ["http://127.0.0.1:9"], urls[0]):
             with pytest.raises(ValueError, match="was written by a load into database 'db' at "
                                                  "http://"):
-                bulkwire.load_parquet(str(tmp_path / "d"), url=other, database="db",
+                bulkwire.load_parquet(str(tmp_path / "d"), bulkwire.targets.ravendb(other, "db"),
                                       resume=state)
     single = str(tmp_path / "single.json")
     with LoopbackServer() as server:  # one URL as a str, then as a list of one node
-        bulkwire.load_parquet(str(tmp_path / "d"), url=server.url, database="db", resume=single)
-        again = bulkwire.load_parquet(str(tmp_path / "d"), url=[server.url + "/"],
-                                      database="db", resume=single)
+        bulkwire.load_parquet(str(tmp_path / "d"), bulkwire.targets.ravendb(server.url, "db"),
+                              resume=single)
+        again = bulkwire.load_parquet(str(tmp_path / "d"),
+                                      bulkwire.targets.ravendb([server.url + "/"], "db"),
+                                      resume=single)
         assert again.skipped_rows == 300
 
 
@@ -327,8 +338,8 @@ def partial_state(folder, server) -> tuple[str, str, list, int]:
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        bulkwire.load_parquet(str(folder / "d"), url=server.url, database="db", resume=state,
-                              batch_rows=50, progress=stop)
+        bulkwire.load_parquet(str(folder / "d"), bulkwire.targets.ravendb(server.url, "db"),
+                              resume=state, batch_rows=50, progress=stop)
     return str(folder / "d"), state, tables, 400
 
 
@@ -337,8 +348,8 @@ def load_or_refuse(dataset: str, state: str, server, total: int):
     ValueError naming the state file; anything else fails the test."""
     try:
         with bounded(30):
-            result = bulkwire.load_parquet(dataset, url=server.url, database="db", resume=state,
-                                           batch_rows=50)
+            result = bulkwire.load_parquet(dataset, bulkwire.targets.ravendb(server.url, "db"),
+                                           resume=state, batch_rows=50)
     except ValueError as exc:
         assert type(exc).__name__ == "ResumeStateError", repr(exc)
         assert exc.path == state and repr(state) in str(exc), str(exc)
@@ -558,8 +569,8 @@ def test_a_second_load_sharing_the_state_file_is_refused(tmp_path):
                 first.kill()
                 first.wait()
         assert "loaded 800 rows" in out
-        again = bulkwire.load_parquet(str(tmp_path / "d"), url=server.url, database="db",
-                                      resume=state)
+        again = bulkwire.load_parquet(str(tmp_path / "d"),
+                                      bulkwire.targets.ravendb(server.url, "db"), resume=state)
         assert (again.rows, again.skipped_rows) == (0, 800)
         assert server.documents == documents(tables)
 

@@ -54,7 +54,8 @@ def load_into_file(table, mode):
     folder = tempfile.mkdtemp()
     source = os.path.join(folder, "t.parquet")
     pq.write_table(table, source)
-    bulkwire.load_parquet(source, out=os.path.join(folder, "t.bulk.json"), float32=mode)
+    bulkwire.load_parquet(source,
+                          bulkwire.targets.request_file(os.path.join(folder, "t.bulk.json"), float32=mode))
 
 
 @pytest.mark.parametrize("entry", sorted(float32_entry_points()))

@@ -100,8 +100,10 @@ def test_bulk_insert_over_tls_sends_the_c_framed_chunks(https, pump_calls, compr
 def test_load_parquet_over_tls_sends_the_file_targets_body(https, pump_calls, tmp_path):
     server, url = https
     src = bulkwire.sample_parquet(tmp_path / "s.parquet", rows=400, dim=8)
-    r = bulkwire.load_parquet(src, url=url, database=server.database, batch_rows=64, buffer_size=2048)
-    body = open(bulkwire.load_parquet(src, out=str(tmp_path / "b.json")).target, "rb").read()
+    r = bulkwire.load_parquet(src,
+                              bulkwire.targets.ravendb(url, server.database, buffer_size=2048),
+                              batch_rows=64)
+    body = open(bulkwire.load_parquet(src, bulkwire.targets.request_file(str(tmp_path / "b.json"))).target, "rb").read()
     assert r.rows == 400 and bytes(server.requests[-1].body) == body
     assert len(pump_calls) == 1 and isinstance(pump_calls[0], _core.TlsConnection)
 

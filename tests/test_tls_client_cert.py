@@ -92,9 +92,10 @@ def test_documents_arrive_byte_exact_through_the_pump(secure, pki, pump_calls, c
 
 def test_load_parquet_and_the_cli_over_tls(secure, pki, tmp_path, capsys):
     src = bulkwire.sample_parquet(tmp_path / "s.parquet", rows=300, dim=8)
-    r = bulkwire.load_parquet(src, url=secure.url, database=secure.database, batch_rows=64,
-                              buffer_size=2048, certificate=pki.client, ca=pki.ca)
-    body = open(bulkwire.load_parquet(src, out=str(tmp_path / "b.json")).target, "rb").read()
+    r = bulkwire.load_parquet(src,
+                              bulkwire.targets.ravendb(secure.url, secure.database, certificate=pki.client, ca=pki.ca, buffer_size=2048),
+                              batch_rows=64)
+    body = open(bulkwire.load_parquet(src, bulkwire.targets.request_file(str(tmp_path / "b.json"))).target, "rb").read()
     assert r.rows == 300 and bytes(secure.requests[-1].body) == body
     from bulkwire.cli import main
     code = main(["load", str(src), "--url", secure.url, "--database", secure.database,
@@ -396,9 +397,8 @@ def test_a_tls_file_that_cannot_be_used_is_a_tls_file_error_naming_it(
                                                       certificate=certificate, ca=ca),
             "python ssl": lambda: bulkwire.BulkInsert(secure.url, secure.database,
                                                       certificate=certificate, ca=ca),
-            "load_arrow": lambda: bulkwire.load_arrow(
-                __import__("pyarrow").table({"id": [1, 2]}), url=secure.url,
-                database=secure.database, certificate=certificate, ca=ca),
+            "load_arrow": lambda: bulkwire.load_arrow(__import__("pyarrow").table({"id": [1, 2]}),
+                                                      bulkwire.targets.ravendb(secure.url, secure.database, certificate=certificate, ca=ca)),
             "drop-in": lambda: _dropin_insert(secure, certificate, ca),
         }[entry]
         exc = _within(20.0, call)

@@ -186,8 +186,10 @@ def test_a_bad_url_is_refused_when_it_is_given_by_every_entry_point(bad, sample)
     command line exits 2 (usage), never 3 (the server)."""
     for make in (lambda: bulkwire.BulkInsert(bad, "db"),
                  lambda: bulkwire.BulkInsert(["http://127.0.0.1:9", bad], "db"),
-                 lambda: bulkwire.load_parquet("/nonexistent/x.parquet", url=bad, database="db"),
-                 lambda: bulkwire.load_arrow(pa.table({"id": [1]}), url=[bad], database="db"),
+                 lambda: bulkwire.load_parquet("/nonexistent/x.parquet",
+                                               bulkwire.targets.ravendb(bad, "db")),
+                 lambda: bulkwire.load_arrow(pa.table({"id": [1]}),
+                                             bulkwire.targets.ravendb([bad], "db")),
                  lambda: SinkConfig(url=bad, database="db")):
         with pytest.raises(ValueError, match=r"^url(\[\d\])? "):
             make()
@@ -237,9 +239,9 @@ def test_a_bad_url_in_a_topology_is_the_servers_fault(bad):
 
 def test_the_urls_given_never_mix_schemes(sample):
     for make in (lambda: bulkwire.BulkInsert(["https://127.0.0.1:9", "http://127.0.0.1:8"], "db"),
-                 lambda: bulkwire.load_parquet(sample, url=["https://127.0.0.1:9",
-                                                            "http://127.0.0.1:8"],
-                                               database="db")):
+                 lambda: bulkwire.load_parquet(sample,
+                                               bulkwire.targets.ravendb(["https://127.0.0.1:9",
+                                                            "http://127.0.0.1:8"], "db"))):
         with pytest.raises(ValueError, match=r"^url\[1\] is http://127.0.0.1:8, whose scheme "
                                              r"\(http://\) differs from the cluster's \(https://\)"):
             make()
@@ -366,9 +368,10 @@ def test_credentials_in_a_url_are_refused_and_never_repeated(scheme, info, host,
         make = {
             "BulkInsert": lambda: bulkwire.BulkInsert(url, "db"),
             "BulkInsert list": lambda: bulkwire.BulkInsert([f"{scheme}://127.0.0.1:9", url], "db"),
-            "load_parquet": lambda: bulkwire.load_parquet(sample, url=url, database="db"),
-            "load_arrow": lambda: bulkwire.load_arrow(pa.table({"id": [1]}), url=[url],
-                                                      database="db"),
+            "load_parquet": lambda: bulkwire.load_parquet(sample,
+                                                          bulkwire.targets.ravendb(url, "db")),
+            "load_arrow": lambda: bulkwire.load_arrow(pa.table({"id": [1]}),
+                                                      bulkwire.targets.ravendb([url], "db")),
             "drop-in": lambda: drop_in_insert(url),
             "sink": lambda: SinkConfig(url=(url,), database="db"),
         }[entry]
@@ -398,7 +401,7 @@ def test_results_and_summaries_name_the_normalized_urls(sample):
     validated URLs."""
     with LoopbackServer() as server:
         given = server.url.upper().replace("HTTP://", "http://") + "/"
-        result = bulkwire.load_parquet(sample, url=given, database="db")
+        result = bulkwire.load_parquet(sample, bulkwire.targets.ravendb(given, "db"))
         assert result.target == f"{server.url} (database db)"
         code, said = run_cli(["load", sample, "--url", given, "--database", "db", "-q"])
         assert code == 0 and f"into {server.url} (database db)" in said

@@ -285,7 +285,7 @@ def test_load_parquet_zstd_to_a_file_and_to_the_server(tmp_path, backend, monkey
     src = bulkwire.sample_parquet(str(tmp_path / "s.parquet"), rows=700, dim=8)
     plain = bulkwire.load_parquet(src)
     assert plain.target == str(tmp_path / "s.bulk.json")
-    packed = bulkwire.load_parquet(src, compress="zstd")
+    packed = bulkwire.load_parquet(src, bulkwire.targets.request_file(compress="zstd"))
     assert packed.target == str(tmp_path / "s.bulk.json.zst")
     assert "zstd" in packed.summary()
     wire = open(packed.target, "rb").read()
@@ -293,9 +293,10 @@ def test_load_parquet_zstd_to_a_file_and_to_the_server(tmp_path, backend, monkey
     assert zstandard.ZstdDecompressor().decompressobj().decompress(wire) == \
         open(plain.target, "rb").read()
     with pytest.raises(ValueError, match="compress"):
-        bulkwire.load_parquet(src, compress="brotli")
+        bulkwire.load_parquet(src, bulkwire.targets.request_file(compress="brotli"))
     with LoopbackServer() as server:
-        r = bulkwire.load_parquet(src, url=server.url, database=server.database, compress="zstd")
+        r = bulkwire.load_parquet(src,
+                                  bulkwire.targets.ravendb(server.url, server.database, compress="zstd"))
         assert r.rows == 700 and len(server.documents) == 700
         assert server.requests[-1].headers["Content-Encoding"] == "zstd"
 
