@@ -1,13 +1,14 @@
 """What a distributed engine's overhead costs: the same rows bulk inserted by plain
 ``load_parquet`` (what ``bulkwire load --url`` runs: one process, one request), by Dask
 (``bulkwire.dask.to_bulk_insert``; a ``LocalCluster`` of 2 worker processes, one thread each)
-and by Ray (``bulkwire.ray.BulkInsertDatasink``; ``ray.init(num_cpus=2)``), into the loopback
+by Ray (``bulkwire.ray.BulkInsertDatasink``; ``ray.init(num_cpus=2)``) and by Spark (the
+``bulkwire`` data source of ``bulkwire.spark``; a ``local[2]`` session), into the loopback
 server (``bulkwire.testing``, counting only) in a process of its own.
 
 The data: one seeded Parquet file (int64 id, fixed_size_list<float32>[dim]) for
 ``load_parquet``, and the same rows as ``--parts`` Parquet files in a directory for the
 engines (read with ``dd.read_parquet(dtype_backend="pyarrow")`` and ``ray.data.read_parquet``,
-one partition per file). Each contender's run must report every row. The clusters are
+one partition per file; ``spark.read.parquet``, which groups small files into partitions). Each contender's run must report every row. The clusters are
 started once, before the rounds (their start-up time is printed, not counted: a user's
 cluster is already up). Rounds are interleaved, the order rotating each round; the result
 is the median of the per-round ratios (engine rows/s over load_parquet's in the same round),
@@ -17,6 +18,7 @@ cost, with no bulk insert.
 
     python benchmarks/bench_engines.py                       # 200,000 x 128, 5 rounds
     python benchmarks/bench_engines.py --rows 20000 --rounds 1 --engines dask   # a smoke run
+    python benchmarks/bench_engines.py --engines dask,ray,spark    # Spark too (a Java runtime)
 """
 from __future__ import annotations
 
@@ -177,16 +179,66 @@ class Ray:
         self.ray.shutdown()
 
 
+def _arrow_rows(batches):
+    """A mapInArrow function: the rows of a partition's Arrow batches, counted."""
+    import pyarrow as pa
+
+    yield pa.RecordBatch.from_pydict({"rows": [sum(batch.num_rows for batch in batches)]})
+
+
+class Spark:
+    name = "spark"
+
+    def __init__(self, single: str, directory: str, url: str) -> None:
+        import sys
+
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # the workers run this Python
+        from pyspark.sql import SparkSession
+
+        import bulkwire.spark
+
+        start = time.perf_counter()
+        self.spark = (SparkSession.builder.master("local[2]").appName("bench_engines")
+                      .config("spark.ui.enabled", "false")
+                      .config("spark.driver.host", "127.0.0.1").getOrCreate())
+        self.spark.sparkContext.setLogLevel("ERROR")
+        bulkwire.spark.register(self.spark)
+        where = self.spark.sparkContext.parallelize([0], 1).map(
+            lambda _: __import__("bulkwire.spark").__file__).collect()[0]
+        if where != bulkwire.__file__:
+            raise SystemExit(f"Spark's workers import another bulkwire: {where}")
+        self.startup = time.perf_counter() - start
+        self.directory, self.url = directory, url
+        self.last_result = bulkwire.spark.last_result
+
+    def run(self) -> int:
+        (self.spark.read.parquet(self.directory).write.format("bulkwire")
+         .option("target", "ravendb").option("url", self.url).option("database", "bench")
+         .mode("append").save())
+        return self.last_result(self.spark).rows
+
+    def run_engine_only(self) -> int:
+        """The same read, its partitions handed to Python workers as Arrow batches, as the
+        data source's write tasks receive them, and counted: what Spark costs before any
+        bulk insert."""
+        counted = (self.spark.read.parquet(self.directory).mapInArrow(_arrow_rows, "rows long")
+                   .groupBy().sum("rows").collect())
+        return int(counted[0][0])
+
+    def close(self) -> None:
+        self.spark.stop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=200_000)
     parser.add_argument("--dim", type=int, default=128)
     parser.add_argument("--parts", type=int, default=8, help="files (partitions) for the engines")
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--engines", default="dask,ray", help="comma-separated: dask, ray")
+    parser.add_argument("--engines", default="dask,ray", help="comma-separated: dask, ray, spark")
     args = parser.parse_args()
     engines = [e for e in args.engines.split(",") if e]
-    unknown = set(engines) - {"dask", "ray"}
+    unknown = set(engines) - {"dask", "ray", "spark"}
     if unknown:
         parser.error(f"unknown engines: {', '.join(sorted(unknown))}")
 
@@ -198,7 +250,7 @@ def main() -> None:
         contenders = [Plain(single, directory, url)]
         try:
             for name in engines:
-                engine = {"dask": Dask, "ray": Ray}[name](single, directory, url)
+                engine = {"dask": Dask, "ray": Ray, "spark": Spark}[name](single, directory, url)
                 print(f"{name}: cluster up in {engine.startup:.1f} s (not counted)")
                 contenders.append(engine)
                 contenders.append(EngineOnly(engine))

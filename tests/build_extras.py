@@ -1,6 +1,6 @@
 """Tests of what an optional C library of the build does skip on a build without it, with a
 reason naming the library and its package; the skip count is pytest's summary. Tests of an
-integration (Dask, Ray) skip naming the package when it is not installed
+integration (Dask, Ray, Spark) skip naming the package when it is not installed
 (:func:`import_integration`).
 
 Under BULKWIRE_REQUIRE_EXTRAS=1 (CI's full build, which installs every library) a missing
@@ -50,7 +50,8 @@ def needs(*names: str) -> pytest.MarkDecorator:
 #: the Python packages each integration imports (its extra, in test-all but not in the light
 #: test extra), by the name of its entry point in the tests
 INTEGRATION_PACKAGES = {"dask.to_bulk_insert": ("pandas", "dask.dataframe", "distributed"),
-                        "ray.BulkInsertDatasink": ("ray.data",)}
+                        "ray.BulkInsertDatasink": ("ray.data",),
+                        "spark.register": ("pyspark",)}
 
 
 def import_integration(entry: str) -> None:

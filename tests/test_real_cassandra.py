@@ -500,3 +500,36 @@ def test_a_three_node_cluster_serves_bulkwire_vectors_from_every_node(cassandra_
                 bulkwire.cql.uninstall()
             recall = ann_recall(s, "vectors", "cosine", matrix, queries)
             assert recall >= ANN_MIN_RECALL, f"{host}: recall@{ANN_K} {recall}"
+
+
+# --------------------------------------------------------------------------------------------
+# the Spark data source
+
+
+def test_spark_data_source_loads_every_row_into_a_vector_table(session, cassandra_node, tmp_path):
+    """A local Spark writes a DataFrame through the bulkwire data source into a table with a
+    vector column, one CQL session per write task; the driver reads every row back."""
+    pytest.importorskip("pyspark")
+    import bulkwire.spark
+    from _spark_session import spark_session
+
+    session.execute("CREATE TABLE IF NOT EXISTS spark_load "
+                    "(id bigint PRIMARY KEY, name text, v vector<float, 4>)")
+    session.execute("TRUNCATE spark_load")
+    spark = spark_session(str(tmp_path))
+    try:
+        frame = spark.range(0, 3000, 1, numPartitions=3).selectExpr(
+            "id", "concat('n', cast(id as string)) as name",
+            "array(cast(id as float), cast(id * 0.25 as float), cast(-id as float), "
+            "cast(1.5 as float)) as v")
+        (frame.write.format("bulkwire").option("target", "cql")
+         .option("hosts", cassandra_node.address).option("keyspace", "bulkwire")
+         .option("table", "spark_load").option("batch_rows", "500").mode("append").save())
+        result = bulkwire.spark.last_result(spark)
+    finally:
+        spark.stop()
+    assert (result.committed, result.rows, result.tasks) == (True, 3000, 3)
+    stored = {row.id: (row.name, [float(x) for x in row.v])
+              for row in session.execute("SELECT id, name, v FROM spark_load")}
+    assert stored == {i: (f"n{i}", [float(np.float32(i)), float(np.float32(i * 0.25)), -float(i), 1.5])
+                      for i in range(3000)}

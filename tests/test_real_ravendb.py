@@ -503,6 +503,29 @@ def test_ray_sink_every_row(raven, tmp_path):
     assert_every_row(raven, database, reference_documents(source, tmp_path, collection="Points"))
 
 
+def test_spark_data_source_every_row(raven, tmp_path):
+    """A local Spark (loopback only: it runs in the network namespace of this suite) writes
+    a Parquet file's rows through the bulkwire data source, one bulk insert request per
+    write task: the server holds every row, as load_parquet writes it."""
+    pytest.importorskip("pyspark")
+    import bulkwire.spark
+    from _spark_session import spark_session
+
+    source = str(tmp_path / "points.parquet")
+    write_table(source, 4000, 16)
+    database = new_database(raven, "spark")
+    spark = spark_session(str(tmp_path))
+    try:
+        (spark.read.parquet(source).repartition(4).write.format("bulkwire")
+         .option("target", "ravendb").option("url", raven.url).option("database", database)
+         .option("collection", "Points").mode("append").save())
+        result = bulkwire.spark.last_result(spark)
+    finally:
+        spark.stop()
+    assert (result.committed, result.rows, result.tasks) == (True, 4000, 4)
+    assert_every_row(raven, database, reference_documents(source, tmp_path, collection="Points"))
+
+
 # ---- what 4.1 does not read: a clear error, never a normal return ----
 
 def test_compress_true_sends_gzip_which_41_takes(raven):

@@ -1,0 +1,334 @@
+"""The Spark data source ``bulkwire`` (bulkwire.spark) on a local[2] SparkSession: every
+target, one session per write task, the options and the schema judged on the driver before
+any task runs, the commit's sums and the abort's report, and streaming micro-batches.
+
+Needs pyspark (the ``spark`` extra) and a Java runtime; without pyspark the module skips
+naming it (a failure under BULKWIRE_REQUIRE_EXTRAS=1).
+"""
+from __future__ import annotations
+
+import collections
+import gzip
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+pytest.importorskip("pyspark")
+
+import bulkwire  # noqa: E402
+import bulkwire.spark  # noqa: E402
+from bulkwire import targets  # noqa: E402
+from bulkwire.testing import LoopbackServer  # noqa: E402
+
+from _spark_session import spark_session  # noqa: E402
+from cql_nodes import EmulatedCluster  # noqa: E402
+
+pytestmark = pytest.mark.timeout(300)
+
+ROWS = 40  # rows of each DataFrame: ids 0..ROWS-1, in 2 partitions of ROWS // 2
+
+
+@pytest.fixture(scope="module")
+def spark(tmp_path_factory):
+    session = spark_session(str(tmp_path_factory.mktemp("spark")))
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+def rows_of(ids) -> pa.Table:
+    """The rows of these ids, as the DataFrame's Spark schema gives them to a task."""
+    ids = np.asarray(ids, dtype=np.int64)
+    vectors = [[np.float32(i), np.float32(i * 0.5)] for i in ids]
+    return pa.table({"id": pa.array(ids, pa.int64()),
+                     "emb": pa.array(vectors, pa.list_(pa.float32())),
+                     "v": pa.array([f"v{i}" for i in ids])})
+
+
+def frame(spark, rows: int = ROWS, partitions: int = 2):
+    """A DataFrame of ``rows_of(range(rows))`` whose partition p holds the p-th slice of
+    consecutive ids."""
+    return spark.range(0, rows, 1, numPartitions=partitions).selectExpr(
+        "id", "array(cast(id as float), cast(id * 0.5 as float)) as emb",
+        "concat('v', cast(id as string)) as v")
+
+
+def put_ids(server) -> collections.Counter:
+    """How many times each document id was PUT, over every request."""
+    return collections.Counter(c["Id"] for r in server.requests for c in (r.commands or ())
+                               if c.get("Type") == "PUT")
+
+
+def test_bulkwire_does_not_import_pyspark_and_a_missing_pyspark_names_the_extra():
+    from _spark_session import PACKAGE_PARENT
+    from bulkwire import _extras
+
+    def run(code):
+        return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              timeout=120, env={**os.environ, "PYTHONPATH": PACKAGE_PARENT})
+
+    done = run("import sys, bulkwire, bulkwire.targets\nprint('pyspark' in sys.modules)")
+    assert (done.returncode, done.stdout.strip()) == (0, "False"), done.stderr
+    done = run("import sys; sys.modules['pyspark'] = None\n"
+               "try:\n    import bulkwire.spark\nexcept ImportError as e:\n    print(e)\n")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(_extras.missing_extra("Spark support", "pyspark", "spark"))
+
+
+def test_request_file_writes_each_partition_as_load_arrow_does(spark, tmp_path):
+    out = tmp_path / "bodies"
+    (frame(spark).write.format("bulkwire").option("target", "request_file")
+     .option("collection", "Points").mode("append").save(str(out) + "/"))
+    half = ROWS // 2
+    for p, ids in enumerate((range(0, half), range(half, ROWS))):
+        expected = tmp_path / f"expected-{p}.bulk.json"
+        bulkwire.load_arrow(rows_of(ids), targets.request_file(expected, collection="Points"))
+        assert (out / f"part-{p:05d}.bulk.json").read_bytes() == expected.read_bytes()
+    assert sorted(os.listdir(out)) == ["part-00000.bulk.json", "part-00001.bulk.json"]
+    result = bulkwire.spark.last_result(spark)
+    assert result.committed and result.rows == ROWS and result.tasks == 2
+    assert result.partitions == [0, 1] and result.unconfirmed_tasks == 0
+    assert result.body_bytes == sum(os.path.getsize(out / f) for f in os.listdir(out))
+    assert sorted(map(os.path.basename, result.outputs)) == sorted(os.listdir(out))
+
+
+def test_request_file_path_with_a_partition_placeholder_compressed(spark, tmp_path):
+    pattern = str(tmp_path / "points-{partition}.json.zst")
+    (frame(spark).write.format("bulkwire").option("target", "request_file")
+     .option("out", pattern).option("compress", "zstd").mode("append").save())
+    expected = tmp_path / "expected.zst"
+    bulkwire.load_arrow(rows_of(range(ROWS // 2, ROWS)),
+                        targets.request_file(expected, compress="zstd"))
+    assert (tmp_path / "points-00001.json.zst").read_bytes() == expected.read_bytes()
+    assert os.path.exists(tmp_path / "points-00000.json.zst")
+
+
+def test_jsonl_one_file_per_partition_in_a_folder(spark, tmp_path):
+    out = tmp_path / "lines"
+    (frame(spark).write.format("bulkwire").option("target", "jsonl").option("compress", "gzip")
+     .mode("append").save(str(out) + "/"))  # save(path) is the jsonl target's own path
+    assert sorted(os.listdir(out)) == ["part-00000.jsonl.gz", "part-00001.jsonl.gz"]
+    expected = tmp_path / "expected.jsonl.gz"
+    bulkwire.load_arrow(rows_of(range(0, ROWS // 2)), targets.jsonl(str(expected)))
+    assert (gzip.decompress((out / "part-00000.jsonl.gz").read_bytes())
+            == gzip.decompress(expected.read_bytes()))
+    assert bulkwire.spark.last_result(spark).rows == ROWS
+
+
+def test_one_file_for_every_task_is_refused_on_the_driver(spark, tmp_path):
+    with pytest.raises(Exception, match=r"one file per Spark task.*\{partition\}"):
+        (frame(spark).write.format("bulkwire").option("target", "request_file")
+         .option("out", str(tmp_path / "all.bulk.json")).mode("append").save())
+    assert os.listdir(tmp_path) == []
+
+
+def test_ravendb_every_row_once_one_request_per_task(spark):
+    with LoopbackServer() as server:
+        (frame(spark, partitions=3).write.format("bulkwire").option("target", "ravendb")
+         .option("url", server.url).option("database", server.database)
+         .option("collection", "Points").option("batch_rows", "7").mode("append").save())
+        assert put_ids(server) == collections.Counter(f"points/{i}" for i in range(ROWS))
+        assert len(server.requests) == 3 and all(r.succeeded for r in server.requests)
+        assert server.documents["points/5"]["emb"] == [5.0, 2.5]
+        result = bulkwire.spark.last_result(spark)
+        assert (result.committed, result.rows, result.tasks, result.retries) == (True, ROWS, 3, 0)
+        assert result.body_bytes == sum(r.body_bytes for r in server.requests)
+
+
+def test_cql_every_row_stored_once_routed_to_its_owner(spark):
+    with EmulatedCluster(3) as cluster:
+        (frame(spark).select("id", "v").write.format("bulkwire").option("target", "cql")
+         .option("hosts", cluster.contact(0)).option("keyspace", "ks").option("table", "t")
+         .option("window", "8").mode("append").save())
+        assert cluster.stored == {i: f"v{i}" for i in range(ROWS)}
+        sent = [collections.Counter(node.rows) for node in cluster.nodes]
+        want = [collections.Counter() for _ in cluster.nodes]
+        for i in range(ROWS):
+            want[cluster.owner(i)][i] += 1
+        assert sent == want
+        result = bulkwire.spark.last_result(spark)
+        assert (result.committed, result.rows, result.tasks) == (True, ROWS, 2)
+        assert "ks.t" in result.target
+
+
+def second_partition_after_the_first(url: str):
+    """A mapInArrow function whose partition 1 waits until the loopback server at ``url``
+    received a whole request (partition 0's), and a moment more for that task to end."""
+    def wait(batches):
+        import json as json_
+        import time as time_
+        import urllib.request
+
+        from pyspark import TaskContext
+
+        if TaskContext.get().partitionId() == 1:
+            deadline = time_.monotonic() + 120
+            while time_.monotonic() < deadline:
+                with urllib.request.urlopen(f"{url}/_loopback/last", timeout=10) as answer:
+                    if json_.loads(answer.read()).get("complete"):
+                        break
+                time_.sleep(0.1)
+            time_.sleep(2)
+        yield from batches
+    return wait
+
+
+def test_a_failing_task_aborts_and_says_what_was_confirmed(spark):
+    half = ROWS // 2
+    # partition 1 holds a row without an id: its task fails, partition 0's commits
+    df = frame(spark).selectExpr(f"if(id = {half + 3}, null, id) as id", "emb", "v")
+    with LoopbackServer() as server:
+        df = df.mapInArrow(second_partition_after_the_first(server.url), df.schema)
+        with pytest.raises(Exception, match="id") as raised:
+            (df.write.format("bulkwire").option("target", "ravendb")
+             .option("url", server.url).option("database", server.database)
+             .mode("append").save())
+        assert "partition 1" in str(raised.value)
+        assert set(server.documents) == {f"embeddings/{i}" for i in range(half)}
+        result = bulkwire.spark.last_result(spark)
+        assert not result.committed
+        assert (result.partitions, result.rows, result.unconfirmed_tasks) == ([0], half, 1)
+        assert "aborted" in result.summary()
+
+
+def test_an_unknown_option_is_named(spark, tmp_path):
+    with pytest.raises(Exception, match="colour is not an option of the bulkwire data source "
+                                        "for the request_file target"):
+        (frame(spark).write.format("bulkwire").option("target", "request_file")
+         .option("colour", "blue").mode("append").save(str(tmp_path) + "/"))
+    with pytest.raises(Exception, match="unknown target kind 'mongodb'"):
+        frame(spark).write.format("bulkwire").option("target", "mongodb").mode("append").save()
+    with pytest.raises(Exception, match="window must be an int, not 'wide'"):
+        (frame(spark).write.format("bulkwire").option("target", "cql")
+         .option("hosts", "127.0.0.1").option("keyspace", "ks").option("table", "t")
+         .option("window", "wide").mode("append").save())
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_path_names_a_file_targets_output_only(spark, tmp_path):
+    with pytest.raises(Exception, match="save\\(path\\) names a file target's output; the "
+                                        "ravendb target has none"):
+        (frame(spark).write.format("bulkwire").option("target", "ravendb")
+         .option("url", "http://127.0.0.1:9").option("database", "db").mode("append")
+         .save(str(tmp_path)))
+    with pytest.raises(Exception, match="save\\(path\\) and option 'out' both name"):
+        (frame(spark).write.format("bulkwire").option("target", "request_file")
+         .option("out", str(tmp_path) + "/a/").mode("append").save(str(tmp_path) + "/b/"))
+    assert os.listdir(tmp_path) == []
+
+
+def test_modes_other_than_append_are_refused_naming_the_mode(spark, tmp_path):
+    with LoopbackServer() as server:
+        def writer():
+            return (frame(spark).write.format("bulkwire").option("target", "ravendb")
+                    .option("url", server.url).option("database", server.database))
+
+        with pytest.raises(Exception, match="not mode 'overwrite'"):
+            writer().mode("overwrite").save()
+        with pytest.raises(Exception, match="ErrorIfExists"):
+            writer().save()  # Spark's default mode
+        assert server.requests == []
+
+
+def marking(folder: str):
+    """A mapInArrow function that leaves a file in ``folder`` for each task that runs it."""
+    def mark_running(batches):
+        from pyspark import TaskContext
+
+        open(os.path.join(folder, str(TaskContext.get().partitionId())), "w").close()
+        yield from batches
+    return mark_running
+
+
+def test_a_column_the_target_cannot_take_fails_before_any_task(spark, tmp_path):
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    df = frame(spark).selectExpr("id", "emb", "map('k', id) as tags")
+    df = df.mapInArrow(marking(str(marks)), df.schema)
+    with LoopbackServer() as server:
+        with pytest.raises(Exception, match="column 'tags' has Arrow type map"):
+            (df.write.format("bulkwire").option("target", "ravendb")
+             .option("url", server.url).option("database", server.database)
+             .mode("append").save())
+        assert server.requests == []
+    assert os.listdir(marks) == []  # no task ran
+    assert bulkwire.spark.last_result(spark) is None  # not an earlier write's
+    # the same job without the column runs its tasks: the marks can appear
+    with LoopbackServer() as server:
+        (df.drop("tags").write.format("bulkwire").option("target", "ravendb")
+         .option("url", server.url).option("database", server.database)
+         .mode("append").save())
+        assert len(server.documents) == ROWS
+    assert sorted(os.listdir(marks)) == ["0", "1"]
+
+
+@pytest.mark.skipif(not bulkwire.spark.STREAMING,
+                    reason="this PySpark has no DataSourceStreamArrowWriter (PySpark >= 4.1)")
+def test_streaming_from_parquet_files_each_micro_batch_committed_replay_idempotent(
+        spark, tmp_path):
+    source = tmp_path / "in"
+    source.mkdir()
+    for f in range(3):
+        pq.write_table(rows_of(range(f * 10, f * 10 + 10)), source / f"part-{f}.parquet")
+    schema = spark.read.parquet(str(source)).schema
+
+    def run(server, checkpoint):
+        query = (spark.readStream.schema(schema).option("maxFilesPerTrigger", 1)
+                 .parquet(str(source)).writeStream.format("bulkwire")
+                 .option("target", "ravendb").option("url", server.url)
+                 .option("database", server.database)
+                 .option("checkpointLocation", str(checkpoint))
+                 .trigger(availableNow=True).start())
+        query.awaitTermination(240)
+        assert query.exception() is None
+
+    with LoopbackServer() as server:
+        run(server, tmp_path / "checkpoint-1")
+        assert put_ids(server) == collections.Counter(f"embeddings/{i}" for i in range(30))
+        result = bulkwire.spark.last_result(spark)
+        assert result.committed and result.batch_id == 2 and result.rows == 10
+        stored = {k: dict(v) for k, v in server.documents.items()}
+        # the whole stream again (a new checkpoint: every micro-batch replayed) writes the
+        # same documents under the same ids
+        run(server, tmp_path / "checkpoint-2")
+        assert put_ids(server) == collections.Counter(
+            {f"embeddings/{i}": 2 for i in range(30)})
+        assert {k: dict(v) for k, v in server.documents.items()} == stored
+
+
+@pytest.mark.skipif(not bulkwire.spark.STREAMING,
+                    reason="this PySpark has no DataSourceStreamArrowWriter (PySpark >= 4.1)")
+def test_streaming_request_files_are_named_by_micro_batch_and_partition(spark, tmp_path):
+    source = tmp_path / "in"
+    source.mkdir()
+    for f in range(2):
+        pq.write_table(rows_of(range(f * 10, f * 10 + 10)), source / f"part-{f}.parquet")
+    schema = spark.read.parquet(str(source)).schema
+    out = tmp_path / "out"
+    query = (spark.readStream.schema(schema).option("maxFilesPerTrigger", 1)
+             .parquet(str(source)).writeStream.format("bulkwire")
+             .option("target", "request_file").option("out", str(out) + "/")
+             .option("checkpointLocation", str(tmp_path / "checkpoint"))
+             .trigger(availableNow=True).start())
+    query.awaitTermination(240)
+    assert query.exception() is None
+    assert sorted(os.listdir(out)) == ["part-00000-00000.bulk.json",
+                                       "part-00001-00000.bulk.json"]
+    # each micro-batch is one file of the source (which one first is Spark's choice): each
+    # body is load_arrow's for its rows, and every row is in one body once
+    ids = []
+    for name in os.listdir(out):
+        body = (out / name).read_bytes()
+        these = sorted(int(c["Id"].split("/")[1]) for c in json.loads(body))
+        expected = tmp_path / f"expected-{name}"
+        bulkwire.load_arrow(rows_of(these), targets.request_file(expected))
+        assert body == expected.read_bytes()
+        ids += these
+    assert sorted(ids) == list(range(20))
