@@ -455,3 +455,19 @@ print(json.dumps({"kept": kept, "fresh": fresh, "reused": reused, "buffers": buf
     assert seen["fresh"] > 100, seen  # what the pool saves: 1 MiB pages read into new memory
     assert seen["kept"] * 5 < seen["fresh"], seen
     assert seen["buffers"] <= 16 and seen["held"] <= 16 << 20, seen
+
+
+def test_an_ipc_file_without_columns_gives_the_rows_asked_for(tmp_path):
+    """A schema of no columns over record batches of rows (a valid Arrow file; also what a
+    footer whose field count was overwritten says): a lookup returns as many rows as it
+    asked for, in a table of no columns, never an empty table."""
+    path = str(tmp_path / "no-columns.arrow")
+    empty = pa.record_batch([pa.nulls(5)], names=["x"]).select([])
+    with pa.ipc.new_file(path, pa.schema([])) as writer:
+        writer.write_batch(empty)
+        writer.write_batch(empty)
+    with TableFile(path) as f:
+        assert f.num_rows == 10
+        got = f.take([9, 0, 0, 4])
+    assert (got.num_rows, got.num_columns) == (4, 0)
+    assert bulkwire.take(path, [3]).num_rows == 1

@@ -739,9 +739,14 @@ class TableFile:
         unique, inverse = (idx, None) if ascending else np.unique(idx, return_inverse=True)
         batch_of = np.searchsorted(self.offsets, unique, side="right") - 1
         local = unique - self.offsets[batch_of]
+        if not self._ipc_columns:  # no column to read: the rows, without columns
+            rows = pa.record_batch([pa.nulls(idx.size)], names=["rows"]).select([])
+            return pa.Table.from_batches([rows], schema=self.schema)
         arrays = self._ipc.take(self._ipc_columns, batch_of, local)
         table = pa.Table.from_arrays([arrays[i] for i in self._ipc_columns],
                                      schema=self.schema)
+        if table.num_rows != unique.size:  # never fewer rows than asked, returned as found
+            raise self._ipc.error(f"a lookup of {unique.size} rows read {table.num_rows}")
         if inverse is None:
             return table
         return table.take(numeric_array(pa, pa.int64(), inverse.reshape(-1).astype(np.int64)))
