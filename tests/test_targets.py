@@ -282,3 +282,31 @@ def test_the_command_lines_cql_window_reaches_the_target(tmp_path, capsys, monke
                           "2.5"], capsys)
     assert code == cli.EXIT_INTERRUPTED
     assert seen == [targets.cql("127.0.0.1:1", "ks", "t", window=7, retries=0, timeout=2.5)]
+
+
+def test_the_cql_defaults_and_limits_are_the_connections_own_written_once():
+    """The window and retries a CQL target takes by default, and the ranges it accepts, are
+    those the C connection uses when run without them: one number each, in the C core, read
+    by the target; no other file of the package spells them."""
+    import inspect
+    import pathlib
+    import re
+
+    from bulkwire import _core
+    from bulkwire.load import cql_target
+
+    cql = {o.name: o for o in targets.options("cql")}
+    assert cql["window"].default == _core.CQL_DEFAULT_WINDOW
+    assert cql["retries"].default == _core.CQL_DEFAULT_RETRIES
+    assert cql_target.WINDOW_RANGE == (1, _core.CQL_MAX_WINDOW)
+    for bad in (0, _core.CQL_MAX_WINDOW + 1):
+        with pytest.raises(ValueError, match="window"):
+            targets.cql("db1", "ks", "t", window=bad)
+    with pytest.raises(ValueError, match="retries"):
+        targets.cql("db1", "ks", "t", retries=_core.CQL_MAX_RETRIES + 1)
+    package = pathlib.Path(inspect.getfile(cql_target)).parents[1]
+    spelled = [f"{path.name}: {line.strip()}" for path in package.rglob("*.py")
+               for line in path.read_text().splitlines()
+               if re.search(r"\b(window|retries|max_retries)\s*[:=][^=].*\b(2|5|32768)\b", line)
+               and "DEFAULT" not in line and "RANGE" not in line]
+    assert spelled == []

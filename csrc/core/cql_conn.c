@@ -20,8 +20,6 @@
 
 /* Bytes asked of the socket per read. */
 #define READ_STEP ((size_t)64 << 10)
-/* The stream ids of protocol v4: 0..32767. */
-#define MAX_WINDOW 32768
 
 struct bw_cql_conn {
     int fd;
@@ -535,9 +533,9 @@ int bw_cql_run(bw_cql_conn *conn, const bw_cql_run_options *options, bw_cql_prod
         return -1;
     }
     int window = options->window;
-    if (window < 1 || window > MAX_WINDOW || options->max_retries < 0)
+    if (window < 1 || window > BW_CQL_MAX_WINDOW || options->max_retries < 0)
         return fail(conn, status, BW_CQL_E_CALLBACK, 0,
-                    "window must be 1..%d and max_retries >= 0", MAX_WINDOW);
+                    "window must be 1..%d and max_retries >= 0", BW_CQL_MAX_WINDOW);
     run_state rs;
     memset(&rs, 0, sizeof rs);
     rs.conn = conn;

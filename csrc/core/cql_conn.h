@@ -137,8 +137,19 @@ typedef int (*bw_cql_produce)(void *ctx, bw_cql_request *request);
 typedef int (*bw_cql_consume)(void *ctx, uint64_t tag, uint8_t opcode, const uint8_t *body,
                               size_t len);
 
+/* A run's requests in flight at most: the stream ids of protocol v4 are 0..32767. */
+#define BW_CQL_MAX_WINDOW 32768
+/* Requests in flight per connection by default: 2, since Cassandra 5.0.9 fails inserts into
+   a table with a vector index when more than its processors + 1 are in flight, and no node
+   has fewer than one. */
+#define BW_CQL_DEFAULT_WINDOW 2
+/* Times one request is re-sent by default after a retryable error (overloaded, write
+   timeout, unavailable), and at most. */
+#define BW_CQL_DEFAULT_RETRIES 5
+#define BW_CQL_MAX_RETRIES 32768
+
 typedef struct {
-    int window;          /* requests in flight at most (1..32768) */
+    int window;          /* requests in flight at most (1..BW_CQL_MAX_WINDOW) */
     int max_retries;     /* times one request is sent again after a retryable error (>= 0) */
     long backoff_ms;     /* the pause before the first retry; doubled each time */
     long backoff_max_ms; /* the longest pause */

@@ -376,6 +376,10 @@ def build_config() -> dict[str, Any]: ...
 CQL_OP_QUERY: int
 CQL_OP_PREPARE: int
 CQL_OP_EXECUTE: int
+CQL_MAX_WINDOW: int
+CQL_DEFAULT_WINDOW: int
+CQL_DEFAULT_RETRIES: int
+CQL_MAX_RETRIES: int
 CQL_OP_RESULT: int
 CQL_OP_OPTIONS: int
 CQL_OP_SUPPORTED: int

@@ -497,14 +497,14 @@ static int check_run_options(int opcode, int window, int max_retries, double bac
         PyErr_Format(PyExc_ValueError, "opcode must be 0..255, not %d", opcode);
         return -1;
     }
-    if (window < 1 || window > 32768) {
-        PyErr_Format(PyExc_ValueError, "window must be 1..32768, not %d", window);
+    if (window < 1 || window > BW_CQL_MAX_WINDOW) {
+        PyErr_Format(PyExc_ValueError, "window must be 1..%d, not %d", BW_CQL_MAX_WINDOW, window);
         return -1;
     }
-    if (max_retries < 0 || !(backoff >= 0 && backoff <= 3600) ||
+    if (max_retries < 0 || max_retries > BW_CQL_MAX_RETRIES || !(backoff >= 0 && backoff <= 3600) ||
         !(backoff_max >= backoff && backoff_max <= 3600)) {
-        PyErr_SetString(PyExc_ValueError, "max_retries must be >= 0 and 0 <= backoff <= "
-                        "backoff_max <= 3600 seconds");
+        PyErr_Format(PyExc_ValueError, "max_retries must be 0..%d and 0 <= backoff <= "
+                     "backoff_max <= 3600 seconds", BW_CQL_MAX_RETRIES);
         return -1;
     }
     return 0;
@@ -541,16 +541,15 @@ static PyObject *run_bodies_now(CqlConnectionObject *self, run_bodies *b, int wi
     return result;
 }
 
-/* run(opcode, bodies, *, window=2, max_retries=5, backoff=0.05, backoff_max=2.0)
+/* run(opcode, bodies, *, window=CQL_DEFAULT_WINDOW, max_retries=CQL_DEFAULT_RETRIES,
+       backoff=0.05, backoff_max=2.0)
    -> (answered, retries): a new reference. */
 static PyObject *CqlConnection_run(CqlConnectionObject *self, PyObject *args, PyObject *kwargs) {
     static char *keywords[] = {"opcode", "bodies", "window", "max_retries", "backoff",
                                "backoff_max", NULL};
     int opcode;
     PyObject *bodies_obj;
-    /* 2 by default: Cassandra 5.0.9 fails inserts into a table with a vector index when
-       more than its processors + 1 are in flight, and no node has fewer than one */
-    int window = 2, max_retries = 5;
+    int window = BW_CQL_DEFAULT_WINDOW, max_retries = BW_CQL_DEFAULT_RETRIES;
     double backoff = 0.05, backoff_max = 2.0;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "iO|$iidd:run", keywords, &opcode,
                                      &bodies_obj, &window, &max_retries, &backoff, &backoff_max))
@@ -590,7 +589,8 @@ cleanup:
     return result;
 }
 
-/* run_packed(opcode, bodies, ends, rows=None, *, window=2, max_retries=5, backoff=0.05,
+/* run_packed(opcode, bodies, ends, rows=None, *, window=CQL_DEFAULT_WINDOW,
+   max_retries=CQL_DEFAULT_RETRIES, backoff=0.05,
    backoff_max=2.0) -> (answered, retries): a new reference. `bodies` holds the bodies back to
    back, `ends` (int64, native order) the end of each; `rows` (int32), when given, the bodies
    to send, in order (else every body). Each body's tag, in errors, is its index in `ends`.
@@ -604,7 +604,7 @@ static PyObject *CqlConnection_run_packed(CqlConnectionObject *self, PyObject *a
     Py_buffer bodies = {0}, ends = {0}, rows = {0};
     int have_rows = 0;
     PyObject *rows_obj = Py_None;
-    int window = 2, max_retries = 5;
+    int window = BW_CQL_DEFAULT_WINDOW, max_retries = BW_CQL_DEFAULT_RETRIES;
     double backoff = 0.05, backoff_max = 2.0;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "iy*y*|O$iidd:run_packed", keywords, &opcode,
                                      &bodies, &ends, &rows_obj, &window, &max_retries,
@@ -739,13 +739,15 @@ static PyMethodDef CqlConnection_methods[] = {
     {"request", (PyCFunction)CqlConnection_request, METH_VARARGS,
      "request(opcode, body) -> (opcode, bytes): one request, its answer (not retried)."},
     {"run", (PyCFunction)(void (*)(void))CqlConnection_run, METH_VARARGS | METH_KEYWORDS,
-     "run(opcode, bodies, *, window=2, max_retries=5, backoff=0.05, backoff_max=2.0) -> "
+     "run(opcode, bodies, *, window=CQL_DEFAULT_WINDOW, max_retries=CQL_DEFAULT_RETRIES, "
+     "backoff=0.05, backoff_max=2.0) -> "
      "(answered, retries): every body sent as a request of opcode, at most window in flight; "
      "overloaded, write timeout and unavailable re-sent up to max_retries times after a "
      "doubling pause. Raises with row and unacknowledged on any other failure."},
     {"run_packed", (PyCFunction)(void (*)(void))CqlConnection_run_packed,
      METH_VARARGS | METH_KEYWORDS,
-     "run_packed(opcode, bodies, ends, rows=None, *, window=2, max_retries=5, backoff=0.05, "
+     "run_packed(opcode, bodies, ends, rows=None, *, window=CQL_DEFAULT_WINDOW, "
+     "max_retries=CQL_DEFAULT_RETRIES, backoff=0.05, "
      "backoff_max=2.0) -> (answered, retries): as run, the bodies packed back to back in one "
      "buffer, ends (int64) the end of each, rows (int32) the ones to send (default: all); a "
      "body's row in errors is its index in ends."},
@@ -800,5 +802,11 @@ int bw_cql_conn_add_to_module(PyObject *module) {
     for (size_t i = 0; i < sizeof opcodes / sizeof opcodes[0]; i++)
         if (PyModule_AddIntConstant(module, opcodes[i].name, opcodes[i].value) < 0)
             return -1;
+    /* the run's limits and defaults, read by the CQL target's options */
+    if (PyModule_AddIntConstant(module, "CQL_MAX_WINDOW", BW_CQL_MAX_WINDOW) < 0 ||
+        PyModule_AddIntConstant(module, "CQL_DEFAULT_WINDOW", BW_CQL_DEFAULT_WINDOW) < 0 ||
+        PyModule_AddIntConstant(module, "CQL_DEFAULT_RETRIES", BW_CQL_DEFAULT_RETRIES) < 0 ||
+        PyModule_AddIntConstant(module, "CQL_MAX_RETRIES", BW_CQL_MAX_RETRIES) < 0)
+        return -1;
     return 0;
 }

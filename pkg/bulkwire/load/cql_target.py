@@ -51,13 +51,14 @@ def consistency_code(name: Any) -> int:
 #: The driver's default for a session's statements.
 DEFAULT_CONSISTENCY = "LOCAL_ONE"
 DEFAULT_PORT = 9042
-#: Requests in flight per connection: Cassandra 5.0.9 fails inserts into a table with a
+#: Requests in flight per connection (2: Cassandra 5.0.9 fails inserts into a table with a
 #: vector index when more than its processors + 1 are in flight, and no node has fewer than
-#: one processor.
-DEFAULT_WINDOW = 2
-#: The range a connection's window may take.
-WINDOW_RANGE = (1, 32768)
-DEFAULT_RETRIES = 5
+#: one processor), and the overloaded answers re-sent by default: the connection's own.
+DEFAULT_WINDOW = _core.CQL_DEFAULT_WINDOW
+DEFAULT_RETRIES = _core.CQL_DEFAULT_RETRIES
+#: The range a connection's window may take (the protocol's stream ids), and its retries.
+WINDOW_RANGE = (1, _core.CQL_MAX_WINDOW)
+RETRIES_RANGE = (0, _core.CQL_MAX_RETRIES)
 #: Seconds a node may take to answer, by default.
 DEFAULT_TIMEOUT = 30.0
 
@@ -72,10 +73,11 @@ def check_window(window: Any) -> int:
 
 
 def check_retries(retries: Any) -> int:
-    """``retries`` (re-sends of an overloaded answer), an int 0..32768; ``ValueError``
-    naming it otherwise."""
-    if isinstance(retries, bool) or not isinstance(retries, int) or not 0 <= retries <= 32768:
-        raise ValueError(f"retries must be an int 0..32768, not {retries!r}")
+    """``retries`` (re-sends of an overloaded answer), an int in :data:`RETRIES_RANGE`;
+    ``ValueError`` naming it otherwise."""
+    low, high = RETRIES_RANGE
+    if isinstance(retries, bool) or not isinstance(retries, int) or not low <= retries <= high:
+        raise ValueError(f"retries must be an int {low}..{high}, not {retries!r}")
     return retries
 
 
