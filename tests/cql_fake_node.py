@@ -12,7 +12,9 @@ load opens. Each answer can be replaced, to play a node that misbehaves:
 
 ``columns`` is the table: ``[(name, kind, cql type id)]``, the partition key first; the
 node listens on ``host`` (any 127.x.y.z) and owns ``tokens``; ``peers`` are the other nodes
-its system.peers names, ``[(address, tokens)]``.
+its system.peers names, ``[(address, tokens)]``. Every node is in data centre
+``datacenter1``, rack ``rack1``; ``system_schema.keyspaces`` gives the keyspace
+``replication`` (SimpleStrategy, one replica, by default).
 """
 from __future__ import annotations
 
@@ -26,7 +28,8 @@ from cql_frames import read_exact as _read
 
 OPTIONS, STARTUP, QUERY, PREPARE, EXECUTE = 0x05, 0x01, 0x07, 0x09, 0x0A
 ERROR, READY, SUPPORTED, RESULT = 0x00, 0x02, 0x06, 0x08
-BIGINT, INT, UUID, VARCHAR, INET, SET = 0x0002, 0x0009, 0x000C, 0x000D, 0x0010, 0x0022
+BIGINT, INT, UUID, VARCHAR, INET, MAP, SET = (0x0002, 0x0009, 0x000C, 0x000D, 0x0010, 0x0021,
+                                              0x0022)
 TYPE_NAMES = {BIGINT: "bigint", INT: "int", VARCHAR: "text"}
 
 
@@ -43,6 +46,13 @@ def text_set(items: list[str]) -> bytes:
     out = struct.pack(">i", len(items))
     for item in items:
         out += cell(item.encode())
+    return out
+
+
+def text_map(items: dict[str, str]) -> bytes:
+    out = struct.pack(">i", len(items))
+    for key, value in items.items():
+        out += cell(key.encode()) + cell(value.encode())
     return out
 
 
@@ -76,7 +86,8 @@ class FakeNode:
                  answer_execute: Callable[[int, bytes], tuple[int, bytes] | None] | None = None,
                  silent_at: str | None = None, tokens: list[str] | None = None,
                  host: str = "127.0.0.1",
-                 peers: list[tuple[str, list[str]]] | None = None) -> None:
+                 peers: list[tuple[str, list[str]]] | None = None,
+                 replication: dict[str, str] | None = None) -> None:
         self.keyspace, self.table = keyspace, table
         self.columns = columns or [("id", "partition_key", BIGINT), ("v", "regular", INT)]
         self.answer_query, self.answer_execute = answer_query, answer_execute
@@ -86,6 +97,7 @@ class FakeNode:
         self.seen: dict[str, int] = {}  # requests received, by kind, answered or not
         self.lock = threading.Lock()
         self.host, self.peers = host, peers or []
+        self.replication = replication or {"class": "SimpleStrategy", "replication_factor": "1"}
         self.listener = socket.create_server((host, 0))
         self.port = self.listener.getsockname()[1]
         self.address = f"{host}:{self.port}"
@@ -115,6 +127,11 @@ class FakeNode:
                                                  ("kind", struct.pack(">H", VARCHAR))],
                     [[n.encode(), k.encode()] for n, k, _ in self.columns])
 
+    def keyspace_rows(self) -> bytes:
+        return rows("system_schema", "keyspaces",
+                    [("replication", struct.pack(">HHH", MAP, VARCHAR, VARCHAR))],
+                    [[text_map(self.replication)]])
+
     def system_rows(self, query: str) -> bytes:
         """The Rows a node answers to ``SELECT a, b, ... FROM system.local`` (itself),
         ``system.peers_v2`` (each peer's native address, at the port it is reached at here) or
@@ -124,6 +141,7 @@ class FakeNode:
         inet, tokens = struct.pack(">H", INET), struct.pack(">HH", SET, VARCHAR)
         kinds = {"host_id": struct.pack(">H", UUID), "peer": inet, "rpc_address": inet,
                  "native_address": inet, "native_port": struct.pack(">H", INT),
+                 "data_center": struct.pack(">H", VARCHAR), "rack": struct.pack(">H", VARCHAR),
                  "tokens": tokens}
         nodes = [(self.host, self.tokens)] if table == "system.local" else self.peers
 
@@ -133,6 +151,7 @@ class FakeNode:
             return {"host_id": host_id(address), "peer": socket.inet_aton(address),
                     "rpc_address": socket.inet_aton(address),
                     "native_address": socket.inet_aton(address), "native_port": None,
+                    "data_center": b"datacenter1", "rack": b"rack1",
                     "tokens": text_set(owned)}
         return rows("system", table.split(".", 1)[1], [(n, kinds[n]) for n in names],
                     [[cells(a, t)[n] for n in names] for a, t in nodes])
@@ -202,6 +221,8 @@ class FakeNode:
                 return given
             if "system_schema.columns" in text:
                 return RESULT, self.schema_rows()
+            if "system_schema.keyspaces" in text:
+                return RESULT, self.keyspace_rows()
             return RESULT, self.system_rows(text)
         if opcode == EXECUTE:
             with self.lock:

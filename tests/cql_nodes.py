@@ -3,8 +3,10 @@
 Each :class:`EmulatedNode` listens on a loopback address and answers the native protocol
 (v4 frames) as a node of a cluster does for ``bulkwire.cql.load_parquet``: the handshake,
 ``system_schema.columns`` of the one table ``ks.t (id bigint PRIMARY KEY, v text)``,
-``system.local`` (with the node's ``host_id``), ``system.peers_v2`` (or, for a node that has none, the *Invalid* error an
-older server or Scylla answers) and ``system.peers``, ``PREPARE`` of the INSERT, and
+``system_schema.keyspaces`` (the keyspace's replication), ``system.local`` (with the node's
+``host_id``, data centre and rack), ``system.peers_v2`` (or, for a node that has none, the
+*Invalid* error an older server or Scylla answers) and ``system.peers``, ``PREPARE`` of the
+INSERT, and
 ``EXECUTE`` of its rows, which it records. Every node advertises the client address
 (and port, in ``system.peers_v2``) it is given, which need not be where it listens: the
 node behind a port mapping, a NAT or a tunnel.
@@ -33,7 +35,8 @@ from cql_frames import read_frame as _frame
 KEYSPACE, TABLE = "ks", "t"
 #: the table's columns: name -> (CQL type id, kind)
 COLUMNS = {"id": (0x0002, "partition_key"), "v": (0x000D, "regular")}
-TYPE_INET, TYPE_INT, TYPE_TEXT, TYPE_UUID, TYPE_SET = 0x0010, 0x0009, 0x000D, 0x000C, 0x0022
+TYPE_INET, TYPE_INT, TYPE_TEXT, TYPE_UUID, TYPE_MAP, TYPE_SET = (0x0010, 0x0009, 0x000D,
+                                                                 0x000C, 0x0021, 0x0022)
 INVALID = 0x2200
 
 
@@ -63,14 +66,21 @@ def _tokens(tokens: Sequence[int]) -> bytes:
     return struct.pack(">i", len(items)) + b"".join(struct.pack(">i", len(i)) + i for i in items)
 
 
+def _text_map(items: dict) -> bytes:
+    return struct.pack(">i", len(items)) + b"".join(
+        _cell(k.encode()) + _cell(v.encode()) for k, v in items.items())
+
+
 def rows_body(columns: Sequence[tuple[str, int]], rows: Sequence[Sequence[bytes | None]]) -> bytes:
-    """A RESULT Rows body of ``columns`` (name, type id; a set is of text) in table
-    system.t."""
+    """A RESULT Rows body of ``columns`` (name, type id; a set is of text, a map of text to
+    text) in table system.t."""
     out = [struct.pack(">iii", 2, 1, len(columns)), _short_string("system"), _short_string("t")]
     for name, type_id in columns:
         out.append(_short_string(name) + struct.pack(">H", type_id))
         if type_id == TYPE_SET:
             out.append(struct.pack(">H", TYPE_TEXT))
+        if type_id == TYPE_MAP:
+            out.append(struct.pack(">HH", TYPE_TEXT, TYPE_TEXT))
     out.append(struct.pack(">i", len(rows)))
     out += [b"".join(_cell(c) for c in row) for row in rows]
     return b"".join(out)
@@ -94,7 +104,8 @@ class EmulatedNode:
 
     def __init__(self, cluster: "EmulatedCluster", listen: tuple[str, int],
                  advertised: tuple[str, int | None] | None, tokens: Sequence[int],
-                 peer: str, peers_v2: bool) -> None:
+                 peer: str, peers_v2: bool, datacenter: str = "datacenter1",
+                 rack: str = "rack1") -> None:
         self.cluster = cluster
         self.listener = socket.create_server(listen)
         self.endpoint: tuple[str, int] = self.listener.getsockname()[:2]
@@ -102,6 +113,7 @@ class EmulatedNode:
         self.tokens = list(tokens)
         self.peer = peer  # its cluster (listen) address, as system.peers names it
         self.peers_v2 = peers_v2
+        self.datacenter, self.rack = datacenter, rack
         self.host_id = uuid.uuid4()
         self.rows: list[int] = []
         self.connections = 0
@@ -158,25 +170,32 @@ class EmulatedNode:
             return 0x08, rows_body([("column_name", TYPE_TEXT), ("kind", TYPE_TEXT)],
                                    [[n.encode(), kind.encode()] for n, (_, kind) in
                                     COLUMNS.items()] if found else [])
+        if "system_schema.keyspaces" in cql:
+            found = f"'{KEYSPACE}'" in cql
+            return 0x08, rows_body([("replication", TYPE_MAP)],
+                                   [[_text_map(self.cluster.replication)]] if found else [])
+        where = [("data_center", TYPE_TEXT), ("rack", TYPE_TEXT)]
         if "FROM system.local" in cql:
             return 0x08, _asked(
-                cql, [("host_id", TYPE_UUID), ("rpc_address", TYPE_INET), ("tokens", TYPE_SET)],
-                [[self.host_id.bytes, _inet(self.advertised[0]), _tokens(self.tokens)]])
+                cql, [("host_id", TYPE_UUID), ("rpc_address", TYPE_INET), *where,
+                      ("tokens", TYPE_SET)],
+                [[self.host_id.bytes, _inet(self.advertised[0]), self.datacenter.encode(),
+                  self.rack.encode(), _tokens(self.tokens)]])
         if "FROM system.peers_v2" in cql:
             if not self.peers_v2:
                 return 0x00, error_body(INVALID, "unconfigured table peers_v2")
             return 0x08, _asked(
                 cql, [("host_id", TYPE_UUID), ("peer", TYPE_INET), ("native_address", TYPE_INET),
-                      ("native_port", TYPE_INT), ("tokens", TYPE_SET)],
+                      ("native_port", TYPE_INT), *where, ("tokens", TYPE_SET)],
                 [[n.host_id.bytes, _inet(n.peer), _inet(n.advertised[0]),
                   None if n.advertised[1] is None else struct.pack(">i", n.advertised[1]),
-                  _tokens(n.tokens)] for n in others])
+                  n.datacenter.encode(), n.rack.encode(), _tokens(n.tokens)] for n in others])
         if "FROM system.peers" in cql:
             return 0x08, _asked(
                 cql, [("host_id", TYPE_UUID), ("peer", TYPE_INET), ("rpc_address", TYPE_INET),
-                      ("tokens", TYPE_SET)],
-                [[n.host_id.bytes, _inet(n.peer), _inet(n.advertised[0]), _tokens(n.tokens)]
-                 for n in others])
+                      *where, ("tokens", TYPE_SET)],
+                [[n.host_id.bytes, _inet(n.peer), _inet(n.advertised[0]), n.datacenter.encode(),
+                  n.rack.encode(), _tokens(n.tokens)] for n in others])
         return 0x00, error_body(INVALID, f"query not emulated: {cql}")
 
     @staticmethod
@@ -213,11 +232,17 @@ class EmulatedCluster:
     127.0.0.1, any port) and advertising ``advertised[i]`` ((address, port or None); default
     where it listens), with 8 tokens each spread over the ring. ``peers_v2``: whether the
     nodes have ``system.peers_v2`` (Cassandra 4 and later) or only ``system.peers``.
-    ``stored`` maps each id written to its ``v``."""
+    ``datacenters[i]`` and ``racks[i]``: node i's data centre and rack (default
+    ``datacenter1``, ``rack1``); ``replication``: the keyspace's replication map (default
+    SimpleStrategy, one replica). ``stored`` maps each id written to its ``v``."""
 
     def __init__(self, count: int, *, advertised: Sequence[tuple[str, int | None]] | None = None,
-                 listen: Sequence[tuple[str, int]] | None = None, peers_v2: bool = True) -> None:
+                 listen: Sequence[tuple[str, int]] | None = None, peers_v2: bool = True,
+                 datacenters: Sequence[str] | None = None, racks: Sequence[str] | None = None,
+                 replication: dict[str, str] | None = None) -> None:
         self.lock = threading.Lock()
+        self.replication = replication or {"class": "SimpleStrategy",
+                                           "replication_factor": "1"}
         self.stored: dict[int, str | None] = {}
         self.nodes: list[EmulatedNode] = []
         step = (1 << 64) // (8 * count)
@@ -227,7 +252,8 @@ class EmulatedCluster:
                 self.nodes.append(EmulatedNode(
                     self, listen[i] if listen else ("127.0.0.1", 0),
                     advertised[i] if advertised else None, tokens, f"127.0.1.{i + 1}",
-                    peers_v2))
+                    peers_v2, datacenters[i] if datacenters else "datacenter1",
+                    racks[i] if racks else "rack1"))
         except BaseException:
             self.close()
             raise
@@ -252,6 +278,24 @@ class EmulatedCluster:
         ring = sorted((t, i) for i, n in enumerate(self.nodes) for t in n.tokens)
         at = bisect.bisect_left([t for t, _ in ring], murmur3_token(key))
         return ring[at % len(ring)][1]
+
+    def replicas(self, key: int) -> list[int]:
+        """The indexes of the replicas of ``key``'s token, as the official driver places them
+        (its ``make_token_replica_map`` of the cluster's replication), in its order."""
+        from cassandra.metadata import Murmur3Token, ReplicationStrategy
+
+        class Host:
+            def __init__(self, i: int, node: EmulatedNode) -> None:
+                self.i, self.datacenter, self.rack = i, node.datacenter, node.rack
+
+        hosts = [Host(i, n) for i, n in enumerate(self.nodes)]
+        owners = {Murmur3Token(t): hosts[i] for i, n in enumerate(self.nodes) for t in n.tokens}
+        ring = sorted(owners)
+        options = dict(self.replication)
+        strategy = ReplicationStrategy.create(options.pop("class"), options)
+        made = strategy.make_token_replica_map(owners, ring)
+        at = bisect.bisect_left([t.value for t in ring], murmur3_token(key))
+        return [h.i for h in made[ring[at % len(ring)]]]
 
 
 def free_port_on(hosts: Sequence[str]) -> int:

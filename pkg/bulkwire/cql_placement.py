@@ -263,12 +263,9 @@ class Routes:
                  owners: Sequence[int]) -> None:
         self.addresses = list(addresses)
         self.owners = list(owners)
+        #: the addresses some range goes to
+        self.used = [self.addresses[i] for i in sorted(set(self.owners))]
         self._ring = _core.CqlRing(list(tokens), self.owners, len(self.addresses), 1)
-
-    @property
-    def used(self) -> list[str]:
-        """The addresses some range goes to."""
-        return [self.addresses[i] for i in sorted(set(self.owners))]
 
     def primaries(self, tokens: array.array | bytes) -> array.array:
         """Each token's node, an index into :attr:`addresses` (int32 array)."""
