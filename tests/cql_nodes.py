@@ -279,6 +279,18 @@ class EmulatedCluster:
         at = bisect.bisect_left([t for t, _ in ring], murmur3_token(key))
         return ring[at % len(ring)][1]
 
+    def walk(self, key: int) -> list[int]:
+        """The indexes of the nodes met walking the ring clockwise from ``key``'s token, each
+        once, in the order met."""
+        ring = sorted((t, i) for i, n in enumerate(self.nodes) for t in n.tokens)
+        at = bisect.bisect_left([t for t, _ in ring], murmur3_token(key))
+        met: list[int] = []
+        for j in range(len(ring)):
+            node = ring[(at + j) % len(ring)][1]
+            if node not in met:
+                met.append(node)
+        return met
+
     def replicas(self, key: int) -> list[int]:
         """The indexes of the replicas of ``key``'s token, as the official driver places them
         (its ``make_token_replica_map`` of the cluster's replication), in its order."""

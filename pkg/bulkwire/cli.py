@@ -346,6 +346,8 @@ def cmd_load(args: argparse.Namespace) -> int:
         args.parser.error("--keyspace and --table need --cql")
     elif args.cql_address_map is not None:
         args.parser.error("--cql-address-map needs --cql")
+    elif args.local_dc is not None:
+        args.parser.error("--local-dc needs --cql")
     address_map = None
     if args.cql_address_map is not None:
         from .load.cql_target import address_map_of
@@ -423,7 +425,8 @@ def cmd_load(args: argparse.Namespace) -> int:
                     [one for value in args.cql for one in value], args.keyspace, args.table,
                     consistency=args.consistency, username=args.username,
                     password=args.password, tls=args.cql_tls, certificate=certificate,
-                    ca=False if args.insecure else args.ca, address_map=address_map)
+                    ca=False if args.insecure else args.ca, address_map=address_map,
+                    local_dc=args.local_dc)
             result = load_parquet(
                 _source(args), target, options=options.pipeline_only(), take=take,
                 progress=progress and not args.quiet, workers=args.workers,
@@ -585,6 +588,9 @@ def build_parser() -> argparse.ArgumentParser:
                            "the node's own) instead, as through a port mapping, a NAT or a "
                            "tunnel; repeat or separate with commas. The node answering at a "
                            "contact point is always reached there")
+    load.add_argument("--local-dc", metavar="DC",
+                      help="with --cql: the data centre the rows go to, each to the first "
+                           "replica of its token there (default: the contact point's)")
     load.add_argument("--cql-tls", action="store_true",
                       help="TLS to the CQL nodes (--certificate, --key, --ca as for --url)")
     load.add_argument("--certificate", metavar="PEM",
