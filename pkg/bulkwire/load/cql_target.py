@@ -488,7 +488,7 @@ def cql(hosts: str | Sequence[str], keyspace: str, table: str, *,
         local_dc: str | None = None) -> CqlDescription:
     """A Cassandra or Scylla table, ``keyspace.table``, as a load's target: each row one
     prepared INSERT of the data's columns, matched to the table's columns by name, and routed
-    to the node owning its partition.
+    to a replica of its partition in the local data centre.
 
     ``hosts``: ``HOST[:PORT]`` (port 9042 by default) or a list of them, the contact points;
     the node that answers at one is loaded there, the other nodes are found in
@@ -580,8 +580,6 @@ class _CqlSession:
         self.local_only = target.consistency in LOCAL_LEVELS
         self.dead: set[str] = set()
         self.live = self.placement.route(self.local_dc, (), self.local_only)
-        #: rows sent to each node (HOST:PORT), acknowledged
-        self.requests: dict[str, int] = {}
         self.conns: dict[int, Any] = {}
         #: every connection of the session watches it: abort() ends each wait at once, in
         #: any thread, those of connections still being made or preparing included
@@ -628,13 +626,8 @@ class _CqlSession:
     def _run(self, node: int, encoded: list, rows: Any) -> tuple[int, int]:
         bodies, ends, _, _, p = encoded
         conn = self._conn(node, p.id, p.names)
-        done = conn.run_packed(_core.CQL_OP_EXECUTE, bodies, ends, rows,
+        return conn.run_packed(_core.CQL_OP_EXECUTE, bodies, ends, rows,
                                window=self.target.window, max_retries=self.target.retries)
-        name = self.placement.addresses[node]
-        with self.lock:
-            self.requests[name] = self.requests.get(name, 0) + (len(ends) if rows is None
-                                                                else len(rows))
-        return done
 
     def store(self, encoded: list, rows: int) -> int:
         """Sends one batch's rows, each to the first replica of its token in the local data
@@ -642,9 +635,10 @@ class _CqlSession:
         be reached, or whose connection is lost or times out, is left out of the session
         while another node is left: its rows not acknowledged go to their next replica up
         in the local data centre (:meth:`~bulkwire.cql_placement.Placement.route` says
-        where, when none is), which coordinates their writes at the load's consistency. Any other failure (and the last node's) raises the node's
-        error, with the source rows it names (``source_row``: the row the server refused;
-        a note lists the rows not acknowledged)."""
+        where, when none is), which coordinates their writes at the load's consistency. Any
+        other failure (and the last node's) raises the node's error, with the source rows it
+        names (``source_row``: the row the server refused; a note lists the rows not
+        acknowledged)."""
         if not rows:
             return 0
         import numpy as np
