@@ -106,6 +106,39 @@ def test_no_two_modules_import_each_other():
         "; ".join(" <-> ".join(component) for component in found)
 
 
+# ---- the load pipeline and its targets ----
+
+#: The modules of the load that serve every target: the pipeline.
+GENERIC_LOAD = ["bulkwire.load.entry", "bulkwire.load.pipeline", "bulkwire.load.workers",
+                "bulkwire.load.resume", "bulkwire.load.datasets", "bulkwire.load.interface"]
+#: The modules of one target (or of one kind's protocol): the RavenDB bulk insert, its HTTP
+#: transport and cluster topology, the CQL driver drop-in and statements, the kinds' own
+#: modules, and the documents' plan.
+TARGET_MODULES = ["bulkwire.bulk", "bulkwire.bulk_commands", "bulkwire.topology",
+                  "bulkwire.transport", "bulkwire.server_features", "bulkwire.ravendb",
+                  "bulkwire.cql", "bulkwire.cql_statements", "bulkwire.load.targets",
+                  "bulkwire.load.ravendb_target", "bulkwire.load.cql_target",
+                  "bulkwire.load.jsonl_target", "bulkwire.load.plan"]
+
+
+def test_the_generic_load_modules_import_no_targets_module():
+    """The pipeline knows a target only through the interface (bulkwire.load.interface) and
+    the registry of kinds (bulkwire.targets, which imports the kinds by name): a new kind
+    is new modules and a line in the registry, and no change to the pipeline."""
+    graph = import_graph()
+    for name in GENERIC_LOAD:
+        assert name in graph, name
+        reached = sorted(graph[name] & set(TARGET_MODULES))
+        assert reached == [], f"{name} imports {', '.join(reached)}"
+    assert "bulkwire.targets" in graph["bulkwire.load.entry"]  # how it names the default
+
+
+def test_the_target_rule_sees_what_it_must():
+    graph = import_graph()
+    assert "bulkwire.bulk" in graph["bulkwire.load.ravendb_target"]
+    assert "bulkwire.load.interface" in graph["bulkwire.load.cql_target"]
+
+
 # ---- the binding's C files ----
 
 #: a function defined at the start of a line: its name, then its parameters and a body

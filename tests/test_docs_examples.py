@@ -1,6 +1,7 @@
 """Every fenced Python example in README.md and docs/*.md runs as written.
 
-Each block is saved as a script of its own and run with ``python example.py`` in a fresh
+Each block is saved as a script of its own and run with ``python example.py`` (a
+``DeprecationWarning`` at its own lines an error: examples use the current spellings) in a fresh
 process and an empty working directory, as a reader who pastes it would: an example that leans
 on a name it does not define, a file it does not create, a server it does not start, or a
 ``if __name__ == "__main__":`` guard that worker processes need, fails here. Examples that
@@ -56,11 +57,14 @@ def test_example_runs(where, code, tmp_path):
     script.write_text(code, encoding="utf-8")
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1",
                PYTHONPATH=os.pathsep.join(filter(None, [PACKAGE_DIR, os.environ.get("PYTHONPATH")])))
-    done = subprocess.run([sys.executable, "example.py"], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=600)
+    # an example spells everything as it is spelled now: a DeprecationWarning pointing at
+    # its own lines (a bulkwire name's former spelling) fails it
+    command = [sys.executable, "-W", "error::DeprecationWarning:__main__", "example.py"]
+    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=600)
     if done.returncode != 0 and startup_timed_out(done.stderr):  # Ray's, once: _ray_startup
-        done = subprocess.run([sys.executable, "example.py"], cwd=tmp_path, env=env,
-                              capture_output=True, text=True, timeout=600)
+        done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True,
+                              timeout=600)
     if done.returncode != 0:
         missing = re.search(r"ModuleNotFoundError: No module named '([\w.]+)'", done.stderr)
         if missing and missing.group(1).split(".")[0] in OPTIONAL_PACKAGES:

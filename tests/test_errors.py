@@ -27,6 +27,11 @@ BUILTIN_OF = {
     "ProtocolError": RuntimeError, "UnsupportedByServer": RuntimeError,
     "RowError": ValueError, "MalformedFileError": ValueError, "ResumeStateError": ValueError,
     "CqlServerError": RuntimeError, "SchemaMismatchError": ValueError,
+    "LoadError": RuntimeError, "BulkInsertTransportError": RuntimeError,
+    "BulkInsertConnectError": RuntimeError, "BulkInsertTLSError": RuntimeError,
+    "BulkInsertTLSFileError": (RuntimeError, ValueError),
+    "BulkInsertConnectionLostError": RuntimeError, "BulkInsertTimeoutError": RuntimeError,
+    "BulkInsertServerError": RuntimeError, "BulkInsertProtocolError": RuntimeError,
 }
 
 
@@ -82,7 +87,8 @@ def test_each_class_keeps_its_builtin_base():
         for builtin in builtins if isinstance(builtins, tuple) else (builtins,):
             assert issubclass(cls, builtin), (name, builtin)
     assert issubclass(_core.TlsError, OSError)
-    # the root itself stands for no builtin: except ValueError does not catch a BulkInsertError
+    # the root itself stands for no builtin: except ValueError does not catch a LoadError
+    assert not issubclass(errors.LoadError, ValueError)
     assert not issubclass(errors.BulkInsertError, ValueError)
     assert errors.BulkwireError.__bases__ == (Exception,)
 
@@ -122,6 +128,29 @@ def test_pickling_round_trips_every_class(message, number, data):
         assert type(back) is type(error)
         assert str(back) == str(error) and back.args == error.args
         assert back.__dict__ == error.__dict__
+
+
+def test_a_load_error_of_any_target_and_a_bulk_inserts_own():
+    """LoadError is the root of a load that did not complete; BulkInsertError is RavenDB's
+    case of it, and each shared class has a bulk insert's case that is both it and a
+    BulkInsertError, made from an instance of it in place (its attributes kept)."""
+    shared = [errors.TransportError, errors.ConnectError, errors.TLSError, errors.TLSFileError,
+              errors.ConnectionLostError, errors.TransportTimeoutError, errors.ServerError,
+              errors.ProtocolError, errors.CqlServerError, errors.BulkInsertError]
+    for cls in shared:
+        assert issubclass(cls, errors.LoadError)
+    for cls in shared[:-2]:  # the CQL target's failures are not a bulk insert's
+        assert not issubclass(cls, errors.BulkInsertError), cls
+        case = errors.BULK_INSERT_CASES[cls]
+        assert issubclass(case, cls) and issubclass(case, errors.BulkInsertError)
+        error = _instance(cls, "m", 3, b"d")
+        same = errors.bulk_insert_case(error)
+        assert same is error and type(same) is case and same.__dict__ == _instance(
+            cls, "m", 3, b"d").__dict__
+        assert type(pickle.loads(pickle.dumps(same))) is case
+    assert not issubclass(errors.CqlServerError, errors.BulkInsertError)
+    other = ValueError("x")
+    assert errors.bulk_insert_case(other) is other and type(other) is ValueError
 
 
 def test_with_message_keeps_class_and_attributes():

@@ -186,7 +186,7 @@ def test_arguments(tmp_path):
                                   database="db")
     with pytest.raises(ValueError, match="threads must be a positive int"):
         bulkwire.load_parquet(str(tmp_path / "d"), threads=0)
-    with pytest.raises(ValueError, match="workers needs url"):
+    with pytest.raises(ValueError, match="workers needs a target that confirms each unit"):
         bulkwire.load_parquet(str(tmp_path / "d"), workers=2)
     with pytest.raises(ValueError, match="workers and take exclude each other"):
         bulkwire.load_parquet(str(tmp_path / "d" / "part-000.parquet"), workers=2, take=[1],

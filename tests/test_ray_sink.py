@@ -286,7 +286,7 @@ def test_a_write_is_a_success_only_when_the_confirmed_rows_are_ray_s_rows(server
     sink.on_write_start()
     parts = [LoadResult(500, 10, 10, 0.1, "", "", False), LoadResult(499, 10, 10, 0.1, "", "",
                                                                      False)]
-    with pytest.raises(BulkInsertError, match="the server confirmed 999 rows of the Ray "
+    with pytest.raises(BulkInsertError, match="the target confirmed 999 rows of the Ray "
                                               "Dataset, but its write tasks were given 1,000"):
         sink.on_write_complete(SimpleNamespace(num_rows=1000, write_returns=parts))
     assert sink.result is None

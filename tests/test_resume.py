@@ -135,7 +135,7 @@ def test_a_changed_file_or_other_options_are_refused_naming_them(tmp_path):
         with pytest.raises(ValueError, match=r"is not a bulkwire resume state of version 2"):
             bulkwire.load_parquet(str(tmp_path / "d"), url=server.url, database="db", resume=state)
         assert len(server.requests) == requests  # refused before any request
-        with pytest.raises(ValueError, match="resume needs url"):
+        with pytest.raises(ValueError, match="resume needs a target that confirms each unit"):
             bulkwire.load_parquet(str(tmp_path / "d"), resume=state)
         with pytest.raises(ValueError, match="resume needs files"):
             bulkwire.load_parquet(pa.table({"id": [1]}), url=server.url, database="db",

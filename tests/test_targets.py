@@ -177,3 +177,31 @@ def test_ssl_context_cannot_go_to_worker_processes(tmp_path):
     target = targets.ravendb("https://127.0.0.1:1", "db", ssl_context=ssl.create_default_context())
     with pytest.raises(TypeError, match="ssl_context cannot be sent to worker processes"):
         pickle.dumps(target)
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_cql_loads_failure_is_a_load_error_and_not_a_bulk_inserts():
+    from bulkwire.errors import BulkInsertError, ConnectError, LoadError
+
+    port = _closed_port()
+    with pytest.raises(ConnectError) as failed:
+        bulkwire.load_arrow(table(), targets.cql(f"127.0.0.1:{port}", "ks", "t", timeout=5))
+    assert isinstance(failed.value, LoadError)
+    assert not isinstance(failed.value, BulkInsertError)
+    assert type(pickle.loads(pickle.dumps(failed.value))) is type(failed.value)
+
+
+def test_a_ravendb_loads_refused_connection_is_a_bulk_insert_error_and_a_connect_error():
+    from bulkwire.errors import BulkInsertError, ConnectError, LoadError
+
+    port = _closed_port()
+    with pytest.raises(BulkInsertError) as failed:
+        bulkwire.load_arrow(table(), targets.ravendb(f"http://127.0.0.1:{port}", "db"))
+    assert isinstance(failed.value, ConnectError) and isinstance(failed.value, LoadError)

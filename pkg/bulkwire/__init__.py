@@ -22,13 +22,19 @@ _LAZY = {
     "VectorCodec": "vectors", "VectorRows": "vectors",
     # What this build has: the optional C libraries and each feature's backend.
     "BuildConfig": "config", "build_config": "config", "show_config": "config",
-    # Bulk insert; its exceptions, one hierarchy under BulkInsertError: bulkwire.errors
-    "BulkInsert": "bulk", "BulkStats": "bulk", "BulkWriter": "bulk",
+    # Bulk insert; a load's exceptions, one hierarchy under LoadError (a RavenDB bulk
+    # insert's under its subclass BulkInsertError): bulkwire.errors
+    "BulkInsert": "bulk", "BulkStats": "bulk", "BulkWriter": "bulk", "LoadError": "errors",
     "BulkInsertAborted": "errors", "BulkInsertError": "errors", "ConnectError": "errors",
     "ConnectionLostError": "errors", "CqlServerError": "errors", "EarlyResponse": "errors",
     "ProtocolError": "errors", "SchemaMismatchError": "errors", "ServerError": "errors",
     "TLSError": "errors", "TLSFileError": "errors", "TransportError": "errors",
     "TransportTimeoutError": "errors", "UnsupportedByServer": "errors",
+    # a bulk insert's cases of the shared classes (also BulkInsertErrors): bulkwire.errors
+    "BulkInsertTransportError": "errors", "BulkInsertConnectError": "errors",
+    "BulkInsertTLSError": "errors", "BulkInsertTLSFileError": "errors",
+    "BulkInsertConnectionLostError": "errors", "BulkInsertTimeoutError": "errors",
+    "BulkInsertServerError": "errors", "BulkInsertProtocolError": "errors",
     # every exception of an operation that failed is a BulkwireError: bulkwire.errors
     "BulkwireError": "errors",
     # Parquet and Arrow sources; pyarrow itself is imported only when they are used.
@@ -43,8 +49,11 @@ _TYPE_CHECKING = False  # typing is not imported at run time
 if _TYPE_CHECKING:  # what type checkers and IDEs read; at run time, __getattr__ below
     from .bulk import BulkInsert, BulkStats, BulkWriter
     from .config import BuildConfig, build_config, show_config
+    from .errors import (BulkInsertConnectError, BulkInsertConnectionLostError,
+                         BulkInsertProtocolError, BulkInsertServerError, BulkInsertTimeoutError,
+                         BulkInsertTLSError, BulkInsertTLSFileError, BulkInsertTransportError)
     from .errors import (BulkInsertAborted, BulkInsertError, BulkwireError, ConnectError,
-                         ConnectionLostError, CqlServerError, EarlyResponse,
+                         ConnectionLostError, CqlServerError, EarlyResponse, LoadError,
                          MalformedFileError, ProtocolError, ResumeStateError, RowError,
                          SchemaMismatchError, ServerError, TLSError, TLSFileError,
                          TransportError, TransportTimeoutError, UnsupportedByServer)

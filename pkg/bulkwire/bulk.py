@@ -32,7 +32,7 @@ from .compression import parse_compress as _resolve_compress
 from .bulk_commands import (AttachmentsBulkInsert, CountersBulkInsert, TimeSeriesBulkInsert,
                             TypedTimeSeriesBulkInsert)
 from ._deprecated import renamed_fields, warn_deprecated
-from .errors import BulkInsertAborted, BulkInsertError
+from .errors import BulkInsertAborted, BulkInsertError, bulk_insert_case
 
 __all__ = ["BulkInsert", "BulkWriter", "BulkInsertError", "BulkInsertAborted", "BulkStats",
            "collection_name", "compression_backends"]
@@ -78,7 +78,7 @@ def _raise_failure(writer: Any) -> NoReturn:
     message and attributes), each time it is asked; ``RuntimeError`` instead in a forked
     child."""
     writer.check_process()
-    failure = writer.failure
+    failure = bulk_insert_case(writer.failure)  # a shared class: the bulk insert's case
     if isinstance(failure, BulkInsertError):
         raise failure.with_message(str(failure)) from failure.__cause__
     raise BulkInsertError(f"the bulk insert failed: {failure!r}") from failure
@@ -836,6 +836,7 @@ class BulkInsert:
                 conn.close()
             # An insert that could not start stays failed: a later store or close raises
             # again, it never starts over as if the first documents had not been refused.
+            exc = bulk_insert_case(exc)
             if isinstance(exc, BulkInsertError):
                 writer.fail(exc)
                 raise
@@ -871,7 +872,7 @@ class BulkInsert:
     def _explain(self, error: BaseException) -> BaseException:
         """On the sender thread, for a failed request: the error the producer raises, with
         the server's message from ``operations/state`` when it recorded one."""
-        from .errors import ServerError, TransportError
+        from .errors import ServerError, TransportError, bulk_insert_case
         from .transport import FAULTED_WITHOUT_MESSAGE
 
         own = self._writer._failure
@@ -886,7 +887,7 @@ class BulkInsert:
             return error  # what the server answered says more
         if isinstance(error, TransportError):
             # the connection broke, and the server says why: its fault is the error
-            explained = ServerError(f"{message} ({error})")
+            explained = bulk_insert_case(ServerError(f"{message} ({error})"))
             explained.__cause__ = error
             return explained
         return error.with_message(f"{message} ({error})")

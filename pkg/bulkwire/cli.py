@@ -328,7 +328,7 @@ def _load_options(args: argparse.Namespace, columns: list | None):
 
 def cmd_load(args: argparse.Namespace) -> int:
     """Load Parquet / Arrow IPC files with bulk insert (or write the request body to a file)."""
-    from .errors import BulkInsertError, ResumeStateError
+    from .errors import LoadError, ResumeStateError
 
     if args.cql is not None:
         for name, value in (("--url", args.url), ("--out", args.out),
@@ -435,7 +435,7 @@ def cmd_load(args: argparse.Namespace) -> int:
         return _fail("terminated", EXIT_TERMINATED, exc)
     except KeyboardInterrupt as exc:
         return _fail("interrupted", EXIT_INTERRUPTED, exc)
-    except BulkInsertError as exc:  # the server or the network (before OSError: not a file)
+    except LoadError as exc:  # the target or the network (before OSError: not a file)
         return _fail(str(exc), EXIT_SERVER, exc)
     except ResumeStateError as exc:  # --resume STATE does not fit this load: a usage error
         return _fail(str(exc), EXIT_USAGE, exc)

@@ -1,5 +1,5 @@
-"""The exceptions of bulkwire, all in one place: a bulk insert's, a row's that cannot be
-encoded, a source file's, a resume state's.
+"""The exceptions of bulkwire, all in one place: a load's that did not complete (whatever its
+target), a row's that cannot be encoded, a source file's, a resume state's.
 
 Every exception bulkwire raises for an operation that failed is a :class:`BulkwireError`, and
 also the builtin exception it stands for (as pyarrow's ``ArrowInvalid`` is a ``ValueError``):
@@ -7,7 +7,8 @@ also the builtin exception it stands for (as pyarrow's ``ArrowInvalid`` is a ``V
 catch the ones they always caught::
 
     BulkwireError
-     ├── BulkInsertError      (RuntimeError)   the bulk insert did not complete
+     ├── LoadError            (RuntimeError)   the load did not complete, whatever the target
+     │    └── BulkInsertError                  a RavenDB bulk insert did not complete
      ├── RowError             (ValueError)     a row that cannot be encoded
      ├── MalformedFileError   (ValueError)     a source file or batch whose data is inconsistent
      ├── ResumeStateError     (ValueError)     a resume state that does not fit the load
@@ -17,8 +18,8 @@ A call that is wrong in itself (an argument of the wrong type or out of its rang
 object, a call from a second thread, an object a forked child inherited) raises the builtin
 ``TypeError``, ``ValueError`` or ``RuntimeError`` naming the argument, before anything was
 done; a file that cannot be opened or read raises the operating system's ``OSError`` naming
-it. Whatever else fails while a bulk insert sends its body (a compressor, the socket) reaches
-the caller as a :class:`BulkInsertError` with the failure as its ``__cause__``.
+it. Whatever else fails while a load sends its data (a compressor, the socket) reaches
+the caller as a :class:`LoadError` with the failure as its ``__cause__``.
 :class:`bulkwire.VectorCodec` raises ``ValueError`` for bytes that are no vector of its type,
 as the Cassandra driver's codec does.
 
@@ -28,16 +29,11 @@ that failed, which :mod:`bulkwire.transport` turns into :class:`TLSError`) is an
 and a :class:`BulkwireError`. Every class pickles with its attributes, so an error raised in
 a worker process reaches the caller whole.
 
-Every failure of :class:`bulkwire.BulkInsert` reaches the caller as one of these, raised by
-``store``/``store_many``/``store_encoded``, ``close`` or ``abort`` (``__cause__`` holds the
+Every failure of a load reaches the caller as one of these (``__cause__`` holds the
 lower-level exception: the socket's, ``http.client``'s, the JSON decoder's)::
 
     RuntimeError, BulkwireError
-     └── BulkInsertError               the bulk insert did not complete
-          ├── BulkInsertAborted         it was stopped before its body was complete:
-          │    │                        abort(), Ctrl-C while waiting, an interrupted store
-          │    └── EarlyResponse        the server ended the request (2xx) before the end
-          │                             of the body
+     └── LoadError                     the load did not complete
           ├── TransportError            the network failed: no whole answer arrived
           │    ├── ConnectError         no connection: refused, unreachable, unknown host,
           │    │    │                   TLS handshake
@@ -53,11 +49,26 @@ lower-level exception: the socket's, ``http.client``'s, the JSON decoder's)::
           │    │                        or an operation it reports as faulted
           │    ├── ProtocolError        an answer that is not the protocol's: not HTTP, not
           │    │                        JSON, or JSON of another shape
-          │    └── CqlServerError       a CQL node answered ERROR (a load into a CQL table
-          │                             raises the other classes above alike): code, name
-          └── UnsupportedByServer       the server's version does not read what the insert
-                                        would send (a zstd body, counters, ...): nothing of it
-                                        was sent
+          │    └── CqlServerError       a CQL node answered ERROR: code, name
+          └── BulkInsertError           a RavenDB bulk insert did not complete
+               ├── BulkInsertAborted    it was stopped before its body was complete:
+               │    │                   abort(), Ctrl-C while waiting, an interrupted store
+               │    └── EarlyResponse   the server ended the request (2xx) before the end
+               │                        of the body
+               ├── UnsupportedByServer  the server's version does not read what the insert
+               │                        would send (a zstd body, counters, ...): nothing of
+               │                        it was sent
+               └── a bulk insert's case of each shared class above (BULK_INSERT_CASES):
+                    BulkInsertTransportError, BulkInsertConnectError, BulkInsertTLSError,
+                    BulkInsertTLSFileError, BulkInsertConnectionLostError,
+                    BulkInsertTimeoutError, BulkInsertServerError, BulkInsertProtocolError
+
+A RavenDB bulk insert (:class:`bulkwire.BulkInsert`, a load into
+:func:`bulkwire.targets.ravendb`) raises the bulk insert's case of each shared class (both
+it and a :class:`BulkInsertError`): ``except BulkInsertError`` catches every failure of a
+bulk insert, ``except ConnectError`` a connection refused whatever the target. A load into
+another target (a CQL table) raises the shared classes themselves: its failures are
+:class:`LoadError` s, never :class:`BulkInsertError` s.
 
 A row of an Arrow batch that cannot become a command (``bulkwire.load_parquet``,
 ``_core.encode_batch``) raises, before any byte of its batch is written or sent::
@@ -82,7 +93,7 @@ other options or other files, or in use by another load::
      └── ResumeStateError           path: the state file; the message says what is wrong
 
 Data whose Arrow schema does not fit the CQL table it is loaded into
-(``bulkwire.cql.load_parquet``), found before any row is sent::
+(a load into :func:`bulkwire.targets.cql`), found before any row is sent::
 
     ValueError, BulkwireError
      └── SchemaMismatchError        column, arrow_type, cql_type
@@ -92,10 +103,12 @@ for the server's errors, carry its message. ``ServerError.status`` is the HTTP s
 when the error came from ``operations/state``); ``ServerError.body`` the answer's first bytes.
 
 >>> try:
-...     raise ConnectError("cannot reach the server at http://127.0.0.1:9: refused")
+...     raise bulk_insert_case(ConnectError("cannot reach http://127.0.0.1:9: refused"))
 ... except BulkInsertError as exc:
-...     isinstance(exc, TransportError), isinstance(exc, RuntimeError)
-(True, True)
+...     isinstance(exc, ConnectError), isinstance(exc, LoadError), isinstance(exc, RuntimeError)
+(True, True, True)
+>>> issubclass(ConnectError, BulkInsertError)
+False
 """
 from __future__ import annotations
 
@@ -103,7 +116,7 @@ TYPE_CHECKING = False  # typing is not imported at run time: the annotations are
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["BulkwireError", "BulkInsertError", "BulkInsertAborted", "EarlyResponse", "TransportError",
+__all__ = ["BulkwireError", "LoadError", "BulkInsertError", "BulkInsertAborted", "EarlyResponse", "TransportError",
            "ConnectError", "TLSError", "TLSFileError", "ConnectionLostError", "TransportTimeoutError",
            "ServerError", "ProtocolError", "UnsupportedByServer", "RowError", "MalformedFileError",
            "ResumeStateError"]
@@ -119,17 +132,30 @@ class BulkwireError(Exception):
     """
 
 
-class BulkInsertError(RuntimeError, BulkwireError):
-    """The bulk insert failed on the server or in the transport, or could not complete. The
-    message is the server's when it gave one; ``__cause__`` holds the underlying exception."""
+class LoadError(RuntimeError, BulkwireError):
+    """A load did not complete, whatever its target: the target refused it, could not be
+    reached, or it was stopped. The message is the target's when it gave one; ``__cause__``
+    holds the underlying exception. :class:`BulkInsertError` is RavenDB's case of it.
 
-    def with_message(self, message: str) -> "BulkInsertError":
+    >>> issubclass(BulkInsertError, LoadError), issubclass(ConnectError, LoadError)
+    (True, True)
+    """
+
+    def with_message(self, message: str) -> "LoadError":
         """A copy of this error (same class and attributes) saying ``message``."""
         new = self.__class__.__new__(self.__class__)
         new.__dict__.update(self.__dict__)
         new.args = (message,)
         new.__cause__ = self.__cause__
         return new
+
+
+class BulkInsertError(LoadError):
+    """A RavenDB bulk insert failed on the server or in the transport, or could not
+    complete. The message is the server's when it gave one; ``__cause__`` holds the
+    underlying exception. A bulk insert's failures of the network and of the server are
+    also the shared classes (:class:`ConnectError`, :class:`ServerError`, ...): see
+    :data:`BULK_INSERT_CASES`."""
 
 
 class BulkInsertAborted(BulkInsertError):
@@ -147,8 +173,9 @@ class EarlyResponse(BulkInsertAborted):
         self.body = body
 
 
-class TransportError(BulkInsertError):
-    """The network failed: a connection could not be made, was lost, or timed out."""
+class TransportError(LoadError):
+    """The network failed: a connection could not be made, was lost, or timed out (a
+    server's, a CQL node's)."""
 
 
 class ConnectError(TransportError):
@@ -200,11 +227,11 @@ class ConnectionLostError(TransportError):
 
 class TransportTimeoutError(TransportError):
     """A socket operation (connect, send, or waiting for the answer) took longer than the
-    bulk insert's ``timeout``."""
+    load's ``timeout``."""
 
 
-class ServerError(BulkInsertError):
-    """The server answered with an error: an error status (``status``), or an operation it
+class ServerError(LoadError):
+    """The server (a RavenDB server, a CQL node) answered with an error: an error status (``status``), or an operation it
     reports as faulted (``status`` None). ``body``: the first bytes of its answer."""
 
     def __init__(self, message: str, *, status: int | None = None,
@@ -389,6 +416,72 @@ def _rebuild_cql_server_error(cls: type, message: str, state: dict) -> "CqlServe
 
 
 __all__ += ["CqlServerError"]
+
+
+# ------------------------------------------------------------- a bulk insert's own cases
+
+class BulkInsertTransportError(TransportError, BulkInsertError):
+    """A bulk insert's :class:`TransportError`."""
+
+
+class BulkInsertConnectError(ConnectError, BulkInsertTransportError):
+    """A bulk insert's :class:`ConnectError`."""
+
+
+class BulkInsertTLSError(TLSError, BulkInsertConnectError):
+    """A bulk insert's :class:`TLSError`."""
+
+
+class BulkInsertTLSFileError(TLSFileError, BulkInsertTLSError):
+    """A bulk insert's :class:`TLSFileError`."""
+
+
+class BulkInsertConnectionLostError(ConnectionLostError, BulkInsertTransportError):
+    """A bulk insert's :class:`ConnectionLostError`."""
+
+
+class BulkInsertTimeoutError(TransportTimeoutError, BulkInsertTransportError):
+    """A bulk insert's :class:`TransportTimeoutError`."""
+
+
+class BulkInsertServerError(ServerError, BulkInsertError):
+    """A RavenDB server's :class:`ServerError`."""
+
+
+class BulkInsertProtocolError(ProtocolError, BulkInsertServerError):
+    """A RavenDB server's :class:`ProtocolError`."""
+
+
+#: Each shared class of a load's failures -> its bulk insert's case (a subclass of both it
+#: and :class:`BulkInsertError`), which the RavenDB target raises: ``except BulkInsertError``
+#: around a RavenDB load catches its network and server failures too, ``except
+#: ConnectError`` (say) catches them whatever the target.
+BULK_INSERT_CASES = {
+    TransportError: BulkInsertTransportError, ConnectError: BulkInsertConnectError,
+    TLSError: BulkInsertTLSError, TLSFileError: BulkInsertTLSFileError,
+    ConnectionLostError: BulkInsertConnectionLostError,
+    TransportTimeoutError: BulkInsertTimeoutError, ServerError: BulkInsertServerError,
+    ProtocolError: BulkInsertProtocolError,
+}
+
+
+def bulk_insert_case(error: BaseException) -> BaseException:
+    """``error`` as a bulk insert's: a :class:`LoadError` of a shared class (raised by code
+    that serves every target) becomes its case of :data:`BULK_INSERT_CASES`, the same object
+    with its attributes; any other error is returned as it is.
+
+    >>> type(bulk_insert_case(ConnectError("refused"))).__name__
+    'BulkInsertConnectError'
+    """
+    case = BULK_INSERT_CASES.get(type(error))
+    if case is not None:
+        error.__class__ = case
+    return error
+
+
+__all__ += ["LoadError", "BulkInsertTransportError",
+            "BulkInsertConnectError", "BulkInsertTLSError", "BulkInsertTLSFileError", "BulkInsertConnectionLostError",
+            "BulkInsertTimeoutError", "BulkInsertServerError", "BulkInsertProtocolError"]
 __all__ += ["SchemaMismatchError"]
 class SchemaMismatchError(ValueError, BulkwireError):
     """An Arrow/Parquet column whose type cannot be bound to the CQL column of the same name

@@ -1,18 +1,22 @@
-"""The options of a load, stated and checked in one place: :class:`LoadOptions`.
+"""The options of a load's pipeline, stated and checked in one place: :class:`LoadOptions`.
 
 ``load_parquet``, ``load_arrow``, the Dask and Ray sinks and ``bulkwire load`` take the same
 options, with the same defaults, refused with the same messages: each builds one
 :class:`LoadOptions` (from ``options=`` and its keyword arguments) and reads it; the command
-line takes its defaults and choices from the class.
+line takes its defaults and choices from the class. The options of the documents belong to
+the document targets (:mod:`bulkwire.document_options`, :mod:`bulkwire.targets`); they are
+still fields here, for the code that gives them here.
 
->>> LoadOptions().collection, LoadOptions().id_column, LoadOptions().float32
-('Embeddings', 'id', 'widen')
->>> LoadOptions(collection="Points").replace(float32="shortest").float32
-'shortest'
->>> LoadOptions(buffer_size=0)
+>>> LoadOptions().columns, LoadOptions().vector_column, LoadOptions().batch_rows
+(None, None, None)
+>>> LoadOptions(columns=["a"]).replace(batch_rows=10).batch_rows
+10
+>>> LoadOptions(batch_rows=0)
 Traceback (most recent call last):
 ...
-ValueError: buffer_size must be a positive int, not 0
+ValueError: batch_rows must be a positive int or None, not 0
+>>> LoadOptions(collection="Points", batch_rows=10).document_options()
+{'collection': 'Points'}
 """
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ from typing import Any, Iterable, Sequence
 
 from ._arrow_sink import SinkConfig, cql_config, load_arrow, pandas_schema, summed
 from ._extras import missing_extra
-from .errors import BulkInsertError, _add_note
+from .errors import BulkInsertError, LoadError, _add_note
 from .load import LoadResult
 from .load_options import LoadOptions
 
@@ -92,9 +92,11 @@ def _define_datasinks() -> dict[str, type]:
                             f"a Ray Dataset ({len(returns)} write tasks)", self._config)
             given = getattr(write_result, "num_rows", None)
             if given is not None and int(given) != result.rows:
-                raise BulkInsertError(f"the server confirmed {result.rows:,} rows of the Ray "
-                                      f"Dataset, but its write tasks were given {int(given):,} "
-                                      f"({self._config.target})")
+                # a RavenDB database's bulk insert error; any other target's, a LoadError
+                error = BulkInsertError if self._config.described is None else LoadError
+                raise error(f"the target confirmed {result.rows:,} rows of the Ray Dataset, "
+                            f"but its write tasks were given {int(given):,} "
+                            f"({self._config.target})")
             self.result = result
 
         def on_write_failed(self, error: Exception) -> None:

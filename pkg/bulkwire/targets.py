@@ -49,6 +49,7 @@ _KIND_MODULES = {
     "ravendb": "bulkwire.load.ravendb_target",
     "request_file": "bulkwire.load.ravendb_target",
     "cql": "bulkwire.load.cql_target",
+    "jsonl": "bulkwire.load.jsonl_target",
 }
 
 #: Each kind's constructor, by name: what a front end (the command line, a data source of

@@ -45,9 +45,10 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
 
-from .errors import BulkInsertError, ProtocolError, ServerError, TransportError
+from .errors import (BulkInsertError, ProtocolError, ServerError, TLSFileError,
+                     TransportError, bulk_insert_case)
 from .tls import TlsSettings
-from .transport import HttpTransport, _json_answer
+from .transport import HttpTransport, _json_answer, _protocol_error
 from .urls import ServerUrl, check_scheme, parse_server_url, server_urls
 
 __all__ = ["ServerNode", "Servers", "server_urls", "parse_topology", "open_servers"]
@@ -99,16 +100,16 @@ def parse_topology(data: Any, what: str, scheme: Optional[str] = None) -> List[S
     >>> parse_topology({"Nodes": [{"Url": "http://b:8080", "ClusterTag": "B"}]},
     ...                "GET https://a:443/topology", scheme="https")
     Traceback (most recent call last):
-    bulkwire.errors.ProtocolError: GET https://a:443/topology: node 0 ('B') of the topology is http://b:8080, whose scheme (http://) differs from the cluster's (https://): a cluster never mixes schemes, and no request goes to a node whose scheme differs
+    bulkwire.errors.BulkInsertProtocolError: GET https://a:443/topology: node 0 ('B') of the topology is http://b:8080, whose scheme (http://) differs from the cluster's (https://): a cluster never mixes schemes, and no request goes to a node whose scheme differs
     """
     nodes = data.get("Nodes") if isinstance(data, dict) else None
     if not isinstance(nodes, list):
         shape = ("an object without a list \"Nodes\"" if isinstance(data, dict)
                  else _json_kind(data))
-        raise ProtocolError(f"{what}: the answer is not a topology (a JSON object with a list "
+        raise _protocol_error(f"{what}: the answer is not a topology (a JSON object with a list "
                             f"\"Nodes\"), but {shape}")
     if not nodes:
-        raise ProtocolError(f"{what}: the topology lists no node holding the database")
+        raise _protocol_error(f"{what}: the topology lists no node holding the database")
     result = []
     for index, node in enumerate(nodes):
         where = f"node {index} of the topology"
@@ -126,7 +127,7 @@ def parse_topology(data: Any, what: str, scheme: Optional[str] = None) -> List[S
                 check_scheme(parsed, scheme, where)
             result.append(ServerNode(parsed, tag, _optional_str(node, "ServerRole", where)))
         except (TypeError, ValueError) as exc:
-            raise ProtocolError(f"{what}: {exc}") from None
+            raise _protocol_error(f"{what}: {exc}") from None
     return result
 
 
@@ -246,7 +247,7 @@ class Servers:
             if node.tag == tag:
                 return self._connect(node.url)
         listed = ", ".join(repr(node.tag) for node in self.nodes)
-        raise ProtocolError(f"{transport.url_of('/operations/next-operation-id')}: the operation "
+        raise _protocol_error(f"{transport.url_of('/operations/next-operation-id')}: the operation "
                             f"id was issued by node {tag!r}, which the topology from "
                             f"{self.topology_from} does not list (it lists {listed})")
 
@@ -262,7 +263,10 @@ def open_servers(url: Union[str, Sequence[str]], database: str, *,
     >>> open_servers("https://a:8443", "db", ca=False).first.tls.verify
     False
     """
-    tls = (None if certificate is None and ca is None and ssl_context is None
-           else TlsSettings(certificate, ca, ssl_context=ssl_context))
+    try:
+        tls = (None if certificate is None and ca is None and ssl_context is None
+               else TlsSettings(certificate, ca, ssl_context=ssl_context))
+    except TLSFileError as exc:  # a bulk insert's: also a BulkInsertError
+        raise bulk_insert_case(exc) from None
     # every connection of this bulk insert, to whichever node, is made by connect(url)
     return Servers(url, partial(HttpTransport, database=database, timeout=timeout, tls=tls))

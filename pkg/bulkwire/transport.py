@@ -41,7 +41,7 @@ from typing import Any, Callable, Iterator, Optional, Protocol, Sequence, Tuple,
 from . import _core
 from ._kept_threads import KeptThreads
 from .compression import content_encoding
-from .errors import (BulkInsertError, ConnectError, ConnectionLostError, EarlyResponse,
+from .errors import (BulkInsertError, ConnectError, LoadError, bulk_insert_case, ConnectionLostError, EarlyResponse,
                      ProtocolError, ServerError, TLSError, TransportError, TransportTimeoutError)
 from .tls import TlsSettings, TlsSocket
 from .urls import DEFAULT_PORTS, ServerUrl, parse_server_url
@@ -98,6 +98,11 @@ def _innermost_cause(error: Any) -> Optional[str]:
     return cause[:MAX_CAUSE_CHARS] or None
 
 
+def _protocol_error(message: str, **fields: Any) -> BaseException:
+    """A RavenDB server's :class:`~bulkwire.errors.ProtocolError` saying ``message``."""
+    return bulk_insert_case(ProtocolError(message, **fields))
+
+
 def status_error(status: int, body: bytes, what: str, *, message_first: bool = False) -> ServerError:
     """The error for an answer with a status outside 2xx to the request ``what``.
     ``message_first``: the server's message leads (its verdict on the body matters most)."""
@@ -106,7 +111,7 @@ def status_error(status: int, body: bytes, what: str, *, message_first: bool = F
         message = f"{said} (HTTP {status} from {what})"
     else:
         message = f"HTTP {status} from {what}: {said or (repr(body[:200]) if body else 'no message')}"
-    return ServerError(message, status=status, body=body[:1000])
+    return bulk_insert_case(ServerError(message, status=status, body=body[:1000]))
 
 
 def tls_error(exc: BaseException, what: str) -> TLSError:
@@ -127,7 +132,7 @@ def tls_error(exc: BaseException, what: str) -> TLSError:
                    f"requires a client certificate refuses a missing or untrusted one (certificate=)")
     else:
         message = f"{what}: TLS failed: {reason}"
-    return TLSError(message, reason=reason, verify_failed=verify_failed)
+    return bulk_insert_case(TLSError(message, reason=reason, verify_failed=verify_failed))
 
 
 def transport_error(exc: BaseException, what: str, timeout: Optional[float], *,
@@ -135,26 +140,30 @@ def transport_error(exc: BaseException, what: str, timeout: Optional[float], *,
     """The :mod:`bulkwire.errors` exception for ``exc``, raised by the socket or
     ``http.client`` during the request ``what`` (``exc`` itself when it is not one of theirs).
     The caller chains it (``raise ... from exc``)."""
-    if isinstance(exc, BulkInsertError):
-        return exc
+    if isinstance(exc, LoadError):  # a shared class raised below this: the bulk insert's case
+        return bulk_insert_case(exc)
     if isinstance(exc, TimeoutError):  # socket.timeout, and the pump's
-        return TransportTimeoutError(f"{what} timed out: nothing moved for {timeout} s")
+        return bulk_insert_case(TransportTimeoutError(
+            f"{what} timed out: nothing moved for {timeout} s"))
     if isinstance(exc, (_core.TlsError, ssl.SSLError)) and not isinstance(exc, ssl.SSLEOFError):
         return tls_error(exc, what)
     if connecting and isinstance(exc, OSError):  # refused, unreachable, unknown host, TLS
-        return ConnectError(f"cannot reach the server for {what}: {exc}")
+        return bulk_insert_case(ConnectError(f"cannot reach the server for {what}: {exc}"))
     if isinstance(exc, http.client.RemoteDisconnected):  # before ConnectionError: it is both
-        return ConnectionLostError(f"{what}: the server closed the connection without answering")
+        return bulk_insert_case(ConnectionLostError(
+            f"{what}: the server closed the connection without answering"))
     if isinstance(exc, ConnectionError):  # reset, broken pipe, aborted
-        return ConnectionLostError(f"{what}: the connection was lost: {exc}")
+        return bulk_insert_case(ConnectionLostError(f"{what}: the connection was lost: {exc}"))
     if isinstance(exc, http.client.IncompleteRead):
-        return ConnectionLostError(f"{what}: the connection was closed in the middle of the answer")
+        return bulk_insert_case(ConnectionLostError(
+            f"{what}: the connection was closed in the middle of the answer"))
     if isinstance(exc, _AnswerRefused):  # what _Answer refuses, in its own words
-        return ProtocolError(f"{what}: {exc}")
+        return bulk_insert_case(ProtocolError(f"{what}: {exc}"))
     if isinstance(exc, http.client.HTTPException):  # a bad status line, headers too long, ...
-        return ProtocolError(f"{what}: the answer is not HTTP/1.1: {exc!r}")
+        return bulk_insert_case(ProtocolError(
+            f"{what}: the answer is not HTTP/1.1: {exc!r}"))
     if isinstance(exc, OSError):
-        return TransportError(f"{what}: {exc}")
+        return bulk_insert_case(TransportError(f"{what}: {exc}"))
     return exc
 
 
@@ -184,7 +193,7 @@ def _json_answer(status: int, body: bytes, what: str) -> Any:
     try:
         return json.loads(body)
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
-        raise ProtocolError(f"{what}: the answer is not JSON: {body[:200]!r}", status=status,
+        raise _protocol_error(f"{what}: the answer is not JSON: {body[:200]!r}", status=status,
                             body=body[:1000]) from exc
 
 
@@ -562,7 +571,7 @@ class HttpTransport:
             if own or failed:
                 conn.close()
         if len(body) > MAX_ANSWER_BYTES:
-            raise ProtocolError(f"{what}: the answer is larger than {MAX_ANSWER_BYTES} bytes",
+            raise _protocol_error(f"{what}: the answer is larger than {MAX_ANSWER_BYTES} bytes",
                                 status=response.status, body=body[:1000])
         return response.status, body
 
@@ -577,7 +586,7 @@ class HttpTransport:
             data = _json_answer(status, body, what)
             op_id = data.get("Id") if isinstance(data, dict) else None
             if type(op_id) is not int or op_id < 0:
-                raise ProtocolError(f"{what}: the answer has no operation id (a non-negative "
+                raise _protocol_error(f"{what}: the answer has no operation id (a non-negative "
                                     f"integer \"Id\"): {body[:200]!r}", status=status,
                                     body=body[:1000])
         except BaseException:
@@ -594,7 +603,7 @@ class HttpTransport:
         status, body = self.request("GET", path, timeout=self.short_timeout(timeout))
         data = _json_answer(status, body, what)
         if not isinstance(data, dict):
-            raise ProtocolError(f"{what}: the answer is not a JSON object: {body[:200]!r}",
+            raise _protocol_error(f"{what}: the answer is not a JSON object: {body[:200]!r}",
                                 status=status, body=body[:1000])
         return data
 
@@ -776,6 +785,7 @@ class BodySender:
         error: BaseException = exc if exc is not None else BulkInsertError(
             f"{self.what}: the sender stopped without the server's answer to the whole body")
         try:
+            error = bulk_insert_case(error)  # a shared class raised by the C core: this insert's
             if not isinstance(error, BulkInsertError):
                 wrapped = BulkInsertError(f"{self.what} failed: {error!r}")
                 wrapped.__cause__ = error

@@ -1,4 +1,5 @@
-"""Parquet / Arrow IPC -> bulk insert: :func:`load_parquet` and the ``bulkwire load`` command.
+"""Parquet / Arrow IPC -> a target (:mod:`bulkwire.targets`): :func:`load_parquet`,
+:func:`load_arrow` and the ``bulkwire load`` command.
 
 The file is read batch by batch with pyarrow; each record batch is imported and validated
 in C (``bulkwire._core.prepare_batch``) through the Arrow PyCapsule interface, and handed to
@@ -16,8 +17,11 @@ The package's modules, along the path of a load:
   record batches read from files or from Arrow data.
 - :mod:`bulkwire.load.pipeline`: batches encoded in order, stored into a target as one
   request; units sent.
-- :mod:`bulkwire.load.targets`: the file and the RavenDB server targets.
-- :mod:`bulkwire.load.cql_target`: a CQL table (:func:`bulkwire.cql.load_parquet`).
+- :mod:`bulkwire.load.interface`: what the pipeline knows of a target (the protocols).
+- :mod:`bulkwire.load.ravendb_target`: the RavenDB server and request file targets
+  (:mod:`bulkwire.load.targets`: their former module, with the protocols).
+- :mod:`bulkwire.load.jsonl_target`: a JSON Lines file.
+- :mod:`bulkwire.load.cql_target`: a CQL table.
 - :mod:`bulkwire.load.resume`: the resume state file.
 - :mod:`bulkwire.load.workers`: worker processes.
 """

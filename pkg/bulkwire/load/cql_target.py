@@ -1,7 +1,8 @@
 """A Cassandra or Scylla table as a load's target: each row of the data one prepared INSERT,
 routed to a replica of its partition in the local data centre.
 
-:class:`CqlDescription` is the target (a :class:`~bulkwire.load.interface.ResumableTarget`):
+:func:`cql` makes the target (listed in :data:`bulkwire.targets.KINDS`), a
+:class:`CqlDescription` (a :class:`~bulkwire.load.interface.ResumableTarget`):
 its :meth:`~CqlDescription.plan` connects, reads the table's columns from
 ``system_schema.columns``, prepares ``INSERT INTO ks.table (columns) VALUES (?, ...)`` and
 checks the Arrow schema against the prepared statement (``_core.cql_check_schema``) before

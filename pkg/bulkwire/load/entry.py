@@ -1,7 +1,8 @@
 """The entry points :func:`load_parquet` and :func:`load_arrow`: the arguments judged before
-anything is read or sent, the target they name described (:func:`_target_of`), the parts
-composed (plan, sources, target, resume state, workers), progress reported, and the
-:class:`LoadResult`. From the description on, a load knows its target only through
+anything is read or sent, the target they are given (or, from the former spellings, the one
+their arguments name: :func:`_target_of`, through the registry :mod:`bulkwire.targets`), the
+parts composed (plan, sources, target, resume state, workers), progress reported, and the
+:class:`LoadResult`. A load knows its target only through
 :class:`~bulkwire.load.interface.TargetDescription`."""
 from __future__ import annotations
 
@@ -187,68 +188,56 @@ def load_parquet(path: Any, target: TargetDescription | None = None, *,
                  progress: bool | Callable[[int, int], None] = False,
                  workers: int = 1, threads: int | None = None, resume: PathLike | None = None,
                  **fields: Any) -> LoadResult:
-    """Load Parquet / Arrow IPC files (or any Arrow data) of documents/embeddings with bulk
-    insert.
+    """Load Parquet / Arrow IPC files (or any Arrow data) into ``target``, a description of
+    :mod:`bulkwire.targets`: a RavenDB database (:func:`~bulkwire.targets.ravendb`, with bulk
+    insert), the exact request body in a file (:func:`~bulkwire.targets.request_file`; the
+    default, None: ``<name>.bulk.json`` next to the source file or directory), a JSON Lines
+    file (``targets.jsonl``), a CQL table (:func:`~bulkwire.targets.cql`). The target holds
+    its own options (for the document targets: ``collection``, ``id_column``, ``compress``,
+    ...), judged when it was made.
 
-    ``options`` (a :class:`bulkwire.LoadOptions`) say how rows become documents and how they
-    are sent; ``fields`` are keyword arguments that replace its values (``collection=``,
-    ``id_column=``, ``compress=``, ...: the names of its fields, with the same defaults). Every
-    option is checked when the object is made, before anything is read.
+    ``options`` (a :class:`bulkwire.LoadOptions`) are what the load itself reads:
+    ``columns``, ``vector_column``, ``batch_rows``; ``fields`` are keyword arguments that
+    replace its values. An option of a target given here is a ``TypeError`` naming it.
 
     ``path``: a file; a directory (its ``.parquet``, ``.pq``, ``.arrow``, ``.ipc`` and
     ``.feather`` files, recursively, in name order); a glob (``"data/*.parquet"``); a list of
     these; or Arrow data: a ``pyarrow.Table``, ``RecordBatch``, ``RecordBatchReader``, a
     ``pyarrow.dataset``, any object with ``__arrow_c_stream__`` (a polars DataFrame, a DuckDB
     result) or an iterable of RecordBatches. Every file's schema is read, and compared with
-    the first file's, before any document is sent: a file whose columns differ raises
+    the first file's, before anything is written or sent: a file whose columns differ raises
     ``ValueError`` naming the file and the column.
 
-    Each row becomes a document ``<id_prefix><id>`` holding the ``columns`` (default: every
-    column but the id and a column named ``Id``) and ``@metadata``, as
-    :meth:`bulkwire.BulkWriter.store` writes the equivalent dict (:mod:`bulkwire.conventions`):
-    the ``metadata`` entries, then ``@collection`` (``collection``) and ``Raven-Python-Type``
-    (``python_type``) where ``metadata`` does not give them. A column named ``Id`` or
-    ``@metadata`` cannot be a field, and a string id must pass
-    :func:`bulkwire.conventions.check_id` (prefix included). The vector column
+    Into a document target, each row becomes a document ``<id_prefix><id>`` holding the
+    ``columns`` (default: every column but the id and a column named ``Id``) and
+    ``@metadata``, as :meth:`bulkwire.BulkWriter.store` writes the equivalent dict
+    (:mod:`bulkwire.conventions`): the ``metadata`` entries, then ``@collection``
+    (``collection``) and ``Raven-Python-Type`` (``python_type``) where ``metadata`` does not
+    give them. A column named ``Id`` or ``@metadata`` cannot be a field, and a string id
+    must pass :func:`bulkwire.conventions.check_id` (prefix included). The vector column
     (``fixed_size_list`` or ``list`` of float32/float64; found automatically when there is
-    exactly one) is written as a JSON array, float32 elements widened (the repr of the double,
-    as ``bulkwire.dumps`` writes a float32 ndarray) or, with ``float32="shortest"``, with the
-    shortest text that round-trips as float32. ``id_prefix`` defaults to
-    ``collection.lower() + "/"`` for integer ids and to ``""`` for string ids. Ids come from
-    the id column alone, so a load that is repeated writes the same documents.
+    exactly one) is written as a JSON array, float32 elements widened (the repr of the
+    double, as ``bulkwire.dumps`` writes a float32 ndarray) or, with ``float32="shortest"``,
+    with the shortest text that round-trips as float32. Ids come from the id column alone,
+    so a load that is repeated writes the same documents. Into a RavenDB database the body
+    is streamed with :class:`bulkwire.BulkInsert` (no rows, no request; an error or Ctrl-C
+    aborts the operation on the server); into the request file, the same body is written
+    whole or not at all.
 
-    The columns' types are checked (by the C encoder) before any row is read. Each batch's
-    encoded commands go, as they are, into a :class:`bulkwire.BulkWriter`, which frames the
-    body. Without ``url``, its pieces are written to ``out`` (default
-    ``<name>.bulk.json[.gz|.zst]`` next to the source file or directory): the exact request
-    body (a JSON array of commands; ``compress``: as for :class:`bulkwire.BulkWriter`, e.g.
-    True or "gzip" for one gzip stream, "zstd" for one zstd frame, as the server would
-    receive it). With ``url`` (and
-    ``database``), the writer is a :class:`bulkwire.BulkInsert`'s: the same body, streamed;
-    with no rows, no request is made. An error (or Ctrl-C) aborts the operation on the
-    server. ``url`` is one server's URL or a list of a cluster's node URLs, as
-    :class:`bulkwire.BulkInsert` takes it; the URLs, ``database`` and the TLS files are
-    judged before anything is read, and ``LoadResult.target`` names the normalized URLs.
+    The columns' types are checked (by the target's encoder) before any row is read.
 
-    ``certificate``, ``ca``, ``ssl_context`` (with an ``https://`` ``url``): TLS, as for
-    :class:`bulkwire.BulkInsert`.
+    ``workers`` (with files, into a target whose sessions are confirmed each on its own: a
+    database): processes, each sending a disjoint share of the row groups in its own
+    session (default 1: this process). The first failure stops the others and raises that
+    worker's error; Ctrl-C stops them all. ``threads``: threads validating batches and
+    writing their text ahead of the writer, in each process (default 2; with 1, none
+    ahead); the output is the same whatever the number.
 
-    ``workers`` (with ``url`` and files): processes, each sending a disjoint share of the row
-    groups in its own bulk insert request (default 1: this process). The first failure
-    stops the others and raises that worker's error; Ctrl-C stops them all.
-    ``threads``: threads validating batches and writing their text ahead of the writer, in
-    each process (default 2; with 1, none ahead: the writer writes each batch's text
-    itself); at most ``threads`` batches are written ahead, and the body is the same
-    whatever the number.
-
-    ``resume`` (with ``url`` and files): a state file. Each unit of work (a file's run of row
-    groups, one request each) is recorded there once the server confirmed its request; a
-    load given the same state file again skips those, and sends the rest with
-    ``skip_overwrite_if_unchanged``. A file that changed since (size or modification time)
+    ``resume`` (the same targets, with files): a state file. Each unit of work (a file's run
+    of row groups, one session each) is recorded there once the target confirmed it; a
+    load given the same state file again skips those (RavenDB: and sends the rest with
+    ``skip_overwrite_if_unchanged``). A file that changed since (size or modification time)
     is refused, naming it.
-
-    ``target``: instead of ``url``/``out``, a target another entry described, every
-    argument of it judged (:func:`bulkwire.cql.load_parquet`: a CQL table).
 
     ``take``: load only the rows at these indices of a single file, in that order (see
     :func:`bulkwire.take`). Every batch is checked before any of its bytes are written or
@@ -257,12 +246,19 @@ def load_parquet(path: Any, target: TargetDescription | None = None, *,
     null or ragged vector, a null vector element, invalid UTF-8 raise
     :class:`bulkwire.errors.RowError` (a ``ValueError``) naming the file, the column and the
     row (the file's row number; with ``take``, also the position in ``take``), also as its
-    attributes ``source``, ``column``, ``row``, ``take_index``.
+    attributes ``source``, ``column``, ``row``, ``take_index``. A load that does not
+    complete raises a :class:`bulkwire.errors.LoadError` (RavenDB's:
+    :class:`~bulkwire.errors.BulkInsertError`).
+
+    The former spellings still work, each with a ``DeprecationWarning`` naming the new one:
+    ``url=``, ``database=``, ``certificate=``, ``ca=``, ``ssl_context=`` (a RavenDB
+    database), ``out=`` (the request file) and the document options given here (or in
+    ``options``) without ``target``.
 
     >>> import tempfile, os
-    >>> from bulkwire import sample_parquet
+    >>> from bulkwire import sample_parquet, targets
     >>> src = sample_parquet(os.path.join(tempfile.mkdtemp(), "s.parquet"), rows=3, dim=2)
-    >>> load_parquet(src, metadata={"@collection": "Points"}).rows
+    >>> load_parquet(src, targets.request_file(metadata={"@collection": "Points"})).rows
     3
     """
     # old option names renamed here, so that their warning points at this call's caller
@@ -308,8 +304,10 @@ def _load(path: Any, target: TargetDescription | None, options: LoadOptions | No
         if not value:
             continue
         if not target.units:
-            raise ValueError(f"{name} needs url: worker processes and resumed runs load into a "
-                             f"server, each unit in its own request")
+            raise ValueError(f"{name} needs a target that confirms each unit of work on its "
+                             f"own (a database: bulkwire.targets.ravendb or cql), not "
+                             f"{target.describe()}: worker processes and resumed runs load "
+                             f"each unit in its own session")
         if files is None:
             raise ValueError(f"{name} needs files (a path, directory, glob or list of them): "
                              f"Arrow data given as a stream is read once, by one process")

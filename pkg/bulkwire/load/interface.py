@@ -21,6 +21,7 @@ import inspect
 import os
 from typing import Any, Callable, Protocol, TypeVar
 
+from ..errors import LoadError
 from ..load_options import LoadOptions
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -180,10 +181,13 @@ class DescriptionDefaults:
     """The methods of :class:`TargetDescription` that most kinds write the same way; a kind
     inherits them and writes the others: a target placed once made (:meth:`placed`), one
     session for all the units of a process (:meth:`request_per_unit`), compressed by nothing
-    (:attr:`compress`)."""
+    (:attr:`compress`), failing as any load (:attr:`load_error`)."""
 
     #: the compression of the output, for :attr:`~bulkwire.load.LoadResult.compress`
     compress: bool | str = False
+    #: the class of a failure the pipeline itself finds (a worker process that died): a
+    #: :class:`~bulkwire.errors.LoadError`, or the kind's own case of it
+    load_error: type = LoadError
 
     def placed(self, path: Any, files: list[str] | None) -> Any:
         return self

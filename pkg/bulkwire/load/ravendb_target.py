@@ -32,7 +32,7 @@ _D = DOCUMENT_DEFAULTS
 
 
 class _FileTarget:
-    """Without ``url``: the exact request body, written to ``path``. The commands go to a
+    """A session of :func:`request_file`'s target: the exact request body, written to ``path``. The commands go to a
     :class:`bulkwire.BulkWriter`, which frames the body; a thread writes its pieces (gzip:
     one stream at the fastest level, sync-flushed per piece, with the C core's own compressor:
     ISA-L when built in, else zlib; zstd: one frame, libzstd or the zstandard package).
@@ -116,7 +116,7 @@ class _FileTarget:
 
 
 class _ServerTarget:
-    """``load_parquet(url=...)``: the batches' commands go to :class:`bulkwire.BulkInsert`
+    """A session of :func:`ravendb`'s target: the batches' commands go to :class:`bulkwire.BulkInsert`
     (its bounded queue, compression on the sender thread, error messages, abort). The request
     starts with the first batch; no rows, no request."""
 
@@ -223,6 +223,8 @@ class ServerDescription(_DocumentDescription):
 
     units = True
     kind: ClassVar[str] = "ravendb"
+    #: a failure of a load into it is a bulk insert's
+    load_error: ClassVar[type] = BulkInsertError
 
     def describe(self) -> str:
         return f"{', '.join(map(str, server_urls(self.url)))} (database {self.database})"

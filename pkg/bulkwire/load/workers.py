@@ -7,7 +7,7 @@ import os
 import time
 from typing import Any, Callable
 
-from ..errors import _add_note, BulkInsertError
+from ..errors import _add_note, LoadError
 from .datasets import _Unit
 from .pipeline import _Job, _send, _Stopped
 
@@ -105,9 +105,12 @@ def _run_workers(job: _Job, shares: list[list[_Unit]], on_batch: Callable[[int, 
     while the other workers keep it busy with their messages. No lock is shared with the
     workers, the stop request included (:class:`_StopFlag`): one killed while holding it
     could block the others and the parent. A message cut short by a kill is an end of file,
-    not a wait."""
+    not a wait. A worker that died, or sent no error, raises the target's
+    :attr:`~bulkwire.load.interface.DescriptionDefaults.load_error` (a :class:`LoadError`)."""
     import multiprocessing
     import multiprocessing.connection
+
+    failed = getattr(job.target, "load_error", LoadError)
     import pickle
 
     context = multiprocessing.get_context("spawn")  # no fork after threads
@@ -134,7 +137,7 @@ def _run_workers(job: _Job, shares: list[list[_Unit]], on_batch: Callable[[int, 
                     if worker in finished:
                         continue
                     processes[worker].join(timeout=1)
-                    raise BulkInsertError(
+                    raise failed(
                         f"load worker {worker} (files {_files_of(shares[worker])}) died with "
                         f"exit code {processes[worker].exitcode}"
                         f"{'' if worker in started else _DIED_STARTING}") from None
@@ -151,8 +154,8 @@ def _run_workers(job: _Job, shares: list[list[_Unit]], on_batch: Callable[[int, 
                     pickled, text = message[2], message[3]
                     error = pickle.loads(pickled) if pickled is not None else None
                     if not isinstance(error, BaseException):
-                        error = BulkInsertError(f"load worker {worker} "
-                                                f"(files {_files_of(shares[worker])}): {text}")
+                        error = failed(f"load worker {worker} "
+                                       f"(files {_files_of(shares[worker])}): {text}")
                     else:
                         _add_note(error, f"in load worker {worker}, sending "
                                         f"{_files_of(shares[worker])}")
