@@ -169,6 +169,19 @@ def test_a_data_centre_without_replicas_routes_to_another_only_outside_local_lev
     placement.check_local("dc1", True, "ks")
 
 
+def test_a_simple_strategy_range_without_a_local_replica_fails_local_levels():
+    """SimpleStrategy with one replica: the ranges a dc2 node holds have no dc1 replica."""
+    placement = Placement(TWO_DCS, WHERE, Replication.of({"class": "SimpleStrategy",
+                                                          "replication_factor": "1"}))
+    placement.check_local("dc1", False, "ks")
+    with pytest.raises(NoLocalReplica, match="keyspace ks .* has no replica in the local "
+                                             "data centre dc1"):
+        placement.check_local("dc1", True, "ks")
+    every = Placement(TWO_DCS, WHERE, Replication.of({"class": "SimpleStrategy",
+                                                      "replication_factor": "2"}))
+    every.check_local("dc1", True, "ks")  # two nodes met: one of each data centre
+
+
 def test_a_local_dc_no_node_is_in_names_the_data_centres_there_are():
     placement = Placement(TWO_DCS, WHERE, Replication.of({"class": "SimpleStrategy",
                                                           "replication_factor": "1"}))
