@@ -26,6 +26,7 @@ import struct
 from typing import Any, Mapping, Sequence
 
 from . import _core
+from .errors import BulkwireError
 
 #: The strategies whose placement is computed; any other class places as EverywhereStrategy
 #: does here (the route is then the first node up clockwise in the local data centre).
@@ -108,7 +109,7 @@ class Replication:
         return "{" + ", ".join(f"'{k}': '{v}'" for k, v in items) + "}"
 
 
-class NoLocalReplica(ValueError):
+class NoLocalReplica(ValueError, BulkwireError):
     """The local data centre holds no replica of some token, and the consistency is a
     LOCAL_* one: no coordinator there could write it."""
 
