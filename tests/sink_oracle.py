@@ -62,7 +62,11 @@ def reference_commands(table: pa.Table, tmp_path, **options) -> dict[str, bytes]
     source = os.path.join(str(tmp_path), "reference.arrow")
     pyarrow.feather.write_feather(table, source, compression="uncompressed")
     out = os.path.join(str(tmp_path), "reference.bulk.json")
-    bulkwire.load_parquet(source, out=out, **options)
+    from bulkwire.document_options import DOCUMENT_OPTIONS
+
+    document = {name: value for name, value in options.items() if name in DOCUMENT_OPTIONS}
+    pipeline = {name: value for name, value in options.items() if name not in DOCUMENT_OPTIONS}
+    bulkwire.load_parquet(source, bulkwire.targets.request_file(out, **document), **pipeline)
     with open(out, "rb") as f:
         commands = raw_commands(f.read())
     assert len(commands) == table.num_rows

@@ -363,3 +363,37 @@ def test_a_partition_whose_worker_keeps_dying_fails_the_call_naming_the_unconfir
                             f"DataFrame's 4 partitions") for n in info.value.__notes__)
     confirmed = set().union(*(ids[i] for i in range(4) if i not in unconfirmed))
     assert confirmed <= answered_ids(server)
+
+
+def test_to_target_writes_what_the_target_says(server, tmp_path):
+    """to_target(ddf, target): the target's own options, the load's (columns), the same bytes
+    as load_parquet into the same target (on the synchronous scheduler); a file target, or a
+    target's option given to the load, is refused."""
+    table = make_table(900, 4, seed=11)
+    ddf = dd.from_pandas(table.to_pandas(types_mapper=pd.ArrowDtype), npartitions=3)
+    target = bulkwire.targets.ravendb(server.url, server.database, collection="Points")
+    result = bulkwire.dask.to_target(ddf, target, columns=["name", "emb"],
+                                     compute_kwargs={"scheduler": "sync"})
+    assert result.rows == 900 and len(server.requests) == 3
+    assert_exactly_once(received_commands(server),
+                        reference_commands(table, tmp_path, collection="Points",
+                                           columns=["name", "emb"]))
+    with pytest.raises(ValueError, match="must confirm each task's session on its own"):
+        bulkwire.dask.to_target(ddf, bulkwire.targets.request_file(str(tmp_path / "x.json")))
+    with pytest.raises(TypeError, match="float32 is an option of the ravendb target"):
+        bulkwire.dask.to_target(ddf, target, float32="shortest")
+
+
+def test_the_former_doors_warn_naming_to_target(server):
+    """to_bulk_insert and to_cql still work, each warning with its new spelling, pointing at
+    the caller."""
+    table = make_table(60, 4, seed=2)
+    ddf = dd.from_pandas(table.to_pandas(types_mapper=pd.ArrowDtype), npartitions=2)
+    with pytest.warns(DeprecationWarning, match=r"use bulkwire\.dask\.to_target\(ddf, "
+                                                r"bulkwire\.targets\.ravendb") as caught:
+        result = bulkwire.dask.to_bulk_insert(ddf, server.url, server.database,
+                                              compute_kwargs={"scheduler": "sync"})
+    assert result.rows == 60 and caught[0].filename == __file__
+    with pytest.warns(DeprecationWarning, match=r"bulkwire\.targets\.cql\(hosts"):
+        with pytest.raises(TypeError, match="collection"):
+            bulkwire.dask.to_cql(ddf, "127.0.0.1", "ks", "t", collection="Points")

@@ -104,6 +104,44 @@ def test_every_row_once_with_the_reference_bytes(server, tmp_path):
                         reference_commands(table, tmp_path, collection="Points"))
 
 
+def test_a_sink_made_from_a_target_writes_what_the_target_says(server, tmp_path):
+    """TargetDatasink(target): the target's own options (gzip, a collection), the load's
+    (columns): the same bytes as load_parquet into the same target; a target whose sessions
+    are not confirmed each on its own, or a target's option given to the sink, is refused."""
+    table = make_table(1200, 4, seed=3)
+    target = bulkwire.targets.ravendb(server.url, server.database, collection="Points",
+                                      compress="gzip")
+    sink = bulkwire.ray.TargetDatasink(target, columns=["name", "emb"])
+    ray.data.from_arrow(table).repartition(3).write_datasink(sink)
+    assert sink.result.rows == 1200 and sink.result.compress == "gzip"
+    assert sink.result.wire_bytes < sink.result.body_bytes
+    assert_exactly_once(received_commands(server),
+                        reference_commands(table, tmp_path, collection="Points",
+                                           columns=["name", "emb"]))
+    with pytest.raises(ValueError, match="must confirm each task's session on its own"):
+        bulkwire.ray.TargetDatasink(bulkwire.targets.jsonl(str(tmp_path / "x.jsonl")))
+    with pytest.raises(TypeError, match="collection is an option of the ravendb target"):
+        bulkwire.ray.TargetDatasink(target, collection="Other")
+
+
+def test_the_former_doors_warn_naming_the_target_datasink(server):
+    """BulkInsertDatasink, CqlDatasink and write_cql still work, each warning with its new
+    spelling, pointing at the caller."""
+    with pytest.warns(DeprecationWarning, match=r"use bulkwire\.ray\.TargetDatasink\("
+                                                r"bulkwire\.targets\.ravendb") as caught:
+        sink = bulkwire.ray.BulkInsertDatasink(server.url, server.database)
+    assert caught[0].filename == __file__
+    ray.data.from_arrow(make_table(50, 2)).write_datasink(sink)
+    assert sink.result.rows == 50
+    with pytest.warns(DeprecationWarning, match=r"TargetDatasink\(bulkwire\.targets\.cql"):
+        with pytest.raises(TypeError, match="collection"):
+            bulkwire.ray.CqlDatasink("127.0.0.1", "ks", "t", collection="Points")
+    with pytest.warns(DeprecationWarning, match=r"write_target\(ds, bulkwire\.targets\.cql"):
+        with pytest.raises(TypeError, match="collection"):
+            bulkwire.ray.write_cql(ray.data.from_arrow(make_table(5, 2)), "127.0.0.1", "ks",
+                                   "t", collection="Points")
+
+
 def test_pandas_blocks_and_options(server, tmp_path):
     """Blocks that are pandas frames (after map_batches), gzip, string ids, chosen columns:
     the same bytes as load_parquet with the same options."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import json
+import os
 import pickle
 import warnings
 
@@ -205,3 +206,79 @@ def test_a_ravendb_loads_refused_connection_is_a_bulk_insert_error_and_a_connect
     with pytest.raises(BulkInsertError) as failed:
         bulkwire.load_arrow(table(), targets.ravendb(f"http://127.0.0.1:{port}", "db"))
     assert isinstance(failed.value, ConnectError) and isinstance(failed.value, LoadError)
+
+
+# ------------------------------------------------------------------------------ the CLI
+
+def run_cli(argv, capsys):
+    from bulkwire import cli
+
+    try:
+        code = cli.main(argv)
+    except SystemExit as exc:
+        code = exc.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_the_command_line_has_each_kinds_options_from_the_registry(capsys):
+    code, out, _ = run_cli(["load", "-h"], capsys)
+    assert code == 0
+    for kind in targets.KINDS:
+        assert kind in out
+    for option in ("--target", "--window", "--retries", "--timeout", "--metadata",
+                   "--python-type", "--buffer-size"):
+        assert option in out, option
+
+
+def test_the_command_line_writes_a_jsonl_target(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    pq.write_table(table(), "t.parquet")
+    code, out, err = run_cli(["load", "t.parquet", "--target", "jsonl", "--out", "t.jsonl.gz",
+                              "--collection", "P", "--metadata", '{"k": 2}', "-q"], capsys)
+    assert code == 0, err
+    import gzip
+
+    docs = [json.loads(line) for line in gzip.decompress(open("t.jsonl.gz", "rb").read())
+            .splitlines()]
+    assert len(docs) == 5 and docs[0]["@metadata"]["k"] == 2
+    assert docs[0]["@metadata"]["@collection"] == "P" and "t.jsonl.gz" in out
+
+
+def test_the_command_line_refuses_an_option_of_another_kind(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    pq.write_table(table(), "t.parquet")
+    code, _, err = run_cli(["load", "t.parquet", "--window", "4"], capsys)
+    assert code == 2 and "--window is not an option of the request_file target" in err
+    code, _, err = run_cli(["load", "t.parquet", "--target", "jsonl"], capsys)
+    assert code == 2 and "--target jsonl needs --out" in err
+    code, _, err = run_cli(["load", "t.parquet", "--target", "cql"], capsys)
+    assert code == 2 and "--target cql needs --cql" in err
+    code, _, err = run_cli(["load", "t.parquet", "--target", "request_file", "--url",
+                            "http://127.0.0.1:1", "--database", "db"], capsys)
+    assert code == 2 and "--target request_file excludes --url" in err
+    code, _, err = run_cli(["load", "t.parquet", "--cql", "127.0.0.1:1", "--keyspace", "ks",
+                            "--table", "t", "--window", "many"], capsys)
+    assert code == 2 and "window must be an int, not 'many'" in err
+    assert sorted(os.listdir(".")) == ["t.parquet"]
+
+
+def test_the_command_lines_cql_window_reaches_the_target(tmp_path, capsys, monkeypatch):
+    from bulkwire import cli
+    from bulkwire.load import entry
+
+    monkeypatch.chdir(tmp_path)
+    pq.write_table(table(), "t.parquet")
+    seen = []
+
+    def load(path, target, **kwargs):
+        seen.append(target)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(entry, "load_parquet", load)
+    monkeypatch.setattr(bulkwire.load, "load_parquet", load)
+    code, _, _ = run_cli(["load", "t.parquet", "--cql", "127.0.0.1:1", "--keyspace", "ks",
+                          "--table", "t", "--window", "7", "--retries", "0", "--timeout",
+                          "2.5"], capsys)
+    assert code == cli.EXIT_INTERRUPTED
+    assert seen == [targets.cql("127.0.0.1:1", "ks", "t", window=7, retries=0, timeout=2.5)]

@@ -57,6 +57,10 @@ class SinkConfig:
             if not getattr(self.described, "units", False):
                 raise ValueError(f"a sink's target must confirm each task's session on its "
                                  f"own, not {self.described.describe()}")
+            # the target holds its own options: one given here would be lost
+            from .targets import refuse_options
+
+            refuse_options(self.described, self.options.document_options())
             return
         if self.url is None:
             raise ValueError("url is required (or a described target)")
@@ -75,6 +79,13 @@ class SinkConfig:
         tls = {name: value for name, value in (("certificate", self.certificate),
                                                ("ca", self.ca)) if value is not None}
         return ravendb(self.url, self.database, **tls, **self.options.document_options())
+
+    @property
+    def compress(self) -> bool | str:
+        """The compression of each session's body (the target's, or the options')."""
+        if self.described is not None:
+            return getattr(self.described, "compress", False)
+        return self.options.compress
 
     @property
     def target(self) -> str:
@@ -172,7 +183,7 @@ def load_arrow(data: Any, config: SinkConfig, source: str) -> LoadResult:
     first = next(batches, None)
     if first is None:
         return LoadResult(rows=0, body_bytes=0, wire_bytes=0, seconds=time.perf_counter() - start,
-                          source=source, target=config.target, compress=options.compress)
+                          source=source, target=config.target, compress=config.compress)
     if config.described is None:
         config.check_columns(first.schema.names, source)  # named after the partition, not its data
     try:
@@ -195,4 +206,4 @@ def summed(results: Iterable[LoadResult], seconds: float, source: str, config: S
         body += result.body_bytes
         wire += result.wire_bytes
     return LoadResult(rows=rows, body_bytes=body, wire_bytes=wire, seconds=seconds, source=source,
-                      target=config.target, compress=config.options.compress)
+                      target=config.target, compress=config.compress)

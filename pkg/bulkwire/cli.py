@@ -326,6 +326,73 @@ def _load_options(args: argparse.Namespace, columns: list | None):
         args.parser.error(in_cli_words(str(exc)))
 
 
+#: The options of the target kinds (bulkwire.targets) that ``bulkwire load`` gives under
+#: another name (the kind's option -> the argument's dest), and those it cannot give (not
+#: text). Every other option of a kind that no argument of ``bulkwire load`` has is an
+#: argument of its own, ``--<option>``, generated from the registry (:func:`_target_arguments`).
+TARGET_ALIASES = {"hosts": "cql", "url": "url", "tls": "cql_tls",
+                  "address_map": "cql_address_map", "path": "out"}
+TARGET_NOT_TEXT = {"ssl_context"}
+
+
+def _target_arguments(load: argparse.ArgumentParser) -> None:
+    """Adds ``--target KIND`` and, for every option of a kind of
+    :data:`bulkwire.targets.KINDS` that no argument gives, ``--<option>`` (a string, read as
+    the option's type when the target is made; its dest ``target_<option>``)."""
+    from .targets import KINDS, REQUIRED, options
+
+    load.add_argument("--target", choices=sorted(KINDS),
+                      help="the kind of target (default: ravendb with --url, cql with --cql, "
+                           "else request_file); jsonl writes one document per line to --out")
+    taken = {action.dest for action in load._actions}
+    found: dict = {}
+    for kind in sorted(KINDS):
+        for option in options(kind):
+            if (option.name in taken or option.name in TARGET_ALIASES
+                    or option.name in TARGET_NOT_TEXT):
+                continue
+            found.setdefault(option.name, []).append((kind, option.default))
+    for name, kinds in sorted(found.items()):
+        defaults = {repr(default) for _, default in kinds if default is not REQUIRED}
+        shown = ", ".join(kind for kind, _ in kinds)
+        said = f"; default {defaults.pop()}" if len(defaults) == 1 else ""
+        load.add_argument("--" + name.replace("_", "-"), dest=f"target_{name}", metavar="VALUE",
+                          help=f"the target's {name} (with --target {shown}{said})")
+
+
+def _target_kind(args: argparse.Namespace) -> tuple:
+    """The kind of the load's target (``--target``, else what ``--url`` / ``--cql`` say), and
+    the generated options given for it (their values as text); a usage error when
+    ``--target`` contradicts them, or an option given is not one of the kind's."""
+    from .targets import _from_text, options
+
+    kind = args.target or ("cql" if args.cql is not None else
+                           "ravendb" if args.url is not None else "request_file")
+    needs = {"ravendb": "--url", "cql": "--cql"}
+    if args.target is not None:
+        for flag, value in (("--url", args.url), ("--cql", args.cql)):
+            if value is not None and needs.get(kind) != flag:
+                args.parser.error(f"--target {kind} excludes {flag}")
+        if kind in needs and getattr(args, needs[kind][2:]) is None:
+            args.parser.error(f"--target {kind} needs {needs[kind]}")
+        if kind == "jsonl" and args.out is None:
+            args.parser.error("--target jsonl needs --out (the JSON Lines file)")
+    taken = {option.name: option.annotation for option in options(kind)}
+    given = {}
+    for name, value in vars(args).items():
+        if not name.startswith("target_") or value is None:
+            continue
+        option = name[len("target_"):]
+        if option not in taken:
+            args.parser.error(f"--{option.replace('_', '-')} is not an option of the {kind} "
+                              f"target")
+        try:
+            given[option] = _from_text(option, value, taken[option])
+        except ValueError as exc:
+            args.parser.error(in_cli_words(str(exc)))
+    return kind, given
+
+
 def cmd_load(args: argparse.Namespace) -> int:
     """Load Parquet / Arrow IPC files with bulk insert (or write the request body to a file)."""
     from .errors import LoadError, ResumeStateError
@@ -346,8 +413,6 @@ def cmd_load(args: argparse.Namespace) -> int:
         args.parser.error("--keyspace and --table need --cql")
     elif args.cql_address_map is not None:
         args.parser.error("--cql-address-map needs --cql")
-    elif args.local_dc is not None:
-        args.parser.error("--local-dc needs --cql")
     address_map = None
     if args.cql_address_map is not None:
         from .load.cql_target import address_map_of
@@ -390,21 +455,27 @@ def cmd_load(args: argparse.Namespace) -> int:
     progress = sys.stderr.isatty() if args.progress is None else args.progress
     url = None
     target = None
+    kind, given = _target_kind(args)
     if args.url is not None:  # one URL: that server alone; several: a cluster's nodes
         urls = [one for value in args.url for one in value]
         url = urls[0] if len(urls) == 1 else urls
         ca = False if args.insecure else args.ca
         try:  # the server's options (URLs given twice, TLS files), before any file is read
-            from .targets import ravendb
+            from .targets import make
 
-            target = ravendb(url, args.database, certificate=certificate, ca=ca,
-                             **options.document_options())
+            target = make("ravendb", url=url, database=args.database, certificate=certificate,
+                          ca=ca, **options.document_options(), **given)
         except (OSError, ValueError, TypeError) as exc:  # a TLSFileError is a ValueError
             return _fail(str(exc), EXIT_USAGE)
     elif args.cql is None:
-        from .targets import request_file
+        from .targets import make
 
-        target = request_file(args.out, **options.document_options())
+        try:
+            target = (make(kind, path=args.out, **options.document_options(), **given)
+                      if kind == "jsonl" else
+                      make(kind, out=args.out, **options.document_options(), **given))
+        except (ValueError, TypeError) as exc:
+            args.parser.error(in_cli_words(str(exc)))
     try:
         from .load import load_parquet
         from .load.datasets import _dataset_files
@@ -419,14 +490,14 @@ def cmd_load(args: argparse.Namespace) -> int:
             args.parser.error(f"{'--workers' if args.workers > 1 else '--resume'} needs --url")
         with _sigterm_stops():
             if args.cql is not None:
-                from .targets import cql
+                from .targets import make
 
-                target = cql(
-                    [one for value in args.cql for one in value], args.keyspace, args.table,
+                target = make(
+                    "cql", hosts=[one for value in args.cql for one in value],
+                    keyspace=args.keyspace, table=args.table,
                     consistency=args.consistency, username=args.username,
                     password=args.password, tls=args.cql_tls, certificate=certificate,
-                    ca=False if args.insecure else args.ca, address_map=address_map,
-                    local_dc=args.local_dc)
+                    ca=False if args.insecure else args.ca, address_map=address_map, **given)
             result = load_parquet(
                 _source(args), target, options=options.pipeline_only(), take=take,
                 progress=progress and not args.quiet, workers=args.workers,
@@ -588,9 +659,6 @@ def build_parser() -> argparse.ArgumentParser:
                            "the node's own) instead, as through a port mapping, a NAT or a "
                            "tunnel; repeat or separate with commas. The node answering at a "
                            "contact point is always reached there")
-    load.add_argument("--local-dc", metavar="DC",
-                      help="with --cql: the data centre the rows go to, each to the first "
-                           "replica of its token there (default: the contact point's)")
     load.add_argument("--cql-tls", action="store_true",
                       help="TLS to the CQL nodes (--certificate, --key, --ca as for --url)")
     load.add_argument("--certificate", metavar="PEM",
@@ -642,6 +710,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="draw a progress bar on stderr (default: when stderr is a terminal)")
     load.add_argument("-q", "--quiet", action="store_true",
                       help="no progress bar (the summary line and errors are still printed)")
+    _target_arguments(load)
 
     serve = command(
         "serve", "run the loopback bulk insert server (for trying and testing)",

@@ -1,10 +1,12 @@
-"""Load a Dask DataFrame: one session per partition, sent by the workers, into a RavenDB
-database (:func:`to_bulk_insert`: one bulk insert request per partition) or a Cassandra/Scylla
-table (:func:`to_cql`: one CQL session per partition).
+"""Load a Dask DataFrame: one session per partition, sent by the workers, into a target of
+:mod:`bulkwire.targets` (:func:`to_target`): a RavenDB database (one bulk insert request per
+partition) or a Cassandra/Scylla table (one CQL session per partition). The former doors
+:func:`to_bulk_insert` and :func:`to_cql` still work, with a ``DeprecationWarning``.
 
 >>> import bulkwire.dask
->>> result = bulkwire.dask.to_bulk_insert(ddf, "http://raven:8080", "db")  # doctest: +SKIP
->>> result = bulkwire.dask.to_cql(ddf, "10.0.0.1", "ks", "vectors")  # doctest: +SKIP
+>>> from bulkwire import targets
+>>> result = bulkwire.dask.to_target(ddf, targets.ravendb("http://raven:8080", "db"))  # doctest: +SKIP
+>>> result = bulkwire.dask.to_target(ddf, targets.cql("10.0.0.1", "ks", "vectors"))  # doctest: +SKIP
 >>> result.rows                                                     # doctest: +SKIP
 
 Needs the ``dask`` extra (``pip install 'bulkwire[dask]'``); ``import bulkwire`` does not
@@ -15,13 +17,14 @@ from __future__ import annotations
 import time
 from typing import Any, Mapping, Sequence
 
+from ._deprecated import warn_deprecated
 from ._arrow_sink import SinkConfig, cql_config, load_arrow, pandas_schema, summed
 from ._extras import missing_extra
 from .errors import _mark_unconfirmed
 from .load import LoadResult
 from .load_options import LoadOptions
 
-__all__ = ["to_bulk_insert", "to_cql"]
+__all__ = ["to_target", "to_bulk_insert", "to_cql"]
 
 _STATS_COLUMNS = ("rows", "body_bytes", "wire_bytes", "seconds")
 
@@ -58,10 +61,37 @@ def _load_partition(frame: Any, config: SinkConfig, partition_info: dict | None 
     return _stats_frame(load_arrow(table, config, source=f"partition {number} of the Dask DataFrame"))
 
 
+def to_target(ddf: Any, target: Any, *, options: LoadOptions | None = None,
+              compute_kwargs: Mapping[str, Any] | None = None, **fields: Any) -> LoadResult:
+    """Load every row of the Dask DataFrame ``ddf`` into ``target`` (a description of
+    :mod:`bulkwire.targets` whose sessions are confirmed each on its own: a RavenDB
+    database, a CQL table): each partition is sent by the worker that holds it, in one
+    session of its own (through ``map_partitions``); returns the sessions' stats summed
+    (``seconds``: the whole run's wall time). Only the judged description is sent to the
+    workers.
+
+    ``options`` (a :class:`bulkwire.LoadOptions`) and ``fields`` are the load's own
+    (``columns``, ``vector_column``, ``batch_rows``); the target holds its options. Each
+    partition is converted with ``pyarrow.Table.from_pandas(preserve_index=False)``. The
+    frame's schema is checked against the target before any task runs (for a CQL table:
+    its columns read and the INSERT prepared). A partition that fails makes this call raise
+    its error, noted with the partitions not confirmed; those that completed stay loaded.
+
+    >>> import dask.dataframe as dd                                  # doctest: +SKIP
+    >>> from bulkwire import targets                                 # doctest: +SKIP
+    >>> to_target(ddf, targets.ravendb("http://127.0.0.1:8080", "db")).rows  # doctest: +SKIP
+    2200000
+    """
+    config = SinkConfig(options=LoadOptions.of(options, **fields), described=target)
+    return _write(ddf, config, compute_kwargs)
+
+
 def to_bulk_insert(ddf: Any, url: str | Sequence[str], database: str, *,
                    options: LoadOptions | None = None, certificate: Any = None, ca: Any = None,
                    compute_kwargs: Mapping[str, Any] | None = None, **fields: Any) -> LoadResult:
-    """Bulk insert every row of the Dask DataFrame ``ddf``: each partition is sent by the
+    """Deprecated: :func:`to_target` with ``bulkwire.targets.ravendb(url, database, ...)``.
+
+    Bulk insert every row of the Dask DataFrame ``ddf``: each partition is sent by the
     worker that holds it, as one bulk insert request (through ``map_partitions``); returns
     the requests' stats summed (``seconds``: the whole run's wall time).
 
@@ -86,6 +116,8 @@ def to_bulk_insert(ddf: Any, url: str | Sequence[str], database: str, *,
     >>> to_bulk_insert(ddf, "http://127.0.0.1:8080", "db").rows       # doctest: +SKIP
     2200000
     """
+    warn_deprecated("bulkwire.dask.to_bulk_insert(ddf, url, database, ...)",
+                    "bulkwire.dask.to_target(ddf, bulkwire.targets.ravendb(url, database, ...))")
     config = SinkConfig(url=url if isinstance(url, str) else tuple(url), database=database,
                         options=LoadOptions.of(options, **fields), certificate=certificate,
                         ca=ca)
@@ -95,7 +127,10 @@ def to_bulk_insert(ddf: Any, url: str | Sequence[str], database: str, *,
 def to_cql(ddf: Any, hosts: str | Sequence[str], keyspace: str, table: str, *,
            columns: Sequence[str] | None = None, batch_rows: int | None = None,
            compute_kwargs: Mapping[str, Any] | None = None, **connection: Any) -> LoadResult:
-    """Load every row of the Dask DataFrame ``ddf`` into the CQL table ``keyspace.table``:
+    """Deprecated: :func:`to_target` with ``bulkwire.targets.cql(hosts, keyspace, table,
+    ...)``.
+
+    Load every row of the Dask DataFrame ``ddf`` into the CQL table ``keyspace.table``:
     each partition is sent by the worker that holds it, in one CQL session of its own (its
     own connections, through ``map_partitions``), each row one prepared INSERT of the
     frame's columns (``columns``: these only) routed to the node owning its partition, as
@@ -126,6 +161,9 @@ def to_cql(ddf: Any, hosts: str | Sequence[str], keyspace: str, table: str, *,
     >>> to_cql(ddf, "10.0.0.1", "ks", "vectors").rows                # doctest: +SKIP
     2200000
     """
+    warn_deprecated("bulkwire.dask.to_cql(ddf, hosts, keyspace, table, ...)",
+                    "bulkwire.dask.to_target(ddf, bulkwire.targets.cql(hosts, keyspace, table, "
+                    "...))")
     config = cql_config(hosts, keyspace, table, columns, batch_rows, connection, "to_cql")
     return _write(ddf, config, compute_kwargs)
 
@@ -144,7 +182,7 @@ def _write(ddf: Any, config: SinkConfig, compute_kwargs: Mapping[str, Any] | Non
     frames = _partition_stats(tasks, dict(compute_kwargs or {}))
     parts = [LoadResult(rows=int(r.rows), body_bytes=int(r.body_bytes),
                         wire_bytes=int(r.wire_bytes), seconds=float(r.seconds), source="",
-                        target=config.target, compress=config.options.compress)
+                        target=config.target, compress=config.compress)
              for frame in frames for r in frame.itertuples(index=False)]
     if len(parts) != ddf.npartitions:  # every partition reports once: anything else is a bug
         raise RuntimeError(f"{len(parts)} partition results for {ddf.npartitions} partitions")

@@ -1,11 +1,13 @@
-"""Load a Ray Dataset, one session per write task: into a RavenDB database with
-``Dataset.write_datasink(BulkInsertDatasink(url, database))`` (one bulk insert request per
-task), into a Cassandra/Scylla table with ``write_cql(ds, hosts, keyspace, table)`` or
-``Dataset.write_datasink(CqlDatasink(hosts, keyspace, table))`` (one CQL session per task).
+"""Load a Ray Dataset, one session per write task, into a target of :mod:`bulkwire.targets`
+(:class:`TargetDatasink`, :func:`write_target`): a RavenDB database (one bulk insert request
+per task) or a Cassandra/Scylla table (one CQL session per task). The former doors
+(:class:`BulkInsertDatasink`, :class:`CqlDatasink`, :func:`write_cql`) still work, with a
+``DeprecationWarning``.
 
 >>> import ray.data                                                  # doctest: +SKIP
->>> from bulkwire.ray import BulkInsertDatasink
->>> sink = BulkInsertDatasink("http://raven:8080", "db")
+>>> from bulkwire import targets
+>>> from bulkwire.ray import TargetDatasink
+>>> sink = TargetDatasink(targets.ravendb("http://raven:8080", "db"))
 >>> ray.data.read_parquet("embeddings/").write_datasink(sink)        # doctest: +SKIP
 >>> sink.result.rows                                                 # doctest: +SKIP
 
@@ -17,13 +19,14 @@ from __future__ import annotations
 import time
 from typing import Any, Iterable, Sequence
 
+from ._deprecated import warn_deprecated
 from ._arrow_sink import SinkConfig, cql_config, load_arrow, pandas_schema, summed
 from ._extras import missing_extra
 from .errors import BulkInsertError, LoadError, _add_note
 from .load import LoadResult
 from .load_options import LoadOptions
 
-__all__ = ["BulkInsertDatasink", "CqlDatasink", "write_cql"]
+__all__ = ["TargetDatasink", "write_target", "BulkInsertDatasink", "CqlDatasink", "write_cql"]
 
 
 def _ray_datasink_base() -> type:
@@ -93,7 +96,8 @@ def _define_datasinks() -> dict[str, type]:
             given = getattr(write_result, "num_rows", None)
             if given is not None and int(given) != result.rows:
                 # a RavenDB database's bulk insert error; any other target's, a LoadError
-                error = BulkInsertError if self._config.described is None else LoadError
+                error = (BulkInsertError if self._config.described is None
+                         else getattr(self._config.described, "load_error", LoadError))
                 raise error(f"the target confirmed {result.rows:,} rows of the Ray Dataset, "
                             f"but its write tasks were given {int(given):,} "
                             f"({self._config.target})")
@@ -138,9 +142,34 @@ def _define_datasinks() -> dict[str, type]:
         def __init__(self, url: str | Sequence[str], database: str, *,
                      options: LoadOptions | None = None, certificate: Any = None,
                      ca: Any = None, **fields: Any) -> None:
+            warn_deprecated("bulkwire.ray.BulkInsertDatasink(url, database, ...)",
+                            "bulkwire.ray.TargetDatasink(bulkwire.targets.ravendb(url, "
+                            "database, ...))")
             self._begin(SinkConfig(
                 url=url if isinstance(url, str) else tuple(url), database=database,
                 options=LoadOptions.of(options, **fields), certificate=certificate, ca=ca))
+
+    class TargetDatasink(_ArrowDatasink):
+        """A Ray Data sink into ``target`` (a description of :mod:`bulkwire.targets` whose
+        sessions are confirmed each on its own: a RavenDB database, a CQL table): each write
+        task sends its blocks in one session of its own; :meth:`on_write_complete` sums the
+        sessions' stats into :attr:`result`. ``options`` (a :class:`bulkwire.LoadOptions`)
+        and ``fields`` are the load's own (``columns``, ``vector_column``, ``batch_rows``);
+        the target holds its options. Only the judged description is pickled to the workers.
+
+        >>> import ray.data                                          # doctest: +SKIP
+        >>> from bulkwire import targets                             # doctest: +SKIP
+        >>> sink = TargetDatasink(targets.cql("10.0.0.1", "ks", "vectors"))  # doctest: +SKIP
+        >>> ray.data.from_arrow(table).write_datasink(sink)          # doctest: +SKIP
+        >>> sink.result.rows                                         # doctest: +SKIP
+        1000
+        """
+
+        _name = "Target"
+
+        def __init__(self, target: Any, *, options: LoadOptions | None = None,
+                     **fields: Any) -> None:
+            self._begin(SinkConfig(options=LoadOptions.of(options, **fields), described=target))
 
     class CqlDatasink(_ArrowDatasink):
         """A Ray Data sink that loads every row into the CQL table ``keyspace.table``: each
@@ -172,10 +201,14 @@ def _define_datasinks() -> dict[str, type]:
         def __init__(self, hosts: str | Sequence[str], keyspace: str, table: str, *,
                      columns: Sequence[str] | None = None, batch_rows: int | None = None,
                      **connection: Any) -> None:
+            warn_deprecated("bulkwire.ray.CqlDatasink(hosts, keyspace, table, ...)",
+                            "bulkwire.ray.TargetDatasink(bulkwire.targets.cql(hosts, keyspace, "
+                            "table, ...))")
             self._begin(cql_config(hosts, keyspace, table, columns, batch_rows, connection,
                                    "CqlDatasink"))
 
-    classes = {"BulkInsertDatasink": BulkInsertDatasink, "CqlDatasink": CqlDatasink}
+    classes = {"BulkInsertDatasink": BulkInsertDatasink, "CqlDatasink": CqlDatasink,
+               "TargetDatasink": TargetDatasink}
     for name, cls in classes.items():
         cls.__module__ = __name__
         cls.__qualname__ = name  # pickled by reference, by name
@@ -184,29 +217,52 @@ def _define_datasinks() -> dict[str, type]:
     return {**classes, "_ArrowDatasink": _ArrowDatasink}
 
 
-def write_cql(ds: Any, hosts: str | Sequence[str], keyspace: str, table: str, *,
-              columns: Sequence[str] | None = None, batch_rows: int | None = None,
-              ray_remote_args: dict | None = None, **connection: Any) -> LoadResult:
-    """Load every row of the Ray Dataset ``ds`` into the CQL table ``keyspace.table``
-    through a :class:`CqlDatasink` (its arguments), once the Dataset's schema
-    (``ds.schema()``: what Ray knows of it without writing) passed the table's check on
-    this process: its columns read, the INSERT prepared and every column's type checked
-    (:class:`bulkwire.errors.SchemaMismatchError` naming the column) before any write task
-    runs. Returns the sink's :attr:`~CqlDatasink.result`; raises a failed task's error.
+def write_target(ds: Any, target: Any, *, options: LoadOptions | None = None,
+                 ray_remote_args: dict | None = None, **fields: Any) -> LoadResult:
+    """Load every row of the Ray Dataset ``ds`` into ``target`` through a
+    :class:`TargetDatasink` (its arguments), once the Dataset's schema (``ds.schema()``:
+    what Ray knows of it without writing) passed the target's check on this process (a CQL
+    table: its columns read, the INSERT prepared and every column's type checked,
+    :class:`bulkwire.errors.SchemaMismatchError` naming the column) before any write task
+    runs. Returns the sink's :attr:`~TargetDatasink.result`; raises a failed task's error.
     ``ray_remote_args`` go to ``write_datasink``.
 
     >>> import ray.data                                              # doctest: +SKIP
-    >>> write_cql(ray.data.read_parquet("embeddings/"), "10.0.0.1", "ks", "vectors").rows  # doctest: +SKIP
+    >>> from bulkwire import targets                                 # doctest: +SKIP
+    >>> write_target(ray.data.read_parquet("embeddings/"), targets.cql("10.0.0.1", "ks", "vectors")).rows  # doctest: +SKIP
     2200000
     """
-    sink = __getattr__("CqlDatasink")(hosts, keyspace, table, columns=columns,
-                                      batch_rows=batch_rows, **connection)
+    sink = __getattr__("TargetDatasink")(target, options=options, **fields)
+    return _written(ds, sink, ray_remote_args)
+
+
+def _written(ds: Any, sink: Any, ray_remote_args: dict | None) -> LoadResult:
+    """``ds`` written into ``sink`` once its schema passed the sink's check."""
     schema = ds.schema()
     if schema is None:
         raise ValueError("the Ray Dataset has no schema (no blocks): nothing to check or load")
     sink.config.check("the Ray Dataset", list(schema.names), lambda: _arrow_schema(schema))
     ds.write_datasink(sink, ray_remote_args=ray_remote_args)
     return sink.result
+
+
+def write_cql(ds: Any, hosts: str | Sequence[str], keyspace: str, table: str, *,
+              columns: Sequence[str] | None = None, batch_rows: int | None = None,
+              ray_remote_args: dict | None = None, **connection: Any) -> LoadResult:
+    """Deprecated: :func:`write_target` with ``bulkwire.targets.cql(hosts, keyspace, table,
+    ...)``. Loads every row of the Ray Dataset ``ds`` into the CQL table
+    ``keyspace.table``, once the Dataset's schema passed the table's check on this process.
+
+    >>> import ray.data                                              # doctest: +SKIP
+    >>> write_cql(ray.data.read_parquet("embeddings/"), "10.0.0.1", "ks", "vectors").rows  # doctest: +SKIP
+    2200000
+    """
+    warn_deprecated("bulkwire.ray.write_cql(ds, hosts, keyspace, table, ...)",
+                    "bulkwire.ray.write_target(ds, bulkwire.targets.cql(hosts, keyspace, "
+                    "table, ...))")
+    config = cql_config(hosts, keyspace, table, columns, batch_rows, connection, "write_cql")
+    sink = __getattr__("TargetDatasink")(config.described, options=config.options)
+    return _written(ds, sink, ray_remote_args)
 
 
 def _arrow_schema(schema: Any) -> Any:
@@ -225,7 +281,7 @@ def _arrow_schema(schema: Any) -> Any:
 
 def __getattr__(name: str) -> Any:
     # the classes are made on first use, so that importing this module does not import Ray
-    if name in ("BulkInsertDatasink", "CqlDatasink", "_ArrowDatasink"):
+    if name in ("BulkInsertDatasink", "CqlDatasink", "TargetDatasink", "_ArrowDatasink"):
         classes = _define_datasinks()
         globals().update(classes)
         return classes[name]

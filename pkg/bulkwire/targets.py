@@ -151,6 +151,21 @@ def make(kind: str, **values: Any) -> Any:
     return constructor(**converted)
 
 
+def refuse_options(target: Any, names: Any) -> None:
+    """A ``TypeError`` naming the first of ``names`` (options a load or a sink was given
+    besides ``target``), when there is one: an option of the target's kind belongs to the
+    target ("give it to bulkwire.targets.<kind>(...)"), any other is not the kind's."""
+    names = list(names)
+    if not names:
+        return
+    name, kind = names[0], getattr(target, "kind", type(target).__name__)
+    constructor = KINDS.get(kind)
+    if constructor is not None and name in inspect.signature(constructor).parameters:
+        raise TypeError(f"{name} is an option of the {kind} target, not of the load: give it "
+                        f"to bulkwire.targets.{kind}(..., {name}=...)")
+    raise TypeError(f"{name} is not an option of the {kind} target")
+
+
 def __getattr__(name: str) -> Any:
     """A kind's constructor, by the kind's name (for a kind registered after this module's
     static names)."""

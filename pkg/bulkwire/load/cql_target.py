@@ -477,8 +477,6 @@ class CqlDescription(DescriptionDefaults):
                 f"this load its own state file)")
 
 
-
-
 @kind_constructor("cql")
 def cql(hosts: str | Sequence[str], keyspace: str, table: str, *,
         consistency: str = DEFAULT_CONSISTENCY, username: str | None = None,

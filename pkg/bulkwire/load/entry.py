@@ -6,7 +6,6 @@ parts composed (plan, sources, target, resume state, workers), progress reported
 :class:`~bulkwire.load.interface.TargetDescription`."""
 from __future__ import annotations
 
-import inspect
 import os
 import pickle
 import sys
@@ -143,7 +142,7 @@ def _target_of(target: TargetDescription | None, options: LoadOptions | None,
     options: each warned about) describe it, through the registry: a RavenDB database with
     ``url``, else the request body written to ``out`` (by default next to the source). With
     ``target``, those arguments are refused, naming the first."""
-    from ..targets import KINDS
+    from ..targets import KINDS, refuse_options
 
     old = {name: fields.pop(name) for name in OLD_TARGET_ARGUMENTS if name in fields}
     old = {name: value for name, value in old.items() if value is not None}
@@ -152,13 +151,7 @@ def _target_of(target: TargetDescription | None, options: LoadOptions | None,
     if target is not None:
         if old:
             raise ValueError("target excludes url, out and the TLS arguments (they name a target)")
-        if document:
-            name, kind = next(iter(document)), getattr(target, "kind", type(target).__name__)
-            constructor = KINDS.get(kind)
-            if constructor is not None and name in inspect.signature(constructor).parameters:
-                raise TypeError(f"{name} is an option of the {kind} target, not of the load: "
-                                f"give it to bulkwire.targets.{kind}(..., {name}=...)")
-            raise TypeError(f"{name} is not an option of the {kind} target")
+        refuse_options(target, document)
         return target, options
     url = old.pop("url", None)
     if url is not None:
