@@ -12,7 +12,9 @@ load opens. Each answer can be replaced, to play a node that misbehaves:
 
 ``columns`` is the table: ``[(name, kind, cql type id)]``, the partition key first; the
 node listens on ``host`` (any 127.x.y.z) and ``port`` (0: any) and owns ``tokens``; ``peers``
-are the other nodes its system.peers names, ``[(address, tokens)]``. A subclass says what
+are the other nodes its system.peers names, ``[(address, tokens)]``. Every node is in data
+centre ``datacenter1``, rack ``rack1``; ``system_schema.keyspaces`` gives the keyspace
+``replication`` (SimpleStrategy, one replica, by default). A subclass says what
 the system tables hold (:meth:`FakeNode.local_cells`, :meth:`FakeNode.peer_cells`) and
 records what each EXECUTE stored (:meth:`FakeNode.executed`): ``cql_nodes``' emulated
 cluster is one.
@@ -29,7 +31,8 @@ from cql_frames import read_exact as _read
 
 OPTIONS, STARTUP, QUERY, PREPARE, EXECUTE = 0x05, 0x01, 0x07, 0x09, 0x0A
 ERROR, READY, SUPPORTED, RESULT = 0x00, 0x02, 0x06, 0x08
-BIGINT, INT, UUID, VARCHAR, INET, SET = 0x0002, 0x0009, 0x000C, 0x000D, 0x0010, 0x0022
+BIGINT, INT, UUID, VARCHAR, INET, MAP, SET = (0x0002, 0x0009, 0x000C, 0x000D, 0x0010, 0x0021,
+                                              0x0022)
 TYPE_NAMES = {BIGINT: "bigint", INT: "int", VARCHAR: "text"}
 
 
@@ -46,6 +49,13 @@ def text_set(items: list[str]) -> bytes:
     out = struct.pack(">i", len(items))
     for item in items:
         out += cell(item.encode())
+    return out
+
+
+def text_map(items: dict[str, str]) -> bytes:
+    out = struct.pack(">i", len(items))
+    for key, value in items.items():
+        out += cell(key.encode()) + cell(value.encode())
     return out
 
 
@@ -79,7 +89,8 @@ class FakeNode:
                  answer_execute: Callable[[int, bytes], tuple[int, bytes] | None] | None = None,
                  silent_at: str | None = None, tokens: list[str] | None = None,
                  host: str = "127.0.0.1", port: int = 0,
-                 peers: list[tuple[str, list[str]]] | None = None) -> None:
+                 peers: list[tuple[str, list[str]]] | None = None,
+                 replication: dict[str, str] | None = None) -> None:
         self.keyspace, self.table = keyspace, table
         self.columns = columns or [("id", "partition_key", BIGINT), ("v", "regular", INT)]
         self.answer_query, self.answer_execute = answer_query, answer_execute
@@ -89,6 +100,7 @@ class FakeNode:
         self.seen: dict[str, int] = {}  # requests received, by kind, answered or not
         self.lock = threading.Lock()
         self.host, self.peers = host, peers or []
+        self.replication = replication or {"class": "SimpleStrategy", "replication_factor": "1"}
         self.connections = 0  # connections accepted
         self.listener = socket.create_server((host, port))
         self.port = self.listener.getsockname()[1]
@@ -119,6 +131,11 @@ class FakeNode:
                                                  ("kind", struct.pack(">H", VARCHAR))],
                     [[n.encode(), k.encode()] for n, k, _ in self.columns])
 
+    def keyspace_rows(self) -> bytes:
+        return rows("system_schema", "keyspaces",
+                    [("replication", struct.pack(">HHH", MAP, VARCHAR, VARCHAR))],
+                    [[text_map(self.replication)]])
+
     def system_rows(self, query: str) -> bytes:
         """The Rows a node answers to ``SELECT a, b, ... FROM system.local`` (itself:
         :meth:`local_cells`), ``system.peers_v2`` (each peer's native address, at the port it
@@ -129,6 +146,7 @@ class FakeNode:
         inet, tokens = struct.pack(">H", INET), struct.pack(">HH", SET, VARCHAR)
         kinds = {"host_id": struct.pack(">H", UUID), "peer": inet, "rpc_address": inet,
                  "native_address": inet, "native_port": struct.pack(">H", INT),
+                 "data_center": struct.pack(">H", VARCHAR), "rack": struct.pack(">H", VARCHAR),
                  "tokens": tokens}
         nodes = [self.local_cells()] if table == "system.local" else self.peer_cells()
         return rows("system", table.split(".", 1)[1], [(n, kinds[n]) for n in names],
@@ -213,6 +231,8 @@ class FakeNode:
                 return given
             if "system_schema.columns" in text:
                 return RESULT, self.schema_rows()
+            if "system_schema.keyspaces" in text:
+                return RESULT, self.keyspace_rows()
             return RESULT, self.system_rows(text)
         if opcode == EXECUTE:
             with self.lock:
@@ -239,13 +259,14 @@ def execute_values(body: bytes) -> list[bytes | None]:
 
 
 def node_cells(node_id: bytes, peer: str, address: str, port: int | None,
-               tokens: list[str]) -> dict:
+               tokens: list[str], datacenter: str = "datacenter1", rack: str = "rack1") -> dict:
     """A node's row of the system tables, by column: its ``host_id``, its cluster address
     (``peer``), the client ``address`` (rpc and native) and native ``port`` (None: not
-    given) it advertises, and its ``tokens``."""
+    given) it advertises, its ``tokens``, its data centre and rack."""
     return {"host_id": node_id, "peer": inet(peer), "rpc_address": inet(address),
             "native_address": inet(address),
             "native_port": None if port is None else struct.pack(">i", port),
+            "data_center": datacenter.encode(), "rack": rack.encode(),
             "tokens": text_set([str(t) for t in tokens])}
 
 

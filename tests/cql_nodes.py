@@ -4,8 +4,10 @@ cluster of :class:`cql_fake_node.FakeNode` s.
 Each :class:`EmulatedNode` listens on a loopback address and answers the native protocol
 (v4 frames) as a node of a cluster does for ``bulkwire.cql.load_parquet``: the handshake,
 ``system_schema.columns`` of the one table ``ks.t (id bigint PRIMARY KEY, v text)``,
-``system.local`` (with the node's ``host_id``), ``system.peers_v2`` (or, for a node that has none, the *Invalid* error an
-older server or Scylla answers) and ``system.peers``, ``PREPARE`` of the INSERT, and
+``system_schema.keyspaces`` (the keyspace's replication), ``system.local`` (with the node's
+``host_id``, data centre and rack), ``system.peers_v2`` (or, for a node that has none, the
+*Invalid* error an older server or Scylla answers) and ``system.peers``, ``PREPARE`` of the
+INSERT, and
 ``EXECUTE`` of its rows, which it records. Every node advertises the client address
 (and port, in ``system.peers_v2``) it is given, which need not be where it listens: the
 node behind a port mapping, a NAT or a tunnel.
@@ -48,8 +50,10 @@ class EmulatedNode(FakeNode):
 
     def __init__(self, cluster: "EmulatedCluster", listen: tuple[str, int],
                  advertised: tuple[str, int | None] | None, tokens: Sequence[int],
-                 peer: str, peers_v2: bool) -> None:
+                 peer: str, peers_v2: bool, datacenter: str = "datacenter1",
+                 rack: str = "rack1") -> None:
         self.cluster = cluster
+        self.datacenter, self.rack = datacenter, rack
         self.peer = peer  # its cluster (listen) address, as system.peers names it
         self.peers_v2 = peers_v2
         self.host_id = uuid.uuid4()
@@ -57,7 +61,8 @@ class EmulatedNode(FakeNode):
         super().__init__(KEYSPACE, TABLE, [("id", "partition_key", BIGINT),
                                            ("v", "regular", VARCHAR)],
                          tokens=[str(t) for t in tokens], host=listen[0], port=listen[1],
-                         answer_query=self._peers_v2_or_invalid)
+                         answer_query=self._peers_v2_or_invalid,
+                         replication=cluster.replication)
         self.endpoint: tuple[str, int] = self.listener.getsockname()[:2]
         self.advertised = advertised or self.endpoint
         self.tokens = list(tokens)
@@ -72,10 +77,12 @@ class EmulatedNode(FakeNode):
         return None
 
     def local_cells(self) -> dict:
-        return node_cells(self.host_id.bytes, self.peer, self.advertised[0], None, self.tokens)
+        return node_cells(self.host_id.bytes, self.peer, self.advertised[0], None, self.tokens,
+                          self.datacenter, self.rack)
 
     def peer_cells(self) -> list[dict]:
-        return [node_cells(n.host_id.bytes, n.peer, n.advertised[0], n.advertised[1], n.tokens)
+        return [node_cells(n.host_id.bytes, n.peer, n.advertised[0], n.advertised[1], n.tokens,
+                           n.datacenter, n.rack)
                 for n in self.cluster.nodes if n is not self]
 
     def executed(self, values: list[bytes | None]) -> None:
@@ -91,11 +98,17 @@ class EmulatedCluster:
     127.0.0.1, any port) and advertising ``advertised[i]`` ((address, port or None); default
     where it listens), with 8 tokens each spread over the ring. ``peers_v2``: whether the
     nodes have ``system.peers_v2`` (Cassandra 4 and later) or only ``system.peers``.
-    ``stored`` maps each id written to its ``v``."""
+    ``datacenters[i]`` and ``racks[i]``: node i's data centre and rack (default
+    ``datacenter1``, ``rack1``); ``replication``: the keyspace's replication map (default
+    SimpleStrategy, one replica). ``stored`` maps each id written to its ``v``."""
 
     def __init__(self, count: int, *, advertised: Sequence[tuple[str, int | None]] | None = None,
-                 listen: Sequence[tuple[str, int]] | None = None, peers_v2: bool = True) -> None:
+                 listen: Sequence[tuple[str, int]] | None = None, peers_v2: bool = True,
+                 datacenters: Sequence[str] | None = None, racks: Sequence[str] | None = None,
+                 replication: dict[str, str] | None = None) -> None:
         self.lock = threading.Lock()
+        self.replication = replication or {"class": "SimpleStrategy",
+                                           "replication_factor": "1"}
         self.stored: dict[int, str | None] = {}
         self.nodes: list[EmulatedNode] = []
         step = (1 << 64) // (8 * count)
@@ -105,7 +118,8 @@ class EmulatedCluster:
                 self.nodes.append(EmulatedNode(
                     self, listen[i] if listen else ("127.0.0.1", 0),
                     advertised[i] if advertised else None, tokens, f"127.0.1.{i + 1}",
-                    peers_v2))
+                    peers_v2, datacenters[i] if datacenters else "datacenter1",
+                    racks[i] if racks else "rack1"))
         except BaseException:
             self.close()
             raise
@@ -130,6 +144,37 @@ class EmulatedCluster:
         ring = sorted((t, i) for i, n in enumerate(self.nodes) for t in n.tokens)
         at = bisect.bisect_left([t for t, _ in ring], murmur3_token(key))
         return ring[at % len(ring)][1]
+
+
+    def walk(self, key: int) -> list[int]:
+        """The indexes of the nodes met walking the ring clockwise from ``key``'s token, each
+        once, in the order met."""
+        ring = sorted((t, i) for i, n in enumerate(self.nodes) for t in n.tokens)
+        at = bisect.bisect_left([t for t, _ in ring], murmur3_token(key))
+        met: list[int] = []
+        for j in range(len(ring)):
+            node = ring[(at + j) % len(ring)][1]
+            if node not in met:
+                met.append(node)
+        return met
+
+    def replicas(self, key: int) -> list[int]:
+        """The indexes of the replicas of ``key``'s token, as the official driver places them
+        (its ``make_token_replica_map`` of the cluster's replication), in its order."""
+        from cassandra.metadata import Murmur3Token, ReplicationStrategy
+
+        class Host:
+            def __init__(self, i: int, node: EmulatedNode) -> None:
+                self.i, self.datacenter, self.rack = i, node.datacenter, node.rack
+
+        hosts = [Host(i, n) for i, n in enumerate(self.nodes)]
+        owners = {Murmur3Token(t): hosts[i] for i, n in enumerate(self.nodes) for t in n.tokens}
+        ring = sorted(owners)
+        options = dict(self.replication)
+        strategy = ReplicationStrategy.create(options.pop("class"), options)
+        made = strategy.make_token_replica_map(owners, ring)
+        at = bisect.bisect_left([t.value for t in ring], murmur3_token(key))
+        return [h.i for h in made[ring[at % len(ring)]]]
 
 
 def free_port_on(hosts: Sequence[str]) -> int:

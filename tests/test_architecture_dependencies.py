@@ -116,7 +116,8 @@ GENERIC_LOAD = ["bulkwire.load.entry", "bulkwire.load.pipeline", "bulkwire.load.
 #: modules, and the documents' plan.
 TARGET_MODULES = ["bulkwire.bulk", "bulkwire.bulk_commands", "bulkwire.topology",
                   "bulkwire.transport", "bulkwire.server_features", "bulkwire.ravendb",
-                  "bulkwire.cql", "bulkwire.cql_statements", "bulkwire.load.targets",
+                  "bulkwire.cql", "bulkwire.cql_statements", "bulkwire.cql_placement",
+                  "bulkwire.load.targets",
                   "bulkwire.load.ravendb_target", "bulkwire.load.cql_target",
                   "bulkwire.load.jsonl_target", "bulkwire.load.plan"]
 

@@ -19,10 +19,11 @@ from hypothesis import strategies as st
 
 import bulkwire.cql
 from bulkwire import _core
+from bulkwire.cql_placement import NoLocalReplica
 from bulkwire.errors import ConnectionLostError, CqlServerError, ProtocolError
 from build_extras import skip_without
-from cql_fake_node import (INET, INT, READY, RESULT, SET, UUID, VARCHAR, VOID, FakeNode, error,
-                           host_id, rows, text_set)
+from cql_fake_node import (INET, INT, MAP, READY, RESULT, SET, UUID, VARCHAR, VOID, FakeNode,
+                           error, host_id, rows, text_map, text_set)
 
 
 def table_file(tmp_path, rows: int = 50, name: str = "t.parquet") -> str:
@@ -163,8 +164,14 @@ def _with_schema_rows(node: FakeNode, body: bytes) -> FakeNode:
      "system_schema.columns WHERE keyspace_name = 'ks' AND table_name = 't' is malformed: "
      "a RESULT of kind void, not Rows"),
     (lambda: FakeNode(answer_query=lambda q: VOID if "system.local" in q else None),
-     "SELECT host_id, rpc_address, tokens FROM system.local is malformed: a RESULT of kind "
-     "void"),
+     "SELECT host_id, rpc_address, data_center, rack, tokens FROM system.local is malformed: "
+     "a RESULT of kind void"),
+    (lambda: FakeNode(answer_query=lambda q: VOID if "system_schema.keyspaces" in q else None),
+     "SELECT replication FROM system_schema.keyspaces WHERE keyspace_name = 'ks' is "
+     "malformed: a RESULT of kind void"),
+    (lambda: FakeNode(replication={"replication_factor": "1"}),
+     "system_schema.keyspaces is malformed: the replication {'replication_factor': '1'} "
+     "names no class"),
     (lambda: FakeNode(tokens=[str(1 << 70)]), "system.local and system.peers is malformed: "
                                               f"the token {1 << 70} of 127.0.0.1 is not a "
                                               "Murmur3 token"),
@@ -198,22 +205,27 @@ _TOKENS = st.lists(st.one_of(st.integers(-(1 << 80), 1 << 80).map(str),
 def _system_answer(draw) -> tuple[str, tuple[int, bytes]]:
     """(the table whose query is answered, the answer): a body of random bytes, Void, or
     Rows of the right or wrong columns holding random cells or token sets."""
-    table = draw(st.sampled_from(["system_schema.columns", "system.local", "system.peers_v2",
-                                  "system.peers"]))
+    table = draw(st.sampled_from(["system_schema.columns", "system_schema.keyspaces",
+                                  "system.local", "system.peers_v2", "system.peers"]))
     shape = draw(st.sampled_from(["bytes", "void", "rows"]))
     if shape == "bytes":
         return table, (RESULT, draw(st.binary(max_size=40)))
     if shape == "void":
         return table, VOID
     names = {"system_schema.columns": ["column_name", "kind"],
-             "system.local": ["host_id", "rpc_address", "tokens"],
-             "system.peers_v2": ["host_id", "peer", "native_address", "native_port", "tokens"],
-             "system.peers": ["host_id", "peer", "rpc_address", "tokens"]}[table]
+             "system_schema.keyspaces": ["replication"],
+             "system.local": ["host_id", "rpc_address", "data_center", "rack", "tokens"],
+             "system.peers_v2": ["host_id", "peer", "native_address", "native_port",
+                                 "data_center", "rack", "tokens"],
+             "system.peers": ["host_id", "peer", "rpc_address", "data_center", "rack",
+                              "tokens"]}[table]
     names = draw(st.one_of(st.just(names), st.lists(st.sampled_from(names + ["x"]), max_size=4)))
     options = [struct.pack(">H", INET) if n in ("peer", "rpc_address", "native_address") else
                struct.pack(">HH", SET, VARCHAR) if n == "tokens" else
                struct.pack(">H", UUID) if n == "host_id" else
-               struct.pack(">H", INT) if n == "native_port" else _TEXT for n in names]
+               struct.pack(">H", INT) if n == "native_port" else
+               struct.pack(">HHH", MAP, VARCHAR, VARCHAR) if n == "replication" else _TEXT
+               for n in names]
 
     def value(name: str):
         if name == "host_id":  # this node's, or a cell that is no uuid
@@ -225,6 +237,13 @@ def _system_answer(draw) -> tuple[str, tuple[int, bytes]]:
                                          socket.inet_aton("0.0.0.0")]))
         if name == "tokens":
             return draw(st.one_of(_TOKENS.map(text_set), _CELLS))
+        if name == "replication":  # a replication map, or one of no class, or no map
+            return draw(st.one_of(st.sampled_from([
+                text_map({"class": "SimpleStrategy", "replication_factor": "2"}),
+                text_map({"class": "NetworkTopologyStrategy", "datacenter1": "1", "dc2": "x"}),
+                text_map({"replication_factor": "1"})]), _CELLS))
+        if name in ("data_center", "rack"):
+            return draw(st.one_of(st.sampled_from([b"datacenter1", b"rack1", b"dc2"]), _CELLS))
         if name == "column_name":
             return draw(st.sampled_from([b"id", b"v", b"\xff", b"other"]))
         return draw(st.one_of(st.sampled_from([b"partition_key", b"regular"]), _CELLS))
@@ -254,6 +273,8 @@ def test_random_system_table_answers_fail_only_as_documented(tmp_path, answer):
             result = bulkwire.cql.load_parquet(path, node.address, "ks", "t")
         except ProtocolError as exc:
             assert str(exc).startswith(f"{node.address}: ")
+        except NoLocalReplica as exc:  # the node's data centre is not its peers'
+            assert "keyspace ks (replication" in str(exc), repr(exc)
         except ValueError as exc:
             assert type(exc) is ValueError and "ks.t" in str(exc), repr(exc)
         else:

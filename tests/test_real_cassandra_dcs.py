@@ -3,27 +3,25 @@ against real Cassandra 5.0 nodes (``--server cassandra``).
 
 Two nodes, one per data centre (GossipingPropertyFileSnitch: ``dc1`` on DC1_NODE, ``dc2`` on
 DC2_NODE), one cluster for the module; the keyspace holds one replica in each data centre
-(``{'dc1': 1, 'dc2': 1}``). The load computes placement as SimpleStrategy does (one ring of
-every node, whatever its data centre): each row goes to the node its token's primary range
-names, which is always one of its two replicas here, and that node coordinates the write at
-the load's consistency, the local data centre being its own.
+(``{'dc1': 1, 'dc2': 1}``). The load computes NetworkTopologyStrategy placement and sends
+each row to its replica in the local data centre (the contact point's), which coordinates
+the write: a LOCAL_* level is local to the client's data centre.
 
 - Both nodes up: each consistency level, the contact point in one data centre and in the
   other, loads every row; a read at ALL, and a read of each data centre's own replica, give
-  back what was sent.
-- A keyspace with no replica in dc2 (``{'dc1': 1}``): the rows of the dc2 node's ranges go to
-  it, and it coordinates them; at LOCAL_ONE and LOCAL_QUORUM it has no local replica and
-  answers *unavailable*, which fails the load naming it (ONE and QUORUM, counted
-  over every data centre, load every row).
-- The dc2 node stopped: LOCAL_ONE, LOCAL_QUORUM and ONE load every row through the dc1 node
-  (the rows of dc2's ranges go to it); EACH_QUORUM and QUORUM fail with the dc1 node's
-  *unavailable* answer, naming the node, the consistency and every unit not confirmed; a
-  contact point in dc2 alone is a ConnectError naming it. With dc2 back, ``bulkwire load
-  --resume`` completes the failed load: every row once, in both data centres.
+  back what was sent; the contact point's node coordinated every row, the other none (the
+  write counts each node reports, ``system_views.coordinator_write_latency``).
+- A keyspace with no replica in the contact point's data centre (``{'dc1': 1}``, the contact
+  point in dc2): LOCAL_ONE and LOCAL_QUORUM fail before any row is sent, naming the
+  keyspace, its replication and dc2; ONE and QUORUM send every row to the dc1 node, which
+  coordinates them all.
+- The dc2 node stopped: LOCAL_ONE, LOCAL_QUORUM and ONE load every row through the dc1 node;
+  EACH_QUORUM and QUORUM fail with the dc1 node's *unavailable* answer, naming the node, the
+  consistency and every unit not confirmed; a contact point in dc2 alone is a ConnectError
+  naming it. With dc2 back, ``bulkwire load --resume`` completes the failed load: every row
+  once, in both data centres.
 
-Every test reads back what the server stored and compares it with what was sent; the
-coordinator counts each node reports (``system_views.coordinator_write_latency``) are
-printed, not asserted (which node coordinates is the routing's choice, not a promise).
+Every test reads back what the server stored and compares it with what was sent.
 """
 from __future__ import annotations
 
@@ -42,6 +40,7 @@ from cassandra import ConsistencyLevel
 from cassandra.query import SimpleStatement
 
 import bulkwire.cql
+from bulkwire.cql_placement import NoLocalReplica
 from bulkwire.errors import ConnectError, CqlServerError
 from bulkwire.load.cql_target import CONSISTENCY_LEVELS
 from servers.cassandra import connect
@@ -168,9 +167,11 @@ LEVELS = ["LOCAL_ONE", "LOCAL_QUORUM", "ONE", "QUORUM", "EACH_QUORUM"]
 def test_every_level_stores_every_row_in_both_data_centres(cluster, data, contact):
     """With the contact point in either data centre, a load at each level returns having
     stored every row as sent: a read at ALL and each data centre's own replica give back
-    the file."""
+    the file. Every row went to the contact point's data centre: its node coordinated them
+    all, the other node none."""
     path, values = data
-    host = cluster[0 if contact == "dc1" else 1].address
+    local, remote = cluster if contact == "dc1" else cluster[::-1]
+    host = local.address
     with connect([cluster[0].address], timeout=60.0) as s:
         for level in LEVELS:
             table = make_table(s, f"up_{contact}_{level.lower()}")
@@ -184,47 +185,53 @@ def test_every_level_stores_every_row_in_both_data_centres(cluster, data, contac
                   f"{ {a: len(c) for a, c in copies.items()} }")
             for address, copy in copies.items():
                 assert copy == values, (level, address)
+            assert counts[local.address] >= ROWS and counts[remote.address] == 0, \
+                (level, counts)
 
 
 ONLY_DC1 = "dcs_only_dc1"
 
 
 @pytest.mark.parametrize("level", ["LOCAL_ONE", "LOCAL_QUORUM", "ONE", "QUORUM"])
-def test_a_keyspace_without_a_replica_in_dc2(cluster, data, level):
-    """A keyspace replicated in dc1 only (``{'dc1': 1}``), both nodes up: the rows the ring
-    hands to the dc2 node are coordinated there. The load either stores every row or fails
-    with a node's error naming it, stored rows as sent and every row not stored in a unit
-    named not confirmed; never a normal return with a row missing."""
+def test_a_keyspace_without_a_replica_in_the_local_data_centre(cluster, data, level):
+    """A keyspace replicated in dc1 only (``{'dc1': 1}``), both nodes up, the contact point
+    in dc2: at LOCAL_ONE and LOCAL_QUORUM no dc2 node could write a row, and the load fails
+    before sending any, naming the keyspace, its replication and dc2; at ONE and QUORUM
+    every row goes to its replica, the dc1 node, which coordinates them all."""
     path, values = data
-    with connect([cluster[0].address], timeout=60.0) as s:
+    dc1, dc2 = cluster
+    with connect([dc1.address], timeout=60.0) as s:
         s.execute(f"CREATE KEYSPACE IF NOT EXISTS {ONLY_DC1} WITH replication = "
                   "{'class': 'NetworkTopologyStrategy', 'dc1': 1}")
         table = f"t_{level.lower()}"
         s.execute(f"DROP TABLE IF EXISTS {ONLY_DC1}.{table}")
         s.execute(f"CREATE TABLE {ONLY_DC1}.{table} (id bigint PRIMARY KEY, v text)")
-    try:
-        result = bulkwire.cql.load_parquet(path, cluster[0].address, ONLY_DC1, table,
-                                           consistency=level, batch_rows=GROUP)
-    except CqlServerError as error:
-        print(f"\nonly dc1, {level}: {error!r}; unconfirmed {error.unconfirmed}")
-        assert any(f"{node.address}:9042" in str(error) for node in cluster), error
-        assert (error.code, error.consistency) == (0x1000, CONSISTENCY_LEVELS[level]), error
-        with connect([cluster[0].address], timeout=60.0) as s:
-            partial = {row.id: row.v for row in s.execute(SimpleStatement(
-                f"SELECT id, v FROM {ONLY_DC1}.{table}",
-                consistency_level=ConsistencyLevel.ALL))}
-        assert all(values[k] == v for k, v in partial.items())
-        assert set(values) - set(partial) <= unconfirmed_rows(error)
-        assert error.unconfirmed
-    else:
-        assert result.rows == ROWS
-        with connect([cluster[0].address], timeout=60.0) as s:
-            stored = {row.id: row.v for row in s.execute(SimpleStatement(
-                f"SELECT id, v FROM {ONLY_DC1}.{table}",
-                consistency_level=ConsistencyLevel.ALL))}
-        print(f"\nonly dc1, {level}: loaded; coordinated "
-              f"{coordinated_in(cluster, ONLY_DC1, table)}")
-        assert stored == values
+    if level.startswith("LOCAL_"):
+        with pytest.raises(NoLocalReplica) as caught:
+            bulkwire.cql.load_parquet(path, dc2.address, ONLY_DC1, table, consistency=level,
+                                      batch_rows=GROUP)
+        print(f"\nonly dc1, {level}: {caught.value}")
+        assert str(caught.value).startswith(
+            f"keyspace {ONLY_DC1} (replication {{'class': "
+            "'org.apache.cassandra.locator.NetworkTopologyStrategy', 'dc1': '1'}) has no "
+            "replica in the local data centre dc2"), caught.value
+        assert coordinated_in(cluster, ONLY_DC1, table) == {dc1.address: 0, dc2.address: 0}
+        with connect([dc1.address], timeout=60.0) as s:
+            assert s.execute(SimpleStatement(f"SELECT count(*) FROM {ONLY_DC1}.{table}",
+                                             consistency_level=ConsistencyLevel.ALL)
+                             ).one()[0] == 0
+        return
+    result = bulkwire.cql.load_parquet(path, dc2.address, ONLY_DC1, table, consistency=level,
+                                       batch_rows=GROUP)
+    assert result.rows == ROWS
+    with connect([dc1.address], timeout=60.0) as s:
+        stored = {row.id: row.v for row in s.execute(SimpleStatement(
+            f"SELECT id, v FROM {ONLY_DC1}.{table}",
+            consistency_level=ConsistencyLevel.ALL))}
+    counts = coordinated_in(cluster, ONLY_DC1, table)
+    print(f"\nonly dc1, {level}: loaded; coordinated {counts}")
+    assert stored == values
+    assert counts[dc1.address] >= ROWS and counts[dc2.address] == 0, counts
 
 
 # --------------------------------------------------------------------------------------------
@@ -256,7 +263,10 @@ def test_with_dc2_down_local_levels_load_each_quorum_fails_and_resume_completes(
                                                consistency=level, batch_rows=GROUP)
             assert result.rows == ROWS, level
             assert replica_of(dc1, table) == values, level
-            print(f"\ndc2 down, {level}: coordinated {coordinated(cluster, table)}")
+            counts = coordinated(cluster, table)
+            print(f"\ndc2 down, {level}: coordinated {counts}")
+            assert counts == {dc1.address: counts[dc1.address]} and \
+                counts[dc1.address] >= ROWS, counts
 
         for level, table in failing.items():
             with pytest.raises(CqlServerError) as caught:

@@ -137,8 +137,8 @@ def cql_config(hosts: Any, keyspace: str, table: str, columns: Sequence[str] | N
     """The configuration of a sink into the CQL table ``keyspace.table``: ``connection`` the
     keyword arguments of :func:`bulkwire.cql.load_parquet` that describe the table's cluster
     (``consistency``, ``username``, ``password``, ``tls``, ``certificate``, ``ca``, ``window``,
-    ``retries``, ``timeout``, ``address_map``), judged now; another keyword raises ``TypeError`` naming it
-    and ``entry``."""
+    ``retries``, ``timeout``, ``address_map``, ``local_dc``), judged now; another keyword
+    raises ``TypeError`` naming it and ``entry``."""
     from .load.cql_target import cql
 
     known = inspect.signature(cql).parameters

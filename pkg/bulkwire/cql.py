@@ -184,9 +184,10 @@ def load_parquet(path: Any, hosts: str | Sequence[str], keyspace: str, table: st
                  **options: Any) -> Any:
     """Deprecated: ``bulkwire.load_parquet(path, target=bulkwire.targets.cql(hosts, keyspace,
     table, ...))``. The connection's options (``consistency``, ``username``, ``password``,
-    ``tls``, ``certificate``, ``ca``, ``window``, ``retries``, ``timeout``, ``address_map``)
-    go to :func:`bulkwire.targets.cql`, the others (``columns``, ``batch_rows``, ``take``,
-    ``progress``, ``workers``, ``threads``, ``resume``) to :func:`bulkwire.load_parquet`."""
+    ``tls``, ``certificate``, ``ca``, ``window``, ``retries``, ``timeout``, ``address_map``,
+    ``local_dc``) go to :func:`bulkwire.targets.cql`, the others (``columns``,
+    ``batch_rows``, ``take``, ``progress``, ``workers``, ``threads``, ``resume``) to
+    :func:`bulkwire.load_parquet`."""
     from ._deprecated import warn_deprecated
 
     warn_deprecated("bulkwire.cql.load_parquet(path, hosts, keyspace, table, ...)",

@@ -122,10 +122,10 @@ def decode_text_set(value: bytes) -> list[str]:
 #: The queries whose answers :func:`ring_nodes` reads: the node that answers, its peers as
 #: Cassandra 4+ lists them (with each one's native port), and its peers as older servers and
 #: Scylla list them (no port: ``system.peers_v2`` is not a table there).
-SELECT_LOCAL = "SELECT host_id, rpc_address, tokens FROM system.local"
-SELECT_PEERS_V2 = ("SELECT host_id, peer, native_address, native_port, tokens "
-                   "FROM system.peers_v2")
-SELECT_PEERS = "SELECT host_id, peer, rpc_address, tokens FROM system.peers"
+SELECT_LOCAL = "SELECT host_id, rpc_address, data_center, rack, tokens FROM system.local"
+SELECT_PEERS_V2 = ("SELECT host_id, peer, native_address, native_port, data_center, rack, "
+                   "tokens FROM system.peers_v2")
+SELECT_PEERS = "SELECT host_id, peer, rpc_address, data_center, rack, tokens FROM system.peers"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,8 +135,9 @@ class RingNode:
     ``peer`` address where that is unset or 0.0.0.0); ``port``, the native port it advertises
     (``native_port`` of ``system.peers_v2``; None where the table has none: ``system.local``
     and ``system.peers``); its ``tokens``; ``local``: the row of ``system.local``, the
-    node that answered the queries; and its ``host_id`` (the node's identity, which its
-    addresses are not: a node keeps it when its address changes), None where not read.
+    node that answered the queries; its ``host_id`` (the node's identity, which its
+    addresses are not: a node keeps it when its address changes), None where not read; and
+    its ``datacenter`` and ``rack`` (``data_center`` and ``rack``), None where not read.
 
     >>> RingNode("10.0.0.2", 9042, (-5, 7), local=False).port
     9042
@@ -147,6 +148,8 @@ class RingNode:
     tokens: tuple[int, ...]
     local: bool = False
     host_id: uuid.UUID | None = None
+    datacenter: str | None = None
+    rack: str | None = None
 
 
 def ring_nodes(local: Mapping[str, Any], peers: Mapping[str, Any]) -> list[RingNode]:
@@ -195,10 +198,16 @@ def ring_nodes(local: Mapping[str, Any], peers: Mapping[str, Any]) -> list[RingN
             nodes.append(RingNode(address, None if port is None else struct.unpack(">i", port)[0],
                                   tokens,
                                   local=is_local,
-                                  host_id=None if host_id is None else uuid.UUID(bytes=host_id)))
+                                  host_id=None if host_id is None else uuid.UUID(bytes=host_id),
+                                  datacenter=_text_cell(cell.get("data_center")),
+                                  rack=_text_cell(cell.get("rack"))))
     if not nodes:
         raise ValueError("system.local and system.peers name no node with tokens")
     return nodes
+
+
+def _text_cell(value: bytes | None) -> str | None:
+    return None if value is None else value.decode()
 
 
 class TokenRing:

@@ -140,7 +140,8 @@ def to_cql(ddf: Any, hosts: str | Sequence[str], keyspace: str, table: str, *,
     ``hosts``, ``keyspace`` and ``table`` are as for :func:`bulkwire.cql.load_parquet`, and
     so are the keyword arguments of the connection (``connection``: ``consistency``,
     ``username``, ``password``, ``tls``, ``certificate``, ``ca``, ``window``, ``retries``,
-    ``timeout``, ``address_map``) and ``batch_rows``; ``compute_kwargs`` go to ``compute``. Only the judged
+    ``timeout``, ``address_map``, ``local_dc``) and ``batch_rows``; ``compute_kwargs`` go to
+    ``compute``. Only the judged
     description of the table (no connection) is sent to the workers; the password is in it,
     never in its repr, a message or the result.
 

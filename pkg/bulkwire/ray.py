@@ -181,7 +181,7 @@ def _define_datasinks() -> dict[str, type]:
         ``hosts``, ``keyspace``, ``table``, ``columns``, ``batch_rows`` and the keyword
         arguments of the connection (``consistency``, ``username``, ``password``, ``tls``,
         ``certificate``, ``ca``, ``window``, ``retries``, ``timeout``,
-        ``address_map``) are as for
+        ``address_map``, ``local_dc``) are as for
         :func:`bulkwire.cql.load_parquet`, judged when the sink is made. Only the judged
         description of the table is pickled to the workers (the password in it, never in
         its repr, a message or the result). Each write task checks its blocks' schema

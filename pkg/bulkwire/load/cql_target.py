@@ -1,5 +1,5 @@
 """A Cassandra or Scylla table as a load's target: each row of the data one prepared INSERT,
-routed to the node owning its partition.
+routed to a replica of its partition in the local data centre.
 
 :func:`cql` makes the target (listed in :data:`bulkwire.targets.KINDS`), a
 :class:`CqlDescription` (a :class:`~bulkwire.load.interface.ResumableTarget`):
@@ -8,9 +8,11 @@ its :meth:`~CqlDescription.plan` connects, reads the table's columns from
 checks the Arrow schema against the prepared statement (``_core.cql_check_schema``) before
 any row is read. Its encoder (:class:`_CqlEncoder`) writes a batch's rows as EXECUTE bodies
 back to back with their partition tokens, in C (``_core.cql_execute_bodies``: no Python
-object per row). Its session (:class:`_CqlSession`) routes each row to the primary replica of
-its token (the ring read from ``system.local`` and ``system.peers``; a node found down is
-left out, its rows going to the next node clockwise), one connection per node, and sends
+object per row). Its session (:class:`_CqlSession`) routes each row to the first replica of
+its token in the local data centre (the ring, data centres and racks read from
+``system.local`` and ``system.peers``, the keyspace's replication from
+``system_schema.keyspaces``: :mod:`bulkwire.cql_placement`; a node found down is left out,
+its rows going to the next replica there), one connection per node, and sends
 each node's rows pipelined (``CqlConnection.run_packed``, the GIL released);
 :meth:`_CqlSession.store` returns once every row of the batch was acknowledged, so a unit of
 work is confirmed only when all its rows were.
@@ -26,8 +28,9 @@ from dataclasses import dataclass, field as dataclass_field
 from typing import Any, ClassVar, Iterable, Iterator, Mapping, Sequence
 
 from .. import _core
+from ..cql_placement import Placement, Replication, decode_text_map
 from ..cql_statements import (SELECT_LOCAL, SELECT_PEERS, SELECT_PEERS_V2, Prepared,
-                              RingNode, TokenRing, ring_nodes)
+                              RingNode, ring_nodes)
 from ..errors import (ConnectError, ConnectionLostError, CqlServerError, ProtocolError,
                       ServerError, TLSError, TransportTimeoutError, _name_source_rows)
 from ..load_options import LoadOptions
@@ -38,6 +41,11 @@ from .interface import DescriptionDefaults, _cut, _short, kind_constructor
 CONSISTENCY_LEVELS = {"ANY": 0x0000, "ONE": 0x0001, "TWO": 0x0002, "THREE": 0x0003,
                       "QUORUM": 0x0004, "ALL": 0x0005, "LOCAL_QUORUM": 0x0006,
                       "EACH_QUORUM": 0x0007, "LOCAL_ONE": 0x000A}
+#: The levels counted in the coordinator's data centre alone: a coordinator there needs a
+#: replica there.
+LOCAL_LEVELS = ("LOCAL_ONE", "LOCAL_QUORUM")
+
+
 def consistency_code(name: Any) -> int:
     """The protocol's code of a write consistency level named ``name`` (any case);
     ``ValueError`` listing the levels a write may use otherwise."""
@@ -222,7 +230,8 @@ class CqlDescription(DescriptionDefaults):
     in flight per connection), ``retries`` (overloaded, write timeout and unavailable answers
     re-sent at most that many times, after a doubling pause), ``timeout`` (seconds) and
     ``address_map`` (:func:`address_map_of`: where the nodes the cluster advertises are
-    reached; see :meth:`reached`)."""
+    reached; see :meth:`reached`) and ``local_dc`` (the data centre whose replicas the rows
+    go to; None: the contact point's)."""
 
     hosts: tuple[str, ...]
     keyspace: str
@@ -235,6 +244,7 @@ class CqlDescription(DescriptionDefaults):
     retries: int = DEFAULT_RETRIES
     timeout: float = DEFAULT_TIMEOUT
     address_map: tuple[tuple[str, str], ...] = ()
+    local_dc: str | None = None
 
     units = True
     kind: ClassVar[str] = "cql"
@@ -308,6 +318,42 @@ class CqlDescription(DescriptionDefaults):
             nodes = ring_nodes(local, peers)
         return [(self.reached(contact, node), node) for node in nodes]
 
+    def replication(self, conn: Any) -> Replication:
+        """The keyspace's replication, as ``system_schema.keyspaces`` holds it
+        (``ValueError`` when the keyspace does not exist)."""
+        query = (f"SELECT replication FROM system_schema.keyspaces "
+                 f"WHERE keyspace_name = {_literal(self.keyspace)}")
+        result = self.query(conn, query)
+        with _answer_to(conn, "system_schema.keyspaces"):
+            rows = result["rows"]
+            if not rows or rows[0][0] is None:
+                raise KeyError(f"no replication for keyspace {self.keyspace}")
+            return Replication.of(decode_text_map(rows[0][0]))
+
+    def placement(self, conn: Any, contact: tuple[str, int]) -> tuple[list, Placement, str | None]:
+        """The ring as the node at ``contact`` lists it (:meth:`ring`), the keyspace's
+        replica placement over its nodes as they are reached (``HOST:PORT``; nodes reached
+        at one place are one node), and the local data centre (:attr:`local_dc`, else the
+        contact point's). Judged before any row is sent: ``ValueError`` when no node is in
+        the local data centre (naming the ones there are), and, at a LOCAL_* consistency,
+        when the local data centre holds no replica of some token (naming the keyspace,
+        its replication and the data centre)."""
+        found = self.ring(conn, contact)
+        replication = self.replication(conn)
+        tokens: dict[str, list[int]] = {}
+        locations: dict[str, tuple[str | None, str | None]] = {}
+        for reached, node in found:
+            name = _spelled(*reached)
+            tokens.setdefault(name, []).extend(node.tokens)
+            locations.setdefault(name, (node.datacenter, node.rack))
+        placement = Placement(tokens, locations, replication)
+        local_dc = self.local_dc
+        if local_dc is None:
+            local_dc = next((n.datacenter for _, n in found if n.local), None)
+        if local_dc is not None:
+            placement.check_local(local_dc, self.consistency in LOCAL_LEVELS, self.keyspace)
+        return found, placement, local_dc
+
     def reached(self, contact: tuple[str, int], node: RingNode) -> tuple[str, int]:
         """Where ``node`` is reached: the node that answered at ``contact`` at that contact
         point, always; a peer at the address it advertises, at its advertised port, or,
@@ -354,7 +400,7 @@ class CqlDescription(DescriptionDefaults):
         for name in wanted:
             if name not in schema.names:
                 raise ValueError(f"{source} has no column {name!r}")
-        conn, _ = self.contact()
+        conn, contact = self.contact()
         with conn:
             result = self.query(conn, "SELECT column_name, kind FROM system_schema.columns "
                                       f"WHERE keyspace_name = {_literal(self.keyspace)} AND "
@@ -373,6 +419,7 @@ class CqlDescription(DescriptionDefaults):
             if missing:
                 raise ValueError(f"{source} has no column {missing[0]!r}, a primary key "
                                  f"column of {self.keyspace}.{self.table}")
+            self.placement(conn, contact)  # the local data centre judged before any row
             prepared = self.prepare(conn, wanted)
         _core.cql_check_schema(schema, prepared.names, prepared.types)
         vectors = [(name, t) for name, t in zip(prepared.names, prepared.types)
@@ -438,10 +485,11 @@ def cql(hosts: str | Sequence[str], keyspace: str, table: str, *,
         password: str | None = None, tls: bool = False, certificate: Any = None,
         ca: Any = None, window: int = DEFAULT_WINDOW, retries: int = DEFAULT_RETRIES,
         timeout: float = DEFAULT_TIMEOUT,
-        address_map: Mapping[str, str] | None = None) -> CqlDescription:
+        address_map: Mapping[str, str] | None = None,
+        local_dc: str | None = None) -> CqlDescription:
     """A Cassandra or Scylla table, ``keyspace.table``, as a load's target: each row one
     prepared INSERT of the data's columns, matched to the table's columns by name, and routed
-    to the node owning its partition.
+    to a replica of its partition in the local data centre.
 
     ``hosts``: ``HOST[:PORT]`` (port 9042 by default) or a list of them, the contact points;
     the node that answers at one is loaded there, the other nodes are found in
@@ -455,7 +503,11 @@ def cql(hosts: str | Sequence[str], keyspace: str, table: str, *,
     as for the RavenDB target): TLS. ``window``: requests in flight per connection
     (:data:`DEFAULT_WINDOW`). ``retries``: overloaded, write timeout and unavailable answers
     re-sent at most that many times, after a doubling pause. ``timeout``: seconds a node
-    may take to answer.
+    may take to answer. ``local_dc``: the data centre the rows go to, each to the first
+    replica of its token there (clockwise), as the driver's data-centre-aware routing does;
+    by default the data centre of the node that answers at the contact point. A keyspace
+    with no replica there sends the rows to another data centre's replicas, except at
+    LOCAL_ONE and LOCAL_QUORUM, which fail before any row is sent.
 
     Every argument is judged now (``ValueError`` or ``TypeError`` naming it; the TLS files
     read); the table's columns are read and the Arrow schema checked against the prepared
@@ -479,6 +531,8 @@ def cql(hosts: str | Sequence[str], keyspace: str, table: str, *,
         raise ValueError("username and password go together (PasswordAuthenticator)")
     check_window(window)
     check_retries(retries)
+    if local_dc is not None and (not isinstance(local_dc, str) or not local_dc):
+        raise ValueError(f"local_dc must be a non-empty str (a data centre), not {local_dc!r}")
     if not isinstance(timeout, (int, float)) or not 0 < timeout <= 3600:
         raise ValueError(f"timeout must be 0 < seconds <= 3600, not {timeout!r}")
     if address_map is not None and not isinstance(address_map, Mapping):
@@ -492,7 +546,7 @@ def cql(hosts: str | Sequence[str], keyspace: str, table: str, *,
     return CqlDescription(hosts=spelled, keyspace=keyspace, table=table,
                consistency=consistency.upper(), username=username, password=password,
                tls=settings, window=window, retries=retries, timeout=float(timeout),
-               address_map=mapped)
+               address_map=mapped, local_dc=local_dc)
 
 def _tls_context(settings: Mapping[str, Any]) -> Any:
     """bulkwire's own TLS context for ``certificate`` and ``ca`` (:class:`bulkwire.tls.TlsSettings`
@@ -506,29 +560,27 @@ def _tls_context(settings: Mapping[str, Any]) -> Any:
 
 
 class _CqlSession:
-    """One session into the table: the ring read once, one connection per node opened when a
-    row first goes to it (the statement prepared there), each batch's rows sent to their
-    primary replicas in parallel; :meth:`store` returns once every row was acknowledged. A
-    node found down is left out of the session's ring (:meth:`store`)."""
+    """One session into the table: the ring and the keyspace's replica placement read once,
+    one connection per node opened when a row first goes to it (the statement prepared
+    there), each batch's rows sent to their nodes in parallel (each row to the first replica
+    of its token in the local data centre: :meth:`CqlDescription.placement`,
+    :meth:`~bulkwire.cql_placement.Placement.route`); :meth:`store` returns once every row
+    was acknowledged. A node found down is left out of the session (:meth:`store`)."""
 
     def __init__(self, target: CqlDescription) -> None:
         self.target = target
         conn, contact = target.contact()
         with conn:
-            found = target.ring(conn, contact)
+            found, self.placement, self.local_dc = target.placement(conn, contact)
         self.contact = _spelled(*contact)
         #: the host_id of every node the ring was read with (a connection must reach one)
         self.members = {node.host_id for _, node in found if node.host_id is not None}
-        # one node per (host, port) reached: nodes reached at one place are one node here
-        tokens: dict[tuple[str, int], list[int]] = {}
-        for reached, node in found:
-            tokens.setdefault(reached, []).extend(node.tokens)
-        #: (host, port) of each node, as it is reached; the ring names it HOST:PORT
-        self.nodes = list(tokens)
-        self.ring = TokenRing({_spelled(*n): t for n, t in tokens.items()},
-                              replication_factor=1)
-        self.index = {name: i for i, name in enumerate(self.ring.addresses)}
-        self.live, self.dead = self.ring, set()  # the ring of the nodes not left out
+        #: (host, port) of each node, as it is reached; the placement names it HOST:PORT
+        self.nodes = [parse_host(name) for name in self.placement.addresses]
+        self.index = {name: i for i, name in enumerate(self.placement.addresses)}
+        self.local_only = target.consistency in LOCAL_LEVELS
+        self.dead: set[str] = set()
+        self.live = self.placement.route(self.local_dc, (), self.local_only)
         self.conns: dict[int, Any] = {}
         #: every connection of the session watches it: abort() ends each wait at once, in
         #: any thread, those of connections still being made or preparing included
@@ -579,14 +631,15 @@ class _CqlSession:
                                window=self.target.window, max_retries=self.target.retries)
 
     def store(self, encoded: list, rows: int) -> int:
-        """Sends one batch's rows, each to its partition's primary replica; returns the body
-        bytes once every row was acknowledged. A node that cannot be reached, or whose
-        connection is lost or times out, is left out of the session's ring while another
-        node is left: its rows not acknowledged go to the next live node clockwise of their
-        token (with SimpleStrategy, their next replica), which coordinates their writes at
-        the load's consistency. Any other failure (and the last node's) raises the node's
-        error, with the source rows it names (``source_row``: the row the server refused;
-        a note lists the rows not acknowledged)."""
+        """Sends one batch's rows, each to the first replica of its token in the local data
+        centre; returns the body bytes once every row was acknowledged. A node that cannot
+        be reached, or whose connection is lost or times out, is left out of the session
+        while another node is left: its rows not acknowledged go to their next replica up
+        in the local data centre (:meth:`~bulkwire.cql_placement.Placement.route` says
+        where, when none is), which coordinates their writes at the load's consistency. Any
+        other failure (and the last node's) raises the node's error, with the source rows it
+        names (``source_row``: the row the server refused; a note lists the rows not
+        acknowledged)."""
         if not rows:
             return 0
         import numpy as np
@@ -604,7 +657,7 @@ class _CqlSession:
             for (node, selection), outcome in zip(jobs, outcomes):
                 if not isinstance(outcome, BaseException):
                     self.retries += outcome[1]
-                elif _node_down(outcome) and len(self.live.addresses) > 1:
+                elif _node_down(outcome) and len(self.nodes) - len(self.dead) > 1:
                     self._down(node)
                     again.append(_not_acknowledged(np, outcome, selection, rows))
                 else:
@@ -628,10 +681,10 @@ class _CqlSession:
         return len(bodies)
 
     def _jobs(self, np: Any, tokens: bytes, pending: Any) -> list:
-        """(node, selection) for each live node owning rows: the rows (``pending``, or all)
-        whose token its primary range holds (selection None: every row of the batch)."""
-        if len(self.live.addresses) == 1:  # one node owns every token
-            return [(self.index[self.live.addresses[0]],
+        """(node, selection) for each live node rows go to: the rows (``pending``, or all)
+        whose token it is the route of (selection None: every row of the batch)."""
+        if len(self.live.used) == 1:  # one node takes every token
+            return [(self.index[self.live.used[0]],
                      None if pending is None else pending.astype(np.int32))]
         if pending is not None:
             tokens = np.frombuffer(tokens, dtype=np.int64)[pending].tobytes()
@@ -654,8 +707,8 @@ class _CqlSession:
             conn = self.conns.pop(node, None)
         if conn is not None:
             conn.close()
-        self.dead.add(self.ring.addresses[node])
-        self.live = self.ring.without(sorted(self.dead))
+        self.dead.add(self.placement.addresses[node])
+        self.live = self.placement.route(self.local_dc, sorted(self.dead), self.local_only)
 
     def _outcome(self, node: int, encoded: list, rows: Any) -> Any:
         try:
