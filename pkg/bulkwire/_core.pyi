@@ -331,7 +331,7 @@ def prepare_batch(
     buffer_size: int | None = ...,
 ) -> PreparedBatch: ...
 
-# ---- Parquet random access: csrc/core/parquet/parquet_pages.c, csrc/py/arrow/py_parquet_pages.c ----
+# ---- Parquet random access: csrc/core/parquet/ (parquet_pages.h), csrc/py/arrow/py_parquet_pages.c ----
 # `file` is (fd, size): an open descriptor, read with pread, and the file's size when it was
 # opened (bulkwire.parquet passes its SourceFile's); or an object exporting a buffer holding
 # the whole file. A malformed file (or one cut short since: "changed since it was opened")

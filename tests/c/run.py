@@ -5,9 +5,9 @@
     BULKWIRE_C_TEST_FLAGS="-O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined" \\
         python tests/c/run.py              # under the sanitizers
 
-Each test file names the core sources it links in a ``sources:`` comment line and extra
-libraries in a ``libs:`` line; the sources are looked up by name in csrc/core/ and its folders
-(one per concern), then csrc/.
+Each test file names the core sources it links in a ``sources:`` comment line (or more than
+one) and extra libraries in a ``libs:`` line; the sources are looked up by name in csrc/core/
+and its folders (one per concern), then csrc/.
 A file that needs an optional library's headers names them in a ``requires:`` line (e.g.
 ``requires: openssl/ssl.h``): where a program including them does not build and link with
 the file's ``libs:``, the file is skipped, with a line saying which header is missing, as
@@ -59,9 +59,10 @@ def find_source(name: str) -> pathlib.Path:
 
 
 def declared(test: pathlib.Path, key: str) -> list[str]:
-    """The words after ``key:`` in the test file's header comment."""
-    match = re.search(rf"^\s*{key}:(.*)$", test.read_text(), re.M)
-    return match.group(1).replace("*/", "").split() if match else []
+    """The words after ``key:`` in the test file's header comment (a long list may go on in
+    more ``key:`` lines)."""
+    lines = re.findall(rf"^\s*{key}:(.*)$", test.read_text(), re.M)
+    return [word for line in lines for word in line.replace("*/", "").split()]
 
 
 def compile_program(compiler: list[str], flags: list[str], source: pathlib.Path,
