@@ -17,6 +17,13 @@ typedef struct {
     int depth;
 } pw_writer;
 
+/* Empties the writer for a new top struct. */
+static inline void pw_reset(pw_writer *w) {
+    w->len = 0;
+    w->last[0] = 0;
+    w->depth = 0;
+}
+
 static inline void pw_byte(pw_writer *w, uint8_t b) {
     if (w->len == sizeof w->data)
         abort();

@@ -21,8 +21,7 @@ static pw_writer w;
 
 /* "PAR1", then a dictionary page of `values` values in the `body` bytes. */
 static size_t put_dictionary(const void *body, int32_t size, int32_t values) {
-    w.len = 0;
-    w.last[0] = 0;
+    pw_reset(&w);
     pw_bytes(&w, "PAR1", 4);
     pw_dictionary_page_header(&w, size, size, values);
     pw_bytes(&w, body, (size_t)size);

@@ -162,31 +162,27 @@ TEST(lists_the_footer_holds_wrongly_are_refused) {
     pw_end(&w);
     check_refused(&w, 1, "footer: no row group list");
     /* two row group lists */
-    w.len = 0;
-    w.last[0] = 0;
+    pw_reset(&w);
     pw_list(&w, 4, BW_THRIFT_STRUCT, 0);
     pw_field(&w, 4, BW_THRIFT_LIST); /* long form: the same id again */
     pw_byte(&w, BW_THRIFT_STRUCT);
     pw_end(&w);
     check_refused(&w, 0, "footer: the row group list is malformed");
     /* a row group list of i32 */
-    w.len = 0;
-    w.last[0] = 0;
+    pw_reset(&w);
     pw_list(&w, 4, BW_THRIFT_I32, 1);
     pw_varint(&w, 2);
     pw_end(&w);
     check_refused(&w, 1, "footer: the row group list is malformed");
     /* a row group without its column list, and one with a column list of i64 */
-    w.len = 0;
-    w.last[0] = 0;
+    pw_reset(&w);
     pw_list(&w, 4, BW_THRIFT_STRUCT, 1);
     pw_begin(&w, 0);
     pw_i64(&w, 3, 10);
     pw_end(&w);
     pw_end(&w);
     check_refused(&w, 1, "footer: a row group has no column list");
-    w.len = 0;
-    w.last[0] = 0;
+    pw_reset(&w);
     pw_list(&w, 4, BW_THRIFT_STRUCT, 1);
     pw_begin(&w, 0);
     pw_list(&w, 1, BW_THRIFT_I64, 1);
@@ -195,8 +191,7 @@ TEST(lists_the_footer_holds_wrongly_are_refused) {
     pw_end(&w);
     check_refused(&w, 1, "footer: a row group's column list is malformed");
     /* the row group list as another type is skipped as unknown: then there is none */
-    w.len = 0;
-    w.last[0] = 0;
+    pw_reset(&w);
     pw_binary(&w, 4, "x", 1);
     pw_end(&w);
     check_refused(&w, 1, "footer: no row group list");

@@ -106,15 +106,13 @@ TEST(the_page_list_is_one_list_of_structs) {
     CHECK_EQ(read_index(&w, w.len, &pages, &count, error), BW_PAGES_MALFORMED);
     CHECK_BYTES(error, strlen(error), "offset index: no page list");
     /* a page list of i64, two page lists */
-    w.len = 0;
-    w.last[0] = 0;
+    pw_reset(&w);
     pw_list(&w, 1, BW_THRIFT_I64, 1);
     pw_varint(&w, 2);
     pw_end(&w);
     CHECK_EQ(read_index(&w, w.len, &pages, &count, error), BW_PAGES_MALFORMED);
     CHECK_BYTES(error, strlen(error), "offset index: the page list is malformed");
-    w.len = 0;
-    w.last[0] = 0;
+    pw_reset(&w);
     pw_list(&w, 1, BW_THRIFT_STRUCT, 0);
     pw_field(&w, 1, BW_THRIFT_LIST);
     pw_byte(&w, BW_THRIFT_STRUCT);
@@ -122,15 +120,13 @@ TEST(the_page_list_is_one_list_of_structs) {
     CHECK_EQ(read_index(&w, w.len, &pages, &count, error), BW_PAGES_MALFORMED);
     CHECK_BYTES(error, strlen(error), "offset index: the page list is malformed");
     /* the page list as a binary: skipped, so there is none */
-    w.len = 0;
-    w.last[0] = 0;
+    pw_reset(&w);
     pw_binary(&w, 1, "pages", 5);
     pw_end(&w);
     CHECK_EQ(read_index(&w, w.len, &pages, &count, error), BW_PAGES_MALFORMED);
     CHECK_BYTES(error, strlen(error), "offset index: no page list");
     /* an empty page list for a row group with rows */
-    w.len = 0;
-    w.last[0] = 0;
+    pw_reset(&w);
     pw_list(&w, 1, BW_THRIFT_STRUCT, 0);
     pw_end(&w);
     CHECK_EQ(read_index(&w, w.len, &pages, &count, error), BW_PAGES_MALFORMED);

@@ -55,14 +55,12 @@ TEST(each_kind_of_header_is_read_and_unknown_fields_skipped) {
     CHECK(h.def_bytes == 9 && h.rep_bytes == 0 && h.is_compressed == 0);
     CHECK(h.def_encoding == -1 && h.rep_encoding == -1);
     /* v1 and dictionary headers, each with what the other kinds leave at -1 */
-    w.len = 0;
-    w.last[0] = 0;
+    pw_reset(&w);
     pw_data_page_header(&w, 10, 10, 5);
     CHECK_EQ(parse(&w, w.len, &h, &used, &ran_out, error), BW_PAGES_OK);
     CHECK(h.has_v1 && !h.has_v2 && h.num_values == 5 && h.def_encoding == PW_RLE);
     CHECK(h.num_rows == -1 && h.is_compressed == 1);
-    w.len = 0;
-    w.last[0] = 0;
+    pw_reset(&w);
     pw_dictionary_page_header(&w, 16, 16, 4);
     CHECK_EQ(parse(&w, w.len, &h, &used, &ran_out, error), BW_PAGES_OK);
     CHECK(h.has_dictionary && !h.has_v1 && h.num_values == 4 && h.encoding == PW_PLAIN);
@@ -109,8 +107,7 @@ TEST(what_a_header_says_wrongly_is_refused) {
     pw_end(&w);
     pw_end(&w);
     check_refused(&w, "page header: two data page headers");
-    w.len = 0;
-    w.last[0] = 0;
+    pw_reset(&w);
     pw_dictionary_page_header(&w, 10, 10, 5);
     w.len--;
     pw_field(&w, 7, BW_THRIFT_STRUCT); /* the long form: the same id again */
@@ -118,25 +115,21 @@ TEST(what_a_header_says_wrongly_is_refused) {
     pw_end(&w);
     check_refused(&w, "page header: two dictionary page headers");
     /* sizes missing or negative, a size past what a page may hold */
-    w.len = 0;
-    w.last[0] = 0;
+    pw_reset(&w);
     pw_i32(&w, 1, PW_DATA_PAGE);
     pw_i32(&w, 2, 10);
     pw_end(&w);
     check_refused(&w, "page header: type or sizes missing or negative");
-    w.len = 0;
-    w.last[0] = 0;
+    pw_reset(&w);
     pw_data_page_header(&w, (1 << 30) + 1, 10, 5);
     check_refused(&w, "page header: 1073741825 bytes uncompressed, more than the 1073741824 "
                       "a page may hold");
     /* integer fields of another type, at the top and in a data page header */
-    w.len = 0;
-    w.last[0] = 0;
+    pw_reset(&w);
     pw_i64(&w, 1, PW_DATA_PAGE);
     pw_end(&w);
     check_refused(&w, "page header: integer field of another type in metadata");
-    w.len = 0;
-    w.last[0] = 0;
+    pw_reset(&w);
     pw_i32(&w, 1, PW_DATA_PAGE);
     pw_begin(&w, 5);
     pw_i64(&w, 1, 5);
@@ -144,8 +137,7 @@ TEST(what_a_header_says_wrongly_is_refused) {
     pw_end(&w);
     check_refused(&w, "page header: integer field of another type in metadata");
     /* a data page header of another type is skipped: the page has none */
-    w.len = 0;
-    w.last[0] = 0;
+    pw_reset(&w);
     pw_i32(&w, 1, PW_DATA_PAGE);
     pw_i32(&w, 2, 3);
     pw_i32(&w, 3, 3);

@@ -24,9 +24,7 @@ static pw_writer page;
    bytes (a header longer than the first window read through a descriptor), then a body of
    `body` bytes 0, 1, 2, ... */
 static size_t put_page(int padding, int body) {
-    page.len = 0;
-    page.last[0] = 0;
-    page.depth = 0;
+    pw_reset(&page);
     pw_bytes(&page, "PAR1......", 10);
     static uint8_t pad[1 << 15];
     pw_binary(&page, 100, pad, (size_t)padding); /* before the fields read: the long form */

@@ -17,8 +17,9 @@
 /* ---- zstd ------------------------------------------------------------------------------ */
 
 #ifndef BW_HAVE_ZSTD
-/* The host's zstd decoder where libzstd is not linked (NULL: none, zstd pages not covered). */
-static _Atomic(bw_zstd_page_decoder) zstd_decoder = NULL;
+/* The host's zstd decoder where libzstd is not linked (NULL, as every static starts: none,
+   zstd pages not covered; clang takes no NULL as the initializer of an _Atomic pointer). */
+static _Atomic(bw_zstd_page_decoder) zstd_decoder;
 #endif
 
 void bw_parquet_set_zstd_decoder(bw_zstd_page_decoder decoder) {

@@ -43,18 +43,12 @@ typedef struct {
     int seen;
 } file_meta;
 
-/* What the reading of one footer knows, and its refusal (BW_PQ_HANDLED). */
+/* What the reading of one footer knows, and its refusal. */
 typedef struct {
+    bw_pq_refusal refusal;
     size_t file_size, groups, columns;
     int64_t *out;
-    char *error;
-    int rc;
 } footer_reading;
-
-static int refuse(footer_reading *f, int rc) {
-    f->rc = rc;
-    return BW_PQ_HANDLED;
-}
 
 /* ColumnMetaData.encodings: a dictionary encoding among them marks the chunk. */
 static int read_encodings(bw_thrift *t, void *target, void *context) {
@@ -159,22 +153,22 @@ static int place_chunk(const column_chunk *c, size_t file_size, int64_t *where, 
 static int read_columns(bw_thrift *t, void *target, void *context) {
     row_group *g = target;
     footer_reading *f = context;
-    int elem;
+    bw_pq_refusal *r = &f->refusal;
     uint32_t n;
-    if (g->seen++ || bw_thrift_list(t, &elem, &n) < 0 || elem != BW_THRIFT_STRUCT)
-        return refuse(f, bw_pq_malformed(f->error, "footer: a row group's column list is "
-                                         "malformed"));
+    if (bw_pq_struct_list(t, &g->seen, &n) < 0)
+        return bw_pq_refuse(r, bw_pq_malformed(r->error, "footer: a row group's column list "
+                                               "is malformed"));
     if (n != f->columns)
-        return refuse(f, bw_pq_malformed(f->error, "footer: a row group has %u columns, the "
-                                         "schema %zu", (unsigned)n, f->columns));
+        return bw_pq_refuse(r, bw_pq_malformed(r->error, "footer: a row group has %u columns, "
+                                               "the schema %zu", (unsigned)n, f->columns));
     for (uint32_t c = 0; c < n; c++) {
         column_chunk chunk = {-1, -1, {-1, 0, -1, -1, -1, {-1}}};
         int rc = bw_thrift_read_struct(t, &column_chunk_struct, &chunk, f);
         if (rc != 0)
             return rc;
-        rc = place_chunk(&chunk, f->file_size, g->out + BW_CHUNK_FIELDS * c, f->error);
+        rc = place_chunk(&chunk, f->file_size, g->out + BW_CHUNK_FIELDS * c, r->error);
         if (rc != BW_PAGES_OK)
-            return refuse(f, rc);
+            return bw_pq_refuse(r, rc);
     }
     return 0;
 }
@@ -183,21 +177,22 @@ static int read_columns(bw_thrift *t, void *target, void *context) {
 static int read_row_groups(bw_thrift *t, void *target, void *context) {
     file_meta *m = target;
     footer_reading *f = context;
-    int elem;
+    bw_pq_refusal *r = &f->refusal;
     uint32_t n;
-    if (m->seen++ || bw_thrift_list(t, &elem, &n) < 0 || elem != BW_THRIFT_STRUCT)
-        return refuse(f, bw_pq_malformed(f->error, "footer: the row group list is malformed"));
+    if (bw_pq_struct_list(t, &m->seen, &n) < 0)
+        return bw_pq_refuse(r, bw_pq_malformed(r->error, "footer: the row group list is "
+                                               "malformed"));
     if (n != f->groups)
-        return refuse(f, bw_pq_malformed(f->error, "footer: %u row groups, expected %zu",
-                                         (unsigned)n, f->groups));
+        return bw_pq_refuse(r, bw_pq_malformed(r->error, "footer: %u row groups, expected %zu",
+                                               (unsigned)n, f->groups));
     for (uint32_t i = 0; i < n; i++) {
         row_group g = {0, f->out + BW_CHUNK_FIELDS * f->columns * i};
         int rc = bw_thrift_read_struct(t, &row_group_struct, &g, f);
         if (rc != 0)
             return rc;
         if (!g.seen)
-            return refuse(f, bw_pq_malformed(f->error, "footer: a row group has no column "
-                                             "list"));
+            return bw_pq_refuse(r, bw_pq_malformed(r->error, "footer: a row group has no "
+                                                   "column list"));
     }
     return 0;
 }
@@ -209,10 +204,10 @@ static int read_footer(const uint8_t *footer, uint32_t footer_size, size_t file_
                        size_t groups, size_t columns, int64_t *out, char *error) {
     bw_thrift t;
     bw_thrift_init(&t, footer, footer_size);
-    footer_reading f = {file_size, groups, columns, out, error, BW_PAGES_OK};
+    footer_reading f = {{error, BW_PAGES_OK}, file_size, groups, columns, out};
     file_meta m = {0};
     int rc = bw_thrift_read_struct(&t, &file_meta_struct, &m, &f);
-    rc = bw_pq_struct_read(rc, &t, f.rc, "footer", error);
+    rc = bw_pq_struct_read(rc, &t, &f.refusal, "footer", error);
     if (rc != BW_PAGES_OK)
         return rc;
     if (!m.seen && groups != 0)

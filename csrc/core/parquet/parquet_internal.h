@@ -27,11 +27,29 @@ int bw_pq_malformed(char *error, const char *format, ...)
    "<what>: <the reader's reason>"; BW_PAGES_MALFORMED. */
 int bw_pq_thrift_failed(const bw_thrift *t, const char *what, char *error);
 
-/* The result of reading a struct of `what` by its table (bw_thrift_read_struct): OK; the
-   refusal a handler kept in *handled (with its message written) when it returned
-   BW_PQ_HANDLED; else the Thrift reader's failure, as bw_pq_thrift_failed. */
+/* A refusal of the reader's own while a struct is read by its table: a handler that refuses
+   what it read writes the message into `error`, keeps the code in `rc`, and returns
+   BW_PQ_HANDLED (bw_pq_refuse), which ends the read. Every reading's context starts with one. */
 #define BW_PQ_HANDLED 1
-int bw_pq_struct_read(int rc, const bw_thrift *t, int handled, const char *what, char *error);
+typedef struct {
+    char *error;
+    int rc;
+} bw_pq_refusal;
+
+static inline int bw_pq_refuse(bw_pq_refusal *r, int rc) {
+    r->rc = rc;
+    return BW_PQ_HANDLED;
+}
+
+/* The result of reading a struct of `what` by its table (rc: bw_thrift_read_struct's): OK;
+   the refusal kept in r when a handler refused; else the Thrift reader's failure, as
+   bw_pq_thrift_failed. */
+int bw_pq_struct_read(int rc, const bw_thrift *t, const bw_pq_refusal *r, const char *what,
+                      char *error);
+
+/* The header of a list of structs that may come once in its struct (*seen counts it): 0, or -1
+   when it came before, is not a list header or holds something else than structs. */
+int bw_pq_struct_list(bw_thrift *t, int *seen, uint32_t *count);
 
 static inline uint32_t bw_pq_le32(const uint8_t *p) {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;

@@ -6,19 +6,14 @@
 
 #include "parquet_internal.h"
 
-/* What the reading of one offset index knows and has kept, and its refusal (BW_PQ_HANDLED). */
+/* What the reading of one offset index knows and has kept, and its refusal. */
 typedef struct {
+    bw_pq_refusal refusal;
     int64_t chunk_start, chunk_end, group_rows;
-    bw_page_location *locs; /* the page list's, once seen */
+    int seen;               /* the page list */
+    bw_page_location *locs; /* its locations */
     size_t n_locs;
-    char *error;
-    int rc;
 } index_reading;
-
-static int refuse(index_reading *r, int rc) {
-    r->rc = rc;
-    return BW_PQ_HANDLED;
-}
 
 static const bw_thrift_field_spec page_location_fields[] = {
     {1, BW_THRIFT_I64, offsetof(bw_page_location, offset), NULL, NULL},
@@ -38,45 +33,49 @@ static const bw_thrift_struct offset_index_struct = BW_THRIFT_STRUCT_OF(offset_i
    row group. */
 static int read_page_locations(bw_thrift *t, void *target, void *context) {
     (void)target;
-    index_reading *r = context;
-    int elem;
+    index_reading *x = context;
+    bw_pq_refusal *r = &x->refusal;
     uint32_t n;
-    if (r->locs != NULL || bw_thrift_list(t, &elem, &n) < 0 || elem != BW_THRIFT_STRUCT)
-        return refuse(r, bw_pq_malformed(r->error, "offset index: the page list is malformed"));
-    bw_page_location *locs = r->locs = malloc((n ? n : 1) * sizeof *locs);
+    if (bw_pq_struct_list(t, &x->seen, &n) < 0)
+        return bw_pq_refuse(r, bw_pq_malformed(r->error, "offset index: the page list is "
+                                               "malformed"));
+    bw_page_location *locs = x->locs = malloc((n ? n : 1) * sizeof *locs);
     if (locs == NULL)
-        return refuse(r, BW_PAGES_NO_MEMORY);
-    const int64_t chunk_start = r->chunk_start, chunk_end = r->chunk_end;
+        return bw_pq_refuse(r, BW_PAGES_NO_MEMORY);
+    const int64_t chunk_start = x->chunk_start, chunk_end = x->chunk_end;
     int64_t previous_end = chunk_start;
     size_t kept = 0;
     for (uint32_t i = 0; i < n; i++) {
         bw_page_location *p = &locs[kept];
         p->offset = p->first_row = -1;
         p->compressed_size = -1;
-        int rc = bw_thrift_read_struct(t, &page_location_struct, p, r);
+        int rc = bw_thrift_read_struct(t, &page_location_struct, p, x);
         if (rc != 0)
             return rc;
         if (p->offset < 0 || p->compressed_size <= 0 || p->first_row < 0)
-            return refuse(r, bw_pq_malformed(r->error, "offset index: a page location lacks a "
-                                             "field or is negative"));
+            return bw_pq_refuse(r, bw_pq_malformed(r->error, "offset index: a page location "
+                                                   "lacks a field or is negative"));
         if (p->offset < chunk_start || p->compressed_size > chunk_end - p->offset)
-            return refuse(r, bw_pq_malformed(r->error, "offset index: page %u at %lld, %d "
-                                             "bytes, outside its column chunk (bytes %lld to "
-                                             "%lld)", (unsigned)i, (long long)p->offset,
-                                             (int)p->compressed_size, (long long)chunk_start,
-                                             (long long)chunk_end));
+            return bw_pq_refuse(r, bw_pq_malformed(r->error, "offset index: page %u at %lld, "
+                                                   "%d bytes, outside its column chunk (bytes "
+                                                   "%lld to %lld)", (unsigned)i,
+                                                   (long long)p->offset,
+                                                   (int)p->compressed_size,
+                                                   (long long)chunk_start,
+                                                   (long long)chunk_end));
         if (p->offset < previous_end)
-            return refuse(r, bw_pq_malformed(r->error, "offset index: page %u at %lld starts "
-                                             "before the end of the page before it (%lld)",
-                                             (unsigned)i, (long long)p->offset,
-                                             (long long)previous_end));
+            return bw_pq_refuse(r, bw_pq_malformed(r->error, "offset index: page %u at %lld "
+                                                   "starts before the end of the page before "
+                                                   "it (%lld)", (unsigned)i,
+                                                   (long long)p->offset,
+                                                   (long long)previous_end));
         previous_end = p->offset + p->compressed_size;
         if ((kept == 0 ? p->first_row != 0 : p->first_row < locs[kept - 1].first_row) ||
-            p->first_row >= r->group_rows)
-            return refuse(r, bw_pq_malformed(r->error, "offset index: page %u starts at row "
-                                             "%lld (row group of %lld rows)", (unsigned)i,
-                                             (long long)p->first_row,
-                                             (long long)r->group_rows));
+            p->first_row >= x->group_rows)
+            return bw_pq_refuse(r, bw_pq_malformed(r->error, "offset index: page %u starts at "
+                                                   "row %lld (row group of %lld rows)",
+                                                   (unsigned)i, (long long)p->first_row,
+                                                   (long long)x->group_rows));
         /* A page whose first row is the next page's holds no rows, by the index's own count:
            pyarrow writes such empty pages (no values) now and then. It is left out, as the
            walk of a chunk without an index leaves out pages without rows, so the first rows
@@ -86,7 +85,7 @@ static int read_page_locations(bw_thrift *t, void *target, void *context) {
         else
             kept++;
     }
-    r->n_locs = kept;
+    x->n_locs = kept;
     return 0;
 }
 
@@ -102,10 +101,10 @@ int bw_parquet_offset_index(const uint8_t *data, size_t size, size_t file_size,
                                file_size);
     bw_thrift t;
     bw_thrift_init(&t, data, size);
-    index_reading r = {chunk_start, chunk_start + chunk_size, group_rows, NULL, 0, error,
-                       BW_PAGES_OK};
+    index_reading r = {{error, BW_PAGES_OK}, chunk_start, chunk_start + chunk_size, group_rows,
+                       0, NULL, 0};
     int rc = bw_thrift_read_struct(&t, &offset_index_struct, NULL, &r);
-    rc = bw_pq_struct_read(rc, &t, r.rc, "offset index", error);
+    rc = bw_pq_struct_read(rc, &t, &r.refusal, "offset index", error);
     if (rc != BW_PAGES_OK)
         goto cleanup;
     if (r.locs == NULL) {

@@ -6,17 +6,6 @@
 
 #include "parquet_internal.h"
 
-/* What the reading of one header knows, and its refusal (BW_PQ_HANDLED). */
-typedef struct {
-    char *error;
-    int rc;
-} header_reading;
-
-static int refuse(header_reading *r, int rc) {
-    r->rc = rc;
-    return BW_PQ_HANDLED;
-}
-
 #define HEADER_I32(id, field) {id, BW_THRIFT_I32, offsetof(bw_page_header, field), NULL, NULL}
 
 static const bw_thrift_field_spec data_page_fields[] = {
@@ -45,9 +34,10 @@ static const bw_thrift_struct dictionary_page_struct =
     BW_THRIFT_STRUCT_OF(dictionary_page_fields);
 
 /* A data page header, v1 or v2: the first of either kind. */
-static int read_data_page(bw_thrift *t, bw_page_header *h, header_reading *r, int v2) {
+static int read_data_page(bw_thrift *t, bw_page_header *h, bw_pq_refusal *r, int v2) {
     if (h->has_v1 || h->has_v2)
-        return refuse(r, bw_pq_malformed(r->error, "page header: two data page headers"));
+        return bw_pq_refuse(r, bw_pq_malformed(r->error, "page header: two data page "
+                                               "headers"));
     h->is_compressed = 1; /* v2's default */
     int rc = bw_thrift_read_struct(t, v2 ? &data_page_v2_struct : &data_page_struct, h, r);
     *(v2 ? &h->has_v2 : &h->has_v1) = 1;
@@ -64,9 +54,10 @@ static int read_data_page_v2(bw_thrift *t, void *target, void *context) {
 
 static int read_dictionary_page(bw_thrift *t, void *target, void *context) {
     bw_page_header *h = target;
-    header_reading *r = context;
+    bw_pq_refusal *r = context;
     if (h->has_dictionary)
-        return refuse(r, bw_pq_malformed(r->error, "page header: two dictionary page headers"));
+        return bw_pq_refuse(r, bw_pq_malformed(r->error, "page header: two dictionary page "
+                                               "headers"));
     int rc = bw_thrift_read_struct(t, &dictionary_page_struct, h, r);
     h->has_dictionary = 1;
     return rc;
@@ -90,12 +81,12 @@ int bw_pq_parse_page_header(const uint8_t *data, size_t size, bw_page_header *h,
     h->type = h->uncompressed_size = h->compressed_size = -1;
     h->num_values = h->encoding = h->def_encoding = h->rep_encoding = -1;
     h->num_rows = h->def_bytes = h->rep_bytes = -1;
-    header_reading r = {error, BW_PAGES_OK};
+    bw_pq_refusal r = {error, BW_PAGES_OK}; /* the context: a handler's refusal */
     int rc = bw_thrift_read_struct(&t, &page_header_struct, h, &r);
     /* only the Thrift reader runs out of bytes: a refusal of the header's own leaves it 0 */
     *ran_out = t.ran_out;
     if (rc != 0)
-        return bw_pq_struct_read(rc, &t, r.rc, "page header", error);
+        return bw_pq_struct_read(rc, &t, &r, "page header", error);
     if (h->type < 0 || h->uncompressed_size < 0 || h->compressed_size < 0)
         return bw_pq_malformed(error, "page header: type or sizes missing or negative");
     if ((int64_t)h->uncompressed_size > BW_PQ_MAX_PAGE_BYTES)

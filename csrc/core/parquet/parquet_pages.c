@@ -26,12 +26,20 @@ int bw_pq_thrift_failed(const bw_thrift *t, const char *what, char *error) {
     return bw_pq_malformed(error, "%s: %s", what, t->error ? t->error : "malformed");
 }
 
-int bw_pq_struct_read(int rc, const bw_thrift *t, int handled, const char *what, char *error) {
+int bw_pq_struct_read(int rc, const bw_thrift *t, const bw_pq_refusal *r, const char *what,
+                      char *error) {
     if (rc == 0)
         return BW_PAGES_OK;
     if (rc == BW_PQ_HANDLED)
-        return handled;
+        return r->rc;
     return bw_pq_thrift_failed(t, what, error);
+}
+
+int bw_pq_struct_list(bw_thrift *t, int *seen, uint32_t *count) {
+    int elem;
+    if ((*seen)++ || bw_thrift_list(t, &elem, count) < 0 || elem != BW_THRIFT_STRUCT)
+        return -1;
+    return 0;
 }
 
 /* ---- one column chunk's rows ----------------------------------------------------------- */

@@ -201,19 +201,8 @@ int bw_thrift_skip(bw_thrift *t, int type) {
         return bw_thrift_struct_end(t);
     }
     case BW_THRIFT_STRUCT: {
-        if (bw_thrift_struct_begin(t) < 0)
-            return -1;
-        int16_t last = 0, id;
-        int ftype;
-        for (;;) {
-            if (bw_thrift_field(t, &last, &ftype, &id) < 0)
-                return -1;
-            if (ftype == BW_THRIFT_STOP)
-                break;
-            if (bw_thrift_skip(t, ftype) < 0)
-                return -1;
-        }
-        return bw_thrift_struct_end(t);
+        static const bw_thrift_struct no_fields = {NULL, 0}; /* every field skipped */
+        return bw_thrift_read_struct(t, &no_fields, NULL, NULL);
     }
     default:
         return fail(t, "unknown value type in metadata");
