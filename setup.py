@@ -1,10 +1,11 @@
 """Builds bulkwire._core from two layers of C, zlib and the optional libraries it finds.
 
-csrc/core/ knows no Python: it is compiled on its own into a static library with only
-csrc/core/ on the include path (no Python or NumPy headers), so a stray #include <Python.h>
-there breaks the build. csrc/py/ is the binding (the CPython and NumPy C APIs), one folder per
-room; it sees its folders and csrc/core/ and is linked with the core library into the
-extension module.
+csrc/core/ knows no Python: its files, at its top and in its folders (one per concern), are
+compiled on its own into a static library with only csrc/core/ and its folders on the include
+path (no Python or NumPy headers), so a stray #include <Python.h> there breaks the build.
+csrc/py/ is the binding (the CPython and NumPy C APIs), one folder per room; it sees its
+folders and csrc/core/'s and is linked with the core library into the extension module.
+Headers are included by bare name in both layers: every folder is on the include path.
 
 Compiler and linker flags: CFLAGS and LDFLAGS (as every setuptools build), and
 BULKWIRE_CFLAGS / BULKWIRE_LDFLAGS after them (CI uses them for -Werror and the sanitizers).
@@ -13,9 +14,10 @@ is probed where it is built.
 
 The optional libraries (the LIBRARIES table below): ISA-L (faster gzip), libzstd (zstd
 bodies and Parquet pages) and OpenSSL (the C sender's TLS). Snappy needs none: bulkwire
-decodes it itself (csrc/core/snappy.c). Each is found with pkg-config where pkg-config knows
-it, else with the compiler's default paths, and proved by a program that includes its
-header and links. The build log says, one line each, what was found and its version.
+decodes it itself (csrc/core/compress/snappy.c). Each is found with pkg-config where
+pkg-config knows it, else with the compiler's default paths, and proved by a program that
+includes its header and links. The build log says, one line each, what was found and its
+version.
   BULKWIRE_WITHOUT=isal,zstd,openssl  builds without the named ones (any subset)
   BULKWIRE_REQUIRE_EXTRAS=1                  fails the build when one is missing
   BULKWIRE_<NAME>=0 / =1                     the same for one library (e.g. BULKWIRE_ZSTD=0)
@@ -65,10 +67,27 @@ from setuptools.command.build_ext import build_ext  # noqa: E402
 
 CORE_DIR = os.path.join("csrc", "core")
 PY_DIR = os.path.join("csrc", "py")
-# the binding's rooms, one folder each (docs/architecture.md); headers are included by bare
-# name, so every folder is on the binding's include path
-PY_FOLDERS = sorted(os.path.join(PY_DIR, d) for d in os.listdir(PY_DIR)
-                    if os.path.isdir(os.path.join(PY_DIR, d)))
+
+
+def _folders(top: str) -> list:
+    """The folders of top (one level), sorted."""
+    return sorted(os.path.join(top, d) for d in os.listdir(top)
+                  if os.path.isdir(os.path.join(top, d)))
+
+
+# the core's concerns and the binding's rooms, one folder each (docs/architecture.md);
+# headers are included by bare name, so every folder is on the include path: the core's
+# top (a file there is built too) and its folders, the binding's folders
+CORE_FOLDERS = [CORE_DIR, *_folders(CORE_DIR)]
+PY_FOLDERS = _folders(PY_DIR)
+
+
+def _files(folders: list, extension: str) -> list:
+    """The files of the folders (not of their subfolders) ending in extension, sorted."""
+    return sorted(path for folder in folders
+                  for path in glob.glob(os.path.join(folder, "*" + extension)))
+
+
 CORE_LIBRARY = "bulkwire_core"
 CONFIG_DIR = os.path.join("build", "bulkwire_config")
 CONFIG_HEADER = os.path.join(CONFIG_DIR, "bw_build_config.h")
@@ -309,10 +328,10 @@ for name in [*LIBRARIES, "zlib"]:
         if LIBRARIES[name].binding:
             binding_macros.append((LIBRARIES[name].macro, "1"))
 
-core_headers = sorted(glob.glob(os.path.join(CORE_DIR, "*.h"))) + [CONFIG_HEADER]
+core_headers = _files(CORE_FOLDERS, ".h") + [CONFIG_HEADER]
 core_library = (CORE_LIBRARY, {
-    "sources": sorted(glob.glob(os.path.join(CORE_DIR, "*.c"))),
-    "include_dirs": [CORE_DIR, *include_dirs],  # the seal: no Python, no NumPy
+    "sources": _files(CORE_FOLDERS, ".c"),
+    "include_dirs": [*CORE_FOLDERS, *include_dirs],  # the seal: no Python, no NumPy
     "macros": core_macros,
     "cflags": extra_compile,
     "obj_deps": {"": core_headers},  # a changed header, or a changed probe, rebuilds every core object
@@ -341,7 +360,7 @@ core = Extension(
     "bulkwire._core",
     sources=sorted(glob.glob(os.path.join(PY_DIR, "*", "*.c"))),
     depends=sorted(glob.glob(os.path.join(PY_DIR, "*", "*.h"))) + core_headers,
-    include_dirs=[*PY_FOLDERS, CORE_DIR, CONFIG_DIR, numpy.get_include(), *include_dirs],
+    include_dirs=[*PY_FOLDERS, *CORE_FOLDERS, CONFIG_DIR, numpy.get_include(), *include_dirs],
     library_dirs=library_dirs,
     libraries=libraries,
     define_macros=binding_macros,

@@ -296,8 +296,8 @@ def warm_tables(args) -> None:
     finally:
         bulkwire.cql.uninstall()
 
-    # float text comes from csrc/core/float_text.c (shared with the JSON encoder); these figures
-    # move with it. 'shortest' writes other digits by design: its output differs.
+    # float text comes from csrc/core/json/float_text.c (shared with the JSON encoder); these
+    # figures move with it. 'shortest' writes other digits by design: its output differs.
     a100 = a[:100]
     warm_table("JSON arrays, 100 × 768 float32", [
         ("bulkwire.dumps(row) per row", lambda: [bulkwire.dumps(x) for x in a100]),

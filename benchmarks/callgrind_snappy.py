@@ -1,6 +1,6 @@
-"""Instruction counts of bulkwire's snappy decoder (csrc/core/snappy.c) against libsnappy's,
-on real data pages that pyarrow wrote with its default codec (snappy), under callgrind (no
-wall clock: the counts are the same on a busy machine).
+"""Instruction counts of bulkwire's snappy decoder (csrc/core/compress/snappy.c) against
+libsnappy's, on real data pages that pyarrow wrote with its default codec (snappy), under
+callgrind (no wall clock: the counts are the same on a busy machine).
 
     python benchmarks/callgrind_snappy.py            # needs valgrind, cc, libsnappy-dev, pyarrow
 
@@ -115,8 +115,9 @@ def main() -> None:
         source.write_text(HARNESS)
         exe = work / "harness"
         subprocess.run([os.environ.get("CC", "cc"), "-std=c11", "-O3", "-fno-strict-aliasing",
-                        f"-I{ROOT / 'csrc' / 'core'}", str(source),
-                        str(ROOT / "csrc" / "core" / "snappy.c"), "-o", str(exe), "-lsnappy"],
+                        f"-I{ROOT / 'csrc' / 'core' / 'compress'}", str(source),
+                        str(ROOT / "csrc" / "core" / "compress" / "snappy.c"), "-o", str(exe),
+                        "-lsnappy"],
                        check=True)
         print(f"{'column':10} {'bytes':>11} {'bulkwire/byte':>14} {'libsnappy/byte':>15} {'ratio':>6}")
         totals = [0, 0, 0]

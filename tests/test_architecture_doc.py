@@ -36,23 +36,31 @@ def test_every_c_file_the_doc_names_exists():
     assert not stale, f"docs/architecture.md names files that do not exist: {', '.join(stale)}"
 
 
+def check_drawn(part: str, layer: str) -> None:
+    """The diagram's part of one layer: a file drawn before its first folder heading
+    (``  json/``) is at the layer's top; one drawn under a heading is in that folder (a file of
+    another folder named there is named with its folder: ``compress/snappy.c``); every folder
+    of the layer is drawn."""
+    sections = re.split(r"^  ([a-z_]+)/", part, flags=re.M)
+    drawn = sections[1::2]
+    for folder, text in zip(["", *drawn], sections[0::2]):
+        for name in re.findall(r"(?<![/\w])([a-z_0-9]+\.[ch])\b", text):
+            where = f"csrc/{layer}/{folder + '/' if folder else ''}"
+            assert (LAYERS[layer] / folder / name).exists(), \
+                f"{name} is drawn in {where} but is not there"
+    folders = sorted(p.name for p in LAYERS[layer].iterdir() if p.is_dir())
+    assert sorted(drawn) == folders, \
+        f"csrc/{layer}/ has folders {folders}; the diagram draws {drawn}"
+
+
 def test_the_layers_are_drawn_where_they_are():
-    """A file drawn under csrc/core/ in the diagram is in csrc/core/; one drawn under a folder
-    heading of csrc/py/ (``  bulk/``) is in that folder, and every folder of csrc/py/ is drawn."""
+    """A file drawn under a folder heading of csrc/py/ or csrc/core/ (``  bulk/``) is in that
+    folder, one drawn before the layer's first heading at its top, and every folder of each
+    layer is drawn."""
     diagram = DOC[DOC.index("```text"):]
     diagram = diagram[:diagram.index("```", 7)]
-    core_part = diagram[diagram.index("csrc/core/"):]
-    py_part = diagram[diagram.index("csrc/py/"):diagram.index("csrc/core/")]
-    for name in re.findall(r"\b([a-z_0-9]+\.c)\b", core_part):
-        assert (LAYERS["core"] / name).exists(), f"{name} is drawn in csrc/core/ but is not there"
-    sections = re.split(r"^  ([a-z_]+)/", py_part, flags=re.M)
-    drawn = sections[1::2]
-    for folder, text in zip(drawn, sections[2::2]):
-        for name in re.findall(r"\b([a-z_0-9]+\.c)\b", text):
-            assert (LAYERS["py"] / folder / name).exists(), \
-                f"{name} is drawn in csrc/py/{folder}/ but is not there"
-    folders = sorted(p.name for p in LAYERS["py"].iterdir() if p.is_dir())
-    assert sorted(drawn) == folders, f"csrc/py/ has folders {folders}; the diagram draws {drawn}"
+    check_drawn(diagram[diagram.index("csrc/core/"):], "core")
+    check_drawn(diagram[diagram.index("csrc/py/"):diagram.index("csrc/core/")], "py")
     assert not list(LAYERS["py"].glob("*.[ch]")), "every binding file lives in a folder of csrc/py/"
 
 
@@ -65,11 +73,11 @@ def c_test_runner():
 
 
 def test_every_core_file_has_a_unit_test_file_that_builds_it():
-    """csrc/core/x.c is tested by tests/c/test_x.c, which links it (its ``sources:`` line) or
-    includes it (to reach its static functions)."""
+    """csrc/core/x.c (at its top or in any of its folders) is tested by tests/c/test_x.c, which
+    links it (its ``sources:`` line) or includes it (to reach its static functions)."""
     runner = c_test_runner()
     missing = []
-    for source in sorted(LAYERS["core"].glob("*.c")):
+    for source in sorted(LAYERS["core"].rglob("*.c")):
         test = ROOT / "tests" / "c" / f"test_{source.stem}.c"
         if not test.exists():
             missing.append(f"{source.name}: no {test.relative_to(ROOT)}")

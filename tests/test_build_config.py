@@ -1,8 +1,8 @@
 """What a build has, and that it says so: ``bulkwire.build_config()`` and ``show_config()``
 agree with the extension's own flags; ``bulkwire --version`` prints one line per optional
-library; setup.py's probes honour BULKWIRE_WITHOUT and the environment's flags, and a
-rebuild in the same checkout after a library comes or goes links the change (no manual
-cleaning)."""
+library; setup.py's probes honour BULKWIRE_WITHOUT and the environment's flags, a rebuild
+in the same checkout after a library comes or goes links the change (no manual cleaning), and
+every C file of the core is built, at csrc/core/'s top and in its folders."""
 from __future__ import annotations
 
 import os
@@ -144,6 +144,29 @@ def test_a_rebuild_in_the_same_checkout_follows_the_libraries(tmp_path):
     assert found["zstd"] and found["isal"]
     third = _setup(tree, *build)
     assert third.returncode == 0 and " -c " not in third.stdout + third.stderr
+
+
+def test_every_core_file_is_built_at_the_cores_top_and_in_its_folders(tmp_path):
+    """setup.py builds the core library from csrc/core/'s files wherever they are, at its top
+    or in a folder, found by glob (no list to keep), with every folder on the include path: a
+    file added at the top that includes a header of a folder by bare name is built, and so is
+    a file added to a folder."""
+    tree = _tree(tmp_path)
+    core = tree / "csrc" / "core"
+    (core / "mem" / "bw_probe_folder.h").write_text("int bw_probe_folder(void);\n")
+    (core / "mem" / "bw_probe_folder.c").write_text(
+        '#include "bw_probe_folder.h"\nint bw_probe_folder(void) { return 1; }\n')
+    (core / "bw_probe_top.c").write_text(
+        '#include "bw_probe_folder.h"\n#include "out_buffer.h"\n'
+        "int bw_probe_top(void) { return bw_probe_folder(); }\n")
+    done = _setup(tree, "build_clib")
+    assert done.returncode == 0, done.stderr[-3000:]
+    (archive,) = tree.glob("build/*/libbulkwire_core.a")
+    members = subprocess.run(["ar", "t", str(archive)], capture_output=True, text=True,
+                             check=True).stdout.split()
+    sources = sorted(p.stem for p in core.rglob("*.c"))
+    assert sorted(pathlib.Path(m).stem for m in members) == sources
+    assert "bw_probe_top" in sources and "bw_probe_folder" in sources
 
 
 def test_setup_py_in_a_fresh_venv_says_what_to_install(tmp_path):

@@ -1,6 +1,8 @@
-"""The seal between the two C layers: csrc/core/ compiles with nothing but its own directory
-on the include path (no Python, no NumPy), as setup.py builds it, so a stray
-``#include <Python.h>`` in the core breaks the build instead of slipping in.
+"""The seal between the two C layers: csrc/core/ compiles with nothing but its own directories
+(its top and its folders, one per concern) on the include path (no Python, no NumPy), as
+setup.py builds it, so a stray ``#include <Python.h>`` in the core breaks the build instead of
+slipping in. Headers are included by bare name from any folder, so no two files of the core
+share a name.
 
 Each core file is compiled with the system C compiler (``-fsyntax-only``); the control shows
 that the same command refuses a core file that includes Python.h, and accepts it once
@@ -16,8 +18,13 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 CORE = ROOT / "csrc" / "core"
-CORE_SOURCES = sorted(CORE.glob("*.c"))
-CORE_HEADERS = sorted(CORE.glob("*.h"))
+#: the core's include path, as setup.py's: its top, then its folders
+CORE_FOLDERS = [CORE, *sorted(p for p in CORE.iterdir() if p.is_dir())]
+CORE_INCLUDE = [str(p) for p in CORE_FOLDERS]
+CORE_SOURCES = sorted((p for folder in CORE_FOLDERS for p in folder.glob("*.c")),
+                      key=lambda p: p.name)
+CORE_HEADERS = sorted((p for folder in CORE_FOLDERS for p in folder.glob("*.h")),
+                      key=lambda p: p.name)
 
 
 def _compiler() -> list[str]:
@@ -34,12 +41,22 @@ def _compile(source: pathlib.Path, *include_dirs: str) -> subprocess.CompletedPr
 
 
 def test_core_has_files():
-    assert len(CORE_SOURCES) >= 10 and len(CORE_HEADERS) >= 10, sorted(CORE.iterdir())
+    assert len(CORE_SOURCES) >= 10 and len(CORE_HEADERS) >= 10, sorted(CORE.rglob("*"))
+
+
+def test_core_files_are_in_its_folders_and_their_names_are_unique():
+    """Every C file of the core is at its top or in one of its folders (no deeper: the
+    include path has only those), and a bare name names one file."""
+    deeper = sorted(str(p.relative_to(CORE)) for p in CORE.rglob("*.[ch]")
+                    if p.parent not in CORE_FOLDERS)
+    assert not deeper, f"core files below its folders: {deeper}"
+    names = [p.name for p in [*CORE_SOURCES, *CORE_HEADERS]]
+    assert len(names) == len(set(names)), sorted(n for n in set(names) if names.count(n) > 1)
 
 
 @pytest.mark.parametrize("source", CORE_SOURCES, ids=lambda p: p.name)
 def test_core_source_compiles_without_python(source):
-    result = _compile(source, str(CORE))
+    result = _compile(source, *CORE_INCLUDE)
     assert result.returncode == 0, result.stderr
 
 
@@ -47,21 +64,21 @@ def test_core_source_compiles_without_python(source):
 def test_core_header_stands_alone_without_python(header, tmp_path):
     unit = tmp_path / f"only_{header.stem}.c"
     unit.write_text(f'#include "{header.name}"\n')
-    result = _compile(unit, str(CORE))
+    result = _compile(unit, *CORE_INCLUDE)
     assert result.returncode == 0, result.stderr
 
 
 def test_python_include_in_core_breaks_the_compile(tmp_path):
-    original = CORE / "vint.c"
+    (original,) = [p for p in CORE_SOURCES if p.name == "vint.c"]
     stray = tmp_path / "vint_with_python.c"
     stray.write_text("#include <Python.h>\n" + original.read_text())
 
-    sealed = _compile(stray, str(CORE))
+    sealed = _compile(stray, *CORE_INCLUDE)
     assert sealed.returncode != 0
     assert "Python.h" in sealed.stderr, sealed.stderr
 
     # control: the same file with Python's headers on the path compiles, so it was the seal
     # (the missing include path) that refused it
     paths = sysconfig.get_paths()
-    unsealed = _compile(stray, str(CORE), paths["include"], paths["platinclude"])
+    unsealed = _compile(stray, *CORE_INCLUDE, paths["include"], paths["platinclude"])
     assert unsealed.returncode == 0, unsealed.stderr

@@ -1,5 +1,5 @@
 """Snappy Parquet pages, read page by page on every build by bulkwire's own decoder
-(csrc/core/snappy.c): against pyarrow (which wrote them with its snappy codec) on varied
+(csrc/core/compress/snappy.c): against pyarrow (which wrote them with its snappy codec) on varied
 data, and on hostile page bodies (cut short, a length prefix that lies, a copy reaching
 before the start, random damage), which raise MalformedFileError naming the file and the
 column, never something else, and exactly when pyarrow's snappy codec refuses the same

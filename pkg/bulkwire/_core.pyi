@@ -268,7 +268,7 @@ class PumpResult(tuple[int, int, int, int, int]):
 def pump_body(queue: HandoverQueue, fd: int, gzip: GzipStream | ZstdStream | None = ...,
               timeout: float | None = ..., tls: TlsConnection | None = ...) -> PumpResult: ...
 
-# ---- TLS of bulkwire's own csrc/core/tls_send.c, csrc/py/bulk/py_tls.c (absent without OpenSSL) ----
+# ---- TLS of bulkwire's own csrc/core/net/tls_send.c, csrc/py/common/py_tls.c (absent without OpenSSL) ----
 
 TLS_LIBRARY: str | None
 class TlsError(OSError, BulkwireError):
@@ -294,7 +294,7 @@ class TlsContext:
     def connect(self, fd: int, server_hostname: str, timeout: float | None = ...) -> TlsConnection: ...
 
 
-# ---- Arrow record batch -> bulk insert commands csrc/core/encode_batch.c, csrc/py/arrow/py_encode_batch.c ----
+# ---- Arrow record batch -> bulk insert commands csrc/core/ravendb/encode_batch.c, csrc/py/arrow/py_encode_batch.c ----
 
 def encode_batch(
     batch: Any,
@@ -331,7 +331,7 @@ def prepare_batch(
     buffer_size: int | None = ...,
 ) -> PreparedBatch: ...
 
-# ---- Parquet random access: csrc/core/parquet_pages.c, csrc/py/arrow/py_parquet_pages.c ----
+# ---- Parquet random access: csrc/core/parquet/ (parquet_pages.h), csrc/py/arrow/py_parquet_pages.c ----
 # `file` is (fd, size): an open descriptor, read with pread, and the file's size when it was
 # opened (bulkwire.parquet passes its SourceFile's); or an object exporting a buffer holding
 # the whole file. A malformed file (or one cut short since: "changed since it was opened")
@@ -371,7 +371,7 @@ def parquet_take_chunk(
 
 def build_config() -> dict[str, Any]: ...
 
-# ---- CQL native protocol connection csrc/core/cql_conn.c, csrc/py/cql/py_cql_conn.c ----
+# ---- CQL native protocol connection csrc/core/cql/cql_conn.c, csrc/py/cql/py_cql_conn.c ----
 
 CQL_OP_QUERY: int
 CQL_OP_PREPARE: int

@@ -5,16 +5,17 @@
     BULKWIRE_C_TEST_FLAGS="-O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined" \\
         python tests/c/run.py              # under the sanitizers
 
-Each test file names the core sources it links in a ``sources:`` comment line and extra
-libraries in a ``libs:`` line; the sources are looked up by name in csrc/core/, then csrc/.
+Each test file names the core sources it links in a ``sources:`` comment line (or more than
+one) and extra libraries in a ``libs:`` line; the sources are looked up by name in csrc/core/
+and its folders (one per concern), then csrc/.
 A file that needs an optional library's headers names them in a ``requires:`` line (e.g.
 ``requires: openssl/ssl.h``): where a program including them does not build and link with
 the file's ``libs:``, the file is skipped, with a line saying which header is missing, as
 setup.py builds without that library there. BULKWIRE_REQUIRE_EXTRAS=1 (CI, which installs
 every optional library) makes such a skip a failure.
-The include path has csrc/core and csrc but not Python's: a core file that includes
-<Python.h> fails here. Compiled with -std=c11 -Wall -Wextra -Werror (CC, default cc), plus
-BULKWIRE_C_TEST_FLAGS. The last lines printed are ``N passed, N failed`` (test functions)
+The include path has csrc/core, its folders and csrc but not Python's: a core file that
+includes <Python.h> fails here. Compiled with -std=c11 -Wall -Wextra -Werror (CC, default cc),
+plus BULKWIRE_C_TEST_FLAGS. The last lines printed are ``N passed, N failed`` (test functions)
 and, when files were skipped, ``N files skipped``; the exit status is 1 when a test failed,
 a file did not build or run to its end, or a file was skipped under BULKWIRE_REQUIRE_EXTRAS.
 """
@@ -30,7 +31,10 @@ import tempfile
 
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
-SOURCE_DIRS = [ROOT / "csrc" / "core", ROOT / "csrc"]
+CORE = ROOT / "csrc" / "core"
+#: where sources are looked up by name and headers included by bare name: the core's top, its
+#: folders (one per concern), csrc/
+SOURCE_DIRS = [CORE, *sorted(p for p in CORE.glob("*") if p.is_dir()), ROOT / "csrc"]
 BASE_FLAGS = ["-std=c11", "-Wall", "-Wextra", "-Werror", "-fno-strict-aliasing"]
 
 
@@ -47,17 +51,18 @@ def test_files(names: list[str]) -> list[pathlib.Path]:
 
 
 def find_source(name: str) -> pathlib.Path:
-    """A core source file by name, in csrc/core/ or csrc/."""
+    """A core source file by name, in csrc/core/, one of its folders or csrc/."""
     for folder in SOURCE_DIRS:
         if (folder / name).is_file():
             return folder / name
-    sys.exit(f"core source {name} not found in csrc/core/ or csrc/")
+    sys.exit(f"core source {name} not found in csrc/core/, its folders or csrc/")
 
 
 def declared(test: pathlib.Path, key: str) -> list[str]:
-    """The words after ``key:`` in the test file's header comment."""
-    match = re.search(rf"^\s*{key}:(.*)$", test.read_text(), re.M)
-    return match.group(1).replace("*/", "").split() if match else []
+    """The words after ``key:`` in the test file's header comment (a long list may go on in
+    more ``key:`` lines)."""
+    lines = re.findall(rf"^\s*{key}:(.*)$", test.read_text(), re.M)
+    return [word for line in lines for word in line.replace("*/", "").split()]
 
 
 def compile_program(compiler: list[str], flags: list[str], source: pathlib.Path,

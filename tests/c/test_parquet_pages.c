@@ -5,7 +5,9 @@
    headers whose counts and sizes claim far more than their bytes hold (every allocation is
    recorded: malloc and realloc wrapped at link time, so a test sees the largest one), and
    files read through a descriptor as in memory, cut short under the reader.
-   sources: thrift_compact.c parquet_pages.c file_read.c snappy.c buffer_pool.c status.c
+   sources: thrift_compact.c parquet_pages.c parquet_footer.c parquet_offset_index.c
+   sources: parquet_page_header.c parquet_page_read.c parquet_levels.c parquet_codec.c
+   sources: parquet_walk.c parquet_dictionary.c file_read.c snappy.c buffer_pool.c status.c
    libs: -DBW_HAVE_ZSTD -lzstd -lsnappy -lz -Wl,--wrap=malloc -Wl,--wrap=realloc
    requires: zstd.h snappy-c.h */
 #define _POSIX_C_SOURCE 200809L /* fileno, ftruncate */

@@ -5,8 +5,13 @@
    refused, and random nested values written by a compact writer here (from the protocol's
    description) skipped to their exact end, every truncation of them refused. Buffers are
    heap blocks of exactly their size, so the sanitizers see any read past them. A failure says
-   whether the bytes ran out (more of them might read) or what they hold is refused.
+   whether the bytes ran out (more of them might read) or what they hold is refused. And the
+   struct reader driven by a table of fields: known fields read where the table says, unknown
+   ones skipped, an integer of another wire type refused, a struct, list or bool of another
+   wire type skipped, nested tables and handlers, a handler's own refusal handed back, the
+   nesting depth bounded, and every truncation refused.
    sources: thrift_compact.c */
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -570,10 +575,264 @@ TEST(running_out_of_bytes_is_told_apart_from_what_the_bytes_say) {
     done(&r);
 }
 
+/* ---- structs read by their tables ---- */
+
+typedef struct {
+    int32_t small;
+    int64_t big;
+    int32_t flag;
+    struct {
+        int64_t inner;
+    } nested;
+    int32_t list_sum;
+    int lists, handler_structs;
+} record;
+
+static const bw_thrift_field_spec inner_fields[] = {
+    {1, BW_THRIFT_I64, offsetof(record, nested.inner) - offsetof(record, nested), NULL, NULL},
+};
+static const bw_thrift_struct inner_struct = BW_THRIFT_STRUCT_OF(inner_fields);
+
+/* field 6: a list of i32, summed; a refusal of its own (7) past a sum of 1000 */
+static int sum_list(bw_thrift *t, void *target, void *context) {
+    (void)context;
+    record *r = target;
+    int elem;
+    uint32_t n;
+    if (bw_thrift_list(t, &elem, &n) < 0)
+        return -1;
+    r->lists++;
+    for (uint32_t i = 0; i < n; i++) {
+        int32_t v;
+        if (bw_thrift_i32(t, elem, &v) < 0)
+            return -1;
+        r->list_sum += v;
+        if (r->list_sum > 1000)
+            return 7;
+    }
+    return 0;
+}
+
+/* field 8: a struct read by a handler, through the inner table; counted in the context */
+static int count_struct(bw_thrift *t, void *target, void *context) {
+    record *r = target;
+    ++*(int *)context;
+    r->handler_structs++;
+    return bw_thrift_read_struct(t, &inner_struct, &r->nested, context);
+}
+
+static const bw_thrift_field_spec record_fields[] = {
+    {1, BW_THRIFT_I32, offsetof(record, small), NULL, NULL},
+    {2, BW_THRIFT_I64, offsetof(record, big), NULL, NULL},
+    {4, BW_THRIFT_TRUE, offsetof(record, flag), NULL, NULL},
+    {5, BW_THRIFT_STRUCT, offsetof(record, nested), &inner_struct, NULL},
+    {6, BW_THRIFT_LIST, 0, NULL, sum_list},
+    {8, BW_THRIFT_STRUCT, 0, NULL, count_struct},
+};
+static const bw_thrift_struct record_struct = BW_THRIFT_STRUCT_OF(record_fields);
+
+/* Reads a record from p (n bytes, copied to a block of exactly n): the reader's result;
+   *error its message, *used the bytes read. */
+static int read_record(const uint8_t *p, size_t n, record *r, const char **error,
+                       size_t *used) {
+    reading rd;
+    start(&rd, p, n);
+    memset(r, 0, sizeof *r);
+    r->small = r->flag = -1;
+    r->big = r->nested.inner = -1;
+    int handled = 0;
+    int rc = bw_thrift_read_struct(&rd.t, &record_struct, r, &handled);
+    *error = rd.t.error;
+    *used = (size_t)(rd.t.pos - rd.buf);
+    CHECK(rd.t.pos <= rd.t.end);
+    CHECK(rc != 0 || rd.t.depth == 0);
+    CHECK_EQ(handled, r->handler_structs);
+    done(&rd);
+    return rc;
+}
+
+/* A record with every known field, unknown ones between them. */
+static void put_record(writer *w) {
+    int16_t last = 0;
+    put_field(w, &last, 1, BW_THRIFT_I32);
+    put_varint(w, zigzag(-7));
+    put_field(w, &last, 3, BW_THRIFT_BINARY); /* unknown */
+    put_varint(w, 2);
+    put_byte(w, 'h');
+    put_byte(w, 'i');
+    put_field(w, &last, 2, BW_THRIFT_I64); /* ids out of order, by the long form */
+    put_varint(w, zigzag(INT64_MAX));
+    put_field(w, &last, 4, BW_THRIFT_TRUE);
+    put_field(w, &last, 5, BW_THRIFT_STRUCT);
+    int16_t inner = 0;
+    put_field(w, &inner, 9, BW_THRIFT_DOUBLE); /* unknown in the nested struct */
+    for (int i = 0; i < 8; i++)
+        put_byte(w, 0);
+    put_field(w, &inner, 1, BW_THRIFT_I64);
+    put_varint(w, zigzag(-40));
+    put_byte(w, BW_THRIFT_STOP);
+    put_field(w, &last, 6, BW_THRIFT_LIST);
+    put_list_header(w, BW_THRIFT_I32, 3);
+    put_varint(w, zigzag(1));
+    put_varint(w, zigzag(2));
+    put_varint(w, zigzag(3));
+    put_field(w, &last, 300, BW_THRIFT_MAP); /* unknown */
+    put_varint(w, 1);
+    put_byte(w, BW_THRIFT_I32 << 4 | BW_THRIFT_STRUCT);
+    put_varint(w, zigzag(5));
+    put_byte(w, BW_THRIFT_STOP);
+    put_byte(w, BW_THRIFT_STOP);
+}
+
+TEST(a_table_reads_its_fields_and_skips_the_others) {
+    writer w = {.len = 0};
+    put_record(&w);
+    w.data[w.len] = 0xee; /* a byte after the struct is not read */
+    record r;
+    const char *error;
+    size_t used;
+    CHECK_EQ(read_record(w.data, w.len + 1, &r, &error, &used), 0);
+    CHECK_EQ(used, w.len);
+    CHECK_EQ(r.small, -7);
+    CHECK(r.big == INT64_MAX);
+    CHECK_EQ(r.flag, 1);
+    CHECK_EQ(r.nested.inner, -40);
+    CHECK_EQ(r.lists, 1);
+    CHECK_EQ(r.list_sum, 6);
+    /* an empty struct leaves every field as it was */
+    static const uint8_t empty[] = {BW_THRIFT_STOP};
+    CHECK_EQ(read_record(empty, 1, &r, &error, &used), 0);
+    CHECK(r.small == -1 && r.big == -1 && r.flag == -1 && r.nested.inner == -1 && r.lists == 0);
+    /* a field that comes again: the last one counts; a false bool is 0 (i32 1 = 1; bool 4
+       false, by delta 3; the long form of i32 1 = 2) */
+    static const uint8_t again[] = {0x15, 0x02, 0x32, 0x05, 0x02, 0x04, 0x00};
+    CHECK_EQ(read_record(again, sizeof again, &r, &error, &used), 0);
+    CHECK_EQ(r.small, 2);
+    CHECK_EQ(r.flag, 0);
+}
+
+TEST(a_table_refuses_an_integer_of_another_wire_type) {
+    const char *error;
+    size_t used;
+    record r;
+    /* field 1 (i32) as an i64, a byte, an i16, a binary; field 2 (i64) as an i32 */
+    const uint8_t heads[] = {0x16, 0x13, 0x14, 0x18, 0x25};
+    for (size_t i = 0; i < sizeof heads; i++) {
+        uint8_t data[] = {heads[i], 0x02, 0x00};
+        CHECK_EQ(read_record(data, sizeof data, &r, &error, &used), -1);
+        CHECK_BYTES(error, strlen(error), "integer field of another type in metadata");
+    }
+    /* an i32 field holding an i64's value */
+    static const uint8_t wide[] = {0x15, 0x80, 0x80, 0x80, 0x80, 0x10, 0x00};
+    CHECK_EQ(read_record(wide, sizeof wide, &r, &error, &used), -1);
+    CHECK_BYTES(error, strlen(error), "i32 field out of range in metadata");
+}
+
+TEST(a_table_skips_a_struct_list_or_bool_of_another_wire_type) {
+    const char *error;
+    size_t used;
+    record r;
+    /* field 4 (bool) as an i32, 5 (struct) as a binary, 6 (list) as a struct, 8 (struct) as
+       a list: each skipped whole, nothing written, no handler called */
+    static const uint8_t data[] = {0x45, 0x02,                 /* 4: i32 1 */
+                                   0x18, 0x01, 'x',            /* 5: binary "x" */
+                                   0x1c, 0x15, 0x02, 0x00,     /* 6: struct {1: i32 1} */
+                                   0x29, 0x25, 0x02, 0x04,     /* 8: list of 2 i32 */
+                                   0x00};
+    CHECK_EQ(read_record(data, sizeof data, &r, &error, &used), 0);
+    CHECK_EQ(used, sizeof data);
+    CHECK(r.flag == -1 && r.nested.inner == -1 && r.lists == 0 && r.handler_structs == 0);
+    /* a field id past any the table names, and below: skipped */
+    static const uint8_t far[] = {0x06, 0xfe, 0xff, 0x03, 0x02, 0x06, 0x01, 0x02, 0x00};
+    CHECK_EQ(read_record(far, sizeof far, &r, &error, &used), 0);
+    CHECK_EQ(used, sizeof far);
+    CHECK_EQ(r.big, -1);
+}
+
+TEST(a_handler_reads_its_value_and_its_own_refusal_comes_back) {
+    const char *error;
+    size_t used;
+    record r;
+    /* field 8 by its handler, twice: both counted, the second's value kept */
+    static const uint8_t twice[] = {0x8c, 0x16, 0x04, 0x00, 0x0c, 0x10, 0x16, 0x06, 0x00, 0x00};
+    CHECK_EQ(read_record(twice, sizeof twice, &r, &error, &used), 0);
+    CHECK_EQ(r.handler_structs, 2);
+    CHECK_EQ(r.nested.inner, 3);
+    /* the list handler's refusal (a sum past 1000) ends the read there, returned as it is,
+       the reader's error left unset */
+    writer w = {.len = 0};
+    int16_t last = 0;
+    put_field(&w, &last, 6, BW_THRIFT_LIST);
+    put_list_header(&w, BW_THRIFT_I32, 2);
+    put_varint(&w, zigzag(900));
+    put_varint(&w, zigzag(200));
+    put_field(&w, &last, 1, BW_THRIFT_I32); /* after it: never read */
+    put_varint(&w, zigzag(5));
+    put_byte(&w, BW_THRIFT_STOP);
+    CHECK_EQ(read_record(w.data, w.len, &r, &error, &used), 7);
+    CHECK(error == NULL);
+    CHECK_EQ(r.small, -1);
+    CHECK(used < w.len);
+    /* a handler whose own read fails: -1 and the reader's message */
+    static const uint8_t bad_list[] = {0x19, 0x26, 0x02, 0x02, 0x00};
+    CHECK_EQ(read_record(bad_list, sizeof bad_list, &r, &error, &used), -1);
+    CHECK_BYTES(error, strlen(error), "integer field of another type in metadata");
+}
+
+TEST(a_table_read_counts_its_nesting) {
+    /* a struct nested in field 5 whose own unknown field nests structs: refused once the
+       depth passes BW_THRIFT_MAX_DEPTH (the record and field 5 are two levels) */
+    for (int extra = BW_THRIFT_MAX_DEPTH - 3; extra <= BW_THRIFT_MAX_DEPTH - 1; extra++) {
+        writer w = {.len = 0};
+        put_byte(&w, 0x5c); /* field 5: a struct */
+        for (int i = 0; i < extra; i++)
+            put_byte(&w, 0x1c); /* field 1 ... : a struct, unknown to the inner table at 2+ */
+        for (int i = 0; i < extra + 2; i++)
+            put_byte(&w, BW_THRIFT_STOP);
+        /* the inner table reads field 1 as an i64: make the first nested field id 2 */
+        w.data[1] = 0x2c;
+        record r;
+        const char *error;
+        size_t used;
+        int rc = read_record(w.data, w.len, &r, &error, &used);
+        int fits = 2 + extra <= BW_THRIFT_MAX_DEPTH;
+        CHECK_EQ(rc, fits ? 0 : -1);
+        if (!fits)
+            CHECK_BYTES(error, strlen(error), "metadata nested too deeply");
+        else
+            CHECK_EQ(used, w.len);
+    }
+}
+
+TEST(every_cut_of_a_table_read_struct_is_refused_as_running_out) {
+    writer w = {.len = 0};
+    put_record(&w);
+    for (size_t n = 0; n < w.len; n++) {
+        reading rd;
+        start(&rd, w.data, n);
+        record r;
+        memset(&r, 0, sizeof r);
+        int handled = 0;
+        int rc = bw_thrift_read_struct(&rd.t, &record_struct, &r, &handled);
+        if (rc != -1 || rd.t.error == NULL || !rd.t.ran_out || rd.t.pos > rd.t.end) {
+            CHECK(0);
+            done(&rd);
+            break;
+        }
+        done(&rd);
+    }
+}
+
 RUN_TESTS(field_ids_by_delta_and_long_form, field_types_past_struct_are_refused,
           a_struct_or_field_that_ends_early, integers_at_their_extremes,
           an_integer_of_another_type_is_refused, varints_of_ten_bytes_and_longer,
           list_headers_and_their_counts, the_depth_limit_is_exact,
           the_first_error_stays_and_every_read_after_it_fails, skipping_each_type,
           skipping_maps, random_values_are_skipped_to_their_end_and_every_cut_is_refused,
-          running_out_of_bytes_is_told_apart_from_what_the_bytes_say)
+          running_out_of_bytes_is_told_apart_from_what_the_bytes_say,
+          a_table_reads_its_fields_and_skips_the_others,
+          a_table_refuses_an_integer_of_another_wire_type,
+          a_table_skips_a_struct_list_or_bool_of_another_wire_type,
+          a_handler_reads_its_value_and_its_own_refusal_comes_back,
+          a_table_read_counts_its_nesting,
+          every_cut_of_a_table_read_struct_is_refused_as_running_out)

@@ -7,7 +7,9 @@
    success must stay inside it, and a chunk read must hand back exactly its rows' values. The
    runner's memory limits make an input that has the reader allocate far more than its bytes
    can hold a finding (the bomb-* seeds: headers claiming 2^31 values or a 1 GiB page).
-   sources: thrift_compact.c parquet_pages.c file_read.c snappy.c buffer_pool.c status.c
+   sources: thrift_compact.c parquet_pages.c parquet_footer.c parquet_offset_index.c
+   sources: parquet_page_header.c parquet_page_read.c parquet_levels.c parquet_codec.c
+   sources: parquet_walk.c parquet_dictionary.c file_read.c snappy.c buffer_pool.c status.c
    libs: -DBW_HAVE_ZSTD -lzstd -lz */
 #include <stdint.h>
 #include <stdlib.h>

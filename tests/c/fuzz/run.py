@@ -6,11 +6,12 @@ bounded time from its checked-in seeds.
     python tests/c/fuzz/run.py --list
 
 A target names the core sources it links in a ``sources:`` comment line (and libraries in a
-``libs:`` line); sources are found by name in csrc/core/, then csrc/. Built with
--fsanitize=fuzzer,address,undefined: an out-of-bounds read, undefined behaviour, an
-allocation or a resident size past the memory limits (RSS_LIMIT_MB, MALLOC_LIMIT_MB) or a
-failed oracle check (abort) stops the run and leaves the input in the artifacts folder, printed as
-hex. The seeds are ``corpus/<name>/``; the run works on a copy, so they never change.
+``libs:`` line); sources are found by name in csrc/core/ and its folders, then csrc/, as
+tests/c/run.py finds them. Built with -fsanitize=fuzzer,address,undefined: an out-of-bounds
+read, undefined behaviour, an allocation or a resident size past the memory limits
+(RSS_LIMIT_MB, MALLOC_LIMIT_MB) or a failed oracle check (abort) stops the run and leaves the
+input in the artifacts folder, printed as hex. The seeds are ``corpus/<name>/``; the run
+works on a copy, so they never change.
 Clang is taken from CLANG, else the first of clang, clang-19 ... clang-14 on PATH; without
 it the runner fails (exit 2), it does not skip. ``--jobs N`` fuzzes N targets at once (each
 on one core); a target's output goes to a log, printed when it fails, so that outputs never

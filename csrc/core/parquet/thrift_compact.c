@@ -201,21 +201,69 @@ int bw_thrift_skip(bw_thrift *t, int type) {
         return bw_thrift_struct_end(t);
     }
     case BW_THRIFT_STRUCT: {
-        if (bw_thrift_struct_begin(t) < 0)
-            return -1;
-        int16_t last = 0, id;
-        int ftype;
-        for (;;) {
-            if (bw_thrift_field(t, &last, &ftype, &id) < 0)
-                return -1;
-            if (ftype == BW_THRIFT_STOP)
-                break;
-            if (bw_thrift_skip(t, ftype) < 0)
-                return -1;
-        }
-        return bw_thrift_struct_end(t);
+        static const bw_thrift_struct no_fields = {NULL, 0}; /* every field skipped */
+        return bw_thrift_read_struct(t, &no_fields, NULL, NULL);
     }
     default:
         return fail(t, "unknown value type in metadata");
     }
+}
+
+/* ---- a struct read by its table -------------------------------------------------------- */
+
+static const bw_thrift_field_spec *field_spec(const bw_thrift_struct *table, int16_t id) {
+    for (size_t i = 0; i < table->count; i++)
+        if (table->fields[i].id == id)
+            return &table->fields[i];
+    return NULL;
+}
+
+/* One field's value, `type` its wire type, as its spec says. */
+static int read_field_value(bw_thrift *t, const bw_thrift_field_spec *spec, int type,
+                            void *target, void *context) {
+    switch (spec->type) {
+    case BW_THRIFT_I32:
+        return bw_thrift_i32(t, type, (int32_t *)(void *)((char *)target + spec->offset));
+    case BW_THRIFT_I64:
+        return bw_thrift_i64(t, type, (int64_t *)(void *)((char *)target + spec->offset));
+    case BW_THRIFT_TRUE:
+        if (type != BW_THRIFT_TRUE && type != BW_THRIFT_FALSE)
+            break;
+        /* a struct field's bool is its header's type */
+        *(int32_t *)(void *)((char *)target + spec->offset) = type == BW_THRIFT_TRUE;
+        return 0;
+    case BW_THRIFT_STRUCT:
+    case BW_THRIFT_LIST:
+        if (type != spec->type)
+            break;
+        if (spec->handler != NULL)
+            return spec->handler(t, target, context);
+        if (spec->type == BW_THRIFT_STRUCT && spec->nested != NULL)
+            return bw_thrift_read_struct(t, spec->nested, (char *)target + spec->offset,
+                                         context);
+        break;
+    default:
+        break;
+    }
+    return bw_thrift_skip(t, type);
+}
+
+int bw_thrift_read_struct(bw_thrift *t, const bw_thrift_struct *table, void *target,
+                          void *context) {
+    if (bw_thrift_struct_begin(t) < 0)
+        return -1;
+    int16_t last = 0, id;
+    int type;
+    for (;;) {
+        if (bw_thrift_field(t, &last, &type, &id) < 0)
+            return -1;
+        if (type == BW_THRIFT_STOP)
+            break;
+        const bw_thrift_field_spec *spec = field_spec(table, id);
+        int rc = spec != NULL ? read_field_value(t, spec, type, target, context)
+                              : bw_thrift_skip(t, type);
+        if (rc != 0)
+            return rc;
+    }
+    return bw_thrift_struct_end(t);
 }

@@ -1,4 +1,4 @@
-/* csrc/core/float_text.h */
+/* csrc/core/json/float_text.h */
 #ifndef BW_FLOAT_TEXT_H
 #define BW_FLOAT_TEXT_H
 #include <stddef.h>

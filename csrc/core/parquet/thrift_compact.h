@@ -52,4 +52,49 @@ int bw_thrift_list(bw_thrift *t, int *elem_type, uint32_t *count);
 /* Skips a value of the given type, nested values included. */
 int bw_thrift_skip(bw_thrift *t, int type);
 
+/* ---- a struct read by its table ------------------------------------------------------------
+
+   A struct the reader knows is a table of the fields it wants: each field's id, the type the
+   schema gives it and where its value goes in a target the caller owns. bw_thrift_read_struct
+   reads one struct to its stop, counted as one level of nesting (BW_THRIFT_MAX_DEPTH):
+   - a field the table does not name is skipped, nested values included;
+   - an integer field (BW_THRIFT_I32, BW_THRIFT_I64) is read whatever its wire type, so one of
+     another wire type is refused ("integer field of another type in metadata"), as a reader
+     generated from the schema refuses it;
+   - a bool, struct or list field of another wire type is skipped, as an unknown field is;
+   - a field that comes again overwrites what the first one wrote. */
+
+/* Reads the value of a struct or list field itself, `t` at its value: returns 0; -1 when a
+   read of t failed (t->error says why); or any other value, a refusal of the caller's own
+   (what it refuses and why is the caller's to keep in `context`), which ends the read of every
+   struct it is nested in and which bw_thrift_read_struct returns as it is. */
+typedef int (*bw_thrift_handler)(bw_thrift *t, void *target, void *context);
+
+typedef struct bw_thrift_struct bw_thrift_struct;
+
+typedef struct {
+    int16_t id;
+    /* BW_THRIFT_I32 (an int32_t at target + offset), BW_THRIFT_I64 (an int64_t), BW_THRIFT_TRUE
+       (a bool of either wire type: an int32_t, 1 or 0), BW_THRIFT_STRUCT or BW_THRIFT_LIST */
+    uint8_t type;
+    size_t offset;
+    /* a struct without a handler: its table, read into target + offset */
+    const bw_thrift_struct *nested;
+    /* a struct or a list: called with the target (not moved by offset) and the context */
+    bw_thrift_handler handler;
+} bw_thrift_field_spec;
+
+struct bw_thrift_struct {
+    const bw_thrift_field_spec *fields;
+    size_t count;
+};
+
+/* The table of an array of field specs. */
+#define BW_THRIFT_STRUCT_OF(specs) {(specs), sizeof(specs) / sizeof((specs)[0])}
+
+/* Reads the struct at t's position into target: 0, -1 (t->error set), or what a handler
+   returned of its own. */
+int bw_thrift_read_struct(bw_thrift *t, const bw_thrift_struct *table, void *target,
+                          void *context);
+
 #endif
