@@ -4,7 +4,7 @@
    reason; codecs this build does not read not covered; the codec table.
    sources: thrift_compact.c parquet_pages.c parquet_footer.c parquet_offset_index.c
    sources: parquet_page_header.c parquet_page_read.c parquet_levels.c parquet_codec.c
-   sources: parquet_walk.c parquet_dictionary.c file_read.c snappy.c buffer_pool.c
+   sources: parquet_walk.c parquet_dictionary.c file_read.c snappy.c buffer_pool.c status.c
    libs: -DBW_HAVE_ZSTD -lzstd -lsnappy -lz
    requires: zstd.h snappy-c.h */
 #include <stdint.h>

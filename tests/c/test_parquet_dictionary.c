@@ -5,7 +5,7 @@
    encoding other than PLAIN not covered.
    sources: thrift_compact.c parquet_pages.c parquet_footer.c parquet_offset_index.c
    sources: parquet_page_header.c parquet_page_read.c parquet_levels.c parquet_codec.c
-   sources: parquet_walk.c parquet_dictionary.c file_read.c snappy.c buffer_pool.c
+   sources: parquet_walk.c parquet_dictionary.c file_read.c snappy.c buffer_pool.c status.c
    libs: -lz */
 #include <stdint.h>
 #include <stdio.h>

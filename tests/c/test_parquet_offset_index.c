@@ -4,7 +4,7 @@
    the reader's reason. (The checks of where pages lie and of their rows: test_parquet_pages.c.)
    sources: thrift_compact.c parquet_pages.c parquet_footer.c parquet_offset_index.c
    sources: parquet_page_header.c parquet_page_read.c parquet_levels.c parquet_codec.c
-   sources: parquet_walk.c parquet_dictionary.c file_read.c snappy.c buffer_pool.c
+   sources: parquet_walk.c parquet_dictionary.c file_read.c snappy.c buffer_pool.c status.c
    libs: -lz */
 #include <stdint.h>
 #include <stdlib.h>
