@@ -1,5 +1,5 @@
-/* The binding of csrc/core/parquet_pages.c: a file comes in as a tuple (fd, size), read with
-   pread (bulkwire.parquet passes its open descriptor: a file cut short under it gives an
+/* The binding of csrc/core/parquet/ (parquet_pages.h): a file comes in as a tuple (fd, size),
+   read with pread (bulkwire.parquet passes its open descriptor: a file cut short under it gives an
    error, never SIGBUS), or as any object exporting a buffer holding the whole file; arrays go
    out as NumPy arrays. A malformed file raises bulkwire.errors.MalformedFileError (a
    ValueError) with the core's message, a read that fails OSError; the caller names the

@@ -1,4 +1,4 @@
-/* The Python values of the counters, time series and attachment commands (csrc/core/
+/* The Python values of the counters, time series and attachment commands (csrc/core/ravendb/
    bulk_commands.h frames them): checked and turned into the plain data the core writes, each
    error naming the argument. */
 #ifndef BW_PY_BULK_COMMANDS_H

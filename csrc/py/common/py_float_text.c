@@ -1,6 +1,6 @@
 /* Test hooks: bulkwire._core._testing.format_doubles / format_floats32 format every element of a 1-D
    contiguous float64 / float32 array and return the texts, each followed by '\n', as bytes.
-   They exist so the tests and benchmarks can drive csrc/core/float_text.c in bulk. */
+   They exist so the tests and benchmarks can drive csrc/core/json/float_text.c in bulk. */
 #define PY_SSIZE_T_CLEAN
 #include "py_numpy.h" /* must precede any other NumPy header */
 #include <Python.h>

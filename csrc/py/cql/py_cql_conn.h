@@ -1,4 +1,4 @@
-/* CqlConnection: one CQL native protocol connection (csrc/core/cql_conn.c), driven with the
+/* CqlConnection: one CQL native protocol connection (csrc/core/cql/cql_conn.c), driven with the
    GIL released: a request answered, and a pipelined run of request bodies. */
 #ifndef BW_PY_CQL_CONN_H
 #define BW_PY_CQL_CONN_H
