@@ -225,3 +225,16 @@ def test_a_replication_map_is_read_from_its_cql_value():
         Replication.of({"class": "NetworkTopologyStrategy", "dc1": "three"})
     assert Replication.of({"class": "NetworkTopologyStrategy", "dc1": "3/1"}).factors == \
         {"dc1": 2}
+
+
+def test_a_text_collection_with_a_negative_count_is_refused():
+    """A set<text> (the tokens of system.local) or map<text, text> (a keyspace's replication)
+    whose count is negative is malformed, never an empty collection."""
+    import struct
+
+    from bulkwire.cql_placement import decode_text_map
+    from bulkwire.cql_statements import decode_text_set
+
+    for decode in (decode_text_set, decode_text_map):
+        with pytest.raises(ValueError, match="a negative count"):
+            decode(struct.pack(">i", -1))

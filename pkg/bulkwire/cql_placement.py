@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import array
 import dataclasses
-import struct
 from typing import Any, Mapping, Sequence
 
 from . import _core
 from .errors import BulkwireError
+from .cql_statements import decode_text_items
 
 #: The strategies whose placement is computed; any other class places as EverywhereStrategy
 #: does here (the route is then the first node up clockwise in the local data centre).
@@ -41,20 +41,7 @@ def decode_text_map(value: bytes) -> dict[str, str]:
     >>> decode_text_map(b"\\x00\\x00\\x00\\x01\\x00\\x00\\x00\\x01k\\x00\\x00\\x00\\x02vv")
     {'k': 'vv'}
     """
-    try:
-        (count,), at, items = struct.unpack_from(">i", value), 4, []
-        if count < 0:
-            raise ValueError("a negative count")
-        for _ in range(2 * count):
-            (n,) = struct.unpack_from(">i", value, at)
-            if n < 0 or at + 4 + n > len(value):
-                raise ValueError("an item runs past the value")
-            items.append(value[at + 4:at + 4 + n].decode())
-            at += 4 + n
-    except struct.error as exc:
-        raise ValueError(f"malformed map<text, text> value: {exc}") from None
-    if at != len(value):
-        raise ValueError("malformed map<text, text> value: bytes after the last item")
+    items = decode_text_items(value, 2, "map<text, text>")
     return dict(zip(items[::2], items[1::2]))
 
 

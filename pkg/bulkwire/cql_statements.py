@@ -101,22 +101,31 @@ def decode_inet(value: bytes) -> str:
     return str(ipaddress.ip_address(value))
 
 
-def decode_text_set(value: bytes) -> list[str]:
-    """A CQL ``set<text>`` (or ``list<text>``) value: [int n], then n [bytes] UTF-8 items.
-    ``ValueError`` when the bytes do not hold exactly that."""
+def decode_text_items(value: bytes, per_element: int, kind: str) -> list[str]:
+    """The UTF-8 items of a CQL collection of text: [int n], then ``per_element`` [bytes]
+    items for each of the n elements (1 for a set or a list, 2 for a map's key and value).
+    ``ValueError`` naming ``kind`` when the bytes do not hold exactly that."""
     try:
         (count,), at, items = struct.unpack_from(">i", value), 4, []
-        for _ in range(count):
+        if count < 0:
+            raise ValueError("a negative count")
+        for _ in range(per_element * count):
             (n,) = struct.unpack_from(">i", value, at)
             if n < 0 or at + 4 + n > len(value):
                 raise ValueError("an item runs past the value")
             items.append(value[at + 4:at + 4 + n].decode())
             at += 4 + n
     except struct.error as exc:
-        raise ValueError(f"malformed set<text> value: {exc}") from None
+        raise ValueError(f"malformed {kind} value: {exc}") from None
     if at != len(value):
-        raise ValueError("malformed set<text> value: bytes after the last item")
+        raise ValueError(f"malformed {kind} value: bytes after the last item")
     return items
+
+
+def decode_text_set(value: bytes) -> list[str]:
+    """A CQL ``set<text>`` (or ``list<text>``) value: [int n], then n [bytes] UTF-8 items.
+    ``ValueError`` when the bytes do not hold exactly that."""
+    return decode_text_items(value, 1, "set<text>")
 
 
 #: The queries whose answers :func:`ring_nodes` reads: the node that answers, its peers as
