@@ -172,8 +172,19 @@ int bw_pq_read_run(const uint8_t **p, const uint8_t *end, int bit_width, const c
 /* Value i of a bit-packed run of dictionary indices (bit_width at most 32: a value starts
    within its first byte, so one 8-byte load holds it, and only the run's last 7 bytes are
    read byte by byte). */
-uint64_t bw_pq_packed_index(const uint8_t *bits, size_t present, int64_t i, int bit_width,
-                            uint64_t mask);
+static inline uint64_t bw_pq_packed_index(const uint8_t *bits, size_t present, int64_t i,
+                                          int bit_width, uint64_t mask) {
+    /* inline: it runs once per value of a dictionary-encoded page, in the readers' loops */
+    uint64_t bit = (uint64_t)i * (uint64_t)bit_width;
+    size_t byte = (size_t)(bit >> 3);
+    uint64_t word = 0;
+    if (present - byte >= 8)
+        word = bw_pq_le64(bits + byte);
+    else
+        for (size_t k = 0; byte + k < present; k++)
+            word |= (uint64_t)bits[byte + k] << (8 * k);
+    return (word >> (bit & 7)) & mask;
+}
 
 /* The rows asked of one page: rows[0..count), ascending, `first_row` the page's first. For
    each, where its values are among the page's values: start[j] (-1 for a null) and length[j]

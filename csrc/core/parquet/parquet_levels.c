@@ -77,19 +77,6 @@ static unsigned packed_level(const uint8_t *bits, size_t present, int64_t i, int
     return (word >> (bit & 7)) & mask;
 }
 
-uint64_t bw_pq_packed_index(const uint8_t *bits, size_t present, int64_t i, int bit_width,
-                            uint64_t mask) {
-    uint64_t bit = (uint64_t)i * (uint64_t)bit_width;
-    size_t byte = (size_t)(bit >> 3);
-    uint64_t word = 0;
-    if (present - byte >= 8)
-        word = bw_pq_le64(bits + byte);
-    else
-        for (size_t k = 0; byte + k < present; k++)
-            word |= (uint64_t)bits[byte + k] << (8 * k);
-    return (word >> (bit & 7)) & mask;
-}
-
 static int popcount64(uint64_t x) {
     x = x - ((x >> 1) & 0x5555555555555555u);
     x = (x & 0x3333333333333333u) + ((x >> 2) & 0x3333333333333333u);

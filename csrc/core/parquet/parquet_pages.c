@@ -44,25 +44,33 @@ int bw_pq_struct_list(bw_thrift *t, int *seen, uint32_t *count) {
 
 /* ---- one column chunk's rows ----------------------------------------------------------- */
 
-static int append(bw_bytes *b, const uint8_t *p, size_t n) {
-    if (n > b->capacity - b->size) {
-        size_t want = b->capacity ? b->capacity : 4096;
-        while (want - b->size < n) {
-            if (want > SIZE_MAX / 2)
-                return BW_PAGES_NO_MEMORY;
-            want *= 2;
-        }
-        uint8_t *grown = realloc(b->data, want);
-        if (grown == NULL)
+/* Makes room for n more bytes in b (doubling): BW_PAGES_OK or BW_PAGES_NO_MEMORY. */
+static int grow(bw_bytes *b, size_t n) {
+    size_t want = b->capacity ? b->capacity : 4096;
+    while (want - b->size < n) {
+        if (want > SIZE_MAX / 2)
             return BW_PAGES_NO_MEMORY;
-        b->data = grown;
-        b->capacity = want;
+        want *= 2;
     }
+    uint8_t *grown = realloc(b->data, want);
+    if (grown == NULL)
+        return BW_PAGES_NO_MEMORY;
+    b->data = grown;
+    b->capacity = want;
+    return BW_PAGES_OK;
+}
+
+/* n bytes of p (or room for them: p NULL) at the end of b. Inline, the growth out of line:
+   it runs once per value taken. */
+static inline int append(bw_bytes *b, const uint8_t *p, size_t n) {
+    if (n > b->capacity - b->size && grow(b, n) != BW_PAGES_OK)
+        return BW_PAGES_NO_MEMORY;
     if (n && p != NULL)
         memcpy(b->data + b->size, p, n);
     b->size += n;
     return BW_PAGES_OK;
 }
+
 /* Entry i of a BYTE_ARRAY dictionary (bw_parquet_dictionary's layout: a uint64 count, count
    + 1 uint64 offsets, the bytes), already checked by check_byte_dictionary. */
 static void byte_dictionary_entry(const bw_chunk_take *q, uint64_t i, const uint8_t **data,
