@@ -14,6 +14,20 @@ import bulkwire.spark
 PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(bulkwire.__file__)))
 
 
+def preloaded_python(folder) -> str:
+    """This interpreter as Spark's Python workers must run it: under the sanitizer build (the
+    ASan/UBSan runtimes in LD_PRELOAD, which the JVM must not have), a wrapper in ``folder``
+    that puts them back; else the interpreter itself."""
+    preload = os.environ.get("LD_PRELOAD")
+    if not preload:
+        return sys.executable
+    python = os.path.join(folder, "python-preloaded")
+    with open(python, "w") as script:
+        script.write(f'#!/bin/sh\nLD_PRELOAD="{preload}" exec "{sys.executable}" "$@"\n')
+    os.chmod(python, 0o755)
+    return python
+
+
 def spark_session(folder):
     """A local[2] SparkSession whose Python workers run this interpreter on the bulkwire
     under test (and this folder's modules: the tests' mapInArrow functions), reachable on
@@ -27,13 +41,7 @@ def spark_session(folder):
         pytest.skip("Spark needs a Java runtime (apt-get install openjdk-17-jre-headless)")
     from pyspark.sql import SparkSession
 
-    python = sys.executable
-    preload = os.environ.get("LD_PRELOAD")
-    if preload:
-        python = os.path.join(folder, "python-preloaded")
-        with open(python, "w") as script:
-            script.write(f'#!/bin/sh\nLD_PRELOAD="{preload}" exec "{sys.executable}" "$@"\n')
-        os.chmod(python, 0o755)
+    python = preloaded_python(folder)
     here = os.path.dirname(os.path.abspath(__file__))
     search = [PACKAGE_PARENT, here, *(os.path.abspath(p) for p in
                                       os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)]

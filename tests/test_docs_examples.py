@@ -61,6 +61,10 @@ def test_example_runs(where, code, tmp_path):
     # an example spells everything as it is spelled now: a DeprecationWarning pointing at
     # its own lines (a bulkwire name's former spelling) fails it
     command = [sys.executable, "-W", "error::DeprecationWarning:__main__", "example.py"]
+    if "pyspark" in code and os.environ.get("LD_PRELOAD"):
+        # the sanitizer build: a script's Spark starts its JVM with the runtimes preloaded,
+        # where it does not start; tests/test_spark.py runs the same writes under them
+        pytest.skip("a Spark example's JVM does not start under the preloaded sanitizer runtimes")
     done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True,
                           timeout=600)
     if done.returncode != 0 and startup_timed_out(done.stderr):  # Ray's, once: _ray_startup
