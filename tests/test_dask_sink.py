@@ -247,7 +247,8 @@ def test_imports_are_lazy():
 def test_a_missing_dask_names_the_extra():
     done = run_python("import sys; sys.modules['dask'] = None\n"
                       "import bulkwire.dask\n"
-                      "try:\n    bulkwire.dask.to_bulk_insert(None, 'http://x', 'db')\n"
+                      "try:\n    bulkwire.dask.to_target(None, "
+                      "bulkwire.targets.ravendb('http://x', 'db'))\n"
                       "except ImportError as e:\n    print(e)\n")
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == str(_extras.missing_extra("Dask support", "dask", "dask"))

@@ -246,7 +246,7 @@ def test_a_missing_ray_names_the_extra():
     done = subprocess.run(
         [sys.executable, "-c", "import sys; sys.modules['ray'] = None\n"
          "import bulkwire.ray\n"
-         "try:\n    bulkwire.ray.BulkInsertDatasink\nexcept ImportError as e:\n    print(e)\n"],
+         "try:\n    bulkwire.ray.TargetDatasink\nexcept ImportError as e:\n    print(e)\n"],
         capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": PACKAGE_PARENT})
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == str(_extras.missing_extra("Ray support", "ray", "ray"))
