@@ -49,8 +49,8 @@ def needs(*names: str) -> pytest.MarkDecorator:
 
 #: the Python packages each integration imports (its extra, in test-all but not in the light
 #: test extra), by the name of its entry point in the tests
-INTEGRATION_PACKAGES = {"dask.to_bulk_insert": ("pandas", "dask.dataframe", "distributed"),
-                        "ray.BulkInsertDatasink": ("ray.data",),
+INTEGRATION_PACKAGES = {"dask.to_target": ("pandas", "dask.dataframe", "distributed"),
+                        "ray.TargetDatasink": ("ray.data",),
                         "spark.register": ("pyspark",)}
 
 

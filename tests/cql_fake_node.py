@@ -1,7 +1,7 @@
-"""A fake CQL node in this process for a whole load (``bulkwire.cql.load_parquet``): it does
-the handshake, answers the system-table queries (``system_schema.columns``, ``system.local``,
-``system.peers``), PREPARE of the INSERT and each EXECUTE, on as many connections as the
-load opens. Each answer can be replaced, to play a node that misbehaves:
+"""A fake CQL node in this process for a whole load (``bulkwire.load_parquet`` with a ``cql``
+target): it does the handshake, answers the system-table queries (``system_schema.columns``,
+``system.local``, ``system.peers``), PREPARE of the INSERT and each EXECUTE, on as many
+connections as the load opens. Each answer can be replaced, to play a node that misbehaves:
 
 - ``answer_query(cql) -> (opcode, body) | None``: a QUERY's answer (None: the table's);
 - ``answer_execute(n, body) -> (opcode, body) | None | "silent"``: the n-th EXECUTE's

@@ -1,16 +1,15 @@
 """Emulated CQL nodes in this process: enough of Cassandra for a load into one table, a
 cluster of :class:`cql_fake_node.FakeNode` s.
 
-Each :class:`EmulatedNode` listens on a loopback address and answers the native protocol
-(v4 frames) as a node of a cluster does for ``bulkwire.cql.load_parquet``: the handshake,
-``system_schema.columns`` of the one table ``ks.t (id bigint PRIMARY KEY, v text)``,
-``system_schema.keyspaces`` (the keyspace's replication), ``system.local`` (with the node's
-``host_id``, data centre and rack), ``system.peers_v2`` (or, for a node that has none, the
-*Invalid* error an older server or Scylla answers) and ``system.peers``, ``PREPARE`` of the
-INSERT, and
-``EXECUTE`` of its rows, which it records. Every node advertises the client address
-(and port, in ``system.peers_v2``) it is given, which need not be where it listens: the
-node behind a port mapping, a NAT or a tunnel.
+Each :class:`EmulatedNode` listens on a loopback address and answers the native protocol (v4
+frames) as a node of a cluster does for ``bulkwire.load_parquet`` with a ``cql`` target: the
+handshake, ``system_schema.columns`` of the one table ``ks.t (id bigint PRIMARY KEY, v
+text)``, ``system_schema.keyspaces`` (the keyspace's replication), ``system.local`` (with the
+node's ``host_id``, data centre and rack), ``system.peers_v2`` (or, for a node that has none,
+the *Invalid* error an older server or Scylla answers) and ``system.peers``, ``PREPARE`` of
+the INSERT, and ``EXECUTE`` of its rows, which it records. Every node advertises the client
+address (and port, in ``system.peers_v2``) it is given, which need not be where it listens:
+the node behind a port mapping, a NAT or a tunnel.
 
 >>> with EmulatedCluster(2, advertised=[("127.0.0.201", 9042), ("127.0.0.202", 9042)]) as c:
 ...     c.nodes[0].endpoint[0]

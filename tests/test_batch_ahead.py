@@ -153,7 +153,13 @@ def source(tmp_path_factory):
 
 
 def load_bytes(src, out, threads, **options) -> bytes:
-    result = bulkwire.load_parquet(src, out=str(out), threads=threads, **options)
+    """The body a load of ``src`` writes to ``out`` (the document options, such as
+    ``buffer_size`` and ``compress``, are its target's)."""
+    from bulkwire.document_options import DOCUMENT_OPTIONS
+
+    document = {name: options.pop(name) for name in list(options) if name in DOCUMENT_OPTIONS}
+    result = bulkwire.load_parquet(src, bulkwire.targets.request_file(str(out), **document),
+                                   threads=threads, **options)
     assert result.rows == TABLE.num_rows
     with open(out, "rb") as f:
         return f.read()

@@ -88,9 +88,9 @@ def via_dask(value, tmp_path):
 
     frame = pd.DataFrame({"id": [1, 2, 3], "n": [1.0, 2.0, 3.0]})
     with LoopbackServer() as server:
-        result = bulkwire.dask.to_bulk_insert(dd.from_pandas(frame, npartitions=1), server.url,
-                                              server.database, compress=value,
-                                              compute_kwargs={"scheduler": "sync"})
+        target = bulkwire.targets.ravendb(server.url, server.database, compress=value)
+        result = bulkwire.dask.to_target(dd.from_pandas(frame, npartitions=1), target,
+                                         compute_kwargs={"scheduler": "sync"})
         encoding = server.requests[-1].headers.get("Content-Encoding")
     assert encoding == compression.compress_encoding(result.compress)
     return compression.parse_compress(result.compress)
@@ -99,13 +99,14 @@ def via_dask(value, tmp_path):
 def via_ray(value, tmp_path):
     import bulkwire.ray
 
-    sink = bulkwire.ray.BulkInsertDatasink("http://127.0.0.1:9", "db", compress=value)
-    return compression.parse_compress(sink.config.options.compress)
+    sink = bulkwire.ray.TargetDatasink(
+        bulkwire.targets.ravendb("http://127.0.0.1:9", "db", compress=value))
+    return compression.parse_compress(sink.config.compress)
 
 
 ENTRY_POINTS = {"BulkWriter": via_bulk_writer, "BulkInsert": via_bulk_insert,
                 "load_parquet": via_load_parquet, "load_arrow": via_load_arrow,
-                "dask.to_bulk_insert": via_dask, "ray.BulkInsertDatasink": via_ray}
+                "dask.to_target": via_dask, "ray.TargetDatasink": via_ray}
 
 
 # a backend this build or machine lacks is refused alike everywhere (the reference says so)

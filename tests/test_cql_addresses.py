@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-import bulkwire.cql
+import bulkwire.targets
 from bulkwire.cli import main
 from bulkwire.errors import ConnectError
 from bulkwire.load import cql_target
@@ -69,8 +69,8 @@ def test_the_node_answering_at_the_contact_point_is_loaded_there(tmp_path):
     """A node advertising an address where nothing listens (its port mapped elsewhere) is
     loaded at the contact point the load was given."""
     with EmulatedCluster(1, advertised=[unreachable(1, None)]) as cluster:
-        result = bulkwire.cql.load_parquet(data_file(tmp_path), cluster.contact(), "ks", "t",
-                                           batch_rows=64)
+        result = bulkwire.load_parquet(
+            data_file(tmp_path), bulkwire.targets.cql(cluster.contact(), "ks", "t"), batch_rows=64)
         assert result.rows == ROWS
         assert_stored(cluster)
         assert sorted(cluster.nodes[0].rows) == list(range(ROWS))
@@ -82,8 +82,8 @@ def test_a_forwarded_contact_point_of_a_cluster_reaches_its_peers_where_they_adv
     the node advertises; its peers advertise where they listen (peers_v2's native_port,
     not the contact point's port): every row goes to its token's owner."""
     with EmulatedCluster(3, advertised=[unreachable(1), None, None]) as cluster:
-        result = bulkwire.cql.load_parquet(data_file(tmp_path), cluster.contact(), "ks", "t",
-                                           batch_rows=64)
+        result = bulkwire.load_parquet(
+            data_file(tmp_path), bulkwire.targets.cql(cluster.contact(), "ks", "t"), batch_rows=64)
         assert result.rows == ROWS
         assert_stored(cluster)
         assert_routed_to_owners(cluster)
@@ -98,8 +98,10 @@ def test_an_address_map_sends_each_advertised_address_where_it_is_reached(tmp_pa
         address_map = {"127.0.0.201": cluster.contact(1),           # any port of the address
                        "127.0.0.202:9042": cluster.contact(2),      # that port only
                        "127.0.0.202:9043": "127.0.0.1:1"}
-        result = bulkwire.cql.load_parquet(data_file(tmp_path), cluster.contact(0), "ks", "t",
-                                           batch_rows=64, address_map=address_map)
+        result = bulkwire.load_parquet(
+            data_file(tmp_path),
+            bulkwire.targets.cql(cluster.contact(0), "ks", "t", address_map=address_map),
+            batch_rows=64)
         assert result.rows == ROWS
         assert_stored(cluster)
         assert_routed_to_owners(cluster)
@@ -107,8 +109,9 @@ def test_an_address_map_sends_each_advertised_address_where_it_is_reached(tmp_pa
 
 def test_without_the_map_the_rows_of_peers_that_cannot_be_reached_go_to_live_nodes(tmp_path):
     with EmulatedCluster(3, advertised=[unreachable(i) for i in range(3)]) as cluster:
-        result = bulkwire.cql.load_parquet(data_file(tmp_path), cluster.contact(0), "ks", "t",
-                                           batch_rows=64)
+        result = bulkwire.load_parquet(
+            data_file(tmp_path), bulkwire.targets.cql(cluster.contact(0), "ks", "t"),
+            batch_rows=64)
         assert result.rows == ROWS
         assert_stored(cluster)
         assert sorted(cluster.nodes[0].rows) == list(range(ROWS))  # the one node reached
@@ -124,9 +127,10 @@ def test_a_server_without_peers_v2_is_read_from_system_peers_its_peers_at_the_co
     with EmulatedCluster(3, listen=[(h, port) for h in hosts],
                          advertised=[("127.0.0.11", None), ("127.0.0.12", None),
                                      ("127.0.0.213", None)], peers_v2=False) as cluster:
-        result = bulkwire.cql.load_parquet(data_file(tmp_path), cluster.contact(0), "ks", "t",
-                                           batch_rows=64,
-                                           address_map={"127.0.0.213": "127.0.0.13"})
+        result = bulkwire.load_parquet(
+            data_file(tmp_path),
+            bulkwire.targets.cql(cluster.contact(0), "ks", "t",
+                                 address_map={"127.0.0.213": "127.0.0.13"}), batch_rows=64)
         assert result.rows == ROWS
         assert_stored(cluster)
         assert_routed_to_owners(cluster)
@@ -199,8 +203,10 @@ def test_an_address_answering_as_a_node_of_another_cluster_is_not_loaded(tmp_pat
     with EmulatedCluster(3, advertised=[unreachable(i) for i in range(3)]) as cluster, \
             EmulatedCluster(1) as other:
         address_map = {"127.0.0.201": cluster.contact(1), "127.0.0.202": other.contact(0)}
-        result = bulkwire.cql.load_parquet(data_file(tmp_path), cluster.contact(0), "ks", "t",
-                                           batch_rows=64, address_map=address_map)
+        result = bulkwire.load_parquet(
+            data_file(tmp_path),
+            bulkwire.targets.cql(cluster.contact(0), "ks", "t", address_map=address_map),
+            batch_rows=64)
         assert result.rows == ROWS
         assert_stored(cluster)
         assert other.stored == {} and other.nodes[0].rows == []
@@ -228,12 +234,14 @@ def test_a_contact_point_that_does_not_answer_is_named_not_the_address_it_advert
         probe.bind(("127.0.0.1", 0))
         closed = probe.getsockname()[1]
     with EmulatedCluster(1, advertised=[unreachable(1, None)]) as cluster:
-        result = bulkwire.cql.load_parquet(data_file(tmp_path), [f"127.0.0.1:{closed}",
-                                                                 cluster.contact()], "ks", "t")
+        result = bulkwire.load_parquet(
+            data_file(tmp_path),
+            bulkwire.targets.cql([f"127.0.0.1:{closed}", cluster.contact()], "ks", "t"))
         assert result.rows == ROWS
         cluster.close()
         with pytest.raises(ConnectError) as caught:
-            bulkwire.cql.load_parquet(data_file(tmp_path), cluster.contact(), "ks", "t")
+            bulkwire.load_parquet(
+                data_file(tmp_path), bulkwire.targets.cql(cluster.contact(), "ks", "t"))
         assert cluster.contact() in str(caught.value) and "127.0.0.201" not in str(caught.value)
 
 
@@ -329,7 +337,8 @@ def test_a_node_reached_through_a_forwarded_port_is_loaded_there(tmp_path):
             source = vector_file(path, 3000)
             with Forwarder(("127.0.0.1", 0), (node.address, 9042)) as forward:
                 host = f"{forward.address[0]}:{forward.address[1]}"
-                result = bulkwire.cql.load_parquet(path, host, KEYSPACE, table, batch_rows=500)
+                result = bulkwire.load_parquet(path, bulkwire.targets.cql(host, KEYSPACE, table),
+                                               batch_rows=500)
                 assert result.rows == 3000 and forward.connections >= 2  # the plan, the load
             assert_read_back(session, table, source)
 
@@ -376,8 +385,10 @@ def test_a_cluster_reached_through_an_address_map_routes_each_row_to_its_owner(
     source = vector_file(path, 3000)
     with connect(CLUSTER, timeout=60.0, translation=translation) as session:
         table = make_table(session, "mapped")
-        result = bulkwire.cql.load_parquet(path, CLUSTER[0], KEYSPACE, table, batch_rows=256,
-                                           address_map=dict(zip(ADVERTISED, CLUSTER)))
+        result = bulkwire.load_parquet(
+            path,
+            bulkwire.targets.cql(CLUSTER[0], KEYSPACE, table,
+                                 address_map=dict(zip(ADVERTISED, CLUSTER))), batch_rows=256)
         assert result.rows == 3000
         assert_read_back(session, table, source)
         session.cluster.refresh_schema_metadata()
@@ -392,8 +403,8 @@ def test_a_cluster_reached_through_an_address_map_routes_each_row_to_its_owner(
 
         sent.clear()
         table = make_table(session, "unmapped")
-        assert bulkwire.cql.load_parquet(path, CLUSTER[0], KEYSPACE, table,
-                                         batch_rows=256).rows == 3000
+        assert bulkwire.load_parquet(path, bulkwire.targets.cql(CLUSTER[0], KEYSPACE, table),
+                                     batch_rows=256).rows == 3000
         assert_read_back(session, table, source)
         assert {endpoint for endpoint, _ in sent} == {(CLUSTER[0], 9042)}
 
@@ -427,9 +438,10 @@ def test_a_node_that_restarts_with_a_new_address_mid_load(advertising_cluster, t
             node.process.wait()
 
     with pytest.raises((CqlServerError, ConnectionLostError, TransportTimeoutError)) as caught:
-        bulkwire.cql.load_parquet(path, CLUSTER[0], KEYSPACE, table, batch_rows=500,
-                                  address_map=address_map, resume=state, retries=1,
-                                  timeout=10.0, progress=kill_at)
+        bulkwire.load_parquet(
+            path,
+            bulkwire.targets.cql(CLUSTER[0], KEYSPACE, table, address_map=address_map, retries=1,
+                                 timeout=10.0), batch_rows=500, resume=state, progress=kill_at)
     assert node.process.returncode is not None, "the node was not killed"
     assert caught.value.unconfirmed
     assert caught.value.source_unacknowledged and "not acknowledged" in str(caught.value)
@@ -457,8 +469,9 @@ def test_a_node_that_restarts_with_a_new_address_mid_load(advertising_cluster, t
         return done
 
     monkeypatch.setattr(cql_target._CqlSession, "_run", counted)
-    result = bulkwire.cql.load_parquet(path, CLUSTER[0], KEYSPACE, table, batch_rows=500,
-                                       address_map=address_map, resume=state)
+    result = bulkwire.load_parquet(
+        path, bulkwire.targets.cql(CLUSTER[0], KEYSPACE, table, address_map=address_map),
+        batch_rows=500, resume=state)
     # the units the first load confirmed (a quarter of the rows each), and no more
     assert result.rows + result.skipped_rows == 12_000 and result.skipped_rows in (3_000, 6_000)
     assert sent[(node.address, 9042)] > 0

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import bulkwire.cql
+import bulkwire.targets
 from bulkwire import _core
 from bulkwire.cql_placement import NoLocalReplica
 from bulkwire.errors import ConnectionLostError, CqlServerError, ProtocolError
@@ -46,7 +46,7 @@ def test_an_answer_that_is_not_an_acknowledgement_fails_the_load_naming_its_row(
     path = table_file(tmp_path)
     with FakeNode(answer_execute=lambda n, body: answer if n == 17 else None) as node:
         with pytest.raises(ProtocolError) as caught:
-            bulkwire.cql.load_parquet(path, node.address, "ks", "t")
+            bulkwire.load_parquet(path, bulkwire.targets.cql(node.address, "ks", "t"))
     error = caught.value
     assert node.address in str(error) and said in str(error)
     assert error.source_row == 17 and error.row == 17
@@ -108,7 +108,8 @@ def test_ctrl_c_ends_every_wait_of_a_load_on_a_node_that_does_not_answer(tmp_pat
         timer = _interrupt_after(0.5)
         try:
             with pytest.raises(KeyboardInterrupt):
-                bulkwire.cql.load_parquet(path, address, "ks", "t", timeout=3600, **tls)
+                bulkwire.load_parquet(
+                    path, bulkwire.targets.cql(address, "ks", "t", timeout=3600, **tls))
         finally:
             timer.cancel()
         # the connect's own limit is 10 s and the others' an hour: far below either
@@ -190,7 +191,7 @@ def test_a_malformed_system_table_answer_is_a_protocol_error_naming_node_and_que
     path = table_file(tmp_path)
     with make() as node:
         with pytest.raises(ProtocolError) as caught:
-            bulkwire.cql.load_parquet(path, node.address, "ks", "t")
+            bulkwire.load_parquet(path, bulkwire.targets.cql(node.address, "ks", "t"))
     assert str(caught.value).startswith(f"{node.address}: the answer to ")
     assert said in str(caught.value)
 
@@ -270,7 +271,7 @@ def test_random_system_table_answers_fail_only_as_documented(tmp_path, answer):
     with FakeNode(answer_query=lambda q: given_answer if _read_from(q) == table else None) \
             as node:
         try:
-            result = bulkwire.cql.load_parquet(path, node.address, "ks", "t")
+            result = bulkwire.load_parquet(path, bulkwire.targets.cql(node.address, "ks", "t"))
         except ProtocolError as exc:
             assert str(exc).startswith(f"{node.address}: ")
         except NoLocalReplica as exc:  # the node's data centre is not its peers'
@@ -307,7 +308,8 @@ def test_a_refused_row_of_a_take_is_named_as_the_files_row_and_its_place(tmp_pat
     path = table_file(tmp_path, rows=1000)
     with FakeNode(answer_execute=_refusing(777)) as node:
         with pytest.raises(CqlServerError) as caught:
-            bulkwire.cql.load_parquet(path, node.address, "ks", "t", take=[5, 9, 777, 3])
+            bulkwire.load_parquet(path, bulkwire.targets.cql(node.address, "ks", "t"),
+                                  take=[5, 9, 777, 3])
     error = caught.value
     assert (error.source_row, error.take_index) == (777, 2)
     assert error.source_unacknowledged == [777, 3]
@@ -338,7 +340,8 @@ def test_a_run_error_numbers_rows_as_the_source_everywhere(tmp_path):
     path = table_file(tmp_path, rows=1000)
     with FakeNode(answer_execute=_refusing(777)) as node:
         with pytest.raises(CqlServerError) as caught:
-            bulkwire.cql.load_parquet(path, node.address, "ks", "t", batch_rows=100)
+            bulkwire.load_parquet(path, bulkwire.targets.cql(node.address, "ks", "t"),
+                                  batch_rows=100)
     error = caught.value
     assert error.source_row == 777 and 777 in error.source_unacknowledged
     assert all(777 <= r < 800 for r in error.source_unacknowledged)
@@ -362,7 +365,7 @@ def test_a_data_column_the_table_lacks_is_named_with_the_option_to_leave_it_out(
     pq.write_table(pa.table({"id": pa.array([1], pa.int64()), "extra": [1]}), path)
     with FakeNode() as node:
         with pytest.raises(ValueError, match=r"\(leave it out with columns=\)"):
-            bulkwire.cql.load_parquet(path, node.address, "ks", "t")
+            bulkwire.load_parquet(path, bulkwire.targets.cql(node.address, "ks", "t"))
         code = main(["load", path, "--cql", node.address, "--keyspace", "ks", "--table", "t"])
     err = capsys.readouterr().err
     assert code == EXIT_INPUT
@@ -384,7 +387,8 @@ def test_a_server_error_fails_the_load_at_once_with_the_row_in_flight_unconfirme
     with FakeNode(answer_execute=answer) as node:
         started = time.monotonic()
         with pytest.raises(CqlServerError, match="Request is too big") as caught:
-            bulkwire.cql.load_parquet(path, node.address, "ks", "t", timeout=3600)
+            bulkwire.load_parquet(
+                path, bulkwire.targets.cql(node.address, "ks", "t", timeout=3600))
         assert time.monotonic() - started < 30
     error_ = caught.value
     assert error_.source_row == 20 and 21 in error_.source_unacknowledged
@@ -404,8 +408,9 @@ def test_ctrl_c_ends_runs_waiting_on_two_nodes_in_other_threads(tmp_path, silent
         timer = _interrupt_after(0.5)
         try:
             with pytest.raises(KeyboardInterrupt):
-                bulkwire.cql.load_parquet(path, [first.address, second.address], "ks", "t",
-                                          timeout=3600)
+                bulkwire.load_parquet(
+                    path,
+                    bulkwire.targets.cql([first.address, second.address], "ks", "t", timeout=3600))
         finally:
             timer.cancel()
         assert time.monotonic() - started < 8
@@ -445,8 +450,8 @@ def test_ctrl_c_ends_a_connect_to_a_second_node_still_being_made_in_another_thre
         timer = _interrupt_after(0.5)
         try:
             with pytest.raises(KeyboardInterrupt):
-                bulkwire.cql.load_parquet(path, [first.address, address], "ks", "t",
-                                          timeout=3600)
+                bulkwire.load_parquet(
+                    path, bulkwire.targets.cql([first.address, address], "ks", "t", timeout=3600))
         finally:
             timer.cancel()
         assert time.monotonic() - started < 8

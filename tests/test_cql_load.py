@@ -1,9 +1,9 @@
-"""Parquet and Arrow into a CQL table through the load pipeline (``bulkwire.cql.load_parquet``,
-``load_arrow``, ``bulkwire load --cql``), against a real Cassandra 5.0 node
-(``--server cassandra``): every bound type read back by the official driver equal to what
-pyarrow holds, a 768-dimension vector table with an SAI index, the schema checked before any
-row, resume, worker processes, the server's errors, the command line, and a node killed in
-the middle of a load.
+"""Parquet and Arrow into a CQL table through the load pipeline (``bulkwire.load_parquet``
+and ``load_arrow`` with ``bulkwire.targets.cql``, ``bulkwire load --cql``), against a real
+Cassandra 5.0 node (``--server cassandra``): every bound type read back by the official
+driver equal to what pyarrow holds, a 768-dimension vector table with an SAI index, the
+schema checked before any row, resume, worker processes, the server's errors, the command
+line, and a node killed in the middle of a load.
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-import bulkwire.cql
+import bulkwire.targets
 from bulkwire.errors import ConnectionLostError, CqlServerError, SchemaMismatchError, \
     TransportTimeoutError
 from bulkwire.load.cql_target import CqlDescription, parse_host
@@ -81,8 +81,8 @@ def test_every_type_is_read_back_as_pyarrow_holds_it(cassandra_node, session, tm
     batch = arrow_batch(seed).slice(0, rows)
     path = str(tmp_path_factory.mktemp("p") / "t.parquet")
     pq.write_table(pa.Table.from_batches([batch]), path, row_group_size=16)
-    result = bulkwire.cql.load_parquet(path, cassandra_node.address, KEYSPACE, table,
-                                       batch_rows=7)
+    result = bulkwire.load_parquet(
+        path, bulkwire.targets.cql(cassandra_node.address, KEYSPACE, table), batch_rows=7)
     assert result.rows == rows
     assert result.target == f"{KEYSPACE}.{table} at {cassandra_node.address}:9042"
     written = pq.read_table(path).to_batches()
@@ -119,8 +119,8 @@ def vector_file(path: str, rows: int, dim: int = 768, row_group: int = 500, star
 def test_a_768_dim_vector_table_with_an_sai_index(cassandra_node, session, tmp_path):
     table = vector_table(session, "vectors")
     source = vector_file(str(tmp_path / "v.parquet"), 3000)
-    result = bulkwire.cql.load_parquet(str(tmp_path / "v.parquet"), cassandra_node.address,
-                                       KEYSPACE, table)
+    result = bulkwire.load_parquet(
+        str(tmp_path / "v.parquet"), bulkwire.targets.cql(cassandra_node.address, KEYSPACE, table))
     assert result.rows == 3000
     got = {row.id: row.emb for row in session.execute(f"SELECT id, emb FROM {KEYSPACE}.{table}")}
     assert len(got) == 3000
@@ -136,20 +136,21 @@ def test_the_schema_is_checked_before_any_row(cassandra_node, session, tmp_path)
     pq.write_table(pa.table({"id": pa.array([1, 2], pa.int64()), "name": ["a", "b"],
                              "n": pa.array([1, 2], pa.int64())}), path)
     with pytest.raises(SchemaMismatchError) as caught:
-        bulkwire.cql.load_parquet(path, cassandra_node.address, KEYSPACE, table)
+        bulkwire.load_parquet(path, bulkwire.targets.cql(cassandra_node.address, KEYSPACE, table))
     assert (caught.value.column, caught.value.arrow_type, caught.value.cql_type) == (
         "n", "int64", "int")
     pq.write_table(pa.table({"id": pa.array([1], pa.int64()), "other": [1]}), path)
     with pytest.raises(ValueError, match="'other' of .* is not a column of bulkwire_load.small"):
-        bulkwire.cql.load_parquet(path, cassandra_node.address, KEYSPACE, table)
+        bulkwire.load_parquet(path, bulkwire.targets.cql(cassandra_node.address, KEYSPACE, table))
     pq.write_table(pa.table({"name": ["a"]}), path)
     with pytest.raises(ValueError, match="no column 'id', a primary key column"):
-        bulkwire.cql.load_parquet(path, cassandra_node.address, KEYSPACE, table)
+        bulkwire.load_parquet(path, bulkwire.targets.cql(cassandra_node.address, KEYSPACE, table))
     # a regular column the data lacks is left unset; columns= picks the data's columns
     pq.write_table(pa.table({"id": pa.array([1, 2], pa.int64()), "name": ["a", None],
                              "junk": [1.5, 2.5]}), path)
-    assert bulkwire.cql.load_parquet(path, cassandra_node.address, KEYSPACE, table,
-                                     columns=["id", "name"]).rows == 2
+    assert bulkwire.load_parquet(
+        path, bulkwire.targets.cql(cassandra_node.address, KEYSPACE, table),
+        columns=["id", "name"]).rows == 2
     assert sorted(session.execute(f"SELECT id, name, n FROM {KEYSPACE}.{table}")) == [
         (1, "a", None), (2, None, None)]
     assert session.execute(f"SELECT count(*) FROM {KEYSPACE}.{table}").one()[0] == 2
@@ -161,7 +162,8 @@ def test_a_server_error_names_the_server(cassandra_node, tmp_path):
     pq.write_table(pa.table({"id": pa.array([1], pa.int64())}), path)
     with pytest.raises(ValueError, match=f"table no_such_keyspace.t does not exist at "
                                          f"{cassandra_node.address}:9042"):
-        bulkwire.cql.load_parquet(path, cassandra_node.address, "no_such_keyspace", "t")
+        bulkwire.load_parquet(
+            path, bulkwire.targets.cql(cassandra_node.address, "no_such_keyspace", "t"))
 
 
 @server
@@ -176,7 +178,8 @@ def test_a_row_the_server_refuses_fails_the_load_naming_its_source_row(cassandra
     pq.write_table(pa.table({"k": keys, "v": pa.array(range(50), pa.int32())}), path,
                    row_group_size=20)
     with pytest.raises(CqlServerError) as caught:
-        bulkwire.cql.load_parquet(path, cassandra_node.address, KEYSPACE, table, batch_rows=8)
+        bulkwire.load_parquet(path, bulkwire.targets.cql(cassandra_node.address, KEYSPACE, table),
+                              batch_rows=8)
     assert caught.value.source_row == 37
     assert f"{cassandra_node.address}:9042" in str(caught.value)
     assert "(source row 37; " in str(caught.value)
@@ -206,12 +209,14 @@ def test_resume_sends_exactly_the_missing_units(cassandra_node, session, tmp_pat
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        bulkwire.cql.load_parquet(str(folder), cassandra_node.address, KEYSPACE, table,
-                                  resume=state, batch_rows=50, progress=stop_after)
+        bulkwire.load_parquet(
+            str(folder), bulkwire.targets.cql(cassandra_node.address, KEYSPACE, table),
+            resume=state, batch_rows=50, progress=stop_after)
     first = session.execute(f"SELECT count(*) FROM {KEYSPACE}.{table}").one()[0]
     assert 500 <= first < 1200
-    result = bulkwire.cql.load_parquet(str(folder), cassandra_node.address, KEYSPACE, table,
-                                       resume=state, batch_rows=50)
+    result = bulkwire.load_parquet(
+        str(folder), bulkwire.targets.cql(cassandra_node.address, KEYSPACE, table), resume=state,
+        batch_rows=50)
     # the units the first run confirmed (every one of their rows stored), and no more
     assert 500 - 100 <= result.skipped_rows <= first and result.skipped_rows % 100 == 0
     assert result.rows == 1200 - result.skipped_rows
@@ -224,8 +229,8 @@ def test_worker_processes(cassandra_node, session, tmp_path):
     # index writes past its processors + 1 in flight (docs/cql.md); the workers are the subject
     table = make_table(session, "workers", "id bigint PRIMARY KEY, emb vector<float, 8>")
     folder = vector_parts(tmp_path / "d", 2, 700)
-    result = bulkwire.cql.load_parquet(str(folder), cassandra_node.address, KEYSPACE, table,
-                                       workers=2)
+    result = bulkwire.load_parquet(
+        str(folder), bulkwire.targets.cql(cassandra_node.address, KEYSPACE, table), workers=2)
     assert (result.rows, result.workers) == (1400, 2)
     ids = sorted(row.id for row in session.execute(f"SELECT id FROM {KEYSPACE}.{table}"))
     assert ids == list(range(1400))
@@ -235,11 +240,13 @@ def test_worker_processes(cassandra_node, session, tmp_path):
 def test_load_arrow(cassandra_node, session):
     table = make_table(session, "arrow", "id bigint PRIMARY KEY, name text")
     data = pa.table({"id": pa.array([5, 6], pa.int64()), "name": ["five", "six"]})
-    assert bulkwire.cql.load_arrow(data, cassandra_node.address, KEYSPACE, table).rows == 2
+    assert bulkwire.load_arrow(
+        data, bulkwire.targets.cql(cassandra_node.address, KEYSPACE, table)).rows == 2
     assert sorted(session.execute(f"SELECT id, name FROM {KEYSPACE}.{table}")) == [
         (5, "five"), (6, "six")]
     with pytest.raises(ValueError, match="workers is load_parquet's"):
-        bulkwire.cql.load_arrow(data, cassandra_node.address, KEYSPACE, table, workers=2)
+        bulkwire.load_arrow(data, bulkwire.targets.cql(cassandra_node.address, KEYSPACE, table),
+                            workers=2)
 
 
 @server
@@ -272,9 +279,9 @@ def own_node():
 
 
 def load_killing(node, path: str, *args, kill_after: int = 20_000, **kwargs):
-    """``bulkwire.cql.load_parquet(path, *args, **kwargs)`` in a thread, ``node`` killed
-    (SIGKILL) once the load reported ``kill_after`` rows done: what the load returned, or
-    the exception it raised."""
+    """``bulkwire.load_parquet(path, bulkwire.targets.cql(*args, **kwargs))`` (a timeout of
+    10 s) in a thread, ``node`` killed (SIGKILL) once the load reported ``kill_after`` rows
+    done: what the load returned, or the exception it raised."""
     outcome: list = []
     reached = threading.Event()
 
@@ -284,8 +291,8 @@ def load_killing(node, path: str, *args, kill_after: int = 20_000, **kwargs):
 
     def load() -> None:
         try:
-            outcome.append(bulkwire.cql.load_parquet(path, *args, timeout=10.0,
-                                                     progress=progress, **kwargs))
+            target = bulkwire.targets.cql(*args, timeout=10.0, **kwargs)
+            outcome.append(bulkwire.load_parquet(path, target, progress=progress))
         except BaseException as exc:  # handed to the test thread
             outcome.append(exc)
         finally:
@@ -319,11 +326,12 @@ def test_a_killed_node_fails_the_load_naming_the_unacknowledged_rows(own_node, t
 
 MEASURE = r"""
 import resource, sys
-import bulkwire.cql
+import bulkwire
 path, host, keyspace, table, small = sys.argv[1:]
-bulkwire.cql.load_parquet(small, host, keyspace, table, batch_rows=500)  # every import made
+target = bulkwire.targets.cql(host, keyspace, table)
+bulkwire.load_parquet(small, target, batch_rows=500)  # every import made
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-result = bulkwire.cql.load_parquet(path, host, keyspace, table, batch_rows=500)
+result = bulkwire.load_parquet(path, target, batch_rows=500)
 after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 print(result.rows, before, after)
 """
@@ -385,7 +393,8 @@ def test_each_row_goes_to_the_node_the_driver_routes_it_to(cassandra_cluster, tm
         s.execute(f"CREATE KEYSPACE IF NOT EXISTS {KEYSPACE} WITH replication = "
                   "{'class': 'SimpleStrategy', 'replication_factor': 1}")
         table = make_table(s, "routed", "id bigint PRIMARY KEY, emb vector<float, 8>")
-        result = bulkwire.cql.load_parquet(path, hosts[0], KEYSPACE, table, batch_rows=256)
+        result = bulkwire.load_parquet(path, bulkwire.targets.cql(hosts[0], KEYSPACE, table),
+                                       batch_rows=256)
         assert result.rows == 3000
         token_map = s.cluster.metadata.token_map
         s.cluster.refresh_schema_metadata()
@@ -499,7 +508,7 @@ def test_a_node_that_is_not_there_is_named(tmp_path, capsys):
     path = str(tmp_path / "s.parquet")
     pq.write_table(pa.table({"id": [1]}), path)
     with pytest.raises(ConnectError, match=f"127.0.0.1:{port}"):
-        bulkwire.cql.load_parquet(path, f"127.0.0.1:{port}", "k", "t")
+        bulkwire.load_parquet(path, bulkwire.targets.cql(f"127.0.0.1:{port}", "k", "t"))
     assert main(["load", path, "--cql", f"127.0.0.1:{port}", "--keyspace", "k",
                  "--table", "t"]) == EXIT_SERVER
     assert f"127.0.0.1:{port}" in capsys.readouterr().err

@@ -143,9 +143,8 @@ def frame_of_calls(calls: list, rows: int = 20):
 
 
 @pytest.mark.parametrize("bad, error, words", [
-    ({"collection": "Points"}, TypeError,
-     "to_cql() got an unexpected keyword argument 'collection'"),
-    ({"options": bulkwire.LoadOptions()}, TypeError, "unexpected keyword argument 'options'"),
+    ({"collection": "Points"}, TypeError, "collection is not an option of the cql target"),
+    ({"options": bulkwire.LoadOptions()}, TypeError, "options is not an option of the cql target"),
     ({"consistency": "SERIAL"}, ValueError, "consistency must be one of"),
     ({"username": "u"}, ValueError, "username and password go together"),
     ({"window": 0}, ValueError, "window must be an int 1..32768"),
@@ -158,11 +157,14 @@ def test_arguments_are_refused_before_any_task(bad, error, words):
     calls: list = []
     ddf = frame_of_calls(calls)
     arguments = {"hosts": "127.0.0.1", "keyspace": "ks", "table": "t", **bad}
+    load = {name: arguments.pop(name) for name in ("columns", "batch_rows") if name in arguments}
     with pytest.raises(error, match=re.escape(words)):
-        bulkwire.dask.to_cql(ddf, compute_kwargs={"scheduler": "sync"}, **arguments)
+        bulkwire.dask.to_target(ddf, bulkwire.targets.cql(**arguments),
+                                compute_kwargs={"scheduler": "sync"}, **load)
     assert calls == []
     with pytest.raises(TypeError, match="ddf must be a dask.dataframe.DataFrame, not DataFrame"):
-        bulkwire.dask.to_cql(pd.DataFrame({"id": [1]}), "127.0.0.1", "ks", "t")
+        bulkwire.dask.to_target(pd.DataFrame({"id": [1]}),
+                                bulkwire.targets.cql("127.0.0.1", "ks", "t"))
 
 
 def test_the_table_is_checked_on_the_client_before_any_task():
@@ -171,8 +173,9 @@ def test_the_table_is_checked_on_the_client_before_any_task():
     calls: list = []
     port = closed_port()
     with pytest.raises(ConnectError, match=f"127.0.0.1:{port}"):
-        bulkwire.dask.to_cql(frame_of_calls(calls), f"127.0.0.1:{port}", "ks", "t",
-                             compute_kwargs={"scheduler": "sync"})
+        bulkwire.dask.to_target(frame_of_calls(calls),
+                                bulkwire.targets.cql(f"127.0.0.1:{port}", "ks", "t"),
+                                compute_kwargs={"scheduler": "sync"})
     assert calls == []
 
 
@@ -190,8 +193,8 @@ def test_the_client_check_is_the_tables_plan_of_the_frames_arrow_schema(monkeypa
     calls: list = []
     ddf = frame_of_calls(calls)
     with pytest.raises(SchemaMismatchError, match="column 'emb'"):
-        bulkwire.dask.to_cql(ddf, "127.0.0.1", "ks", "t", columns=["id", "emb"],
-                             compute_kwargs={"scheduler": "sync"})
+        bulkwire.dask.to_target(ddf, bulkwire.targets.cql("127.0.0.1", "ks", "t"),
+                                columns=["id", "emb"], compute_kwargs={"scheduler": "sync"})
     assert calls == []
     (schema, source, columns), = seen
     assert schema.remove_metadata() == make_table(2, 4).schema
@@ -225,8 +228,9 @@ def test_a_dask_dataframe_of_vectors_is_read_back_exactly(cassandra_node, sessio
     table = make_cql_table(session, "dask_sink", TABLE_COLUMNS)
     source = make_table(2000, 64, seed=11)
     ddf = arrow_backed(source, 4)
-    result = bulkwire.dask.to_cql(ddf, cassandra_node.address, KEYSPACE, table, columns=LOADED,
-                                  batch_rows=300)
+    result = bulkwire.dask.to_target(ddf,
+                                     bulkwire.targets.cql(cassandra_node.address, KEYSPACE, table),
+                                     columns=LOADED, batch_rows=300)
     assert result.rows == 2000
     assert result.target == f"{KEYSPACE}.{table} at {cassandra_node.address}:9042"
     assert result.source == "a Dask DataFrame (4 partitions)"
@@ -234,10 +238,11 @@ def test_a_dask_dataframe_of_vectors_is_read_back_exactly(cassandra_node, sessio
     # the client's check refuses a frame the table cannot take, naming the column
     with pytest.raises(ValueError, match=f"column 'count' of the Dask DataFrame is not a "
                                          f"column of {KEYSPACE}.{table}"):
-        bulkwire.dask.to_cql(ddf, cassandra_node.address, KEYSPACE, table)
+        bulkwire.dask.to_target(ddf, bulkwire.targets.cql(cassandra_node.address, KEYSPACE, table))
     ints = source.select(LOADED).set_column(2, "score", pa.array(range(2000), pa.int32()))
     with pytest.raises(SchemaMismatchError) as caught:
-        bulkwire.dask.to_cql(arrow_backed(ints, 2), cassandra_node.address, KEYSPACE, table)
+        bulkwire.dask.to_target(arrow_backed(ints, 2),
+                                bulkwire.targets.cql(cassandra_node.address, KEYSPACE, table))
     assert (caught.value.column, caught.value.arrow_type, caught.value.cql_type) == (
         "score", "int32", "double")
 
@@ -254,7 +259,8 @@ def test_a_partition_with_a_vector_of_the_wrong_length_fails_the_call(cassandra_
     vectors[1234] = vectors[1234][:63]  # partition 2 holds rows 1000..1499: its row 234
     source = source.set_column(3, "emb", pa.array(vectors, pa.list_(pa.float32())))
     with pytest.raises(RowError) as caught:
-        bulkwire.dask.to_cql(arrow_backed(source, 4), cassandra_node.address, KEYSPACE, table)
+        bulkwire.dask.to_target(arrow_backed(source, 4),
+                                bulkwire.targets.cql(cassandra_node.address, KEYSPACE, table))
     assert (caught.value.column, caught.value.row) == ("emb", 234)
     notes = caught.value.__notes__
     assert "in partition 2 of the Dask DataFrame" in notes

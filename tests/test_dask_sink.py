@@ -73,7 +73,8 @@ def test_every_row_once_with_the_reference_bytes(client, server, tmp_path):
     table = make_table(3000, 8)
     ddf = arrow_backed(table, 4)
     assert ddf.npartitions == 4
-    result = bulkwire.dask.to_bulk_insert(ddf, server.url, server.database, collection="Points")
+    result = bulkwire.dask.to_target(
+        ddf, bulkwire.targets.ravendb(server.url, server.database, collection="Points"))
     assert result.rows == 3000
     assert len(server.requests) == 4  # one request per partition
     assert result.body_bytes == sum(r.body_bytes for r in server.requests)
@@ -96,10 +97,12 @@ def test_read_parquet_pyarrow_backend_and_options(client, server, tmp_path):
         pq.write_table(table.slice(start, 700), folder / f"part-{n}.parquet")
     ddf = dd.read_parquet(str(folder), dtype_backend="pyarrow")
     assert ddf.npartitions == 3
-    options = dict(collection="Points", id_prefix="points/", columns=["name", "emb"],
-                   float32="shortest", metadata={"Source": "dask"})
-    result = bulkwire.dask.to_bulk_insert(ddf, server.url, server.database, compress=True,
-                                          batch_rows=128, **options)
+    document = dict(collection="Points", id_prefix="points/", float32="shortest",
+                    metadata={"Source": "dask"})
+    options = dict(document, columns=["name", "emb"])
+    result = bulkwire.dask.to_target(
+        ddf, bulkwire.targets.ravendb(server.url, server.database, compress=True, **document),
+        batch_rows=128, columns=["name", "emb"])
     assert result.rows == 2000 and result.wire_bytes < result.body_bytes
     assert len(server.requests) == 3
     assert all(r.headers.get("Content-Encoding") == "gzip" for r in server.requests)
@@ -134,7 +137,8 @@ def test_a_failing_partition_raises(client, server):
     ids[1000] = None  # in the last of 4 partitions (rows 900..1199): its row 100
     table = table.set_column(0, "id", pa.array(ids, pa.int64()))
     with pytest.raises(RowError) as caught:
-        bulkwire.dask.to_bulk_insert(arrow_backed(table, 4), server.url, server.database)
+        bulkwire.dask.to_target(arrow_backed(table, 4),
+                                bulkwire.targets.ravendb(server.url, server.database))
     assert caught.value.column == "id" and caught.value.row == 100
     assert "in partition 3 of the Dask DataFrame" in getattr(caught.value, "__notes__", [])
 
@@ -142,8 +146,8 @@ def test_a_failing_partition_raises(client, server):
 def test_a_server_error_raises(client, server):
     server.fail_after_bytes = 1
     with pytest.raises(BulkInsertError, match="Simulated failure"):
-        bulkwire.dask.to_bulk_insert(arrow_backed(make_table(400, 4), 2), server.url,
-                                     server.database)
+        bulkwire.dask.to_target(arrow_backed(make_table(400, 4), 2),
+                                bulkwire.targets.ravendb(server.url, server.database))
     assert server.requests and all(r.status == 500 for r in server.requests)
 
 
@@ -151,11 +155,13 @@ def test_ids_come_from_the_id_column(client, server):
     """Split differently (as a retried or rebalanced run may be), the same rows make the same
     PUTs: ids and bytes depend on the row, not on its partition or position."""
     table = make_table(900, 4)
-    bulkwire.dask.to_bulk_insert(arrow_backed(table, 3), server.url, server.database)
+    bulkwire.dask.to_target(arrow_backed(table, 3),
+                            bulkwire.targets.ravendb(server.url, server.database))
     first = sorted(received_commands(server))
     server.requests.clear()
     shuffled = table.take(pa.array(list(range(899, -1, -1))))
-    bulkwire.dask.to_bulk_insert(arrow_backed(shuffled, 5), server.url, server.database)
+    bulkwire.dask.to_target(arrow_backed(shuffled, 5),
+                            bulkwire.targets.ravendb(server.url, server.database))
     assert len(server.requests) == 5
     assert sorted(received_commands(server)) == first
 
@@ -164,7 +170,7 @@ def test_empty_partitions_make_no_request(client, server, tmp_path):
     table = make_table(600, 4)
     ddf = arrow_backed(table, 4)
     kept = ddf[ddf["id"] < 150]  # rows only in the first partition
-    result = bulkwire.dask.to_bulk_insert(kept, server.url, server.database)
+    result = bulkwire.dask.to_target(kept, bulkwire.targets.ravendb(server.url, server.database))
     assert result.rows == 150 and len(server.requests) == 1
     assert_exactly_once(received_commands(server),
                         reference_commands(table.slice(0, 150), tmp_path))
@@ -173,17 +179,23 @@ def test_empty_partitions_make_no_request(client, server, tmp_path):
 def test_arguments_are_checked_before_any_task(server):
     ddf = arrow_backed(make_table(10, 2), 2)
     with pytest.raises(ValueError, match="id column 'key' is not a column of the Dask DataFrame"):
-        bulkwire.dask.to_bulk_insert(ddf, server.url, server.database, id_column="key")
+        bulkwire.dask.to_target(
+            ddf, bulkwire.targets.ravendb(server.url, server.database, id_column="key"))
     with pytest.raises(ValueError, match="vector column 'v'"):
-        bulkwire.dask.to_bulk_insert(ddf, server.url, server.database, vector_column="v")
+        bulkwire.dask.to_target(ddf, bulkwire.targets.ravendb(server.url, server.database),
+                                vector_column="v")
     with pytest.raises(ValueError, match="compress must be"):
-        bulkwire.dask.to_bulk_insert(ddf, server.url, server.database, compress="lz4")
+        bulkwire.dask.to_target(
+            ddf, bulkwire.targets.ravendb(server.url, server.database, compress="lz4"))
     with pytest.raises(ValueError, match="float32 must be"):
-        bulkwire.dask.to_bulk_insert(ddf, server.url, server.database, float32="round")
+        bulkwire.dask.to_target(
+            ddf, bulkwire.targets.ravendb(server.url, server.database, float32="round"))
     with pytest.raises(TypeError, match="columns must be a sequence"):
-        bulkwire.dask.to_bulk_insert(ddf, server.url, server.database, columns="name")
+        bulkwire.dask.to_target(ddf, bulkwire.targets.ravendb(server.url, server.database),
+                                columns="name")
     with pytest.raises(TypeError, match="ddf must be a dask.dataframe.DataFrame, not DataFrame"):
-        bulkwire.dask.to_bulk_insert(pd.DataFrame({"id": [1]}), server.url, server.database)
+        bulkwire.dask.to_target(pd.DataFrame({"id": [1]}),
+                                bulkwire.targets.ravendb(server.url, server.database))
     assert server.requests == []
 
 
@@ -235,7 +247,8 @@ def test_imports_are_lazy():
 def test_a_missing_dask_names_the_extra():
     done = run_python("import sys; sys.modules['dask'] = None\n"
                       "import bulkwire.dask\n"
-                      "try:\n    bulkwire.dask.to_bulk_insert(None, 'http://x', 'db')\n"
+                      "try:\n    bulkwire.dask.to_target(None, "
+                      "bulkwire.targets.ravendb('http://x', 'db'))\n"
                       "except ImportError as e:\n    print(e)\n")
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == str(_extras.missing_extra("Dask support", "dask", "dask"))
@@ -265,8 +278,9 @@ def test_a_retried_partition_repeats_the_same_puts(client, server, tmp_path):
 
     table = make_table(1200, 4)
     watcher = fail_first_requests(server)
-    result = bulkwire.dask.to_bulk_insert(arrow_backed(table, 4), server.url, server.database,
-                                          compute_kwargs={"retries": 3})
+    result = bulkwire.dask.to_target(arrow_backed(table, 4),
+                                     bulkwire.targets.ravendb(server.url, server.database),
+                                     compute_kwargs={"retries": 3})
     watcher.join()
     assert result.rows == 1200
     assert_retries_repeat(server, reference_commands(table, tmp_path))
@@ -277,8 +291,9 @@ def test_local_schedulers(server, tmp_path, scheduler):
     """Without a cluster: Dask's thread pool runs several partitions' requests at once in this
     process (each its own bulk insert), or one after another; the same documents either way."""
     table = make_table(1000, 4, seed=3)
-    result = bulkwire.dask.to_bulk_insert(arrow_backed(table, 5), server.url, server.database,
-                                          compute_kwargs={"scheduler": scheduler})
+    result = bulkwire.dask.to_target(arrow_backed(table, 5),
+                                     bulkwire.targets.ravendb(server.url, server.database),
+                                     compute_kwargs={"scheduler": scheduler})
     assert result.rows == 1000 and len(server.requests) == 5
     assert_exactly_once(received_commands(server), reference_commands(table, tmp_path))
 
@@ -319,8 +334,8 @@ def test_a_worker_killed_mid_partition_is_run_again_and_only_then_reported(clien
     server.stall(after_bytes=1)
     killer = kill_a_sender(server, among=worker_pids(client))
     try:
-        result = bulkwire.dask.to_bulk_insert(arrow_backed(table, 4), server.url,
-                                              server.database)
+        result = bulkwire.dask.to_target(arrow_backed(table, 4),
+                                         bulkwire.targets.ravendb(server.url, server.database))
     finally:
         killer.join()
         client.wait_for_workers(2, timeout=60)  # the nanny restarts the killed one
@@ -351,7 +366,7 @@ def test_a_partition_whose_worker_keeps_dying_fails_the_call_naming_the_unconfir
     killer = kill_a_sender(server, among=worker_pids(client))
     try:
         with pytest.raises(Exception) as info:
-            bulkwire.dask.to_bulk_insert(ddf, server.url, server.database)
+            bulkwire.dask.to_target(ddf, bulkwire.targets.ravendb(server.url, server.database))
     finally:
         scheduler.allowed_failures = allowed
         killer.join()

@@ -103,7 +103,9 @@ for case in cases:
     os.utime(path, ns=(old, old))
     idx = case["indices"]
     out, reference = path + ".json", path + ".ref.json"
-    options = dict(id_column="id", vector_column="emb")
+    target, reference_target = (bulkwire.targets.request_file(name, id_column="id")
+                                for name in (out, reference))
+    options = dict(vector_column="emb")
     result = {"change": change, "entry": entry}
     try:
         if entry == "TableFile.take":
@@ -118,8 +120,8 @@ for case in cases:
             result["same"] = got.equals(read(pristine).take(pa.array(idx)))
         elif entry == "load_parquet(take=)":
             with changed_on_open(path, change):
-                bulkwire.load_parquet(path, take=idx, out=out, **options)
-            bulkwire.load_parquet(pristine, take=idx, out=reference, **options)
+                bulkwire.load_parquet(path, target, take=idx, **options)
+            bulkwire.load_parquet(pristine, reference_target, take=idx, **options)
             result["same"] = body(out) == body(reference)
         else:  # a load that goes on while the file changes, after its first batch
             done = []
@@ -128,9 +130,9 @@ for case in cases:
                 if not done:
                     done.append(1)
                     mutate(path, change)
-            bulkwire.load_parquet(path, out=out, batch_rows=1000, progress=progress,
+            bulkwire.load_parquet(path, target, batch_rows=1000, progress=progress,
                                   **options)
-            bulkwire.load_parquet(pristine, out=reference, batch_rows=1000, **options)
+            bulkwire.load_parquet(pristine, reference_target, batch_rows=1000, **options)
             result["same"] = body(out) == body(reference)
     except Exception as exc:
         result["error"] = type(exc).__name__
@@ -265,10 +267,11 @@ for entry in entries:
         elif entry == "bulkwire.take":
             result["rows"] = bulkwire.take(path, [1, 2]).to_pylist()
         elif entry == "load_parquet(take=)":
-            bulkwire.load_parquet(path, take=[2, 1], out=out, **options)
+            bulkwire.load_parquet(path, bulkwire.targets.request_file(out), take=[2, 1],
+                                  **options)
             result["rows"] = json.load(open(out))
         else:
-            bulkwire.load_parquet(path, out=out, **options)
+            bulkwire.load_parquet(path, bulkwire.targets.request_file(out), **options)
             result["rows"] = json.load(open(out))
     except Exception as exc:
         result["error"] = type(exc).__name__

@@ -184,7 +184,7 @@ def test_a_leak_fails_however_often_it_is_measured():
 FAILED_LOAD_CHILD = r'''
 import gc, json, os, sys
 sys.path.insert(0, sys.argv[2])
-import bulkwire, bulkwire.cql
+import bulkwire, bulkwire.targets
 import pyarrow as pa, pyarrow.parquet as pq
 from fault_server import FaultServer
 from cql_fake_node import FakeNode, error
@@ -201,13 +201,15 @@ pq.write_table(pa.table({"id": pa.array([1, 2, None, 4], pa.int64()),
 
 def load():
     if case == "lying offsets":
-        bulkwire.load_parquet(sys.argv[4], out=os.path.join(folder, "o.json"),
+        bulkwire.load_parquet(sys.argv[4],
+                              bulkwire.targets.request_file(os.path.join(folder, "o.json")),
                               vector_column="l", columns=["l"])
     elif case == "null id":
-        bulkwire.load_parquet(null_id, out=os.path.join(folder, "o.json"))
+        bulkwire.load_parquet(null_id,
+                              bulkwire.targets.request_file(os.path.join(folder, "o.json")))
     elif case.startswith("server "):
         with FaultServer({"bulk_insert": case[len("server "):]}) as server:
-            bulkwire.load_parquet(docs, url=server.url, database="db")
+            bulkwire.load_parquet(docs, bulkwire.targets.ravendb(server.url, "db"))
     elif case == "BulkInsert 5xx":
         with FaultServer({"bulk_insert": "5xx"}) as server:
             with bulkwire.BulkInsert(server.url, "db") as bulk:
@@ -216,7 +218,8 @@ def load():
     elif case == "cql refusal":
         refuse = lambda n, body: error(0x1000, "unavailable") if n == 17 else None
         with FakeNode(answer_execute=refuse) as node:
-            bulkwire.cql.load_parquet(docs, node.address, "ks", "t", columns=["id", "v"])
+            bulkwire.load_parquet(docs, bulkwire.targets.cql(node.address, "ks", "t"),
+                                  columns=["id", "v"])
 
 
 gc.collect()

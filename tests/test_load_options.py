@@ -14,10 +14,12 @@ import pytest
 import bulkwire
 from bulkwire import LoadOptions, compression
 from bulkwire.cli import LOAD_OPTION_ARGUMENTS, build_parser, main
-from bulkwire.load_options import FLOAT32_MODES
+from bulkwire.load_options import DOCUMENT_OPTIONS, FLOAT32_MODES
 from build_extras import import_integration
 
 URL = "http://127.0.0.1:9"
+#: The options the load itself reads (the others are the document targets').
+LOAD_FIELDS = [f.name for f in dataclasses.fields(LoadOptions) if f.name not in DOCUMENT_OPTIONS]
 
 BAD = [
     ({"collection": ""}, ValueError, "collection must not be empty"),
@@ -46,38 +48,53 @@ def table():
     return pa.table({"id": [1, 2], "v": pa.array([[0.5], [1.0]], pa.list_(pa.float32()))})
 
 
+def split(fields):
+    """``fields`` as (the document options, which go to the target, the others, which go
+    to the load)."""
+    document = {name: value for name, value in fields.items() if name in DOCUMENT_OPTIONS}
+    return document, {name: value for name, value in fields.items() if name not in document}
+
+
 def _dask(fields):
     import bulkwire.dask
     import dask.dataframe as dd
     import pandas as pd
 
     ddf = dd.from_pandas(pd.DataFrame({"id": [1, 2]}), npartitions=1)
-    return bulkwire.dask.to_bulk_insert(ddf, URL, "db", **fields)
+    document, load = split(fields)
+    return bulkwire.dask.to_target(ddf, bulkwire.targets.ravendb(URL, "db", **document), **load)
 
 
 def _ray(fields):
     import bulkwire.ray
 
-    return bulkwire.ray.BulkInsertDatasink(URL, "db", **fields)
+    document, load = split(fields)
+    return bulkwire.ray.TargetDatasink(bulkwire.targets.ravendb(URL, "db", **document), **load)
 
 
 def entry_points(tmp_path):
     src = str(tmp_path / "t.parquet")
     pq.write_table(table(), src)
     out = str(tmp_path / "out.json")
+
+    def load(entry, data, kind, *where):
+        def call(fields):
+            document, load = split(fields)
+            return entry(data, getattr(bulkwire.targets, kind)(*where, **document), **load)
+        return call
+
     return {
         "LoadOptions.of": lambda fields: LoadOptions.of(**fields),
-        "load_parquet": lambda fields: bulkwire.load_parquet(src, out=out, **fields),
-        "load_parquet(url=)": lambda fields: bulkwire.load_parquet(src, url=URL, database="db",
-                                                                   **fields),
-        "load_arrow": lambda fields: bulkwire.load_arrow(table(), out=out, **fields),
-        "dask.to_bulk_insert": _dask,
-        "ray.BulkInsertDatasink": _ray,
+        "load_parquet": load(bulkwire.load_parquet, src, "request_file", out),
+        "load_parquet(ravendb)": load(bulkwire.load_parquet, src, "ravendb", URL, "db"),
+        "load_arrow": load(bulkwire.load_arrow, table(), "request_file", out),
+        "dask.to_target": _dask,
+        "ray.TargetDatasink": _ray,
     }
 
 
-ENTRY_POINTS = ["LoadOptions.of", "load_parquet", "load_parquet(url=)", "load_arrow",
-                "dask.to_bulk_insert", "ray.BulkInsertDatasink"]
+ENTRY_POINTS = ["LoadOptions.of", "load_parquet", "load_parquet(ravendb)", "load_arrow",
+                "dask.to_target", "ray.TargetDatasink"]
 
 
 @pytest.mark.parametrize("entry", ENTRY_POINTS)
@@ -123,15 +140,19 @@ def test_the_cli_refuses_a_bad_option_as_usage_with_the_options_message(flags, m
 
 
 def test_options_and_keyword_arguments_write_the_same_body(tmp_path):
-    options = LoadOptions(collection="Points", float32="shortest", id_prefix="p/",
-                          metadata={"Owner": "me"}, buffer_size=64)
+    """The load's options as an object, as keyword arguments, or both (the keywords win),
+    into targets of the same document options: the same body."""
+    document = dict(collection="Points", float32="shortest", id_prefix="p/",
+                    metadata={"Owner": "me"}, buffer_size=64)
+    options = LoadOptions(columns=["id", "v"], vector_column="v", batch_rows=1)
     by_object, by_keywords, mixed = (str(tmp_path / n) for n in ("a.json", "b.json", "c.json"))
-    bulkwire.load_arrow(table(), out=by_object, options=options)
-    bulkwire.load_arrow(table(), out=by_keywords, **{f.name: getattr(options, f.name)
-                                                     for f in dataclasses.fields(options)})
-    bulkwire.load_arrow(table(), out=mixed, options=LoadOptions(collection="Other"),
-                        collection="Points", float32="shortest", id_prefix="p/",
-                        metadata={"Owner": "me"}, buffer_size=64)
+    bulkwire.load_arrow(table(), bulkwire.targets.request_file(by_object, **document),
+                        options=options)
+    bulkwire.load_arrow(table(), bulkwire.targets.request_file(by_keywords, **document),
+                        **{name: getattr(options, name) for name in LOAD_FIELDS})
+    bulkwire.load_arrow(table(), bulkwire.targets.request_file(mixed, **document),
+                        options=LoadOptions(columns=["id"], batch_rows=2),
+                        columns=["id", "v"], vector_column="v", batch_rows=1)
     bodies = {open(p, "rb").read() for p in (by_object, by_keywords, mixed)}
     assert len(bodies) == 1 and b'"@collection": "Points"' in bodies.pop()
 

@@ -387,13 +387,14 @@ def test_crafted_ipc_file_is_refused_naming_file_and_column(tmp_path):
     # pyarrow itself reads the file without complaint: the check is ours
     table = pyarrow.ipc.open_file(pa.memory_map(src)).read_all()
     assert table.num_rows == 3
-    for kwargs in ({}, {"take": [2, 0]}, {"columns": ["name"]}, {"url": "http://127.0.0.1:9",
-                                                                  "database": "db"}):
+    server = bulkwire.targets.ravendb("http://127.0.0.1:9", "db")
+    for target, kwargs in ((None, {}), (None, {"take": [2, 0]}), (None, {"columns": ["name"]}),
+                           (server, {})):
         # the batch check raises what TableFile raises: MalformedFileError (a ValueError)
         with pytest.raises(bulkwire.MalformedFileError,
                            match=r"crafted\.arrow' is malformed: column 'name': "
                                  r".*(?i:offset).*(larger than|out of bounds)") as caught:
-            bulkwire.load_parquet(src, **kwargs)
+            bulkwire.load_parquet(src, target, **kwargs)
         assert caught.value.path == src and isinstance(caught.value, ValueError)
     assert not os.path.exists(tmp_path / "crafted.bulk.json")
     with pytest.raises(bulkwire.MalformedFileError, match=r"crafted\.arrow' is malformed: column 'name'"):
@@ -620,9 +621,12 @@ def test_a_load_does_not_import_pandas(tmp_path):
 @pytest.mark.parametrize("tls", [{"certificate": "client.pem"}, {"ca": "ca.pem"},
                                  {"certificate": "client.pem", "ca": False}])
 def test_tls_arguments_without_url_are_refused_before_the_source_is_read(tls, tmp_path):
-    """certificate/ca name a server's TLS: without url nothing is read or written, and the
-    error names them (the source does not even exist)."""
+    """The former spelling's certificate/ca name a server's TLS: without url nothing is read
+    or written, and the error names them (the source does not even exist), after the
+    warning that names the new spelling."""
     missing = tmp_path / "not-there.parquet"
-    with pytest.raises(ValueError, match=f"^{', '.join(tls)} need url"):
+    with pytest.warns(DeprecationWarning, match=r"load_parquet\((certificate|ca)=\.\.\.\) is "
+                                                r"deprecated: use .*targets\.request_file"), \
+            pytest.raises(ValueError, match=f"^{', '.join(tls)} need url"):
         bulkwire.load_parquet(missing, **tls)
     assert list(tmp_path.iterdir()) == []

@@ -199,11 +199,15 @@ def test_a_load_with_the_page_reader_writes_the_same_body(tmp_path):
     path = os.path.join(tmp_path, "v.parquet")
     table = vector_table(3000, 16, kind="fixed_size_list", dtype="float32", null_every=0)
     pq.write_table(table, path, row_group_size=700, data_page_size=4096)
-    options = dict(id_column="id", vector_column="emb", collection="Vectors", batch_rows=256)
+    document = dict(id_column="id", collection="Vectors")
+    options = dict(vector_column="emb", batch_rows=256)
     from_file = os.path.join(tmp_path, "file.json")
     from_memory = os.path.join(tmp_path, "memory.json")
-    assert bulkwire.load_parquet(path, out=from_file, **options).rows == 3000
-    assert bulkwire.load_parquet(pq.read_table(path), out=from_memory, **options).rows == 3000
+    assert bulkwire.load_parquet(path, bulkwire.targets.request_file(from_file, **document),
+                                 **options).rows == 3000
+    assert bulkwire.load_parquet(pq.read_table(path),
+                                 bulkwire.targets.request_file(from_memory, **document),
+                                 **options).rows == 3000
     with open(from_file, "rb") as a, open(from_memory, "rb") as b:
         assert a.read() == b.read()
 

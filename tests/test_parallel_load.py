@@ -91,7 +91,8 @@ from bulkwire.testing import LoopbackServer
 
 def load():
     with LoopbackServer() as server:
-        result = bulkwire.load_parquet({data!r}, url=server.url, database="db", workers=2)
+        result = bulkwire.load_parquet({data!r}, bulkwire.targets.ravendb(server.url, "db"),
+                                       workers=2)
         print("rows", result.rows)
 
 {call}

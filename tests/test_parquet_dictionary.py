@@ -540,7 +540,7 @@ def test_dictionary_page_offset_0_means_no_dictionary(tmp_path, page_index):
     """Some writers leave dictionary_page_offset 0 (the file's magic, where no page can be)
     for a chunk without a dictionary: every column is read page by page as pyarrow reads it,
     by take and by the load, and nothing reads a page header at offset 0."""
-    from bulkwire import load_parquet
+    from bulkwire import load_parquet, targets
 
     table = _table(False)
     source = tmp_path / "plain.parquet"
@@ -562,9 +562,9 @@ def test_dictionary_page_offset_0_means_no_dictionary(tmp_path, page_index):
         assert f.take(rows).equals(table.take(rows))
         assert all(s["row_groups"] == 0 for s in f.stats.values())
     body = tmp_path / "zero.json"
-    assert load_parquet(path, out=str(body), id_column="id", vector_column="emb",
-                        columns=["cat", "emb"], batch_rows=300).rows == ROWS
+    assert load_parquet(path, targets.request_file(str(body), id_column="id"),
+                        vector_column="emb", columns=["cat", "emb"], batch_rows=300).rows == ROWS
     memory = tmp_path / "memory.json"
-    load_parquet(table, out=str(memory), id_column="id", vector_column="emb",
-                 columns=["cat", "emb"], batch_rows=300)
+    load_parquet(table, targets.request_file(str(memory), id_column="id"),
+                 vector_column="emb", columns=["cat", "emb"], batch_rows=300)
     assert body.read_bytes() == memory.read_bytes()

@@ -405,7 +405,7 @@ def test_a_row_that_starts_in_one_v1_page_and_ends_in_the_next(tmp_path, kind):
     """Row 10 of lists of 3 starts in one v1 data page and ends in the next (31 levels in the
     first page): legal without a page index, and pyarrow reads it. The load, take and the
     command line give its rows, the chunk read by pyarrow."""
-    from bulkwire import cli, load_parquet
+    from bulkwire import cli, load_parquet, targets
 
     table = _vectors_table(20, 3, kind, "float32")
     path = _rows_across_pages(tmp_path, table, [31])
@@ -418,9 +418,10 @@ def test_a_row_that_starts_in_one_v1_page_and_ends_in_the_next(tmp_path, kind):
     batches = list(_file_batches(path, _Plan(), 7))
     assert pa.Table.from_batches(batches).equals(table)
     body = str(tmp_path / "body.json")
-    assert load_parquet(path, out=body, vector_column="v", batch_rows=7).rows == 20
+    assert load_parquet(
+        path, targets.request_file(body), vector_column="v", batch_rows=7).rows == 20
     memory = str(tmp_path / "memory.json")
-    load_parquet(table, out=memory, vector_column="v", batch_rows=7)
+    load_parquet(table, targets.request_file(memory), vector_column="v", batch_rows=7)
     assert open(body, "rb").read() == open(memory, "rb").read()
     cli_body = str(tmp_path / "cli.json")
     assert cli.main(["load", path, "--out", cli_body, "--vector-column", "v", "-q"]) == 0

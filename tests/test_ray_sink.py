@@ -94,7 +94,8 @@ def server():
 
 def test_every_row_once_with_the_reference_bytes(server, tmp_path):
     table = make_table(3000, 8)
-    sink = bulkwire.ray.BulkInsertDatasink(server.url, server.database, collection="Points")
+    sink = bulkwire.ray.TargetDatasink(
+        bulkwire.targets.ravendb(server.url, server.database, collection="Points"))
     ray.data.from_arrow(table).repartition(4).write_datasink(sink)
     assert sink.result is not None and sink.result.rows == 3000
     tasks = int(sink.result.source.split("(")[1].split()[0])
@@ -147,10 +148,11 @@ def test_pandas_blocks_and_options(server, tmp_path):
     the same bytes as load_parquet with the same options."""
     table = make_table(1500, 3, seed=5)
     table = table.set_column(0, "id", pa.array([f"k{i}" for i in range(table.num_rows)]))
-    options = dict(collection="Points", id_prefix="p/", columns=["name", "score", "emb"],
-                   float32="shortest")
-    sink = bulkwire.ray.BulkInsertDatasink(server.url, server.database, compress="gzip",
-                                           batch_rows=100, **options)
+    document = dict(collection="Points", id_prefix="p/", float32="shortest")
+    options = dict(document, columns=["name", "score", "emb"])
+    sink = bulkwire.ray.TargetDatasink(
+        bulkwire.targets.ravendb(server.url, server.database, compress="gzip", **document),
+        batch_rows=100, columns=["name", "score", "emb"])
     ds = ray.data.from_arrow(table).repartition(3).map_batches(lambda frame: frame,
                                                                batch_format="pandas")
     ds.write_datasink(sink)
@@ -161,7 +163,8 @@ def test_pandas_blocks_and_options(server, tmp_path):
 def test_only_the_configuration_is_pickled(server):
     """What Ray ships to each write task: the configuration, small, with no socket, thread,
     lock or bulk insert inside, before and after a write."""
-    sink = bulkwire.ray.BulkInsertDatasink(server.url, server.database, metadata={"k": "v"})
+    sink = bulkwire.ray.TargetDatasink(
+        bulkwire.targets.ravendb(server.url, server.database, metadata={"k": "v"}))
     ray.data.from_arrow(make_table(200, 2)).write_datasink(sink)
     assert sink.result.rows == 200
 
@@ -176,8 +179,8 @@ def test_only_the_configuration_is_pickled(server):
     forbidden = (socket.socket, threading.Thread, type(threading.Lock()), bulkwire.BulkInsert,
                  bulkwire.BulkWriter)
     assert not [t for t in seen if issubclass(t, forbidden)], seen
-    assert {t.__name__ for t in seen} <= {"BulkInsertDatasink", "SinkConfig", "LoadOptions",
-                                          "dict", "str",
+    assert {t.__name__ for t in seen} <= {"TargetDatasink", "SinkConfig", "LoadOptions",
+                                          "ServerDescription", "dict", "str",
                                           "int", "bool", "NoneType", "tuple", "type"}, seen
     data = pickle.dumps(sink)
     assert len(data) < 1024, len(data)
@@ -190,7 +193,7 @@ def test_a_failing_task_raises(server):
     vectors = table.column("emb").to_pylist()
     vectors[650] = None  # a null vector in one write task
     table = table.set_column(4, "emb", pa.array(vectors, table.schema.field("emb").type))
-    sink = bulkwire.ray.BulkInsertDatasink(server.url, server.database)
+    sink = bulkwire.ray.TargetDatasink(bulkwire.targets.ravendb(server.url, server.database))
     with pytest.raises(RowError, match="column 'emb'"):
         ray.data.from_arrow(table).repartition(4).write_datasink(sink)
     assert sink.result is None
@@ -198,7 +201,7 @@ def test_a_failing_task_raises(server):
 
 def test_a_server_error_raises(server):
     server.fail_after_bytes = 1
-    sink = bulkwire.ray.BulkInsertDatasink(server.url, server.database)
+    sink = bulkwire.ray.TargetDatasink(bulkwire.targets.ravendb(server.url, server.database))
     with pytest.raises(BulkInsertError, match="Simulated failure"):
         ray.data.from_arrow(make_table(300, 4)).repartition(2).write_datasink(sink)
     assert sink.result is None
@@ -208,11 +211,11 @@ def test_ids_come_from_the_id_column(server):
     """Split differently (as a retried task is), the same rows make the same PUTs."""
     table = make_table(600, 4)
     ray.data.from_arrow(table).repartition(2).write_datasink(
-        bulkwire.ray.BulkInsertDatasink(server.url, server.database))
+        bulkwire.ray.TargetDatasink(bulkwire.targets.ravendb(server.url, server.database)))
     first = sorted(received_commands(server))
     server.requests.clear()
     ray.data.from_arrow(table).repartition(5).write_datasink(
-        bulkwire.ray.BulkInsertDatasink(server.url, server.database))
+        bulkwire.ray.TargetDatasink(bulkwire.targets.ravendb(server.url, server.database)))
     assert sorted(received_commands(server)) == first
 
 
@@ -224,23 +227,26 @@ def test_columns_are_checked_before_any_request(server, tmp_path):
 
     pq.write_table(make_table(10, 2), tmp_path / "rows.parquet")
     for ds in (ray.data.from_arrow(make_table(10, 2)), ray.data.read_parquet(str(tmp_path))):
-        sink = bulkwire.ray.BulkInsertDatasink(server.url, server.database, id_column="key")
-        with pytest.raises(ValueError, match="id column 'key' is not a column of write task"):
+        sink = bulkwire.ray.TargetDatasink(
+            bulkwire.targets.ravendb(server.url, server.database, id_column="key"))
+        with pytest.raises(ValueError, match=r"(?s)id column 'key' is not a column of .*"
+                                             r"in write task \d+ of the Ray Dataset"):
             ds.write_datasink(sink)
-    sink = bulkwire.ray.BulkInsertDatasink(server.url, server.database)
+    sink = bulkwire.ray.TargetDatasink(bulkwire.targets.ravendb(server.url, server.database))
     ray.data.read_parquet(str(tmp_path)).write_datasink(sink)
     assert sink.result.rows == 10 and len(server.requests) == 1
     server.requests.clear()
     assert server.requests == []
     with pytest.raises(ValueError, match="compress must be"):
-        bulkwire.ray.BulkInsertDatasink(server.url, server.database, compress="lz4")
+        bulkwire.ray.TargetDatasink(
+            bulkwire.targets.ravendb(server.url, server.database, compress="lz4"))
 
 
 def test_a_missing_ray_names_the_extra():
     done = subprocess.run(
         [sys.executable, "-c", "import sys; sys.modules['ray'] = None\n"
          "import bulkwire.ray\n"
-         "try:\n    bulkwire.ray.BulkInsertDatasink\nexcept ImportError as e:\n    print(e)\n"],
+         "try:\n    bulkwire.ray.TargetDatasink\nexcept ImportError as e:\n    print(e)\n"],
         capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": PACKAGE_PARENT})
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == str(_extras.missing_extra("Ray support", "ray", "ray"))
@@ -254,7 +260,7 @@ def test_a_retried_task_repeats_the_same_puts(server, tmp_path):
 
     table = make_table(1200, 4)
     watcher = fail_first_requests(server)
-    sink = bulkwire.ray.BulkInsertDatasink(server.url, server.database)
+    sink = bulkwire.ray.TargetDatasink(bulkwire.targets.ravendb(server.url, server.database))
     ray.data.from_arrow(table).repartition(4).write_datasink(
         sink, ray_remote_args={"max_retries": 3, "retry_exceptions": True})
     watcher.join()
@@ -278,7 +284,7 @@ def test_a_write_task_whose_worker_is_killed_fails_the_write(server):
     stays None, and the error says that no row is confirmed by the write."""
     from sink_oracle import kill_a_sender
 
-    sink = bulkwire.ray.BulkInsertDatasink(server.url, server.database)
+    sink = bulkwire.ray.TargetDatasink(bulkwire.targets.ravendb(server.url, server.database))
     server.stall(after_bytes=1)
     killer = kill_a_sender(server, sending=1)
     try:
@@ -301,7 +307,7 @@ def test_a_killed_write_task_that_ray_runs_again_is_counted_once(server, tmp_pat
     from sink_oracle import kill_a_sender
 
     table = make_table(2000, 4)
-    sink = bulkwire.ray.BulkInsertDatasink(server.url, server.database)
+    sink = bulkwire.ray.TargetDatasink(bulkwire.targets.ravendb(server.url, server.database))
     server.stall(after_bytes=1)
     killer = kill_a_sender(server, sending=1)
     try:
@@ -320,7 +326,7 @@ def test_a_write_is_a_success_only_when_the_confirmed_rows_are_ray_s_rows(server
 
     from bulkwire.load import LoadResult
 
-    sink = bulkwire.ray.BulkInsertDatasink(server.url, server.database)
+    sink = bulkwire.ray.TargetDatasink(bulkwire.targets.ravendb(server.url, server.database))
     sink.on_write_start()
     parts = [LoadResult(500, 10, 10, 0.1, "", "", False), LoadResult(499, 10, 10, 0.1, "", "",
                                                                      False)]
@@ -341,18 +347,19 @@ from test_cql_sinks import (CONFIG_TYPES, LOADED, PASSWORD, TABLE_COLUMNS,  # no
 
 
 def test_the_cql_datasink_pickles_only_its_configuration():
-    sink = bulkwire.ray.CqlDatasink(["127.0.0.1"], "ks", "t", username="u", password=PASSWORD,
-                                    batch_rows=64)
+    sink = bulkwire.ray.TargetDatasink(
+        bulkwire.targets.cql(["127.0.0.1"], "ks", "t", username="u", password=PASSWORD),
+        batch_rows=64)
     types = pickled_types(sink)
-    assert {t.__name__ for t in types} <= CONFIG_TYPES | {"CqlDatasink"}, types
+    assert {t.__name__ for t in types} <= CONFIG_TYPES | {"TargetDatasink"}, types
     data = pickle.dumps(sink)
     assert len(data) < 1024, len(data)
     copy = pickle.loads(data)
     assert copy.config == sink.config and copy.result is None
-    assert copy.get_name() == "CqlInsert" and PASSWORD not in repr(copy.config)
-    with pytest.raises(TypeError, match="CqlDatasink\\(\\) got an unexpected keyword argument "
-                                        "'collection'"):
-        bulkwire.ray.CqlDatasink("127.0.0.1", "ks", "t", collection="Points")
+    assert copy.get_name() == "Target" and PASSWORD not in repr(copy.config)
+    with pytest.raises(TypeError, match="collection is not an option of the cql target"):
+        bulkwire.ray.TargetDatasink(bulkwire.targets.cql("127.0.0.1", "ks", "t"),
+                                    collection="Points")
 
 
 class Dataset:
@@ -374,10 +381,10 @@ def test_write_cql_checks_the_table_before_any_write_task():
     port = closed_port()
     ds = Dataset(ray.data.from_arrow(make_table(10, 2)).schema())
     with pytest.raises(ConnectError, match=f"127.0.0.1:{port}"):
-        bulkwire.ray.write_cql(ds, f"127.0.0.1:{port}", "ks", "t")
+        bulkwire.ray.write_target(ds, bulkwire.targets.cql(f"127.0.0.1:{port}", "ks", "t"))
     assert ds.written == []
     with pytest.raises(ValueError, match="window must be"):
-        bulkwire.ray.write_cql(ds, "127.0.0.1", "ks", "t", window=0)
+        bulkwire.ray.write_target(ds, bulkwire.targets.cql("127.0.0.1", "ks", "t", window=0))
     assert ds.written == []
 
 
@@ -393,7 +400,7 @@ def test_write_cql_judges_the_datasets_arrow_schema(monkeypatch):
     for ds in (ray.data.from_arrow(table),
                ray.data.from_arrow(table).map_batches(lambda f: f, batch_format="pandas")):
         ds = Dataset(ds.schema())
-        bulkwire.ray.write_cql(ds, "127.0.0.1", "ks", "t")
+        bulkwire.ray.write_target(ds, bulkwire.targets.cql("127.0.0.1", "ks", "t"))
         assert len(ds.written) == 1
     arrow, pandas = seen
     assert arrow == (table.schema, "the Ray Dataset")
@@ -405,12 +412,14 @@ def test_a_ray_dataset_of_vectors_is_read_back_exactly(cassandra_node, session):
     table = make_cql_table(session, "ray_sink", TABLE_COLUMNS)
     source = make_table(2000, 64, seed=21)
     ds = ray.data.from_arrow(source.select(LOADED)).repartition(3)
-    result = bulkwire.ray.write_cql(ds, cassandra_node.address, KEYSPACE, table, batch_rows=300)
+    result = bulkwire.ray.write_target(
+        ds, bulkwire.targets.cql(cassandra_node.address, KEYSPACE, table), batch_rows=300)
     assert result.rows == 2000
     assert result.target == f"{KEYSPACE}.{table} at {cassandra_node.address}:9042"
     assert_read_back(session, table, source)
     # the datasink on its own: each write task checks its blocks and loads them
-    sink = bulkwire.ray.CqlDatasink(cassandra_node.address, KEYSPACE, table, columns=LOADED)
+    sink = bulkwire.ray.TargetDatasink(
+        bulkwire.targets.cql(cassandra_node.address, KEYSPACE, table), columns=LOADED)
     ray.data.from_arrow(source).repartition(2).write_datasink(sink)
     assert sink.result.rows == 2000
     assert_read_back(session, table, source)
@@ -424,7 +433,8 @@ def test_a_write_task_with_a_vector_of_the_wrong_length_fails_the_write(cassandr
     vectors = source.column("emb").to_pylist()
     vectors[1500] = vectors[1500] + [0.5]  # 65 elements
     source = source.set_column(3, "emb", pa.array(vectors, pa.list_(pa.float32())))
-    sink = bulkwire.ray.CqlDatasink(cassandra_node.address, KEYSPACE, table)
+    sink = bulkwire.ray.TargetDatasink(
+        bulkwire.targets.cql(cassandra_node.address, KEYSPACE, table))
     with pytest.raises(RowError, match="column 'emb'") as caught:
         ray.data.from_arrow(source).repartition(4).write_datasink(sink)
     assert sink.result is None

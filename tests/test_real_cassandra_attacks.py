@@ -44,7 +44,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-import bulkwire.cql
+import bulkwire.targets
 from bulkwire import _core
 from bulkwire.cli import EXIT_SERVER
 from bulkwire.cql_statements import TokenRing
@@ -251,9 +251,10 @@ def test_tls_to_a_node_that_requires_a_client_certificate(node, pki, tmp_path):
     user, password = SUPERUSER
 
     def load(**tls: Any) -> Any:
-        return bulkwire.cql.load_parquet(str(path), n.address, KEYSPACE, table,
-                                         username=user, password=password, timeout=10.0,
-                                         **tls)
+        return bulkwire.load_parquet(
+            str(path),
+            bulkwire.targets.cql(n.address, KEYSPACE, table, username=user, password=password,
+                                 timeout=10.0, **tls))
 
     with driver(n) as s:
         table = make_table(s, "tls_required")
@@ -326,9 +327,11 @@ def test_a_role_losing_its_rights_mid_load_fails_the_load_and_resume_completes(
                 done_at.append(done)
 
         with pytest.raises(CqlServerError) as caught:
-            bulkwire.cql.load_parquet(str(path), n.address, KEYSPACE, table,
-                                      username=LOADER[0], password=LOADER[1], resume=state,
-                                      batch_rows=100, progress=progress)
+            bulkwire.load_parquet(
+                str(path),
+                bulkwire.targets.cql(n.address, KEYSPACE, table, username=LOADER[0],
+                                     password=LOADER[1]), resume=state, batch_rows=100,
+                progress=progress)
         error = caught.value
         assert done_at, "the load ended before the role lost its rights"
         assert error.code in codes, error
@@ -364,8 +367,9 @@ def test_a_node_pausing_its_reads_under_its_limits_stores_every_row_once(node, t
             table = make_table(s, name)
             path = tmp_path / f"{name}.parquet"
             values = text_rows(path, rows, size=size, row_group=500)
-            result = bulkwire.cql.load_parquet(str(path), n.address, KEYSPACE, table,
-                                               window=window, timeout=10.0)
+            result = bulkwire.load_parquet(
+                str(path),
+                bulkwire.targets.cql(n.address, KEYSPACE, table, window=window, timeout=10.0))
             assert result.rows == rows
             assert stored(s, table) == values
     log = n.log_path.read_text(errors="replace")
@@ -415,16 +419,19 @@ def test_tls_to_a_node_that_does_not_ask_for_a_client_certificate(node, pki, tmp
     with driver(n) as s:
         table = make_table(s, "tls_open")
         _refused_before_any_row(
-            lambda: bulkwire.cql.load_parquet(str(path), tls_port, KEYSPACE, table,
-                                              certificate=pki.client, ca=pki.other_ca),
+            lambda: bulkwire.load_parquet(
+                str(path),
+                bulkwire.targets.cql(tls_port, KEYSPACE, table, certificate=pki.client,
+                                     ca=pki.other_ca)),
             s, table, n, "unable to get local issuer certificate", port=TLS_PORT)
         _refused_before_any_row(
-            lambda: bulkwire.cql.load_parquet(str(path), n.address, KEYSPACE, table,
-                                              tls=True, ca=pki.ca),
+            lambda: bulkwire.load_parquet(
+                str(path), bulkwire.targets.cql(n.address, KEYSPACE, table, tls=True, ca=pki.ca)),
             s, table, n, "wrong version number")
         for tls in (dict(tls=True, ca=pki.ca), dict(certificate=pki.client, ca=pki.ca)):
             s.execute(f"TRUNCATE {KEYSPACE}.{table}")
-            result = bulkwire.cql.load_parquet(str(path), tls_port, KEYSPACE, table, **tls)
+            result = bulkwire.load_parquet(
+                str(path), bulkwire.targets.cql(tls_port, KEYSPACE, table, **tls))
             assert result.rows == len(values)
             assert result.target == f"{KEYSPACE}.{table} at {tls_port}"
             assert stored(s, table) == values
@@ -444,7 +451,8 @@ def test_a_contact_point_that_drops_the_handshake_is_named_and_passed_over(node,
     with driver(n) as s:
         table = make_table(s, "contact")
         with pytest.raises(ConnectError) as caught:
-            bulkwire.cql.load_parquet(str(path), tls_port, KEYSPACE, table, timeout=10.0)
+            bulkwire.load_parquet(
+                str(path), bulkwire.targets.cql(tls_port, KEYSPACE, table, timeout=10.0))
         message = str(caught.value)
         assert tls_port in message and "handshake" in message and "TLS" in message, message
         done = cli("load", str(path), "--cql", tls_port, "--keyspace", KEYSPACE,
@@ -452,8 +460,8 @@ def test_a_contact_point_that_drops_the_handshake_is_named_and_passed_over(node,
         assert done.returncode == EXIT_SERVER, done.stderr
         assert tls_port in done.stderr and "TLS" in done.stderr, done.stderr
         assert stored(s, table) == {}
-        result = bulkwire.cql.load_parquet(str(path), [tls_port, n.address], KEYSPACE, table,
-                                           timeout=10.0)
+        result = bulkwire.load_parquet(
+            str(path), bulkwire.targets.cql([tls_port, n.address], KEYSPACE, table, timeout=10.0))
         assert result.rows == len(values)
         assert stored(s, table) == values
 
@@ -483,7 +491,8 @@ def test_a_reset_during_the_handshake_is_a_connect_error_and_the_next_contact_is
     text_rows(path, 10)
     try:
         with pytest.raises(ConnectError) as caught:
-            bulkwire.cql.load_parquet(str(path), hosts, KEYSPACE, "t", timeout=5.0)
+            bulkwire.load_parquet(
+                str(path), bulkwire.targets.cql(hosts, KEYSPACE, "t", timeout=5.0))
     finally:
         for listener in listeners:
             listener.close()
@@ -560,9 +569,9 @@ def test_keys_at_the_edges_of_the_ring_are_stored_and_routed(node):
             assert murmur3(key) == hashes[name], name  # the driver's hash: the key is right
             assert _core.cql_partition_token([key]) == expected[name], name
             assert Murmur3Token.from_key(key).value == expected[name], name
-        result = bulkwire.cql.load_arrow(
+        result = bulkwire.load_arrow(
             pa.table({"id": pa.array(list(keys.values()), pa.binary()), "v": list(keys)}),
-            n.address, KEYSPACE, table)
+            bulkwire.targets.cql(n.address, KEYSPACE, table))
         assert result.rows == len(keys)
         got = {row.v: (row.id, row.t) for row in
                s.execute(f"SELECT id, v, token(id) AS t FROM {KEYSPACE}.{table}")}

@@ -39,7 +39,7 @@ import pytest
 from cassandra import ConsistencyLevel
 from cassandra.query import SimpleStatement
 
-import bulkwire.cql
+import bulkwire.targets
 from bulkwire.cql_placement import NoLocalReplica
 from bulkwire.errors import ConnectError, CqlServerError
 from bulkwire.load.cql_target import CONSISTENCY_LEVELS
@@ -175,8 +175,9 @@ def test_every_level_stores_every_row_in_both_data_centres(cluster, data, contac
     with connect([cluster[0].address], timeout=60.0) as s:
         for level in LEVELS:
             table = make_table(s, f"up_{contact}_{level.lower()}")
-            result = bulkwire.cql.load_parquet(path, host, KEYSPACE, table,
-                                               consistency=level, batch_rows=GROUP)
+            result = bulkwire.load_parquet(
+                path, bulkwire.targets.cql(host, KEYSPACE, table, consistency=level),
+                batch_rows=GROUP)
             assert result.rows == ROWS, level
             assert at_all(cluster[0], table) == values, level
             copies = {node.address: replica_of(node, table) for node in cluster}
@@ -208,8 +209,9 @@ def test_a_keyspace_without_a_replica_in_the_local_data_centre(cluster, data, le
         s.execute(f"CREATE TABLE {ONLY_DC1}.{table} (id bigint PRIMARY KEY, v text)")
     if level.startswith("LOCAL_"):
         with pytest.raises(NoLocalReplica) as caught:
-            bulkwire.cql.load_parquet(path, dc2.address, ONLY_DC1, table, consistency=level,
-                                      batch_rows=GROUP)
+            bulkwire.load_parquet(
+                path, bulkwire.targets.cql(dc2.address, ONLY_DC1, table, consistency=level),
+                batch_rows=GROUP)
         print(f"\nonly dc1, {level}: {caught.value}")
         assert str(caught.value).startswith(
             f"keyspace {ONLY_DC1} (replication {{'class': "
@@ -221,8 +223,9 @@ def test_a_keyspace_without_a_replica_in_the_local_data_centre(cluster, data, le
                                              consistency_level=ConsistencyLevel.ALL)
                              ).one()[0] == 0
         return
-    result = bulkwire.cql.load_parquet(path, dc2.address, ONLY_DC1, table, consistency=level,
-                                       batch_rows=GROUP)
+    result = bulkwire.load_parquet(
+        path, bulkwire.targets.cql(dc2.address, ONLY_DC1, table, consistency=level),
+        batch_rows=GROUP)
     assert result.rows == ROWS
     with connect([dc1.address], timeout=60.0) as s:
         stored = {row.id: row.v for row in s.execute(SimpleStatement(
@@ -259,8 +262,9 @@ def test_with_dc2_down_local_levels_load_each_quorum_fails_and_resume_completes(
     try:
         wait_status(dc1, dc2.address, "D")
         for level, table in local.items():
-            result = bulkwire.cql.load_parquet(path, dc1.address, KEYSPACE, table,
-                                               consistency=level, batch_rows=GROUP)
+            result = bulkwire.load_parquet(
+                path, bulkwire.targets.cql(dc1.address, KEYSPACE, table, consistency=level),
+                batch_rows=GROUP)
             assert result.rows == ROWS, level
             assert replica_of(dc1, table) == values, level
             counts = coordinated(cluster, table)
@@ -270,9 +274,9 @@ def test_with_dc2_down_local_levels_load_each_quorum_fails_and_resume_completes(
 
         for level, table in failing.items():
             with pytest.raises(CqlServerError) as caught:
-                bulkwire.cql.load_parquet(path, dc1.address, KEYSPACE, table,
-                                          consistency=level, batch_rows=GROUP,
-                                          resume=state if level == "EACH_QUORUM" else None)
+                bulkwire.load_parquet(
+                    path, bulkwire.targets.cql(dc1.address, KEYSPACE, table, consistency=level),
+                    batch_rows=GROUP, resume=state if level == "EACH_QUORUM" else None)
             error = caught.value
             print(f"\ndc2 down, {level}: {error!r}; notes {getattr(error, '__notes__', [])}; "
                   f"unconfirmed {error.unconfirmed}")
@@ -285,7 +289,8 @@ def test_with_dc2_down_local_levels_load_each_quorum_fails_and_resume_completes(
             assert unconfirmed_rows(error) == set(values), level
 
         with pytest.raises(ConnectError) as caught:
-            bulkwire.cql.load_parquet(path, dc2.address, KEYSPACE, local["LOCAL_ONE"])
+            bulkwire.load_parquet(
+                path, bulkwire.targets.cql(dc2.address, KEYSPACE, local["LOCAL_ONE"]))
         assert f"{dc2.address}:9042" in str(caught.value), caught.value
     finally:
         dc2.start()

@@ -361,7 +361,7 @@ def write_table(path: str, rows: int, dim: int, *, row_group: int = 1000, seed: 
 def reference_documents(source, tmp_path, **options) -> dict:
     """The documents a single-process load_parquet writes to a file, by id."""
     out = str(tmp_path / f"reference-{uuid.uuid4().hex[:6]}.bulk.json")
-    bulkwire.load_parquet(source, out=out, **options)
+    bulkwire.load_parquet(source, bulkwire.targets.request_file(out, **options))
     with open(out, "rb") as f:
         return {command["Id"]: command["Document"] for command in json.load(f)}
 
@@ -387,8 +387,9 @@ def test_load_parquet_every_row(raven, tmp_path, compress):
     source = str(tmp_path / "points.parquet")
     write_table(source, 5000, 32)
     database = new_database(raven, "parquet")
-    result = bulkwire.load_parquet(source, url=raven.url, database=database, compress=compress,
-                                   collection="Points")
+    result = bulkwire.load_parquet(
+        source,
+        bulkwire.targets.ravendb(raven.url, database, compress=compress, collection="Points"))
     assert result.rows == 5000
     assert_every_row(raven, database, reference_documents(source, tmp_path, collection="Points"))
 
@@ -447,7 +448,8 @@ def test_server_killed_mid_load_fails_then_resume_stores_every_row_once(own_rave
     assert time.monotonic() - killed_at < 100
     own_raven.start()
     own_raven.wait_database(database)
-    result = bulkwire.load_parquet(str(folder), url=own_raven.url, database=database, resume=state)
+    result = bulkwire.load_parquet(str(folder), bulkwire.targets.ravendb(own_raven.url, database),
+                                   resume=state)
     assert result.skipped_rows > 0 and result.rows + result.skipped_rows == 24_000
     assert own_raven.count(database) == 24_000
     assert set(own_raven.documents(database)) == {f"embeddings/{i}" for i in range(24_000)}
@@ -470,7 +472,8 @@ def test_dask_sink_every_row(raven, tmp_path):
         with LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None,
                           memory_limit="1GiB") as cluster, Client(cluster):
             ddf = dd.from_pandas(table.to_pandas(types_mapper=pd.ArrowDtype), npartitions=4, sort=False)
-            result = bulkwire.dask.to_bulk_insert(ddf, raven.url, database, collection="Points")
+            result = bulkwire.dask.to_target(
+                ddf, bulkwire.targets.ravendb(raven.url, database, collection="Points"))
     finally:
         if previous is None:
             os.environ.pop("PYTHONPATH", None)
@@ -495,7 +498,8 @@ def test_ray_sink_every_row(raven, tmp_path):
              runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(search_path)}})
     try:
         ray.data.DataContext.get_current().enable_progress_bars = False
-        sink = bulkwire.ray.BulkInsertDatasink(raven.url, database, collection="Points")
+        sink = bulkwire.ray.TargetDatasink(
+            bulkwire.targets.ravendb(raven.url, database, collection="Points"))
         ray.data.from_arrow(table).repartition(4).write_datasink(sink)
     finally:
         ray.shutdown()
@@ -752,8 +756,10 @@ def test_the_admitted_certificate_loads(secured):
         for i in range(1000):
             bulk.store({"N": i, "V": [i / 7] * 8}, id=f"t/{i}")
     assert secured.count(database) == 1000
-    result = bulkwire.load_parquet(write_and_return(secured), url=secured.url, database=database,
-                                   certificate=secured.pki.client, ca=secured.pki.ca)
+    result = bulkwire.load_parquet(
+        write_and_return(secured),
+        bulkwire.targets.ravendb(secured.url, database, certificate=secured.pki.client,
+                                 ca=secured.pki.ca))
     assert result.rows == 300 and secured.count(database) == 1300
 
 

@@ -697,8 +697,8 @@ if __name__ == "__main__":
     out = {}
     with LoopbackServer() as server:
         try:
-            bulkwire.load_parquet(dataset, url=server.url, database="db", resume=state,
-                                  batch_rows=50, workers=workers, progress=fill)
+            bulkwire.load_parquet(dataset, bulkwire.targets.ravendb(server.url, "db"),
+                                  resume=state, batch_rows=50, workers=workers, progress=fill)
             out["outcome"] = "returned"
         except OSError as exc:
             out["outcome"], out["errno"], out["message"] = "OSError", exc.errno, str(exc)
@@ -706,8 +706,8 @@ if __name__ == "__main__":
         out["state"] = json.load(open(state))
         out["answered"] = sum(q.succeeded for q in server.requests)
         os.unlink(filler)
-        again = bulkwire.load_parquet(dataset, url=server.url, database="db", resume=state,
-                                      batch_rows=50, workers=workers)
+        again = bulkwire.load_parquet(dataset, bulkwire.targets.ravendb(server.url, "db"),
+                                      resume=state, batch_rows=50, workers=workers)
         out["again"] = [again.rows, again.skipped_rows, len(server.documents)]
     print(json.dumps(out))
 """

@@ -107,7 +107,9 @@ def test_load_parquet_and_the_cli_over_tls(secure, pki, tmp_path, capsys):
     code = main(["load", str(src), "--url", secure.url, "--database", secure.database, "-q",
                  "--ca", pki.ca])  # no client certificate: refused
     assert code == 3 and "certificate required" in capsys.readouterr().err
-    with pytest.raises(ValueError, match="certificate need url"):
+    with pytest.warns(DeprecationWarning, match=r"load_parquet\(certificate=\.\.\.\) is "
+                                                r"deprecated"), \
+            pytest.raises(ValueError, match="certificate need url"):  # the former spelling
         bulkwire.load_parquet(src, certificate=pki.client)
 
 
