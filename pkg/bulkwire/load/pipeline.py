@@ -291,8 +291,9 @@ def _one_request(target: TargetSession, encoded: Iterable[tuple[Any, int]], pool
             if stop is not None and stop.is_set():
                 raise _Stopped
             if rejects is not None and isinstance(batch, _Kept):
-                batch = batch.encoded
-            added = target.store(batch, n)
+                n, added = _store_kept(target, batch, n, rejects)
+            else:
+                added = target.store(batch, n)
             batch = None
             rows += n
             on_batch(n, added)
@@ -307,6 +308,22 @@ def _one_request(target: TargetSession, encoded: Iterable[tuple[Any, int]], pool
         target.abort()
         raise
     return rows
+
+
+def _store_kept(target: TargetSession, kept: Any, n: int, rejects: Any) -> tuple[int, int]:
+    """Stores a batch checked for rejected rows (a ``rejects._Kept``): a session that can
+    set aside a row its server refuses (``on_refused``) writes it to ``rejects``. (Rows
+    stored, body bytes added.)"""
+    refused: list[int] = []
+    if hasattr(target, "on_refused"):
+        def on_refused(row: int, reason: str) -> None:
+            refused.append(row)
+            kept.refused(rejects, row, reason)
+
+        target.on_refused = on_refused  # type: ignore[attr-defined]
+    encoded = kept.encoded
+    added = target.store(encoded, n)
+    return n - len(refused), added
 
 
 def _encoded_units(job: _Job, group: Sequence[_Unit], pool: Any,

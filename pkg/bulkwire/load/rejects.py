@@ -147,7 +147,8 @@ class _Rejects:
         a null), each confirmed by encoding it alone, written, and the rest encoded again.
         ``(None, 0)`` when every row was refused."""
         try:
-            return encode(batch, dim, row_base), batch.num_rows
+            return _Kept(encode(batch, dim, row_base), batch, None, row_base, source,
+                         idx), batch.num_rows
         except RowError as exc:
             error = exc
         import numpy as np
@@ -179,22 +180,34 @@ class _Rejects:
             if kept.num_rows == 0:
                 return None, 0
             try:
-                return _Kept(encode(kept, dim, row_base), kept, positions), kept.num_rows
+                return (_Kept(encode(kept, dim, row_base), kept, positions, row_base, source,
+                              idx), kept.num_rows)
             except RowError as exc:
                 error = exc
 
 
 @dataclass
 class _Kept:
-    """A batch encoded without its refused rows: the encoded rows, and their places in the
-    batch read (``positions``), for a row the server refuses."""
+    """A batch checked by :meth:`_Rejects.checked`: the encoded rows, the rows themselves
+    and their places in the batch read (``positions``; None: all of them), where the batch
+    read begins (``row_base``, in ``source``; with ``take``, ``idx``): what a row the
+    server refuses is written with."""
 
     encoded: Any
     batch: Any
     positions: Any
+    row_base: int
+    source: str
+    idx: Any
 
     def discard(self) -> None:
         _discard(self.encoded)
+
+    def refused(self, rejects: "_Rejects", row: int, reason: str) -> None:
+        """Writes the batch's ``row``, which the server refused for ``reason``."""
+        at = row if self.positions is None else int(self.positions[row])
+        number = self.row_base + at if self.idx is None else int(self.idx[self.row_base + at])
+        rejects.add(self.batch.slice(row, 1), self.source, [number], [reason])
 
 
 def _discard(encoded: Any) -> None:
