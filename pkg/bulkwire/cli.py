@@ -326,7 +326,8 @@ def _load_options(args: argparse.Namespace, columns: list | None):
         return LoadOptions(columns=columns,
                            **{name: getattr(args, name) for name in LOAD_OPTION_ARGUMENTS})
     except (TypeError, ValueError) as exc:
-        args.parser.error(in_cli_words(str(exc)))
+        args.parser.error(in_cli_words(str(exc)).replace(" needs rejected", " needs --rejected")
+                          .replace(" needs max_errors", " needs --max-errors"))
 
 
 #: The options of the target kinds (bulkwire.targets) that ``bulkwire load`` gives under

@@ -667,6 +667,8 @@ class _CqlSession:
                 elif self.on_refused is not None and _refused_row(outcome):
                     # the row goes to the rejected file; the others not acknowledged again
                     self.on_refused(outcome.row, f"refused by the server: {outcome.failure}")
+                    if set(getattr(outcome, "unacknowledged", None) or ()) - {outcome.row}:
+                        self._reconnect(node)  # answers still due: the connection is done
                     left = _not_acknowledged(np, outcome, selection, rows)
                     again.append(left[left != outcome.row])
                 else:
@@ -710,6 +712,13 @@ class _CqlSession:
                 selection = chosen if pending is None else pending[chosen]
                 jobs.append((node, selection.astype(np.int32)))
         return jobs
+
+    def _reconnect(self, node: int) -> None:
+        """Closes the connection to ``node``: the next row for it opens another."""
+        with self.lock:
+            conn = self.conns.pop(node, None)
+        if conn is not None:
+            conn.close()
 
     def _down(self, node: int) -> None:
         """Leaves ``node`` out of the session: its connection closed, the ring without it."""

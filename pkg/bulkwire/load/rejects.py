@@ -85,6 +85,7 @@ class _Rejects:
         self.path = spec.log(name)
         self.file: Any = None
         self.writer: Any = None
+        self.broken = False  # a write failed (the disk full): the log ends at its last batch
         if self.path is not None:
             pa = _pyarrow()
             self.file = _open_log(self.path)
@@ -100,6 +101,9 @@ class _Rejects:
             if self.writer is not None:
                 try:
                     self.writer.close()
+                except Exception:  # noqa: BLE001 - a write failed already: that error is raised
+                    if not self.broken:
+                        raise
                 finally:
                     self.writer = None
                     self.file.close()
@@ -123,6 +127,7 @@ class _Rejects:
                     self.writer.write_batch(pa.RecordBatch.from_arrays(columns, schema=fields))
                     self.file.flush()
                 except OSError as exc:
+                    self.broken = True
                     raise OSError(exc.errno, f"cannot write the rejected rows to "
                                              f"{self.path!r}: {exc.strerror or exc}") from None
             self.count += n
@@ -270,6 +275,26 @@ def _log_batches(path: str) -> Any:
         return
 
 
+def _file_rows(path: str) -> Any:
+    """The record batches of a rejected file (Parquet or Arrow IPC); none when there is no
+    such file or it cannot be read."""
+    pa = _pyarrow()
+    import pyarrow.parquet as pq
+
+    try:
+        yield from pq.ParquetFile(path).iter_batches()
+        return
+    except (pa.ArrowException, OSError):
+        pass
+    try:
+        with pa.memory_map(path) as f:
+            reader = pa.ipc.open_file(f)
+            for i in range(reader.num_record_batches):
+                yield reader.get_batch(i)
+    except (pa.ArrowException, OSError):
+        return
+
+
 def _prepare(spec: _RejectSpec, resume: Any) -> None:
     """Before a load with a rejected file: its folder checked writable (an OSError naming the
     file, before anything is sent). Logs of an earlier run are removed, unless this load
@@ -287,7 +312,7 @@ def _prepare(spec: _RejectSpec, resume: Any) -> None:
     finally:
         _remove(probe)
     old = [log for log in _logs(spec.path) if not log.endswith(".carried.tmp")]
-    if resume is not None and resume.resumed and old:
+    if resume is not None and resume.resumed and (old or os.path.exists(spec.path)):
         _carry_over(spec, old, resume)
     else:
         for log in old:
@@ -295,8 +320,9 @@ def _prepare(spec: _RejectSpec, resume: Any) -> None:
 
 
 def _carry_over(spec: _RejectSpec, old: list[str], resume: Any) -> None:
-    """The rows of the logs ``old`` whose units ``resume`` records as confirmed, each once,
-    to the log ``carried`` (written whole, then renamed); the old logs removed."""
+    """The rows of the logs ``old`` and of the rejected file an earlier run left whose units
+    ``resume`` records as confirmed, each once, to the log ``carried`` (written whole, then
+    renamed); the old logs removed."""
     import bisect
 
     import numpy as np
@@ -309,8 +335,10 @@ def _carry_over(spec: _RejectSpec, old: list[str], resume: Any) -> None:
     temporary = spec.log("carried.tmp")
     with _open_log(temporary) as f:
         writer = pa.ipc.new_stream(f, spec.schema)
-        for log in old:
-            for batch in _log_batches(log):
+        for log in old + [spec.path]:
+            for batch in (_log_batches(log) if log != spec.path else _file_rows(log)):
+                if batch.schema != spec.schema:
+                    continue  # not this load's (another source's columns)
                 files = batch.column("_source_file").to_pylist()
                 rows = batch.column("_row").to_pylist()
                 keep = []
