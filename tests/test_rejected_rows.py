@@ -420,3 +420,13 @@ def test_cql_rows_refused_by_the_client_or_by_the_node_are_set_aside(tmp_path):
     # holds the same row): each row stored, at least once
     assert set(stored) == set(range(n)) - client - server_side
     assert result.rows == len(set(stored)) and result.rejected_rows == len(reasons)
+
+
+@pytest.mark.parametrize("fields", [{"max_errors": 0, "rejected": "r.parquet"},
+                                    {"dry_run": True}])
+def test_the_sinks_refuse_rejected_rows_and_dry_runs_naming_the_option(fields):
+    from bulkwire._arrow_sink import SinkConfig
+
+    with pytest.raises(ValueError, match=f"{next(iter(fields))} is not an option of a sink"):
+        SinkConfig(options=LoadOptions(**fields), described=targets.ravendb(
+            "http://127.0.0.1:1", "db"))
