@@ -50,7 +50,8 @@ class SinkConfig:
         if not isinstance(self.options, LoadOptions):
             raise TypeError(f"options must be a LoadOptions, not {type(self.options).__name__}")
         for name in ("max_errors", "rejected", "dry_run"):
-            if getattr(self.options, name) is not None and getattr(self.options, name) is not False:
+            value = getattr(self.options, name)
+            if value is not None and value is not False:
                 raise ValueError(f"{name} is not an option of a sink: its tasks run on many "
                                  f"machines, with no one rejected file (load_parquet and "
                                  f"bulkwire load take it)")
