@@ -47,7 +47,9 @@ class LoadOptions:
     """The options the load pipeline itself reads, for every load entry point: ``columns``,
     the columns read from the source, in order (None: every column the target takes);
     ``vector_column``, the vector column (None: the only list column); ``batch_rows``, rows
-    per Arrow batch (None: about 4 MiB of text).
+    per Arrow batch (None: about 4 MiB of text); ``max_errors`` and ``rejected``, the rows
+    that may be refused and set aside in the rejected file rather than fail the load;
+    ``dry_run``, every row read and checked, nothing sent (docs/operations.md).
 
     The document options (``collection``, ``id_column``, ``id_prefix``, ``metadata``,
     ``python_type``, ``float32``, ``compress``, ``buffer_size``;

@@ -93,7 +93,10 @@ def _encoded_in_order(batches: Iterator[Any], encode: BatchEncoder, source: str,
                 if pool is not None:
                     pending.append((pool.submit(rejects.checked, *checked), None))
                 else:
-                    pending.append(rejects.checked(*checked))
+                    try:
+                        pending.append(rejects.checked(*checked))
+                    except RowError as exc:
+                        raise named(exc) from None
             elif pool is not None:
                 pending.append((pool.submit(encode_ahead, *args), batch.num_rows))
             else:
