@@ -13,23 +13,14 @@ from cassandra.query import SimpleStatement
 import bulkwire
 from bulkwire import targets
 from bulkwire.load.rejects import TooManyRejected
-from servers.cassandra import connect
+from test_cql_load import KEYSPACE, session  # noqa: F401 - the keyspace's fixture
 
 pytestmark = pytest.mark.cassandra_server
 
-KEYSPACE = "bulkwire_rejects"
 ROWS = 200_000
 #: row i is bad when i % 5000 is one of these: 40 rows of each kind, 200 in all (0.1%)
 KINDS = {1: "null key", 2: "empty key", 3: "short vector", 4: "null in vector",
          5: "not ascii"}
-
-
-@pytest.fixture(scope="module")
-def session(cassandra_node):
-    with connect([cassandra_node.address], timeout=120.0) as s:
-        s.execute(f"CREATE KEYSPACE IF NOT EXISTS {KEYSPACE} WITH replication = "
-                  "{'class': 'SimpleStrategy', 'replication_factor': 1}")
-        yield s
 
 
 def table(session, name: str) -> str:
@@ -63,7 +54,7 @@ def source(path: str) -> set[int]:
 
 def test_bad_rows_of_every_kind_go_to_the_rejected_file_and_load_once_fixed(
         session, cassandra_node, tmp_path):
-    name = table(session, "rejects")
+    name = table(session, "rejected_rows")
     path = str(tmp_path / "s.parquet")
     bad = source(path)
     assert len(bad) == ROWS // 1000
@@ -99,7 +90,7 @@ def test_bad_rows_of_every_kind_go_to_the_rejected_file_and_load_once_fixed(
 
 
 def test_a_dry_run_leaves_the_table_empty(session, cassandra_node, tmp_path):
-    name = table(session, "dry")
+    name = table(session, "dry_run_rows")
     path = str(tmp_path / "s.parquet")
     bad = source(path)
     rejected = str(tmp_path / "bad.parquet")

@@ -22,6 +22,7 @@ from typing import Any, Callable, Sequence
 
 from ..errors import LoadError, RowError
 from .._arrow import _pyarrow
+from .interface import _remove
 
 #: The columns a rejected file adds to the source's: the source file, the row's number in it
 #: and why it was refused. A source whose schema has all three is a rejected file: a load
@@ -395,13 +396,6 @@ def _finish(spec: _RejectSpec, file_format: str, keep_logs: bool) -> int:
         for log in logs:
             _remove(log)
     return rows
-
-
-def _remove(path: str) -> None:
-    try:
-        os.unlink(path)
-    except OSError:
-        pass
 
 
 class _DrySession:
