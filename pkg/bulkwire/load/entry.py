@@ -301,10 +301,10 @@ def _load(path: Any, target: TargetDescription | None, options: LoadOptions | No
     else:
         schema = reader.schema
         source = f"a {type(path).__module__.split('.')[0]}.{type(path).__name__}"
-    if options.rejecting():  # a rejected file's own columns are not read
-        from .rejects import source_schema
+    # a rejected file's own columns are not read: fixed, it loads as the source did
+    from .rejects import source_schema
 
-        schema = source_schema(schema)
+    schema = source_schema(schema)
     # the target judges the schema with the load's options (and makes its encoder of them)
     plan = target.plan(schema, files[0] if files else source, options)
     batch_rows = (options.batch_rows if options.batch_rows is not None
