@@ -239,8 +239,7 @@ def test_the_fixed_rejected_file_loads_and_completes_the_data(tmp_path):
             1, "v", pa.array([[float(r), 0.5] for r in rows], pa.list_(pa.float32())))
         pq.write_table(fixed, str(tmp_path / "fixed.parquet"))
         # the three added columns are not read: neither fields nor refused
-        again = bulkwire.load_parquet(str(tmp_path / "fixed.parquet"), target,
-                                      max_errors=0, rejected=str(tmp_path / "bad2.parquet"))
+        again = bulkwire.load_parquet(str(tmp_path / "fixed.parquet"), target)
         assert again.rows == 3 and again.rejected_rows == 0
         assert loaded_rows(server) == list(range(20))
         assert set(server.documents["embeddings/9"]) == {"v", "@metadata"}
