@@ -429,3 +429,37 @@ def test_the_sinks_refuse_rejected_rows_and_dry_runs_naming_the_option(fields):
     with pytest.raises(ValueError, match=f"{next(iter(fields))} is not an option of a sink"):
         SinkConfig(options=LoadOptions(**fields), described=targets.ravendb(
             "http://127.0.0.1:1", "db"))
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
+@given(ascii_ok=st.lists(st.booleans(), min_size=1, max_size=120), batch=st.integers(1, 50),
+       threads=st.sampled_from([1, 2]))
+def test_cql_refusals_found_only_by_the_encoder_any_density(ascii_ok, batch, threads):
+    """Text that is not ASCII has no Arrow mask: each refusal is found by the encoder, the
+    rows after it judged on; any number of them per batch, each row stored or rejected."""
+    import tempfile
+
+    stored: set[int] = set()
+    lock = threading.Lock()
+
+    def answer(n, body):
+        (row_id,) = struct.unpack(">q", execute_values(body)[0])
+        with lock:
+            stored.add(row_id)
+        return None
+
+    n = len(ascii_ok)
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "t.parquet")
+        pq.write_table(pa.table({"id": pa.array(range(n), pa.int64()),
+                                 "a": pa.array(["ok" if good else "\u00e9" for good in ascii_ok],
+                                               pa.string())}), path)
+        rejected = os.path.join(folder, "bad.parquet")
+        with FakeNode(columns=[("id", "partition_key", BIGINT), ("a", "regular", ASCII)],
+                      answer_execute=answer) as node:
+            result = bulkwire.load_parquet(path, targets.cql(node.address, "ks", "t"),
+                                           max_errors=n, rejected=rejected, batch_rows=batch,
+                                           threads=threads)
+        thrown = rejected_rows(rejected)
+    assert thrown == [i for i, good in enumerate(ascii_ok) if not good]
+    assert stored == {i for i, good in enumerate(ascii_ok) if good} and result.rows == len(stored)

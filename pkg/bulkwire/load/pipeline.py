@@ -88,8 +88,8 @@ def _encoded_in_order(batches: Iterator[Any], encode: BatchEncoder, source: str,
                 dim = _vector_dim(pa, batch, plan, rejects is not None)
             args = (batch, dim, submitted)
             if rejects is not None:
-                checked = (encode_ahead if pool is not None else encode, batch, dim, submitted,
-                           source, idx)
+                checked = (encode_ahead if pool is not None else encode, encode, batch, dim,
+                           submitted, source, idx)
                 if pool is not None:
                     pending.append((pool.submit(rejects.checked, *checked), None))
                 else:

@@ -144,14 +144,16 @@ class _Rejects:
             n, self.unreported = self.unreported, 0
         return n
 
-    def checked(self, encode: Callable, batch: Any, dim: int, row_base: int, source: str,
-                idx: Any) -> tuple[Any, int]:
-        """``(encoded, rows)`` of ``batch`` without its refused rows, which go to the log:
-        the batch is encoded whole first (a batch without a bad row costs nothing more).
-        When the encoder refuses a row, the rows refused for the same reason are found by
-        Arrow compute (the column's nulls, the vectors of another length, the vectors holding
-        a null), each confirmed by encoding it alone, written, and the rest encoded again.
-        ``(None, 0)`` when every row was refused."""
+    def checked(self, encode: Callable, check: Callable, batch: Any, dim: int, row_base: int,
+                source: str, idx: Any) -> tuple[Any, int]:
+        """``(encoded, rows)`` of ``batch`` without its refused rows, which go to the log
+        (``encode`` makes what is stored; ``check``, the encoder itself, only judges). The
+        batch is encoded whole first: a batch without a bad row costs nothing more. When the
+        encoder refuses a row, the rows refused for the same reason are found at once by
+        Arrow compute (the column's nulls, the vectors of another length, the vectors
+        holding a null), each confirmed by judging it alone; the rows after it are judged
+        on, from one refusal to the next; then the rows left are encoded once. ``(None,
+        0)`` when every row was refused."""
         try:
             return _Kept(encode(batch, dim, row_base), batch, None, row_base, source,
                          idx), batch.num_rows
@@ -160,35 +162,46 @@ class _Rejects:
         import numpy as np
 
         pa = _pyarrow()
-        positions = np.arange(batch.num_rows)  # the rows kept: their places in ``batch``
-        kept = batch
+        positions = None  # the rows of ``batch`` in the batch read (None: the same)
         while True:
-            at = error.row - row_base
-            if not 0 <= at < kept.num_rows:  # not a row of this batch: nothing to split
-                raise error
-            reasons = {at: f"column {error.column!r}: {error.reason}"}
-            for other in _suspects(kept, error.column, at, dim):
-                if other in reasons:
-                    continue
-                try:
-                    _discard(encode(kept.slice(other, 1), dim, 0))
-                except RowError as alone:
-                    reasons[other] = f"column {alone.column!r}: {alone.reason}"
+            reasons: dict[int, str] = {}
+            start = 0
+            while True:
+                at = error.row - row_base
+                if not start <= at < batch.num_rows:  # not a row of this batch
+                    raise error
+                if at not in reasons:
+                    reasons[at] = f"column {error.column!r}: {error.reason}"
+                    for other in _suspects(batch, error.column, at, dim):
+                        if other not in reasons:
+                            try:
+                                _discard(check(batch.slice(other, 1), dim, 0))
+                            except RowError as alone:
+                                reasons[other] = f"column {alone.column!r}: {alone.reason}"
+                start = at + 1
+                if start >= batch.num_rows:
+                    break
+                try:  # the rows after it (those found bad already are refused again)
+                    _discard(check(batch.slice(start), dim, row_base + start))
+                    break
+                except RowError as exc:
+                    error = exc
             bad = np.array(sorted(reasons), dtype=np.int64)
-            rows = positions[bad] + row_base
-            numbers = rows.tolist() if idx is None else [int(idx[r]) for r in rows]
-            self.add(kept.take(pa.array(bad)), source, numbers,
+            read = bad if positions is None else positions[bad]
+            numbers = ((read + row_base).tolist() if idx is None
+                       else [int(idx[r]) for r in read + row_base])
+            self.add(batch.take(pa.array(bad)), source, numbers,
                      [reasons[int(b)] for b in bad])
-            keep = np.ones(kept.num_rows, dtype=bool)
+            keep = np.ones(batch.num_rows, dtype=bool)
             keep[bad] = False
-            positions = positions[keep]
-            kept = kept.filter(pa.array(keep))
-            if kept.num_rows == 0:
+            positions = np.flatnonzero(keep) if positions is None else positions[keep]
+            batch = batch.filter(pa.array(keep))
+            if batch.num_rows == 0:
                 return None, 0
             try:
-                return (_Kept(encode(kept, dim, row_base), kept, positions, row_base, source,
-                              idx), kept.num_rows)
-            except RowError as exc:
+                return (_Kept(encode(batch, dim, row_base), batch, positions, row_base, source,
+                              idx), batch.num_rows)
+            except RowError as exc:  # refused only among other rows: judged again
                 error = exc
 
 
