@@ -463,3 +463,25 @@ def test_cql_refusals_found_only_by_the_encoder_any_density(ascii_ok, batch, thr
         thrown = rejected_rows(rejected)
     assert thrown == [i for i, good in enumerate(ascii_ok) if not good]
     assert stored == {i for i, good in enumerate(ascii_ok) if good} and result.rows == len(stored)
+
+
+@settings(max_examples=5, deadline=None, suppress_health_check=list(HealthCheck))
+@given(kinds=st.lists(st.sampled_from(KINDS), min_size=4, max_size=200),
+       group=st.integers(1, 40), batch=st.integers(1, 30), resume=st.booleans())
+def test_every_row_once_with_worker_processes(tmp_path_factory, kinds, group, batch, resume):
+    folder = tmp_path_factory.mktemp("workers")
+    half = len(kinds) // 2
+    paths = [str(folder / "a.parquet"), str(folder / "b.parquet")]
+    pq.write_table(source(kinds).slice(0, half), paths[0], row_group_size=group)
+    pq.write_table(source(kinds).slice(half), paths[1], row_group_size=group)
+    rejected = str(folder / "bad.parquet")
+    with LoopbackServer() as server:
+        bulkwire.load_parquet(paths, targets.ravendb(server.url, server.database),
+                              max_errors=len(kinds), rejected=rejected, batch_rows=batch,
+                              workers=2, resume=str(folder / "st") if resume else None)
+        got = sorted(int(name.rsplit("/", 1)[1]) for name in server.documents)
+    table = pq.read_table(rejected)
+    thrown = sorted(row + (half if name == paths[1] else 0) for name, row in zip(
+        table.column("_source_file").to_pylist(), table.column("_row").to_pylist()))
+    assert len(thrown) == len(set(thrown)) and not set(got) & set(thrown)
+    assert sorted(got + thrown) == list(range(len(kinds)))
