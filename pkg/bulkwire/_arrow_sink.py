@@ -49,6 +49,12 @@ class SinkConfig:
         # the arguments that need no data are refused on the client, before any task runs
         if not isinstance(self.options, LoadOptions):
             raise TypeError(f"options must be a LoadOptions, not {type(self.options).__name__}")
+        for name in ("max_errors", "rejected", "dry_run"):
+            value = getattr(self.options, name)
+            if value is not None and value is not False:
+                raise ValueError(f"{name} is not an option of a sink: its tasks run on many "
+                                 f"machines, with no one rejected file (load_parquet and "
+                                 f"bulkwire load take it)")
         if self.described is not None:
             given = [name for name in ("url", "database", "certificate", "ca")
                      if getattr(self, name) is not None]

@@ -43,6 +43,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 #: Exit codes of ``bulkwire load`` and ``bulkwire sample``.
 EXIT_OK, EXIT_INPUT, EXIT_USAGE, EXIT_SERVER, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+#: the load completed, with rows rejected (written to --rejected)
+EXIT_REJECTED = 4
 #: ``bulkwire load`` and ``bulkwire sample`` stopped by SIGTERM (128 + 15, as a shell says it).
 EXIT_TERMINATED = 143
 
@@ -88,7 +90,8 @@ OPTIONS = {"url": "--url", "database": "--database", "certificate": "--certifica
            "batch_rows": "--batch-rows", "take": "--take", "float32": "--float32",
            "workers": "--workers", "threads": "--threads", "resume": "--resume",
            "rows": "--rows", "dim": "--dim", "seed": "--seed", "row_group_rows": "--row-group",
-           "id_start": "--id-start", "consistency": "--consistency"}
+           "id_start": "--id-start", "consistency": "--consistency",
+           "max_errors": "--max-errors", "rejected": "--rejected", "dry_run": "--dry-run"}
 
 #: An error of the Python API that begins by naming its argument: ``compress='zstd': ...``,
 #: ``columns[2] is ...``, ``batch_rows must be ...``, ``take needs ...``, ``database is required ...``.
@@ -311,7 +314,7 @@ def _source(args: argparse.Namespace) -> str | list:
 #: ``bulkwire load``'s options that are :class:`bulkwire.LoadOptions` fields (the argparse
 #: dest of each is the field's name)
 LOAD_OPTION_ARGUMENTS = ("collection", "id_column", "id_prefix", "vector_column", "compress",
-                         "float32", "batch_rows")
+                         "float32", "batch_rows", "max_errors", "rejected", "dry_run")
 
 
 def _load_options(args: argparse.Namespace, columns: list | None):
@@ -323,7 +326,8 @@ def _load_options(args: argparse.Namespace, columns: list | None):
         return LoadOptions(columns=columns,
                            **{name: getattr(args, name) for name in LOAD_OPTION_ARGUMENTS})
     except (TypeError, ValueError) as exc:
-        args.parser.error(in_cli_words(str(exc)))
+        args.parser.error(in_cli_words(str(exc)).replace(" needs rejected", " needs --rejected")
+                          .replace(" needs max_errors", " needs --max-errors"))
 
 
 #: The options of the target kinds (bulkwire.targets) that ``bulkwire load`` gives under
@@ -396,6 +400,7 @@ def _target_kind(args: argparse.Namespace) -> tuple:
 def cmd_load(args: argparse.Namespace) -> int:
     """Load Parquet / Arrow IPC files with bulk insert (or write the request body to a file)."""
     from .errors import LoadError, ResumeStateError
+    from .load.rejects import TooManyRejected
 
     if args.cql is not None:
         for name, value in (("--url", args.url), ("--out", args.out),
@@ -506,6 +511,8 @@ def cmd_load(args: argparse.Namespace) -> int:
         return _fail("terminated", EXIT_TERMINATED, exc)
     except KeyboardInterrupt as exc:
         return _fail("interrupted", EXIT_INTERRUPTED, exc)
+    except TooManyRejected as exc:  # the data's rows, as a refused row without --max-errors
+        return _fail(str(exc), EXIT_INPUT, exc)
     except LoadError as exc:  # the target or the network (before OSError: not a file)
         return _fail(str(exc), EXIT_SERVER, exc)
     except ResumeStateError as exc:  # --resume STATE does not fit this load: a usage error
@@ -521,7 +528,7 @@ def cmd_load(args: argparse.Namespace) -> int:
     if notice is not None:
         print(notice, file=sys.stderr)
     print(result.summary())
-    return EXIT_OK
+    return EXIT_REJECTED if result.rejected_rows else EXIT_OK
 
 
 def _request_line(request) -> str:
@@ -706,6 +713,16 @@ def build_parser() -> argparse.ArgumentParser:
                       help="record each unit of work the server confirmed in the JSON file "
                            "STATE; run again with the same STATE to send only the rest (with "
                            "--url)")
+    load.add_argument("--max-errors", metavar="N|P%", default=defaults.max_errors,
+                      help="set aside up to N refused rows (or P%% of the rows), writing them "
+                           "to --rejected, and load the rest (exit code 4 when any was); "
+                           "default: the first refused row fails the load")
+    load.add_argument("--rejected", metavar="FILE", default=defaults.rejected,
+                      help="the rejected file: the refused rows, with _source_file, _row and "
+                           "_reason columns, in the source's format (with --max-errors)")
+    load.add_argument("--dry-run", action="store_true", default=defaults.dry_run,
+                      help="read and check every row against the target, set the refused "
+                           "ones aside (to --rejected, if given); send and write nothing")
     load.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                       help="draw a progress bar on stderr (default: when stderr is a terminal)")
     load.add_argument("-q", "--quiet", action="store_true",

@@ -21,6 +21,7 @@ ValueError: batch_rows must be a positive int or None, not 0
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence, Tuple, Union
@@ -46,7 +47,9 @@ class LoadOptions:
     """The options the load pipeline itself reads, for every load entry point: ``columns``,
     the columns read from the source, in order (None: every column the target takes);
     ``vector_column``, the vector column (None: the only list column); ``batch_rows``, rows
-    per Arrow batch (None: about 4 MiB of text).
+    per Arrow batch (None: about 4 MiB of text); ``max_errors`` and ``rejected``, the rows
+    that may be refused and set aside in the rejected file rather than fail the load;
+    ``dry_run``, every row read and checked, nothing sent (docs/operations.md).
 
     The document options (``collection``, ``id_column``, ``id_prefix``, ``metadata``,
     ``python_type``, ``float32``, ``compress``, ``buffer_size``;
@@ -71,6 +74,13 @@ class LoadOptions:
     python_type: Optional[str] = DOCUMENT_DEFAULTS["python_type"]
     buffer_size: int = DOCUMENT_DEFAULTS["buffer_size"]
     batch_rows: Optional[int] = None
+    #: rows a load may refuse, writing them to ``rejected``, and go on: a count, or a
+    #: percentage of the load's rows ("0.1%"); None: the first refused row fails the load
+    max_errors: Union[int, str, None] = None
+    #: the rejected file (the refused rows, in the source's format)
+    rejected: Optional[str] = None
+    #: read and check every row against the target, send and write nothing
+    dry_run: bool = False
 
     def __post_init__(self) -> None:
         checked = check_document_options({name: getattr(self, name) for name in DOCUMENT_OPTIONS})
@@ -89,6 +99,25 @@ class LoadOptions:
                     raise ValueError(f"columns[{i}] is an empty column name")
             object.__setattr__(self, "columns", columns)
         _positive(self.batch_rows, "batch_rows", optional=True)
+        object.__setattr__(self, "max_errors", check_max_errors(self.max_errors))
+        if self.rejected is not None:
+            rejected = os.fspath(self.rejected)
+            if not isinstance(rejected, str) or not rejected:
+                raise ValueError(f"rejected must be a file path, not {self.rejected!r}")
+            object.__setattr__(self, "rejected", rejected)
+        if not isinstance(self.dry_run, bool):
+            raise TypeError(f"dry_run must be a bool, not {type(self.dry_run).__name__}")
+        if not self.dry_run:
+            if self.max_errors is not None and self.rejected is None:
+                raise ValueError("max_errors needs rejected (the file the refused rows go to)")
+            if self.rejected is not None and self.max_errors is None:
+                raise ValueError("rejected needs max_errors (without it, the first refused "
+                                 "row fails the load)")
+
+    def rejecting(self) -> bool:
+        """Whether refused rows are set aside (``max_errors``, or a dry run) rather than
+        failing the load."""
+        return self.max_errors is not None or self.dry_run
 
     def document_options(self) -> dict:
         """The document options these options hold that differ from their defaults (the
@@ -122,3 +151,32 @@ class LoadOptions:
     def replace(self, **fields: Any) -> "LoadOptions":
         """A copy with ``fields`` changed (checked again)."""
         return LoadOptions.of(self, **fields)
+
+
+def check_max_errors(value: Any) -> int | str | None:
+    """``max_errors`` checked: a count (an int >= 0) or a percentage (``"0.1%"``)."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise TypeError("max_errors must be an int or a percentage like '0.1%', not bool")
+    if isinstance(value, int):
+        if value < 0:
+            raise ValueError(f"max_errors must be >= 0, not {value}")
+        return value
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            if text.endswith("%"):
+                fraction = float(text[:-1])
+                if not 0 <= fraction <= 100:
+                    raise ValueError
+                return f"{fraction:g}%"
+            count = int(text)
+            if count < 0:
+                raise ValueError
+            return count
+        except ValueError:
+            raise ValueError(f"max_errors must be a count (>= 0) or a percentage from 0% to "
+                             f"100%, not {value!r}") from None
+    raise TypeError(f"max_errors must be an int or a percentage like '0.1%', not "
+                    f"{type(value).__name__}")

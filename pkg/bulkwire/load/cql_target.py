@@ -591,6 +591,10 @@ class _CqlSession:
         self.body_bytes = self.wire_bytes = 0
         self.retries = 0
 
+    #: with rejected rows (``max_errors``), called with the batch's row a node refused and
+    #: why, before the batch's other rows go on; None: a refused row fails the load
+    on_refused: Any = None
+
     def _conn(self, node: int, prepared_id: bytes, names: Sequence[str]) -> Any:
         with self.lock:
             conn = self.conns.get(node)
@@ -660,6 +664,13 @@ class _CqlSession:
                 elif _node_down(outcome) and len(self.nodes) - len(self.dead) > 1:
                     self._down(node)
                     again.append(_not_acknowledged(np, outcome, selection, rows))
+                elif self.on_refused is not None and _refused_row(outcome):
+                    # the row goes to the rejected file; the others not acknowledged again
+                    self.on_refused(outcome.row, f"refused by the server: {outcome.failure}")
+                    if set(getattr(outcome, "unacknowledged", None) or ()) - {outcome.row}:
+                        self._reconnect(node)  # answers still due: the connection is done
+                    left = _not_acknowledged(np, outcome, selection, rows)
+                    again.append(left[left != outcome.row])
                 else:
                     failures.append((outcome, selection))
             if failures:  # every row of the batch not acknowledged: the failed runs', and
@@ -673,6 +684,7 @@ class _CqlSession:
                     raise error
                 finally:
                     del error
+            again = [left for left in again if len(left)]
             if not again:
                 break
             pending = np.concatenate(again)
@@ -700,6 +712,13 @@ class _CqlSession:
                 selection = chosen if pending is None else pending[chosen]
                 jobs.append((node, selection.astype(np.int32)))
         return jobs
+
+    def _reconnect(self, node: int) -> None:
+        """Closes the connection to ``node``: the next row for it opens another."""
+        with self.lock:
+            conn = self.conns.pop(node, None)
+        if conn is not None:
+            conn.close()
 
     def _down(self, node: int) -> None:
         """Leaves ``node`` out of the session: its connection closed, the ring without it."""
@@ -749,6 +768,13 @@ def _answer_to(conn: Any, query: str) -> Iterator[None]:
     except (KeyError, IndexError, TypeError, ValueError, OverflowError) as exc:
         what = f"{type(exc).__name__}: {exc}" if not isinstance(exc, ValueError) else str(exc)
         raise ProtocolError(f"{conn.peer}: the answer to {query} is malformed: {what}") from exc
+
+
+def _refused_row(exc: BaseException) -> bool:
+    """Whether ``exc`` is a node refusing one row as invalid (the rows around it unharmed):
+    a row that may be set aside."""
+    return (isinstance(exc, CqlServerError) and exc.code == 0x2200
+            and getattr(exc, "row", None) is not None)
 
 
 def _node_down(exc: BaseException) -> bool:

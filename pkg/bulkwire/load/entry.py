@@ -43,6 +43,12 @@ class LoadResult:
     skipped_rows: int = 0
     #: worker processes that sent the rows
     workers: int = 1
+    #: rows refused (by the client or the server) and set aside, with ``max_errors``
+    rejected_rows: int = 0
+    #: the rejected file they were written to (None: no rejected file)
+    rejected_path: str | None = None
+    #: a dry run: the rows were read and checked, nothing was sent or written
+    dry_run: bool = False
 
     @property
     def rows_per_second(self) -> float:
@@ -57,9 +63,19 @@ class LoadResult:
         workers = f" by {self.workers} worker processes" if self.workers > 1 else ""
         skipped = (f"; {self.skipped_rows:,} rows confirmed by an earlier run were not sent again"
                    if self.skipped_rows else "")
+        rejected = ""
+        if self.rejected_rows or self.rejected_path is not None:
+            where = (f", written to {self.rejected_path}" if self.rejected_path is not None
+                     else "")
+            rejected = f"; {self.rejected_rows:,} rows rejected{where}"
+        if self.dry_run:
+            return (f"dry run: checked {self.rows:,} good rows from {self.source} for "
+                    f"{self.target}{workers} in {self.seconds:.2f} s, nothing sent or "
+                    f"written{rejected}")
         return (f"loaded {self.rows:,} rows from {self.source} into {self.target}{workers}: "
                 f"{self.body_bytes:,} bytes{wire} in {self.seconds:.2f} s, "
-                f"{self.rows_per_second:,.0f} rows/s, {self.mb_per_second:,.1f} MB/s{skipped}")
+                f"{self.rows_per_second:,.0f} rows/s, {self.mb_per_second:,.1f} MB/s{skipped}"
+                f"{rejected}")
 
 
 class _Progress:
@@ -285,6 +301,10 @@ def _load(path: Any, target: TargetDescription | None, options: LoadOptions | No
     else:
         schema = reader.schema
         source = f"a {type(path).__module__.split('.')[0]}.{type(path).__name__}"
+    # a rejected file's own columns are not read: fixed, it loads as the source did
+    from .rejects import source_schema
+
+    schema = source_schema(schema)
     # the target judges the schema with the load's options (and makes its encoder of them)
     plan = target.plan(schema, files[0] if files else source, options)
     batch_rows = (options.batch_rows if options.batch_rows is not None
@@ -293,6 +313,8 @@ def _load(path: Any, target: TargetDescription | None, options: LoadOptions | No
     # the columns' types, judged before any file is written or request made
     encode(_empty_batch(schema, plan.read_columns))
 
+    if options.dry_run and resume is not None:
+        raise ValueError("dry_run and resume exclude each other: a dry run confirms nothing")
     for name, value in (("workers", workers > 1), ("resume", resume is not None)):
         if not value:
             continue
@@ -325,6 +347,12 @@ def _load(path: Any, target: TargetDescription | None, options: LoadOptions | No
     stream_rows = (path.num_rows if take is None and isinstance(path, (pa.Table, pa.RecordBatch))
                    else None)
 
+    spec = None
+    if options.rejecting():
+        total = (len(take) if take is not None else sum(map(sum, groups))
+                 if groups is not None else stream_rows)
+        spec = _reject_spec(options, schema, plan, total)
+
     state = None
     if resume is not None:  # a target with units (checked above): a ResumableTarget
         resumable = cast(ResumableTarget, target)
@@ -336,21 +364,95 @@ def _load(path: Any, target: TargetDescription | None, options: LoadOptions | No
         # the target's sessions are opened by the pipeline, once every argument was checked;
         # a session that fails is aborted (a file's output removed)
         job = _Job(target, encode, batch_rows, threads,
-                   request_per_unit=target.request_per_unit(state is not None))
+                   request_per_unit=target.request_per_unit(state is not None),
+                   rejects=spec, dry_run=options.dry_run)
         if files is not None:
             # each unit's file must be read as it was planned from: its size and mtime
             job.identities = {f: footer[2] for f, footer in zip(files, footers)}
-        return _load_units(job, files, groups, state, workers, progress, source, where,
-                           start, reader, take, stream_rows, getattr(target, "compress", False))
+        if spec is None:
+            return _load_units(job, files, groups, state, workers, progress, source, where,
+                               start, reader, take, stream_rows,
+                               getattr(target, "compress", False))
+        return _load_rejecting(job, files, groups, state, workers, progress, source, where,
+                               start, reader, take, stream_rows,
+                               getattr(target, "compress", False), options)
     finally:
         if state is not None:
             state.close()
 
 
+def _reject_spec(options: LoadOptions, schema: Any, plan: Any, total: int | None) -> Any:
+    """The :class:`~bulkwire.load.rejects._RejectSpec` of a load that sets refused rows
+    aside: the logs' schema (the columns read, then the source file, row and reason)."""
+    from .rejects import _RejectSpec, REJECT_COLUMNS, max_errors_limit
+
+    pa = _pyarrow()
+    read = _empty_batch(schema, plan.read_columns).schema
+    fields = list(read) + [pa.field(REJECT_COLUMNS[0], pa.string()),
+                           pa.field(REJECT_COLUMNS[1], pa.int64()),
+                           pa.field(REJECT_COLUMNS[2], pa.string())]
+    rule = (f"max_errors={options.max_errors!r}" if options.max_errors is not None
+            else "a dry run sets every refused row aside")
+    return _RejectSpec(options.rejected, pa.schema(fields),
+                       max_errors_limit(options.max_errors, total), rule)
+
+
+def _load_rejecting(job: _Job, files: list[str] | None, groups: Any, state: Any,
+                    workers: int, progress: Any, source: str, where: str, start: float,
+                    reader: Any, take: Any, stream_rows: int | None, compress: bool | str,
+                    options: LoadOptions) -> LoadResult:
+    """:func:`_load_units` for a load that sets refused rows aside (``max_errors``, a dry
+    run): this process's rows rejected go to its log, each worker's to its own, and the
+    logs are joined into the rejected file however the load ends (with ``resume``, a failed
+    load keeps its logs for the next run)."""
+    from .rejects import (_finish, _prepare, _Rejects, TooManyRejected, max_errors_limit)
+
+    spec = job.rejects
+    if spec.path is not None:
+        _prepare(spec, state)
+    rejects = _Rejects(spec, "main")
+    counted = [0]  # the workers' rejected rows
+
+    def on_rejected(n: int) -> None:
+        counted[0] += n
+        if spec.limit is not None and counted[0] > spec.limit:
+            raise TooManyRejected(f"{counted[0]:,} rows rejected, more than max_errors "
+                                  f"allows ({spec.rule}): the load stops")
+
+    ok = False
+    try:
+        result = _load_units(job, files, groups, state, workers, progress, source, where,
+                             start, reader, take, stream_rows, compress, rejects, on_rejected)
+        rejected = rejects.count + counted[0]
+        if spec.limit is None and options.max_errors is not None:  # a fraction of a stream
+            limit = max_errors_limit(options.max_errors, result.rows + rejected)
+            if limit is not None and rejected > limit:
+                raise TooManyRejected(f"{rejected:,} of {result.rows + rejected:,} rows "
+                                      f"rejected, more than max_errors allows ({spec.rule})")
+        ok = True
+    finally:
+        rejects.close()
+        if spec.path is not None:
+            written = _finish(spec, "ipc" if files is not None and
+                              _source_format_of(files[0]) == "ipc" else "parquet",
+                              keep_logs=not ok and state is not None)
+    result.rejected_rows = written if spec.path is not None else rejected
+    result.rejected_path = spec.path
+    result.dry_run = options.dry_run
+    return result
+
+
+def _source_format_of(path: str) -> str:
+    from ..parquet import _file_format
+
+    return _file_format(path)
+
+
 def _load_units(job: _Job, files: list[str] | None, groups: list[list[int]] | None,
                 state: _ResumeState | None, workers: int, progress: Any, source: str,
                 where: str, start: float, reader: Any, take: Any, stream_rows: int | None,
-                compress: bool | str) -> LoadResult:
+                compress: bool | str, rejects: Any = None,
+                on_rejected: Any = None) -> LoadResult:
     """The sending half of :func:`load_parquet`, once its arguments are checked: Arrow data
     or ``take`` in one request from this process; files as units of work, by this process
     or by ``workers`` processes. An exception that escapes a load into a target whose
@@ -360,7 +462,7 @@ def _load_units(job: _Job, files: list[str] | None, groups: list[list[int]] | No
     if groups is None:
         report = _Report(progress, stream_rows)
         try:
-            rows, body, wire = _send_stream(job, reader, files, take, report)
+            rows, body, wire = _send_stream(job, reader, files, take, report, rejects)
             ok = True
         finally:
             report.end(report.body, ok)
@@ -389,9 +491,9 @@ def _load_units(job: _Job, files: list[str] | None, groups: list[list[int]] | No
     shares = _share(units, workers) if workers > 1 else [units]
     try:
         if len(shares) > 1:
-            rows, body, wire = _run_workers(job, shares, report, confirm)
+            rows, body, wire = _run_workers(job, shares, report, confirm, on_rejected)
         else:
-            rows, body, wire = _send(job, units, report, confirm)
+            rows, body, wire = _send(job, units, report, confirm, None, rejects)
         ok = True
     except BaseException as exc:
         if job.target.units:  # else one output, written whole or removed: nothing to say
@@ -422,7 +524,7 @@ def _note_unconfirmed(exc: BaseException, units: list[_Unit], rows: int) -> None
 
 
 def _send_stream(job: _Job, reader: Any, files: list[str] | None, take: Any,
-                 report: _Report) -> tuple[int, int, int]:
+                 report: _Report, rejects: Any = None) -> tuple[int, int, int]:
     """Arrow data, or a file's rows at ``take``: one request, in this process."""
     plan = job.encode.plan
     if take is not None:
@@ -443,9 +545,10 @@ def _send_stream(job: _Job, reader: Any, files: list[str] | None, take: Any,
         report(rows, added)
 
     try:
-        target = job.target.open()
+        target = job.open()
         rows = _one_request(target, _encoded_in_order(batches, job.encode, source, plan, pool,
-                                                      job.threads, idx), pool, on_batch)
+                                                      job.threads, idx, 0, rejects),
+                            pool, on_batch, None, rejects)
     except Exception as exc:
         if idx is not None and job.target.units:
             _note_take_unconfirmed(exc, source, idx, stored)

@@ -19,16 +19,23 @@ from .datasets import _file_batches, _Unit
 from .interface import BatchEncoder, ColumnPlan, TargetDescription, TargetSession
 
 
-def _vector_dim(pa, batch, plan: ColumnPlan) -> int:
+def _vector_dim(pa, batch, plan: ColumnPlan, common: bool = False) -> int:
+    """The dimension the vectors of the load must have: the first row's (``common``: the
+    length most of the batch's vectors have, so that a bad first row is refused, not the
+    good ones after it); -1 when it is not known yet."""
     if plan.vector_column is None:
         return -1
     t = batch.schema.field(plan.vector_column).type
     if pa.types.is_fixed_size_list(t):
         return t.list_size
     column = batch.column(plan.vector_column)
+    import pyarrow.compute as pc
+
+    if common:
+        modes = pc.mode(pc.list_value_length(column)).to_pylist()
+        return int(modes[0]["mode"]) if modes else -1
     if len(column) == 0 or not column[0].is_valid:
         return -1  # the encoder reports the null first row
-    import pyarrow.compute as pc
 
     return int(pc.list_value_length(column.slice(0, 1))[0].as_py())
 
@@ -36,14 +43,17 @@ def _vector_dim(pa, batch, plan: ColumnPlan) -> int:
 def _encoded_in_order(batches: Iterator[Any], encode: BatchEncoder, source: str,
                       plan: ColumnPlan,
                       pool: ThreadPoolExecutor | None, ahead: int,
-                      idx: Any, first_row: int = 0) -> Iterator[tuple[Any, int]]:
+                      idx: Any, first_row: int = 0,
+                      rejects: Any = None) -> Iterator[tuple[Any, int]]:
     """``(encoded, rows)`` of each batch, in file order: what the encoder gave (for the bulk
     insert kinds a batch validated in C without the GIL, which the writer encodes in one
     call). With a pool, up to ``ahead`` batches are encoded, their text written too, while
     this generator reads Parquet and hands the encoded batches on, each as soon as it and
     those before it are done. A bad row
     raises :class:`~bulkwire.errors.RowError` naming the file's row (with ``take``, the
-    index taken)."""
+    index taken); with ``rejects`` (a :class:`~bulkwire.load.rejects._Rejects`), it is
+    written there instead and the batch goes on without it (a batch left without rows is
+    not handed on)."""
     pa = _pyarrow()
     pending: deque = deque()  # (future or encoded batch, rows), in file order
     dim = None
@@ -63,6 +73,8 @@ def _encoded_in_order(batches: Iterator[Any], encode: BatchEncoder, source: str,
         if pool is None:
             return done, rows
         try:
+            if rows is None:  # checked by rejects: (encoded, rows kept)
+                return done.result()
             return done.result(), rows
         except RowError as exc:
             raise named(exc) from None
@@ -73,9 +85,19 @@ def _encoded_in_order(batches: Iterator[Any], encode: BatchEncoder, source: str,
         for batch in batches:
             _check_batch(batch, source)  # buffer sizes: what the C reader cannot know
             if dim is None or dim < 0:
-                dim = _vector_dim(pa, batch, plan)
+                dim = _vector_dim(pa, batch, plan, rejects is not None)
             args = (batch, dim, submitted)
-            if pool is not None:
+            if rejects is not None:
+                checked = (encode_ahead if pool is not None else encode, encode, batch, dim,
+                           submitted, source, idx)
+                if pool is not None:
+                    pending.append((pool.submit(rejects.checked, *checked), None))
+                else:
+                    try:
+                        pending.append(rejects.checked(*checked))
+                    except RowError as exc:
+                        raise named(exc) from None
+            elif pool is not None:
                 pending.append((pool.submit(encode_ahead, *args), batch.num_rows))
             else:
                 try:
@@ -88,9 +110,13 @@ def _encoded_in_order(batches: Iterator[Any], encode: BatchEncoder, source: str,
             # without waiting for the next ones to be read), and at the latest once
             # ``ahead`` more are under way
             while pending and (len(pending) > ahead or pool is None or pending[0][0].done()):
-                yield result(pending.popleft())
+                done = result(pending.popleft())
+                if rejects is None or done[1]:
+                    yield done
         while pending:
-            yield result(pending.popleft())
+            done = result(pending.popleft())
+            if rejects is None or done[1]:
+                yield done
     finally:  # an error, or the consumer's (close()): what was encoded ahead is dropped
         _drop_pending(pending, pool is not None)
 
@@ -198,6 +224,8 @@ def _drop_pending(pending: deque, futures: bool) -> None:
         wait(jobs)
         jobs = [f.result() for f in jobs
                 if not f.cancelled() and f.exception() is None]
+        # a batch checked for rejected rows gives (encoded, rows)
+        jobs = [job[0] if isinstance(job, tuple) else job for job in jobs]
     for encoded in jobs:
         _discard(encoded)
 
@@ -231,6 +259,19 @@ class _Job:
     request_per_unit: bool
     #: each file's identity (size, modification time) when its footer was read
     identities: dict = dataclass_field(default_factory=dict)
+    #: where refused rows go, with ``max_errors`` (a ``rejects._RejectSpec``); None: the
+    #: first refused row fails the load
+    rejects: Any = None
+    #: a dry run: every batch encoded (checked), none stored
+    dry_run: bool = False
+
+    def open(self) -> Any:
+        """A session of the target (a dry run's stores nothing)."""
+        if self.dry_run:
+            from .rejects import _DrySession
+
+            return _DrySession()
+        return self.target.open()
 
 
 class _Stopped(Exception):
@@ -238,17 +279,24 @@ class _Stopped(Exception):
 
 
 def _one_request(target: TargetSession, encoded: Iterable[tuple[Any, int]], pool: Any,
-                 on_batch: Callable[[int, int], None], stop: Any = None) -> int:
+                 on_batch: Callable[[int, int], None], stop: Any = None,
+                 rejects: Any = None) -> int:
     """Stores every encoded batch ``(encoded, rows)`` into ``target`` and closes it: one
     request, complete, or aborted (the encoders stopped first) and the error raised, so that
-    the server never sees a request end normally with batches missing. The rows sent."""
+    the server never sees a request end normally with batches missing. The rows sent.
+    With ``rejects``, a batch that lost refused rows comes as a ``rejects._Kept``."""
     rows = 0
     batch = None
+    if rejects is not None:
+        from .rejects import _Kept
     try:
         for batch, n in encoded:
             if stop is not None and stop.is_set():
                 raise _Stopped
-            added = target.store(batch, n)
+            if rejects is not None and isinstance(batch, _Kept):
+                n, added = _store_kept(target, batch, n, rejects)
+            else:
+                added = target.store(batch, n)
             batch = None
             rows += n
             on_batch(n, added)
@@ -265,14 +313,32 @@ def _one_request(target: TargetSession, encoded: Iterable[tuple[Any, int]], pool
     return rows
 
 
-def _encoded_units(job: _Job, group: Sequence[_Unit], pool: Any) -> Iterator[tuple[Any, int]]:
+def _store_kept(target: TargetSession, kept: Any, n: int, rejects: Any) -> tuple[int, int]:
+    """Stores a batch checked for rejected rows (a ``rejects._Kept``): a session that can
+    set aside a row its server refuses (``on_refused``) writes it to ``rejects``. (Rows
+    stored, body bytes added.)"""
+    refused: list[int] = []
+    if hasattr(target, "on_refused"):
+        def on_refused(row: int, reason: str) -> None:
+            refused.append(row)
+            kept.refused(rejects, row, reason)
+
+        target.on_refused = on_refused  # type: ignore[attr-defined]
+    encoded = kept.encoded
+    added = target.store(encoded, n)
+    return n - len(refused), added
+
+
+def _encoded_units(job: _Job, group: Sequence[_Unit], pool: Any,
+                   rejects: Any = None) -> Iterator[tuple[Any, int]]:
     """``(encoded, rows)`` of every batch of ``group``'s units, in file order (see
     :func:`_encoded_in_order`)."""
     for unit in group:
         yield from _encoded_in_order(
             _file_batches(unit.path, job.encode.plan, job.batch_rows, unit.first, unit.stop,
                           job.identities.get(unit.path)),
-            job.encode, unit.path, job.encode.plan, pool, job.threads, None, unit.first_row)
+            job.encode, unit.path, job.encode.plan, pool, job.threads, None, unit.first_row,
+            rejects)
 
 
 def _discard_encoded(item: tuple[Any, int]) -> None:
@@ -280,10 +346,12 @@ def _discard_encoded(item: tuple[Any, int]) -> None:
 
 
 def _send(job: _Job, units: Sequence[_Unit], on_batch: Callable[[int, int], None],
-          on_confirmed: Callable[[_Unit], None], stop: Any = None) -> tuple[int, int, int]:
+          on_confirmed: Callable[[_Unit], None], stop: Any = None,
+          rejects: Any = None) -> tuple[int, int, int]:
     """Sends ``units`` (one request each with ``request_per_unit``, else one for all), each
     request a session of ``job.target``; ``on_confirmed`` after each request the target
-    confirmed. (rows, body, wire bytes)."""
+    confirmed. Refused rows go to ``rejects`` (a ``rejects._Rejects``), when given.
+    (rows, body, wire bytes)."""
     rows = body = wire = 0
     pool = (ThreadPoolExecutor(job.threads, thread_name_prefix="bulkwire-encode")
             if job.threads > 1 else None)
@@ -292,13 +360,14 @@ def _send(job: _Job, units: Sequence[_Unit], on_batch: Callable[[int, int], None
         for group in groups:
             # the group's batches read and encoded on a thread of their own from now on,
             # while the session is opened (connections made, the server asked)
-            encoded = _read_ahead(_encoded_units(job, group, pool), drop=_discard_encoded)
+            encoded = _read_ahead(_encoded_units(job, group, pool, rejects),
+                                  drop=_discard_encoded)
             try:
-                target = job.target.open()
+                target = job.open()
             except BaseException:
                 encoded.close()
                 raise
-            rows += _one_request(target, encoded, pool, on_batch, stop)
+            rows += _one_request(target, encoded, pool, on_batch, stop, rejects)
             body += target.body_bytes
             wire += target.wire_bytes
             for unit in group:

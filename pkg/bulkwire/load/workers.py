@@ -45,19 +45,40 @@ def _worker_main(job: _Job, units: list[_Unit], worker: int, messages: Any, stop
     write end of a pipe of its own: ("started", worker) first, ("batch", worker, rows, body),
     ("confirmed", worker, unit), then ("done", worker, rows, body, wire) or ("error", worker,
     pickled error or None, text). A parent that is gone ends the worker at its next message
-    (a broken pipe) or batch (:class:`_StopOrOrphaned`)."""
+    (a broken pipe) or batch (:class:`_StopOrOrphaned`). With rejected rows (``job.rejects``),
+    the worker writes them to a log of its own and says how many before each batch's
+    message: ("rejected", worker, rows)."""
     import pickle
     import signal
 
     # Ctrl-C reaches the whole process group: the parent alone decides, and stops the workers
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    rejects = None
     try:
         messages.send(("started", worker))  # the process came up and imported what it needs
+
+        def tell_rejected() -> None:
+            if rejects is not None:
+                n = rejects.take_unreported()
+                if n:
+                    messages.send(("rejected", worker, n))
+
+        def on_batch(n: int, added: int) -> None:
+            tell_rejected()
+            messages.send(("batch", worker, n, added))
+
+        def on_confirmed(unit: _Unit) -> None:
+            tell_rejected()
+            messages.send(("confirmed", worker, unit))
+
         try:
-            rows, body, wire = _send(job, units,
-                                     lambda n, added: messages.send(("batch", worker, n, added)),
-                                     lambda unit: messages.send(("confirmed", worker, unit)),
-                                     _StopOrOrphaned(stop, parent))
+            if job.rejects is not None:
+                from .rejects import _Rejects
+
+                rejects = _Rejects(job.rejects, f"w{worker}")
+            rows, body, wire = _send(job, units, on_batch, on_confirmed,
+                                     _StopOrOrphaned(stop, parent), rejects)
+            tell_rejected()
         except _Stopped:
             messages.send(("stopped", worker))
         except BaseException as exc:  # noqa: BLE001 - the parent raises it
@@ -66,12 +87,15 @@ def _worker_main(job: _Job, units: list[_Unit], worker: int, messages: Any, stop
                 pickle.loads(pickled)
             except Exception:  # noqa: BLE001 - sent as text
                 pickled = None
+            tell_rejected()
             messages.send(("error", worker, pickled, f"{type(exc).__name__}: {exc}"))
         else:
             messages.send(("done", worker, rows, body, wire))
     except OSError:  # the parent is gone: no one to tell
         pass
     finally:
+        if rejects is not None:
+            rejects.close()
         messages.close()
 
 
@@ -96,7 +120,8 @@ def _share(units: list[_Unit], workers: int) -> list[list[_Unit]]:
 
 
 def _run_workers(job: _Job, shares: list[list[_Unit]], on_batch: Callable[[int, int], None],
-                 on_confirmed: Callable[[_Unit], None]) -> tuple[int, int, int]:
+                 on_confirmed: Callable[[_Unit], None],
+                 on_rejected: Callable[[int], None] | None = None) -> tuple[int, int, int]:
     """Runs one spawned process per share; (rows, body, wire) once all succeeded. The first
     failure (or Ctrl-C, or a worker that dies) stops the others and raises.
 
@@ -148,6 +173,8 @@ def _run_workers(job: _Job, shares: list[list[_Unit]], on_batch: Callable[[int, 
                     on_batch(message[2], message[3])
                 elif kind == "confirmed":
                     on_confirmed(message[2])
+                elif kind == "rejected" and on_rejected is not None:
+                    on_rejected(message[2])
                 elif kind == "done":
                     finished[worker] = message[2:]
                 elif kind == "error":
