@@ -43,8 +43,8 @@ def _worker_main(job: _Job, units: list[_Unit], worker: int, messages: Any, stop
                  parent: int) -> None:
     """A worker process: sends its units and reports to the parent through ``messages``, the
     write end of a pipe of its own: ("started", worker) first, ("batch", worker, rows, body),
-    ("confirmed", worker, unit), then ("done", worker, rows, body, wire) or ("error", worker,
-    pickled error or None, text). A parent that is gone ends the worker at its next message
+    ("confirmed", worker, unit), ("counters", worker, what its sessions counted), then
+    ("done", worker, rows, body, wire) or ("error", worker, pickled error or None, text). A parent that is gone ends the worker at its next message
     (a broken pipe) or batch (:class:`_StopOrOrphaned`)."""
     import pickle
     import signal
@@ -53,11 +53,15 @@ def _worker_main(job: _Job, units: list[_Unit], worker: int, messages: Any, stop
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         messages.send(("started", worker))  # the process came up and imported what it needs
+        counters: dict = {}
         try:
-            rows, body, wire = _send(job, units,
-                                     lambda n, added: messages.send(("batch", worker, n, added)),
-                                     lambda unit: messages.send(("confirmed", worker, unit)),
-                                     _StopOrOrphaned(stop, parent))
+            try:
+                rows, body, wire = _send(
+                    job, units, lambda n, added: messages.send(("batch", worker, n, added)),
+                    lambda unit: messages.send(("confirmed", worker, unit)),
+                    _StopOrOrphaned(stop, parent), counters)
+            finally:
+                messages.send(("counters", worker, counters))
         except _Stopped:
             messages.send(("stopped", worker))
         except BaseException as exc:  # noqa: BLE001 - the parent raises it
@@ -96,9 +100,11 @@ def _share(units: list[_Unit], workers: int) -> list[list[_Unit]]:
 
 
 def _run_workers(job: _Job, shares: list[list[_Unit]], on_batch: Callable[[int, int], None],
-                 on_confirmed: Callable[[_Unit], None]) -> tuple[int, int, int]:
+                 on_confirmed: Callable[[_Unit], None],
+                 counters: dict | None = None) -> tuple[int, int, int]:
     """Runs one spawned process per share; (rows, body, wire) once all succeeded. The first
-    failure (or Ctrl-C, or a worker that dies) stops the others and raises.
+    failure (or Ctrl-C, or a worker that dies) stops the others and raises. What the
+    workers' sessions counted is added into ``counters``.
 
     Each worker writes to a pipe of its own, and the parent waits on all of them at once: a
     worker that dies (killed, crashed) closes its pipe, which the parent sees at once, even
@@ -148,6 +154,10 @@ def _run_workers(job: _Job, shares: list[list[_Unit]], on_batch: Callable[[int, 
                     on_batch(message[2], message[3])
                 elif kind == "confirmed":
                     on_confirmed(message[2])
+                elif kind == "counters":
+                    if counters is not None:
+                        for name, value in message[2].items():
+                            counters[name] = counters.get(name, 0) + value
                 elif kind == "done":
                     finished[worker] = message[2:]
                 elif kind == "error":
