@@ -15,8 +15,8 @@ from servers.cassandra import connect
 pytestmark = pytest.mark.cassandra_server
 
 KEYSPACE = "rates"
-#: rows per second, and the rows loaded: about 12 s of load
-LIMIT, FILES, ROWS = 1000, 4, 3000
+#: rows per second, and the rows loaded: about 15 s of load
+LIMIT, FILES, ROWS = 1000, 4, 3750
 
 
 @pytest.fixture(scope="module")
@@ -54,9 +54,11 @@ def test_a_row_rate_over_two_workers_holds_at_the_node(node, tmp_path, capsys):
     assert len(stamps) == FILES * ROWS
     stamps.sort()
     rates = []
-    start = stamps[0] + 1.0  # the first batches go at once: the windows after them
+    # every 5-second window after the first (the node's first seconds of a load are its
+    # slowest: its code not yet compiled)
+    start = stamps[0] + 5.0
     while start + 5.0 <= stamps[-1]:
         rates.append(sum(1 for t in stamps if start <= t < start + 5.0) / 5.0)
         start += 0.25
-    assert len(rates) >= 10
+    assert len(rates) >= 15
     assert all(0.9 * LIMIT <= r <= 1.1 * LIMIT for r in rates), rates
