@@ -76,7 +76,7 @@ def test_a_row_rate_holds_at_the_nodes_over_two_workers_and_their_threads(tmp_pa
     rates_seen = windows(arrivals)
     assert len(rates_seen) >= 10
     assert all(0.9 * limit <= r <= 1.1 * limit for r in rates_seen), rates_seen
-    assert 10.0 <= result.seconds <= 13.0
+    assert 10.5 <= max(arrivals) - min(arrivals) <= 11.5
 
 
 def test_a_byte_rate_holds_over_two_workers_into_a_database(tmp_path):
@@ -115,7 +115,9 @@ def test_a_load_without_a_limit_makes_no_schedule(tmp_path, monkeypatch):
 
 def test_the_schedule_is_shared_by_every_holder_of_its_file():
     """Two schedules opened on one file (as two processes open it) take turns: 50 rows at 100
-    rows/s from each of them last about a second, not half of one."""
+    rows/s from each of them take a second of the schedule (the last batch starting 0.9 s
+    after the first, less the quarter of a second a new schedule may catch up on), not half
+    of one."""
     first = rates.RateLimit.create(rows=100, bytes_=None)
     second = rates.RateLimit(first.path, 100, None)
     try:
@@ -123,7 +125,7 @@ def test_the_schedule_is_shared_by_every_holder_of_its_file():
         for _ in range(5):
             first.reserve_rows(10)
             second.reserve_rows(10)
-        assert 0.85 <= time.monotonic() - start <= 1.3
+        assert 0.6 <= time.monotonic() - start <= 0.9
     finally:
         second.close()
         first.close()
@@ -146,8 +148,8 @@ def test_overloaded_answers_are_sent_again_and_counted(tmp_path):
 
 
 def test_ctrl_c_ends_a_load_waiting_on_its_rate(tmp_path):
-    """``bulkwire load --max-rate 200`` interrupted after a second, while it waits on its
-    schedule: it stops within a second, exit code 130, its output not left behind, and its
+    """``bulkwire load --max-rate 200`` interrupted after 4 s, while it waits on its
+    schedule (5,000 rows take 25 s): it stops within 1.5 s, exit code 130, its output not left behind, and its
     report says it was interrupted and what was not confirmed."""
     path = bulkwire.sample_parquet(str(tmp_path / "s.parquet"), rows=5000, dim=4)
     out, report = tmp_path / "out.json", tmp_path / "report.json"
@@ -157,7 +159,7 @@ def test_ctrl_c_ends_a_load_waiting_on_its_rate(tmp_path):
          "--report", str(report), "--no-progress"],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        time.sleep(2.0)
+        time.sleep(4.0)  # started (a busy machine takes seconds to import), and waiting
         assert process.poll() is None
         sent = time.monotonic()
         process.send_signal(signal.SIGINT)

@@ -61,4 +61,4 @@ def test_a_row_rate_over_two_workers_holds_at_the_node(node, tmp_path, capsys):
         rates.append(sum(1 for t in stamps if start <= t < start + 5.0) / 5.0)
         start += 0.25
     assert len(rates) >= 15
-    assert all(0.9 * LIMIT <= r <= 1.1 * LIMIT for r in rates), rates
+    assert all(0.9 * LIMIT <= r <= 1.1 * LIMIT for r in rates), f"rates: {rates}"

@@ -3,10 +3,11 @@ shared by every sender of the load, whatever process or thread it runs in.
 
 The schedule is the generic cell rate algorithm: for rows and for bytes, a *theoretical
 arrival time* (``tat``), the moment from which the units granted so far have all had their
-time at the limit. A sender reserving ``k`` units starts at ``max(tat, now)`` and moves
-``tat`` on by ``k / rate``; it waits until its start (rows, known before a batch is sent)
-or until the new ``tat`` (bytes, known once the batch is encoded and sent). Idle time earns
-no credit, so a load never bursts past its limit after a pause.
+time at the limit. A sender reserving ``k`` units starts at ``max(tat, now - CATCH_UP)``
+and moves ``tat`` on by ``k / rate``; it waits until its start (rows, known before a batch
+is sent) or until the new ``tat`` (bytes, known once the batch is encoded and sent). Senders
+that fell behind catch up on at most :data:`CATCH_UP` seconds of the limit: idle time earns
+no more credit than that, so a load never bursts far past its limit after a pause.
 
 The two times live in a small file in shared memory (``/dev/shm`` where there is one),
 mapped by every process of the load: worker processes are spawned, and open it by its name.
@@ -32,6 +33,12 @@ from typing import Any
 
 #: The shared record: rows' tat, bytes' tat (seconds of time.monotonic()).
 _LAYOUT = struct.Struct("=dd")
+
+#: How far behind the schedule senders may fall and still catch up (seconds): a batch that
+#: took longer than its turn (a slow answer, a busy machine) is made up for by the next ones
+#: going at once, so that the rate over a few seconds stays at the limit. It bounds the
+#: burst too: at most this much of the limit goes above it, in any window.
+CATCH_UP = 0.25
 
 #: The longest a waiting sender sleeps before looking at its stop request again (seconds).
 WAIT_SLICE = 0.05
@@ -89,11 +96,11 @@ class RateLimit:
             try:
                 now = time.monotonic()
                 tat_rows, tat_bytes = _LAYOUT.unpack_from(shared, 0)
-                start_rows = max(tat_rows, now)
+                start_rows = max(tat_rows, now - CATCH_UP)
                 if rows and self.rows:
                     tat_rows = start_rows + rows / self.rows
                 if nbytes and self.bytes:
-                    tat_bytes = max(tat_bytes, now) + nbytes / self.bytes
+                    tat_bytes = max(tat_bytes, now - CATCH_UP) + nbytes / self.bytes
                 _LAYOUT.pack_into(shared, 0, tat_rows, tat_bytes)
             finally:
                 fcntl.flock(self._fd, fcntl.LOCK_UN)
