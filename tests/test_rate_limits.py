@@ -217,3 +217,14 @@ def test_batches_under_a_limit_are_a_tenth_of_a_second_of_it():
     assert rates.capped_batch_rows(65536, 1000, None, 4 << 20) == 100
     assert rates.capped_batch_rows(50, 1000, 2000, None) == 50
     assert rates.capped_batch_rows(65536, 1000, 5, None) == 1
+
+
+@pytest.mark.parametrize("option, value", [("max_rows_per_second", 100),
+                                           ("max_bytes_per_second", 1 << 20),
+                                           ("report", "run.json")])
+def test_an_engine_sink_refuses_what_only_a_whole_load_can_hold(option, value):
+    from bulkwire._arrow_sink import SinkConfig
+
+    with pytest.raises(ValueError, match=f"^{option} is a load's own"):
+        SinkConfig(url="http://127.0.0.1:9", database="db",
+                   options=LoadOptions(**{option: value}))

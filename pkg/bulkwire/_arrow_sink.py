@@ -49,6 +49,11 @@ class SinkConfig:
         # the arguments that need no data are refused on the client, before any task runs
         if not isinstance(self.options, LoadOptions):
             raise TypeError(f"options must be a LoadOptions, not {type(self.options).__name__}")
+        for name in ("max_rows_per_second", "max_bytes_per_second", "report"):
+            if getattr(self.options, name, None) is not None:
+                raise ValueError(f"{name} is a load's own (its processes share one schedule "
+                                 f"and one report), not a sink's: each task of an engine is a "
+                                 f"load of its own")
         if self.described is not None:
             given = [name for name in ("url", "database", "certificate", "ca")
                      if getattr(self, name) is not None]
