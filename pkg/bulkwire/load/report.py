@@ -88,7 +88,7 @@ def options_facts(options: Any, **more: Any) -> dict:
 
 def build_facts() -> dict:
     """bulkwire's version and what its build has (what ``bulkwire --version`` prints)."""
-    from .. import __version__
+    from .._version import __version__
     from ..config import build_config
 
     try:
