@@ -176,24 +176,27 @@ def test_ctrl_c_ends_a_load_waiting_on_its_rate(tmp_path):
     assert 0 < written["result"]["rows"] < 5000
 
 
-@pytest.mark.parametrize("arguments, said", [
-    (["--max-rate", "0"], "--max-rate must be from 1 to"),
-    (["--max-rate", "-5"], "--max-rate must be from 1 to"),
-    (["--max-rate", "1e12"], "--max-rate must be from 1 to"),
-    (["--max-rate", "nan"], "--max-rate must be from 1 to"),
-    (["--max-rate", "fast"], "argument --max-rate: not a number: 'fast'"),
-    (["--max-bytes-rate", "0"], "--max-bytes-rate must be from 1,024 to"),
-    (["--max-bytes-rate", "5PB"], "argument --max-bytes-rate: not a size: '5PB'"),
-    (["--max-bytes-rate=-1MB"], "argument --max-bytes-rate: not a size: '-1MB'"),
-    (["--max-bytes-rate", "2000TB"], "--max-bytes-rate must be from 1,024 to"),
-])
-def test_a_rate_out_of_range_is_a_usage_error_naming_its_option(tmp_path, capsys, arguments,
-                                                                 said):
+#: Each command line's rate, and what its usage error says.
+OUT_OF_RANGE = {
+    "--max-rate 0": "--max-rate must be from 1 to",
+    "--max-rate -5": "--max-rate must be from 1 to",
+    "--max-rate 1e12": "--max-rate must be from 1 to",
+    "--max-rate nan": "--max-rate must be from 1 to",
+    "--max-rate fast": "argument --max-rate: not a number: 'fast'",
+    "--max-bytes-rate 0": "--max-bytes-rate must be from 1,024 to",
+    "--max-bytes-rate 5PB": "argument --max-bytes-rate: not a size: '5PB'",
+    "--max-bytes-rate=-1MB": "argument --max-bytes-rate: not a size: '-1MB'",
+    "--max-bytes-rate 2000TB": "--max-bytes-rate must be from 1,024 to",
+}
+
+
+@pytest.mark.parametrize("given", sorted(OUT_OF_RANGE))
+def test_a_rate_out_of_range_is_a_usage_error_naming_its_option(tmp_path, capsys, given):
     path = bulkwire.sample_parquet(str(tmp_path / "s.parquet"), rows=10, dim=2)
     with pytest.raises(SystemExit) as caught:
-        main(["load", path, "--out", str(tmp_path / "o.json"), *arguments])
+        main(["load", path, "--out", str(tmp_path / "o.json"), *given.split()])
     assert caught.value.code == EXIT_USAGE
-    assert said in capsys.readouterr().err
+    assert OUT_OF_RANGE[given] in capsys.readouterr().err
     assert not (tmp_path / "o.json").exists()
 
 

@@ -8,7 +8,6 @@ import dataclasses
 import io
 import json
 import os
-import struct
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -22,7 +21,7 @@ from bulkwire.errors import CqlServerError
 from bulkwire.load import LoadResult
 from bulkwire.load.entry import _Progress
 from bulkwire.testing import LoopbackServer
-from cql_fake_node import FakeNode, error
+from cql_fake_node import FakeNode, refusing
 
 PASSWORD = "s3cret-Pa55word"
 
@@ -37,20 +36,6 @@ def int_files(tmp_path, files: int = 2, rows: int = 500) -> list:
                                  "v": pa.array(ids, pa.int32())}), path)
         paths.append(path)
     return paths
-
-
-def refusing(value: int):
-    """An EXECUTE answer: Invalid for the row whose ``v`` is ``value``, and none after it."""
-    refused: list = []
-
-    def answer(n: int, body: bytes):
-        if refused:
-            return "silent"
-        if struct.unpack_from(">i", body, len(body) - 4)[0] == value:
-            refused.append(n)
-            return error(0x2200, f"row with v={value} refused")
-        return None
-    return answer
 
 
 def test_a_completed_load_reports_what_it_did_and_the_summary_is_its_data(tmp_path, capsys):
