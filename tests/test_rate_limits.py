@@ -147,33 +147,41 @@ def test_overloaded_answers_are_sent_again_and_counted(tmp_path):
     assert "3 requests sent again (3 after an overloaded answer)" in result.summary()
 
 
-def test_ctrl_c_ends_a_load_waiting_on_its_rate(tmp_path):
+@pytest.mark.parametrize("workers", [1, 2])
+def test_ctrl_c_ends_a_load_waiting_on_its_rate(tmp_path, workers):
     """``bulkwire load --max-rate 200`` interrupted after 4 s, while it waits on its
-    schedule (5,000 rows take 25 s): it stops within 1.5 s, exit code 130, its output not left behind, and its
-    report says it was interrupted and what was not confirmed."""
-    path = bulkwire.sample_parquet(str(tmp_path / "s.parquet"), rows=5000, dim=4)
+    schedule (5,000 rows take 25 s), in this process or in two worker processes: it stops
+    within 1.5 s, exit code 130, and its report says it was interrupted and which rows were
+    not confirmed. A request file is not left behind; a database's workers are gone."""
+    path = bulkwire.sample_parquet(str(tmp_path / "s.parquet"), rows=5000, dim=4,
+                                   row_group_rows=500)
     out, report = tmp_path / "out.json", tmp_path / "report.json"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
-    process = subprocess.Popen(
-        [sys.executable, "-m", "bulkwire", "load", path, "--out", str(out), "--max-rate", "200",
-         "--report", str(report), "--no-progress"],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        time.sleep(4.0)  # started (a busy machine takes seconds to import), and waiting
-        assert process.poll() is None
-        sent = time.monotonic()
-        process.send_signal(signal.SIGINT)
-        _, err = process.communicate(timeout=10)
-        took = time.monotonic() - sent
-    finally:
-        if process.poll() is None:
-            process.kill()
+    with LoopbackServer(keep_body=False, parse=False) as server:
+        target = (["--out", str(out)] if workers == 1 else
+                  ["--url", server.url, "--database", server.database, "--workers", "2"])
+        process = subprocess.Popen(
+            [sys.executable, "-m", "bulkwire", "load", path, *target, "--max-rate", "200",
+             "--report", str(report), "--no-progress"],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            time.sleep(4.0)  # started (a busy machine takes seconds to import), and waiting
+            assert process.poll() is None
+            sent = time.monotonic()
+            process.send_signal(signal.SIGINT)
+            _, err = process.communicate(timeout=10)
+            took = time.monotonic() - sent
+        finally:
+            if process.poll() is None:
+                process.kill()
     assert process.returncode == EXIT_INTERRUPTED, err
     assert took < 1.5 and "interrupted" in err
     assert not out.exists()
     written = json.loads(report.read_text())
     assert written["status"] == "interrupted"
     assert 0 < written["result"]["rows"] < 5000
+    if workers > 1:
+        assert written["result"]["unconfirmed"]
 
 
 #: Each command line's rate, and what its usage error says.
