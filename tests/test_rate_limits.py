@@ -149,8 +149,8 @@ def test_overloaded_answers_are_sent_again_and_counted(tmp_path):
 
 @pytest.mark.parametrize("workers", [1, 2])
 def test_ctrl_c_ends_a_load_waiting_on_its_rate(tmp_path, workers):
-    """``bulkwire load --max-rate 200`` interrupted after 4 s, while it waits on its
-    schedule (5,000 rows take 25 s), in this process or in two worker processes: it stops
+    """``bulkwire load --max-rate 200`` interrupted a second after it began sending, while it
+    waits on its schedule (5,000 rows take 25 s), in this process or in two worker processes: it stops
     within 1.5 s, exit code 130, and its report says it was interrupted and which rows were
     not confirmed. A request file is not left behind; a database's workers are gone."""
     path = bulkwire.sample_parquet(str(tmp_path / "s.parquet"), rows=5000, dim=4,
@@ -165,7 +165,13 @@ def test_ctrl_c_ends_a_load_waiting_on_its_rate(tmp_path, workers):
              "--report", str(report), "--no-progress"],
             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
-            time.sleep(4.0)  # started (a busy machine takes seconds to import), and waiting
+            # sending (a busy machine takes seconds to start the processes), then waiting
+            deadline = time.monotonic() + 60
+            while not (os.path.exists(f"{out}.partial") if workers == 1 else
+                       sum("bulk_insert" in line for line in server.log) == workers):
+                assert process.poll() is None and time.monotonic() < deadline
+                time.sleep(0.1)
+            time.sleep(1.0)
             assert process.poll() is None
             sent = time.monotonic()
             process.send_signal(signal.SIGINT)
