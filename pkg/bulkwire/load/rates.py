@@ -64,10 +64,12 @@ class RateLimit:
 
     @classmethod
     def create(cls, rows: float | None, bytes_: float | None) -> "RateLimit":
-        """A new schedule (its file made and zeroed); :meth:`close` removes it."""
+        """A new schedule, starting now (no credit to catch up on: the load's first seconds
+        are held too); :meth:`close` removes its file."""
         fd, path = tempfile.mkstemp(prefix="bulkwire-rate-", dir=_shared_dir())
         try:
-            os.write(fd, bytes(_LAYOUT.size))
+            now = time.monotonic()
+            os.write(fd, _LAYOUT.pack(now, now))
         finally:
             os.close(fd)
         made = cls(path, rows, bytes_)
