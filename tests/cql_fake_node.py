@@ -25,7 +25,7 @@ import socket
 import struct
 import threading
 import uuid
-from typing import Callable
+from typing import Any, Callable
 
 from cql_frames import read_exact as _read
 
@@ -242,6 +242,21 @@ class FakeNode:
                 self.executed(execute_values(body))
             return None if given == "silent" else VOID if given is None else given
         return error(0x000A, f"opcode {opcode} is not played by the fake node")
+
+
+def refusing(value: int) -> Callable[[int, bytes], Any]:
+    """An ``answer_execute``: Invalid for the row whose int ``v`` (the last value) is
+    ``value``; no answer to any later row."""
+    refused: list[int] = []
+
+    def answer(n: int, body: bytes) -> Any:
+        if refused:
+            return "silent"
+        if struct.unpack_from(">i", body, len(body) - 4)[0] == value:
+            refused.append(n)
+            return error(0x2200, f"row with v={value} refused")
+        return None
+    return answer
 
 
 def execute_values(body: bytes) -> list[bytes | None]:

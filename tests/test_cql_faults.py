@@ -23,7 +23,7 @@ from bulkwire.cql_placement import NoLocalReplica
 from bulkwire.errors import ConnectionLostError, CqlServerError, ProtocolError
 from build_extras import skip_without
 from cql_fake_node import (INET, INT, MAP, READY, RESULT, SET, UUID, VARCHAR, VOID, FakeNode,
-                           error, host_id, rows, text_map, text_set)
+                           error, host_id, refusing, rows, text_map, text_set)
 
 
 def table_file(tmp_path, rows: int = 50, name: str = "t.parquet") -> str:
@@ -286,19 +286,7 @@ def test_random_system_table_answers_fail_only_as_documented(tmp_path, answer):
 # the rows a failure names
 
 
-def _refusing(value: int):
-    """An EXECUTE answer: Invalid for the row whose int ``v`` (the last value) is ``value``;
-    no answer to any later row."""
-    refused = []
-
-    def answer(n: int, body: bytes):
-        if refused:
-            return "silent"
-        if struct.unpack_from(">i", body, len(body) - 4)[0] == value:
-            refused.append(n)
-            return error(0x2200, f"row with v={value} refused")
-        return None
-    return answer
+_refusing = refusing
 
 
 def test_a_refused_row_of_a_take_is_named_as_the_files_row_and_its_place(tmp_path):

@@ -55,6 +55,11 @@ class SinkConfig:
                 raise ValueError(f"{name} is not an option of a sink: its tasks run on many "
                                  f"machines, with no one rejected file (load_parquet and "
                                  f"bulkwire load take it)")
+        for name in ("max_rows_per_second", "max_bytes_per_second", "report"):
+            if getattr(self.options, name, None) is not None:
+                raise ValueError(f"{name} is a load's own (its processes share one schedule "
+                                 f"and one report), not a sink's: each task of an engine is a "
+                                 f"load of its own")
         if self.described is not None:
             given = [name for name in ("url", "database", "certificate", "ca")
                      if getattr(self, name) is not None]

@@ -91,7 +91,9 @@ OPTIONS = {"url": "--url", "database": "--database", "certificate": "--certifica
            "workers": "--workers", "threads": "--threads", "resume": "--resume",
            "rows": "--rows", "dim": "--dim", "seed": "--seed", "row_group_rows": "--row-group",
            "id_start": "--id-start", "consistency": "--consistency",
-           "max_errors": "--max-errors", "rejected": "--rejected", "dry_run": "--dry-run"}
+           "max_errors": "--max-errors", "rejected": "--rejected", "dry_run": "--dry-run",
+           "max_rows_per_second": "--max-rate", "max_bytes_per_second": "--max-bytes-rate",
+           "report": "--report"}
 
 #: An error of the Python API that begins by naming its argument: ``compress='zstd': ...``,
 #: ``columns[2] is ...``, ``batch_rows must be ...``, ``take needs ...``, ``database is required ...``.
@@ -167,6 +169,37 @@ def _non_negative_int(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"must not be negative, not {value}")
     return value
+
+
+#: The units a size may end with (``50MB``, ``1GiB``, ``512k``): powers of 1000 without an
+#: ``i``, of 1024 with one; ``K``/``M``/``G``/``T`` alone are powers of 1000.
+_SIZE_UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "kib": 2**10, "m": 10**6, "mb": 10**6,
+               "mib": 2**20, "g": 10**9, "gb": 10**9, "gib": 2**30, "t": 10**12,
+               "tb": 10**12, "tib": 2**40}
+_SIZE = re.compile(r"^\s*(?P<number>\d+(?:\.\d+)?|\.\d+)\s*(?P<unit>[a-zA-Z]*)\s*$")
+
+
+def parse_size(text: str) -> int:
+    """A size in bytes from text: ``1048576``, ``50MB`` (10**6), ``1GiB`` (2**30), ``1.5M``.
+
+    >>> parse_size("50MB"), parse_size("1GiB"), parse_size("512")
+    (50000000, 1073741824, 512)
+    """
+    found = _SIZE.match(text)
+    unit = found["unit"].lower() if found is not None else None
+    if found is None or unit not in _SIZE_UNITS:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (a number of bytes, or one with "
+                                         f"a unit: 50MB, 1GiB)")
+    return int(float(found["number"]) * _SIZE_UNITS[unit])
+
+
+def _rate(text: str) -> float:
+    """A rate of rows per second (``--max-rate``): a number (the load judges its range)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    return int(value) if value.is_integer() else value
 
 
 def _int(text: str) -> int:
@@ -314,7 +347,8 @@ def _source(args: argparse.Namespace) -> str | list:
 #: ``bulkwire load``'s options that are :class:`bulkwire.LoadOptions` fields (the argparse
 #: dest of each is the field's name)
 LOAD_OPTION_ARGUMENTS = ("collection", "id_column", "id_prefix", "vector_column", "compress",
-                         "float32", "batch_rows", "max_errors", "rejected", "dry_run")
+                         "float32", "batch_rows", "max_errors", "rejected", "dry_run",
+                         "max_rows_per_second", "max_bytes_per_second", "report")
 
 
 def _load_options(args: argparse.Namespace, columns: list | None):
@@ -456,6 +490,13 @@ def cmd_load(args: argparse.Namespace) -> int:
     if args.key is not None and args.certificate is None:
         args.parser.error("--key needs --certificate")
     options = _load_options(args, columns)
+    if options.report is not None:  # before any file is read or request sent
+        from .load.report import check_writable
+
+        try:
+            check_writable(options.report)
+        except ValueError as exc:
+            args.parser.error(f"--{exc}")
     certificate = args.certificate if args.key is None else (args.certificate, args.key)
     progress = sys.stderr.isatty() if args.progress is None else args.progress
     url = None
@@ -723,6 +764,16 @@ def build_parser() -> argparse.ArgumentParser:
     load.add_argument("--dry-run", action="store_true", default=defaults.dry_run,
                       help="read and check every row against the target, set the refused "
                            "ones aside (to --rejected, if given); send and write nothing")
+    load.add_argument("--max-rate", dest="max_rows_per_second", type=_rate, metavar="ROWS",
+                      help="send at most ROWS rows per second, over every worker, thread and "
+                           "node together (docs/operations.md)")
+    load.add_argument("--max-bytes-rate", dest="max_bytes_per_second", type=parse_size,
+                      metavar="SIZE", help="send at most SIZE bytes of requests per second "
+                                           "(50MB, 1GiB), over the whole load")
+    load.add_argument("--report", metavar="FILE.json",
+                      help="write the run report (what was loaded and confirmed, the options, "
+                           "the target without credentials, the build) to FILE.json, also when "
+                           "the load fails")
     load.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                       help="draw a progress bar on stderr (default: when stderr is a terminal)")
     load.add_argument("-q", "--quiet", action="store_true",

@@ -41,6 +41,20 @@ RENAMED_CONSTANTS = {"DEFAULT_CHUNK_SIZE": "DEFAULT_BUFFER_SIZE"}
 __getattr__ = renamed_module_attributes(__name__, RENAMED_CONSTANTS)
 
 
+#: The rate limits and the values each may take (per second).
+RATE_RANGES = (("max_rows_per_second", 1, 1e9), ("max_bytes_per_second", 1024, 1e12))
+
+
+def _rate(value: Any, name: str, low: float, high: float) -> None:
+    """A rate limit: None, or a number from ``low`` to ``high``."""
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a number or None, not {type(value).__name__}")
+    if not low <= value <= high:  # NaN too
+        raise ValueError(f"{name} must be from {low:,} to {high:,.0f} per second, not {value!r}")
+
+
 @renamed_fields(**RENAMED_OPTIONS)
 @dataclass(frozen=True)
 class LoadOptions:
@@ -81,6 +95,12 @@ class LoadOptions:
     rejected: Optional[str] = None
     #: read and check every row against the target, send and write nothing
     dry_run: bool = False
+    #: the load's rate limits, over every worker process, thread and node together (None:
+    #: none); see docs/operations.md
+    max_rows_per_second: Optional[float] = None
+    max_bytes_per_second: Optional[float] = None
+    #: where the run report (JSON) is written, whether the load succeeds or fails (None: none)
+    report: Optional[str] = None
 
     def __post_init__(self) -> None:
         checked = check_document_options({name: getattr(self, name) for name in DOCUMENT_OPTIONS})
@@ -99,6 +119,14 @@ class LoadOptions:
                     raise ValueError(f"columns[{i}] is an empty column name")
             object.__setattr__(self, "columns", columns)
         _positive(self.batch_rows, "batch_rows", optional=True)
+        for name, low, high in RATE_RANGES:
+            _rate(getattr(self, name), name, low, high)
+        if self.report is not None:
+            if not isinstance(self.report, (str, os.PathLike)):
+                raise TypeError(f"report must be a path or None, not {type(self.report).__name__}")
+            object.__setattr__(self, "report", os.fspath(self.report))
+            if not self.report:
+                raise ValueError("report must not be an empty path")
         object.__setattr__(self, "max_errors", check_max_errors(self.max_errors))
         if self.rejected is not None:
             rejected = os.fspath(self.rejected)

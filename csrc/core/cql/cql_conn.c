@@ -446,6 +446,8 @@ static int take_frame(run_state *rs, const bw_cql_header *h, const uint8_t *body
             s->attempts < rs->options->max_retries) {
             s->attempts++;
             rs->outcome->retries++;
+            if (e.code == BW_CQL_ERR_OVERLOADED)
+                rs->outcome->overloaded++;
             s->state = SLOT_BACKOFF;
             rs->sent--;
             s->due = now_ms() + backoff(rs->options, s->attempts);

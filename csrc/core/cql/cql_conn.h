@@ -167,6 +167,7 @@ typedef struct {
                           is refused, not taken) */
     uint64_t answered;
     uint64_t retries;
+    uint64_t overloaded; /* of the retries, those after an Overloaded answer */
     uint64_t *unanswered;
     size_t unanswered_count;
     int has_failed_tag;

@@ -161,6 +161,7 @@ typedef struct {
     PyObject *tls;    /* the TlsContext whose configuration the connection uses, or NULL */
     PyObject *cancel; /* the CqlCancel its waits watch, or NULL: held while conn is open */
     bw_guard guard;   /* busy: a call runs with the GIL released */
+    unsigned long long overloaded; /* requests re-sent after an Overloaded answer, in all */
 } CqlConnectionObject;
 
 /* Sets key in dict to a new reference `value` (consumed). 0 or -1. */
@@ -525,6 +526,7 @@ static PyObject *run_bodies_now(CqlConnectionObject *self, run_bodies *b, int wi
     int rc = bw_cql_run(self->conn, &ro, bodies_produce, bodies_consume, b, &outcome, &status);
     PyEval_RestoreThread(b->watch.released);
     bw_guard_leave(&self->guard);
+    self->overloaded += (unsigned long long)outcome.overloaded;
     if (b->watch.interrupted) {
         /* the handler's exception (KeyboardInterrupt) stands; the connection is broken */
         assert(PyErr_Occurred());
@@ -735,6 +737,12 @@ static PyObject *CqlConnection_get_closed(CqlConnectionObject *self, void *closu
     return PyBool_FromLong(self->conn == NULL);
 }
 
+/* The requests this connection re-sent after an Overloaded answer: a new reference. */
+static PyObject *CqlConnection_get_overloaded(CqlConnectionObject *self, void *closure) {
+    (void)closure;
+    return PyLong_FromUnsignedLongLong(self->overloaded);
+}
+
 static PyMethodDef CqlConnection_methods[] = {
     {"request", (PyCFunction)CqlConnection_request, METH_VARARGS,
      "request(opcode, body) -> (opcode, bytes): one request, its answer (not retried)."},
@@ -765,6 +773,8 @@ static PyGetSetDef CqlConnection_getset[] = {
     {"authenticator", (getter)CqlConnection_get_authenticator, NULL,
      "the authenticator class the server named, or ''", NULL},
     {"closed", (getter)CqlConnection_get_closed, NULL, "whether close() was called", NULL},
+    {"overloaded", (getter)CqlConnection_get_overloaded, NULL,
+     "requests re-sent after an Overloaded answer, over every run so far", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

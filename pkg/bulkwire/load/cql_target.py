@@ -590,6 +590,8 @@ class _CqlSession:
                      if len(self.nodes) > 1 else None)
         self.body_bytes = self.wire_bytes = 0
         self.retries = 0
+        #: of the retries, those after an "overloaded" answer
+        self.overloaded = 0
 
     #: with rejected rows (``max_errors``), called with the batch's row a node refused and
     #: why, before the batch's other rows go on; None: a refused row fails the load
@@ -631,8 +633,13 @@ class _CqlSession:
     def _run(self, node: int, encoded: list, rows: Any) -> tuple[int, int]:
         bodies, ends, _, _, p = encoded
         conn = self._conn(node, p.id, p.names)
-        return conn.run_packed(_core.CQL_OP_EXECUTE, bodies, ends, rows,
-                               window=self.target.window, max_retries=self.target.retries)
+        before = conn.overloaded
+        try:
+            return conn.run_packed(_core.CQL_OP_EXECUTE, bodies, ends, rows,
+                                   window=self.target.window, max_retries=self.target.retries)
+        finally:
+            with self.lock:
+                self.overloaded += conn.overloaded - before
 
     def store(self, encoded: list, rows: int) -> int:
         """Sends one batch's rows, each to the first replica of its token in the local data

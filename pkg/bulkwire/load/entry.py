@@ -11,7 +11,7 @@ import pickle
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence, cast
 
 from ..errors import _mark_unconfirmed, _name_source_rows
@@ -20,9 +20,12 @@ from .datasets import (_as_reader, _empty_batch, _check_schemas, _dataset_files,
                        RESUME_UNIT_ROWS, _taken_batches, _Unit, _units)
 from .interface import ResumableTarget, TargetDescription
 from .resume import _ResumeState
-from .pipeline import _default_batch_rows, _encoded_in_order, _Job, _one_request, _send
+from .pipeline import (_count_session, _default_batch_rows, _encoded_in_order, _Job,
+                       _one_request, _send)
 from .workers import _run_workers, _share
-from ..compression import compress_encoding
+from .rates import RateLimit, capped_batch_rows
+from .report import (build_facts, check_writable, options_facts, result_facts, summary_line,
+                     target_facts, write_report)
 from .._deprecated import renamed_keywords, warn_deprecated
 from ..load_options import RENAMED_OPTIONS, LoadOptions
 
@@ -49,6 +52,14 @@ class LoadResult:
     rejected_path: str | None = None
     #: a dry run: the rows were read and checked, nothing was sent or written
     dry_run: bool = False
+    #: requests sent again after a passing refusal (CQL: overloaded, write timeout,
+    #: unavailable), and of them those after an "overloaded" answer
+    retries: int = 0
+    overloaded: int = 0
+    #: the source rows the target confirmed and those it did not, as ``(file, first row,
+    #: stop row)`` ranges (a load of files; adjacent ranges merged)
+    confirmed: list = field(default_factory=list)
+    unconfirmed: list = field(default_factory=list)
 
     @property
     def rows_per_second(self) -> float:
@@ -59,23 +70,8 @@ class LoadResult:
         return self.body_bytes / self.seconds / 1e6 if self.seconds > 0 else float("inf")
 
     def summary(self) -> str:
-        wire = f" ({self.wire_bytes:,} {compress_encoding(self.compress)})" if self.compress else ""
-        workers = f" by {self.workers} worker processes" if self.workers > 1 else ""
-        skipped = (f"; {self.skipped_rows:,} rows confirmed by an earlier run were not sent again"
-                   if self.skipped_rows else "")
-        rejected = ""
-        if self.rejected_rows or self.rejected_path is not None:
-            where = (f", written to {self.rejected_path}" if self.rejected_path is not None
-                     else "")
-            rejected = f"; {self.rejected_rows:,} rows rejected{where}"
-        if self.dry_run:
-            return (f"dry run: checked {self.rows:,} good rows from {self.source} for "
-                    f"{self.target}{workers} in {self.seconds:.2f} s, nothing sent or "
-                    f"written{rejected}")
-        return (f"loaded {self.rows:,} rows from {self.source} into {self.target}{workers}: "
-                f"{self.body_bytes:,} bytes{wire} in {self.seconds:.2f} s, "
-                f"{self.rows_per_second:,.0f} rows/s, {self.mb_per_second:,.1f} MB/s{skipped}"
-                f"{rejected}")
+        """One line, made from the data of the run report (:mod:`bulkwire.load.report`)."""
+        return summary_line(result_facts(self))
 
 
 class _Progress:
@@ -89,7 +85,9 @@ class _Progress:
         self.last = 0.0
         self.drawn = False
 
-    def update(self, rows: int, body_bytes: int, final: bool = False) -> None:
+    def update(self, rows: int, body_bytes: int, final: bool = False, rejected: int = 0) -> None:
+        """Redraws the line: rows (of the total, with the time left, when it is known), rate,
+        MB/s, and the rows rejected once there are some."""
         now = time.perf_counter()
         if not final and now - self.last < 0.2:
             return
@@ -102,12 +100,26 @@ class _Progress:
             count = f"{rows:,}/{self.total:,} rows"
         else:
             bar, count = "", f"{rows:,} rows"
+        left = ""
+        if self.total and not final and rows:
+            left = f"  {_duration((self.total - min(rows, self.total)) * elapsed / rows)} left"
+        refused = f"  {rejected:,} rejected" if rejected else ""
         self.stream.write(f"\r{bar}{count}  {rows / elapsed:,.0f} rows/s  "
-                          f"{body_bytes / elapsed / 1e6:,.1f} MB/s ")
+                          f"{body_bytes / elapsed / 1e6:,.1f} MB/s{left}{refused} ")
         self.drawn = True
         if final:
             self.stream.write("\n")
         self.stream.flush()
+
+
+def _duration(seconds: float) -> str:
+    """``seconds`` for people: ``42s``, ``3m05s``, ``2h07m``."""
+    seconds = int(seconds + 0.5)
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
 
 
 def _count(value: Any, name: str, default: int) -> int:
@@ -122,17 +134,25 @@ class _Report:
     """Adds up the batches of every worker for ``progress`` (the bar, or the caller's
     callable, called with the running totals)."""
 
-    def __init__(self, progress: bool | Callable[[int, int], None], total: int | None) -> None:
+    def __init__(self, progress: bool | Callable[[int, int], None], total: int | None,
+                 rejected: Callable[[], int] | None = None) -> None:
         self.rows = self.body = 0
+        #: counts the rows the load rejected so far (shown once there are some)
+        self._rejected = rejected
         self.total = total
         self.bar = _Progress(total) if progress is True else None
         self.callback = progress if callable(progress) else None
+
+    @property
+    def rejected(self) -> int:
+        return self._rejected() if self._rejected is not None else 0
 
     def __call__(self, rows: int, body: int) -> None:
         self.rows += rows
         self.body += body
         if self.bar is not None and (self.total is None or self.rows < self.total):
-            self.bar.update(self.rows, self.body)  # the final line is drawn once, at the end
+            # the final line is drawn once, at the end
+            self.bar.update(self.rows, self.body, rejected=self.rejected)
         if self.callback is not None:
             self.callback(self.rows, self.body)
 
@@ -140,7 +160,7 @@ class _Report:
         if self.bar is None:
             return
         if ok:
-            self.bar.update(self.rows, body, final=True)
+            self.bar.update(self.rows, body, final=True, rejected=self.rejected)
         elif self.bar.drawn:
             self.bar.stream.write("\n")
 
@@ -283,6 +303,8 @@ def _load(path: Any, target: TargetDescription | None, options: LoadOptions | No
     start = time.perf_counter()
     # every option checked (LoadOptions, the target's constructor) before anything is read
     target, options = _target_of(target, options, fields, entry, stacklevel)
+    if options.report is not None:
+        check_writable(options.report)
     workers = _count(workers, "workers", 1)
     # Two by default: an encoding thread validates a batch and writes its text into buffers
     # of the writers' pool, which the writer takes over without a copy, while this thread
@@ -309,6 +331,11 @@ def _load(path: Any, target: TargetDescription | None, options: LoadOptions | No
     plan = target.plan(schema, files[0] if files else source, options)
     batch_rows = (options.batch_rows if options.batch_rows is not None
                   else _default_batch_rows(schema, plan))
+    limited = options.max_rows_per_second or options.max_bytes_per_second
+    if limited:  # batches small enough for the schedule to follow the limit closely
+        batch_rows = capped_batch_rows(batch_rows, _default_batch_rows(schema, plan),
+                                       options.max_rows_per_second,
+                                       options.max_bytes_per_second)
     encode = target.encoder(schema, plan, options)
     # the columns' types, judged before any file is written or request made
     encode(_empty_batch(schema, plan.read_columns))
@@ -358,6 +385,9 @@ def _load(path: Any, target: TargetDescription | None, options: LoadOptions | No
         resumable = cast(ResumableTarget, target)
         state = _ResumeState(os.fspath(resume), files, groups,
                              resumable.resume_options(encode, options), resumable)
+    run: dict = {"counters": {}, "confirmed": []}
+    limit = (RateLimit.create(options.max_rows_per_second, options.max_bytes_per_second)
+             if limited else None)
     try:
         if state is not None and state.resumed:
             target = resumable.resuming()
@@ -365,20 +395,72 @@ def _load(path: Any, target: TargetDescription | None, options: LoadOptions | No
         # a session that fails is aborted (a file's output removed)
         job = _Job(target, encode, batch_rows, threads,
                    request_per_unit=target.request_per_unit(state is not None),
-                   rejects=spec, dry_run=options.dry_run)
+                   rejects=spec, dry_run=options.dry_run, limit=limit)
         if files is not None:
             # each unit's file must be read as it was planned from: its size and mtime
             job.identities = {f: footer[2] for f, footer in zip(files, footers)}
+        compress = getattr(target, "compress", False)
         if spec is None:
-            return _load_units(job, files, groups, state, workers, progress, source, where,
-                               start, reader, take, stream_rows,
-                               getattr(target, "compress", False))
-        return _load_rejecting(job, files, groups, state, workers, progress, source, where,
-                               start, reader, take, stream_rows,
-                               getattr(target, "compress", False), options)
+            result = _load_units(job, files, groups, state, workers, progress, source, where,
+                                 start, reader, take, stream_rows, compress, run=run)
+        else:
+            result = _load_rejecting(job, files, groups, state, workers, progress, source,
+                                     where, start, reader, take, stream_rows, compress,
+                                     options, run)
+    except BaseException as exc:
+        if options.report is not None:
+            failed = _partial_result(run, start, source, where, getattr(target, "compress", False),
+                                     workers, exc)
+            _write_report(options.report, failed, options, target, workers, threads, resume,
+                          take, exc)
+        raise
     finally:
         if state is not None:
             state.close()
+        if limit is not None:
+            limit.close()
+    if options.report is not None:
+        _write_report(options.report, result, options, target, workers, threads, resume, take,
+                      None)
+    return result
+
+
+def _partial_result(run: dict, start: float, source: str, where: str, compress: bool | str,
+                    workers: int, exc: BaseException) -> LoadResult:
+    """What a load that failed did, as a :class:`LoadResult` (for its report): the rows and
+    bytes sent, what was confirmed, and what the error says was not."""
+    report = run.get("report")
+    counters = run["counters"]
+    return LoadResult(rows=report.rows if report is not None else 0,
+                      body_bytes=report.body if report is not None else 0,
+                      wire_bytes=report.body if report is not None else 0,
+                      seconds=time.perf_counter() - start, source=source, target=where,
+                      compress=compress, skipped_rows=run.get("skipped", 0), workers=workers,
+                      retries=counters.get("retries", 0),
+                      overloaded=counters.get("overloaded", 0),
+                      confirmed=_merged(run["confirmed"]),
+                      unconfirmed=list(getattr(exc, "unconfirmed", None) or []))
+
+
+def _write_report(path: str, result: LoadResult, options: LoadOptions, target: Any,
+                  workers: int, threads: int, resume: Any, take: Any,
+                  error: BaseException | None) -> None:
+    """Writes the run report of a load (:mod:`bulkwire.load.report`) to ``path``."""
+    from .report import _scrubbed
+
+    status = ("completed" if error is None else
+              "interrupted" if isinstance(error, KeyboardInterrupt) else "failed")
+    data = {"status": status,
+            "error": None if error is None else _scrubbed(f"{type(error).__name__}: {error}"),
+            "notes": [_scrubbed(note) for note in getattr(error, "__notes__", None) or ()],
+            "summary": result.summary(),
+            "result": result_facts(result),
+            "options": options_facts(options, workers=workers, threads=threads,
+                                     resume=None if resume is None else os.fspath(resume),
+                                     take=None if take is None else len(take)),
+            "target": target_facts(target),
+            "bulkwire": build_facts()}
+    write_report(path, data)
 
 
 def _reject_spec(options: LoadOptions, schema: Any, plan: Any, total: int | None) -> Any:
@@ -400,7 +482,7 @@ def _reject_spec(options: LoadOptions, schema: Any, plan: Any, total: int | None
 def _load_rejecting(job: _Job, files: list[str] | None, groups: Any, state: Any,
                     workers: int, progress: Any, source: str, where: str, start: float,
                     reader: Any, take: Any, stream_rows: int | None, compress: bool | str,
-                    options: LoadOptions) -> LoadResult:
+                    options: LoadOptions, run: dict | None = None) -> LoadResult:
     """:func:`_load_units` for a load that sets refused rows aside (``max_errors``, a dry
     run): this process's rows rejected go to its log, each worker's to its own, and the
     logs are joined into the rejected file however the load ends (with ``resume``, a failed
@@ -412,6 +494,8 @@ def _load_rejecting(job: _Job, files: list[str] | None, groups: Any, state: Any,
         _prepare(spec, state)
     rejects = _Rejects(spec, "main")
     counted = [0]  # the workers' rejected rows
+    if run is not None:  # the progress line's count
+        run["rejected"] = lambda: rejects.count + counted[0]
 
     def on_rejected(n: int) -> None:
         counted[0] += n
@@ -422,7 +506,8 @@ def _load_rejecting(job: _Job, files: list[str] | None, groups: Any, state: Any,
     ok = False
     try:
         result = _load_units(job, files, groups, state, workers, progress, source, where,
-                             start, reader, take, stream_rows, compress, rejects, on_rejected)
+                             start, reader, take, stream_rows, compress, rejects, on_rejected,
+                             run)
         rejected = rejects.count + counted[0]
         if spec.limit is None and options.max_errors is not None:  # a fraction of a stream
             limit = max_errors_limit(options.max_errors, result.rows + rejected)
@@ -452,23 +537,29 @@ def _load_units(job: _Job, files: list[str] | None, groups: list[list[int]] | No
                 state: _ResumeState | None, workers: int, progress: Any, source: str,
                 where: str, start: float, reader: Any, take: Any, stream_rows: int | None,
                 compress: bool | str, rejects: Any = None,
-                on_rejected: Any = None) -> LoadResult:
+                on_rejected: Any = None, run: dict | None = None) -> LoadResult:
     """The sending half of :func:`load_parquet`, once its arguments are checked: Arrow data
     or ``take`` in one request from this process; files as units of work, by this process
     or by ``workers`` processes. An exception that escapes a load into a target whose
     sessions are confirmed each on its own (a server) carries, in a note and in its
-    ``unconfirmed`` attribute, the rows of the files that no request confirmed."""
+    ``unconfirmed`` attribute, the rows of the files that no request confirmed. ``run``
+    collects, for a report of a load that fails too, the progress, what the sessions counted
+    and the units confirmed."""
     ok = False
+    run = run if run is not None else {"counters": {}, "confirmed": []}
+    counters = run["counters"]
     if groups is None:
-        report = _Report(progress, stream_rows)
+        report = _Report(progress, stream_rows, run.get("rejected"))
+        run["report"] = report
         try:
-            rows, body, wire = _send_stream(job, reader, files, take, report, rejects)
+            rows, body, wire = _send_stream(job, reader, files, take, report, rejects, counters)
             ok = True
         finally:
             report.end(report.body, ok)
         return LoadResult(rows=rows, body_bytes=body, wire_bytes=wire,
                           seconds=time.perf_counter() - start, source=source, target=where,
-                          compress=compress)
+                          compress=compress, retries=counters.get("retries", 0),
+                          overloaded=counters.get("overloaded", 0))
 
     total = sum(map(sum, groups))
     skipped = state.skipped_rows() if state is not None else 0
@@ -480,20 +571,22 @@ def _load_units(job: _Job, files: list[str] | None, groups: list[list[int]] | No
         unit_rows = max(total, 1)
     units = _units(files, groups, state.ranges if state is not None else None,
                    max(1, unit_rows))
-    report = _Report(progress, total - skipped)
+    report = _Report(progress, total - skipped, run.get("rejected"))
+    run["report"], run["skipped"] = report, skipped
     unconfirmed = dict.fromkeys(units)  # in file order; a unit leaves once its request is answered
 
     def confirm(unit: _Unit) -> None:
         unconfirmed.pop(unit, None)
+        run["confirmed"].append(unit)
         if state is not None:
             state.confirm(unit)
 
     shares = _share(units, workers) if workers > 1 else [units]
     try:
         if len(shares) > 1:
-            rows, body, wire = _run_workers(job, shares, report, confirm, on_rejected)
+            rows, body, wire = _run_workers(job, shares, report, confirm, on_rejected, counters)
         else:
-            rows, body, wire = _send(job, units, report, confirm, None, rejects)
+            rows, body, wire = _send(job, units, report, confirm, None, rejects, counters)
         ok = True
     except BaseException as exc:
         if job.target.units:  # else one output, written whole or removed: nothing to say
@@ -503,18 +596,28 @@ def _load_units(job: _Job, files: list[str] | None, groups: list[list[int]] | No
         report.end(report.body if not ok else body, ok)
     return LoadResult(rows=rows, body_bytes=body, wire_bytes=wire,
                       seconds=time.perf_counter() - start, source=source, target=where,
-                      compress=compress, skipped_rows=skipped, workers=len(shares))
+                      compress=compress, skipped_rows=skipped, workers=len(shares),
+                      retries=counters.get("retries", 0), overloaded=counters.get("overloaded", 0),
+                      confirmed=_merged(run["confirmed"]))
+
+
+def _merged(units: list[_Unit]) -> list[tuple[str, int, int]]:
+    """``units`` as ``(file, first row, stop row)`` ranges, in file order, adjacent ones
+    merged."""
+    ranges: list[tuple[str, int, int]] = []
+    order = {path: i for i, path in enumerate(dict.fromkeys(u.path for u in units))}
+    for unit in sorted(units, key=lambda u: (order[u.path], u.first_row)):
+        if ranges and ranges[-1][0] == unit.path and ranges[-1][2] == unit.first_row:
+            ranges[-1] = (unit.path, ranges[-1][1], unit.first_row + unit.rows)
+        else:
+            ranges.append((unit.path, unit.first_row, unit.first_row + unit.rows))
+    return ranges
 
 
 def _note_unconfirmed(exc: BaseException, units: list[_Unit], rows: int) -> None:
     """Says on ``exc`` which rows no request confirmed: ``exc.unconfirmed``, a list of
     ``(file, first row, stop row)`` (adjacent units merged), and a note listing them."""
-    ranges: list[tuple[str, int, int]] = []
-    for unit in units:
-        if ranges and ranges[-1][0] == unit.path and ranges[-1][2] == unit.first_row:
-            ranges[-1] = (unit.path, ranges[-1][1], unit.first_row + unit.rows)
-        else:
-            ranges.append((unit.path, unit.first_row, unit.first_row + unit.rows))
+    ranges = _merged(units)
     missing = sum(stop - first for _, first, stop in ranges)
     listed = ", ".join(f"{name!r} rows {first}-{stop - 1}" for name, first, stop in ranges[:5])
     more = f", and {len(ranges) - 5} more ranges" if len(ranges) > 5 else ""
@@ -524,7 +627,8 @@ def _note_unconfirmed(exc: BaseException, units: list[_Unit], rows: int) -> None
 
 
 def _send_stream(job: _Job, reader: Any, files: list[str] | None, take: Any,
-                 report: _Report, rejects: Any = None) -> tuple[int, int, int]:
+                 report: _Report, rejects: Any = None,
+                 counters: dict | None = None) -> tuple[int, int, int]:
     """Arrow data, or a file's rows at ``take``: one request, in this process."""
     plan = job.encode.plan
     if take is not None:
@@ -546,9 +650,12 @@ def _send_stream(job: _Job, reader: Any, files: list[str] | None, take: Any,
 
     try:
         target = job.open()
-        rows = _one_request(target, _encoded_in_order(batches, job.encode, source, plan, pool,
-                                                      job.threads, idx, 0, rejects),
-                            pool, on_batch, None, rejects)
+        try:
+            rows = _one_request(target, _encoded_in_order(batches, job.encode, source, plan,
+                                                          pool, job.threads, idx, 0, rejects),
+                                pool, on_batch, None, rejects, job.limit)
+        finally:
+            _count_session(counters, target)
     except Exception as exc:
         if idx is not None and job.target.units:
             _note_take_unconfirmed(exc, source, idx, stored)

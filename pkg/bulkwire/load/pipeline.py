@@ -272,6 +272,20 @@ class _Job:
 
             return _DrySession()
         return self.target.open()
+    #: the load's rate limits, shared by every process (None: no limit)
+    limit: Any = None
+
+
+#: What a session may count besides its rows and bytes (attributes of its own, read once it
+#: ends): answers sent again, and "overloaded" answers among them.
+SESSION_COUNTERS = ("retries", "overloaded")
+
+
+def _count_session(counters: dict | None, session: Any) -> None:
+    """Adds what ``session`` counted (:data:`SESSION_COUNTERS`) into ``counters``."""
+    if counters is not None:
+        for name in SESSION_COUNTERS:
+            counters[name] = counters.get(name, 0) + getattr(session, name, 0)
 
 
 class _Stopped(Exception):
@@ -280,11 +294,13 @@ class _Stopped(Exception):
 
 def _one_request(target: TargetSession, encoded: Iterable[tuple[Any, int]], pool: Any,
                  on_batch: Callable[[int, int], None], stop: Any = None,
-                 rejects: Any = None) -> int:
+                 rejects: Any = None, limit: Any = None) -> int:
     """Stores every encoded batch ``(encoded, rows)`` into ``target`` and closes it: one
     request, complete, or aborted (the encoders stopped first) and the error raised, so that
     the server never sees a request end normally with batches missing. The rows sent.
-    With ``rejects``, a batch that lost refused rows comes as a ``rejects._Kept``."""
+    With ``rejects``, a batch that lost refused rows comes as a ``rejects._Kept``. With
+    ``limit`` (a :class:`~bulkwire.load.rates.RateLimit`), each batch waits for its rows'
+    turn before it is stored, and for its bytes' after."""
     rows = 0
     batch = None
     if rejects is not None:
@@ -293,6 +309,10 @@ def _one_request(target: TargetSession, encoded: Iterable[tuple[Any, int]], pool
         for batch, n in encoded:
             if stop is not None and stop.is_set():
                 raise _Stopped
+            if limit is not None:
+                limit.reserve_rows(n, stop)
+                if stop is not None and stop.is_set():
+                    raise _Stopped
             if rejects is not None and isinstance(batch, _Kept):
                 n, added = _store_kept(target, batch, n, rejects)
             else:
@@ -300,6 +320,8 @@ def _one_request(target: TargetSession, encoded: Iterable[tuple[Any, int]], pool
             batch = None
             rows += n
             on_batch(n, added)
+            if limit is not None:
+                limit.spent_bytes(added, stop)
         target.close()
     except BaseException:
         _discard(batch)
@@ -347,11 +369,12 @@ def _discard_encoded(item: tuple[Any, int]) -> None:
 
 def _send(job: _Job, units: Sequence[_Unit], on_batch: Callable[[int, int], None],
           on_confirmed: Callable[[_Unit], None], stop: Any = None,
-          rejects: Any = None) -> tuple[int, int, int]:
+          rejects: Any = None, counters: dict | None = None) -> tuple[int, int, int]:
     """Sends ``units`` (one request each with ``request_per_unit``, else one for all), each
     request a session of ``job.target``; ``on_confirmed`` after each request the target
     confirmed. Refused rows go to ``rejects`` (a ``rejects._Rejects``), when given.
-    (rows, body, wire bytes)."""
+    (rows, body, wire bytes); what each session counted is added to ``counters``
+    (:data:`SESSION_COUNTERS`), whether it succeeded or not."""
     rows = body = wire = 0
     pool = (ThreadPoolExecutor(job.threads, thread_name_prefix="bulkwire-encode")
             if job.threads > 1 else None)
@@ -367,7 +390,10 @@ def _send(job: _Job, units: Sequence[_Unit], on_batch: Callable[[int, int], None
             except BaseException:
                 encoded.close()
                 raise
-            rows += _one_request(target, encoded, pool, on_batch, stop, rejects)
+            try:
+                rows += _one_request(target, encoded, pool, on_batch, stop, rejects, job.limit)
+            finally:
+                _count_session(counters, target)
             body += target.body_bytes
             wire += target.wire_bytes
             for unit in group:

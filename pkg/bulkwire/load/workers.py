@@ -43,11 +43,12 @@ def _worker_main(job: _Job, units: list[_Unit], worker: int, messages: Any, stop
                  parent: int) -> None:
     """A worker process: sends its units and reports to the parent through ``messages``, the
     write end of a pipe of its own: ("started", worker) first, ("batch", worker, rows, body),
-    ("confirmed", worker, unit), then ("done", worker, rows, body, wire) or ("error", worker,
-    pickled error or None, text). A parent that is gone ends the worker at its next message
-    (a broken pipe) or batch (:class:`_StopOrOrphaned`). With rejected rows (``job.rejects``),
-    the worker writes them to a log of its own and says how many before each batch's
-    message: ("rejected", worker, rows)."""
+    ("confirmed", worker, unit), ("counters", worker, what its sessions counted), then
+    ("done", worker, rows, body, wire) or ("error", worker, pickled error or None, text). A
+    parent that is gone ends the worker at its next message (a broken pipe) or batch
+    (:class:`_StopOrOrphaned`). With rejected rows (``job.rejects``), the worker writes them
+    to a log of its own and says how many before each batch's message: ("rejected", worker,
+    rows)."""
     import pickle
     import signal
 
@@ -71,13 +72,17 @@ def _worker_main(job: _Job, units: list[_Unit], worker: int, messages: Any, stop
             tell_rejected()
             messages.send(("confirmed", worker, unit))
 
+        counters: dict = {}
         try:
             if job.rejects is not None:
                 from .rejects import _Rejects
 
                 rejects = _Rejects(job.rejects, f"w{worker}")
-            rows, body, wire = _send(job, units, on_batch, on_confirmed,
-                                     _StopOrOrphaned(stop, parent), rejects)
+            try:
+                rows, body, wire = _send(job, units, on_batch, on_confirmed,
+                                         _StopOrOrphaned(stop, parent), rejects, counters)
+            finally:
+                messages.send(("counters", worker, counters))
             tell_rejected()
         except _Stopped:
             messages.send(("stopped", worker))
@@ -121,9 +126,11 @@ def _share(units: list[_Unit], workers: int) -> list[list[_Unit]]:
 
 def _run_workers(job: _Job, shares: list[list[_Unit]], on_batch: Callable[[int, int], None],
                  on_confirmed: Callable[[_Unit], None],
-                 on_rejected: Callable[[int], None] | None = None) -> tuple[int, int, int]:
+                 on_rejected: Callable[[int], None] | None = None,
+                 counters: dict | None = None) -> tuple[int, int, int]:
     """Runs one spawned process per share; (rows, body, wire) once all succeeded. The first
-    failure (or Ctrl-C, or a worker that dies) stops the others and raises.
+    failure (or Ctrl-C, or a worker that dies) stops the others and raises. What the
+    workers' sessions counted is added into ``counters``.
 
     Each worker writes to a pipe of its own, and the parent waits on all of them at once: a
     worker that dies (killed, crashed) closes its pipe, which the parent sees at once, even
@@ -175,6 +182,10 @@ def _run_workers(job: _Job, shares: list[list[_Unit]], on_batch: Callable[[int, 
                     on_confirmed(message[2])
                 elif kind == "rejected" and on_rejected is not None:
                     on_rejected(message[2])
+                elif kind == "counters":
+                    if counters is not None:
+                        for name, value in message[2].items():
+                            counters[name] = counters.get(name, 0) + value
                 elif kind == "done":
                     finished[worker] = message[2:]
                 elif kind == "error":
