@@ -270,26 +270,51 @@ static int64_t *grow_i64(bw_buf *b, int64_t n) {
     return p;
 }
 
+/* Marks the bound columns whose indexes the sequence `unset` holds: their nulls are written
+   unset. 0, or -1 with an exception (an item that is not the index of a bound column). */
+static int set_unset(bound_columns *b, PyObject *unset) {
+    PyObject *seq = PySequence_Fast(unset, "unset must be a sequence of int"); /* new */
+    if (seq == NULL)
+        return -1;
+    int rc = -1;
+    for (Py_ssize_t k = 0; k < PySequence_Fast_GET_SIZE(seq); k++) {
+        long v = PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, k));
+        if (v == -1 && PyErr_Occurred())
+            goto cleanup;
+        if (v < 0 || v >= b->n) {
+            PyErr_Format(PyExc_ValueError, "unset[%zd] = %ld is not the index of a bound "
+                         "column (0 to %zd)", k, v, b->n - 1);
+            goto cleanup;
+        }
+        b->cols[v].null_unset = 1;
+    }
+    rc = 0;
+cleanup:
+    Py_DECREF(seq);
+    return rc;
+}
+
 /* cql_execute_bodies(batch, prepared_id, names, types, pk_indexes, consistency, *,
-   first_row=0, serial_consistency=0, timestamp=None) -> (bodies, ends, tokens).
+   first_row=0, serial_consistency=0, timestamp=None, unset=()) -> (bodies, ends, tokens).
    Every row of the Arrow record batch / table / stream as the body of an EXECUTE of the
    prepared statement `prepared_id`, binding column names[i] (CQL type types[i]) to bind
-   marker i. bodies: a bytearray of the bodies back to back; ends: bytes of native int64,
-   the end of each row's body in bodies; tokens: bytes of native int64, each row's partition
-   token (None when pk_indexes is empty). The GIL is released over the rows. Returns a new
+   marker i; a null of marker unset[k] is written unset (length -2), not null. bodies: a
+   bytearray of the bodies back to back; ends: bytes of native int64, the end of each row's
+   body in bodies; tokens: bytes of native int64, each row's partition token (None when
+   pk_indexes is empty). The GIL is released over the rows. Returns a new
    reference. */
 static PyObject *module_cql_execute_bodies(PyObject *self, PyObject *args, PyObject *kwargs) {
     (void)self;
     static char *kwlist[] = {"batch", "prepared_id", "names", "types", "pk_indexes",
                              "consistency", "first_row", "serial_consistency", "timestamp",
-                             NULL};
-    PyObject *batch, *names, *types, *pk_indexes, *timestamp = Py_None;
+                             "unset", NULL};
+    PyObject *batch, *names, *types, *pk_indexes, *timestamp = Py_None, *unset = NULL;
     Py_buffer id = {0};
     int consistency, serial = 0;
     long long first_row = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "Oy*OOOi|$LiO:cql_execute_bodies", kwlist,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "Oy*OOOi|$LiOO:cql_execute_bodies", kwlist,
                                      &batch, &id, &names, &types, &pk_indexes, &consistency,
-                                     &first_row, &serial, &timestamp))
+                                     &first_row, &serial, &timestamp, &unset))
         return NULL;
     bw_arrow_source src;
     bound_columns b;
@@ -331,6 +356,8 @@ static PyObject *module_cql_execute_bodies(PyObject *self, PyObject *args, PyObj
             st.n_columns = (int)b.n;
             st.pk = b.pk;
             st.n_pk = b.n_pk;
+            if (unset != NULL && set_unset(&b, unset) < 0)
+                goto cleanup;
         }
         char err[300];
         for (Py_ssize_t i = 0; i < b.n; i++) {
@@ -658,9 +685,9 @@ static PyMethodDef cql_functions[] = {
     {"cql_execute_bodies", (PyCFunction)(void (*)(void))module_cql_execute_bodies,
      METH_VARARGS | METH_KEYWORDS,
      "cql_execute_bodies(batch, prepared_id, names, types, pk_indexes, consistency, *, "
-     "first_row=0, serial_consistency=0, timestamp=None) -> (bytearray bodies, bytes ends, "
-     "bytes tokens or None)\n\nEvery row of an Arrow batch as an EXECUTE body (protocol v4) "
-     "of the prepared statement, with its partition token (native int64 arrays)."},
+     "first_row=0, serial_consistency=0, timestamp=None, unset=()) -> (bytearray bodies, "
+     "bytes ends, bytes tokens or None)\n\nEvery row of an Arrow batch as an EXECUTE body "
+     "(protocol v4) of the prepared statement, with its partition token (native int64 arrays)."},
     {"cql_check_schema", module_cql_check_schema, METH_VARARGS,
      "cql_check_schema(schema, names, types): raises SchemaMismatchError naming the first "
      "column whose Arrow type cannot be bound to its CQL type."},
