@@ -498,6 +498,30 @@ class CqlDescription(DescriptionDefaults):
         _, answer = conn.request(_core.CQL_OP_PREPARE, _core.cql_prepare_body(self.insert(names)))
         return Prepared.from_result(answer)
 
+    def column_types(self, names: Sequence[str]) -> dict:
+        """The Arrow type each of the table's columns ``names`` takes a constant value as
+        (:mod:`bulkwire.load.mapping`: the value converted once), read from
+        ``system_schema.columns``; None for a type without one here (the schema check
+        judges it). ``ValueError`` naming a name that is not a column of the table."""
+        pa = _pyarrow()
+        arrow = {"tinyint": pa.int8(), "smallint": pa.int16(), "int": pa.int32(),
+                 "bigint": pa.int64(), "float": pa.float32(), "double": pa.float64(),
+                 "boolean": pa.bool_(), "text": pa.string(), "varchar": pa.string(),
+                 "ascii": pa.string(), "blob": pa.binary(), "timestamp": pa.timestamp("ms"),
+                 "date": pa.date32(), "uuid": pa.binary(16), "timeuuid": pa.binary(16)}
+        conn, _ = self.contact()
+        with conn:
+            result = self.query(conn, "SELECT column_name, type FROM system_schema.columns "
+                                      f"WHERE keyspace_name = {_literal(self.keyspace)} AND "
+                                      f"table_name = {_literal(self.table)}")
+            with _answer_to(conn, "system_schema.columns"):
+                types = {_text(row[0]): _text(row[1]) for row in result["rows"]}
+        for name in names:
+            if name not in types:
+                raise ValueError(f"constant column {name!r} is not a column of "
+                                 f"{self.keyspace}.{self.table}")
+        return {name: arrow.get(types[name].strip().lower()) for name in names}
+
     # -------------------------------------------------------------------- TargetDescription
 
     def plan(self, schema: Any, source: str, options: LoadOptions) -> _CqlPlan:

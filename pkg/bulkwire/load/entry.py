@@ -18,6 +18,7 @@ from ..errors import _mark_unconfirmed, _name_source_rows
 from .._arrow import PathLike, _pyarrow
 from .datasets import (_as_reader, _empty_batch, _check_schemas, _dataset_files, _file_footer, _reader_batches,
                        RESUME_UNIT_ROWS, _taken_batches, _Unit, _units)
+from . import mapping
 from .interface import ResumableTarget, TargetDescription
 from .resume import _ResumeState
 from .pipeline import _default_batch_rows, _encoded_in_order, _Job, _one_request, _send
@@ -285,11 +286,22 @@ def _load(path: Any, target: TargetDescription | None, options: LoadOptions | No
     else:
         schema = reader.schema
         source = f"a {type(path).__module__.split('.')[0]}.{type(path).__name__}"
-    # the target judges the schema with the load's options (and makes its encoder of them)
-    plan = target.plan(schema, files[0] if files else source, options)
+    # the target judges the schema with the load's options (and makes its encoder of them);
+    # with a mapping or constants, the schema and options in the target's names
+    named = files[0] if files else source
+    if mapping.active(options):
+        seen, given, constants = mapping.mapped(schema, options, target, named)
+        try:
+            plan = target.plan(seen, named, given)
+        except (ValueError, TypeError) as exc:
+            raise mapping.explained(exc, options)
+        encode = mapping.wrapped(target.encoder(seen, plan, given), options, constants)
+        plan = encode.plan
+    else:
+        plan = target.plan(schema, named, options)
+        encode = target.encoder(schema, plan, options)
     batch_rows = (options.batch_rows if options.batch_rows is not None
                   else _default_batch_rows(schema, plan))
-    encode = target.encoder(schema, plan, options)
     # the columns' types, judged before any file is written or request made
     encode(_empty_batch(schema, plan.read_columns))
 
@@ -328,8 +340,11 @@ def _load(path: Any, target: TargetDescription | None, options: LoadOptions | No
     state = None
     if resume is not None:  # a target with units (checked above): a ResumableTarget
         resumable = cast(ResumableTarget, target)
-        state = _ResumeState(os.fspath(resume), files, groups,
-                             resumable.resume_options(encode, options), resumable)
+        recorded = resumable.resume_options(encode, options)
+        if mapping.active(options):  # the rows written from other columns are other rows
+            recorded = {**recorded, "mapping": [list(pair) for pair in options.columns or ()],
+                        "constants": [list(pair) for pair in options.constants or ()]}
+        state = _ResumeState(os.fspath(resume), files, groups, recorded, resumable)
     try:
         if state is not None and state.resumed:
             target = resumable.resuming()
