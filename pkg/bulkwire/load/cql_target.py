@@ -287,8 +287,13 @@ def _per_row(batch: Any, name: str, option: str, row_base: int) -> Any:
         low, high = -(1 << 63) // scale, ((1 << 63) - 1) // scale
     if column.null_count < len(column):
         bounds = pc.min_max(column)
-        if bounds["min"].as_py() < low or bounds["max"].as_py() > high:
-            row = pc.index(pc.or_(pc.less(column, low), pc.greater(column, high)), True).as_py()
+        least, most = bounds["min"].as_py(), bounds["max"].as_py()
+        if least < low or most > high:
+            # each bound compared only where a value passes it (then it is of the column's type)
+            below = pc.less(column, pa.scalar(low, column.type)) if least < low else None
+            above = pc.greater(column, pa.scalar(high, column.type)) if most > high else None
+            bad = above if below is None else below if above is None else pc.or_(below, above)
+            row = pc.index(bad, True).as_py()
             value = column[row].as_py()
             what = (f"a TTL of {value} s is out of 0..{MAX_TTL} (20 years, the longest "
                     f"Cassandra takes)" if option == "ttl_column" else
