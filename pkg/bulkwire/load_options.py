@@ -154,7 +154,7 @@ class LoadOptions:
 def _pairs(value: Any) -> bool:
     """Whether ``value`` is a non-empty sequence of (source, target) pairs (a mapping of
     columns as this class keeps it)."""
-    return (isinstance(value, tuple) and bool(value)
+    return (isinstance(value, (tuple, list)) and bool(value)
             and all(isinstance(p, tuple) and len(p) == 2 for p in value))
 
 
