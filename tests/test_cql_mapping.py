@@ -84,30 +84,21 @@ def test_a_constant_that_does_not_fit_is_named_before_any_row(cql, value, said) 
         assert node.executes == 0
 
 
-def test_a_constant_that_is_not_a_column_of_the_table_is_named() -> None:
+@pytest.mark.parametrize("columns, constants, said", [
+    ({"emb": "vector", "id": "pk"}, {"nope": 1}, "constant column 'nope' is not a column of ks.t"),
+    ({"emb": "vectr", "id": "pk"}, None, r"'vectr'.* \('emb' is mapped to 'vectr'\)"),
+    ({"embedding": "vector", "id": "pk"}, None,
+     r"column 'embedding' \(mapped to 'vector'\) is not a column of"),
+    ({"emb": "vector", "id": "pk"}, {"pk": 1}, "constant column 'pk' is also a column"),
+])
+def test_what_the_table_cannot_take_fails_before_any_row(columns, constants, said) -> None:
+    """A constant the table lacks, a mapped name the table lacks (both names said), a
+    mapped column the data lacks, a constant named as a loaded column: refused before any
+    row is sent."""
     with TableNode(TABLE) as node:
-        with pytest.raises(ValueError, match="constant column 'nope' is not a column of ks.t"):
+        with pytest.raises(ValueError, match=said):
             bulkwire.load_arrow(data(), targets.cql(node.address, "ks", "t"),
-                                columns={"emb": "vector", "id": "pk"}, constants={"nope": 1})
-        assert node.executes == 0
-
-
-def test_a_mapped_name_the_table_lacks_names_both_before_any_row() -> None:
-    with TableNode(TABLE) as node:
-        with pytest.raises(ValueError) as info:
-            bulkwire.load_arrow(data(), targets.cql(node.address, "ks", "t"),
-                                columns={"emb": "vectr", "id": "pk"})
-        assert node.executes == 0 and node.statements == []
-    message = str(info.value)
-    assert "'vectr'" in message and "'emb' is mapped to 'vectr'" in message
-
-
-def test_a_mapped_column_the_source_lacks_is_named() -> None:
-    with TableNode(TABLE) as node:
-        with pytest.raises(ValueError, match=r"column 'embedding' \(mapped to 'vector'\) is "
-                                             r"not a column of"):
-            bulkwire.load_arrow(data(), targets.cql(node.address, "ks", "t"),
-                                columns={"embedding": "vector", "id": "pk"})
+                                columns=columns, constants=constants)
         assert node.executes == 0
 
 
@@ -116,14 +107,6 @@ def test_a_mapping_onto_a_key_column_twice_is_refused() -> None:
         LoadOptions(columns={"id": "pk", "emb": "pk"})
     with pytest.raises(ValueError, match="both mapped to 'pk'"):
         LoadOptions(columns=(("id", "pk"), ("emb", "pk")))
-
-
-def test_a_constant_named_as_a_loaded_column_is_refused() -> None:
-    with TableNode(TABLE) as node:
-        with pytest.raises(ValueError, match="constant column 'pk' is also a column"):
-            bulkwire.load_arrow(data(), targets.cql(node.address, "ks", "t"),
-                                columns={"emb": "vector", "id": "pk"}, constants={"pk": 1})
-        assert node.executes == 0
 
 
 def test_a_bad_row_is_named_by_its_source_column() -> None:

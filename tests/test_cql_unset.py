@@ -83,7 +83,7 @@ def test_the_execute_body_of_an_unset_value_is_the_drivers() -> None:
                              "w": pa.array([None, [1.0, 2.0]], pa.list_(pa.float32(), 2))})
     bodies, ends, _ = _core.cql_execute_bodies(
         batch, b"p", ["k", "v", "w"], ["bigint", "text", "vector<float, 2>"], [0], 1,
-        unset=[1, 2])
+        unset=b"\x00\x01\x01")
     second = bytes(bodies[memoryview(ends).cast("q")[0]:])
     vector = cqltypes.lookup_casstype("org.apache.cassandra.db.marshal.VectorType("
                                       "org.apache.cassandra.db.marshal.FloatType, 2)")
@@ -95,13 +95,17 @@ def test_the_execute_body_of_an_unset_value_is_the_drivers() -> None:
                                 prepared_id=b"p", consistency=1)
 
 
-def test_unset_names_only_bound_columns() -> None:
-    batch = pa.record_batch({"k": pa.array([1], pa.int64())})
-    for bad in ([1], [-1]):
-        with pytest.raises(ValueError, match="not the index of a bound column"):
+def test_unset_holds_one_byte_per_bound_column() -> None:
+    batch = pa.record_batch({"k": pa.array([None], pa.int64())})
+    for bad in (b"", b"\x01\x01"):
+        with pytest.raises(ValueError, match="one per bound column"):
             _core.cql_execute_bodies(batch, b"p", ["k"], ["bigint"], [], 1, unset=bad)
     with pytest.raises(TypeError):
-        _core.cql_execute_bodies(batch, b"p", ["k"], ["bigint"], [], 1, unset=["k"])
+        _core.cql_execute_bodies(batch, b"p", ["k"], ["bigint"], [], 1, unset=[1])
+    for flags, length in ((None, -1), (b"\x00", -1), (b"\x07", -2)):
+        bodies, _, _ = _core.cql_execute_bodies(batch, b"p", ["k"], ["bigint"], [], 1,
+                                                unset=flags)
+        assert bodies[-4:] == length.to_bytes(4, "big", signed=True)
 
 
 def test_a_null_partition_key_is_refused_whatever_nulls_says() -> None:

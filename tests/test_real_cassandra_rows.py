@@ -14,25 +14,10 @@ import pytest
 
 import bulkwire
 from bulkwire import targets
-from servers.cassandra import connect
+from test_cql_load import KEYSPACE, session  # noqa: F401 (the keyspace's fixture)
+from test_cql_load import make_table as table
 
 pytestmark = pytest.mark.cassandra_server
-
-KEYSPACE = "bulkwire_rows"
-
-
-@pytest.fixture(scope="module")
-def session(cassandra_node):
-    with connect([cassandra_node.address], timeout=60.0) as s:
-        s.execute(f"CREATE KEYSPACE IF NOT EXISTS {KEYSPACE} WITH replication = "
-                  "{'class': 'SimpleStrategy', 'replication_factor': 1}")
-        yield s
-
-
-def table(session, name: str, columns: str) -> str:
-    session.execute(f"DROP TABLE IF EXISTS {KEYSPACE}.{name}")
-    session.execute(f"CREATE TABLE {KEYSPACE}.{name} ({columns})")
-    return name
 
 
 def target(node, name: str, **options):

@@ -270,35 +270,35 @@ static int64_t *grow_i64(bw_buf *b, int64_t n) {
     return p;
 }
 
-/* Marks the bound columns whose indexes the sequence `unset` holds: their nulls are written
-   unset. 0, or -1 with an exception (an item that is not the index of a bound column). */
+/* Marks the bound columns whose byte in `unset` (a bytes-like of one byte per bound column)
+   is not 0: their nulls are written unset. 0, or -1 with an exception (not bytes-like, or
+   of another length). */
 static int set_unset(bound_columns *b, PyObject *unset) {
-    PyObject *seq = PySequence_Fast(unset, "unset must be a sequence of int"); /* new */
-    if (seq == NULL)
+    Py_buffer flags;
+    if (PyObject_GetBuffer(unset, &flags, PyBUF_SIMPLE) < 0)
         return -1;
     int rc = -1;
-    for (Py_ssize_t k = 0; k < PySequence_Fast_GET_SIZE(seq); k++) {
-        long v = PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, k));
-        if (v == -1 && PyErr_Occurred())
-            goto cleanup;
-        if (v < 0 || v >= b->n) {
-            PyErr_Format(PyExc_ValueError, "unset[%zd] = %ld is not the index of a bound "
-                         "column (0 to %zd)", k, v, b->n - 1);
-            goto cleanup;
-        }
-        b->cols[v].null_unset = 1;
+    if (flags.len != b->n) {
+        PyErr_Format(PyExc_ValueError, "unset has %zd bytes: one per bound column (%zd)",
+                     flags.len, b->n);
+        goto cleanup;
     }
+    const uint8_t *flag = flags.buf;
+    for (Py_ssize_t i = 0; i < b->n; i++)
+        b->cols[i].null_unset = flag[i] != 0;
     rc = 0;
 cleanup:
-    Py_DECREF(seq);
+    PyBuffer_Release(&flags);
     return rc;
 }
 
 /* cql_execute_bodies(batch, prepared_id, names, types, pk_indexes, consistency, *,
-   first_row=0, serial_consistency=0, timestamp=None, unset=()) -> (bodies, ends, tokens).
+   first_row=0, serial_consistency=0, timestamp=None, unset=None) -> (bodies, ends,
+   tokens).
    Every row of the Arrow record batch / table / stream as the body of an EXECUTE of the
    prepared statement `prepared_id`, binding column names[i] (CQL type types[i]) to bind
-   marker i; a null of marker unset[k] is written unset (length -2), not null. bodies: a
+   marker i; a null of marker i is written unset (length -2), not null, where byte i of
+   unset is not 0. bodies: a
    bytearray of the bodies back to back; ends: bytes of native int64, the end of each row's
    body in bodies; tokens: bytes of native int64, each row's partition token (None when
    pk_indexes is empty). The GIL is released over the rows. Returns a new
@@ -356,7 +356,7 @@ static PyObject *module_cql_execute_bodies(PyObject *self, PyObject *args, PyObj
             st.n_columns = (int)b.n;
             st.pk = b.pk;
             st.n_pk = b.n_pk;
-            if (unset != NULL && set_unset(&b, unset) < 0)
+            if (unset != NULL && unset != Py_None && set_unset(&b, unset) < 0)
                 goto cleanup;
         }
         char err[300];
@@ -685,7 +685,7 @@ static PyMethodDef cql_functions[] = {
     {"cql_execute_bodies", (PyCFunction)(void (*)(void))module_cql_execute_bodies,
      METH_VARARGS | METH_KEYWORDS,
      "cql_execute_bodies(batch, prepared_id, names, types, pk_indexes, consistency, *, "
-     "first_row=0, serial_consistency=0, timestamp=None, unset=()) -> (bytearray bodies, "
+     "first_row=0, serial_consistency=0, timestamp=None, unset=None) -> (bytearray bodies, "
      "bytes ends, bytes tokens or None)\n\nEvery row of an Arrow batch as an EXECUTE body "
      "(protocol v4) of the prepared statement, with its partition token (native int64 arrays)."},
     {"cql_check_schema", module_cql_check_schema, METH_VARARGS,

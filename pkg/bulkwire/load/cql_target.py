@@ -213,8 +213,8 @@ class _CqlPlan:
     #: the data's column bound to each marker (the table's columns: their own names; the
     #: markers of USING TTL ? and TIMESTAMP ?: ttl_column and timestamp_column)
     bound: tuple[str, ...] = ()
-    #: the markers whose nulls are sent unset
-    unset: tuple[int, ...] = ()
+    #: one byte per marker: not 0 where its nulls are sent unset (empty: none)
+    unset: bytes = b""
     #: the per-row TTL and write time columns (None: not given)
     ttl_column: str | None = None
     timestamp_column: str | None = None
@@ -232,7 +232,7 @@ class _CqlEncoder:
     def __call__(self, batch: Any, dim: int = -1, row_base: int = 0) -> list:
         plan = self.plan
         p = plan.prepared
-        if plan.ttl_column is None and plan.timestamp_column is None and not plan.unset:
+        if not plan.bound:  # the statement's own markers, nothing sent unset
             bodies, ends, tokens = _core.cql_execute_bodies(
                 batch, p.id, p.names, p.types, list(p.pk_indexes), self.consistency,
                 first_row=row_base)
@@ -243,7 +243,7 @@ class _CqlEncoder:
             batch = _per_row(batch, plan.timestamp_column, "timestamp_column", row_base)
         bodies, ends, tokens = _core.cql_execute_bodies(
             batch, p.id, list(plan.bound), p.types, list(p.pk_indexes), self.consistency,
-            first_row=row_base, unset=list(plan.unset))
+            first_row=row_base, unset=plan.unset)
         return [bodies, ends, tokens or b"", row_base, p]
 
 
@@ -503,6 +503,15 @@ class CqlDescription(DescriptionDefaults):
         _, answer = conn.request(_core.CQL_OP_PREPARE, _core.cql_prepare_body(self.insert(names)))
         return Prepared.from_result(answer)
 
+    def columns_of(self, conn: Any, what: str) -> dict:
+        """``{column name: its <what>}`` of the table, read from ``system_schema.columns``
+        on ``conn`` (``what``: ``kind``, ``type``); empty when there is no such table."""
+        result = self.query(conn, f"SELECT column_name, {what} FROM system_schema.columns "
+                                  f"WHERE keyspace_name = {_literal(self.keyspace)} AND "
+                                  f"table_name = {_literal(self.table)}")
+        with _answer_to(conn, "system_schema.columns"):
+            return {_text(row[0]): _text(row[1]) for row in result["rows"]}
+
     def column_types(self, names: Sequence[str]) -> dict:
         """The Arrow type each of the table's columns ``names`` takes a constant value as
         (:mod:`bulkwire.load.mapping`: the value converted once), read from
@@ -516,11 +525,7 @@ class CqlDescription(DescriptionDefaults):
                  "date": pa.date32(), "uuid": pa.binary(16), "timeuuid": pa.binary(16)}
         conn, _ = self.contact()
         with conn:
-            result = self.query(conn, "SELECT column_name, type FROM system_schema.columns "
-                                      f"WHERE keyspace_name = {_literal(self.keyspace)} AND "
-                                      f"table_name = {_literal(self.table)}")
-            with _answer_to(conn, "system_schema.columns"):
-                types = {_text(row[0]): _text(row[1]) for row in result["rows"]}
+            types = self.columns_of(conn, "type")
         for name in names:
             if name not in types:
                 raise ValueError(f"constant column {name!r} is not a column of "
@@ -548,11 +553,7 @@ class CqlDescription(DescriptionDefaults):
                 raise ValueError(f"{source} has no column {name!r}")
         conn, contact = self.contact()
         with conn:
-            result = self.query(conn, "SELECT column_name, kind FROM system_schema.columns "
-                                      f"WHERE keyspace_name = {_literal(self.keyspace)} AND "
-                                      f"table_name = {_literal(self.table)}")
-            with _answer_to(conn, "system_schema.columns"):
-                kinds = {_text(row[0]): _text(row[1]) for row in result["rows"]}
+            kinds = self.columns_of(conn, "kind")
             if not kinds:
                 raise ValueError(f"table {self.keyspace}.{self.table} does not exist at "
                                  f"{conn.peer}")
@@ -575,8 +576,8 @@ class CqlDescription(DescriptionDefaults):
         # stays null, refused (a partition key's by the client, a clustering one's by the
         # server); a per-row TTL or write time left unset is the table's default
         keys = {name for name, kind in kinds.items() if kind in ("partition_key", "clustering")}
-        unset = tuple(i for i, name in enumerate(bound) if i >= len(wanted) or
-                      self.nulls == "unset" and name not in keys)
+        unset = bytes(i >= len(wanted) or self.nulls == "unset" and name not in keys
+                      for i, name in enumerate(bound))
         read = list(bound)
         checked = schema
         if per_row:  # checked as the encoder sends them (int32 seconds, int64 microseconds)
@@ -588,7 +589,7 @@ class CqlDescription(DescriptionDefaults):
         _core.cql_check_schema(checked, list(bound), prepared.types)
         extra = dict(bound=bound, unset=unset, ttl_column=self.ttl_column,
                      timestamp_column=self.timestamp_column)
-        if not per_row and not unset:  # the statement's own markers, nothing sent unset
+        if not per_row and not any(unset):  # the statement's markers, nothing sent unset
             extra = {}
         vectors = [(name, t) for name, t in zip(prepared.names, prepared.types)
                    if t.startswith("vector<")]
