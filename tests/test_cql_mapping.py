@@ -224,3 +224,27 @@ def test_the_command_line_maps_and_sets(tmp_path) -> None:
                                    node.address, "--keyspace", "ks", "--table", "t", "-q",
                                    *flags], capture_output=True, text=True, timeout=120)
             assert done.returncode == 2 and said in done.stderr, done.stderr
+
+
+def test_a_mapping_with_a_per_row_ttl_and_worker_processes(tmp_path) -> None:
+    """The TTL column (not mapped) is read under its own name beside the mapped columns;
+    worker processes receive the wrapped encoder and write the same rows."""
+    path = str(tmp_path / "x.parquet")
+    rows = 40
+    pq.write_table(pa.table({"id": pa.array(range(rows), pa.int64()),
+                             "emb": pa.array([i / 4 for i in range(rows)], pa.float64()),
+                             "ttl": pa.array([i if i % 3 else None for i in range(rows)],
+                                             pa.int64())}), path, row_group_size=10)
+    with TableNode(TABLE) as node:
+        result = bulkwire.load_parquet(path, targets.cql(node.address, "ks", "t",
+                                                         ttl_column="ttl"),
+                                       columns={"emb": "vector", "id": "pk"},
+                                       constants={"source": "s"}, workers=2)
+        assert result.rows == rows and result.workers == 2
+        assert set(node.statements) == {'INSERT INTO "ks"."t" ("vector", "pk", "source") '
+                                        'VALUES (?, ?, ?) USING TTL ?'}
+        want = sorted(driver_body([cqltypes.DoubleType.serialize(i / 4, PV),
+                                   cqltypes.LongType.serialize(i, PV), b"s",
+                                   cqltypes.Int32Type.serialize(i, PV) if i % 3
+                                   else UNSET_VALUE]) for i in range(rows))
+        assert sorted(node.bodies) == want
