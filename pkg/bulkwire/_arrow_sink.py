@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from . import load as _load
-from .load import LoadResult
+from .load import LoadResult, mapping
 from .load.ravendb_target import ravendb
 from .load.interface import TargetDescription
 from .load_options import LoadOptions
@@ -116,6 +116,9 @@ class SinkConfig:
         column). ``source`` names the data in messages."""
         if self.described is None:
             self.check_columns(names, source)
+        elif mapping.active(self.options):  # the plan of the columns in the target's names
+            seen, given, _ = mapping.mapped(schema(), self.options, self.described, source)
+            self.described.plan(seen, source, given)
         else:
             self.described.plan(schema(), source, self.options)
 
@@ -126,7 +129,7 @@ class SinkConfig:
         wanted = [("id column", options.id_column)]
         if options.vector_column is not None:
             wanted.append(("vector column", options.vector_column))
-        wanted += [("column", name) for name in options.columns or ()]
+        wanted += [("column", name) for name in options.source_columns or ()]
         for what, name in wanted:
             if name not in names:
                 raise ValueError(f"{what} {name!r} is not a column of {source} "

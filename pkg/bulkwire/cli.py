@@ -90,7 +90,9 @@ OPTIONS = {"url": "--url", "database": "--database", "certificate": "--certifica
            "batch_rows": "--batch-rows", "take": "--take", "float32": "--float32",
            "workers": "--workers", "threads": "--threads", "resume": "--resume",
            "rows": "--rows", "dim": "--dim", "seed": "--seed", "row_group_rows": "--row-group",
-           "id_start": "--id-start", "consistency": "--consistency",
+           "id_start": "--id-start", "consistency": "--consistency", "constants": "--set",
+           "ttl": "--ttl", "timestamp": "--timestamp", "ttl_column": "--ttl-column",
+           "timestamp_column": "--timestamp-column", "nulls": "--nulls",
            "max_errors": "--max-errors", "rejected": "--rejected", "dry_run": "--dry-run",
            "max_rows_per_second": "--max-rate", "max_bytes_per_second": "--max-bytes-rate",
            "report": "--report"}
@@ -249,6 +251,35 @@ def _cql_hosts(text: str) -> list:
     return hosts
 
 
+def _column_map(text: str) -> list:
+    """One --map value: SOURCE=TARGET, or several separated by commas; the pairs.
+
+    >>> _column_map("emb=vector,id=pk")
+    [('emb', 'vector'), ('id', 'pk')]
+    """
+    pairs = []
+    for entry in text.split(","):
+        source, equals, target = (part.strip() for part in entry.partition("="))
+        if not (equals and source and target):
+            raise argparse.ArgumentTypeError(f"{entry!r} is not SOURCE=TARGET (a column of the "
+                                             f"data = its name in the target)")
+        pairs.append((source, target))
+    return pairs
+
+
+def _constant(text: str) -> tuple:
+    """One --set value: NAME=VALUE (the value as text, taken whole: it may hold commas and
+    equals signs).
+
+    >>> _constant("source=export-2026-12")
+    ('source', 'export-2026-12')
+    """
+    name, equals, value = text.partition("=")
+    if not (equals and name.strip()):
+        raise argparse.ArgumentTypeError(f"{text!r} is not NAME=VALUE (a constant column)")
+    return name.strip(), value
+
+
 def _cql_address_map(text: str) -> list:
     """One --cql-address-map value: FROM=TO, or several separated by commas, each judged by
     :func:`bulkwire.load.cql_target.address_map_of`; the (FROM, TO) pairs.
@@ -352,12 +383,19 @@ LOAD_OPTION_ARGUMENTS = ("collection", "id_column", "id_prefix", "vector_column"
 
 
 def _load_options(args: argparse.Namespace, columns: list | None):
-    """The load's :class:`bulkwire.LoadOptions` from the arguments; a value it refuses is a
-    usage error (exit 2) with its message."""
+    """The load's :class:`bulkwire.LoadOptions` from the arguments (``--map`` pairs join
+    ``--columns``, whose columns keep their names; ``--set`` gives the constants); a value
+    it refuses is a usage error (exit 2) with its message."""
     from .load_options import LoadOptions
 
+    mapped = [pair for value in getattr(args, "map", None) or () for pair in value]
+    if mapped:
+        kept = [(name, name) for name in columns or () if name not in dict(mapped)]
+        columns = kept + mapped  # type: ignore[assignment]
+    constants = getattr(args, "set", None) or None
     try:
-        return LoadOptions(columns=columns,
+        return LoadOptions(columns=tuple(columns) if mapped else columns,
+                           constants=constants,
                            **{name: getattr(args, name) for name in LOAD_OPTION_ARGUMENTS})
     except (TypeError, ValueError) as exc:
         args.parser.error(in_cli_words(str(exc)).replace(" needs rejected", " needs --rejected")
@@ -728,6 +766,17 @@ def build_parser() -> argparse.ArgumentParser:
                                           "case>/ for integer ids, none for strings)")
     load.add_argument("--vector-column", default=defaults.vector_column, help="the vector column (default: the only list column)")
     load.add_argument("--columns", help="comma-separated document fields (default: all but the id)")
+    load.add_argument("--map", type=_column_map, action="append", metavar="SOURCE=TARGET",
+                      help="load column SOURCE as the target's TARGET (a CQL column, a "
+                           "document field): emb=vector,id=pk; repeatable. Like --columns, "
+                           "it chooses the columns loaded: the mapped ones and those "
+                           "--columns names")
+    load.add_argument("--set", type=_constant, action="append", metavar="NAME=VALUE",
+                      help="a column NAME holding VALUE in every row (for a CQL table, "
+                           "converted once to the column's type); repeatable")
+    load.add_argument("--write-nulls", dest="target_nulls", action="store_const", const="null",
+                      help="write a null in a CQL column as a null (a tombstone), not unset "
+                           "(with --cql; the same as --nulls null)")
     encoding = load.add_mutually_exclusive_group()
     encoding.add_argument("--compress", choices=COMPRESS_NAMES, default=defaults.compress,
                           help="compress the body: an encoding (gzip, zstd) or a backend, as "

@@ -59,8 +59,11 @@ def _rate(value: Any, name: str, low: float, high: float) -> None:
 @dataclass(frozen=True)
 class LoadOptions:
     """The options the load pipeline itself reads, for every load entry point: ``columns``,
-    the columns read from the source, in order (None: every column the target takes);
-    ``vector_column``, the vector column (None: the only list column); ``batch_rows``, rows
+    the columns read from the source, in order (None: every column the target takes), or a
+    mapping of the columns read to their names in the target (``{"emb": "vector"}``: the
+    source's column ``emb`` is the target's ``vector``; kept as its ``(source, target)``
+    pairs, in order); ``constants``, columns of the same value in every row
+    (``{"source": "export-2026-12"}``; kept as pairs); ``vector_column``, the vector column (None: the only list column); ``batch_rows``, rows
     per Arrow batch (None: about 4 MiB of text); ``max_errors`` and ``rejected``, the rows
     that may be refused and set aside in the rejected file rather than fail the load;
     ``dry_run``, every row read and checked, nothing sent (docs/operations.md).
@@ -101,13 +104,16 @@ class LoadOptions:
     max_bytes_per_second: Optional[float] = None
     #: where the run report (JSON) is written, whether the load succeeds or fails (None: none)
     report: Optional[str] = None
+    constants: Optional[Tuple[Tuple[str, Any], ...]] = None
 
     def __post_init__(self) -> None:
         checked = check_document_options({name: getattr(self, name) for name in DOCUMENT_OPTIONS})
         for name, value in checked.items():
             object.__setattr__(self, name, value)
         _name(self.vector_column, "vector_column", optional=True)
-        if self.columns is not None:
+        if isinstance(self.columns, Mapping) or _pairs(self.columns):
+            object.__setattr__(self, "columns", _mapping(self.columns))
+        elif self.columns is not None:
             if isinstance(self.columns, (str, bytes)) or not isinstance(self.columns, Sequence):
                 raise TypeError(f"columns must be a sequence of column names, not "
                                 f"{type(self.columns).__name__}")
@@ -141,11 +147,32 @@ class LoadOptions:
             if self.rejected is not None and self.max_errors is None:
                 raise ValueError("rejected needs max_errors (without it, the first refused "
                                  "row fails the load)")
+        if self.constants is not None:
+            object.__setattr__(self, "constants", _constants(self.constants))
 
     def rejecting(self) -> bool:
         """Whether refused rows are set aside (``max_errors``, or a dry run) rather than
         failing the load."""
         return self.max_errors is not None or self.dry_run
+
+    @property
+    def source_columns(self) -> Optional[Tuple[str, ...]]:
+        """The columns read from the source, in order (None: every column the target
+        takes): ``columns``, or a mapping's source names.
+
+        >>> LoadOptions(columns={"emb": "vector", "id": "pk"}).source_columns
+        ('emb', 'id')
+        """
+        if self.columns is None or not self.columns or isinstance(self.columns[0], str):
+            return self.columns
+        return tuple(source for source, _ in self.columns)
+
+    @property
+    def renames(self) -> dict:
+        """``{source name: target name}`` of the columns ``columns`` maps to another name."""
+        if self.columns is None or not self.columns or isinstance(self.columns[0], str):
+            return {}
+        return {source: target for source, target in self.columns if source != target}
 
     def document_options(self) -> dict:
         """The document options these options hold that differ from their defaults (the
@@ -208,3 +235,54 @@ def check_max_errors(value: Any) -> int | str | None:
                              f"100%, not {value!r}") from None
     raise TypeError(f"max_errors must be an int or a percentage like '0.1%', not "
                     f"{type(value).__name__}")
+def _pairs(value: Any) -> bool:
+    """Whether ``value`` is a non-empty sequence of (source, target) pairs (a mapping of
+    columns as this class keeps it)."""
+    return (isinstance(value, (tuple, list)) and bool(value)
+            and all(isinstance(p, tuple) and len(p) == 2 for p in value))
+
+
+def _mapping(given: Any) -> Tuple[Any, ...]:
+    """``columns`` given as a mapping (or its pairs): the pairs, judged; a mapping where
+    every column keeps its name is the names alone. ``TypeError`` or ``ValueError`` naming
+    the entry: a name that is not a non-empty str, two columns mapped to one name."""
+    pairs = list(given.items()) if isinstance(given, Mapping) else list(given)
+    seen: dict = {}
+    for source, target in pairs:
+        for what, name in (("column", source), (f"the name of column {source!r}", target)):
+            if not isinstance(name, str) or not name:
+                raise TypeError(f"columns: {what} must be a non-empty str, not {name!r}")
+        if target in seen:
+            raise ValueError(f"columns: {seen[target]!r} and {source!r} are both mapped to "
+                             f"{target!r} (a column of the target is written from one column)")
+        seen[target] = source
+    if not pairs:
+        raise ValueError("columns is an empty mapping (no column to read)")
+    if all(source == target for source, target in pairs):
+        return tuple(source for source, _ in pairs)
+    return tuple(pairs)
+
+
+#: The Python types a constant column's value may have.
+CONSTANT_TYPES = (str, int, float, bool)
+
+
+def _constants(given: Any) -> Tuple[Tuple[str, Any], ...]:
+    """``constants``: (name, value) pairs from a mapping (or its pairs), judged: a name a
+    non-empty str, a value a str, int, float or bool (``TypeError`` naming the column)."""
+    if not isinstance(given, (Mapping, tuple, list)):
+        raise TypeError(f"constants must be a mapping of column names to values, not "
+                        f"{type(given).__name__}")
+    pairs = list(given.items()) if isinstance(given, Mapping) else list(given)
+    for pair in pairs:
+        if not (isinstance(pair, tuple) and len(pair) == 2):
+            raise TypeError(f"constants must map column names to values, not hold {pair!r}")
+        name, value = pair
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"constants: a column name must be a non-empty str, not {name!r}")
+        if not isinstance(value, CONSTANT_TYPES):
+            raise TypeError(f"constants: the value of column {name!r} must be a str, int, "
+                            f"float or bool, not {type(value).__name__}")
+    if len({name for name, _ in pairs}) != len(pairs):
+        raise ValueError("constants names a column twice")
+    return tuple(pairs) or None  # type: ignore[return-value]

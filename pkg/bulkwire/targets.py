@@ -21,7 +21,7 @@ True
 >>> targets.cql("db1", "ks", "t", compress="gzip")
 Traceback (most recent call last):
 ...
-TypeError: compress is not an option of the cql target (its options: hosts, keyspace, table, consistency, username, password, tls, certificate, ca, window, retries, timeout, address_map, local_dc)
+TypeError: compress is not an option of the cql target (its options: hosts, keyspace, table, consistency, username, password, tls, certificate, ca, window, retries, timeout, address_map, local_dc, ttl, timestamp, ttl_column, timestamp_column, nulls)
 
 A front end that has only strings (a command line, a Spark data source's options) lists a
 kind's options with :func:`options` and builds its description with :func:`make`:

@@ -390,7 +390,7 @@ int bw_cql_column_write(const bw_cql_column *col, int64_t r, bw_buf *out, size_t
         !bw_arrow_bit(a->null_count == 0 ? NULL : (const uint8_t *)a->buffers[0], i)) {
         *value_at = out->len;
         *value_len = -1;
-        return bw_cql_put_bytes(out, NULL, 0) < 0 ? -1 : 0;
+        return bw_cql_put_int(out, col->null_unset ? -2 : -1) < 0 ? -1 : 0;
     }
     const uint8_t *values = a->n_buffers > 1 ? (const uint8_t *)a->buffers[1] : NULL;
     uint8_t v[16];
@@ -472,7 +472,7 @@ int bw_cql_column_write(const bw_cql_column *col, int64_t r, bw_buf *out, size_t
         if (bw_arrow_vectors_row(vv, r, &first, &count)) {
             *value_at = out->len;
             *value_len = -1;
-            return bw_cql_put_bytes(out, NULL, 0) < 0 ? -1 : 0;
+            return bw_cql_put_int(out, col->null_unset ? -2 : -1) < 0 ? -1 : 0;
         }
         if (count != col->type.dimension) {
             snprintf(err, err_size, "the vector has %lld values, the column's type %d",

@@ -103,6 +103,8 @@ typedef struct {
     bw_arrow_vectors vectors;       /* READ_VECTOR: the view */
     bw_cql_vector_fill fill;        /* READ_VECTOR */
     const void *fill_ctx;
+    int null_unset;                 /* a null is written unset (length -2, protocol v4+),
+                                       not null (-1): the column is left as it is */
 } bw_cql_column;
 
 /* The schema check of one column: whether the Arrow type (format, and child_format for a
@@ -119,7 +121,8 @@ int bw_cql_column_bind(bw_cql_column *col, const struct ArrowSchema *schema,
                        const struct ArrowArray *array, int64_t base, char *err,
                        size_t err_size);
 
-/* Appends row r's value as [bytes] (null: length -1). *value_at gets the offset in out of
+/* Appends row r's value as [bytes] (null: length -1, or -2, unset, with null_unset).
+   *value_at gets the offset in out of
    the value's first byte (after its length), *value_len its length (-1 for null), for the
    routing key. 0; -1 out of memory (err empty); -2 when the value cannot be written (err
    says why: a non-ASCII byte for ascii, a timestamp out of range, a vector row of the wrong

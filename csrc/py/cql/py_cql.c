@@ -270,26 +270,51 @@ static int64_t *grow_i64(bw_buf *b, int64_t n) {
     return p;
 }
 
+/* Marks the bound columns whose byte in `unset` (a bytes-like of one byte per bound column)
+   is not 0: their nulls are written unset. 0, or -1 with an exception (not bytes-like, or
+   of another length). */
+static int set_unset(bound_columns *b, PyObject *unset) {
+    Py_buffer flags;
+    if (PyObject_GetBuffer(unset, &flags, PyBUF_SIMPLE) < 0)
+        return -1;
+    int rc = -1;
+    if (flags.len != b->n) {
+        PyErr_Format(PyExc_ValueError, "unset has %zd bytes: one per bound column (%zd)",
+                     flags.len, b->n);
+        goto cleanup;
+    }
+    const uint8_t *flag = flags.buf;
+    for (Py_ssize_t i = 0; i < b->n; i++)
+        b->cols[i].null_unset = flag[i] != 0;
+    rc = 0;
+cleanup:
+    PyBuffer_Release(&flags);
+    return rc;
+}
+
 /* cql_execute_bodies(batch, prepared_id, names, types, pk_indexes, consistency, *,
-   first_row=0, serial_consistency=0, timestamp=None) -> (bodies, ends, tokens).
+   first_row=0, serial_consistency=0, timestamp=None, unset=None) -> (bodies, ends,
+   tokens).
    Every row of the Arrow record batch / table / stream as the body of an EXECUTE of the
    prepared statement `prepared_id`, binding column names[i] (CQL type types[i]) to bind
-   marker i. bodies: a bytearray of the bodies back to back; ends: bytes of native int64,
-   the end of each row's body in bodies; tokens: bytes of native int64, each row's partition
-   token (None when pk_indexes is empty). The GIL is released over the rows. Returns a new
+   marker i; a null of marker i is written unset (length -2), not null, where byte i of
+   unset is not 0. bodies: a
+   bytearray of the bodies back to back; ends: bytes of native int64, the end of each row's
+   body in bodies; tokens: bytes of native int64, each row's partition token (None when
+   pk_indexes is empty). The GIL is released over the rows. Returns a new
    reference. */
 static PyObject *module_cql_execute_bodies(PyObject *self, PyObject *args, PyObject *kwargs) {
     (void)self;
     static char *kwlist[] = {"batch", "prepared_id", "names", "types", "pk_indexes",
                              "consistency", "first_row", "serial_consistency", "timestamp",
-                             NULL};
-    PyObject *batch, *names, *types, *pk_indexes, *timestamp = Py_None;
+                             "unset", NULL};
+    PyObject *batch, *names, *types, *pk_indexes, *timestamp = Py_None, *unset = NULL;
     Py_buffer id = {0};
     int consistency, serial = 0;
     long long first_row = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "Oy*OOOi|$LiO:cql_execute_bodies", kwlist,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "Oy*OOOi|$LiOO:cql_execute_bodies", kwlist,
                                      &batch, &id, &names, &types, &pk_indexes, &consistency,
-                                     &first_row, &serial, &timestamp))
+                                     &first_row, &serial, &timestamp, &unset))
         return NULL;
     bw_arrow_source src;
     bound_columns b;
@@ -331,6 +356,8 @@ static PyObject *module_cql_execute_bodies(PyObject *self, PyObject *args, PyObj
             st.n_columns = (int)b.n;
             st.pk = b.pk;
             st.n_pk = b.n_pk;
+            if (unset != NULL && unset != Py_None && set_unset(&b, unset) < 0)
+                goto cleanup;
         }
         char err[300];
         for (Py_ssize_t i = 0; i < b.n; i++) {
@@ -658,9 +685,9 @@ static PyMethodDef cql_functions[] = {
     {"cql_execute_bodies", (PyCFunction)(void (*)(void))module_cql_execute_bodies,
      METH_VARARGS | METH_KEYWORDS,
      "cql_execute_bodies(batch, prepared_id, names, types, pk_indexes, consistency, *, "
-     "first_row=0, serial_consistency=0, timestamp=None) -> (bytearray bodies, bytes ends, "
-     "bytes tokens or None)\n\nEvery row of an Arrow batch as an EXECUTE body (protocol v4) "
-     "of the prepared statement, with its partition token (native int64 arrays)."},
+     "first_row=0, serial_consistency=0, timestamp=None, unset=None) -> (bytearray bodies, "
+     "bytes ends, bytes tokens or None)\n\nEvery row of an Arrow batch as an EXECUTE body "
+     "(protocol v4) of the prepared statement, with its partition token (native int64 arrays)."},
     {"cql_check_schema", module_cql_check_schema, METH_VARARGS,
      "cql_check_schema(schema, names, types): raises SchemaMismatchError naming the first "
      "column whose Arrow type cannot be bound to its CQL type."},

@@ -18,6 +18,7 @@ The package's modules, along the path of a load:
 - :mod:`bulkwire.load.pipeline`: batches encoded in order, stored into a target as one
   request; units sent.
 - :mod:`bulkwire.load.interface`: what the pipeline knows of a target (the protocols).
+- :mod:`bulkwire.load.mapping`: columns loaded under the target's names, constant columns.
 - :mod:`bulkwire.load.ravendb_target`: the RavenDB server and request file targets
   (:mod:`bulkwire.load.targets`: their former module, with the protocols).
 - :mod:`bulkwire.load.jsonl_target`: a JSON Lines file.

@@ -34,6 +34,7 @@ from ..cql_statements import (SELECT_LOCAL, SELECT_PEERS, SELECT_PEERS_V2, Prepa
 from ..errors import (ConnectError, ConnectionLostError, CqlServerError, ProtocolError,
                       ServerError, TLSError, TransportTimeoutError, _name_source_rows)
 from ..load_options import LoadOptions
+from .._arrow import _pyarrow
 from .interface import DescriptionDefaults, _cut, _short, kind_constructor
 
 #: The write consistency levels by name (the protocol's codes). SERIAL and LOCAL_SERIAL are
@@ -69,6 +70,13 @@ WINDOW_RANGE = (1, _core.CQL_MAX_WINDOW)
 RETRIES_RANGE = (0, _core.CQL_MAX_RETRIES)
 #: Seconds a node may take to answer, by default.
 DEFAULT_TIMEOUT = 30.0
+#: The longest TTL a cell may have (Cassandra's limit, 20 years), in seconds.
+MAX_TTL = 630720000
+#: What a null in a column that is not part of the primary key is written as: "unset" (the
+#: cell left as it is: no tombstone; protocol v4+) or "null" (a tombstone).
+NULLS = ("unset", "null")
+#: The bind markers of ``USING TTL ? AND TIMESTAMP ?``, as the server names them.
+TTL_MARKER, TIMESTAMP_MARKER = "[ttl]", "[timestamp]"
 
 
 def check_window(window: Any) -> int:
@@ -202,6 +210,14 @@ class _CqlPlan:
     prepared: Prepared
     #: bytes an element of the vector takes in an EXECUTE body (for the batch size)
     value_bytes: int = 8
+    #: the data's column bound to each marker (the table's columns: their own names; the
+    #: markers of USING TTL ? and TIMESTAMP ?: ttl_column and timestamp_column)
+    bound: tuple[str, ...] = ()
+    #: one byte per marker: not 0 where its nulls are sent unset (empty: none)
+    unset: bytes = b""
+    #: the per-row TTL and write time columns (None: not given)
+    ttl_column: str | None = None
+    timestamp_column: str | None = None
 
 
 @dataclass(frozen=True)
@@ -214,11 +230,82 @@ class _CqlEncoder:
     consistency: int
 
     def __call__(self, batch: Any, dim: int = -1, row_base: int = 0) -> list:
-        p = self.plan.prepared
+        plan = self.plan
+        p = plan.prepared
+        if not plan.bound:  # the statement's own markers, nothing sent unset
+            bodies, ends, tokens = _core.cql_execute_bodies(
+                batch, p.id, p.names, p.types, list(p.pk_indexes), self.consistency,
+                first_row=row_base)
+            return [bodies, ends, tokens or b"", row_base, p]
+        if plan.ttl_column is not None:
+            batch = _per_row(batch, plan.ttl_column, "ttl_column", row_base)
+        if plan.timestamp_column is not None:
+            batch = _per_row(batch, plan.timestamp_column, "timestamp_column", row_base)
         bodies, ends, tokens = _core.cql_execute_bodies(
-            batch, p.id, p.names, p.types, list(p.pk_indexes), self.consistency,
-            first_row=row_base)
+            batch, p.id, list(plan.bound), p.types, list(p.pk_indexes), self.consistency,
+            first_row=row_base, unset=plan.unset)
         return [bodies, ends, tokens or b"", row_base, p]
+
+
+def _per_row_type(pa: Any, t: Any, option: str, name: str) -> Any:
+    """The Arrow type column ``name`` (``option``: ``ttl_column`` or ``timestamp_column``,
+    whose type is ``t``) is sent as: int32 seconds for a TTL, int64 microseconds for a write
+    time. ``TypeError`` naming the option and the column when ``t`` is not an integer (nor,
+    for a write time, an Arrow timestamp)."""
+    if option == "ttl_column" and pa.types.is_integer(t):
+        return pa.int32()
+    if option == "timestamp_column" and (pa.types.is_integer(t) or pa.types.is_timestamp(t)):
+        return pa.int64()
+    what = ("integers (seconds)" if option == "ttl_column"
+            else "integers (microseconds since the epoch) or timestamps")
+    raise TypeError(f"{option} {name!r} holds {t}, not {what}")
+
+
+def _per_row(batch: Any, name: str, option: str, row_base: int) -> Any:
+    """``batch`` with its column ``name`` (a per-row TTL or write time: ``option``) checked
+    and as the CQL marker takes it (a TTL 0..MAX_TTL as int32; a write time in microseconds
+    as int64; an Arrow timestamp in seconds or milliseconds scaled, in nanoseconds cut to
+    microseconds): :class:`~bulkwire.errors.RowError` naming the first row out of range. A
+    null stays null (sent unset: the table's default)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from ..errors import RowError
+
+    i = batch.schema.get_field_index(name)
+    column = batch.column(i)
+    scale = 1
+    if pa.types.is_timestamp(column.type):
+        if column.type.unit == "ns":
+            column = column.cast(pa.timestamp("us", column.type.tz), safe=False)
+        scale = {"s": 1_000_000, "ms": 1000}.get(column.type.unit, 1)
+        column = column.view(pa.int64())
+    want = _per_row_type(pa, column.type, option, name)
+    if option == "ttl_column":
+        low, high = 0, MAX_TTL
+    else:
+        low, high = -(1 << 63) // scale, ((1 << 63) - 1) // scale
+    if column.null_count < len(column):
+        bounds = pc.min_max(column)
+        least, most = bounds["min"].as_py(), bounds["max"].as_py()
+        if least < low or most > high:
+            # each bound compared only where a value passes it (then it is of the column's type)
+            below = pc.less(column, pa.scalar(low, column.type)) if least < low else None
+            above = pc.greater(column, pa.scalar(high, column.type)) if most > high else None
+            bad = above if below is None else below if above is None else pc.or_(below, above)
+            row = pc.index(bad, True).as_py()
+            value = column[row].as_py()
+            what = (f"a TTL of {value} s is out of 0..{MAX_TTL} (20 years, the longest "
+                    f"Cassandra takes)" if option == "ttl_column" else
+                    f"a write time of {value} x {scale} microseconds is out of the range of "
+                    f"a signed 64-bit integer" if scale > 1 else
+                    f"a write time of {value} is out of the range of a signed 64-bit integer")
+            raise RowError(name, row_base + row, what)
+    if column.type != want:
+        column = column.cast(want)
+    if scale > 1:
+        column = pc.multiply(column, scale)
+    return batch.set_column(i, name, column)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -231,7 +318,10 @@ class CqlDescription(DescriptionDefaults):
     re-sent at most that many times, after a doubling pause), ``timeout`` (seconds) and
     ``address_map`` (:func:`address_map_of`: where the nodes the cluster advertises are
     reached; see :meth:`reached`) and ``local_dc`` (the data centre whose replicas the rows
-    go to; None: the contact point's)."""
+    go to; None: the contact point's); ``ttl`` and ``timestamp`` (the load's TTL in seconds
+    and write time in microseconds, None: the table's), ``ttl_column`` and
+    ``timestamp_column`` (the data's columns holding each row's) and ``nulls`` (a null
+    outside the primary key sent ``"unset"`` or ``"null"``)."""
 
     hosts: tuple[str, ...]
     keyspace: str
@@ -245,6 +335,11 @@ class CqlDescription(DescriptionDefaults):
     timeout: float = DEFAULT_TIMEOUT
     address_map: tuple[tuple[str, str], ...] = ()
     local_dc: str | None = None
+    ttl: int | None = None
+    timestamp: int | None = None
+    ttl_column: str | None = None
+    timestamp_column: str | None = None
+    nulls: str = "unset"
 
     units = True
     kind: ClassVar[str] = "cql"
@@ -384,29 +479,81 @@ class CqlDescription(DescriptionDefaults):
         host, mapped_port = _endpoint(target)
         return host, port if mapped_port is None else mapped_port
 
+    def insert(self, names: Sequence[str]) -> str:
+        """The INSERT of the table's columns ``names``, with ``USING TTL`` and ``TIMESTAMP``
+        when the target has them (a marker, ``?``, for a per-row column).
+
+        >>> CqlDescription.of("h", "ks", "t", ttl=60, timestamp_column="ts").insert(["k"])
+        'INSERT INTO "ks"."t" ("k") VALUES (?) USING TTL 60 AND TIMESTAMP ?'
+        """
+        using = [f"{word} {'?' if column is not None else value}"
+                 for word, value, column in (("TTL", self.ttl, self.ttl_column),
+                                             ("TIMESTAMP", self.timestamp, self.timestamp_column))
+                 if value is not None or column is not None]
+        return (f"INSERT INTO {_quoted(self.keyspace)}.{_quoted(self.table)} "
+                f"({', '.join(map(_quoted, names))}) VALUES ({', '.join('?' * len(names))})"
+                + (f" USING {' AND '.join(using)}" if using else ""))
+
+    def markers(self) -> int:
+        """The markers of ``USING`` (after the columns'): one per per-row column given."""
+        return (self.ttl_column is not None) + (self.timestamp_column is not None)
+
     def prepare(self, conn: Any, names: Sequence[str]) -> Prepared:
-        """PREPARE of the INSERT of ``names`` on ``conn``."""
-        statement = (f"INSERT INTO {_quoted(self.keyspace)}.{_quoted(self.table)} "
-                     f"({', '.join(map(_quoted, names))}) VALUES ({', '.join('?' * len(names))})")
-        _, answer = conn.request(_core.CQL_OP_PREPARE, _core.cql_prepare_body(statement))
+        """PREPARE of the INSERT of ``names`` on ``conn`` (:meth:`insert`)."""
+        _, answer = conn.request(_core.CQL_OP_PREPARE, _core.cql_prepare_body(self.insert(names)))
         return Prepared.from_result(answer)
+
+    def columns_of(self, conn: Any, what: str) -> dict:
+        """``{column name: its <what>}`` of the table, read from ``system_schema.columns``
+        on ``conn`` (``what``: ``kind``, ``type``); empty when there is no such table."""
+        result = self.query(conn, f"SELECT column_name, {what} FROM system_schema.columns "
+                                  f"WHERE keyspace_name = {_literal(self.keyspace)} AND "
+                                  f"table_name = {_literal(self.table)}")
+        with _answer_to(conn, "system_schema.columns"):
+            return {_text(row[0]): _text(row[1]) for row in result["rows"]}
+
+    def column_types(self, names: Sequence[str]) -> dict:
+        """The Arrow type each of the table's columns ``names`` takes a constant value as
+        (:mod:`bulkwire.load.mapping`: the value converted once), read from
+        ``system_schema.columns``; None for a type without one here (the schema check
+        judges it). ``ValueError`` naming a name that is not a column of the table."""
+        pa = _pyarrow()
+        arrow = {"tinyint": pa.int8(), "smallint": pa.int16(), "int": pa.int32(),
+                 "bigint": pa.int64(), "float": pa.float32(), "double": pa.float64(),
+                 "boolean": pa.bool_(), "text": pa.string(), "varchar": pa.string(),
+                 "ascii": pa.string(), "blob": pa.binary(), "timestamp": pa.timestamp("ms"),
+                 "date": pa.date32(), "uuid": pa.binary(16), "timeuuid": pa.binary(16)}
+        conn, _ = self.contact()
+        with conn:
+            types = self.columns_of(conn, "type")
+        for name in names:
+            if name not in types:
+                raise ValueError(f"constant column {name!r} is not a column of "
+                                 f"{self.keyspace}.{self.table}")
+        return {name: arrow.get(types[name].strip().lower()) for name in names}
 
     # -------------------------------------------------------------------- TargetDescription
 
     def plan(self, schema: Any, source: str, options: LoadOptions) -> _CqlPlan:
         """The table's columns read, the data's columns (``columns``: these only) matched to
-        them by name, the INSERT prepared and the Arrow types checked against its markers."""
-        wanted = list(options.columns or schema.names)
+        them by name, the INSERT prepared and the Arrow types checked against its markers.
+        ``ttl_column`` and ``timestamp_column`` are read, never bound to a column of the
+        table."""
+        per_row = [(option, name) for option, name in (("ttl_column", self.ttl_column),
+                                                       ("timestamp_column", self.timestamp_column))
+                   if name is not None]
+        for option, name in per_row:
+            if name not in schema.names:
+                raise ValueError(f"{option} {name!r} is not a column of {source}")
+            _per_row_type(_pyarrow(), schema.field(name).type, option, name)
+        wanted = [name for name in options.columns or schema.names
+                  if name not in (self.ttl_column, self.timestamp_column)]
         for name in wanted:
             if name not in schema.names:
                 raise ValueError(f"{source} has no column {name!r}")
         conn, contact = self.contact()
         with conn:
-            result = self.query(conn, "SELECT column_name, kind FROM system_schema.columns "
-                                      f"WHERE keyspace_name = {_literal(self.keyspace)} AND "
-                                      f"table_name = {_literal(self.table)}")
-            with _answer_to(conn, "system_schema.columns"):
-                kinds = {_text(row[0]): _text(row[1]) for row in result["rows"]}
+            kinds = self.columns_of(conn, "kind")
             if not kinds:
                 raise ValueError(f"table {self.keyspace}.{self.table} does not exist at "
                                  f"{conn.peer}")
@@ -421,16 +568,38 @@ class CqlDescription(DescriptionDefaults):
                                  f"column of {self.keyspace}.{self.table}")
             self.placement(conn, contact)  # the local data centre judged before any row
             prepared = self.prepare(conn, wanted)
-        _core.cql_check_schema(schema, prepared.names, prepared.types)
+        bound = tuple(wanted) + tuple(name for _, name in per_row)
+        if len(prepared.names) != len(bound):
+            raise ProtocolError(f"{conn.peer} prepared {self.insert(wanted)} with "
+                                f"{len(prepared.names)} markers, not {len(bound)}")
+        # a null sent unset leaves the cell as it is (no tombstone); a key column's null
+        # stays null, refused (a partition key's by the client, a clustering one's by the
+        # server); a per-row TTL or write time left unset is the table's default
+        keys = {name for name, kind in kinds.items() if kind in ("partition_key", "clustering")}
+        unset = bytes(i >= len(wanted) or self.nulls == "unset" and name not in keys
+                      for i, name in enumerate(bound))
+        read = list(bound)
+        checked = schema
+        if per_row:  # checked as the encoder sends them (int32 seconds, int64 microseconds)
+            pa = _pyarrow()
+            for option, name in per_row:
+                i = checked.get_field_index(name)
+                checked = checked.set(i, pa.field(name, _per_row_type(
+                    pa, checked.field(i).type, option, name)))
+        _core.cql_check_schema(checked, list(bound), prepared.types)
+        extra = dict(bound=bound, unset=unset, ttl_column=self.ttl_column,
+                     timestamp_column=self.timestamp_column)
+        if not per_row and not any(unset):  # the statement's markers, nothing sent unset
+            extra = {}
         vectors = [(name, t) for name, t in zip(prepared.names, prepared.types)
                    if t.startswith("vector<")]
         if not vectors:
-            return _CqlPlan(wanted, None, prepared)
+            return _CqlPlan(read, None, prepared, **extra)
         name, cql_type = vectors[0]
         # 4 bytes a float; 8 a double, a bigint, or at most (as far as the batch size goes)
         # anything else
         value_bytes = 4 if cql_type.startswith(("vector<float,", "vector<int,")) else 8
-        return _CqlPlan(wanted, name, prepared, value_bytes)
+        return _CqlPlan(read, name, prepared, value_bytes, **extra)
 
     def encoder(self, schema: Any, plan: _CqlPlan, options: LoadOptions) -> _CqlEncoder:
         return _CqlEncoder(plan, CONSISTENCY_LEVELS[self.consistency])
@@ -453,8 +622,14 @@ class CqlDescription(DescriptionDefaults):
         return self  # an INSERT of the same row writes the same cells again
 
     def resume_options(self, encode: _CqlEncoder, options: LoadOptions) -> dict:
-        return {"columns": list(encode.plan.prepared.names),
-                "types": list(encode.plan.prepared.types), "consistency": self.consistency}
+        recorded = {"columns": list(encode.plan.prepared.names),
+                    "types": list(encode.plan.prepared.types), "consistency": self.consistency}
+        # the options that change what a row writes, when given (a state recorded without
+        # them is one of a load without them)
+        for name in ("ttl", "timestamp", "ttl_column", "timestamp_column"):
+            if getattr(self, name) is not None:
+                recorded[name] = getattr(self, name)
+        return recorded
 
     def resume_identity(self) -> dict:
         return {"hosts": list(self.hosts), "keyspace": self.keyspace, "table": self.table}
@@ -486,7 +661,9 @@ def cql(hosts: str | Sequence[str], keyspace: str, table: str, *,
         ca: Any = None, window: int = DEFAULT_WINDOW, retries: int = DEFAULT_RETRIES,
         timeout: float = DEFAULT_TIMEOUT,
         address_map: Mapping[str, str] | None = None,
-        local_dc: str | None = None) -> CqlDescription:
+        local_dc: str | None = None, ttl: int | None = None, timestamp: int | None = None,
+        ttl_column: str | None = None, timestamp_column: str | None = None,
+        nulls: str = "unset") -> CqlDescription:
     """A Cassandra or Scylla table, ``keyspace.table``, as a load's target: each row one
     prepared INSERT of the data's columns, matched to the table's columns by name, and routed
     to a replica of its partition in the local data centre.
@@ -508,6 +685,18 @@ def cql(hosts: str | Sequence[str], keyspace: str, table: str, *,
     by default the data centre of the node that answers at the contact point. A keyspace
     with no replica there sends the rows to another data centre's replicas, except at
     LOCAL_ONE and LOCAL_QUORUM, which fail before any row is sent.
+
+    ``ttl``: seconds every row's cells live (0..:data:`MAX_TTL`; 0: for ever), and
+    ``timestamp``: the write time of every row, microseconds since the epoch (a signed
+    64-bit int): ``INSERT ... USING TTL 3600 AND TIMESTAMP 1767225600000000``.
+    ``ttl_column`` and ``timestamp_column``: a column of the data holding each row's
+    (``USING TTL ? AND TIMESTAMP ?``; integers, or Arrow timestamps for the write time),
+    read but not written as a column; a null there is the table's default (sent unset).
+    A value out of range is a :class:`~bulkwire.errors.RowError` naming the row.
+    ``nulls``: a null in a column outside the primary key is sent ``"unset"`` (the
+    default: the cell is left as it is, no tombstone is written; protocol v4) or, with
+    ``"null"``, as a null (a tombstone, as an INSERT of that null does). A null in a
+    primary key column is an error either way.
 
     Every argument is judged now (``ValueError`` or ``TypeError`` naming it; the TLS files
     read); the table's columns are read and the Arrow schema checked against the prepared
@@ -539,6 +728,9 @@ def cql(hosts: str | Sequence[str], keyspace: str, table: str, *,
         raise TypeError(f"address_map must be a mapping of advertised addresses to "
                         f"HOST[:PORT], not {type(address_map).__name__}")
     mapped = address_map_of(address_map)
+    _check_using(ttl, timestamp, ttl_column, timestamp_column)
+    if nulls not in NULLS:
+        raise ValueError(f"nulls must be one of {', '.join(map(repr, NULLS))}, not {nulls!r}")
     settings = None
     if tls or certificate is not None or ca is not None:
         settings = {"certificate": certificate, "ca": ca}
@@ -546,7 +738,31 @@ def cql(hosts: str | Sequence[str], keyspace: str, table: str, *,
     return CqlDescription(hosts=spelled, keyspace=keyspace, table=table,
                consistency=consistency.upper(), username=username, password=password,
                tls=settings, window=window, retries=retries, timeout=float(timeout),
-               address_map=mapped, local_dc=local_dc)
+               address_map=mapped, local_dc=local_dc, ttl=ttl, timestamp=timestamp,
+               ttl_column=ttl_column, timestamp_column=timestamp_column, nulls=nulls)
+
+
+def _check_using(ttl: Any, timestamp: Any, ttl_column: Any, timestamp_column: Any) -> None:
+    """The TTL and write time options: ``ValueError`` or ``TypeError`` naming the option."""
+    if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, int)
+                            or not 0 <= ttl <= MAX_TTL):
+        raise ValueError(f"ttl must be an int 0..{MAX_TTL} (seconds; 20 years at most), "
+                         f"not {ttl!r}")
+    if timestamp is not None and (isinstance(timestamp, bool) or not isinstance(timestamp, int)
+                                  or not -(1 << 63) <= timestamp < (1 << 63)):
+        raise ValueError(f"timestamp must be an int (microseconds since the epoch, a signed "
+                         f"64-bit integer), not {timestamp!r}")
+    for name, value in (("ttl_column", ttl_column), ("timestamp_column", timestamp_column)):
+        if value is not None and (not isinstance(value, str) or not value):
+            raise TypeError(f"{name} must be a non-empty str (a column), not {value!r}")
+    if ttl is not None and ttl_column is not None:
+        raise ValueError("ttl and ttl_column exclude each other (one TTL for the load, or "
+                         "one per row)")
+    if timestamp is not None and timestamp_column is not None:
+        raise ValueError("timestamp and timestamp_column exclude each other (one write time "
+                         "for the load, or one per row)")
+    if ttl_column is not None and ttl_column == timestamp_column:
+        raise ValueError(f"ttl_column and timestamp_column are both {ttl_column!r}")
 
 def _tls_context(settings: Mapping[str, Any]) -> Any:
     """bulkwire's own TLS context for ``certificate`` and ``ca`` (:class:`bulkwire.tls.TlsSettings`
@@ -604,7 +820,7 @@ class _CqlSession:
             conn = self.target.connect(*self.nodes[node], cancel=self.cancel)
             try:
                 self._identify(conn)
-                prepared = self.target.prepare(conn, names)
+                prepared = self.target.prepare(conn, names[:len(names) - self.target.markers()])
                 if prepared.id != prepared_id:
                     raise ServerError(f"{conn.peer} prepared the INSERT as another statement "
                                       f"(the table changed during the load?)")

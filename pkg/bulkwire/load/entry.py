@@ -18,6 +18,7 @@ from ..errors import _mark_unconfirmed, _name_source_rows
 from .._arrow import PathLike, _pyarrow
 from .datasets import (_as_reader, _empty_batch, _check_schemas, _dataset_files, _file_footer, _reader_batches,
                        RESUME_UNIT_ROWS, _taken_batches, _Unit, _units)
+from . import mapping
 from .interface import ResumableTarget, TargetDescription
 from .resume import _ResumeState
 from .pipeline import (_count_session, _default_batch_rows, _encoded_in_order, _Job,
@@ -327,8 +328,20 @@ def _load(path: Any, target: TargetDescription | None, options: LoadOptions | No
     from .rejects import source_schema
 
     schema = source_schema(schema)
-    # the target judges the schema with the load's options (and makes its encoder of them)
-    plan = target.plan(schema, files[0] if files else source, options)
+    # the target judges the schema with the load's options (and makes its encoder of them);
+    # with a mapping or constants, the schema and options in the target's names
+    named = files[0] if files else source
+    if mapping.active(options):
+        seen, given, constants = mapping.mapped(schema, options, target, named)
+        try:
+            plan = target.plan(seen, named, given)
+        except (ValueError, TypeError) as exc:
+            raise mapping.explained(exc, options)
+        encode = mapping.wrapped(target.encoder(seen, plan, given), options, constants)
+        plan = encode.plan
+    else:
+        plan = target.plan(schema, named, options)
+        encode = target.encoder(schema, plan, options)
     batch_rows = (options.batch_rows if options.batch_rows is not None
                   else _default_batch_rows(schema, plan))
     limited = options.max_rows_per_second or options.max_bytes_per_second
@@ -336,7 +349,6 @@ def _load(path: Any, target: TargetDescription | None, options: LoadOptions | No
         batch_rows = capped_batch_rows(batch_rows, _default_batch_rows(schema, plan),
                                        options.max_rows_per_second,
                                        options.max_bytes_per_second)
-    encode = target.encoder(schema, plan, options)
     # the columns' types, judged before any file is written or request made
     encode(_empty_batch(schema, plan.read_columns))
 
@@ -383,8 +395,11 @@ def _load(path: Any, target: TargetDescription | None, options: LoadOptions | No
     state = None
     if resume is not None:  # a target with units (checked above): a ResumableTarget
         resumable = cast(ResumableTarget, target)
-        state = _ResumeState(os.fspath(resume), files, groups,
-                             resumable.resume_options(encode, options), resumable)
+        recorded = resumable.resume_options(encode, options)
+        if mapping.active(options):  # the rows written from other columns are other rows
+            recorded = {**recorded, "mapping": [list(pair) for pair in options.columns or ()],
+                        "constants": [list(pair) for pair in options.constants or ()]}
+        state = _ResumeState(os.fspath(resume), files, groups, recorded, resumable)
     run: dict = {"counters": {}, "confirmed": []}
     limit = (RateLimit.create(options.max_rows_per_second, options.max_bytes_per_second)
              if limited else None)
