@@ -140,7 +140,8 @@ class ScyllaNode:
     ``supported``: SUPPORTED options replacing the node's own (to play a node that lies)."""
 
     def __init__(self, cluster: "ScyllaCluster", index: int, shards: int,
-                 tokens: Sequence[int], *, shard_aware_port: bool = True,
+                 tokens: Sequence[int], host: str = "127.0.0.1",
+                 ports: tuple[int, int] = (0, 0), *, shard_aware_port: bool = True,
                  shard_port_closes: bool = False, ignore_msb: int = 12,
                  supported: dict[str, str] | None = None) -> None:
         self.cluster, self.index, self.shards = cluster, index, shards
@@ -152,10 +153,15 @@ class ScyllaNode:
         self.next_shard = 0
         self.closed = False
         self.sockets: list[socket.socket] = []
-        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.host = host
+        self.listener = socket.create_server((host, ports[0]))
         self.port = self.listener.getsockname()[1]
-        self.shard_listener = socket.create_server(("127.0.0.1", 0)) if shard_aware_port \
-            else None
+        try:
+            self.shard_listener = socket.create_server((host, ports[1])) if shard_aware_port \
+                else None
+        except OSError:
+            self.listener.close()
+            raise
         self.shard_port = self.shard_listener.getsockname()[1] if self.shard_listener else 0
         #: connections accepted on each port, and the shards they were bound to
         self.connections: list[tuple[str, int]] = []
@@ -166,7 +172,7 @@ class ScyllaNode:
 
     @property
     def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     def close(self) -> None:
         self.closed = True
@@ -178,7 +184,7 @@ class ScyllaNode:
                     pass
 
     def supported(self, shard: int) -> dict[str, str]:
-        options = {"CQL_VERSION": "3.0.0", "COMPRESSION": "",
+        options: dict[str, Any] = {"CQL_VERSION": "3.0.0", "COMPRESSION": [],
                    "SCYLLA_SHARD": str(shard), "SCYLLA_NR_SHARDS": str(self.shards),
                    "SCYLLA_PARTITIONER": MURMUR3, "SCYLLA_SHARDING_ALGORITHM":
                    "biased-token-round-robin",
@@ -242,7 +248,9 @@ class ScyllaNode:
             options = self.supported(shard)
             out = struct.pack(">H", len(options))
             for key, value in options.items():
-                out += _string(key) + struct.pack(">H", 1) + _string(value)
+                values = [value] if isinstance(value, str) else list(value)
+                out += _string(key) + struct.pack(">H", len(values)) + b"".join(
+                    _string(v) for v in values)
             return (SUPPORTED, out), None
         if opcode == STARTUP:
             (count,) = struct.unpack_from(">H", body)
@@ -275,7 +283,7 @@ class ScyllaNode:
         lower = compact.lower()
         if " from system.peers_v2" in lower:
             return _error(0x2200, "unconfigured table peers_v2")
-        if " from system_schema.columns" in lower:
+        if " from system_schema.columns" in lower and lower.startswith("select column_name, kind"):
             option = struct.pack(">H", _VARCHAR)
             return RESULT, _rows("system_schema", "columns",
                                  [("column_name", option), ("kind", option)],
@@ -299,7 +307,8 @@ class ScyllaNode:
             return RESULT, _rows("system", "local" if local else "peers", columns,
                                  [[node._cell(n) for n in names] for node in nodes])
         if " from system_schema." in lower or " from system." in lower:
-            return RESULT, _rows("system", "any", [], [])
+            return RESULT, _rows("system", "any", [("keyspace_name", struct.pack(">H", _VARCHAR))],
+                                 [])
         return _error(0x2200, f"the emulated node does not answer {compact!r}")
 
     def _keyspaces(self, lower: str) -> bytes:
@@ -314,10 +323,9 @@ class ScyllaNode:
         return _rows("system_schema", "keyspaces", columns[2:], [row[2:]])
 
     def _cell(self, name: str) -> bytes | None:
-        address = "127.0.0.1"
-        cells = {"key": b"local", "host_id": self.host_id.bytes, "peer": _inet(f"127.0.1.{self.index + 1}"),
-                 "broadcast_address": _inet(f"127.0.1.{self.index + 1}"),
-                 "listen_address": _inet(f"127.0.1.{self.index + 1}"),
+        address = self.host
+        cells = {"key": b"local", "host_id": self.host_id.bytes, "peer": _inet(address),
+                 "broadcast_address": _inet(address), "listen_address": _inet(address),
                  "rpc_address": _inet(address), "native_address": _inet(address),
                  "native_port": struct.pack(">i", self.port),
                  "data_center": b"datacenter1", "rack": b"rack1",
@@ -372,10 +380,11 @@ class ScyllaNode:
 class ScyllaCluster:
     """``nodes`` emulated nodes (:class:`ScyllaNode`) of ``shards`` shards each, ``rf``
     replicas per token, and ``tablets`` tablets for the table (0: vnodes, 8 tokens per node
-    spread over the ring). The other arguments go to every node. A context manager."""
+    spread over the ring). Node i listens on ``127.0.0.{first_host + i}``, every node at the
+    same ports. The other arguments go to every node. A context manager."""
 
     def __init__(self, nodes: int = 1, shards: int = 4, *, rf: int = 1, tablets: int = 0,
-                 **node_options: Any) -> None:
+                 first_host: int = 61, **node_options: Any) -> None:
         if not 1 <= rf <= nodes:
             raise ValueError(f"rf must be 1..{nodes}, not {rf}")
         self.rf, self.tablets = rf, tablets
@@ -386,13 +395,26 @@ class ScyllaCluster:
         self.stored: set[int] = set()
         self.nodes: list[ScyllaNode] = []
         step = (1 << 64) // (8 * nodes)
-        try:
-            for i in range(nodes):
-                tokens = [-(1 << 63) + step * (i + nodes * j) + 12345 for j in range(8)]
-                self.nodes.append(ScyllaNode(self, i, shards, tokens, **node_options))
-        except BaseException:
-            self.close()
-            raise
+        # every node at the same ports on an address of its own (127.0.0.N), as a cluster
+        # is: its peers are found at the port of the contact point
+        for attempt in range(50):
+            try:
+                for i in range(nodes):
+                    tokens = [-(1 << 63) + step * (i + nodes * j) + 12345 for j in range(8)]
+                    ports = (0, 0) if i == 0 else (self.nodes[0].port,
+                                                    self.nodes[0].shard_port)
+                    self.nodes.append(ScyllaNode(self, i, shards, tokens,
+                                                 f"127.0.0.{first_host + i}", ports,
+                                                 **node_options))
+                break
+            except OSError:
+                self.close()
+                self.nodes = []
+                if attempt == 49:
+                    raise
+            except BaseException:
+                self.close()
+                raise
 
     def __enter__(self) -> "ScyllaCluster":
         return self
