@@ -31,11 +31,12 @@ per (node, shard).
 """
 from __future__ import annotations
 
+import bisect
 import socket
 import struct
 import threading
 import uuid
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 KEYSPACE, TABLE = "ks", "t"
 MURMUR3 = "org.apache.cassandra.dht.Murmur3Partitioner"
@@ -373,6 +374,8 @@ class ScyllaNode:
             first, last, replicas = self.cluster.tablet_of(token)
             payload = _tablet_payload(first, last, [(self.cluster.nodes[i].host_id, s)
                                                     for i, s in replicas])
+            if self.cluster.payload_for is not None:  # a node that lies
+                payload = self.cluster.payload_for(key, payload)
         self.cluster.record(self.index, shard, key, owned)
         return (RESULT, struct.pack(">i", 1)), payload
 
@@ -381,18 +384,24 @@ class ScyllaCluster:
     """``nodes`` emulated nodes (:class:`ScyllaNode`) of ``shards`` shards each, ``rf``
     replicas per token, and ``tablets`` tablets for the table (0: vnodes, 8 tokens per node
     spread over the ring). Node i listens on ``127.0.0.{first_host + i}``, every node at the
-    same ports. The other arguments go to every node. A context manager."""
+    same ports. ``payload_for(id, payload)``, when given, replaces the tablet payload a
+    misrouted row is answered with (None: none), to play a node that lies. The other
+    arguments go to every node. A context manager."""
 
     def __init__(self, nodes: int = 1, shards: int = 4, *, rf: int = 1, tablets: int = 0,
-                 first_host: int = 61, **node_options: Any) -> None:
+                 first_host: int = 61,
+                 payload_for: Callable[[int, bytes], bytes | None] | None = None,
+                 **node_options: Any) -> None:
         if not 1 <= rf <= nodes:
             raise ValueError(f"rf must be 1..{nodes}, not {rf}")
-        self.rf, self.tablets = rf, tablets
+        self.rf, self.tablets, self.payload_for = rf, tablets, payload_for
         self.lock = threading.Lock()
         self.stats = {"rows": 0, "owned": 0, "forwarded": 0}
         #: requests per (node, shard), and the ids stored
         self.requests: dict[tuple[int, int], int] = {}
         self.stored: set[int] = set()
+        #: each id's last arrival: whether on a shard owning it
+        self.owned: dict[int, bool] = {}
         self.nodes: list[ScyllaNode] = []
         step = (1 << 64) // (8 * nodes)
         # every node at the same ports on an address of its own (127.0.0.N), as a cluster
@@ -444,8 +453,8 @@ class ScyllaCluster:
         """The (node, shard) pairs owning ``token``."""
         if self.tablets:
             return self.tablet_of(token)[2]
-        ring = sorted((t, i) for i, n in enumerate(self.nodes) for t in n.tokens)
-        at = next((j for j, (t, _) in enumerate(ring) if t >= token), 0)
+        ring = self._ring()
+        at = bisect.bisect_left(ring, (token, -1)) % len(ring)
         met: list[int] = []
         for j in range(len(ring)):
             node = ring[(at + j) % len(ring)][1]
@@ -454,9 +463,17 @@ class ScyllaCluster:
         return [(i, shard_of(token, self.nodes[i].shards, self.nodes[i].ignore_msb))
                 for i in met[:self.rf]]
 
+    def _ring(self) -> list[tuple[int, int]]:
+        ring = getattr(self, "_sorted_ring", None)
+        if ring is None:
+            ring = self._sorted_ring = sorted((t, i) for i, n in enumerate(self.nodes)
+                                              for t in n.tokens)
+        return ring
+
     def record(self, node: int, shard: int, key: int, owned: bool) -> None:
         with self.lock:
             self.stats["rows"] += 1
             self.stats["owned" if owned else "forwarded"] += 1
             self.requests[(node, shard)] = self.requests.get((node, shard), 0) + 1
             self.stored.add(key)
+            self.owned[key] = owned
