@@ -4,7 +4,7 @@
    read (written again, the bytes are the same); a read that fails must leave the cursor
    where it was. The ERROR parser and the response extras' skip must stay inside the input
    (a heap block of exactly its size) whatever it holds.
-   sources: cql_wire.c cql_conn.c out_buffer.c socket_send.c fork_origin.c status.c
+   sources: cql_wire.c cql_conn.c cql_shard.c out_buffer.c socket_send.c fork_origin.c status.c
    libs: -lpthread */
 #include <stdint.h>
 #include <stdlib.h>
