@@ -20,7 +20,6 @@ driver's rows; ``--no-driver`` leaves them out).
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
 
@@ -37,16 +36,10 @@ CLUSTERS = [("1 node x 4 shards, vnodes", 1, 4, 1, 0),
 def bulkwire_rows(nodes: int, shards: int, rf: int, tablets: int, rows: int,
                   batch: int) -> dict:
     """Loads ``rows`` rows with bulkwire; the emulator's counts."""
-    import pyarrow as pa
+    from bulkwire.testing.scylla import ScyllaCluster, bulkwire_insert
 
-    import bulkwire
-    from bulkwire.testing.scylla import ScyllaCluster
-
-    table = pa.table({"id": pa.array(range(rows), pa.int64()),
-                      "v": pa.array([str(i) for i in range(rows)])})
     with ScyllaCluster(nodes, shards, rf=rf, tablets=tablets) as cluster:
-        result = bulkwire.load_parquet(table, bulkwire.targets.cql(cluster.contact(), "ks", "t"),
-                                       batch_rows=batch)
+        result = bulkwire_insert(cluster, rows, batch)
         assert result.rows == rows and len(cluster.stored) == rows
         after = [owned for key, owned in cluster.owned.items() if key >= batch]
         return dict(cluster.stats, after_first=sum(after), after_rows=len(after))
@@ -54,33 +47,10 @@ def bulkwire_rows(nodes: int, shards: int, rf: int, tablets: int, rows: int,
 
 def driver_rows(nodes: int, shards: int, rf: int, tablets: int, rows: int) -> dict:
     """Inserts ``rows`` rows with the official driver; the emulator's counts."""
-    from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
-    from cassandra.concurrent import execute_concurrent_with_args
-    from cassandra.policies import RoundRobinPolicy, TokenAwarePolicy
+    from bulkwire.testing.scylla import ScyllaCluster, driver_insert
 
-    from bulkwire.testing.scylla import ScyllaCluster
-
-    logging.getLogger("cassandra").setLevel(logging.CRITICAL)
     with ScyllaCluster(nodes, shards, rf=rf, tablets=tablets) as cluster:
-        host, port = cluster.contact().split(":")
-        profile = ExecutionProfile(load_balancing_policy=TokenAwarePolicy(RoundRobinPolicy()))
-        client = Cluster([host], port=int(port), protocol_version=4, compression=False,
-                         execution_profiles={EXEC_PROFILE_DEFAULT: profile})
-        try:
-            session = client.connect()
-            # the driver opens its per-shard connections in the background: wait for them
-            wanted = nodes * shards
-            for _ in range(100):
-                if sum(len(p._connections) for p in session._pools.values()) >= wanted:
-                    break
-                import time
-                time.sleep(0.05)
-            statement = session.prepare("INSERT INTO ks.t (id, v) VALUES (?, ?)")
-            execute_concurrent_with_args(session, statement,
-                                         [(i, str(i)) for i in range(rows)], concurrency=8)
-        finally:
-            client.shutdown()
-        return dict(cluster.stats)
+        return driver_insert(cluster, rows)
 
 
 def share(part: int, whole: int) -> str:

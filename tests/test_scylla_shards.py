@@ -5,16 +5,14 @@ from __future__ import annotations
 
 import random
 import struct
-import time
 
-import pyarrow as pa
 import pytest
 from hypothesis import given, settings, strategies as st
 
 import bulkwire
 from bulkwire import _core
 from bulkwire.cql_scylla import MURMUR3, Sharding, sharding_of, source_ports, supported
-from bulkwire.testing.scylla import ScyllaCluster, shard_of
+from bulkwire.testing.scylla import ScyllaCluster, bulkwire_insert, driver_insert, shard_of
 
 from cassandra.connection import ShardAwarePortGenerator
 from cassandra.shard_info import _ShardingInfo
@@ -100,14 +98,8 @@ def test_the_local_ports_of_a_shard_are_the_drivers(shards, data):
     assert set(ours) == set(theirs)
 
 
-def table(rows: int) -> pa.Table:
-    return pa.table({"id": pa.array(range(rows), pa.int64()),
-                     "v": pa.array([str(i) for i in range(rows)])})
-
-
 def load(cluster: ScyllaCluster, rows: int, batch: int = 1000):
-    return bulkwire.load_parquet(table(rows), bulkwire.targets.cql(cluster.contact(), "ks", "t"),
-                                 batch_rows=batch)
+    return bulkwire_insert(cluster, rows, batch)
 
 
 def test_every_row_reaches_its_shard_on_a_connection_per_shard():
@@ -174,23 +166,5 @@ def test_a_connection_from_a_local_port_is_bound_to_that_ports_shard():
 def test_the_driver_puts_every_row_on_its_shard_in_the_emulator():
     """The emulator's shard rule is the driver's: the official driver, token aware, reaches
     the owning shard with every row."""
-    from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
-    from cassandra.concurrent import execute_concurrent_with_args
-    from cassandra.policies import RoundRobinPolicy, TokenAwarePolicy
-
     with ScyllaCluster(1, 4) as cluster:
-        host, port = cluster.contact().split(":")
-        profile = ExecutionProfile(load_balancing_policy=TokenAwarePolicy(RoundRobinPolicy()))
-        client = Cluster([host], port=int(port), protocol_version=4, compression=False,
-                         execution_profiles={EXEC_PROFILE_DEFAULT: profile})
-        try:
-            session = client.connect()
-            deadline = time.monotonic() + 10
-            while (sum(len(p._connections) for p in session._pools.values()) < 4
-                   and time.monotonic() < deadline):
-                time.sleep(0.05)
-            statement = session.prepare("INSERT INTO ks.t (id, v) VALUES (?, ?)")
-            execute_concurrent_with_args(session, statement, [(i, "x") for i in range(400)])
-        finally:
-            client.shutdown()
-        assert cluster.stats == {"rows": 400, "owned": 400, "forwarded": 0}
+        assert driver_insert(cluster, 400) == {"rows": 400, "owned": 400, "forwarded": 0}

@@ -6,18 +6,15 @@ to a node of the ring."""
 from __future__ import annotations
 
 import struct
-import time
 import uuid
 
-import pyarrow as pa
 import pytest
 from hypothesis import given, settings, strategies as st
 
-import bulkwire
 from bulkwire import _core
 from bulkwire.cql_scylla import (MAX_REPLICAS, Tablet, TabletMap, parse_tablet,
                                  tablet_payload)
-from bulkwire.testing.scylla import ScyllaCluster
+from bulkwire.testing.scylla import ScyllaCluster, bulkwire_insert, driver_insert
 
 from cassandra import cqltypes
 from cassandra.metadata import Murmur3Token
@@ -111,14 +108,8 @@ def test_the_tablet_map_is_bounded_and_counts_what_it_refused():
     assert tablets.learn(b"garbage") is None and tablets.rejected == 1
 
 
-def table(rows: int) -> pa.Table:
-    return pa.table({"id": pa.array(range(rows), pa.int64()),
-                     "v": pa.array([str(i) for i in range(rows)])})
-
-
 def load(cluster: ScyllaCluster, rows: int, batch: int = 500):
-    return bulkwire.load_parquet(table(rows), bulkwire.targets.cql(cluster.contact(), "ks", "t"),
-                                 batch_rows=batch)
+    return bulkwire_insert(cluster, rows, batch)
 
 
 def after_first_batch(cluster: ScyllaCluster, batch: int) -> float:
@@ -218,25 +209,7 @@ def test_a_connection_drops_a_payload_too_large_to_keep():
 def test_the_driver_learns_the_emulators_tablets():
     """The emulator's tablet payloads are the driver's: the official driver routes the rows
     of a tablet to its replica's shard once answered with the tablet."""
-    from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
-    from cassandra.concurrent import execute_concurrent_with_args
-    from cassandra.policies import RoundRobinPolicy, TokenAwarePolicy
-
     with ScyllaCluster(2, 4, tablets=8) as cluster:
-        host, port = cluster.contact().split(":")
-        profile = ExecutionProfile(load_balancing_policy=TokenAwarePolicy(RoundRobinPolicy()))
-        client = Cluster([host], port=int(port), protocol_version=4, compression=False,
-                         execution_profiles={EXEC_PROFILE_DEFAULT: profile})
-        try:
-            session = client.connect()
-            deadline = time.monotonic() + 10
-            while (sum(len(p._connections) for p in session._pools.values()) < 8
-                   and time.monotonic() < deadline):
-                time.sleep(0.05)
-            statement = session.prepare("INSERT INTO ks.t (id, v) VALUES (?, ?)")
-            execute_concurrent_with_args(session, statement, [(i, "x") for i in range(800)],
-                                         concurrency=4)
-        finally:
-            client.shutdown()
-        assert cluster.stats["rows"] == 800
-        assert cluster.stats["forwarded"] <= 8 * 4  # about one per tablet, while learning
+        stats = driver_insert(cluster, 800, concurrency=4)
+        assert stats["rows"] == 800
+        assert stats["forwarded"] <= 8 * 4  # about one per tablet, while learning

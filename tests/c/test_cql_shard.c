@@ -31,21 +31,27 @@ TEST(shard_of_edges) {
     CHECK_EQ(out[2], 3);
 }
 
+/* Writes the [short] n at out; returns the bytes written. */
+static size_t put_short(uint8_t *out, size_t n) {
+    out[0] = (uint8_t)(n >> 8);
+    out[1] = (uint8_t)n;
+    return 2;
+}
+
+/* Writes the [string] s at out; returns the bytes written. */
+static size_t put_string(uint8_t *out, const char *s) {
+    size_t n = strlen(s);
+    put_short(out, n);
+    memcpy(out + 2, s, n);
+    return 2 + n;
+}
+
 /* A [string multimap] of one key with one value. */
 static size_t multimap(uint8_t *out, const char *key, const char *value) {
-    size_t k = strlen(key), v = strlen(value), at = 0;
-    out[at++] = 0;
-    out[at++] = 1;
-    out[at++] = 0;
-    out[at++] = (uint8_t)k;
-    memcpy(out + at, key, k);
-    at += k;
-    out[at++] = 0;
-    out[at++] = 1;
-    out[at++] = 0;
-    out[at++] = (uint8_t)v;
-    memcpy(out + at, value, v);
-    return at + v;
+    size_t at = put_short(out, 1);
+    at += put_string(out + at, key);
+    at += put_short(out + at, 1);
+    return at + put_string(out + at, value);
 }
 
 TEST(supported_has) {
@@ -61,17 +67,10 @@ TEST(supported_has) {
 
 /* A custom payload ([bytes map]) of one entry `key` -> n bytes of `fill`, then "BODY". */
 static size_t payload(uint8_t *out, const char *key, size_t n, uint8_t fill) {
-    size_t k = strlen(key), at = 0;
-    out[at++] = 0;
-    out[at++] = 1;
-    out[at++] = 0;
-    out[at++] = (uint8_t)k;
-    memcpy(out + at, key, k);
-    at += k;
-    out[at++] = (uint8_t)(n >> 24);
-    out[at++] = (uint8_t)(n >> 16);
-    out[at++] = (uint8_t)(n >> 8);
-    out[at++] = (uint8_t)n;
+    size_t at = put_short(out, 1);
+    at += put_string(out + at, key);
+    for (int shift = 24; shift >= 0; shift -= 8)
+        out[at++] = (uint8_t)(n >> shift);
     memset(out + at, fill, n);
     at += n;
     memcpy(out + at, "BODY", 4);

@@ -66,13 +66,19 @@ def token_of(key: int) -> int:
 # ------------------------------------------------------------------------------ wire bits
 
 
+def _sized(raw: bytes | None, head: str) -> bytes:
+    """``raw`` after its length packed as ``head`` (-1 for None: a null cell)."""
+    return struct.pack(head, -1 if raw is None else len(raw)) + (raw or b"")
+
+
 def _string(text: str | bytes) -> bytes:
-    raw = text.encode() if isinstance(text, str) else text
-    return struct.pack(">H", len(raw)) + raw
+    """A ``[string]``: its length in 2 bytes, then its UTF-8 bytes."""
+    return _sized(text.encode() if isinstance(text, str) else text, ">H")
 
 
 def _cell(value: bytes | None) -> bytes:
-    return struct.pack(">i", -1) if value is None else struct.pack(">i", len(value)) + value
+    """A ``[bytes]`` cell: its length in 4 bytes (-1: null), then its bytes."""
+    return _sized(value, ">i")
 
 
 def _text_set(items: Sequence[str]) -> bytes:
@@ -90,26 +96,22 @@ def _inet(address: str) -> bytes:
 
 def _rows(keyspace: str, table: str, columns: list[tuple[str, bytes]],
           values: list[list[bytes | None]]) -> bytes:
-    body = struct.pack(">iii", 2, 0x0001, len(columns)) + _string(keyspace) + _string(table)
-    for name, option in columns:
-        body += _string(name) + option
-    body += struct.pack(">i", len(values))
-    for row in values:
-        body += b"".join(_cell(v) for v in row)
-    return body
+    """A RESULT Rows body (global table spec): ``columns`` (name, type option), the cells."""
+    spec = [struct.pack(">iii", 2, 0x0001, len(columns)), _string(keyspace), _string(table)]
+    spec += [_string(name) + option for name, option in columns]
+    cells = [_cell(value) for row in values for value in row]
+    return b"".join(spec) + struct.pack(">i", len(values)) + b"".join(cells)
 
 
 def _error(code: int, message: str) -> tuple[int, bytes]:
     return ERROR, struct.pack(">i", code) + _string(message)
 
 
-def _read(sock: socket.socket, n: int) -> bytes:
-    data = b""
-    while len(data) < n:
-        got = sock.recv(n - len(data))
-        if not got:
-            raise EOFError
-        data += got
+def _take(stream: Any, n: int) -> bytes:
+    """``n`` bytes of a buffered socket reader; ``EOFError`` when the client closed first."""
+    data = stream.read(n)
+    if data is None or len(data) < n:
+        raise EOFError
     return data
 
 
@@ -220,10 +222,11 @@ class ScyllaNode:
 
     def _serve(self, conn: socket.socket, shard: int) -> None:
         state = {"tablets": False}
+        reader = conn.makefile("rb")
         try:
             while True:
-                version, _, stream, opcode, length = struct.unpack(">BBhBi", _read(conn, 9))
-                body = _read(conn, length)
+                version, _, stream, opcode, length = struct.unpack(">BBhBi", _take(reader, 9))
+                body = _take(reader, length)
                 if version & 0x7F != 4:
                     answer, payload = _error(0x000A, "Invalid or unsupported protocol version "
                                                      f"({version & 0x7F}); supported: 4"), None
@@ -241,6 +244,7 @@ class ScyllaNode:
         except (EOFError, OSError, struct.error):
             pass
         finally:
+            reader.close()
             conn.close()
 
     def _answer(self, opcode: int, body: bytes, shard: int,
@@ -425,18 +429,20 @@ class ScyllaCluster:
                 self.close()
                 raise
 
+    def contact(self, i: int = 0) -> str:
+        """``HOST:PORT`` of node ``i``'s ordinary port."""
+        return self.nodes[i].address
+
+    def close(self) -> None:
+        """Every node stops listening and closes its connections."""
+        while self.nodes:
+            self.nodes.pop().close()
+
     def __enter__(self) -> "ScyllaCluster":
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    def close(self) -> None:
-        for node in self.nodes:
-            node.close()
-
-    def contact(self, i: int = 0) -> str:
-        return self.nodes[i].address
 
     def tablet_of(self, token: int) -> tuple[int, int, list[tuple[int, int]]]:
         """The tablet holding ``token``: (first, last, [(node, shard)]), its range
@@ -477,3 +483,55 @@ class ScyllaCluster:
             self.requests[(node, shard)] = self.requests.get((node, shard), 0) + 1
             self.stored.add(key)
             self.owned[key] = owned
+
+
+def ids_table(rows: int) -> Any:
+    """The Arrow table of ``ks.t``'s rows ``id`` 0..rows-1, ``v`` the id as text."""
+    import pyarrow as pa
+
+    return pa.table({"id": pa.array(range(rows), pa.int64()),
+                     "v": pa.array([str(i) for i in range(rows)])})
+
+
+def bulkwire_insert(cluster: ScyllaCluster, rows: int, batch_rows: int = 1000) -> Any:
+    """Loads :func:`ids_table` of ``rows`` rows into ``cluster`` with ``bulkwire``, in batches
+    of ``batch_rows``; the load's result."""
+    import bulkwire
+
+    return bulkwire.load_parquet(ids_table(rows),
+                                 bulkwire.targets.cql(cluster.contact(), KEYSPACE, TABLE),
+                                 batch_rows=batch_rows)
+
+
+def driver_insert(cluster: ScyllaCluster, rows: int, concurrency: int = 8,
+                  wait: float = 10.0) -> dict:
+    """Inserts the ids ``0..rows-1`` into ``cluster`` with the official driver
+    (``scylla-driver``: token aware, the INSERT prepared, ``execute_concurrent_with_args``
+    with ``concurrency`` requests in flight) once its connections to every shard are up (at
+    most ``wait`` seconds); the cluster's :attr:`~ScyllaCluster.stats` then."""
+    import logging
+    import time
+
+    from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
+    from cassandra.concurrent import execute_concurrent_with_args
+    from cassandra.policies import RoundRobinPolicy, TokenAwarePolicy
+
+    logging.getLogger("cassandra").setLevel(logging.CRITICAL)
+    host, port = cluster.contact().split(":")
+    policy = TokenAwarePolicy(RoundRobinPolicy())
+    client = Cluster([host], port=int(port), protocol_version=4, compression=False,
+                     execution_profiles={EXEC_PROFILE_DEFAULT: ExecutionProfile(
+                         load_balancing_policy=policy)})
+    try:
+        session = client.connect()
+        shards = sum(node.shards for node in cluster.nodes)
+        deadline = time.monotonic() + wait
+        while (sum(len(pool._connections) for pool in session._pools.values()) < shards
+               and time.monotonic() < deadline):
+            time.sleep(0.05)
+        statement = session.prepare("INSERT INTO ks.t (id, v) VALUES (?, ?)")
+        execute_concurrent_with_args(session, statement, [(i, str(i)) for i in range(rows)],
+                                     concurrency=concurrency)
+    finally:
+        client.shutdown()
+    return dict(cluster.stats)
