@@ -8,9 +8,11 @@ from __future__ import annotations
 import struct
 import uuid
 
+import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
+import bulkwire
 from bulkwire import _core
 from bulkwire.cql_scylla import (MAX_REPLICAS, Tablet, TabletMap, parse_tablet,
                                  tablet_payload)
@@ -213,3 +215,32 @@ def test_the_driver_learns_the_emulators_tablets():
         stats = driver_insert(cluster, 800, concurrency=4)
         assert stats["rows"] == 800
         assert stats["forwarded"] <= 8 * 4  # about one per tablet, while learning
+
+
+def test_the_rows_of_a_batch_no_tablet_holds_are_probed_first_while_probes_teach():
+    from bulkwire.cql_scylla import supported
+    from bulkwire.load.cql_shards import PROBE_ROWS, ShardRouter
+
+    router = ShardRouter(None, False, {}, lambda node: True,
+                         supported({"TABLETS_ROUTING_V1": ""}))
+    tokens = np.arange(-500, 500, dtype=np.int64) * (1 << 50)
+    probe, later = router.phases(np, tokens.tobytes(), len(tokens))
+    assert len(probe) == PROBE_ROWS and len(later) == 1
+    assert sorted(np.concatenate([probe, later[0]]).tolist()) == list(range(len(tokens)))
+    router.tablets.learn(tablet_payload(-(1 << 63), 0, [(uuid.uuid4(), 0)]))
+    assert router.probed(later[0]) is later[0] and router.probing
+    probe, _ = router.phases(np, tokens.tobytes(), len(tokens))
+    assert (tokens[probe] > 0).all()  # only rows no tablet holds
+    router.probed(_[0])  # this probe taught nothing: no more probes
+    assert not router.probing and router.phases(np, tokens.tobytes(), len(tokens)) == (None, [])
+    # a node that offers no tablet routing is never probed
+    plain = ShardRouter(None, False, {}, lambda node: True, supported({"CQL_VERSION": "3"}))
+    assert plain.phases(np, tokens.tobytes(), len(tokens)) == (None, [])
+
+
+def test_a_failure_in_the_probe_names_every_row_of_the_batch_not_acknowledged():
+    with ScyllaCluster(2, 4, tablets=8, refuse=lambda key: True) as cluster:
+        with pytest.raises(bulkwire.errors.CqlServerError) as caught:
+            load(cluster, 1000)
+        assert caught.value.source_unacknowledged == list(range(500))
+        assert cluster.stats["rows"] == 0

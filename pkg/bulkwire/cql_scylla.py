@@ -262,6 +262,7 @@ class TabletMap:
         self._tablets: list[Tablet] = []
         self._order: list[Tablet] = []  # by age, for the bound
         self.rejected = 0  # entries that did not parse
+        self.learned = 0  # entries kept
 
     def __len__(self) -> int:
         return len(self._tablets)
@@ -275,6 +276,7 @@ class TabletMap:
             self.rejected += 1
             return None
         with self._lock:
+            self.learned += 1
             # the tablets overlapping (first, last]: those whose last > first, up to the
             # first whose range starts at or after last
             at = bisect.bisect_right(self._lasts, tablet.first)

@@ -21,7 +21,8 @@ import threading
 import uuid
 from typing import Any, Callable
 
-from ..cql_scylla import Sharding, Tablet, TabletMap, sharding_of, source_ports
+from ..cql_scylla import (TABLETS_OPTION, Sharding, Tablet, TabletMap, parse_supported,
+                          sharding_of, source_ports)
 from ..errors import ConnectError, ConnectionLostError, TransportTimeoutError
 
 #: Connections to the ordinary port tried per shard (times the shard count) to find one of
@@ -30,6 +31,16 @@ RECONNECTS_PER_SHARD = 4
 PORT_TRIES = 8
 #: The shard key of a node's first connection.
 FIRST = -1
+#: Rows of a batch sent first to learn their tablets (:meth:`ShardRouter.phases`).
+PROBE_ROWS = 64
+
+
+def _offers_tablets(body: bytes | None) -> bool:
+    """Whether a SUPPORTED ``body`` offers tablet routing."""
+    try:
+        return bool(body) and TABLETS_OPTION in parse_supported(body)
+    except ValueError:
+        return False
 
 
 class ShardRouter:
@@ -42,7 +53,7 @@ class ShardRouter:
     there may take rows (alive, in the local data centre)."""
 
     def __init__(self, open: Callable[..., Any], tls: bool, hosts: dict[uuid.UUID, int],
-                 usable: Callable[[int], bool]) -> None:
+                 usable: Callable[[int], bool], supported: bytes | None = None) -> None:
         self.open, self.tls, self.hosts, self.usable = open, tls, hosts, usable
         self.conns: dict[tuple[int, int], Any] = {}
         self.sharding: dict[int, Sharding | None] = {}
@@ -52,6 +63,10 @@ class ShardRouter:
         self.no_shard_port: set[int] = set()
         #: connections made per node, to the shard-aware and the ordinary ports
         self.made = {"shard-aware": 0, "ordinary": 0, "closed": 0}
+        #: whether a batch's rows no tablet holds are probed first (:meth:`phases`): while
+        #: the cluster offers tablet routing and probes teach tablets
+        self.probing = _offers_tablets(supported)
+        self._learned_before = 0
 
     def _node_lock(self, node: int) -> threading.Lock:
         with self.lock:
@@ -157,6 +172,31 @@ class ShardRouter:
             sharding = self.sharding.get(node)
             return node, shard if sharding is not None and shard < sharding.nr_shards else -1
         return None
+
+    def phases(self, np: Any, tokens: bytes, rows: int) -> tuple[Any, list]:
+        """The parts a batch of ``rows`` rows (their ``tokens``) is sent in, in order: the
+        first (None: every row) and the list of the later ones (int32 row arrays). While
+        :attr:`probing`, a batch with rows no tablet learned holds sends first a probe of
+        :data:`PROBE_ROWS` of them, spread over them, so that the answers teach their
+        tablets before the rest is routed."""
+        if not self.probing or rows <= 2 * PROBE_ROWS:
+            return None, []
+        chosen = np.frombuffer(tokens, dtype=np.int64)
+        held = self.tablets.route(np, chosen, lambda tablet: (0, 0))[0] >= 0
+        unknown = np.flatnonzero(~held)
+        if not len(unknown):
+            return None, []
+        probe = unknown[::max(1, len(unknown) // PROBE_ROWS)][:PROBE_ROWS].astype(np.int32)
+        rest = np.setdiff1d(np.arange(rows, dtype=np.int32), probe).astype(np.int32)
+        self._learned_before = self.tablets.learned
+        return probe, [rest]
+
+    def probed(self, rest: Any) -> Any:
+        """``rest``, once a probe was answered; probing ends when the probe taught no tablet
+        (a table without tablets, or rows the ring routes right)."""
+        if self.tablets.learned == self._learned_before:
+            self.probing = False
+        return rest
 
     def split(self, np: Any, tokens: Any, owners: Any) -> Any:
         """Each row's shard (int32; -1: the node's first connection), and ``owners`` (each

@@ -574,6 +574,7 @@ class _CqlSession:
     def __init__(self, target: CqlDescription) -> None:
         self.target = target
         conn, contact = target.contact()
+        offered = getattr(conn, "supported", None)  # the cluster's extensions
         with conn:
             found, self.placement, self.local_dc = target.placement(conn, contact)
         self.contact = _spelled(*contact)
@@ -588,7 +589,8 @@ class _CqlSession:
         #: the connections by (node, shard), and the tablets learned (ScyllaDB)
         self.router = ShardRouter(self._open, target.tls is not None, {
             node.host_id: self.index[_spelled(*reached)] for reached, node in found
-            if node.host_id is not None and _spelled(*reached) in self.index}, self._usable)
+            if node.host_id is not None and _spelled(*reached) in self.index}, self._usable,
+            offered)
         self.prepared: tuple[bytes, Sequence[str]] | None = None
         #: every connection of the session watches it: abort() ends each wait at once, in
         #: any thread, those of connections still being made or preparing included
@@ -711,7 +713,8 @@ class _CqlSession:
         import numpy as np
 
         bodies, ends, tokens, row_base, _ = encoded
-        pending: Any = None  # the batch's rows still to send (None: all of them)
+        # the batch's rows still to send (None: all of them), and the parts sent after them
+        pending, later = self.router.phases(np, tokens, rows)
         while True:
             jobs = self._jobs(np, tokens, pending, encoded[4])
             if self.pool is None or len(jobs) == 1:
@@ -731,7 +734,8 @@ class _CqlSession:
                     failures.append((outcome, selection))
             if failures:  # every row of the batch not acknowledged: the failed runs', and
                 # those of nodes left out, which will not be sent again
-                missing = again + [_not_acknowledged(np, e, sel, rows) for e, sel in failures]
+                missing = again + [_not_acknowledged(np, e, sel, rows)
+                                   for e, sel in failures] + later
                 error = _named(failures[0][0], row_base, rows,
                                np.unique(np.concatenate(missing)).tolist())
                 # the error's traceback will hold this frame: it must not hold the error
@@ -740,9 +744,9 @@ class _CqlSession:
                     raise error
                 finally:
                     del error
-            if not again:
+            if not again and not later:
                 break
-            pending = np.concatenate(again)
+            pending = np.concatenate(again) if again else self.router.probed(later.pop(0))
         self.body_bytes += len(bodies)
         self.wire_bytes += len(bodies) + 9 * rows  # each body in a frame of its own
         return len(bodies)

@@ -370,6 +370,8 @@ class ScyllaNode:
             at += 4 + max(length, 0)
         names = getattr(self, "_names", ["id", "v"])
         key = struct.unpack(">q", values[names.index("id")])[0]
+        if self.cluster.refuse is not None and self.cluster.refuse(key):
+            return _error(0x2200, f"the emulated node refuses the row of id {key}"), None
         token = token_of(key)
         owners = self.cluster.owners(token)
         owned = (self.index, shard) in owners
@@ -389,16 +391,19 @@ class ScyllaCluster:
     replicas per token, and ``tablets`` tablets for the table (0: vnodes, 8 tokens per node
     spread over the ring). Node i listens on ``127.0.0.{first_host + i}``, every node at the
     same ports. ``payload_for(id, payload)``, when given, replaces the tablet payload a
-    misrouted row is answered with (None: none), to play a node that lies. The other
+    misrouted row is answered with (None: none), to play a node that lies; ``refuse(id)``,
+    when it says so, has the row answered with an *Invalid* error. The other
     arguments go to every node. A context manager."""
 
     def __init__(self, nodes: int = 1, shards: int = 4, *, rf: int = 1, tablets: int = 0,
                  first_host: int = 61,
                  payload_for: Callable[[int, bytes], bytes | None] | None = None,
+                 refuse: Callable[[int], bool] | None = None,
                  **node_options: Any) -> None:
         if not 1 <= rf <= nodes:
             raise ValueError(f"rf must be 1..{nodes}, not {rf}")
         self.rf, self.tablets, self.payload_for = rf, tablets, payload_for
+        self.refuse = refuse
         self.lock = threading.Lock()
         self.stats = {"rows": 0, "owned": 0, "forwarded": 0}
         #: requests per (node, shard), and the ids stored
