@@ -168,3 +168,15 @@ def test_the_driver_puts_every_row_on_its_shard_in_the_emulator():
     the owning shard with every row."""
     with ScyllaCluster(1, 4) as cluster:
         assert driver_insert(cluster, 400) == {"rows": 400, "owned": 400, "forwarded": 0}
+
+
+def test_a_node_claiming_more_shards_than_it_has_costs_a_bounded_number_of_connections():
+    """4096 shards claimed, 4 real: the connections made to find the missing shards stop at
+    the bound, the rows of the shards not found go on the node's first connection (one run
+    at a time), and every row is stored."""
+    from bulkwire.load.cql_shards import CONNECTS_PER_NODE
+
+    with ScyllaCluster(1, 4, supported={"SCYLLA_NR_SHARDS": "4096"}) as cluster:
+        result = load(cluster, 2000, batch=500)
+        assert result.rows == 2000 and len(cluster.stored) == 2000
+        assert len(cluster.nodes[0].connections) <= 3 + CONNECTS_PER_NODE

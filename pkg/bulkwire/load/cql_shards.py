@@ -6,8 +6,9 @@ connection (to its ordinary port) says how it shards; a ScyllaDB node with the M
 partitioner then gets one connection per shard as rows go there, made to its shard-aware port
 from a local port of that shard, else (no such port, or it refused or closed the connection)
 to its ordinary port again until the node hands a connection of that shard, at most
-:data:`RECONNECTS_PER_SHARD` times the shard count; past that, the shard's rows go on a
-connection of another shard of the node (the node forwards them). A node that is not
+:data:`RECONNECTS_PER_SHARD` times the shard count (and :data:`CONNECTS_PER_NODE`
+connections to a node in all); past that, the shard's rows go on the node's first connection
+(the node forwards them), one run at a time (:meth:`ShardRouter.using`). A node that is not
 ScyllaDB keeps its one connection. :meth:`ShardRouter.split` says the (node, shard) of each
 row: a tablet learned (:meth:`ShardRouter.learn`, from the answers' payloads) names its
 replica and shard; else the ring's node, at the shard of the token once a connection to the
@@ -29,6 +30,8 @@ from ..errors import ConnectError, ConnectionLostError, TransportTimeoutError
 #: a shard, and local ports tried at the shard-aware port.
 RECONNECTS_PER_SHARD = 4
 PORT_TRIES = 8
+#: Connections made to one node beyond its first, at most, whatever its shard count says.
+CONNECTS_PER_NODE = 256
 #: The shard key of a node's first connection.
 FIRST = -1
 #: Rows of a batch sent first to learn their tablets (:meth:`ShardRouter.phases`).
@@ -61,12 +64,31 @@ class ShardRouter:
         self.lock = threading.Lock()
         self.node_locks: dict[int, threading.Lock] = {}
         self.no_shard_port: set[int] = set()
+        self.connects: dict[int, int] = {}  # connections made per node beyond its first
+        self.fallback: dict[int, set[int]] = {}  # shards served by a node's first connection
+        self.conn_locks: dict[int, threading.Lock] = {}  # by id() of a connection
         #: connections made per node, to the shard-aware and the ordinary ports
         self.made = {"shard-aware": 0, "ordinary": 0, "closed": 0}
         #: whether a batch's rows no tablet holds are probed first (:meth:`phases`): while
         #: the cluster offers tablet routing and probes teach tablets
         self.probing = _offers_tablets(supported)
         self._learned_before = 0
+
+    def using(self, conn: Any) -> threading.Lock:
+        """The lock held while a run uses ``conn``: a node's first connection may serve the
+        rows of several shards (those no connection of their own could be made for), and a
+        connection takes one run at a time."""
+        with self.lock:
+            return self.conn_locks.setdefault(id(conn), threading.Lock())
+
+    def _spend(self, node: int) -> bool:
+        """Whether one more connection to ``node`` may be made (:data:`CONNECTS_PER_NODE`)."""
+        with self.lock:
+            made = self.connects.get(node, 0)
+            if made >= CONNECTS_PER_NODE:
+                return False
+            self.connects[node] = made + 1
+            return True
 
     def _node_lock(self, node: int) -> threading.Lock:
         with self.lock:
@@ -97,8 +119,11 @@ class ShardRouter:
             with self.lock:
                 conn = self.conns.get((node, shard))
             if conn is None:
-                conn = self._shard_conn(node, shard, sharding) or first
+                conn = self._shard_conn(node, shard, sharding)
                 with self.lock:
+                    if conn is None:  # none of its own: the first connection serves it
+                        conn = first
+                        self.fallback.setdefault(node, set()).add(shard)
                     self.conns.setdefault((node, shard), conn)
             return conn
 
@@ -120,6 +145,8 @@ class ShardRouter:
         port = sharding.port(self.tls)
         if port is not None and node not in self.no_shard_port:
             for local in itertools.islice(source_ports(shard, sharding.nr_shards), PORT_TRIES):
+                if not self._spend(node):
+                    return None
                 try:
                     conn = self.open(node, local_port=local, port=port)
                 except ConnectError as exc:
@@ -140,6 +167,8 @@ class ShardRouter:
             with self.lock:
                 if (node, shard) in self.conns:
                     return self.conns[(node, shard)]
+            if not self._spend(node):
+                return None
             try:
                 conn = self.open(node)
             except (ConnectError, ConnectionLostError, TransportTimeoutError):
@@ -217,6 +246,9 @@ class ShardRouter:
             rows = np.flatnonzero((owners == node) & ~routed)
             shards[rows] = np.frombuffer(sharding.shards(tokens[rows].tobytes()),
                                          dtype=np.int32)
+            served = self.fallback.get(int(node))
+            if served:  # one job for the shards the first connection serves
+                shards[(owners == node) & np.isin(shards, list(served))] = sharding.shard
         return owners, shards
 
     def drop(self, node: int) -> list:
@@ -224,6 +256,8 @@ class ShardRouter:
         with self.lock:
             keys = [k for k in self.conns if k[0] == node]
             conns = [self.conns.pop(k) for k in keys]
+            self.connects.pop(node, None)
+            self.fallback.pop(node, None)
         return list({id(c): c for c in conns}.values())
 
     def all(self) -> list:

@@ -662,11 +662,13 @@ class _CqlSession:
         return self._send(conn, bodies, ends, rows)
 
     def _send(self, conn: Any, bodies: Any, ends: Any, rows: Any) -> tuple[int, int]:
-        try:
-            return conn.run_packed(_core.CQL_OP_EXECUTE, bodies, ends, rows,
-                                   window=self.target.window, max_retries=self.target.retries)
-        finally:
-            self.router.learn(conn)
+        with self.router.using(conn):  # a connection may serve several shards' rows
+            try:
+                return conn.run_packed(_core.CQL_OP_EXECUTE, bodies, ends, rows,
+                                       window=self.target.window,
+                                       max_retries=self.target.retries)
+            finally:
+                self.router.learn(conn)
 
     def _run_by_shard(self, node: int, sharding: Any, encoded: list,
                       rows: Any) -> tuple[int, int]:
