@@ -53,6 +53,7 @@ def test_cql_shards_refuses_what_it_cannot_compute():
 
 SCYLLA = {"SCYLLA_SHARD": "2", "SCYLLA_NR_SHARDS": "4", "SCYLLA_SHARDING_IGNORE_MSB": "12",
           "SCYLLA_PARTITIONER": MURMUR3, "SCYLLA_SHARD_AWARE_PORT": "19042",
+          "SCYLLA_SHARDING_ALGORITHM": "biased-token-round-robin",
           "SCYLLA_SHARD_AWARE_PORT_SSL": "19142", "CQL_VERSION": "3.0.0"}
 
 
@@ -66,7 +67,8 @@ def test_sharding_is_read_from_supported():
     {"SCYLLA_NR_SHARDS": "0"}, {"SCYLLA_NR_SHARDS": "4097"}, {"SCYLLA_NR_SHARDS": "99999999999"},
     {"SCYLLA_NR_SHARDS": "-4"}, {"SCYLLA_NR_SHARDS": "four"}, {"SCYLLA_NR_SHARDS": ""},
     {"SCYLLA_SHARD": "4"}, {"SCYLLA_SHARD": "-1"}, {"SCYLLA_SHARDING_IGNORE_MSB": "64"},
-    {"SCYLLA_PARTITIONER": "org.apache.cassandra.dht.RandomPartitioner"}])
+    {"SCYLLA_PARTITIONER": "org.apache.cassandra.dht.RandomPartitioner"},
+    {"SCYLLA_SHARDING_ALGORITHM": "another-rule"}])
 def test_a_supported_that_lies_or_another_partitioner_leaves_shards_out(change):
     assert sharding_of(supported({**SCYLLA, **change})) is None
 

@@ -37,6 +37,8 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 from . import _core
 
 MURMUR3 = "org.apache.cassandra.dht.Murmur3Partitioner"
+#: The sharding algorithm whose rule :meth:`Sharding.shards` computes.
+ALGORITHM = "biased-token-round-robin"
 #: The payload entry and the STARTUP option of tablet routing.
 TABLETS_PAYLOAD = "tablets-routing-v1"
 TABLETS_OPTION = "TABLETS_ROUTING_V1"
@@ -118,7 +120,8 @@ class Sharding:
 def sharding_of(body: bytes | None) -> Sharding | None:
     """The sharding a SUPPORTED ``body`` states, or None where routing by shard does not
     apply: a node that is not ScyllaDB, a partitioner other than Murmur3, or options that do
-    not hold (a shard count of 0 or over ``_core.CQL_SHARDS_MAX``, a shard outside it, an
+    not hold (another sharding algorithm than :data:`ALGORITHM`, a shard count of 0 or over
+    ``_core.CQL_SHARDS_MAX``, a shard outside it, an
     ``ignore_msb`` outside 0..63, a port outside 1..65535 is taken as none)."""
     if not body:
         return None
@@ -140,8 +143,9 @@ def sharding_of(body: bytes | None) -> Sharding | None:
 
     if one("SCYLLA_NR_SHARDS") is None:
         return None
-    partitioner = one("SCYLLA_PARTITIONER")
-    if partitioner is not None and partitioner != MURMUR3:
+    partitioner, algorithm = one("SCYLLA_PARTITIONER"), one("SCYLLA_SHARDING_ALGORITHM")
+    if partitioner is not None and partitioner != MURMUR3 or \
+            algorithm is not None and algorithm != ALGORITHM:
         return None
     count = number("SCYLLA_NR_SHARDS", 1, _core.CQL_SHARDS_MAX)
     shard = number("SCYLLA_SHARD", 0, (count or 1) - 1)
