@@ -12,7 +12,9 @@ object per row). Its session (:class:`_CqlSession`) routes each row to the first
 its token in the local data centre (the ring, data centres and racks read from
 ``system.local`` and ``system.peers``, the keyspace's replication from
 ``system_schema.keyspaces``: :mod:`bulkwire.cql_placement`; a node found down is left out,
-its rows going to the next replica there), one connection per node, and sends
+its rows going to the next replica there), one connection per node (per shard of a
+ScyllaDB node, and rows of a ScyllaDB tablet to its replica:
+:mod:`bulkwire.load.cql_shards`), and sends
 each node's rows pipelined (``CqlConnection.run_packed``, the GIL released);
 :meth:`_CqlSession.store` returns once every row of the batch was acknowledged, so a unit of
 work is confirmed only when all its rows were.
