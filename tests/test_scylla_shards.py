@@ -15,7 +15,7 @@ from bulkwire.cql_scylla import MURMUR3, Sharding, sharding_of, source_ports, su
 from bulkwire.testing.scylla import ScyllaCluster, bulkwire_insert, driver_insert, shard_of
 
 from cassandra.connection import ShardAwarePortGenerator
-from cassandra.shard_info import _ShardingInfo
+from cassandra.shard_info import ShardingInfo, _ShardingInfo
 
 TOKENS = st.integers(-(1 << 63), (1 << 63) - 1)
 
@@ -31,6 +31,9 @@ def test_the_shard_of_a_token_is_the_drivers(tokens, shards, msb):
     ours = struct.unpack(f"={len(tokens)}i",
                          _core.cql_shards(struct.pack(f"={len(tokens)}q", *tokens), shards, msb))
     assert list(ours) == [driver_shard(t, shards, msb) for t in tokens]
+    # the driver's compiled twin, where it has one, agrees (it takes counts below 2**31)
+    compiled = ShardingInfo(0, shards, MURMUR3, "", msb, None, None)
+    assert list(ours) == [compiled.shard_id_from_token(t) for t in tokens]
     # the emulator's own rule (pure Python) is the driver's too
     assert [shard_of(t, shards, msb) for t in tokens] == list(ours)
 
