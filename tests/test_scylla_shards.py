@@ -185,3 +185,19 @@ def test_a_node_claiming_more_shards_than_it_has_costs_a_bounded_number_of_conne
         result = load(cluster, 2000, batch=500)
         assert result.rows == 2000 and len(cluster.stored) == 2000
         assert len(cluster.nodes[0].connections) <= 3 + CONNECTS_PER_NODE
+
+
+@pytest.mark.parametrize("refused", [700, 1700])  # in the first batch, and in a later one
+def test_a_refused_row_fails_the_load_naming_every_row_not_acknowledged(refused):
+    """The first batch of a node is split by shard once its first connection says how it
+    shards, a later batch is sent per shard in parallel: either way a refused row fails the
+    load, and every row of the batch is either stored or named as not acknowledged."""
+    with ScyllaCluster(1, 4, refuse=lambda key: key == refused) as cluster:
+        with pytest.raises(bulkwire.errors.CqlServerError) as caught:
+            load(cluster, 2000)
+        error = caught.value
+        assert error.source_row == refused and refused in error.source_unacknowledged
+        batch = range(refused // 1000 * 1000, refused // 1000 * 1000 + 1000)
+        named = set(error.source_unacknowledged)
+        assert named <= set(batch)
+        assert {key for key in batch if key not in cluster.stored} <= named
