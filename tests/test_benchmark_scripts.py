@@ -322,3 +322,15 @@ def test_load_big_pages_counts_the_pages_read():
     # 300 rows in one page, read once; at 768 dimensions, 1 MiB pages of ~340 rows: one
     assert [row[-5] for row in rows] == ["1", "1"]
     assert all(row[-1].endswith("x") for row in rows)
+
+
+def test_bench_scylla_routing_runs():
+    out = run_script("bench_scylla_routing.py", "--rows", "600", "--driver-rows", "80",
+                     "--batch", "200")
+    sections = out.split("\n")
+    assert sum(line.startswith("  bulkwire  ") for line in sections) == 4
+    assert sum(line.startswith("  driver    ") for line in sections) == 4
+    # vnodes: every bulkwire row on its shard; tablets: every row after the first batch
+    assert "bulkwire  600/600 (100.0%), forwarded 0" in sections[2]
+    assert all("after its first batch 400/400 (100.0%)" in line
+               for line in sections if line.startswith("  bulkwire  "))

@@ -7,7 +7,7 @@
    the middle of a frame, a server that stalls (the timeout fires). Every failure names the
    requests left unanswered. A cancel fired by another thread ends the connect, and a run,
    at once. Also the ERROR body's fields and every cut of it.
-   sources: cql_conn.c cql_wire.c out_buffer.c socket_send.c fork_origin.c status.c
+   sources: cql_conn.c cql_shard.c cql_wire.c out_buffer.c socket_send.c fork_origin.c status.c
    libs: -lpthread */
 #define _GNU_SOURCE
 #include <arpa/inet.h>

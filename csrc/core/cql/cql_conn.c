@@ -1,9 +1,11 @@
 #define _GNU_SOURCE /* MSG_NOSIGNAL, MSG_DONTWAIT, getaddrinfo, clock_gettime */
 #include "cql_conn.h"
+#include "cql_shard.h"
 
 #include "fork_origin.h"
 #include "socket_send.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -36,6 +38,9 @@ struct bw_cql_conn {
     bw_cql_status broken_status;
     char peer[300];
     char authenticator[128];
+    uint8_t *supported;     /* the SUPPORTED body of the handshake (malloc'd), and its length */
+    size_t supported_len;
+    bw_cql_kept payloads;   /* tablet routing entries answered, not yet taken */
 };
 
 /* ---- the ERROR body ---- */
@@ -181,6 +186,26 @@ static int fail_io(bw_cql_conn *conn, bw_cql_status *status, int rc, const char 
 
 /* Connects a non-blocking TCP socket to one of host's addresses within timeout_ms. The
    descriptor, or -1 with *status set. */
+/* Binds fd (of `family`) to the wildcard address at local `port`: a node's shard-aware port
+   picks the shard by it. 0, or -1 with errno. */
+static int bind_local_port(int fd, int family, int port) {
+    struct sockaddr_storage local;
+    socklen_t len;
+    memset(&local, 0, sizeof local);
+    if (family == AF_INET6) {
+        struct sockaddr_in6 *a = (struct sockaddr_in6 *)&local;
+        a->sin6_family = AF_INET6;
+        a->sin6_port = htons((uint16_t)port);
+        len = sizeof *a;
+    } else {
+        struct sockaddr_in *a = (struct sockaddr_in *)&local;
+        a->sin_family = AF_INET;
+        a->sin_port = htons((uint16_t)port);
+        len = sizeof *a;
+    }
+    return bind(fd, (struct sockaddr *)&local, len);
+}
+
 static int connect_tcp(bw_cql_conn *conn, const bw_cql_options *opt, bw_cql_status *status) {
     char port[16];
     snprintf(port, sizeof port, "%d", opt->port ? opt->port : 9042);
@@ -205,6 +230,8 @@ static int connect_tcp(bw_cql_conn *conn, const bw_cql_options *opt, bw_cql_stat
         }
         int rc = 0;
         if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) < 0)
+            rc = errno;
+        else if (opt->local_port > 0 && bind_local_port(fd, ai->ai_family, opt->local_port) < 0)
             rc = errno;
         else if (connect(fd, ai->ai_addr, ai->ai_addrlen) < 0) {
             rc = errno;
@@ -432,7 +459,8 @@ static int take_frame(run_state *rs, const bw_cql_header *h, const uint8_t *body
     int id = h->stream;
     slot *s = &rs->slots[id];
     bw_cql_cursor c = bw_cql_cursor_make(body, h->length);
-    if (bw_cql_skip_response_extras(&c, h->flags) < 0)
+    if (bw_cql_kept_take_payload(&conn->payloads, h->flags, body, h->length) < 0 ||
+        bw_cql_skip_response_extras(&c, h->flags) < 0)
         return fail(conn, first, BW_CQL_E_PROTOCOL, 0,
                     "sent a frame (stream id %d) too short for its flags 0x%02x", id,
                     (unsigned)h->flags);
@@ -817,11 +845,22 @@ static int handshake(bw_cql_conn *conn, const bw_cql_options *opt, bw_cql_status
             goto cleanup;
         }
     }
-    free(answer);
+    conn->supported = answer; /* kept: the caller reads the node's extensions in it */
+    conn->supported_len = answer_len;
     answer = NULL;
-    static const char *const keys[] = {"CQL_VERSION", "THROW_ON_OVERLOAD"};
-    static const char *const values[] = {"3.0.0", "1"};
-    if (bw_cql_put_string_map(&body, keys, values, opt->throw_on_overload ? 2 : 1) < 0) {
+    const char *keys[3] = {"CQL_VERSION", NULL, NULL};
+    const char *values[3] = {"3.0.0", NULL, NULL};
+    size_t options = 1;
+    if (opt->throw_on_overload) {
+        keys[options] = "THROW_ON_OVERLOAD";
+        values[options++] = "1";
+    }
+    if (opt->tablets_routing &&
+        bw_cql_supported_has(conn->supported, conn->supported_len, BW_CQL_TABLETS_OPTION)) {
+        keys[options] = BW_CQL_TABLETS_OPTION;
+        values[options++] = "";
+    }
+    if (bw_cql_put_string_map(&body, keys, values, options) < 0) {
         fail(conn, status, BW_CQL_E_NOMEM, ENOMEM, "out of memory");
         goto cleanup;
     }
@@ -969,6 +1008,8 @@ void bw_cql_close(bw_cql_conn *conn) {
         close(conn->fd); /* the child's own descriptor: the parent's stays open */
     bw_buf_free(&conn->in);
     bw_buf_free(&conn->out);
+    free(conn->supported);
+    bw_cql_kept_free(&conn->payloads);
     free(conn);
 }
 
@@ -983,6 +1024,11 @@ int bw_cql_inherited(const bw_cql_conn *conn) { return bw_origin_inherited(&conn
 int bw_cql_broken(const bw_cql_conn *conn) { return conn->broken; }
 const char *bw_cql_peer(const bw_cql_conn *conn) { return conn->peer; }
 const char *bw_cql_authenticator(const bw_cql_conn *conn) { return conn->authenticator; }
+const uint8_t *bw_cql_supported(const bw_cql_conn *conn, size_t *len) {
+    *len = conn->supported_len;
+    return conn->supported;
+}
+bw_cql_kept *bw_cql_payloads(bw_cql_conn *conn) { return &conn->payloads; }
 
 int bw_cql_status_get(const bw_cql_status *status, bw_status *st) {
     bw_status_kind kind;

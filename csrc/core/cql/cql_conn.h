@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cql_shard.h"
 #include "cql_wire.h"
 #include "status.h"
 #include "tls_send.h"
@@ -93,6 +94,10 @@ typedef struct {
        connect to the last answer, watches it. It must stay open until the connection is
        closed. */
     const bw_cancel *cancel;
+    int local_port;      /* the local port to connect from (a shard-aware port picks the
+                            node's shard by it); 0: any */
+    int tablets_routing; /* asks in STARTUP for tablet routing entries (TABLETS_ROUTING_V1)
+                            when the node offers them: kept in bw_cql_payloads */
 } bw_cql_options;
 
 typedef struct bw_cql_conn bw_cql_conn;
@@ -116,6 +121,12 @@ int bw_cql_broken(const bw_cql_conn *conn);
 const char *bw_cql_peer(const bw_cql_conn *conn);
 /* The authenticator class the server named (empty when it asked for none). */
 const char *bw_cql_authenticator(const bw_cql_conn *conn);
+/* The SUPPORTED body the node answered OPTIONS with (a [string multimap]; borrowed, valid
+   until the connection is closed), its length in *len. */
+const uint8_t *bw_cql_supported(const bw_cql_conn *conn, size_t *len);
+/* The tablet routing entries of the answers the connection read (borrowed): the caller
+   takes them (bw_cql_kept_clear) between calls on the connection. */
+bw_cql_kept *bw_cql_payloads(bw_cql_conn *conn);
 
 /* One request: its opcode and body (which must stay valid and unchanged until its answer
    is handed over or the run returns: a retry sends the same bytes again), and the caller's

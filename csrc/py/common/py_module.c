@@ -19,6 +19,7 @@
 #include "py_cql_conn.h"
 #include "py_cql.h"
 #include "py_cql_ring.h"
+#include "py_cql_shard.h"
 #include "py_state.h"
 
 /* Py_mod_exec: every part adds its types and functions to the module, whose state
@@ -32,7 +33,7 @@ static int core_exec(PyObject *module) {
         bw_parquet_pages_add_to_module(module) < 0 ||
         bw_file_read_add_to_module(module) < 0 || bw_build_config_add_to_module(module) < 0 ||
         bw_cql_conn_add_to_module(module) < 0 || bw_cql_add_to_module(module) < 0 ||
-        bw_cql_ring_add_to_module(module) < 0)
+        bw_cql_ring_add_to_module(module) < 0 || bw_cql_shard_add_to_module(module) < 0)
         return -1;
     return 0;
 }

@@ -276,18 +276,24 @@ static void release_cancel(CqlConnectionObject *self) {
 /* tp_new: a new reference, or NULL. */
 static PyObject *CqlConnection_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
     static char *keywords[] = {"host", "port", "username", "password", "tls", "connect_timeout",
-                               "timeout", "max_frame", "throw_on_overload", "cancel", NULL};
+                               "timeout", "max_frame", "throw_on_overload", "cancel",
+                               "local_port", "tablets_routing", NULL};
     const char *host;
     int port = 9042;
     const char *username = NULL, *password = NULL;
     PyObject *tls = Py_None, *connect_timeout = NULL, *timeout = NULL, *cancel = Py_None;
     unsigned long max_frame = 0;
-    int throw_on_overload = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "s|i$zzOOOkpO:CqlConnection", keywords,
+    int throw_on_overload = 0, local_port = 0, tablets_routing = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "s|i$zzOOOkpOip:CqlConnection", keywords,
                                      &host, &port, &username, &password, &tls,
                                      &connect_timeout, &timeout, &max_frame,
-                                     &throw_on_overload, &cancel))
+                                     &throw_on_overload, &cancel, &local_port,
+                                     &tablets_routing))
         return NULL;
+    if (local_port < 0 || local_port > 65535) {
+        PyErr_Format(PyExc_ValueError, "local_port must be 0..65535, not %d", local_port);
+        return NULL;
+    }
     PyTypeObject *cancel_type = bw_state_type(BW_TYPE_CQL_CANCEL); /* borrowed */
     if (cancel_type == NULL)
         return NULL;
@@ -325,6 +331,8 @@ static PyObject *CqlConnection_new(PyTypeObject *type, PyObject *args, PyObject 
     o.password = password;
     o.max_frame = (uint32_t)max_frame;
     o.throw_on_overload = throw_on_overload;
+    o.local_port = local_port;
+    o.tablets_routing = tablets_routing;
     o.connect_timeout_ms = 10000;
     o.timeout_ms = 30000;
     if ((connect_timeout != NULL && bw_parse_timeout_ms(connect_timeout, &o.connect_timeout_ms) < 0) ||
@@ -731,6 +739,46 @@ static PyObject *CqlConnection_get_authenticator(CqlConnectionObject *self, void
     return PyUnicode_FromString(bw_cql_authenticator(self->conn));
 }
 
+/* supported: the SUPPORTED body of the handshake, bytes (a new reference). */
+static PyObject *CqlConnection_get_supported(CqlConnectionObject *self, void *closure) {
+    (void)closure;
+    if (self->conn == NULL)
+        Py_RETURN_NONE;
+    size_t len;
+    const uint8_t *body = bw_cql_supported(self->conn, &len);
+    return PyBytes_FromStringAndSize((const char *)body, (Py_ssize_t)len);
+}
+
+/* take_payloads() -> (list[bytes], dropped): a new reference; the store emptied. */
+static PyObject *CqlConnection_take_payloads(CqlConnectionObject *self, PyObject *unused) {
+    (void)unused;
+    if (self->conn == NULL) {
+        PyErr_SetString(PyExc_ValueError, "the connection is closed");
+        return NULL;
+    }
+    bw_cql_kept *kept = bw_cql_payloads(self->conn); /* borrowed */
+    PyObject *list = PyList_New(0), *result = NULL;
+    if (list == NULL)
+        return NULL;
+    for (size_t at = 0; at + 4 <= kept->len;) {
+        uint32_t n;
+        memcpy(&n, kept->data + at, 4);
+        PyObject *item = PyBytes_FromStringAndSize((const char *)kept->data + at + 4, n);
+        if (item == NULL || PyList_Append(list, item) < 0) {
+            Py_XDECREF(item);
+            goto cleanup;
+        }
+        Py_DECREF(item);
+        at += 4 + (size_t)n;
+    }
+    result = Py_BuildValue("(On)", list, (Py_ssize_t)kept->dropped);
+    if (result != NULL)
+        bw_cql_kept_clear(kept);
+cleanup:
+    Py_DECREF(list);
+    return result;
+}
+
 /* closed: bool (a new reference). */
 static PyObject *CqlConnection_get_closed(CqlConnectionObject *self, void *closure) {
     (void)closure;
@@ -760,6 +808,10 @@ static PyMethodDef CqlConnection_methods[] = {
      "buffer, ends (int64) the end of each, rows (int32) the ones to send (default: all); a "
      "body's row in errors is its index in ends."},
     {"close", (PyCFunction)CqlConnection_close, METH_NOARGS, "Closes the connection."},
+    {"take_payloads", (PyCFunction)CqlConnection_take_payloads, METH_NOARGS,
+     "take_payloads() -> (list[bytes], dropped): the tablet routing entries (custom payload "
+     "tablets-routing-v1) of the answers read since the last call, and how many were not "
+     "kept (over the store's bounds)."},
     {"abort", (PyCFunction)CqlConnection_abort, METH_NOARGS,
      "Ends the connection's traffic at once, from any thread: a call running on it in another "
      "thread raises ConnectionLostError; the connection is unusable afterwards."},
@@ -775,15 +827,19 @@ static PyGetSetDef CqlConnection_getset[] = {
     {"closed", (getter)CqlConnection_get_closed, NULL, "whether close() was called", NULL},
     {"overloaded", (getter)CqlConnection_get_overloaded, NULL,
      "requests re-sent after an Overloaded answer, over every run so far", NULL},
+    {"supported", (getter)CqlConnection_get_supported, NULL,
+     "the SUPPORTED body the node answered OPTIONS with (a [string multimap]), bytes", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
 static PyType_Slot CqlConnection_slots[] = {
     {Py_tp_doc, "CqlConnection(host, port=9042, *, username=None, password=None, tls=None, "
                 "connect_timeout=10.0, timeout=30.0, max_frame=0, throw_on_overload=False, "
-                "cancel=None): a CQL native protocol v4 connection (handshake and "
-                "PasswordAuthenticator done); cancel, a CqlCancel, ends its connect and every "
-                "later wait once cancelled."},
+                "cancel=None, local_port=0, tablets_routing=False): a CQL native protocol v4 "
+                "connection (handshake and PasswordAuthenticator done); cancel, a CqlCancel, "
+                "ends its connect and every later wait once cancelled; local_port, the port "
+                "it connects from (0: any); tablets_routing asks the node for tablet routing "
+                "entries (take_payloads) when it offers them."},
     {Py_tp_new, CqlConnection_new},
     {Py_tp_dealloc, CqlConnection_dealloc},
     {Py_tp_traverse, CqlConnection_traverse},

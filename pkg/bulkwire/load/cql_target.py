@@ -12,7 +12,9 @@ object per row). Its session (:class:`_CqlSession`) routes each row to the first
 its token in the local data centre (the ring, data centres and racks read from
 ``system.local`` and ``system.peers``, the keyspace's replication from
 ``system_schema.keyspaces``: :mod:`bulkwire.cql_placement`; a node found down is left out,
-its rows going to the next replica there), one connection per node, and sends
+its rows going to the next replica there), one connection per node (per shard of a
+ScyllaDB node, and rows of a ScyllaDB tablet to its replica:
+:mod:`bulkwire.load.cql_shards`), and sends
 each node's rows pipelined (``CqlConnection.run_packed``, the GIL released);
 :meth:`_CqlSession.store` returns once every row of the batch was acknowledged, so a unit of
 work is confirmed only when all its rows were.
@@ -35,6 +37,7 @@ from ..errors import (ConnectError, ConnectionLostError, CqlServerError, Protoco
                       ServerError, TLSError, TransportTimeoutError, _name_source_rows)
 from ..load_options import LoadOptions
 from .._arrow import _pyarrow
+from .cql_shards import ShardRouter
 from .interface import DescriptionDefaults, _cut, _short, kind_constructor
 
 #: The write consistency levels by name (the protocol's codes). SERIAL and LOCAL_SERIAL are
@@ -351,17 +354,20 @@ class CqlDescription(DescriptionDefaults):
 
     # -------------------------------------------------------------------- connections
 
-    def connect(self, host: str, port: int, cancel: Any = None) -> Any:
+    def connect(self, host: str, port: int, cancel: Any = None, *, local_port: int = 0,
+                tablets_routing: bool = False) -> Any:
         """A logged-in connection to one node (``ConnectError`` naming it when refused, and
         when the connection is lost or times out before the node is ready: no connection
         was made, so :meth:`contact` goes on to the next contact point). ``cancel``, a
         ``_core.CqlCancel``, ends the connect and every later wait of the connection once
-        cancelled (``ConnectionLostError``: aborted)."""
+        cancelled (``ConnectionLostError``: aborted). ``local_port``: the port to connect
+        from (0: any); ``tablets_routing``: ask a ScyllaDB node for tablet routing entries."""
         try:
             return _core.CqlConnection(
                 host, port, username=self.username, password=self.password,
                 tls=_tls_context(self.tls) if self.tls is not None else None,
-                timeout=self.timeout, connect_timeout=min(self.timeout, 10.0), cancel=cancel)
+                timeout=self.timeout, connect_timeout=min(self.timeout, 10.0), cancel=cancel,
+                local_port=local_port, tablets_routing=tablets_routing)
         except (ConnectionLostError, TransportTimeoutError) as exc:
             if cancel is not None and cancel.cancelled:
                 raise  # aborted: nothing about the node to say
@@ -786,6 +792,7 @@ class _CqlSession:
     def __init__(self, target: CqlDescription) -> None:
         self.target = target
         conn, contact = target.contact()
+        offered = getattr(conn, "supported", None)  # the cluster's extensions
         with conn:
             found, self.placement, self.local_dc = target.placement(conn, contact)
         self.contact = _spelled(*contact)
@@ -797,13 +804,19 @@ class _CqlSession:
         self.local_only = target.consistency in LOCAL_LEVELS
         self.dead: set[str] = set()
         self.live = self.placement.route(self.local_dc, (), self.local_only)
-        self.conns: dict[int, Any] = {}
+        #: the connections by (node, shard), and the tablets learned (ScyllaDB)
+        self.router = ShardRouter(self._open, target.tls is not None, {
+            node.host_id: self.index[_spelled(*reached)] for reached, node in found
+            if node.host_id is not None and _spelled(*reached) in self.index}, self._usable,
+            offered)
+        self.prepared: tuple[bytes, Sequence[str]] | None = None
         #: every connection of the session watches it: abort() ends each wait at once, in
         #: any thread, those of connections still being made or preparing included
         self.cancel = _core.CqlCancel()
         self.lock = threading.Lock()
-        self.pool = (ThreadPoolExecutor(len(self.nodes), thread_name_prefix="bulkwire-cql")
-                     if len(self.nodes) > 1 else None)
+        # a job per node, or per shard of a ScyllaDB node
+        self.pool = ThreadPoolExecutor(min(64, 8 * len(self.nodes)),
+                                       thread_name_prefix="bulkwire-cql")
         self.body_bytes = self.wire_bytes = 0
         self.retries = 0
         #: of the retries, those after an "overloaded" answer
@@ -813,23 +826,40 @@ class _CqlSession:
     #: why, before the batch's other rows go on; None: a refused row fails the load
     on_refused: Any = None
 
-    def _conn(self, node: int, prepared_id: bytes, names: Sequence[str]) -> Any:
-        with self.lock:
-            conn = self.conns.get(node)
-        if conn is None:
-            conn = self.target.connect(*self.nodes[node], cancel=self.cancel)
-            try:
-                self._identify(conn)
-                prepared = self.target.prepare(conn, names[:len(names) - self.target.markers()])
-                if prepared.id != prepared_id:
-                    raise ServerError(f"{conn.peer} prepared the INSERT as another statement "
-                                      f"(the table changed during the load?)")
-            except BaseException:
-                conn.close()
-                raise
-            with self.lock:
-                self.conns[node] = conn
+    def _open(self, node: int, local_port: int = 0, port: int | None = None) -> Any:
+        """A new connection to ``node`` (at ``port``, else where it is reached), identified
+        and the statement prepared there."""
+        assert self.prepared is not None
+        prepared_id, names = self.prepared
+        host, reached_port = self.nodes[node]
+        conn = self.target.connect(host, reached_port if port is None else port,
+                                   cancel=self.cancel, local_port=local_port,
+                                   tablets_routing=True)
+        try:
+            self._identify(conn)
+            # the statement's markers of USING TTL ? / TIMESTAMP ? are not columns
+            prepared = self.target.prepare(conn, names[:len(names) - self.target.markers()])
+            if prepared.id != prepared_id:
+                raise ServerError(f"{conn.peer} prepared the INSERT as another statement "
+                                  f"(the table changed during the load?)")
+        except BaseException:
+            conn.close()
+            raise
         return conn
+
+    def _usable(self, node: int) -> bool:
+        """Whether rows may go to ``node``: alive, and in the local data centre (when
+        one is known)."""
+        address = self.placement.addresses[node]
+        return address not in self.dead and (
+            self.local_dc is None or self.placement.locations[address][0] == self.local_dc)
+
+    def _conn(self, node: int, prepared_id: bytes, names: Sequence[str],
+              shard: int = -1) -> Any:
+        """The connection for ``node``'s rows of ``shard`` (-1: its first connection)."""
+        if self.prepared is None:
+            self.prepared = (prepared_id, names)
+        return self.router.get(node, shard)
 
     def _identify(self, conn: Any) -> None:
         """Checks that ``conn`` reached a node of the ring (its ``host_id``, which stays with
@@ -846,16 +876,57 @@ class _CqlSession:
                                f"of the cluster {self.contact} lists (its address taken by "
                                f"another node?): not loaded there")
 
-    def _run(self, node: int, encoded: list, rows: Any) -> tuple[int, int]:
-        bodies, ends, _, _, p = encoded
-        conn = self._conn(node, p.id, p.names)
-        before = conn.overloaded
-        try:
-            return conn.run_packed(_core.CQL_OP_EXECUTE, bodies, ends, rows,
-                                   window=self.target.window, max_retries=self.target.retries)
-        finally:
-            with self.lock:
-                self.overloaded += conn.overloaded - before
+    def _run(self, job: tuple[int, int], encoded: list, rows: Any) -> tuple[int, int]:
+        bodies, ends, tokens, _, p = encoded
+        node, shard = job
+        conn = self._conn(node, p.id, p.names, shard)
+        sharding = self.router.sharding.get(node)
+        if shard == -1 and sharding is not None and tokens:
+            # the node's first connection said now that it shards: its rows by shard
+            return self._run_by_shard(node, sharding, encoded, rows)
+        return self._send(conn, bodies, ends, rows)
+
+    def _send(self, conn: Any, bodies: Any, ends: Any, rows: Any) -> tuple[int, int]:
+        with self.router.using(conn):  # a connection may serve several shards' rows
+            before = conn.overloaded
+            try:
+                return conn.run_packed(_core.CQL_OP_EXECUTE, bodies, ends, rows,
+                                       window=self.target.window,
+                                       max_retries=self.target.retries)
+            finally:
+                self.router.learn(conn)
+                with self.lock:
+                    self.overloaded += conn.overloaded - before
+
+    def _run_by_shard(self, node: int, sharding: Any, encoded: list,
+                      rows: Any) -> tuple[int, int]:
+        """Sends ``rows`` (None: the batch's) of ``node`` each on the connection of its
+        token's shard, one shard after another. A failure names, as not acknowledged
+        (``unacknowledged``), every row it leaves so: in flight or never sent."""
+        import numpy as np
+
+        bodies, ends, tokens, _, p = encoded
+        selection = (np.arange(len(ends) // 8, dtype=np.int32) if rows is None
+                     else np.asarray(rows, dtype=np.int32))
+        chosen = np.frombuffer(tokens, dtype=np.int64)[selection]
+        shards = np.frombuffer(sharding.shards(chosen.tobytes()), dtype=np.int32)
+        done, answered, retries = np.zeros(len(selection), dtype=bool), 0, 0
+        for shard in np.unique(shards):
+            part = np.flatnonzero(shards == shard)
+            try:
+                conn = self._conn(node, p.id, p.names, int(shard))
+                got = self._send(conn, bodies, ends, selection[part])
+            except BaseException as exc:
+                sent = getattr(exc, "sent", 0) or 0
+                in_flight = list(getattr(exc, "unacknowledged", None) or [])
+                left = np.concatenate([selection[part][sent:], selection[~done][
+                    ~np.isin(np.flatnonzero(~done), part)]])
+                exc.unacknowledged = sorted(set(in_flight) | set(left.tolist()))  # type: ignore[attr-defined]
+                exc.sent = len(selection)  # type: ignore[attr-defined]
+                raise
+            done[part] = True
+            answered, retries = answered + got[0], retries + got[1]
+        return answered, retries
 
     def store(self, encoded: list, rows: int) -> int:
         """Sends one batch's rows, each to the first replica of its token in the local data
@@ -872,20 +943,22 @@ class _CqlSession:
         import numpy as np
 
         bodies, ends, tokens, row_base, _ = encoded
-        pending: Any = None  # the batch's rows still to send (None: all of them)
+        # the batch's rows still to send (None: all of them), and the parts sent after them
+        pending, later = self.router.phases(np, tokens, rows)
         while True:
-            jobs = self._jobs(np, tokens, pending)
+            jobs = self._jobs(np, tokens, pending, encoded[4])
             if self.pool is None or len(jobs) == 1:
                 outcomes = [self._outcome(n, encoded, sel) for n, sel in jobs]
             else:
                 outcomes = list(self.pool.map(lambda job: self._outcome(job[0], encoded, job[1]),
                                               jobs))
             failures, again = [], []
-            for (node, selection), outcome in zip(jobs, outcomes):
+            for ((node, _), selection), outcome in zip(jobs, outcomes):
                 if not isinstance(outcome, BaseException):
                     self.retries += outcome[1]
                 elif _node_down(outcome) and len(self.nodes) - len(self.dead) > 1:
-                    self._down(node)
+                    if self.placement.addresses[node] not in self.dead:
+                        self._down(node)
                     again.append(_not_acknowledged(np, outcome, selection, rows))
                 elif self.on_refused is not None and _refused_row(outcome):
                     # the row goes to the rejected file; the others not acknowledged again
@@ -898,7 +971,8 @@ class _CqlSession:
                     failures.append((outcome, selection))
             if failures:  # every row of the batch not acknowledged: the failed runs', and
                 # those of nodes left out, which will not be sent again
-                missing = again + [_not_acknowledged(np, e, sel, rows) for e, sel in failures]
+                missing = again + [_not_acknowledged(np, e, sel, rows)
+                                   for e, sel in failures] + later
                 error = _named(failures[0][0], row_base, rows,
                                np.unique(np.concatenate(missing)).tolist())
                 # the error's traceback will hold this frame: it must not hold the error
@@ -908,53 +982,59 @@ class _CqlSession:
                 finally:
                     del error
             again = [left for left in again if len(left)]
-            if not again:
+            if not again and not later:
                 break
-            pending = np.concatenate(again)
+            pending = np.concatenate(again) if again else self.router.probed(later.pop(0))
         self.body_bytes += len(bodies)
         self.wire_bytes += len(bodies) + 9 * rows  # each body in a frame of its own
         return len(bodies)
 
-    def _jobs(self, np: Any, tokens: bytes, pending: Any) -> list:
-        """(node, selection) for each live node rows go to: the rows (``pending``, or all)
-        whose token it is the route of (selection None: every row of the batch)."""
-        if len(self.live.used) == 1:  # one node takes every token
-            return [(self.index[self.live.used[0]],
+    def _jobs(self, np: Any, tokens: bytes, pending: Any, p: Prepared) -> list:
+        """((node, shard), selection) for each live node (and shard of a ScyllaDB node:
+        :class:`~bulkwire.load.cql_shards.ShardRouter`) rows go to: the rows (``pending``, or
+        all) whose token it is the route of (selection None: every row of the batch)."""
+        if self.prepared is None:
+            self.prepared = (p.id, p.names)
+        single = len(self.live.used) == 1 and not len(self.router.tablets)
+        if single and self.router.sharding.get(self.index[self.live.used[0]]) is None:
+            # one node takes every token: its first connection (split by shard there)
+            return [((self.index[self.live.used[0]], -1),
                      None if pending is None else pending.astype(np.int32))]
+        chosen_tokens = np.frombuffer(tokens, dtype=np.int64)
         if pending is not None:
-            tokens = np.frombuffer(tokens, dtype=np.int64)[pending].tobytes()
-        owners = np.frombuffer(self.live.primaries(tokens), dtype=np.int32)
-        present = np.unique(owners)
+            chosen_tokens = chosen_tokens[pending]
+        to_node = np.array([self.index[a] for a in self.live.addresses], dtype=np.int32)
+        owners = to_node[np.frombuffer(self.live.primaries(chosen_tokens.tobytes()),
+                                       dtype=np.int32)]
+        owners, shards = self.router.split(np, chosen_tokens, owners)
+        keys = owners.astype(np.int64) * 65536 + (shards.astype(np.int64) + 1)
+        present = np.unique(keys)
         jobs = []
-        for owner in present:
-            node = self.index[self.live.addresses[int(owner)]]
+        for key in present:
+            job = (int(key) // 65536, int(key) % 65536 - 1)
             if pending is None and len(present) == 1:
-                jobs.append((node, None))
+                jobs.append((job, None))
             else:
-                chosen = np.flatnonzero(owners == owner)
-                selection = chosen if pending is None else pending[chosen]
-                jobs.append((node, selection.astype(np.int32)))
+                rows = np.flatnonzero(keys == key)
+                selection = rows if pending is None else pending[rows]
+                jobs.append((job, selection.astype(np.int32)))
         return jobs
 
     def _reconnect(self, node: int) -> None:
-        """Closes the connection to ``node``: the next row for it opens another."""
-        with self.lock:
-            conn = self.conns.pop(node, None)
-        if conn is not None:
+        """Closes the connections to ``node``: the next row for it opens another."""
+        for conn in self.router.drop(node):
             conn.close()
 
     def _down(self, node: int) -> None:
-        """Leaves ``node`` out of the session: its connection closed, the ring without it."""
-        with self.lock:
-            conn = self.conns.pop(node, None)
-        if conn is not None:
+        """Leaves ``node`` out of the session: its connections closed, the ring without it."""
+        for conn in self.router.drop(node):
             conn.close()
         self.dead.add(self.placement.addresses[node])
         self.live = self.placement.route(self.local_dc, sorted(self.dead), self.local_only)
 
-    def _outcome(self, node: int, encoded: list, rows: Any) -> Any:
+    def _outcome(self, job: tuple[int, int], encoded: list, rows: Any) -> Any:
         try:
-            return self._run(node, encoded, rows)
+            return self._run(job, encoded, rows)
         except BaseException as exc:  # noqa: BLE001 - raised by store, with its rows
             return exc
 
@@ -970,9 +1050,7 @@ class _CqlSession:
     def _shutdown(self) -> None:
         if self.pool is not None:
             self.pool.shutdown(wait=True)
-        with self.lock:
-            conns, self.conns = list(self.conns.values()), {}
-        for conn in conns:
+        for conn in self.router.all():
             try:
                 conn.close()
             except Exception:  # noqa: BLE001 - closing what failed says nothing more

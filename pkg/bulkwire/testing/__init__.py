@@ -28,6 +28,8 @@ against it. :class:`LoopbackCluster` runs several of them as the nodes of one cl
 Its modules: :mod:`.wire` (the body readers and inflaters), :mod:`.commands` (the command
 checker), :mod:`.server`, :mod:`.cluster`, and :mod:`.pki` (a small PKI for TLS, with the
 ``cryptography`` package; imported on its own: ``from bulkwire.testing.pki import make_pki``).
+:mod:`.scylla`, imported on its own, emulates ScyllaDB nodes (shards, the shard-aware port,
+tablets) for CQL loads: ``from bulkwire.testing.scylla import ScyllaCluster``.
 ``python -m bulkwire.testing`` runs ``bulkwire serve``.
 """
 from __future__ import annotations

@@ -2,15 +2,16 @@
    script: each step's first byte picks an item kind, which is read from the rest. A read
    that succeeds must have consumed exactly what the writer of that kind writes for the value
    read (written again, the bytes are the same); a read that fails must leave the cursor
-   where it was. The ERROR parser and the response extras' skip must stay inside the input
-   (a heap block of exactly its size) whatever it holds.
-   sources: cql_wire.c cql_conn.c out_buffer.c socket_send.c fork_origin.c status.c
+   where it was. The ERROR parser, the response extras' skip and the keeping of their tablet
+   entries must stay inside the input (a heap block of exactly its size) whatever it holds.
+   sources: cql_wire.c cql_conn.c cql_shard.c out_buffer.c socket_send.c fork_origin.c status.c
    libs: -lpthread */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cql_conn.h"
+#include "cql_shard.h"
 #include "cql_wire.h"
 
 #define REQUIRE(cond) ((cond) ? (void)0 : abort())
@@ -115,6 +116,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             REQUIRE(body.p + body.left == data + size);
         else
             REQUIRE(body.p == data + 1 && body.left == size - 1);
+        /* the tablet entries of the same extras: kept within their bounds, or refused */
+        bw_cql_kept kept;
+        memset(&kept, 0, sizeof kept);
+        if (bw_cql_kept_take_payload(&kept, data[0], data + 1, size - 1) == 0)
+            REQUIRE(kept.count <= BW_CQL_KEPT_MAX && kept.len <= BW_CQL_KEPT_BYTES);
+        else
+            REQUIRE(kept.count == 0);
+        bw_cql_kept_free(&kept);
     }
     if (size >= BW_CQL_HEADER_SIZE) {
         bw_cql_header h;
