@@ -221,6 +221,20 @@ class _CqlEncoder:
         return [bodies, ends, tokens or b"", row_base, p]
 
 
+@dataclass(frozen=True)
+class _Ring:
+    """What a load reads of the cluster once (:meth:`CqlDescription.read_ring`) and hands to
+    each of its sessions: the ``host_id`` of every node the ring was read with (a connection
+    must reach one of them), the keyspace's replica placement, the local data centre, and
+    the contact point that listed the ring (``HOST:PORT``, for messages). Plain values only:
+    it is pickled with the description to worker processes."""
+
+    members: frozenset
+    placement: Placement
+    local_dc: str | None
+    contact: str
+
+
 @dataclass(frozen=True, kw_only=True)
 class CqlDescription(DescriptionDefaults):
     """A CQL table: ``hosts`` (``HOST[:PORT]``, normalized; the contact points), ``keyspace``
@@ -231,7 +245,14 @@ class CqlDescription(DescriptionDefaults):
     re-sent at most that many times, after a doubling pause), ``timeout`` (seconds) and
     ``address_map`` (:func:`address_map_of`: where the nodes the cluster advertises are
     reached; see :meth:`reached`) and ``local_dc`` (the data centre whose replicas the rows
-    go to; None: the contact point's)."""
+    go to; None: the contact point's).
+
+    The ring and the replica placement are read once per load, by :meth:`plan`, and kept
+    with the description (an attribute, not a field: neither compared nor shown) for every
+    session it opens, those of worker processes included, which receive it pickled with
+    the description: a few lists of the ring's tokens and nodes, cheaper to send than to
+    read again from the cluster and compute (three queries and a walk of the ring per
+    token). A session of a description no plan was made with reads it itself."""
 
     hosts: tuple[str, ...]
     keyspace: str
@@ -354,6 +375,12 @@ class CqlDescription(DescriptionDefaults):
             placement.check_local(local_dc, self.consistency in LOCAL_LEVELS, self.keyspace)
         return found, placement, local_dc
 
+    def read_ring(self, conn: Any, contact: tuple[str, int]) -> _Ring:
+        """:meth:`placement` as a session takes it (:class:`_Ring`)."""
+        found, placement, local_dc = self.placement(conn, contact)
+        members = frozenset(node.host_id for _, node in found if node.host_id is not None)
+        return _Ring(members, placement, local_dc, _spelled(*contact))
+
     def reached(self, contact: tuple[str, int], node: RingNode) -> tuple[str, int]:
         """Where ``node`` is reached: the node that answered at ``contact`` at that contact
         point, always; a peer at the address it advertises, at its advertised port, or,
@@ -419,8 +446,10 @@ class CqlDescription(DescriptionDefaults):
             if missing:
                 raise ValueError(f"{source} has no column {missing[0]!r}, a primary key "
                                  f"column of {self.keyspace}.{self.table}")
-            self.placement(conn, contact)  # the local data centre judged before any row
+            # the local data centre judged before any row; the ring kept for the sessions
+            ring = self.read_ring(conn, contact)
             prepared = self.prepare(conn, wanted)
+        object.__setattr__(self, "_ring", ring)
         _core.cql_check_schema(schema, prepared.names, prepared.types)
         vectors = [(name, t) for name, t in zip(prepared.names, prepared.types)
                    if t.startswith("vector<")]
@@ -560,8 +589,9 @@ def _tls_context(settings: Mapping[str, Any]) -> Any:
 
 
 class _CqlSession:
-    """One session into the table: the ring and the keyspace's replica placement read once,
-    one connection per node opened when a row first goes to it (the statement prepared
+    """One session into the table: the ring and the keyspace's replica placement the load's
+    plan read (:class:`_Ring`; read here for a description no plan was made with), one
+    connection per node opened when a row first goes to it (the statement prepared
     there), each batch's rows sent to their nodes in parallel (each row to the first replica
     of its token in the local data centre: :meth:`CqlDescription.placement`,
     :meth:`~bulkwire.cql_placement.Placement.route`); :meth:`store` returns once every row
@@ -569,12 +599,14 @@ class _CqlSession:
 
     def __init__(self, target: CqlDescription) -> None:
         self.target = target
-        conn, contact = target.contact()
-        with conn:
-            found, self.placement, self.local_dc = target.placement(conn, contact)
-        self.contact = _spelled(*contact)
+        ring = getattr(target, "_ring", None)  # read by the load's plan
+        if ring is None:
+            conn, contact = target.contact()
+            with conn:
+                ring = target.read_ring(conn, contact)
+        self.placement, self.local_dc, self.contact = ring.placement, ring.local_dc, ring.contact
         #: the host_id of every node the ring was read with (a connection must reach one)
-        self.members = {node.host_id for _, node in found if node.host_id is not None}
+        self.members = ring.members
         #: (host, port) of each node, as it is reached; the placement names it HOST:PORT
         self.nodes = [parse_host(name) for name in self.placement.addresses]
         self.index = {name: i for i, name in enumerate(self.placement.addresses)}
