@@ -283,31 +283,30 @@ class BulkInsert:
         self._check_process()
         return AttachmentsBulkInsert(self, id)
 
-    def _increment(self, id: str, name: Any, delta: Any) -> None:
+    def _started_for(self, feature: str) -> None:
+        """Before a command of ``feature``: the request started, and the node taking it reads
+        ``feature`` (see :meth:`_require`)."""
         self._check_process()  # before anything that may ask the server
         if self._sender is None:
             self._start()
-        self._require("counters")
+        self._require(feature)
+
+    def _increment(self, id: str, name: Any, delta: Any) -> None:
+        self._started_for("counters")
         self._writer._increment(id, name, delta)
 
     def _series_begin(self, series: Any, id: str, name: str) -> None:
         self._writer._series_begin(series, id, name)
 
     def _series_append(self, series: Any, timestamp: Any, values: Any, tag: Any) -> None:
-        self._check_process()  # before anything that may ask the server
-        if self._sender is None:
-            self._start()
-        self._require("time series")
+        self._started_for("time series")
         self._writer._series_append(series, timestamp, values, tag)
 
     def _series_end(self, series: Any) -> None:
         self._writer._series_end(series)
 
     def _attachment(self, id: str, name: Any, data: Any, content_type: Any) -> None:
-        self._check_process()  # before anything that may ask the server
-        if self._sender is None:
-            self._start()
-        self._require("attachments")
+        self._started_for("attachments")
         self._writer._attachment(id, name, data, content_type)
 
     def _store_prepared(self, prepared: Any) -> int:
