@@ -178,21 +178,18 @@ def test_empty_partitions_make_no_request(client, server, tmp_path):
 
 def test_arguments_are_checked_before_any_task(server):
     ddf = arrow_backed(make_table(10, 2), 2)
-    with pytest.raises(ValueError, match="id column 'key' is not a column of the Dask DataFrame"):
-        bulkwire.dask.to_target(
-            ddf, bulkwire.targets.ravendb(server.url, server.database, id_column="key"))
-    with pytest.raises(ValueError, match="vector column 'v'"):
-        bulkwire.dask.to_target(ddf, bulkwire.targets.ravendb(server.url, server.database),
-                                vector_column="v")
-    with pytest.raises(ValueError, match="compress must be"):
-        bulkwire.dask.to_target(
-            ddf, bulkwire.targets.ravendb(server.url, server.database, compress="lz4"))
-    with pytest.raises(ValueError, match="float32 must be"):
-        bulkwire.dask.to_target(
-            ddf, bulkwire.targets.ravendb(server.url, server.database, float32="round"))
-    with pytest.raises(TypeError, match="columns must be a sequence"):
-        bulkwire.dask.to_target(ddf, bulkwire.targets.ravendb(server.url, server.database),
-                                columns="name")
+    # (error, its message, the target's options, to_target's options)
+    for error, message, target_options, options in [
+            (ValueError, "id column 'key' is not a column of the Dask DataFrame",
+             {"id_column": "key"}, {}),
+            (ValueError, "vector column 'v'", {}, {"vector_column": "v"}),
+            (ValueError, "compress must be", {"compress": "lz4"}, {}),
+            (ValueError, "float32 must be", {"float32": "round"}, {}),
+            (TypeError, "columns must be a sequence", {}, {"columns": "name"})]:
+        with pytest.raises(error, match=message):
+            bulkwire.dask.to_target(
+                ddf, bulkwire.targets.ravendb(server.url, server.database, **target_options),
+                **options)
     with pytest.raises(TypeError, match="ddf must be a dask.dataframe.DataFrame, not DataFrame"):
         bulkwire.dask.to_target(pd.DataFrame({"id": [1]}),
                                 bulkwire.targets.ravendb(server.url, server.database))
