@@ -59,6 +59,31 @@ def writer_seconds(entities: list, runs: int, defer_float_text: bool = True) -> 
     return best, body
 
 
+def timed_insert(url: str, entities: list, **options) -> tuple:
+    """(seconds, stats) of one ``bulkwire.BulkInsert`` of ``entities`` into the database
+    "bench" at ``url`` (a 120 s timeout; ``options``, the insert's other keywords), each
+    entity stored through the bound ``store``."""
+    import bulkwire
+
+    start = time.perf_counter()
+    with bulkwire.BulkInsert(url, "bench", timeout=120, **options) as bulk:
+        store = bulk.store
+        for entity in entities:
+            store(entity)
+    return time.perf_counter() - start, bulk.stats
+
+
+def child_arguments(parser, children) -> object:
+    """The command line of a benchmark that runs each client in a child process of its
+    own, parsed: ``parser``'s arguments and what the parent hands a child, ``--child`` (one
+    of ``children``), ``--mode``, ``--dim`` and ``--url``."""
+    parser.add_argument("--child", choices=children)
+    parser.add_argument("--mode", choices=["plain", "gzip"])
+    parser.add_argument("--dim", type=int)
+    parser.add_argument("--url")
+    return parser.parse_args()
+
+
 def commit() -> str:
     """The checkout's commit (``+dirty`` with uncommitted changes), or ``unknown``."""
     here = os.path.dirname(os.path.abspath(__file__))

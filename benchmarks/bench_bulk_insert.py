@@ -30,7 +30,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-from _common import loopback_server, run_measured_child, server_summary, writer_seconds  # noqa: E402
+from _common import (child_arguments, loopback_server, run_measured_child,  # noqa: E402
+                     server_summary, timed_insert, writer_seconds)
 
 POOL = 256
 
@@ -78,18 +79,10 @@ def peak_rss_bytes() -> int:
 # ---- the clients ----
 
 def run_bulkwire(url: str, entities: list, compress: bool, threads: int | None = None) -> dict:
-    import bulkwire
     from bulkwire import _core
 
     _core._testing.reset_piece_peak()
-    start = time.perf_counter()
-    with bulkwire.BulkInsert(url, "bench", compress=compress, timeout=120,
-                             compress_threads=threads) as bulk:
-        store = bulk.store
-        for entity in entities:
-            store(entity)
-    seconds = time.perf_counter() - start
-    stats = bulk.stats
+    seconds, stats = timed_insert(url, entities, compress=compress, compress_threads=threads)
     return {"seconds": seconds, "compression": stats.compression,
             "buffer_peak": _core._testing.piece_memory()[1], "queue_peak": stats.queue_peak,
             "blocked_puts": stats.blocked_puts}
@@ -310,11 +303,7 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--one-thread", action="store_true",
                         help="also run bulkwire with compress_threads=1 (gzip on one thread)")
-    parser.add_argument("--child", choices=sorted(CLIENTS))
-    parser.add_argument("--mode", choices=["plain", "gzip"])
-    parser.add_argument("--dim", type=int)
-    parser.add_argument("--url")
-    args = parser.parse_args()
+    args = child_arguments(parser, sorted(CLIENTS))
     if args.child:
         return child(args)
 

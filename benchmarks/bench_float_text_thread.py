@@ -16,22 +16,13 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import time
 
-from _common import loopback_server, server_summary
+from _common import loopback_server, server_summary, timed_insert
 from bench_bulk_insert import make_entities
 
 
 def insert_seconds(url: str, entities: list, compress: bool, defer: bool) -> float:
-    import bulkwire
-
-    start = time.perf_counter()
-    with bulkwire.BulkInsert(url, "bench", compress=compress, timeout=120,
-                             defer_float_text=defer) as bulk:
-        store = bulk.store
-        for entity in entities:
-            store(entity)
-    seconds = time.perf_counter() - start
+    seconds, _ = timed_insert(url, entities, compress=compress, defer_float_text=defer)
     got = server_summary(url)
     if got["documents"] != len(entities) or got.get("error"):
         raise SystemExit(f"the server got {got['documents']} of {len(entities)} documents "

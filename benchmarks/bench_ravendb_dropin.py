@@ -24,7 +24,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from _common import loopback_server, print_command, run_measured_child, server_summary  # noqa: E402
+from _common import (child_arguments, loopback_server, print_command,  # noqa: E402
+                     run_measured_child, server_summary)
 from bench_bulk_insert import make_entities  # noqa: E402  (the reference workload)
 
 SIDES = ("before", "after")
@@ -86,11 +87,7 @@ def main() -> None:
     parser.add_argument("--modes", nargs="+", default=["plain", "gzip"], choices=["plain", "gzip"])
     parser.add_argument("--reference", action="store_true",
                         help="also run bulkwire's own BulkInsert in each round (docs/s only)")
-    parser.add_argument("--child", choices=SIDES + (REFERENCE,))
-    parser.add_argument("--mode", choices=["plain", "gzip"])
-    parser.add_argument("--dim", type=int)
-    parser.add_argument("--url")
-    args = parser.parse_args()
+    args = child_arguments(parser, SIDES + (REFERENCE,))
     if args.child:
         return child(args)
 

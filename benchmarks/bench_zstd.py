@@ -29,7 +29,7 @@ import statistics
 import sys
 import time
 
-from _common import loopback_server, print_command, server_summary  # noqa: F401 (sys.path)
+from _common import loopback_server, print_command, server_summary, timed_insert  # noqa: F401
 
 from bench_bulk_insert import make_entities  # noqa: E402
 
@@ -122,7 +122,6 @@ def bench_compression(body: str, buffers: list, rounds: int) -> None:
 
 
 def bench_end_to_end(body: str, entities: list, rounds: int, url: str) -> None:
-    import bulkwire
     import bulkwire.transport  # noqa: F401  (imported before the clock)
 
     # mode -> (compress, compress_threads); "gzip-1t": the gzip stream on one thread
@@ -135,19 +134,15 @@ def bench_end_to_end(body: str, entities: list, rounds: int, url: str) -> None:
         names = list(modes)
         for mode in names[r % len(names):] + names[:r % len(names)]:  # rotating order
             compress, threads = modes[mode]
-            start = time.perf_counter()
-            with bulkwire.BulkInsert(url, "bench", compress=compress, timeout=120,
-                                     compress_threads=threads) as bulk:
-                store = bulk.store
-                for entity in entities:
-                    store(entity)
-            rates[mode].append(len(entities) / (time.perf_counter() - start))
+            seconds, stats = timed_insert(url, entities, compress=compress,
+                                          compress_threads=threads)
+            rates[mode].append(len(entities) / seconds)
             summary = server_summary(url)
             if summary["documents"] != len(entities) or summary["error"]:
                 sys.exit(f"{mode}: the server got {summary['documents']} of {len(entities)} "
                          f"documents ({summary['error']})")
             wire[mode] = summary["wire_bytes"]
-            backend[mode] = bulk.stats.compression or "-"
+            backend[mode] = stats.compression or "-"
     print(f"\nend to end, body {body}: {len(entities):,} documents into the loopback server, "
           f"median of {rounds} rounds; ratio = docs/s vs gzip (median of per-round ratios); "
           f"load average {os.getloadavg()[0]:.2f}")

@@ -48,7 +48,7 @@ import threading
 import time
 import urllib.parse
 import zlib
-from typing import Dict, List, Optional
+from typing import Dict, Iterator, List, Optional
 
 from bulkwire.testing import holds_whole_array
 
@@ -196,13 +196,10 @@ class FaultServer:
     # ---- connections ----
 
     def _accept_loop(self) -> None:
-        while not self._stop.is_set() and time.monotonic() < self._deadline:
-            try:
-                conn, _ = self._listener.accept()
-            except socket.timeout:
-                continue
-            except OSError:
-                return
+        def running() -> bool:
+            return not self._stop.is_set() and time.monotonic() < self._deadline
+
+        for conn in accepted(self._listener, running):
             if self._stop.is_set():
                 conn.close()
                 return
@@ -554,6 +551,19 @@ def hold_the_end_until(bulk, answered, limit: float = 10.0) -> None:
         return taken
 
     writer._put = put_then_hold
+
+
+def accepted(listener: socket.socket, running) -> Iterator[socket.socket]:
+    """The connections ``listener`` (a listening socket with a timeout) accepts while
+    ``running()`` is true, checked at each timeout; none once the listener is closed."""
+    while running():
+        try:
+            conn, _ = listener.accept()
+        except socket.timeout:
+            continue
+        except OSError:
+            return
+        yield conn
 
 
 def read_chunked(reader) -> bytes:

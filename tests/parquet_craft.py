@@ -423,3 +423,70 @@ def variant_files(directory, tables: dict, codecs, **options) -> dict:
                         "use_dictionary": dictionary})
                     files[(codec, version, nullable, dictionary)] = str(path)
     return files
+
+
+def written(path, table, options: dict, **changes) -> str:
+    """``table`` written by pyarrow at ``path`` with ``options`` (``changes`` over them);
+    the path as a str."""
+    import pyarrow.parquet as pq
+
+    pq.write_table(table, path, **{**options, **changes})
+    return str(path)
+
+
+def by_nulls(make_table) -> dict:
+    """``{nullable: make_table(nullable)}`` for a table with nulls and one without."""
+    return {nullable: make_table(nullable) for nullable in (True, False)}
+
+
+def variant_fixtures(folder: str, make_table, codecs, options: dict) -> tuple:
+    """The module fixtures ``tables`` (:func:`by_nulls` of ``make_table``) and ``files``
+    (:func:`variant_files` of them, written with ``options`` into a folder named
+    ``folder``) of a test file of the page reader: ``tables, files = variant_fixtures(...)``."""
+    import pytest
+
+    @pytest.fixture(scope="module")
+    def tables():
+        return by_nulls(make_table)
+
+    @pytest.fixture(scope="module")
+    def files(tmp_path_factory, tables):
+        return variant_files(tmp_path_factory.mktemp(folder), tables, codecs, **options)
+
+    return tables, files
+
+
+def every_variant(codec_params):
+    """A test parametrized over the keys of :func:`variant_files`: ``codec`` (of
+    ``codec_params``), ``version``, ``nullable`` and ``dictionary``."""
+    import pytest
+
+    marks = [pytest.mark.parametrize("codec", codec_params),
+             pytest.mark.parametrize("version", ["1.0", "2.0"]),
+             pytest.mark.parametrize("nullable", [True, False], ids=["optional", "required"]),
+             pytest.mark.parametrize("dictionary", [True, False], ids=["dictionary", "plain"])]
+
+    def parametrized(test):
+        for mark in reversed(marks):  # as if written above the test, in this order
+            test = mark(test)
+        return test
+
+    return parametrized
+
+
+def taken_by_pages(path: str, table, indices, how: str) -> dict:
+    """The rows ``indices`` taken from the file at ``path`` by a ``TableFile`` reading every
+    column ``how`` (``PAGES``, ``WALKED_PAGES``) and no row group whole, checked equal to
+    ``table.take(indices)``, schema included; the file's read statistics."""
+    import pyarrow as pa
+
+    from bulkwire.parquet import TableFile
+
+    expected = table.take(pa.array(indices, type=pa.int64()))
+    with TableFile(path) as f:
+        assert f.paths == {name: how for name in table.column_names}
+        got = f.take(indices)
+        assert got.schema == table.schema
+        assert got.equals(expected)
+        assert all(s["row_groups"] == 0 for s in f.stats.values())
+        return {name: dict(stats) for name, stats in f.stats.items()}

@@ -88,7 +88,7 @@ def circles(graph: Dict[str, Set[str]]) -> List[List[str]]:
 def test_the_reader_finds_the_imports_it_must():
     """The graph is read right: imports of each form are found, deferred ones included."""
     graph = import_graph()
-    assert "bulkwire.conventions" in graph["bulkwire.bulk"]              # from .x import y
+    assert "bulkwire.conventions" in graph["bulkwire._bulk_writer"]      # from .x import y
     assert EXTENSION in graph["bulkwire.conventions"]                    # from . import _core
     assert "bulkwire.testing.server" in graph["bulkwire.testing.cluster"]  # in a subpackage
     assert "bulkwire.testing" in graph["bulkwire.cli"]                   # inside a function
@@ -114,10 +114,10 @@ GENERIC_LOAD = ["bulkwire.load.entry", "bulkwire.load.pipeline", "bulkwire.load.
 #: The modules of one target (or of one kind's protocol): the RavenDB bulk insert, its HTTP
 #: transport and cluster topology, the CQL driver drop-in and statements, the kinds' own
 #: modules, and the documents' plan.
-TARGET_MODULES = ["bulkwire.bulk", "bulkwire.bulk_commands", "bulkwire.topology",
-                  "bulkwire.transport", "bulkwire.server_features", "bulkwire.ravendb",
-                  "bulkwire.cql", "bulkwire.cql_statements", "bulkwire.cql_placement",
-                  "bulkwire.load.targets",
+TARGET_MODULES = ["bulkwire.bulk", "bulkwire._bulk_writer", "bulkwire.bulk_commands",
+                  "bulkwire.topology", "bulkwire.transport", "bulkwire.server_features",
+                  "bulkwire.ravendb", "bulkwire.cql", "bulkwire.cql_statements",
+                  "bulkwire.cql_placement", "bulkwire.load.targets",
                   "bulkwire.load.ravendb_target", "bulkwire.load.cql_target",
                   "bulkwire.load.jsonl_target", "bulkwire.load.plan"]
 

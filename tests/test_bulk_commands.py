@@ -9,7 +9,6 @@ bounds of huge attachments and Ctrl-C while an attachment is handed over.
 """
 from __future__ import annotations
 
-import _thread
 import contextlib
 import gc
 import json
@@ -38,6 +37,7 @@ from ravendb.tools.utils import Utils  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 from examples_budget import EXAMPLES  # noqa: E402
+from _producer_threads import interrupt_when_queue_waits, refused_on_another_thread  # noqa: E402
 DIFF_EXAMPLES = max(10, EXAMPLES // 6)  # each example makes four requests
 SLOW = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                       HealthCheck.function_scoped_fixture])
@@ -197,6 +197,24 @@ class Item:
         self.__dict__.update(fields)
 
 
+def increment_all(bulk, id: str, deltas) -> None:
+    """``(name, delta)`` pairs incremented on the counters of ``id`` (either client)."""
+    counters = bulk.counters_for(id)
+    for name, delta in deltas:
+        counters.increment(name, delta)
+
+
+def append_all(bulk, id: str, name: str, entries, single) -> None:
+    """``(timestamp, values, tag)`` entries appended to the time series ``name`` of ``id``
+    (either client); those for which ``single(values, tag)`` holds by ``append_single``."""
+    with bulk.time_series_for(id, name) as series:
+        for when, values, tag in entries:
+            if single(values, tag):
+                series.append_single(when, values[0], tag)
+            else:
+                series.append(when, values, tag)
+
+
 def play(ops):
     """The calls of a sequence of operations, for either client."""
     def calls(bulk, official):
@@ -209,16 +227,10 @@ def play(ops):
                 else:
                     bulk.store(Item(doc), id=key)
             elif kind == "counters":
-                counters = bulk.counters_for(op[1])
-                for name, delta in op[2]:
-                    counters.increment(name, delta)
+                increment_all(bulk, op[1], op[2])
             elif kind == "series":
-                with bulk.time_series_for(op[1], op[2]) as ts:
-                    for when, vals, tag in op[3]:
-                        if len(vals) == 1 and tag is None:
-                            ts.append_single(when, vals[0])
-                        else:
-                            ts.append(when, vals, tag)
+                append_all(bulk, op[1], op[2], op[3],
+                           lambda values, tag: len(values) == 1 and tag is None)
             elif kind == "typed":
                 with bulk.typed_time_series_for(Pulse, op[1], op[2]) as ts:
                     for when, rate, tag in op[3]:
@@ -555,18 +567,9 @@ def test_commands_after_close_and_after_a_failure():
 def test_commands_come_from_the_producer_thread_only():
     w = BulkWriter()
     w.counters_for("a").increment("c")
-    errors = []
-
-    def other():
-        for call in (lambda: w.counters_for("a").increment("c"), lambda: w.time_series_for("a", "s"),
-                     lambda: w.attachments_for("a").store("n", b"x")):
-            try:
-                call()
-            except RuntimeError as exc:
-                errors.append(str(exc))
-    t = threading.Thread(target=other)
-    t.start()
-    t.join()
+    errors = refused_on_another_thread([lambda: w.counters_for("a").increment("c"),
+                                        lambda: w.time_series_for("a", "s"),
+                                        lambda: w.attachments_for("a").store("n", b"x")])
     assert len(errors) == 3 and all("one thread" in e for e in errors)
     w.close()
     assert len(json.loads(body_of(w))) == 1
@@ -649,14 +652,7 @@ def test_ctrl_c_while_an_attachment_is_handed_over_fails_the_writer(kind):
     if kind == "bytes":  # the queue full already: bytes wait behind their command's buffer
         w.attachments_for("a").store("first", bytearray(2500))
 
-    def interrupt():
-        deadline = time.monotonic() + 20
-        while not w._queue.waits and time.monotonic() < deadline:
-            time.sleep(0.01)
-        _thread.interrupt_main()
-
-    timer = threading.Thread(target=interrupt)
-    timer.start()
+    timer = interrupt_when_queue_waits(w)
     with pytest.raises(KeyboardInterrupt):
         w.attachments_for("a").store("big", bytearray(100_000) if kind == "bytearray" else bytes(100_000))
     timer.join(30)

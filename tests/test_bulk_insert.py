@@ -19,6 +19,7 @@ from bulkwire.bulk import BulkInsertAborted, BulkInsertError, compression_backen
 from bulkwire.testing import LoopbackServer
 from bulkwire.testing.pki import make_pki, server_context
 from fault_server import FaultServer, eventually, hold_the_end_until
+from _producer_threads import refused_on_another_thread
 
 TIMEOUT = 30.0  # socket timeout for every test client: nothing can hang for long
 
@@ -710,18 +711,8 @@ def test_a_bulk_insert_belongs_to_its_producer_but_abort_may_come_from_another_t
         bulk = bulkwire.BulkInsert(server.url, server.database, buffer_size=32 << 10,
                                    max_buffers=2, timeout=TIMEOUT)
         bulk.store({"i": 0}, id="d/0")
-        refused = []
-
-        def other():
-            for call in (lambda: bulk.store({"x": 1}, id="x/1"), bulk.close):
-                try:
-                    call()
-                except RuntimeError as exc:
-                    refused.append(str(exc))
-
-        t = threading.Thread(target=other)
-        t.start()
-        t.join()
+        refused = refused_on_another_thread([lambda: bulk.store({"x": 1}, id="x/1"),
+                                             bulk.close])
         assert len(refused) == 2 and all(ONE_THREAD in r for r in refused)
         # a watchdog thread aborts: the producer waiting on the full queue wakes with it
         watchdog = threading.Thread(target=lambda: _blocked(bulk) and bulk.abort())

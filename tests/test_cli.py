@@ -15,18 +15,9 @@ from hypothesis import given, strategies as st
 
 import bulkwire
 from bulkwire import cli
+from _cli_runner import run
 
 PACKAGE_PARENT = os.path.dirname(os.path.dirname(bulkwire.__file__))
-
-
-def run(argv, capsys):
-    """(exit code, stdout, stderr) of main(argv), usage errors included."""
-    try:
-        code = cli.main(argv)
-    except SystemExit as exc:
-        code = exc.code
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def child_env() -> dict:

@@ -61,6 +61,17 @@ def unreachable(i: int, port: int | None = 9042) -> tuple[str, int | None]:
     return f"127.0.0.{200 + i}", port
 
 
+def load_mapped(tmp_path, cluster: EmulatedCluster, address_map: dict) -> None:
+    """The file's rows loaded through the cluster's first contact point with
+    ``address_map``: every row stored in the cluster."""
+    result = bulkwire.load_parquet(
+        data_file(tmp_path),
+        bulkwire.targets.cql(cluster.contact(0), "ks", "t", address_map=address_map),
+        batch_rows=64)
+    assert result.rows == ROWS
+    assert_stored(cluster)
+
+
 # --------------------------------------------------------------------------------------------
 # the node at the contact point
 
@@ -98,12 +109,7 @@ def test_an_address_map_sends_each_advertised_address_where_it_is_reached(tmp_pa
         address_map = {"127.0.0.201": cluster.contact(1),           # any port of the address
                        "127.0.0.202:9042": cluster.contact(2),      # that port only
                        "127.0.0.202:9043": "127.0.0.1:1"}
-        result = bulkwire.load_parquet(
-            data_file(tmp_path),
-            bulkwire.targets.cql(cluster.contact(0), "ks", "t", address_map=address_map),
-            batch_rows=64)
-        assert result.rows == ROWS
-        assert_stored(cluster)
+        load_mapped(tmp_path, cluster, address_map)
         assert_routed_to_owners(cluster)
 
 
@@ -203,12 +209,7 @@ def test_an_address_answering_as_a_node_of_another_cluster_is_not_loaded(tmp_pat
     with EmulatedCluster(3, advertised=[unreachable(i) for i in range(3)]) as cluster, \
             EmulatedCluster(1) as other:
         address_map = {"127.0.0.201": cluster.contact(1), "127.0.0.202": other.contact(0)}
-        result = bulkwire.load_parquet(
-            data_file(tmp_path),
-            bulkwire.targets.cql(cluster.contact(0), "ks", "t", address_map=address_map),
-            batch_rows=64)
-        assert result.rows == ROWS
-        assert_stored(cluster)
+        load_mapped(tmp_path, cluster, address_map)
         assert other.stored == {} and other.nodes[0].rows == []
         assert other.nodes[0].connections == 1  # asked who it is, once: then left out
         owners = [cluster.owner(i) for i in range(ROWS)]

@@ -163,3 +163,47 @@ def test_local_dc_is_an_option_of_the_cql_target_alone(tmp_path, capsys):
               "dc1"])
     assert caught.value.code == 2
     assert "--local-dc is not an option of the request_file target" in capsys.readouterr().err
+
+
+def test_the_ring_is_read_once_per_load_and_travels_with_the_description(tmp_path,
+                                                                         monkeypatch):
+    """The load's plan reads the ring and the keyspace's placement; each of its sessions (one
+    per unit of a resumable load) takes them as they were read, and so does a worker
+    process's copy of the description, pickled: it opens a session without a connection."""
+    import pickle
+
+    from bulkwire.load import cql_target
+
+    reads, opened = [], []
+    placement, open_session = cql_target.CqlDescription.placement, cql_target.CqlDescription.open
+
+    def counted_placement(self, conn, contact):
+        reads.append(contact)
+        return placement(self, conn, contact)
+
+    def counted_open(self):
+        opened.append(self)
+        return open_session(self)
+
+    monkeypatch.setattr(cql_target.CqlDescription, "placement", counted_placement)
+    monkeypatch.setattr(cql_target.CqlDescription, "open", counted_open)
+    with EmulatedCluster(6, datacenters=DCS, racks=RACKS, replication=BOTH) as cluster:
+        target = targets.cql(cluster.contact(0), "ks", "t")
+        result = bulkwire.load_parquet(data_file(tmp_path), target, batch_rows=100,
+                                       resume=tmp_path / "state.json")
+        assert result.rows == ROWS
+        assert_stored(cluster)
+        assert sent_to(cluster) == expected(cluster, "dc1")
+        assert len(opened) >= 3 and len(reads) == 1
+        copy = pickle.loads(pickle.dumps(target))
+        assert copy == target
+        before = [node.connections for node in cluster.nodes]
+        session = copy.open()
+        try:
+            assert session.local_dc == "dc1"
+            assert sorted(session.placement.addresses) == sorted(
+                f"{host}:{port}" for host, port in (node.endpoint for node in cluster.nodes))
+        finally:
+            session.abort()
+        assert len(reads) == 1
+        assert [node.connections for node in cluster.nodes] == before

@@ -178,25 +178,47 @@ def test_empty_partitions_make_no_request(client, server, tmp_path):
 
 def test_arguments_are_checked_before_any_task(server):
     ddf = arrow_backed(make_table(10, 2), 2)
-    with pytest.raises(ValueError, match="id column 'key' is not a column of the Dask DataFrame"):
-        bulkwire.dask.to_target(
-            ddf, bulkwire.targets.ravendb(server.url, server.database, id_column="key"))
-    with pytest.raises(ValueError, match="vector column 'v'"):
-        bulkwire.dask.to_target(ddf, bulkwire.targets.ravendb(server.url, server.database),
-                                vector_column="v")
-    with pytest.raises(ValueError, match="compress must be"):
-        bulkwire.dask.to_target(
-            ddf, bulkwire.targets.ravendb(server.url, server.database, compress="lz4"))
-    with pytest.raises(ValueError, match="float32 must be"):
-        bulkwire.dask.to_target(
-            ddf, bulkwire.targets.ravendb(server.url, server.database, float32="round"))
-    with pytest.raises(TypeError, match="columns must be a sequence"):
-        bulkwire.dask.to_target(ddf, bulkwire.targets.ravendb(server.url, server.database),
-                                columns="name")
+    # (error, its message, the target's options, to_target's options)
+    for error, message, target_options, options in [
+            (ValueError, "id column 'key' is not a column of the Dask DataFrame",
+             {"id_column": "key"}, {}),
+            (ValueError, "vector column 'v'", {}, {"vector_column": "v"}),
+            (ValueError, "compress must be", {"compress": "lz4"}, {}),
+            (ValueError, "float32 must be", {"float32": "round"}, {}),
+            (TypeError, "columns must be a sequence", {}, {"columns": "name"})]:
+        with pytest.raises(error, match=message):
+            bulkwire.dask.to_target(
+                ddf, bulkwire.targets.ravendb(server.url, server.database, **target_options),
+                **options)
     with pytest.raises(TypeError, match="ddf must be a dask.dataframe.DataFrame, not DataFrame"):
         bulkwire.dask.to_target(pd.DataFrame({"id": [1]}),
                                 bulkwire.targets.ravendb(server.url, server.database))
     assert server.requests == []
+
+
+def test_a_task_names_itself_for_a_column_its_rows_lack_whatever_the_target(server):
+    """The check a task runs before its session opens (``_arrow_sink.load_arrow``, the
+    code of a Dask partition and of a Ray write task) judges a target given as a value as
+    one given by its URL: a column the arguments name that the rows lack raises naming
+    the column and the task, in the message itself; a CQL table asks for no id column."""
+    table = make_table(10, 2)
+    described = _arrow_sink.SinkConfig(
+        described=bulkwire.targets.ravendb(server.url, server.database, id_column="key"))
+    with pytest.raises(ValueError, match=r"^id column 'key' is not a column of write task 3 "
+                                         r"\(its columns: id, name, "):
+        _arrow_sink.load_arrow(table, described, source="write task 3")
+    vector = _arrow_sink.SinkConfig(options=bulkwire.LoadOptions(vector_column="v"),
+                                    described=bulkwire.targets.ravendb(server.url,
+                                                                       server.database))
+    with pytest.raises(ValueError, match=r"^vector column 'v' is not a column of partition 2"):
+        _arrow_sink.load_arrow(table, vector, source="partition 2")
+    assert server.requests == []
+    table_of = _arrow_sink.SinkConfig(options=bulkwire.LoadOptions(columns=["id", "nope"]),
+                                      described=bulkwire.targets.cql("127.0.0.1:1", "ks", "t"))
+    with pytest.raises(ValueError, match=r"^column 'nope' is not a column of write task 4"):
+        _arrow_sink.load_arrow(table, table_of, source="write task 4")
+    cql = _arrow_sink.SinkConfig(described=bulkwire.targets.cql("127.0.0.1:1", "ks", "t"))
+    cql.check_columns(["k", "v"], "rows without an id")  # no id column asked for
 
 
 @settings(max_examples=EXAMPLES, deadline=None)

@@ -73,7 +73,7 @@ import socket
 import threading
 
 from bulkwire import errors
-from fault_server import read_chunked
+from fault_server import accepted, read_chunked
 
 OPERATION_ID = b'{"Id": 7, "NodeTag": "A"}'
 ID_ANSWER = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(OPERATION_ID), OPERATION_ID)
@@ -106,13 +106,7 @@ class ScriptedServer:
         return "http://" + self.address
 
     def _accept(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, _ = self._listener.accept()
-            except socket.timeout:
-                continue
-            except OSError:
-                return
+        for conn in accepted(self._listener, lambda: not self._stop.is_set()):
             self.connections += 1
             thread = threading.Thread(target=self._serve, args=(conn,), daemon=True)
             self._threads.append(thread)

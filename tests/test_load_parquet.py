@@ -564,11 +564,14 @@ def test_column_types_are_judged_by_the_encoder_before_any_row(tmp_path):
 def test_load_hands_the_encoders_buffers_over_unchecked(tmp_path, monkeypatch):
     """The commands C just wrote go to the writer as they are: store_encoded's check of
     user-given bytes is not run on them."""
+    import bulkwire._bulk_writer
     import bulkwire.bulk
 
     def refused(*args):
         raise AssertionError("the load re-checked the encoder's bytes")
 
+    # the check's own module (BulkWriter's) and the insert's
+    monkeypatch.setattr(bulkwire._bulk_writer, "_encoded_pieces", refused)
     monkeypatch.setattr(bulkwire.bulk, "_encoded_pieces", refused)
     src = bulkwire.sample_parquet(tmp_path / "s.parquet", rows=300, dim=4)
     r = bulkwire.load_parquet(src, bulkwire.targets.request_file(buffer_size=1024), batch_rows=64)

@@ -67,45 +67,25 @@ def _table(nullable: bool, seed: int = 11) -> pa.Table:
     return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
 
 
+#: how the files are written (the dictionary's limit is checked after each batch of 128 values)
+WRITE_OPTIONS = dict(write_page_index=True, use_dictionary=True, data_page_size=1024,
+                     row_group_size=1000, dictionary_pagesize_limit=DICTIONARY_LIMIT,
+                     write_batch_size=128)
+tables, files = pc.variant_fixtures("dictionary", _table, CODECS, WRITE_OPTIONS)
+
+
 def _write(path, table, **kw) -> str:
-    options = dict(write_page_index=True, use_dictionary=True, data_page_size=1024,
-                   row_group_size=1000, dictionary_pagesize_limit=DICTIONARY_LIMIT,
-                   write_batch_size=128)  # the limit is checked after each batch
-    options.update(kw)
-    pq.write_table(table, path, **options)
-    return str(path)
-
-
-@pytest.fixture(scope="module")
-def tables():
-    return {nullable: _table(nullable) for nullable in (True, False)}
-
-
-@pytest.fixture(scope="module")
-def files(tmp_path_factory, tables):
-    # the dictionary's limit is checked after each batch of 128 values
-    return pc.variant_files(tmp_path_factory.mktemp("dictionary"), tables, CODECS,
-                            write_page_index=True, data_page_size=1024, row_group_size=1000,
-                            dictionary_pagesize_limit=DICTIONARY_LIMIT, write_batch_size=128)
+    return pc.written(path, table, WRITE_OPTIONS, **kw)
 
 
 indices_strategy = st.lists(st.integers(0, ROWS - 1), max_size=60)
 
 
-@pytest.mark.parametrize("codec", CODEC_PARAMS)
-@pytest.mark.parametrize("version", ["1.0", "2.0"])
-@pytest.mark.parametrize("nullable", [True, False], ids=["optional", "required"])
-@pytest.mark.parametrize("dictionary", [True, False], ids=["dictionary", "plain"])
+@pc.every_variant(CODEC_PARAMS)
 @given(indices=indices_strategy)
 def test_pages_equal_table_take(files, tables, codec, version, nullable, dictionary, indices):
-    table = tables[nullable]
-    expected = table.take(pa.array(indices, type=pa.int64()))
-    with TableFile(files[codec, version, nullable, dictionary]) as f:
-        assert f.paths == {name: PAGES for name in table.column_names}
-        got = f.take(indices)
-        assert got.schema == table.schema
-        assert got.equals(expected)
-        assert all(s["row_groups"] == 0 for s in f.stats.values())
+    pc.taken_by_pages(files[codec, version, nullable, dictionary], tables[nullable], indices,
+                      PAGES)
 
 
 def _dictionaries(path):

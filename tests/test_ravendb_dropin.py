@@ -242,7 +242,8 @@ def test_metadata_as_dictionary_in_metadata_and_inside_entities():
 from ravendb.documents.operations.attachments import StoreAttachmentParameters  # noqa: E402
 
 
-from test_bulk_commands import Pulse  # noqa: E402  (a typed entry both clients take)
+# a typed entry both clients take; the calls of counters and of a time series, either client's
+from test_bulk_commands import Pulse, append_all, increment_all  # noqa: E402
 
 
 _utc = datetime.timezone.utc
@@ -277,16 +278,10 @@ def _replay_commands(plan):
                                      metadata if method == "store" or metadata is not None else {},
                                      key)])(bulk)
             elif kind == "counters":
-                counters = bulk.counters_for(command[1])
-                for name, delta in command[2]:
-                    counters.increment(name, delta)
+                increment_all(bulk, command[1], command[2])
             elif kind == "series":
-                with bulk.time_series_for(command[1], command[2]) as series:
-                    for moment, values, tag in command[3]:
-                        if len(values) == 1:
-                            series.append_single(moment, values[0], tag)
-                        else:
-                            series.append(moment, values, tag)
+                append_all(bulk, command[1], command[2], command[3],
+                           lambda values, tag: len(values) == 1)
             elif kind == "typed":
                 with bulk.typed_time_series_for(Pulse, command[1], command[2]) as series:
                     for moment, rate, oxygen, tag in command[3]:

@@ -206,6 +206,17 @@ def text_rows(path: pathlib.Path, rows: int, size: int = 12, row_group: int = 25
     return values
 
 
+@contextlib.contextmanager
+def on_the_open_node(node, path: pathlib.Path, rows: int, name: str):
+    """The open node (``node("open")``), a file of ``rows`` text rows at ``path``: yields
+    (the node, what the file holds, its TLS port ``HOST:PORT``, the driver's session to it,
+    the table ``name`` made anew there)."""
+    n = node("open")
+    values = text_rows(path, rows)
+    with driver(n) as s:
+        yield n, values, f"{n.address}:{TLS_PORT}", s, make_table(s, name)
+
+
 def reload_certificate(node, pki, which: str) -> None:
     """The node's certificate swapped for ``which`` (server, expired, elsewhere) and
     reloaded (``nodetool reloadssl``: new connections get it)."""
@@ -412,12 +423,8 @@ def test_tls_to_a_node_that_does_not_ask_for_a_client_certificate(node, pki, tmp
     """On the open node's TLS port: without a client certificate and with one (not asked
     for, so not sent), every row is loaded; a CA that did not sign the node's certificate,
     and TLS to the native port (plain only), are refused before any row."""
-    n = node("open")
     path = tmp_path / "t.parquet"
-    values = text_rows(path, 300)
-    tls_port = f"{n.address}:{TLS_PORT}"
-    with driver(n) as s:
-        table = make_table(s, "tls_open")
+    with on_the_open_node(node, path, 300, "tls_open") as (n, values, tls_port, s, table):
         _refused_before_any_row(
             lambda: bulkwire.load_parquet(
                 str(path),
@@ -444,12 +451,8 @@ def test_a_contact_point_that_drops_the_handshake_is_named_and_passed_over(node,
     wants TLS; beside a contact point that answers, it is passed over and every row loads.
     (A ConnectionLostError raised out of the handshake stopped the load at the first
     contact point, without a word about TLS.)"""
-    n = node("open")
     path = tmp_path / "c.parquet"
-    values = text_rows(path, 200)
-    tls_port = f"{n.address}:{TLS_PORT}"
-    with driver(n) as s:
-        table = make_table(s, "contact")
+    with on_the_open_node(node, path, 200, "contact") as (n, values, tls_port, s, table):
         with pytest.raises(ConnectError) as caught:
             bulkwire.load_parquet(
                 str(path), bulkwire.targets.cql(tls_port, KEYSPACE, table, timeout=10.0))

@@ -24,6 +24,7 @@ from cassandra.query import SimpleStatement
 import bulkwire
 from bulkwire import targets
 from servers.cassandra import connect
+from test_real_cassandra_dcs import coordinated_in
 
 pytestmark = pytest.mark.cassandra_server
 
@@ -53,14 +54,7 @@ def data(tmp_path_factory) -> tuple[str, dict]:
 
 
 def coordinated(nodes, table: str) -> dict:
-    counts = {}
-    for node in nodes:
-        with connect([node.address], timeout=60.0) as s:
-            row = s.execute("SELECT count FROM system_views.coordinator_write_latency "
-                            "WHERE keyspace_name = %s AND table_name = %s",
-                            (KEYSPACE, table)).one()
-        counts[node.address] = row.count if row else 0
-    return counts
+    return coordinated_in(nodes, KEYSPACE, table)
 
 
 @pytest.mark.parametrize("contact, local_dc", [(0, None), (2, None), (0, "dc2")])

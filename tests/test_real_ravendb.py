@@ -255,13 +255,13 @@ def test_gzip_embeddings_in_comma_blocks_are_stored_as_sent(raven, monkeypatch):
     (literals, and back-references at commas): the server inflates them to exactly what the
     plain insert of the same documents stores."""
     streams = []
-    real_compressor = bulkwire.bulk.body_compressor
+    real_compressor = bulkwire._bulk_writer.body_compressor
 
     def kept_compressor(*args, **kwargs):
         streams.append(real_compressor(*args, **kwargs))
         return streams[-1]
 
-    monkeypatch.setattr(bulkwire.bulk, "body_compressor", kept_compressor)
+    monkeypatch.setattr(bulkwire._bulk_writer, "body_compressor", kept_compressor)
     vectors = np.random.default_rng(11).standard_normal((600, 1024)).astype(np.float32)
     plain, packed = new_database(raven, "plain"), new_database(raven, "commas")
     for database, compress in ((plain, False), (packed, "gzip")):

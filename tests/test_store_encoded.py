@@ -1,7 +1,6 @@
 """BulkWriter/BulkInsert.store_encoded: commands that are already encoded, framed by the
 writer, mixed with store(); through the bounded queue (memory bound), against the loopback
 server (plain and gzip); bad arguments; failures, abort and interruption."""
-import _thread
 import gc
 import json
 import threading
@@ -16,6 +15,7 @@ import bulkwire
 from bulkwire import _core
 from bulkwire.bulk import BulkInsertAborted, BulkInsertError, BulkWriter, compression_backends
 from bulkwire.testing import LoopbackServer
+from _producer_threads import interrupt_when_queue_waits
 
 TIMEOUT = 30.0
 MD = {"@collection": "Things", "Raven-Python-Type": "builtins.dict"}
@@ -302,14 +302,7 @@ def test_interrupted_part_way_marks_the_writer_failed():
     data = bytearray(b",".join(command(i, pad=100) for i in range(100)))  # ~15 buffers
     w = BulkWriter(buffer_size=bs, max_buffers=2)  # no consumer: the third buffer blocks
 
-    def interrupt():
-        deadline = time.monotonic() + 20
-        while not w._queue.waits and time.monotonic() < deadline:
-            time.sleep(0.01)
-        _thread.interrupt_main()
-
-    timer = threading.Thread(target=interrupt)
-    timer.start()
+    timer = interrupt_when_queue_waits(w)
     with pytest.raises(KeyboardInterrupt):
         w.store_encoded(data, 100)
     timer.join(30)

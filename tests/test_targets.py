@@ -22,6 +22,7 @@ from bulkwire import targets  # noqa: E402
 from bulkwire.document_options import DOCUMENT_DEFAULTS, DOCUMENT_OPTIONS  # noqa: E402
 from bulkwire.load.cql_target import DEFAULT_WINDOW  # noqa: E402
 from bulkwire.testing import LoopbackServer  # noqa: E402
+from _cli_runner import run as run_cli  # noqa: E402
 
 HERE = __file__
 
@@ -209,17 +210,6 @@ def test_a_ravendb_loads_refused_connection_is_a_bulk_insert_error_and_a_connect
 
 
 # ------------------------------------------------------------------------------ the CLI
-
-def run_cli(argv, capsys):
-    from bulkwire import cli
-
-    try:
-        code = cli.main(argv)
-    except SystemExit as exc:
-        code = exc.code
-    out, err = capsys.readouterr()
-    return code, out, err
-
 
 def test_the_command_line_has_each_kinds_options_from_the_registry(capsys):
     code, out, _ = run_cli(["load", "-h"], capsys)

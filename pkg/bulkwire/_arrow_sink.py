@@ -123,10 +123,14 @@ class SinkConfig:
             self.described.plan(schema(), source, self.options)
 
     def check_columns(self, names: Sequence[str], source: str) -> None:
-        """Raises ``ValueError`` naming the argument when a column it names is not in
-        ``names`` (the engine's schema, known on the client before any task runs)."""
+        """Raises ``ValueError`` naming the argument and ``source`` when a column it names is
+        not in ``names`` (the engine's schema on the client before any task runs; a task's
+        own columns before its session opens): the id column (the options', or a described
+        target's when it writes documents), the vector column and ``columns``."""
         options = self.options
-        wanted = [("id column", options.id_column)]
+        id_column = (options.id_column if self.described is None
+                     else getattr(self.described, "id_column", None))
+        wanted = [] if id_column is None else [("id column", id_column)]
         if options.vector_column is not None:
             wanted.append(("vector column", options.vector_column))
         wanted += [("column", name) for name in options.source_columns or ()]
@@ -198,8 +202,8 @@ def load_arrow(data: Any, config: SinkConfig, source: str) -> LoadResult:
     if first is None:
         return LoadResult(rows=0, body_bytes=0, wire_bytes=0, seconds=time.perf_counter() - start,
                           source=source, target=config.target, compress=config.compress)
-    if config.described is None:
-        config.check_columns(first.schema.names, source)  # named after the partition, not its data
+    # named after the partition, not its data, whatever the kind of target
+    config.check_columns(first.schema.names, source)
     try:
         result = _load.load_arrow(itertools.chain([first], batches), target=config.description(),
                                   options=options.pipeline_only(), threads=1)

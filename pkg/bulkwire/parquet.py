@@ -12,7 +12,6 @@ only, so ``import bulkwire`` works without it.
 """
 from __future__ import annotations
 
-import operator
 import os
 import threading
 from collections import OrderedDict, namedtuple
@@ -23,70 +22,12 @@ import numpy as np
 from . import _core
 from ._arrow import PathLike, _pyarrow  # noqa: F401 - also imported from here
 from ._arrow_arrays import numeric_array
-from .errors import MalformedFileError
-
-#: Row-group size of :func:`sample_parquet`: ~4 MiB of 1024-dim float32 vectors per group,
-#: so a point lookup decodes a few MiB at most and a load streams in small steps.
-DEFAULT_ROW_GROUP_ROWS = 1024
-
-_PARQUET_MAGIC = b"PAR1"
-_ARROW_MAGIC = b"ARROW1"
-
-
-def sample_parquet(path: PathLike, rows: int = 10_000, dim: int = 1024, seed: int = 42, *,
-                   row_group_rows: int = DEFAULT_ROW_GROUP_ROWS, id_start: int = 0,
-                   vector_column: str = "emb", compression: str = "snappy") -> str:
-    """Write a seeded sample shaped like the feature-vectors dataset: an int64 ``id``
-    (``id_start`` .. ``id_start + rows - 1``) and a ``fixed_size_list<float32>[dim]`` column
-    of values uniform in [0, 1) from ``numpy.random.default_rng(seed)``; samples with
-    disjoint id ranges (``id_start``) load side by side without replacing each other's
-    documents. It is written one
-    row group at a time, so memory stays at one row group whatever ``rows`` is. Returns the
-    path as a string.
-    """
-    pa = _pyarrow()
-    for name, value in (("rows", rows), ("dim", dim), ("row_group_rows", row_group_rows)):
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError(f"{name} must be an int, not {type(value).__name__}")
-        if value < (0 if name == "rows" else 1):
-            raise ValueError(f"{name} must be {'non-negative' if name == 'rows' else 'positive'}, "
-                             f"got {value}")
-    if isinstance(id_start, bool) or not isinstance(id_start, int):
-        raise TypeError(f"id_start must be an int, not {type(id_start).__name__}")
-    if not -2**63 <= id_start <= 2**63 - 1 - max(rows - 1, 0):
-        raise ValueError(f"id_start={id_start}: the ids id_start .. id_start + rows - 1 must fit "
-                         f"an int64")
-    rng = np.random.default_rng(seed)
-    schema = pa.schema([("id", pa.int64()),
-                        (vector_column, pa.list_(pa.float32(), dim))])
-    path = os.fspath(path)
-    # written under a temporary name and renamed once whole: an interrupted or failed write
-    # (whose writer would still close the file with a valid footer) leaves no short sample
-    partial = path + ".partial"
-    try:
-        sink = open(partial, "wb")
-    except OSError as exc:  # named by the path the user gave, not the temporary one
-        raise type(exc)(exc.errno, exc.strerror, path) from None
-    try:
-        with sink, pa.parquet.ParquetWriter(sink, schema, compression=compression) as writer:
-            if rows == 0:
-                writer.write_table(schema.empty_table())
-            for done in range(0, rows, row_group_rows):
-                n = min(row_group_rows, rows - done)
-                ids = numeric_array(pa, pa.int64(),
-                                    np.arange(id_start + done, id_start + done + n, dtype=np.int64))
-                values = numeric_array(pa, pa.float32(), rng.random(n * dim, dtype=np.float32))
-                vectors = pa.FixedSizeListArray.from_arrays(values, dim)
-                writer.write_table(pa.Table.from_arrays([ids, vectors], schema=schema),
-                                   row_group_size=n)
-        os.replace(partial, path)
-    except BaseException:
-        try:
-            os.unlink(partial)
-        except OSError:
-            pass
-        raise
-    return path
+# the rooms of the sample writer and of what the load shares with TableFile: every name
+# importable from here as before
+from ._parquet_files import (_ARROW_MAGIC, _PARQUET_MAGIC, _check_batch,  # noqa: F401
+                             _check_indices, _file_format, _open_parquet, _pyarrow_error,
+                             _source_format)
+from ._parquet_sample import DEFAULT_ROW_GROUP_ROWS, sample_parquet  # noqa: F401
 
 
 #: Parquet's number for zstd pages
@@ -144,117 +85,6 @@ def zstd_page_decoder() -> "str | None":
                 _core.parquet_zstd_decoder(found[1])
             _zstd_decoder = found
         return None if _zstd_decoder is None else _zstd_decoder[0]
-
-
-def _source_format(source: Any) -> str:
-    """"parquet" or "ipc", by the magic bytes at the start of an open
-    :class:`._source.SourceFile`."""
-    head = os.pread(source.fd, 6, 0)
-    if head[:4] == _PARQUET_MAGIC:
-        return "parquet"
-    if head == _ARROW_MAGIC:
-        return "ipc"
-    raise ValueError(f"{source.path!r} is neither a Parquet file nor an Arrow IPC file "
-                     f"(starts with {head!r})")
-
-
-def _file_format(path: str) -> str:
-    from ._source import SourceFile
-
-    with SourceFile(path) as source:
-        return _source_format(source)
-
-
-def _pyarrow_error(source: Any, exc: BaseException, where: str = "") -> Exception:
-    """The error to raise for what pyarrow raised reading the open
-    :class:`._source.SourceFile` ``source`` (``where``: what it was reading, for the
-    message), naming the file: an ``OSError`` with an errno is the system's; pyarrow's own
-    errors, and the bare ``OSError`` (no errno, no file named) it raises for some files it
-    refuses (a schema nested deeper than it reads), say the file is malformed, or that it
-    changed since it was opened when it did (see :meth:`._source.SourceFile.read_error`)."""
-    if isinstance(exc, OSError) and exc.errno:
-        return source.read_error(exc)
-    return source.read_error(f"{where}{exc}")
-
-
-def _open_parquet(source: Any, pyfile: Any, **options: Any) -> Any:
-    """``pyarrow.parquet.ParquetFile`` on ``pyfile`` (a file object of the open
-    :class:`._source.SourceFile` ``source``), its schema read. A footer or schema pyarrow
-    refuses (corrupt, or nested too deeply) raises :class:`~bulkwire.errors.MalformedFileError`
-    naming the file (see :func:`_pyarrow_error`)."""
-    pa = _pyarrow()
-    try:
-        parquet = pa.parquet.ParquetFile(pyfile, **options)
-        parquet.schema_arrow
-        return parquet
-    except (pa.ArrowException, UnicodeDecodeError, OSError) as exc:
-        raise _pyarrow_error(source, exc) from exc
-
-
-def _check_batch(batch: Any, source: str) -> None:
-    """pyarrow's checks of a record batch read from a file: the sizes of its buffers against
-    the lengths, offsets and last string/list offsets that will be read. The Arrow C Data
-    Interface carries no buffer sizes, so the C readers (which check everything else: see
-    ``csrc/arrow_c.h``) cannot; a crafted or corrupt file is refused here with
-    :class:`~bulkwire.errors.MalformedFileError` (as :class:`TableFile` refuses it), naming
-    the file and the column. Constant time per column (``Array.validate()``, not
-    ``full=True``)."""
-    pa = _pyarrow()
-    for name, column in zip(batch.schema.names, batch.columns):
-        try:
-            column.validate()
-        except pa.ArrowException as exc:
-            raise MalformedFileError(f"{source!r} is malformed: column {name!r}: {exc}",
-                                     source) from None
-
-
-def _check_indices(indices: Any, num_rows: int, name: str = "indices") -> np.ndarray:
-    """``indices`` as an int64 array, or a clear error naming the argument."""
-    if hasattr(indices, "__arrow_c_array__") and not isinstance(indices, np.ndarray):
-        indices = np.asarray(_pyarrow().array(indices).to_numpy(zero_copy_only=False))
-    if isinstance(indices, (str, bytes)):
-        raise TypeError(f"{name} must be a sequence of integers, not {type(indices).__name__}")
-    try:
-        arr = np.asarray(indices)
-    except (ValueError, TypeError) as exc:
-        raise TypeError(f"{name} must be a sequence of integers: {exc}") from None
-    if arr.ndim == 0:
-        raise TypeError(f"{name} must be a sequence of integers, not a scalar "
-                        f"{type(indices).__name__}")
-    if arr.ndim != 1:
-        raise ValueError(f"{name} must be one-dimensional, got shape {arr.shape}")
-    if arr.size == 0:
-        return np.empty(0, dtype=np.int64)
-    if arr.dtype.kind == "O":  # Python ints too large for int64, or mixed objects
-        for pos, value in enumerate(arr.tolist()):
-            if isinstance(value, bool) or not hasattr(value, "__index__"):
-                raise TypeError(f"{name}[{pos}] = {value!r} is not an integer")
-            value = operator.index(value)
-            if value < 0:
-                raise IndexError(f"{name}[{pos}] = {value} is negative")
-            if value >= num_rows:
-                raise IndexError(f"{name}[{pos}] = {value} is out of range for {num_rows} rows")
-        raise TypeError(f"{name} could not be read as integers")  # pragma: no cover
-    if arr.dtype.kind not in "iu":
-        bad = 0
-        if arr.dtype.kind == "f":
-            fractional = np.flatnonzero(arr != np.floor(arr))
-            bad = int(fractional[0]) if fractional.size else 0
-        raise TypeError(f"{name} must be integers, got dtype {arr.dtype} "
-                        f"({name}[{bad}] = {arr[bad].item()!r})")
-    if arr.dtype.kind == "u" and arr.dtype.itemsize == 8 and (arr > np.iinfo(np.int64).max).any():
-        pos = int(np.argmax(arr > np.iinfo(np.int64).max))
-        raise IndexError(f"{name}[{pos}] = {arr[pos]} is out of range for {num_rows} rows")
-    arr = arr.astype(np.int64, copy=False)
-    negative = arr < 0
-    if negative.any():
-        pos = int(np.argmax(negative))
-        raise IndexError(f"{name}[{pos}] = {arr[pos]} is negative")
-    too_big = arr >= num_rows
-    if too_big.any():
-        pos = int(np.argmax(too_big))
-        raise IndexError(f"{name}[{pos}] = {arr[pos]} is out of range for {num_rows} rows")
-    return arr
 
 
 #: A column chunk as the footer describes it: a row of ``_core.parquet_index_locations``,

@@ -311,6 +311,24 @@ def _per_row(batch: Any, name: str, option: str, row_base: int) -> Any:
     return batch.set_column(i, name, column)
 
 
+@dataclass(frozen=True)
+class _Ring:
+    """What a load reads of the cluster once (:meth:`CqlDescription.read_ring`) and hands to
+    each of its sessions: the ``host_id`` of every node the ring was read with (a connection
+    must reach one of them), the keyspace's replica placement, the local data centre, and
+    the contact point that listed the ring (``HOST:PORT``, for messages). Plain values only:
+    it is pickled with the description to worker processes."""
+
+    members: frozenset
+    placement: Placement
+    local_dc: str | None
+    contact: str
+    #: (host_id, HOST:PORT where it is reached) of each node that has a host_id
+    hosts: tuple = ()
+    #: the SUPPORTED body the contact point answered (its protocol extensions), or None
+    supported: bytes | None = None
+
+
 @dataclass(frozen=True, kw_only=True)
 class CqlDescription(DescriptionDefaults):
     """A CQL table: ``hosts`` (``HOST[:PORT]``, normalized; the contact points), ``keyspace``
@@ -324,7 +342,14 @@ class CqlDescription(DescriptionDefaults):
     go to; None: the contact point's); ``ttl`` and ``timestamp`` (the load's TTL in seconds
     and write time in microseconds, None: the table's), ``ttl_column`` and
     ``timestamp_column`` (the data's columns holding each row's) and ``nulls`` (a null
-    outside the primary key sent ``"unset"`` or ``"null"``)."""
+    outside the primary key sent ``"unset"`` or ``"null"``)..
+
+    The ring and the replica placement are read once per load, by :meth:`plan`, and kept
+    with the description (an attribute, not a field: neither compared nor shown) for every
+    session it opens, those of worker processes included, which receive it pickled with
+    the description: a few lists of the ring's tokens and nodes, cheaper to send than to
+    read again from the cluster and compute (three queries and a walk of the ring per
+    token). A session of a description no plan was made with reads it itself."""
 
     hosts: tuple[str, ...]
     keyspace: str
@@ -455,6 +480,15 @@ class CqlDescription(DescriptionDefaults):
             placement.check_local(local_dc, self.consistency in LOCAL_LEVELS, self.keyspace)
         return found, placement, local_dc
 
+    def read_ring(self, conn: Any, contact: tuple[str, int]) -> _Ring:
+        """:meth:`placement` as a session takes it (:class:`_Ring`)."""
+        found, placement, local_dc = self.placement(conn, contact)
+        members = frozenset(node.host_id for _, node in found if node.host_id is not None)
+        hosts = tuple((node.host_id, _spelled(*reached)) for reached, node in found
+                      if node.host_id is not None)
+        return _Ring(members, placement, local_dc, _spelled(*contact), hosts,
+                     getattr(conn, "supported", None))
+
     def reached(self, contact: tuple[str, int], node: RingNode) -> tuple[str, int]:
         """Where ``node`` is reached: the node that answered at ``contact`` at that contact
         point, always; a peer at the address it advertises, at its advertised port, or,
@@ -572,8 +606,10 @@ class CqlDescription(DescriptionDefaults):
             if missing:
                 raise ValueError(f"{source} has no column {missing[0]!r}, a primary key "
                                  f"column of {self.keyspace}.{self.table}")
-            self.placement(conn, contact)  # the local data centre judged before any row
+            # the local data centre judged before any row; the ring kept for the sessions
+            ring = self.read_ring(conn, contact)
             prepared = self.prepare(conn, wanted)
+        object.__setattr__(self, "_ring", ring)
         bound = tuple(wanted) + tuple(name for _, name in per_row)
         if len(prepared.names) != len(bound):
             raise ProtocolError(f"{conn.peer} prepared {self.insert(wanted)} with "
@@ -782,8 +818,9 @@ def _tls_context(settings: Mapping[str, Any]) -> Any:
 
 
 class _CqlSession:
-    """One session into the table: the ring and the keyspace's replica placement read once,
-    one connection per node opened when a row first goes to it (the statement prepared
+    """One session into the table: the ring and the keyspace's replica placement the load's
+    plan read (:class:`_Ring`; read here for a description no plan was made with), one
+    connection per node opened when a row first goes to it (the statement prepared
     there), each batch's rows sent to their nodes in parallel (each row to the first replica
     of its token in the local data centre: :meth:`CqlDescription.placement`,
     :meth:`~bulkwire.cql_placement.Placement.route`); :meth:`store` returns once every row
@@ -791,13 +828,15 @@ class _CqlSession:
 
     def __init__(self, target: CqlDescription) -> None:
         self.target = target
-        conn, contact = target.contact()
-        offered = getattr(conn, "supported", None)  # the cluster's extensions
-        with conn:
-            found, self.placement, self.local_dc = target.placement(conn, contact)
-        self.contact = _spelled(*contact)
+        ring = getattr(target, "_ring", None)  # read by the load's plan
+        if ring is None:
+            conn, contact = target.contact()
+            with conn:
+                ring = target.read_ring(conn, contact)
+        self.placement, self.local_dc, self.contact = ring.placement, ring.local_dc, ring.contact
+        offered = ring.supported  # the cluster's extensions (SUPPORTED)
         #: the host_id of every node the ring was read with (a connection must reach one)
-        self.members = {node.host_id for _, node in found if node.host_id is not None}
+        self.members = ring.members
         #: (host, port) of each node, as it is reached; the placement names it HOST:PORT
         self.nodes = [parse_host(name) for name in self.placement.addresses]
         self.index = {name: i for i, name in enumerate(self.placement.addresses)}
@@ -806,9 +845,8 @@ class _CqlSession:
         self.live = self.placement.route(self.local_dc, (), self.local_only)
         #: the connections by (node, shard), and the tablets learned (ScyllaDB)
         self.router = ShardRouter(self._open, target.tls is not None, {
-            node.host_id: self.index[_spelled(*reached)] for reached, node in found
-            if node.host_id is not None and _spelled(*reached) in self.index}, self._usable,
-            offered)
+            host_id: self.index[address] for host_id, address in ring.hosts
+            if address in self.index}, self._usable, offered)
         self.prepared: tuple[bytes, Sequence[str]] | None = None
         #: every connection of the session watches it: abort() ends each wait at once, in
         #: any thread, those of connections still being made or preparing included
