@@ -147,9 +147,9 @@ def test_a_node_lying_about_its_shard_count_is_loaded_as_a_node_without_shards(l
     with ScyllaCluster(1, 4, supported={"SCYLLA_NR_SHARDS": lie}) as cluster:
         result = load(cluster, 1000)
         assert result.rows == 1000 and len(cluster.stored) == 1000
-        # one connection for the rows (plus the plan's and the ring's): no shard-aware one
+        # one connection for the rows (plus the plan's, which read the ring): no shard-aware one
         assert all(port == "ordinary" for port, _ in cluster.nodes[0].connections)
-        assert len(cluster.nodes[0].connections) == 3
+        assert len(cluster.nodes[0].connections) == 2
 
 
 def test_a_connection_from_a_local_port_is_bound_to_that_ports_shard():
