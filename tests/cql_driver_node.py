@@ -22,6 +22,9 @@ _LOCAL = [("key", VARCHAR), ("cluster_name", VARCHAR), ("data_center", VARCHAR),
           ("rack", VARCHAR), ("partitioner", VARCHAR), ("release_version", VARCHAR),
           ("host_id", UUID), ("rpc_address", INET), ("broadcast_address", INET),
           ("listen_address", INET), ("schema_version", UUID)]
+#: the tables the emulated node answers bulkwire's queries of
+_EMULATED = (" FROM system.local", " FROM system.peers", "system_schema.columns",
+             "system_schema.keyspaces")
 _SCHEMA_VERSION = uuid.UUID(int=1).bytes
 
 
@@ -42,11 +45,9 @@ class DriverNode(EmulatedNode):
         if opcode == QUERY:
             (n,) = struct.unpack_from(">i", body)
             text = body[4:4 + n].decode()
-            if text.startswith("SELECT *") or "system.peers" in text \
-                    or "system.local WHERE" in text:
+            if text.startswith("SELECT *") or "schema_version" in text:  # the driver's
                 return self._driver_rows(text)
-            if "system" in text and "system_schema.columns" not in text \
-                    and "system_schema.keyspaces" not in text and " FROM system.local" not in text:
+            if not any(table in text for table in _EMULATED):  # another table: no rows
                 return RESULT, rows("system", "none", [], [])
         return super()._answer(opcode, body)
 
