@@ -39,7 +39,7 @@ import sys
 import tempfile
 import time
 
-from _common import commit, print_command  # noqa: E402  (also puts the checkout's bulkwire first)
+from _common import commit, print_command, split_parquet  # noqa: E402  (also puts the checkout's bulkwire first)
 from _rounds import load_average
 
 import bulkwire  # noqa: E402
@@ -74,11 +74,17 @@ class Node:
         if not self.contact:
             raise SystemExit("the emulated CQL node did not start")
 
-    def executed(self) -> int:
-        """The EXECUTEs the node stored, over its life."""
+        self.executed = 0  # the EXECUTEs it stored, when last asked
+
+    def check(self, name: str, rows: int, expected: int) -> None:
+        """Exits unless the run ``name`` reported ``expected`` rows and the node stored as
+        many since the last check."""
         self.process.stdin.write("count\n")
         self.process.stdin.flush()
-        return int(self.process.stdout.readline().split()[0])
+        executed = int(self.process.stdout.readline().split()[0])
+        stored, self.executed = executed - self.executed, executed
+        if rows != expected or stored != expected:
+            raise SystemExit(f"{name}: {rows} rows reported, {stored} stored, of {expected}")
 
     def close(self) -> None:
         self.process.stdin.close()
@@ -97,13 +103,7 @@ def prepare(folder: str, rows: int, text_bytes: int, parts: int) -> tuple[str, s
     table = pa.table({"id": ids, "v": pa.array([f"{i:08d}{pad}" for i in range(rows)])})
     single = os.path.join(folder, "rows.parquet")
     pq.write_table(table, single, row_group_size=4096)
-    directory = os.path.join(folder, "parts")
-    os.makedirs(directory)
-    step = -(-rows // parts)
-    for n, start in enumerate(range(0, rows, step)):
-        pq.write_table(table.slice(start, step), os.path.join(directory, f"part-{n:03d}.parquet"),
-                       row_group_size=4096)
-    return single, directory
+    return single, split_parquet(table, folder, parts)
 
 
 def _cpu_self() -> float:
@@ -220,14 +220,8 @@ def main() -> None:
         contenders = {"load_parquet": bench.load_parquet, "spark": bench.spark_source,
                       "driver": bench.driver}
         try:
-            executed = node.executed()
             for name, run in contenders.items():  # warm-up: imports, workers, connections
-                rows, _ = run()
-                stored = node.executed()
-                if rows != args.rows or stored - executed != args.rows:
-                    raise SystemExit(f"{name}: {rows} rows reported, {stored - executed} "
-                                     f"stored, of {args.rows}")
-                executed = stored
+                node.check(name, run()[0], args.rows)
             per_row: dict = {name: [] for name in contenders}
             walls: dict = {name: [] for name in contenders}
             names = list(contenders)
@@ -237,11 +231,7 @@ def main() -> None:
                     began = time.perf_counter()
                     rows, cpu = contenders[name]()
                     wall = time.perf_counter() - began
-                    stored = node.executed()
-                    if rows != args.rows or stored - executed != args.rows:
-                        raise SystemExit(f"{name}: {rows} rows reported, "
-                                         f"{stored - executed} stored, of {args.rows}")
-                    executed = stored
+                    node.check(name, rows, args.rows)
                     per_row[name].append(cpu / rows)
                     walls[name].append(wall)
                     print(f"  round {round_index + 1} {name:12s} {cpu / rows * 1e6:9.2f} µs CPU "

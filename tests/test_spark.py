@@ -436,6 +436,8 @@ def second_partition_after(marker: str):
 
 @pytest.mark.skipif(not bulkwire.spark.STREAMING,
                     reason="this PySpark has no DataSourceStreamArrowWriter (PySpark >= 4.1)")
+@pytest.mark.skipif(not os.path.exists("/proc/net/tcp"),
+                    reason="counts the workers' connections in /proc (Linux)")
 def test_streaming_into_cql_keeps_one_session_per_worker_process(spark, tmp_path):
     source = tmp_path / "in"
     source.mkdir()
@@ -463,19 +465,42 @@ def test_streaming_into_cql_keeps_one_session_per_worker_process(spark, tmp_path
         node = cluster.nodes[0]
         run(cluster, tmp_path / "checkpoint-1")
         assert cluster.stored == {i: f"v{i}" for i in range(files * 10)}
-        first = batches[-1]
-        assert first.committed and first.batch_id == files - 1 and first.rows == 10
-        # a worker process's first task reads the table (one connection) and opens the
-        # session (its contact, then the node's own connection); the query's writer, made
-        # once on the driver, read the table once. Nothing more over the micro-batches.
-        workers = set(first.pids)
-        assert node.connections == 1 + 3 * len(workers), (node.connections, workers)
-        # the stream again from its start (a new checkpoint): every micro-batch replayed
-        # writes the same keys, through the sessions the worker processes kept
+        last = batches[-1]
+        assert last.committed and last.batch_id == files - 1 and last.rows == 10
+        # each worker process that ran a micro-batch's task holds one connection to the node,
+        # its session's, open between micro-batches
+        holding = connections_to(node.endpoint[1])
+        assert set(last.pids) <= set(holding) and set(holding.values()) == {1}, holding
+        # and made three: its first task read the table and opened the session (the contact,
+        # then the node's own connection); the query's writer, made on the driver, read the
+        # table once. Nothing more over the micro-batches.
+        assert node.connections == 1 + 3 * len(holding), (node.connections, holding)
+        # the stream again from its start (a new checkpoint: a new query): every micro-batch
+        # replayed writes the same keys, through the sessions the worker processes kept
         before = node.connections
         run(cluster, tmp_path / "checkpoint-2")
-        again = set(batches[-1].pids) - workers
-        assert node.connections == before + 1 + 3 * len(again)
+        added = set(connections_to(node.endpoint[1])) - set(holding)
+        assert node.connections == before + 1 + 3 * len(added)
         assert collections.Counter(node.rows) == collections.Counter(
             {i: 2 for i in range(files * 10)})
         assert cluster.stored == {i: f"v{i}" for i in range(files * 10)}
+
+
+def connections_to(port: int) -> dict:
+    """The processes holding an established TCP connection to ``port`` on loopback, with how
+    many each holds (Linux: /proc/net/tcp and each process's descriptors)."""
+    sockets = set()
+    with open("/proc/net/tcp") as table:
+        for line in list(table)[1:]:
+            fields = line.split()
+            if int(fields[2].split(":")[1], 16) == port and fields[3] == "01":
+                sockets.add(f"socket:[{fields[9]}]")
+    held: collections.Counter = collections.Counter()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                if os.readlink(f"/proc/{pid}/fd/{fd}") in sockets:
+                    held[int(pid)] += 1
+        except OSError:  # a process that ended meanwhile, or not ours
+            continue
+    return dict(held)

@@ -28,7 +28,9 @@ its files (``.bulk.json[.gz|.zst]``, ``.jsonl[.gz|.zst]``), or a path holding
 ``{partition}``, which each task replaces by its partition number (5 digits).
 A streaming query (``writeStream.format("bulkwire")``) is taken where PySpark has
 ``DataSourceStreamArrowWriter`` (4.1 and later); its file names hold the micro-batch too
-(``part-<batch>-<partition>``, or ``{batch}`` in the path, which it then needs).
+(``part-<batch>-<partition>``, or ``{batch}`` in the path, which it then needs). Its
+options and schema are judged once per query, and its tasks into a CQL table write through
+one session per Python worker process, kept from one micro-batch to the next.
 
 Needs the ``spark`` extra (``pip install 'bulkwire[spark]'``); ``import bulkwire`` does not
 import PySpark, this module does.
@@ -61,8 +63,8 @@ try:
 except ImportError:  # PySpark 4.0: no Arrow stream writer, no streaming
     DataSourceStreamArrowWriter = None  # type: ignore[assignment,misc]
 
-__all__ = ["NAME", "PIPELINE_OPTIONS", "SparkWriteResult", "TaskWritten", "last_result",
-           "register", "STREAMING"]
+__all__ = ["KEEP_IDLE_SECONDS", "NAME", "PIPELINE_OPTIONS", "SparkWriteResult", "TaskWritten",
+           "last_result", "register", "STREAMING"]
 
 #: The data source's name, for ``format(...)``.
 NAME = "bulkwire"
