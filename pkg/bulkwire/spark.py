@@ -726,6 +726,9 @@ class BulkwireDataSource(DataSource):
         if judged is None or now - judged[1] > KEEP_IDLE_SECONDS:
             judged = (_job(self.options, schema, overwrite, True, self.result_dir), now)
         with _kept_lock:
+            for stale in [k for k, (_, used) in _judged.items()
+                          if now - used > KEEP_IDLE_SECONDS]:
+                del _judged[stale]  # queries that ended, or idle: judged again if they come
             _judged[key] = (judged[0], now)
         return judged[0]
 
