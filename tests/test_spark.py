@@ -504,3 +504,45 @@ def connections_to(port: int) -> dict:
         except OSError:  # a process that ended meanwhile, or not ours
             continue
     return dict(held)
+
+
+def test_a_kept_cql_session_serves_the_next_task_and_a_forked_child_opens_its_own():
+    """A streaming task's session (``_write`` with ``keep``, called here outside Spark) is
+    kept for the process's next task; a child forked while another thread holds the kept
+    sessions' lock opens its own, and the parent's goes on serving; at exit they close."""
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    from forked import forked_child_exit_code
+
+    schema = StructType([StructField("id", LongType()), StructField("v", StringType())])
+
+    def rows(first: int) -> list:
+        ids = list(range(first, first + 5))
+        return [pa.RecordBatch.from_pydict({"id": pa.array(ids, pa.int64()),
+                                            "v": [f"v{i}" for i in ids]})]
+
+    with EmulatedCluster(1) as cluster:
+        node = cluster.nodes[0]
+        job = bulkwire.spark._job({"target": "cql", "hosts": cluster.contact(0),
+                                   "keyspace": "ks", "table": "t"}, schema, False, True, None)
+        assert node.connections == 1  # the driver's judgement read the table
+        try:
+            assert bulkwire.spark._write(job, iter(rows(0)), keep=True).rows == 5
+            assert node.connections == 4  # the table read, the contact, the node's own
+            assert bulkwire.spark._write(job, iter(rows(5)), keep=True).rows == 5
+            assert node.connections == 4  # the same session
+
+            def in_the_child():
+                if bulkwire.spark._write(job, iter(rows(10)), keep=True).rows != 5:
+                    raise AssertionError("rows")
+
+            assert forked_child_exit_code(bulkwire.spark, "_kept_lock", in_the_child) == 0
+            assert node.connections == 7  # the child's own three
+            assert bulkwire.spark._write(job, iter(rows(15)), keep=True).rows == 5
+            assert node.connections == 7  # the parent's session went on
+            assert cluster.stored == {i: f"v{i}" for i in range(20)}
+        finally:
+            bulkwire.spark._close_kept()
+        assert bulkwire.spark._write(job, iter(rows(20)), keep=True).rows == 5
+        assert node.connections == 10  # closed at exit: a new session, the table read again
+        bulkwire.spark._close_kept()
