@@ -28,7 +28,7 @@ import statistics
 import tempfile
 import time
 
-from _common import commit, loopback_server, print_command  # noqa: E402  (also puts the checkout's bulkwire first)
+from _common import commit, loopback_server, print_command, split_parquet  # noqa: E402  (also puts the checkout's bulkwire first)
 
 import bulkwire  # noqa: E402
 
@@ -52,14 +52,7 @@ def prepare(folder: str, rows: int, dim: int, parts: int) -> tuple[str, str]:
 
     single = os.path.join(folder, f"engines-{rows}x{dim}.parquet")
     sample_parquet(single, rows=rows, dim=dim, seed=42, row_group_rows=4096)
-    table = pq.read_table(single)
-    directory = os.path.join(folder, "parts")
-    os.makedirs(directory)
-    step = -(-rows // parts)
-    for n, start in enumerate(range(0, rows, step)):
-        pq.write_table(table.slice(start, step), os.path.join(directory, f"part-{n:03d}.parquet"),
-                       row_group_size=4096)
-    return single, directory
+    return single, split_parquet(pq.read_table(single), folder, parts)
 
 
 class Plain:

@@ -11,8 +11,10 @@ import collections
 import gzip
 import json
 import os
+import struct
 import subprocess
 import sys
+import threading
 
 import numpy as np
 import pyarrow as pa
@@ -27,6 +29,7 @@ from bulkwire import targets  # noqa: E402
 from bulkwire.testing import LoopbackServer  # noqa: E402
 
 from _spark_session import spark_session  # noqa: E402
+from cql_fake_node import execute_values  # noqa: E402
 from cql_nodes import EmulatedCluster  # noqa: E402
 
 pytestmark = pytest.mark.timeout(300)
@@ -332,3 +335,214 @@ def test_streaming_request_files_are_named_by_micro_batch_and_partition(spark, t
         assert body == expected.read_bytes()
         ids += these
     assert sorted(ids) == list(range(20))
+
+
+OVERLOADED, WRITE_TIMEOUT, INVALID_QUERY = 0x1001, 0x1100, 0x2200
+
+
+def cql_error(code: int, message: str, extra: bytes = b"") -> tuple:
+    raw = message.encode()
+    return 0x00, struct.pack(">iH", code, len(raw)) + raw + extra
+
+
+def key_of(body: bytes) -> int:
+    return struct.unpack(">q", execute_values(body)[0])[0]
+
+
+def test_cql_overloaded_and_timed_out_rows_are_retried_counted_and_stored_once(spark):
+    seen: collections.Counter = collections.Counter()
+    lock = threading.Lock()
+
+    def answer(n: int, body: bytes):
+        key = key_of(body)
+        with lock:
+            seen[key] += 1
+            first = seen[key] == 1
+        if first and key % 3 == 0:
+            return cql_error(OVERLOADED, "Server is in overloaded state")
+        if first and key % 5 == 0:  # write timeout: consistency ONE, 0 of 1 acknowledged
+            return cql_error(WRITE_TIMEOUT, "Operation timed out",
+                             struct.pack(">Hii", 0x0001, 0, 1) + struct.pack(">H", 6) + b"SIMPLE")
+        return None
+
+    with EmulatedCluster(2) as cluster:
+        for node in cluster.nodes:
+            node.answer_execute = answer
+        (frame(spark).select("id", "v").write.format("bulkwire").option("target", "cql")
+         .option("hosts", cluster.contact(0)).option("keyspace", "ks").option("table", "t")
+         .option("retries", "3").mode("append").save())
+        assert cluster.stored == {i: f"v{i}" for i in range(ROWS)}
+        assert sorted(k for node in cluster.nodes for k in node.rows) == list(range(ROWS))
+    retried = [i for i in range(ROWS) if i % 3 == 0 or i % 5 == 0]
+    assert all(seen[i] == (2 if i in retried else 1) for i in range(ROWS))
+    result = bulkwire.spark.last_result(spark)
+    assert (result.committed, result.rows, result.tasks) == (True, ROWS, 2)
+    # each task's commit message counted its own retries; the commit summed them
+    assert result.retries == len(retried)
+    assert f"{len(retried)} retries" in result.summary()
+
+
+def test_cql_a_failing_task_aborts_and_says_what_was_confirmed(spark, tmp_path):
+    half = ROWS // 2
+    done = tmp_path / "first-partition-stored"
+    stored_first: set = set()
+    lock = threading.Lock()
+
+    def answer(n: int, body: bytes):
+        key = key_of(body)
+        if key == half + 3:  # a row of partition 1 the table refuses
+            return cql_error(INVALID_QUERY, "refused row")
+        if key < half:
+            with lock:
+                stored_first.add(key)
+                if len(stored_first) == half:
+                    done.touch()
+        return None
+
+    df = frame(spark).select("id", "v")
+    df = df.mapInArrow(second_partition_after(str(done)), df.schema)
+    with EmulatedCluster(1) as cluster:
+        cluster.nodes[0].answer_execute = answer
+        with pytest.raises(Exception, match="refused row") as raised:
+            (df.write.format("bulkwire").option("target", "cql")
+             .option("hosts", cluster.contact(0)).option("keyspace", "ks").option("table", "t")
+             .mode("append").save())
+        assert "partition 1" in str(raised.value)
+        assert set(range(half)) <= set(cluster.stored)
+        assert half + 3 not in cluster.stored
+    result = bulkwire.spark.last_result(spark)
+    assert not result.committed
+    assert (result.partitions, result.rows, result.unconfirmed_tasks) == ([0], half, 1)
+    assert "aborted: 1 task confirmed 20 rows (partitions 0), 1 task not" in result.summary()
+
+
+def second_partition_after(marker: str):
+    """A mapInArrow function whose partition 1 waits until the file ``marker`` exists (the
+    test makes it once partition 0's rows are stored), and a moment more for that task to
+    end."""
+    def wait(batches):
+        import time as time_
+
+        from pyspark import TaskContext
+
+        if TaskContext.get().partitionId() == 1:
+            deadline = time_.monotonic() + 120
+            while not os.path.exists(marker) and time_.monotonic() < deadline:
+                time_.sleep(0.1)
+            time_.sleep(2)
+        yield from batches
+    return wait
+
+
+@pytest.mark.skipif(not bulkwire.spark.STREAMING,
+                    reason="this PySpark has no DataSourceStreamArrowWriter (PySpark >= 4.1)")
+@pytest.mark.skipif(not os.path.exists("/proc/net/tcp"),
+                    reason="counts the workers' connections in /proc (Linux)")
+def test_streaming_into_cql_keeps_one_session_per_worker_process(spark, tmp_path):
+    source = tmp_path / "in"
+    source.mkdir()
+    files = 3
+    for f in range(files):
+        ids = range(f * 10, f * 10 + 10)
+        pq.write_table(pa.table({"id": pa.array(ids, pa.int64()),
+                                 "v": pa.array([f"v{i}" for i in ids])}),
+                       source / f"part-{f}.parquet")
+    schema = spark.read.parquet(str(source)).schema
+    batches: list = []
+
+    def run(cluster, checkpoint):
+        query = (spark.readStream.schema(schema).option("maxFilesPerTrigger", 1)
+                 .parquet(str(source)).writeStream.format("bulkwire")
+                 .option("target", "cql").option("hosts", cluster.contact(0))
+                 .option("keyspace", "ks").option("table", "t")
+                 .option("checkpointLocation", str(checkpoint))
+                 .trigger(availableNow=True).start())
+        query.awaitTermination(240)
+        assert query.exception() is None
+        batches.append(bulkwire.spark.last_result(spark))
+
+    with EmulatedCluster(1) as cluster:
+        node = cluster.nodes[0]
+        run(cluster, tmp_path / "checkpoint-1")
+        assert cluster.stored == {i: f"v{i}" for i in range(files * 10)}
+        last = batches[-1]
+        assert last.committed and last.batch_id == files - 1 and last.rows == 10
+        # each worker process that ran a micro-batch's task holds one connection to the node,
+        # its session's, open between micro-batches
+        holding = connections_to(node.endpoint[1])
+        assert set(last.pids) <= set(holding) and set(holding.values()) == {1}, holding
+        # and made three: its first task read the table and opened the session (the contact,
+        # then the node's own connection); the query's writer, made on the driver, read the
+        # table once. Nothing more over the micro-batches.
+        assert node.connections == 1 + 3 * len(holding), (node.connections, holding)
+        # the stream again from its start (a new checkpoint: a new query): every micro-batch
+        # replayed writes the same keys, through the sessions the worker processes kept
+        before = node.connections
+        run(cluster, tmp_path / "checkpoint-2")
+        added = set(connections_to(node.endpoint[1])) - set(holding)
+        assert node.connections == before + 1 + 3 * len(added)
+        assert collections.Counter(node.rows) == collections.Counter(
+            {i: 2 for i in range(files * 10)})
+        assert cluster.stored == {i: f"v{i}" for i in range(files * 10)}
+
+
+def connections_to(port: int) -> dict:
+    """The processes holding an established TCP connection to ``port`` on loopback, with how
+    many each holds (Linux: /proc/net/tcp and each process's descriptors)."""
+    sockets = set()
+    with open("/proc/net/tcp") as table:
+        for line in list(table)[1:]:
+            fields = line.split()
+            if int(fields[2].split(":")[1], 16) == port and fields[3] == "01":
+                sockets.add(f"socket:[{fields[9]}]")
+    held: collections.Counter = collections.Counter()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                if os.readlink(f"/proc/{pid}/fd/{fd}") in sockets:
+                    held[int(pid)] += 1
+        except OSError:  # a process that ended meanwhile, or not ours
+            continue
+    return dict(held)
+
+
+def test_a_kept_cql_session_serves_the_next_task_and_a_forked_child_opens_its_own():
+    """A streaming task's session (``_write`` with ``keep``, called here outside Spark) is
+    kept for the process's next task; a child forked while another thread holds the kept
+    sessions' lock opens its own, and the parent's goes on serving; at exit they close."""
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    from forked import forked_child_exit_code
+
+    schema = StructType([StructField("id", LongType()), StructField("v", StringType())])
+
+    def rows(first: int) -> list:
+        ids = list(range(first, first + 5))
+        return [pa.RecordBatch.from_pydict({"id": pa.array(ids, pa.int64()),
+                                            "v": [f"v{i}" for i in ids]})]
+
+    with EmulatedCluster(1) as cluster:
+        node = cluster.nodes[0]
+        job = bulkwire.spark._job({"target": "cql", "hosts": cluster.contact(0),
+                                   "keyspace": "ks", "table": "t"}, schema, False, True, None)
+        assert node.connections == 1  # the driver's judgement read the table
+        try:
+            assert bulkwire.spark._write(job, iter(rows(0)), keep=True).rows == 5
+            assert node.connections == 4  # the table read, the contact, the node's own
+            assert bulkwire.spark._write(job, iter(rows(5)), keep=True).rows == 5
+            assert node.connections == 4  # the same session
+
+            def in_the_child():
+                if bulkwire.spark._write(job, iter(rows(10)), keep=True).rows != 5:
+                    raise AssertionError("rows")
+
+            assert forked_child_exit_code(bulkwire.spark, "_kept_lock", in_the_child) == 0
+            assert node.connections == 7  # the child's own three
+            assert bulkwire.spark._write(job, iter(rows(15)), keep=True).rows == 5
+            assert node.connections == 7  # the parent's session went on
+            assert cluster.stored == {i: f"v{i}" for i in range(20)}
+        finally:
+            bulkwire.spark._close_kept()
+        assert bulkwire.spark._write(job, iter(rows(20)), keep=True).rows == 5
+        assert node.connections == 10  # closed at exit: a new session, the table read again
+        bulkwire.spark._close_kept()

@@ -28,7 +28,9 @@ its files (``.bulk.json[.gz|.zst]``, ``.jsonl[.gz|.zst]``), or a path holding
 ``{partition}``, which each task replaces by its partition number (5 digits).
 A streaming query (``writeStream.format("bulkwire")``) is taken where PySpark has
 ``DataSourceStreamArrowWriter`` (4.1 and later); its file names hold the micro-batch too
-(``part-<batch>-<partition>``, or ``{batch}`` in the path, which it then needs).
+(``part-<batch>-<partition>``, or ``{batch}`` in the path, which it then needs). Its
+options and schema are judged once per query, and its tasks into a CQL table write through
+one session per Python worker process, kept from one micro-batch to the next.
 
 Needs the ``spark`` extra (``pip install 'bulkwire[spark]'``); ``import bulkwire`` does not
 import PySpark, this module does.
@@ -44,6 +46,7 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Iterator, List, Optional
@@ -60,8 +63,8 @@ try:
 except ImportError:  # PySpark 4.0: no Arrow stream writer, no streaming
     DataSourceStreamArrowWriter = None  # type: ignore[assignment,misc]
 
-__all__ = ["NAME", "PIPELINE_OPTIONS", "SparkWriteResult", "TaskWritten", "last_result",
-           "register", "STREAMING"]
+__all__ = ["KEEP_IDLE_SECONDS", "NAME", "PIPELINE_OPTIONS", "SparkWriteResult", "TaskWritten",
+           "last_result", "register", "STREAMING"]
 
 #: The data source's name, for ``format(...)``.
 NAME = "bulkwire"
@@ -73,6 +76,8 @@ STREAMING = DataSourceStreamArrowWriter is not None
 RESULT_DIR_KEY = "spark.bulkwire.resultDir"
 #: Options Spark itself gives a streaming sink, which are the query's (lower case).
 _SPARK_OPTIONS = ("checkpointlocation",)
+#: The PySpark module that makes a streaming writer again for each micro-batch's commit.
+_COMMIT_RUNNER = "pyspark.sql.worker.python_streaming_sink_runner"
 #: The Spark task's local property that holds a streaming micro-batch's id.
 _BATCH_ID_PROPERTY = "streaming.sql.batchId"
 
@@ -98,6 +103,11 @@ class TaskWritten(WriterCommitMessage):
     rejected_rows: int = 0
     output: Optional[str] = None
     batch_id: Optional[int] = None
+    #: the CPU seconds the task's process spent (every thread) from the task's start to its
+    #: end: reading its Arrow batches from Spark, encoding, sending
+    cpu_seconds: float = 0.0
+    #: the id of the Python worker process that ran the task
+    pid: int = 0
 
 
 @dataclass(frozen=True)
@@ -107,7 +117,8 @@ class SparkWriteResult:
     False after an abort, when the sums are those of the tasks that confirmed their rows
     (``partitions``), and ``unconfirmed_tasks`` counts the others. ``seconds``: from the
     first of those tasks' start to the last one's end. ``outputs``: the files written (a
-    file target such as ``request_file``).
+    file target such as ``request_file``). ``cpu_seconds``: the CPU time the Python workers
+    spent in those tasks, summed (:attr:`TaskWritten.cpu_seconds`).
 
     >>> SparkWriteResult(committed=False, rows=20, body_bytes=900, wire_bytes=900, retries=0,
     ...                  rejected_rows=0, tasks=3, unconfirmed_tasks=1, partitions=[0, 1, 3],
@@ -128,6 +139,9 @@ class SparkWriteResult:
     target: str
     outputs: List[str] = field(default_factory=list)
     batch_id: Optional[int] = None
+    cpu_seconds: float = 0.0
+    #: the ids of the Python worker processes that ran those tasks, each once
+    pids: List[int] = field(default_factory=list)
 
     def summary(self) -> str:
         """One line for a log."""
@@ -156,7 +170,8 @@ class SparkWriteResult:
                    seconds=(max(m.ended for m in done) - min(m.started for m in done)
                             if done else 0.0), target=target,
                    outputs=[m.output for m in done if m.output is not None],
-                   batch_id=batch_id)
+                   batch_id=batch_id, cpu_seconds=sum(m.cpu_seconds for m in done),
+                   pids=sorted({m.pid for m in done}))
 
 
 def _count(n: int, noun: str) -> str:
@@ -213,11 +228,12 @@ class _Job:
 
 
 def _job(options: Any, schema: Any, overwrite: bool, streaming: bool,
-         result_dir: Optional[str]) -> _Job:
+         result_dir: Optional[str], judge: bool = True) -> _Job:
     """Judges the data source's ``options`` (strings) and the DataFrame's Spark ``schema`` on
     the driver: the target described by :func:`bulkwire.targets.make`, the pipeline's
-    options by :class:`bulkwire.LoadOptions`, the schema by the target's plan and encoder.
-    Raises naming the option, the mode or the column."""
+    options by :class:`bulkwire.LoadOptions`, the schema by the target's plan and encoder
+    (without ``judge``: not the schema, which reads the table, a CQL one through a
+    connection). Raises naming the option, the mode or the column."""
     from . import targets
     from .load_options import LoadOptions
 
@@ -261,7 +277,8 @@ def _job(options: Any, schema: Any, overwrite: bool, streaming: bool,
         if not target.units:
             raise ValueError(f"the {kind} target writes one output whole, which the tasks of "
                              f"a Spark job cannot share")
-        _judge(target, schema, load)
+        if judge:
+            _judge(target, schema, load)
         return _Job(target=target, options=load, result_dir=result_dir)
     # a file: one per task, each task's described by the kind from its own path
     default = next(o.default for o in kind_options if o.name == output_option)
@@ -270,7 +287,8 @@ def _job(options: Any, schema: Any, overwrite: bool, streaming: bool,
                given={k: v for k, v in given.items() if k != output_option},
                output_option=output_option, out=out)
     target, _ = job.task_target(0, 0)
-    _judge(target, schema, load)
+    if judge:
+        _judge(target, schema, load)
     return dataclasses.replace(job, target=target)
 
 
@@ -390,27 +408,30 @@ def _task_ids() -> tuple:
             int(batch) if batch not in (None, "") else None)
 
 
-def _write(job: _Job, iterator: Iterator[Any]) -> TaskWritten:
-    """One write task: its record batches in one session of the target."""
+def _write(job: _Job, iterator: Iterator[Any], keep: bool = False) -> TaskWritten:
+    """One write task: its record batches in one session of the target. With ``keep`` (a
+    streaming query's tasks), a CQL target's session is this process's kept one
+    (:func:`_kept_target`), which outlives the task."""
     import pyarrow as pa
 
     from .errors import _add_note
     from .load.entry import load_arrow
 
-    started = time.time()
+    started, cpu = time.time(), time.process_time()
     partition, attempt, batch_id = _task_ids()
-    ids = dict(partition=partition, attempt=attempt, batch_id=batch_id, started=started)
+    ids = dict(partition=partition, attempt=attempt, batch_id=batch_id, started=started,
+               pid=os.getpid())
     batches = (b for b in iterator if b.num_rows)
     first = next(batches, None)
     if first is None:  # no rows: no session, no file
         return TaskWritten(rows=0, body_bytes=0, wire_bytes=0, retries=0, ended=time.time(),
-                           **ids)
+                           cpu_seconds=time.process_time() - cpu, **ids)
     target, output = job.task_target(partition, batch_id)
     if output is not None:
         folder = os.path.dirname(output)
         if folder and not os.path.isdir(folder):  # an executor on another machine
             os.makedirs(folder, exist_ok=True)
-    counted = _Counted(target)
+    counted = _Counted(_kept_target(target) if keep and _keeps(target) else target)
     reader = pa.RecordBatchReader.from_batches(first.schema, itertools.chain([first], batches))
     try:
         result = load_arrow(reader, counted, options=job.options, threads=1)
@@ -421,7 +442,181 @@ def _write(job: _Job, iterator: Iterator[Any]) -> TaskWritten:
         raise
     return TaskWritten(rows=result.rows, body_bytes=result.body_bytes,
                        wire_bytes=result.wire_bytes, retries=counted.retries,
-                       ended=time.time(), output=output, **ids)
+                       ended=time.time(), output=output,
+                       cpu_seconds=time.process_time() - cpu, **ids)
+
+
+# ------------------------------------------------------- sessions kept across micro-batches
+
+#: A kept session idle this long (seconds) is closed and a new one opened for the next
+#: micro-batch, rather than trusting connections that a server or a firewall may have
+#: dropped meanwhile.
+KEEP_IDLE_SECONDS = 60.0
+
+
+class _KeptSession:
+    """This process's session into one target, kept from one micro-batch's task to the next
+    (with the table's plan, read once): one task at a time leases it (:meth:`lease`)."""
+
+    def __init__(self, target: Any) -> None:
+        self.target = target
+        self.session: Any = None
+        self.plans: dict = {}
+        self.busy = False
+        self.used = 0.0
+
+    def lease(self) -> Any:
+        """The kept session for one task (opened now when there is none, or the last one
+        idled too long), or, while another thread holds it, a session of the task's own."""
+        with _kept_lock:
+            if self.busy:
+                return self.target.open()
+            self.busy = True
+            stale, self.session = (
+                (self.session, None) if self.session is not None
+                and time.monotonic() - self.used > KEEP_IDLE_SECONDS else (None, self.session))
+        try:
+            if stale is not None:
+                _close_quietly(stale)
+            if self.session is None:
+                self.session = self.target.open()
+        except BaseException:
+            self.release(None)
+            raise
+        return _Lease(self, self.session)
+
+    def release(self, session: Any) -> None:
+        """The lease ended: ``session`` stays kept (None: the session went, with the plans)."""
+        with _kept_lock:
+            self.session = session
+            if session is None:
+                self.plans.clear()
+            self.used = time.monotonic()
+            self.busy = False
+
+
+class _Lease:
+    """A task's use of a kept session: its own byte and retry counts; :meth:`close` keeps
+    the session (every row stored was acknowledged), :meth:`abort` ends it."""
+
+    def __init__(self, kept: _KeptSession, session: Any) -> None:
+        self._kept, self._session = kept, session
+        self._start = (session.body_bytes, session.wire_bytes, _retries(session))
+
+    def store(self, encoded: Any, rows: int) -> int:
+        return self._session.store(encoded, rows)
+
+    @property
+    def body_bytes(self) -> int:
+        return self._session.body_bytes - self._start[0]
+
+    @property
+    def wire_bytes(self) -> int:
+        return self._session.wire_bytes - self._start[1]
+
+    @property
+    def retries(self) -> int:
+        return _retries(self._session) - self._start[2]
+
+    def close(self) -> None:
+        if getattr(self._session, "dead", None):  # a node left out: the next opens anew
+            _close_quietly(self._session)
+            self._kept.release(None)
+        else:
+            self._kept.release(self._session)
+
+    def abort(self) -> None:
+        try:
+            self._session.abort()
+        finally:
+            self._kept.release(None)
+
+
+class _Kept:
+    """A target description whose sessions are the process's kept one for that target, and
+    whose plan (the table read, the statement prepared) is read once per schema."""
+
+    def __init__(self, described: Any, kept: _KeptSession) -> None:
+        self._described, self._kept = described, kept
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._described, name)
+
+    def plan(self, schema: Any, source: str, options: Any) -> Any:
+        key = (schema.serialize().to_pybytes(), repr(options))
+        plan = self._kept.plans.get(key)
+        if plan is None:
+            plan = self._kept.plans[key] = self._described.plan(schema, source, options)
+        return plan
+
+    def placed(self, path: Any, files: Any) -> "_Kept":
+        return self
+
+    def open(self) -> Any:
+        return self._kept.lease()
+
+
+_kept_lock = threading.Lock()
+#: this process's kept sessions, by the pickled target description
+_kept: dict = {}
+#: the streaming queries' judged options, by query (:meth:`BulkwireDataSource._query_job`):
+#: (the job, when last asked for)
+_judged: dict = {}
+#: those a forked child inherited: its parent's connections, never used nor closed here
+_inherited: list = []
+
+
+def _keeps(target: Any) -> bool:
+    """Whether a streaming task keeps its session into ``target``: a CQL table's (a RavenDB
+    bulk insert or a file is one request, or one file, per task)."""
+    return getattr(target, "kind", None) == "cql"
+
+
+def _kept_target(target: Any) -> _Kept:
+    """``target`` with this process's kept session for it."""
+    import pickle
+
+    key = pickle.dumps(target)
+    with _kept_lock:
+        kept = _kept.get(key)
+        if kept is None:
+            kept = _kept[key] = _KeptSession(target)
+    return _Kept(target, kept)
+
+
+def _retries(session: Any) -> int:
+    return int(getattr(session, "retries", 0) or 0)
+
+
+def _close_quietly(session: Any) -> None:
+    try:
+        session.close()
+    except Exception:  # noqa: BLE001 - a session being let go: nothing more to say
+        pass
+
+
+def _close_kept() -> None:
+    """At the process's exit: every kept session closed."""
+    with _kept_lock:
+        kept = list(_kept.values())
+        _kept.clear()
+    for entry in kept:
+        if entry.session is not None and not entry.busy:
+            _close_quietly(entry.session)
+            entry.session = None
+
+
+def _forget_kept_after_fork() -> None:
+    """In a forked child: the parent's kept sessions are the parent's (their sockets, their
+    threads); the child keeps its own."""
+    global _kept_lock, _kept
+    _inherited.append(_kept)
+    _kept, _kept_lock = {}, threading.Lock()
+
+
+atexit.register(_close_kept)
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_kept_after_fork)
 
 
 # ---------------------------------------------------------------------------- the driver
@@ -469,13 +664,16 @@ class BulkwireWriter(DataSourceArrowWriter):
 if DataSourceStreamArrowWriter is not None:
     class BulkwireStreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc,valid-type]
         """The streaming writer: each micro-batch as a job of its own (:class:`BulkwireWriter`),
-        its commit messages summed per micro-batch."""
+        its commit messages summed per micro-batch. The options and the schema are judged
+        once per query, when Spark makes the writer its tasks get; a task into a CQL table
+        writes through its process's kept session (one per worker process and target,
+        from one micro-batch to the next)."""
 
         def __init__(self, job: _Job) -> None:
             self.job = job
 
         def write(self, iterator: Iterator[Any]) -> TaskWritten:
-            return _write(self.job, iterator)
+            return _write(self.job, iterator, keep=True)
 
         def commit(self, messages: List[Optional[WriterCommitMessage]], batchId: int) -> None:
             _report(self.job, SparkWriteResult.of(True, list(messages),
@@ -505,9 +703,34 @@ class BulkwireDataSource(DataSource):
         if DataSourceStreamArrowWriter is None:
             raise NotImplementedError("streaming into bulkwire needs PySpark >= 4.1 "
                                       "(DataSourceStreamArrowWriter)")
+        if _module_of(sys._getframe(1)) == _COMMIT_RUNNER:
+            # made again for one micro-batch's commit or abort, which reads the options
+            # alone: they and the schema were judged when the query's writer was made
+            return BulkwireStreamWriter(_job(self.options, schema, overwrite, True,
+                                             self.result_dir, judge=False))
         self._forget()
-        return BulkwireStreamWriter(_job(self.options, schema, overwrite, True,
-                                         self.result_dir))
+        return BulkwireStreamWriter(self._query_job(schema, overwrite))
+
+    def _query_job(self, schema: Any, overwrite: bool) -> _Job:
+        """The streaming query's options and schema judged: Spark plans each micro-batch's
+        write anew, asking for the writer again (in the same Python process, where it keeps
+        one for the planning): the judgement made for the query's first micro-batch is
+        taken again for the others (a query is known by its options, its checkpoint
+        location among them, and its schema) while it is used at least every
+        :data:`KEEP_IDLE_SECONDS`."""
+        key = (self.result_dir, schema.json(), overwrite,
+               tuple(sorted((str(k).lower(), str(v)) for k, v in dict(self.options).items())))
+        now = time.monotonic()
+        with _kept_lock:
+            judged = _judged.get(key)
+        if judged is None or now - judged[1] > KEEP_IDLE_SECONDS:
+            judged = (_job(self.options, schema, overwrite, True, self.result_dir), now)
+        with _kept_lock:
+            for stale in [k for k, (_, used) in _judged.items()
+                          if now - used > KEEP_IDLE_SECONDS]:
+                del _judged[stale]  # queries that ended, or idle: judged again if they come
+            _judged[key] = (judged[0], now)
+        return judged[0]
 
     def _forget(self) -> None:
         """A new write (or micro-batch) begins: the last one's result goes, so that a write
@@ -517,6 +740,13 @@ class BulkwireDataSource(DataSource):
                 os.unlink(os.path.join(self.result_dir, "last.json"))
             except FileNotFoundError:
                 pass
+
+
+def _module_of(frame: Any) -> str:
+    """The name of the module whose code runs in ``frame`` (run as ``python -m``: the name
+    it was run by, not ``__main__``)."""
+    spec = frame.f_globals.get("__spec__")
+    return getattr(spec, "name", None) or frame.f_globals.get("__name__", "")
 
 
 def register(spark: Any) -> None:

@@ -1,0 +1,257 @@
+"""Client CPU per row of a Spark job writing into a CQL table, three ways, into the same
+emulated node (``tests/cql_driver_node.py``: one node of ``ks.t (id bigint PRIMARY KEY, v
+text)``, run in a process of its own, so that serving is not counted):
+
+- ``load_parquet``: ``bulkwire.load_parquet`` of the Parquet file, in this process, without
+  Spark: the CPU time of this process (every thread) over the load;
+- ``spark``: the same rows (the same file, as ``--parts`` files) read by ``spark.read.parquet``
+  and written by the ``bulkwire`` data source (``bulkwire.spark``); the CPU time of the
+  Python workers' write tasks, each measured by the task (``TaskWritten.cpu_seconds``: reading
+  its Arrow batches from Spark, encoding, sending) and summed by the job's commit;
+- ``driver``: the same DataFrame written the way users write it with the Python driver
+  (scylla-driver or cassandra-driver): ``foreachPartition``, a ``Cluster`` per partition, the
+  INSERT prepared, ``execute_concurrent_with_args`` over the partition's rows; the CPU time
+  of each partition's function (``time.process_time``: the worker process, every thread,
+  the driver's event loop included) summed through an accumulator.
+
+The figure is CPU seconds per row, not wall time: the machine may be shared, and CPU time
+is what a cluster pays. The JVM's own CPU (reading the Parquet files, handing rows to
+Python) is not counted for either Spark contender. Every run must store every row.
+Contenders run once untimed (imports, the Python workers started), then in ``--rounds``
+interleaved rounds whose order rotates; printed: each round's figures with the load
+average, then the medians of the per-round ratios ``spark / load_parquet`` (goal: at most
+1.5) and ``driver / spark`` (goal: at least 20).
+
+    python benchmarks/bench_spark.py --rows 20000 --rounds 3
+
+The driver connects with ``protocol_version=4``, no compression, no schema or token
+metadata: what the emulated node answers (less start-up work than against a real node).
+Needs pyspark, a Java runtime and scylla-driver (or cassandra-driver).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+from _common import commit, print_command, split_parquet  # noqa: E402  (also puts the checkout's bulkwire first)
+from _rounds import load_average
+
+import bulkwire  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TESTS = os.path.join(os.path.dirname(HERE), "tests")
+_PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(bulkwire.__file__)))
+
+
+def serve_emulated_node() -> None:
+    """``--serve``: one emulated node the driver can use too; prints ``HOST:PORT`` and the
+    rows it stored when asked (a line ``count`` on stdin), until stdin ends."""
+    sys.path.insert(0, TESTS)
+    from cql_driver_node import DriverCluster
+
+    with DriverCluster() as cluster:
+        print(cluster.contact(0), flush=True)
+        for line in sys.stdin:
+            if line.strip() == "count":
+                node = cluster.nodes[0]
+                print(f"{len(node.rows)} {len(cluster.stored)}", flush=True)
+
+
+class Node:
+    """The emulated node in a process of its own."""
+
+    def __init__(self) -> None:
+        self.process = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--serve"],
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                         text=True)
+        self.contact = self.process.stdout.readline().strip()
+        if not self.contact:
+            raise SystemExit("the emulated CQL node did not start")
+
+        self.executed = 0  # the EXECUTEs it stored, when last asked
+
+    def check(self, name: str, rows: int, expected: int) -> None:
+        """Exits unless the run ``name`` reported ``expected`` rows and the node stored as
+        many since the last check."""
+        self.process.stdin.write("count\n")
+        self.process.stdin.flush()
+        executed = int(self.process.stdout.readline().split()[0])
+        stored, self.executed = executed - self.executed, executed
+        if rows != expected or stored != expected:
+            raise SystemExit(f"{name}: {rows} rows reported, {stored} stored, of {expected}")
+
+    def close(self) -> None:
+        self.process.stdin.close()
+        self.process.wait(30)
+
+
+def prepare(folder: str, rows: int, text_bytes: int, parts: int) -> tuple[str, str]:
+    """(one Parquet file of ``rows`` rows: id, v, the directory of the same rows as
+    ``parts`` files)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    ids = np.arange(rows, dtype=np.int64)
+    pad = "x" * max(text_bytes - 8, 0)
+    table = pa.table({"id": ids, "v": pa.array([f"{i:08d}{pad}" for i in range(rows)])})
+    single = os.path.join(folder, "rows.parquet")
+    pq.write_table(table, single, row_group_size=4096)
+    return single, split_parquet(table, folder, parts)
+
+
+def _cpu_self() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def driver_partition(contact: str, rows_counted, cpu_counted, concurrency: int):
+    """The ``foreachPartition`` function of the driver path."""
+    host, port = contact.rsplit(":", 1)
+
+    def write(rows) -> None:
+        import time as time_
+
+        from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
+        from cassandra.concurrent import execute_concurrent_with_args
+        from cassandra.policies import RoundRobinPolicy
+
+        began = time_.process_time()
+        profile = ExecutionProfile(load_balancing_policy=RoundRobinPolicy())
+        cluster = Cluster([host], port=int(port), protocol_version=4, compression=False,
+                          schema_metadata_enabled=False, token_metadata_enabled=False,
+                          execution_profiles={EXEC_PROFILE_DEFAULT: profile})
+        try:
+            session = cluster.connect()
+            insert = session.prepare("INSERT INTO ks.t (id, v) VALUES (?, ?)")
+            params = [(row.id, row.v) for row in rows]
+            execute_concurrent_with_args(session, insert, params, concurrency=concurrency,
+                                         raise_on_first_error=True)
+        finally:
+            cluster.shutdown()
+        rows_counted.add(len(params))
+        cpu_counted.add(time_.process_time() - began)
+    return write
+
+
+class Bench:
+    def __init__(self, single: str, directory: str, node: Node, concurrency: int) -> None:
+        os.environ["PYSPARK_PYTHON"] = sys.executable
+        os.environ["PYTHONPATH"] = os.pathsep.join(
+            p for p in (_PACKAGE_PARENT, os.environ.get("PYTHONPATH", "")) if p)
+        from pyspark.sql import SparkSession
+
+        import bulkwire.spark
+
+        self.spark = (SparkSession.builder.master("local[2]").appName("bench_spark")
+                      .config("spark.ui.enabled", "false")
+                      .config("spark.driver.host", "127.0.0.1")
+                      .config("spark.driver.bindAddress", "127.0.0.1").getOrCreate())
+        self.spark.sparkContext.setLogLevel("ERROR")
+        bulkwire.spark.register(self.spark)
+        self.single, self.directory, self.node = single, directory, node
+        self.concurrency = concurrency
+        logging_quiet()
+
+    def load_parquet(self) -> tuple[int, float]:
+        from bulkwire import targets
+
+        before = _cpu_self()
+        rows = bulkwire.load_parquet(self.single, targets.cql(
+            self.node.contact, keyspace="ks", table="t"), progress=False).rows
+        return rows, _cpu_self() - before
+
+    def spark_source(self) -> tuple[int, float]:
+        import bulkwire.spark
+
+        (self.spark.read.parquet(self.directory).write.format("bulkwire")
+         .option("target", "cql").option("hosts", self.node.contact)
+         .option("keyspace", "ks").option("table", "t").mode("append").save())
+        result = bulkwire.spark.last_result(self.spark)
+        return result.rows, result.cpu_seconds
+
+    def driver(self) -> tuple[int, float]:
+        context = self.spark.sparkContext
+        rows, cpu = context.accumulator(0), context.accumulator(0.0)
+        self.spark.read.parquet(self.directory).foreachPartition(
+            driver_partition(self.node.contact, rows, cpu, self.concurrency))
+        return rows.value, cpu.value
+
+    def close(self) -> None:
+        self.spark.stop()
+
+
+def logging_quiet() -> None:
+    import logging
+
+    quiet = logging.getLogger("bulkwire.spark")  # the commits' lines: not on stderr
+    quiet.addHandler(logging.NullHandler())
+    quiet.setLevel(logging.INFO)
+    logging.getLogger("cassandra").setLevel(logging.ERROR)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", type=int, default=20_000)
+    parser.add_argument("--text-bytes", type=int, default=64, help="bytes of each row's v")
+    parser.add_argument("--parts", type=int, default=2, help="files (Spark partitions)")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--concurrency", type=int, default=64,
+                        help="execute_concurrent's requests in flight (the driver path)")
+    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve:
+        serve_emulated_node()
+        return
+
+    print_command()
+    print(f"commit {commit()}, {os.cpu_count()} cores, {args.rows:,} rows (bigint id, "
+          f"{args.text_bytes}-byte text), {args.parts} Spark partitions, local[2]")
+    node = Node()
+    with tempfile.TemporaryDirectory(prefix="bench-spark-") as folder:
+        single, directory = prepare(folder, args.rows, args.text_bytes, args.parts)
+        bench = Bench(single, directory, node, args.concurrency)
+        contenders = {"load_parquet": bench.load_parquet, "spark": bench.spark_source,
+                      "driver": bench.driver}
+        try:
+            for name, run in contenders.items():  # warm-up: imports, workers, connections
+                node.check(name, run()[0], args.rows)
+            per_row: dict = {name: [] for name in contenders}
+            walls: dict = {name: [] for name in contenders}
+            names = list(contenders)
+            for round_index in range(args.rounds):
+                shift = round_index % len(names)
+                for name in names[shift:] + names[:shift]:
+                    began = time.perf_counter()
+                    rows, cpu = contenders[name]()
+                    wall = time.perf_counter() - began
+                    node.check(name, rows, args.rows)
+                    per_row[name].append(cpu / rows)
+                    walls[name].append(wall)
+                    print(f"  round {round_index + 1} {name:12s} {cpu / rows * 1e6:9.2f} µs CPU "
+                          f"per row  {wall:6.2f} s wall  {rows / wall:>9,.0f} rows/s  "
+                          f"(load average {load_average()})", flush=True)
+        finally:
+            bench.close()
+            node.close()
+    spark_vs_plain = statistics.median(
+        s / p for s, p in zip(per_row["spark"], per_row["load_parquet"]))
+    driver_vs_spark = statistics.median(
+        d / s for d, s in zip(per_row["driver"], per_row["spark"]))
+    print(f"median of {args.rounds} rounds (commit {commit()}, load average "
+          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}):")
+    for name in names:
+        print(f"  {name:12s} {statistics.median(per_row[name]) * 1e6:9.2f} µs CPU per row  "
+              f"{statistics.median(walls[name]):6.2f} s wall")
+    print(f"  spark / load_parquet CPU per row: {spark_vs_plain:.2f}x (goal <= 1.5)")
+    print(f"  driver / spark CPU per row: {driver_vs_spark:.1f}x (goal >= 20)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,42 @@
+"""The emulated CQL node the Spark benchmark writes into (``cql_driver_node``): the Python
+driver's prepared INSERTs and bulkwire's load store the same rows there."""
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+pytest.importorskip("cassandra")
+
+import bulkwire  # noqa: E402
+from bulkwire import targets  # noqa: E402
+
+from cql_driver_node import DriverCluster  # noqa: E402
+
+
+def test_the_driver_and_bulkwire_store_their_rows_in_the_emulated_node():
+    from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
+    from cassandra.concurrent import execute_concurrent_with_args
+    from cassandra.policies import RoundRobinPolicy
+
+    with DriverCluster() as cluster:
+        host, port = cluster.nodes[0].endpoint
+        profile = ExecutionProfile(load_balancing_policy=RoundRobinPolicy())
+        client = Cluster([host], port=port, protocol_version=4, compression=False,
+                         schema_metadata_enabled=False, token_metadata_enabled=False,
+                         execution_profiles={EXEC_PROFILE_DEFAULT: profile},
+                         connect_timeout=10, control_connection_timeout=10)
+        try:
+            session = client.connect()
+            insert = session.prepare("INSERT INTO ks.t (id, v) VALUES (?, ?)")
+            results = execute_concurrent_with_args(
+                session, insert, [(i, f"d{i}") for i in range(50)], concurrency=8,
+                raise_on_first_error=True)
+            assert all(ok for ok, _ in results)
+        finally:
+            client.shutdown()
+        table = pa.table({"id": pa.array(range(50, 80), pa.int64()),
+                          "v": [f"b{i}" for i in range(50, 80)]})
+        assert bulkwire.load_arrow(table, targets.cql(cluster.contact(0), keyspace="ks",
+                                                      table="t")).rows == 30
+        assert cluster.stored == {**{i: f"d{i}" for i in range(50)},
+                                  **{i: f"b{i}" for i in range(50, 80)}}
