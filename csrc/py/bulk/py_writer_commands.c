@@ -25,6 +25,18 @@ static int command_writer_can_write(WriterObject *self) {
     return 0;
 }
 
+/* The checks of a command method with a fixed number of arguments: `nargs` given where it
+   takes `wanted` (TypeError: "<signature>, <nargs> given"), then command_writer_can_write.
+   0, or -1 with an exception set. */
+static int command_writer_can_call(WriterObject *self, Py_ssize_t nargs, Py_ssize_t wanted,
+                                   const char *signature) {
+    if (nargs != wanted) {
+        PyErr_Format(PyExc_TypeError, "%s, %zd given", signature, nargs);
+        return -1;
+    }
+    return command_writer_can_write(self);
+}
+
 /* New reference: True once the command is in the body and a full buffer (if any) was handed
    over; None when the consumer is gone (the buffer was dropped); NULL when the hand-over was
    interrupted (handover_interrupted). The official client's flush points: after each
@@ -72,12 +84,8 @@ static int same_counters_document(PyObject *open_id, PyObject *id) {
 
 /* increment(id, name, delta) -> True | None (a new reference; see command_writer_written). */
 static PyObject *increment_call(WriterObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 3) {
-        PyErr_Format(PyExc_TypeError, "increment() takes 3 arguments (id, name, delta), %zd given",
-                     nargs);
-        return NULL;
-    }
-    if (command_writer_can_write(self) < 0)
+    if (command_writer_can_call(self, nargs, 3,
+                                "increment() takes 3 arguments (id, name, delta)") < 0)
         return NULL;
     PyObject *id = args[0];
     Py_ssize_t id_len, name_len;
@@ -124,15 +132,25 @@ error:
     return command_writer_undo(w, start);
 }
 
+/* Ends the batch of the open counters or time series command (its closing bytes, 3 of
+   them, counted in the body). 0, or -1 with an exception set. */
+static int close_open_batch(bw_command_writer *w) {
+    if (bw_command_writer_ensure_buffer(w) < 0)
+        return -1;
+    if (bw_command_batch_close(&w->buf) < 0) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    w->bytes += 3;
+    return 0;
+}
+
 /* series_begin(id, name) -> True (a new reference). The time series opens; nothing is written
    before its first entry, but an open counters command is closed now, as the official client
    closes it. */
 static PyObject *series_begin_call(WriterObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 2) {
-        PyErr_Format(PyExc_TypeError, "series_begin() takes 2 arguments (id, name), %zd given", nargs);
-        return NULL;
-    }
-    if (command_writer_can_write(self) < 0)
+    if (command_writer_can_call(self, nargs, 2,
+                                "series_begin() takes 2 arguments (id, name)") < 0)
         return NULL;
     Py_ssize_t len;
     if (bw_command_text(args[0], "id", &len) == NULL || bw_command_text(args[1], "name", &len) == NULL)
@@ -143,13 +161,8 @@ static PyObject *series_begin_call(WriterObject *self, PyObject *const *args, Py
                                             "close it (leave its with block) first");
         return NULL;
     }
-    if (w->open == BW_OPEN_COUNTERS) {
-        if (bw_command_writer_ensure_buffer(w) < 0)
-            return NULL;
-        if (bw_command_batch_close(&w->buf) < 0)
-            return PyErr_NoMemory();
-        w->bytes += 3;
-    }
+    if (w->open == BW_OPEN_COUNTERS && close_open_batch(w) < 0)
+        return NULL;
     w->open = BW_OPEN_SERIES;
     w->open_written = 0;
     w->in_batch = 0;
@@ -161,12 +174,8 @@ static PyObject *series_begin_call(WriterObject *self, PyObject *const *args, Py
 /* series_append(timestamp, values, tag) -> True | None (a new reference; see
    command_writer_written): one entry of the open time series. */
 static PyObject *series_append_call(WriterObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 3) {
-        PyErr_Format(PyExc_TypeError, "series_append() takes 3 arguments (timestamp, values, tag), "
-                                      "%zd given", nargs);
-        return NULL;
-    }
-    if (command_writer_can_write(self) < 0)
+    if (command_writer_can_call(self, nargs, 3,
+                                "series_append() takes 3 arguments (timestamp, values, tag)") < 0)
         return NULL;
     bw_command_writer *w = &self->w;
     if (w->open != BW_OPEN_SERIES) {
@@ -228,13 +237,8 @@ static PyObject *series_end_call(WriterObject *self, PyObject *const *args, Py_s
     bw_command_writer *w = &self->w;
     if (w->open != BW_OPEN_SERIES)
         Py_RETURN_NONE;
-    if (w->open_written) {
-        if (bw_command_writer_ensure_buffer(w) < 0)
-            return NULL;
-        if (bw_command_batch_close(&w->buf) < 0)
-            return PyErr_NoMemory();
-        w->bytes += 3;
-    }
+    if (w->open_written && close_open_batch(w) < 0)
+        return NULL;
     w->open = BW_OPEN_NONE;
     w->open_written = 0;
     Py_CLEAR(self->series_id);
@@ -366,12 +370,8 @@ done:
 /* attachment(id, name, data, content_type) -> True | None (a new reference; see
    command_writer_written): the AttachmentPUT command, then data's raw bytes. */
 static PyObject *attachment_call(WriterObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 4) {
-        PyErr_Format(PyExc_TypeError, "attachment() takes 4 arguments (id, name, data, "
-                                      "content_type), %zd given", nargs);
-        return NULL;
-    }
-    if (command_writer_can_write(self) < 0)
+    if (command_writer_can_call(self, nargs, 4,
+                                "attachment() takes 4 arguments (id, name, data, content_type)") < 0)
         return NULL;
     PyObject *data = args[2], *content_type = args[3], *result = NULL;
     Py_ssize_t id_len, name_len, type_len = 0;

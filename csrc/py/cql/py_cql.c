@@ -1,6 +1,6 @@
 /* The CQL statement layer's functions: partition tokens, a CQL type's canonical text, and
-   QUERY and PREPARE bodies (core: murmur3.c, cql_statement.c); it adds its rooms' functions
-   too (py_cql_rooms.h): the schema check (py_cql_schema.c), EXECUTE bodies
+   QUERY and PREPARE bodies (core: murmur3.c, cql_statement.c); and the module functions of
+   its rooms too (py_cql_rooms.h): the schema check (py_cql_schema.c), EXECUTE bodies
    (py_cql_execute.c) and RESULT parsing (py_cql_result.c). The token ring is py_cql_ring.c's. */
 #include "py_cql.h"
 #include "py_cql_rooms.h"
@@ -157,6 +157,15 @@ static PyObject *module_cql_prepare_body(PyObject *self, PyObject *arg) {
 }
 
 static PyMethodDef cql_functions[] = {
+    {"cql_execute_bodies", (PyCFunction)(void (*)(void))bw_cql_execute_bodies,
+     METH_VARARGS | METH_KEYWORDS,
+     "cql_execute_bodies(batch, prepared_id, names, types, pk_indexes, consistency, *, "
+     "first_row=0, serial_consistency=0, timestamp=None) -> (bytearray bodies, bytes ends, "
+     "bytes tokens or None)\n\nEvery row of an Arrow batch as an EXECUTE body (protocol v4) "
+     "of the prepared statement, with its partition token (native int64 arrays)."},
+    {"cql_check_schema", bw_cql_check_schema, METH_VARARGS,
+     "cql_check_schema(schema, names, types): raises SchemaMismatchError naming the first "
+     "column whose Arrow type cannot be bound to its CQL type."},
     {"cql_partition_token", module_cql_partition_token, METH_O,
      "cql_partition_token(components) -> int: the Murmur3Partitioner token of a partition "
      "key from its components' serialized values."},
@@ -169,14 +178,14 @@ static PyMethodDef cql_functions[] = {
      "QUERY body without values (protocol v4)."},
     {"cql_prepare_body", module_cql_prepare_body, METH_O,
      "cql_prepare_body(query) -> bytes: a PREPARE body (protocol v4)."},
+    {"cql_parse_result", bw_cql_parse_result, METH_O,
+     "cql_parse_result(body) -> dict: a RESULT body (protocol v4) read with every length "
+     "checked; ValueError when malformed."},
     {"cql_type_text", module_cql_type_text, METH_O,
      "cql_type_text(text) -> str: a CQL type's text in canonical form."},
     {NULL, NULL, 0, NULL},
 };
 
 int bw_cql_add_to_module(PyObject *module) {
-    if (bw_cql_schema_add_to_module(module) < 0 || bw_cql_execute_add_to_module(module) < 0 ||
-        bw_cql_result_add_to_module(module) < 0)
-        return -1;
     return PyModule_AddFunctions(module, cql_functions);
 }

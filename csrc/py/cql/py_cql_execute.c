@@ -35,7 +35,7 @@ static int64_t *grow_i64(bw_buf *b, int64_t n) {
    the end of each row's body in bodies; tokens: bytes of native int64, each row's partition
    token (None when pk_indexes is empty). The GIL is released over the rows. Returns a new
    reference. */
-static PyObject *module_cql_execute_bodies(PyObject *self, PyObject *args, PyObject *kwargs) {
+PyObject *bw_cql_execute_bodies(PyObject *self, PyObject *args, PyObject *kwargs) {
     (void)self;
     static char *kwlist[] = {"batch", "prepared_id", "names", "types", "pk_indexes",
                              "consistency", "first_row", "serial_consistency", "timestamp",
@@ -153,18 +153,4 @@ cleanup:
     bw_buf_free(&tokens);
     PyBuffer_Release(&id);
     return result;
-}
-
-static PyMethodDef execute_functions[] = {
-    {"cql_execute_bodies", (PyCFunction)(void (*)(void))module_cql_execute_bodies,
-     METH_VARARGS | METH_KEYWORDS,
-     "cql_execute_bodies(batch, prepared_id, names, types, pk_indexes, consistency, *, "
-     "first_row=0, serial_consistency=0, timestamp=None) -> (bytearray bodies, bytes ends, "
-     "bytes tokens or None)\n\nEvery row of an Arrow batch as an EXECUTE body (protocol v4) "
-     "of the prepared statement, with its partition token (native int64 arrays)."},
-    {NULL, NULL, 0, NULL},
-};
-
-int bw_cql_execute_add_to_module(PyObject *module) {
-    return PyModule_AddFunctions(module, execute_functions);
 }

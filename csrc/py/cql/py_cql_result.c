@@ -53,7 +53,7 @@ static PyObject *rows_list(const bw_cql_result *r) {
 /* cql_parse_result(body) -> dict: a RESULT body (protocol v4) as a dict with "kind" ("void",
    "rows", "set_keyspace", "prepared", "schema_change") and the kind's fields. ValueError
    for a malformed body. Returns a new reference. */
-static PyObject *module_cql_parse_result(PyObject *self, PyObject *arg) {
+PyObject *bw_cql_parse_result(PyObject *self, PyObject *arg) {
     (void)self;
     Py_buffer body;
     if (PyObject_GetBuffer(arg, &body, PyBUF_SIMPLE) < 0)
@@ -125,15 +125,4 @@ static PyObject *module_cql_parse_result(PyObject *self, PyObject *arg) {
     bw_cql_result_free(&r);
     PyBuffer_Release(&body);
     return d;
-}
-
-static PyMethodDef result_functions[] = {
-    {"cql_parse_result", module_cql_parse_result, METH_O,
-     "cql_parse_result(body) -> dict: a RESULT body (protocol v4) read with every length "
-     "checked; ValueError when malformed."},
-    {NULL, NULL, 0, NULL},
-};
-
-int bw_cql_result_add_to_module(PyObject *module) {
-    return PyModule_AddFunctions(module, result_functions);
 }

@@ -2,7 +2,7 @@
    columns: a statement's names and CQL types checked against an Arrow schema, and
    cql_check_schema), py_cql_execute.c (an Arrow batch's rows as EXECUTE bodies and tokens),
    py_cql_result.c (RESULT bodies) and py_cql.c (tokens, type text, QUERY and PREPARE bodies,
-   and the registration of the rooms' functions). */
+   and the module functions' table). */
 #ifndef BW_PY_CQL_ROOMS_H
 #define BW_PY_CQL_ROOMS_H
 #define PY_SSIZE_T_CLEAN
@@ -42,8 +42,10 @@ int64_t bw_cql_child_named(const struct ArrowSchema *schema, const char *name);
 int bw_cql_bound_plan(bound_columns *b, const struct ArrowSchema *schema, PyObject *names,
                       PyObject *types, PyObject *pk_indexes);
 
-/* Each room adds its module functions. 0, or -1 with an exception set. */
-int bw_cql_schema_add_to_module(PyObject *module);
-int bw_cql_execute_add_to_module(PyObject *module);
-int bw_cql_result_add_to_module(PyObject *module);
+/* The rooms' module functions, which py_cql.c's table names (each returns a new reference,
+   or NULL with an exception set): cql_check_schema (py_cql_schema.c), cql_execute_bodies
+   (py_cql_execute.c), cql_parse_result (py_cql_result.c). */
+PyObject *bw_cql_check_schema(PyObject *self, PyObject *args);
+PyObject *bw_cql_execute_bodies(PyObject *self, PyObject *args, PyObject *kwargs);
+PyObject *bw_cql_parse_result(PyObject *self, PyObject *arg);
 #endif

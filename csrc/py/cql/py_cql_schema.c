@@ -187,7 +187,7 @@ cleanup:
 
 /* cql_check_schema(schema, names, types) -> None. Raises SchemaMismatchError naming the
    first column whose Arrow type cannot be bound. Returns a new reference (None). */
-static PyObject *module_cql_check_schema(PyObject *self, PyObject *args) {
+PyObject *bw_cql_check_schema(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *schema_obj, *names, *types;
     if (!PyArg_ParseTuple(args, "OOO:cql_check_schema", &schema_obj, &names, &types))
@@ -208,15 +208,4 @@ static PyObject *module_cql_check_schema(PyObject *self, PyObject *args) {
     }
     Py_DECREF(capsule);
     return result;
-}
-
-static PyMethodDef schema_functions[] = {
-    {"cql_check_schema", module_cql_check_schema, METH_VARARGS,
-     "cql_check_schema(schema, names, types): raises SchemaMismatchError naming the first "
-     "column whose Arrow type cannot be bound to its CQL type."},
-    {NULL, NULL, 0, NULL},
-};
-
-int bw_cql_schema_add_to_module(PyObject *module) {
-    return PyModule_AddFunctions(module, schema_functions);
 }
