@@ -13,11 +13,16 @@
 
 #define ITEM(i) ((void *)(uintptr_t)(i))
 
+/* Makes q with `capacity` and puts ITEM(1) to ITEM(items) into it. */
+static void queue_holding(bw_hq *q, size_t capacity, uintptr_t items) {
+    CHECK_EQ(bw_hq_init(q, capacity), 0);
+    for (uintptr_t i = 1; i <= items; i++)
+        CHECK_EQ(bw_hq_put(q, ITEM(i), 10), BW_HQ_OK);
+}
+
 TEST(fifo_order_and_the_bound) {
     bw_hq q;
-    CHECK_EQ(bw_hq_init(&q, 3), 0);
-    for (uintptr_t i = 1; i <= 3; i++)
-        CHECK_EQ(bw_hq_put(&q, ITEM(i), 10), BW_HQ_OK);
+    queue_holding(&q, 3, 3);
     CHECK_EQ(bw_hq_len(&q), 3);
     /* full: the put times out and the queue does not take the item */
     CHECK_EQ(bw_hq_put(&q, ITEM(4), 20), BW_HQ_TIMEOUT);
@@ -46,21 +51,18 @@ TEST(wraps_around_the_ring) {
 
 TEST(producer_close_drains_then_reports_closed) {
     bw_hq q;
-    CHECK_EQ(bw_hq_init(&q, 4), 0);
-    CHECK_EQ(bw_hq_put(&q, ITEM(7), 10), BW_HQ_OK);
+    queue_holding(&q, 4, 1);
     bw_hq_close_producer(&q);
     void *item = NULL;
     CHECK_EQ(bw_hq_get(&q, &item, 10), BW_HQ_OK);
-    CHECK(item == ITEM(7));
+    CHECK(item == ITEM(1));
     CHECK_EQ(bw_hq_get(&q, &item, 1000), BW_HQ_CLOSED); /* at once, not after the timeout */
     bw_hq_destroy(&q);
 }
 
 TEST(consumer_close_refuses_puts_and_leaves_items_to_drain) {
     bw_hq q;
-    CHECK_EQ(bw_hq_init(&q, 4), 0);
-    CHECK_EQ(bw_hq_put(&q, ITEM(1), 10), BW_HQ_OK);
-    CHECK_EQ(bw_hq_put(&q, ITEM(2), 10), BW_HQ_OK);
+    queue_holding(&q, 4, 2);
     bw_hq_close_consumer(&q);
     CHECK_EQ(bw_hq_put(&q, ITEM(3), 1000), BW_HQ_CLOSED);
     void *item = NULL;
@@ -75,8 +77,7 @@ TEST(consumer_close_refuses_puts_and_leaves_items_to_drain) {
 
 TEST(zero_capacity_means_one) {
     bw_hq q;
-    CHECK_EQ(bw_hq_init(&q, 0), 0);
-    CHECK_EQ(bw_hq_put(&q, ITEM(1), 10), BW_HQ_OK);
+    queue_holding(&q, 0, 1);
     CHECK_EQ(bw_hq_put(&q, ITEM(2), 10), BW_HQ_TIMEOUT);
     bw_hq_destroy(&q);
     bw_hq_destroy(&q); /* a second destroy is harmless */
@@ -200,8 +201,7 @@ static int child_uses_a_locked_copy(void *arg) {
 
 TEST(a_child_forked_while_another_thread_holds_the_lock_never_waits_on_it) {
     bw_hq q;
-    CHECK_EQ(bw_hq_init(&q, 2), 0);
-    CHECK_EQ(bw_hq_put(&q, ITEM(1), 0), BW_HQ_OK);
+    queue_holding(&q, 2, 1);
     lock_holder h = {.q = &q, .holding = 0, .go = 0};
     pthread_mutex_init(&h.mu, NULL);
     pthread_cond_init(&h.cond, NULL);
