@@ -49,19 +49,27 @@ static void *fake_main(void *p) {
     return NULL;
 }
 
-static void fake_start(fake *f, script_fn script, void *arg) {
-    f->script = script;
-    f->arg = arg;
-    f->listen_fd = socket(AF_INET, SOCK_STREAM, 0);
+/* A TCP socket bound to a free port of the loopback address, listening when `listening`:
+   the socket; its port in *port. */
+static int loopback_socket(int listening, int *port) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a;
     memset(&a, 0, sizeof a);
     a.sin_family = AF_INET;
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     socklen_t len = sizeof a;
-    CHECK_EQ(bind(f->listen_fd, (struct sockaddr *)&a, sizeof a), 0);
-    CHECK_EQ(listen(f->listen_fd, 4), 0);
-    CHECK_EQ(getsockname(f->listen_fd, (struct sockaddr *)&a, &len), 0);
-    f->port = ntohs(a.sin_port);
+    CHECK_EQ(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+    if (listening)
+        CHECK_EQ(listen(fd, 4), 0);
+    CHECK_EQ(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+    *port = ntohs(a.sin_port);
+    return fd;
+}
+
+static void fake_start(fake *f, script_fn script, void *arg) {
+    f->script = script;
+    f->arg = arg;
+    f->listen_fd = loopback_socket(1, &f->port);
     CHECK_EQ(pthread_create(&f->thread, NULL, fake_main, f), 0);
 }
 
@@ -334,16 +342,7 @@ TEST(connection_refused_names_the_server) {
     fake f;
     f.port = 0;
     /* a port that was just free: bind, learn it, close */
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    bind(fd, (struct sockaddr *)&a, sizeof a);
-    getsockname(fd, (struct sockaddr *)&a, &len);
-    f.port = ntohs(a.sin_port);
-    close(fd);
+    close(loopback_socket(0, &f.port));
     bw_cql_options o = options_for(&f);
     bw_cql_status st;
     CHECK(bw_cql_connect(&o, &st) == NULL);
@@ -837,16 +836,7 @@ TEST(a_cancel_ends_a_connect_and_every_later_wait_at_once) {
     fake_join(&f);
     /* fired: a later connect fails before connecting */
     CHECK(bw_cancel_fired(&cancel));
-    int listener = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    CHECK_EQ(bind(listener, (struct sockaddr *)&a, sizeof a), 0);
-    CHECK_EQ(listen(listener, 4), 0);
-    CHECK_EQ(getsockname(listener, (struct sockaddr *)&a, &len), 0);
-    o.port = ntohs(a.sin_port);
+    int listener = loopback_socket(1, &o.port);
     CHECK(bw_cql_connect(&o, &st) == NULL);
     CHECK_EQ(st.kind, BW_CQL_E_LOST);
     struct pollfd p = {listener, POLLIN, 0};

@@ -238,9 +238,10 @@ TEST(required_scalar_page) {
     free(buf);
 }
 
-TEST(list_page_with_bit_packed_and_rle_levels) {
-    uint8_t file[96];
-    /* levels: repetition 0,1,1,0,1,1 bit-packed; definition six 1s as one RLE run */
+/* A list page into file (96 bytes): 6 float32 values, 0 to 5, in 2 rows of 3; levels:
+   repetition 0,1,1,0,1,1 bit-packed, definition six 1s as one RLE run. Its size; *levels_at:
+   where its levels start (after the page header), unless NULL. */
+static size_t six_value_list_page(uint8_t *file, size_t *levels_at) {
     static const uint8_t levels[] = {2, 0, 0, 0, 0x03, 0x36, 2, 0, 0, 0, 0x0c, 0x01};
     size_t h = page_header(file, 6, (int)sizeof levels + 24);
     memcpy(file + h, levels, sizeof levels);
@@ -248,7 +249,14 @@ TEST(list_page_with_bit_packed_and_rle_levels) {
         float v = (float)i;
         memcpy(file + h + sizeof levels + 4 * (size_t)i, &v, 4);
     }
-    size_t size = h + sizeof levels + 24;
+    if (levels_at != NULL)
+        *levels_at = h;
+    return h + sizeof levels + 24;
+}
+
+TEST(list_page_with_bit_packed_and_rle_levels) {
+    uint8_t file[96];
+    size_t size = six_value_list_page(file, NULL);
     uint8_t *buf = exact(file, size);
     bw_page_location loc = {0, 0, (int32_t)size};
     int64_t rows[] = {1}, lengths[1];
@@ -526,11 +534,7 @@ TEST(integers_of_another_type_are_refused) {
 TEST(walker_rows_of_list_pages) {
     /* the list page of list_page_with_bit_packed_and_rle_levels: 6 values, 2 rows of 3 */
     uint8_t file[96];
-    static const uint8_t levels[] = {2, 0, 0, 0, 0x03, 0x36, 2, 0, 0, 0, 0x0c, 0x01};
-    size_t h = page_header(file, 6, (int)sizeof levels + 24);
-    memcpy(file + h, levels, sizeof levels);
-    memset(file + h + sizeof levels, 0, 24);
-    size_t size = h + sizeof levels + 24;
+    size_t h, size = six_value_list_page(file, &h);
     uint8_t *buf = exact(file, size);
     bw_page_location *pages = NULL;
     size_t count = 0;
