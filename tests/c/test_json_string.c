@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "buffer_holding.h"
 #include "check.h"
 #include "json_reference.h"
 #include "json_string.h"
@@ -43,8 +44,7 @@ TEST(utf8_passes_non_ascii_and_del) {
 
 TEST(appends_after_existing_content) {
     bw_buf b;
-    CHECK_EQ(bw_buf_init(&b, 2), 0);
-    CHECK_EQ(BW_BUF_APPEND_LITERAL(&b, "[1,"), 0);
+    buffer_holding(&b, 2, "[1,");
     const uint8_t s[] = "\n";
     CHECK_EQ(bw_json_string_ucs1(&b, s, 1), 0);
     CHECK_BYTES(b.data, b.len, "[1,\"\\n\"");
@@ -53,8 +53,7 @@ TEST(appends_after_existing_content) {
 
 TEST(impossible_lengths_fail_without_writing) {
     bw_buf b;
-    CHECK_EQ(bw_buf_init(&b, 16), 0);
-    CHECK_EQ(BW_BUF_APPEND_LITERAL(&b, "x"), 0);
+    buffer_holding(&b, 16, "x");
     /* the lengths alone overflow: no character may be read */
     CHECK_EQ(bw_json_string_ucs4(&b, NULL, SIZE_MAX / 4), -1);
     CHECK_EQ(bw_json_string_ucs2(&b, NULL, SIZE_MAX / 2), -1);
