@@ -4,14 +4,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "buffer_holding.h"
+#include "buffer_check.h"
 #include "check.h"
 #include "json_reference.h"
 #include "json_string.h"
-
-static int same(const bw_buf *b, const char *want, size_t want_len) {
-    return b->len == want_len && memcmp(b->data, want, want_len) == 0;
-}
 
 TEST(known_escapes) {
     bw_buf b;
@@ -98,7 +94,7 @@ TEST(random_strings_match_the_reference) {
                               : bw_json_string_ucs4(&b, cps, n);
         CHECK_EQ(rc, 0);
         size_t want_len = reference_escape(cps, n, 1, want);
-        if (!same(&b, want, want_len)) {
+        if (!buffer_is(&b, want, want_len)) {
             CHECK(!"escaped text differs from the reference");
             break;
         }
@@ -110,7 +106,7 @@ TEST(random_strings_match_the_reference) {
         b.len = 0;
         CHECK_EQ(bw_json_string_utf8(&b, (const char *)s1, n), 0);
         want_len = reference_escape(cps, n, 0, want);
-        if (!same(&b, want, want_len)) {
+        if (!buffer_is(&b, want, want_len)) {
             CHECK(!"UTF-8 escaped text differs from the reference");
             break;
         }

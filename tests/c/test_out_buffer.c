@@ -4,7 +4,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "buffer_holding.h"
+#include "buffer_check.h"
 #include "check.h"
 #include "out_buffer.h"
 
