@@ -20,6 +20,12 @@ static void queue_holding(bw_hq *q, size_t capacity, uintptr_t items) {
         CHECK_EQ(bw_hq_put(q, ITEM(i), 10), BW_HQ_OK);
 }
 
+/* Makes q with `capacity` and starts `thread` running fn(q). */
+static void queue_with_thread(bw_hq *q, size_t capacity, pthread_t *thread, void *(*fn)(void *)) {
+    queue_holding(q, capacity, 0);
+    CHECK_EQ(pthread_create(thread, NULL, fn, q), 0);
+}
+
 TEST(fifo_order_and_the_bound) {
     bw_hq q;
     queue_holding(&q, 3, 3);
@@ -100,9 +106,8 @@ static void *producer(void *arg) {
 
 TEST(threads_pass_every_item_in_order) {
     bw_hq q;
-    CHECK_EQ(bw_hq_init(&q, 8), 0);
     pthread_t thread;
-    CHECK_EQ(pthread_create(&thread, NULL, producer, &q), 0);
+    queue_with_thread(&q, 8, &thread, producer);
     uintptr_t expect = 1;
     int out_of_order = 0;
     for (;;) {
@@ -131,9 +136,8 @@ static void *closing_consumer(void *arg) {
 
 TEST(a_blocked_producer_wakes_when_the_consumer_closes) {
     bw_hq q;
-    CHECK_EQ(bw_hq_init(&q, 2), 0);
     pthread_t thread;
-    CHECK_EQ(pthread_create(&thread, NULL, closing_consumer, &q), 0);
+    queue_with_thread(&q, 2, &thread, closing_consumer);
     int rc = BW_HQ_OK;
     for (uintptr_t i = 1; rc != BW_HQ_CLOSED; i++) {
         /* a long timeout: the close, not the clock, must end the wait */
@@ -235,9 +239,8 @@ static void *wait_for_an_item(void *arg) {
 
 TEST(a_child_forked_while_another_thread_waits_on_the_queue_never_blocks) {
     bw_hq q;
-    CHECK_EQ(bw_hq_init(&q, 2), 0);
     pthread_t thread;
-    CHECK_EQ(pthread_create(&thread, NULL, wait_for_an_item, &q), 0);
+    queue_with_thread(&q, 2, &thread, wait_for_an_item);
     struct timespec step = {0, 20000000L}; /* let the thread reach its wait */
     nanosleep(&step, NULL);
     /* in the child, waking the parent's waiter (the closes) must not block */

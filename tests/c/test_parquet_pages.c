@@ -194,6 +194,14 @@ static size_t v1_levels(uint8_t *out, size_t runs) {
     return 4 + runs;
 }
 
+/* The values a take gave, into got (n bytes), when it gave n bytes (else a failed CHECK and
+   got is left as it was). */
+static void copy_values(const bw_bytes *out, void *got, size_t n) {
+    CHECK_EQ(out->size, n);
+    if (out->size == n)
+        memcpy(got, out->data, n);
+}
+
 TEST(required_scalar_page) {
     uint8_t file[64];
     size_t h = page_header(file, 4, 16);
@@ -212,9 +220,8 @@ TEST(required_scalar_page) {
     size_t pages = 0;
     char error[BW_PAGES_ERROR_SIZE];
     CHECK_EQ(bw_parquet_take_chunk(&q, &out, lengths, &pages, error), BW_PAGES_OK);
-    CHECK_EQ(out.size, 8);
-    int32_t got[2];
-    memcpy(got, out.data, 8);
+    int32_t got[2] = {0, 0};
+    copy_values(&out, got, sizeof got);
     CHECK(got[0] == 101 && got[1] == 103 && lengths[0] == 1 && pages == 1);
     free(out.data);
     /* a page that says it holds 5 rows where the index says 4 */
@@ -268,9 +275,8 @@ TEST(list_page_with_bit_packed_and_rle_levels) {
     size_t pages = 0;
     char error[BW_PAGES_ERROR_SIZE];
     CHECK_EQ(bw_parquet_take_chunk(&q, &out, lengths, &pages, error), BW_PAGES_OK);
-    float got[3];
-    CHECK_EQ(out.size, 12);
-    memcpy(got, out.data, 12);
+    float got[3] = {0, 0, 0};
+    copy_values(&out, got, sizeof got);
     CHECK(got[0] == 3.0f && got[2] == 5.0f && lengths[0] == 3);
     free(out.data);
     q.list_size = 2; /* a fixed_size_list of 2 cannot hold these rows: corrupt */
@@ -852,9 +858,7 @@ TEST(claimed_values_allocate_nothing) {
     CHECK_EQ(take_one_page(file, size, BIG, BW_PQ_UNCOMPRESSED, 4, 0, 1, rows, 2, NULL, 0,
                            &out, lengths, error), BW_PAGES_OK);
     int32_t got[2] = {0, -1};
-    CHECK_EQ(out.size, 8);
-    if (out.size == 8)
-        memcpy(got, out.data, 8);
+    copy_values(&out, got, sizeof got);
     CHECK(got[0] == 71 && lengths[0] == 1 && got[1] == 0 && lengths[1] == 0);
     CHECK(largest_allocation < SMALL);
     free(out.data);
@@ -874,9 +878,7 @@ TEST(claimed_dictionary_indices_allocate_nothing) {
                            (const uint8_t *)dictionary, sizeof dictionary, &out, lengths,
                            error), BW_PAGES_OK);
     int32_t got[3] = {0, 0, 0};
-    CHECK_EQ(out.size, 12);
-    if (out.size == 12)
-        memcpy(got, out.data, 12);
+    copy_values(&out, got, sizeof got);
     CHECK(got[0] == 13 && got[1] == 13 && got[2] == 13 && lengths[2] == 1);
     CHECK(largest_allocation < SMALL);
     free(out.data);
