@@ -22,6 +22,15 @@ static int parse(const pw_writer *w, size_t n, bw_page_header *h, size_t *used, 
     return rc;
 }
 
+/* Parses the header w holds, which must be accepted whole; its fields in *h. */
+static void check_accepted(const pw_writer *w, bw_page_header *h) {
+    size_t used;
+    int ran_out;
+    char error[BW_PAGES_ERROR_SIZE] = "";
+    CHECK_EQ(parse(w, w->len, h, &used, &ran_out, error), BW_PAGES_OK);
+    CHECK_EQ(used, w->len);
+}
+
 TEST(each_kind_of_header_is_read_and_unknown_fields_skipped) {
     pw_writer w = {.len = 0};
     pw_unknown_fields(&w, 20);
@@ -80,12 +89,8 @@ TEST(v2_is_compressed_unless_it_says_not_and_a_bool_of_another_type_is_skipped) 
         pw_end(&w);
         pw_end(&w);
         bw_page_header h;
-        size_t used;
-        int ran_out;
-        char error[BW_PAGES_ERROR_SIZE] = "";
-        CHECK_EQ(parse(&w, w.len, &h, &used, &ran_out, error), BW_PAGES_OK);
+        check_accepted(&w, &h);
         CHECK_EQ(h.is_compressed, 1);
-        CHECK_EQ(used, w.len);
     }
 }
 
@@ -135,10 +140,7 @@ TEST(what_a_header_says_wrongly_is_refused) {
     pw_binary(&w, 5, "v1", 2);
     pw_end(&w);
     bw_page_header h;
-    size_t used;
-    int ran_out;
-    char error[BW_PAGES_ERROR_SIZE] = "";
-    CHECK_EQ(parse(&w, w.len, &h, &used, &ran_out, error), BW_PAGES_OK);
+    check_accepted(&w, &h);
     CHECK(!h.has_v1 && h.num_values == -1);
 }
 
