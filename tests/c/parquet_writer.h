@@ -132,15 +132,23 @@ static inline void pw_unknown_fields(pw_writer *w, int16_t id) {
 enum { PW_DATA_PAGE = 0, PW_DICTIONARY_PAGE = 2, PW_DATA_PAGE_V2 = 3 };
 enum { PW_PLAIN = 0, PW_RLE = 3 };
 
+/* The start of a PageHeader: its page type and sizes, then the page type's own header
+   (field `header_field`) opened with num_values and PLAIN values; the caller ends both. */
+static inline void pw_page_header_begin(pw_writer *w, int32_t type, int32_t uncompressed,
+                                        int32_t compressed, int16_t header_field,
+                                        int32_t num_values) {
+    pw_i32(w, 1, type);
+    pw_i32(w, 2, uncompressed);
+    pw_i32(w, 3, compressed);
+    pw_begin(w, header_field);
+    pw_i32(w, 1, num_values);
+    pw_i32(w, 2, PW_PLAIN);
+}
+
 /* A PageHeader of a v1 data page (PLAIN values, RLE levels). */
 static inline void pw_data_page_header(pw_writer *w, int32_t uncompressed, int32_t compressed,
                                        int32_t num_values) {
-    pw_i32(w, 1, PW_DATA_PAGE);
-    pw_i32(w, 2, uncompressed);
-    pw_i32(w, 3, compressed);
-    pw_begin(w, 5);
-    pw_i32(w, 1, num_values);
-    pw_i32(w, 2, PW_PLAIN);
+    pw_page_header_begin(w, PW_DATA_PAGE, uncompressed, compressed, 5, num_values);
     pw_i32(w, 3, PW_RLE);
     pw_i32(w, 4, PW_RLE);
     pw_end(w);
@@ -150,12 +158,7 @@ static inline void pw_data_page_header(pw_writer *w, int32_t uncompressed, int32
 /* A PageHeader of a dictionary page of PLAIN values. */
 static inline void pw_dictionary_page_header(pw_writer *w, int32_t uncompressed,
                                              int32_t compressed, int32_t num_values) {
-    pw_i32(w, 1, PW_DICTIONARY_PAGE);
-    pw_i32(w, 2, uncompressed);
-    pw_i32(w, 3, compressed);
-    pw_begin(w, 7);
-    pw_i32(w, 1, num_values);
-    pw_i32(w, 2, PW_PLAIN);
+    pw_page_header_begin(w, PW_DICTIONARY_PAGE, uncompressed, compressed, 7, num_values);
     pw_end(w);
     pw_end(w);
 }

@@ -49,19 +49,27 @@ static void *fake_main(void *p) {
     return NULL;
 }
 
-static void fake_start(fake *f, script_fn script, void *arg) {
-    f->script = script;
-    f->arg = arg;
-    f->listen_fd = socket(AF_INET, SOCK_STREAM, 0);
+/* A TCP socket bound to a free port of the loopback address, listening when `listening`:
+   the socket; its port in *port. */
+static int loopback_socket(int listening, int *port) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a;
     memset(&a, 0, sizeof a);
     a.sin_family = AF_INET;
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     socklen_t len = sizeof a;
-    CHECK_EQ(bind(f->listen_fd, (struct sockaddr *)&a, sizeof a), 0);
-    CHECK_EQ(listen(f->listen_fd, 4), 0);
-    CHECK_EQ(getsockname(f->listen_fd, (struct sockaddr *)&a, &len), 0);
-    f->port = ntohs(a.sin_port);
+    CHECK_EQ(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+    if (listening)
+        CHECK_EQ(listen(fd, 4), 0);
+    CHECK_EQ(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+    *port = ntohs(a.sin_port);
+    return fd;
+}
+
+static void fake_start(fake *f, script_fn script, void *arg) {
+    f->script = script;
+    f->arg = arg;
+    f->listen_fd = loopback_socket(1, &f->port);
     CHECK_EQ(pthread_create(&f->thread, NULL, fake_main, f), 0);
 }
 
@@ -334,16 +342,7 @@ TEST(connection_refused_names_the_server) {
     fake f;
     f.port = 0;
     /* a port that was just free: bind, learn it, close */
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    bind(fd, (struct sockaddr *)&a, sizeof a);
-    getsockname(fd, (struct sockaddr *)&a, &len);
-    f.port = ntohs(a.sin_port);
-    close(fd);
+    close(loopback_socket(0, &f.port));
     bw_cql_options o = options_for(&f);
     bw_cql_status st;
     CHECK(bw_cql_connect(&o, &st) == NULL);
@@ -736,56 +735,60 @@ static void script_retry(int fd, void *arg) {
     (void)srv_read(fd, &byte, 1);
 }
 
-static bw_cql_failure retry_run(int failures_each, int max_retries, int total,
-                                bw_cql_outcome *out, bw_cql_status *st, int *resent_same,
-                                double *took) {
+/* What a run against script_retry gave: its outcome (free it), its status, whether every
+   request was resent with the same bytes, and how long it took (ms). */
+typedef struct {
+    bw_cql_outcome out;
+    bw_cql_status st;
+    int resent_same;
+    double took;
+} retried;
+
+static bw_cql_failure retry_run(int failures_each, int max_retries, int total, retried *r) {
     server_state s;
     fake f;
-    bw_cql_conn *conn = serve_and_connect(&f, script_retry, &s, total, failures_each, 3000, st);
+    r->resent_same = 0;
+    r->took = 0;
+    bw_cql_conn *conn = serve_and_connect(&f, script_retry, &s, total, failures_each, 3000,
+                                          &r->st);
     bw_cql_failure kind = BW_CQL_E_CONNECT;
     if (conn != NULL) {
         client c;
         client_init(&c, total, 1);
         bw_cql_run_options ro = {4, max_retries, 20, 40, NULL};
         double t0 = now_ms();
-        bw_cql_run(conn, &ro, client_produce, client_consume, &c, out, st);
-        *took = now_ms() - t0;
-        kind = st->kind;
+        bw_cql_run(conn, &ro, client_produce, client_consume, &c, &r->out, &r->st);
+        r->took = now_ms() - t0;
+        kind = r->st.kind;
         free(c.bodies);
     }
     bw_cql_close(conn);
     fake_join(&f);
-    *resent_same = s.resent_same;
+    r->resent_same = s.resent_same;
     return kind;
 }
 
 TEST(retryable_errors_are_sent_again_with_the_same_bytes) {
-    bw_cql_outcome out;
-    bw_cql_status st;
-    int same = 0;
-    double took = 0;
-    CHECK_EQ(retry_run(3, 3, 10, &out, &st, &same, &took), BW_CQL_OK);
-    CHECK_EQ(out.answered, 10);
-    CHECK_EQ(out.retries, 30);
-    CHECK(same);
+    retried r;
+    CHECK_EQ(retry_run(3, 3, 10, &r), BW_CQL_OK);
+    CHECK_EQ(r.out.answered, 10);
+    CHECK_EQ(r.out.retries, 30);
+    CHECK(r.resent_same);
     /* pauses of 20, 40, 40 ms before the three retries of each request */
-    CHECK(took >= 100);
-    bw_cql_outcome_free(&out);
+    CHECK(r.took >= 100);
+    bw_cql_outcome_free(&r.out);
 }
 
 TEST(retries_are_bounded) {
-    bw_cql_outcome out;
-    bw_cql_status st;
-    int same = 0;
-    double took = 0;
-    CHECK_EQ(retry_run(3, 2, 1, &out, &st, &same, &took), BW_CQL_E_SERVER);
-    CHECK_EQ(st.error.code, BW_CQL_ERR_UNAVAILABLE); /* the third error: the bound reached */
-    CHECK(st.error.has_consistency && st.error.consistency == BW_CQL_QUORUM);
-    CHECK(st.error.required == 2 && st.error.alive == 1);
-    CHECK(out.has_failed_tag && out.failed_tag == 1000);
-    CHECK_EQ(out.retries, 2);
-    CHECK_EQ(out.unanswered_count, 1);
-    bw_cql_outcome_free(&out);
+    retried r;
+    CHECK_EQ(retry_run(3, 2, 1, &r), BW_CQL_E_SERVER);
+    CHECK_EQ(r.st.error.code, BW_CQL_ERR_UNAVAILABLE); /* the third error: the bound reached */
+    CHECK(r.st.error.has_consistency && r.st.error.consistency == BW_CQL_QUORUM);
+    CHECK(r.st.error.required == 2 && r.st.error.alive == 1);
+    CHECK(r.out.has_failed_tag && r.out.failed_tag == 1000);
+    CHECK_EQ(r.out.retries, 2);
+    CHECK_EQ(r.out.unanswered_count, 1);
+    bw_cql_outcome_free(&r.out);
 }
 
 /* ---- a cancel fired by another thread ---- */
@@ -837,16 +840,7 @@ TEST(a_cancel_ends_a_connect_and_every_later_wait_at_once) {
     fake_join(&f);
     /* fired: a later connect fails before connecting */
     CHECK(bw_cancel_fired(&cancel));
-    int listener = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    CHECK_EQ(bind(listener, (struct sockaddr *)&a, sizeof a), 0);
-    CHECK_EQ(listen(listener, 4), 0);
-    CHECK_EQ(getsockname(listener, (struct sockaddr *)&a, &len), 0);
-    o.port = ntohs(a.sin_port);
+    int listener = loopback_socket(1, &o.port);
     CHECK(bw_cql_connect(&o, &st) == NULL);
     CHECK_EQ(st.kind, BW_CQL_E_LOST);
     struct pollfd p = {listener, POLLIN, 0};

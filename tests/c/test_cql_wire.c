@@ -6,12 +6,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "buffer_check.h"
 #include "check.h"
 #include "cql_wire.h"
-
-static int bytes_are(const bw_buf *b, const uint8_t *want, size_t n) {
-    return b->len == n && memcmp(b->data, want, n) == 0;
-}
 
 TEST(writers_lay_out_big_endian) {
     bw_buf b;
@@ -22,7 +19,7 @@ TEST(writers_lay_out_big_endian) {
     CHECK_EQ(bw_cql_put_long(&b, INT64_C(0x0102030405060708)), 0);
     const uint8_t want[] = {0xab, 0x12, 0x34, 0xff, 0xff, 0xff, 0xfe,
                             1, 2, 3, 4, 5, 6, 7, 8};
-    CHECK(bytes_are(&b, want, sizeof want));
+    CHECK(buffer_is(&b, want, sizeof want));
     b.len = 0;
     CHECK_EQ(bw_cql_put_string(&b, "abc", 3), 0);
     CHECK_EQ(bw_cql_put_long_string(&b, "de", 2), 0);
@@ -32,19 +29,19 @@ TEST(writers_lay_out_big_endian) {
     CHECK_EQ(bw_cql_put_short_bytes(&b, "z", 1), 0);
     const uint8_t want2[] = {0, 3, 'a', 'b', 'c', 0, 0, 0, 2, 'd', 'e', 0, 0, 0, 2, 0, 1,
                              0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0, 0, 1, 'z'};
-    CHECK(bytes_are(&b, want2, sizeof want2));
+    CHECK(buffer_is(&b, want2, sizeof want2));
     b.len = 0;
     const char *keys[] = {"CQL_VERSION", "X"};
     const char *values[] = {"3.0.0", ""};
     CHECK_EQ(bw_cql_put_string_map(&b, keys, values, 2), 0);
     const uint8_t want3[] = {0, 2, 0, 11, 'C', 'Q', 'L', '_', 'V', 'E', 'R', 'S', 'I', 'O', 'N',
                              0, 5, '3', '.', '0', '.', '0', 0, 1, 'X', 0, 0};
-    CHECK(bytes_are(&b, want3, sizeof want3));
+    CHECK(buffer_is(&b, want3, sizeof want3));
     b.len = 0;
     CHECK_EQ(bw_cql_put_string_list(&b, keys, 2), 0);
     const uint8_t want4[] = {0, 2, 0, 11, 'C', 'Q', 'L', '_', 'V', 'E', 'R', 'S', 'I', 'O', 'N',
                              0, 1, 'X'};
-    CHECK(bytes_are(&b, want4, sizeof want4));
+    CHECK(buffer_is(&b, want4, sizeof want4));
     bw_buf_free(&b);
 }
 
@@ -84,7 +81,7 @@ TEST(patch_int_overwrites_in_place) {
     CHECK_EQ(bw_cql_put_byte(&b, 9), 0);
     bw_cql_patch_int(&b, 0, 0x01020304);
     const uint8_t want[] = {1, 2, 3, 4, 9};
-    CHECK(bytes_are(&b, want, sizeof want));
+    CHECK(buffer_is(&b, want, sizeof want));
     bw_buf_free(&b);
 }
 
@@ -268,7 +265,7 @@ TEST(frame_header_round_trip) {
     bw_cql_header h = {BW_CQL_VERSION_4, 0, -1, BW_CQL_OP_OPTIONS, 0x0102};
     CHECK_EQ(bw_cql_put_header(&buf, &h), 0);
     const uint8_t want[] = {0x04, 0x00, 0xff, 0xff, 0x05, 0, 0, 1, 2};
-    CHECK(bytes_are(&buf, want, sizeof want));
+    CHECK(buffer_is(&buf, want, sizeof want));
     bw_buf_free(&buf);
     const uint8_t negative[] = {0x84, 0, 0, 1, 8, 0x80, 0, 0, 0};
     bw_cql_header back = {0, 0, 0, 0, 77};

@@ -78,6 +78,11 @@ static int write_row(const bw_batch_plan *p, int64_t row, char *out, size_t cap)
     return rc;
 }
 
+/* The PUT command of document `id` whose members (each followed by ", ") come before its
+   metadata. */
+#define PUT_OF(id, members)                                                            \
+    "{\"Id\":\"" id "\",\"Type\":\"PUT\",\"Document\":{" members "\"@metadata\": " METADATA "}}"
+
 #define CHECK_ROW(plan, row, want)                                                     \
     do {                                                                               \
         char got_[2048];                                                               \
@@ -120,20 +125,19 @@ TEST(integers_at_their_extremes) {
     };
     bw_batch_plan p = plan_of(2, ids, f, 8);
     CHECK(accepted(&p));
-    CHECK_ROW(&p, 0, "{\"Id\":\"things/-1\",\"Type\":\"PUT\",\"Document\":{\"a\": -128, \"b\": "
-                     "-32768, \"c\": -2147483648, \"d\": -9223372036854775808, \"e\": 0, \"f\": 0, "
-                     "\"g\": 0, \"h\": 0, \"@metadata\": " METADATA "}}");
-    CHECK_ROW(&p, 1, "{\"Id\":\"things/9223372036854775807\",\"Type\":\"PUT\",\"Document\":{\"a\": "
-                     "127, \"b\": 32767, \"c\": 2147483647, \"d\": 9223372036854775807, \"e\": "
-                     "255, \"f\": 65535, \"g\": 4294967295, \"h\": 18446744073709551615, "
-                     "\"@metadata\": " METADATA "}}");
+    CHECK_ROW(&p, 0, PUT_OF("things/-1", "\"a\": -128, \"b\": -32768, \"c\": -2147483648, "
+                                         "\"d\": -9223372036854775808, \"e\": 0, \"f\": 0, "
+                                         "\"g\": 0, \"h\": 0, "));
+    CHECK_ROW(&p, 1, PUT_OF("things/9223372036854775807",
+                            "\"a\": 127, \"b\": 32767, \"c\": 2147483647, "
+                            "\"d\": 9223372036854775807, \"e\": 255, \"f\": 65535, "
+                            "\"g\": 4294967295, \"h\": 18446744073709551615, "));
     /* an unsigned id, at its top */
     static const uint64_t uids[] = {UINT64_MAX};
     p = plan_of(1, NULL, NULL, 0);
     p.id.kind = BW_COL_UINT;
     p.id.values = uids;
-    CHECK_ROW(&p, 0, "{\"Id\":\"things/18446744073709551615\",\"Type\":\"PUT\",\"Document\":{"
-                     "\"@metadata\": " METADATA "}}");
+    CHECK_ROW(&p, 0, PUT_OF("things/18446744073709551615", ""));
 }
 
 TEST(floats_booleans_strings_and_the_null_column) {
@@ -151,15 +155,13 @@ TEST(floats_booleans_strings_and_the_null_column) {
     bw_batch_plan p = plan_of(2, ids, f, 5);
     CHECK(accepted(&p));
     /* float32 as float32.item() widens it; strings as json.dumps with ensure_ascii */
-    CHECK_ROW(&p, 0, "{\"Id\":\"things/1\",\"Type\":\"PUT\",\"Document\":{\"f\": 0.10000000149011612, "
-                     "\"g\": 1e+16, \"b\": false, \"s\": \"a\\\"\\\\\\n\\u0001\", \"n\": null, "
-                     "\"@metadata\": " METADATA "}}");
-    CHECK_ROW(&p, 1, "{\"Id\":\"things/2\",\"Type\":\"PUT\",\"Document\":{\"f\": -0.0, \"g\": 0.5, "
-                     "\"b\": true, \"s\": \"\\u00e9\\ud83d\\ude00\", \"n\": null, \"@metadata\": "
-                     METADATA "}}");
+    CHECK_ROW(&p, 0, PUT_OF("things/1", "\"f\": 0.10000000149011612, \"g\": 1e+16, \"b\": false, "
+                                        "\"s\": \"a\\\"\\\\\\n\\u0001\", \"n\": null, "));
+    CHECK_ROW(&p, 1, PUT_OF("things/2", "\"f\": -0.0, \"g\": 0.5, \"b\": true, "
+                                        "\"s\": \"\\u00e9\\ud83d\\ude00\", \"n\": null, "));
     /* no fields: the metadata straight after the document's '{' */
     p = plan_of(2, ids, NULL, 0);
-    CHECK_ROW(&p, 1, "{\"Id\":\"things/2\",\"Type\":\"PUT\",\"Document\":{\"@metadata\": " METADATA "}}");
+    CHECK_ROW(&p, 1, PUT_OF("things/2", ""));
 }
 
 TEST(nulls_under_a_bitmap_with_an_offset) {

@@ -57,25 +57,35 @@ TEST(random_doubles_round_trip_shortest) {
     }
 }
 
+/* 2^e and its neighbours toward 0 and toward infinity, as doubles or (is_float) float32s,
+   against the reference: 0, or -1 after a failed CHECK. */
+static int check_power_of_two(int e, int is_float) {
+    float f = ldexpf(1.0f, e);
+    double v = ldexp(1.0, e);
+    double near[] = {v, nextafter(v, 0), nextafter(v, INFINITY)};
+    if (is_float)
+        near[1] = nextafterf(f, 0), near[2] = nextafterf(f, INFINITY);
+    for (int k = 0; k < 3; k++) {
+        int asymmetric = is_float ? float_is_asymmetric((float)near[k])
+                                  : double_is_asymmetric(near[k]);
+        if (check_value(near[k], is_float, asymmetric) == 0)
+            continue;
+        if (is_float)
+            CHECK(!"float32 text differs from the reference");
+        else
+            CHECK(!"double text differs from the reference");
+        return -1;
+    }
+    return 0;
+}
+
 TEST(powers_of_two_and_neighbours) {
-    for (int e = -1074; e <= 1023; e++) {
-        double v = ldexp(1.0, e);
-        double near[] = {v, nextafter(v, 0), nextafter(v, INFINITY)};
-        for (int k = 0; k < 3; k++)
-            if (check_value(near[k], 0, double_is_asymmetric(near[k])) != 0) {
-                CHECK(!"double text differs from the reference");
-                return;
-            }
-    }
-    for (int e = -149; e <= 127; e++) {
-        float v = ldexpf(1.0f, e);
-        float near[] = {v, nextafterf(v, 0), nextafterf(v, INFINITY)};
-        for (int k = 0; k < 3; k++)
-            if (check_value(near[k], 1, float_is_asymmetric(near[k])) != 0) {
-                CHECK(!"float32 text differs from the reference");
-                return;
-            }
-    }
+    for (int e = -1074; e <= 1023; e++)
+        if (check_power_of_two(e, 0) < 0)
+            return;
+    for (int e = -149; e <= 127; e++)
+        if (check_power_of_two(e, 1) < 0)
+            return;
 }
 
 TEST(random_float32_round_trip_shortest) {
@@ -91,41 +101,38 @@ TEST(random_float32_round_trip_shortest) {
     }
 }
 
+/* 0 when the short path of the lone value v gives bw_double_to_text's text; else -1 after
+   a failed CHECK showing both. */
+static int lone_text_is_the_same(double v) {
+    char got[BW_FLOAT_TEXT_MAX], want[BW_FLOAT_TEXT_MAX + 1];
+    size_t n = bw_lone_double_to_text(v, got);
+    size_t m = bw_double_to_text(v, want);
+    want[m] = '\0';
+    if (n == m && memcmp(got, want, n) == 0)
+        return 0;
+    CHECK_BYTES(got, n, want);
+    return -1;
+}
+
 /* The short path of a lone value gives bw_double_to_text's text, inside its range (every
    multiple of 1/16 up to 2^20, and near 2^31), at its edges and outside it. */
 TEST(lone_values_as_bw_double_to_text) {
-    char got[BW_FLOAT_TEXT_MAX], want[BW_FLOAT_TEXT_MAX];
     double edges[] = {0.0, -0.0, 1.0 / 16, -1.0 / 16, 1.0 / 32, 3.0 / 32, 2147483648.0,
                       2147483648.0 - 1.0 / 16, -(2147483648.0 - 1.0 / 16), 2147483647.5,
                       4294967296.0, 1e16, 1e-5, 0.1, 1.0 / 3, NAN, INFINITY, -INFINITY, DBL_MAX,
                       5e-324, 1e300 * 16};
-    for (size_t i = 0; i < sizeof edges / sizeof edges[0]; i++) {
-        size_t n = bw_lone_double_to_text(edges[i], got);
-        size_t m = bw_double_to_text(edges[i], want);
-        CHECK_BYTES(got, n, (want[m] = '\0', want));
-    }
-    for (int64_t k = -(1 << 24); k <= (1 << 24); k += 7) {
-        double v = (double)k / 16;
-        size_t n = bw_lone_double_to_text(v, got);
-        size_t m = bw_double_to_text(v, want);
-        want[m] = '\0';
-        if (n != m || memcmp(got, want, n) != 0) {
-            CHECK_BYTES(got, n, want);
+    for (size_t i = 0; i < sizeof edges / sizeof edges[0]; i++)
+        lone_text_is_the_same(edges[i]);
+    for (int64_t k = -(1 << 24); k <= (1 << 24); k += 7)
+        if (lone_text_is_the_same((double)k / 16) < 0)
             break;
-        }
-    }
     uint64_t state = 88172645463325252ULL;
     for (int i = 0; i < 200000; i++) {
         state ^= state << 13, state ^= state >> 7, state ^= state << 17;
         double v = i % 2 ? (double)(int64_t)(state % 68719476736ULL - 34359738368LL) / 16
                          : (double)(int64_t)(state >> 11) / (double)(1ULL << (state % 60));
-        size_t n = bw_lone_double_to_text(v, got);
-        size_t m = bw_double_to_text(v, want);
-        want[m] = '\0';
-        if (n != m || memcmp(got, want, n) != 0) {
-            CHECK_BYTES(got, n, want);
+        if (lone_text_is_the_same(v) < 0)
             break;
-        }
     }
 }
 

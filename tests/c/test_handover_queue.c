@@ -13,11 +13,22 @@
 
 #define ITEM(i) ((void *)(uintptr_t)(i))
 
+/* Makes q with `capacity` and puts ITEM(1) to ITEM(items) into it. */
+static void queue_holding(bw_hq *q, size_t capacity, uintptr_t items) {
+    CHECK_EQ(bw_hq_init(q, capacity), 0);
+    for (uintptr_t i = 1; i <= items; i++)
+        CHECK_EQ(bw_hq_put(q, ITEM(i), 10), BW_HQ_OK);
+}
+
+/* Makes q with `capacity` and starts `thread` running fn(q). */
+static void queue_with_thread(bw_hq *q, size_t capacity, pthread_t *thread, void *(*fn)(void *)) {
+    queue_holding(q, capacity, 0);
+    CHECK_EQ(pthread_create(thread, NULL, fn, q), 0);
+}
+
 TEST(fifo_order_and_the_bound) {
     bw_hq q;
-    CHECK_EQ(bw_hq_init(&q, 3), 0);
-    for (uintptr_t i = 1; i <= 3; i++)
-        CHECK_EQ(bw_hq_put(&q, ITEM(i), 10), BW_HQ_OK);
+    queue_holding(&q, 3, 3);
     CHECK_EQ(bw_hq_len(&q), 3);
     /* full: the put times out and the queue does not take the item */
     CHECK_EQ(bw_hq_put(&q, ITEM(4), 20), BW_HQ_TIMEOUT);
@@ -46,21 +57,18 @@ TEST(wraps_around_the_ring) {
 
 TEST(producer_close_drains_then_reports_closed) {
     bw_hq q;
-    CHECK_EQ(bw_hq_init(&q, 4), 0);
-    CHECK_EQ(bw_hq_put(&q, ITEM(7), 10), BW_HQ_OK);
+    queue_holding(&q, 4, 1);
     bw_hq_close_producer(&q);
     void *item = NULL;
     CHECK_EQ(bw_hq_get(&q, &item, 10), BW_HQ_OK);
-    CHECK(item == ITEM(7));
+    CHECK(item == ITEM(1));
     CHECK_EQ(bw_hq_get(&q, &item, 1000), BW_HQ_CLOSED); /* at once, not after the timeout */
     bw_hq_destroy(&q);
 }
 
 TEST(consumer_close_refuses_puts_and_leaves_items_to_drain) {
     bw_hq q;
-    CHECK_EQ(bw_hq_init(&q, 4), 0);
-    CHECK_EQ(bw_hq_put(&q, ITEM(1), 10), BW_HQ_OK);
-    CHECK_EQ(bw_hq_put(&q, ITEM(2), 10), BW_HQ_OK);
+    queue_holding(&q, 4, 2);
     bw_hq_close_consumer(&q);
     CHECK_EQ(bw_hq_put(&q, ITEM(3), 1000), BW_HQ_CLOSED);
     void *item = NULL;
@@ -75,8 +83,7 @@ TEST(consumer_close_refuses_puts_and_leaves_items_to_drain) {
 
 TEST(zero_capacity_means_one) {
     bw_hq q;
-    CHECK_EQ(bw_hq_init(&q, 0), 0);
-    CHECK_EQ(bw_hq_put(&q, ITEM(1), 10), BW_HQ_OK);
+    queue_holding(&q, 0, 1);
     CHECK_EQ(bw_hq_put(&q, ITEM(2), 10), BW_HQ_TIMEOUT);
     bw_hq_destroy(&q);
     bw_hq_destroy(&q); /* a second destroy is harmless */
@@ -99,9 +106,8 @@ static void *producer(void *arg) {
 
 TEST(threads_pass_every_item_in_order) {
     bw_hq q;
-    CHECK_EQ(bw_hq_init(&q, 8), 0);
     pthread_t thread;
-    CHECK_EQ(pthread_create(&thread, NULL, producer, &q), 0);
+    queue_with_thread(&q, 8, &thread, producer);
     uintptr_t expect = 1;
     int out_of_order = 0;
     for (;;) {
@@ -130,9 +136,8 @@ static void *closing_consumer(void *arg) {
 
 TEST(a_blocked_producer_wakes_when_the_consumer_closes) {
     bw_hq q;
-    CHECK_EQ(bw_hq_init(&q, 2), 0);
     pthread_t thread;
-    CHECK_EQ(pthread_create(&thread, NULL, closing_consumer, &q), 0);
+    queue_with_thread(&q, 2, &thread, closing_consumer);
     int rc = BW_HQ_OK;
     for (uintptr_t i = 1; rc != BW_HQ_CLOSED; i++) {
         /* a long timeout: the close, not the clock, must end the wait */
@@ -200,8 +205,7 @@ static int child_uses_a_locked_copy(void *arg) {
 
 TEST(a_child_forked_while_another_thread_holds_the_lock_never_waits_on_it) {
     bw_hq q;
-    CHECK_EQ(bw_hq_init(&q, 2), 0);
-    CHECK_EQ(bw_hq_put(&q, ITEM(1), 0), BW_HQ_OK);
+    queue_holding(&q, 2, 1);
     lock_holder h = {.q = &q, .holding = 0, .go = 0};
     pthread_mutex_init(&h.mu, NULL);
     pthread_cond_init(&h.cond, NULL);
@@ -235,9 +239,8 @@ static void *wait_for_an_item(void *arg) {
 
 TEST(a_child_forked_while_another_thread_waits_on_the_queue_never_blocks) {
     bw_hq q;
-    CHECK_EQ(bw_hq_init(&q, 2), 0);
     pthread_t thread;
-    CHECK_EQ(pthread_create(&thread, NULL, wait_for_an_item, &q), 0);
+    queue_with_thread(&q, 2, &thread, wait_for_an_item);
     struct timespec step = {0, 20000000L}; /* let the thread reach its wait */
     nanosleep(&step, NULL);
     /* in the child, waking the parent's waiter (the closes) must not block */

@@ -4,13 +4,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "buffer_check.h"
 #include "check.h"
 #include "json_reference.h"
 #include "json_string.h"
-
-static int same(const bw_buf *b, const char *want, size_t want_len) {
-    return b->len == want_len && memcmp(b->data, want, want_len) == 0;
-}
 
 TEST(known_escapes) {
     bw_buf b;
@@ -43,8 +40,7 @@ TEST(utf8_passes_non_ascii_and_del) {
 
 TEST(appends_after_existing_content) {
     bw_buf b;
-    CHECK_EQ(bw_buf_init(&b, 2), 0);
-    CHECK_EQ(BW_BUF_APPEND_LITERAL(&b, "[1,"), 0);
+    buffer_holding(&b, 2, "[1,");
     const uint8_t s[] = "\n";
     CHECK_EQ(bw_json_string_ucs1(&b, s, 1), 0);
     CHECK_BYTES(b.data, b.len, "[1,\"\\n\"");
@@ -53,8 +49,7 @@ TEST(appends_after_existing_content) {
 
 TEST(impossible_lengths_fail_without_writing) {
     bw_buf b;
-    CHECK_EQ(bw_buf_init(&b, 16), 0);
-    CHECK_EQ(BW_BUF_APPEND_LITERAL(&b, "x"), 0);
+    buffer_holding(&b, 16, "x");
     /* the lengths alone overflow: no character may be read */
     CHECK_EQ(bw_json_string_ucs4(&b, NULL, SIZE_MAX / 4), -1);
     CHECK_EQ(bw_json_string_ucs2(&b, NULL, SIZE_MAX / 2), -1);
@@ -99,7 +94,7 @@ TEST(random_strings_match_the_reference) {
                               : bw_json_string_ucs4(&b, cps, n);
         CHECK_EQ(rc, 0);
         size_t want_len = reference_escape(cps, n, 1, want);
-        if (!same(&b, want, want_len)) {
+        if (!buffer_is(&b, want, want_len)) {
             CHECK(!"escaped text differs from the reference");
             break;
         }
@@ -111,7 +106,7 @@ TEST(random_strings_match_the_reference) {
         b.len = 0;
         CHECK_EQ(bw_json_string_utf8(&b, (const char *)s1, n), 0);
         want_len = reference_escape(cps, n, 0, want);
-        if (!same(&b, want, want_len)) {
+        if (!buffer_is(&b, want, want_len)) {
             CHECK(!"UTF-8 escaped text differs from the reference");
             break;
         }

@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "buffer_check.h"
 #include "check.h"
 #include "out_buffer.h"
 
@@ -54,8 +55,7 @@ TEST(reserve_then_unchecked_writes) {
 
 TEST(impossible_growth_fails_and_keeps_the_buffer) {
     bw_buf b;
-    CHECK_EQ(bw_buf_init(&b, 8), 0);
-    CHECK_EQ(BW_BUF_APPEND_LITERAL(&b, "keep"), 0);
+    buffer_holding(&b, 8, "keep");
     char *data = b.data;
     size_t cap = b.cap;
     CHECK_EQ(bw_buf_grow(&b, SIZE_MAX), -1);
@@ -68,8 +68,7 @@ TEST(impossible_growth_fails_and_keeps_the_buffer) {
 
 TEST(detach_hands_the_memory_over) {
     bw_buf b;
-    CHECK_EQ(bw_buf_init(&b, 2), 0);
-    CHECK_EQ(BW_BUF_APPEND_LITERAL(&b, "{\"a\":1}"), 0);
+    buffer_holding(&b, 2, "{\"a\":1}");
     size_t len = 0;
     char *data = bw_buf_detach(&b, &len);
     CHECK_BYTES(data, len, "{\"a\":1}");

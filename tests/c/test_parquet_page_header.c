@@ -22,6 +22,15 @@ static int parse(const pw_writer *w, size_t n, bw_page_header *h, size_t *used, 
     return rc;
 }
 
+/* Parses the header w holds, which must be accepted whole; its fields in *h. */
+static void check_accepted(const pw_writer *w, bw_page_header *h) {
+    size_t used;
+    int ran_out;
+    char error[BW_PAGES_ERROR_SIZE] = "";
+    CHECK_EQ(parse(w, w->len, h, &used, &ran_out, error), BW_PAGES_OK);
+    CHECK_EQ(used, w->len);
+}
+
 TEST(each_kind_of_header_is_read_and_unknown_fields_skipped) {
     pw_writer w = {.len = 0};
     pw_unknown_fields(&w, 20);
@@ -80,16 +89,16 @@ TEST(v2_is_compressed_unless_it_says_not_and_a_bool_of_another_type_is_skipped) 
         pw_end(&w);
         pw_end(&w);
         bw_page_header h;
-        size_t used;
-        int ran_out;
-        char error[BW_PAGES_ERROR_SIZE] = "";
-        CHECK_EQ(parse(&w, w.len, &h, &used, &ran_out, error), BW_PAGES_OK);
+        check_accepted(&w, &h);
         CHECK_EQ(h.is_compressed, 1);
-        CHECK_EQ(used, w.len);
     }
 }
 
-static void check_refused(const pw_writer *w, const char *message) {
+/* Ends the `open` structs still open in w, checks that the header it then holds is refused
+   with `message` (not for want of bytes), and empties w for the next case. */
+static void check_refused(pw_writer *w, int open, const char *message) {
+    for (int i = 0; i < open; i++)
+        pw_end(w);
     bw_page_header h;
     size_t used;
     int ran_out = -1;
@@ -97,6 +106,7 @@ static void check_refused(const pw_writer *w, const char *message) {
     CHECK_EQ(parse(w, w->len, &h, &used, &ran_out, error), BW_PAGES_MALFORMED);
     CHECK_BYTES(error, strlen(error), message);
     CHECK_EQ(ran_out, 0);
+    pw_reset(w);
 }
 
 TEST(what_a_header_says_wrongly_is_refused) {
@@ -104,50 +114,33 @@ TEST(what_a_header_says_wrongly_is_refused) {
     pw_data_page_header(&w, 10, 10, 5);
     w.len--; /* the top struct goes on: a second data page header, v2 */
     pw_begin(&w, 8);
-    pw_end(&w);
-    pw_end(&w);
-    check_refused(&w, "page header: two data page headers");
-    pw_reset(&w);
+    check_refused(&w, 2, "page header: two data page headers");
     pw_dictionary_page_header(&w, 10, 10, 5);
     w.len--;
     pw_field(&w, 7, BW_THRIFT_STRUCT); /* the long form: the same id again */
-    pw_end(&w);
-    pw_end(&w);
-    check_refused(&w, "page header: two dictionary page headers");
+    check_refused(&w, 2, "page header: two dictionary page headers");
     /* sizes missing or negative, a size past what a page may hold */
-    pw_reset(&w);
     pw_i32(&w, 1, PW_DATA_PAGE);
     pw_i32(&w, 2, 10);
-    pw_end(&w);
-    check_refused(&w, "page header: type or sizes missing or negative");
-    pw_reset(&w);
+    check_refused(&w, 1, "page header: type or sizes missing or negative");
     pw_data_page_header(&w, (1 << 30) + 1, 10, 5);
-    check_refused(&w, "page header: 1073741825 bytes uncompressed, more than the 1073741824 "
-                      "a page may hold");
+    check_refused(&w, 0, "page header: 1073741825 bytes uncompressed, more than the 1073741824 "
+                         "a page may hold");
     /* integer fields of another type, at the top and in a data page header */
-    pw_reset(&w);
     pw_i64(&w, 1, PW_DATA_PAGE);
-    pw_end(&w);
-    check_refused(&w, "page header: integer field of another type in metadata");
-    pw_reset(&w);
+    check_refused(&w, 1, "page header: integer field of another type in metadata");
     pw_i32(&w, 1, PW_DATA_PAGE);
     pw_begin(&w, 5);
     pw_i64(&w, 1, 5);
-    pw_end(&w);
-    pw_end(&w);
-    check_refused(&w, "page header: integer field of another type in metadata");
+    check_refused(&w, 2, "page header: integer field of another type in metadata");
     /* a data page header of another type is skipped: the page has none */
-    pw_reset(&w);
     pw_i32(&w, 1, PW_DATA_PAGE);
     pw_i32(&w, 2, 3);
     pw_i32(&w, 3, 3);
     pw_binary(&w, 5, "v1", 2);
     pw_end(&w);
     bw_page_header h;
-    size_t used;
-    int ran_out;
-    char error[BW_PAGES_ERROR_SIZE] = "";
-    CHECK_EQ(parse(&w, w.len, &h, &used, &ran_out, error), BW_PAGES_OK);
+    check_accepted(&w, &h);
     CHECK(!h.has_v1 && h.num_values == -1);
 }
 

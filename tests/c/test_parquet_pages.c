@@ -194,6 +194,14 @@ static size_t v1_levels(uint8_t *out, size_t runs) {
     return 4 + runs;
 }
 
+/* The values a take gave, into got (n bytes), when it gave n bytes (else a failed CHECK and
+   got is left as it was). */
+static void copy_values(const bw_bytes *out, void *got, size_t n) {
+    CHECK_EQ(out->size, n);
+    if (out->size == n)
+        memcpy(got, out->data, n);
+}
+
 TEST(required_scalar_page) {
     uint8_t file[64];
     size_t h = page_header(file, 4, 16);
@@ -212,9 +220,8 @@ TEST(required_scalar_page) {
     size_t pages = 0;
     char error[BW_PAGES_ERROR_SIZE];
     CHECK_EQ(bw_parquet_take_chunk(&q, &out, lengths, &pages, error), BW_PAGES_OK);
-    CHECK_EQ(out.size, 8);
-    int32_t got[2];
-    memcpy(got, out.data, 8);
+    int32_t got[2] = {0, 0};
+    copy_values(&out, got, sizeof got);
     CHECK(got[0] == 101 && got[1] == 103 && lengths[0] == 1 && pages == 1);
     free(out.data);
     /* a page that says it holds 5 rows where the index says 4 */
@@ -238,9 +245,10 @@ TEST(required_scalar_page) {
     free(buf);
 }
 
-TEST(list_page_with_bit_packed_and_rle_levels) {
-    uint8_t file[96];
-    /* levels: repetition 0,1,1,0,1,1 bit-packed; definition six 1s as one RLE run */
+/* A list page into file (96 bytes): 6 float32 values, 0 to 5, in 2 rows of 3; levels:
+   repetition 0,1,1,0,1,1 bit-packed, definition six 1s as one RLE run. Its size; *levels_at:
+   where its levels start (after the page header), unless NULL. */
+static size_t six_value_list_page(uint8_t *file, size_t *levels_at) {
     static const uint8_t levels[] = {2, 0, 0, 0, 0x03, 0x36, 2, 0, 0, 0, 0x0c, 0x01};
     size_t h = page_header(file, 6, (int)sizeof levels + 24);
     memcpy(file + h, levels, sizeof levels);
@@ -248,7 +256,14 @@ TEST(list_page_with_bit_packed_and_rle_levels) {
         float v = (float)i;
         memcpy(file + h + sizeof levels + 4 * (size_t)i, &v, 4);
     }
-    size_t size = h + sizeof levels + 24;
+    if (levels_at != NULL)
+        *levels_at = h;
+    return h + sizeof levels + 24;
+}
+
+TEST(list_page_with_bit_packed_and_rle_levels) {
+    uint8_t file[96];
+    size_t size = six_value_list_page(file, NULL);
     uint8_t *buf = exact(file, size);
     bw_page_location loc = {0, 0, (int32_t)size};
     int64_t rows[] = {1}, lengths[1];
@@ -260,9 +275,8 @@ TEST(list_page_with_bit_packed_and_rle_levels) {
     size_t pages = 0;
     char error[BW_PAGES_ERROR_SIZE];
     CHECK_EQ(bw_parquet_take_chunk(&q, &out, lengths, &pages, error), BW_PAGES_OK);
-    float got[3];
-    CHECK_EQ(out.size, 12);
-    memcpy(got, out.data, 12);
+    float got[3] = {0, 0, 0};
+    copy_values(&out, got, sizeof got);
     CHECK(got[0] == 3.0f && got[2] == 5.0f && lengths[0] == 3);
     free(out.data);
     q.list_size = 2; /* a fixed_size_list of 2 cannot hold these rows: corrupt */
@@ -526,11 +540,7 @@ TEST(integers_of_another_type_are_refused) {
 TEST(walker_rows_of_list_pages) {
     /* the list page of list_page_with_bit_packed_and_rle_levels: 6 values, 2 rows of 3 */
     uint8_t file[96];
-    static const uint8_t levels[] = {2, 0, 0, 0, 0x03, 0x36, 2, 0, 0, 0, 0x0c, 0x01};
-    size_t h = page_header(file, 6, (int)sizeof levels + 24);
-    memcpy(file + h, levels, sizeof levels);
-    memset(file + h + sizeof levels, 0, 24);
-    size_t size = h + sizeof levels + 24;
+    size_t h, size = six_value_list_page(file, &h);
     uint8_t *buf = exact(file, size);
     bw_page_location *pages = NULL;
     size_t count = 0;
@@ -848,9 +858,7 @@ TEST(claimed_values_allocate_nothing) {
     CHECK_EQ(take_one_page(file, size, BIG, BW_PQ_UNCOMPRESSED, 4, 0, 1, rows, 2, NULL, 0,
                            &out, lengths, error), BW_PAGES_OK);
     int32_t got[2] = {0, -1};
-    CHECK_EQ(out.size, 8);
-    if (out.size == 8)
-        memcpy(got, out.data, 8);
+    copy_values(&out, got, sizeof got);
     CHECK(got[0] == 71 && lengths[0] == 1 && got[1] == 0 && lengths[1] == 0);
     CHECK(largest_allocation < SMALL);
     free(out.data);
@@ -870,9 +878,7 @@ TEST(claimed_dictionary_indices_allocate_nothing) {
                            (const uint8_t *)dictionary, sizeof dictionary, &out, lengths,
                            error), BW_PAGES_OK);
     int32_t got[3] = {0, 0, 0};
-    CHECK_EQ(out.size, 12);
-    if (out.size == 12)
-        memcpy(got, out.data, 12);
+    copy_values(&out, got, sizeof got);
     CHECK(got[0] == 13 && got[1] == 13 && got[2] == 13 && lengths[2] == 1);
     CHECK(largest_allocation < SMALL);
     free(out.data);

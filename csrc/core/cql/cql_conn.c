@@ -435,6 +435,20 @@ static long long backoff(const bw_cql_run_options *o, int attempt) {
     return pause > o->backoff_max_ms && o->backoff_max_ms >= 0 ? o->backoff_max_ms : pause;
 }
 
+/* The run stops at once at the answer of slot `id` (a server error, or one its consumer
+   refused): the slot is given up and the stop begins; first_failure (the answer set the
+   run's status) makes its request's tag the outcome's failed tag. 0: take_frame's result. */
+static int stop_at_answer(run_state *rs, int id, int first_failure) {
+    if (first_failure) {
+        rs->outcome->has_failed_tag = 1;
+        rs->outcome->failed_tag = rs->slots[id].request.tag;
+    }
+    give_up_slot(rs, id);
+    begin_stop(rs);
+    rs->end_now = 1;
+    return 0;
+}
+
 /* One whole frame (header h, its body). 0, or -1 when it stops the run for good (the
    connection is broken; status set). A server error or a consumer's stop sets the status
    (if none yet) and begins the stop, returning 0. */
@@ -481,28 +495,16 @@ static int take_frame(run_state *rs, const bw_cql_header *h, const uint8_t *body
             s->due = now_ms() + backoff(rs->options, s->attempts);
             return 0;
         }
-        if (first == st) {
+        if (first == st)
             fail_server(conn, st, &e);
-            rs->outcome->has_failed_tag = 1;
-            rs->outcome->failed_tag = s->request.tag;
-        }
-        give_up_slot(rs, id);
-        begin_stop(rs);
-        rs->end_now = 1;
-        return 0;
+        return stop_at_answer(rs, id, first == st);
     }
     /* every answer is judged, those after a failure too: one the consumer refuses is not
        an acknowledgement */
     if (rs->consume(rs->ctx, s->request.tag, h->opcode, c.p, c.left) < 0) {
-        if (first == st) {
+        if (first == st)
             fail(conn, st, BW_CQL_E_CALLBACK, 0, "the answer's consumer refused an answer");
-            rs->outcome->has_failed_tag = 1;
-            rs->outcome->failed_tag = s->request.tag;
-        }
-        give_up_slot(rs, id);
-        begin_stop(rs);
-        rs->end_now = 1;
-        return 0;
+        return stop_at_answer(rs, id, first == st);
     }
     release_slot(rs, id);
     rs->outcome->answered++;
@@ -566,14 +568,8 @@ int bw_cql_run(bw_cql_conn *conn, const bw_cql_run_options *options, bw_cql_prod
     if (window < 1 || window > BW_CQL_MAX_WINDOW || options->max_retries < 0)
         return fail(conn, status, BW_CQL_E_CALLBACK, 0,
                     "window must be 1..%d and max_retries >= 0", BW_CQL_MAX_WINDOW);
-    run_state rs;
-    memset(&rs, 0, sizeof rs);
-    rs.conn = conn;
-    rs.options = options;
-    rs.consume = consume;
-    rs.ctx = ctx;
-    rs.outcome = outcome;
-    rs.status = status;
+    run_state rs = {.conn = conn, .options = options, .consume = consume, .ctx = ctx,
+                    .outcome = outcome, .status = status};
     rs.slots = calloc((size_t)window, sizeof *rs.slots);
     rs.free_ids = malloc((size_t)window * sizeof *rs.free_ids);
     outcome->unanswered = malloc((size_t)window * sizeof *outcome->unanswered);

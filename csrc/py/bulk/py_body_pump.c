@@ -449,7 +449,7 @@ static int pump_parse_args(PyObject *args, PyObject *kwargs, PyObject **queue_ob
             bw_zstd_set_error(BW_ZS_INHERITED, st->zs->zs);
             return -1;
         }
-        if (st->zs->busy || st->zs->finished) {
+        if (st->zs->guard.busy || st->zs->finished) {
             PyErr_SetString(PyExc_ValueError, "zstd stream is in use or already finished");
             return -1;
         }
@@ -464,7 +464,7 @@ static int pump_parse_args(PyObject *args, PyObject *kwargs, PyObject **queue_ob
             bw_gzip_raise_inherited();
             return -1;
         }
-        if (st->gz->busy || st->gz->finished) {
+        if (st->gz->guard.busy || st->gz->finished) {
             PyErr_SetString(PyExc_ValueError, "gzip stream is in use or already finished");
             return -1;
         }
@@ -553,10 +553,10 @@ static PyObject *module_pump_body(PyObject *module, PyObject *args, PyObject *kw
     pump_state st = {.outcome = PUMP_DONE};
     if (pump_parse_args(args, kwargs, &queue_obj, &st) < 0)
         return NULL;
-    if (st.gz != NULL)
-        st.gz->busy = 1;
+    if (st.gz != NULL) /* free: pump_parse_args checked */
+        st.gz->guard.busy = 1;
     if (st.zs != NULL)
-        st.zs->busy = 1;
+        st.zs->guard.busy = 1;
     Py_INCREF(queue_obj);
     st.ts = PyEval_SaveThread();
     pump_run(&st);
@@ -567,12 +567,12 @@ static PyObject *module_pump_body(PyObject *module, PyObject *args, PyObject *kw
         bw_tls_connection_release(st.tls_obj); /* after its message was read */
     bw_buf_free(&st.out);
     if (st.gz != NULL) {
-        st.gz->busy = 0;
+        bw_guard_leave(&st.gz->guard);
         if (st.gz_finished || st.gz_error != BW_GZ_OK)
             st.gz->finished = 1; /* a failed stream cannot continue either */
     }
     if (st.zs != NULL) {
-        st.zs->busy = 0;
+        bw_guard_leave(&st.zs->guard);
         if (st.gz_finished || st.zs_error != BW_ZS_OK)
             st.zs->finished = 1;
     }

@@ -2,110 +2,19 @@
    conventions (py_conventions.c), frames each PUT command into its buffer (py_command_framing.c)
    and hands every full buffer over to its queue itself, so that a stored document's bytes
    go from the walker to the consumer without a trip through Python. BulkWriter (Python)
-   wraps it with the body's lifecycle: failure, close, compression, consumers. */
+   wraps it with the body's lifecycle: failure, close, compression, consumers. This file: the
+   type, store() and put / finish; its other rooms share py_writer_object.h (the guards,
+   the buffers and a batch's, the other commands). */
 #include "py_command_writer.h"
+#include "py_writer_object.h"
 
 #include "py_bulk_commands.h"
-#include "py_command_framing.h"
-#include "py_piece.h"
 #include "py_conventions.h"
-#include "py_encode_batch.h"
-#include "py_fork_origin.h"
-#include "py_guard.h"
 #include "py_state.h"
-#include "py_handover_queue.h"
 
-#include "buffer_pool.h"
-#include "bulk_commands.h"
 #include "int_text.h"
 
-#include <stdatomic.h>
 #include <string.h>
-
-typedef struct {
-    PyObject_HEAD
-    bw_command_writer w;
-    int ready;
-    bw_guard guard;            /* busy: a producer call is under way (command_writer_enter);
-                                  owner: the producer's thread, the first to call a store
-                                  method */
-    PyObject *held;            /* what holds the writer (hold()): a Python call's name */
-    bw_origin origin;          /* the process that made it */
-    bw_queue_object *queue;    /* where full buffers go (store); NULL: put() returns them */
-    PyObject *class_info;      /* class_info(cls) -> (id prefix, metadata defaults[, excluded]) */
-    PyObject *default_hook;    /* the walker's callable default hook, or NULL */
-    PyObject *classes;         /* dict: cls -> what class_info gave, asked once per class */
-    Py_ssize_t generated;      /* ids generated so far: the next one ends with this + 1 */
-    int handover_interrupted;  /* store() was interrupted handing a full buffer over */
-    PyObject *counters_id;     /* the document of the open counters command */
-    PyObject *series_id;       /* the document and name of the open (or next) time series */
-    PyObject *series_name;
-    PyObject *failure;         /* why the body can no longer be completed (fail()), or NULL */
-    int closed;                /* the producer side is closed: store() refuses */
-    PyObject *on_failure;      /* on_failure(writer, event): store()'s refusals, or NULL */
-    /* the last class asked and its entry of `classes` (both borrowed: `classes` holds them
-       until the writer is cleared, which clears these too) */
-    PyTypeObject *last_class;
-    PyObject *last_info;
-} WriterObject;
-
-/* What the writer's guard says (py_guard.h). A writer belongs to the process that made it:
-   in a forked child its queue's consumer (the parent's sender), the request and the
-   connection are the parent's. It takes documents from one thread: checking only for
-   overlapping calls caught a second thread at random (only when the GIL switched inside a
-   call); the owner check refuses every call from another thread, before anything changes.
-   A call while another is under way is refused by command_writer_refuse_reentry. */
-static const bw_guard_words writer_words = {
-    .what = "this BulkWriter (or BulkInsert)",
-    .owned = "its body, its sender thread, its request and its connection",
-    .other_thread = "a bulk insert takes documents from one thread only: this BulkWriter (or "
-                    "BulkInsert) belongs to the thread that first stored into it, and this "
-                    "call came from another thread; use one per producer thread",
-};
-
-/* The process check alone. 0, or -1 with RuntimeError set. */
-static int command_writer_check_process(WriterObject *self) {
-    return bw_check_origin(&self->origin, writer_words.what, writer_words.owned);
-}
-
-/* The process and the thread. 0, or -1 with RuntimeError set. */
-static int command_writer_check_thread(WriterObject *self) {
-    return bw_guard_check(&self->guard, &writer_words, 0, bw_origin_inherited(&self->origin));
-}
-
-/* RuntimeError for a call made while another call of the same writer is under way: from its
-   own thread, so from inside it (a hook, a to_json, a __del__, a gc or weakref callback, a
-   signal handler). -1. */
-static int command_writer_refuse_reentry(WriterObject *self) {
-    if (self->held != NULL && !self->guard.busy)
-        PyErr_Format(PyExc_RuntimeError,
-                     "this BulkWriter (or BulkInsert) is in the middle of %U: a call from inside "
-                     "it (a hook, to_json, __del__, a gc or weakref callback, a signal handler) "
-                     "cannot use the same writer", self->held);
-    else
-        PyErr_SetString(PyExc_RuntimeError,
-                        "this BulkWriter (or BulkInsert) is in the middle of another call: a call "
-                        "from inside it (a hook, to_json, __del__, a gc or weakref callback, a "
-                        "signal handler) cannot use the same writer");
-    return -1;
-}
-
-/* The checks of every producer call, made before anything changes: the process, the thread,
-   no other call under way (a call from inside one would write into the middle of its
-   command). On success the call is under way (busy) until command_writer_leave. 0, or -1
-   with RuntimeError set. */
-static int command_writer_enter(WriterObject *self) {
-    int rc = bw_guard_enter(&self->guard, &writer_words, 0, bw_origin_inherited(&self->origin));
-    if (rc == BW_GUARD_BUSY)
-        return command_writer_refuse_reentry(self);
-    if (rc == 0 && self->held != NULL) {
-        bw_guard_leave(&self->guard);
-        return command_writer_refuse_reentry(self);
-    }
-    return rc;
-}
-
-static void command_writer_leave(WriterObject *self) { bw_guard_leave(&self->guard); }
 
 /* New reference. */
 static PyObject *Writer_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
@@ -215,54 +124,6 @@ static void Writer_dealloc(WriterObject *self) {
         bw_command_writer_free(&self->w);
     Writer_clear(self);
     bw_heap_free((PyObject *)self);
-}
-
-/* New reference: the full buffer as a Piece, None when nothing is buffered. */
-static PyObject *command_writer_take(WriterObject *self) {
-    size_t len, cap, first_run = bw_command_writer_first_run(&self->w);
-    char *mem = bw_command_writer_detach(&self->w, &len, &cap);
-    if (mem == NULL)
-        Py_RETURN_NONE;
-    PyObject *piece = bw_piece_from_memory(mem, len, cap, 1);
-    if (piece != NULL)
-        bw_piece_set_pending((bw_piece_object *)piece, first_run);
-    return piece;
-}
-
-/* A full queue means the consumer is behind (with pending float text, writing it): rather
-   than wait for room, this thread writes the text of the buffer it is about to hand over,
-   with the GIL released, so that both threads format when formatting is the bound. The
-   piece is not shared yet: nobody else settles it meanwhile. */
-static void command_writer_settle_when_full(WriterObject *self, bw_piece_object *piece) {
-    bw_hq *q = &self->queue->q;
-    if (atomic_load_explicit(&piece->pending, memory_order_acquire) == BW_PIECE_SETTLED ||
-        bw_hq_len(q) < bw_hq_capacity(q))
-        return;
-    Py_BEGIN_ALLOW_THREADS
-    bw_piece_settle(piece);
-    Py_END_ALLOW_THREADS
-}
-
-/* Hands the full buffer over to the queue, waiting for room with the GIL released. 1 handed
-   over; 0 the consumer is gone (the buffer is dropped); -1 with an exception set, Ctrl-C or
-   out of memory: handover_interrupted then says the body can no longer be trusted whole. */
-static int command_writer_hand_over(WriterObject *self) {
-    /* The reference is given to the queue: the moment the pump has sent the buffer, nothing
-       else holds it and its memory goes back. A reference kept here until this thread got
-       the GIL again could keep a sent buffer alive through the pump's next blocking send,
-       one buffer over the memory bound. */
-    PyObject *piece = command_writer_take(self);
-    if (piece != NULL)
-        command_writer_settle_when_full(self, (bw_piece_object *)piece);
-    int taken = piece != NULL ? bw_queue_put_steal(self->queue, piece) : -1;
-    /* A Ctrl-C that came during the wait, just before the buffer was taken, would be raised
-       by the interpreter as this call returns, with no trace of the hand-over: it is taken
-       here, so that it counts as an interrupted hand-over. */
-    if (taken > 0 && PyErr_CheckSignals() < 0)
-        taken = -1;
-    if (taken < 0)
-        self->handover_interrupted = 1;
-    return taken;
 }
 
 /* 1 when info is what class_info must give: (id prefix: str, metadata defaults: dict) and
@@ -428,7 +289,7 @@ static PyObject *store_call(WriterObject *self, PyObject *const *args, Py_ssize_
     int rc = bw_command_writer_put(&self->w, id, entity, members, document_metadata,
                                    metadata_text, excluded);
     if (rc == 0 && bw_command_writer_over_threshold(&self->w))
-        handed_over = command_writer_hand_over(self);
+        handed_over = bw_writer_hand_over(self);
     if (rc < 0 || handed_over < 0)
         goto cleanup;
     result = Py_NewRef(handed_over ? id : Py_None);
@@ -465,7 +326,7 @@ static PyObject *put_call(WriterObject *self, PyObject *const *args, Py_ssize_t 
         return NULL;
     if (!bw_command_writer_over_threshold(&self->w))
         Py_RETURN_NONE;
-    return command_writer_take(self);
+    return bw_writer_take(self);
 }
 
 /* finish() -> Piece. New reference. Ends the array; returns what is left. */
@@ -473,609 +334,12 @@ static PyObject *finish_call(WriterObject *self, PyObject *const *args, Py_ssize
     (void)args, (void)nargs;
     if (bw_command_writer_finish(&self->w) < 0)
         return NULL;
-    return command_writer_take(self);
+    return bw_writer_take(self);
 }
 
-/* ---- Arrow record batches (load_parquet, load_arrow) ---- */
-
-/* What put_batch's sink needs: the writer, the body bytes its buffer held when the last
-   hand-over (or the call) began, and whether a buffer of the batch was handed over. */
-typedef struct {
-    WriterObject *self;
-    size_t mark;
-    int handed_over;
-} batch_sink;
-
-/* bw_batch_sink of put_batch: the full buffer goes to the queue; the next rows go into a
-   fresh one. 1, 0 (the consumer is gone), or -1 (handover_interrupted is set). */
-static int hand_over_batch_buffer(void *ctx, bw_buf *out) {
-    batch_sink *sink = ctx;
-    bw_command_writer *w = &sink->self->w;
-    w->bytes += out->len - sink->mark;
-    sink->mark = 0;
-    sink->handed_over = 1;
-    int taken = command_writer_hand_over(sink->self);
-    if (taken > 0 && bw_command_writer_ensure_buffer(w) < 0) {
-        sink->self->handover_interrupted = 1;
-        return -1;
-    }
-    return taken;
-}
-
-/* Takes a buffer of text written ahead (`len` bytes of complete commands, each after its
-   separator) into the body without copying it when it holds more than the threshold: what
-   the current buffer holds is handed over first, then the buffer itself. A shorter one (a
-   batch's last) becomes the current buffer when that is empty, else is appended to it (a
-   copy of less than the threshold), handed over once past the threshold. The memory is the
-   writer's from the call on (freed or handed over whatever happens). 1, 0 (the consumer is
-   gone) or -1 with an exception set. */
-static int command_writer_adopt(WriterObject *self, char *data, size_t len, size_t cap) {
-    bw_command_writer *w = &self->w;
-    int taken = 1;
-    w->bytes += len;
-    if (len > w->threshold && w->buf.len > 0 && (taken = command_writer_hand_over(self)) <= 0) {
-        bw_pool_release(data, cap);
-        return taken;
-    }
-    if (w->buf.len == 0) {
-        bw_pool_release(w->buf.data, w->buf.cap);
-        w->buf = (bw_buf){.data = data, .len = len, .cap = cap};
-    } else {
-        int appended = bw_buf_append(&w->buf, data, len);
-        bw_pool_release(data, cap);
-        if (appended < 0) {
-            PyErr_NoMemory();
-            return -1;
-        }
-    }
-    return bw_command_writer_over_threshold(w) ? command_writer_hand_over(self) : 1;
-}
-
-/* put_batch of a batch whose text was written ahead (prepare_batch's buffer_size), after
-   bw_command_writer_end_open: its buffers go into the body in order (command_writer_adopt),
-   its leading ',' made '[' when it holds the body's first command. 1, 0 (the consumer is
-   gone) or -1 with an exception set (the body is then incomplete). Every buffer not taken
-   goes back to the pool. */
-static int command_writer_put_ahead(WriterObject *self, bw_batch_job *job) {
-    bw_command_writer *w = &self->w;
-    int first = !w->started, taken = 1;
-    bw_command_writer_command_done(w);
-    for (size_t i = 0; taken > 0 && i < bw_batch_job_text_count(job); i++) {
-        size_t len, cap;
-        char *data = bw_batch_job_take_text(job, i, &len, &cap);
-        if (data == NULL)
-            continue;
-        if (first) {
-            data[0] = '[';
-            first = 0;
-        }
-        taken = command_writer_adopt(self, data, len, cap);
-    }
-    bw_batch_job_drop_text(job);
-    return taken;
-}
-
-/* put_batch(prepared) -> int | None. New reference: the rows written; None when the
-   consumer is gone (a full buffer was dropped). prepared (prepare_batch's) was validated
-   whole, so writing it cannot fail on a row; the rows go straight into the writer's buffers,
-   with the GIL released, each buffer handed over once it holds more than the threshold. A
-   failure before a buffer of the batch was handed over leaves the body as it was; after
-   (Ctrl-C while the queue was full, out of memory) it sets handover_interrupted: the body is
-   incomplete. */
-static PyObject *Writer_put_batch(WriterObject *self, PyObject *prepared) {
-    if (command_writer_enter(self) < 0)
-        return NULL;
-    PyObject *result = NULL;
-    bw_command_writer *w = &self->w;
-    bw_batch_job *job = bw_prepared_batch_job(prepared);
-    if (job == NULL)
-        goto done;
-    if (self->queue == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "put_batch() needs a writer made with queue=");
-        goto done;
-    }
-    int64_t rows = bw_batch_job_rows(job);
-    if (rows == 0) {
-        result = PyLong_FromLong(0);
-        goto done;
-    }
-    if (bw_batch_job_text_count(job) > 0) { /* written ahead, by an encoding thread */
-        size_t before = w->buf.data != NULL ? w->buf.len : 0;
-        if (bw_command_writer_end_open(w) < 0) /* the body as it was */
-            goto done;
-        w->bytes += w->buf.len - before; /* the end of an open counters command */
-        int rc = command_writer_put_ahead(self, job);
-        w->commands += (Py_ssize_t)rows;
-        if (rc < 0)
-            self->handover_interrupted = 1;
-        else
-            result = rc > 0 ? PyLong_FromLongLong((long long)rows) : Py_NewRef(Py_None);
-        goto done;
-    }
-    if (bw_command_writer_ensure_buffer(w) < 0)
-        goto done;
-    size_t start = w->buf.len;
-    int started = w->started;
-    bw_open_command open = w->open;
-    /* '[' or ',' (and the end of an open counters command) into the same buffer as the rows */
-    if (bw_command_writer_begin_command(w) < 0)
-        goto done;
-    bw_command_writer_command_done(w);
-    batch_sink sink = {self, start, 0};
-    int rc = bw_batch_job_write(job, &w->buf, 1, w->threshold, hand_over_batch_buffer, &sink);
-    if (rc < 0 && !sink.handed_over) { /* nothing of the batch left the writer: take it back */
-        w->buf.len = start;
-        w->started = started;
-        w->open = open;
-        goto done;
-    }
-    w->commands += (Py_ssize_t)rows;
-    if (rc < 0) {
-        self->handover_interrupted = 1;
-        goto done;
-    }
-    if (rc > 0) /* what is left (at most the threshold) waits for the next command */
-        w->bytes += w->buf.len - sink.mark;
-    result = rc > 0 ? PyLong_FromLongLong((long long)rows) : Py_NewRef(Py_None);
-done:
-    command_writer_leave(self);
-    return result;
-}
-
-/* ---- counters, time series and attachments (bulk_commands.h frames them) ---- */
-
-/* The checks of every command method after command_writer_enter. 0, or -1 with an exception
-   set. */
-static int command_writer_can_write(WriterObject *self) {
-    if (self->queue == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "this command needs a writer made with queue=");
-        return -1;
-    }
-    if (self->w.finished) {
-        PyErr_SetString(PyExc_RuntimeError, "the bulk insert body is already finished");
-        return -1;
-    }
-    return 0;
-}
-
-/* New reference: True once the command is in the body and a full buffer (if any) was handed
-   over; None when the consumer is gone (the buffer was dropped); NULL when the hand-over was
-   interrupted (handover_interrupted). The official client's flush points: after each
-   operation. */
-static PyObject *command_writer_written(WriterObject *self) {
-    int handed_over = 1;
-    if (bw_command_writer_over_threshold(&self->w))
-        handed_over = command_writer_hand_over(self);
-    if (handed_over < 0)
-        return NULL;
-    return Py_NewRef(handed_over ? Py_True : Py_None);
-}
-
-/* New reference (see command_writer_written): an increment or entry was written from `start`
-   as operation number in_batch + 1 of its command. */
-static PyObject *command_writer_operation_written(WriterObject *self, size_t in_batch, size_t start) {
-    self->w.in_batch = in_batch + 1;
-    self->w.bytes += self->w.buf.len - start;
-    return command_writer_written(self);
-}
-
-/* NULL (the exception is set): what a failed operation wrote from `start` is taken back. */
-static PyObject *command_writer_undo(bw_command_writer *w, size_t start) {
-    w->buf.len = start;
-    return NULL;
-}
-
-/* Whether the counters command open for `open_id` takes increments of `id` too: the same id,
-   compared as the official client compares it (lower-cased). 1, 0, or -1 with an exception. */
-static int same_counters_document(PyObject *open_id, PyObject *id) {
-    if (open_id == id)
-        return 1;
-    int equal = PyUnicode_Compare(open_id, id);
-    if (equal == 0 || PyErr_Occurred())
-        return equal == 0 ? 1 : -1;
-    /* str.lower itself: a subclass's own lower() would run Python code in the middle */
-    PyObject *a = PyObject_CallMethod((PyObject *)&PyUnicode_Type, "lower", "O", open_id);
-    PyObject *b = a != NULL ? PyObject_CallMethod((PyObject *)&PyUnicode_Type, "lower", "O", id)
-                            : NULL;
-    int same = b != NULL ? PyObject_RichCompareBool(a, b, Py_EQ) : -1;
-    Py_XDECREF(a);
-    Py_XDECREF(b);
-    return same;
-}
-
-/* increment(id, name, delta) -> True | None (a new reference; see command_writer_written). */
-static PyObject *increment_call(WriterObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 3) {
-        PyErr_Format(PyExc_TypeError, "increment() takes 3 arguments (id, name, delta), %zd given",
-                     nargs);
-        return NULL;
-    }
-    if (command_writer_can_write(self) < 0)
-        return NULL;
-    PyObject *id = args[0];
-    Py_ssize_t id_len, name_len;
-    int64_t delta;
-    const char *id_text = bw_command_text(id, "id", &id_len);
-    if (id_text == NULL)
-        return NULL;
-    const char *name_text = bw_command_text(args[1], "name", &name_len);
-    if (name_text == NULL || bw_counter_delta(args[2], &delta) < 0 ||
-        bw_command_writer_check_no_series(&self->w) < 0)
-        return NULL;
-    bw_command_writer *w = &self->w;
-    int same = w->open == BW_OPEN_COUNTERS ? same_counters_document(self->counters_id, id) : 0;
-    if (same < 0 || bw_command_writer_ensure_buffer(w) < 0)
-        return NULL;
-    size_t start = w->buf.len, in_batch = w->in_batch;
-    if (!same) {
-        if (bw_command_writer_begin_command(w) < 0)
-            return NULL;
-        if (bw_counters_open(&w->buf, id_text, (size_t)id_len) < 0)
-            goto nomem;
-        in_batch = 0;
-    } else if (in_batch >= BW_COMMAND_BATCH_MAX) {
-        Py_ssize_t open_len;
-        const char *open_text = PyUnicode_AsUTF8AndSize(self->counters_id, &open_len);
-        if (open_text == NULL)
-            goto error;
-        if (BW_BUF_APPEND_LITERAL(&w->buf, "]}},") < 0 ||
-            bw_counters_open(&w->buf, open_text, (size_t)open_len) < 0)
-            goto nomem;
-        in_batch = 0;
-    }
-    if (bw_counter_increment(&w->buf, in_batch > 0, name_text, (size_t)name_len, delta) < 0)
-        goto nomem;
-    if (!same) {
-        bw_command_writer_command_done(w);
-        w->open = BW_OPEN_COUNTERS;
-        Py_XSETREF(self->counters_id, Py_NewRef(id));
-    }
-    return command_writer_operation_written(self, in_batch, start);
-nomem:
-    PyErr_NoMemory();
-error:
-    return command_writer_undo(w, start);
-}
-
-/* series_begin(id, name) -> True (a new reference). The time series opens; nothing is written
-   before its first entry, but an open counters command is closed now, as the official client
-   closes it. */
-static PyObject *series_begin_call(WriterObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 2) {
-        PyErr_Format(PyExc_TypeError, "series_begin() takes 2 arguments (id, name), %zd given", nargs);
-        return NULL;
-    }
-    if (command_writer_can_write(self) < 0)
-        return NULL;
-    Py_ssize_t len;
-    if (bw_command_text(args[0], "id", &len) == NULL || bw_command_text(args[1], "name", &len) == NULL)
-        return NULL;
-    bw_command_writer *w = &self->w;
-    if (w->open == BW_OPEN_SERIES) {
-        PyErr_SetString(PyExc_RuntimeError, "a time series of this bulk insert is already open: "
-                                            "close it (leave its with block) first");
-        return NULL;
-    }
-    if (w->open == BW_OPEN_COUNTERS) {
-        if (bw_command_writer_ensure_buffer(w) < 0)
-            return NULL;
-        if (bw_command_batch_close(&w->buf) < 0)
-            return PyErr_NoMemory();
-        w->bytes += 3;
-    }
-    w->open = BW_OPEN_SERIES;
-    w->open_written = 0;
-    w->in_batch = 0;
-    Py_XSETREF(self->series_id, Py_NewRef(args[0]));
-    Py_XSETREF(self->series_name, Py_NewRef(args[1]));
-    Py_RETURN_TRUE;
-}
-
-/* series_append(timestamp, values, tag) -> True | None (a new reference; see
-   command_writer_written): one entry of the open time series. */
-static PyObject *series_append_call(WriterObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 3) {
-        PyErr_Format(PyExc_TypeError, "series_append() takes 3 arguments (timestamp, values, tag), "
-                                      "%zd given", nargs);
-        return NULL;
-    }
-    if (command_writer_can_write(self) < 0)
-        return NULL;
-    bw_command_writer *w = &self->w;
-    if (w->open != BW_OPEN_SERIES) {
-        PyErr_SetString(PyExc_RuntimeError, "no time series is open");
-        return NULL;
-    }
-    PyObject *values = args[1], *tag = args[2];
-    int64_t unix_ms;
-    Py_ssize_t tag_len = 0, id_len, name_len;
-    const char *tag_text = NULL;
-    /* a tzinfo's utcoffset() is Python code: a call back into this writer from it is refused */
-    int converted = bw_timestamp_unix_ms(args[0], &unix_ms);
-    if (converted < 0)
-        return NULL;
-    if (!PyList_Check(values) && !PyTuple_Check(values)) {
-        PyErr_Format(PyExc_TypeError, "values must be a list or tuple, not %.100s",
-                     Py_TYPE(values)->tp_name);
-        return NULL;
-    }
-    if (PySequence_Fast_GET_SIZE(values) == 0) {
-        PyErr_SetString(PyExc_ValueError, "values must hold at least one value");
-        return NULL;
-    }
-    if (tag != Py_None && (tag_text = bw_command_text(tag, "tag", &tag_len)) == NULL)
-        return NULL;
-    const char *id_text = PyUnicode_AsUTF8AndSize(self->series_id, &id_len);
-    const char *name_text = id_text != NULL ? PyUnicode_AsUTF8AndSize(self->series_name, &name_len)
-                                            : NULL;
-    if (name_text == NULL || bw_command_writer_ensure_buffer(w) < 0)
-        return NULL;
-    size_t start = w->buf.len, in_batch = w->in_batch;
-    if (!w->open_written || in_batch >= BW_COMMAND_BATCH_MAX) {
-        int rc = !w->open_written ? bw_buf_append(&w->buf, w->started ? "," : "[", 1)
-                                  : BW_BUF_APPEND_LITERAL(&w->buf, "]}},");
-        if (rc < 0 || bw_time_series_open(&w->buf, id_text, (size_t)id_len, name_text,
-                                          (size_t)name_len) < 0)
-            goto nomem;
-        in_batch = 0;
-    }
-    if (bw_time_series_entry_open(&w->buf, in_batch > 0, unix_ms,
-                                  (size_t)PySequence_Fast_GET_SIZE(values)) < 0)
-        goto nomem;
-    if (bw_series_values(&w->buf, values) < 0)
-        goto error;
-    if (bw_time_series_entry_close(&w->buf, tag_text, (size_t)tag_len) < 0)
-        goto nomem;
-    w->started = 1;
-    w->open_written = 1;
-    return command_writer_operation_written(self, in_batch, start);
-nomem:
-    PyErr_NoMemory();
-error:
-    return command_writer_undo(w, start);
-}
-
-/* series_end() -> None (a new reference): closes the open time series' command, if any. */
-static PyObject *series_end_call(WriterObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    (void)args, (void)nargs;
-    bw_command_writer *w = &self->w;
-    if (w->open != BW_OPEN_SERIES)
-        Py_RETURN_NONE;
-    if (w->open_written) {
-        if (bw_command_writer_ensure_buffer(w) < 0)
-            return NULL;
-        if (bw_command_batch_close(&w->buf) < 0)
-            return PyErr_NoMemory();
-        w->bytes += 3;
-    }
-    w->open = BW_OPEN_NONE;
-    w->open_written = 0;
-    Py_CLEAR(self->series_id);
-    Py_CLEAR(self->series_name);
-    Py_RETURN_NONE;
-}
-
-/* Hands `item` (a buffer-protocol object of the caller's) over to the queue as a piece of the
-   body of its own. As command_writer_hand_over: 1, 0 or -1. */
-static int command_writer_hand_over_item(WriterObject *self, PyObject *item) {
-    int taken = bw_queue_put_steal(self->queue, Py_NewRef(item));
-    if (taken > 0 && PyErr_CheckSignals() < 0)
-        taken = -1;
-    if (taken < 0)
-        self->handover_interrupted = 1;
-    return taken;
-}
-
-/* 1 when the bytes of `data` cannot change: a bytes object, or a read-only view of one. */
-static int is_immutable(PyObject *data) {
-    if (PyBytes_CheckExact(data))
-        return 1;
-    if (!PyMemoryView_Check(data))
-        return 0;
-    const Py_buffer *view = PyMemoryView_GET_BUFFER(data);
-    PyObject *base = PyMemoryView_GET_BASE(data);
-    return view->readonly && base != NULL && PyBytes_CheckExact(base) &&
-           PyBuffer_IsContiguous(view, 'C');
-}
-
-/* The one size-threshold slicer of bytes the body carries as they are (store_encoded's
-   pieces, an attachment's bytes). Immutable data (is_immutable) of at least the threshold
-   goes out without a copy, after the current buffer: whole below twice the threshold, else
-   in views of `threshold` bytes (the last one up to twice that). Anything else is copied: at
-   once when smaller than the threshold (as the official client writes an attachment),
-   otherwise in parts that fill each buffer just past the threshold, so memory stays bounded.
-   1, 0 (the consumer is gone) or -1 with an exception set; on -1 the body is incomplete
-   (handover_interrupted). */
-static int command_writer_put_slices(WriterObject *self, PyObject *data, const Py_buffer *view) {
-    bw_command_writer *w = &self->w;
-    const char *bytes = view->buf;
-    size_t remaining = (size_t)view->len, threshold = w->threshold;
-    int taken = 1;
-    if (remaining >= threshold && is_immutable(data)) {
-        if (w->buf.len > 0 && (taken = command_writer_hand_over(self)) <= 0)
-            return taken;
-        w->bytes += remaining;
-        if (remaining < 2 * threshold)
-            return command_writer_hand_over_item(self, data);
-        PyObject *whole = PyMemoryView_FromObject(data);
-        if (whole == NULL)
-            goto failed;
-        for (size_t offset = 0; taken > 0 && offset < remaining;) {
-            size_t size = remaining - offset >= 2 * threshold ? threshold : remaining - offset;
-            PyObject *part = PySequence_GetSlice(whole, (Py_ssize_t)offset, (Py_ssize_t)(offset + size));
-            if (part == NULL) {
-                Py_DECREF(whole);
-                goto failed;
-            }
-            taken = command_writer_hand_over_item(self, part);
-            Py_DECREF(part);
-            offset += size;
-        }
-        Py_DECREF(whole);
-        return taken;
-    }
-    while (remaining > 0) {
-        if (bw_command_writer_ensure_buffer(w) < 0)
-            goto failed;
-        size_t part = remaining;
-        if (remaining >= threshold) {
-            size_t room = w->buf.len < threshold ? threshold - w->buf.len + 1 : 1;
-            part = room < remaining ? room : remaining;
-        }
-        if (bw_buf_append(&w->buf, bytes, part) < 0) {
-            PyErr_NoMemory();
-            goto failed;
-        }
-        bytes += part;
-        remaining -= part;
-        w->bytes += part;
-        if (bw_command_writer_over_threshold(w) && (taken = command_writer_hand_over(self)) <= 0)
-            return taken;
-    }
-    return 1;
-failed:
-    self->handover_interrupted = 1;
-    return -1;
-}
-
-/* put_pieces(pieces, count) -> True | None (a new reference; see command_writer_written):
-   commands already encoded (BulkWriter.store_encoded checked them: a list of non-empty
-   bytes-like pieces whose concatenation is complete commands joined by ','), after the
-   separator, through the slicer (command_writer_put_slices). Once the separator is written
-   the body holds part of them: a failure then sets handover_interrupted. */
-static PyObject *put_pieces_call(WriterObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 2 || !PyList_Check(args[0])) {
-        PyErr_SetString(PyExc_TypeError, "put_pieces() takes a list of pieces and a count");
-        return NULL;
-    }
-    Py_ssize_t count = PyLong_AsSsize_t(args[1]);
-    if ((count == -1 && PyErr_Occurred()) || command_writer_can_write(self) < 0)
-        return NULL;
-    PyObject *pieces = Py_NewRef(args[0]), *result = NULL;
-    if (bw_command_writer_begin_encoded(&self->w, count) < 0)
-        goto done;
-    int taken = 1;
-    for (Py_ssize_t i = 0; taken > 0 && i < PyList_GET_SIZE(pieces); i++) {
-        PyObject *piece = Py_NewRef(PyList_GET_ITEM(pieces, i));
-        Py_buffer view;
-        if (PyObject_GetBuffer(piece, &view, PyBUF_SIMPLE) < 0) {
-            self->handover_interrupted = 1;
-            taken = -1;
-        } else {
-            taken = command_writer_put_slices(self, piece, &view);
-            PyBuffer_Release(&view);
-        }
-        Py_DECREF(piece);
-    }
-    if (taken > 0)
-        result = command_writer_written(self);
-    else if (taken == 0)
-        result = Py_NewRef(Py_None);
-done:
-    Py_DECREF(pieces);
-    return result;
-}
-
-/* attachment(id, name, data, content_type) -> True | None (a new reference; see
-   command_writer_written): the AttachmentPUT command, then data's raw bytes. */
-static PyObject *attachment_call(WriterObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 4) {
-        PyErr_Format(PyExc_TypeError, "attachment() takes 4 arguments (id, name, data, "
-                                      "content_type), %zd given", nargs);
-        return NULL;
-    }
-    if (command_writer_can_write(self) < 0)
-        return NULL;
-    PyObject *data = args[2], *content_type = args[3], *result = NULL;
-    Py_ssize_t id_len, name_len, type_len = 0;
-    const char *type_text = NULL;
-    const char *id_text = bw_command_text(args[0], "id", &id_len);
-    const char *name_text = id_text != NULL ? bw_command_text(args[1], "name", &name_len) : NULL;
-    if (name_text == NULL)
-        return NULL;
-    if (content_type != Py_None &&
-        (type_text = bw_command_text(content_type, "content_type", &type_len)) == NULL)
-        return NULL;
-    if (PyUnicode_Check(data)) {
-        PyErr_SetString(PyExc_TypeError, "attachment_bytes must be a bytes-like object, not str "
-                                         "(encode it)");
-        return NULL;
-    }
-    Py_buffer view;
-    if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0) {
-        if (PyErr_ExceptionMatches(PyExc_TypeError)) {
-            PyErr_Clear();
-            PyErr_Format(PyExc_TypeError, "attachment_bytes must be a bytes-like object, not "
-                                          "%.100s", Py_TYPE(data)->tp_name);
-        }
-        return NULL;
-    }
-    bw_command_writer *w = &self->w;
-    size_t before = 0;
-    int taken = -1;
-    if (bw_command_writer_ensure_buffer(w) < 0)
-        goto cleanup;
-    before = w->buf.len;
-    if (bw_command_writer_begin_command(w) < 0)
-        goto cleanup;
-    if (bw_attachment_header(&w->buf, id_text, (size_t)id_len, name_text, (size_t)name_len,
-                             type_text, (size_t)type_len, (uint64_t)view.len) < 0) {
-        w->buf.len = before;
-        PyErr_NoMemory();
-        goto cleanup;
-    }
-    w->bytes += w->buf.len - before;
-    bw_command_writer_command_done(w);
-    taken = 1;
-    if (bw_command_writer_over_threshold(w))
-        taken = command_writer_hand_over(self);
-    if (taken > 0)
-        taken = command_writer_put_slices(self, data, &view);
-    if (taken >= 0)
-        result = Py_NewRef(taken ? Py_True : Py_None);
-cleanup:
-    PyBuffer_Release(&view);
-    return result;
-}
-
-/* ---- the methods: each producer call is under way from its checks to its end ---- */
-
-/* A producer call's body, run after command_writer_enter: a new reference, or NULL with an
-   exception set. */
-typedef PyObject *(*writer_call)(WriterObject *self, PyObject *const *args, Py_ssize_t nargs);
-
-/* New reference: call, under command_writer_enter's checks. */
-static PyObject *command_writer_run(WriterObject *self, writer_call call, PyObject *const *args,
-                                    Py_ssize_t nargs) {
-    if (command_writer_enter(self) < 0)
-        return NULL;
-    PyObject *result = call(self, args, nargs);
-    command_writer_leave(self);
-    return result;
-}
-
-/* The methods whose body is a *_call function: Writer_<name>, run under
-   command_writer_run; each returns a new reference (see its *_call). */
-#define WRITER_FASTCALL(name)                                                               \
-    static PyObject *Writer_##name(WriterObject *self, PyObject *const *args,             \
-                                   Py_ssize_t nargs) {                                     \
-        return command_writer_run(self, name##_call, args, nargs);                         \
-    }
-#define WRITER_NOARGS(name)                                                                 \
-    static PyObject *Writer_##name(WriterObject *self, PyObject *unused) {                 \
-        (void)unused;                                                                      \
-        return command_writer_run(self, name##_call, NULL, 0);                             \
-    }
+/* put and finish, run under command_writer_run. */
 WRITER_FASTCALL(put)
 WRITER_NOARGS(finish)
-WRITER_FASTCALL(increment)
-WRITER_FASTCALL(series_begin)
-WRITER_FASTCALL(series_append)
-WRITER_NOARGS(series_end)
-WRITER_FASTCALL(attachment)
-WRITER_FASTCALL(put_pieces)
-#undef WRITER_FASTCALL
-#undef WRITER_NOARGS
 
 /* ---- store(): BulkWriter.store itself ---- */
 
@@ -1220,67 +484,6 @@ static PyObject *Writer_store(WriterObject *self, PyObject *const *args, Py_ssiz
     return stored;
 }
 
-/* fail(error) -> None (a new reference): the body can no longer be completed: error is kept
-   as the writer's failure (the first one stays) and the queue's consumer side is closed
-   (waiting buffers are dropped, the next hand-over finds the consumer gone). RuntimeError in
-   a forked child. */
-static PyObject *Writer_fail(WriterObject *self, PyObject *error) {
-    if (command_writer_check_process(self) < 0)
-        return NULL;
-    if (self->failure == NULL && error != Py_None)
-        self->failure = Py_NewRef(error);
-    if (self->queue == NULL)
-        Py_RETURN_NONE;
-    return PyObject_CallMethod((PyObject *)self->queue, "close_consumer", NULL);
-}
-
-/* hold(what) -> None (a new reference): a producer call made of several steps in Python
-   (`what` names it: store_encoded's pieces, the start of the request) is under way. Until
-   release() every other producer call raises RuntimeError, so that nothing lands between
-   its steps. The checks of command_writer_enter
-   come first (the caller becomes the producer). */
-static PyObject *Writer_hold(WriterObject *self, PyObject *what) {
-    if (!PyUnicode_Check(what)) {
-        PyErr_Format(PyExc_TypeError, "what must be a str, not %.100s", Py_TYPE(what)->tp_name);
-        return NULL;
-    }
-    if (command_writer_enter(self) < 0)
-        return NULL;
-    self->held = Py_NewRef(what);
-    command_writer_leave(self);
-    Py_RETURN_NONE;
-}
-
-/* release() -> None (a new reference): the call that held the writer is over (also after
-   a failure). */
-static PyObject *Writer_release(WriterObject *self, PyObject *unused) {
-    (void)unused;
-    if (command_writer_check_thread(self) < 0)
-        return NULL;
-    Py_CLEAR(self->held);
-    Py_RETURN_NONE;
-}
-
-/* claim() -> None (a new reference): the calling thread becomes the producer; RuntimeError
-   (nothing changes) in a forked child, from another thread, or while a call of this writer
-   is under way (from inside it). */
-static PyObject *Writer_claim(WriterObject *self, PyObject *unused) {
-    (void)unused;
-    if (command_writer_enter(self) < 0)
-        return NULL;
-    command_writer_leave(self);
-    Py_RETURN_NONE;
-}
-
-/* check_process() -> None (a new reference): RuntimeError in a forked child of the process
-   that made the writer (from any thread). */
-static PyObject *Writer_check_process(WriterObject *self, PyObject *unused) {
-    (void)unused;
-    if (command_writer_check_process(self) < 0)
-        return NULL;
-    Py_RETURN_NONE;
-}
-
 /* The getset closure of each CommandWriter attribute. */
 typedef enum {
     WRITER_COMMANDS,
@@ -1345,53 +548,53 @@ static PyMethodDef Writer_methods[] = {
      "encoding error nothing of the command stays in the buffer. With on_failure, a failed "
      "or closed writer refuses first, and a lost or interrupted hand-over goes through it "
      "(BulkWriter.store is this method)."},
-    {"put", (PyCFunction)(void (*)(void))Writer_put, METH_FASTCALL,
+    {"put", (PyCFunction)(void (*)(void))bw_writer_put, METH_FASTCALL,
      "put(id, entity, metadata) -> Piece | None\n\nAppend one PUT command as given; returns the "
      "buffer when it went over the threshold (the writer starts a new one). On error nothing "
      "of the command stays in the buffer."},
-    {"finish", (PyCFunction)Writer_finish, METH_NOARGS,
+    {"finish", (PyCFunction)bw_writer_finish, METH_NOARGS,
      "finish() -> Piece\n\nEnd the array and return the last buffer."},
-    {"put_pieces", (PyCFunction)(void (*)(void))Writer_put_pieces, METH_FASTCALL,
+    {"put_pieces", (PyCFunction)(void (*)(void))bw_writer_put_pieces, METH_FASTCALL,
      "put_pieces(pieces, count) -> True | None\n\nAppend count commands already encoded (a list "
      "of non-empty bytes-like pieces whose concatenation is complete commands joined by ','; "
      "trusted) after the separator ('[' or ','). Immutable pieces (bytes) of at least the "
      "threshold are handed over without a copy, in slices of about the threshold when longer "
      "than twice that; the rest is copied. Returns True; None when the consumer is gone."},
-    {"put_batch", (PyCFunction)Writer_put_batch, METH_O,
+    {"put_batch", (PyCFunction)bw_writer_put_batch, METH_O,
      "put_batch(prepared) -> int | None\n\nAppend one PUT command per row of a PreparedBatch "
      "(prepare_batch validated every row), encoded as encode_batch encodes them, straight into "
      "the writer's buffers (GIL released), each handed over to the queue once it holds more "
      "than the threshold; the separator ('[' or ',') goes into the same buffer. Returns the "
      "rows; None when the consumer is gone."},
-    {"increment", (PyCFunction)(void (*)(void))Writer_increment, METH_FASTCALL,
+    {"increment", (PyCFunction)(void (*)(void))bw_writer_increment, METH_FASTCALL,
      "increment(id, name, delta) -> True | None\n\nAppend a counter increment: to the open "
      "counters command of the same document, else in a new one (at most 1024 per command). "
      "Returns True; None when a full buffer could not be handed over (the consumer is gone)."},
-    {"series_begin", (PyCFunction)(void (*)(void))Writer_series_begin, METH_FASTCALL,
+    {"series_begin", (PyCFunction)(void (*)(void))bw_writer_series_begin, METH_FASTCALL,
      "series_begin(id, name) -> True\n\nOpen a time series: until series_end() the writer "
      "takes only its entries."},
-    {"series_append", (PyCFunction)(void (*)(void))Writer_series_append, METH_FASTCALL,
+    {"series_append", (PyCFunction)(void (*)(void))bw_writer_series_append, METH_FASTCALL,
      "series_append(timestamp, values, tag) -> True | None\n\nAppend one entry to the open "
      "time series (at most 1024 per command)."},
-    {"series_end", (PyCFunction)Writer_series_end, METH_NOARGS,
+    {"series_end", (PyCFunction)bw_writer_series_end, METH_NOARGS,
      "series_end() -> None\n\nClose the open time series."},
-    {"attachment", (PyCFunction)(void (*)(void))Writer_attachment, METH_FASTCALL,
+    {"attachment", (PyCFunction)(void (*)(void))bw_writer_attachment, METH_FASTCALL,
      "attachment(id, name, data, content_type) -> True | None\n\nAppend an AttachmentPUT "
      "command and data's raw bytes after it."},
-    {"fail", (PyCFunction)Writer_fail, METH_O,
+    {"fail", (PyCFunction)bw_writer_fail, METH_O,
      "fail(error) -> None\n\nThe body can no longer be completed: keep error as the failure "
      "(the first one stays) and close the queue's consumer side."},
-    {"hold", (PyCFunction)Writer_hold, METH_O,
+    {"hold", (PyCFunction)bw_writer_hold, METH_O,
      "hold(what) -> None\n\nA producer call made of several Python steps (what names it) is "
      "under way: until release(), every producer call raises RuntimeError."},
-    {"release", (PyCFunction)Writer_release, METH_NOARGS,
+    {"release", (PyCFunction)bw_writer_release, METH_NOARGS,
      "release() -> None\n\nThe call that held the writer is over."},
-    {"claim", (PyCFunction)Writer_claim, METH_NOARGS,
+    {"claim", (PyCFunction)bw_writer_claim, METH_NOARGS,
      "claim() -> None\n\nMake the calling thread the writer's producer, or raise RuntimeError, "
      "changing nothing, when another thread already is (the first thread to call a store "
      "method owns it), while a call of this writer is under way (from inside it), or in a "
      "forked child."},
-    {"check_process", (PyCFunction)Writer_check_process, METH_NOARGS,
+    {"check_process", (PyCFunction)bw_writer_check_process, METH_NOARGS,
      "check_process() -> None\n\nRaise RuntimeError in a forked child of the process that "
      "made the writer: its body, sender, request and connection are that process's."},
     {NULL, NULL, 0, NULL},

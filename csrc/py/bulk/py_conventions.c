@@ -5,12 +5,8 @@
 #include "py_encoder.h"
 
 static PyObject *body_excluded_keys; /* ("Id", "@metadata") */
-static PyObject *key_id;             /* "Id" */
-static PyObject *key_metadata;       /* "@metadata" */
-static PyObject *name_dict;          /* "__dict__" */
 static PyObject *name_get;           /* "get" */
 static PyObject *name_update;        /* "update" */
-static PyObject *name_metadata;      /* "metadata" */
 static PyObject *mapping_abc;        /* collections.abc.Mapping, imported on first need */
 
 PyObject *bw_body_excluded_keys(void) { return body_excluded_keys; }
@@ -94,10 +90,10 @@ int bw_entity_members(PyObject *entity, bw_walker *plain, int want_id, PyObject 
     *own_metadata = *own_id = *members = NULL;
     PyObject *metadata = NULL, *id = NULL, *attrs = NULL;
     if (PyDict_CheckExact(entity)) {
-        metadata = mapping_get(entity, key_metadata);
+        metadata = mapping_get(entity, bw_entity_names.metadata_key);
         if (metadata == NULL)
             goto error;
-        if (want_id && (id = mapping_get(entity, key_id)) == NULL)
+        if (want_id && (id = mapping_get(entity, bw_entity_names.id)) == NULL)
             goto error;
     } else {
         int metadata_key = 0; /* whether a plain dict has the key: no lookup when not */
@@ -105,21 +101,23 @@ int bw_entity_members(PyObject *entity, bw_walker *plain, int want_id, PyObject 
         if (attrs != NULL) {
             *members = Py_NewRef(attrs);
         } else {
-            if (PyErr_Occurred() || (attrs = attribute_or_none(entity, name_dict)) == NULL)
+            if (PyErr_Occurred() ||
+                (attrs = attribute_or_none(entity, bw_entity_names.dict)) == NULL)
                 goto error;
             metadata_key = 1; /* any other __dict__ is asked */
         }
         int has_members = PyObject_IsTrue(attrs);
         if (has_members < 0)
             goto error;
-        metadata = has_members && metadata_key ? mapping_get(attrs, key_metadata)
+        metadata = has_members && metadata_key ? mapping_get(attrs, bw_entity_names.metadata_key)
                                                : Py_NewRef(Py_None);
         if (metadata == NULL)
             goto error;
         /* no AttributeError made for an absent Id (object's own lookup spares it): its
            allocation could start a collection, whose finalizers could change the members
            fetched for the walk */
-        if (want_id && (id = bw_optional_attr(entity, key_id)) == NULL && PyErr_Occurred())
+        if (want_id && (id = bw_optional_attr(entity, bw_entity_names.id)) == NULL &&
+            PyErr_Occurred())
             goto error;
         Py_DECREF(attrs);
     }
@@ -162,7 +160,7 @@ static int merge_one(PyObject *merged, PyObject *extra, const char *name) {
             return -1;
         if (!client_metadata)
             return raise_with_type_name(PyExc_TypeError, name, "must be a mapping", extra);
-        PyObject *wrapped = PyObject_GetAttr(extra, name_metadata);
+        PyObject *wrapped = PyObject_GetAttr(extra, bw_entity_names.metadata);
         if (wrapped == NULL)
             return -1;
         int rc = PyDict_Check(wrapped) ? PyDict_Update(merged, wrapped)
@@ -280,16 +278,11 @@ static PyMethodDef conventions_functions[] = {
 };
 
 int bw_conventions_add_to_module(PyObject *module) {
-    key_id = PyUnicode_InternFromString("Id");
-    key_metadata = PyUnicode_InternFromString("@metadata");
-    name_dict = PyUnicode_InternFromString("__dict__");
     name_get = PyUnicode_InternFromString("get");
     name_update = PyUnicode_InternFromString("update");
-    name_metadata = PyUnicode_InternFromString("metadata");
-    if (key_id == NULL || key_metadata == NULL || name_dict == NULL || name_get == NULL ||
-        name_update == NULL || name_metadata == NULL)
+    if (name_get == NULL || name_update == NULL)
         return -1;
-    body_excluded_keys = PyTuple_Pack(2, key_id, key_metadata);
+    body_excluded_keys = PyTuple_Pack(2, bw_entity_names.id, bw_entity_names.metadata_key);
     if (body_excluded_keys == NULL ||
         PyModule_AddObjectRef(module, "BODY_EXCLUDED_KEYS", body_excluded_keys) < 0)
         return -1;

@@ -66,17 +66,23 @@ static int gzip_write_core(void *stream, const void *data, size_t n, int finish,
     return (int)bw_gz_write(stream, data, n, finish, out);
 }
 
+/* What a GzipStream's guard says (py_guard.h): a forked child's copy of a parallel stream,
+   and a call while another thread deflates. */
+static const bw_guard_words gzip_words = {
+    .what = "this GzipStream (on several threads)",
+    .owned = "its compression threads and their lock",
+    .in_use = "GzipStream used from two threads at once",
+};
+
 PyObject *bw_gzip_raise_inherited(void) {
-    return bw_raise_inherited("this GzipStream (on several threads)",
-                              "its compression threads and their lock");
+    return bw_raise_inherited(gzip_words.what, gzip_words.owned);
 }
 
 PyObject *bw_gzip_write(bw_gzip_object *self, PyObject *data, int finish) {
-    if (bw_gz_inherited(self->gz))
-        return bw_gzip_raise_inherited();
     int failure;
-    PyObject *piece = bw_stream_write(gzip_write_core, self->gz, &self->busy, &self->finished,
-                                      "GzipStream", "gzip", data, finish, &failure);
+    PyObject *piece = bw_stream_write(gzip_write_core, self->gz, &self->guard, &gzip_words,
+                                      bw_gz_inherited(self->gz), &self->finished, "gzip", data,
+                                      finish, &failure);
     if (failure != 0) {
         bw_status st;
         bw_gz_status((bw_gz_result)failure, &st);

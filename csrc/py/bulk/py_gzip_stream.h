@@ -4,14 +4,16 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include "py_guard.h"
+
 #include "gzip_stream.h"
 
 typedef struct {
     PyObject_HEAD
     bw_gzip_stream *gz;
     bw_gz_backend backend;
-    int busy;     /* a thread is deflating (GIL released) */
-    int finished; /* the member was ended */
+    bw_guard guard; /* busy: a thread is deflating (GIL released), or the pump holds it */
+    int finished;   /* the member was ended */
 } bw_gzip_object;
 
 /* 1 when obj is a GzipStream (the type has no subclass), known without a lookup. */

@@ -5,21 +5,22 @@
 
 #include <stdlib.h>
 
-PyObject *bw_stream_write(bw_stream_write_fn write, void *stream, int *busy, int *finished,
-                          const char *type_name, const char *kind, PyObject *data, int finish,
-                          int *failure) {
+PyObject *bw_stream_write(bw_stream_write_fn write, void *stream, bw_guard *guard,
+                          const bw_guard_words *words, int inherited, int *finished,
+                          const char *kind, PyObject *data, int finish, int *failure) {
     *failure = 0;
-    if (*busy) {
-        PyErr_Format(PyExc_RuntimeError, "%s used from two threads at once", type_name);
+    if (bw_guard_enter(guard, words, 0, inherited) < 0)
         return NULL;
-    }
     if (*finished) {
+        bw_guard_leave(guard);
         PyErr_Format(PyExc_ValueError, "the %s stream is already finished", kind);
         return NULL;
     }
     Py_buffer view = {0};
-    if (data != NULL && PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0)
+    if (data != NULL && PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0) {
+        bw_guard_leave(guard);
         return NULL;
+    }
     PyObject *result = NULL;
     bw_buf out = {0};
     if (!finish && view.len == 0) { /* no empty pieces */
@@ -31,11 +32,9 @@ PyObject *bw_stream_write(bw_stream_write_fn write, void *stream, int *busy, int
         goto cleanup;
     }
     int rc;
-    *busy = 1;
     Py_BEGIN_ALLOW_THREADS
     rc = write(stream, view.buf, (size_t)view.len, finish, &out);
     Py_END_ALLOW_THREADS
-    *busy = 0;
     if (rc != 0) {
         *failure = rc;
         goto cleanup;
@@ -57,6 +56,7 @@ PyObject *bw_stream_write(bw_stream_write_fn write, void *stream, int *busy, int
     char *mem = bw_buf_detach(&out, &len);
     result = bw_piece_from_memory(mem, len, cap, 0);
 cleanup:
+    bw_guard_leave(guard);
     bw_buf_free(&out);
     if (data != NULL)
         PyBuffer_Release(&view);

@@ -6,18 +6,21 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include "py_guard.h"
+
 #include "out_buffer.h"
 
 /* A core compressor's write: 0 (its OK), or its nonzero error code. */
 typedef int (*bw_stream_write_fn)(void *stream, const void *data, size_t n, int finish, bw_buf *out);
 
 /* New reference: a Piece with what compressing data gave (data may be NULL: nothing), None
-   when it gave nothing; finish ends the stream. *busy: the object's "a thread is
-   compressing" flag; *finished: its "the stream was ended" flag (set here on a finish).
-   NULL with an exception set: RuntimeError / ValueError for a stream in use or finished
-   (type_name "GzipStream", kind "gzip", ...); or, when the core failed, NULL with *failure
-   set to its code and no exception yet (the caller names the failure). */
-PyObject *bw_stream_write(bw_stream_write_fn write, void *stream, int *busy, int *finished,
-                          const char *type_name, const char *kind, PyObject *data, int finish,
-                          int *failure);
+   when it gave nothing; finish ends the stream. The object's guard (py_guard.h) refuses a
+   forked child's copy (inherited: the core's own test) and a call while another is under
+   way, with the object's words; *finished: its "the stream was ended" flag (set here on a
+   finish). NULL with an exception set: RuntimeError for a copy or a stream in use, ValueError
+   for a finished one (kind "gzip", ...); or, when the core failed, NULL with *failure set to
+   its code and no exception yet (the caller names the failure). */
+PyObject *bw_stream_write(bw_stream_write_fn write, void *stream, bw_guard *guard,
+                          const bw_guard_words *words, int inherited, int *finished,
+                          const char *kind, PyObject *data, int finish, int *failure);
 #endif

@@ -52,10 +52,17 @@ static void Zstd_dealloc(bw_zstd_object *self) {
     bw_heap_free((PyObject *)self);
 }
 
+/* What a ZstdStream's guard says (py_guard.h): a forked child's copy of a stream with
+   workers, and a call while another thread compresses. */
+static const bw_guard_words zstd_words = {
+    .what = "this ZstdStream (on several threads)",
+    .owned = "libzstd's worker threads",
+    .in_use = "ZstdStream used from two threads at once",
+};
+
 PyObject *bw_zstd_set_error(bw_zs_result rc, const bw_zstd_stream *zs) {
     if (rc == BW_ZS_INHERITED) /* named as Python names it */
-        return bw_raise_inherited("this ZstdStream (on several threads)",
-                                  "libzstd's worker threads");
+        return bw_raise_inherited(zstd_words.what, zstd_words.owned);
     bw_status st;
     bw_zs_status(rc, zs, &st);
     return bw_raise_status(&st);
@@ -71,11 +78,10 @@ static int zstd_write_core(void *stream, const void *data, size_t n, int finish,
 }
 
 PyObject *bw_zstd_write(bw_zstd_object *self, PyObject *data, int finish) {
-    if (bw_zs_inherited(self->zs)) /* before the finished flag: the stream is not this process's */
-        return bw_zstd_set_error(BW_ZS_INHERITED, self->zs);
-    int failure;
-    PyObject *piece = bw_stream_write(zstd_write_core, self->zs, &self->busy, &self->finished,
-                                      "ZstdStream", "zstd", data, finish, &failure);
+    int failure; /* a copy is refused before the finished flag: it is not this process's */
+    PyObject *piece = bw_stream_write(zstd_write_core, self->zs, &self->guard, &zstd_words,
+                                      bw_zs_inherited(self->zs), &self->finished, "zstd", data,
+                                      finish, &failure);
     if (failure != 0) {
         self->finished = 1; /* a failed stream cannot go on */
         return bw_zstd_set_error((bw_zs_result)failure, self->zs);
@@ -171,8 +177,13 @@ static PyType_Spec Zstd_spec = {
 typedef struct {
     PyObject_HEAD
     bw_zstd_decoder *zd;
-    int busy;
+    bw_guard guard; /* busy: a thread is decoding (GIL released) */
 } bw_zstd_decoder_object;
+
+/* What a ZstdDecoder's guard says: a call while another thread decodes. */
+static const bw_guard_words decoder_words = {
+    .in_use = "ZstdDecoder used from two threads at once",
+};
 
 /* New reference. */
 static PyObject *ZstdDecoder_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
@@ -208,26 +219,24 @@ static PyObject *ZstdDecoder_read(bw_zstd_decoder_object *self, PyObject *args) 
     if (!PyArg_ParseTuple(args, "y*n:read", &view, &max_length))
         return NULL;
     PyObject *out = NULL, *result = NULL;
+    int entered = 0;
     if (max_length <= 0) {
         PyErr_SetString(PyExc_ValueError, "max_length must be positive");
         goto cleanup;
     }
-    if (self->busy) {
-        PyErr_SetString(PyExc_RuntimeError, "ZstdDecoder used from two threads at once");
+    if (bw_guard_enter(&self->guard, &decoder_words, 0, 0) < 0)
         goto cleanup;
-    }
+    entered = 1;
     out = PyBytes_FromStringAndSize(NULL, max_length);
     if (out == NULL)
         goto cleanup;
     size_t consumed, produced;
     int ended;
     bw_zs_result rc;
-    self->busy = 1;
     Py_BEGIN_ALLOW_THREADS
     rc = bw_zsd_read(self->zd, view.buf, (size_t)view.len, &consumed, PyBytes_AS_STRING(out),
                      (size_t)max_length, &produced, &ended);
     Py_END_ALLOW_THREADS
-    self->busy = 0;
     if (rc != BW_ZS_OK && rc != BW_ZS_AFTER_END) { /* after the end: consumed tells */
         bw_status st;
         bw_zsd_status(self->zd, &st);
@@ -238,6 +247,8 @@ static PyObject *ZstdDecoder_read(bw_zstd_decoder_object *self, PyObject *args) 
         goto cleanup; /* out was freed and set to NULL */
     result = Py_BuildValue("(OnO)", out, (Py_ssize_t)consumed, ended ? Py_True : Py_False);
 cleanup:
+    if (entered)
+        bw_guard_leave(&self->guard);
     Py_XDECREF(out);
     PyBuffer_Release(&view);
     return result;

@@ -4,14 +4,16 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include "py_guard.h"
+
 #include "zstd_stream.h"
 
 typedef struct {
     PyObject_HEAD
     bw_zstd_stream *zs;
-    int busy;     /* a thread is compressing (GIL released) */
-    int finished; /* the frame was ended */
-    int threads;  /* libzstd's workers (1: none) */
+    bw_guard guard; /* busy: a thread is compressing (GIL released), or the pump holds it */
+    int finished;   /* the frame was ended */
+    int threads;    /* libzstd's workers (1: none) */
 } bw_zstd_object;
 
 /* 1 when obj is a ZstdStream (the type has no subclass), known without a lookup. */

@@ -1,9 +1,9 @@
-/* The one guard of the binding's objects that own a connection, a session or a body: each
-   call first checks that the object is not closed, that it is not a forked child's copy
-   (py_fork_origin.h), that it is called from its owner thread when it has one, and that no
-   other call is under way (a call that runs with the GIL released, or one it made into
-   Python); then marks the object in use until the call ends. The messages are the object's
-   own (bw_guard_words). */
+/* The one guard of the binding's objects that own a connection, a session, a body or a
+   compression stream: each call first checks that the object is not closed, that it is not
+   a forked child's copy (py_fork_origin.h), that it is called from its owner thread when it
+   has one, and that no other call is under way (a call that runs with the GIL released, or
+   one it made into Python); then marks the object in use until the call ends. The messages
+   are the object's own (bw_guard_words). */
 #ifndef BW_PY_GUARD_H
 #define BW_PY_GUARD_H
 #define PY_SSIZE_T_CLEAN

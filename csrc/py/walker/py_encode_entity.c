@@ -10,12 +10,9 @@ static PyObject *enum_base;      /* enum.Enum, once the enum module is imported 
 static PyObject *name_enum;      /* "enum" */
 static PyObject *name_value;     /* "value" */
 static PyObject *name_to_json;   /* "to_json" */
-static PyObject *name_dict;      /* "__dict__" */
-static PyObject *name_metadata;  /* "metadata" */
 static PyObject *client_metadata_module; /* "ravendb.json.metadata_as_dictionary" */
 static PyObject *client_metadata_class;  /* its MetadataAsDictionary, once that module is loaded */
-static PyObject *name_id;        /* "Id" */
-static PyObject *key_metadata;   /* "@metadata" */
+bw_entity_name_set bw_entity_names;
 static getter instance_dict_getter;      /* the getter of a class's own __dict__ descriptor */
 
 int bw_entity_init(void) {
@@ -25,13 +22,15 @@ int bw_entity_init(void) {
     name_enum = PyUnicode_InternFromString("enum");
     name_value = PyUnicode_InternFromString("value");
     name_to_json = PyUnicode_InternFromString("to_json");
-    name_dict = PyUnicode_InternFromString("__dict__");
-    name_metadata = PyUnicode_InternFromString("metadata");
     client_metadata_module = PyUnicode_InternFromString("ravendb.json.metadata_as_dictionary");
-    name_id = PyUnicode_InternFromString("Id");
-    key_metadata = PyUnicode_InternFromString("@metadata");
-    if (name_enum == NULL || name_value == NULL || name_to_json == NULL || name_dict == NULL || name_metadata == NULL ||
-        client_metadata_module == NULL || name_id == NULL || key_metadata == NULL)
+    bw_entity_names.id = PyUnicode_InternFromString("Id");
+    bw_entity_names.metadata_key = PyUnicode_InternFromString("@metadata");
+    bw_entity_names.dict = PyUnicode_InternFromString("__dict__");
+    bw_entity_names.metadata = PyUnicode_InternFromString("metadata");
+    if (name_enum == NULL || name_value == NULL || name_to_json == NULL ||
+        client_metadata_module == NULL || bw_entity_names.id == NULL ||
+        bw_entity_names.metadata_key == NULL || bw_entity_names.dict == NULL ||
+        bw_entity_names.metadata == NULL)
         return -1;
     /* the __dict__ descriptor every class statement gives its instances, from a class made
        for the purpose: its getter is shared by all of them */
@@ -39,7 +38,7 @@ int bw_entity_init(void) {
                                              (PyObject *)&PyBaseObject_Type);
     if (sample == NULL)
         return -1;
-    PyObject *descr = _PyType_Lookup((PyTypeObject *)sample, name_dict);
+    PyObject *descr = _PyType_Lookup((PyTypeObject *)sample, bw_entity_names.dict);
     if (descr != NULL && Py_IS_TYPE(descr, &PyGetSetDescr_Type))
         instance_dict_getter = ((PyGetSetDescrObject *)descr)->d_getset->get;
     Py_DECREF(sample);
@@ -121,10 +120,10 @@ static int plain_type(PyTypeObject *t, PyObject **dict_descr) {
         return 0;
     if (_PyType_Lookup(t, name_to_json) != NULL)
         return 0;
-    PyObject *id_attr = _PyType_Lookup(t, name_id);
+    PyObject *id_attr = _PyType_Lookup(t, bw_entity_names.id);
     if (id_attr != NULL && Py_TYPE(id_attr)->tp_descr_get != NULL)
         return 0;
-    PyObject *descr = _PyType_Lookup(t, name_dict);
+    PyObject *descr = _PyType_Lookup(t, bw_entity_names.dict);
     if (descr == NULL || !Py_IS_TYPE(descr, &PyGetSetDescr_Type) ||
         ((PyGetSetDescrObject *)descr)->d_getset->get != instance_dict_getter)
         return 0;
@@ -154,7 +153,7 @@ static PyObject *plain_dict(PyObject *obj, PyObject *descr, int *metadata_key) {
     while (PyDict_Next(dict, &pos, &key, &value)) {
         if (!PyUnicode_CheckExact(key) || is_name(key, name_to_json))
             goto general;
-        if (is_name(key, key_metadata))
+        if (is_name(key, bw_entity_names.metadata_key))
             *metadata_key = 1;
     }
     return dict;
@@ -284,7 +283,9 @@ int bw_entity_encode(bw_walker *w, PyObject *obj) {
         return is_enum < 0 ? -1 : walk_and_release(w, PyObject_GetAttr(obj, name_value));
     int client_metadata = bw_entity_is_client_metadata(obj);
     if (client_metadata != 0)
-        return client_metadata < 0 ? -1 : walk_and_release(w, PyObject_GetAttr(obj, name_metadata));
+        return client_metadata < 0
+                   ? -1
+                   : walk_and_release(w, PyObject_GetAttr(obj, bw_entity_names.metadata));
 
     /* Exact ndarrays and NumPy scalars have neither to_json nor __dict__, so taking them
        before those (slow, failing) lookups changes nothing but the time. */
@@ -304,7 +305,7 @@ int bw_entity_encode(bw_walker *w, PyObject *obj) {
         Py_DECREF(to_json);
     }
 
-    PyObject *attrs = bw_optional_attr(obj, name_dict);
+    PyObject *attrs = bw_optional_attr(obj, bw_entity_names.dict);
     if (attrs == NULL && PyErr_Occurred())
         return -1;
     if (attrs != NULL) {

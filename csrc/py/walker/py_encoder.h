@@ -118,6 +118,16 @@ int bw_numpy_encode(bw_walker *w, PyObject *obj, int exact_only);
 
 /* Module setup for the walker's parts. 0, or -1 with an exception set. */
 int bw_entity_init(void);
+
+/* The names both entity conventions look up, the walker's (py_encode_entity.c) and bulk
+   insert's (py_conventions.c): interned once by bw_entity_init, and kept. */
+typedef struct {
+    PyObject *id;           /* "Id" */
+    PyObject *metadata_key; /* "@metadata" */
+    PyObject *dict;         /* "__dict__" */
+    PyObject *metadata;     /* "metadata" */
+} bw_entity_name_set;
+extern bw_entity_name_set bw_entity_names;
 int bw_encoder_add_to_module(PyObject *module);
 /* The singleton that selects the entity conventions (borrowed). */
 PyObject *bw_entity_sentinel(void);
