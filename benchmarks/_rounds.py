@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import statistics
 import time
-from typing import Callable, Mapping
+from typing import Callable, Iterator, Mapping
 
 
 def load_average() -> str:
@@ -16,6 +16,15 @@ def load_average() -> str:
         return f"{os.getloadavg()[0]:.2f}"
     except OSError:
         return "?"
+
+
+def rotation(names: list[str], rounds: int) -> Iterator[tuple[int, str]]:
+    """(round, contender) in the order contenders run: round r starts with contender r mod n
+    and goes on in ``names``' order, so that no contender always runs first or last."""
+    for round_index in range(rounds):
+        start = round_index % len(names)
+        for name in names[start:] + names[:start]:
+            yield round_index, name
 
 
 def interleaved_seconds(contenders: Mapping[str, Callable[[], object]], rounds: int,
@@ -27,12 +36,10 @@ def interleaved_seconds(contenders: Mapping[str, Callable[[], object]], rounds: 
         for name in names:
             contenders[name]()
     seconds: dict[str, list[float]] = {name: [] for name in names}
-    for round_index in range(rounds):
-        start = round_index % len(names)
-        for name in names[start:] + names[:start]:
-            began = time.perf_counter()
-            contenders[name]()
-            seconds[name].append(time.perf_counter() - began)
+    for _, name in rotation(names, rounds):
+        began = time.perf_counter()
+        contenders[name]()
+        seconds[name].append(time.perf_counter() - began)
     return seconds
 
 

@@ -26,6 +26,7 @@ import sys
 import time
 
 from _common import PKG  # noqa: F401  (puts the checkout's build first when there is one)
+from _rounds import rotation
 
 DATABASE = "bench"
 
@@ -205,14 +206,12 @@ def main() -> None:
     server = Server()
     runs: dict = {n: [] for n in names}
     try:
-        for round_ in range(args.rounds):
-            order = names[round_ % len(names):] + names[:round_ % len(names)]
-            for name in order:
-                r = run_one(args, name, path, server)
-                runs[name].append(r)
-                print(f"  round {round_ + 1} {name:<5} {r['rows'] / r['seconds']:>10,.0f} rows/s  "
-                      f"{r['seconds']:.2f} s  CPU: client {r['client_cpu']:.2f} s (with start-up), "
-                      f"server {r['server_cpu']:.2f} s  load average {r['load']:.2f}", flush=True)
+        for round_, name in rotation(names, args.rounds):
+            r = run_one(args, name, path, server)
+            runs[name].append(r)
+            print(f"  round {round_ + 1} {name:<5} {r['rows'] / r['seconds']:>10,.0f} rows/s  "
+                  f"{r['seconds']:.2f} s  CPU: client {r['client_cpu']:.2f} s (with start-up), "
+                  f"server {r['server_cpu']:.2f} s  load average {r['load']:.2f}", flush=True)
     finally:
         server.close()
     print()

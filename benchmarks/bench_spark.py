@@ -40,7 +40,7 @@ import tempfile
 import time
 
 from _common import commit, print_command, split_parquet  # noqa: E402  (also puts the checkout's bulkwire first)
-from _rounds import load_average
+from _rounds import load_average, rotation
 
 import bulkwire  # noqa: E402
 
@@ -225,18 +225,16 @@ def main() -> None:
             per_row: dict = {name: [] for name in contenders}
             walls: dict = {name: [] for name in contenders}
             names = list(contenders)
-            for round_index in range(args.rounds):
-                shift = round_index % len(names)
-                for name in names[shift:] + names[:shift]:
-                    began = time.perf_counter()
-                    rows, cpu = contenders[name]()
-                    wall = time.perf_counter() - began
-                    node.check(name, rows, args.rows)
-                    per_row[name].append(cpu / rows)
-                    walls[name].append(wall)
-                    print(f"  round {round_index + 1} {name:12s} {cpu / rows * 1e6:9.2f} µs CPU "
-                          f"per row  {wall:6.2f} s wall  {rows / wall:>9,.0f} rows/s  "
-                          f"(load average {load_average()})", flush=True)
+            for round_index, name in rotation(names, args.rounds):
+                began = time.perf_counter()
+                rows, cpu = contenders[name]()
+                wall = time.perf_counter() - began
+                node.check(name, rows, args.rows)
+                per_row[name].append(cpu / rows)
+                walls[name].append(wall)
+                print(f"  round {round_index + 1} {name:12s} {cpu / rows * 1e6:9.2f} µs CPU "
+                      f"per row  {wall:6.2f} s wall  {rows / wall:>9,.0f} rows/s  "
+                      f"(load average {load_average()})", flush=True)
         finally:
             bench.close()
             node.close()
