@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 import parquet_craft as pc
+from parquet_craft import taken_by_pages
 from bulkwire import _core
 from bulkwire.errors import MalformedFileError
 from bulkwire.parquet import PAGES, TableFile
@@ -84,8 +85,8 @@ indices_strategy = st.lists(st.integers(0, ROWS - 1), max_size=60)
 @pc.every_variant(CODEC_PARAMS)
 @given(indices=indices_strategy)
 def test_pages_equal_table_take(files, tables, codec, version, nullable, dictionary, indices):
-    pc.taken_by_pages(files[codec, version, nullable, dictionary], tables[nullable], indices,
-                      PAGES)
+    taken_by_pages(files[codec, version, nullable, dictionary], tables[nullable], indices,
+                   PAGES)
 
 
 def _dictionaries(path):

@@ -471,16 +471,16 @@ def test_streaming_into_cql_keeps_one_session_per_worker_process(spark, tmp_path
         # its session's, open between micro-batches
         holding = connections_to(node.endpoint[1])
         assert set(last.pids) <= set(holding) and set(holding.values()) == {1}, holding
-        # and made three: its first task read the table and opened the session (the contact,
-        # then the node's own connection); the query's writer, made on the driver, read the
-        # table once. Nothing more over the micro-batches.
-        assert node.connections == 1 + 3 * len(holding), (node.connections, holding)
+        # and made two: its first task read the table and the ring (one connection), then
+        # opened the session (the node's own connection); the query's writer, made on the
+        # driver, read the table once. Nothing more over the micro-batches.
+        assert node.connections == 1 + 2 * len(holding), (node.connections, holding)
         # the stream again from its start (a new checkpoint: a new query): every micro-batch
         # replayed writes the same keys, through the sessions the worker processes kept
         before = node.connections
         run(cluster, tmp_path / "checkpoint-2")
         added = set(connections_to(node.endpoint[1])) - set(holding)
-        assert node.connections == before + 1 + 3 * len(added)
+        assert node.connections == before + 1 + 2 * len(added)
         assert collections.Counter(node.rows) == collections.Counter(
             {i: 2 for i in range(files * 10)})
         assert cluster.stored == {i: f"v{i}" for i in range(files * 10)}
@@ -528,21 +528,21 @@ def test_a_kept_cql_session_serves_the_next_task_and_a_forked_child_opens_its_ow
         assert node.connections == 1  # the driver's judgement read the table
         try:
             assert bulkwire.spark._write(job, iter(rows(0)), keep=True).rows == 5
-            assert node.connections == 4  # the table read, the contact, the node's own
+            assert node.connections == 3  # the table and the ring read, the node's own
             assert bulkwire.spark._write(job, iter(rows(5)), keep=True).rows == 5
-            assert node.connections == 4  # the same session
+            assert node.connections == 3  # the same session
 
             def in_the_child():
                 if bulkwire.spark._write(job, iter(rows(10)), keep=True).rows != 5:
                     raise AssertionError("rows")
 
             assert forked_child_exit_code(bulkwire.spark, "_kept_lock", in_the_child) == 0
-            assert node.connections == 7  # the child's own three
+            assert node.connections == 5  # the child's own two
             assert bulkwire.spark._write(job, iter(rows(15)), keep=True).rows == 5
-            assert node.connections == 7  # the parent's session went on
+            assert node.connections == 5  # the parent's session went on
             assert cluster.stored == {i: f"v{i}" for i in range(20)}
         finally:
             bulkwire.spark._close_kept()
         assert bulkwire.spark._write(job, iter(rows(20)), keep=True).rows == 5
-        assert node.connections == 10  # closed at exit: a new session, the table read again
+        assert node.connections == 7  # closed at exit: a new session, the table read again
         bulkwire.spark._close_kept()

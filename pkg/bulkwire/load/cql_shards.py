@@ -260,8 +260,18 @@ class ShardRouter:
             self.fallback.pop(node, None)
         return list({id(c): c for c in conns}.values())
 
+    def release(self) -> None:
+        """Drops the session's callables (``open``, ``usable``: bound methods of the session
+        that holds this router), so that an ended session is no reference cycle."""
+        self.open = self.usable = _ended
+
     def all(self) -> list:
         """Every connection (distinct), forgotten."""
         with self.lock:
             conns, self.conns = list(self.conns.values()), {}
         return list({id(c): c for c in conns}.values())
+
+
+def _ended(*args: Any, **kwargs: Any) -> Any:
+    """What an ended session's router calls: nothing more may be opened or chosen."""
+    raise RuntimeError("the CQL session has ended")

@@ -1094,6 +1094,7 @@ class _CqlSession:
             except Exception:  # noqa: BLE001 - closing what failed says nothing more
                 pass
         self.cancel.close()  # its pipe closed (every connection that held it is closed)
+        self.router.release()  # it held this session's methods
 
 
 @contextlib.contextmanager
