@@ -232,7 +232,8 @@ def main() -> None:
                         out = None
                         if args.keep_profiles and size == 2 * n:
                             os.makedirs(args.keep_profiles, exist_ok=True)
-                            out = os.path.join(args.keep_profiles, f"cg.{name}.{case.replace(':', '_').replace(' ', '_').replace('%', 'pc')}")
+                            label = case.replace(":", "_").replace(" ", "_").replace("%", "pc")
+                            out = os.path.join(args.keep_profiles, f"cg.{name}.{label}")
                         counts.append(run_callgrind(tree, case, path_of(case, size), work,
                                                     address, out))
                     per_row[name, case] = (counts[1] - counts[0]) / n
@@ -258,7 +259,8 @@ def main() -> None:
     finally:
         node.kill()
         node.wait()
-    print(f"load average at end: {load_average()}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    print(f"load average at end: {load_average()}; {when}")
 
 
 def report(title: str, values: dict, trees: list, cases: list, form: str) -> None:
