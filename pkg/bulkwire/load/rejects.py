@@ -244,18 +244,19 @@ def _suspects(batch: Any, column: str, at: int, dim: int) -> list[int]:
     column's nulls when it is null there; for a list column, the lists of another length
     than ``dim`` or the lists holding a null. Only candidates: each is judged on its own."""
     import numpy as np
-    import pyarrow.compute as pc
 
     pa = _pyarrow()
     if column not in batch.schema.names:
         return [at]
     values = batch.column(column)
-    nulls = _ints(pc.indices_nonzero(pc.is_null(values)))
+    nulls = _null_rows(values)
     if not values[at].is_valid:
-        return nulls.tolist()
+        return nulls.tolist() or [at]
     t = values.type
     if not (pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)):
         return [at]
+    import pyarrow.compute as pc
+
     lengths = _ints(pc.list_value_length(values)).copy()
     lengths[nulls] = -1
     if dim > 0 and lengths[at] != dim:
@@ -268,6 +269,18 @@ def _suspects(batch: Any, column: str, at: int, dim: int) -> list[int]:
 
 # Arrays made and read through their buffers: pyarrow's ``pa.array`` and ``to_numpy`` import
 # pandas (0.3 s of CPU and 45 MB, a load with a rejected row would pay it once).
+
+def _null_rows(values: Any) -> Any:
+    """The rows where the Arrow array ``values`` is null, from its validity bitmap."""
+    import numpy as np
+
+    n = len(values)
+    if values.null_count == 0 or values.buffers()[0] is None:
+        return np.arange(n) if values.null_count == n and n else np.zeros(0, dtype=np.int64)
+    bits = np.unpackbits(np.frombuffer(values.buffers()[0], dtype=np.uint8),
+                         count=values.offset + n, bitorder="little")[values.offset:]
+    return np.flatnonzero(bits == 0)
+
 
 def _ints(array: Any) -> Any:
     """The values of an Arrow integer array as int64 NumPy (a null's value is whatever its
