@@ -334,3 +334,16 @@ def test_bench_scylla_routing_runs():
     assert "bulkwire  600/600 (100.0%), forwarded 0" in sections[2]
     assert all("after its first batch 400/400 (100.0%)" in line
                for line in sections if line.startswith("  bulkwire  "))
+
+
+def test_cost_load_options_runs():
+    cases = ["rf:none", "rf:rejected 0%", "rf:rejected 1%", "cql:none", "cql:report"]
+    out = run_script("cost_load_options.py", "--cpu", "--rounds", "1", "--rf-rows", "100",
+                     "--cql-rows", "200", "--cases", ",".join(cases))
+    table = out.split("CPU seconds of the load call")[1].splitlines()[1:]
+    rows = {case: line for case in cases for line in table if f" {case} " in line}
+    assert set(rows) == set(cases)
+    # each case against its baseline: the 1% file against the clean one, the rest against none
+    assert "rf:rejected 1%" in rows and rows["rf:rejected 1%"].endswith("x rf:rejected 0%")
+    assert rows["cql:report"].endswith("x cql:none")
+    assert "CPU: " in out and "load average at start" in out

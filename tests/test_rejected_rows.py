@@ -485,3 +485,34 @@ def test_every_row_once_with_worker_processes(tmp_path_factory, kinds, group, ba
         table.column("_source_file").to_pylist(), table.column("_row").to_pylist()))
     assert len(thrown) == len(set(thrown)) and not set(got) & set(thrown)
     assert sorted(got + thrown) == list(range(len(kinds)))
+
+
+def test_rejecting_rows_does_not_import_pandas(tmp_path):
+    """The rejected rows are taken, found and written without ``pa.array`` or ``to_numpy``,
+    which import pandas (a third of a second of CPU for a load that rejects one row)."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("pandas")  # without it, nothing to prove
+    folder = tmp_path / "é"  # a file name outside ASCII, written back as it is
+    folder.mkdir()
+    kinds = [GOOD] * 30
+    for at, kind in ((2, NULL_ID), (9, SHORT), (10, HOLE), (20, NULL_ID), (29, SHORT)):
+        kinds[at] = kind
+    path = str(folder / "s.parquet")
+    pq.write_table(source(kinds), path)
+    bad_file = str(tmp_path / "bad.parquet")
+    out = str(tmp_path / "out")
+    code = ("import sys, bulkwire\n"
+            f"r = bulkwire.load_parquet({path!r}, bulkwire.targets.request_file({out!r}),"
+            f" max_errors=10, rejected={bad_file!r}, batch_rows=8)\n"
+            "print(r.rejected_rows, 'pandas' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=dict(os.environ), timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["5", "False"]
+    table = pq.read_table(bad_file)
+    assert sorted(table.column("_row").to_pylist()) == bad(kinds)
+    assert set(table.column("_source_file").to_pylist()) == {path}
+    reasons = dict(zip(table.column("_row").to_pylist(), table.column("_reason").to_pylist()))
+    assert reasons[2].startswith("column 'id'") and reasons[9].startswith("column 'v'")

@@ -122,8 +122,7 @@ class _Rejects:
                 for f in list(fields)[:-len(REJECT_COLUMNS)]:
                     column = rows.column(f.name)
                     columns.append(column if column.type == f.type else column.cast(f.type))
-                columns += [pa.array([source] * n, pa.string()),
-                            pa.array(numbers, pa.int64()), pa.array(reasons, pa.string())]
+                columns += [_strings([source] * n), _int64s(numbers), _strings(reasons)]
                 try:
                     self.writer.write_batch(pa.RecordBatch.from_arrays(columns, schema=fields))
                     self.file.flush()
@@ -151,9 +150,10 @@ class _Rejects:
         batch is encoded whole first: a batch without a bad row costs nothing more. When the
         encoder refuses a row, the rows refused for the same reason are found at once by
         Arrow compute (the column's nulls, the vectors of another length, the vectors
-        holding a null), each confirmed by judging it alone; the rows after it are judged
-        on, from one refusal to the next; then the rows left are encoded once. ``(None,
-        0)`` when every row was refused."""
+        holding a null), each confirmed by judging it alone; when none is, the rows after
+        it are judged on, from one refusal to the next; then the rows left are encoded once
+        (and judged again when that is refused). ``(None, 0)`` when every row was
+        refused."""
         try:
             return _Kept(encode(batch, dim, row_base), batch, None, row_base, source,
                          idx), batch.num_rows
@@ -161,7 +161,6 @@ class _Rejects:
             error = exc
         import numpy as np
 
-        pa = _pyarrow()
         positions = None  # the rows of ``batch`` in the batch read (None: the same)
         while True:
             reasons: dict[int, str] = {}
@@ -172,12 +171,16 @@ class _Rejects:
                     raise error
                 if at not in reasons:
                     reasons[at] = f"column {error.column!r}: {error.reason}"
+                    alike = False  # rows refused like it were found
                     for other in _suspects(batch, error.column, at, dim):
                         if other not in reasons:
                             try:
                                 _discard(check(batch.slice(other, 1), dim, 0))
                             except RowError as alone:
                                 reasons[other] = f"column {alone.column!r}: {alone.reason}"
+                                alike = True
+                    if alike:  # the rows left are judged by encoding them, below
+                        break
                 start = at + 1
                 if start >= batch.num_rows:
                     break
@@ -190,12 +193,13 @@ class _Rejects:
             read = bad if positions is None else positions[bad]
             numbers = ((read + row_base).tolist() if idx is None
                        else [int(idx[r]) for r in read + row_base])
-            self.add(batch.take(pa.array(bad)), source, numbers,
+            self.add(batch.take(_int64s(bad)), source, numbers,
                      [reasons[int(b)] for b in bad])
             keep = np.ones(batch.num_rows, dtype=bool)
             keep[bad] = False
-            positions = np.flatnonzero(keep) if positions is None else positions[keep]
-            batch = batch.filter(pa.array(keep))
+            kept = np.flatnonzero(keep)
+            positions = kept if positions is None else positions[kept]
+            batch = batch.take(_int64s(kept))
             if batch.num_rows == 0:
                 return None, 0
             try:
@@ -240,24 +244,78 @@ def _suspects(batch: Any, column: str, at: int, dim: int) -> list[int]:
     column's nulls when it is null there; for a list column, the lists of another length
     than ``dim`` or the lists holding a null. Only candidates: each is judged on its own."""
     import numpy as np
-    import pyarrow.compute as pc
 
     pa = _pyarrow()
     if column not in batch.schema.names:
         return [at]
     values = batch.column(column)
+    nulls = _null_rows(values)
     if not values[at].is_valid:
-        return np.flatnonzero(pc.is_null(values).to_numpy(zero_copy_only=False)).tolist()
+        return nulls.tolist() or [at]
     t = values.type
     if not (pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)):
         return [at]
-    lengths = pc.list_value_length(values).fill_null(-1).to_numpy(zero_copy_only=False)
+    import pyarrow.compute as pc
+
+    lengths = _ints(pc.list_value_length(values)).copy()
+    lengths[nulls] = -1
     if dim > 0 and lengths[at] != dim:
         return np.flatnonzero((lengths != dim) & (lengths >= 0)).tolist()
     flat = pc.list_flatten(values)
-    parents = pc.list_parent_indices(values).to_numpy(zero_copy_only=False)
-    holes = pc.is_null(flat).to_numpy(zero_copy_only=False)
+    parents = _ints(pc.list_parent_indices(values))
+    holes = _ints(pc.indices_nonzero(pc.is_null(flat)))
     return np.unique(parents[holes]).tolist() or [at]
+
+
+# Arrays made and read through their buffers: pyarrow's ``pa.array`` and ``to_numpy`` import
+# pandas (0.3 s of CPU and 45 MB, a load with a rejected row would pay it once).
+
+def _null_rows(values: Any) -> Any:
+    """The rows where the Arrow array ``values`` is null, from its validity bitmap."""
+    import numpy as np
+
+    n = len(values)
+    if values.null_count == 0 or values.buffers()[0] is None:
+        return np.arange(n) if values.null_count == n and n else np.zeros(0, dtype=np.int64)
+    bits = np.unpackbits(np.frombuffer(values.buffers()[0], dtype=np.uint8),
+                         count=values.offset + n, bitorder="little")[values.offset:]
+    return np.flatnonzero(bits == 0)
+
+
+def _ints(array: Any) -> Any:
+    """The values of an Arrow integer array as int64 NumPy (a null's value is whatever its
+    slot holds: the caller knows where they are)."""
+    import numpy as np
+
+    t = array.type
+    dtype = np.dtype(f"{'u' if _pyarrow().types.is_unsigned_integer(t) else 'i'}"
+                     f"{t.bit_width // 8}")
+    data = array.buffers()[1]
+    if data is None or len(array) == 0:
+        return np.zeros(0, dtype=np.int64)
+    view = np.frombuffer(data, dtype=dtype, count=array.offset + len(array))
+    return view[array.offset:].astype(np.int64)
+
+
+def _int64s(values: Any) -> Any:
+    """An Arrow int64 array of ``values`` (integers)."""
+    import numpy as np
+
+    pa = _pyarrow()
+    data = np.ascontiguousarray(values, dtype=np.int64)
+    return pa.Array.from_buffers(pa.int64(), len(data), [None, pa.py_buffer(data)])
+
+
+def _strings(values: Sequence[str]) -> Any:
+    """An Arrow string array of ``values``."""
+    import numpy as np
+
+    pa = _pyarrow()
+    encoded = [v.encode() for v in values]
+    offsets = np.zeros(len(encoded) + 1, dtype=np.int32)
+    np.cumsum([len(b) for b in encoded], out=offsets[1:])
+    return pa.Array.from_buffers(pa.string(), len(encoded),
+                                 [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(encoded))])
 
 
 def _open_log(path: str) -> Any:
@@ -365,7 +423,7 @@ def _carry_over(spec: _RejectSpec, old: list[str], resume: Any) -> None:
                         seen.add((absolute, row))
                         keep.append(i)
                 if keep:
-                    writer.write_batch(batch.take(pa.array(keep)))
+                    writer.write_batch(batch.take(_int64s(keep)))
         writer.close()
         f.flush()
         os.fsync(f.fileno())
