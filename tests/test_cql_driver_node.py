@@ -13,18 +13,24 @@ from bulkwire import targets  # noqa: E402
 from cql_driver_node import DriverCluster  # noqa: E402
 
 
-def test_the_driver_and_bulkwire_store_their_rows_in_the_emulated_node():
+def driver_client(cluster: DriverCluster):
+    """The Python driver's ``Cluster`` for the emulated node, as the benchmark connects."""
     from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
-    from cassandra.concurrent import execute_concurrent_with_args
     from cassandra.policies import RoundRobinPolicy
 
+    host, port = cluster.nodes[0].endpoint
+    profile = ExecutionProfile(load_balancing_policy=RoundRobinPolicy())
+    return Cluster([host], port=port, protocol_version=4, compression=False,
+                   schema_metadata_enabled=False, token_metadata_enabled=False,
+                   execution_profiles={EXEC_PROFILE_DEFAULT: profile},
+                   connect_timeout=10, control_connection_timeout=10)
+
+
+def test_the_driver_and_bulkwire_store_their_rows_in_the_emulated_node():
+    from cassandra.concurrent import execute_concurrent_with_args
+
     with DriverCluster() as cluster:
-        host, port = cluster.nodes[0].endpoint
-        profile = ExecutionProfile(load_balancing_policy=RoundRobinPolicy())
-        client = Cluster([host], port=port, protocol_version=4, compression=False,
-                         schema_metadata_enabled=False, token_metadata_enabled=False,
-                         execution_profiles={EXEC_PROFILE_DEFAULT: profile},
-                         connect_timeout=10, control_connection_timeout=10)
+        client = driver_client(cluster)
         try:
             session = client.connect()
             insert = session.prepare("INSERT INTO ks.t (id, v) VALUES (?, ?)")
@@ -45,19 +51,11 @@ def test_the_driver_and_bulkwire_store_their_rows_in_the_emulated_node():
 def test_a_float_vector_column_is_stored_alike_from_the_driver_and_bulkwire():
     import struct
 
-    from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
-    from cassandra.policies import RoundRobinPolicy
-
     def packed(values):
         return struct.pack(">4f", *values)
 
     with DriverCluster(dimension=4) as cluster:
-        host, port = cluster.nodes[0].endpoint
-        profile = ExecutionProfile(load_balancing_policy=RoundRobinPolicy())
-        client = Cluster([host], port=port, protocol_version=4, compression=False,
-                         schema_metadata_enabled=False, token_metadata_enabled=False,
-                         execution_profiles={EXEC_PROFILE_DEFAULT: profile},
-                         connect_timeout=10, control_connection_timeout=10)
+        client = driver_client(cluster)
         try:
             session = client.connect()
             insert = session.prepare("INSERT INTO ks.t (id, emb) VALUES (?, ?)")
