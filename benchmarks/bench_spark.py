@@ -227,7 +227,8 @@ def main() -> None:
 
     print_command()
     value = f"vector<float, {args.dim}>" if args.dim else f"{args.text_bytes}-byte text"
-    print(f"commit {commit()}, {os.cpu_count()} cores, {args.rows:,} rows (bigint id, "
+    measured = commit()  # the code measured, named once (the tree may move on meanwhile)
+    print(f"commit {measured}, {os.cpu_count()} cores, {args.rows:,} rows (bigint id, "
           f"{value}), {args.parts} Spark partitions, local[2]")
     node = Node(args.dim)
     with tempfile.TemporaryDirectory(prefix="bench-spark-") as folder:
@@ -260,7 +261,7 @@ def main() -> None:
         s / p for s, p in zip(per_row["spark"], per_row["load_parquet"]))
     driver_vs_spark = statistics.median(
         d / s for d, s in zip(per_row["driver"], per_row["spark"]))
-    print(f"median of {args.rounds} rounds (commit {commit()}, load average "
+    print(f"median of {args.rounds} rounds (commit {measured}, load average "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}):")
     for name in names:
         print(f"  {name:12s} {statistics.median(per_row[name]) * 1e6:9.2f} µs CPU per row  "
