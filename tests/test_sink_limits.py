@@ -173,13 +173,13 @@ def test_spark_refuses_a_dry_run_and_a_report_naming_them(spark, tmp_path):
 
 
 def test_spark_rate_limit_is_the_whole_writes_at_the_receiving_end(spark):
-    """4 partitions, 2 at a time (local[2]): 600 rows at 300 rows/s take about 2 s; the
-    node sees at most the limit (each task alone at the limit would be twice it)."""
+    """2 partitions, run at once (local[2]): 1,200 rows at 600 rows/s take about 2 s; the
+    node sees at most the limit (each task at the limit would make it twice that)."""
     import bulkwire.spark
 
-    limit, rows = 300, 600
+    limit, rows = 600, 1200
     assert spark.sparkContext.defaultParallelism == 2
-    frame = spark.range(0, rows, 1, numPartitions=4).selectExpr(
+    frame = spark.range(0, rows, 1, numPartitions=2).selectExpr(
         "id", "cast(id as int) as v", "'ok' as a")
     with RefusingNode(refused=set()) as node:
         (frame.write.format("bulkwire").option("target", "cql").option("hosts", node.address)
@@ -187,8 +187,9 @@ def test_spark_rate_limit_is_the_whole_writes_at_the_receiving_end(spark):
          .option("max_rows_per_second", str(limit)).mode("append").save())
         times = sorted(node.times)
     assert bulkwire.spark.last_result(spark).rows == len(times) == rows
-    # over the whole run and over its second half, where every task is under way
+    # over the whole run and over its second half (a load may start with a quarter of a
+    # second's credit: the margin; each task at the whole limit would double the rate)
     span = times[-1] - times[0]
-    assert (len(times) - 1) / span <= limit * 1.15, (len(times), span)
+    assert (len(times) - 1) / span <= limit * 1.25, (len(times), span)
     half = times[len(times) // 2:]
-    assert (len(half) - 1) / (half[-1] - half[0]) <= limit * 1.25
+    assert (len(half) - 1) / (half[-1] - half[0]) <= limit * 1.3
