@@ -95,12 +95,15 @@ def _define_datasinks() -> dict[str, type]:
             result = summed(returns, seconds,
                             f"a Ray Dataset ({len(returns)} write tasks)", self._config)
             given = getattr(write_result, "num_rows", None)
-            if given is not None and int(given) != result.rows:
+            # a row set aside in a task's rejected file (max_errors) was given, not stored
+            if given is not None and int(given) != result.rows + result.rejected_rows:
                 # a RavenDB database's bulk insert error; any other target's, a LoadError
                 error = (BulkInsertError if self._config.described is None
                          else getattr(self._config.described, "load_error", LoadError))
-                raise error(f"the target confirmed {result.rows:,} rows of the Ray Dataset, "
-                            f"but its write tasks were given {int(given):,} "
+                rejected = (f" ({result.rejected_rows:,} more rejected)"
+                            if result.rejected_rows else "")
+                raise error(f"the target confirmed {result.rows:,} rows of the Ray "
+                            f"Dataset{rejected}, but its write tasks were given {int(given):,} "
                             f"({self._config.target})")
             self.result = result
 
