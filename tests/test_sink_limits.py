@@ -124,11 +124,16 @@ def test_dask_max_errors_applies_to_each_partition(tmp_path):
 
     ddf = dd.from_pandas(bad_rows().to_pandas(types_mapper=pd.ArrowDtype), npartitions=3,
                          sort=False)
+    folder = tmp_path / "r"
     with RefusingNode() as node, pytest.raises(TooManyRejected):
-        # the whole frame's bad rows are allowed, but no partition may reject more than 2
+        # no partition may reject more than 2 rows: each of the three has 3 or 4 bad ones
         bulkwire.dask.to_target(ddf, targets.cql(node.address, "ks", "t"), max_errors=2,
-                                rejected=str(tmp_path / "r"),
-                                compute_kwargs={"scheduler": "sync"})
+                                rejected=str(folder), compute_kwargs={"scheduler": "sync"})
+    # the failed partition's rows rejected before it stopped (more than 2), in its own file
+    (name,) = os.listdir(folder)
+    assert name in {f"part-{p}.parquet" for p in range(3)}
+    kept = pq.read_table(folder / name).column("v").to_pylist()
+    assert len(kept) > 2 and set(kept) <= BAD
 
 
 # ---------------------------------------------------------------------------- Spark

@@ -252,8 +252,8 @@ def load_arrow(data: Any, config: SinkConfig, source: str, task: Any = None) -> 
 class rejecting:
     """A context manager giving one task's options: with ``rejected`` (a directory), the
     task's rejected file in it, written under a temporary name and, on leaving, renamed
-    ``part-<task>.parquet`` when it holds rows (a task that rejected none leaves no file);
-    a task run again replaces its file. Without ``rejected``, the options themselves."""
+    ``part-<task>.parquet`` when it holds rows, however the task ends (a task that
+    rejected none leaves no file); a task run again replaces its file. Without ``rejected``, the options themselves."""
 
     def __init__(self, options: LoadOptions, task: Any) -> None:
         self.options, self.final, self.pending = options, None, None
@@ -273,7 +273,8 @@ class rejecting:
             return
         import pyarrow.parquet as pq
 
-        if exc[0] is None and pq.ParquetFile(self.pending).metadata.num_rows:
+        # kept however the task ends (a failed task's rows rejected so far say why it failed)
+        if pq.ParquetFile(self.pending).metadata.num_rows:
             os.replace(self.pending, self.final)
         else:
             os.remove(self.pending)
