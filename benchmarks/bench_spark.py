@@ -1,6 +1,7 @@
 """Client CPU per row of a Spark job writing into a CQL table, three ways, into the same
 emulated node (``tests/cql_driver_node.py``: one node of ``ks.t (id bigint PRIMARY KEY, v
-text)``, run in a process of its own, so that serving is not counted):
+text)``, or with ``--dim N`` of ``ks.t (id bigint PRIMARY KEY, emb vector<float, N>)``, run
+in a process of its own, so that serving is not counted):
 
 - ``load_parquet``: ``bulkwire.load_parquet`` of the Parquet file, in this process, without
   Spark: the CPU time of this process (every thread) over the load;
@@ -10,7 +11,9 @@ text)``, run in a process of its own, so that serving is not counted):
   its Arrow batches from Spark, encoding, sending) and summed by the job's commit;
 - ``driver``: the same DataFrame written the way users write it with the Python driver
   (scylla-driver or cassandra-driver): ``foreachPartition``, a ``Cluster`` per partition, the
-  INSERT prepared, ``execute_concurrent_with_args`` over the partition's rows; the CPU time
+  INSERT prepared, ``execute_concurrent_with_args`` over the partition's rows (a vector as
+  Spark's ``Row`` hands it: a Python list of floats, serialized by the driver's own
+  ``VectorType``); the CPU time
   of each partition's function (``time.process_time``: the worker process, every thread,
   the driver's event loop included) summed through an accumulator.
 
@@ -23,6 +26,7 @@ average, then the medians of the per-round ratios ``spark / load_parquet`` (goal
 1.5) and ``driver / spark`` (goal: at least 20).
 
     python benchmarks/bench_spark.py --rows 20000 --rounds 3
+    python benchmarks/bench_spark.py --rows 20000 --rounds 3 --dim 768
 
 The driver connects with ``protocol_version=4``, no compression, no schema or token
 metadata: what the emulated node answers (less start-up work than against a real node).
@@ -49,13 +53,13 @@ TESTS = os.path.join(os.path.dirname(HERE), "tests")
 _PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(bulkwire.__file__)))
 
 
-def serve_emulated_node() -> None:
+def serve_emulated_node(dimension: int | None) -> None:
     """``--serve``: one emulated node the driver can use too; prints ``HOST:PORT`` and the
     rows it stored when asked (a line ``count`` on stdin), until stdin ends."""
     sys.path.insert(0, TESTS)
     from cql_driver_node import DriverCluster
 
-    with DriverCluster() as cluster:
+    with DriverCluster(dimension) as cluster:
         print(cluster.contact(0), flush=True)
         for line in sys.stdin:
             if line.strip() == "count":
@@ -66,8 +70,9 @@ def serve_emulated_node() -> None:
 class Node:
     """The emulated node in a process of its own."""
 
-    def __init__(self) -> None:
-        self.process = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--serve"],
+    def __init__(self, dimension: int) -> None:
+        self.process = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--serve",
+                                         "--dim", str(dimension)],
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                          text=True)
         self.contact = self.process.stdout.readline().strip()
@@ -91,16 +96,22 @@ class Node:
         self.process.wait(30)
 
 
-def prepare(folder: str, rows: int, text_bytes: int, parts: int) -> tuple[str, str]:
-    """(one Parquet file of ``rows`` rows: id, v, the directory of the same rows as
-    ``parts`` files)."""
+def prepare(folder: str, rows: int, text_bytes: int, parts: int,
+            dimension: int) -> tuple[str, str]:
+    """(one Parquet file of ``rows`` rows: id, v (or id, emb: ``dimension`` float32s), the
+    directory of the same rows as ``parts`` files)."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     ids = np.arange(rows, dtype=np.int64)
-    pad = "x" * max(text_bytes - 8, 0)
-    table = pa.table({"id": ids, "v": pa.array([f"{i:08d}{pad}" for i in range(rows)])})
+    if dimension:
+        values = np.random.default_rng(7).standard_normal((rows, dimension), dtype=np.float32)
+        table = pa.table({"id": ids, "emb": pa.FixedSizeListArray.from_arrays(
+            pa.array(values.ravel()), dimension)})
+    else:
+        pad = "x" * max(text_bytes - 8, 0)
+        table = pa.table({"id": ids, "v": pa.array([f"{i:08d}{pad}" for i in range(rows)])})
     single = os.path.join(folder, "rows.parquet")
     pq.write_table(table, single, row_group_size=4096)
     return single, split_parquet(table, folder, parts)
@@ -111,8 +122,9 @@ def _cpu_self() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def driver_partition(contact: str, rows_counted, cpu_counted, concurrency: int):
-    """The ``foreachPartition`` function of the driver path."""
+def driver_partition(contact: str, rows_counted, cpu_counted, concurrency: int, column: str):
+    """The ``foreachPartition`` function of the driver path (``column``: the second
+    column's name; its values bound as the ``Row`` holds them)."""
     host, port = contact.rsplit(":", 1)
 
     def write(rows) -> None:
@@ -129,8 +141,8 @@ def driver_partition(contact: str, rows_counted, cpu_counted, concurrency: int):
                           execution_profiles={EXEC_PROFILE_DEFAULT: profile})
         try:
             session = cluster.connect()
-            insert = session.prepare("INSERT INTO ks.t (id, v) VALUES (?, ?)")
-            params = [(row.id, row.v) for row in rows]
+            insert = session.prepare(f"INSERT INTO ks.t (id, {column}) VALUES (?, ?)")
+            params = [(row[0], row[1]) for row in rows]
             execute_concurrent_with_args(session, insert, params, concurrency=concurrency,
                                          raise_on_first_error=True)
         finally:
@@ -141,7 +153,8 @@ def driver_partition(contact: str, rows_counted, cpu_counted, concurrency: int):
 
 
 class Bench:
-    def __init__(self, single: str, directory: str, node: Node, concurrency: int) -> None:
+    def __init__(self, single: str, directory: str, node: Node, concurrency: int,
+                 column: str) -> None:
         os.environ["PYSPARK_PYTHON"] = sys.executable
         os.environ["PYTHONPATH"] = os.pathsep.join(
             p for p in (_PACKAGE_PARENT, os.environ.get("PYTHONPATH", "")) if p)
@@ -156,7 +169,7 @@ class Bench:
         self.spark.sparkContext.setLogLevel("ERROR")
         bulkwire.spark.register(self.spark)
         self.single, self.directory, self.node = single, directory, node
-        self.concurrency = concurrency
+        self.concurrency, self.column = concurrency, column
         logging_quiet()
 
     def load_parquet(self) -> tuple[int, float]:
@@ -180,7 +193,7 @@ class Bench:
         context = self.spark.sparkContext
         rows, cpu = context.accumulator(0), context.accumulator(0.0)
         self.spark.read.parquet(self.directory).foreachPartition(
-            driver_partition(self.node.contact, rows, cpu, self.concurrency))
+            driver_partition(self.node.contact, rows, cpu, self.concurrency, self.column))
         return rows.value, cpu.value
 
     def close(self) -> None:
@@ -200,6 +213,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=20_000)
     parser.add_argument("--text-bytes", type=int, default=64, help="bytes of each row's v")
+    parser.add_argument("--dim", type=int, default=0,
+                        help="rows of id + emb vector<float, DIM> (0: id + v text)")
     parser.add_argument("--parts", type=int, default=2, help="files (Spark partitions)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--concurrency", type=int, default=64,
@@ -207,16 +222,18 @@ def main() -> None:
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
-        serve_emulated_node()
+        serve_emulated_node(args.dim or None)
         return
 
     print_command()
-    print(f"commit {commit()}, {os.cpu_count()} cores, {args.rows:,} rows (bigint id, "
-          f"{args.text_bytes}-byte text), {args.parts} Spark partitions, local[2]")
-    node = Node()
+    value = f"vector<float, {args.dim}>" if args.dim else f"{args.text_bytes}-byte text"
+    measured = commit()  # the code measured, named once (the tree may move on meanwhile)
+    print(f"commit {measured}, {os.cpu_count()} cores, {args.rows:,} rows (bigint id, "
+          f"{value}), {args.parts} Spark partitions, local[2]")
+    node = Node(args.dim)
     with tempfile.TemporaryDirectory(prefix="bench-spark-") as folder:
-        single, directory = prepare(folder, args.rows, args.text_bytes, args.parts)
-        bench = Bench(single, directory, node, args.concurrency)
+        single, directory = prepare(folder, args.rows, args.text_bytes, args.parts, args.dim)
+        bench = Bench(single, directory, node, args.concurrency, "emb" if args.dim else "v")
         contenders = {"load_parquet": bench.load_parquet, "spark": bench.spark_source,
                       "driver": bench.driver}
         try:
@@ -242,7 +259,7 @@ def main() -> None:
         s / p for s, p in zip(per_row["spark"], per_row["load_parquet"]))
     driver_vs_spark = statistics.median(
         d / s for d, s in zip(per_row["driver"], per_row["spark"]))
-    print(f"median of {args.rounds} rounds (commit {commit()}, load average "
+    print(f"median of {args.rounds} rounds (commit {measured}, load average "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}):")
     for name in names:
         print(f"  {name:12s} {statistics.median(per_row[name]) * 1e6:9.2f} µs CPU per row  "

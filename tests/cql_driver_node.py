@@ -4,14 +4,15 @@ a load (``SUPPORTED`` naming the CQL version, ``REGISTER``, ``SELECT *`` of ``sy
 and ``system.peers``; ``system.peers_v2`` is refused, as an older server does, and any other
 query gets no rows). For a driver connected with ``protocol_version=4``,
 ``schema_metadata_enabled=False`` and ``token_metadata_enabled=False``: its prepared INSERT
-into ``ks.t (id bigint PRIMARY KEY, v text)`` is stored as bulkwire's is.
+into ``ks.t (id bigint PRIMARY KEY, v text)`` (or ``ks.t (id bigint PRIMARY KEY, emb
+vector<float, N>)``: ``DriverCluster(dimension=N)``) is stored as bulkwire's is.
 """
 from __future__ import annotations
 
 import struct
 import uuid
 
-from cql_fake_node import (INET, READY, RESULT, SET, SUPPORTED, UUID, VARCHAR, QUERY, rows,
+from cql_fake_node import (BIGINT, FLOAT_VECTOR, INET, READY, RESULT, SET, SUPPORTED, UUID, VARCHAR, QUERY, rows,
                            string, text_set)
 from cql_nodes import INVALID, EmulatedCluster, EmulatedNode
 from cql_fake_node import error
@@ -73,9 +74,13 @@ def _list(items: list[str]) -> bytes:
 
 
 class DriverCluster(EmulatedCluster):
-    """One :class:`DriverNode` (the driver's load balancing sees one host)."""
+    """One :class:`DriverNode` (the driver's load balancing sees one host); ``dimension``:
+    the table's second column is ``emb vector<float, dimension>`` (its prepared metadata
+    and ``system_schema.columns`` say so) instead of ``v text``."""
 
-    def __init__(self) -> None:
-        super().__init__(1)
+    def __init__(self, dimension: int | None = None) -> None:
+        columns = None if dimension is None else [
+            ("id", "partition_key", BIGINT), ("emb", "regular", FLOAT_VECTOR % dimension)]
+        super().__init__(1, columns=columns)
         node = self.nodes[0]
         node.__class__ = DriverNode

@@ -10,7 +10,7 @@ connections as the load opens. Each answer can be replaced, to play a node that 
 - ``silent_at``: the first request of this kind (``"startup"``, ``"query"``, ``"prepare"``,
   ``"execute"``) is never answered (the node reads on, and answers nothing more).
 
-``columns`` is the table: ``[(name, kind, cql type id)]``, the partition key first; the
+``columns`` is the table: ``[(name, kind, cql type id or custom class name)]``, the partition key first; the
 node listens on ``host`` (any 127.x.y.z) and ``port`` (0: any) and owns ``tokens``; ``peers``
 are the other nodes its system.peers names, ``[(address, tokens)]``. Every node is in data
 centre ``datacenter1``, rack ``rack1``; ``system_schema.keyspaces`` gives the keyspace
@@ -34,6 +34,26 @@ ERROR, READY, SUPPORTED, RESULT = 0x00, 0x02, 0x06, 0x08
 BIGINT, INT, UUID, VARCHAR, INET, MAP, SET = (0x0002, 0x0009, 0x000C, 0x000D, 0x0010, 0x0021,
                                               0x0022)
 TYPE_NAMES = {BIGINT: "bigint", INT: "int", VARCHAR: "text"}
+#: a column of ``vector<float, N>``, as its custom type's class names it (``% N``)
+FLOAT_VECTOR = ("org.apache.cassandra.db.marshal.VectorType("
+                "org.apache.cassandra.db.marshal.FloatType, %d)")
+
+
+def type_option(kind: int | str) -> bytes:
+    """A column's type in a result's metadata: a type id, or (a str) a custom type's class
+    name (a vector is one: :data:`FLOAT_VECTOR`)."""
+    if isinstance(kind, str):
+        return struct.pack(">H", 0x0000) + string(kind)
+    return struct.pack(">H", kind)
+
+
+def type_text(kind: int | str) -> str:
+    """A column's type as ``system_schema.columns`` writes it."""
+    if isinstance(kind, str):
+        element, dimension = kind[kind.index("(") + 1:-1].rsplit(",", 1)
+        name = element.strip().rsplit(".", 1)[1][:-len("Type")].lower()
+        return f"vector<{name}, {int(dimension)}>"
+    return TYPE_NAMES[kind]
 
 
 def string(text: str | bytes) -> bytes:
@@ -126,6 +146,13 @@ class FakeNode:
 
     # ------------------------------------------------------------------ the table's answers
 
+    def type_rows(self) -> bytes:
+        """``SELECT column_name, type FROM system_schema.columns``: the types as the schema
+        writes them."""
+        return rows("system_schema", "columns", [("column_name", struct.pack(">H", VARCHAR)),
+                                                 ("type", struct.pack(">H", VARCHAR))],
+                    [[n.encode(), type_text(t).encode()] for n, _, t in self.columns])
+
     def schema_rows(self) -> bytes:
         return rows("system_schema", "columns", [("column_name", struct.pack(">H", VARCHAR)),
                                                  ("kind", struct.pack(">H", VARCHAR))],
@@ -171,7 +198,7 @@ class FakeNode:
         body += b"".join(struct.pack(">H", i) for i in pk)
         body += string(self.keyspace) + string(self.table)
         for n in names:
-            body += string(n) + struct.pack(">H", kinds[n][1])
+            body += string(n) + type_option(kinds[n][1])
         return body + struct.pack(">ii", 0x0004, 0)
 
     def executed(self, values: list[bytes | None]) -> None:
@@ -229,6 +256,8 @@ class FakeNode:
             given = self.answer_query(text) if self.answer_query is not None else None
             if given is not None:
                 return given
+            if "SELECT column_name, type FROM system_schema.columns" in text:
+                return RESULT, self.type_rows()
             if "system_schema.columns" in text:
                 return RESULT, self.schema_rows()
             if "system_schema.keyspaces" in text:

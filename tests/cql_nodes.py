@@ -50,15 +50,16 @@ class EmulatedNode(FakeNode):
     def __init__(self, cluster: "EmulatedCluster", listen: tuple[str, int],
                  advertised: tuple[str, int | None] | None, tokens: Sequence[int],
                  peer: str, peers_v2: bool, datacenter: str = "datacenter1",
-                 rack: str = "rack1") -> None:
+                 rack: str = "rack1", columns: list[tuple[str, str, int | str]] | None = None
+                 ) -> None:
         self.cluster = cluster
         self.datacenter, self.rack = datacenter, rack
         self.peer = peer  # its cluster (listen) address, as system.peers names it
         self.peers_v2 = peers_v2
         self.host_id = uuid.uuid4()
         self.rows: list[int] = []
-        super().__init__(KEYSPACE, TABLE, [("id", "partition_key", BIGINT),
-                                           ("v", "regular", VARCHAR)],
+        super().__init__(KEYSPACE, TABLE, columns or [("id", "partition_key", BIGINT),
+                                                      ("v", "regular", VARCHAR)],
                          tokens=[str(t) for t in tokens], host=listen[0], port=listen[1],
                          answer_query=self._peers_v2_or_invalid,
                          replication=cluster.replication)
@@ -89,7 +90,8 @@ class EmulatedNode(FakeNode):
         with self.lock:
             self.rows.append(key)
         with self.cluster.lock:
-            self.cluster.stored[key] = None if values[1] is None else values[1].decode()
+            self.cluster.stored[key] = (None if values[1] is None else values[1].decode()
+                                        if self.columns[1][2] == VARCHAR else values[1])
 
 
 class EmulatedCluster:
@@ -99,12 +101,15 @@ class EmulatedCluster:
     nodes have ``system.peers_v2`` (Cassandra 4 and later) or only ``system.peers``.
     ``datacenters[i]`` and ``racks[i]``: node i's data centre and rack (default
     ``datacenter1``, ``rack1``); ``replication``: the keyspace's replication map (default
-    SimpleStrategy, one replica). ``stored`` maps each id written to its ``v``."""
+    SimpleStrategy, one replica). ``columns``: the table's ``[(name, kind, type id or custom
+    class name)]``, the bigint ``id`` first (default ``id bigint PRIMARY KEY, v text``).
+    ``stored`` maps each id written to its ``v`` (text) or the bytes of its second column."""
 
     def __init__(self, count: int, *, advertised: Sequence[tuple[str, int | None]] | None = None,
                  listen: Sequence[tuple[str, int]] | None = None, peers_v2: bool = True,
                  datacenters: Sequence[str] | None = None, racks: Sequence[str] | None = None,
-                 replication: dict[str, str] | None = None) -> None:
+                 replication: dict[str, str] | None = None,
+                 columns: list[tuple[str, str, int | str]] | None = None) -> None:
         self.lock = threading.Lock()
         self.replication = replication or {"class": "SimpleStrategy",
                                            "replication_factor": "1"}
@@ -118,7 +123,7 @@ class EmulatedCluster:
                     self, listen[i] if listen else ("127.0.0.1", 0),
                     advertised[i] if advertised else None, tokens, f"127.0.1.{i + 1}",
                     peers_v2, datacenters[i] if datacenters else "datacenter1",
-                    racks[i] if racks else "rack1"))
+                    racks[i] if racks else "rack1", columns))
         except BaseException:
             self.close()
             raise

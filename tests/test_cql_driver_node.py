@@ -13,18 +13,24 @@ from bulkwire import targets  # noqa: E402
 from cql_driver_node import DriverCluster  # noqa: E402
 
 
-def test_the_driver_and_bulkwire_store_their_rows_in_the_emulated_node():
+def driver_client(cluster: DriverCluster):
+    """The Python driver's ``Cluster`` for the emulated node, as the benchmark connects."""
     from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
-    from cassandra.concurrent import execute_concurrent_with_args
     from cassandra.policies import RoundRobinPolicy
 
+    host, port = cluster.nodes[0].endpoint
+    profile = ExecutionProfile(load_balancing_policy=RoundRobinPolicy())
+    return Cluster([host], port=port, protocol_version=4, compression=False,
+                   schema_metadata_enabled=False, token_metadata_enabled=False,
+                   execution_profiles={EXEC_PROFILE_DEFAULT: profile},
+                   connect_timeout=10, control_connection_timeout=10)
+
+
+def test_the_driver_and_bulkwire_store_their_rows_in_the_emulated_node():
+    from cassandra.concurrent import execute_concurrent_with_args
+
     with DriverCluster() as cluster:
-        host, port = cluster.nodes[0].endpoint
-        profile = ExecutionProfile(load_balancing_policy=RoundRobinPolicy())
-        client = Cluster([host], port=port, protocol_version=4, compression=False,
-                         schema_metadata_enabled=False, token_metadata_enabled=False,
-                         execution_profiles={EXEC_PROFILE_DEFAULT: profile},
-                         connect_timeout=10, control_connection_timeout=10)
+        client = driver_client(cluster)
         try:
             session = client.connect()
             insert = session.prepare("INSERT INTO ks.t (id, v) VALUES (?, ?)")
@@ -40,3 +46,32 @@ def test_the_driver_and_bulkwire_store_their_rows_in_the_emulated_node():
                                                       table="t")).rows == 30
         assert cluster.stored == {**{i: f"d{i}" for i in range(50)},
                                   **{i: f"b{i}" for i in range(50, 80)}}
+
+
+def test_a_float_vector_column_is_stored_alike_from_the_driver_and_bulkwire():
+    import struct
+
+    def packed(values):
+        return struct.pack(">4f", *values)
+
+    with DriverCluster(dimension=4) as cluster:
+        client = driver_client(cluster)
+        try:
+            session = client.connect()
+            insert = session.prepare("INSERT INTO ks.t (id, emb) VALUES (?, ?)")
+            for i in range(3):  # the driver serializes a list by the prepared custom type
+                session.execute(insert, (i, [i, 0.5, -1.0, 2.0]))
+        finally:
+            client.shutdown()
+        table = pa.table({"id": pa.array([3, 4], pa.int64()),
+                          "emb": pa.array([[3, 0.5, -1, 2], [4, 0.5, -1, 2]],
+                                          pa.list_(pa.float32(), 4))})
+        target = targets.cql(cluster.contact(0), keyspace="ks", table="t")
+        assert bulkwire.load_arrow(table, target).rows == 2
+        assert cluster.stored == {i: packed([i, 0.5, -1.0, 2.0]) for i in range(5)}
+
+
+def test_the_schema_names_the_vector_column_as_cql_writes_it():
+    from cql_fake_node import FLOAT_VECTOR, type_text
+
+    assert type_text(FLOAT_VECTOR % 768) == "vector<float, 768>"

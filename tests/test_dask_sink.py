@@ -118,7 +118,7 @@ def test_arrow_columns_reach_the_encoder_as_arrow(monkeypatch):
     frame.index = frame.index + 1000  # a partition's index: not a field
     seen = []
     monkeypatch.setattr(bulkwire.dask, "load_arrow",
-                        lambda data, config, source: seen.append((data, source)) or
+                        lambda data, config, source, task=None: seen.append((data, source)) or
                         _arrow_sink.LoadResult(len(data), 1, 1, 0.0, source, "", False))
     config = _arrow_sink.SinkConfig("http://127.0.0.1:1", "db")
     stats = bulkwire.dask._load_partition(frame, config, partition_info={"number": 5})

@@ -235,12 +235,14 @@ def test_batches_under_a_limit_are_a_tenth_of_a_second_of_it():
     assert rates.capped_batch_rows(65536, 1000, 5, None) == 1
 
 
-@pytest.mark.parametrize("option, value", [("max_rows_per_second", 100),
-                                           ("max_bytes_per_second", 1 << 20),
-                                           ("report", "run.json")])
-def test_an_engine_sink_refuses_what_only_a_whole_load_can_hold(option, value):
+def test_an_engine_sink_refuses_a_report_and_shares_a_rate_limit_among_its_tasks():
     from bulkwire._arrow_sink import SinkConfig
 
-    with pytest.raises(ValueError, match=f"^{option} is a load's own"):
+    with pytest.raises(ValueError, match="^report is a load's own"):
         SinkConfig(url="http://127.0.0.1:9", database="db",
-                   options=LoadOptions(**{option: value}))
+                   options=LoadOptions(report="run.json"))
+    config = SinkConfig(url="http://127.0.0.1:9", database="db",
+                        options=LoadOptions(max_rows_per_second=100,
+                                            max_bytes_per_second=1 << 20))
+    shared = config.per_task(4).options
+    assert (shared.max_rows_per_second, shared.max_bytes_per_second) == (25, 1 << 18)

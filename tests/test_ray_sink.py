@@ -442,3 +442,24 @@ def test_a_write_task_with_a_vector_of_the_wrong_length_fails_the_write(cassandr
     assert "of the Ray Dataset" in notes and "not confirmed by the server" in notes
     # its row counted from the write task's first row (each task holds a run of 500 rows)
     assert (1500 - caught.value.row) % 500 == 0
+
+
+def test_rows_set_aside_by_the_write_tasks_count_among_those_given():
+    from types import SimpleNamespace
+
+    from bulkwire import LoadOptions, targets
+    from bulkwire.load import LoadResult
+    from bulkwire.ray import TargetDatasink
+
+    sink = TargetDatasink(targets.ravendb("http://127.0.0.1:1", "db"),
+                          options=LoadOptions(max_errors=5, rejected="rejected-rows"))
+    sink.on_write_start()
+    parts = [LoadResult(500, 10, 10, 0.1, "", "", False), LoadResult(497, 10, 10, 0.1, "", "",
+                                                                     False)]
+    parts[1].rejected_rows = 3
+    sink.on_write_complete(SimpleNamespace(num_rows=1000, write_returns=parts))
+    assert (sink.result.rows, sink.result.rejected_rows) == (997, 3)
+    parts[1].rejected_rows = 2
+    with pytest.raises(Exception, match=r"confirmed 997 rows of the Ray Dataset \(2 more "
+                                        r"rejected\), but its write tasks were given 1,000"):
+        sink.on_write_complete(SimpleNamespace(num_rows=1000, write_returns=parts))

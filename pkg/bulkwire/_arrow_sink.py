@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import itertools
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
@@ -49,17 +50,18 @@ class SinkConfig:
         # the arguments that need no data are refused on the client, before any task runs
         if not isinstance(self.options, LoadOptions):
             raise TypeError(f"options must be a LoadOptions, not {type(self.options).__name__}")
-        for name in ("max_errors", "rejected", "dry_run"):
-            value = getattr(self.options, name)
-            if value is not None and value is not False:
-                raise ValueError(f"{name} is not an option of a sink: its tasks run on many "
-                                 f"machines, with no one rejected file (load_parquet and "
-                                 f"bulkwire load take it)")
-        for name in ("max_rows_per_second", "max_bytes_per_second", "report"):
-            if getattr(self.options, name, None) is not None:
-                raise ValueError(f"{name} is a load's own (its processes share one schedule "
-                                 f"and one report), not a sink's: each task of an engine is a "
-                                 f"load of its own")
+        if self.options.dry_run:
+            raise ValueError("dry_run is not an option of a sink: its tasks run on many "
+                             "machines, each storing its own rows (load_parquet and "
+                             "bulkwire load take it)")
+        if self.options.report is not None:
+            raise ValueError("report is a load's own (its processes share one report), not "
+                             "a sink's: each task of an engine is a load of its own")
+        if self.options.rejected is not None and os.path.exists(self.options.rejected) \
+                and not os.path.isdir(self.options.rejected):
+            raise ValueError(f"rejected must be a directory for a sink (each task writes its "
+                             f"own part-<task>.parquet there), not the file "
+                             f"{self.options.rejected!r}")
         if self.described is not None:
             given = [name for name in ("url", "database", "certificate", "ca")
                      if getattr(self, name) is not None]
@@ -81,6 +83,12 @@ class SinkConfig:
         object.__setattr__(self, "url", urls[0] if isinstance(self.url, str) else tuple(urls))
         if not isinstance(self.database, str) or not self.database:
             raise ValueError("database must be a non-empty str")
+
+    def per_task(self, concurrent: int) -> "SinkConfig":
+        """This configuration for one of ``concurrent`` tasks that run at once
+        (:func:`rate_share` of its options)."""
+        shared = rate_share(self.options, concurrent)
+        return self if shared is self.options else dataclasses.replace(self, options=shared)
 
     def description(self) -> TargetDescription:
         """The target a task opens its session from (a new description each call: for
@@ -140,6 +148,24 @@ class SinkConfig:
                                  f"(its columns: {', '.join(map(str, names))})")
 
 
+def rate_share(options: LoadOptions, concurrent: int) -> LoadOptions:
+    """The options of one of ``concurrent`` tasks that run at once: the rate limits
+    (``max_rows_per_second``, ``max_bytes_per_second``) are the whole job's, each task
+    taking the limit divided by ``concurrent`` (at least the smallest limit a load takes).
+    Without a limit, or one task, ``options`` themselves.
+
+    >>> rate_share(LoadOptions(max_rows_per_second=1000), 4).max_rows_per_second
+    250.0
+    """
+    from .load_options import RATE_RANGES
+
+    if concurrent <= 1 or not (options.max_rows_per_second or options.max_bytes_per_second):
+        return options
+    shares = {name: max(low, getattr(options, name) / concurrent)
+              for name, low, _ in RATE_RANGES if getattr(options, name)}
+    return dataclasses.replace(options, **shares)
+
+
 def pandas_schema(names: Sequence[Any], dtypes: Sequence[Any]) -> Any:
     """The Arrow schema of pandas columns of these ``names`` and ``dtypes``, as
     ``pyarrow.Table.from_pandas(preserve_index=False)`` converts a partition of them (the
@@ -187,14 +213,18 @@ def _non_empty_batches(data: Any, batch_rows: int | None) -> Iterator[Any]:
             raise TypeError(f"expected pyarrow Tables or RecordBatches, not {type(piece).__name__}")
 
 
-def load_arrow(data: Any, config: SinkConfig, source: str) -> LoadResult:
+def load_arrow(data: Any, config: SinkConfig, source: str, task: Any = None) -> LoadResult:
     """Sends the rows of ``data`` (a pyarrow Table, RecordBatch, or an iterable of them) in
     ONE session of the target (a bulk insert request; a CQL session with its own
     connections), through :func:`bulkwire.load_arrow`; returns what it did. No rows, no
     session. It returns only when the target confirmed every row (the server answered 2xx
     to the whole body; every INSERT was acknowledged); any error (or Ctrl-C) aborts the
     session and propagates, with a note naming ``source``, where the rows came from (the
-    rows an error names count from its first row)."""
+    rows an error names count from its first row).
+
+    With ``max_errors``, the rows the target refuses (at most ``max_errors`` of this task's)
+    go to ``part-<task>.parquet`` in the directory ``rejected``, written only when the task
+    rejected rows (:func:`rejecting`); the result's ``rejected_rows`` counts them."""
     start = time.perf_counter()
     options = config.options
     batches = _non_empty_batches(data, options.batch_rows)
@@ -204,24 +234,63 @@ def load_arrow(data: Any, config: SinkConfig, source: str) -> LoadResult:
                           source=source, target=config.target, compress=config.compress)
     # named after the partition, not its data, whatever the kind of target
     config.check_columns(first.schema.names, source)
+    rejects = rejecting(options, task)
     try:
-        result = _load.load_arrow(itertools.chain([first], batches), target=config.description(),
-                                  options=options.pipeline_only(), threads=1)
+        with rejects as task_options:
+            result = _load.load_arrow(itertools.chain([first], batches),
+                                      target=config.description(),
+                                      options=task_options.pipeline_only(), threads=1)
     except Exception as exc:
         # the rows it names count from the partition's first row: say which partition (a
         # note, which travels with the pickled error back to the engine's client)
         _add_note(exc, f"in {source}")
         raise
-    return dataclasses.replace(result, source=source, target=config.target)
+    return dataclasses.replace(result, source=source, target=config.target,
+                               rejected_path=rejects.final if result.rejected_rows else None)
+
+
+class rejecting:
+    """A context manager giving one task's options: with ``rejected`` (a directory), the
+    task's rejected file in it, written under a temporary name and, on leaving, renamed
+    ``part-<task>.parquet`` when it holds rows, however the task ends (a task that
+    rejected none leaves no file); a task run again replaces its file. Without ``rejected``, the options themselves."""
+
+    def __init__(self, options: LoadOptions, task: Any) -> None:
+        self.options, self.final, self.pending = options, None, None
+        if options.rejected is not None:
+            os.makedirs(options.rejected, exist_ok=True)
+            self.final = os.path.join(options.rejected, f"part-{task}.parquet")
+            self.pending = os.path.join(options.rejected,
+                                        f".part-{task}.{os.getpid()}.pending.parquet")
+
+    def __enter__(self) -> LoadOptions:
+        if self.pending is None:
+            return self.options
+        return dataclasses.replace(self.options, rejected=self.pending)
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.pending is None or not os.path.exists(self.pending):
+            return
+        import pyarrow.parquet as pq
+
+        # kept however the task ends (a failed task's rows rejected so far say why it failed)
+        if pq.ParquetFile(self.pending).metadata.num_rows:
+            os.replace(self.pending, self.final)
+        else:
+            os.remove(self.pending)
 
 
 def summed(results: Iterable[LoadResult], seconds: float, source: str, config: SinkConfig) -> LoadResult:
     """The results of many requests as one: rows and bytes summed; ``seconds`` is the whole
     run's wall time (the requests overlap)."""
-    rows = body = wire = 0
+    rows = body = wire = rejected = 0
     for result in results:
         rows += result.rows
         body += result.body_bytes
         wire += result.wire_bytes
-    return LoadResult(rows=rows, body_bytes=body, wire_bytes=wire, seconds=seconds, source=source,
-                      target=config.target, compress=config.compress)
+        rejected += result.rejected_rows
+    summary = LoadResult(rows=rows, body_bytes=body, wire_bytes=wire, seconds=seconds,
+                         source=source, target=config.target, compress=config.compress)
+    summary.rejected_rows = rejected
+    summary.rejected_path = config.options.rejected
+    return summary

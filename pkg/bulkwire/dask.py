@@ -14,6 +14,7 @@ import Dask, and this module imports it only when called.
 """
 from __future__ import annotations
 
+import os
 import time
 from typing import Any, Mapping, Sequence
 
@@ -26,7 +27,7 @@ from .load_options import LoadOptions
 
 __all__ = ["to_target", "to_bulk_insert", "to_cql"]
 
-_STATS_COLUMNS = ("rows", "body_bytes", "wire_bytes", "seconds")
+_STATS_COLUMNS = ("rows", "body_bytes", "wire_bytes", "seconds", "rejected_rows")
 
 
 def _dask_dataframe() -> Any:
@@ -42,9 +43,9 @@ def _stats_frame(result: LoadResult | None) -> Any:
     the output's columns); a new frame each call."""
     import pandas as pd
 
-    values = ([result.rows], [result.body_bytes], [result.wire_bytes], [result.seconds]) \
-        if result is not None else ([], [], [], [])
-    dtypes = ("int64", "int64", "int64", "float64")
+    values = ([result.rows], [result.body_bytes], [result.wire_bytes], [result.seconds],
+              [result.rejected_rows]) if result is not None else ([], [], [], [], [])
+    dtypes = ("int64", "int64", "int64", "float64", "int64")
     return pd.DataFrame({name: pd.Series(v, dtype=t)
                          for name, v, t in zip(_STATS_COLUMNS, values, dtypes)})
 
@@ -58,7 +59,8 @@ def _load_partition(frame: Any, config: SinkConfig, partition_info: dict | None 
     # preserve_index=False: the index is Dask's partitioning, not a document field. Arrow-backed
     # columns (dtype_backend="pyarrow") keep their Arrow arrays: a fixed_size_list stays one.
     table = pa.Table.from_pandas(frame, preserve_index=False)
-    return _stats_frame(load_arrow(table, config, source=f"partition {number} of the Dask DataFrame"))
+    return _stats_frame(load_arrow(table, config, source=f"partition {number} of the Dask DataFrame",
+                                   task=number))
 
 
 def to_target(ddf: Any, target: Any, *, options: LoadOptions | None = None,
@@ -76,6 +78,13 @@ def to_target(ddf: Any, target: Any, *, options: LoadOptions | None = None,
     frame's schema is checked against the target before any task runs (for a CQL table:
     its columns read and the INSERT prepared). A partition that fails makes this call raise
     its error, noted with the partitions not confirmed; those that completed stay loaded.
+
+    ``max_rows_per_second`` and ``max_bytes_per_second`` limit the whole write: each
+    partition's session takes the limit divided by the partitions that can run at once (the
+    partitions, or the workers' threads if fewer). With ``max_errors``, ``rejected`` is a
+    directory: each partition that rejected rows writes them to ``part-<partition>.parquet``
+    there, and ``max_errors`` applies to each partition's rows; the result's
+    ``rejected_rows`` sums them. ``dry_run`` and ``report`` are a load's own, refused here.
 
     >>> import dask.dataframe as dd                                  # doctest: +SKIP
     >>> from bulkwire import targets                                 # doctest: +SKIP
@@ -177,17 +186,41 @@ def _write(ddf: Any, config: SinkConfig, compute_kwargs: Mapping[str, Any] | Non
     config.check("the Dask DataFrame", list(ddf.columns),
                  lambda: pandas_schema(list(ddf.dtypes.index), list(ddf.dtypes)))
     start = time.perf_counter()
-    tasks = ddf.map_partitions(_load_partition, config, meta=_stats_frame(None),
+    compute_kwargs = dict(compute_kwargs or {})
+    shared = config
+    if config.options.max_rows_per_second or config.options.max_bytes_per_second:
+        shared = config.per_task(min(ddf.npartitions, _threads(ddf, compute_kwargs)))
+    tasks = ddf.map_partitions(_load_partition, shared, meta=_stats_frame(None),
                                enforce_metadata=False)
-    frames = _partition_stats(tasks, dict(compute_kwargs or {}))
-    parts = [LoadResult(rows=int(r.rows), body_bytes=int(r.body_bytes),
-                        wire_bytes=int(r.wire_bytes), seconds=float(r.seconds), source="",
-                        target=config.target, compress=config.compress)
-             for frame in frames for r in frame.itertuples(index=False)]
+    frames = _partition_stats(tasks, compute_kwargs)
+    parts = []
+    for frame in frames:
+        for r in frame.itertuples(index=False):
+            part = LoadResult(rows=int(r.rows), body_bytes=int(r.body_bytes),
+                              wire_bytes=int(r.wire_bytes), seconds=float(r.seconds),
+                              source="", target=config.target, compress=config.compress)
+            part.rejected_rows = int(r.rejected_rows)
+            parts.append(part)
     if len(parts) != ddf.npartitions:  # every partition reports once: anything else is a bug
         raise RuntimeError(f"{len(parts)} partition results for {ddf.npartitions} partitions")
     return summed(parts, time.perf_counter() - start,
                   f"a Dask DataFrame ({ddf.npartitions} partitions)", config)
+
+
+def _threads(ddf: Any, compute_kwargs: dict) -> int:
+    """The partitions of ``ddf`` that can be written at once: the threads of the
+    ``distributed`` cluster's workers, else the local scheduler's (``num_workers``, or a
+    thread per core; one for the synchronous scheduler)."""
+    client = _distributed_client(ddf, compute_kwargs.get("scheduler"))
+    if client is not None:
+        return max(1, sum(client.nthreads().values()))
+    scheduler = compute_kwargs.get("scheduler")
+    if scheduler in ("sync", "synchronous", "single-threaded"):
+        return 1
+    import dask
+
+    return max(1, int(compute_kwargs.get("num_workers") or dask.config.get("num_workers", None)
+                      or os.cpu_count() or 1))
 
 
 def _distributed_client(tasks: Any, scheduler: Any) -> Any:

@@ -82,7 +82,8 @@ def _define_datasinks() -> dict[str, type]:
 
             tables = (BlockAccessor.for_block(block).to_arrow() for block in blocks)
             index = getattr(ctx, "task_idx", "?")
-            return load_arrow(tables, self._config, source=f"write task {index} of the Ray Dataset")
+            return load_arrow(tables, self._config, source=f"write task {index} of the Ray Dataset",
+                              task=index)
 
         def on_write_complete(self, write_result: Any) -> None:
             """On the driver, after every write task succeeded: their stats summed. The rows
@@ -94,12 +95,15 @@ def _define_datasinks() -> dict[str, type]:
             result = summed(returns, seconds,
                             f"a Ray Dataset ({len(returns)} write tasks)", self._config)
             given = getattr(write_result, "num_rows", None)
-            if given is not None and int(given) != result.rows:
+            # a row set aside in a task's rejected file (max_errors) was given, not stored
+            if given is not None and int(given) != result.rows + result.rejected_rows:
                 # a RavenDB database's bulk insert error; any other target's, a LoadError
                 error = (BulkInsertError if self._config.described is None
                          else getattr(self._config.described, "load_error", LoadError))
-                raise error(f"the target confirmed {result.rows:,} rows of the Ray Dataset, "
-                            f"but its write tasks were given {int(given):,} "
+                rejected = (f" ({result.rejected_rows:,} more rejected)"
+                            if result.rejected_rows else "")
+                raise error(f"the target confirmed {result.rows:,} rows of the Ray "
+                            f"Dataset{rejected}, but its write tasks were given {int(given):,} "
                             f"({self._config.target})")
             self.result = result
 
@@ -242,8 +246,24 @@ def _written(ds: Any, sink: Any, ray_remote_args: dict | None) -> LoadResult:
     if schema is None:
         raise ValueError("the Ray Dataset has no schema (no blocks): nothing to check or load")
     sink.config.check("the Ray Dataset", list(schema.names), lambda: _arrow_schema(schema))
+    options = sink.config.options
+    if options.max_rows_per_second or options.max_bytes_per_second:
+        sink._config = sink.config.per_task(_write_tasks(ds))
     ds.write_datasink(sink, ray_remote_args=ray_remote_args)
     return sink.result
+
+
+def _write_tasks(ds: Any) -> int:
+    """The write tasks of ``ds`` that can run at once, among which a rate limit is divided:
+    the cluster's CPUs, or the Dataset's blocks if it is materialized and has fewer."""
+    import ray
+
+    tasks = max(1, int(ray.cluster_resources().get("CPU", 1)))
+    from ray.data.dataset import MaterializedDataset
+
+    if isinstance(ds, MaterializedDataset):
+        tasks = min(tasks, max(1, ds.num_blocks()))
+    return tasks
 
 
 def write_cql(ds: Any, hosts: str | Sequence[str], keyspace: str, table: str, *,

@@ -12,7 +12,12 @@
 The option ``target`` names the kind (:data:`bulkwire.targets.KINDS`); every other option is
 either one of the kind's own (:func:`bulkwire.targets.options`; the same checks and messages
 as :func:`bulkwire.targets.make`) or one of the pipeline's: ``batch_rows``, ``columns``
-(comma separated), ``vector_column``. The target is built and the DataFrame's schema judged
+(comma separated), ``vector_column``, the rate limits ``max_rows_per_second`` and
+``max_bytes_per_second`` (the whole write's: each task takes the limit divided by the
+tasks that can run at once, the session's ``defaultParallelism`` when :func:`register` ran),
+and ``max_errors`` with ``rejected``, a directory where each task that rejected rows writes
+them to ``part-<partition>.parquet`` (a streaming query's, ``part-<batch>-<partition>``;
+``max_errors`` applies to each task's rows). The target is built and the DataFrame's schema judged
 by the target (its plan and its encoder, on a batch without rows) on the driver, before any
 task runs. Each write task then sends its rows through :func:`bulkwire.load_arrow`, in one
 session of its own; its commit message (:class:`TaskWritten`) says what the target
@@ -69,7 +74,14 @@ __all__ = ["KEEP_IDLE_SECONDS", "NAME", "PIPELINE_OPTIONS", "SparkWriteResult", 
 #: The data source's name, for ``format(...)``.
 NAME = "bulkwire"
 #: The options the data source reads itself (the load pipeline's), besides ``target``.
-PIPELINE_OPTIONS = ("batch_rows", "columns", "vector_column")
+PIPELINE_OPTIONS = ("batch_rows", "columns", "vector_column", "max_rows_per_second",
+                    "max_bytes_per_second", "max_errors", "rejected")
+#: A load's options a write's tasks cannot share, refused with why.
+_REFUSED_OPTIONS = {
+    "dry_run": "dry_run is not an option of the bulkwire data source: its tasks run on many "
+               "machines, each storing its own rows (load_parquet and bulkwire load take it)",
+    "report": "report is a load's own (its processes share one report), not the data "
+              "source's: each write task is a load of its own"}
 #: Whether this PySpark takes ``writeStream.format("bulkwire")``.
 STREAMING = DataSourceStreamArrowWriter is not None
 #: The Spark configuration key under which :func:`register` keeps its result folder.
@@ -88,8 +100,9 @@ _log = logging.getLogger("bulkwire.spark")
 class TaskWritten(WriterCommitMessage):
     """A write task's commit message: what the target confirmed of the task's rows.
     ``output`` is the task's file (``request_file``; None for a server, or a task without
-    rows, which opens no session and writes no file); ``rejected_rows`` is 0 (a row the
-    target refuses fails its task)."""
+    rows, which opens no session and writes no file); ``rejected_rows``: the rows set aside
+    in the task's rejected file (with ``max_errors``; else 0: a row the target refuses
+    fails its task)."""
 
     partition: int
     attempt: int
@@ -228,12 +241,15 @@ class _Job:
 
 
 def _job(options: Any, schema: Any, overwrite: bool, streaming: bool,
-         result_dir: Optional[str], judge: bool = True) -> _Job:
+         result_dir: Optional[str], judge: bool = True,
+         parallelism: Optional[int] = None) -> _Job:
     """Judges the data source's ``options`` (strings) and the DataFrame's Spark ``schema`` on
     the driver: the target described by :func:`bulkwire.targets.make`, the pipeline's
     options by :class:`bulkwire.LoadOptions`, the schema by the target's plan and encoder
     (without ``judge``: not the schema, which reads the table, a CQL one through a
-    connection). Raises naming the option, the mode or the column."""
+    connection). Raises naming the option, the mode or the column. ``parallelism``: the
+    tasks that run at once (the session's ``defaultParallelism``, read by :func:`register`),
+    among which a rate limit is divided."""
     from . import targets
     from .load_options import LoadOptions
 
@@ -248,6 +264,9 @@ def _job(options: Any, schema: Any, overwrite: bool, streaming: bool,
     kind = str(kind).strip()
     kind_options = targets.options(kind)  # ValueError naming the kinds
     own = [o.name for o in kind_options]
+    for name, why in _REFUSED_OPTIONS.items():
+        if name in given:
+            raise ValueError(why)
     pipeline = {name: given.pop(name) for name in PIPELINE_OPTIONS if name in given}
     for name in _SPARK_OPTIONS:  # the query's, not the target's
         given.pop(name, None)
@@ -271,7 +290,26 @@ def _job(options: Any, schema: Any, overwrite: bool, streaming: bool,
         else None,
         columns=(tuple(c.strip() for c in pipeline["columns"].split(","))
                  if pipeline.get("columns") else None),
-        vector_column=pipeline.get("vector_column") or None)
+        vector_column=pipeline.get("vector_column") or None,
+        max_rows_per_second=_number(pipeline.get("max_rows_per_second"), "max_rows_per_second"),
+        max_bytes_per_second=_number(pipeline.get("max_bytes_per_second"),
+                                     "max_bytes_per_second"),
+        max_errors=_max_errors(pipeline.get("max_errors")),
+        rejected=pipeline.get("rejected") or None)
+    if load.max_rows_per_second or load.max_bytes_per_second:
+        if parallelism is None:
+            raise ValueError("a rate limit of the bulkwire data source is the whole write's, "
+                             "divided among the tasks that run at once: register it with "
+                             "bulkwire.spark.register(spark), which reads the session's "
+                             "defaultParallelism")
+        from ._arrow_sink import rate_share
+
+        load = rate_share(load, parallelism)
+    if load.rejected is not None:
+        if os.path.exists(load.rejected) and not os.path.isdir(load.rejected):
+            raise ValueError(f"rejected must be a directory (each task writes its own "
+                             f"part-<partition>.parquet there), not the file {load.rejected!r}")
+        os.makedirs(load.rejected, exist_ok=True)  # here, so that one that cannot be fails now
     if output_option is None:  # a server: one description for every task
         target = targets.make(kind, **given)
         if not target.units:
@@ -290,6 +328,23 @@ def _job(options: Any, schema: Any, overwrite: bool, streaming: bool,
     if judge:
         _judge(target, schema, load)
     return dataclasses.replace(job, target=target)
+
+
+def _number(text: Optional[str], name: str) -> Optional[float]:
+    if text is None or str(text).strip() == "":
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise ValueError(f"{name} must be a number, not {text!r}") from None
+
+
+def _max_errors(text: Optional[str]) -> Any:
+    """``max_errors`` as given: a count, or a percentage (``"0.1%"``), judged by LoadOptions."""
+    if text is None or str(text).strip() == "":
+        return None
+    text = str(text).strip()
+    return text if text.endswith("%") else _int(text, "max_errors")
 
 
 def _int(text: str, name: str) -> int:
@@ -414,6 +469,7 @@ def _write(job: _Job, iterator: Iterator[Any], keep: bool = False) -> TaskWritte
     (:func:`_kept_target`), which outlives the task."""
     import pyarrow as pa
 
+    from ._arrow_sink import rejecting
     from .errors import _add_note
     from .load.entry import load_arrow
 
@@ -433,8 +489,11 @@ def _write(job: _Job, iterator: Iterator[Any], keep: bool = False) -> TaskWritte
             os.makedirs(folder, exist_ok=True)
     counted = _Counted(_kept_target(target) if keep and _keeps(target) else target)
     reader = pa.RecordBatchReader.from_batches(first.schema, itertools.chain([first], batches))
+    rejects = rejecting(job.options, partition if batch_id is None
+                        else f"{batch_id}-{partition}")
     try:
-        result = load_arrow(reader, counted, options=job.options, threads=1)
+        with rejects as options:
+            result = load_arrow(reader, counted, options=options, threads=1)
     except Exception as exc:
         batch = f" of micro-batch {batch_id}" if batch_id is not None else ""
         _add_note(exc, f"in partition {partition}{batch} (attempt {attempt}) of the Spark "
@@ -442,7 +501,7 @@ def _write(job: _Job, iterator: Iterator[Any], keep: bool = False) -> TaskWritte
         raise
     return TaskWritten(rows=result.rows, body_bytes=result.body_bytes,
                        wire_bytes=result.wire_bytes, retries=counted.retries,
-                       ended=time.time(), output=output,
+                       ended=time.time(), output=output, rejected_rows=result.rejected_rows,
                        cpu_seconds=time.process_time() - cpu, **ids)
 
 
@@ -690,6 +749,9 @@ class BulkwireDataSource(DataSource):
 
     #: where the driver's commit writes the job's result (set by :func:`register`)
     result_dir: Optional[str] = None
+    #: the tasks that run at once, among which a rate limit is divided (set by
+    #: :func:`register`: the session's ``defaultParallelism``)
+    parallelism: Optional[int] = None
 
     @classmethod
     def name(cls) -> str:
@@ -697,7 +759,8 @@ class BulkwireDataSource(DataSource):
 
     def writer(self, schema: Any, overwrite: bool) -> BulkwireWriter:
         self._forget()
-        return BulkwireWriter(_job(self.options, schema, overwrite, False, self.result_dir))
+        return BulkwireWriter(_job(self.options, schema, overwrite, False, self.result_dir,
+                                   parallelism=self.parallelism))
 
     def streamWriter(self, schema: Any, overwrite: bool) -> Any:
         if DataSourceStreamArrowWriter is None:
@@ -707,7 +770,8 @@ class BulkwireDataSource(DataSource):
             # made again for one micro-batch's commit or abort, which reads the options
             # alone: they and the schema were judged when the query's writer was made
             return BulkwireStreamWriter(_job(self.options, schema, overwrite, True,
-                                             self.result_dir, judge=False))
+                                             self.result_dir, judge=False,
+                                             parallelism=self.parallelism))
         self._forget()
         return BulkwireStreamWriter(self._query_job(schema, overwrite))
 
@@ -724,7 +788,8 @@ class BulkwireDataSource(DataSource):
         with _kept_lock:
             judged = _judged.get(key)
         if judged is None or now - judged[1] > KEEP_IDLE_SECONDS:
-            judged = (_job(self.options, schema, overwrite, True, self.result_dir), now)
+            judged = (_job(self.options, schema, overwrite, True, self.result_dir,
+                           parallelism=self.parallelism), now)
         with _kept_lock:
             for stale in [k for k, (_, used) in _judged.items()
                           if now - used > KEEP_IDLE_SECONDS]:
@@ -753,14 +818,20 @@ def register(spark: Any) -> None:
     """Registers the data source ``bulkwire`` with the SparkSession ``spark``: then
     ``df.write.format("bulkwire")`` writes into a target, and :func:`last_result` returns
     what the last write (or micro-batch) of this session did. Registering the source again
-    keeps the session's folder of results."""
+    keeps the session's folder of results. The session's ``defaultParallelism`` is read
+    here: a rate limit is divided by it (register again after the cluster grew)."""
     directory = spark.conf.get(RESULT_DIR_KEY, None)
     if not directory or not os.path.isdir(directory):
         directory = tempfile.mkdtemp(prefix="bulkwire-spark-")
         atexit.register(shutil.rmtree, directory, True)
         spark.conf.set(RESULT_DIR_KEY, directory)
+    try:  # read here, on the driver: the data source's writer runs in a Python worker
+        parallelism = int(spark.sparkContext.defaultParallelism)
+    except Exception:  # noqa: BLE001 - a session without a SparkContext (Spark Connect)
+        parallelism = None
     # a class of its own, pickled by value with the session's folder in it
-    source = type("BulkwireDataSource", (BulkwireDataSource,), {"result_dir": directory})
+    source = type("BulkwireDataSource", (BulkwireDataSource,),
+                  {"result_dir": directory, "parallelism": parallelism})
     source.__qualname__ = "BulkwireDataSource.registered"
     spark.dataSource.register(source)
 
