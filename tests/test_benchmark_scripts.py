@@ -244,9 +244,12 @@ def test_real_server_replay_pieces_are_the_senders_body(compress):
                                   ("small", "gzip", "5", "official")])
 def test_callgrind_client_runs(args):
     """The client-side workload for instruction counts stores every document (it checks the
-    loopback server's count itself)."""
+    loopback server's count itself) and prints its CPU per document (with two runs, of the
+    second alone)."""
     out = run_script("callgrind_client.py", *args)
     assert out.startswith(f"{args[0]}, {args[1]}, ") and "the last insert complete" in out
+    runs = "(median of 1 run(s) after the first)" if "--runs" in args else "(median of 1 run(s))"
+    assert "client CPU per document: " in out and out.rstrip().endswith(runs)
     assert run_script("callgrind_client.py", *args[:3], "skip") == ""
 
 
