@@ -390,7 +390,8 @@ def _load(path: Any, target: TargetDescription | None, options: LoadOptions | No
     if options.rejecting():
         total = (len(take) if take is not None else sum(map(sum, groups))
                  if groups is not None else stream_rows)
-        spec = _reject_spec(options, schema, plan, total)
+        spec = _reject_spec(options, schema, plan, total,
+                            _first_vector_dim(files, schema, plan, options, batch_rows))
 
     state = None
     if resume is not None:  # a target with units (checked above): a ResumableTarget
@@ -478,7 +479,43 @@ def _write_report(path: str, result: LoadResult, options: LoadOptions, target: A
     write_report(path, data)
 
 
-def _reject_spec(options: LoadOptions, schema: Any, plan: Any, total: int | None) -> Any:
+def _first_vector_dim(files: list[str] | None, schema: Any, plan: Any, options: LoadOptions,
+                      batch_rows: int) -> int | None:
+    """The most common length of the vectors in the first ``batch_rows`` rows of the first
+    file, for a list column of variable length (None: a fixed size list, no vector column,
+    data that is not files, or no rows)."""
+    if files is None or plan.vector_column is None:
+        return None
+    source = {target: name for name, target in options.renames.items()}.get(
+        plan.vector_column, plan.vector_column)
+    if source not in schema.names:
+        return None
+    pa = _pyarrow()
+    if not pa.types.is_list(schema.field(source).type) and \
+            not pa.types.is_large_list(schema.field(source).type):
+        return None
+    import pyarrow.compute as pc
+
+    path = files[0]
+    if _source_format_of(path) == "ipc":
+        with pa.OSFile(path, "rb") as handle:
+            reader = pa.ipc.open_file(handle)
+            column = (reader.get_batch(0).column(source).slice(0, batch_rows)
+                      if reader.num_record_batches else None)
+    else:
+        import pyarrow.parquet as pq
+
+        with pq.ParquetFile(path) as parquet:
+            first = next(parquet.iter_batches(batch_size=batch_rows, columns=[source]), None)
+            column = first.column(0) if first is not None else None
+    if column is None or len(column) == 0:
+        return None
+    modes = pc.mode(pc.list_value_length(column)).to_pylist()
+    return int(modes[0]["mode"]) if modes else None
+
+
+def _reject_spec(options: LoadOptions, schema: Any, plan: Any, total: int | None,
+                 vector_dim: int | None = None) -> Any:
     """The :class:`~bulkwire.load.rejects._RejectSpec` of a load that sets refused rows
     aside: the logs' schema (the columns read, then the source file, row and reason)."""
     from .rejects import _RejectSpec, REJECT_COLUMNS, max_errors_limit
@@ -491,7 +528,7 @@ def _reject_spec(options: LoadOptions, schema: Any, plan: Any, total: int | None
     rule = (f"max_errors={options.max_errors!r}" if options.max_errors is not None
             else "a dry run sets every refused row aside")
     return _RejectSpec(options.rejected, pa.schema(fields),
-                       max_errors_limit(options.max_errors, total), rule)
+                       max_errors_limit(options.max_errors, total), rule, vector_dim)
 
 
 def _load_rejecting(job: _Job, files: list[str] | None, groups: Any, state: Any,

@@ -85,7 +85,9 @@ def _encoded_in_order(batches: Iterator[Any], encode: BatchEncoder, source: str,
         for batch in batches:
             _check_batch(batch, source)  # buffer sizes: what the C reader cannot know
             if dim is None or dim < 0:
-                dim = _vector_dim(pa, batch, plan, rejects is not None)
+                known = rejects.spec.vector_dim if rejects is not None else None
+                dim = known if known is not None else _vector_dim(pa, batch, plan,
+                                                                  rejects is not None)
             args = (batch, dim, submitted)
             if rejects is not None:
                 checked = (encode_ahead if pool is not None else encode, encode, batch, dim,

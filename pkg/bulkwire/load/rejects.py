@@ -65,6 +65,10 @@ class _RejectSpec:
     schema: Any
     limit: int | None
     rule: str
+    #: the length every vector of a list column must have: the most common one of the load's
+    #: first rows (the first file's first batch, whatever a resumed run skips, so that every
+    #: run judges alike); None: the first batch the process encodes says
+    vector_dim: int | None = None
 
     def log(self, name: str) -> str | None:
         return None if self.path is None else f"{self.path}.partial.{name}"
