@@ -188,3 +188,22 @@ def test_vector_codec_without_numpy_then_with_it():
         print("ok")
     """
     assert run_fresh(code).strip() == "ok"
+
+
+def test_a_load_imports_only_its_own_target_kind():
+    """A load into a file imports no other kind's module (the CQL loader, the JSON Lines
+    writer); naming a kind imports its module."""
+    out = run_fresh("""
+        import os, sys, tempfile
+        import bulkwire
+        from bulkwire import targets
+
+        folder = tempfile.mkdtemp()
+        path = bulkwire.sample_parquet(os.path.join(folder, "s.parquet"), rows=10, dim=4)
+        bulkwire.load_parquet(path, targets.request_file(os.path.join(folder, "o.json")))
+        print(sorted(m for m in ("bulkwire.load.cql_target", "bulkwire.load.jsonl_target")
+                     if m in sys.modules))
+        targets.cql
+        print("bulkwire.load.cql_target" in sys.modules)
+    """).split()
+    assert out == ["[]", "True"]

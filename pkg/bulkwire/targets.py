@@ -40,7 +40,7 @@ import importlib
 import inspect
 import json
 import typing
-from typing import Any, Callable, Dict, List, NamedTuple
+from typing import Any, Callable, List, NamedTuple
 
 __all__ = ["KINDS", "Option", "REQUIRED", "make", "options"]
 
@@ -52,11 +52,32 @@ _KIND_MODULES = {
     "jsonl": "bulkwire.load.jsonl_target",
 }
 
+
+
+class _Kinds(collections.abc.Mapping):
+    """Each kind's constructor by name, its module imported the first time the kind is
+    asked for: a load into a file does not import the CQL loader."""
+
+    def __getitem__(self, kind: str) -> Callable[..., Any]:
+        return getattr(importlib.import_module(_KIND_MODULES[kind]), kind)
+
+    def __iter__(self):
+        return iter(_KIND_MODULES)
+
+    def __len__(self) -> int:
+        return len(_KIND_MODULES)
+
+    def __repr__(self) -> str:
+        return f"KINDS({', '.join(_KIND_MODULES)})"
+
+
 #: Each kind's constructor, by name: what a front end (the command line, a data source of
 #: another engine) lists and builds targets from.
-KINDS: Dict[str, Callable[..., Any]] = {
-    kind: getattr(importlib.import_module(module), kind) for kind, module in _KIND_MODULES.items()}
-globals().update(KINDS)  # targets.ravendb(...), targets.cql(...), ...
+KINDS: collections.abc.Mapping = _Kinds()
+
+
+def __dir__() -> List[str]:
+    return sorted(set(globals()) | set(_KIND_MODULES))
 
 #: The default of an option that has none (it must be given).
 REQUIRED = inspect.Parameter.empty
@@ -167,8 +188,8 @@ def refuse_options(target: Any, names: Any) -> None:
 
 
 def __getattr__(name: str) -> Any:
-    """A kind's constructor, by the kind's name (for a kind registered after this module's
-    static names)."""
+    """``targets.ravendb``, ``targets.cql``, ...: a kind's constructor, by the kind's name
+    (:data:`KINDS`: its module imported on first use)."""
     try:
         return KINDS[name]
     except KeyError:
