@@ -375,9 +375,9 @@ def test_a_cluster_reached_through_an_address_map_routes_each_row_to_its_owner(
     sent: list[tuple[str, int]] = []
     run = cql_target._CqlSession._run
 
-    def counted(self, node, encoded, rows):
-        done = run(self, node, encoded, rows)
-        sent.append((self.nodes[node], len(encoded[1]) // 8 if rows is None else len(rows)))
+    def counted(self, job, encoded, rows):  # job: (node, shard)
+        done = run(self, job, encoded, rows)
+        sent.append((self.nodes[job[0]], len(encoded[1]) // 8 if rows is None else len(rows)))
         return done
 
     monkeypatch.setattr(cql_target._CqlSession, "_run", counted)
@@ -464,9 +464,9 @@ def test_a_node_that_restarts_with_a_new_address_mid_load(advertising_cluster, t
     sent: collections.Counter = collections.Counter()
     run = cql_target._CqlSession._run
 
-    def counted(self, i, encoded, rows):
-        done = run(self, i, encoded, rows)
-        sent[self.nodes[i]] += len(encoded[1]) // 8 if rows is None else len(rows)
+    def counted(self, job, encoded, rows):  # job: (node, shard)
+        done = run(self, job, encoded, rows)
+        sent[self.nodes[job[0]]] += len(encoded[1]) // 8 if rows is None else len(rows)
         return done
 
     monkeypatch.setattr(cql_target._CqlSession, "_run", counted)

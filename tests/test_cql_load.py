@@ -381,9 +381,9 @@ def test_each_row_goes_to_the_node_the_driver_routes_it_to(cassandra_cluster, tm
     sent: list[tuple[str, int]] = []
     run = cql_target._CqlSession._run
 
-    def counted(self, node, encoded, rows):
-        done = run(self, node, encoded, rows)
-        sent.append((self.nodes[node][0], len(encoded[1]) // 8 if rows is None else len(rows)))
+    def counted(self, job, encoded, rows):  # job: (node, shard)
+        done = run(self, job, encoded, rows)
+        sent.append((self.nodes[job[0]][0], len(encoded[1]) // 8 if rows is None else len(rows)))
         return done
 
     monkeypatch.setattr(cql_target._CqlSession, "_run", counted)
