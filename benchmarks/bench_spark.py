@@ -209,6 +209,13 @@ def logging_quiet() -> None:
     logging.getLogger("cassandra").setLevel(logging.ERROR)
 
 
+def _print_round(round_index: int, name: str, rows: int, cpu: float, wall: float) -> None:
+    """One contender's run of a round: CPU per row, wall time, rate, the load average."""
+    print(f"  round {round_index + 1} {name:12s} {cpu / rows * 1e6:9.2f} µs CPU per row  "
+          f"{wall:6.2f} s wall  {rows / wall:>9,.0f} rows/s  (load average {load_average()})",
+          flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=20_000)
@@ -249,9 +256,7 @@ def main() -> None:
                 node.check(name, rows, args.rows)
                 per_row[name].append(cpu / rows)
                 walls[name].append(wall)
-                print(f"  round {round_index + 1} {name:12s} {cpu / rows * 1e6:9.2f} µs CPU "
-                      f"per row  {wall:6.2f} s wall  {rows / wall:>9,.0f} rows/s  "
-                      f"(load average {load_average()})", flush=True)
+                _print_round(round_index, name, rows, cpu, wall)
         finally:
             bench.close()
             node.close()
