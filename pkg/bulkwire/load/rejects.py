@@ -176,7 +176,16 @@ class _Rejects:
                 if at not in reasons:
                     reasons[at] = f"column {error.column!r}: {error.reason}"
                     alike = False  # rows refused like it were found
-                    for other in _suspects(batch, error.column, at, dim):
+                    nulls = _refused_nulls(batch, error.column, at)
+                    if nulls is not None:
+                        # the encoder refused a null of this column: it refuses every null
+                        # of it, for the same reason (its rule is the column's, not the
+                        # row's), so they need no judging one by one
+                        for other in nulls.tolist():
+                            reasons.setdefault(other, reasons[at])
+                        alike = len(nulls) > 1
+                    for other in [] if nulls is not None else _suspects(batch, error.column,
+                                                                         at, dim):
                         if other not in reasons:
                             try:
                                 _discard(check(batch.slice(other, 1), dim, 0))
@@ -241,6 +250,17 @@ def _discard(encoded: Any) -> None:
     discard = getattr(encoded, "discard", None)
     if discard is not None:
         discard()
+
+
+def _refused_nulls(batch: Any, column: str, at: int) -> Any:
+    """The rows where ``column`` of ``batch`` is null, when it is null at ``at`` (the row the
+    encoder refused); None otherwise."""
+    if column not in batch.schema.names:
+        return None
+    values = batch.column(column)
+    if values[at].is_valid:
+        return None
+    return _null_rows(values)
 
 
 def _suspects(batch: Any, column: str, at: int, dim: int) -> list[int]:
