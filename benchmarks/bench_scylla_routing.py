@@ -20,11 +20,8 @@ driver's rows; ``--no-driver`` leaves them out).
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                                "pkg"))
+import _common  # noqa: F401  (the checkout's build first when there is one, else the installed)
 
 #: (name, nodes, shards, rf, tablets)
 CLUSTERS = [("1 node x 4 shards, vnodes", 1, 4, 1, 0),

@@ -81,13 +81,22 @@ def child(case: str, path: str, work: str, address: str) -> None:
                       "rejected": getattr(result, "rejected_rows", 0)}))
 
 
+def _default_tree() -> str:
+    """Where ``bulkwire`` is imported from here: the checkout's package when it is built in
+    place, else the installed one's folder (the children import the tree given them)."""
+    import _common  # noqa: F401  (the checkout's build first when there is one)
+    import bulkwire
+
+    return os.path.dirname(os.path.dirname(os.path.abspath(bulkwire.__file__)))
+
+
 def write_files(folder: str, rf_rows: int, cql_rows: int) -> dict:
     """(target, kind, rows) -> path, for N and 2N rows of each target."""
-    sys.path.insert(0, os.path.join(os.path.dirname(HERE), "pkg"))
     import numpy as np
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    import _common  # noqa: F401  (the checkout's build first when there is one)
     import bulkwire
 
     files = {}
@@ -198,8 +207,7 @@ def main() -> None:
     if args.child:
         child(*args.child)
         return
-    trees = [tuple(t.split("=", 1)) for t in args.tree] or [
-        ("after", os.path.join(os.path.dirname(HERE), "pkg"))]
+    trees = [tuple(t.split("=", 1)) for t in args.tree] or [("after", _default_tree())]
     trees = [(name, os.path.abspath(path)) for name, path in trees]
     cases = [c for c in args.cases.split(",") if c]
     unknown = [c for c in cases if c not in CASES]
