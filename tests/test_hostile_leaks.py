@@ -166,7 +166,9 @@ def test_the_heap_measure_sees_a_leak():
     assert C_HEAP_IN_USE is not None, "glibc's mallinfo2 or the sanitizer's count is expected here"
     kept = []
     python, heap = growth(lambda: kept.append(bytearray(4096)), calls=100)
-    assert heap is not None and heap >= 4096
+    # at least three quarters of it: another thread may free memory of its own meanwhile
+    # (4,012 bytes a call were read once after the whole suite); a blind measure reads ~0
+    assert heap is not None and heap >= 3 * 4096 // 4
 
 
 def test_a_leak_fails_however_often_it_is_measured():
