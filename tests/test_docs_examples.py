@@ -65,6 +65,12 @@ def test_example_runs(where, code, tmp_path):
         # the sanitizer build: a script's Spark starts its JVM with the runtimes preloaded,
         # where it does not start; tests/test_spark.py runs the same writes under them
         pytest.skip("a Spark example's JVM does not start under the preloaded sanitizer runtimes")
+    if "import ray" in code and os.environ.get("LD_PRELOAD"):
+        # the sanitizer build: a Ray worker started with the runtimes preloaded aborts in
+        # Ray's own setproctitle (a read past a heap block), and Ray starts it again without
+        # end; tests/test_ray_sink.py runs the same writes with Ray's processes outside them
+        pytest.skip("a Ray example's workers abort in Ray's own code under the preloaded "
+                    "sanitizer runtimes")
     done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True,
                           timeout=600)
     if done.returncode != 0 and startup_timed_out(done.stderr):  # Ray's, once: _ray_startup
