@@ -6,11 +6,19 @@ Four clusters: one node of 4 shards (vnodes); two nodes whose table has 8 tablet
 nodes of 4 shards, RF 3, with vnodes and with 16 tablets. Into each, bulkwire loads ``--rows``
 rows (``bulkwire.load_parquet`` of an Arrow table, batches of ``--batch`` rows) and the driver
 (``scylla-driver``: a token-aware policy, the INSERT prepared, ``execute_concurrent_with_args``)
-``--driver-rows`` rows, each into a fresh cluster. The emulator records for each row whether
-it arrived on a shard of a replica owning it; a row that did not is forwarded inside the node
-(or to another node). Printed per cluster and client: rows on an owning shard, their share,
-rows forwarded, and for bulkwire the share after its first batch (tablets are learned from the
-answers to the first rows sent to each).
+``--driver-rows`` rows, each into a fresh cluster. The emulator records where each row
+arrived: on an owning shard of one of its replicas (``owned``), else the row is forwarded:
+on another shard of a replica (the node passes it between its shards) or on a node that is
+no replica (it passes it to the replicas). In tablets mode it also records whether the
+row's tablet had already been answered with its ``tablets-routing-v1`` payload when a
+forwarded row arrived: the misses before are the price of learning the tablets (a client
+cannot know them sooner), those after are rows that were in flight meanwhile or a client
+that did not follow the payload. Printed per cluster and client: rows on an owning shard
+and their share, the rows forwarded (to another shard, to another node), the misses before
+and after their tablet's first payload, and for bulkwire the share after its first batch,
+the rows it sent as probes (the rows whose answers teach it the tablets before it sends the
+others) and the forwarded rows that were not probes (0 when every row sent after the
+tablets were learned went to its owning shard).
 
     python benchmarks/bench_scylla_routing.py --rows 20000 --driver-rows 4000
 
@@ -36,10 +44,14 @@ def bulkwire_rows(nodes: int, shards: int, rf: int, tablets: int, rows: int,
     from bulkwire.testing.scylla import ScyllaCluster, bulkwire_insert
 
     with ScyllaCluster(nodes, shards, rf=rf, tablets=tablets) as cluster:
-        result = bulkwire_insert(cluster, rows, batch)
+        probes: set[int] = set()
+        result = bulkwire_insert(cluster, rows, batch, probes=probes)
         assert result.rows == rows and len(cluster.stored) == rows
         after = [owned for key, owned in cluster.owned.items() if key >= batch]
-        return dict(cluster.stats, after_first=sum(after), after_rows=len(after))
+        outside = sum(1 for key, owned in cluster.owned.items() if not owned
+                      and key not in probes)
+        return dict(cluster.stats, after_first=sum(after), after_rows=len(after),
+                    probes=len(probes), outside=outside)
 
 
 def driver_rows(nodes: int, shards: int, rf: int, tablets: int, rows: int) -> dict:
@@ -65,12 +77,22 @@ def main(argv: list[str] | None = None) -> None:
     for name, nodes, shards, rf, tablets in CLUSTERS:
         got = bulkwire_rows(nodes, shards, rf, tablets, args.rows, args.batch)
         print(f"{name}:")
-        print(f"  bulkwire  {share(got['owned'], got['rows'])}, forwarded {got['forwarded']:,};"
-              f" after its first batch {share(got['after_first'], got['after_rows'])}")
+        print(f"  bulkwire  {counts(got, tablets)}; after its first batch "
+              f"{share(got['after_first'], got['after_rows'])}; rows sent as probes "
+              f"{got['probes']:,}, forwarded rows that were none {got['outside']:,}")
         if not args.no_driver:
             theirs = driver_rows(nodes, shards, rf, tablets, args.driver_rows)
-            print(f"  driver    {share(theirs['owned'], theirs['rows'])}, "
-                  f"forwarded {theirs['forwarded']:,}")
+            print(f"  driver    {counts(theirs, tablets)}")
+
+
+def counts(stats: dict, tablets: int) -> str:
+    """The emulator's counts of one load, as a line."""
+    line = (f"owned {share(stats['owned'], stats['rows'])}, forwarded {stats['forwarded']:,} "
+            f"(other shard {stats['other_shard']:,}, other node {stats['other_node']:,})")
+    if tablets:
+        line += (f", misses before their tablet's first payload {stats['before_payload']:,},"
+                 f" after {stats['after_payload']:,}")
+    return line
 
 
 if __name__ == "__main__":

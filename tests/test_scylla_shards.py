@@ -111,7 +111,9 @@ def test_every_row_reaches_its_shard_on_a_connection_per_shard():
     with ScyllaCluster(1, 4) as cluster:
         result = load(cluster, 4000)
         assert result.rows == 4000 and len(cluster.stored) == 4000
-        assert cluster.stats == {"rows": 4000, "owned": 4000, "forwarded": 0}
+        assert cluster.stats == {"rows": 4000, "owned": 4000, "forwarded": 0,
+                                 "other_shard": 0, "other_node": 0, "before_payload": 0,
+                                 "after_payload": 0}
         node = cluster.nodes[0]
         assert {shard for _, shard in cluster.requests} == {0, 1, 2, 3}
         # the shards the first (ordinary) connection did not have: one shard-aware each
@@ -172,7 +174,45 @@ def test_the_driver_puts_every_row_on_its_shard_in_the_emulator():
     """The emulator's shard rule is the driver's: the official driver, token aware, reaches
     the owning shard with every row."""
     with ScyllaCluster(1, 4) as cluster:
-        assert driver_insert(cluster, 400) == {"rows": 400, "owned": 400, "forwarded": 0}
+        stats = driver_insert(cluster, 400)
+        assert (stats["rows"], stats["owned"], stats["forwarded"]) == (400, 400, 0)
+
+
+def test_a_row_off_its_owning_shard_is_counted_by_where_it_arrived():
+    """Each row the emulator records as on an owning shard, on another shard of its replica
+    or on a node that is no replica is where the official driver's token map and shard rule
+    place it; the counts add up. Every row goes through one connection to the first node's
+    shard 0, so that every kind is met."""
+    from cassandra.metadata import Murmur3Token, SimpleStrategy
+
+    from test_scylla_tablets import execute_body, prepared_id
+
+    with ScyllaCluster(3, 4, rf=1) as cluster:
+        node = cluster.nodes[0]
+        with _core.CqlConnection(node.host, node.port) as conn:
+            conn.run(_core.CQL_OP_EXECUTE, [execute_body(prepared_id(conn), k)
+                                            for k in range(600)])
+        assert {shard for _, shard in cluster.requests} == {0}
+        stats = dict(cluster.stats)
+        ring = sorted(Murmur3Token(t) for node in cluster.nodes for t in node.tokens)
+        owner = {Murmur3Token(t): node.index for node in cluster.nodes for t in node.tokens}
+        replicas = SimpleStrategy({"replication_factor": "1"}).make_token_replica_map(
+            owner, ring)
+        counted = {"owned": 0, "other_shard": 0, "other_node": 0}
+        for key, (node, shard, arrival) in cluster.arrivals.items():
+            token = Murmur3Token.from_key(struct.pack(">q", key))
+            at = next((t for t in ring if t >= token), ring[0])
+            (replica,) = replicas[at]
+            want = ("other_node" if node != replica else
+                    "owned" if shard == driver_shard(token.value, 4, 12) else "other_shard")
+            assert arrival == want, (key, node, shard)
+            counted[arrival] += 1
+    assert min(counted.values()) > 20, counted  # every kind met
+    assert stats["rows"] == 600 == sum(counted.values())
+    assert (stats["owned"], stats["other_shard"], stats["other_node"]) == (
+        counted["owned"], counted["other_shard"], counted["other_node"])
+    assert stats["forwarded"] == stats["other_shard"] + stats["other_node"]
+    assert stats["before_payload"] == stats["after_payload"] == 0  # vnodes: no payloads
 
 
 def test_a_node_claiming_more_shards_than_it_has_costs_a_bounded_number_of_connections():

@@ -128,6 +128,19 @@ def test_rows_go_to_their_tablets_replica_after_the_first_payloads(nodes, rf, ta
         assert cluster.stats["forwarded"] <= 500
 
 
+@pytest.mark.parametrize("nodes,rf,tablets", [(2, 1, 8), (3, 3, 16), (3, 3, 64)])
+def test_every_row_but_the_probes_reaches_its_tablets_shard(nodes, rf, tablets):
+    """The rows sent to learn the tablets (the probes) are the only ones forwarded: every
+    other row is sent once the probes' answers are in, to its tablet's replica's shard."""
+    with ScyllaCluster(nodes, 4, rf=rf, tablets=tablets) as cluster:
+        probes: set[int] = set()
+        result = bulkwire_insert(cluster, 5000, 1000, probes=probes)
+        assert result.rows == 5000 and len(cluster.stored) == 5000
+        missed = {key for key, ok in cluster.owned.items() if not ok}
+        assert missed and missed <= probes, sorted(missed - probes)
+        assert cluster.stats["before_payload"] == tablets  # one a tablet: all were learned
+
+
 def test_a_node_that_sends_no_payload_leaves_the_ring_routing():
     with ScyllaCluster(2, 4, tablets=8, payload_for=lambda key, payload: None) as cluster:
         load(cluster, 2000)
@@ -217,6 +230,28 @@ def test_the_driver_learns_the_emulators_tablets():
         assert stats["forwarded"] <= 8 * 4  # about one per tablet, while learning
 
 
+def test_a_miss_is_counted_by_whether_its_tablets_payload_was_answered_before():
+    """A client that never follows the payloads (round robin, one row at a time): of each
+    tablet, the first row off its owning shard arrived before any payload of the tablet
+    was answered, every later one after."""
+    with ScyllaCluster(2, 4, tablets=8) as cluster:
+        stats = driver_insert(cluster, 400, concurrency=1, token_aware=False)
+        answered, before, after = set(), 0, 0
+        for key, (_, _, arrival) in cluster.arrivals.items():  # in the order they arrived
+            if arrival == "owned":
+                continue
+            tablet = cluster.tablet_of(bulkwire_token(key))[0]
+            before, after = before + (tablet not in answered), after + (tablet in answered)
+            answered.add(tablet)
+    assert len(answered) == 8 and after > 100
+    assert (stats["before_payload"], stats["after_payload"]) == (before, after) == (8, after)
+    assert stats["forwarded"] == before + after
+
+
+def bulkwire_token(key: int) -> int:
+    return Murmur3Token.from_key(struct.pack(">q", key)).value
+
+
 def test_the_rows_of_a_batch_no_tablet_holds_are_probed_first_while_probes_teach():
     from bulkwire.cql_scylla import supported
     from bulkwire.load.cql_shards import PROBE_ROWS, ShardRouter
@@ -228,10 +263,25 @@ def test_the_rows_of_a_batch_no_tablet_holds_are_probed_first_while_probes_teach
     assert len(probe) == PROBE_ROWS and len(later) == 1
     assert sorted(np.concatenate([probe, later[0]]).tolist()) == list(range(len(tokens)))
     router.tablets.learn(tablet_payload(-(1 << 63), 0, [(uuid.uuid4(), 0)]))
-    assert router.probed(later[0]) is later[0] and router.probing
+    router.tablets.learn(tablet_payload(1 << 57, 1 << 58, [(uuid.uuid4(), 0)]))
+    # the probe taught tablets: the rows of the rest no tablet holds are probed next, one
+    # of each gap between the tablets learned, (0, 2**57] and (2**58, 2**63)
+    again, *rest = router.probed(np, tokens.tobytes(), later[0])
+    assert len(again) == 2 and router.probing
+    assert 0 < tokens[again[0]] <= 1 << 57 < 1 << 58 < tokens[again[1]]
+    assert sorted(np.concatenate([probe, again, *rest]).tolist()) == list(range(len(tokens)))
+    # this one taught nothing: the rest is sent as it is, and later batches are still probed
+    assert router.probed(np, tokens.tobytes(), rest[0]) == [rest[0]] and router.probing
+    probe, later = router.phases(np, tokens.tobytes(), len(tokens))
+    router.tablets.learn(tablet_payload(0, (1 << 63) - 1, [(uuid.uuid4(), 0)]))
+    # every row of the rest is held now: sent as it is
+    assert router.probed(np, tokens.tobytes(), later[0]) == [later[0]] and router.probing
+    router.tablets = type(router.tablets)()
+    router.tablets.learn(tablet_payload(-(1 << 63), 0, [(uuid.uuid4(), 0)]))
     probe, _ = router.phases(np, tokens.tobytes(), len(tokens))
     assert (tokens[probe] > 0).all()  # only rows no tablet holds
-    router.probed(_[0])  # this probe taught nothing: no more probes
+    # this probe taught nothing: no more probes
+    assert router.probed(np, tokens.tobytes(), _[0]) == [_[0]]
     assert not router.probing and router.phases(np, tokens.tobytes(), len(tokens)) == (None, [])
     # a node that offers no tablet routing is never probed
     plain = ShardRouter(None, False, {}, lambda node: True, supported({"CQL_VERSION": "3"}))

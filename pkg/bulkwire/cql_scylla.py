@@ -306,6 +306,14 @@ class TabletMap:
                 return self._tablets[at]
         return None
 
+    def gaps(self, np: Any, tokens: Any) -> Any:
+        """For tokens no tablet learned holds (int64 array): the gap between the tablets
+        learned each is in, as the index of the first tablet after it (int64 array; the
+        number of tablets: after the last)."""
+        with self._lock:
+            lasts = np.array(self._lasts, dtype=np.int64)
+        return np.searchsorted(lasts, tokens, side="left")
+
     def route(self, np: Any, tokens: Any, choose: Callable[[Tablet], tuple[int, int] | None]
               ) -> tuple[Any, Any]:
         """Each token's (node, shard) by the tablets (int32 arrays, -1 where no tablet holds

@@ -73,6 +73,7 @@ class ShardRouter:
         #: the cluster offers tablet routing and probes teach tablets
         self.probing = _offers_tablets(supported)
         self._learned_before = 0
+        self._reprobe = False  # whether the probe answered was not a batch's first
 
     def using(self, conn: Any) -> threading.Lock:
         """The lock held while a run uses ``conn``: a node's first connection may serve the
@@ -217,15 +218,34 @@ class ShardRouter:
             return None, []
         probe = unknown[::max(1, len(unknown) // PROBE_ROWS)][:PROBE_ROWS].astype(np.int32)
         rest = np.setdiff1d(np.arange(rows, dtype=np.int32), probe).astype(np.int32)
-        self._learned_before = self.tablets.learned
+        self._learned_before, self._reprobe = self.tablets.learned, False
         return probe, [rest]
 
-    def probed(self, rest: Any) -> Any:
-        """``rest``, once a probe was answered; probing ends when the probe taught no tablet
+    def probed(self, np: Any, tokens: bytes, rest: Any) -> list:
+        """The parts to send once a probe was answered, ``rest`` the rows left of the batch
+        (``tokens``: those of the whole batch). When the probe taught a tablet and rows of
+        ``rest`` are still held by none learned: first a probe of one of them per gap
+        between the tablets learned (each gap holds one tablet unknown at least, whose
+        payload the row's answer brings when the ring misroutes it), then the others; else
+        ``[rest]``. Probing ends for the load when a batch's first probe taught no tablet
         (a table without tablets, or rows the ring routes right)."""
-        if self.tablets.learned == self._learned_before:
-            self.probing = False
-        return rest
+        taught = self.tablets.learned != self._learned_before
+        first, self._reprobe = not self._reprobe, True
+        if not taught:
+            if first:
+                self.probing = False
+            return [rest]
+        chosen = np.frombuffer(tokens, dtype=np.int64)[rest]
+        held = self.tablets.route(np, chosen, lambda tablet: (0, 0))[0] >= 0
+        unknown = rest[~held]
+        if not len(unknown):
+            return [rest]
+        gaps = self.tablets.gaps(np, chosen[~held])
+        probe = np.sort(unknown[np.unique(gaps, return_index=True)[1]][:PROBE_ROWS])
+        probe = probe.astype(np.int32)
+        self._learned_before = self.tablets.learned
+        left = np.setdiff1d(rest, probe).astype(np.int32)
+        return [probe, left] if len(left) else [probe]
 
     def split(self, np: Any, tokens: Any, owners: Any) -> Any:
         """Each row's shard (int32; -1: the node's first connection), and ``owners`` (each

@@ -1022,7 +1022,11 @@ class _CqlSession:
             again = [left for left in again if len(left)]
             if not again and not later:
                 break
-            pending = np.concatenate(again) if again else self.router.probed(later.pop(0))
+            if again:
+                pending = np.concatenate(again)
+            else:
+                parts = self.router.probed(np, tokens, later.pop(0))
+                pending, later = parts[0], parts[1:] + later
         self.body_bytes += len(bodies)
         self.wire_bytes += len(bodies) + 9 * rows  # each body in a frame of its own
         return len(bodies)

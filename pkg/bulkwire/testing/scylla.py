@@ -26,8 +26,13 @@ and EXECUTE of its rows, each recorded with whether it arrived on a shard owning
   payload naming its tablet's range and replicas, when the connection asked for it in
   STARTUP.
 
-:attr:`ScyllaCluster.stats` counts rows, rows on an owning shard, rows forwarded and requests
-per (node, shard).
+:attr:`ScyllaCluster.stats` counts the rows, and where each arrived: ``owned`` (on an owning
+shard of a replica), else ``forwarded``, split into ``other_shard`` (a replica, another of its
+shards: the node forwards it between shards) and ``other_node`` (a node that is no replica: it
+forwards it to the replicas); in tablets mode the forwarded rows are split again by whether
+their tablet's payload had been answered before they arrived (``after_payload``, to any
+connection) or not (``before_payload``). :attr:`ScyllaCluster.requests` counts requests per
+(node, shard).
 """
 from __future__ import annotations
 
@@ -375,14 +380,18 @@ class ScyllaNode:
         token = token_of(key)
         owners = self.cluster.owners(token)
         owned = (self.index, shard) in owners
-        payload = None
-        if not owned and self.cluster.tablets and tablets:
+        arrival = "owned" if owned else (
+            "other_shard" if any(node == self.index for node, _ in owners) else "other_node")
+        payload, tablet = None, None
+        if self.cluster.tablets:
             first, last, replicas = self.cluster.tablet_of(token)
-            payload = _tablet_payload(first, last, [(self.cluster.nodes[i].host_id, s)
-                                                    for i, s in replicas])
-            if self.cluster.payload_for is not None:  # a node that lies
-                payload = self.cluster.payload_for(key, payload)
-        self.cluster.record(self.index, shard, key, owned)
+            tablet = first
+            if not owned and tablets:
+                payload = _tablet_payload(first, last, [(self.cluster.nodes[i].host_id, s)
+                                                        for i, s in replicas])
+                if self.cluster.payload_for is not None:  # a node that lies
+                    payload = self.cluster.payload_for(key, payload)
+        self.cluster.record(self.index, shard, key, arrival, tablet, payload is not None)
         return (RESULT, struct.pack(">i", 1)), payload
 
 
@@ -405,12 +414,17 @@ class ScyllaCluster:
         self.rf, self.tablets, self.payload_for = rf, tablets, payload_for
         self.refuse = refuse
         self.lock = threading.Lock()
-        self.stats = {"rows": 0, "owned": 0, "forwarded": 0}
+        self.stats = {"rows": 0, "owned": 0, "forwarded": 0, "other_shard": 0,
+                      "other_node": 0, "before_payload": 0, "after_payload": 0}
+        #: the tablets (their first token) a payload was answered for
+        self.payloads: set[int | None] = set()
         #: requests per (node, shard), and the ids stored
         self.requests: dict[tuple[int, int], int] = {}
         self.stored: set[int] = set()
         #: each id's last arrival: whether on a shard owning it
         self.owned: dict[int, bool] = {}
+        #: each id's last arrival: (node, shard, ``owned``/``other_shard``/``other_node``)
+        self.arrivals: dict[int, tuple[int, int, str]] = {}
         self.nodes: list[ScyllaNode] = []
         step = (1 << 64) // (8 * nodes)
         # every node at the same ports on an address of its own (127.0.0.N), as a cluster
@@ -481,13 +495,27 @@ class ScyllaCluster:
                                               for t in n.tokens)
         return ring
 
-    def record(self, node: int, shard: int, key: int, owned: bool) -> None:
+    def record(self, node: int, shard: int, key: int, arrival: str = "owned",
+               tablet: int | None = None, paid: bool = False) -> None:
+        """Counts the row of id ``key`` arrived on ``shard`` of ``node``: ``arrival`` is
+        ``owned`` (an owning shard of a replica), ``other_shard`` (a replica, another
+        shard) or ``other_node`` (a node no replica); ``tablet`` the first token of its
+        tablet (None: vnodes), ``paid`` whether its answer carries the tablet's payload."""
         with self.lock:
-            self.stats["rows"] += 1
-            self.stats["owned" if owned else "forwarded"] += 1
+            stats = self.stats
+            stats["rows"] += 1
+            stats["owned" if arrival == "owned" else "forwarded"] += 1
+            if arrival != "owned":
+                stats[arrival] += 1
+                if tablet is not None:
+                    stats["after_payload" if tablet in self.payloads else
+                          "before_payload"] += 1
+            if paid:
+                self.payloads.add(tablet)
             self.requests[(node, shard)] = self.requests.get((node, shard), 0) + 1
             self.stored.add(key)
-            self.owned[key] = owned
+            self.owned[key] = arrival == "owned"
+            self.arrivals[key] = (node, shard, arrival)
 
 
 def ids_table(rows: int) -> Any:
@@ -498,22 +526,55 @@ def ids_table(rows: int) -> Any:
                      "v": pa.array([str(i) for i in range(rows)])})
 
 
-def bulkwire_insert(cluster: ScyllaCluster, rows: int, batch_rows: int = 1000) -> Any:
+def bulkwire_insert(cluster: ScyllaCluster, rows: int, batch_rows: int = 1000,
+                    probes: set[int] | None = None) -> Any:
     """Loads :func:`ids_table` of ``rows`` rows into ``cluster`` with ``bulkwire``, in batches
-    of ``batch_rows``; the load's result."""
+    of ``batch_rows``; the load's result. ``probes``, when given, receives the ids of the
+    rows the load sent as probes (to learn their tablets before sending the rest)."""
     import bulkwire
 
-    return bulkwire.load_parquet(ids_table(rows),
-                                 bulkwire.targets.cql(cluster.contact(), KEYSPACE, TABLE),
-                                 batch_rows=batch_rows)
+    def load() -> Any:
+        return bulkwire.load_parquet(ids_table(rows),
+                                     bulkwire.targets.cql(cluster.contact(), KEYSPACE, TABLE),
+                                     batch_rows=batch_rows)
+
+    if probes is None:
+        return load()
+    from ..load.cql_shards import ShardRouter
+
+    ids = {token_of(key): key for key in range(rows)}
+    phases, probed = ShardRouter.phases, ShardRouter.probed
+
+    def keep(tokens: bytes, probe: Any) -> None:
+        chosen = memoryview(tokens).cast("q")
+        probes.update(ids[chosen[int(i)]] for i in probe)
+
+    def phases_kept(self: Any, np: Any, tokens: bytes, count: int) -> Any:
+        probe, later = phases(self, np, tokens, count)
+        if probe is not None:
+            keep(tokens, probe)
+        return probe, later
+
+    def probed_kept(self: Any, np: Any, tokens: bytes, rest: Any) -> list:
+        parts = probed(self, np, tokens, rest)
+        if parts[0] is not rest:
+            keep(tokens, parts[0])
+        return parts
+
+    ShardRouter.phases, ShardRouter.probed = phases_kept, probed_kept  # type: ignore
+    try:
+        return load()
+    finally:
+        ShardRouter.phases, ShardRouter.probed = phases, probed  # type: ignore
 
 
 def driver_insert(cluster: ScyllaCluster, rows: int, concurrency: int = 8,
-                  wait: float = 10.0) -> dict:
+                  wait: float = 10.0, token_aware: bool = True) -> dict:
     """Inserts the ids ``0..rows-1`` into ``cluster`` with the official driver
-    (``scylla-driver``: token aware, the INSERT prepared, ``execute_concurrent_with_args``
-    with ``concurrency`` requests in flight) once its connections to every shard are up (at
-    most ``wait`` seconds); the cluster's :attr:`~ScyllaCluster.stats` then."""
+    (``scylla-driver``: token aware unless ``token_aware`` is false (then round robin over
+    the nodes), the INSERT prepared, ``execute_concurrent_with_args`` with ``concurrency``
+    requests in flight) once its connections to every shard are up (at most ``wait``
+    seconds); the cluster's :attr:`~ScyllaCluster.stats` then."""
     import logging
     import time
 
@@ -523,7 +584,7 @@ def driver_insert(cluster: ScyllaCluster, rows: int, concurrency: int = 8,
 
     logging.getLogger("cassandra").setLevel(logging.CRITICAL)
     host, port = cluster.contact().split(":")
-    policy = TokenAwarePolicy(RoundRobinPolicy())
+    policy = TokenAwarePolicy(RoundRobinPolicy()) if token_aware else RoundRobinPolicy()
     client = Cluster([host], port=int(port), protocol_version=4, compression=False,
                      execution_profiles={EXEC_PROFILE_DEFAULT: ExecutionProfile(
                          load_balancing_policy=policy)})
