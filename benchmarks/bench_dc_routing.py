@@ -43,22 +43,11 @@ import time
 
 import _common  # noqa: F401  (the checkout's build first when there is one, else the installed)
 from _rounds import load_average, rotation
+from bench_cql_load import write_file
 
 KEYSPACE, TABLE = "bench_dcs", "vectors"
 DCS = ["dc1", "dc1", "dc2", "dc2"]
 ROUTES = ["nts", "simple", "simple-blind"]
-
-
-def write_file(path: str, rows: int, dim: int) -> None:
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    values = np.random.default_rng(7).standard_normal((rows, dim), dtype=np.float32)
-    pq.write_table(pa.table({"id": pa.array(np.arange(rows, dtype=np.int64)),
-                             "emb": pa.FixedSizeListArray.from_arrays(pa.array(values.ravel()),
-                                                                      dim)}),
-                   path, row_group_size=10_000)
 
 
 def force_route(route: str) -> None:
@@ -102,16 +91,9 @@ def child(route: str, path: str, host: str, consistency: str, window: int) -> No
 
 def coordinated(nodes) -> dict[str, int]:
     """The writes into the table each node has coordinated since it started."""
-    from servers.cassandra import connect
+    from test_real_cassandra_dcs import coordinated_in
 
-    counts = {}
-    for node in nodes:
-        with connect([node.address], timeout=60.0) as s:
-            row = s.execute("SELECT count FROM system_views.coordinator_write_latency "
-                            "WHERE keyspace_name = %s AND table_name = %s",
-                            (KEYSPACE, TABLE)).one()
-        counts[node.address] = row.count if row else 0
-    return counts
+    return coordinated_in(nodes, KEYSPACE, TABLE)
 
 
 def run(route: str, path: str, nodes, args: argparse.Namespace) -> dict:
@@ -137,21 +119,19 @@ def run(route: str, path: str, nodes, args: argparse.Namespace) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--replication", default="'dc1': 2, 'dc2': 2")
+    parser.add_argument("--consistency", default="LOCAL_QUORUM")
     parser.add_argument("--rows", type=int, default=100_000)
+    parser.add_argument("--window", type=int, default=8, help="requests in flight per node")
     parser.add_argument("--dim", type=int, default=128)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--window", type=int, default=8, help="requests in flight per node")
-    parser.add_argument("--consistency", default="LOCAL_QUORUM")
-    parser.add_argument("--replication", default="'dc1': 2, 'dc2': 2")
     parser.add_argument("--only", help="comma-separated routes (default: all)")
-    parser.add_argument("--child", help=argparse.SUPPRESS)
-    parser.add_argument("--path", help=argparse.SUPPRESS)
-    parser.add_argument("--host", help=argparse.SUPPRESS)
+    for hidden in ("--child", "--path", "--host"):  # a load in a process of its own
+        parser.add_argument(hidden, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.child:
-        child(args.child, args.path, args.host, args.consistency, args.window)
-        return
     names = args.only.split(",") if args.only else ROUTES
+    if args.child:
+        return child(args.child, args.path, args.host, args.consistency, args.window)
     if set(names) - set(ROUTES):
         parser.error(f"unknown routes: {', '.join(sorted(set(names) - set(ROUTES)))}")
     from servers.cassandra import connect, running
