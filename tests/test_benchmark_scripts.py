@@ -333,10 +333,14 @@ def test_bench_scylla_routing_runs():
     sections = out.split("\n")
     assert sum(line.startswith("  bulkwire  ") for line in sections) == 4
     assert sum(line.startswith("  driver    ") for line in sections) == 4
-    # vnodes: every bulkwire row on its shard; tablets: every row after the first batch
-    assert "bulkwire  600/600 (100.0%), forwarded 0" in sections[2]
-    assert all("after its first batch 400/400 (100.0%)" in line
-               for line in sections if line.startswith("  bulkwire  "))
+    # vnodes: every bulkwire row on its shard; tablets: every row after the first batch, and
+    # every forwarded row one of the probes
+    assert "bulkwire  owned 600/600 (100.0%), forwarded 0 (other shard 0, other node 0)" \
+        in sections[2]
+    ours = [line for line in sections if line.startswith("  bulkwire  ")]
+    assert all("after its first batch 400/400 (100.0%)" in line for line in ours)
+    assert all(line.endswith("forwarded rows that were none 0") for line in ours)
+    assert sum("misses before their tablet's first payload" in line for line in sections) == 4
 
 
 def test_cost_load_options_runs():
