@@ -218,3 +218,25 @@ def test_the_command_line_options(tmp_path) -> None:
         done = subprocess.run(base + ["--ttl", "x"], capture_output=True, text=True,
                               timeout=120)
         assert done.returncode == 2 and "ttl must be an int, not 'x'" in done.stderr
+
+
+def test_ttls_out_of_range_and_null_keys_are_set_aside_together(tmp_path) -> None:
+    """A TTL out of range is judged before the rows (the encoder's one pass does not see
+    it): with max_errors, those rows and the rows the encoder refuses are all set aside,
+    each with its own reason, and the rest stored."""
+    import pyarrow.parquet as pq
+
+    ids = [None if i in (0, 6) else i for i in range(8)]
+    data = pa.table({"id": pa.array(ids, pa.int64()), "v": ["x"] * 8,
+                     "ttl": pa.array([1, -1, 3, 4, MAX_TTL + 1, 5, 6, 7], pa.int64())})
+    rejected = str(tmp_path / "bad.parquet")
+    with TableNode(TABLE) as node:
+        result = bulkwire.load_arrow(data, targets.cql(node.address, "ks", "t",
+                                                       ttl_column="ttl"),
+                                     max_errors=8, rejected=rejected, batch_rows=8)
+    table = pq.read_table(rejected)
+    reasons = dict(zip(table.column("_row").to_pylist(), table.column("_reason").to_pylist()))
+    assert sorted(reasons) == [0, 1, 4, 6]
+    assert all("a TTL of" in reasons[i] and "column 'ttl'" in reasons[i] for i in (1, 4))
+    assert all("column 'id'" in reasons[i] and "null" in reasons[i] for i in (0, 6))
+    assert (result.rows, result.rejected_rows) == (4, 4) and node.executes == 4

@@ -517,3 +517,62 @@ def test_rejecting_rows_does_not_import_pandas(tmp_path):
     assert set(table.column("_source_file").to_pylist()) == {path}
     reasons = dict(zip(table.column("_row").to_pylist(), table.column("_reason").to_pylist()))
     assert reasons[2].startswith("column 'id'") and reasons[9].startswith("column 'v'")
+
+
+CQL_KINDS = KINDS + ("not ascii",)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
+@given(kinds=st.lists(st.sampled_from(CQL_KINDS), min_size=1, max_size=150),
+       group=st.integers(1, 60), batch=st.integers(1, 70), threads=st.sampled_from([1, 2]))
+def test_cql_bad_rows_of_every_kind_anywhere_have_their_own_reason(kinds, group, batch,
+                                                                   threads):
+    """id bigint (the key), v vector<float, 2>, a ascii: a null id, a vector of another
+    length or holding a null, text that is not ASCII, anywhere in a batch (first, last, all
+    of it): each bad row is in the rejected file with the reason the encoder gives it on
+    its own, and the node stores every other row."""
+    import tempfile
+
+    from bulkwire import _core
+    from bulkwire.errors import RowError
+    from cql_fake_node import FLOAT_VECTOR
+
+    stored: set[int] = set()
+    lock = threading.Lock()
+
+    def answer(n, body):
+        (row_id,) = struct.unpack(">q", execute_values(body)[0])
+        with lock:
+            stored.add(row_id)
+        return None
+
+    data = source(kinds).append_column("a", pa.array(
+        ["caf\u00e9" if kind == "not ascii" else "ok" for kind in kinds], pa.string()))
+    want = {}
+    for i in range(len(kinds)):
+        try:
+            _core.cql_execute_bodies(data.slice(i, 1), b"p", ["id", "v", "a"],
+                                     ["bigint", "vector<float, 2>", "ascii"], [0], 1,
+                                     first_row=i)
+        except RowError as exc:
+            want[i] = f"column {exc.column!r}: {exc.reason}"
+    assert sorted(want) == bad(kinds)
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "t.parquet")
+        pq.write_table(data, path, row_group_size=group)
+        rejected = os.path.join(folder, "bad.parquet")
+        with FakeNode(columns=[("id", "partition_key", BIGINT),
+                               ("v", "regular", FLOAT_VECTOR % 2), ("a", "regular", ASCII)],
+                      answer_execute=answer) as node:
+            result = bulkwire.load_parquet(path, targets.cql(node.address, "ks", "t"),
+                                           max_errors=len(kinds), rejected=rejected,
+                                           batch_rows=batch, threads=threads)
+        table = pq.read_table(rejected) if want else None
+    got = ({} if table is None else
+           dict(zip(table.column("_row").to_pylist(), table.column("_reason").to_pylist())))
+    assert got == want
+    if table is not None:  # the rows themselves, as read
+        assert table.column("a").to_pylist() == [data.column("a")[i].as_py() for i in
+                                                  table.column("_row").to_pylist()]
+    assert stored == set(range(len(kinds))) - set(want)
+    assert (result.rows, result.rejected_rows) == (len(stored), len(want))

@@ -76,6 +76,16 @@ typedef struct {
 int bw_cql_encode_rows(const bw_cql_bound *st, int64_t rows, int64_t first_row, bw_buf *out,
                        int64_t *ends, int64_t *tokens, bw_cql_row_error *e);
 
+/* As bw_cql_encode_rows, every row judged in one pass: a row that cannot be written is left
+   out (out, ends and tokens hold the rows written, *kept of them, in order) and its error,
+   a bw_cql_row_error with the reason bw_cql_encode_rows would give, appended to refused (an
+   array of them, in row order); the rows after it go on. 0; -1 out of memory; -2 the
+   statement itself cannot be written (a partition key of more than BW_CQL_MAX_PK columns:
+   *e says so, as bw_cql_encode_rows does). */
+int bw_cql_encode_rows_refusing(const bw_cql_bound *st, int64_t rows, int64_t first_row,
+                                bw_buf *out, int64_t *ends, int64_t *tokens, bw_buf *refused,
+                                int64_t *kept, bw_cql_row_error *e);
+
 /* The token of a partition key given as its n components' serialized values: with one
    component, the token of its bytes; with more, of the routing key that joins them, each
    as [short length][bytes][0] (scratch holds it). 0; -1 out of memory; -2 a component

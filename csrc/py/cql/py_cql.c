@@ -160,9 +160,11 @@ static PyMethodDef cql_functions[] = {
     {"cql_execute_bodies", (PyCFunction)(void (*)(void))bw_cql_execute_bodies,
      METH_VARARGS | METH_KEYWORDS,
      "cql_execute_bodies(batch, prepared_id, names, types, pk_indexes, consistency, *, "
-     "first_row=0, serial_consistency=0, timestamp=None, unset=None) -> (bytearray bodies, "
-     "bytes ends, bytes tokens or None)\n\nEvery row of an Arrow batch as an EXECUTE body "
-     "(protocol v4) of the prepared statement, with its partition token (native int64 arrays)."},
+     "first_row=0, serial_consistency=0, timestamp=None, unset=None, refusing=False) -> "
+     "(bytearray bodies, bytes ends, bytes tokens or None[, refused])\n\nEvery row of an "
+     "Arrow batch as an EXECUTE body (protocol v4) of the prepared statement, with its "
+     "partition token (native int64 arrays). A bad row raises RowError; with refusing, the "
+     "bad rows are left out and listed as (row, column, reason) tuples, all in one pass."},
     {"cql_check_schema", bw_cql_check_schema, METH_VARARGS,
      "cql_check_schema(schema, names, types): raises SchemaMismatchError naming the first "
      "column whose Arrow type cannot be bound to its CQL type."},

@@ -49,35 +49,58 @@ cleanup:
     return rc;
 }
 
+/* The rows refused (an array of bw_cql_row_error in refused_rows) appended to the list
+   refused as (row, column, reason) tuples. 0, or -1 with an exception. */
+static int list_refused(PyObject *refused, const bw_buf *refused_rows, const bound_columns *b) {
+    size_t n = refused_rows->len / sizeof(bw_cql_row_error);
+    for (size_t i = 0; i < n; i++) {
+        bw_cql_row_error e;
+        memcpy(&e, refused_rows->data + i * sizeof e, sizeof e);
+        PyObject *item = Py_BuildValue("(Lss)", (long long)e.row, b->names[e.column],
+                                       e.reason); /* new */
+        if (item == NULL || PyList_Append(refused, item) < 0) {
+            Py_XDECREF(item);
+            return -1;
+        }
+        Py_DECREF(item);
+    }
+    return 0;
+}
+
 /* cql_execute_bodies(batch, prepared_id, names, types, pk_indexes, consistency, *,
-   first_row=0, serial_consistency=0, timestamp=None, unset=None) -> (bodies, ends,
-   tokens).
+   first_row=0, serial_consistency=0, timestamp=None, unset=None, refusing=False) ->
+   (bodies, ends, tokens), or with refusing (bodies, ends, tokens, refused).
    Every row of the Arrow record batch / table / stream as the body of an EXECUTE of the
    prepared statement `prepared_id`, binding column names[i] (CQL type types[i]) to bind
    marker i; a null of marker i is written unset (length -2), not null, where byte i of
    unset is not 0. bodies: a bytearray of the bodies back to back; ends: bytes of native
    int64, the end of each row's body in bodies; tokens: bytes of native int64, each row's
-   partition token (None when pk_indexes is empty). The GIL is released over the rows.
-   Returns a new reference. */
+   partition token (None when pk_indexes is empty). A row that cannot be written raises
+   RowError; with refusing, every row is judged in one pass instead: the rows refused are
+   left out of bodies, ends and tokens, and listed in refused as (row, column, reason)
+   tuples, in row order, with the column and reason RowError would carry. The GIL is
+   released over the rows. Returns a new reference. */
 
 PyObject *bw_cql_execute_bodies(PyObject *self, PyObject *args, PyObject *kwargs) {
     (void)self;
     static char *kwlist[] = {"batch", "prepared_id", "names", "types", "pk_indexes",
                              "consistency", "first_row", "serial_consistency", "timestamp",
-                             "unset", NULL};
+                             "unset", "refusing", NULL};
     PyObject *batch, *names, *types, *pk_indexes, *timestamp = Py_None, *unset = NULL;
     Py_buffer id = {0};
-    int consistency, serial = 0;
+    int consistency, serial = 0, refusing = 0;
     long long first_row = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "Oy*OOOi|$LiOO:cql_execute_bodies", kwlist,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "Oy*OOOi|$LiOOp:cql_execute_bodies", kwlist,
                                      &batch, &id, &names, &types, &pk_indexes, &consistency,
-                                     &first_row, &serial, &timestamp, &unset))
+                                     &first_row, &serial, &timestamp, &unset, &refusing))
         return NULL;
     bw_arrow_source src;
     bound_columns b;
     int planned = 0, opened = 0;
-    bw_buf out = {0}, ends = {0}, tokens = {0};
-    PyObject *result = NULL;
+    bw_buf out = {0}, ends = {0}, tokens = {0}, refused_rows = {0};
+    PyObject *result = NULL, *refused = refusing ? PyList_New(0) : NULL;
+    if (refusing && refused == NULL)
+        goto cleanup;
     bw_cql_bound st;
     memset(&st, 0, sizeof st);
     if (id.len > 65535) {
@@ -133,12 +156,23 @@ PyObject *bw_cql_execute_bodies(PyObject *self, PyObject *args, PyObject *kwargs
         }
         bw_cql_row_error re;
         int w;
+        int64_t kept = rows;
+        refused_rows.len = 0;
         Py_BEGIN_ALLOW_THREADS
-        w = bw_cql_encode_rows(&st, rows, row, &out, e, t, &re);
+        w = refusing ? bw_cql_encode_rows_refusing(&st, rows, row, &out, e, t, &refused_rows,
+                                                   &kept, &re)
+                     : bw_cql_encode_rows(&st, rows, row, &out, e, t, &re);
         Py_END_ALLOW_THREADS
         if (w < 0) {
             raise_row_error(w, &re, &b);
             goto cleanup;
+        }
+        if (refusing) { /* the arrays hold the rows kept */
+            ends.len -= (size_t)(rows - kept) * 8;
+            if (st.n_pk)
+                tokens.len -= (size_t)(rows - kept) * 8;
+            if (list_refused(refused, &refused_rows, &b) < 0)
+                goto cleanup;
         }
         row += rows;
     }
@@ -152,6 +186,10 @@ PyObject *bw_cql_execute_bodies(PyObject *self, PyObject *args, PyObject *kwargs
                                       (Py_ssize_t)0, "", (Py_ssize_t)0)
                       : Py_BuildValue("(Ny#O)", PyByteArray_FromStringAndSize("", 0), "",
                                       (Py_ssize_t)0, Py_None);
+        if (refusing && result != NULL)
+            Py_SETREF(result, Py_BuildValue("(OOOO)", PyTuple_GET_ITEM(result, 0),
+                                            PyTuple_GET_ITEM(result, 1),
+                                            PyTuple_GET_ITEM(result, 2), refused));
         goto cleanup;
     }
     {
@@ -165,7 +203,8 @@ PyObject *bw_cql_execute_bodies(PyObject *self, PyObject *args, PyObject *kwargs
                                                         (Py_ssize_t)tokens.len)
                             : Py_NewRef(Py_None);
         if (tok_b != NULL)
-            result = PyTuple_Pack(3, bodies, ends_b, tok_b);
+            result = refusing ? PyTuple_Pack(4, bodies, ends_b, tok_b, refused)
+                              : PyTuple_Pack(3, bodies, ends_b, tok_b);
         Py_XDECREF(bodies);
         Py_XDECREF(ends_b);
         Py_XDECREF(tok_b);
@@ -178,6 +217,8 @@ cleanup:
     bw_buf_free(&out);
     bw_buf_free(&ends);
     bw_buf_free(&tokens);
+    bw_buf_free(&refused_rows);
+    Py_XDECREF(refused);
     PyBuffer_Release(&id);
     return result;
 }

@@ -233,21 +233,33 @@ class _CqlEncoder:
     consistency: int
 
     def __call__(self, batch: Any, dim: int = -1, row_base: int = 0) -> list:
+        return self._bodies(batch, row_base, False)
+
+    def refusing(self, batch: Any, dim: int = -1, row_base: int = 0) -> tuple[list, list]:
+        """``(encoded, refused)``: the batch's rows the encoder takes, encoded as calling it
+        encodes them, and each row it refuses as ``(row, column, reason)`` (the row counted
+        from ``row_base``, in order; the column and reason of the RowError calling it would
+        raise), judged in one pass. A per-row TTL or write time out of range still raises
+        RowError at the first (judged before the rows)."""
+        *encoded, refused = self._bodies(batch, row_base, True)
+        return encoded, refused
+
+    def _bodies(self, batch: Any, row_base: int, refusing: bool) -> list:
         plan = self.plan
         p = plan.prepared
         if not plan.bound:  # the statement's own markers, nothing sent unset
-            bodies, ends, tokens = _core.cql_execute_bodies(
+            bodies, ends, tokens, *refused = _core.cql_execute_bodies(
                 batch, p.id, p.names, p.types, list(p.pk_indexes), self.consistency,
-                first_row=row_base)
-            return [bodies, ends, tokens or b"", row_base, p]
+                first_row=row_base, refusing=refusing)
+            return [bodies, ends, tokens or b"", row_base, p, *refused]
         if plan.ttl_column is not None:
             batch = _per_row(batch, plan.ttl_column, "ttl_column", row_base)
         if plan.timestamp_column is not None:
             batch = _per_row(batch, plan.timestamp_column, "timestamp_column", row_base)
-        bodies, ends, tokens = _core.cql_execute_bodies(
+        bodies, ends, tokens, *refused = _core.cql_execute_bodies(
             batch, p.id, list(plan.bound), p.types, list(p.pk_indexes), self.consistency,
-            first_row=row_base, unset=plan.unset)
-        return [bodies, ends, tokens or b"", row_base, p]
+            first_row=row_base, unset=plan.unset, refusing=refusing)
+        return [bodies, ends, tokens or b"", row_base, p, *refused]
 
 
 def _per_row_type(pa: Any, t: Any, option: str, name: str) -> Any:

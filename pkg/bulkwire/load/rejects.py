@@ -150,7 +150,10 @@ class _Rejects:
     def checked(self, encode: Callable, check: Callable, batch: Any, dim: int, row_base: int,
                 source: str, idx: Any) -> tuple[Any, int]:
         """``(encoded, rows)`` of ``batch`` without its refused rows, which go to the log
-        (``encode`` makes what is stored; ``check``, the encoder itself, only judges). The
+        (``encode`` makes what is stored; ``check``, the encoder itself, only judges). An
+        encoder that judges every row in one pass (its ``refusing``: the CQL one) encodes
+        the batch once, its refused rows left out and listed with their reasons
+        (:meth:`_set_aside`). Otherwise the
         batch is encoded whole first: a batch without a bad row costs nothing more. When the
         encoder refuses a row, the rows refused for the same reason are found at once by
         Arrow compute (the column's nulls, the vectors of another length, the vectors
@@ -158,13 +161,25 @@ class _Rejects:
         it are judged on, from one refusal to the next; then the rows left are encoded once
         (and judged again when that is refused). ``(None, 0)`` when every row was
         refused."""
-        try:
-            return _Kept(encode(batch, dim, row_base), batch, None, row_base, source,
-                         idx), batch.num_rows
-        except RowError as exc:
-            error = exc
+        refusing = getattr(encode, "refusing", None)
+        if refusing is not None:
+            try:
+                encoded, refused = refusing(batch, dim, row_base)
+            except RowError as exc:  # judged before the rows (a per-row TTL): as below
+                error = exc
+            else:
+                if not refused:
+                    return _Kept(encoded, batch, None, row_base, source, idx), batch.num_rows
+                return self._set_aside(encoded, refused, batch, row_base, source, idx)
+        else:
+            try:
+                return _Kept(encode(batch, dim, row_base), batch, None, row_base, source,
+                             idx), batch.num_rows
+            except RowError as exc:
+                error = exc
         import numpy as np
 
+        read = batch  # the batch read, which the rows kept are taken from
         positions = None  # the rows of ``batch`` in the batch read (None: the same)
         while True:
             reasons: dict[int, str] = {}
@@ -216,10 +231,38 @@ class _Rejects:
             if batch.num_rows == 0:
                 return None, 0
             try:
-                return (_Kept(encode(batch, dim, row_base), batch, positions, row_base, source,
+                return (_Kept(encode(batch, dim, row_base), read, positions, row_base, source,
                               idx), batch.num_rows)
             except RowError as exc:  # refused only among other rows: judged again
                 error = exc
+
+    def _set_aside(self, encoded: Any, refused: list, batch: Any, row_base: int, source: str,
+                   idx: Any) -> tuple[Any, int]:
+        """``(encoded, rows)`` of ``batch``, of which the encoder wrote every row but those
+        of ``refused`` (``(row, column, reason)``, the rows counted from ``row_base``, in
+        order), which go to the log, each with the reason RowError would give it."""
+        import numpy as np
+
+        try:
+            bad = np.fromiter((r for r, _, _ in refused), dtype=np.int64,
+                              count=len(refused)) - row_base
+            if bad[0] < 0 or bad[-1] >= batch.num_rows:  # not a row of this batch: raised
+                row, column, reason = refused[0 if bad[0] < 0 else -1]
+                raise RowError(column, row, reason)
+            numbers = ((bad + row_base).tolist() if idx is None
+                       else [int(idx[r]) for r in bad + row_base])
+            self.add(batch.take(_int64s(bad)), source, numbers,
+                     [f"column {column!r}: {reason}" for _, column, reason in refused])
+        except BaseException:
+            _discard(encoded)
+            raise
+        keep = np.ones(batch.num_rows, dtype=bool)
+        keep[bad] = False
+        kept = np.flatnonzero(keep)
+        if len(kept) == 0:
+            _discard(encoded)
+            return None, 0
+        return _Kept(encoded, batch, kept, row_base, source, idx), len(kept)
 
 
 @dataclass
@@ -227,7 +270,8 @@ class _Kept:
     """A batch checked by :meth:`_Rejects.checked`: the encoded rows, the rows themselves
     and their places in the batch read (``positions``; None: all of them), where the batch
     read begins (``row_base``, in ``source``; with ``take``, ``idx``): what a row the
-    server refuses is written with."""
+    server refuses is written with. ``batch`` is the batch read, whose rows ``positions``
+    are."""
 
     encoded: Any
     batch: Any
@@ -243,7 +287,7 @@ class _Kept:
         """Writes the batch's ``row``, which the server refused for ``reason``."""
         at = row if self.positions is None else int(self.positions[row])
         number = self.row_base + at if self.idx is None else int(self.idx[self.row_base + at])
-        rejects.add(self.batch.slice(row, 1), self.source, [number], [reason])
+        rejects.add(self.batch.slice(at, 1), self.source, [number], [reason])
 
 
 def _discard(encoded: Any) -> None:
