@@ -82,13 +82,13 @@ def child_arguments(parser, children) -> object:
     parser.add_argument("--dim", type=int)
     parser.add_argument("--url")
     return parser.parse_args()
-def split_parquet(table, folder: str, parts: int) -> str:
+def split_parquet(table, folder: str, parts: int, name: str = "parts") -> str:
     """The rows of the Arrow ``table`` as ``parts`` Parquet files (consecutive slices) in a
-    new directory ``parts`` of ``folder``: an engine's partitions of the same rows; returns
+    new directory ``name`` of ``folder``: an engine's partitions of the same rows; returns
     the directory."""
     import pyarrow.parquet as pq
 
-    directory = os.path.join(folder, "parts")
+    directory = os.path.join(folder, name)
     os.makedirs(directory)
     step = -(-table.num_rows // parts)
     for n, start in enumerate(range(0, table.num_rows, step)):

@@ -19,6 +19,16 @@ cost, with no bulk insert.
     python benchmarks/bench_engines.py                       # 200,000 x 128, 5 rounds
     python benchmarks/bench_engines.py --rows 20000 --rounds 1 --engines dask   # a smoke run
     python benchmarks/bench_engines.py --engines dask,ray,spark    # Spark too (a Java runtime)
+    python benchmarks/bench_engines.py --engines spark-cql --rows 1000000 --dim 768 \
+        --rounds 3 --parts 2 --driver-rows 100000
+
+``spark-cql`` measures Spark into a CQL table instead, as ``bench_spark.py`` does (its code):
+client CPU per row, wall time and rows/s of ``load_parquet``, the ``bulkwire`` data source,
+and the Python driver's ``foreachPartition`` job, into the emulated CQL node (a table of
+``id bigint``, ``emb vector<float, dim>``) in a process of its own; the medians of the
+per-round ratios of CPU per row against the goals (the data source within 1.5x of
+``load_parquet``; the driver path at least 20x the data source's). ``--driver-rows N``: the
+driver path, slow, loads the first N rows only. Needs scylla-driver (or cassandra-driver).
 """
 from __future__ import annotations
 
@@ -228,14 +238,26 @@ def main() -> None:
     parser.add_argument("--dim", type=int, default=128)
     parser.add_argument("--parts", type=int, default=8, help="files (partitions) for the engines")
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--engines", default="dask,ray", help="comma-separated: dask, ray, spark")
+    parser.add_argument("--engines", default="dask,ray",
+                        help="comma-separated: dask, ray, spark (bulk insert), spark-cql")
+    parser.add_argument("--driver-rows", type=int, default=None,
+                        help="spark-cql: the driver path loads only the first N rows")
     args = parser.parse_args()
     engines = [e for e in args.engines.split(",") if e]
-    unknown = set(engines) - {"dask", "ray", "spark"}
+    unknown = set(engines) - {"dask", "ray", "spark", "spark-cql"}
     if unknown:
         parser.error(f"unknown engines: {', '.join(sorted(unknown))}")
 
     print_command()
+    if "spark-cql" in engines:
+        engines.remove("spark-cql")
+        import bench_spark
+
+        print("Spark into a CQL table (emulated node): client CPU per row")
+        bench_spark.measure(args.rows, args.rounds, dim=args.dim, parts=args.parts,
+                            driver_rows=args.driver_rows)
+        if not engines:
+            return
     print(f"commit {commit()}, {os.cpu_count()} cores, {args.rows:,} rows x {args.dim} float32, "
           f"{args.parts} files for the engines")
     with tempfile.TemporaryDirectory(prefix="bench-engines-") as folder, loopback_server() as url:

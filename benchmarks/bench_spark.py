@@ -27,6 +27,10 @@ average, then the medians of the per-round ratios ``spark / load_parquet`` (goal
 
     python benchmarks/bench_spark.py --rows 20000 --rounds 3
     python benchmarks/bench_spark.py --rows 20000 --rounds 3 --dim 768
+    python benchmarks/bench_spark.py --rows 1000000 --driver-rows 100000 --dim 768
+
+``--driver-rows N``: the driver path, which is slow, loads the first N rows only (its CPU
+per row set against the others' at ``--rows``).
 
 The driver connects with ``protocol_version=4``, no compression, no schema or token
 metadata: what the emulated node answers (less start-up work than against a real node).
@@ -44,7 +48,7 @@ import tempfile
 import time
 
 from _common import commit, print_command, split_parquet  # noqa: E402  (also puts the checkout's bulkwire first)
-from _rounds import load_average, rotation
+from _rounds import load_average, median_ratio, rotation
 
 import bulkwire  # noqa: E402
 
@@ -96,10 +100,11 @@ class Node:
         self.process.wait(30)
 
 
-def prepare(folder: str, rows: int, text_bytes: int, parts: int,
-            dimension: int) -> tuple[str, str]:
+def prepare(folder: str, rows: int, text_bytes: int, parts: int, dimension: int,
+            driver_rows: int | None = None) -> tuple[str, str, str]:
     """(one Parquet file of ``rows`` rows: id, v (or id, emb: ``dimension`` float32s), the
-    directory of the same rows as ``parts`` files)."""
+    directory of the same rows as ``parts`` files, the directory of the first
+    ``driver_rows`` of them as ``parts`` files: the same directory when that is all)."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -114,7 +119,11 @@ def prepare(folder: str, rows: int, text_bytes: int, parts: int,
         table = pa.table({"id": ids, "v": pa.array([f"{i:08d}{pad}" for i in range(rows)])})
     single = os.path.join(folder, "rows.parquet")
     pq.write_table(table, single, row_group_size=4096)
-    return single, split_parquet(table, folder, parts)
+    directory = split_parquet(table, folder, parts)
+    if driver_rows is None or driver_rows >= rows:
+        return single, directory, directory
+    return single, directory, split_parquet(table.slice(0, driver_rows), folder, parts,
+                                            name="first")
 
 
 def _cpu_self() -> float:
@@ -153,7 +162,7 @@ def driver_partition(contact: str, rows_counted, cpu_counted, concurrency: int, 
 
 
 class Bench:
-    def __init__(self, single: str, directory: str, node: Node, concurrency: int,
+    def __init__(self, single: str, directory: str, first: str, node: Node, concurrency: int,
                  column: str) -> None:
         os.environ["PYSPARK_PYTHON"] = sys.executable
         os.environ["PYTHONPATH"] = os.pathsep.join(
@@ -168,7 +177,7 @@ class Bench:
                       .config("spark.driver.bindAddress", "127.0.0.1").getOrCreate())
         self.spark.sparkContext.setLogLevel("ERROR")
         bulkwire.spark.register(self.spark)
-        self.single, self.directory, self.node = single, directory, node
+        self.single, self.directory, self.first, self.node = single, directory, first, node
         self.concurrency, self.column = concurrency, column
         logging_quiet()
 
@@ -192,7 +201,7 @@ class Bench:
     def driver(self) -> tuple[int, float]:
         context = self.spark.sparkContext
         rows, cpu = context.accumulator(0), context.accumulator(0.0)
-        self.spark.read.parquet(self.directory).foreachPartition(
+        self.spark.read.parquet(self.first).foreachPartition(
             driver_partition(self.node.contact, rows, cpu, self.concurrency, self.column))
         return rows.value, cpu.value
 
@@ -216,6 +225,62 @@ def _print_round(round_index: int, name: str, rows: int, cpu: float, wall: float
           flush=True)
 
 
+def measure(rows: int, rounds: int, dim: int = 0, text_bytes: int = 64, parts: int = 2,
+            concurrency: int = 64, driver_rows: int | None = None) -> dict:
+    """Runs the three contenders (one warm-up run each, then ``rounds`` interleaved rounds)
+    and prints each round and the medians; returns ``{"cpu_per_row": {name: [...]}, "wall":
+    {name: [...]}, "rows": {name: rows}, "spark / load_parquet": median ratio, "driver /
+    spark": median ratio}``. ``driver_rows``: the driver path loads only the first
+    ``driver_rows`` rows (a size it can do in the time; None: all): its CPU per row is set
+    against the others' at ``rows``. Used by ``bench_engines.py --engines spark``."""
+    value = f"vector<float, {dim}>" if dim else f"{text_bytes}-byte text"
+    measured = commit()  # the code measured, named once (the tree may move on meanwhile)
+    driver_rows = min(driver_rows or rows, rows)
+    print(f"commit {measured}, {os.cpu_count()} cores, {rows:,} rows (bigint id, {value})"
+          + (f", the driver path {driver_rows:,} of them" if driver_rows != rows else "")
+          + f", {parts} Spark partitions, local[2]", flush=True)
+    node = Node(dim)
+    expected = {"load_parquet": rows, "spark": rows, "driver": driver_rows}
+    with tempfile.TemporaryDirectory(prefix="bench-spark-") as folder:
+        single, directory, first = prepare(folder, rows, text_bytes, parts, dim, driver_rows)
+        bench = Bench(single, directory, first, node, concurrency, "emb" if dim else "v")
+        contenders = {"load_parquet": bench.load_parquet, "spark": bench.spark_source,
+                      "driver": bench.driver}
+        try:
+            for name, run in contenders.items():  # warm-up: imports, workers, connections
+                node.check(name, run()[0], expected[name])
+            per_row: dict = {name: [] for name in contenders}
+            walls: dict = {name: [] for name in contenders}
+            names = list(contenders)
+            for round_index, name in rotation(names, rounds):
+                began = time.perf_counter()
+                done, cpu = contenders[name]()
+                wall = time.perf_counter() - began
+                node.check(name, done, expected[name])
+                per_row[name].append(cpu / done)
+                walls[name].append(wall)
+                _print_round(round_index, name, done, cpu, wall)
+        finally:
+            bench.close()
+            node.close()
+    spark_vs_plain = median_ratio(per_row["spark"], per_row["load_parquet"])
+    driver_vs_spark = median_ratio(per_row["driver"], per_row["spark"])
+    print(f"median of {rounds} rounds (commit {measured}, load average "
+          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}):")
+    for name in names:
+        wall = statistics.median(walls[name])
+        print(f"  {name:12s} {statistics.median(per_row[name]) * 1e6:9.2f} µs CPU per row  "
+              f"{wall:7.2f} s wall  {expected[name] / wall:>9,.0f} rows/s  "
+              f"({expected[name]:,} rows)")
+    print(f"  spark / load_parquet CPU per row: {spark_vs_plain:.2f}x (goal <= 1.5; per round "
+          f"{', '.join(f'{s / p:.2f}' for s, p in zip(per_row['spark'], per_row['load_parquet']))})")
+    print(f"  driver / spark CPU per row: {driver_vs_spark:.1f}x (goal >= 20; per round "
+          f"{', '.join(f'{d / s:.1f}' for d, s in zip(per_row['driver'], per_row['spark']))})",
+          flush=True)
+    return {"cpu_per_row": per_row, "wall": walls, "rows": expected,
+            "spark / load_parquet": spark_vs_plain, "driver / spark": driver_vs_spark}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=20_000)
@@ -226,51 +291,16 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--concurrency", type=int, default=64,
                         help="execute_concurrent's requests in flight (the driver path)")
+    parser.add_argument("--driver-rows", type=int, default=None,
+                        help="the driver path loads only the first N rows (default: all)")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
         serve_emulated_node(args.dim or None)
         return
-
     print_command()
-    value = f"vector<float, {args.dim}>" if args.dim else f"{args.text_bytes}-byte text"
-    measured = commit()  # the code measured, named once (the tree may move on meanwhile)
-    print(f"commit {measured}, {os.cpu_count()} cores, {args.rows:,} rows (bigint id, "
-          f"{value}), {args.parts} Spark partitions, local[2]")
-    node = Node(args.dim)
-    with tempfile.TemporaryDirectory(prefix="bench-spark-") as folder:
-        single, directory = prepare(folder, args.rows, args.text_bytes, args.parts, args.dim)
-        bench = Bench(single, directory, node, args.concurrency, "emb" if args.dim else "v")
-        contenders = {"load_parquet": bench.load_parquet, "spark": bench.spark_source,
-                      "driver": bench.driver}
-        try:
-            for name, run in contenders.items():  # warm-up: imports, workers, connections
-                node.check(name, run()[0], args.rows)
-            per_row: dict = {name: [] for name in contenders}
-            walls: dict = {name: [] for name in contenders}
-            names = list(contenders)
-            for round_index, name in rotation(names, args.rounds):
-                began = time.perf_counter()
-                rows, cpu = contenders[name]()
-                wall = time.perf_counter() - began
-                node.check(name, rows, args.rows)
-                per_row[name].append(cpu / rows)
-                walls[name].append(wall)
-                _print_round(round_index, name, rows, cpu, wall)
-        finally:
-            bench.close()
-            node.close()
-    spark_vs_plain = statistics.median(
-        s / p for s, p in zip(per_row["spark"], per_row["load_parquet"]))
-    driver_vs_spark = statistics.median(
-        d / s for d, s in zip(per_row["driver"], per_row["spark"]))
-    print(f"median of {args.rounds} rounds (commit {measured}, load average "
-          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}):")
-    for name in names:
-        print(f"  {name:12s} {statistics.median(per_row[name]) * 1e6:9.2f} µs CPU per row  "
-              f"{statistics.median(walls[name]):6.2f} s wall")
-    print(f"  spark / load_parquet CPU per row: {spark_vs_plain:.2f}x (goal <= 1.5)")
-    print(f"  driver / spark CPU per row: {driver_vs_spark:.1f}x (goal >= 20)")
+    measure(args.rows, args.rounds, dim=args.dim, text_bytes=args.text_bytes, parts=args.parts,
+            concurrency=args.concurrency, driver_rows=args.driver_rows)
 
 
 if __name__ == "__main__":

@@ -28,10 +28,11 @@ def preloaded_python(folder) -> str:
     return python
 
 
-def spark_session(folder):
-    """A local[2] SparkSession whose Python workers run this interpreter on the bulkwire
-    under test (and this folder's modules: the tests' mapInArrow functions), reachable on
-    loopback alone, with the bulkwire data source registered.
+def spark_session(folder, master: str = "local[2]", conf: dict | None = None):
+    """A ``master`` (local[2]) SparkSession, with the settings ``conf`` besides, whose
+    Python workers run this interpreter on the bulkwire under test (and this folder's
+    modules: the tests' mapInArrow functions), reachable on loopback alone, with the
+    bulkwire data source registered.
 
     Under the sanitizer build (the ASan/UBSan runtimes in LD_PRELOAD) the JVM starts
     without them (Java's own signal handling does not run under ASan), and the Python
@@ -51,7 +52,10 @@ def spark_session(folder):
     os.environ.update(PYTHONPATH=os.pathsep.join(dict.fromkeys(search)), PYSPARK_PYTHON=python,
                       PYSPARK_DRIVER_PYTHON=sys.executable)
     try:
-        session = (SparkSession.builder.master("local[2]").appName("bulkwire-tests")
+        builder = SparkSession.builder
+        for key, value in (conf or {}).items():
+            builder = builder.config(key, value)
+        session = (builder.master(master).appName("bulkwire-tests")
                    .config("spark.driver.host", "127.0.0.1")
                    .config("spark.driver.bindAddress", "127.0.0.1")
                    .config("spark.ui.enabled", "false")
