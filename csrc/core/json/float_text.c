@@ -319,8 +319,9 @@ static inline char *layout_digits(char *p, uint32_t top, bw_digits16 d, int decp
         return p + 4;
     }
     if (decpt <= 0) {
-        /* 0.ddd, 0.0ddd, 0.00ddd or 0.000ddd */
-        memcpy(p, "0.000", 5);
+        /* 0.ddd, 0.0ddd, 0.00ddd or 0.000ddd; one 8-byte store (the digits' store below
+           overwrites what is past the zeros) */
+        memcpy(p, "0.000000", 8);
         p += 2 - decpt;
         p[0] = lead;
         store16(p + 1, a);
@@ -446,7 +447,8 @@ static BW_INLINE_ALWAYS size_t double_to_text(double v, char *dst)
     int q = (int)bexp - 1075;
     int k = floor_log10_pow2(q);
     int h = q + floor_log2_pow10(-k) + 1; /* 1..4 */
-    const uint64_t *g = bw_pow10_g[k - BW_K_MIN];
+    /* k widened first: the table's offset then folds into the load's displacement */
+    const uint64_t *g = bw_pow10_g[(ptrdiff_t)k - BW_K_MIN];
     bw_u128 y = product_hi(g[0], g[1], (frac | (UINT64_C(1) << 52)) << (h + 2));
     uint64_t y_hi = (uint64_t)(y >> 64), y_lo = (uint64_t)y;
     uint64_t sp10 = ((y_hi >> 2) / 10) * 10;
