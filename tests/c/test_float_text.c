@@ -136,5 +136,53 @@ TEST(lone_values_as_bw_double_to_text) {
     }
 }
 
-RUN_TESTS(lone_values_as_bw_double_to_text, known_shortest_digits, random_doubles_round_trip_shortest, powers_of_two_and_neighbours,
+/* An array of doubles at any stride and alignment is written as bw_double_to_text writes
+   each value (itself checked against the C library above), separated by ", ", within the
+   room the header asks for: common values with both signs, and every rare case (zero,
+   non-finite, subnormal, powers of two, integers past 2^54 whose bounds fall on the grid). */
+TEST(arrays_of_doubles_as_each_value) {
+    enum { MOST = 300, ROOM = MOST * (BW_FLOAT_TEXT_MAX + 2) };
+    static const double rare[] = {0.0, -0.0, NAN, INFINITY, -INFINITY, 5e-324, DBL_MIN, DBL_MAX,
+                                  1.0, 2.0, 0.5, 1e16, 1e22, 1e-5, 18014398509481984.0,
+                                  18014398509481988.0, 9007199254740993.0, 123456789012345680.0};
+    static char bytes[MOST * 24 + 8], got[ROOM + 64], want[ROOM];
+    uint64_t state = 88172645463325252ULL;
+    for (int round = 0; round < 400; round++) {
+        size_t n = round < 3 ? (size_t)round : (size_t)(round * 7 % MOST) + 1;
+        ptrdiff_t stride = round % 3 == 0 ? 8 : round % 3 == 1 ? 24 : 9;
+        size_t offset = (size_t)round % 8;
+        char *w = want;
+        for (size_t i = 0; i < n; i++) {
+            state ^= state << 13, state ^= state >> 7, state ^= state << 17;
+            double v;
+            if (state % 5 == 0) {
+                v = rare[(state >> 8) % (sizeof rare / sizeof rare[0])];
+            } else {
+                /* embedding-like values, and any exponent */
+                uint64_t bits = state % 5 == 1 ? state : (state >> 12) | (UINT64_C(0x3fd) << 52) |
+                                                             (state << 63);
+                memcpy(&v, &bits, sizeof v);
+            }
+            memcpy(bytes + offset + i * (size_t)stride, &v, sizeof v);
+            if (i) {
+                memcpy(w, ", ", 2);
+                w += 2;
+            }
+            w += bw_double_to_text(v, w);
+        }
+        memset(got, 0x55, sizeof got);
+        char *end = bw_doubles_to_text(bytes + offset, n, stride, got);
+        size_t room = n * (BW_FLOAT_TEXT_MAX + 2);
+        int guard_kept = 1;
+        for (size_t i = room; i < sizeof got; i++)
+            guard_kept &= got[i] == 0x55;
+        CHECK(guard_kept);
+        *w = '\0';
+        CHECK_BYTES(got, (size_t)(end - got), want);
+        if (!guard_kept || (size_t)(end - got) != (size_t)(w - want))
+            break;
+    }
+}
+
+RUN_TESTS(arrays_of_doubles_as_each_value, lone_values_as_bw_double_to_text, known_shortest_digits, random_doubles_round_trip_shortest, powers_of_two_and_neighbours,
           random_float32_round_trip_shortest)

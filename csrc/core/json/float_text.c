@@ -91,6 +91,14 @@ static inline uint64_t schubfach(uint64_t c, int q, int asym, int *e10)
     return schubfach_pick(c, vb, vbl, vbr);
 }
 
+/* An empty asm statement that claims to change x: the compiler must compute x whatever the
+   later selects pick, so it keeps them as conditional moves instead of branching around x. */
+#if defined(__GNUC__)
+#define BW_KEEP_IN_REGISTER(x) __asm__("" : "+r"(x))
+#else
+#define BW_KEEP_IN_REGISTER(x) ((void)0)
+#endif
+
 /* The Schubfach choice for a symmetric interval (c is not a power of two, or the exponent is
    the lowest), from vb and sp10 = 10 * floor(s / 10) and whether sp10 (upin) and tp10 =
    sp10 + 10 (wpin) are inside. The interval is 2^q / 10^k units wide, in [1, 10): so sp10 and
@@ -101,13 +109,15 @@ static inline uint64_t schubfach(uint64_t c, int q, int asym, int *e10)
    decide when one of them is outside, are not needed. */
 static inline uint64_t schubfach_pick_sym(uint64_t vb, uint64_t sp10, int upin, int wpin)
 {
-    if (wpin)
-        return sp10 + 10;
-    if (upin)
-        return sp10;
     /* vb / 4 to nearest, ties to even: vb has two fraction bits and the sticky bit, so adding
        1 + (s odd) carries into s exactly when t is nearer or it is a tie and s is odd. */
-    return (vb + 1 + ((vb >> 2) & 1)) >> 2;
+    uint64_t f = (vb + 1 + ((vb >> 2) & 1)) >> 2;
+    /* Selected without branches: in data with random digits each outcome is common (a
+       shorter candidate is inside for about a third of the values), and a mispredicted branch
+       here throws away the digit work of this value and of the next ones. */
+    BW_KEEP_IN_REGISTER(f);
+    f = upin ? sp10 : f;
+    return wpin ? sp10 + 10 : f;
 }
 
 /* The same for a normal binary32 value with a symmetric interval (c in (2^23, 2^24)), with
@@ -309,8 +319,9 @@ static inline char *layout_digits(char *p, uint32_t top, bw_digits16 d, int decp
         return p + 4;
     }
     if (decpt <= 0) {
-        /* 0.ddd, 0.0ddd, 0.00ddd or 0.000ddd */
-        memcpy(p, "0.000", 5);
+        /* 0.ddd, 0.0ddd, 0.00ddd or 0.000ddd; one 8-byte store (the digits' store below
+           overwrites what is past the zeros) */
+        memcpy(p, "0.000000", 8);
         p += 2 - decpt;
         p[0] = lead;
         store16(p + 1, a);
@@ -401,6 +412,12 @@ __attribute__((noinline, cold)) static size_t double_to_text_rare(uint64_t bits,
     return (size_t)(layout(p, f * bw_pow10_u64[17 - len], e10 + len) - dst);
 }
 
+#if defined(__GNUC__)
+#define BW_INLINE_ALWAYS __attribute__((always_inline)) inline
+#else
+#define BW_INLINE_ALWAYS inline
+#endif
+
 /* The common path: a normal double that is not a power of two, so a symmetric interval.
    Schubfach with cp = 4c << h and the 192-bit product P = g * cp gives vb = round_to_odd(P),
    and the bounds' products are exactly P - D and P + D with D = g * (2 << h) = g << (h + 1).
@@ -418,7 +435,7 @@ __attribute__((noinline, cold)) static size_t double_to_text_rare(uint64_t bits,
    of 10^(k+1) (about 1 in 2000 random bit patterns, none in data with fractions; the tests
    build them for every exponent where they exist). So the paper's two other multiplications
    are only done there. */
-size_t bw_double_to_text(double v, char *dst)
+static BW_INLINE_ALWAYS size_t double_to_text(double v, char *dst)
 {
     uint64_t bits;
     memcpy(&bits, &v, sizeof bits);
@@ -430,7 +447,8 @@ size_t bw_double_to_text(double v, char *dst)
     int q = (int)bexp - 1075;
     int k = floor_log10_pow2(q);
     int h = q + floor_log2_pow10(-k) + 1; /* 1..4 */
-    const uint64_t *g = bw_pow10_g[k - BW_K_MIN];
+    /* k widened first: the table's offset then folds into the load's displacement */
+    const uint64_t *g = bw_pow10_g[(ptrdiff_t)k - BW_K_MIN];
     bw_u128 y = product_hi(g[0], g[1], (frac | (UINT64_C(1) << 52)) << (h + 2));
     uint64_t y_hi = (uint64_t)(y >> 64), y_lo = (uint64_t)y;
     uint64_t sp10 = ((y_hi >> 2) / 10) * 10;
@@ -439,10 +457,8 @@ size_t bw_double_to_text(double v, char *dst)
     uint64_t grid = UINT64_C(40) << 57;
     /* m = d - z and n = z + d - grid taken modulo 2^64 (z + d < 2^64): 0 or -1 is x + 1 <= 1,
        and then m > 0 is d > z, n > 0 is z + d > grid. */
-    if (__builtin_expect(d - z + 1 <= 1 || z + d - grid + 1 <= 1, 0))
+    if (__builtin_expect((d - z + 1 <= 1) | (z + d - grid + 1 <= 1), 0))
         return double_to_text_rare(bits, dst);
-    /* Branches, not masks: they cost fewer instructions, and measured faster, as the digit
-       work can start on the predicted outcome. */
     uint64_t f = schubfach_pick_sym(y_hi | (y_lo != 0), sp10, d > z, z + d > grid);
 
     /* Signs are random in real data: store unconditionally, advance by the sign bit. */
@@ -451,8 +467,29 @@ size_t bw_double_to_text(double v, char *dst)
     p += bits >> 63;
     /* A normal double's digits f lie in [2^52, 10 * 2^53), so f has 16 or 17 digits. */
     int has16 = f < UINT64_C(10000000000000000);
-    f *= has16 ? 10 : 1;
+    uint64_t f10 = f * 10;
+    BW_KEEP_IN_REGISTER(f10); /* a select, not a branch: the digit count is data, not a trend */
+    f = has16 ? f10 : f;
     return (size_t)(layout(p, f, k + 17 - has16) - dst);
+}
+
+size_t bw_double_to_text(double v, char *dst) { return double_to_text(v, dst); }
+
+/* One loop with the common path inlined: no call per value, and the registers the path needs
+   are saved once per array instead of once per value. */
+char *bw_doubles_to_text(const char *values, size_t n, ptrdiff_t stride, char *dst)
+{
+    for (size_t i = 0; i < n; i++, values += stride) {
+        double v;
+        memcpy(&v, values, sizeof v);
+        if (i) {
+            dst[0] = ',';
+            dst[1] = ' ';
+            dst += 2;
+        }
+        dst += double_to_text(v, dst);
+    }
+    return dst;
 }
 
 size_t bw_float32_to_text(float v, char *dst)

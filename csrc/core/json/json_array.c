@@ -96,12 +96,6 @@ static inline float load_float(const char *p) {
     return v;
 }
 
-static inline double load_double(const char *p) {
-    double v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
 /* A native-order copy of the element at p, stored in the other byte order. */
 static inline const char *reversed(const char *p, int width, char *tmp) {
     for (int i = 0; i < width; i++)
@@ -126,7 +120,7 @@ int bw_json_array(bw_buf *out, bw_num_type type, const char *p, size_t n, ptrdif
     } else if (type == BW_NUM_F32) {
         EACH_ELEMENT(bw_float32_to_text(load_float(p), q))
     } else if (type == BW_NUM_F64) {
-        EACH_ELEMENT(bw_double_to_text(load_double(p), q))
+        q = bw_doubles_to_text(p, n, stride, q);
     } else {
         EACH_ELEMENT(number_text(type, p, float32_shortest, q))
     }

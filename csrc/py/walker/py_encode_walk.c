@@ -384,13 +384,22 @@ static int write_str(bw_walker *w, PyObject *s) {
    values in registers. */
 static NOT_INLINED char *float_run_text(PyObject *const *items, Py_ssize_t from,
                                         Py_ssize_t size, char *p, Py_ssize_t *last) {
+    /* The values are gathered a chunk at a time and written by the core's array loop, which
+       keeps the text's common path inlined (a call per value costs about a tenth more). */
+    enum { CHUNK = 64 };
+    double values[CHUNK];
     Py_ssize_t i = from;
-    while (i + 1 < size && PyFloat_CheckExact(items[i + 1])) {
-        i++;
+    size_t n;
+    do {
+        n = 0;
+        while (n < CHUNK && i + 1 < size && PyFloat_CheckExact(items[i + 1]))
+            values[n++] = PyFloat_AS_DOUBLE(items[++i]);
+        if (n == 0)
+            break;
         p[0] = ',';
         p[1] = ' ';
-        p += 2 + bw_double_to_text(PyFloat_AS_DOUBLE(items[i]), p + 2);
-    }
+        p = bw_doubles_to_text((const char *)values, n, sizeof values[0], p + 2);
+    } while (n == CHUNK);
     *last = i;
     return p;
 }
