@@ -20,15 +20,15 @@ LIMIT, FILES, ROWS = 1000, 4, 3750
 
 
 @pytest.fixture(scope="module")
-def node():
-    from servers.cassandra import running
-
-    with running(1, first=81) as nodes:
-        with connect([nodes[0].address]) as s:
-            s.execute(f"CREATE KEYSPACE {KEYSPACE} WITH replication = "
-                      f"{{'class': 'SimpleStrategy', 'replication_factor': 1}}")
-            s.execute(f"CREATE TABLE {KEYSPACE}.t (id bigint PRIMARY KEY, v text)")
-        yield nodes[0]
+def node(cassandra_node):
+    """The session's node, with a keyspace of this module's own (a node of its own would cost
+    a start and measure nothing more: the rate is read from the rows' WRITETIME)."""
+    with connect([cassandra_node.address]) as s:
+        s.execute(f"CREATE KEYSPACE IF NOT EXISTS {KEYSPACE} WITH replication = "
+                  f"{{'class': 'SimpleStrategy', 'replication_factor': 1}}")
+        s.execute(f"DROP TABLE IF EXISTS {KEYSPACE}.t")
+        s.execute(f"CREATE TABLE {KEYSPACE}.t (id bigint PRIMARY KEY, v text)")
+    yield cassandra_node
 
 
 def test_a_row_rate_over_two_workers_holds_at_the_node(node, tmp_path, capsys):
