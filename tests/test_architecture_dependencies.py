@@ -119,6 +119,8 @@ TARGET_MODULES = ["bulkwire.bulk", "bulkwire._bulk_writer", "bulkwire.bulk_comma
                   "bulkwire.ravendb", "bulkwire.cql", "bulkwire.cql_statements",
                   "bulkwire.cql_placement", "bulkwire.load.targets",
                   "bulkwire.load.ravendb_target", "bulkwire.load.cql_target",
+                  "bulkwire.load._cql_options", "bulkwire.load._cql_rows",
+                  "bulkwire.load._cql_session", "bulkwire.load.cql_shards",
                   "bulkwire.load.jsonl_target", "bulkwire.load.plan"]
 
 

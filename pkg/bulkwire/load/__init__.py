@@ -22,7 +22,9 @@ The package's modules, along the path of a load:
 - :mod:`bulkwire.load.ravendb_target`: the RavenDB server and request file targets
   (:mod:`bulkwire.load.targets`: their former module, with the protocols).
 - :mod:`bulkwire.load.jsonl_target`: a JSON Lines file.
-- :mod:`bulkwire.load.cql_target`: a CQL table.
+- :mod:`bulkwire.load.cql_target`: a CQL table: its description and constructor (its
+  options judged in ``_cql_options``, its plan and encoder in ``_cql_rows``, its session in
+  ``_cql_session``, ScyllaDB's shards in :mod:`bulkwire.load.cql_shards`).
 - :mod:`bulkwire.load.resume`: the resume state file.
 - :mod:`bulkwire.load.workers`: worker processes.
 """
