@@ -195,7 +195,7 @@ def main() -> None:
                         help="NAME=PATH of a pkg folder with an in-place build (default: this "
                              "checkout's, as 'after')")
     parser.add_argument("--cases", default=",".join(CASES),
-                        help="comma-separated, of: " + ", ".join(CASES))
+                        help="comma-separated, of: " + ", ".join(CASES).replace("%", "%%"))
     parser.add_argument("--rf-rows", type=int, default=4000, help="N for request_file")
     parser.add_argument("--cql-rows", type=int, default=20_000, help="N for the CQL node")
     parser.add_argument("--callgrind", action="store_true", help="count instructions per row")
