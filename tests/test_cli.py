@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 import bulkwire
-from bulkwire import cli
+from bulkwire import _cli_sample_serve_demo, cli
 from _cli_runner import run
 
 PACKAGE_PARENT = os.path.dirname(os.path.dirname(bulkwire.__file__))
@@ -182,7 +182,7 @@ def test_sample_writes_where_told_and_warns_before_a_large_file_here(tmp_path, m
     os.mkdir("data")
     code, out, err = run(["sample", "data/a.parquet", "--rows", "5", "--dim", "2"], capsys)
     assert code == 0 and os.path.exists("data/a.parquet") and err == ""
-    monkeypatch.setattr(cli, "LARGE_SAMPLE_BYTES", 10)
+    monkeypatch.setattr(_cli_sample_serve_demo, "LARGE_SAMPLE_BYTES", 10)
     code, out, err = run(["sample", "b.parquet", "--rows", "5", "--dim", "2"], capsys)
     assert code == 0 and "warning: writing about" in err and "current directory" in err
     code, out, err = run(["sample", "data/c.parquet", "--rows", "5", "--dim", "2"], capsys)
