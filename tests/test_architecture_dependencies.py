@@ -110,7 +110,8 @@ def test_no_two_modules_import_each_other():
 
 #: The modules of the load that serve every target: the pipeline.
 GENERIC_LOAD = ["bulkwire.load.entry", "bulkwire.load.pipeline", "bulkwire.load.workers",
-                "bulkwire.load.resume", "bulkwire.load.datasets", "bulkwire.load.interface"]
+                "bulkwire.load.resume", "bulkwire.load.datasets", "bulkwire.load.interface",
+                "bulkwire.load._result", "bulkwire.load._progress", "bulkwire.load._sending"]
 #: The modules of one target (or of one kind's protocol): the RavenDB bulk insert, its HTTP
 #: transport and cluster topology, the CQL driver drop-in and statements, the kinds' own
 #: modules, and the documents' plan.
