@@ -51,7 +51,10 @@ def needs(*names: str) -> pytest.MarkDecorator:
 #: test extra), by the name of its entry point in the tests
 INTEGRATION_PACKAGES = {"dask.to_target": ("pandas", "dask.dataframe", "distributed"),
                         "ray.TargetDatasink": ("ray.data",),
-                        "spark.register": ("pyspark",)}
+                        "spark.register": ("pyspark",),
+                        # the data source's rooms that import PySpark with it
+                        "_spark_results.TaskWritten": ("pyspark",),
+                        "_spark_tasks._write": ("pyspark",)}
 
 
 def import_integration(entry: str) -> None:

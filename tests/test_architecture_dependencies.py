@@ -91,7 +91,7 @@ def test_the_reader_finds_the_imports_it_must():
     assert "bulkwire.conventions" in graph["bulkwire._bulk_writer"]      # from .x import y
     assert EXTENSION in graph["bulkwire.conventions"]                    # from . import _core
     assert "bulkwire.testing.server" in graph["bulkwire.testing.cluster"]  # in a subpackage
-    assert "bulkwire.testing" in graph["bulkwire.cli"]                   # inside a function
+    assert "bulkwire.testing" in graph["bulkwire._cli_sample_serve_demo"]  # inside a function
     assert "bulkwire.cli" in graph["bulkwire.testing.__main__"]          # from ..x import y
 
 
@@ -110,7 +110,8 @@ def test_no_two_modules_import_each_other():
 
 #: The modules of the load that serve every target: the pipeline.
 GENERIC_LOAD = ["bulkwire.load.entry", "bulkwire.load.pipeline", "bulkwire.load.workers",
-                "bulkwire.load.resume", "bulkwire.load.datasets", "bulkwire.load.interface"]
+                "bulkwire.load.resume", "bulkwire.load.datasets", "bulkwire.load.interface",
+                "bulkwire.load._result", "bulkwire.load._progress", "bulkwire.load._sending"]
 #: The modules of one target (or of one kind's protocol): the RavenDB bulk insert, its HTTP
 #: transport and cluster topology, the CQL driver drop-in and statements, the kinds' own
 #: modules, and the documents' plan.
@@ -119,6 +120,8 @@ TARGET_MODULES = ["bulkwire.bulk", "bulkwire._bulk_writer", "bulkwire.bulk_comma
                   "bulkwire.ravendb", "bulkwire.cql", "bulkwire.cql_statements",
                   "bulkwire.cql_placement", "bulkwire.load.targets",
                   "bulkwire.load.ravendb_target", "bulkwire.load.cql_target",
+                  "bulkwire.load._cql_options", "bulkwire.load._cql_rows",
+                  "bulkwire.load._cql_session", "bulkwire.load.cql_shards",
                   "bulkwire.load.jsonl_target", "bulkwire.load.plan"]
 
 

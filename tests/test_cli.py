@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 import bulkwire
-from bulkwire import cli
+from bulkwire import _cli_sample_serve_demo, cli
 from _cli_runner import run
 
 PACKAGE_PARENT = os.path.dirname(os.path.dirname(bulkwire.__file__))
@@ -182,7 +182,7 @@ def test_sample_writes_where_told_and_warns_before_a_large_file_here(tmp_path, m
     os.mkdir("data")
     code, out, err = run(["sample", "data/a.parquet", "--rows", "5", "--dim", "2"], capsys)
     assert code == 0 and os.path.exists("data/a.parquet") and err == ""
-    monkeypatch.setattr(cli, "LARGE_SAMPLE_BYTES", 10)
+    monkeypatch.setattr(_cli_sample_serve_demo, "LARGE_SAMPLE_BYTES", 10)
     code, out, err = run(["sample", "b.parquet", "--rows", "5", "--dim", "2"], capsys)
     assert code == 0 and "warning: writing about" in err and "current directory" in err
     code, out, err = run(["sample", "data/c.parquet", "--rows", "5", "--dim", "2"], capsys)
@@ -234,7 +234,7 @@ def test_a_refused_load_leaves_no_output_behind(sample, capsys, args, says):
 def test_a_load_that_fails_while_writing_leaves_no_output_behind(tmp_path, monkeypatch, capsys):
     """A bad row met while the body is being written, Ctrl-C, a failure while the writer is
     made, or anything else once the output is open: the partial output is removed."""
-    from bulkwire.load import entry, ravendb_target
+    from bulkwire.load import _sending, ravendb_target
 
     monkeypatch.chdir(tmp_path)
     table = pa.table({"id": pa.array([1, 2, None, 4], pa.int64()), "v": [1.0, 2.0, 3.0, 4.0]})
@@ -256,7 +256,7 @@ def test_a_load_that_fails_while_writing_leaves_no_output_behind(tmp_path, monke
             bulkwire.load_parquet("bad.parquet", take=[0, 1])
     assert os.listdir(".") == ["bad.parquet"]
     with monkeypatch.context() as patched:
-        patched.setattr(entry, "_send", lambda *a, **k: (_ for _ in ()).throw(
+        patched.setattr(_sending, "_send", lambda *a, **k: (_ for _ in ()).throw(
             RuntimeError("anything")))
         with pytest.raises(RuntimeError):
             bulkwire.load_parquet("bad.parquet")
@@ -267,7 +267,7 @@ SLOW_SCRIPT = r"""
 import sys, time
 import pyarrow.parquet
 from bulkwire import cli
-from bulkwire.load import entry
+from bulkwire.load import _progress
 
 def slowly(method):
     def slow(*args, **kwargs):
@@ -276,7 +276,7 @@ def slowly(method):
     return slow
 
 # every batch (load) or row group (sample) takes a while: SIGTERM comes in the middle
-entry._Report.__call__ = slowly(entry._Report.__call__)
+_progress._Report.__call__ = slowly(_progress._Report.__call__)
 pyarrow.parquet.ParquetWriter.write_table = slowly(pyarrow.parquet.ParquetWriter.write_table)
 sys.exit(cli.main(sys.argv[1:]))
 """

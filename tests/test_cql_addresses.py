@@ -23,7 +23,7 @@ import pytest
 import bulkwire.targets
 from bulkwire.cli import main
 from bulkwire.errors import ConnectError
-from bulkwire.load import cql_target
+from bulkwire.load import _cql_session
 from bulkwire.load.cql_target import CqlDescription, address_map_of
 from cql_nodes import EmulatedCluster, free_port_on
 
@@ -219,7 +219,7 @@ def test_an_address_answering_as_a_node_of_another_cluster_is_not_loaded(tmp_pat
 def test_the_last_node_answering_as_another_clusters_fails_the_load_naming_it(tmp_path):
     with EmulatedCluster(1) as cluster, EmulatedCluster(1) as other:
         # the contact point's node restarts elsewhere between the plan and the session
-        session = cql_target._CqlSession(CqlDescription.of(cluster.contact(), "ks", "t"))
+        session = _cql_session._CqlSession(CqlDescription.of(cluster.contact(), "ks", "t"))
         session.nodes[0] = other.nodes[0].endpoint
         with pytest.raises(ConnectError, match=f"{other.contact()}: answers as node "
                                                f"{other.nodes[0].host_id}, which is not a node"):
@@ -373,14 +373,14 @@ def test_a_cluster_reached_through_an_address_map_routes_each_row_to_its_owner(
     from servers.cassandra import connect
 
     sent: list[tuple[str, int]] = []
-    run = cql_target._CqlSession._run
+    run = _cql_session._CqlSession._run
 
     def counted(self, job, encoded, rows):  # job: (node, shard)
         done = run(self, job, encoded, rows)
         sent.append((self.nodes[job[0]], len(encoded[1]) // 8 if rows is None else len(rows)))
         return done
 
-    monkeypatch.setattr(cql_target._CqlSession, "_run", counted)
+    monkeypatch.setattr(_cql_session._CqlSession, "_run", counted)
     translation = advertising_cluster[0].translation
     path = str(tmp_path / "m.parquet")
     source = vector_file(path, 3000)
@@ -462,14 +462,14 @@ def test_a_node_that_restarts_with_a_new_address_mid_load(advertising_cluster, t
             time.sleep(1.0)
 
     sent: collections.Counter = collections.Counter()
-    run = cql_target._CqlSession._run
+    run = _cql_session._CqlSession._run
 
     def counted(self, job, encoded, rows):  # job: (node, shard)
         done = run(self, job, encoded, rows)
         sent[self.nodes[job[0]]] += len(encoded[1]) // 8 if rows is None else len(rows)
         return done
 
-    monkeypatch.setattr(cql_target._CqlSession, "_run", counted)
+    monkeypatch.setattr(_cql_session._CqlSession, "_run", counted)
     result = bulkwire.load_parquet(
         path, bulkwire.targets.cql(CLUSTER[0], KEYSPACE, table, address_map=address_map),
         batch_rows=500, resume=state)

@@ -375,18 +375,18 @@ def test_each_row_goes_to_the_node_the_driver_routes_it_to(cassandra_cluster, tm
 
     from cassandra.metadata import Murmur3Token
 
-    from bulkwire.load import cql_target
+    from bulkwire.load import _cql_session
 
     hosts = [node.address for node in cassandra_cluster]
     sent: list[tuple[str, int]] = []
-    run = cql_target._CqlSession._run
+    run = _cql_session._CqlSession._run
 
     def counted(self, job, encoded, rows):  # job: (node, shard)
         done = run(self, job, encoded, rows)
         sent.append((self.nodes[job[0]][0], len(encoded[1]) // 8 if rows is None else len(rows)))
         return done
 
-    monkeypatch.setattr(cql_target._CqlSession, "_run", counted)
+    monkeypatch.setattr(_cql_session._CqlSession, "_run", counted)
     path = str(tmp_path / "c.parquet")
     vector_file(path, 3000, dim=8)
     with connect(hosts, timeout=60.0) as s:

@@ -19,7 +19,7 @@ from bulkwire.cli import EXIT_OK, EXIT_SERVER, EXIT_USAGE, main
 from bulkwire.config import build_config
 from bulkwire.errors import CqlServerError
 from bulkwire.load import LoadResult
-from bulkwire.load.entry import _Progress
+from bulkwire.load._progress import _Progress
 from bulkwire.testing import LoopbackServer
 from cql_fake_node import FakeNode, refusing
 

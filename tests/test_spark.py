@@ -514,6 +514,8 @@ def test_a_kept_cql_session_serves_the_next_task_and_a_forked_child_opens_its_ow
 
     from forked import forked_child_exit_code
 
+    from bulkwire import _spark_kept, _spark_options, _spark_tasks
+
     schema = StructType([StructField("id", LongType()), StructField("v", StringType())])
 
     def rows(first: int) -> list:
@@ -523,26 +525,26 @@ def test_a_kept_cql_session_serves_the_next_task_and_a_forked_child_opens_its_ow
 
     with EmulatedCluster(1) as cluster:
         node = cluster.nodes[0]
-        job = bulkwire.spark._job({"target": "cql", "hosts": cluster.contact(0),
+        job = _spark_options._job({"target": "cql", "hosts": cluster.contact(0),
                                    "keyspace": "ks", "table": "t"}, schema, False, True, None)
         assert node.connections == 1  # the driver's judgement read the table
         try:
-            assert bulkwire.spark._write(job, iter(rows(0)), keep=True).rows == 5
+            assert _spark_tasks._write(job, iter(rows(0)), keep=True).rows == 5
             assert node.connections == 3  # the table and the ring read, the node's own
-            assert bulkwire.spark._write(job, iter(rows(5)), keep=True).rows == 5
+            assert _spark_tasks._write(job, iter(rows(5)), keep=True).rows == 5
             assert node.connections == 3  # the same session
 
             def in_the_child():
-                if bulkwire.spark._write(job, iter(rows(10)), keep=True).rows != 5:
+                if _spark_tasks._write(job, iter(rows(10)), keep=True).rows != 5:
                     raise AssertionError("rows")
 
-            assert forked_child_exit_code(bulkwire.spark, "_kept_lock", in_the_child) == 0
+            assert forked_child_exit_code(_spark_kept, "_kept_lock", in_the_child) == 0
             assert node.connections == 5  # the child's own two
-            assert bulkwire.spark._write(job, iter(rows(15)), keep=True).rows == 5
+            assert _spark_tasks._write(job, iter(rows(15)), keep=True).rows == 5
             assert node.connections == 5  # the parent's session went on
             assert cluster.stored == {i: f"v{i}" for i in range(20)}
         finally:
-            bulkwire.spark._close_kept()
-        assert bulkwire.spark._write(job, iter(rows(20)), keep=True).rows == 5
+            _spark_kept._close_kept()
+        assert _spark_tasks._write(job, iter(rows(20)), keep=True).rows == 5
         assert node.connections == 7  # closed at exit: a new session, the table read again
-        bulkwire.spark._close_kept()
+        _spark_kept._close_kept()

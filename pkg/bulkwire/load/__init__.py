@@ -10,8 +10,9 @@ to a server later) or, with ``url``, to the server through :class:`bulkwire.Bulk
 
 The package's modules, along the path of a load:
 
-- :mod:`bulkwire.load.entry`: :func:`load_parquet`, :func:`load_arrow`, :class:`LoadResult`,
-  progress; the arguments judged and the parts composed.
+- :mod:`bulkwire.load.entry`: :func:`load_parquet`, :func:`load_arrow`; the arguments judged
+  and the parts composed (:class:`LoadResult` and the run report in ``_result``, progress in
+  ``_progress``, the sending half in ``_sending``).
 - :mod:`bulkwire.load.plan`: the schema judged, the plan of columns, the encoder.
 - :mod:`bulkwire.load.datasets`: files, directories and globs; footers; units of work;
   record batches read from files or from Arrow data.
@@ -22,7 +23,9 @@ The package's modules, along the path of a load:
 - :mod:`bulkwire.load.ravendb_target`: the RavenDB server and request file targets
   (:mod:`bulkwire.load.targets`: their former module, with the protocols).
 - :mod:`bulkwire.load.jsonl_target`: a JSON Lines file.
-- :mod:`bulkwire.load.cql_target`: a CQL table.
+- :mod:`bulkwire.load.cql_target`: a CQL table: its description and constructor (its
+  options judged in ``_cql_options``, its plan and encoder in ``_cql_rows``, its session in
+  ``_cql_session``, ScyllaDB's shards in :mod:`bulkwire.load.cql_shards`).
 - :mod:`bulkwire.load.resume`: the resume state file.
 - :mod:`bulkwire.load.workers`: worker processes.
 """

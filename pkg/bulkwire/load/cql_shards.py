@@ -1,5 +1,5 @@
 """A CQL load's routing to ScyllaDB shards and tablets (:mod:`bulkwire.cql_scylla`), for
-:class:`~bulkwire.load.cql_target._CqlSession`.
+:class:`~bulkwire.load._cql_session._CqlSession`.
 
 :class:`ShardRouter` holds a session's connections by (node, shard): a node's first
 connection (to its ordinary port) says how it shards; a ScyllaDB node with the Murmur3

@@ -8,120 +8,25 @@ from __future__ import annotations
 
 import os
 import pickle
-import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence, cast
+from typing import Any, Callable, Mapping, cast
 
-from ..errors import _mark_unconfirmed, _name_source_rows
 from .._arrow import PathLike, _pyarrow
-from .datasets import (_as_reader, _empty_batch, _check_schemas, _dataset_files, _file_footer, _reader_batches,
-                       RESUME_UNIT_ROWS, _taken_batches, _Unit, _units)
+from .datasets import _as_reader, _empty_batch, _check_schemas, _dataset_files, _file_footer
 from . import mapping
 from .interface import ResumableTarget, TargetDescription
 from .resume import _ResumeState
-from .pipeline import (_count_session, _default_batch_rows, _encoded_in_order, _Job,
-                       _one_request, _send)
-from .workers import _run_workers, _share
+from .pipeline import _default_batch_rows, _Job
 from .rates import RateLimit, capped_batch_rows
-from .report import (build_facts, check_writable, options_facts, result_facts, summary_line,
-                     target_facts, write_report)
+from .report import check_writable
 from .._deprecated import renamed_keywords, warn_deprecated
 from ..load_options import RENAMED_OPTIONS, LoadOptions
 
+# the load's rooms: its result, its progress, its sending half; their names kept here
+from ._result import LoadResult, _partial_result, _write_report
+from ._sending import _load_rejecting, _load_units, _source_format_of
 
-@dataclass
-class LoadResult:
-    """What a load did. ``body_bytes`` is the JSON request body; ``wire_bytes`` what went out
-    (the gzip or zstd stream's size when compressing, else the same)."""
-
-    rows: int
-    body_bytes: int
-    wire_bytes: int
-    seconds: float
-    source: str
-    target: str
-    compress: bool | str
-    #: rows a resumed load found confirmed by an earlier run, and did not send again
-    skipped_rows: int = 0
-    #: worker processes that sent the rows
-    workers: int = 1
-    #: rows refused (by the client or the server) and set aside, with ``max_errors``
-    rejected_rows: int = 0
-    #: the rejected file they were written to (None: no rejected file)
-    rejected_path: str | None = None
-    #: a dry run: the rows were read and checked, nothing was sent or written
-    dry_run: bool = False
-    #: requests sent again after a passing refusal (CQL: overloaded, write timeout,
-    #: unavailable), and of them those after an "overloaded" answer
-    retries: int = 0
-    overloaded: int = 0
-    #: the source rows the target confirmed and those it did not, as ``(file, first row,
-    #: stop row)`` ranges (a load of files; adjacent ranges merged)
-    confirmed: list = field(default_factory=list)
-    unconfirmed: list = field(default_factory=list)
-
-    @property
-    def rows_per_second(self) -> float:
-        return self.rows / self.seconds if self.seconds > 0 else float("inf")
-
-    @property
-    def mb_per_second(self) -> float:
-        return self.body_bytes / self.seconds / 1e6 if self.seconds > 0 else float("inf")
-
-    def summary(self) -> str:
-        """One line, made from the data of the run report (:mod:`bulkwire.load.report`)."""
-        return summary_line(result_facts(self))
-
-
-class _Progress:
-    """A one-line progress bar on a stream (stderr), redrawn at most every 0.2 s."""
-
-    def __init__(self, total: int | None, stream=None, width: int = 24):
-        self.total = total
-        self.stream = stream if stream is not None else sys.stderr
-        self.width = width
-        self.start = time.perf_counter()
-        self.last = 0.0
-        self.drawn = False
-
-    def update(self, rows: int, body_bytes: int, final: bool = False, rejected: int = 0) -> None:
-        """Redraws the line: rows (of the total, with the time left, when it is known), rate,
-        MB/s, and the rows rejected once there are some."""
-        now = time.perf_counter()
-        if not final and now - self.last < 0.2:
-            return
-        self.last = now
-        elapsed = max(now - self.start, 1e-9)
-        if self.total:
-            frac = min(rows / self.total, 1.0)
-            filled = int(frac * self.width)
-            bar = f"[{'#' * filled}{'.' * (self.width - filled)}] {frac * 100:3.0f}% "
-            count = f"{rows:,}/{self.total:,} rows"
-        else:
-            bar, count = "", f"{rows:,} rows"
-        left = ""
-        if self.total and not final and rows:
-            left = f"  {_duration((self.total - min(rows, self.total)) * elapsed / rows)} left"
-        refused = f"  {rejected:,} rejected" if rejected else ""
-        self.stream.write(f"\r{bar}{count}  {rows / elapsed:,.0f} rows/s  "
-                          f"{body_bytes / elapsed / 1e6:,.1f} MB/s{left}{refused} ")
-        self.drawn = True
-        if final:
-            self.stream.write("\n")
-        self.stream.flush()
-
-
-def _duration(seconds: float) -> str:
-    """``seconds`` for people: ``42s``, ``3m05s``, ``2h07m``."""
-    seconds = int(seconds + 0.5)
-    if seconds < 60:
-        return f"{seconds}s"
-    if seconds < 3600:
-        return f"{seconds // 60}m{seconds % 60:02d}s"
-    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
-
+__all__ = ["LoadResult", "OLD_TARGET_ARGUMENTS", "load_arrow", "load_parquet"]
 
 def _count(value: Any, name: str, default: int) -> int:
     if value is None:
@@ -129,41 +34,6 @@ def _count(value: Any, name: str, default: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{name} must be a positive int, got {value!r}")
     return value
-
-
-class _Report:
-    """Adds up the batches of every worker for ``progress`` (the bar, or the caller's
-    callable, called with the running totals)."""
-
-    def __init__(self, progress: bool | Callable[[int, int], None], total: int | None,
-                 rejected: Callable[[], int] | None = None) -> None:
-        self.rows = self.body = 0
-        #: counts the rows the load rejected so far (shown once there are some)
-        self._rejected = rejected
-        self.total = total
-        self.bar = _Progress(total) if progress is True else None
-        self.callback = progress if callable(progress) else None
-
-    @property
-    def rejected(self) -> int:
-        return self._rejected() if self._rejected is not None else 0
-
-    def __call__(self, rows: int, body: int) -> None:
-        self.rows += rows
-        self.body += body
-        if self.bar is not None and (self.total is None or self.rows < self.total):
-            # the final line is drawn once, at the end
-            self.bar.update(self.rows, self.body, rejected=self.rejected)
-        if self.callback is not None:
-            self.callback(self.rows, self.body)
-
-    def end(self, body: int, ok: bool) -> None:
-        if self.bar is None:
-            return
-        if ok:
-            self.bar.update(self.rows, body, final=True, rejected=self.rejected)
-        elif self.bar.drawn:
-            self.bar.stream.write("\n")
 
 
 #: The arguments of :func:`load_parquet` that named its target before ``target=`` did.
@@ -441,44 +311,6 @@ def _load(path: Any, target: TargetDescription | None, options: LoadOptions | No
     return result
 
 
-def _partial_result(run: dict, start: float, source: str, where: str, compress: bool | str,
-                    workers: int, exc: BaseException) -> LoadResult:
-    """What a load that failed did, as a :class:`LoadResult` (for its report): the rows and
-    bytes sent, what was confirmed, and what the error says was not."""
-    report = run.get("report")
-    counters = run["counters"]
-    return LoadResult(rows=report.rows if report is not None else 0,
-                      body_bytes=report.body if report is not None else 0,
-                      wire_bytes=report.body if report is not None else 0,
-                      seconds=time.perf_counter() - start, source=source, target=where,
-                      compress=compress, skipped_rows=run.get("skipped", 0), workers=workers,
-                      retries=counters.get("retries", 0),
-                      overloaded=counters.get("overloaded", 0),
-                      confirmed=_merged(run["confirmed"]),
-                      unconfirmed=list(getattr(exc, "unconfirmed", None) or []))
-
-
-def _write_report(path: str, result: LoadResult, options: LoadOptions, target: Any,
-                  workers: int, threads: int, resume: Any, take: Any,
-                  error: BaseException | None) -> None:
-    """Writes the run report of a load (:mod:`bulkwire.load.report`) to ``path``."""
-    from .report import _scrubbed
-
-    status = ("completed" if error is None else
-              "interrupted" if isinstance(error, KeyboardInterrupt) else "failed")
-    data = {"status": status,
-            "error": None if error is None else _scrubbed(f"{type(error).__name__}: {error}"),
-            "notes": [_scrubbed(note) for note in getattr(error, "__notes__", None) or ()],
-            "summary": result.summary(),
-            "result": result_facts(result),
-            "options": options_facts(options, workers=workers, threads=threads,
-                                     resume=None if resume is None else os.fspath(resume),
-                                     take=None if take is None else len(take)),
-            "target": target_facts(target),
-            "bulkwire": build_facts()}
-    write_report(path, data)
-
-
 def _first_vector_dim(files: list[str] | None, schema: Any, plan: Any, options: LoadOptions,
                       batch_rows: int) -> int | None:
     """The most common length of the vectors in the first ``batch_rows`` rows of the first
@@ -529,226 +361,6 @@ def _reject_spec(options: LoadOptions, schema: Any, plan: Any, total: int | None
             else "a dry run sets every refused row aside")
     return _RejectSpec(options.rejected, pa.schema(fields),
                        max_errors_limit(options.max_errors, total), rule, vector_dim)
-
-
-def _load_rejecting(job: _Job, files: list[str] | None, groups: Any, state: Any,
-                    workers: int, progress: Any, source: str, where: str, start: float,
-                    reader: Any, take: Any, stream_rows: int | None, compress: bool | str,
-                    options: LoadOptions, run: dict | None = None) -> LoadResult:
-    """:func:`_load_units` for a load that sets refused rows aside (``max_errors``, a dry
-    run): this process's rows rejected go to its log, each worker's to its own, and the
-    logs are joined into the rejected file however the load ends (with ``resume``, a failed
-    load keeps its logs for the next run)."""
-    from .rejects import (_finish, _prepare, _Rejects, TooManyRejected, max_errors_limit)
-
-    spec = job.rejects
-    if spec.path is not None:
-        _prepare(spec, state)
-    rejects = _Rejects(spec, "main")
-    counted = [0]  # the workers' rejected rows
-    if run is not None:  # the progress line's count
-        run["rejected"] = lambda: rejects.count + counted[0]
-
-    def on_rejected(n: int) -> None:
-        counted[0] += n
-        if spec.limit is not None and counted[0] > spec.limit:
-            raise TooManyRejected(f"{counted[0]:,} rows rejected, more than max_errors "
-                                  f"allows ({spec.rule}): the load stops")
-
-    ok = False
-    try:
-        result = _load_units(job, files, groups, state, workers, progress, source, where,
-                             start, reader, take, stream_rows, compress, rejects, on_rejected,
-                             run)
-        rejected = rejects.count + counted[0]
-        if spec.limit is None and options.max_errors is not None:  # a fraction of a stream
-            limit = max_errors_limit(options.max_errors, result.rows + rejected)
-            if limit is not None and rejected > limit:
-                raise TooManyRejected(f"{rejected:,} of {result.rows + rejected:,} rows "
-                                      f"rejected, more than max_errors allows ({spec.rule})")
-        ok = True
-    finally:
-        rejects.close()
-        if spec.path is not None:
-            written = _finish(spec, "ipc" if files is not None and
-                              _source_format_of(files[0]) == "ipc" else "parquet",
-                              keep_logs=not ok and state is not None)
-    result.rejected_rows = written if spec.path is not None else rejected
-    result.rejected_path = spec.path
-    result.dry_run = options.dry_run
-    return result
-
-
-def _source_format_of(path: str) -> str:
-    from ..parquet import _file_format
-
-    return _file_format(path)
-
-
-def _load_units(job: _Job, files: list[str] | None, groups: list[list[int]] | None,
-                state: _ResumeState | None, workers: int, progress: Any, source: str,
-                where: str, start: float, reader: Any, take: Any, stream_rows: int | None,
-                compress: bool | str, rejects: Any = None,
-                on_rejected: Any = None, run: dict | None = None) -> LoadResult:
-    """The sending half of :func:`load_parquet`, once its arguments are checked: Arrow data
-    or ``take`` in one request from this process; files as units of work, by this process
-    or by ``workers`` processes. An exception that escapes a load into a target whose
-    sessions are confirmed each on its own (a server) carries, in a note and in its
-    ``unconfirmed`` attribute, the rows of the files that no request confirmed. ``run``
-    collects, for a report of a load that fails too, the progress, what the sessions counted
-    and the units confirmed."""
-    ok = False
-    run = run if run is not None else {"counters": {}, "confirmed": []}
-    counters = run["counters"]
-    if groups is None:
-        report = _Report(progress, stream_rows, run.get("rejected"))
-        run["report"] = report
-        try:
-            rows, body, wire = _send_stream(job, reader, files, take, report, rejects, counters)
-            ok = True
-        finally:
-            report.end(report.body, ok)
-        return LoadResult(rows=rows, body_bytes=body, wire_bytes=wire,
-                          seconds=time.perf_counter() - start, source=source, target=where,
-                          compress=compress, retries=counters.get("retries", 0),
-                          overloaded=counters.get("overloaded", 0))
-
-    total = sum(map(sum, groups))
-    skipped = state.skipped_rows() if state is not None else 0
-    if state is not None:  # one request per unit: what a dead run repeats at most
-        unit_rows = min(-(-max(total, 1) // (workers * 4)), RESUME_UNIT_ROWS)
-    elif workers > 1:  # enough units to share out evenly
-        unit_rows = -(-max(total, 1) // (workers * 4))
-    else:  # a unit per file: encoding ahead never drains in the middle of a file
-        unit_rows = max(total, 1)
-    units = _units(files, groups, state.ranges if state is not None else None,
-                   max(1, unit_rows))
-    report = _Report(progress, total - skipped, run.get("rejected"))
-    run["report"], run["skipped"] = report, skipped
-    unconfirmed = dict.fromkeys(units)  # in file order; a unit leaves once its request is answered
-
-    def confirm(unit: _Unit) -> None:
-        unconfirmed.pop(unit, None)
-        run["confirmed"].append(unit)
-        if state is not None:
-            state.confirm(unit)
-
-    shares = _share(units, workers) if workers > 1 else [units]
-    try:
-        if len(shares) > 1:
-            rows, body, wire = _run_workers(job, shares, report, confirm, on_rejected, counters)
-        else:
-            rows, body, wire = _send(job, units, report, confirm, None, rejects, counters)
-        ok = True
-    except BaseException as exc:
-        if job.target.units:  # else one output, written whole or removed: nothing to say
-            _note_unconfirmed(exc, list(unconfirmed), total - skipped)
-        raise
-    finally:
-        report.end(report.body if not ok else body, ok)
-    return LoadResult(rows=rows, body_bytes=body, wire_bytes=wire,
-                      seconds=time.perf_counter() - start, source=source, target=where,
-                      compress=compress, skipped_rows=skipped, workers=len(shares),
-                      retries=counters.get("retries", 0), overloaded=counters.get("overloaded", 0),
-                      confirmed=_merged(run["confirmed"]))
-
-
-def _merged(units: list[_Unit]) -> list[tuple[str, int, int]]:
-    """``units`` as ``(file, first row, stop row)`` ranges, in file order, adjacent ones
-    merged."""
-    ranges: list[tuple[str, int, int]] = []
-    order = {path: i for i, path in enumerate(dict.fromkeys(u.path for u in units))}
-    for unit in sorted(units, key=lambda u: (order[u.path], u.first_row)):
-        if ranges and ranges[-1][0] == unit.path and ranges[-1][2] == unit.first_row:
-            ranges[-1] = (unit.path, ranges[-1][1], unit.first_row + unit.rows)
-        else:
-            ranges.append((unit.path, unit.first_row, unit.first_row + unit.rows))
-    return ranges
-
-
-def _note_unconfirmed(exc: BaseException, units: list[_Unit], rows: int) -> None:
-    """Says on ``exc`` which rows no request confirmed: ``exc.unconfirmed``, a list of
-    ``(file, first row, stop row)`` (adjacent units merged), and a note listing them."""
-    ranges = _merged(units)
-    missing = sum(stop - first for _, first, stop in ranges)
-    listed = ", ".join(f"{name!r} rows {first}-{stop - 1}" for name, first, stop in ranges[:5])
-    more = f", and {len(ranges) - 5} more ranges" if len(ranges) > 5 else ""
-    _mark_unconfirmed(exc, ranges, f"not confirmed by the server: {missing:,} of the {rows:,} "
-                                  f"rows this load was to send" +
-                     (f" ({listed}{more})" if ranges else ""))
-
-
-def _send_stream(job: _Job, reader: Any, files: list[str] | None, take: Any,
-                 report: _Report, rejects: Any = None,
-                 counters: dict | None = None) -> tuple[int, int, int]:
-    """Arrow data, or a file's rows at ``take``: one request, in this process."""
-    plan = job.encode.plan
-    if take is not None:
-        batches, total, idx = _taken_batches(files[0], plan, job.batch_rows, take)
-        report.total = total
-        if report.bar is not None:
-            report.bar.total = total
-        source = files[0]
-    else:
-        batches, idx, source = _reader_batches(reader, plan, job.batch_rows), None, "Arrow data"
-    pool = (ThreadPoolExecutor(job.threads, thread_name_prefix="bulkwire-encode")
-            if job.threads > 1 else None)
-    stored = 0  # rows of the batches the target confirmed
-
-    def on_batch(rows: int, added: int) -> None:
-        nonlocal stored
-        stored += rows
-        report(rows, added)
-
-    try:
-        target = job.open()
-        try:
-            rows = _one_request(target, _encoded_in_order(batches, job.encode, source, plan,
-                                                          pool, job.threads, idx, 0, rejects),
-                                pool, on_batch, None, rejects, job.limit)
-        finally:
-            _count_session(counters, target)
-    except Exception as exc:
-        if idx is not None and job.target.units:
-            _note_take_unconfirmed(exc, source, idx, stored)
-        raise
-    finally:
-        if pool is not None:
-            pool.shutdown(wait=True)
-    return rows, target.body_bytes, target.wire_bytes
-
-
-def _note_take_unconfirmed(exc: BaseException, source: str, idx: Any, stored: int) -> None:
-    """Says on ``exc`` (a failed load of ``take``'s rows of ``source``) which rows were
-    confirmed and which were not, as the file's rows with their places in ``take``: those of
-    the batches confirmed (the first ``stored``) and those of the failed batch the server
-    acknowledged, then the rest; ``exc.unconfirmed`` lists the rows not confirmed as
-    ``(file, first row, stop row)``. A run's error names its rows as the file's
-    (``errors._name_source_rows``)."""
-    positions = getattr(exc, "_source_positions", None)
-    missing = set(range(stored, len(idx)))
-    if positions is not None:
-        _name_source_rows(exc, positions[0], positions[1], take=idx)
-        # the failed batch's rows not named were acknowledged; those after it never sent
-        batch_stop = getattr(exc, "_batch_stop", stored)
-        missing = set(positions[1]) | set(range(batch_stop, len(idx)))
-    confirmed = [p for p in range(len(idx)) if p not in missing]
-    ranges: list[tuple[str, int, int]] = []
-    for p in sorted(missing):
-        row = int(idx[p])
-        if ranges and ranges[-1][2] == row:
-            ranges[-1] = (source, ranges[-1][1], row + 1)
-        else:
-            ranges.append((source, row, row + 1))
-
-    def rows_of(places: list[int]) -> str:
-        listed = ", ".join(f"{int(idx[p])} (take[{p}])" for p in places[:8])
-        return f"{len(places):,}" + (f": {listed}{', ...' if len(places) > 8 else ''}"
-                                     if places else "")
-
-    _mark_unconfirmed(exc, ranges, f"of the {len(idx):,} rows taken from {source!r}, confirmed "
-                                   f"by the server {rows_of(confirmed)}; not confirmed "
-                                   f"{rows_of(sorted(missing))}")
 
 
 def load_arrow(data: Any, target: TargetDescription | None = None, *,
