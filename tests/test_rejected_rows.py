@@ -53,6 +53,21 @@ def bad(kinds: list[str]) -> list[int]:
     return [i for i, kind in enumerate(kinds) if kind != GOOD]
 
 
+def storing_answer():
+    """``(stored, answer)``: a fake node's ``answer`` hook that adds each EXECUTE's first
+    value (a bigint id) to the set ``stored`` and lets the node answer as it would."""
+    stored: set[int] = set()
+    lock = threading.Lock()
+
+    def answer(n, body):
+        (row_id,) = struct.unpack(">q", execute_values(body)[0])
+        with lock:
+            stored.add(row_id)
+        return None
+
+    return stored, answer
+
+
 def test_refused_rows_go_to_the_rejected_file_and_the_rest_loads(tmp_path):
     kinds = [GOOD] * 40
     for at, kind in ((0, SHORT), (3, NULL_ID), (4, NULL_ID), (17, HOLE), (39, SHORT)):
@@ -440,14 +455,7 @@ def test_cql_refusals_found_only_by_the_encoder_any_density(ascii_ok, batch, thr
     rows after it judged on; any number of them per batch, each row stored or rejected."""
     import tempfile
 
-    stored: set[int] = set()
-    lock = threading.Lock()
-
-    def answer(n, body):
-        (row_id,) = struct.unpack(">q", execute_values(body)[0])
-        with lock:
-            stored.add(row_id)
-        return None
+    stored, answer = storing_answer()
 
     n = len(ascii_ok)
     with tempfile.TemporaryDirectory() as folder:
@@ -537,14 +545,7 @@ def test_cql_bad_rows_of_every_kind_anywhere_have_their_own_reason(kinds, group,
     from bulkwire.errors import RowError
     from cql_fake_node import FLOAT_VECTOR
 
-    stored: set[int] = set()
-    lock = threading.Lock()
-
-    def answer(n, body):
-        (row_id,) = struct.unpack(">q", execute_values(body)[0])
-        with lock:
-            stored.add(row_id)
-        return None
+    stored, answer = storing_answer()
 
     data = source(kinds).append_column("a", pa.array(
         ["caf\u00e9" if kind == "not ascii" else "ok" for kind in kinds], pa.string()))

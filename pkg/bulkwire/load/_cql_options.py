@@ -52,22 +52,33 @@ NULLS = ("unset", "null")
 TTL_MARKER, TIMESTAMP_MARKER = "[ttl]", "[timestamp]"
 
 
+def _int_within(name: str, value: Any, bounds: tuple[int, int]) -> int:
+    """``value`` when it is an int (not a bool) within ``bounds``, both ends included;
+    ``ValueError`` naming the option ``name`` otherwise."""
+    low, high = bounds
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ValueError(f"{name} must be an int {low}..{high}, not {value!r}")
+    return value
+
+
 def check_window(window: Any) -> int:
     """``window`` (requests in flight per connection), an int in :data:`WINDOW_RANGE`;
-    ``ValueError`` naming it otherwise."""
-    low, high = WINDOW_RANGE
-    if isinstance(window, bool) or not isinstance(window, int) or not low <= window <= high:
-        raise ValueError(f"window must be an int {low}..{high}, not {window!r}")
-    return window
+    ``ValueError`` naming it otherwise.
+
+    >>> check_window(2)
+    2
+    """
+    return _int_within("window", window, WINDOW_RANGE)
 
 
 def check_retries(retries: Any) -> int:
     """``retries`` (re-sends of an overloaded answer), an int in :data:`RETRIES_RANGE`;
-    ``ValueError`` naming it otherwise."""
-    low, high = RETRIES_RANGE
-    if isinstance(retries, bool) or not isinstance(retries, int) or not low <= retries <= high:
-        raise ValueError(f"retries must be an int {low}..{high}, not {retries!r}")
-    return retries
+    ``ValueError`` naming it otherwise.
+
+    >>> check_retries(0)
+    0
+    """
+    return _int_within("retries", retries, RETRIES_RANGE)
 
 
 def parse_host(host: str) -> tuple[str, int]:
