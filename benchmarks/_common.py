@@ -3,7 +3,6 @@ loopback bulk insert server (bulkwire.testing) run in its own process."""
 from __future__ import annotations
 
 import contextlib
-import importlib.machinery
 import json
 import os
 import re
@@ -13,13 +12,17 @@ import sys
 import time
 from typing import Callable, Iterator
 
+from _trees import built
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 PKG = os.path.join(os.path.dirname(HERE), "pkg")  # the checkout's package, with its in-place build
 sys.path.insert(0, os.path.join(HERE, "..", "tests"))  # oracle.py: the reference round trip
 # Scripts import bulkwire from the checkout once they import this, when it has an in-place
-# build; otherwise the installed package.
-_BUILT = tuple("_core" + suffix for suffix in importlib.machinery.EXTENSION_SUFFIXES)
-if PKG not in sys.path and any(name in _BUILT for name in os.listdir(os.path.join(PKG, "bulkwire"))):
+# build; otherwise the installed package. A folder on PYTHONPATH that holds a bulkwire
+# package comes first all the same (a build under comparison: _trees.py).
+_GIVEN = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+          if p and os.path.isdir(os.path.join(p, "bulkwire"))]
+if PKG not in sys.path and not _GIVEN and built(PKG):
     sys.path.insert(0, PKG)
 
 

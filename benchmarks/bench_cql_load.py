@@ -4,8 +4,11 @@
   rows as Python lists, the INSERT prepared once, ``execute_concurrent_with_args``;
 - ``driver+install``: the same with ``bulkwire.cql.install()`` (the driver's VectorType
   serialization done by bulkwire);
-- ``bulkwire``: ``bulkwire.cql.load_parquet``: connect, schema, PREPARE, the ring, the file
-  read, the bodies written, every row sent and acknowledged;
+- ``bulkwire``: ``bulkwire.load_parquet(path, bulkwire.targets.cql(...))``: connect, schema,
+  PREPARE, the ring, the file read, the bodies written, every row sent and acknowledged;
+  with ``--tree NAME=PATH`` (repeatable), one ``bulkwire@NAME`` contender per build instead,
+  each run with that build's package (``_trees.py``; a build from before targets were values
+  runs ``bulkwire.cql.load_parquet``);
 - ``ceiling``: the node's ceiling for this client: every EXECUTE body written in advance
   (``_core.cql_execute_bodies``, not timed) and replayed through ``_core.CqlConnection``;
 - ``ceiling+read`` (only with ``--only``): the same replay while another thread of the same
@@ -18,11 +21,14 @@ Every run is a fresh process (nothing warm is shared) that times its own load: w
 and CPU seconds of the process (every thread), from which rows/s and client CPU µs per row.
 The modules a contender uses (numpy, pyarrow, the driver, bulkwire) are imported before its
 clock starts, as the ceiling's are: a process imports them once, whatever it loads.
-Rounds are interleaved, the order rotating each round (``_rounds.interleaved_seconds``'s
-rule); the table is truncated before each run. Reports the median of each, the median of
-the per-round ratios of each contender's rate to the ceiling's, and the load average.
+Rounds are interleaved, the order rotating each round (``_rounds.rotation``); the table is
+truncated before each run. Reports the median of each, the median of the per-round ratios
+of each contender's rate to the ceiling's, each build's rate and client CPU per row against
+the baseline build's (medians of per-round ratios), and the load average.
 
     python benchmarks/bench_cql_load.py --host 127.0.0.1 --rows 100000 --rounds 3
+    python benchmarks/bench_cql_load.py --rows 100000 --rounds 5 --only bulkwire,ceiling \
+        --tree before=../before/pkg --tree after=pkg
 
 needs a node at ``--host`` (``tests/servers/cassandra`` starts one: ``python -m
 servers.cassandra`` from tests/), numpy, pyarrow and scylla-driver (or cassandra-driver).
@@ -38,7 +44,9 @@ import sys
 import tempfile
 import time
 
-from _rounds import load_average
+import _common  # noqa: F401 - the checkout's bulkwire when built in place (not a --tree's child's)
+import _trees
+from _rounds import load_average, rotation
 
 KEYSPACE = "bulkwire_bench"
 TABLE = "vectors"
@@ -85,7 +93,12 @@ def run_driver(path: str, host: str, port: int, window: int, install: bool) -> i
 
 
 def run_bulkwire(path: str, host: str, port: int, window: int) -> int:
-    import bulkwire.cql
+    import bulkwire
+
+    if _trees.has_targets():
+        return bulkwire.load_parquet(path, bulkwire.targets.cql(f"{host}:{port}", KEYSPACE, TABLE,
+                                                                window=window)).rows
+    import bulkwire.cql  # a build from before targets were values
 
     return bulkwire.cql.load_parquet(path, f"{host}:{port}", KEYSPACE, TABLE,
                                      window=window).rows
@@ -99,7 +112,8 @@ def ceiling_bodies(path: str, host: str, port: int):
     from bulkwire.load.cql_target import CqlDescription
 
     target = CqlDescription.of(f"{host}:{port}", KEYSPACE, TABLE)
-    with target.contact() as conn:
+    conn, _ = target.contact()
+    with conn:
         prepared = target.prepare(conn, ["id", "emb"])
     table = pq.read_table(path).combine_chunks()
     bodies, ends, _ = _core.cql_execute_bodies(table, prepared.id, prepared.names,
@@ -136,9 +150,12 @@ def import_modules(name: str) -> None:
         import bulkwire.load.cql_target  # noqa: F401
         import bulkwire.load.entry  # noqa: F401
 
+        if _trees.has_targets():
+            import bulkwire.targets  # noqa: F401
+
 
 def child(name: str, path: str, host: str, port: int, window: int) -> None:
-    """One timed run; prints JSON {rows, wall, cpu}."""
+    """One timed run; prints JSON {rows, wall, cpu, package: where bulkwire came from}."""
     import_modules(name)
     reader = None
     if name.startswith("ceiling"):
@@ -164,8 +181,9 @@ def child(name: str, path: str, host: str, port: int, window: int) -> None:
         done = run_bulkwire(path, host, port, window)
     else:
         done = run_driver(path, host, port, window, install=name == "driver+install")
-    print(json.dumps({"rows": done, "wall": time.perf_counter() - started,
-                      "cpu": time.process_time() - cpu}))
+    wall, cpu = time.perf_counter() - started, time.process_time() - cpu
+    print(json.dumps({"rows": done, "wall": wall, "cpu": cpu,
+                      "package": _trees.package_folder() if name != "driver" else None}))
 
 
 def node_cpu_seconds() -> float | None:
@@ -198,18 +216,22 @@ def truncate(host: str, port: int, dim: int) -> None:
         cluster.shutdown()
 
 
-def run_child(name: str, path: str, args: argparse.Namespace) -> dict:
-    """One run of ``name`` in a fresh process: its JSON result."""
+def run_child(name: str, path: str, args: argparse.Namespace,
+              tree: _trees.Tree | None = None) -> dict:
+    """One run of ``name`` in a fresh process (with ``tree``'s package, if given): its JSON
+    result."""
     done = subprocess.run(
         [sys.executable, os.path.abspath(__file__), "--child", name, "--path", path,
          "--host", args.host, "--port", str(args.port), "--window", str(args.window)],
-        capture_output=True, text=True, timeout=3600)
+        capture_output=True, text=True, timeout=3600, env=_trees.environment(tree))
     if done.returncode != 0:
         sys.exit(f"{name} failed:\n{done.stderr}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    _trees.check_ran(tree, result["package"])
+    return result
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=9042)
@@ -222,9 +244,10 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=1,
                         help="untimed replays of the file before the first round (the "
                              "node's JIT warmed up)")
+    _trees.add_arguments(parser)
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--path", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.child:
         child(args.child, args.path, args.host, args.port, args.window)
         return
@@ -234,6 +257,13 @@ def main() -> None:
         parser.error(f"unknown contenders: {', '.join(sorted(unknown))}")
     if "ceiling+read" in names and "ceiling" not in names:
         parser.error("ceiling+read is measured against the ceiling: add ceiling to --only")
+    trees = _trees.trees_of(parser, args)
+    if trees and "bulkwire" not in names:
+        parser.error("--tree measures the bulkwire contender: add bulkwire to --only")
+    builds = {t.contender: t for t in trees}
+    if trees:  # bulkwire: one contender per build, in its place
+        at = names.index("bulkwire")
+        names = names[:at] + list(builds) + names[at + 1:]
     folder = tempfile.mkdtemp(prefix="bench-cql-")
     path = os.path.join(folder, "vectors.parquet")
     write_file(path, args.rows, args.dim)
@@ -246,21 +276,20 @@ def main() -> None:
         for _ in range(args.warmup):
             truncate(args.host, args.port, args.dim)
             run_child("ceiling", path, args)
-        for round_index in range(args.rounds):
-            start = round_index % len(names)
-            for name in names[start:] + names[:start]:
-                truncate(args.host, args.port, args.dim)
-                loads.append(load_average())
-                node_before = node_cpu_seconds()
-                result = run_child(name, path, args)
-                node_after = node_cpu_seconds()
-                if node_before is not None and node_after is not None:
-                    # over the child's whole life (its setup too): a floor of the node's
-                    # cores during the timed load
-                    result["node_cpu"] = node_after - node_before
-                if result["rows"] != args.rows:
-                    sys.exit(f"{name} stored {result['rows']} of {args.rows} rows")
-                runs[name].append(result)
+        for _, name in rotation(names, args.rounds):
+            truncate(args.host, args.port, args.dim)
+            loads.append(load_average())
+            node_before = node_cpu_seconds()
+            result = run_child("bulkwire" if name in builds else name, path, args,
+                               builds.get(name))
+            node_after = node_cpu_seconds()
+            if node_before is not None and node_after is not None:
+                # over the child's whole life (its setup too): a floor of the node's
+                # cores during the timed load
+                result["node_cpu"] = node_after - node_before
+            if result["rows"] != args.rows:
+                sys.exit(f"{name} stored {result['rows']} of {args.rows} rows")
+            runs[name].append(result)
     finally:
         os.unlink(path)
         os.rmdir(folder)
@@ -280,6 +309,17 @@ def main() -> None:
         against = (f"{statistics.median(c['wall'] / r['wall'] for r, c in zip(runs[name], ceiling)):>18.3f}"
                    if ceiling else "")
         print(f"{name:<16}{rate:>12,.0f}{cpu:>20.1f}{node_text:>18}{against}")
+    if trees:
+        report_trees(runs, trees)
+
+
+def report_trees(runs: dict[str, list[dict]], trees: list[_trees.Tree]) -> None:
+    """Each build's rate and client CPU per row against each other build's: the medians of
+    the per-round ratios (a rate ratio above 1 is faster; a CPU ratio below 1 is cheaper)."""
+    print(_trees.table("rows/s", {t.contender: [1 / r["wall"] for r in runs[t.contender]]
+                                  for t in trees}, trees))
+    print(_trees.table("client CPU per row", {t.contender: [r["cpu"] for r in runs[t.contender]]
+                                              for t in trees}, trees))
 
 
 if __name__ == "__main__":

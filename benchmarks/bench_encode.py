@@ -3,6 +3,7 @@ and json.dumps, interleaved round by round.
 
     python benchmarks/bench_encode.py [--docs 2000] [--rounds 9] [--workloads small,list,f32,f64]
                                       [--outputs dropped,kept] [--cold]
+                                      [--tree NAME=PATH ...]
 
 Workloads: ``small`` (10 fields: str, int, float, None, bool, a list, a nested dict and a
 datetime), and 1024-dim documents (a name, a rank, a score, a flag, two tags and the
@@ -22,6 +23,12 @@ after a warm-up pass, so the heap holds the memory the previous round freed. ``-
 runs each contender's timed pass in a fresh process instead (one per round and contender),
 so kept outputs fault in fresh pages as a first call does.
 
+``--tree NAME=PATH`` (repeatable) measures builds side by side (``_trees.py``): the
+contenders are then ``bulkwire.dumps`` of each build, named ``bulkwire@NAME``, and orjson,
+each timed pass in a fresh process (the build's package on its path; warm: after an untimed
+pass in that process), interleaved as above; each build's speed is also given against each
+other build's (the median of the per-round ratios).
+
 Before timing, every contender's output is compared with bulkwire.dumps's for every
 document, and each difference is named (orjson writes no space after ',' and ':', float32
 with float32's shortest digits, and datetimes in its own format).
@@ -40,7 +47,9 @@ from typing import Any, Callable
 
 import numpy as np
 
+import _trees
 from _common import print_command
+from _rounds import rotation
 from oracle import entity_default
 
 import bulkwire
@@ -189,33 +198,56 @@ def per_doc_seconds(name: str, contender: Contender, docs: list, keep: bool) -> 
     return timed_pass(contender, share, keep) / len(share)
 
 
-def child(workload: str, name: str, count: int, keep: bool) -> None:
-    """--cold: one timed pass in this fresh process; prints seconds per document."""
+def child(workload: str, name: str, count: int, keep: bool, warm: bool) -> None:
+    """One timed pass in this fresh process (``warm``: after an untimed one); prints seconds
+    per document and the SHA-256 of the outputs, as JSON."""
+    import hashlib
+
     docs = workload_docs(workload, count)
-    print(per_doc_seconds(name, contenders(workload)[name], docs, keep))
+    contender = contenders(workload)[name]
+    if warm:
+        per_doc_seconds(name, contender, docs, keep)
+    seconds = per_doc_seconds(name, contender, docs, keep)
+    digest = hashlib.sha256(b"\n".join(contender.one(d) for d in docs)).hexdigest()
+    print(json.dumps({"seconds": seconds, "outputs": digest,
+                      "package": _trees.package_folder()}))
 
 
-def cold_pass(workload: str, name: str, count: int, keep: bool) -> float:
+def child_pass(workload: str, name: str, count: int, keep: bool, warm: bool = False,
+               tree: _trees.Tree | None = None) -> dict:
+    """One pass of ``name`` in a fresh process (with ``tree``'s package, if given):
+    ``{"seconds": per document, "outputs": their SHA-256, "package": its bulkwire's
+    folder}``."""
     out = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", workload, name,
-                          str(count), "kept" if keep else "dropped"],
-                         check=True, capture_output=True, text=True)
-    return float(out.stdout.strip().splitlines()[-1])
+                          str(count), "kept" if keep else "dropped", "warm" if warm else "cold"],
+                         check=True, capture_output=True, text=True,
+                         env=_trees.environment(tree))
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    _trees.check_ran(tree, result["package"])
+    return result
 
 
-def run(workload: str, count: int, rounds: int, keep: bool, cold: bool) -> None:
+def run(workload: str, count: int, rounds: int, keep: bool, cold: bool,
+        trees: list[_trees.Tree]) -> None:
     docs = workload_docs(workload, count)
     encoders = contenders(workload)
-    names = list(encoders)
-    if not cold:
+    builds = {t.contender: t for t in trees}
+    names = list(builds) + ["orjson"] * (orjson is not None) if trees else list(encoders)
+    if not cold and not trees:
         for name in names:  # warm-up: first-call caches and the heap
             per_doc_seconds(name, encoders[name], docs, keep)
     samples: dict[str, list[float]] = {name: [] for name in names}
-    for r in range(rounds):
-        order = names[r % len(names):] + names[:r % len(names)]
-        for name in order:
-            seconds = (cold_pass(workload, name, count, keep) if cold
-                       else per_doc_seconds(name, encoders[name], docs, keep))
-            samples[name].append(seconds)
+    outputs: dict[str, str] = {}
+    for _, name in rotation(names, rounds):
+        if trees:  # every pass in a process of its own, a build's with its package
+            got = child_pass(workload, "bulkwire.dumps" if name in builds else name, count,
+                             keep, not cold, builds.get(name))
+            seconds, outputs[name] = got["seconds"], got["outputs"]
+        elif cold:
+            seconds = child_pass(workload, name, count, keep)["seconds"]
+        else:
+            seconds = per_doc_seconds(name, encoders[name], docs, keep)
+        samples[name].append(seconds)
     base = "orjson" if "orjson" in samples else "bulkwire.dumps"
     print(f"  {'contender':>15} {'median us/doc':>14} {'x ' + base + ' (median of rounds)':>30}"
           f"   load {os.getloadavg()[0]:.2f}")
@@ -223,11 +255,18 @@ def run(workload: str, count: int, rounds: int, keep: bool, cold: bool) -> None:
         ratios = [b / s for b, s in zip(samples[base], samples[name])]
         print(f"  {name:>15} {statistics.median(samples[name]) * 1e6:>14.2f} "
               f"{statistics.median(ratios):>29.2f}x")
+    if trees:
+        same = len({outputs[t.contender] for t in trees}) == 1
+        print(f"  every build's outputs the same (SHA-256): {same}")
+        print(_trees.table("  speed (documents per CPU second)",
+                           {t.contender: [1 / x for x in samples[t.contender]] for t in trees},
+                           trees))
 
 
 def main() -> None:
-    if len(sys.argv) == 6 and sys.argv[1] == "--child":
-        child(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5] == "kept")
+    if len(sys.argv) == 7 and sys.argv[1] == "--child":
+        child(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5] == "kept",
+              sys.argv[6] == "warm")
         return
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--docs", type=int, default=2000, help="documents per round")
@@ -238,15 +277,19 @@ def main() -> None:
                         help="dropped, kept or both (comma-separated)")
     parser.add_argument("--cold", action="store_true",
                         help="time each pass in a fresh process (one per round and contender)")
+    _trees.add_arguments(parser)
     args = parser.parse_args()
+    trees = _trees.trees_of(parser, args)
     workloads = args.workloads.split(",")
     modes = args.outputs.split(",")
     if set(workloads) - set(WORKLOADS) or set(modes) - {"dropped", "kept"}:
         parser.error("unknown workload or outputs mode")
     print_command()
+    how = ("cold: a fresh process per pass" if args.cold else "warm: in one process"
+           if not trees else "warm: a fresh process per pass, after an untimed one")
     print(f"{args.docs} documents per round, {args.rounds} rounds, contenders interleaved "
           f"(order rotated each round); thread CPU time; "
-          f"{'cold: a fresh process per pass' if args.cold else 'warm: in one process'}; "
+          f"{how}; "
           f"orjson {getattr(orjson, '__version__', 'missing')}, "
           f"msgspec {getattr(msgspec, '__version__', 'not installed')}")
     for workload in workloads:
@@ -254,7 +297,7 @@ def main() -> None:
         check_outputs(workload, workload_docs(workload, min(args.docs, 200)))
         for mode in modes:
             print(f" outputs {mode}, {'cold' if args.cold else 'warm'}:")
-            run(workload, args.docs, args.rounds, mode == "kept", args.cold)
+            run(workload, args.docs, args.rounds, mode == "kept", args.cold, trees)
 
 
 if __name__ == "__main__":

@@ -17,8 +17,15 @@ written to a temporary file, as ``bulkwire load`` does without ``--url`` (delete
 run); there the two bodies' SHA-256 must match. Each configuration runs in its own process,
 which reports wall time, documents/s, MB/s of body, and its peak RSS (ru_maxrss).
 
+``--tree NAME=PATH`` (repeatable) measures builds side by side: the ``bulkwire`` path runs
+once per build as ``bulkwire@NAME``, with that build's package (``_trees.py``), in the same
+rotation, and each build's documents/s is compared with each other's (the median of the
+per-round ratios); every build's body must be the same.
+
     python benchmarks/bench_load_parquet.py                      # 5,000 x 1024, a few minutes
     python benchmarks/bench_load_parquet.py --rows 100000           # 100,000 x 1024: 400 MB of vectors
+    python benchmarks/bench_load_parquet.py --impls bulkwire --runs 5 \
+        --tree before=../before/pkg --tree after=pkg                 # two builds
 """
 from __future__ import annotations
 
@@ -36,7 +43,9 @@ import time
 import zlib
 
 
+import _trees
 from _common import loopback_server, server_summary  # noqa: E402
+from _rounds import rotation
 
 BUFFER_SIZE = 1 << 20
 META = {"@collection": "Embeddings", "Raven-Python-Type": "builtins.dict"}
@@ -56,10 +65,15 @@ def prepare(data_dir: str, rows: int, dim: int) -> str:
 def run_bulkwire(path: str, out: str, gzip: bool, url: str | None) -> tuple[int, int, int]:
     import bulkwire
 
-    if url:
-        r = bulkwire.load_parquet(path, url=url, database="bench", compress=gzip, buffer_size=BUFFER_SIZE)
+    if not _trees.has_targets():  # a build from before targets were values
+        where = {"url": url, "database": "bench"} if url else {"out": out}
+        r = bulkwire.load_parquet(path, compress=gzip, buffer_size=BUFFER_SIZE, **where)
+    elif url:
+        r = bulkwire.load_parquet(path, bulkwire.targets.ravendb(url, "bench", compress=gzip,
+                                                                 buffer_size=BUFFER_SIZE))
     else:
-        r = bulkwire.load_parquet(path, out=out, compress=gzip, buffer_size=BUFFER_SIZE)
+        r = bulkwire.load_parquet(path, bulkwire.targets.request_file(out, compress=gzip,
+                                                                      buffer_size=BUFFER_SIZE))
     return r.rows, r.body_bytes, r.wire_bytes
 
 
@@ -161,6 +175,8 @@ def worker(args: argparse.Namespace) -> None:
 
     import bulkwire.load  # noqa: F401
 
+    if args.impl == "bulkwire" and _trees.has_targets():
+        import bulkwire.targets  # noqa: F401
     if args.impl == "baseline":
         import pandas  # noqa: F401
     import bulkwire.bulk  # noqa: F401
@@ -173,7 +189,8 @@ def worker(args: argparse.Namespace) -> None:
     seconds = time.perf_counter() - t0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     result = {"rows": rows, "seconds": seconds, "body_bytes": body, "wire_bytes": wire,
-              "peak_rss_mb": peak / 1024, "rss_after_imports_mb": rss_before / 1024}
+              "peak_rss_mb": peak / 1024, "rss_after_imports_mb": rss_before / 1024,
+              "package": _trees.package_folder()}
     if args.url:
         summary = server_summary(args.url)
         result.update(sha256=None, server_documents=summary["documents"],
@@ -198,6 +215,7 @@ def main() -> None:
     ap.add_argument("--data-dir", default=os.path.join(tempfile.gettempdir(), "bulkwire-bench"))
     ap.add_argument("--target", choices=["server", "file"], default="server")
     ap.add_argument("--json", help="also write the results here")
+    _trees.add_arguments(ap)
     ap.add_argument("--url", help=argparse.SUPPRESS)
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--impl", help=argparse.SUPPRESS)
@@ -207,6 +225,9 @@ def main() -> None:
     if args.worker:
         worker(args)
         return
+    args.trees = _trees.trees_of(ap, args)
+    if args.trees and "bulkwire" not in args.impls.split(","):
+        ap.error("--tree measures the bulkwire path: add bulkwire to --impls")
     path = prepare(args.data_dir, args.rows, args.dim)
     with loopback_server() if args.target == "server" else contextlib.nullcontext(args.url) as url:
         args.url = url
@@ -214,11 +235,18 @@ def main() -> None:
 
 
 def run_one(args: argparse.Namespace, path: str, impl: str, mode: str) -> dict:
-    cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--impl", impl,
+    """One run of ``impl`` (``bulkwire@NAME``: the bulkwire path with that build) in a fresh
+    process."""
+    tree = {t.contender: t for t in args.trees}.get(impl)
+    cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--impl",
+           "bulkwire" if tree else impl,
            "--path", path, "--data-dir", args.data_dir] + (["--gzip"] if mode == "gzip" else []) \
         + (["--url", args.url] if args.url else [])
-    p = subprocess.run(cmd, check=True, capture_output=True, text=True)
-    return dict(json.loads(p.stdout.strip().splitlines()[-1]), load=os.getloadavg()[0])
+    p = subprocess.run(cmd, check=True, capture_output=True, text=True,
+                       env=_trees.environment(tree))
+    result = json.loads(p.stdout.strip().splitlines()[-1])
+    _trees.check_ran(tree, result["package"])
+    return dict(result, load=os.getloadavg()[0])
 
 
 def run_all(args: argparse.Namespace, path: str) -> None:
@@ -236,16 +264,18 @@ def run_all(args: argparse.Namespace, path: str) -> None:
           f"({os.path.getsize(path) / 1e6:,.1f} MB Parquet, row groups of 1024); target: {target}; "
           f"gzip backend: {'isal' if _core.HAVE_ISAL else 'zlib'}; {args.runs} round(s), "
           f"rotating order, one process per run")
-    configs = [(mode, impl) for mode in args.modes.split(",") for impl in args.impls.split(",")]
+    impls = args.impls.split(",")
+    if args.trees:  # the bulkwire path once per build, in its place
+        at = impls.index("bulkwire")
+        impls = impls[:at] + [t.contender for t in args.trees] + impls[at + 1:]
+    configs = [(mode, impl) for mode in args.modes.split(",") for impl in impls]
     runs: dict = {c: [] for c in configs}
-    for round_ in range(args.runs):
-        shift = round_ % len(configs)
-        for mode, impl in configs[shift:] + configs[:shift]:
-            r = run_one(args, path, impl, mode)
-            runs[(mode, impl)].append(r)
-            print(f"  round {round_ + 1} {impl:<9} {mode:<5} {r['rows'] / r['seconds']:>10,.0f} "
-                  f"docs/s {r['body_bytes'] / r['seconds'] / 1e6:>8,.1f} MB/s  peak RSS "
-                  f"{r['peak_rss_mb']:,.0f} MB  load average {r['load']:.2f}", file=sys.stderr)
+    for round_, (mode, impl) in rotation(configs, args.runs):
+        r = run_one(args, path, impl, mode)
+        runs[(mode, impl)].append(r)
+        print(f"  round {round_ + 1} {impl:<9} {mode:<5} {r['rows'] / r['seconds']:>10,.0f} "
+              f"docs/s {r['body_bytes'] / r['seconds'] / 1e6:>8,.1f} MB/s  peak RSS "
+              f"{r['peak_rss_mb']:,.0f} MB  load average {r['load']:.2f}", file=sys.stderr)
     results = []
     for (mode, impl), done in runs.items():
         results.append(dict(done[0], seconds=statistics.median(x["seconds"] for x in done),
@@ -262,7 +292,13 @@ def run_all(args: argparse.Namespace, path: str) -> None:
               f"{r['load']:.2f} |")
     print()
     for mode in args.modes.split(","):
-        ours, base = runs.get((mode, "bulkwire")), runs.get((mode, "baseline"))
+        base = runs.get((mode, "baseline"))
+        if args.trees:
+            print(_trees.table(f"{mode}: docs/s",
+                               {t.contender: [1 / x["seconds"] for x in runs[mode, t.contender]]
+                                for t in args.trees}, args.trees))
+            same_body(mode, [runs[mode, t.contender][0] for t in args.trees], args.url)
+        ours = runs.get((mode, "bulkwire"))
         if ours and base:
             if args.url:
                 same = ours[0]["body_bytes"] == base[0]["body_bytes"]
@@ -278,6 +314,15 @@ def run_all(args: argparse.Namespace, path: str) -> None:
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"args": vars(args), "commit": commit, "results": results}, f, indent=1)
+
+
+def same_body(mode: str, first_runs: list[dict], url: str | None) -> None:
+    """Every build wrote the same body (its SHA-256; at the server, its size); else exits."""
+    key = "body_bytes" if url else "sha256"
+    if len({r[key] for r in first_runs}) != 1:
+        raise SystemExit(f"{mode}: the builds' bodies differ ({key}: "
+                         f"{', '.join(str(r[key]) for r in first_runs)})")
+    print(f"{mode}: every build's body the same ({'size at the server' if url else 'SHA-256'})")
 
 
 if __name__ == "__main__":

@@ -36,6 +36,8 @@ import sys
 import tempfile
 import time
 
+import _trees
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 TESTS = os.path.join(os.path.dirname(HERE), "tests")
 
@@ -137,28 +139,29 @@ def start_node() -> tuple[subprocess.Popen, str]:
     return node, address
 
 
-def command(tree: str, case: str, path: str, work: str, address: str) -> tuple[list, dict]:
-    env = dict(os.environ, PYTHONPATH=tree, PYTHONHASHSEED="0", OPENBLAS_NUM_THREADS="1")
+def command(tree: _trees.Tree, case: str, path: str, work: str,
+            address: str) -> tuple[list, dict]:
+    env = _trees.environment(tree, PYTHONHASHSEED="0", OPENBLAS_NUM_THREADS="1")
     return ([sys.executable, "-W", "ignore", os.path.abspath(__file__), "--child", case, path,
              work, address], env)
 
 
-def run_cpu(tree: str, case: str, path: str, work: str, address: str) -> dict:
+def run_cpu(tree: _trees.Tree, case: str, path: str, work: str, address: str) -> dict:
     args, env = command(tree, case, path, work, address)
     done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=600)
     if done.returncode:
-        raise SystemExit(f"{case} in {tree}: {done.stderr}")
+        raise SystemExit(f"{case} in {tree.path}: {done.stderr}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def run_callgrind(tree: str, case: str, path: str, work: str, address: str,
+def run_callgrind(tree: _trees.Tree, case: str, path: str, work: str, address: str,
                   out: str | None) -> int:
     args, env = command(tree, case, path, work, address)
     done = subprocess.run(["valgrind", "--tool=callgrind",
                            f"--callgrind-out-file={out or os.devnull}"] + args,
                           env=env, capture_output=True, text=True, timeout=3000)
     if done.returncode:
-        raise SystemExit(f"{case} in {tree}: {done.stderr[-2000:]}")
+        raise SystemExit(f"{case} in {tree.path}: {done.stderr[-2000:]}")
     for line in done.stderr.splitlines():
         if "Collected :" in line:
             return int(line.split(":")[-1])
@@ -179,21 +182,19 @@ def cpu_model() -> str:
     return "unknown"
 
 
-def plan(trees: list[tuple[str, str]], cases: list[str]) -> list[tuple[str, str, str]]:
+def plan(trees: list[_trees.Tree], cases: list[str]) -> list[tuple[str, _trees.Tree, str]]:
     """(tree name, tree, case) to run: ``none`` in every tree, the others in the last."""
     runs = []
     for case in cases:
         names = trees if case.endswith(":none") else trees[-1:]
-        runs += [(name, tree, case) for name, tree in names]
+        runs += [(tree.name, tree, case) for tree in names]
     return runs
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
-    parser.add_argument("--tree", action="append", default=[],
-                        help="NAME=PATH of a pkg folder with an in-place build (default: this "
-                             "checkout's, as 'after')")
+    _trees.add_arguments(parser, baseline=False)  # none: this checkout's, as 'after'
     parser.add_argument("--cases", default=",".join(CASES),
                         help="comma-separated, of: " + ", ".join(CASES).replace("%", "%%"))
     parser.add_argument("--rf-rows", type=int, default=4000, help="N for request_file")
@@ -207,8 +208,7 @@ def main() -> None:
     if args.child:
         child(*args.child)
         return
-    trees = [tuple(t.split("=", 1)) for t in args.tree] or [("after", _default_tree())]
-    trees = [(name, os.path.abspath(path)) for name, path in trees]
+    trees = _trees.trees_of(parser, args) or [_trees.Tree("after", _default_tree())]
     cases = [c for c in args.cases.split(",") if c]
     unknown = [c for c in cases if c not in CASES]
     if unknown:

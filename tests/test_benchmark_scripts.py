@@ -39,6 +39,93 @@ def test_bench_encode_runs(cold):
             assert all(v.endswith("x") and float(v[:-1]) > 0 for v in ratios.values())
 
 
+def _package_folder() -> str:
+    """The folder holding the bulkwire under test (the checkout's pkg, or site-packages)."""
+    import bulkwire
+
+    return os.path.dirname(os.path.dirname(os.path.abspath(bulkwire.__file__)))
+
+
+def _two_trees(tmp_path) -> list[str]:
+    """``--tree`` arguments naming the build under test twice: as itself, and through a
+    folder of its own whose ``bulkwire`` is a link to the same package (so that a child
+    that imported another folder's bulkwire than its tree's is caught by the script)."""
+    folder = _package_folder()
+    other = tmp_path / "linked"
+    other.mkdir()
+    (other / "bulkwire").symlink_to(os.path.join(folder, "bulkwire"))
+    return ["--tree", f"a={folder}", "--tree", f"b={other}"]
+
+
+def _tree_table(out: str, title: str) -> dict[str, list[float]]:
+    """The matrix ``_trees.table`` printed under ``title``: row -> its ratios."""
+    lines = out.split(title + ", median of the per-round ratios row / column")[1].splitlines()
+    assert lines[1].split() == ["bulkwire@a", "bulkwire@b"]
+    rows = {line.split()[0]: [float(x) for x in line.split()[1:]] for line in lines[2:4]}
+    assert set(rows) == {"bulkwire@a", "bulkwire@b"}
+    assert rows["bulkwire@a"][0] == rows["bulkwire@b"][1] == 1.0
+    assert all(x > 0 for row in rows.values() for x in row)
+    return rows
+
+
+def test_bench_encode_compares_trees(tmp_path):
+    out = run_script("bench_encode.py", "--docs", "20", "--rounds", "2", "--workloads", "small",
+                     "--outputs", "dropped", *_two_trees(tmp_path))
+    table = out.split(" outputs dropped, warm:\n")[1].splitlines()[1:]
+    names = [line.split()[0] for line in table[:3]]
+    assert names[:2] == ["bulkwire@a", "bulkwire@b"] and names[2] in ("orjson", "every")
+    assert "every build's outputs the same (SHA-256): True" in out
+    _tree_table(out, "speed (documents per CPU second)")
+
+
+@pytest.mark.parametrize("target", ["file", "server"])
+def test_bench_load_parquet_compares_trees(tmp_path, target):
+    mode = "gzip" if target == "file" else "plain"
+    out = run_script("bench_load_parquet.py", "--rows", "300", "--dim", "8", "--runs", "1",
+                     "--target", target, "--modes", mode, "--data-dir", str(tmp_path / "data"),
+                     *_two_trees(tmp_path))
+    paths = [line.split("|")[1].strip() for line in out.splitlines() if line.startswith("| b")]
+    assert paths == ["bulkwire@a", "bulkwire@b", "baseline"]
+    assert f"{mode}: every build's body the same" in out
+    _tree_table(out, f"{mode}: docs/s")
+
+
+def test_bench_cql_load_compares_trees(tmp_path, capsys, monkeypatch):
+    """Against the fake CQL node (the table's setup, a real node's, left out): each build's
+    loader and the ceiling store every row, and the builds are compared."""
+    from cql_fake_node import BIGINT, FLOAT_VECTOR, FakeNode
+
+    bench = _bench_module("bench_cql_load")
+    monkeypatch.setattr(bench, "truncate", lambda host, port, dim: None)
+    columns = [("id", "partition_key", BIGINT), ("emb", "regular", FLOAT_VECTOR % 8)]
+    with FakeNode(bench.KEYSPACE, bench.TABLE, columns) as node:
+        bench.main(["--port", str(node.port), "--rows", "300", "--dim", "8", "--rounds", "1",
+                    "--only", "bulkwire,ceiling", *_two_trees(tmp_path)])
+        executes = node.executes
+    out = capsys.readouterr().out
+    assert executes >= 4 * 300 // 2048 + 3  # the warm-up, each build's load and the ceiling
+    rows = [line.split()[0] for line in out.split("contender")[1].splitlines()[1:4]]
+    assert rows == ["bulkwire@a", "bulkwire@b", "ceiling"]
+    _tree_table(out, "rows/s")
+    _tree_table(out, "client CPU per row")
+
+
+def test_a_tree_without_a_build_is_refused(tmp_path):
+    (tmp_path / "bulkwire").mkdir()
+    for script in ("bench_encode.py", "bench_load_parquet.py", "bench_cql_load.py"):
+        done = subprocess.run([sys.executable, os.path.join(BENCH, script), "--tree",
+                               f"x={tmp_path}"], cwd=BENCH, capture_output=True, text=True,
+                              timeout=120)
+        assert done.returncode == 2 and "holds no bulkwire package with its extension built" \
+            in done.stderr, (script, done.stderr)
+
+
+def test_trees_doctests():
+    import doctest
+
+    assert doctest.testmod(_bench_module("_trees")).failed == 0
+
+
 def test_bench_import_runs():
     import re
 
