@@ -116,7 +116,9 @@ GENERIC_LOAD = ["bulkwire.load.entry", "bulkwire.load.pipeline", "bulkwire.load.
 #: transport and cluster topology, the CQL driver drop-in and statements, the kinds' own
 #: modules, and the documents' plan.
 TARGET_MODULES = ["bulkwire.bulk", "bulkwire._bulk_writer", "bulkwire.bulk_commands",
-                  "bulkwire.topology", "bulkwire.transport", "bulkwire.server_features",
+                  "bulkwire.topology", "bulkwire.transport", "bulkwire._transport_requests",
+                  "bulkwire._transport_answer", "bulkwire._transport_errors",
+                  "bulkwire.server_features",
                   "bulkwire.ravendb", "bulkwire.cql", "bulkwire.cql_statements",
                   "bulkwire.cql_placement", "bulkwire.load.targets",
                   "bulkwire.load.ravendb_target", "bulkwire.load.cql_target",
