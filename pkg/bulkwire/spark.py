@@ -27,7 +27,8 @@ confirmed; the job's commit sums them into a :class:`SparkWriteResult`, logged o
 
 Only ``mode("append")`` is taken. A file target (a kind that writes one output whole:
 ``request_file``, ``jsonl``) writes one file per write task, under a temporary name of the
-task attempt's own that the driver's commit renames (its abort removes it): the option naming its output
+task attempt's own that the driver's commit renames (its abort removes it): the option
+naming its output
 (``out``, ``path``; or the path given to ``save``) is a folder (an existing one, or a path
 ending in ``/``), into which each task writes ``part-<partition>`` named as the kind names
 its files (``.bulk.json[.gz|.zst]``, ``.jsonl[.gz|.zst]``), or a path holding
