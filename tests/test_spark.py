@@ -258,6 +258,44 @@ def test_a_temporary_file_changed_before_the_commit_fails_it_naming_the_file(
     assert os.listdir(out) == []
 
 
+@pytest.mark.skipif(not bulkwire.spark.STREAMING,
+                    reason="this PySpark has no DataSourceStreamArrowWriter (PySpark >= 4.1)")
+def test_a_replayed_micro_batch_s_commit_replaces_its_files_whole(tmp_path, monkeypatch):
+    from bulkwire import _spark_options, _spark_tasks
+
+    out = tmp_path / "out"
+    job = _spark_options._job({"target": "jsonl", "path": str(out) + "/"}, spark_schema(),
+                              False, True, str(tmp_path))
+    writer = bulkwire.spark.BulkwireStreamWriter(job)
+
+    def micro_batch(batch_id: int, first: int) -> list:
+        messages = []
+        for p in (0, 1):
+            monkeypatch.setattr(_spark_tasks, "_task_ids", lambda: (p, 0, batch_id))
+            ids = range(first + p * 5, first + p * 5 + 5)
+            messages.append(writer.write(iter(rows_of(ids).to_batches())))
+        assert all(os.path.basename(m.temporary).startswith(
+            f".part-{batch_id:05d}-{m.partition:05d}.jsonl.attempt-0-") for m in messages)
+        return messages
+
+    writer.commit(micro_batch(0, 0), 0)
+    writer.commit(micro_batch(1, 10), 1)
+    committed = {n: (out / n).read_bytes() for n in os.listdir(out)}
+    assert sorted(committed) == [f"part-{b:05d}-{p:05d}.jsonl" for b in (0, 1) for p in (0, 1)]
+    # micro-batch 1 again, as Spark replays it from its checkpoint: its files replaced whole
+    # by the commit (the replay's tasks left the committed ones as they were)
+    replayed = micro_batch(1, 10)
+    writer.abort(micro_batch(2, 20), 2)  # and the next one aborted: nothing of it stays
+    inodes = {n: os.stat(out / n).st_ino for n in committed}
+    assert {n: (out / n).read_bytes() for n in committed} == committed
+    writer.commit(replayed, 1)
+    assert {n: (out / n).read_bytes() for n in os.listdir(out)} == committed
+    assert sorted(n for n in committed if os.stat(out / n).st_ino != inodes[n]) \
+        == ["part-00001-00000.jsonl", "part-00001-00001.jsonl"]
+    lines = [json.loads(line)["v"] for n in sorted(committed) for line in open(out / n)]
+    assert lines == [f"v{i}" for i in range(20)]
+
+
 def after_a_file(pattern: str):
     """A mapInArrow function whose partition 1 waits until a file matching the glob
     ``pattern`` exists (up to 120 s)."""
