@@ -54,6 +54,7 @@ INTEGRATION_PACKAGES = {"dask.to_target": ("pandas", "dask.dataframe", "distribu
                         "spark.register": ("pyspark",),
                         # the data source's rooms that import PySpark with it
                         "_spark_results.TaskWritten": ("pyspark",),
+                        "_spark_files.commit_files": ("pyspark",),
                         "_spark_tasks._write": ("pyspark",)}
 
 

@@ -132,6 +132,206 @@ def test_one_file_for_every_task_is_refused_on_the_driver(spark, tmp_path):
     assert os.listdir(tmp_path) == []
 
 
+def spark_schema():
+    """The Spark schema of ``rows_of``'s rows (and of ``frame``'s)."""
+    from pyspark.sql.types import (ArrayType, FloatType, LongType, StringType, StructField,
+                                   StructType)
+
+    return StructType([StructField("id", LongType()),
+                       StructField("emb", ArrayType(FloatType())),
+                       StructField("v", StringType())])
+
+
+def file_job(kind: str, out, result_dir=None):
+    """The batch job of a file target of ``kind`` into the folder ``out``, as the driver
+    judges it, and its file's final name for a partition."""
+    from bulkwire import _spark_options
+
+    option = "out" if kind == "request_file" else "path"
+    job = _spark_options._job({"target": kind, option: str(out) + "/"}, spark_schema(),
+                              False, False, None if result_dir is None else str(result_dir))
+    return job, lambda p: job.task_target(p, None)[1]
+
+
+def task_write(writer, monkeypatch, partition: int, ids, attempt: int = 0):
+    """``writer.write`` as Spark's task of ``partition`` (its attempt ``attempt``) runs it,
+    on the rows of ``ids``."""
+    from bulkwire import _spark_tasks
+
+    monkeypatch.setattr(_spark_tasks, "_task_ids", lambda: (partition, attempt, None))
+    return writer.write(iter(rows_of(ids).to_batches(max_chunksize=7)))
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "request_file"])
+def test_a_file_task_gives_no_final_name_the_driver_s_commit_does(kind, tmp_path,
+                                                                  monkeypatch):
+    out = tmp_path / "out"
+    job, final = file_job(kind, out, tmp_path)
+    writer = bulkwire.spark.BulkwireWriter(job)
+    messages = [task_write(writer, monkeypatch, p, range(p * 10, p * 10 + 10), 4 + p)
+                for p in (0, 1)]
+    # the tasks ended: each file is there under its attempt's hidden temporary name only
+    assert [m.output for m in messages] == [final(0), final(1)]
+    assert sorted(os.listdir(out)) == sorted(os.path.basename(m.temporary) for m in messages)
+    for p, m in enumerate(messages):
+        assert os.path.basename(m.temporary).startswith(
+            "." + os.path.basename(final(p)) + f".attempt-{4 + p}-")
+        assert not os.path.exists(final(p))
+    writer.commit(messages)
+    assert sorted(os.listdir(out)) == sorted(os.path.basename(final(p)) for p in (0, 1))
+    for p in (0, 1):  # each final file is the load of its partition's rows
+        expected = tmp_path / f"expected-{p}"
+        make = targets.jsonl if kind == "jsonl" else targets.request_file
+        bulkwire.load_arrow(rows_of(range(p * 10, p * 10 + 10)), make(str(expected)))
+        assert open(final(p), "rb").read() == expected.read_bytes()
+    result = bulkwire.spark.SparkWriteResult(**json.loads((tmp_path / "last.json").read_text()))
+    assert result.committed and result.rows == 20 and result.outputs == [final(0), final(1)]
+
+
+def test_the_driver_s_abort_removes_the_tasks_temporary_files(tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    job, final = file_job("jsonl", out, tmp_path)
+    writer = bulkwire.spark.BulkwireWriter(job)
+    messages = [task_write(writer, monkeypatch, p, range(p * 10, p * 10 + 10), p)
+                for p in (0, 1)]
+    # partition 2's task finished too, but its message never reached the driver (Spark
+    # cancelled the task when another failed); and another job's file is in the folder
+    lost = task_write(writer, monkeypatch, 2, range(20, 30))
+    other = out / ".part-00000.jsonl.gz.attempt-0-0123abcd"
+    other.write_bytes(b"another final name's")
+    assert len(os.listdir(out)) == 4
+    writer.abort([messages[0], None, messages[1]])  # None: partition 2's, a failed task's
+    assert os.listdir(out) == [other.name] and not os.path.exists(lost.temporary)
+    result = bulkwire.spark.SparkWriteResult(**json.loads((tmp_path / "last.json").read_text()))
+    assert (result.committed, result.rows, result.unconfirmed_tasks, result.outputs) \
+        == (False, 20, 1, [])
+
+
+def test_a_second_attempt_s_message_for_a_partition_is_not_committed_twice(tmp_path,
+                                                                           monkeypatch):
+    out = tmp_path / "out"
+    job, final = file_job("jsonl", out, tmp_path)
+    writer = bulkwire.spark.BulkwireWriter(job)
+    first = task_write(writer, monkeypatch, 0, range(10), attempt=1)
+    again = task_write(writer, monkeypatch, 0, range(10), attempt=2)
+    other = task_write(writer, monkeypatch, 1, range(10, 20), attempt=3)
+    # an attempt whose message never arrived (Spark denied its commit: another attempt of
+    # its partition had committed), written as a task killed mid-write leaves it
+    denied = task_write(writer, monkeypatch, 1, range(10, 20), attempt=4)
+    os.rename(denied.temporary, denied.temporary + ".partial")
+    assert len({first.temporary, again.temporary}) == 2 and len(os.listdir(out)) == 4
+    writer.commit([first, other, again])
+    assert sorted(os.listdir(out)) == ["part-00000.jsonl", "part-00001.jsonl"]
+    lines = [json.loads(line)["v"] for p in (0, 1) for line in open(final(p))]
+    assert lines == [f"v{i}" for i in range(20)]  # each row once
+    result = bulkwire.spark.SparkWriteResult(**json.loads((tmp_path / "last.json").read_text()))
+    assert (result.rows, result.tasks, result.partitions) == (20, 2, [0, 1])
+
+
+@pytest.mark.parametrize("change", ["removed", "appended to", "rewritten"])
+def test_a_temporary_file_changed_before_the_commit_fails_it_naming_the_file(
+        change, tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    job, final = file_job("jsonl", out, tmp_path)
+    writer = bulkwire.spark.BulkwireWriter(job)
+    messages = [task_write(writer, monkeypatch, p, range(p * 10, p * 10 + 10), p)
+                for p in (0, 1)]
+    changed = messages[1].temporary
+    if change == "removed":
+        os.unlink(changed)
+    elif change == "appended to":
+        with open(changed, "ab") as f:
+            f.write(b'{"v": "v99"}\n')
+    else:  # the same size, written later
+        data = open(changed, "rb").read()
+        os.utime(changed, ns=(messages[1].mtime_ns + 10**9, messages[1].mtime_ns + 10**9))
+        with open(changed, "wb") as f:
+            f.write(data.replace(b"v10", b"v77"))
+        os.utime(changed, ns=(messages[1].mtime_ns + 10**9, messages[1].mtime_ns + 10**9))
+    with pytest.raises(bulkwire.errors.LoadError) as raised:
+        writer.commit(messages)
+    assert repr(changed) in str(raised.value) and "partition 1" in str(raised.value)
+    assert ("changed after its task wrote it" in str(raised.value)) == (change != "removed")
+    # no file was renamed (partition 0's neither): Spark's abort then removes the others
+    assert not os.path.exists(final(0)) and not os.path.exists(final(1))
+    writer.abort(messages)
+    assert os.listdir(out) == []
+
+
+@pytest.mark.skipif(not bulkwire.spark.STREAMING,
+                    reason="this PySpark has no DataSourceStreamArrowWriter (PySpark >= 4.1)")
+def test_a_replayed_micro_batch_s_commit_replaces_its_files_whole(tmp_path, monkeypatch):
+    from bulkwire import _spark_options, _spark_tasks
+
+    out = tmp_path / "out"
+    job = _spark_options._job({"target": "jsonl", "path": str(out) + "/"}, spark_schema(),
+                              False, True, str(tmp_path))
+    writer = bulkwire.spark.BulkwireStreamWriter(job)
+
+    def micro_batch(batch_id: int, first: int) -> list:
+        messages = []
+        for p in (0, 1):
+            monkeypatch.setattr(_spark_tasks, "_task_ids", lambda: (p, 0, batch_id))
+            ids = range(first + p * 5, first + p * 5 + 5)
+            messages.append(writer.write(iter(rows_of(ids).to_batches())))
+        assert all(os.path.basename(m.temporary).startswith(
+            f".part-{batch_id:05d}-{m.partition:05d}.jsonl.attempt-0-") for m in messages)
+        return messages
+
+    writer.commit(micro_batch(0, 0), 0)
+    writer.commit(micro_batch(1, 10), 1)
+    committed = {n: (out / n).read_bytes() for n in os.listdir(out)}
+    assert sorted(committed) == [f"part-{b:05d}-{p:05d}.jsonl" for b in (0, 1) for p in (0, 1)]
+    # micro-batch 1 again, as Spark replays it from its checkpoint: its files replaced whole
+    # by the commit (the replay's tasks left the committed ones as they were)
+    replayed = micro_batch(1, 10)
+    writer.abort(micro_batch(2, 20), 2)  # and the next one aborted: nothing of it stays
+    inodes = {n: os.stat(out / n).st_ino for n in committed}
+    assert {n: (out / n).read_bytes() for n in committed} == committed
+    writer.commit(replayed, 1)
+    assert {n: (out / n).read_bytes() for n in os.listdir(out)} == committed
+    assert sorted(n for n in committed if os.stat(out / n).st_ino != inodes[n]) \
+        == ["part-00001-00000.jsonl", "part-00001-00001.jsonl"]
+    lines = [json.loads(line)["v"] for n in sorted(committed) for line in open(out / n)]
+    assert lines == [f"v{i}" for i in range(20)]
+
+
+def after_a_file(pattern: str):
+    """A mapInArrow function whose partition 1 waits until a file matching the glob
+    ``pattern`` exists (up to 120 s)."""
+    def wait(batches):
+        import glob as glob_
+        import time as time_
+
+        from pyspark import TaskContext
+
+        if TaskContext.get().partitionId() == 1:
+            deadline = time_.monotonic() + 120
+            while not glob_.glob(pattern) and time_.monotonic() < deadline:
+                time_.sleep(0.1)
+        yield from batches
+    return wait
+
+
+def test_a_failing_file_task_leaves_no_file_of_any_partition(spark, tmp_path):
+    half = ROWS // 2
+    out = tmp_path / "lines"
+    df = frame(spark).selectExpr(f"if(id = {half + 3}, null, id) as id", "emb", "v")
+    # partition 1 (which fails on its row without an id) starts once partition 0's task
+    # has left its whole file, under its temporary name
+    df = df.mapInArrow(after_a_file(str(out / ".part-00000.jsonl.attempt-*[0-9a-f]")),
+                       df.schema)
+    with pytest.raises(Exception, match="id") as raised:
+        df.write.format("bulkwire").option("target", "jsonl").mode("append").save(
+            str(out) + "/")
+    assert "partition 1" in str(raised.value)
+    # no final name; the abort removed partition 0's file (through its task's message, or,
+    # when Spark cancelled that task before its message came, by its name)
+    assert os.listdir(out) == []
+    result = bulkwire.spark.last_result(spark)
+    assert not result.committed and result.partitions in ([], [0]) and result.outputs == []
+
+
 def test_ravendb_every_row_once_one_request_per_task(spark):
     with LoopbackServer() as server:
         (frame(spark, partitions=3).write.format("bulkwire").option("target", "ravendb")

@@ -4,10 +4,9 @@ run again). Nothing hangs (the job's processes all end, no connection stays open
 server), the caller's ``save()`` raises, never returns; rows the server confirmed before the
 kill are stored once (a row the server had not confirmed: once or not at all); the same job
 run again stores every row once, by key (a CQL ``INSERT`` is an upsert, a RavenDB PUT by id
-replaces its document), and every file whole. (A file target's task whose JVM died may
-leave its partition's file under its own name, holding part of the partition, or not,
-depending on whether it read the end of its input before its daemon ended it: docs/scale.md,
-"A killed job"; the tests take either.)
+replaces its document), and every file whole. A file target's tasks write under temporary
+names that only the driver's commit renames: a killed driver leaves no file under a final
+name holding part of its partition (docs/scale.md, "A killed job").
 
 The jobs run in a process of its own (``spark_killed_job.py``, a ``local[6,2]`` session):
 first a write into a CQL table whose Python worker is killed, then three writes at once (a
@@ -199,8 +198,8 @@ def killed(tmp_path_factory):
             wait_for(lambda: job.quiet() and seen.hold.holding.is_set()
                      and any(r.succeeded for r in server.requests)
                      and (folder / "gated-ravendb").exists()
-                     and (seen.out / "part-00000.jsonl").exists()
-                     and (seen.out / "part-00001.jsonl.partial").exists()
+                     and temporaries(seen.out, 0, ended=True)
+                     and temporaries(seen.out, 1, ended=False)
                      and (folder / "gated-jsonl").exists(), "every write mid-way", 300)
             seen.partial_before = sorted(os.listdir(seen.out))
             processes = job.processes() - {job.process.pid}
@@ -220,6 +219,14 @@ def killed(tmp_path_factory):
     finally:
         (folder / "release").touch()
         job.close()
+
+
+def temporaries(folder, partition: int, ended: bool) -> list:
+    """The temporary files a task attempt of ``partition`` left in ``folder``: whole
+    (``ended``: its load renamed its ``.partial`` file) or still being written."""
+    prefix = f".part-{partition:05d}.jsonl.attempt-"
+    return [n for n in os.listdir(folder)
+            if n.startswith(prefix) and n.endswith(".partial") != ended]
 
 
 def wait_closed(port: int) -> dict:
@@ -280,10 +287,18 @@ def test_ravendb_the_confirmed_request_stored_once_then_all_once(killed, spark):
 
 def test_jsonl_after_a_killed_driver_the_job_run_again_writes_every_file_whole(killed, spark):
     out = killed.out
-    assert killed.partial_before == ["part-00000.jsonl", "part-00001.jsonl.partial"]
-    assert set(killed.left_files) <= {"part-00000.jsonl", "part-00001.jsonl",
-                                      "part-00001.jsonl.partial"}
-    # the same job run again into the same folder: each file replaced, whole
+    # before the kill: partition 0's task had ended and partition 1's was writing, each under
+    # its attempt's temporary name; no final name (the driver commits when both have ended)
+    assert len(killed.partial_before) == 2
+    assert all(n.startswith((".part-00000.jsonl.attempt-0-", ".part-00001.jsonl.attempt-0-"))
+               for n in killed.partial_before), killed.partial_before
+    # after the kill: no file under a final name (partition 1's task, whose input ended
+    # with the JVM, holds part of its partition: never renamed, as the commit never ran);
+    # only the attempts' hidden temporary files
+    assert [n for n in killed.left_files if not n.startswith(".")] == [], killed.left_files
+    assert all(".jsonl.attempt-0-" in n for n in killed.left_files), killed.left_files
+    # the same job run again into the same folder: each file whole under its final name, and
+    # the killed attempts' temporary files of those partitions removed by the commit
     frame(spark).write.format("bulkwire").options(**killed.jsonl_options).mode("append").save()
     assert sorted(os.listdir(out)) == ["part-00000.jsonl", "part-00001.jsonl"]
     assert ids_in(out / "part-00000.jsonl") + ids_in(out / "part-00001.jsonl") \

@@ -48,14 +48,20 @@ class _Job:
     output_option: Optional[str] = None
     out: Optional[str] = None
 
+    def output_of(self, partition: int, batch_id: Optional[int]) -> Optional[str]:
+        """The final name of a task's file (None: a server)."""
+        if self.out is None:
+            return None
+        return (self.out.replace("{partition}", f"{partition:05d}")
+                .replace("{batch}", f"{batch_id if batch_id is not None else 0:05d}"))
+
     def task_target(self, partition: int, batch_id: Optional[int]) -> tuple:
         """(the description a task writes into, the task's file or None)."""
-        if self.out is None:
+        output = self.output_of(partition, batch_id)
+        if output is None:
             return self.target, None
         from . import targets
 
-        output = (self.out.replace("{partition}", f"{partition:05d}")
-                  .replace("{batch}", f"{batch_id if batch_id is not None else 0:05d}"))
         return targets.make(self.kind, **{**(self.given or {}), self.output_option: output}), \
             output
 

@@ -19,10 +19,13 @@ except ImportError as exc:  # pragma: no cover - the extra is not installed
 @dataclass
 class TaskWritten(WriterCommitMessage):
     """A write task's commit message: what the target confirmed of the task's rows.
-    ``output`` is the task's file (``request_file``; None for a server, or a task without
-    rows, which opens no session and writes no file); ``rejected_rows``: the rows set aside
-    in the task's rejected file (with ``max_errors``; else 0: a row the target refuses
-    fails its task)."""
+    ``output`` is the final name of the task's file (a file target: ``request_file``,
+    ``jsonl``; None for a server, or a task without rows, which opens no session and writes
+    no file); the task wrote it under ``temporary``, a name of its attempt's own, which the
+    driver's commit renames to ``output`` once it has checked that the file is still as the
+    task left it (``size``, ``mtime_ns``); ``rejected_rows``: the rows set aside in the
+    task's rejected file (with ``max_errors``; else 0: a row the target refuses fails its
+    task)."""
 
     partition: int
     attempt: int
@@ -41,6 +44,11 @@ class TaskWritten(WriterCommitMessage):
     cpu_seconds: float = 0.0
     #: the id of the Python worker process that ran the task
     pid: int = 0
+    #: a file target's: the file the task wrote, under its attempt's own name, and its size
+    #: and modification time (ns) when the task ended
+    temporary: Optional[str] = None
+    size: int = 0
+    mtime_ns: int = 0
 
 
 @dataclass(frozen=True)
@@ -49,9 +57,10 @@ class SparkWriteResult:
     write tasks' commit messages. ``committed``: the job committed (every task confirmed);
     False after an abort, when the sums are those of the tasks that confirmed their rows
     (``partitions``), and ``unconfirmed_tasks`` counts the others. ``seconds``: from the
-    first of those tasks' start to the last one's end. ``outputs``: the files written (a
-    file target such as ``request_file``). ``cpu_seconds``: the CPU time the Python workers
-    spent in those tasks, summed (:attr:`TaskWritten.cpu_seconds`).
+    first of those tasks' start to the last one's end. ``outputs``: the files the commit
+    named (a file target such as ``request_file``; none after an abort, which removes the
+    tasks' files). ``cpu_seconds``: the CPU time the Python workers spent in those tasks,
+    summed (:attr:`TaskWritten.cpu_seconds`).
 
     >>> SparkWriteResult(committed=False, rows=20, body_bytes=900, wire_bytes=900, retries=0,
     ...                  rejected_rows=0, tasks=3, unconfirmed_tasks=1, partitions=[0, 1, 3],
@@ -102,7 +111,7 @@ class SparkWriteResult:
                    partitions=[m.partition for m in done],
                    seconds=(max(m.ended for m in done) - min(m.started for m in done)
                             if done else 0.0), target=target,
-                   outputs=[m.output for m in done if m.output is not None],
+                   outputs=[m.output for m in done if m.output is not None and committed],
                    batch_id=batch_id, cpu_seconds=sum(m.cpu_seconds for m in done),
                    pids=sorted({m.pid for m in done}))
 

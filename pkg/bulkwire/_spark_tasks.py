@@ -3,11 +3,13 @@
 """
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import os
 import time
 from typing import Any, Iterator, List
 
+from ._spark_files import temporary_name
 from ._spark_kept import _kept_target, _keeps
 from ._spark_options import _Job
 from ._spark_results import TaskWritten
@@ -75,10 +77,14 @@ def _write(job: _Job, iterator: Iterator[Any], keep: bool = False) -> TaskWritte
         return TaskWritten(rows=0, body_bytes=0, wire_bytes=0, retries=0, ended=time.time(),
                            cpu_seconds=time.process_time() - cpu, **ids)
     target, output = job.task_target(partition, batch_id)
-    if output is not None:
+    described, temporary = target.describe(), None
+    if output is not None:  # a file: written under the attempt's own name, which the
+        # driver's commit renames (a task never gives the final name: _spark_files)
         folder = os.path.dirname(output)
         if folder and not os.path.isdir(folder):  # an executor on another machine
             os.makedirs(folder, exist_ok=True)
+        temporary = temporary_name(output, attempt)
+        target = dataclasses.replace(target, **{job.output_option: temporary})
     counted = _Counted(_kept_target(target) if keep and _keeps(target) else target)
     reader = pa.RecordBatchReader.from_batches(first.schema, itertools.chain([first], batches))
     rejects = rejecting(job.options, partition if batch_id is None
@@ -89,9 +95,13 @@ def _write(job: _Job, iterator: Iterator[Any], keep: bool = False) -> TaskWritte
     except Exception as exc:
         batch = f" of micro-batch {batch_id}" if batch_id is not None else ""
         _add_note(exc, f"in partition {partition}{batch} (attempt {attempt}) of the Spark "
-                       f"write into {target.describe()}")
+                       f"write into {described}")
         raise
+    files = {}
+    if temporary is not None:
+        stat = os.stat(temporary)
+        files = dict(temporary=temporary, size=stat.st_size, mtime_ns=stat.st_mtime_ns)
     return TaskWritten(rows=result.rows, body_bytes=result.body_bytes,
                        wire_bytes=result.wire_bytes, retries=counted.retries,
                        ended=time.time(), output=output, rejected_rows=result.rejected_rows,
-                       cpu_seconds=time.process_time() - cpu, **ids)
+                       cpu_seconds=time.process_time() - cpu, **files, **ids)

@@ -26,7 +26,9 @@ confirmed; the job's commit sums them into a :class:`SparkWriteResult`, logged o
 :func:`last_result`.
 
 Only ``mode("append")`` is taken. A file target (a kind that writes one output whole:
-``request_file``, ``jsonl``) writes one file per write task: the option naming its output
+``request_file``, ``jsonl``) writes one file per write task, under a temporary name of the
+task attempt's own that the driver's commit renames (its abort removes it): the option
+naming its output
 (``out``, ``path``; or the path given to ``save``) is a folder (an existing one, or a path
 ending in ``/``), into which each task writes ``part-<partition>`` named as the kind names
 its files (``.bulk.json[.gz|.zst]``, ``.jsonl[.gz|.zst]``), or a path holding
@@ -68,6 +70,7 @@ except ImportError:  # PySpark 4.0: no Arrow stream writer, no streaming
 # the data source's rooms: its results, its options, its tasks, the sessions kept across
 # micro-batches; their names kept here
 from . import _spark_kept
+from ._spark_files import commit_files, remove_temporaries
 from ._spark_kept import KEEP_IDLE_SECONDS
 from ._spark_options import PIPELINE_OPTIONS, _Job, _job
 from ._spark_results import SparkWriteResult, TaskWritten
@@ -94,6 +97,14 @@ def _describe(job: _Job) -> str:
     return f"files {job.out}" if job.out is not None else job.target.describe()
 
 
+def _finals(job: _Job, messages: List[Any], batch_id: Optional[int]) -> List[str]:
+    """The final names of a file target's files, one per partition (Spark gives the commit
+    and the abort a message, or None, for each); none for a server."""
+    if job.out is None:
+        return []
+    return [job.output_of(p, batch_id) for p in range(len(messages))]
+
+
 def _report(job: _Job, result: SparkWriteResult) -> None:
     """Logs ``result`` and, for a data source :func:`register` made, keeps it for
     :func:`last_result`."""
@@ -112,7 +123,10 @@ def _report(job: _Job, result: SparkWriteResult) -> None:
 
 class BulkwireWriter(DataSourceArrowWriter):
     """The batch writer: made on the driver (the options and schema judged there), pickled
-    to every write task (:meth:`write`); :meth:`commit` or :meth:`abort` run on the driver."""
+    to every write task (:meth:`write`); :meth:`commit` or :meth:`abort` run on the driver.
+    A file target's task writes its file under its attempt's own temporary name, which
+    :meth:`commit` renames to the final name and :meth:`abort` removes
+    (:mod:`bulkwire._spark_files`)."""
 
     def __init__(self, job: _Job) -> None:
         self.job = job
@@ -121,10 +135,11 @@ class BulkwireWriter(DataSourceArrowWriter):
         return _write(self.job, iterator)
 
     def commit(self, messages: List[Optional[WriterCommitMessage]]) -> None:
-        _report(self.job, SparkWriteResult.of(True, list(messages),
-                                              _describe(self.job), None))
+        kept = commit_files(list(messages), _finals(self.job, messages, None))
+        _report(self.job, SparkWriteResult.of(True, kept, _describe(self.job), None))
 
     def abort(self, messages: List[Optional[WriterCommitMessage]]) -> None:
+        remove_temporaries(list(messages), _finals(self.job, messages, None))
         _report(self.job, SparkWriteResult.of(False, list(messages),
                                               _describe(self.job), None))
 
@@ -144,10 +159,11 @@ if DataSourceStreamArrowWriter is not None:
             return _write(self.job, iterator, keep=True)
 
         def commit(self, messages: List[Optional[WriterCommitMessage]], batchId: int) -> None:
-            _report(self.job, SparkWriteResult.of(True, list(messages),
-                                                  _describe(self.job), batchId))
+            kept = commit_files(list(messages), _finals(self.job, messages, batchId))
+            _report(self.job, SparkWriteResult.of(True, kept, _describe(self.job), batchId))
 
         def abort(self, messages: List[Optional[WriterCommitMessage]], batchId: int) -> None:
+            remove_temporaries(list(messages), _finals(self.job, messages, batchId))
             _report(self.job, SparkWriteResult.of(False, list(messages),
                                                   _describe(self.job), batchId))
 
