@@ -207,6 +207,77 @@ def test_the_driver_s_abort_removes_the_tasks_temporary_files(tmp_path, monkeypa
         == (False, 20, 1, [])
 
 
+def rejecting_job(out, rejected, result_dir):
+    """The batch job of a JSON Lines target into the folder ``out`` whose rows with a null
+    id go to the directory ``rejected`` (at most 5 a task)."""
+    from bulkwire import _spark_options
+
+    return _spark_options._job({"target": "jsonl", "path": str(out) + "/", "max_errors": "5",
+                                "rejected": str(rejected)}, spark_schema(), False, False,
+                               str(result_dir))
+
+
+def task_write_nulls(writer, monkeypatch, partition: int, ids, null: set, attempt: int = 0):
+    """``task_write`` of rows whose id is null where it is in ``null``."""
+    from bulkwire import _spark_tasks
+
+    rows = rows_of(ids)
+    rows = rows.set_column(0, "id", pa.array([None if i in null else i for i in ids],
+                                             pa.int64()))
+    monkeypatch.setattr(_spark_tasks, "_task_ids", lambda: (partition, attempt, None))
+    return writer.write(iter(rows.to_batches(max_chunksize=7)))
+
+
+def test_a_task_s_rejected_file_takes_a_final_name_only_at_the_driver_s_commit(
+        tmp_path, monkeypatch):
+    out, rejected = tmp_path / "out", tmp_path / "rejected"
+    writer = bulkwire.spark.BulkwireWriter(rejecting_job(out, rejected, tmp_path))
+    nulls = [{3, 5}, {12}]
+    messages = [task_write_nulls(writer, monkeypatch, p, range(p * 10, p * 10 + 10),
+                                 nulls[p], 2) for p in (0, 1)]
+    # the tasks ended (as they do when a killed driver ends their input): their rejected
+    # files are there under their attempts' hidden names only, never as part-<partition>
+    assert [m.rejected_rows for m in messages] == [2, 1]
+    assert sorted(os.listdir(rejected)) == sorted(
+        os.path.basename(m.rejected_temporary) for m in messages)
+    assert all(name.startswith(".part-") and ".attempt-2-" in name
+               for name in os.listdir(rejected))
+    writer.commit(messages)
+    assert sorted(os.listdir(rejected)) == ["part-0.parquet", "part-1.parquet"]
+    for p in (0, 1):
+        thrown = pq.read_table(rejected / f"part-{p}.parquet")
+        assert sorted(thrown.column("v").to_pylist()) == sorted(f"v{i}" for i in nulls[p])
+    result = bulkwire.spark.SparkWriteResult(**json.loads((tmp_path / "last.json").read_text()))
+    assert result.committed and (result.rows, result.rejected_rows) == (17, 3)
+
+
+def test_the_driver_s_abort_keeps_finished_tasks_rejected_files_only(tmp_path, monkeypatch):
+    out, rejected = tmp_path / "out", tmp_path / "rejected"
+    writer = bulkwire.spark.BulkwireWriter(rejecting_job(out, rejected, tmp_path))
+    done = task_write_nulls(writer, monkeypatch, 0, range(10), {4})
+    # partition 1 finished too, but its message never reached the driver
+    lost = task_write_nulls(writer, monkeypatch, 1, range(10, 20), {15})
+    writer.abort([done, None])
+    # the finished task's rows refused are kept under its final name; its output is not;
+    # the lost attempt's files are gone
+    assert os.listdir(rejected) == ["part-0.parquet"] and os.listdir(out) == []
+    assert pq.read_table(rejected / "part-0.parquet").column("v").to_pylist() == ["v4"]
+    assert not os.path.exists(lost.rejected_temporary) and not os.path.exists(lost.temporary)
+
+
+def test_a_rejected_file_changed_before_the_commit_fails_it_naming_the_file(
+        tmp_path, monkeypatch):
+    out, rejected = tmp_path / "out", tmp_path / "rejected"
+    writer = bulkwire.spark.BulkwireWriter(rejecting_job(out, rejected, tmp_path))
+    message = task_write_nulls(writer, monkeypatch, 0, range(10), {1})
+    with open(message.rejected_temporary, "ab") as f:
+        f.write(b"more")
+    with pytest.raises(bulkwire.LoadError, match="rejected file .*changed after its task"):
+        writer.commit([message])
+    assert not os.path.exists(message.output)  # nothing renamed: not even the output
+    assert not os.path.exists(rejected / "part-0.parquet")
+
+
 def test_a_second_attempt_s_message_for_a_partition_is_not_committed_twice(tmp_path,
                                                                            monkeypatch):
     out = tmp_path / "out"

@@ -252,16 +252,34 @@ def load_arrow(data: Any, config: SinkConfig, source: str, task: Any = None) -> 
 class rejecting:
     """A context manager giving one task's options: with ``rejected`` (a directory), the
     task's rejected file in it, written under a temporary name and, on leaving, renamed
-    ``part-<task>.parquet`` when it holds rows, however the task ends (a task that
-    rejected none leaves no file); a task run again replaces its file. Without ``rejected``, the options themselves."""
+    ``part-<task>.parquet`` (:meth:`final_name`) when it holds rows, however the task ends
+    (a task that rejected none leaves no file); a task run again replaces its file. Without
+    ``rejected``, the options themselves. With ``attempt`` (a Spark task attempt's number),
+    the file is left under its attempt's own temporary name (``kept``), which the driver's
+    commit renames: a task never gives the final name itself."""
 
-    def __init__(self, options: LoadOptions, task: Any) -> None:
-        self.options, self.final, self.pending = options, None, None
+    def __init__(self, options: LoadOptions, task: Any, attempt: Any = None) -> None:
+        self.options, self.final, self.pending, self.kept = options, None, None, None
+        self.deferred = attempt is not None
         if options.rejected is not None:
             os.makedirs(options.rejected, exist_ok=True)
-            self.final = os.path.join(options.rejected, f"part-{task}.parquet")
-            self.pending = os.path.join(options.rejected,
-                                        f".part-{task}.{os.getpid()}.pending.parquet")
+            self.final = self.final_name(options.rejected, task)
+            if self.deferred:
+                from ._spark_files import temporary_name
+
+                self.pending = temporary_name(self.final, attempt)
+            else:
+                self.pending = os.path.join(options.rejected,
+                                            f".part-{task}.{os.getpid()}.pending.parquet")
+
+    @staticmethod
+    def final_name(directory: str, task: Any) -> str:
+        """The name of task ``task``'s rejected file in ``directory``.
+
+        >>> rejecting.final_name("bad", 3)
+        'bad/part-3.parquet'
+        """
+        return os.path.join(directory, f"part-{task}.parquet")
 
     def __enter__(self) -> LoadOptions:
         if self.pending is None:
@@ -274,10 +292,12 @@ class rejecting:
         import pyarrow.parquet as pq
 
         # kept however the task ends (a failed task's rows rejected so far say why it failed)
-        if pq.ParquetFile(self.pending).metadata.num_rows:
-            os.replace(self.pending, self.final)
-        else:
+        if not pq.ParquetFile(self.pending).metadata.num_rows:
             os.remove(self.pending)
+        elif self.deferred:
+            self.kept = self.pending
+        else:
+            os.replace(self.pending, self.final)
 
 
 def summed(results: Iterable[LoadResult], seconds: float, source: str, config: SinkConfig) -> LoadResult:

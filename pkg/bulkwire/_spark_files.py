@@ -2,14 +2,15 @@
 under a temporary name of its own (:func:`temporary_name`: hidden, in the final file's
 folder, unique to the attempt); the driver's commit renames the files of the committed
 attempts to their final names (:func:`commit_files`) and its abort removes them
-(:func:`remove_temporaries`). A task never gives a final name itself, so a job whose driver
-died leaves temporary names only. Needs PySpark, as :mod:`bulkwire.spark` does.
+(:func:`remove_temporaries`). A task's rejected file (``rejected``) takes the same way. A
+task never gives a final name itself, so a job whose driver died leaves temporary names
+only. Needs PySpark, as :mod:`bulkwire.spark` does.
 """
 from __future__ import annotations
 
 import os
 import secrets
-from typing import Any, List
+from typing import Any, List, Optional, Tuple, Union
 
 from ._spark_results import TaskWritten
 from .errors import LoadError
@@ -35,19 +36,48 @@ def temporary_name(final: str, attempt: int) -> str:
     return os.path.join(folder, f".{name}{ATTEMPT_MARK}{attempt}-{secrets.token_hex(4)}")
 
 
+def rejected_task(partition: int, batch_id: Optional[int]) -> Union[int, str]:
+    """What a Spark task's rejected file is named after: its partition, and in a streaming
+    query its micro-batch too.
+
+    >>> rejected_task(3, None), rejected_task(3, 12)
+    (3, '12-3')
+    """
+    return partition if batch_id is None else f"{batch_id}-{partition}"
+
+
+#: one file of a commit message: (temporary name, final name, size, mtime_ns, what it is)
+_File = Tuple[str, str, int, int, str]
+
+
+def _files(message: Any) -> List[_File]:
+    """The files ``message`` (a task's commit message, or None) asks the commit to rename:
+    its output (a file target's) and its rejected file (with ``rejected``)."""
+    if not isinstance(message, TaskWritten):
+        return []
+    files = []
+    if message.temporary is not None and message.output is not None:
+        files.append((message.temporary, message.output, message.size, message.mtime_ns,
+                      "file"))
+    if message.rejected_temporary is not None and message.rejected_output is not None:
+        files.append((message.rejected_temporary, message.rejected_output,
+                      message.rejected_size, message.rejected_mtime_ns, "rejected file"))
+    return files
+
+
 def commit_files(messages: List[Any], finals: List[str]) -> List[Any]:
     """The driver's commit of a job's (or micro-batch's) files, ``finals`` the final names of
-    its partitions' files (one per message; none for a server): each file a committed attempt
-    wrote under its temporary name renamed to its final name (``os.replace``: a file of the
-    same name, an earlier job's or a replayed micro-batch's, is replaced whole). Every
-    temporary file is checked first, and none renamed unless all are there as their tasks
-    left them (the size and modification time each task saw): else ``LoadError`` naming the
-    file. A second message for the same partition (another attempt's file of the same
-    rows) is not committed: its file is removed and it is left out of the messages
-    returned, which the job's result sums. A rename that fails removes the files this
-    commit renamed before raising. Then every other temporary file of those partitions
-    (attempts that ended without reaching the commit) is removed (:func:`sweep`). Returns
-    ``messages`` without those left out.
+    its partitions' files (:func:`sweep`'s; none for a server without rejected rows): each
+    file a committed attempt wrote under its temporary name (its output, its rejected file)
+    renamed to its final name (``os.replace``: a file of the same name, an earlier job's or
+    a replayed micro-batch's, is replaced whole). Every temporary file is checked first, and
+    none renamed unless all are there as their tasks left them (the size and modification
+    time each task saw): else ``LoadError`` naming the file. A second message for the same
+    partition (another attempt's file of the same rows) is not committed: its files are
+    removed and it is left out of the messages returned, which the job's result sums. A
+    rename that fails removes the files this commit renamed before raising. Then every
+    other temporary file of those final names (attempts that ended without reaching the
+    commit) is removed (:func:`sweep`). Returns ``messages`` without those left out.
 
     >>> commit_files([None], [])  # a failed task's message: nothing to rename
     [None]
@@ -55,40 +85,69 @@ def commit_files(messages: List[Any], finals: List[str]) -> List[Any]:
     first: dict = {}
     extra: List[TaskWritten] = []
     for message in messages:
-        if isinstance(message, TaskWritten) and message.temporary is not None:
+        if _files(message):
             if message.partition in first:
                 extra.append(message)
             else:
                 first[message.partition] = message
     for message in first.values():
-        _check(message)
-    renamed: List[TaskWritten] = []
+        for file in _files(message):
+            _check(message, file)
+    renamed: List[str] = []
     for message in first.values():
-        try:
-            os.replace(message.temporary, message.output)
-        except OSError as exc:
-            for done in renamed:
-                _remove(done.output)
-            raise LoadError(f"the Spark commit could not rename partition "
-                            f"{message.partition}'s file {message.temporary!r} to "
-                            f"{message.output!r}: {exc.strerror or exc}") from exc
-        renamed.append(message)
+        for temporary, final, _, _, what in _files(message):
+            try:
+                os.replace(temporary, final)
+            except OSError as exc:
+                for done in renamed:
+                    _remove(done)
+                raise LoadError(f"the Spark commit could not rename partition "
+                                f"{message.partition}'s {what} {temporary!r} to "
+                                f"{final!r}: {exc.strerror or exc}") from exc
+            renamed.append(final)
     remove_temporaries(extra, finals)
     return [m for m in messages if not any(m is e for e in extra)]
 
 
 def remove_temporaries(messages: List[Any], finals: List[str]) -> None:
-    """The driver's abort: removes the temporary file of each message that has one, and every
-    other temporary file of the final names ``finals`` (:func:`sweep`: the attempts whose
-    messages did not arrive, a task that was still running when another failed). A file
-    already gone is no error.
+    """Removes the temporary files of each message that has them (its output, its rejected
+    file), and every other temporary file of the final names ``finals`` (:func:`sweep`:
+    the attempts whose messages did not arrive, a task that was still running when another
+    failed). A file already gone is no error.
 
     >>> remove_temporaries([None], [])
     """
     for message in messages:
-        if isinstance(message, TaskWritten) and message.temporary is not None:
-            _remove(message.temporary)
+        for temporary, *_ in _files(message):
+            _remove(temporary)
     sweep(finals)
+
+
+def abort_files(messages: List[Any], finals: List[str]) -> List[str]:
+    """The driver's abort: the outputs of the tasks that finished are removed (the job wrote
+    nothing under a final name), while their rejected files are renamed to their final
+    names, checked as the commit checks them (the rows those tasks refused are recorded, not
+    dropped with the job); then every other temporary file of ``finals`` is removed.
+    Returns the rejected files kept. A rejected file that cannot be kept is removed, and
+    the abort goes on: the job has already failed, with its own error.
+
+    >>> abort_files([None], [])
+    []
+    """
+    kept: List[str] = []
+    for message in messages:
+        for temporary, final, size, mtime_ns, what in _files(message):
+            if what == "rejected file":
+                try:
+                    _check(message, (temporary, final, size, mtime_ns, what))
+                    os.replace(temporary, final)
+                    kept.append(final)
+                    continue
+                except (LoadError, OSError):
+                    pass
+            _remove(temporary)
+    sweep(finals)
+    return kept
 
 
 def sweep(finals: List[str]) -> None:
@@ -113,19 +172,20 @@ def sweep(finals: List[str]) -> None:
                 _remove(os.path.join(folder, name))
 
 
-def _check(message: TaskWritten) -> None:
-    """Raises ``LoadError`` naming the temporary file of ``message`` unless it is there as
-    its task left it."""
-    where = (f"partition {message.partition}'s file {message.temporary!r} (attempt "
+def _check(message: TaskWritten, file: _File) -> None:
+    """Raises ``LoadError`` naming ``file``, one of ``message``'s (:func:`_files`), unless
+    it is there as its task left it."""
+    temporary, final, size, mtime_ns, what = file
+    where = (f"partition {message.partition}'s {what} {temporary!r} (attempt "
              f"{message.attempt}" + (f", micro-batch {message.batch_id}"
                                      if message.batch_id is not None else "") + ")")
     try:
-        stat = os.stat(message.temporary)
+        stat = os.stat(temporary)
     except OSError as exc:
-        raise LoadError(f"the Spark commit cannot rename {where} to {message.output!r}: "
+        raise LoadError(f"the Spark commit cannot rename {where} to {final!r}: "
                         f"{exc.strerror or exc}") from exc
-    if (stat.st_size, stat.st_mtime_ns) != (message.size, message.mtime_ns):
-        raise LoadError(f"the Spark commit cannot rename {where} to {message.output!r}: it "
+    if (stat.st_size, stat.st_mtime_ns) != (size, mtime_ns):
+        raise LoadError(f"the Spark commit cannot rename {where} to {final!r}: it "
                         f"was changed after its task wrote it ({stat.st_size} bytes, "
-                        f"modified at {stat.st_mtime_ns} ns; the task left {message.size} "
-                        f"bytes, modified at {message.mtime_ns} ns)")
+                        f"modified at {stat.st_mtime_ns} ns; the task left {size} "
+                        f"bytes, modified at {mtime_ns} ns)")

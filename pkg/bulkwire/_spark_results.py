@@ -49,6 +49,13 @@ class TaskWritten(WriterCommitMessage):
     temporary: Optional[str] = None
     size: int = 0
     mtime_ns: int = 0
+    #: with ``rejected``, when the task rejected rows: its rejected file, written under its
+    #: attempt's own name (``rejected_temporary``) for the commit to rename to
+    #: ``rejected_output``, and its size and modification time (ns) when the task ended
+    rejected_temporary: Optional[str] = None
+    rejected_output: Optional[str] = None
+    rejected_size: int = 0
+    rejected_mtime_ns: int = 0
 
 
 @dataclass(frozen=True)

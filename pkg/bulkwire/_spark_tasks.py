@@ -9,7 +9,7 @@ import os
 import time
 from typing import Any, Iterator, List
 
-from ._spark_files import temporary_name
+from ._spark_files import rejected_task, temporary_name
 from ._spark_kept import _kept_target, _keeps
 from ._spark_options import _Job
 from ._spark_results import TaskWritten
@@ -87,8 +87,7 @@ def _write(job: _Job, iterator: Iterator[Any], keep: bool = False) -> TaskWritte
         target = dataclasses.replace(target, **{job.output_option: temporary})
     counted = _Counted(_kept_target(target) if keep and _keeps(target) else target)
     reader = pa.RecordBatchReader.from_batches(first.schema, itertools.chain([first], batches))
-    rejects = rejecting(job.options, partition if batch_id is None
-                        else f"{batch_id}-{partition}")
+    rejects = rejecting(job.options, rejected_task(partition, batch_id), attempt)
     try:
         with rejects as options:
             result = load_arrow(reader, counted, options=options, threads=1)
@@ -101,6 +100,10 @@ def _write(job: _Job, iterator: Iterator[Any], keep: bool = False) -> TaskWritte
     if temporary is not None:
         stat = os.stat(temporary)
         files = dict(temporary=temporary, size=stat.st_size, mtime_ns=stat.st_mtime_ns)
+    if rejects.kept is not None:
+        stat = os.stat(rejects.kept)
+        files.update(rejected_temporary=rejects.kept, rejected_output=rejects.final,
+                     rejected_size=stat.st_size, rejected_mtime_ns=stat.st_mtime_ns)
     return TaskWritten(rows=result.rows, body_bytes=result.body_bytes,
                        wire_bytes=result.wire_bytes, retries=counted.retries,
                        ended=time.time(), output=output, rejected_rows=result.rejected_rows,

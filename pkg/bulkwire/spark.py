@@ -70,7 +70,7 @@ except ImportError:  # PySpark 4.0: no Arrow stream writer, no streaming
 # the data source's rooms: its results, its options, its tasks, the sessions kept across
 # micro-batches; their names kept here
 from . import _spark_kept
-from ._spark_files import commit_files, remove_temporaries
+from ._spark_files import abort_files, commit_files, rejected_task
 from ._spark_kept import KEEP_IDLE_SECONDS
 from ._spark_options import PIPELINE_OPTIONS, _Job, _job
 from ._spark_results import SparkWriteResult, TaskWritten
@@ -98,11 +98,18 @@ def _describe(job: _Job) -> str:
 
 
 def _finals(job: _Job, messages: List[Any], batch_id: Optional[int]) -> List[str]:
-    """The final names of a file target's files, one per partition (Spark gives the commit
-    and the abort a message, or None, for each); none for a server."""
-    if job.out is None:
-        return []
-    return [job.output_of(p, batch_id) for p in range(len(messages))]
+    """The final names of the files the job's tasks may write, one per partition (Spark
+    gives the commit and the abort a message, or None, for each): a file target's outputs,
+    and with ``rejected`` the rejected files; none for a server without rejected rows."""
+    from ._arrow_sink import rejecting
+
+    finals = []
+    if job.out is not None:
+        finals += [job.output_of(p, batch_id) for p in range(len(messages))]
+    if job.options.rejected is not None:
+        finals += [rejecting.final_name(job.options.rejected, rejected_task(p, batch_id))
+                   for p in range(len(messages))]
+    return finals
 
 
 def _report(job: _Job, result: SparkWriteResult) -> None:
@@ -139,7 +146,7 @@ class BulkwireWriter(DataSourceArrowWriter):
         _report(self.job, SparkWriteResult.of(True, kept, _describe(self.job), None))
 
     def abort(self, messages: List[Optional[WriterCommitMessage]]) -> None:
-        remove_temporaries(list(messages), _finals(self.job, messages, None))
+        abort_files(list(messages), _finals(self.job, messages, None))
         _report(self.job, SparkWriteResult.of(False, list(messages),
                                               _describe(self.job), None))
 
@@ -163,7 +170,7 @@ if DataSourceStreamArrowWriter is not None:
             _report(self.job, SparkWriteResult.of(True, kept, _describe(self.job), batchId))
 
         def abort(self, messages: List[Optional[WriterCommitMessage]], batchId: int) -> None:
-            remove_temporaries(list(messages), _finals(self.job, messages, batchId))
+            abort_files(list(messages), _finals(self.job, messages, batchId))
             _report(self.job, SparkWriteResult.of(False, list(messages),
                                                   _describe(self.job), batchId))
 
