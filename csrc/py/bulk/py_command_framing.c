@@ -206,11 +206,8 @@ char *bw_command_writer_detach(bw_command_writer *w, size_t *len, size_t *cap) {
     *cap = 0;
     if (w->buf.data == NULL || w->buf.len == 0)
         return NULL;
-    /* give back an unused tail of more than a quarter (a body's last buffer, or one grown
-       for a huge command): what is handed over is about what the queue holds. A full buffer
-       keeps its tail (at most an eighth and a page): giving it back would cost the next
-       writer of this memory, from the pool, a fresh page for each 4 KiB of it */
-    if (w->buf.cap - w->buf.len > w->buf.cap / 4) {
+    /* give back the unused tail: what is handed over is what the queue holds */
+    if (w->buf.cap - w->buf.len > 4096) {
         char *shrunk = realloc(w->buf.data, w->buf.len);
         if (shrunk != NULL) {
             w->buf.data = shrunk;
