@@ -267,4 +267,6 @@ def test_the_sender_threads_hold_the_buffer_pool_for_the_next_insert():
         gc.collect()
         buffers, nbytes, writers = _testing.pool_memory()
         assert _testing.pool_holds() >= 1
-        assert writers == 0 and buffers >= 1 and nbytes >= 64 * 1024
+        # writers other tests left to the collector may be alive too: the hold's own effect
+        # with no writer is test_bulk_writer's test_a_hold_keeps_the_buffer_pool_without_a_writer
+        assert buffers >= 1 and nbytes >= 64 * 1024
