@@ -13,13 +13,14 @@ divide the difference by the difference of the counts, so that one-time costs fa
 run): R=2 minus R=1 at the same count is one warm run, its fixed costs (the operation's
 requests, the sender thread, the close) included; at ``docs`` 1 it is the fixed cost alone.
 ``official`` runs the ``ravendb`` client's bulk insert instead, into the same loopback server.
-Each run's process CPU time (all its threads; the server's process is not counted) is printed
-too: run natively with ``--runs 4``, the median of the runs after the first is the client CPU
+Each run's process CPU time (all its threads; the server's process is not counted) and its
+page faults are printed too: run natively with ``--runs 4``, the median of the runs after the first is the client CPU
 per document of a warm insert (for comparing CPU features, e.g. under ``GLIBC_TUNABLES``).
 """
 from __future__ import annotations
 
 import argparse
+import resource
 import statistics
 import time
 import _common  # the checkout's bulkwire, when built in place
@@ -44,9 +45,10 @@ def main() -> None:
         return
     with _common.loopback_server("db") as url:
         compress = args.mode == "gzip"
-        cpu = []
+        cpu, faults = [], []
         for _ in range(args.runs):
             start = time.process_time()
+            faulted = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
             if args.client == "official":
                 official(_Node(url), "db", items, compress)  # type: ignore[arg-type]
             else:
@@ -54,6 +56,7 @@ def main() -> None:
                     for i, item in enumerate(items):
                         bulk.store(item, id=f"docs/{i}")
             cpu.append(time.process_time() - start)
+            faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faulted)
         summary = _common.server_summary(url)
     if summary.get("documents") != args.docs or not summary.get("complete") or summary.get("error"):
         raise SystemExit(f"the server's last insert is not the {args.docs} documents: {summary}")
@@ -62,6 +65,9 @@ def main() -> None:
     warm = cpu[1:] or cpu
     print(f"client CPU per document: {statistics.median(warm) / args.docs * 1e6:.2f} us "
           f"(median of {len(warm)} run(s){' after the first' if len(cpu) > 1 else ''})")
+    warm_faults = faults[1:] or faults
+    print(f"page faults per document: {statistics.median(warm_faults) / args.docs:.3f} "
+          f"(the process's minor faults, every thread, median of the same runs)")
 
 
 class _Node:

@@ -2,6 +2,7 @@
 import itertools
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -332,11 +333,13 @@ def test_real_server_replay_pieces_are_the_senders_body(compress):
 def test_callgrind_client_runs(args):
     """The client-side workload for instruction counts stores every document (it checks the
     loopback server's count itself) and prints its CPU per document (with two runs, of the
-    second alone)."""
+    second alone), and its page faults per document over the same runs."""
     out = run_script("callgrind_client.py", *args)
     assert out.startswith(f"{args[0]}, {args[1]}, ") and "the last insert complete" in out
     runs = "(median of 1 run(s) after the first)" if "--runs" in args else "(median of 1 run(s))"
-    assert "client CPU per document: " in out and out.rstrip().endswith(runs)
+    cpu, faults = out.rstrip().splitlines()[-2:]
+    assert cpu.startswith("client CPU per document: ") and cpu.endswith(runs)
+    assert re.fullmatch(r"page faults per document: \d+\.\d{3} \(.*median of the same runs\)", faults)
     assert run_script("callgrind_client.py", *args[:3], "skip") == ""
 
 

@@ -313,9 +313,21 @@ def _fill_until_handover(writer, payload, start=0):
             return piece, i
 
 
-def test_buffer_pool_reuses_sent_buffers_and_stays_bounded():
+@pytest.fixture
+def no_pool_holds():
+    """The holds of the body buffer pool (a sender thread kept from an earlier insert holds
+    it) ended for the test and taken again after it."""
+    holds = _core._testing.pool_holds()
+    for _ in range(holds):
+        _core.release_buffer_pool()
+    yield
+    for _ in range(holds):
+        _core.hold_buffer_pool()
+
+
+def test_buffer_pool_reuses_sent_buffers_and_stays_bounded(no_pool_holds):
     """A buffer the consumer is done with goes back to the pool and becomes the writer's next
-    buffer; the pool keeps at most 4 and is emptied when the last writer goes away; the bytes
+    buffer; the pool keeps at most 12 and is emptied when the last writer goes away; the bytes
     of a reused buffer are entirely the new commands'."""
     gc.collect()
     assert _core._testing.pool_memory() == (0, 0, 0)  # no writer leaked by another test
@@ -332,15 +344,15 @@ def test_buffer_pool_reuses_sent_buffers_and_stays_bounded():
     assert body.startswith(b',{"Id":"docs/') and b"x" not in body  # ...and overwrote it all
     json.loads(b"[" + body[1:] + b"]")
     assert first_text.startswith(b'[{"Id":"docs/0"')
-    pieces = [_fill_until_handover(writer, payload)[0] for _ in range(10)]
+    pieces = [_fill_until_handover(writer, payload)[0] for _ in range(15)]
     del pieces, second
-    assert _core._testing.pool_memory()[0] == 4  # bounded: the other 7 were freed
+    assert _core._testing.pool_memory()[0] == 12  # bounded: the other 4 were freed
     del writer
     gc.collect()
     assert _core._testing.pool_memory() == (0, 0, 0)  # no writer left: nothing is kept
 
 
-def test_buffer_pool_frees_buffers_released_after_the_last_writer():
+def test_buffer_pool_frees_buffers_released_after_the_last_writer(no_pool_holds):
     gc.collect()
     assert _core._testing.pool_memory()[2] == 0
     writer = _core.CommandWriter(buffer_size=4096)
@@ -351,6 +363,26 @@ def test_buffer_pool_frees_buffers_released_after_the_last_writer():
     del piece  # outlived its writer: freed, not pooled
     assert _core._testing.piece_memory()[2] == live - 1
     assert _core._testing.pool_memory() == (0, 0, 0)
+
+
+def test_a_hold_keeps_the_buffer_pool_without_a_writer(no_pool_holds):
+    """A hold keeps released buffers with no writer alive; its end frees them; a writer that
+    ends while a hold is there frees nothing."""
+    gc.collect()
+    _core.hold_buffer_pool()
+    try:
+        writer = _core.CommandWriter(buffer_size=4096)
+        piece, _ = _fill_until_handover(writer, "z" * 100)
+        del writer
+        gc.collect()
+        del piece  # released after its writer: kept, the pool being held
+        buffers, nbytes, writers = _core._testing.pool_memory()
+        assert buffers == 1 and nbytes >= 4096 and writers == 0
+    finally:
+        _core.release_buffer_pool()
+    assert _core._testing.pool_memory() == (0, 0, 0)
+    _core.release_buffer_pool()  # more ends than starts: no underflow
+    assert _core._testing.pool_holds() == 0
 
 
 class _Plain:

@@ -7,6 +7,7 @@ bounded: a job handed to nobody fails the test, it does not hang it.
 """
 from __future__ import annotations
 
+import gc
 import os
 import threading
 import time
@@ -234,3 +235,38 @@ def test_a_failed_insert_leaves_a_thread_that_sends_the_next_one():
             for i in range(100):
                 bulk.store({"n": i}, id=f"docs/{i}")
         assert len(server.requests[-1].commands) == 100 and server.requests[-1].succeeded
+
+
+def test_a_kept_thread_holds_what_it_was_given_to_hold_while_it_lives():
+    """``hold`` runs on each thread as it starts, ``release`` as it ends (after its idle
+    wait, and after a job that raised)."""
+    events = []
+    threads = KeptThreads("kept-hold", idle_seconds=0.05, hold=lambda: events.append("hold"),
+                          release=lambda: events.append("release"))
+    run_and_wait(threads)
+    run_and_wait(threads)
+    assert events[:1] == ["hold"]
+    assert wait_until(lambda: not named("kept-hold"))
+    assert events.count("hold") == events.count("release") >= 1
+
+
+def test_the_sender_threads_hold_the_buffer_pool_for_the_next_insert():
+    """While a sender thread is kept, the body buffer pool keeps the buffers of the insert
+    it sent for the next one: a second insert of the same documents takes buffers that are
+    already backed (the pool's count of reuses of kept buffers is not observable here, but
+    what the pool keeps with no writer alive is)."""
+    from bulkwire._core import _testing
+
+    with LoopbackServer() as server:
+        with bulkwire.BulkInsert(server.url, server.database, buffer_size=64 * 1024) as bulk:
+            for i in range(200):
+                bulk.store({"v": "x" * 1000}, id=f"docs/{i}")
+        assert server.requests[-1].succeeded
+        assert wait_until(lambda: transport._SENDER_THREADS.idle() >= 1)
+        del bulk
+        gc.collect()
+        buffers, nbytes, writers = _testing.pool_memory()
+        assert _testing.pool_holds() >= 1
+        # writers other tests left to the collector may be alive too: the hold's own effect
+        # with no writer is test_bulk_writer's test_a_hold_keeps_the_buffer_pool_without_a_writer
+        assert buffers >= 1 and nbytes >= 64 * 1024

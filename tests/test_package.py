@@ -167,7 +167,8 @@ def test_the_test_hooks_live_outside_the_extension_modules_api():
     hooks = {name for name in vars(_testing) if not name.startswith("__")}
     assert hooks == {"format_doubles", "format_floats32", "vint_pack", "vint_unpack",
                      "arrow_vectors_info", "piece_memory", "pool_memory", "reset_piece_peak",
-                     "make_piece", "batch_text_memory", "parquet_page_buffers", "raise_status"}
+                     "make_piece", "batch_text_memory", "parquet_page_buffers", "raise_status",
+                     "pool_holds"}
     stub = (ROOT / "pkg" / "bulkwire" / "_core.pyi").read_text()
     assert not [hook for hook in hooks if hook in stub]
 

@@ -27,9 +27,15 @@ class KeptThreads:
     True
     """
 
-    def __init__(self, name: str, idle_seconds: float = 30.0) -> None:
+    def __init__(self, name: str, idle_seconds: float = 30.0,
+                 hold: Optional[Callable[[], None]] = None,
+                 release: Optional[Callable[[], None]] = None) -> None:
         self.name = name
         self.idle_seconds = idle_seconds
+        #: called on each thread as it starts, and ``release`` as it ends: what a thread
+        #: keeps for the next job while it lives (the sender's: the buffer pool)
+        self.hold = hold
+        self.release = release
         self._lock = threading.Lock()
         self._idle: List[_KeptThread] = []
         if hasattr(os, "register_at_fork"):
@@ -80,12 +86,19 @@ class _KeptThread:
         self._wake.release()
 
     def _loop(self) -> None:
-        job, self._job = self._job, None
-        while job is not None:
-            job()  # what it raises ends this thread (it was not parked: nobody gives it work)
-            del job  # nothing of the job is kept while the thread waits
-            self._threads._park(self)
-            job = self._next_job()
+        threads = self._threads
+        if threads.hold is not None:
+            threads.hold()
+        try:
+            job, self._job = self._job, None
+            while job is not None:
+                job()  # what it raises ends this thread (it was not parked: nobody gives it work)
+                del job  # nothing of the job is kept while the thread waits
+                threads._park(self)
+                job = self._next_job()
+        finally:
+            if threads.release is not None:
+                threads.release()
 
     def _next_job(self) -> Optional[Callable[[], None]]:
         """The job given to this parked thread, or None when it is to end: none came for

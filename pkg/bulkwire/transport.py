@@ -110,8 +110,11 @@ class Body(Protocol):
     def fail(self, error: BaseException) -> None: ...
 
 
-#: The threads bodies are sent on, each kept a while for the next insert's body
-_SENDER_THREADS = KeptThreads("bulkwire-sender")
+#: The threads bodies are sent on, each kept a while for the next insert's body; while one
+#: lives, the body buffer pool keeps its buffers for the next insert (whose writer then
+#: writes into memory already backed rather than a fresh page per 4 KiB)
+_SENDER_THREADS = KeptThreads("bulkwire-sender", hold=_core.hold_buffer_pool,
+                              release=_core.release_buffer_pool)
 
 
 class BodySender:

@@ -83,6 +83,23 @@ TEST(retains_nest) {
     CHECK_EQ(users, 0);
 }
 
+TEST(a_hold_keeps_buffers_without_a_writer) {
+    size_t buffers, bytes, users, cap;
+    bw_pool_hold();
+    bw_pool_release(bw_pool_acquire(64, &cap), 64);
+    stats(&buffers, &bytes, &users);
+    CHECK(buffers == 1 && users == 0); /* held: kept with no writer */
+    bw_pool_retain();
+    bw_pool_unhold();
+    stats(&buffers, &bytes, &users);
+    CHECK(buffers == 1 && users == 1); /* a writer is alive */
+    bw_pool_unretain();
+    stats(&buffers, &bytes, &users);
+    CHECK(buffers == 0 && users == 0); /* neither: freed */
+    bw_pool_unhold(); /* more ends than starts: no underflow */
+    CHECK_EQ(bw_pool_holds(), 0);
+}
+
 static volatile int churning;
 
 /* Another thread's work: the pool's lock taken and released all the time. */
@@ -241,7 +258,8 @@ TEST(a_child_forked_while_another_thread_uses_the_page_pool_can_use_it) {
 
 RUN_TESTS(without_a_writer_released_buffers_are_freed,
           keeps_at_most_the_slots_and_hands_back_the_warmest, a_small_recycled_buffer_grows,
-          retains_nest, a_child_forked_while_another_thread_uses_the_pool_can_use_it,
+          retains_nest, a_hold_keeps_buffers_without_a_writer,
+          a_child_forked_while_another_thread_uses_the_pool_can_use_it,
           the_page_pool_keeps_buffers_with_no_user_and_hands_back_the_smallest_that_fits,
           small_page_buffers_are_never_kept, the_page_pool_keeps_within_its_slots_and_its_bytes,
           a_child_forked_while_another_thread_uses_the_page_pool_can_use_it)

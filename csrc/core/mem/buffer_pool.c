@@ -13,15 +13,15 @@ typedef struct {
     size_t cap[MOST_SLOTS];
     size_t count, bytes;
     size_t slots, max_bytes;
-    int only_while_used; /* keep nothing while no user is alive (users == 0) */
-    size_t users;
+    int only_while_used; /* keep nothing while no user is alive and nothing holds it */
+    size_t users, holds;
     size_t reused;
 } pool;
 
 static pool body_pool = {PTHREAD_MUTEX_INITIALIZER, {0}, {0}, 0, 0, BW_POOL_SLOTS, SIZE_MAX,
-                         1, 0, 0};
+                         1, 0, 0, 0};
 static pool page_pool = {PTHREAD_MUTEX_INITIALIZER, {0}, {0}, 0, 0, BW_PAGE_POOL_SLOTS,
-                         BW_PAGE_POOL_BYTES, 0, 0, 0};
+                         BW_PAGE_POOL_BYTES, 0, 0, 0, 0};
 
 /* fork() from one thread while another holds a pool's lock would leave the child's copy
    locked for good: every buffer the child asks for would hang on it. The forking thread
@@ -37,7 +37,14 @@ static void unlock_all(void) {
     pthread_mutex_unlock(&page_pool.mu);
     pthread_mutex_unlock(&body_pool.mu);
 }
-static void install_fork_handlers(void) { (void)pthread_atfork(lock_all, unlock_all, unlock_all); }
+/* In the child, the threads that held the body pool (bw_pool_hold) are not there. */
+static void unlock_all_in_child(void) {
+    body_pool.holds = 0;
+    unlock_all();
+}
+static void install_fork_handlers(void) {
+    (void)pthread_atfork(lock_all, unlock_all, unlock_all_in_child);
+}
 
 /* Every entry takes a lock through this: the handlers exist before a lock is first used. */
 static void enter(pool *p) {
@@ -64,7 +71,7 @@ static void release(pool *p, void *data, size_t cap) {
     if (data == NULL)
         return;
     enter(p);
-    if ((!p->only_while_used || p->users > 0) && p->count < p->slots &&
+    if ((!p->only_while_used || p->users > 0 || p->holds > 0) && p->count < p->slots &&
         cap <= p->max_bytes - p->bytes) {
         p->data[p->count] = data;
         p->cap[p->count] = cap;
@@ -136,7 +143,21 @@ void bw_pool_retain(void) {
 
 void bw_pool_unretain(void) {
     enter(&body_pool);
-    int last = body_pool.users > 0 && --body_pool.users == 0;
+    int last = body_pool.users > 0 && --body_pool.users == 0 && body_pool.holds == 0;
+    leave(&body_pool);
+    if (last)
+        shrink(&body_pool, 0, 1);
+}
+
+void bw_pool_hold(void) {
+    enter(&body_pool);
+    body_pool.holds++;
+    leave(&body_pool);
+}
+
+void bw_pool_unhold(void) {
+    enter(&body_pool);
+    int last = body_pool.holds > 0 && --body_pool.holds == 0 && body_pool.users == 0;
     leave(&body_pool);
     if (last)
         shrink(&body_pool, 0, 1);
@@ -152,6 +173,13 @@ void bw_pool_stats(size_t *buffers, size_t *bytes, size_t *users) {
     *bytes = body_pool.bytes;
     *users = body_pool.users;
     leave(&body_pool);
+}
+
+size_t bw_pool_holds(void) {
+    enter(&body_pool);
+    size_t holds = body_pool.holds;
+    leave(&body_pool);
+    return holds;
 }
 
 void *bw_page_buffer_acquire(size_t capacity, size_t *cap) {

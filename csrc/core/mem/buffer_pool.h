@@ -11,7 +11,9 @@
 
    Two pools, one implementation:
    - body buffers (bw_pool_*): at most BW_POOL_SLOTS, kept only while at least one writer is
-     alive (bw_pool_retain);
+     alive (bw_pool_retain) or something holds the pool for the next writer (bw_pool_hold:
+     the thread kept for the next insert's body, so that the next insert writes into memory
+     already backed, not into fresh pages);
    - page buffers (bw_page_buffer_*): at most BW_PAGE_POOL_SLOTS buffers of at least
      BW_PAGE_POOL_SMALLEST bytes and BW_PAGE_POOL_BYTES bytes in all, kept while the process
      lives, so that a file opened for one lookup and closed reads the next lookup's pages
@@ -20,7 +22,10 @@
 #define BW_BUFFER_POOL_H
 #include <stddef.h>
 
-#define BW_POOL_SLOTS 4
+/* A writer's default queue holds 8 buffers; with the one being written and the one being sent,
+   10 are alive at its peak: the pool keeps that many and a couple more, so that a writer in
+   its steady state takes no fresh buffer. */
+#define BW_POOL_SLOTS 12
 #define BW_PAGE_POOL_SLOTS 16
 #define BW_PAGE_POOL_BYTES ((size_t)16 << 20)
 #define BW_PAGE_POOL_SMALLEST ((size_t)64 << 10)
@@ -31,6 +36,13 @@
    the last end frees whatever the pool holds. */
 void bw_pool_retain(void);
 void bw_pool_unretain(void);
+
+/* Something other than a writer keeps the pool's buffers for the next writer while it holds
+   it (holds nest; more ends than starts do not underflow). When neither a writer nor a hold
+   is left, the pool frees what it keeps. A forked child starts with no hold. */
+void bw_pool_hold(void);
+void bw_pool_unhold(void);
+size_t bw_pool_holds(void);
 
 /* Takes ownership of data (malloc'd, `cap` bytes): keeps it for reuse or frees it. */
 void bw_pool_release(char *data, size_t cap);

@@ -192,7 +192,45 @@ static PyObject *module_reset_piece_peak(PyObject *module, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* hold_buffer_pool() -> None (new reference): the body buffer pool keeps its buffers for
+   the next writer until release_buffer_pool() (the thread kept for the next insert's body
+   holds it while it lives). */
+static PyObject *module_hold_buffer_pool(PyObject *module, PyObject *args) {
+    (void)module;
+    (void)args;
+    bw_pool_hold();
+    Py_RETURN_NONE;
+}
+
+/* release_buffer_pool() -> None (new reference): ends one hold_buffer_pool(); the last one,
+   with no writer alive, frees what the pool keeps. */
+static PyObject *module_release_buffer_pool(PyObject *module, PyObject *args) {
+    (void)module;
+    (void)args;
+    bw_pool_unhold();
+    Py_RETURN_NONE;
+}
+
+/* pool_holds() -> int (new reference): the holds of the body buffer pool (tests). */
+static PyObject *module_pool_holds(PyObject *module, PyObject *args) {
+    (void)module;
+    (void)args;
+    return PyLong_FromSize_t(bw_pool_holds());
+}
+
+static PyMethodDef piece_functions[] = {
+    {"hold_buffer_pool", module_hold_buffer_pool, METH_NOARGS,
+     "hold_buffer_pool() -> None\n\nThe body buffer pool keeps its buffers for the next writer "
+     "until release_buffer_pool(), even while no writer is alive."},
+    {"release_buffer_pool", module_release_buffer_pool, METH_NOARGS,
+     "release_buffer_pool() -> None\n\nEnds one hold_buffer_pool(); the last one, with no writer "
+     "alive, frees the buffers the pool keeps."},
+    {NULL, NULL, 0, NULL},
+};
+
 static PyMethodDef piece_test_hooks[] = {
+    {"pool_holds", module_pool_holds, METH_NOARGS,
+     "pool_holds() -> int: the holds of the body buffer pool (hold_buffer_pool)."},
     {"piece_memory", module_piece_memory, METH_NOARGS,
      "piece_memory() -> (live_bytes, peak_bytes, live_pieces) of Piece objects."},
     {"pool_memory", module_pool_memory, METH_NOARGS,
@@ -205,6 +243,8 @@ static PyMethodDef piece_test_hooks[] = {
 };
 
 int bw_piece_add_to_module(PyObject *module) {
+    if (PyModule_AddFunctions(module, piece_functions) < 0)
+        return -1;
     return bw_state_add_type(module, BW_TYPE_PIECE, &Piece_spec);
 }
 
