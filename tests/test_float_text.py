@@ -1,7 +1,9 @@
 """Differential tests of the float-to-text core (csrc/float_text.c) against float.__repr__.
 
 Everything goes through the test hooks bulkwire._core._testing.format_doubles / _format_floats32,
-which format a whole array into newline-terminated text. The oracle for float64 is repr (with
+which format a whole array into newline-terminated text, one value at a time; float64 values
+are also written as JSON arrays by bulkwire.dumps (from an ndarray and from a list), which
+takes the array writer. The oracle for float64 is repr (with
 json's NaN / Infinity names); for float32 it is NumPy's shortest unique digits
 (np.format_float_scientific(unique=True)) laid out with repr's rules, plus a round-trip check.
 
@@ -15,6 +17,7 @@ import struct
 import numpy as np
 import pytest
 
+import bulkwire
 from bulkwire import _core
 
 COUNT = int(os.environ.get("BULKWIRE_FLOAT_TEST_COUNT", "5000000"))
@@ -47,13 +50,24 @@ def first_difference(values, got_lines, want_lines):
 
 
 def check_doubles(values):
+    """Each value alone (the hook), and the same values as one JSON array: from the ndarray
+    and from a list of floats, the two array writers (values taken in groups, a group with a
+    value off the common path written value by value)."""
     a = np.ascontiguousarray(values, dtype=np.float64).ravel()
     for start in range(0, len(a), SLICE):
         part = a[start:start + SLICE]
+        items = part.tolist()
+        texts = list(map(json_repr, items))
         got = _core._testing.format_doubles(part)
-        want = ("\n".join(map(json_repr, part.tolist())) + "\n").encode() if len(part) else b""
+        want = ("\n".join(texts) + "\n").encode() if len(part) else b""
         if got != want:
-            pytest.fail(first_difference(part.tolist(), got.decode().split("\n"), want.decode().split("\n")))
+            pytest.fail(first_difference(items, got.decode().split("\n"), want.decode().split("\n")))
+        want_array = ("[" + ", ".join(texts) + "]").encode()
+        for what, source in (("ndarray", part), ("list", items)):
+            got_array = bulkwire.dumps(source)
+            if got_array != want_array:
+                pytest.fail("as one array (%s): " % what + first_difference(
+                    items, got_array[1:-1].decode().split(", "), texts))
 
 
 def repr_layout(negative, digits, decpt):
