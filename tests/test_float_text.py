@@ -340,3 +340,16 @@ def test_hook_output_length_bound():
     vals = random_bits64(rng, 100000)
     lines = _core._testing.format_doubles(vals).split(b"\n")[:-1]
     assert max(map(len, lines)) <= 32
+
+
+def test_the_table_header_is_what_its_generator_writes():
+    """The powers of ten and the per-exponent rows are generated (with the integer logarithms
+    checked over the whole exponent range); a hand edit of the header fails here."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    written = subprocess.run([sys.executable, str(root / "tools" / "gen_pow10_table.py")],
+                             capture_output=True, text=True, check=True, timeout=120).stdout
+    assert written == (root / "csrc" / "core" / "json" / "float_text_table.h").read_text()

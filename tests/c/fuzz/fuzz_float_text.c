@@ -2,7 +2,7 @@
    the text must read back to the same bits (strtod / strtof), no shorter digit string may
    read back (snprintf %.*e at every shorter precision), and it must be the reference's
    (float.__repr__'s digits and layout; see float_reference.h for the one allowed
-   difference).
+   difference). All the input's doubles, as one array, must be each one's text joined.
    sources: float_text.c int_text.c
    libs: -lm */
 #include <math.h>
@@ -44,7 +44,30 @@ static void check_text(double v, int is_float) {
     REQUIRE(check_value(v, is_float, asymmetric) == 0);
 }
 
+/* The input's doubles written as one array (in groups, a group with a rare value value by
+   value) are each one's text, separated by ", ", and stay inside the room the header asks for. */
+static void check_array(const uint8_t *data, size_t n) {
+    enum { MOST = 512 };
+    static char got[MOST * (BW_FLOAT_TEXT_MAX + 2) + 1], want[MOST * (BW_FLOAT_TEXT_MAX + 2)];
+    n = n < MOST ? n : MOST;
+    char *w = want;
+    for (size_t i = 0; i < n; i++) {
+        double v;
+        memcpy(&v, data + 8 * i, 8);
+        if (i) {
+            memcpy(w, ", ", 2);
+            w += 2;
+        }
+        w += bw_double_to_text(v, w);
+    }
+    got[n * (BW_FLOAT_TEXT_MAX + 2)] = 0x55;
+    char *end = bw_doubles_to_text((const char *)data, n, 8, got);
+    REQUIRE(got[n * (BW_FLOAT_TEXT_MAX + 2)] == 0x55);
+    REQUIRE(end - got == w - want && memcmp(got, want, (size_t)(w - want)) == 0);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    check_array(data, size / 8);
     for (; size >= 8; data += 8, size -= 8) {
         double v;
         memcpy(&v, data, 8);
