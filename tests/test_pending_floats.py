@@ -359,3 +359,78 @@ def test_a_producer_that_finds_the_queue_full_writes_the_text_itself():
     assert not consumer.is_alive()
     assert writer.stats.blocked_puts > 0
     assert b"".join(pieces) == expected_body(docs)
+
+
+# ---- deferral follows the consumer: off while it is behind, on again when it keeps up ----
+
+def test_the_text_is_written_on_the_producer_while_the_consumer_is_behind():
+    """A hand-over that finds the queue full (the consumer is behind: the server or the
+    network is the bound) turns deferral off for the next documents: their lists are written
+    as text at once (counted at their text, not at their room). The first hand-over that finds
+    room turns it on again. The body is the same throughout."""
+    run = [j / 9 for j in range(100)]
+    text = len(json.dumps(run))
+    q = _core.HandoverQueue(1)
+    w = _core.CommandWriter(1024, queue=q, class_info=lambda c: ("x/", {}),
+                            defer_float_text=True)
+    allowed = threading.Semaphore(0)
+    taken = []
+    took = threading.Event()
+
+    def consume():
+        while True:
+            allowed.acquire()
+            got = _core.next_piece(q)
+            if got is None:
+                return
+            taken.append(bytes(got[0]))
+            took.set()
+
+    def let_take_after(delay):  # unblocks a producer waiting for room, once it waits
+        threading.Timer(delay, allowed.release).start()
+
+    def store(i):
+        before = w.bytes
+        w.store({"v": run}, f"d/{i}")
+        return w.bytes - before
+
+    consumer = threading.Thread(target=consume, daemon=True)
+    consumer.start()
+    first = store(1)                      # hand-over 1 finds room: deferral stays on
+    assert first >= 100 * ROOM
+    let_take_after(0.2)
+    assert store(2) >= 100 * ROOM         # stored deferred; hand-over 2 finds the queue full
+    let_take_after(0.2)
+    behind = store(3)                     # written as text; hand-over 3 finds it full again
+    assert behind < first and behind - text < first - 100 * ROOM
+    took.clear()
+    allowed.release()                     # the consumer takes piece 3: the queue is empty
+    assert took.wait(10)
+    assert store(4) == behind             # text again; hand-over 4 finds room
+    let_take_after(0.2)
+    assert store(5) == first              # deferred again; hand-over 5 waits for piece 4 taken
+    for _ in range(10):
+        allowed.release()
+    q.put(w.finish())
+    q.close_producer()
+    consumer.join(10)
+    assert not consumer.is_alive()
+    body = json.loads(b"".join(taken))
+    assert [c["Id"] for c in body] == [f"d/{i}" for i in range(1, 6)]
+    assert all(c["Document"]["v"] == run for c in body)
+    assert b"".join(taken) == b"".join(body_of_writer(defer=False))
+
+
+def body_of_writer(*, defer):
+    """The pieces of the same five documents, with no consumer waiting (nothing behind)."""
+    q = _core.HandoverQueue(100)
+    w = _core.CommandWriter(1024, queue=q, class_info=lambda c: ("x/", {}),
+                            defer_float_text=defer)
+    for i in range(1, 6):
+        w.store({"v": [j / 9 for j in range(100)]}, f"d/{i}")
+    q.put(w.finish())
+    q.close_producer()
+    pieces = []
+    while (got := _core.next_piece(q)) is not None:
+        pieces.append(bytes(got[0]))
+    return pieces

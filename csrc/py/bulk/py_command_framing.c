@@ -21,6 +21,7 @@ int bw_command_writer_init(bw_command_writer *w, size_t threshold, const bw_enco
     w->open_written = 0;
     w->in_batch = 0;
     w->pending_floats = 0;
+    w->consumer_behind = 0;
     bw_json_runs_clear(&w->runs);
     w->walker = bw_walker_new();
     if (w->walker == NULL)
@@ -86,7 +87,7 @@ int bw_command_writer_put(bw_command_writer *w, PyObject *id, PyObject *entity,
     bw_walker *walker = w->walker;
     bw_walker_init(walker, &w->opts, out);
     bw_json_runs runs_before = w->runs;
-    if (w->pending_floats)
+    if (w->pending_floats && !w->consumer_behind)
         walker->runs = &w->runs;
     Py_ssize_t members = 0;
 

@@ -32,6 +32,11 @@ typedef struct {
     /* Lists of floats in documents become pending runs of buf (json_array.h): their text is
        written by whoever settles the handed-over buffer (bw_piece_settle), off this thread. */
     int pending_floats;
+    /* The last hand-over found the queue full: the consumer is behind (the server or the
+       network is the bound), so deferring only adds the copy and a second pass; while this is
+       set, lists of floats are written as text here, where loading the float objects overlaps
+       the text of the ones loaded before. The next hand-over that finds room clears it. */
+    int consumer_behind;
     bw_json_runs runs;    /* the current buffer's pending runs */
 } bw_command_writer;
 

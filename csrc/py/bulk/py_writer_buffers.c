@@ -25,11 +25,13 @@ PyObject *bw_writer_take(WriterObject *self) {
 /* A full queue means the consumer is behind (with pending float text, writing it): rather
    than wait for room, this thread writes the text of the buffer it is about to hand over,
    with the GIL released, so that both threads format when formatting is the bound. The
-   piece is not shared yet: nobody else settles it meanwhile. */
+   piece is not shared yet: nobody else settles it meanwhile. The next documents' float text
+   is then written as they are stored, until a hand-over finds room again (consumer_behind). */
 static void command_writer_settle_when_full(WriterObject *self, bw_piece_object *piece) {
     bw_hq *q = &self->queue->q;
-    if (atomic_load_explicit(&piece->pending, memory_order_acquire) == BW_PIECE_SETTLED ||
-        bw_hq_len(q) < bw_hq_capacity(q))
+    int full = bw_hq_len(q) >= bw_hq_capacity(q);
+    self->w.consumer_behind = full;
+    if (!full || atomic_load_explicit(&piece->pending, memory_order_acquire) == BW_PIECE_SETTLED)
         return;
     Py_BEGIN_ALLOW_THREADS
     bw_piece_settle(piece);
