@@ -214,8 +214,10 @@ class BulkWriter:
     body leaves out)``; None: the built-in ones (:func:`bulkwire.conventions.collection_name`).
     ``defer_float_text``: a document's list (or tuple) of at least 16 floats is copied as
     doubles by ``store`` and its text is written by the consumer (the sender's thread,
-    without the GIL) when it takes the buffer; the body's bytes are the same either way
-    (see docs/bulk_insert.md, "Float text off the producer thread"). None (the default): on
+    without the GIL) when it takes the buffer, except while the consumer is behind (a
+    hand-over found the queue full, until one finds room), when ``store`` writes it; the
+    body's bytes are the same either way (see docs/bulk_insert.md, "Float text off the
+    producer thread"). None (the default): on
     when the process may run on two CPUs or more (:func:`bulkwire.compression.usable_cpus`).
 
     A writer has one producer thread: the first thread that calls ``store``,

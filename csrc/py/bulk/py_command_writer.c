@@ -632,7 +632,8 @@ static PyType_Slot Writer_slots[] = {
                 "default is the walker's default hook (None, bulkwire.ENTITY or a callable). "
                 "defer_float_text: documents' lists of floats are copied as doubles and their "
                 "text is written when the handed-over buffer is first read (by the body pump, "
-                "without the GIL). on_failure(writer, event): raises what store() raises for "
+                "without the GIL), except after a hand-over that found the queue full, until "
+                "one finds room. on_failure(writer, event): raises what store() raises for "
                 "a failed writer (event 'failed'), a closed one ('closed') or a buffer the "
                 "gone consumer never took ('lost'); records an interrupted hand-over "
                 "('interrupted')."},
